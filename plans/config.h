@@ -1,0 +1,85 @@
+#pragma once
+// The config YAML: what the user trains (model, training shape), where (cluster) and, for `tp-plan search`, which
+// plans to consider (search). Loading checks every key: unknown keys, wrong types and impossible values are
+// tptune::Error with "<file>:<line>: <key>: expected ..., got ...".
+//
+//   model:    {preset: llama3-8b} | explicit dims | a preset with overrides (ffn_dim or ffn_dim_multiplier+multiple_of)
+//   training: {seq_len: 8192, local_batch_size: 1, dtype: bf16, activation_checkpointing: none}
+//   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,
+//              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
+//   search:   {tp_degrees, presets, plans, float8, async_tp, loss_parallel, activation_checkpointing,
+//              local_batch_sizes, objective, memory_headroom_gib}
+
+#include <yaml-cpp/yaml.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plans/dtype.h"
+#include "plans/model.h"
+
+namespace tptune {
+
+enum class ActivationCheckpointing { none, selective, full };
+std::string_view to_string(ActivationCheckpointing a);
+ActivationCheckpointing parse_activation_checkpointing(std::string_view s, const std::string& where);
+
+enum class Float8Recipe { none, tensorwise, rowwise };
+std::string_view to_string(Float8Recipe f);
+Float8Recipe parse_float8(std::string_view s, const std::string& where);
+
+struct Training {
+  int64_t seq_len = 8192;
+  int64_t local_batch_size = 1;  // sequences per data-parallel rank per step
+  DType dtype = DType::bf16;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+};
+
+struct LinkSpec {
+  double bandwidth_GBps = 0;  // per GPU, per direction
+  double latency_us = 0;
+};
+
+struct Cluster {
+  std::string gpu;       // preset name; empty when gpu_inline is used
+  YAML::Node gpu_inline; // an inline spec with the keys of a GPU preset file (sim/ reads it)
+  std::string source;    // "<file>:<line>" of the cluster.gpu key, for errors raised when resolving the spec
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::optional<LinkSpec> intra_node;  // overrides the preset's NVLink figures
+  std::optional<LinkSpec> inter_node;  // per GPU (one NIC per GPU)
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+enum class Objective { tokens_per_second, step_time, memory };
+std::string_view to_string(Objective o);
+
+struct SearchSpace {
+  std::vector<int> tp_degrees;                // default: divisors of world size up to 2 x gpus_per_node
+  std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
+  std::vector<std::string> plan_files;        // user plan files, resolved relative to the config file
+  std::vector<Float8Recipe> float8 = {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise};
+  std::vector<bool> async_tp = {false, true};
+  std::vector<bool> loss_parallel = {false, true};
+  std::vector<ActivationCheckpointing> activation_checkpointing = {
+      ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full};
+  std::vector<int64_t> local_batch_sizes = {1, 2, 4};
+  Objective objective = Objective::tokens_per_second;
+  double memory_headroom_gib = 2.0;
+};
+
+struct Config {
+  std::string path;  // the file it was loaded from ("<string>" for load_config_string)
+  Model model;
+  Training training;
+  Cluster cluster;
+  SearchSpace search;
+  bool has_search = false;
+};
+
+Config load_config(const std::string& path);
+// For tests and tools: parse YAML text; `name` stands in for the file name in errors.
+Config load_config_string(const std::string& yaml, const std::string& name = "<string>");
+
+}  // namespace tptune

@@ -1,0 +1,58 @@
+#pragma once
+// The model: a decoder-only transformer named as torchtitan names it.
+//
+//   tok_embeddings                      Embedding(vocab_size, dim)
+//   layers.N.attention_norm             RMSNorm/LayerNorm(dim)
+//   layers.N.attention.{wq,wk,wv,wo}    wq (n_heads*head_dim, dim), wk/wv (n_kv_heads*head_dim, dim), wo (dim, n_heads*head_dim)
+//   layers.N.ffn_norm                   norm(dim)
+//   layers.N.feed_forward.{w1,w2,w3}    swiglu: w1/w3 (ffn_dim, dim), w2 (dim, ffn_dim); gelu: w1, w2 only
+//   norm                                norm(dim)
+//   output                              Linear(dim -> vocab_size), weight (vocab_size, dim)
+// Linear weights are (out_features, in_features), as in torch.nn.Linear; no biases (Llama); layernorm has weight
+// and bias.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tptune {
+
+enum class Mlp { swiglu, gelu };
+enum class Norm { rmsnorm, layernorm };
+std::string_view to_string(Mlp m);
+std::string_view to_string(Norm n);
+
+struct Model {
+  std::string name;  // preset name or "custom"
+  int64_t dim = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t ffn_dim = 0;
+  int64_t vocab_size = 0;
+  Mlp mlp = Mlp::swiglu;
+  Norm norm = Norm::rmsnorm;
+  double norm_eps = 1e-5;
+  double rope_theta = 500000.0;
+
+  int64_t head_dim() const { return dim / n_heads; }
+  // Parameters of one transformer block: attention (dim*(n_heads + 2*n_kv_heads)*head_dim + n_heads*head_dim*dim),
+  // MLP (3 or 2 matrices of dim*ffn_dim), norms (dim each; layernorm also a bias).
+  int64_t block_parameters() const;
+  int64_t embedding_parameters() const { return vocab_size * dim; }
+  // Everything: embedding + blocks + final norm + output projection (untied).
+  int64_t total_parameters() const;
+  // torchtitan's MFU convention: 6 x (parameters without the embedding) + 12 x layers x heads x head_dim x seq_len.
+  double training_flops_per_token(int64_t seq_len) const;
+};
+
+// torchtitan's ffn_dim rule: h = int(2 * 4*dim / 3); h = int(multiplier * h); round h up to a multiple of multiple_of.
+// Llama3 8B: dim 4096, 1.3, 1024 -> 14336; 70B: 8192, 1.3, 4096 -> 28672; 405B: 16384, 1.2, 4096 -> 53248.
+int64_t torchtitan_ffn_dim(int64_t dim, double ffn_dim_multiplier, int64_t multiple_of);
+
+// Named presets: llama3-8b, llama3-70b, llama3-405b (and small ones for tests). Returns false if unknown.
+bool model_preset(std::string_view name, Model& out);
+std::vector<std::string> model_preset_names();
+
+}  // namespace tptune

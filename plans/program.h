@@ -1,0 +1,252 @@
+#pragma once
+// The Program IR: what one TP rank does in one training step.
+//
+// `lower(Model, Training, Plan)` (plans/lower.h) produces it; the simulator (sim/) costs it and the runtime
+// (runtime/) executes it, so a measured op and a predicted op are the same op with the same local shape.
+//
+// Structure. Transformer blocks are identical, so the Program is a list of Segments in execution order, and the
+// two block segments are templates repeated once per layer:
+//   embed.fwd   (x1)   token embedding forward
+//   block.fwd   (xL)   one block's forward, layers 0..L-1       [+ FSDP parameter all-gather when dp_shard > 1]
+//   head        (x1)   final norm, output projection, loss, and their backward
+//   block.bwd   (xL)   one block's backward, layers L-1..0      [+ recompute, FSDP all-gather and grad reduce-scatter]
+//   embed.bwd   (x1)   embedding backward
+//   optimizer   (x1)   data-parallel reduction of non-block gradients, AdamW on every local parameter shard
+// Tensors and ops of a repeated segment are layer-relative: tensor "attention.wq.weight" with per_layer=true is
+// "layers.N.attention.wq.weight" in layer N; op module "attention.wq" is "layers.N.attention.wq".
+// A LayerChain links layers: in layer order (descending when `reverse`), the first layer's `in` is `source`, each
+// later layer's `in` is the previous layer's `out`, and the last layer's `out` is `sink`. (The residual stream
+// forward; its gradient backward.) `expand()` instantiates every layer into one flat list with global tensor ids.
+//
+// Dataflow. Ops read `inputs` and write `outputs` (tensor ids); `deps` are the ops of the same segment instance
+// that must finish first (the last writer of each input, and for an accumulating op the earlier writer of its
+// output). An input with no writer in the segment instance comes from an earlier segment or layer (see expand()).
+// Ops run in list order on one rank; collectives are the only ops that may run concurrently with compute.
+//
+// Local shapes are per rank; `global_shape` and `placement` say what the local data means on the TP mesh.
+// Collective `bytes` is the size of the full (unsharded) tensor, the `size` column of nccl-tests.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "plans/config.h"
+#include "plans/dtype.h"
+#include "plans/model.h"
+#include "plans/placement.h"
+#include "plans/plan.h"
+
+namespace tptune {
+
+using TensorId = int;
+
+enum class Phase { forward, backward, recompute, optimizer };
+std::string_view to_string(Phase p);
+
+enum class TensorRole {
+  input,       // tokens and targets (int32 stored in the tensor's elements)
+  activation,  // forward values
+  gradient,    // gradients of activations
+  parameter,   // a (shard of a) parameter
+  param_grad,  // its gradient
+  scale,       // float8 amax / scale scalars, loss statistics
+  loss,        // the scalar loss
+  optimizer_state,
+};
+
+struct TensorDesc {
+  std::string name;  // layer-relative when per_layer ("attention.wq.weight"), else a full FQN ("output.weight")
+  bool per_layer = false;
+  Shape local_shape;
+  Shape global_shape;
+  DType dtype = DType::bf16;
+  Placement placement;  // what the local data means on the TP mesh (for parameters: how they are sharded)
+  TensorRole role = TensorRole::activation;
+  // For parameters and their gradients: the parameter's relative name ("attention.wq.weight") and the dim of the
+  // full parameter that is sharded over TP (-1: replicated). Rank r holds slice r of that dim.
+  std::string param;
+  int param_shard_dim = -1;
+};
+
+// C (m, n) = op(A) (m, k) x op(B) (k, n), op(X) = X^T when trans; [+ C when accumulate]. Row-major, tokens flattened:
+// a linear y = x W^T with x (b, s, in) and W (out, in) is m = b*s, n = out, k = in, trans_b.
+// inputs: {A, B} or, for float8 operands, {A, B, scale_A, scale_B} (fp32 scalars: real = stored * scale).
+struct GemmOp {
+  int64_t m = 0, n = 0, k = 0;
+  DType a_dtype = DType::bf16, b_dtype = DType::bf16, c_dtype = DType::bf16;
+  bool trans_a = false, trans_b = false, accumulate = false;
+  int64_t flops() const { return 2 * m * n * k; }
+};
+
+// Causal grouped-query flash attention on local heads. Forward inputs {q, k, v} (b, s, heads*head_dim), outputs
+// {o, lse} with lse (b, n_heads, s) fp32. Backward inputs {q, k, v, o, lse, d_o}, outputs {dq, dk, dv}.
+struct AttentionOp {
+  int64_t batch = 0, seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  bool causal = true;
+  bool backward = false;
+  // Causal FLOPs: forward 2 matmuls of 2*b*h*s*s*d, halved by the mask = 2*b*h*s*s*d; backward 2.5x forward.
+  int64_t flops() const;
+};
+
+// Memory-bound ops. The input/output convention of each fn is fixed (the runtime relies on it):
+//   rmsnorm        {x, w} -> {y, rstd}              rmsnorm_bwd    {x, w, rstd, dy} -> {dx, dw}
+//   layernorm      {x, w, b} -> {y, mean, rstd}     layernorm_bwd  {x, w, mean, rstd, dy} -> {dx, dw, db}
+//   rope           {x} -> {y}  (x (b, s, heads*hd); positions start at `offset` along s: local seq shard)
+//   rope_bwd       {dy} -> {dx}
+//   swiglu         {a, b} -> {y = silu(a) * b}      swiglu_bwd     {a, b, dy} -> {da, db}
+//   gelu           {a} -> {y} (tanh approximation)  gelu_bwd       {a, dy} -> {da}
+//   add            {a, b} -> {y = a + b}            accumulate     {a, y} -> {y += a}
+//   slice          {x} -> {y}: this rank's slice of `dim` (R -> S(dim) redistribution)
+//   adamw          {p, g, m, v} -> {p, m, v}
+struct ElementwiseOp {
+  enum class Fn {
+    rmsnorm, rmsnorm_bwd, layernorm, layernorm_bwd, rope, rope_bwd, swiglu, swiglu_bwd, gelu, gelu_bwd,
+    add, accumulate, slice, adamw
+  };
+  Fn fn = Fn::add;
+  int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
+  int64_t flops = 0;
+  int dim = -1;       // slice: the dim (normalized)
+};
+std::string_view to_string(ElementwiseOp::Fn f);
+
+// Embedding lookup of `tokens` ids into a table (vocab_local, dim_local). When vocab_sharded, rank r owns rows
+// [r*vocab_local, (r+1)*vocab_local) and ids outside give zero rows (a partial sum over ranks).
+// Forward inputs {tokens, weight} -> {out}; backward inputs {tokens, d_out} -> {d_weight}.
+struct EmbeddingOp {
+  int64_t tokens = 0, vocab_local = 0, dim_local = 0;
+  bool vocab_sharded = false;
+  bool backward = false;
+};
+
+// Cross-entropy (mean over tokens) on logits (tokens, vocab_local); vocab-parallel when vocab_sharded (rank r owns
+// columns [r*vocab_local, ...)), the statistics then being all-reduced between stages.
+//   row_max      {logits} -> {max}                       (tokens) fp32
+//   sum_exp      {logits, max} -> {sumexp}               (tokens) fp32, after max was all-reduced (max)
+//   target_logit {logits, targets} -> {tlogit}           (tokens) fp32, 0 for targets outside the shard
+//   loss         {max, sumexp, tlogit} -> {loss}         scalar
+//   backward     {logits, max, sumexp, targets} -> {d_logits} = (softmax - onehot) / tokens
+struct CrossEntropyOp {
+  enum class Stage { row_max, sum_exp, target_logit, loss, backward };
+  Stage stage = Stage::row_max;
+  int64_t tokens = 0, vocab_local = 0;
+  bool vocab_sharded = false;
+};
+std::string_view to_string(CrossEntropyOp::Stage s);
+
+// Tensorwise float8 cast. amax: {x} -> {amax} (fp32 scalar; all-reduced (max) over the group when x is sharded).
+// cast: {x, amax} -> {xq, scale} with scale = amax / max_finite(to) (real = stored * scale), saturating,
+// round-to-nearest-even.
+struct CastFp8Op {
+  enum class Stage { amax, cast };
+  Stage stage = Stage::cast;
+  DType to = DType::fp8_e4m3;
+  int64_t elements = 0;
+};
+
+enum class Group { tp, dp };
+std::string_view to_string(Group g);
+enum class ReduceOp { sum, max };
+
+// A collective on a process group. inputs {x} -> outputs {y}. `bytes` is the full tensor's size (nccl-tests).
+// gather_dim / scatter_dim are normalized dims of the local tensors (all-gather concatenates rank slices along
+// gather_dim; reduce-scatter leaves rank r with slice r of scatter_dim).
+// Async TP ring steps (p2p, ring_step >= 1): see ChunkRef.
+struct CollectiveOp {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  Group group = Group::tp;
+  ReduceOp reduce = ReduceOp::sum;
+  DType dtype = DType::bf16;
+  int64_t bytes = 0;
+  int gather_dim = -1, scatter_dim = -1;
+};
+
+// Async TP (micro-pipelined) chunks, along the token dim (dim 1 of (b, s, h), in chunks of s/tp).
+// pattern all_gather (a sequence-sharded input gathered while matmuls consume it), on rank r:
+//   step 0: copy the local shard into slot r of the gathered tensor (the p2p op of step 0 moves nothing);
+//   step j >= 1: p2p sends slot (r-j+1) mod tp to rank r+1 and receives slot (r-j) mod tp from rank r-1;
+//   a gemm of step j reads (and writes) rows of slot (r-j) mod tp only.
+// pattern reduce_scatter (matmuls whose partial sums are reduce-scattered), on rank r:
+//   a gemm of step j computes the partial for chunk (r+j+1) mod tp into the step's buffer, accumulating onto what
+//   the p2p of step j-1 received; p2p of step j (j < tp-1) sends that buffer to rank r-1 and receives from r+1.
+//   After step tp-1 the buffer holds chunk r, fully reduced.
+struct ChunkRef {
+  enum class Pattern { none, all_gather, reduce_scatter };
+  Pattern pattern = Pattern::none;
+  int step = 0;
+  int count = 0;  // tp
+};
+
+using OpKind = std::variant<GemmOp, AttentionOp, ElementwiseOp, EmbeddingOp, CrossEntropyOp, CastFp8Op, CollectiveOp>;
+// "gemm", "attention", "elementwise", "embedding", "cross_entropy", "cast_fp8", "collective"
+std::string_view kind_name(const OpKind& k);
+
+struct Op {
+  int id = 0;          // index in its segment
+  std::string module;  // FQN, layer-relative in block segments ("attention.wq")
+  std::string name;    // module + what: "attention.wq.fwd", "attention.wq.bwd_input", "attention.fwd.all_gather"
+  Phase phase = Phase::forward;
+  std::vector<int> deps;
+  std::vector<TensorId> inputs, outputs;
+  OpKind kind;
+  ChunkRef chunk;
+
+  bool is_collective() const { return std::holds_alternative<CollectiveOp>(kind); }
+};
+
+struct Segment {
+  std::string name;  // embed.fwd | block.fwd | head | block.bwd | embed.bwd | optimizer
+  int repeat = 1;    // n_layers for block segments
+  bool reverse = false;  // block.bwd runs layers L-1 .. 0
+  std::vector<Op> ops;
+};
+
+struct LayerChain {
+  TensorId in = -1, out = -1;         // per-layer tensors
+  TensorId source = -1, sink = -1;    // global tensors
+  bool reverse = false;
+};
+
+struct Program {
+  Model model;
+  Training training;  // local_batch_size and activation_checkpointing as the plan sets them
+  Plan plan;
+  int tp = 1;
+  int dp = 1;
+  std::vector<TensorDesc> tensors;
+  std::vector<Segment> segments;
+  std::vector<LayerChain> chains;
+  TensorId tokens = -1, targets = -1, loss = -1;
+
+  const TensorDesc& tensor(TensorId id) const { return tensors.at(static_cast<size_t>(id)); }
+  const Segment* segment(std::string_view name) const;
+  int64_t tokens_per_rank() const { return training.local_batch_size * training.seq_len; }
+};
+
+// One op of the expanded step: every layer instantiated, tensor ids global, deps global.
+struct FlatTensor {
+  std::string fqn;  // "layers.3.attention.wq.weight"
+  TensorId template_id = -1;
+  int layer = -1;
+};
+struct FlatOp {
+  const Op* op = nullptr;   // the template op
+  int layer = -1;           // -1 outside blocks
+  std::string module;       // full FQN
+  std::string name;         // full FQN name
+  std::vector<int> inputs, outputs;  // flat tensor ids
+  std::vector<int> deps;    // flat op ids (dataflow across segments and layers included)
+};
+struct FlatProgram {
+  std::vector<FlatTensor> tensors;
+  std::vector<FlatOp> ops;
+};
+// Instantiates every layer. Layer chains alias tensors across layers; other per-layer tensors get one flat tensor
+// per layer; global tensors one each.
+FlatProgram expand(const Program& p);
+
+// The full FQN of a layer-relative name in layer `layer` ("layers.3." + name); `name` itself when layer < 0.
+std::string layer_fqn(int layer, const std::string& name);
+
+}  // namespace tptune
