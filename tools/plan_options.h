@@ -1,0 +1,33 @@
+#pragma once
+// The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
+//   CONFIG (--preset NAME | --plan FILE) [--tp N] [--dp-shard N] [--float8 none|tensorwise|rowwise]
+//   [--async-tp] [--loss-parallel | --no-loss-parallel] [--ac none|selective|full] [--local-batch-size N]
+// A plan file's own values are kept unless an option overrides them. For a preset: tp defaults to the cluster's
+// gpus_per_node, dp_shard to world_size / tp, activation checkpointing and local batch size to the config's
+// training section, loss parallel to on for sequence_parallel (torchtitan's default) and off for vanilla.
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "plans/config.h"
+#include "plans/plan.h"
+
+namespace tptune::tools {
+
+struct PlanOptions {
+  std::string config;
+  std::string preset;
+  std::string plan_file;
+  std::optional<int> tp, dp_shard;
+  std::optional<std::string> float8, ac;
+  std::optional<int64_t> local_batch_size;
+  bool async_tp = false;
+  bool loss_parallel = false, no_loss_parallel = false;
+};
+
+void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
+// Loads the plan the options name (errors are tptune::Error naming the option or file).
+Plan resolve_plan(const Config& cfg, const PlanOptions& o);
+
+}  // namespace tptune::tools

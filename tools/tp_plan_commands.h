@@ -1,0 +1,18 @@
+#pragma once
+// Registration of tp-plan's subcommands. Each add_* function (one per tp_plan_<name>.cc) adds its subcommand to
+// `app` and, when that subcommand is chosen, sets `run` to the function that executes it and returns the exit code.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace tptune::tools {
+
+using RunFn = std::function<int()>;
+
+void add_explain_command(CLI::App& app, RunFn& run);
+
+inline void register_tp_plan_commands(CLI::App& app, RunFn& run) {
+  add_explain_command(app, run);
+}
+
+}  // namespace tptune::tools
