@@ -54,5 +54,8 @@ int64_t torchtitan_ffn_dim(int64_t dim, double ffn_dim_multiplier, int64_t multi
 // Named presets: llama3-8b, llama3-70b, llama3-405b (and small ones for tests). Returns false if unknown.
 bool model_preset(std::string_view name, Model& out);
 std::vector<std::string> model_preset_names();
+// The torchtitan ffn_dim rule a preset was defined with (llama3-*: see above), so that a config that overrides a
+// preset's dim can recompute ffn_dim. False for presets that fix ffn_dim directly (the tiny ones) or are unknown.
+bool model_preset_ffn_rule(std::string_view name, double& ffn_dim_multiplier, int64_t& multiple_of);
 
 }  // namespace tptune

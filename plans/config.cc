@@ -1,0 +1,280 @@
+#include "plans/config.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "plans/error.h"
+#include "plans/plan.h"
+#include "plans/yaml_util.h"
+
+namespace tptune {
+
+std::string_view to_string(ActivationCheckpointing a) {
+  switch (a) {
+    case ActivationCheckpointing::none: return "none";
+    case ActivationCheckpointing::selective: return "selective";
+    case ActivationCheckpointing::full: return "full";
+  }
+  return "?";
+}
+
+ActivationCheckpointing parse_activation_checkpointing(std::string_view s, const std::string& where) {
+  for (auto a : {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full})
+    if (to_string(a) == s) return a;
+  throw Error(fmt::format("{}: expected one of none, selective, full, got '{}'", where, s));
+}
+
+std::string_view to_string(Float8Recipe f) {
+  switch (f) {
+    case Float8Recipe::none: return "none";
+    case Float8Recipe::tensorwise: return "tensorwise";
+    case Float8Recipe::rowwise: return "rowwise";
+  }
+  return "?";
+}
+
+Float8Recipe parse_float8(std::string_view s, const std::string& where) {
+  for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise})
+    if (to_string(f) == s) return f;
+  throw Error(fmt::format("{}: expected one of none, tensorwise, rowwise, got '{}'", where, s));
+}
+
+std::string_view to_string(Objective o) {
+  switch (o) {
+    case Objective::tokens_per_second: return "tokens_per_second";
+    case Objective::step_time: return "step_time";
+    case Objective::memory: return "memory";
+  }
+  return "?";
+}
+
+namespace {
+
+using yaml::YamlDoc;
+
+bool has(const YAML::Node& map, const char* key) { return map[key].IsDefined(); }
+
+// The key node of `key` in `map` (its mark is the line the user wrote the key on), or an undefined node.
+YAML::Node key_node(const YAML::Node& map, std::string_view key) {
+  for (auto it = map.begin(); it != map.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->first;
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+// The node to point at for an error about `key` of `map`: its key when present, else the map's own key `self`.
+YAML::Node locate(const YAML::Node& map, std::string_view key, const YAML::Node& self) {
+  YAML::Node k = key_node(map, key);
+  return k.IsDefined() ? k : self;
+}
+
+Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
+  doc.check_map(n, "model",
+                {"preset", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier",
+                 "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta"});
+  Model m;
+  std::string preset;
+  if (has(n, "preset")) {
+    preset = doc.string(n["preset"], "model.preset");
+    if (!model_preset(preset, m))
+      doc.fail_msg(n["preset"], "model.preset",
+                   fmt::format("unknown preset '{}'; expected one of {}", preset, fmt::join(model_preset_names(), ", ")));
+  } else {
+    m.name = "custom";
+  }
+  const std::string missing_hint =
+      fmt::format("missing; give it or a model.preset (one of {})", fmt::join(model_preset_names(), ", "));
+  auto dim_key = [&](const char* key, int64_t& field) {
+    const std::string k = fmt::format("model.{}", key);
+    if (has(n, key))
+      field = doc.positive_integer(n[key], k);
+    else if (preset.empty())
+      doc.fail_msg(self, k, missing_hint);
+  };
+  dim_key("dim", m.dim);
+  dim_key("n_layers", m.n_layers);
+  dim_key("n_heads", m.n_heads);
+  dim_key("vocab_size", m.vocab_size);
+  if (has(n, "n_kv_heads"))
+    m.n_kv_heads = doc.positive_integer(n["n_kv_heads"], "model.n_kv_heads");
+  else if (preset.empty())
+    m.n_kv_heads = m.n_heads;
+
+  // ffn_dim: given, or derived with torchtitan's rule. A preset defined by the rule re-derives it when dim changes.
+  const bool has_mult = has(n, "ffn_dim_multiplier"), has_multiple = has(n, "multiple_of");
+  double multiplier = 1.0;  // torchtitan's defaults: ffn_dim_multiplier None (x1), multiple_of 256
+  int64_t multiple_of = 256;
+  const bool preset_rule = !preset.empty() && model_preset_ffn_rule(preset, multiplier, multiple_of);
+  if (has(n, "ffn_dim")) {
+    if (has_mult || has_multiple)
+      doc.fail_msg(key_node(n, "ffn_dim"), "model.ffn_dim",
+                   "give either ffn_dim or ffn_dim_multiplier/multiple_of, not both");
+    m.ffn_dim = doc.positive_integer(n["ffn_dim"], "model.ffn_dim");
+  } else if (has_mult || has_multiple || (preset_rule && has(n, "dim"))) {
+    if (has_mult) multiplier = doc.positive_real(n["ffn_dim_multiplier"], "model.ffn_dim_multiplier");
+    if (has_multiple) multiple_of = doc.positive_integer(n["multiple_of"], "model.multiple_of");
+    m.ffn_dim = torchtitan_ffn_dim(m.dim, multiplier, multiple_of);
+  } else if (preset.empty()) {
+    doc.fail_msg(self, "model.ffn_dim", "missing; give ffn_dim, or ffn_dim_multiplier and multiple_of");
+  }
+
+  if (has(n, "mlp")) m.mlp = doc.choice(n["mlp"], "model.mlp", {"swiglu", "gelu"}) == "gelu" ? Mlp::gelu : Mlp::swiglu;
+  if (has(n, "norm"))
+    m.norm = doc.choice(n["norm"], "model.norm", {"rmsnorm", "layernorm"}) == "layernorm" ? Norm::layernorm
+                                                                                         : Norm::rmsnorm;
+  if (has(n, "norm_eps")) m.norm_eps = doc.positive_real(n["norm_eps"], "model.norm_eps");
+  if (has(n, "rope_theta")) m.rope_theta = doc.positive_real(n["rope_theta"], "model.rope_theta");
+
+  if (has(n, "name")) {
+    m.name = doc.string(n["name"], "model.name");
+  } else if (!preset.empty()) {
+    for (const char* k : {"dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier", "multiple_of",
+                          "vocab_size", "mlp", "norm"})
+      if (has(n, k)) m.name = preset + " (modified)";
+  }
+
+  // Attention shapes: heads split dim evenly, and query heads form whole groups over the kv heads.
+  if (m.n_heads % m.n_kv_heads != 0)
+    doc.fail_msg(locate(n, has(n, "n_kv_heads") ? "n_kv_heads" : "n_heads", self), "model.n_kv_heads",
+                 fmt::format("expected a divisor of n_heads ({}), got {}", m.n_heads, m.n_kv_heads));
+  if (m.dim % m.n_heads != 0)
+    doc.fail_msg(locate(n, has(n, "dim") ? "dim" : "n_heads", self), "model.dim",
+                 fmt::format("expected a multiple of n_heads ({}), got {}", m.n_heads, m.dim));
+  return m;
+}
+
+Training read_training(const YamlDoc& doc, const YAML::Node& n) {
+  doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing"});
+  Training t;
+  if (has(n, "seq_len")) t.seq_len = doc.positive_integer(n["seq_len"], "training.seq_len");
+  if (has(n, "local_batch_size"))
+    t.local_batch_size = doc.positive_integer(n["local_batch_size"], "training.local_batch_size");
+  if (has(n, "dtype"))
+    t.dtype = parse_dtype(doc.choice(n["dtype"], "training.dtype", {"bf16", "fp16", "fp32"}),
+                          doc.where(n["dtype"], "training.dtype"));
+  if (has(n, "activation_checkpointing"))
+    t.activation_checkpointing = parse_activation_checkpointing(
+        doc.choice(n["activation_checkpointing"], "training.activation_checkpointing", {"none", "selective", "full"}),
+        doc.where(n["activation_checkpointing"], "training.activation_checkpointing"));
+  return t;
+}
+
+LinkSpec read_link(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self, const std::string& key) {
+  doc.check_map(n, key, {"bandwidth_GBps", "latency_us"});
+  LinkSpec l;
+  for (const char* k : {"bandwidth_GBps", "latency_us"})
+    if (!has(n, k)) doc.fail_msg(self, yaml::join_key(key, k), "missing (an override gives both figures)");
+  l.bandwidth_GBps = doc.positive_real(n["bandwidth_GBps"], key + ".bandwidth_GBps");
+  l.latency_us = doc.nonnegative_real(n["latency_us"], key + ".latency_us");
+  return l;
+}
+
+Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
+  doc.check_map(n, "cluster", {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node"});
+  Cluster c;
+  if (!has(n, "gpu")) doc.fail_msg(self, "cluster.gpu", "missing; expected a GPU preset name or an inline spec");
+  const YAML::Node gpu = n["gpu"];
+  c.source = doc.at(key_node(n, "gpu"), gpu);
+  if (gpu.IsMap())
+    c.gpu_inline = gpu;  // keeps its marks, so the simulator can point at lines of the inline spec
+  else if (yaml::is_scalar(gpu) && !gpu.Scalar().empty())
+    c.gpu = gpu.Scalar();
+  else
+    doc.fail(gpu, "cluster.gpu", "a GPU preset name or an inline spec map");
+  if (has(n, "nodes")) c.nodes = static_cast<int>(doc.positive_integer(n["nodes"], "cluster.nodes"));
+  if (has(n, "gpus_per_node"))
+    c.gpus_per_node = static_cast<int>(doc.positive_integer(n["gpus_per_node"], "cluster.gpus_per_node"));
+  if (has(n, "intra_node")) c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
+  if (has(n, "inter_node")) c.inter_node = read_link(doc, n["inter_node"], key_node(n, "inter_node"), "cluster.inter_node");
+  return c;
+}
+
+SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
+                        const std::filesystem::path& base_dir) {
+  doc.check_map(n, "search",
+                {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
+                 "local_batch_sizes", "objective", "memory_headroom_gib"});
+  SearchSpace s;
+  auto positive_int = [&](const YAML::Node& x, const std::string& k) {
+    const int64_t v = doc.positive_integer(x, k);
+    if (v > (1 << 20)) doc.fail(x, k, "a positive integer up to 1048576");
+    return static_cast<int>(v);
+  };
+  auto positive_int64 = [&](const YAML::Node& x, const std::string& k) { return doc.positive_integer(x, k); };
+  auto boolean = [&](const YAML::Node& x, const std::string& k) { return doc.boolean(x, k); };
+  if (has(n, "tp_degrees")) s.tp_degrees = doc.list(n["tp_degrees"], "search.tp_degrees", positive_int);
+  if (has(n, "presets")) {
+    const YAML::Node p = n["presets"];
+    const auto names = plan_preset_names();
+    auto preset = [&](const YAML::Node& x, const std::string& k) { return doc.choice(x, k, names); };
+    // An empty list is allowed here: search only the plan files.
+    s.presets = p.IsSequence() && p.size() == 0 ? std::vector<std::string>{} : doc.list(p, "search.presets", preset);
+  }
+  if (has(n, "plans")) {
+    auto path = [&](const YAML::Node& x, const std::string& k) {
+      std::filesystem::path f = doc.string(x, k);
+      return (f.is_absolute() ? f : base_dir / f).lexically_normal().string();
+    };
+    s.plan_files = doc.list(n["plans"], "search.plans", path);
+  }
+  if (s.presets.empty() && s.plan_files.empty())
+    doc.fail_msg(locate(n, "presets", self), "search.presets", "nothing to search: no presets and no plans");
+  if (has(n, "float8")) {
+    auto f8 = [&](const YAML::Node& x, const std::string& k) {
+      return parse_float8(doc.choice(x, k, {"none", "tensorwise", "rowwise"}), doc.where(x, k));
+    };
+    s.float8 = doc.list(n["float8"], "search.float8", f8);
+  }
+  if (has(n, "async_tp")) s.async_tp = doc.list(n["async_tp"], "search.async_tp", boolean);
+  if (has(n, "loss_parallel")) s.loss_parallel = doc.list(n["loss_parallel"], "search.loss_parallel", boolean);
+  if (has(n, "activation_checkpointing")) {
+    auto ac = [&](const YAML::Node& x, const std::string& k) {
+      return parse_activation_checkpointing(doc.choice(x, k, {"none", "selective", "full"}), doc.where(x, k));
+    };
+    s.activation_checkpointing = doc.list(n["activation_checkpointing"], "search.activation_checkpointing", ac);
+  }
+  if (has(n, "local_batch_sizes"))
+    s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", positive_int64);
+  if (has(n, "objective")) {
+    const std::string o = doc.choice(n["objective"], "search.objective", {"tokens_per_second", "step_time", "memory"});
+    s.objective = o == "step_time" ? Objective::step_time : o == "memory" ? Objective::memory
+                                                                          : Objective::tokens_per_second;
+  }
+  if (has(n, "memory_headroom_gib"))
+    s.memory_headroom_gib = doc.nonnegative_real(n["memory_headroom_gib"], "search.memory_headroom_gib");
+  return s;
+}
+
+Config load(const std::string& text, const std::string& name, const std::filesystem::path& base_dir) {
+  const YamlDoc doc(name);
+  const YAML::Node root = yaml::parse(text, name);
+  if (!root.IsDefined() || !root.IsMap())
+    throw Error(fmt::format("{}: expected a map with keys model, training, cluster, search; got {}", doc.at(root),
+                            yaml::describe(root)));
+  doc.check_map(root, "", {"model", "training", "cluster", "search"});
+  Config cfg;
+  cfg.path = name;
+  if (!has(root, "model")) throw Error(fmt::format("{}: model: missing; expected a map (preset or dims)", name));
+  cfg.model = read_model(doc, root["model"], key_node(root, "model"));
+  if (has(root, "training")) cfg.training = read_training(doc, root["training"]);
+  if (has(root, "cluster"))
+    cfg.cluster = read_cluster(doc, root["cluster"], key_node(root, "cluster"));
+  else
+    cfg.cluster.source = name;
+  if (has(root, "search")) {
+    cfg.search = read_search(doc, root["search"], key_node(root, "search"), base_dir);
+    cfg.has_search = true;
+  }
+  return cfg;
+}
+
+}  // namespace
+
+Config load_config(const std::string& path) {
+  const std::string text = yaml::read_file(path, "config");
+  return load(text, path, std::filesystem::path(path).parent_path());
+}
+
+Config load_config_string(const std::string& yaml, const std::string& name) { return load(yaml, name, {}); }
+
+}  // namespace tptune

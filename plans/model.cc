@@ -1,0 +1,143 @@
+#include "plans/model.h"
+
+#include <array>
+
+namespace tptune {
+
+std::string_view to_string(Mlp m) {
+  switch (m) {
+    case Mlp::swiglu: return "swiglu";
+    case Mlp::gelu: return "gelu";
+  }
+  return "?";
+}
+
+std::string_view to_string(Norm n) {
+  switch (n) {
+    case Norm::rmsnorm: return "rmsnorm";
+    case Norm::layernorm: return "layernorm";
+  }
+  return "?";
+}
+
+// Parameters of one norm over `dim`: a weight, and for layernorm also a bias.
+static int64_t norm_parameters(const Model& m) { return (m.norm == Norm::layernorm ? 2 : 1) * m.dim; }
+
+int64_t Model::block_parameters() const {
+  const int64_t hd = head_dim();
+  // wq (n_heads*hd, dim), wk and wv (n_kv_heads*hd, dim), wo (dim, n_heads*hd).
+  const int64_t attention = dim * (n_heads + 2 * n_kv_heads) * hd + n_heads * hd * dim;
+  // swiglu: w1, w3 (ffn_dim, dim) and w2 (dim, ffn_dim); gelu: w1 and w2.
+  const int64_t mlp_matrices = mlp == Mlp::swiglu ? 3 : 2;
+  const int64_t feed_forward = mlp_matrices * dim * ffn_dim;
+  // attention_norm and ffn_norm.
+  return attention + feed_forward + 2 * norm_parameters(*this);
+}
+
+int64_t Model::total_parameters() const {
+  // tok_embeddings (vocab, dim) + blocks + final norm + output (vocab, dim), untied.
+  return embedding_parameters() + n_layers * block_parameters() + norm_parameters(*this) + vocab_size * dim;
+}
+
+double Model::training_flops_per_token(int64_t seq_len) const {
+  // 6 flops per parameter per token (2 forward, 4 backward) for every matmul weight, counted over all parameters
+  // except the embedding lookup (torchtitan's convention, which also counts the small norm weights), plus attention:
+  // per layer the scores q k^T and the weighted sum p v are 2 x (2 x seq x heads x head_dim) forward flops per token,
+  // times 3 for forward + backward: 12 x layers x heads x head_dim x seq.
+  const double dense = 6.0 * static_cast<double>(total_parameters() - embedding_parameters());
+  const double attention = 12.0 * static_cast<double>(n_layers) * static_cast<double>(n_heads) *
+                           static_cast<double>(head_dim()) * static_cast<double>(seq_len);
+  return dense + attention;
+}
+
+int64_t torchtitan_ffn_dim(int64_t dim, double ffn_dim_multiplier, int64_t multiple_of) {
+  int64_t h = 4 * dim;
+  h = (2 * h) / 3;  // int(2 * h / 3): h > 0, so truncation equals floor
+  h = static_cast<int64_t>(ffn_dim_multiplier * static_cast<double>(h));  // int(multiplier * h), as Python does it
+  return multiple_of * ((h + multiple_of - 1) / multiple_of);
+}
+
+namespace {
+
+struct PresetDef {
+  const char* name;
+  Model model;
+  double ffn_dim_multiplier = 0;  // 0: ffn_dim is fixed, not derived from dim
+  int64_t multiple_of = 0;
+};
+
+Model llama3(const char* name, int64_t dim, int64_t layers, int64_t heads, int64_t kv_heads, double multiplier,
+             int64_t multiple_of) {
+  Model m;
+  m.name = name;
+  m.dim = dim;
+  m.n_layers = layers;
+  m.n_heads = heads;
+  m.n_kv_heads = kv_heads;
+  m.ffn_dim = torchtitan_ffn_dim(dim, multiplier, multiple_of);
+  m.vocab_size = 128256;
+  m.mlp = Mlp::swiglu;
+  m.norm = Norm::rmsnorm;
+  m.norm_eps = 1e-5;
+  m.rope_theta = 500000.0;
+  return m;
+}
+
+// Small models for tests and quick runs (the sizes of examples/tiny-*.yaml).
+Model tiny(const char* name, Mlp mlp, Norm norm, int64_t kv_heads) {
+  Model m;
+  m.name = name;
+  m.dim = 64;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.n_kv_heads = kv_heads;
+  m.ffn_dim = 128;
+  m.vocab_size = 256;
+  m.mlp = mlp;
+  m.norm = norm;
+  m.norm_eps = 1e-5;
+  m.rope_theta = 10000.0;
+  return m;
+}
+
+const std::array<PresetDef, 5>& presets() {
+  // Llama 3 (torchtitan's llama3 model registry): the ffn_dim follows torchtitan_ffn_dim with the multipliers
+  // listed in model.h (8B 1.3 / 1024, 70B 1.3 / 4096, 405B 1.2 / 4096).
+  static const std::array<PresetDef, 5> p = {{
+      {"llama3-8b", llama3("llama3-8b", 4096, 32, 32, 8, 1.3, 1024), 1.3, 1024},
+      {"llama3-70b", llama3("llama3-70b", 8192, 80, 64, 8, 1.3, 4096), 1.3, 4096},
+      {"llama3-405b", llama3("llama3-405b", 16384, 126, 128, 8, 1.2, 4096), 1.2, 4096},
+      {"tiny-llama", tiny("tiny-llama", Mlp::swiglu, Norm::rmsnorm, 2)},
+      {"tiny-gpt", tiny("tiny-gpt", Mlp::gelu, Norm::layernorm, 4)},
+  }};
+  return p;
+}
+
+}  // namespace
+
+bool model_preset(std::string_view name, Model& out) {
+  for (const auto& p : presets())
+    if (name == p.name) {
+      out = p.model;
+      return true;
+    }
+  return false;
+}
+
+bool model_preset_ffn_rule(std::string_view name, double& ffn_dim_multiplier, int64_t& multiple_of) {
+  for (const auto& p : presets())
+    if (name == p.name && p.multiple_of > 0) {
+      ffn_dim_multiplier = p.ffn_dim_multiplier;
+      multiple_of = p.multiple_of;
+      return true;
+    }
+  return false;
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : presets()) names.emplace_back(p.name);
+  return names;
+}
+
+}  // namespace tptune

@@ -1,0 +1,92 @@
+#include "plans/plan.h"
+
+#include <fmt/format.h>
+
+namespace tptune {
+
+std::string_view to_string(StyleKind k) {
+  switch (k) {
+    case StyleKind::colwise: return "colwise";
+    case StyleKind::rowwise: return "rowwise";
+    case StyleKind::sequence_parallel: return "sequence_parallel";
+    case StyleKind::prepare_module_input: return "prepare_module_input";
+    case StyleKind::no_parallel: return "no_parallel";
+  }
+  return "?";
+}
+
+// The defaults of torch.distributed.tensor.parallel's style classes (the shard dims are those of a (b, s, h)
+// activation: S(1) is the sequence dim, S(-1) the hidden/feature dim).
+ParallelStyle ParallelStyle::colwise() {
+  return {StyleKind::colwise, Placement::R(), Placement::R(), Placement::S(-1), true};
+}
+
+ParallelStyle ParallelStyle::rowwise() {
+  return {StyleKind::rowwise, Placement::S(-1), Placement::S(-1), Placement::R(), true};
+}
+
+ParallelStyle ParallelStyle::sequence_parallel() {
+  return {StyleKind::sequence_parallel, Placement::S(1), Placement::S(1), Placement::S(1), false};
+}
+
+ParallelStyle ParallelStyle::prepare_module_input(Placement input, Placement desired) {
+  // No output layout: the module's output is whatever its submodules produce (kept at the default R, unused).
+  return {StyleKind::prepare_module_input, input, desired, Placement::R(), false};
+}
+
+ParallelStyle ParallelStyle::no_parallel() {
+  return {StyleKind::no_parallel, Placement::R(), Placement::R(), Placement::R(), true};
+}
+
+std::string to_string(const ParallelStyle& s) {
+  const char* local = s.use_local_output ? ", local" : "";
+  switch (s.kind) {
+    case StyleKind::colwise:
+    case StyleKind::rowwise:
+    case StyleKind::sequence_parallel:
+      return fmt::format("{}(input {}, output {}{})", to_string(s.kind), to_string(s.input_layout),
+                         to_string(s.output_layout), local);
+    case StyleKind::prepare_module_input:
+      return fmt::format("prepare_module_input(input {} -> {}{})", to_string(s.input_layout),
+                         to_string(s.desired_input_layout), local);
+    case StyleKind::no_parallel: return "no_parallel";
+  }
+  return "?";
+}
+
+// Splits "layers.*.attention" into {"layers", "*", "attention"}.
+static std::vector<std::string_view> components(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    out.push_back(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) return out;
+    start = dot + 1;
+  }
+}
+
+bool fqn_matches(const std::string& pattern, const std::string& fqn) {
+  if (pattern.find('*') == std::string::npos) return pattern == fqn;
+  const auto p = components(pattern), f = components(fqn);
+  if (p.size() != f.size()) return false;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != "*" && p[i] != f[i]) return false;
+  return true;
+}
+
+const ParallelStyle* Plan::style_for(const std::string& fqn) const {
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it)
+    if (fqn_matches(it->pattern, fqn)) return &it->style;
+  return nullptr;
+}
+
+// Two plans are equal when they parallelize the same way: same toggles and the same entries in the same order.
+// `family` and `source` are labels for reports, and entry lines are provenance; neither takes part.
+bool Plan::operator==(const Plan& o) const {
+  return tp_degree == o.tp_degree && dp_shard == o.dp_shard && float8 == o.float8 && async_tp == o.async_tp &&
+         loss_parallel == o.loss_parallel && activation_checkpointing == o.activation_checkpointing &&
+         local_batch_size == o.local_batch_size && modules == o.modules;
+}
+
+}  // namespace tptune

@@ -1,0 +1,251 @@
+// Plan YAML I/O: load_plan / load_plan_string check every key; plan_to_yaml writes the canonical form.
+//
+// Which keys each style takes follows the constructors of torch.distributed.tensor.parallel:
+//   colwise, rowwise        input_layouts, output_layouts, use_local_output
+//   sequence_parallel       use_local_output           (the sequence dim is the model's, 1)
+//   prepare_module_input    input_layouts, desired_input_layouts (both required), use_local_output
+//   no_parallel             nothing
+// The desired input of colwise (R) and rowwise (S(-1); R for an Embedding) is fixed by the style, so it is not a key.
+// A layout is a placement (parse_placement), or a list whose first entry is the placement of the module's first
+// input and whose other entries are None (torchtitan writes `input_layouts=(Shard(1), None)` for attention, whose
+// second input, freqs_cis, is not a DTensor).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include "plans/error.h"
+#include "plans/plan.h"
+#include "plans/yaml_util.h"
+
+namespace tptune {
+
+namespace {
+
+using yaml::YamlDoc;
+
+const std::vector<std::string>& style_names() {
+  static const std::vector<std::string> names = {"colwise", "rowwise", "sequence_parallel", "prepare_module_input",
+                                                 "no_parallel"};
+  return names;
+}
+
+StyleKind parse_style_kind(const std::string& s) {
+  for (auto k : {StyleKind::colwise, StyleKind::rowwise, StyleKind::sequence_parallel,
+                 StyleKind::prepare_module_input, StyleKind::no_parallel})
+    if (to_string(k) == s) return k;
+  return StyleKind::no_parallel;  // unreachable: callers check the name with YamlDoc::choice
+}
+
+// The keys (besides `style`) a style takes.
+std::vector<std::string_view> style_keys(StyleKind k) {
+  switch (k) {
+    case StyleKind::colwise:
+    case StyleKind::rowwise: return {"input_layouts", "output_layouts", "use_local_output"};
+    case StyleKind::sequence_parallel: return {"use_local_output"};
+    case StyleKind::prepare_module_input: return {"input_layouts", "desired_input_layouts", "use_local_output"};
+    case StyleKind::no_parallel: return {};
+  }
+  return {};
+}
+
+bool is_none(const YAML::Node& n) { return n.IsNull() || (n.IsScalar() && n.Scalar() == "None"); }
+
+Placement read_layout(const YamlDoc& doc, const YAML::Node& n, const std::string& key) {
+  constexpr const char* expected = "a layout (R, S(d), P) or a list [layout, None, ...]";
+  if (yaml::is_scalar(n)) return parse_placement(n.Scalar(), doc.where(n, key));
+  if (!n.IsSequence() || n.size() == 0 || !yaml::is_scalar(n[0]) || is_none(n[0])) doc.fail(n, key, expected);
+  for (size_t i = 1; i < n.size(); ++i)
+    if (!is_none(n[i]))
+      doc.fail_msg(n[i], key,
+                   fmt::format("expected None for input {} (only the first input of a module has a layout), got {}", i,
+                               yaml::describe(n[i])));
+  return parse_placement(n[0].Scalar(), doc.where(n[0], key));
+}
+
+// A module pattern: dot-separated names, each a word ([A-Za-z0-9_]+) or `*` (one whole component).
+bool valid_pattern(const std::string& p) {
+  if (p.empty()) return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t dot = p.find('.', start);
+    if (dot == std::string::npos) dot = p.size();
+    const std::string_view c(p.data() + start, dot - start);
+    if (c.empty()) return false;
+    if (c != "*")
+      for (char ch : c)
+        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
+    start = dot + 1;
+  }
+  return true;
+}
+
+ParallelStyle read_style(const YamlDoc& doc, const YAML::Node& n, const std::string& key) {
+  if (yaml::is_scalar(n)) {  // bare style name
+    const StyleKind k = parse_style_kind(doc.choice(n, key + ".style", style_names()));
+    switch (k) {
+      case StyleKind::colwise: return ParallelStyle::colwise();
+      case StyleKind::rowwise: return ParallelStyle::rowwise();
+      case StyleKind::sequence_parallel: return ParallelStyle::sequence_parallel();
+      case StyleKind::no_parallel: return ParallelStyle::no_parallel();
+      case StyleKind::prepare_module_input:
+        doc.fail_msg(n, key, "prepare_module_input needs input_layouts and desired_input_layouts; write it as a map");
+    }
+  }
+  doc.check_map(n, key, {"style", "input_layouts", "desired_input_layouts", "output_layouts", "use_local_output"});
+  if (!n["style"].IsDefined()) doc.fail_msg(n, key + ".style", fmt::format("missing; expected one of {}",
+                                                                           fmt::join(style_names(), ", ")));
+  const StyleKind kind = parse_style_kind(doc.choice(n["style"], key + ".style", style_names()));
+  const auto takes = style_keys(kind);
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    if (k == "style" || std::find(takes.begin(), takes.end(), k) != takes.end()) continue;
+    doc.fail_msg(it->first, key + "." + k,
+                 takes.empty() ? fmt::format("{} takes no layouts or options", to_string(kind))
+                               : fmt::format("{} does not take {}; it takes {}", to_string(kind), k,
+                                             fmt::join(takes, ", ")));
+  }
+
+  ParallelStyle s;
+  switch (kind) {
+    case StyleKind::colwise: s = ParallelStyle::colwise(); break;
+    case StyleKind::rowwise: s = ParallelStyle::rowwise(); break;
+    case StyleKind::sequence_parallel: s = ParallelStyle::sequence_parallel(); break;
+    case StyleKind::no_parallel: s = ParallelStyle::no_parallel(); break;
+    case StyleKind::prepare_module_input:
+      for (const char* k : {"input_layouts", "desired_input_layouts"})
+        if (!n[k].IsDefined()) doc.fail_msg(n, key + "." + k, "missing; prepare_module_input needs both layouts");
+      s = ParallelStyle::prepare_module_input(Placement::R(), Placement::R());  // both read below
+      break;
+  }
+  // colwise and rowwise redistribute the declared input to the layout they compute on, which the style fixes; only
+  // prepare_module_input has a desired layout of its own.
+  if (n["input_layouts"].IsDefined()) s.input_layout = read_layout(doc, n["input_layouts"], key + ".input_layouts");
+  if (n["desired_input_layouts"].IsDefined())
+    s.desired_input_layout = read_layout(doc, n["desired_input_layouts"], key + ".desired_input_layouts");
+  if (n["output_layouts"].IsDefined()) s.output_layout = read_layout(doc, n["output_layouts"], key + ".output_layouts");
+  if (n["use_local_output"].IsDefined()) s.use_local_output = doc.boolean(n["use_local_output"], key + ".use_local_output");
+  return s;
+}
+
+Plan load(const std::string& text, const std::string& name) {
+  const YamlDoc doc(name);
+  const YAML::Node root = yaml::parse(text, name);
+  if (!root.IsDefined() || !root.IsMap())
+    throw Error(fmt::format("{}: expected a plan (a map with tp_degree, ..., modules), got {}", doc.at(root),
+                            yaml::describe(root)));
+  doc.check_map(root, "", {"family", "tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel",
+                           "activation_checkpointing", "local_batch_size", "modules"});
+  Plan p;
+  p.source = name;
+  auto small_positive = [&](const char* k) {
+    const int64_t v = doc.positive_integer(root[k], k);
+    if (v > (1 << 20)) doc.fail(root[k], k, "a positive integer up to 1048576");
+    return static_cast<int>(v);
+  };
+  if (root["family"].IsDefined()) p.family = doc.string(root["family"], "family");
+  if (root["tp_degree"].IsDefined()) p.tp_degree = small_positive("tp_degree");
+  if (root["dp_shard"].IsDefined()) p.dp_shard = small_positive("dp_shard");
+  if (root["float8"].IsDefined())
+    p.float8 = parse_float8(doc.choice(root["float8"], "float8", {"none", "tensorwise", "rowwise"}),
+                            doc.where(root["float8"], "float8"));
+  if (root["async_tp"].IsDefined()) p.async_tp = doc.boolean(root["async_tp"], "async_tp");
+  if (root["loss_parallel"].IsDefined()) p.loss_parallel = doc.boolean(root["loss_parallel"], "loss_parallel");
+  if (root["activation_checkpointing"].IsDefined())
+    p.activation_checkpointing = parse_activation_checkpointing(
+        doc.choice(root["activation_checkpointing"], "activation_checkpointing", {"none", "selective", "full"}),
+        doc.where(root["activation_checkpointing"], "activation_checkpointing"));
+  if (root["local_batch_size"].IsDefined())
+    p.local_batch_size = doc.positive_integer(root["local_batch_size"], "local_batch_size");
+
+  const YAML::Node modules = root["modules"];
+  if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized
+  doc.require_map(modules, "modules");
+  std::vector<std::string> seen;
+  for (auto it = modules.begin(); it != modules.end(); ++it) {
+    const YAML::Node k = it->first;
+    if (!yaml::is_scalar(k) || !valid_pattern(k.Scalar()))
+      doc.fail(k, "modules", "a module FQN pattern (dot-separated names; '*' stands for one whole name)");
+    PlanEntry e;
+    e.pattern = k.Scalar();
+    const std::string key = "modules." + e.pattern;
+    if (std::find(seen.begin(), seen.end(), e.pattern) != seen.end()) doc.fail_msg(k, key, "duplicate pattern");
+    seen.push_back(e.pattern);
+    e.line = k.Mark().line + 1;
+    e.style = read_style(doc, it->second, key);
+    p.modules.push_back(std::move(e));
+  }
+  return p;
+}
+
+bool is_yaml_keyword(const std::string& s) {
+  for (const char* w : {"true", "false", "yes", "no", "on", "off", "null", "none", "y", "n"}) {
+    if (s.size() != std::char_traits<char>::length(w)) continue;
+    bool eq = true;
+    for (size_t i = 0; i < s.size(); ++i) eq = eq && std::tolower(static_cast<unsigned char>(s[i])) == w[i];
+    if (eq) return true;
+  }
+  return false;
+}
+
+// A scalar as YAML: plain when it is a simple word that YAML reads back as the same string, else double-quoted.
+std::string scalar(const std::string& s) {
+  bool plain = !s.empty() && (std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_') && !is_yaml_keyword(s);
+  for (char c : s) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '*' || c == '-');
+  if (plain) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + '"';
+}
+
+std::string style_yaml(const ParallelStyle& s) {
+  std::vector<std::string> parts = {fmt::format("style: {}", to_string(s.kind))};
+  for (auto k : style_keys(s.kind)) {
+    if (k == "input_layouts") parts.push_back(fmt::format("input_layouts: {}", to_string(s.input_layout)));
+    if (k == "desired_input_layouts")
+      parts.push_back(fmt::format("desired_input_layouts: {}", to_string(s.desired_input_layout)));
+    if (k == "output_layouts") parts.push_back(fmt::format("output_layouts: {}", to_string(s.output_layout)));
+    if (k == "use_local_output") parts.push_back(fmt::format("use_local_output: {}", s.use_local_output));
+  }
+  return fmt::format("{{{}}}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+Plan load_plan(const std::string& path) { return load(yaml::read_file(path, "plan"), path); }
+
+Plan load_plan_string(const std::string& yaml, const std::string& name) { return load(yaml, name); }
+
+std::string plan_to_yaml(const Plan& plan) {
+  std::string out;
+  out += "# tptune TP plan (canonical form, see plans/plan.h). Styles: colwise, rowwise, sequence_parallel,\n";
+  out += "# prepare_module_input, no_parallel. Layouts: R, S(d), P. `*` in a pattern matches one name; the last\n";
+  out += "# matching pattern wins.\n";
+  out += fmt::format("family: {}\n", scalar(plan.family));
+  out += fmt::format("tp_degree: {}\n", plan.tp_degree);
+  out += fmt::format("dp_shard: {}\n", plan.dp_shard);
+  out += fmt::format("float8: {}\n", to_string(plan.float8));
+  out += fmt::format("async_tp: {}\n", plan.async_tp);
+  out += fmt::format("loss_parallel: {}\n", plan.loss_parallel);
+  out += fmt::format("activation_checkpointing: {}\n", to_string(plan.activation_checkpointing));
+  out += fmt::format("local_batch_size: {}\n", plan.local_batch_size);
+  if (plan.modules.empty()) return out + "modules: {}\n";
+  out += "modules:\n";
+  for (const auto& e : plan.modules) out += fmt::format("  {}: {}\n", scalar(e.pattern), style_yaml(e.style));
+  return out;
+}
+
+void save_plan(const Plan& plan, const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("cannot write plan '{}'", path));
+  f << plan_to_yaml(plan);
+  f.close();
+  if (!f) throw Error(fmt::format("cannot write plan '{}'", path));
+}
+
+}  // namespace tptune

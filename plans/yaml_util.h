@@ -1,0 +1,91 @@
+#pragma once
+// Strict, typed reading of YAML documents (configs, plans, GPU specs) with errors that point at the source line.
+//
+// Every reading function takes the node, the dotted key path the user sees ("model.n_layers") and a YamlDoc that
+// knows the file name. A value of the wrong type or out of range throws tptune::Error in one line:
+//
+//   config.yaml:5: model.n_layers: expected a positive integer, got 'abc'
+//
+// Lines are 1-based (yaml-cpp's Mark().line + 1). A node that came from no text (a missing key) has no mark; the
+// error then names the nearest node that has one (the parent map), which is where the key should have been.
+// Scalars are parsed here rather than with yaml-cpp's as<T>() so that "12abc" or "1.5" is an error for an integer
+// and the message can echo the text.
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tptune::yaml {
+
+// True for a defined scalar (yaml-cpp throws when asked the type of a missing key's node).
+bool is_scalar(const YAML::Node& n);
+
+// Parses YAML text; a syntax error (yaml-cpp's ParserException) becomes tptune::Error "<name>:<line>: invalid YAML:
+// <what yaml-cpp says>".
+YAML::Node parse(const std::string& text, const std::string& name);
+// Reads a whole file; throws tptune::Error "cannot open <what> '<path>'" when it cannot be read.
+std::string read_file(const std::string& path, const std::string& what);
+
+// The file a document came from, used to prefix every error with "<file>:<line>: ".
+class YamlDoc {
+ public:
+  explicit YamlDoc(std::string file) : file_(std::move(file)) {}
+  const std::string& file() const { return file_; }
+
+  // "<file>:<line>" of `node` (or of `fallback` when `node` has no mark; just "<file>" when neither has one).
+  std::string at(const YAML::Node& node, const YAML::Node& fallback = YAML::Node()) const;
+  // "<file>:<line>: <key>", the `where` argument that parse_* helpers of other headers take.
+  std::string where(const YAML::Node& node, std::string_view key) const { return at(node) + ": " + std::string(key); }
+
+  // Throws "<file>:<line>: <key>: expected <expected>, got '<text of node>'".
+  [[noreturn]] void fail(const YAML::Node& node, std::string_view key, std::string_view expected) const;
+  // Throws "<file>:<line>: <key>: <message>".
+  [[noreturn]] void fail_msg(const YAML::Node& node, std::string_view key, std::string_view message) const;
+
+  // Typed scalars. Integers are decimal with an optional sign; reals accept any strtod-style number.
+  int64_t integer(const YAML::Node& node, std::string_view key) const;
+  int64_t positive_integer(const YAML::Node& node, std::string_view key) const;  // >= 1
+  double real(const YAML::Node& node, std::string_view key) const;
+  double positive_real(const YAML::Node& node, std::string_view key) const;     // > 0
+  double nonnegative_real(const YAML::Node& node, std::string_view key) const;  // >= 0
+  bool boolean(const YAML::Node& node, std::string_view key) const;             // true/false (yes/no, on/off)
+  std::string string(const YAML::Node& node, std::string_view key) const;       // any non-empty scalar
+  // A scalar that must be one of `allowed`; the error lists them.
+  std::string choice(const YAML::Node& node, std::string_view key, const std::vector<std::string>& allowed) const;
+
+  // A list of values: a YAML sequence, or a single scalar standing for a one-element list. Empty lists are errors.
+  // `item(node, key)` reads one element; element keys are "<key>[i]".
+  template <class F>
+  auto list(const YAML::Node& node, std::string_view key, F item) const {
+    using T = decltype(item(node, std::string(key)));
+    std::vector<T> out;
+    if (is_scalar(node)) {
+      out.push_back(item(node, std::string(key)));
+      return out;
+    }
+    if (!node.IsDefined() || !node.IsSequence() || node.size() == 0) fail(node, key, "a non-empty list");
+    for (size_t i = 0; i < node.size(); ++i)
+      out.push_back(item(node[i], std::string(key) + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+
+  // `node` must be a map whose keys are all in `allowed` (and appear once); the error names the key's line and
+  // lists the allowed keys. `prefix` is the dotted path of the map ("" at the top level).
+  void check_map(const YAML::Node& node, std::string_view prefix, std::initializer_list<std::string_view> allowed) const;
+  // `node` must be a map (else "expected a map").
+  void require_map(const YAML::Node& node, std::string_view key) const;
+
+ private:
+  std::string file_;
+};
+
+// "model" + "dim" -> "model.dim"; "" + "model" -> "model".
+std::string join_key(std::string_view prefix, std::string_view key);
+// How a node reads in an error's "got ..." part: the scalar text, or "a map", "a list", "nothing".
+std::string describe(const YAML::Node& node);
+
+}  // namespace tptune::yaml
