@@ -1,0 +1,186 @@
+#pragma once
+// The one narrow interface between the executor and a device: memory, GEMM, the kernels of the Program IR,
+// collectives and timers. The CPU backend (runtime/cpu/) implements it with Eigen and MPI; a CUDA backend
+// implements the same calls with cuBLASLt, NCCL and CUDA events.
+//
+// Contract.
+// - Memory. `alloc` returns a zero-filled Buffer of `numel` elements in device memory, stored as fp32 or int32.
+//   Every floating-point tensor is stored in fp32 whatever its IR dtype says (bf16 only changes the byte counts the
+//   simulator uses); a float8 tensor holds fp32 values that are exactly representable in its format, written by
+//   `fp8_cast`. Tokens and targets are int32. Pointers passed to the calls below are device pointers into Buffers.
+// - Compute calls are stream-ordered: they may return before the work is done; `synchronize` waits for all of it.
+//   On CPU they are plain synchronous calls.
+// - Collectives run on a Group (the TP group or the DP group) and are non-blocking: they return a Request that
+//   completes later; the executor calls `wait` before it reads the output or reuses the input. All ranks of a group
+//   must issue the group's collectives in the same order (they do: every rank runs the same Program). Layouts are
+//   rank-major (what MPI and NCCL do): all_gather writes rank i's `n` elements at out + i*n; reduce_scatter leaves
+//   rank i with the reduction of in[i*n, (i+1)*n); all_to_all sends in[j*n, (j+1)*n) to rank j and writes what rank
+//   i sent at out + i*n. Rearranging to a tensor dim (gather along the sequence, scatter along features) is the
+//   executor's job, with `copy2d`.
+// - Timers measure device time between two points of the stream.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plans/dtype.h"
+#include "plans/program.h"
+
+namespace tptune {
+
+enum class Storage { f32, i32 };
+
+// A device allocation. Cheap to copy (shared ownership); `data()` is the device pointer.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(std::shared_ptr<void> mem, int64_t numel, Storage storage)
+      : mem_(std::move(mem)), numel_(numel), storage_(storage) {}
+  int64_t numel() const { return numel_; }
+  Storage storage() const { return storage_; }
+  bool empty() const { return mem_ == nullptr; }
+  float* f32() const { return storage_ == Storage::f32 ? static_cast<float*>(mem_.get()) : nullptr; }
+  int32_t* i32() const { return storage_ == Storage::i32 ? static_cast<int32_t*>(mem_.get()) : nullptr; }
+
+ private:
+  std::shared_ptr<void> mem_;
+  int64_t numel_ = 0;
+  Storage storage_ = Storage::f32;
+};
+
+// C (m, n) = alpha * op(A) (m, k) x op(B) (k, n) [+ C when accumulate]; row-major, op(X) = X^T when trans.
+// float8 operands: A and B hold exactly representable values and their real values are stored * scale; the scales
+// are device fp32 scalars (scale_a/scale_b non-null), so C = scale_a * scale_b * (A_stored x B_stored).
+struct GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* c = nullptr;
+  bool trans_a = false, trans_b = false, accumulate = false;
+  const float* scale_a = nullptr;  // float8 operands only
+  const float* scale_b = nullptr;
+  DType a_dtype = DType::fp32, b_dtype = DType::fp32;
+};
+
+// Causal grouped-query attention on local heads; q (b, s, h*d), k/v (b, s, kvh*d), o like q, lse (b, h, s).
+struct AttentionShape {
+  int64_t batch = 0, seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  bool causal = true;
+};
+
+// Rotary embedding of x (b, s, heads*head_dim): position of row (i, t) is offset + t (offset: the first position
+// of this rank's sequence shard).
+struct RopeShape {
+  int64_t batch = 0, seq = 0, heads = 0, head_dim = 0, offset = 0;
+  double theta = 10000.0;
+};
+
+struct AdamWParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+  int step = 1;  // 1-based, for bias correction
+};
+
+// A pending collective. `wait` blocks until it is complete (idempotent).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+  // True when complete (non-blocking poll; drives progress on backends that need it).
+  virtual bool test() = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+// Device time between start() and stop(); elapsed_us() synchronizes as needed.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual double elapsed_us() = 0;
+};
+
+// What a Profile records about where it ran.
+struct BackendEnvironment {
+  std::string backend;  // "cpu"
+  std::string device;   // CPU model or GPU name
+  int threads = 1;      // compute threads per rank
+  std::vector<std::pair<std::string, std::string>> libraries;  // {"eigen", "3.4.0"}, {"mpi", "Open MPI v4.1.4"}
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendEnvironment environment() const = 0;
+  virtual int group_size(Group g) const = 0;
+  virtual int group_rank(Group g) const = 0;
+
+  // --- memory ---
+  virtual Buffer alloc(int64_t numel, Storage storage) = 0;
+  virtual void upload(float* dst, const float* host, int64_t n) = 0;
+  virtual void upload(int32_t* dst, const int32_t* host, int64_t n) = 0;
+  virtual void download(float* host, const float* src, int64_t n) = 0;
+  virtual void download(int32_t* host, const int32_t* src, int64_t n) = 0;
+  virtual void fill(float* dst, int64_t n, float value) = 0;
+  // dst[r*dst_ld + c] = src[r*src_ld + c] for r < rows, c < cols (strided 2-D copy; also the plain copy).
+  virtual void copy2d(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t rows, int64_t cols) = 0;
+
+  // --- compute ---
+  virtual void gemm(const GemmArgs& g) = 0;
+  virtual void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
+                             float* lse) = 0;
+  virtual void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
+                             const float* lse, const float* d_o, float* dq, float* dk, float* dv) = 0;
+  // Norms over the last dim of x (rows, dim).
+  virtual void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, float* y,
+                           float* rstd) = 0;
+  virtual void rmsnorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* rstd,
+                           const float* dy, float* dx, float* dw) = 0;
+  virtual void layernorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, const float* b,
+                             float* y, float* mean, float* rstd) = 0;
+  virtual void layernorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* mean,
+                             const float* rstd, const float* dy, float* dx, float* dw, float* db) = 0;
+  virtual void rope_fwd(const RopeShape& s, const float* x, float* y) = 0;
+  virtual void rope_bwd(const RopeShape& s, const float* dy, float* dx) = 0;
+  virtual void swiglu_fwd(int64_t n, const float* a, const float* b, float* y) = 0;
+  virtual void swiglu_bwd(int64_t n, const float* a, const float* b, const float* dy, float* da, float* db) = 0;
+  virtual void gelu_fwd(int64_t n, const float* a, float* y) = 0;
+  virtual void gelu_bwd(int64_t n, const float* a, const float* dy, float* da) = 0;
+  virtual void add(int64_t n, const float* a, const float* b, float* y) = 0;   // y = a + b
+  virtual void accumulate(int64_t n, const float* a, float* y) = 0;            // y += a
+  virtual void adamw(int64_t n, const AdamWParams& h, float* p, const float* g, float* m, float* v) = 0;
+  // Embedding: out (tokens, dim) = rows of weight (vocab_local, dim) for ids in [vocab_offset, +vocab_local), zero
+  // rows otherwise (only allowed when vocab_sharded). Backward: d_weight = scatter-add of d_out rows (overwrites).
+  virtual void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
+                             bool vocab_sharded, const int32_t* ids, const float* weight, float* out) = 0;
+  virtual void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
+                             bool vocab_sharded, const int32_t* ids, const float* d_out, float* d_weight) = 0;
+  // Staged (vocab-parallel) cross-entropy on logits (tokens, vocab_local) whose column 0 is vocab id vocab_offset;
+  // see CrossEntropyOp in plans/program.h. The loss is the mean over `tokens`.
+  virtual void ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) = 0;
+  virtual void ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max,
+                          float* sumexp) = 0;
+  virtual void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
+                               const int32_t* targets, float* tlogit) = 0;
+  virtual void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) = 0;
+  virtual void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
+                           const float* max, const float* sumexp, const int32_t* targets, float* d_logits) = 0;
+  // Tensorwise float8: amax = max |x|; cast: scale = amax / max_finite(to), xq = round_to(x / scale) saturated.
+  virtual void fp8_amax(int64_t n, const float* x, float* amax) = 0;
+  virtual void fp8_cast(int64_t n, DType to, const float* x, const float* amax, float* xq, float* scale) = 0;
+
+  // --- collectives (non-blocking; see the contract above) ---
+  // n: elements per rank (all_reduce: of the whole buffer). in == out is allowed for all_reduce only.
+  virtual RequestPtr all_reduce(Group g, ReduceOp op, const float* in, float* out, int64_t n) = 0;
+  virtual RequestPtr all_gather(Group g, const float* in, float* out, int64_t n) = 0;
+  virtual RequestPtr reduce_scatter(Group g, ReduceOp op, const float* in, float* out, int64_t n) = 0;
+  virtual RequestPtr all_to_all(Group g, const float* in, float* out, int64_t n) = 0;
+  // Send `n` elements to group rank `dst` and receive `n` from group rank `src` (a ring step).
+  virtual RequestPtr send_recv(Group g, const float* send, int dst, float* recv, int src, int64_t n) = 0;
+
+  // --- time ---
+  virtual std::unique_ptr<Timer> make_timer() = 0;
+  virtual void synchronize() = 0;
+};
+
+}  // namespace tptune
