@@ -138,11 +138,14 @@ std::string_view to_string(CrossEntropyOp::Stage s);
 // Tensorwise float8 cast. amax: {x} -> {amax} (fp32 scalar; all-reduced (max) over the group when x is sharded).
 // cast: {x, amax} -> {xq, scale} with scale = amax / max_finite(to) (real = stored * scale), saturating,
 // round-to-nearest-even.
+// rowwise (float8 recipe `rowwise`): cast {x} -> {xq, scales} with one scale per row of the last dim, no amax op and
+// no collective. Simulated; the CPU runtime refuses it.
 struct CastFp8Op {
   enum class Stage { amax, cast };
   Stage stage = Stage::cast;
   DType to = DType::fp8_e4m3;
   int64_t elements = 0;
+  bool rowwise = false;
 };
 
 enum class Group { tp, dp };

@@ -1,0 +1,16 @@
+#pragma once
+// Async TP (micro-pipelined TP), as torch's `_micro_pipeline_tp` inductor pass and symmetric-memory ops do it:
+// a rewrite of a lowered Program that
+//  * replaces every TP all-gather along the sequence dim whose result only feeds matmuls by a ring of tp p2p steps,
+//    each matmul split into tp chunk matmuls that consume one slot while the next slot is in flight
+//    (fused_all_gather_matmul; wq/wk/wv or w1/w3 share one gathered input);
+//  * replaces every TP reduce-scatter along the sequence dim whose input is produced by matmuls (and sums of
+//    matmuls) by tp chunk matmuls whose partial sums travel a ring (fused_matmul_reduce_scatter).
+// The chunk semantics are ChunkRef's (plans/program.h). Applies in forward, backward and recompute alike.
+#include "plans/program.h"
+
+namespace tptune {
+
+void apply_async_tp(Program& p);
+
+}  // namespace tptune

@@ -1,0 +1,340 @@
+#include "plans/lower.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "plans/async_tp.h"
+#include "plans/error.h"
+#include "plans/lower_layers.h"
+
+namespace tptune {
+
+using lowering::Emitter;
+using lowering::Layers;
+using lowering::Value;
+
+namespace {
+
+void check_inputs(const Model& m, const Training& t, const Plan& plan) {
+  if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
+  if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
+  if (plan.local_batch_size < 1)
+    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+  if (m.n_layers < 1 || m.dim < 1 || m.n_heads < 1 || m.n_kv_heads < 1 || m.vocab_size < 1 || m.ffn_dim < 1)
+    throw Error("model: dims must be positive");
+  if (t.seq_len < 1) throw Error("training.seq_len: expected a positive integer");
+  if (plan.async_tp && plan.tp_degree > 1 && plan.float8 == Float8Recipe::rowwise)
+    throw Error(fmt::format("{}: async_tp with float8 rowwise is not supported (torchtitan pairs async TP with "
+                            "tensorwise or bf16)",
+                            plan.source));
+}
+
+// Computes each op's deps within its segment: the last writer of every input and output.
+void finalize_deps(Segment& s) {
+  std::map<TensorId, int> last;
+  for (Op& op : s.ops) {
+    std::set<int> deps;
+    for (TensorId t : op.inputs)
+      if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+    for (TensorId t : op.outputs)
+      if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+    op.deps.assign(deps.begin(), deps.end());
+    for (TensorId t : op.outputs) last[t] = op.id;
+  }
+}
+
+// Activation checkpointing: the forward ops to re-run at the start of the block backward.
+// full: every forward op whose output backward needs (transitively). selective (torchtitan's op policy): matmul
+// outputs are saved except every second matmul, attention and reduce-scatter outputs and amax reductions are saved;
+// every other op (norms, rope, activations, adds, all-gathers, all-reduces, casts) is recomputed when needed.
+std::vector<Op> recompute_ops(const Program& p, const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac) {
+  if (ac == ActivationCheckpointing::none) return {};
+  std::vector<bool> candidate(fwd.ops.size(), true);
+  if (ac == ActivationCheckpointing::selective) {
+    int mm = 0;
+    for (size_t i = 0; i < fwd.ops.size(); ++i) {
+      const Op& op = fwd.ops[i];
+      if (std::holds_alternative<GemmOp>(op.kind)) candidate[i] = (++mm % 2 == 0);
+      if (std::holds_alternative<AttentionOp>(op.kind)) candidate[i] = false;
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+        if (c->kind == CollectiveKind::reduce_scatter || c->reduce == ReduceOp::max) candidate[i] = false;
+      }
+      if (auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->stage == CastFp8Op::Stage::amax) candidate[i] = false;
+    }
+  }
+  for (size_t i = 0; i < fwd.ops.size(); ++i)  // FSDP all-gathers are not part of the checkpointed region
+    if (auto* c = std::get_if<CollectiveOp>(&fwd.ops[i].kind); c && c->group == Group::dp) candidate[i] = false;
+  std::map<TensorId, int> writer;
+  for (size_t i = 0; i < fwd.ops.size(); ++i)
+    for (TensorId t : fwd.ops[i].outputs) writer[t] = static_cast<int>(i);
+  std::set<TensorId> needed;
+  for (const Op& op : bwd.ops)
+    for (TensorId t : op.inputs)
+      if (writer.count(t)) needed.insert(t);
+  std::vector<bool> redo(fwd.ops.size(), false);
+  for (size_t i = fwd.ops.size(); i-- > 0;) {
+    const Op& op = fwd.ops[i];
+    if (!candidate[i]) continue;
+    bool useful = false;
+    for (TensorId t : op.outputs) useful |= needed.count(t) > 0;
+    if (!useful) continue;
+    redo[i] = true;
+    for (TensorId t : op.inputs)
+      if (writer.count(t)) needed.insert(t);
+  }
+  std::vector<Op> out;
+  for (size_t i = 0; i < fwd.ops.size(); ++i) {
+    if (!redo[i]) continue;
+    Op op = fwd.ops[i];
+    op.phase = Phase::recompute;
+    op.name += ".recompute";
+    out.push_back(std::move(op));
+  }
+  (void)p;
+  return out;
+}
+
+class Lowerer {
+ public:
+  Lowerer(const Model& m, const Training& t, const Plan& plan)
+      : m(m), plan(plan), tp(plan.tp_degree), e(prog, plan.tp_degree), layers(e, m, prog.training, prog.plan) {
+    prog.model = m;
+    prog.training = t;
+    prog.training.local_batch_size = plan.local_batch_size;
+    prog.training.activation_checkpointing = plan.activation_checkpointing;
+    prog.plan = plan;
+    if (tp == 1) {
+      // At tp 1 torchtitan does not apply TP: no module styles, no TP collectives.
+      prog.plan.modules.clear();
+      prog.plan.loss_parallel = false;
+      prog.plan.async_tp = false;
+    }
+    prog.tp = tp;
+    prog.dp = plan.dp_shard;
+  }
+
+  Program run() {
+    const int64_t b = prog.training.local_batch_size, s = prog.training.seq_len;
+    // --- embedding forward ---
+    e.begin_segment("embed.fwd");
+    prog.tokens = e.tensor("tokens", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
+    prog.targets = e.tensor("targets", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
+    size_t embed_tape = e.tape_size();
+    Layers::Name emb{"tok_embeddings", "tok_embeddings"};
+    size_t mark = fsdp_gather_begin();
+    Value tok = e.plain(prog.tokens);
+    Value x0 = layers.embedding(emb, tok);
+    fsdp_gather_end(mark);
+    Params embed_params = params_since(mark);
+    size_t embed_tape_end = e.tape_size();
+
+    // --- one block, forward ---
+    e.begin_segment("block.fwd", static_cast<int>(m.n_layers));
+    e.per_layer = true;
+    TensorId x_in = e.tensor("input", e.desc(x0.t).local_shape, e.desc(x0.t).dtype, e.desc(x0.t).placement,
+                             TensorRole::activation, e.desc(x0.t).global_shape);
+    Value xin = x0.dtensor ? e.dtensor(x_in, x0.pl) : e.plain(x_in, x0.pl);
+    size_t block_tape = e.tape_size();
+    mark = fsdp_gather_begin();
+    Value xout = block(xin);
+    fsdp_gather_end(mark);
+    Params block_params = params_since(mark);
+    size_t block_tape_end = e.tape_size();
+    if (xout.dtensor != xin.dtensor || e.shape(xout) != e.shape(xin) ||
+        (xout.dtensor && !xout.pl.same_as(xin.pl, 3)))
+      throw ModuleError("layers.0", fmt::format("a block must return what it receives so that blocks stack: it "
+                                                "receives a {} {} and returns a {} {}",
+                                                xin.dtensor ? "DTensor " + to_string(xin.pl) : "plain tensor",
+                                                to_string(e.shape(xin)),
+                                                xout.dtensor ? "DTensor " + to_string(xout.pl) : "plain tensor",
+                                                to_string(e.shape(xout))));
+    e.per_layer = false;
+
+    // --- head: final norm, output, loss, and their backward ---
+    e.begin_segment("head");
+    TensorId h_in = e.tensor("norm.input", e.desc(x_in).local_shape, e.desc(x_in).dtype, e.desc(x_in).placement,
+                             TensorRole::activation, e.desc(x_in).global_shape);
+    prog.chains.push_back({x_in, xout.t, x0.t, h_in, false});
+    Value hin = xin.dtensor ? e.dtensor(h_in, xin.pl) : e.plain(h_in, xin.pl);
+    size_t head_tape = e.tape_size();
+    mark = fsdp_gather_begin();
+    Value hn = layers.norm({"norm", "norm"}, hin);
+    Value logits = layers.linear({"output", "output"}, hn, m.dim, m.vocab_size, false);
+    fsdp_gather_end(mark);
+    Params head_params = params_since(mark);
+    prog.loss = layers.loss({"loss", "loss"}, logits, prog.targets);
+    e.phase = Phase::backward;
+    e.run_backward(head_tape, e.tape_size());
+    fsdp_reduce(head_params);
+    auto g_hin = e.grad(hin);
+    if (!g_hin) throw Error("internal: no gradient reaches the last block");
+
+    // --- one block, backward (with recompute) ---
+    e.begin_segment("block.bwd", static_cast<int>(m.n_layers), true);
+    e.per_layer = true;
+    TensorId g_out = e.tensor("output.grad", e.desc(g_hin->t).local_shape, e.desc(g_hin->t).dtype,
+                              e.desc(g_hin->t).placement, TensorRole::gradient, e.desc(g_hin->t).global_shape);
+    fsdp_gather(block_params);
+    e.seed_grad(xout, g_hin->dtensor ? e.dtensor(g_out, g_hin->pl) : e.plain(g_out, g_hin->pl));
+    e.run_backward(block_tape, block_tape_end);
+    auto g_xin = e.grad(xin);
+    if (!g_xin) throw Error("internal: no gradient reaches the block input");
+    fsdp_reduce(block_params);
+    e.per_layer = false;
+
+    // --- embedding backward ---
+    e.begin_segment("embed.bwd");
+    TensorId g_emb = e.tensor("tok_embeddings.out.grad", e.desc(g_xin->t).local_shape, e.desc(g_xin->t).dtype,
+                              e.desc(g_xin->t).placement, TensorRole::gradient, e.desc(g_xin->t).global_shape);
+    prog.chains.push_back({g_out, g_xin->t, g_hin->t, g_emb, true});
+    fsdp_gather(embed_params);
+    e.seed_grad(x0, g_xin->dtensor ? e.dtensor(g_emb, g_xin->pl) : e.plain(g_emb, g_xin->pl));
+    e.run_backward(embed_tape, embed_tape_end);
+    fsdp_reduce(embed_params);
+
+    // Recompute for activation checkpointing goes first in the block backward.
+    Segment& fwd = prog.segments[1];
+    Segment& bwd = prog.segments[3];
+    auto redo = recompute_ops(prog, fwd, bwd, prog.training.activation_checkpointing);
+    if (!redo.empty()) {
+      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
+      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
+    }
+
+    // --- optimizer: AdamW on every local shard (the block's once per layer) ---
+    e.begin_segment("block.optimizer", static_cast<int>(m.n_layers));
+    e.per_layer = true;
+    optimizer(block_params);
+    e.per_layer = false;
+    e.begin_segment("optimizer");
+    Params globals = embed_params;
+    globals.insert(globals.end(), head_params.begin(), head_params.end());
+    optimizer(globals);
+
+    if (prog.plan.async_tp) apply_async_tp(prog);
+    for (Segment& seg : prog.segments) finalize_deps(seg);
+    return std::move(prog);
+  }
+
+ private:
+  const Model& m;
+  const Plan& plan;
+  const int tp;
+  Program prog;
+  Emitter e;
+  Layers layers;
+  int fsdp_op = -1;
+
+  Value block(const Value& x) {
+    Layers::Name L{"layers.0", ""};
+    auto c = [&](const std::string& leaf) { return layers.child(L, leaf); };
+    Value n1 = layers.norm(c("attention_norm"), x);
+    Layers::Name att = c("attention");
+    Value a_in = layers.module_input(att, n1);
+    const int64_t hd = m.head_dim();
+    Value q = layers.linear(layers.child(att, "wq"), a_in, m.dim, m.n_heads * hd, true);
+    Value k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true);
+    Value v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true);
+    Value o;
+    layers.attention_core(att, q, k, v, o);
+    Value a = layers.linear(layers.child(att, "wo"), o, m.n_heads * hd, m.dim, true);
+    Value h = layers.add(c("attention"), x, a);
+    Value n2 = layers.norm(c("ffn_norm"), h);
+    Layers::Name ff = c("feed_forward");
+    Value f_in = layers.module_input(ff, n2);
+    Value y;
+    if (m.mlp == Mlp::swiglu) {
+      Value g1 = layers.linear(layers.child(ff, "w1"), f_in, m.dim, m.ffn_dim, true);
+      Value g3 = layers.linear(layers.child(ff, "w3"), f_in, m.dim, m.ffn_dim, true);
+      y = layers.swiglu(ff, g1, g3);
+    } else {
+      Value g1 = layers.linear(layers.child(ff, "w1"), f_in, m.dim, m.ffn_dim, true);
+      y = layers.gelu(ff, g1);
+    }
+    Value f = layers.linear(layers.child(ff, "w2"), y, m.ffn_dim, m.dim, true);
+    return layers.add(c("feed_forward"), h, f);
+  }
+
+  using Params = std::vector<TensorId>;
+  Params params_since(size_t mark) const { return Params(layers.params.begin() + mark, layers.params.end()); }
+  TensorId grad_tensor_of(TensorId p) const {
+    auto it = layers.grad_of.find(p);
+    if (it == layers.grad_of.end()) throw Error(fmt::format("internal: parameter '{}' has no gradient", prog.tensor(p).name));
+    return it->second;
+  }
+
+  // FSDP (dp_shard > 1): one all-gather of a module group's parameters on the dp group before its forward (and
+  // again before its backward), and one reduce-scatter of its gradients after its backward; bf16, or float8 for
+  // the block's linear weights with tensorwise float8 (FSDP float8 all-gather).
+  int64_t fsdp_param_bytes(const Params& params) const {
+    int64_t bytes = 0;
+    for (TensorId p : params) {
+      const auto& d = prog.tensor(p);
+      bool fp8 = prog.plan.float8 == Float8Recipe::tensorwise && d.per_layer && d.local_shape.size() == 2;
+      bytes += numel(d.local_shape) * (fp8 ? 1 : 2);
+    }
+    return bytes;
+  }
+  // The forward all-gather is emitted before the group's ops and completed once its parameters are known.
+  size_t fsdp_gather_begin() {
+    fsdp_op = -1;
+    if (prog.dp > 1)
+      fsdp_op = e.op("fsdp", "fsdp.all_gather",
+                     CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, 0, 0, -1}, {}, {});
+    return layers.params.size();
+  }
+  void fsdp_gather_end(size_t mark) {
+    if (fsdp_op < 0) return;
+    Op& op = e.seg().ops[static_cast<size_t>(fsdp_op)];
+    Params ps = params_since(mark);
+    std::get<CollectiveOp>(op.kind).bytes = fsdp_param_bytes(ps);
+    op.outputs.assign(ps.begin(), ps.end());
+  }
+  void fsdp_gather(const Params& params) {
+    if (prog.dp <= 1) return;
+    e.op("fsdp", "fsdp.all_gather",
+         CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(params), 0, -1},
+         {}, params);
+  }
+  void fsdp_reduce(const Params& params) {
+    if (prog.dp <= 1) return;
+    std::vector<TensorId> grads;
+    int64_t bytes = 0;
+    for (TensorId p : params) {
+      grads.push_back(grad_tensor_of(p));
+      bytes += numel(prog.tensor(grads.back()).local_shape) * 2;
+    }
+    e.op("fsdp", "fsdp.reduce_scatter",
+         CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::bf16, bytes, -1, 0}, grads,
+         grads);
+  }
+
+  void optimizer(const Params& params) {
+    e.phase = Phase::optimizer;
+    for (TensorId p : params) {
+      TensorId g = grad_tensor_of(p);
+      const TensorDesc pd = prog.tensor(p);
+      TensorId mom = e.tensor(pd.name + ".exp_avg", pd.local_shape, DType::fp32, pd.placement,
+                              TensorRole::optimizer_state, pd.global_shape);
+      TensorId var = e.tensor(pd.name + ".exp_avg_sq", pd.local_shape, DType::fp32, pd.placement,
+                              TensorRole::optimizer_state, pd.global_shape);
+      // FSDP shards the optimizer over dp. Per element: read fp32 master p, g, m, v (16 B), write p, m, v (12 B).
+      int64_t elems = numel(pd.local_shape) / prog.dp;
+      ElementwiseOp op{ElementwiseOp::Fn::adamw, 28 * elems, 12 * elems};
+      std::string mod = pd.name.substr(0, pd.name.rfind('.'));
+      e.op(mod, pd.name + ".adamw", op, {p, g, mom, var}, {p, mom, var});
+    }
+  }
+};
+
+}  // namespace
+
+Program lower(const Model& model, const Training& training, const Plan& plan) {
+  check_inputs(model, training, plan);
+  Lowerer l(model, training, plan);
+  return l.run();
+}
+
+}  // namespace tptune

@@ -1,0 +1,34 @@
+#pragma once
+// Lowering: Model x Training x Plan -> the per-rank Program of one training step (plans/program.h).
+//
+// The lowering follows DTensor's rules (DESIGN.md) rather than a table per preset, so hand-written plans lower
+// correctly too. It traces the model the way torch would run it under `parallelize_module`:
+//  * every module's style prepares its input (plain tensor -> DTensor.from_local(input_layout); float8 styles cast to
+//    e4m3 here; redistribution to the desired layout), runs the local computation with DTensor's placement rules for
+//    linear/embedding/norm, and prepares its output (redistribution to output_layout; to_local when
+//    use_local_output);
+//  * autograd is replayed in reverse: every from_local is its own autograd node that redistributes the arriving
+//    gradient back to its declared layout; the backward of a redistribution src -> dst moves the gradient back to
+//    src (R for a P source); the gradient of a replicated DTensor consumed by a local product arrives as P;
+//    gradients of replicated parameters that arrive as P (sequence-parallel norms) are all-reduced;
+//  * float8 tensorwise: input, weight and grad-output casts with an all-reduce(max) of the amax whenever the cast
+//    tensor is sharded; loss parallel: vocab-parallel cross-entropy with all-reduces over [batch, seq];
+//  * activation checkpointing adds recompute ops to the block backward (full: the whole forward; selective:
+//    torchtitan's op policy — matmul outputs are saved except every second one, attention and reduce-scatter
+//    outputs are saved, everything else including all-gathers is recomputed);
+//  * async TP rewrites all-gathers that feed matmuls and matmuls that feed reduce-scatters into tp-chunk rings;
+//  * dp_shard > 1 adds FSDP parameter all-gathers and gradient reduce-scatters on the dp group.
+//
+// Like DTensor, it trusts declared layouts of plain tensors (from_local with run_check=False): a wrong declaration
+// whose shapes still compose lowers fine and computes the wrong function; `tp-run verify` catches that. What it
+// refuses, with the module FQN and the placements or sizes involved: a TP degree that does not divide a sharded
+// dim (heads, kv heads, ffn_dim, vocab, the sequence), shapes that do not compose, DTensors meeting plain tensors,
+// loss_parallel without vocab-sharded logits (or the reverse), async TP without sequence-parallel collectives.
+
+#include "plans/program.h"
+
+namespace tptune {
+
+Program lower(const Model& model, const Training& training, const Plan& plan);
+
+}  // namespace tptune

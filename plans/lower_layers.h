@@ -1,0 +1,63 @@
+#pragma once
+// The layers of the model as the lowering traces them: each takes Values (plain tensors or DTensors), applies
+// the module's parallel style from the plan exactly as torch.distributed.tensor.parallel does, emits the forward
+// ops and records their backward on the Emitter's tape. Internal to plans/ (used by lower.cc).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plans/lower_emitter.h"
+
+namespace tptune::lowering {
+
+class Layers {
+ public:
+  Layers(Emitter& e, const Model& m, const Training& t, const Plan& plan);
+
+  // `fqn` is the module's full FQN used for plan lookup and errors ("layers.0.attention.wq"); `rel` is the name
+  // inside the current scope (layer-relative in blocks: "attention.wq").
+  struct Name {
+    std::string fqn, rel;
+  };
+  Name child(const Name& parent, const std::string& leaf) const;
+
+  // A parameter tensor (global shape `full`, sharded over TP on `shard_dim`, -1 replicated).
+  TensorId parameter(const Name& n, const std::string& pname, const Shape& full, int shard_dim);
+
+  // PrepareModuleInput (and the input half of any style on a non-leaf module).
+  Value module_input(const Name& n, const Value& x);
+  Value linear(const Name& n, const Value& x, int64_t in_features, int64_t out_features, bool float8_eligible);
+  Value norm(const Name& n, const Value& x);
+  Value embedding(const Name& n, const Value& tokens);
+  // Rotary embedding, attention core and activations on local heads/features.
+  Value rope(const Name& n, const Value& x);
+  void attention_core(const Name& n, const Value& q, const Value& k, const Value& v, Value& out);
+  Value swiglu(const Name& n, const Value& a, const Value& b);
+  Value gelu(const Name& n, const Value& a);
+  Value add(const Name& n, const Value& a, const Value& b);
+  // Cross-entropy on the logits (vocab-parallel when they are an S(-1) DTensor). Returns the loss tensor.
+  TensorId loss(const Name& n, const Value& logits, TensorId targets);
+
+  // Every parameter tensor in creation order, and the final gradient of each (set during backward).
+  std::vector<TensorId> params;
+  std::map<TensorId, TensorId> grad_of;
+
+ private:
+  Emitter& e;
+  const Model& m;
+  const Training& t;
+  const Plan& plan;
+  DType act() const { return t.dtype; }
+  bool float8_tensorwise() const { return plan.float8 == Float8Recipe::tensorwise; }
+  const ParallelStyle* style(const Name& n) const { return plan.style_for(n.fqn); }
+  // Makes the final gradient of parameter `p` from a local gradient `g` that is `partial` over TP.
+  void finish_param_grad(const Name& n, TensorId p, TensorId g, bool partial);
+  // Float8 tensorwise cast of a value (amax, all-reduce(max) if sharded, cast); returns the float8 value.
+  Value cast_float8(const Name& n, const Value& x, DType to, const std::string& what);
+  TensorId cast_float8_tensor(const Name& n, TensorId x, bool sharded, DType to, const std::string& what,
+                              TensorId& scale);
+  void require_plain_or(const Name& n, const Value& x, const char* what) const;
+};
+
+}  // namespace tptune::lowering

@@ -1,0 +1,149 @@
+#include "plans/program.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "plans/error.h"
+
+namespace tptune {
+
+std::string_view to_string(Phase p) {
+  switch (p) {
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::recompute: return "recompute";
+    case Phase::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view to_string(Group g) { return g == Group::tp ? "tp" : "dp"; }
+
+std::string_view to_string(ElementwiseOp::Fn f) {
+  using F = ElementwiseOp::Fn;
+  switch (f) {
+    case F::rmsnorm: return "rmsnorm";
+    case F::rmsnorm_bwd: return "rmsnorm_bwd";
+    case F::layernorm: return "layernorm";
+    case F::layernorm_bwd: return "layernorm_bwd";
+    case F::rope: return "rope";
+    case F::rope_bwd: return "rope_bwd";
+    case F::swiglu: return "swiglu";
+    case F::swiglu_bwd: return "swiglu_bwd";
+    case F::gelu: return "gelu";
+    case F::gelu_bwd: return "gelu_bwd";
+    case F::add: return "add";
+    case F::accumulate: return "accumulate";
+    case F::slice: return "slice";
+    case F::adamw: return "adamw";
+  }
+  return "?";
+}
+
+std::string_view to_string(CrossEntropyOp::Stage s) {
+  using S = CrossEntropyOp::Stage;
+  switch (s) {
+    case S::row_max: return "row_max";
+    case S::sum_exp: return "sum_exp";
+    case S::target_logit: return "target_logit";
+    case S::loss: return "loss";
+    case S::backward: return "backward";
+  }
+  return "?";
+}
+
+int64_t AttentionOp::flops() const {
+  // QK^T and PV: 2 matmuls x 2*s*s*d per head = 4*b*h*s^2*d; causal keeps half: 2*b*h*s^2*d.
+  // Backward recomputes P and does 4 more matmuls (dV, dP, dQ, dK): 2.5x the forward.
+  int64_t fwd = 2 * batch * n_heads * seq * seq * head_dim;
+  if (!causal) fwd *= 2;
+  return backward ? fwd * 5 / 2 : fwd;
+}
+
+std::string_view kind_name(const OpKind& k) {
+  static constexpr std::string_view names[] = {"gemm",          "attention", "elementwise", "embedding",
+                                               "cross_entropy", "cast_fp8",  "collective"};
+  return names[k.index()];
+}
+
+const Segment* Program::segment(std::string_view name) const {
+  for (const auto& s : segments)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string layer_fqn(int layer, const std::string& name) {
+  return layer < 0 ? name : fmt::format("layers.{}.{}", layer, name);
+}
+
+FlatProgram expand(const Program& p) {
+  FlatProgram flat;
+  const int L = static_cast<int>(p.model.n_layers);
+  // Flat id of (template tensor, layer); layer -1 for global tensors.
+  std::map<std::pair<TensorId, int>, int> id;
+  auto add_tensor = [&](TensorId t, int layer) {
+    int f = static_cast<int>(flat.tensors.size());
+    flat.tensors.push_back({layer_fqn(layer, p.tensor(t).name), t, layer});
+    id[{t, layer}] = f;
+    return f;
+  };
+  std::map<TensorId, const LayerChain*> chain_in, chain_sink;
+  for (const auto& c : p.chains) {
+    chain_in[c.in] = &c;
+    chain_sink[c.sink] = &c;
+  }
+  for (TensorId t = 0; t < static_cast<TensorId>(p.tensors.size()); ++t) {
+    if (!p.tensor(t).per_layer && !chain_sink.count(t)) add_tensor(t, -1);
+  }
+  // Per-layer tensors; chain inputs alias the previous layer's output (or the source).
+  for (TensorId t = 0; t < static_cast<TensorId>(p.tensors.size()); ++t) {
+    if (!p.tensor(t).per_layer || chain_in.count(t)) continue;
+    for (int l = 0; l < L; ++l) add_tensor(t, l);
+  }
+  for (const auto& c : p.chains) {
+    for (int i = 0; i < L; ++i) {
+      int l = c.reverse ? L - 1 - i : i;
+      int prev = c.reverse ? l + 1 : l - 1;
+      id[{c.in, l}] = i == 0 ? id.at({c.source, -1}) : id.at({c.out, prev});
+    }
+    int last = c.reverse ? 0 : L - 1;
+    id[{c.sink, -1}] = id.at({c.out, last});
+  }
+
+  std::vector<int> last_writer(flat.tensors.size(), -1);
+  for (const auto& seg : p.segments) {
+    const bool per_layer = seg.repeat > 1 || seg.name.starts_with("block");
+    const int n = per_layer ? L : 1;
+    for (int i = 0; i < n; ++i) {
+      int layer = per_layer ? (seg.reverse ? L - 1 - i : i) : -1;
+      const int base = static_cast<int>(flat.ops.size());
+      for (const Op& op : seg.ops) {
+        FlatOp f;
+        f.op = &op;
+        f.layer = layer;
+        f.module = layer_fqn(layer, op.module);
+        f.name = layer_fqn(layer, op.name);
+        auto map_t = [&](TensorId t) { return id.at({t, p.tensor(t).per_layer ? layer : -1}); };
+        for (TensorId t : op.inputs) f.inputs.push_back(map_t(t));
+        for (TensorId t : op.outputs) f.outputs.push_back(map_t(t));
+        std::vector<int> deps;
+        for (int d : op.deps) deps.push_back(base + d);
+        for (int t : f.inputs)
+          if (last_writer[t] >= 0 && last_writer[t] < base) deps.push_back(last_writer[t]);
+        for (int t : f.outputs)
+          if (last_writer[t] >= 0 && last_writer[t] < base) deps.push_back(last_writer[t]);
+        std::sort(deps.begin(), deps.end());
+        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+        f.deps = std::move(deps);
+        int fid = static_cast<int>(flat.ops.size());
+        for (int t : f.outputs) last_writer[t] = fid;
+        flat.ops.push_back(std::move(f));
+      }
+    }
+  }
+  return flat;
+}
+
+}  // namespace tptune
