@@ -1,0 +1,50 @@
+#pragma once
+// The cluster a Program runs on, resolved from a Config: the GPU spec (a preset or an inline map), the node count
+// and shape, and the link figures (the config's intra_node / inter_node overrides, else the GPU spec's defaults).
+//
+// Link semantics (what the cost model assumes):
+//   intra_node  NVLink through NVSwitch: bandwidth per GPU per direction; latency = per-hop latency of one ring step
+//               for large messages (NCCL's Simple protocol; small-message protocols scale it, see CostParams).
+//   inter_node  one NIC per GPU: bandwidth per GPU per direction; latency per hop as above.
+//
+// Process groups (torchtitan's device mesh [dp_shard, tp], tp innermost):
+//   TP group   consecutive ranks: inside one node when tp <= gpus_per_node, else tp/gpus_per_node whole nodes.
+//   DP group   ranks with stride tp: gpus_per_node/tp members in each node it touches (one per node when
+//              tp >= gpus_per_node), spanning dp / members-per-node nodes.
+
+#include <string>
+
+#include "plans/config.h"
+#include "plans/program.h"
+#include "sim/gpu_spec.h"
+
+namespace tptune {
+
+struct ClusterSpec {
+  GpuSpec gpu;
+  int nodes = 1;
+  int gpus_per_node = 8;
+  LinkSpec intra_node;  // NVLink, per GPU per direction
+  LinkSpec inter_node;  // per GPU (one NIC per GPU), per direction
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+// A cluster of `nodes` x `gpus_per_node` GPUs with the links' defaults from the GPU spec.
+ClusterSpec make_cluster(const GpuSpec& gpu, int nodes, int gpus_per_node);
+// The config's cluster: preset or inline GPU spec, then the link overrides. Errors name the config file:line of
+// cluster.gpu (Cluster::source) or of the inline key.
+ClusterSpec resolve_cluster(const Config& cfg);
+
+// Where a process group's ranks sit: `per_node` GPUs in each of `nodes` nodes (size = per_node * nodes).
+struct GroupLayout {
+  int size = 1;
+  int per_node = 1;
+  int nodes = 1;
+  bool spans_nodes() const { return nodes > 1; }
+};
+// Layout of the TP (size tp) or DP (size dp) group of a [dp, tp] mesh on the cluster. Throws tptune::Error when
+// the mesh needs more GPUs than the cluster has, or when tp and gpus_per_node do not divide one another (a TP group
+// would straddle a node boundary).
+GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp);
+
+}  // namespace tptune

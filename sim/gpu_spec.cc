@@ -1,0 +1,156 @@
+#include "sim/gpu_spec.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "plans/error.h"
+#include "sim/gpu_presets_data.h"
+
+namespace tptune {
+
+double GpuSpec::peak_flops(DType t) const {
+  switch (t) {
+    case DType::bf16: return bf16_tflops * 1e12;
+    case DType::fp16: return fp16_tflops * 1e12;
+    case DType::fp32: return fp32_tflops * 1e12;
+    case DType::fp8_e4m3:
+    case DType::fp8_e5m2:
+      if (!has_float8())
+        throw Error(fmt::format("float8 is not supported on {} ({}): it has no float8 tensor cores", name,
+                                description.empty() ? origin : description));
+      return fp8_tflops * 1e12;
+  }
+  return 0;
+}
+
+namespace {
+
+struct Reader {
+  const YAML::Node& root;
+  std::string file;
+  std::set<std::string> seen;
+
+  std::string where(const YAML::Node& n) const {
+    YAML::Mark m = n.Mark();
+    if (m.line < 0) return file;
+    return fmt::format("{}:{}", file, m.line + 1);
+  }
+  std::string text(const YAML::Node& n) const {
+    if (n.IsScalar()) return n.Scalar();
+    return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
+  }
+  // The node of a figure: `key: V` or `key: {value: V, source: S}`. Records the source.
+  YAML::Node figure(const std::string& key, GpuSpec& spec) {
+    seen.insert(key);
+    YAML::Node n = root[key];
+    if (!n) throw Error(fmt::format("{}: {}: missing (a GPU spec needs every figure; see sim/gpu_spec.h)", where(root), key));
+    if (n.IsMap()) {
+      for (const auto& kv : n) {
+        std::string k = kv.first.as<std::string>();
+        if (k != "value" && k != "source")
+          throw Error(fmt::format("{}: {}.{}: unknown key, expected value or source", where(kv.first), key, k));
+      }
+      if (!n["value"]) throw Error(fmt::format("{}: {}: expected {{value: ..., source: ...}}, got no value", where(n), key));
+      if (n["source"]) {
+        if (!n["source"].IsScalar())
+          throw Error(fmt::format("{}: {}.source: expected a string, got {}", where(n["source"]), key, text(n["source"])));
+        spec.sources[key] = n["source"].Scalar();
+      }
+      return n["value"];
+    }
+    return n;
+  }
+  double number(const std::string& key, GpuSpec& spec, bool allow_zero = false) {
+    YAML::Node v = figure(key, spec);
+    double d = 0;
+    bool ok = v.IsScalar();
+    if (ok) {
+      try {
+        d = v.as<double>();
+      } catch (const YAML::Exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || !(d > 0 || (allow_zero && d == 0)))
+      throw Error(fmt::format("{}: {}: expected a {} number, got '{}'", where(v), key,
+                              allow_zero ? "non-negative" : "positive", text(v)));
+    return d;
+  }
+  bool boolean(const std::string& key, GpuSpec& spec) {
+    YAML::Node v = figure(key, spec);
+    try {
+      if (v.IsScalar()) return v.as<bool>();
+    } catch (const YAML::Exception&) {
+    }
+    throw Error(fmt::format("{}: {}: expected true or false, got '{}'", where(v), key, text(v)));
+  }
+  std::string string(const std::string& key) {
+    seen.insert(key);
+    YAML::Node v = root[key];
+    if (!v) return "";
+    if (!v.IsScalar()) throw Error(fmt::format("{}: {}: expected a string, got {}", where(v), key, text(v)));
+    return v.Scalar();
+  }
+};
+
+}  // namespace
+
+GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
+  if (!node || !node.IsMap()) {
+    std::string where = node && node.Mark().line >= 0 ? fmt::format("{}:{}", file, node.Mark().line + 1) : file;
+    throw Error(fmt::format("{}: GPU spec: expected a map of figures (see sim/gpu_spec.h)", where));
+  }
+  Reader r{node, file, {}};
+  GpuSpec s;
+  s.origin = r.where(node);
+  s.name = r.string("name");
+  s.description = r.string("description");
+  if (s.name.empty()) s.name = "custom";
+  s.bf16_tflops = r.number("bf16_tflops", s);
+  s.fp16_tflops = r.number("fp16_tflops", s);
+  s.fp8_tflops = r.number("fp8_tflops", s, /*allow_zero=*/true);
+  s.fp32_tflops = r.number("fp32_tflops", s);
+  s.hbm_bandwidth_GBps = r.number("hbm_bandwidth_GBps", s);
+  s.memory_GiB = r.number("memory_GiB", s);
+  double sms = r.number("sm_count", s);
+  if (sms != static_cast<int>(sms))
+    throw Error(fmt::format("{}: sm_count: expected a positive integer, got '{}'", r.where(node["sm_count"]), sms));
+  s.sm_count = static_cast<int>(sms);
+  s.nvlink_bandwidth_GBps = r.number("nvlink_bandwidth_GBps", s);
+  s.nvlink_latency_us = r.number("nvlink_latency_us", s, true);
+  s.nvswitch = r.boolean("nvswitch", s);
+  s.nvls = r.boolean("nvls", s);
+  s.network_bandwidth_GBps = r.number("network_bandwidth_GBps", s);
+  s.network_latency_us = r.number("network_latency_us", s, true);
+  for (const auto& kv : node) {
+    std::string k = kv.first.as<std::string>();
+    if (!r.seen.count(k))
+      throw Error(fmt::format("{}: {}: unknown key in a GPU spec (see sim/gpu_spec.h for the keys)", r.where(kv.first), k));
+  }
+  if (s.nvls && !s.nvswitch)
+    throw Error(fmt::format("{}: nvls: NVLink SHARP needs an NVSwitch (nvswitch: true)", r.where(node["nvls"])));
+  return s;
+}
+
+std::vector<std::string> gpu_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : embedded_gpu_presets()) names.emplace_back(p.name);
+  return names;
+}
+
+GpuSpec gpu_preset(const std::string& name, const std::string& where) {
+  for (const auto& p : embedded_gpu_presets()) {
+    if (p.name != name) continue;
+    YAML::Node node;
+    try {
+      node = YAML::Load(std::string(p.text));
+    } catch (const YAML::Exception& e) {
+      throw Error(fmt::format("{}:{}: {}", p.path, e.mark.line + 1, e.msg));
+    }
+    return parse_gpu_spec(node, std::string(p.path));
+  }
+  throw Error(fmt::format("{}: unknown GPU preset '{}' (known: {})", where, name, fmt::join(gpu_preset_names(), ", ")));
+}
+
+}  // namespace tptune

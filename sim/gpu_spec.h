@@ -1,0 +1,53 @@
+#pragma once
+// One GPU's figures, as data: the presets in sim/gpus/<name>.yaml (embedded into the library at build time) or an
+// inline `cluster.gpu` map of a config, read by the same loader.
+//
+// File format (every key required except name/description; a figure is {value: V, source: "..."} or, in inline
+// specs, a plain value):
+//   name: h100-sxm
+//   description: NVIDIA H100 SXM5 80 GB
+//   bf16_tflops, fp16_tflops, fp8_tflops, fp32_tflops   dense peaks (fp8 0: no float8 tensor cores)
+//   hbm_bandwidth_GBps, memory_GiB                      HBM bandwidth (1e9 B/s) and capacity (2^30 B)
+//   sm_count                                            streaming multiprocessors (wave quantization)
+//   nvlink_bandwidth_GBps, nvlink_latency_us            per GPU per direction; per-hop latency of a ring step
+//   nvswitch, nvls                                      all-to-all NVSwitch in the node; NVLink SHARP (NCCL NVLS)
+//   network_bandwidth_GBps, network_latency_us          per GPU (one NIC each), per direction; per-hop latency
+// Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ...".
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plans/dtype.h"
+
+namespace tptune {
+
+struct GpuSpec {
+  std::string name;
+  std::string description;
+  double bf16_tflops = 0, fp16_tflops = 0, fp8_tflops = 0, fp32_tflops = 0;
+  double hbm_bandwidth_GBps = 0;
+  double memory_GiB = 0;
+  int sm_count = 0;
+  double nvlink_bandwidth_GBps = 0, nvlink_latency_us = 0;
+  bool nvswitch = false, nvls = false;
+  double network_bandwidth_GBps = 0, network_latency_us = 0;
+  std::map<std::string, std::string> sources;  // key -> source line (empty for plain inline values)
+  std::string origin;                          // "sim/gpus/h100-sxm.yaml" or "config.yaml:12" for inline specs
+
+  bool has_float8() const { return fp8_tflops > 0; }
+  // Dense tensor-core peak for GEMM operands of `t`, in FLOP/s: float8 formats at the fp8 rate, fp32 at the fp32
+  // rate. Throws tptune::Error naming the GPU when `t` is a float8 format and the GPU has no float8 tensor cores.
+  double peak_flops(DType t) const;
+  double memory_bytes() const { return memory_GiB * 1073741824.0; }
+};
+
+// Parses a spec from a YAML map; `file` names it in errors (lines come from the node's marks, 1-based).
+GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file);
+// A named preset; throws tptune::Error "<where>: unknown GPU preset 'x' (known: a100-sxm-80gb, ...)".
+GpuSpec gpu_preset(const std::string& name, const std::string& where = "cluster.gpu");
+std::vector<std::string> gpu_preset_names();
+
+}  // namespace tptune
