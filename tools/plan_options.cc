@@ -4,6 +4,9 @@
 
 #include "plans/error.h"
 
+#include <fstream>
+#include <iostream>
+
 namespace tptune::tools {
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
@@ -54,6 +57,16 @@ Plan resolve_plan(const Config& cfg, const PlanOptions& o) {
   }
   if (!o.preset.empty()) plan = preset_plan(o.preset, plan);  // re-derive the modules with the final toggles
   return plan;
+}
+
+void write_json(const nlohmann::json& j, const std::string& where) {
+  if (where == "-") {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::ofstream f(where);
+  if (!f) throw Error(fmt::format("cannot write JSON to '{}'", where));
+  f << j.dump(2) << "\n";
 }
 
 }  // namespace tptune::tools

@@ -6,6 +6,7 @@
 // gpus_per_node, dp_shard to world_size / tp, activation checkpointing and local batch size to the config's
 // training section, loss parallel to on for sequence_parallel (torchtitan's default) and off for vanilla.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
@@ -29,5 +30,8 @@ struct PlanOptions {
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
 // Loads the plan the options name (errors are tptune::Error naming the option or file).
 Plan resolve_plan(const Config& cfg, const PlanOptions& o);
+
+// Writes `j` (indented) to the file `where`, or to stdout for "-"; tptune::Error if it cannot.
+void write_json(const nlohmann::json& j, const std::string& where);
 
 }  // namespace tptune::tools

@@ -1,0 +1,153 @@
+#include "plans/explain.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace tptune {
+
+namespace {
+
+CollectiveRecord record_of(const Program& p, const Op& op, const std::string& module) {
+  const auto& c = std::get<CollectiveOp>(op.kind);
+  CollectiveRecord r;
+  r.phase = op.phase;
+  r.module = module;
+  r.name = op.name;
+  r.kind = c.kind;
+  r.reduce = c.reduce;
+  r.dtype = c.dtype;
+  r.bytes = c.bytes;
+  r.group = c.group;
+  if (c.group == Group::tp && !op.outputs.empty())
+    r.global_shape = p.tensor(op.outputs[0]).global_shape;
+  else
+    r.global_shape = {c.bytes / bytes_per_element(c.dtype)};
+  return r;
+}
+
+const char* kKinds[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"};
+
+std::string human_bytes(int64_t b) {
+  if (b >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / double(int64_t{1} << 30));
+  if (b >= (1 << 20)) return fmt::format("{:.1f} MiB", b / double(1 << 20));
+  if (b >= (1 << 10)) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+}  // namespace
+
+std::vector<CollectiveRecord> step_collectives(const Program& p) {
+  std::vector<CollectiveRecord> out;
+  const int L = static_cast<int>(p.model.n_layers);
+  for (const Segment& s : p.segments) {
+    const bool per_layer = s.name.starts_with("block");
+    const int n = per_layer ? L : 1;
+    for (int i = 0; i < n; ++i) {
+      int layer = per_layer ? (s.reverse ? L - 1 - i : i) : -1;
+      for (const Op& op : s.ops)
+        if (op.is_collective()) out.push_back(record_of(p, op, op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module)));
+    }
+  }
+  return out;
+}
+
+std::vector<CollectiveRecord> block_collectives(const Program& p) {
+  std::vector<CollectiveRecord> out;
+  for (const char* name : {"block.fwd", "block.bwd"})
+    if (const Segment* s = p.segment(name))
+      for (const Op& op : s->ops)
+        if (op.is_collective()) out.push_back(record_of(p, op, op.module == "fsdp" ? "fsdp" : layer_fqn(0, op.module)));
+  return out;
+}
+
+nlohmann::json explain_json(const Program& p) {
+  nlohmann::json j;
+  j["tp_degree"] = p.tp;
+  j["dp_shard"] = p.dp;
+  j["plan"] = {{"family", p.plan.family},
+               {"float8", std::string(to_string(p.plan.float8))},
+               {"async_tp", p.plan.async_tp},
+               {"loss_parallel", p.plan.loss_parallel},
+               {"activation_checkpointing", std::string(to_string(p.plan.activation_checkpointing))},
+               {"local_batch_size", p.plan.local_batch_size}};
+  auto& list = j["collectives"] = nlohmann::json::array();
+  std::map<std::string, std::pair<int64_t, int64_t>> per_group;
+  for (const auto& r : step_collectives(p)) {
+    list.push_back({{"phase", std::string(to_string(r.phase))},
+                    {"module", r.module},
+                    {"op", std::string(to_string(r.kind))},
+                    {"reduce", r.reduce == ReduceOp::max ? "max" : "sum"},
+                    {"dtype", std::string(to_string(r.dtype))},
+                    {"global_shape", r.global_shape},
+                    {"bytes", r.bytes},
+                    {"group", std::string(to_string(r.group))}});
+    auto& g = per_group[std::string(to_string(r.group))];
+    g.first += 1;
+    g.second += r.bytes;
+  }
+  nlohmann::json per_block;
+  for (const char* phase : {"forward", "backward"}) {
+    nlohmann::json counts;
+    for (const char* k : kKinds) counts[k] = 0;
+    per_block[phase] = counts;
+  }
+  for (const auto& r : block_collectives(p)) {
+    if (r.group != Group::tp) continue;
+    const char* phase = r.phase == Phase::forward ? "forward" : "backward";
+    per_block[phase][std::string(to_string(r.kind))] = per_block[phase][std::string(to_string(r.kind))].get<int>() + 1;
+  }
+  j["per_block"] = per_block;
+  nlohmann::json step;
+  for (const char* g : {"tp", "dp"}) step[g] = {{"count", per_group[g].first}, {"bytes", per_group[g].second}};
+  j["per_step"] = step;
+  return j;
+}
+
+std::string explain_text(const Program& p) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  const Model& m = p.model;
+  line(fmt::format("Plan {} (tp {}, dp_shard {}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
+                   "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}",
+                   p.plan.family, p.tp, p.dp, to_string(p.plan.float8), p.plan.async_tp ? "on" : "off",
+                   p.plan.loss_parallel ? "on" : "off", to_string(p.plan.activation_checkpointing), m.name, m.n_layers,
+                   m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len,
+                   p.training.local_batch_size));
+  auto table = [&](const std::vector<CollectiveRecord>& rs) {
+    line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", "phase", "module", "op", "dtype",
+                     "global shape", "bytes", "group"));
+    for (const auto& r : rs) {
+      std::string op = std::string(to_string(r.kind)) + (r.reduce == ReduceOp::max ? "(max)" : "");
+      line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", to_string(r.phase), r.module, op,
+                       to_string(r.dtype), to_string(r.global_shape), human_bytes(r.bytes), to_string(r.group)));
+    }
+    if (rs.empty()) line("  (none)");
+  };
+  line("");
+  line("One transformer block (layers.0; every layer is the same):");
+  table(block_collectives(p));
+  line("");
+  line("Top-level modules (embedding, final norm, output, loss) and FSDP traffic outside the blocks:");
+  std::vector<CollectiveRecord> top;
+  for (const Segment& s : p.segments) {
+    if (s.name.starts_with("block")) continue;
+    for (const Op& op : s.ops)
+      if (op.is_collective()) top.push_back(record_of(p, op, op.module));
+  }
+  table(top);
+  line("");
+  line("Per step (every layer):");
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> totals;
+  for (const auto& r : step_collectives(p)) {
+    auto& t = totals[{std::string(to_string(r.group)), std::string(to_string(r.phase == Phase::recompute ? Phase::backward : r.phase))}];
+    t.first += 1;
+    t.second += r.bytes;
+  }
+  line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", "group", "phase", "count", "bytes"));
+  for (const auto& [k, v] : totals)
+    line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", k.first, k.second, v.first, human_bytes(v.second)));
+  return out;
+}
+
+}  // namespace tptune

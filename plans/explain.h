@@ -1,0 +1,41 @@
+#pragma once
+// `tp-plan explain`: the collectives a Program issues, per block and per step, as text and JSON.
+//
+// JSON (`explain_json`):
+//   {"tp_degree": 8, "dp_shard": 1, "plan": "...",
+//    "collectives": [{"phase": "forward", "module": "layers.0.attention.wo", "op": "reduce_scatter",
+//                     "dtype": "bf16", "global_shape": [1, 8192, 4096], "bytes": 67108864, "group": "tp"}, ...],
+//    "per_block": {"forward": {"all_reduce": 0, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 0}, "backward": ...},
+//    "per_step": {"tp": {"count": N, "bytes": B}, "dp": {...}}}
+// `collectives` lists every collective of the step in program order, every layer, full FQNs; `bytes` is the full
+// tensor's size (nccl-tests' `size`). per_block counts one block's TP collectives; recompute counts as backward.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "plans/program.h"
+
+namespace tptune {
+
+struct CollectiveRecord {
+  Phase phase = Phase::forward;
+  std::string module;  // full FQN ("layers.3.attention.wo"); "fsdp" for data-parallel parameter traffic
+  std::string name;    // op name
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  ReduceOp reduce = ReduceOp::sum;
+  DType dtype = DType::bf16;
+  Shape global_shape;
+  int64_t bytes = 0;
+  Group group = Group::tp;
+};
+
+// Every collective of the step, every layer instantiated, in program order.
+std::vector<CollectiveRecord> step_collectives(const Program& p);
+// The collectives of one block template (layer 0 names), forward then backward (recompute included).
+std::vector<CollectiveRecord> block_collectives(const Program& p);
+
+nlohmann::json explain_json(const Program& p);
+std::string explain_text(const Program& p);
+
+}  // namespace tptune
