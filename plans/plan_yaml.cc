@@ -94,6 +94,7 @@ ParallelStyle read_style(const YamlDoc& doc, const YAML::Node& n, const std::str
         doc.fail_msg(n, key, "prepare_module_input needs input_layouts and desired_input_layouts; write it as a map");
     }
   }
+  if (!n.IsMap()) doc.fail(n, key, "a style name or a map {style: ..., <layouts>}");
   doc.check_map(n, key, {"style", "input_layouts", "desired_input_layouts", "output_layouts", "use_local_output"});
   if (!n["style"].IsDefined()) doc.fail_msg(n, key + ".style", fmt::format("missing; expected one of {}",
                                                                            fmt::join(style_names(), ", ")));

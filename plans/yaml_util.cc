@@ -55,6 +55,9 @@ static int line_of(const YAML::Node& n) {
 
 std::string YamlDoc::at(const YAML::Node& node, const YAML::Node& fallback) const {
   int line = line_of(node);
+  if (node.IsDefined() && node.IsNull())
+    for (const auto& [value, key_line] : empty_value_lines_)
+      if (value.is(node)) line = key_line;
   if (line < 0) line = line_of(fallback);
   return line < 0 ? file_ : fmt::format("{}:{}", file_, line);
 }
@@ -153,6 +156,8 @@ std::string YamlDoc::choice(const YAML::Node& node, std::string_view key,
 
 void YamlDoc::require_map(const YAML::Node& node, std::string_view key) const {
   if (!node.IsDefined() || !node.IsMap()) fail(node, key.empty() ? std::string_view("document") : key, "a map");
+  for (auto it = node.begin(); it != node.end(); ++it)
+    if (it->second.IsNull()) empty_value_lines_.emplace_back(it->second, line_of(it->first));
 }
 
 void YamlDoc::check_map(const YAML::Node& node, std::string_view prefix,

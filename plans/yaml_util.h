@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tptune::yaml {
@@ -76,11 +77,14 @@ class YamlDoc {
   // `node` must be a map whose keys are all in `allowed` (and appear once); the error names the key's line and
   // lists the allowed keys. `prefix` is the dotted path of the map ("" at the top level).
   void check_map(const YAML::Node& node, std::string_view prefix, std::initializer_list<std::string_view> allowed) const;
-  // `node` must be a map (else "expected a map").
+  // `node` must be a map (else "expected a map"). Also remembers the key lines of its empty values (see below).
   void require_map(const YAML::Node& node, std::string_view key) const;
 
  private:
   std::string file_;
+  // yaml-cpp marks an empty value (`n_layers:` with nothing after it) where the next token starts, often the next
+  // line; errors about such a value point at its key's line instead. Filled by require_map/check_map.
+  mutable std::vector<std::pair<YAML::Node, int>> empty_value_lines_;
 };
 
 // "model" + "dim" -> "model.dim"; "" + "model" -> "model".

@@ -261,6 +261,11 @@ TEST_CASE("config errors name file, line and key", "[config][errors]") {
                Contains("cfg.yaml:1: model.norm_eps: expected a positive number, got 'small'"));
     CHECK_THAT(error_of("model: {preset: tiny-llama, dim: [64]}"),
                Contains("cfg.yaml:1: model.dim: expected a positive integer, got a list"));
+    // An empty value is reported on its key's line (yaml-cpp marks it where the next token starts).
+    CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_layers:\n"),
+               Contains("cfg.yaml:3: model.n_layers: expected a positive integer, got nothing"));
+    CHECK_THAT(error_of("model:\n  preset: tiny-llama\ncluster:\n  gpu:\n  nodes: 1\n"),
+               Contains("cfg.yaml:4: cluster.gpu: expected a GPU preset name or an inline spec map, got nothing"));
     CHECK_THAT(error_of("model: tiny-llama\n"), Contains("cfg.yaml:1: model: expected a map, got 'tiny-llama'"));
     CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch: {async_tp: [true, maybe]}\n"),
                Contains("cfg.yaml:2: search.async_tp[1]: expected true or false, got 'maybe'"));

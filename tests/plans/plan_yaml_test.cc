@@ -242,6 +242,9 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
     CHECK_THAT(error_of("modules:\n  output: colwise\n  output: rowwise\n"),
                Contains("plan.yaml:3: modules.output: duplicate"));
     CHECK_THAT(error_of("modules: [output]\n"), Contains("plan.yaml:1: modules: expected a map, got a list"));
+    // An empty entry points at its own line, not at the next token.
+    CHECK_THAT(error_of("modules:\n  a:\n  b: colwise\n"),
+               Contains("plan.yaml:2: modules.a: expected a style name or a map {style: ..., <layouts>}, got nothing"));
   }
   SECTION("not a plan") {
     CHECK_THAT(error_of("colwise\n"), Contains("plan.yaml:1: expected a plan"));
