@@ -37,11 +37,10 @@ Result run_sharded(const std::vector<float>& logits, const std::vector<int32_t>&
                    int64_t shards) {
   const int64_t tokens = int64_t(targets.size()), vl = vocab / shards;
   const size_t ns = static_cast<size_t>(shards), nt = static_cast<size_t>(tokens);
-  std::vector<std::vector<float>> local(ns);
+  std::vector<std::vector<float>> local(ns, std::vector<float>(nt * size_t(vl)));  // rank r's (tokens, vl)
   for (int64_t r = 0; r < shards; ++r)
     for (int64_t t = 0; t < tokens; ++t)
-      local[size_t(r)].insert(local[size_t(r)].end(), logits.begin() + t * vocab + r * vl,
-                              logits.begin() + t * vocab + (r + 1) * vl);
+      for (int64_t j = 0; j < vl; ++j) local[size_t(r)][size_t(t * vl + j)] = logits[size_t(t * vocab + r * vl + j)];
   std::vector<float> max(nt, -INFINITY), sumexp(nt), tlogit(nt), part(nt);
   for (int64_t r = 0; r < shards; ++r) {
     cross_entropy_row_max(local[size_t(r)].data(), tokens, vl, part.data());
