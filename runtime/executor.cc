@@ -1,0 +1,212 @@
+// Executor: buffers, initialization, the step loop and the completion of pending collectives.
+#include "runtime/executor.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "plans/error.h"
+#include "runtime/tensor_init.h"
+
+namespace tptune {
+
+Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
+    : program_(std::move(program)), be_(backend), options_(options) {
+  flat_ = expand(program_);  // after program_ is in place: flat ops point into its segments
+  rank_ = be_.group_rank(Group::tp);
+  tp_ = be_.group_size(Group::tp);
+  if (tp_ != program_.tp)
+    throw Error(fmt::format("executor: the Program is lowered for tp {} but the backend's TP group has {} ranks",
+                            program_.tp, tp_));
+  buffers_.reserve(flat_.tensors.size());
+  for (size_t t = 0; t < flat_.tensors.size(); ++t) {
+    const TensorDesc& d = desc(static_cast<int>(t));
+    buffers_.push_back(be_.alloc(numel(d.local_shape), d.role == TensorRole::input ? Storage::i32 : Storage::f32));
+  }
+  scratch_.resize(flat_.ops.size());
+  loss_ = flat_of(program_.loss, -1);
+  tokens_ = flat_of(program_.tokens, -1);
+  targets_ = flat_of(program_.targets, -1);
+}
+
+const TensorDesc& Executor::desc(int flat_tensor) const {
+  return program_.tensor(flat_.tensors.at(static_cast<size_t>(flat_tensor)).template_id);
+}
+
+int Executor::flat_of(TensorId t, int layer) const {
+  for (size_t i = 0; i < flat_.tensors.size(); ++i)
+    if (flat_.tensors[i].template_id == t && flat_.tensors[i].layer == layer) return static_cast<int>(i);
+  throw Error(fmt::format("executor: the Program has no flat tensor for tensor {} in layer {}", t, layer));
+}
+
+float* Executor::f32(int t) const {
+  float* p = buffers_[size_t(t)].f32();
+  if (!p) throw Error(fmt::format("executor: tensor '{}' holds token ids where floats are expected", flat_.tensors[size_t(t)].fqn));
+  return p;
+}
+
+const int32_t* Executor::i32(int t) const {
+  const int32_t* p = buffers_[size_t(t)].i32();
+  if (!p) throw Error(fmt::format("executor: tensor '{}' is read as token ids but is not an input tensor", flat_.tensors[size_t(t)].fqn));
+  return p;
+}
+
+Buffer& Executor::scratch(int op, int which, int64_t n) {
+  auto& v = scratch_[size_t(op)];
+  if (v.size() <= size_t(which)) v.resize(size_t(which) + 1);
+  Buffer& b = v[size_t(which)];
+  if (b.empty() || b.numel() < n) b = be_.alloc(n, Storage::f32);
+  return b;
+}
+
+void Executor::fail(const FlatOp& op, const std::string& what) const { throw Error(fmt::format("{}: {}", op.name, what)); }
+
+void Executor::init(uint64_t seed) {
+  complete_all();
+  step_ = 0;
+  const int64_t vocab = program_.model.vocab_size;
+  for (size_t i = 0; i < flat_.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    const TensorDesc& d = desc(t);
+    const int64_t n = numel(d.local_shape);
+    if (d.role == TensorRole::parameter) {
+      const std::string name = layer_fqn(flat_.tensors[i].layer, d.param.empty() ? d.name : d.param);
+      auto full = init_parameter(seed, name, d.global_shape);
+      auto local = shard_of(full, d.global_shape, d.param_shard_dim, tp_, rank_);
+      if (static_cast<int64_t>(local.size()) != n)
+        throw Error(fmt::format("parameter '{}': a {} shard of {} has {} elements, the Program's local shape {} has {}",
+                                name, d.param_shard_dim, to_string(d.global_shape), local.size(),
+                                to_string(d.local_shape), n));
+      be_.upload(f32(t), local.data(), n);
+    } else if (d.role == TensorRole::input) {
+      auto full = init_tokens(seed, d.name, d.global_shape, vocab);
+      int dim = d.placement.is_shard() ? d.placement.normalized_dim(static_cast<int>(d.global_shape.size())) : -1;
+      auto local = shard_of(full, d.global_shape, dim, tp_, rank_);
+      if (static_cast<int64_t>(local.size()) != n)
+        throw Error(fmt::format("input '{}': local shape {} does not match {} of global shape {}", d.name,
+                                to_string(d.local_shape), to_string(d.placement), to_string(d.global_shape)));
+      be_.upload(buffers_[i].i32(), local.data(), n);
+    } else {
+      be_.fill(f32(t), n, 0.0f);
+    }
+  }
+  be_.synchronize();
+}
+
+void Executor::step(const OpTimeFn& on_op) {
+  ++step_;
+  options_.adamw.step = step_;
+  std::unique_ptr<Timer> timer = on_op ? be_.make_timer() : nullptr;
+  for (size_t i = 0; i < flat_.ops.size(); ++i) {
+    const FlatOp& op = flat_.ops[i];
+    if (op.op->phase == Phase::optimizer && !options_.run_optimizer) continue;
+    if (!on_op) {
+      run_op(static_cast<int>(i), false);
+      continue;
+    }
+    be_.synchronize();
+    timer->start();
+    run_op(static_cast<int>(i), true);
+    timer->stop();
+    on_op(static_cast<int>(i), timer->elapsed_us());
+  }
+  complete_all();
+  be_.synchronize();
+}
+
+void Executor::run_op(int index, bool eager) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  try {
+    if (op.op->is_collective()) {
+      issue_collective(index, eager);
+    } else {
+      wait_conflicts(chunk_regions(index, false), chunk_regions(index, true));
+      run_compute(index);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // kernel preconditions (std::invalid_argument) and the like
+    fail(op, e.what());
+  }
+}
+
+namespace {
+bool overlaps(int t1, int s1, int t2, int s2) { return t1 == t2 && (s1 < 0 || s2 < 0 || s1 == s2); }
+}  // namespace
+
+void Executor::wait_conflicts(const std::vector<Region>& reads, const std::vector<Region>& writes) {
+  for (size_t k = 0; k < pending_.size();) {
+    const Pending& p = pending_[k];
+    bool conflict = false;
+    for (const Region& r : reads)
+      for (const Region& w : p.writes) conflict |= overlaps(r.tensor, r.slot, w.tensor, w.slot);
+    for (const Region& w : writes) {
+      for (const Region& pw : p.writes) conflict |= overlaps(w.tensor, w.slot, pw.tensor, pw.slot);
+      for (const Region& pr : p.reads) conflict |= overlaps(w.tensor, w.slot, pr.tensor, pr.slot);
+    }
+    if (conflict)
+      complete(k);  // removes entry k
+    else
+      ++k;
+  }
+}
+
+void Executor::complete(size_t k) {
+  Pending p = std::move(pending_[k]);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(k));
+  p.request->wait();
+  if (p.finish) p.finish();
+}
+
+void Executor::complete_all() {
+  while (!pending_.empty()) complete(0);
+}
+
+std::vector<float> Executor::read(int t) const {
+  const Buffer& b = buffers_.at(size_t(t));
+  std::vector<float> v(static_cast<size_t>(b.numel()));
+  if (b.storage() == Storage::i32) {
+    std::vector<int32_t> ids(v.size());
+    be_.download(ids.data(), b.i32(), b.numel());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(ids[i]);
+  } else {
+    be_.download(v.data(), b.f32(), b.numel());
+  }
+  return v;
+}
+
+void Executor::write(int t, const std::vector<float>& values) {
+  const Buffer& b = buffers_.at(size_t(t));
+  if (static_cast<int64_t>(values.size()) != b.numel())
+    throw Error(fmt::format("executor: writing {} values into '{}' of {} elements", values.size(),
+                            flat_.tensors[size_t(t)].fqn, b.numel()));
+  if (b.storage() == Storage::i32) {
+    std::vector<int32_t> ids(values.begin(), values.end());
+    be_.upload(b.i32(), ids.data(), b.numel());
+  } else {
+    be_.upload(b.f32(), values.data(), b.numel());
+  }
+}
+
+std::vector<Executor::Param> Executor::parameters() const {
+  std::vector<Param> out;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < flat_.tensors.size(); ++i) {
+    const TensorDesc& d = desc(static_cast<int>(i));
+    if (d.role != TensorRole::parameter) continue;
+    std::string name = layer_fqn(flat_.tensors[i].layer, d.param.empty() ? d.name : d.param);
+    index[name] = out.size();
+    out.push_back({name, static_cast<int>(i), -1});
+  }
+  for (size_t i = 0; i < flat_.tensors.size(); ++i) {
+    const TensorDesc& d = desc(static_cast<int>(i));
+    if (d.role != TensorRole::param_grad) continue;
+    auto it = index.find(layer_fqn(flat_.tensors[i].layer, d.param));
+    if (it != index.end()) out[it->second].grad = static_cast<int>(i);
+  }
+  return out;
+}
+
+float Executor::loss() const { return read(loss_).at(0); }
+
+}  // namespace tptune

@@ -1,0 +1,121 @@
+#pragma once
+// The executor: runs one training step of a Program on a Backend, as one TP rank.
+//
+// It expands the Program (every layer instantiated, plans/program.h), gives every flat tensor one device buffer
+// (int32 for the tokens and targets, fp32 otherwise), fills parameters and inputs from a seed (runtime/tensor_init.h:
+// every rank builds the same full tensors and keeps its shard), and runs the flat ops in order: the forward of
+// every op, the loss, the backward and the gradients, then — unless told to skip it — the optimizer.
+//
+// It honours the plan exactly: the collectives it issues are the Program's collectives, nothing else. Collectives
+// are non-blocking; the executor waits for one only when a later op reads its output, or writes its input or
+// output (for async TP ring steps this is tracked per sequence slot, so that the p2p of step j+1 is in flight
+// while the gemm of step j runs). Tensor-dim layouts are rearranged around the rank-major backend calls here:
+//   all_gather(gather_dim d)       local (.., n_d, ..) -> (.., tp*n_d, ..), rank i's slice at i along d
+//   reduce_scatter(scatter_dim d)  local (.., n_d, ..) -> (.., n_d/tp, ..), slice r of the sum
+//   all_to_all(gather g, scatter s) split along s, send slice j to rank j, concatenate what arrives along g
+//   slice(dim d)                    this rank's slice of d (R -> S(d), no communication)
+// Per-op parameters the IR leaves implicit come from the tensors: the rank's vocab offset (vocab-sharded embedding
+// and cross-entropy: rank * vocab_local), the rope position offset (rank * local seq when the input is S(1)),
+// norm eps and rope theta from the Model.
+//
+// Errors (a malformed Program, a kernel precondition, float8 rowwise which only the simulator models) are
+// tptune::Error naming the flat op ("layers.1.attention.wq.fwd: ...").
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "plans/program.h"
+#include "runtime/backend.h"
+
+namespace tptune {
+
+struct ExecutorOptions {
+  bool run_optimizer = true;  // false: skip Phase::optimizer ops (verify compares gradients before the update)
+  AdamWParams adamw;
+};
+
+class Executor {
+ public:
+  Executor(Program program, Backend& backend, ExecutorOptions options = {});
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  const Program& program() const { return program_; }
+  const FlatProgram& flat() const { return flat_; }
+  int rank() const { return rank_; }
+  int tp() const { return tp_; }
+
+  // Parameters and inputs from `seed`; optimizer state and everything else zero.
+  void init(uint64_t seed);
+
+  // One training step. With `on_op`, ops run one at a time (every collective completed before the next op) and
+  // on_op(flat op index, device microseconds) is called after each: the profiler's mode. Without it collectives
+  // overlap compute as described above.
+  using OpTimeFn = std::function<void(int op, double us)>;
+  void step(const OpTimeFn& on_op = nullptr);
+
+  const TensorDesc& desc(int flat_tensor) const;
+  // The local data of a flat tensor (int32 tensors converted to float).
+  std::vector<float> read(int flat_tensor) const;
+  void write(int flat_tensor, const std::vector<float>& values);
+  float loss() const;
+  // Flat id of Program::loss.
+  int loss_tensor() const { return loss_; }
+
+  // Every parameter of the model by full name ("layers.1.attention.wq.weight"), in Program order: the flat tensor
+  // of its local value and of its final gradient (the tensor with role param_grad and the same `param`; -1 if the
+  // Program has none).
+  struct Param {
+    std::string name;
+    int value = -1, grad = -1;
+  };
+  std::vector<Param> parameters() const;
+
+ private:
+  struct Region {
+    int tensor = -1;
+    int slot = -1;  // async TP sequence slot; -1 the whole tensor
+  };
+  struct Pending {
+    RequestPtr request;
+    std::vector<Region> reads, writes;
+    std::function<void()> finish;  // unpacks staged data once the request completed
+  };
+
+  // executor.cc
+  int flat_of(TensorId t, int layer) const;
+  float* f32(int t) const;
+  const int32_t* i32(int t) const;
+  void wait_conflicts(const std::vector<Region>& reads, const std::vector<Region>& writes);
+  void complete(size_t pending_index);
+  void complete_all();
+  void run_op(int index, bool eager);
+  [[noreturn]] void fail(const FlatOp& op, const std::string& what) const;
+  Buffer& scratch(int op, int which, int64_t numel);
+
+  // executor_compute.cc
+  void run_compute(int index);
+  void run_gemm(int index, const GemmOp& g);
+  void run_elementwise(int index, const ElementwiseOp& e);
+  std::vector<Region> chunk_regions(int index, bool outputs) const;
+  int chunk_slot(const ChunkRef& c) const;
+
+  // executor_comm.cc
+  void issue_collective(int index, bool eager);
+  void issue_p2p(int index, const CollectiveOp& c, bool eager);
+
+  Program program_;
+  FlatProgram flat_;
+  Backend& be_;
+  ExecutorOptions options_;
+  int rank_ = 0, tp_ = 1;
+  int step_ = 0;
+  int loss_ = -1, tokens_ = -1, targets_ = -1;
+  std::vector<Buffer> buffers_;
+  std::vector<Pending> pending_;
+  std::vector<std::vector<Buffer>> scratch_;  // per flat op: staging buffers kept across steps
+};
+
+}  // namespace tptune

@@ -1,0 +1,186 @@
+// Executor: collectives. The backend's collectives are rank-major; this file packs and unpacks tensor dims around
+// them (staging buffers kept per op across steps) and runs the async TP ring steps.
+#include <fmt/format.h>
+
+#include "plans/error.h"
+#include "runtime/executor.h"
+
+namespace tptune {
+namespace {
+
+struct Split {
+  int64_t outer = 1, inner = 1;  // elements before / after `dim`
+};
+Split split_at(const Shape& s, int dim) {
+  Split r;
+  for (int i = 0; i < dim; ++i) r.outer *= s[size_t(i)];
+  for (size_t i = size_t(dim) + 1; i < s.size(); ++i) r.inner *= s[i];
+  return r;
+}
+
+// dst (parts, chunk) <- src split along `dim` into `parts` equal slices: slice j of dim goes to dst + j * chunk.
+void pack_split(Backend& be, float* dst, const float* src, const Shape& shape, int dim, int parts) {
+  Split s = split_at(shape, dim);
+  const int64_t w = shape[size_t(dim)] / parts * s.inner, row = shape[size_t(dim)] * s.inner;
+  for (int j = 0; j < parts; ++j) be.copy2d(dst + j * s.outer * w, w, src + j * w, row, s.outer, w);
+}
+
+// dst <- concatenation along `dim` of `parts` chunks of shape `chunk` stored one after another in src.
+void unpack_concat(Backend& be, float* dst, const float* src, const Shape& chunk, int dim, int parts) {
+  Split s = split_at(chunk, dim);
+  const int64_t w = chunk[size_t(dim)] * s.inner;
+  for (int i = 0; i < parts; ++i) be.copy2d(dst + i * w, parts * w, src + i * s.outer * w, w, s.outer, w);
+}
+
+int normalized(int d, const Shape& s) { return d < 0 ? d + static_cast<int>(s.size()) : d; }
+
+}  // namespace
+
+void Executor::issue_collective(int index, bool eager) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  const CollectiveOp& c = std::get<CollectiveOp>(op.op->kind);
+  if (c.kind == CollectiveKind::p2p) return issue_p2p(index, c, eager);
+  if (op.inputs.size() != 1 || op.outputs.size() != 1)
+    fail(op, fmt::format("a {} reads one tensor and writes one", to_string(c.kind)));
+  const int in = op.inputs[0], out = op.outputs[0];
+  const Shape& xs = desc(in).local_shape;
+  const Shape& ys = desc(out).local_shape;
+  const int size = be_.group_size(c.group);
+  Pending p;
+  p.reads = {{in, -1}};
+  p.writes = {{out, -1}};
+  wait_conflicts(p.reads, p.writes);
+  auto bad_shapes = [&](const std::string& why) {
+    fail(op, fmt::format("{} of local shape {} into {} over {} ranks: {}", to_string(c.kind), to_string(xs),
+                         to_string(ys), size, why));
+  };
+  auto check_dim = [&](int d, int64_t x_mult, int64_t y_mult, const char* what) {
+    if (xs.size() != ys.size() || d < 0 || d >= static_cast<int>(xs.size())) bad_shapes(fmt::format("bad {}", what));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      bool ok = static_cast<int>(i) == d ? xs[i] * x_mult == ys[i] * y_mult : xs[i] == ys[i];
+      if (!ok) bad_shapes(fmt::format("shapes do not match {} {}", what, d));
+    }
+  };
+  const int64_t nx = numel(xs), ny = numel(ys);
+  float* src = f32(in);
+  float* dst = f32(out);
+  switch (c.kind) {
+    case CollectiveKind::all_reduce:
+      if (nx != ny) bad_shapes("an all-reduce keeps the shape");
+      p.request = be_.all_reduce(c.group, c.reduce, src, dst, nx);
+      break;
+    case CollectiveKind::all_gather: {
+      const int d = normalized(c.gather_dim, xs);
+      check_dim(d, size, 1, "gather_dim");
+      if (split_at(xs, d).outer == 1) {
+        p.request = be_.all_gather(c.group, src, dst, nx);
+        break;
+      }
+      float* stage = scratch(index, 0, ny).f32();
+      p.request = be_.all_gather(c.group, src, stage, nx);
+      Shape chunk = xs;
+      p.finish = [this, dst, stage, chunk, d, size]() { unpack_concat(be_, dst, stage, chunk, d, size); };
+      break;
+    }
+    case CollectiveKind::reduce_scatter: {
+      const int d = normalized(c.scatter_dim, xs);
+      check_dim(d, 1, size, "scatter_dim");
+      if (split_at(xs, d).outer == 1) {
+        p.request = be_.reduce_scatter(c.group, c.reduce, src, dst, ny);
+        break;
+      }
+      float* stage = scratch(index, 0, nx).f32();
+      pack_split(be_, stage, src, xs, d, size);
+      p.request = be_.reduce_scatter(c.group, c.reduce, stage, dst, ny);
+      break;
+    }
+    case CollectiveKind::all_to_all: {
+      const int g = normalized(c.gather_dim, xs), s = normalized(c.scatter_dim, xs);
+      if (g == s || xs.size() != ys.size() || g < 0 || s < 0 || g >= static_cast<int>(xs.size()) ||
+          s >= static_cast<int>(xs.size()) || xs[size_t(g)] * size != ys[size_t(g)] ||
+          xs[size_t(s)] != ys[size_t(s)] * size)
+        bad_shapes(fmt::format("gather_dim {} must grow and scatter_dim {} shrink by the group size", g, s));
+      float* stage_in = scratch(index, 0, nx).f32();
+      float* stage_out = scratch(index, 1, nx).f32();
+      pack_split(be_, stage_in, src, xs, s, size);
+      p.request = be_.all_to_all(c.group, stage_in, stage_out, nx / size);
+      Shape chunk = xs;
+      chunk[size_t(s)] /= size;
+      p.finish = [this, dst, stage_out, chunk, g, size]() { unpack_concat(be_, dst, stage_out, chunk, g, size); };
+      break;
+    }
+    case CollectiveKind::p2p: break;
+  }
+  if (eager) {
+    p.request->wait();
+    if (p.finish) p.finish();
+    return;
+  }
+  pending_.push_back(std::move(p));
+}
+
+// Async TP ring steps (ChunkRef in plans/program.h).
+//   all_gather pattern: the output is the gathered (b, s, h) tensor. Step 0 copies the local shard (input) into slot
+//   r; step j >= 1 sends slot (r-j+1) to rank r+1 and receives slot (r-j) from rank r-1.
+//   reduce_scatter pattern: step j sends its buffer (input) to rank r-1 and receives rank r+1's into the output.
+// Slots are rows [slot*s/tp, (slot+1)*s/tp) of every sequence; with batch > 1 they are packed into staging buffers.
+void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  const ChunkRef& ch = op.op->chunk;
+  if (op.inputs.size() != 1 || op.outputs.size() != 1) fail(op, "a p2p ring step reads one tensor and writes one");
+  if (ch.count != tp_) fail(op, fmt::format("ring of {} steps on a TP group of {}", ch.count, tp_));
+  const int in = op.inputs[0], out = op.outputs[0];
+  const int next = (rank_ + 1) % tp_, prev = (rank_ + tp_ - 1) % tp_;
+  Pending p;
+  if (ch.pattern == ChunkRef::Pattern::reduce_scatter) {
+    const int64_t n = numel(desc(in).local_shape);
+    if (numel(desc(out).local_shape) != n) fail(op, "a reduce-scatter ring step receives what it sends");
+    p.reads = {{in, -1}};
+    p.writes = {{out, -1}};
+    wait_conflicts(p.reads, p.writes);
+    p.request = be_.send_recv(c.group, f32(in), prev, f32(out), next, n);
+  } else if (ch.pattern == ChunkRef::Pattern::all_gather) {
+    const Shape& gs = desc(out).local_shape;
+    if (gs.size() != 3 || gs[1] % tp_ != 0) fail(op, fmt::format("gathered tensor {} is not (b, s, h)", to_string(gs)));
+    const int64_t b = gs[0], s = gs[1], h = gs[2], chunk = s / tp_;
+    float* g = f32(out);
+    auto slot_ptr = [&](int slot, int64_t bb) { return g + (bb * s + int64_t(slot) * chunk) * h; };
+    if (ch.step == 0) {
+      const Shape& xs = desc(in).local_shape;
+      if (numel(xs) != b * chunk * h) fail(op, fmt::format("local shard {} is not a slot of {}", to_string(xs), to_string(gs)));
+      p.reads = {{in, -1}};
+      p.writes = {{out, rank_}};
+      wait_conflicts(p.reads, p.writes);
+      for (int64_t bb = 0; bb < b; ++bb) be_.copy2d(slot_ptr(rank_, bb), h, f32(in) + bb * chunk * h, h, chunk, h);
+      return;
+    }
+    const int send_slot = ((rank_ - ch.step + 1) % tp_ + tp_) % tp_, recv_slot = ((rank_ - ch.step) % tp_ + tp_) % tp_;
+    p.reads = {{out, send_slot}};
+    p.writes = {{out, recv_slot}};
+    if (in != out) p.reads.push_back({in, -1});
+    wait_conflicts(p.reads, p.writes);
+    if (b == 1) {
+      p.request = be_.send_recv(c.group, slot_ptr(send_slot, 0), next, slot_ptr(recv_slot, 0), prev, chunk * h);
+    } else {
+      float* send = scratch(index, 0, b * chunk * h).f32();
+      float* recv = scratch(index, 1, b * chunk * h).f32();
+      for (int64_t bb = 0; bb < b; ++bb) be_.copy2d(send + bb * chunk * h, h, slot_ptr(send_slot, bb), h, chunk, h);
+      p.request = be_.send_recv(c.group, send, next, recv, prev, b * chunk * h);
+      float* base = g;
+      p.finish = [this, base, recv, b, s, h, chunk, recv_slot]() {
+        for (int64_t bb = 0; bb < b; ++bb)
+          be_.copy2d(base + (bb * s + int64_t(recv_slot) * chunk) * h, h, recv + bb * chunk * h, h, chunk, h);
+      };
+    }
+  } else {
+    fail(op, "a p2p op outside an async TP ring (no ChunkRef pattern)");
+  }
+  if (eager) {
+    p.request->wait();
+    if (p.finish) p.finish();
+    return;
+  }
+  pending_.push_back(std::move(p));
+}
+
+}  // namespace tptune

@@ -1,0 +1,86 @@
+#include "runtime/tensor_init.h"
+
+#include <cmath>
+
+#include "plans/error.h"
+
+namespace tptune {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash_name(const std::string& s) {  // FNV-1a, then mixed
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return splitmix64(h);
+}
+
+uint64_t draw(uint64_t seed, const std::string& name, int64_t index) {
+  return splitmix64(splitmix64(seed ^ hash_name(name)) + static_cast<uint64_t>(index));
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+float seeded_uniform(uint64_t seed, const std::string& name, int64_t index) {
+  // 24 random bits -> [0, 1) exactly representable in float, then [-1, 1).
+  uint64_t bits = draw(seed, name, index) >> 40;
+  return static_cast<float>(bits) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+int32_t seeded_index(uint64_t seed, const std::string& name, int64_t index, int64_t n) {
+  return static_cast<int32_t>(draw(seed, name, index) % static_cast<uint64_t>(n));
+}
+
+std::vector<float> init_parameter(uint64_t seed, const std::string& name, const Shape& full) {
+  const int64_t n = numel(full);
+  std::vector<float> v(static_cast<size_t>(n));
+  if (full.size() == 1) {
+    const bool bias = ends_with(name, "bias");
+    for (int64_t i = 0; i < n; ++i) {
+      float u = seeded_uniform(seed, name, i);
+      v[size_t(i)] = bias ? 0.1f * u : 1.0f + 0.1f * u;
+    }
+    return v;
+  }
+  const double fan_in = static_cast<double>(full.back());
+  const float scale = static_cast<float>(std::sqrt(3.0 / fan_in));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = scale * seeded_uniform(seed, name, i);
+  return v;
+}
+
+std::vector<int32_t> init_tokens(uint64_t seed, const std::string& name, const Shape& full, int64_t vocab) {
+  const int64_t n = numel(full);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = seeded_index(seed, name, i, vocab);
+  return v;
+}
+
+template <class T>
+std::vector<T> shard_of(const std::vector<T>& full, const Shape& shape, int dim, int parts, int rank) {
+  if (dim < 0 || parts == 1) return full;
+  if (dim >= static_cast<int>(shape.size()) || shape[size_t(dim)] % parts != 0 || rank < 0 || rank >= parts)
+    throw Error("shard_of: cannot take slice " + std::to_string(rank) + " of dim " + std::to_string(dim) + " of " +
+                to_string(shape) + " in " + std::to_string(parts) + " parts");
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= shape[size_t(d)];
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t width = shape[size_t(dim)] / parts * inner, row = shape[size_t(dim)] * inner;
+  std::vector<T> out(static_cast<size_t>(outer * width));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < width; ++i) out[size_t(o * width + i)] = full[size_t(o * row + rank * width + i)];
+  return out;
+}
+
+template std::vector<float> shard_of(const std::vector<float>&, const Shape&, int, int, int);
+template std::vector<int32_t> shard_of(const std::vector<int32_t>&, const Shape&, int, int, int);
+
+}  // namespace tptune

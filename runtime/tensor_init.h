@@ -1,0 +1,38 @@
+#pragma once
+// Seeded, counter-based values for parameters and inputs, so that every rank — and the unsharded reference — builds
+// the same full tensors and keeps its own shard.
+//
+// value(seed, name, i) depends only on the seed, the tensor's full name ("layers.1.attention.wq.weight", "tokens")
+// and the flat index i in the FULL (unsharded) tensor; it is a uniform draw in [-1, 1) from a SplitMix64 hash of the
+// three. Nothing depends on the TP degree, the rank or the order tensors are created in.
+//
+// Scales (a well-conditioned step, not a trained model):
+//   linear and embedding weights (out, in):  u * sqrt(3 / in)    variance 1/in, so activations stay O(1)
+//   norm weights (dim):                      1 + 0.1 u           ~1, but not exactly 1, so that dw matters
+//   norm biases (dim):                       0.1 u
+//   tokens and targets (b, s):               hash mod vocab      in [0, vocab)
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plans/placement.h"
+
+namespace tptune {
+
+// Uniform in [-1, 1).
+float seeded_uniform(uint64_t seed, const std::string& name, int64_t index);
+// Integer in [0, n).
+int32_t seeded_index(uint64_t seed, const std::string& name, int64_t index, int64_t n);
+
+// The full parameter `name` of global shape `full`.
+std::vector<float> init_parameter(uint64_t seed, const std::string& name, const Shape& full);
+// Token ids (or targets) of global shape `full` in [0, vocab).
+std::vector<int32_t> init_tokens(uint64_t seed, const std::string& name, const Shape& full, int64_t vocab);
+
+// Rank `rank`'s slice of `dim` of a row-major tensor of shape `full` split in `parts` equal slices; dim -1 (or
+// parts 1) returns the tensor itself.
+template <class T>
+std::vector<T> shard_of(const std::vector<T>& full, const Shape& shape, int dim, int parts, int rank);
+
+}  // namespace tptune

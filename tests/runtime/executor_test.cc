@@ -1,0 +1,125 @@
+// The executor at tp 1 (no MPI): one step of the tiny models computes a sensible loss and the gradient of that loss
+// (finite differences), is deterministic in the seed, and the optimizer updates parameters only when asked.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "plans/config.h"
+#include "plans/lower.h"
+#include "plans/plan.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/executor.h"
+
+using namespace tptune;
+
+namespace {
+Program tiny_program(const std::string& config, const std::string& preset = "vanilla") {
+  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + config);
+  Plan base;
+  base.tp_degree = 1;
+  base.local_batch_size = cfg.training.local_batch_size;
+  return lower(cfg.model, cfg.training, preset_plan(preset, base));
+}
+
+const Executor::Param& param(const std::vector<Executor::Param>& ps, const std::string& name) {
+  for (const auto& p : ps)
+    if (p.name == name) return p;
+  FAIL("no parameter " << name);
+  return ps.front();
+}
+}  // namespace
+
+TEST_CASE("tp 1 step: loss near log(vocab) and deterministic in the seed", "[runtime][executor]") {
+  CpuBackend be;
+  Executor ex(tiny_program("tiny-llama.yaml"), be, {false, {}});
+  ex.init(1);
+  ex.step();
+  const float l1 = ex.loss();
+  // Weights are scaled so that logits are O(1): the loss of an untrained model is close to log(256) = 5.545.
+  CHECK(std::isfinite(l1));
+  CHECK(l1 > std::log(256.0f) - 1.0f);
+  CHECK(l1 < std::log(256.0f) + 2.0f);
+  ex.step();  // no optimizer: the same step again gives the same loss, bit for bit
+  CHECK(ex.loss() == l1);
+  ex.init(2);
+  ex.step();
+  CHECK(ex.loss() != l1);
+  ex.init(1);
+  ex.step();
+  CHECK(ex.loss() == l1);
+}
+
+TEST_CASE("every parameter gets a gradient", "[runtime][executor]") {
+  for (const char* cfg : {"tiny-llama.yaml", "tiny-gpt.yaml"}) {
+    CpuBackend be;
+    Executor ex(tiny_program(cfg), be, {false, {}});
+    ex.init(3);
+    ex.step();
+    auto ps = ex.parameters();
+    // tiny-llama: embedding + 2 x (2 norms + 4 attention + 3 mlp) + norm + output = 21;
+    // tiny-gpt: embedding + 2 x (2 layernorms x (w, b) + 4 attention + 2 mlp) + norm (w, b) + output
+    //           = 1 + 2 x 10 + 2 + 1 = 24.
+    CHECK(ps.size() == (std::string(cfg) == "tiny-llama.yaml" ? 21u : 24u));
+    for (const auto& p : ps) {
+      INFO(cfg << " " << p.name);
+      REQUIRE(p.grad >= 0);
+      auto g = ex.read(p.grad);
+      double norm = 0;
+      for (float x : g) norm += double(x) * x;
+      CHECK(std::isfinite(norm));
+      CHECK(norm > 0);
+    }
+  }
+}
+
+TEST_CASE("gradients match central finite differences of the loss", "[runtime][executor]") {
+  for (const char* cfg : {"tiny-llama.yaml", "tiny-gpt.yaml"}) {
+    CpuBackend be;
+    Executor ex(tiny_program(cfg), be, {false, {}});
+    ex.init(5);
+    ex.step();
+    auto ps = ex.parameters();
+    for (const char* name : {"tok_embeddings.weight", "layers.0.attention.wq.weight", "layers.0.attention.wk.weight",
+                             "layers.1.attention.wo.weight", "layers.1.feed_forward.w2.weight",
+                             "layers.0.attention_norm.weight", "norm.weight", "output.weight"}) {
+      const auto& p = param(ps, name);
+      auto grad = ex.read(p.grad);
+      auto value = ex.read(p.value);
+      // The element with the largest gradient, so that the difference quotient is well above float round-off.
+      size_t i = size_t(std::max_element(grad.begin(), grad.end(), [](float a, float b) {
+                          return std::abs(a) < std::abs(b);
+                        }) - grad.begin());
+      const float h = 1e-2f;
+      auto loss_at = [&](float v) {
+        auto w = value;
+        w[i] = v;
+        ex.write(p.value, w);
+        ex.step();
+        return double(ex.loss());
+      };
+      double fd = (loss_at(value[i] + h) - loss_at(value[i] - h)) / (2.0 * h);
+      ex.write(p.value, value);
+      // Central differences: truncation O(h^2 f''') plus float round-off of the loss (~5.5 * 6e-8 / 2h ~ 2e-5).
+      INFO(cfg << " " << name << "[" << i << "] grad " << grad[i] << " fd " << fd);
+      CHECK(std::abs(fd - grad[i]) <= 5e-5 + 0.03 * std::abs(grad[i]));
+    }
+  }
+}
+
+TEST_CASE("the optimizer runs only when asked", "[runtime][executor]") {
+  CpuBackend be;
+  Program prog = tiny_program("tiny-llama.yaml");
+  Executor skip(prog, be, {false, {}});
+  Executor run(prog, be, {true, {}});
+  skip.init(7);
+  run.init(7);
+  skip.step();
+  run.step();
+  CHECK(skip.loss() == run.loss());  // the update comes after the loss
+  auto w_skip = skip.read(param(skip.parameters(), "output.weight").value);
+  auto w_run = run.read(param(run.parameters(), "output.weight").value);
+  CHECK(w_skip != w_run);
+  run.step();
+  CHECK(run.loss() < skip.loss());  // one AdamW step on the same batch lowers its loss
+}
