@@ -1,0 +1,149 @@
+#include "sim/compute_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plans/error.h"
+
+namespace tptune {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Fraction of `sms` x waves slots doing useful work when `ctas` equal CTAs run in waves.
+double wave_utilisation(int64_t ctas, int sms) {
+  if (ctas <= 0) return 1.0;
+  int64_t waves = ceil_div(ctas, sms);
+  return static_cast<double>(ctas) / static_cast<double>(waves * sms);
+}
+
+// Shape efficiency of an m x n x k GEMM for one tile orientation: tile padding x wave utilisation x k overhead,
+// splitting k when the tiles alone cannot fill the SMs.
+double gemm_shape_efficiency(int64_t m, int64_t n, int64_t k, int64_t tm, int64_t tn, int sms, double k0) {
+  int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn);
+  // Split-K: at most enough splits to fill one wave, and each split keeps >= 512 of k.
+  int64_t split = 1;
+  if (tiles < sms) split = std::max<int64_t>(1, std::min<int64_t>(sms / tiles, k / 512));
+  int64_t ctas = tiles * split;
+  double padding = static_cast<double>(m * n) / static_cast<double>(tiles * tm * tn);
+  double kk = static_cast<double>(k) / static_cast<double>(split);
+  return padding * wave_utilisation(ctas, sms) * (kk / (kk + k0));
+}
+
+}  // namespace
+
+ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams& c) {
+  ComputeEstimate e;
+  DType op_type = is_float8(g.a_dtype) || is_float8(g.b_dtype) ? DType::fp8_e4m3 : g.a_dtype;
+  double peak = gpu.peak_flops(op_type);  // throws for float8 on GPUs without it
+  double base = is_float8(op_type) ? c.gemm_fp8_efficiency
+                : op_type == DType::fp32 ? c.gemm_fp32_efficiency
+                                         : c.gemm_efficiency;
+  // 2mnk FLOPs: one multiply and one add per (i, j, l).
+  e.flops = static_cast<double>(g.flops());
+  // Operands read once, output written (and read when accumulating): mk*|A| + kn*|B| + mn*|C|*(1 or 2).
+  e.bytes = static_cast<double>(g.m * g.k * bytes_per_element(g.a_dtype) + g.k * g.n * bytes_per_element(g.b_dtype) +
+                                g.m * g.n * bytes_per_element(g.c_dtype) * (g.accumulate ? 2 : 1));
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) {
+    e.time_us = 0;
+    return e;
+  }
+  double shape = std::max(
+      gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, c.gemm_k_overhead),
+      gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, c.gemm_k_overhead));
+  double eff = base * shape;
+  double t_flops = e.flops / (peak * eff) * 1e6;
+  double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.gemm_memory_efficiency) * 1e6;
+  e.memory_bound = t_bytes > t_flops;
+  e.efficiency = e.memory_bound ? c.gemm_memory_efficiency : eff;
+  e.time_us = std::max(t_flops, t_bytes) + c.gemm_overhead_us;
+  return e;
+}
+
+ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c) {
+  ComputeEstimate e;
+  e.flops = static_cast<double>(a.flops());
+  // q, o (and their gradients in backward) at n_heads; k, v at n_kv_heads: b*s*d per head each.
+  int64_t qo = a.batch * a.seq * a.n_heads * a.head_dim, kv = a.batch * a.seq * a.n_kv_heads * a.head_dim;
+  e.bytes = static_cast<double>((2 * qo + 2 * kv) * (a.backward ? 2 : 1) * bytes_per_element(dtype));
+  if (e.flops <= 0) return e;
+  int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
+  double eff = (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) *
+               wave_utilisation(ctas, gpu.sm_count);
+  double t_flops = e.flops / (gpu.peak_flops(dtype) * eff) * 1e6;
+  double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6;
+  e.memory_bound = t_bytes > t_flops;
+  e.efficiency = e.memory_bound ? c.memory_bound_efficiency : eff;
+  e.time_us = std::max(t_flops, t_bytes) + c.attention_overhead_us;
+  return e;
+}
+
+ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhead_us, const GpuSpec& gpu) {
+  ComputeEstimate e;
+  e.bytes = bytes;
+  e.memory_bound = true;
+  e.efficiency = efficiency;
+  e.time_us = bytes / (gpu.hbm_bandwidth_GBps * 1e9 * efficiency) * 1e6 + overhead_us;
+  return e;
+}
+
+namespace {
+
+int elt(const Program& p, const std::vector<TensorId>& ts, size_t i, DType fallback) {
+  return i < ts.size() ? bytes_per_element(p.tensor(ts[i]).dtype) : bytes_per_element(fallback);
+}
+
+}  // namespace
+
+ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c) {
+  const double eff = c.memory_bound_efficiency, ovh = c.memory_bound_overhead_us;
+  if (auto* g = std::get_if<GemmOp>(&op.kind)) return gemm_cost(*g, gpu, c);
+  if (auto* a = std::get_if<AttentionOp>(&op.kind)) {
+    DType t = op.inputs.empty() ? p.training.dtype : p.tensor(op.inputs[0]).dtype;
+    return attention_cost(*a, t, gpu, c);
+  }
+  if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
+    bool adam = ew->fn == ElementwiseOp::Fn::adamw;
+    ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes), eff, adam ? c.optimizer_overhead_us : ovh, gpu);
+    e.flops = 0;
+    return e;
+  }
+  if (auto* em = std::get_if<EmbeddingOp>(&op.kind)) {
+    double rows = static_cast<double>(em->tokens * em->dim_local);
+    if (!em->backward) {
+      // ids (4 B each) + rows read from the table and written out: tokens*dim*(2 x elt).
+      int w = elt(p, op.outputs, 0, p.training.dtype);
+      return memory_bound_cost(static_cast<double>(em->tokens) * 4 + 2 * rows * w, eff, ovh, gpu);
+    }
+    // Table zeroed and written (2 x vocab*dim), gradient rows read and accumulated (3 x tokens*dim).
+    int w = elt(p, op.outputs, 0, p.training.dtype);
+    double table = static_cast<double>(em->vocab_local * em->dim_local) * w;
+    return memory_bound_cost(2 * table + 3 * rows * w + static_cast<double>(em->tokens) * 4,
+                             eff * c.embedding_bwd_efficiency, ovh, gpu);
+  }
+  if (auto* ce = std::get_if<CrossEntropyOp>(&op.kind)) {
+    int w = elt(p, op.inputs, 0, p.training.dtype);  // logits
+    double logits = static_cast<double>(ce->tokens * ce->vocab_local) * w;
+    double rows = static_cast<double>(ce->tokens);
+    using S = CrossEntropyOp::Stage;
+    switch (ce->stage) {
+      case S::row_max: return memory_bound_cost(logits + 4 * rows, eff, ovh, gpu);
+      case S::sum_exp: return memory_bound_cost(logits + 8 * rows, eff, ovh, gpu);
+      case S::target_logit: return memory_bound_cost(12 * rows, eff, ovh, gpu);
+      case S::loss: return memory_bound_cost(12 * rows, eff, ovh, gpu);
+      case S::backward: return memory_bound_cost(2 * logits + 16 * rows, eff, ovh, gpu);
+    }
+  }
+  if (auto* cf = std::get_if<CastFp8Op>(&op.kind)) {
+    if (!gpu.has_float8()) gpu.peak_flops(cf->to);  // the same error as a float8 GEMM
+    double src = elt(p, op.inputs, 0, p.training.dtype);
+    double n = static_cast<double>(cf->elements);
+    // amax: read x; cast: read x, write 1 byte per element (rowwise computes its row scales in the same pass).
+    double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src : n * (src + 1);
+    return memory_bound_cost(bytes, eff, ovh, gpu);
+  }
+  throw Error(std::string("compute_cost: ") + op.name + " is a collective");
+}
+
+}  // namespace tptune

@@ -1,0 +1,40 @@
+#pragma once
+// Compute cost of one op of the Program on one GPU: how long its kernel runs.
+//
+//   GEMM       roofline: max(2mnk / (peak(dtype) x efficiency), bytes / (HBM x gemm_memory_efficiency)) + overhead.
+//              efficiency = gemm_efficiency(dtype) x wave utilisation x k / (k + gemm_k_overhead), where the output
+//              is cut into tiles (128x256 or 256x128, the better), tiles run in waves over the SMs and a partial last
+//              wave idles SMs; when there are fewer tiles than SMs, k is split (split-K) to fill them.
+//              float8 operands run at the fp8 peak (an error on GPUs without float8).
+//   attention  flash-style fused kernel: causal FLOPs (AttentionOp::flops) at attention_{fwd,bwd}_efficiency x wave
+//              utilisation of batch x heads x seq/128 CTAs.
+//   the rest   memory-bound: HBM bytes / (HBM x memory_bound_efficiency) + launch overhead. Bytes per kind:
+//              elementwise: ElementwiseOp::bytes; embedding fwd: ids + gathered rows read and written; embedding
+//              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
+//              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward);
+//              float8 casts: amax reads x, cast reads x and writes 1 byte per element.
+// Times are microseconds.
+
+#include "plans/program.h"
+#include "sim/cost_params.h"
+#include "sim/gpu_spec.h"
+
+namespace tptune {
+
+struct ComputeEstimate {
+  double time_us = 0;
+  double flops = 0;       // useful FLOPs (0 for memory-bound ops)
+  double bytes = 0;       // HBM bytes moved
+  double efficiency = 0;  // of the bounding peak (FLOP rate, or HBM bandwidth when memory_bound)
+  bool memory_bound = false;
+};
+
+ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams& c);
+// `dtype` is the element type of q/k/v (bf16 in mixed-precision training).
+ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c);
+// A memory-bound kernel moving `bytes` at `efficiency` of the HBM bandwidth, plus `overhead_us`.
+ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhead_us, const GpuSpec& gpu);
+// Any non-collective op of `p` (tensor dtypes are looked up in the Program). Throws for collectives.
+ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c);
+
+}  // namespace tptune

@@ -1,0 +1,111 @@
+#pragma once
+// The cost model's tunable parameters: efficiencies and latencies, as data in one struct.
+//
+// Hardware peaks live in the GPU specs (sim/gpus/*.yaml); this struct says how much of them real kernels and
+// collectives reach, and what fixed costs they pay. The defaults below are what we believe for Hopper-class GPUs
+// from public measurements (each with its source); calibration (`tp-plan calibrate`, a later issue) replaces them
+// with a fit of measured profiles. All times are in microseconds.
+
+#include <array>
+
+namespace tptune {
+
+// A curve over the number of ranks of an intra-node collective: `value[i]` at `ranks[i]`, interpolated linearly in
+// log2(ranks) and held constant outside.
+struct RankCurve {
+  std::array<double, 3> ranks{2, 4, 8};
+  std::array<double, 3> value{1, 1, 1};
+  double at(int n) const;
+};
+
+struct CostParams {
+  // ---- Compute: GEMMs --------------------------------------------------------------------------------------------
+  // Fraction of the dense peak a large, well-shaped GEMM reaches, before the shape terms below (wave quantization
+  // and the per-tile k overhead take another ~4% at 8192^3). bf16/fp16: an 8192^3 bf16 GEMM measured ~790 TFLOP/s on
+  // an H200 (80% of 989; REFERENCE.md), and public cuBLAS H100 runs land at 70-80%.
+  double gemm_efficiency = 0.84;
+  // float8 (e4m3/e5m2 operands) on the fp8 peak: public cuBLASLt H100 measurements reach ~1.2-1.45 PFLOP/s at 8192^3
+  // (about 65-73% of 1979); the cast/scale kernels are separate ops in the Program and costed as memory-bound.
+  double gemm_fp8_efficiency = 0.72;
+  // fp32 GEMMs (CUDA-core rate; fp32 training is for CPU verification, rarely simulated).
+  double gemm_fp32_efficiency = 0.80;
+  // Output tile of one CTA (cuBLAS/CUTLASS Hopper kernels use 128x128 .. 128x256 tiles); tiles are spread in waves
+  // over the GPU's SMs, and a partial last wave wastes the idle SMs (wave quantization). Both orientations of the
+  // tile are tried and the better one is taken (cuBLAS heuristics pick per shape).
+  int gemm_tile_m = 128;
+  int gemm_tile_n = 256;
+  // Per-tile fixed work (prologue, epilogue, pipeline fill) in units of k: efficiency x k / (k + gemm_k_overhead).
+  // Small-k GEMMs (weight gradients of thin layers, attention projections of few heads) run far below peak.
+  double gemm_k_overhead = 128;
+  // Fraction of HBM bandwidth a GEMM's operand traffic reaches when it is memory-bound (skinny GEMMs).
+  double gemm_memory_efficiency = 0.85;
+  // Fixed cost per GEMM kernel (launch, ramp-up and tail), on top of the roofline.
+  double gemm_overhead_us = 2.0;
+
+  // ---- Compute: attention (flash-style fused kernel, causal FLOPs of AttentionOp::flops) -------------------------
+  // FlashAttention-3 paper (Shah et al. 2024): on H100 bf16, head_dim 128, causal, long sequences, FA2 reaches
+  // ~35-40% of peak forward and FA3 ~60-75%; backward runs lower. torchtitan's SDPA uses the flash (FA2-class) or
+  // cuDNN kernels; we take a point between them.
+  double attention_fwd_efficiency = 0.50;
+  double attention_bwd_efficiency = 0.40;
+  int attention_block_q = 128;  // query rows per CTA (wave quantization over batch x heads x seq/128)
+  double attention_overhead_us = 4.0;
+
+  // ---- Compute: memory-bound ops (norms, rope, activations, residual adds, casts, embedding, loss) ---------------
+  // Fraction of datasheet HBM bandwidth. A device-to-device copy reached 4.3 of 4.8 TB/s on an H200 (0.9,
+  // REFERENCE.md); eager norm/activation kernels with reductions land lower.
+  double memory_bound_efficiency = 0.80;
+  // Launch overhead per memory-bound kernel (3-5 us on Hopper with the CPU ahead of the GPU).
+  double memory_bound_overhead_us = 4.0;
+  // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
+  double embedding_bwd_efficiency = 0.35;
+  // AdamW runs as a multi-tensor (foreach/fused) kernel: one launch covers many parameters, so the launch cost per
+  // parameter tensor is small.
+  double optimizer_overhead_us = 0.5;
+
+  // ---- Communication (NCCL-style alpha-beta) ---------------------------------------------------------------------
+  // Achievable bus bandwidth as a fraction of the link's line rate (busbw of nccl-tests), for ring all-gather /
+  // reduce-scatter / all-reduce inside an NVSwitch node, by group size. 8 GPUs: ~370 GB/s of 450 on 8xH100
+  // (nccl-tests issues #212, #272); 2 and 4 GPUs: busbw of the autoparallel H100 fits (algbw 537 / 434 GB/s for
+  // 1 GB all-gathers -> busbw 268 / 325 of 450).
+  RankCurve ring_busbw_efficiency{{2, 4, 8}, {0.60, 0.72, 0.82}};
+  // NVLS (NVLink SHARP) all-reduce busbw over line rate: 8xH100 ~475 GB/s busbw of 450 (in-switch reduction beats
+  // the ring; nccl-tests issues #212, #290), 8xH200 475; 2 and 4 GPUs from the autoparallel all-reduce fits (algbw
+  // 324 / 236 GB/s -> busbw 324 / 354).
+  RankCurve nvls_busbw_efficiency{{2, 4, 8}, {0.72, 0.79, 1.055}};
+  // Inter-node: NDR 400 Gb/s InfiniBand reaches 46-49 GB/s per NIC in nccl-tests (issue #267): 0.94 of 50.
+  double network_busbw_efficiency = 0.94;
+  // Base latencies per collective call (NCCL src/graph/tuning.cc, Simple / LL protocols; ring and tree alike).
+  double simple_base_latency_us = 8.4;
+  double ll_base_latency_us = 6.6;
+  // LL's per-hop latency relative to Simple's (tuning.cc: NVLink 0.6 vs 3.4 us, network 2.7 vs 14 us: ~0.18).
+  double ll_hop_latency_ratio = 0.18;
+  // LL moves 8-byte lines carrying 4 data bytes and NCCL caps its per-channel rate: a fraction of Simple's busbw.
+  double ll_bandwidth_fraction = 0.3;
+  // NVLS all-reduce latency (independent of group size: one pass through the switch). The autoparallel H100 fit
+  // gives ~31 us for an 8-GPU all-reduce.
+  double nvls_latency_us = 30.0;
+  // Async TP ring steps (symmetric-memory copy-engine pulls): fixed latency per step and fraction of the link's
+  // bandwidth reached by one peer-to-peer transfer.
+  double p2p_latency_us = 5.0;
+  double p2p_bandwidth_efficiency = 0.80;
+
+  // ---- Schedule --------------------------------------------------------------------------------------------------
+  // FSDP prefetch: a data-parallel collective of a segment instance may start once the previous instance has started
+  // (FSDP2 issues the next block's all-gather when the current block begins: one block in flight ahead).
+  int dp_prefetch_depth = 1;
+
+  // ---- Memory ----------------------------------------------------------------------------------------------------
+  // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB
+  // on Hopper), plus caching-allocator fragmentation as a fraction of the tensor peak.
+  double memory_runtime_overhead_GiB = 1.5;
+  double memory_fragmentation = 0.05;
+};
+
+// The defaults above (a named constant, so that callers can say what they use).
+inline const CostParams& default_cost_params() {
+  static const CostParams p;
+  return p;
+}
+
+}  // namespace tptune

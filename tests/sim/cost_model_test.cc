@@ -1,0 +1,188 @@
+// Compute and communication costs against hand-derived numbers (the arithmetic is in the comments). The defaults
+// of CostParams are used, so these tests also pin them: a change to a default must update the arithmetic here.
+#include <catch2/catch.hpp>
+
+#include "plans/error.h"
+#include "sim/comm_cost.h"
+#include "sim/compute_cost.h"
+
+using namespace tptune;
+
+namespace {
+const CostParams& P() { return default_cost_params(); }
+}  // namespace
+
+TEST_CASE("one bf16 GEMM on an H100, compute-bound") {
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  GemmOp g{8192, 8192, 8192};
+  ComputeEstimate e = gemm_cost(g, h100, P());
+  // Tiles 128x256: 64 x 32 = 2048 >= 132 SMs, no split-K; 16 waves (15.5) -> utilisation 2048/(16*132) = 0.969697.
+  // k efficiency 8192/(8192+128) = 0.984615. Efficiency 0.84 x 0.969697 x 0.984615 = 0.802014 -> 793.19 TFLOP/s.
+  // FLOPs 2 x 8192^3 = 1.099512e12 -> 1386.18 us. Bytes 3 x 8192^2 x 2 = 402.65 MB / (3350 GB/s x 0.85) = 141.4 us,
+  // so compute-bound. Plus 2 us launch: 1388.18 us.
+  CHECK_FALSE(e.memory_bound);
+  CHECK(e.efficiency == Approx(0.802014).epsilon(1e-5));
+  CHECK(e.time_us == Approx(1388.18).epsilon(1e-5));
+  // The same GEMM on an H200 runs at ~793 TFLOP/s: what we measured there (~790, REFERENCE.md).
+  ComputeEstimate h200 = gemm_cost(g, gpu_preset("h200"), P());
+  CHECK(e.flops / ((h200.time_us - 2) * 1e-6) / 1e12 == Approx(793.2).epsilon(1e-3));
+}
+
+TEST_CASE("a small GEMM splits k and pays the tile overhead") {
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  GemmOp g{1024, 1024, 4096};
+  ComputeEstimate e = gemm_cost(g, h100, P());
+  // Tiles 8 x 4 = 32 < 132 SMs: split-K by min(132/32, 4096/512) = 4 -> 128 CTAs in one wave: 128/132 = 0.969697;
+  // k per split 1024: 1024/(1024+128) = 0.888889. Efficiency 0.84 x 0.969697 x 0.888889 = 0.724040.
+  // FLOPs 2 x 1024 x 1024 x 4096 = 8.589935e9 / (989e12 x 0.724040) = 11.9957 us; bytes (2 x 4M + 1M) x 2 B =
+  // 18.87 MB / 2847.5 GB/s = 6.63 us. 11.9957 + 2 = 13.9957 us.
+  CHECK(e.efficiency == Approx(0.724040).epsilon(1e-5));
+  CHECK(e.time_us == Approx(13.9957).epsilon(1e-4));
+}
+
+TEST_CASE("a skinny GEMM is memory-bound") {
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  GemmOp g{16, 16384, 16384};
+  ComputeEstimate e = gemm_cost(g, h100, P());
+  // Bytes: 16x16384x2 + 16384^2 x 2 + 16x16384x2 = 537.92 MB / (3350e9 x 0.85) = 188.91 us; FLOPs 8.59e9 at
+  // < 0.84 x 989 TF/s is well under that. 188.91 + 2 = 190.91 us.
+  CHECK(e.memory_bound);
+  CHECK(e.time_us == Approx(190.91).epsilon(1e-4));
+}
+
+TEST_CASE("float8 GEMMs run at the fp8 rate on H100 and are refused on A100") {
+  GemmOp bf{8192, 8192, 8192};
+  GemmOp f8 = bf;
+  f8.a_dtype = f8.b_dtype = DType::fp8_e4m3;
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  double speedup = gemm_cost(bf, h100, P()).time_us / gemm_cost(f8, h100, P()).time_us;
+  // 1979 x 0.72 / (989 x 0.84) = 1.715 on the compute part.
+  CHECK(speedup == Approx(1.715).epsilon(5e-3));
+  GpuSpec a100 = gpu_preset("a100-sxm-80gb");
+  try {
+    gemm_cost(f8, a100, P());
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("float8 is not supported on a100-sxm-80gb"));
+  }
+}
+
+TEST_CASE("attention: causal FLOPs at the flash efficiency") {
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  AttentionOp a{1, 8192, 16, 1, 128};
+  ComputeEstimate f = attention_cost(a, DType::bf16, h100, P());
+  // FLOPs 2 x 1 x 16 x 8192^2 x 128 = 2.748779e11. CTAs 16 x 64 = 1024 -> 8 waves: 1024/1056 = 0.969697.
+  // 0.5 x 0.969697 x 989e12 = 479.52 TF/s -> 573.24 us, + 4 us = 577.24 us.
+  CHECK(f.time_us == Approx(577.24).epsilon(1e-4));
+  a.backward = true;
+  ComputeEstimate b = attention_cost(a, DType::bf16, h100, P());
+  // 2.5 x the FLOPs at 0.4: 573.24 x 2.5 x 0.5 / 0.4 = 1791.37 us + 4.
+  CHECK(b.time_us == Approx(1795.37).epsilon(1e-4));
+}
+
+TEST_CASE("memory-bound ops: bytes over HBM bandwidth plus launch") {
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  // 1 GB at 3350 GB/s x 0.8 = 373.13 us + 4 us.
+  ComputeEstimate e = memory_bound_cost(1e9, P().memory_bound_efficiency, P().memory_bound_overhead_us, h100);
+  CHECK(e.time_us == Approx(377.13).epsilon(1e-4));
+}
+
+TEST_CASE("bus-bandwidth factors (nccl-tests)") {
+  CHECK(bus_factor(CollectiveKind::all_reduce, 8) == Approx(1.75));
+  CHECK(bus_factor(CollectiveKind::all_gather, 8) == Approx(0.875));
+  CHECK(bus_factor(CollectiveKind::reduce_scatter, 4) == Approx(0.75));
+  CHECK(bus_factor(CollectiveKind::all_to_all, 2) == Approx(0.5));
+  CHECK(bus_factor(CollectiveKind::all_reduce, 1) == 0);
+}
+
+namespace {
+constexpr int64_t GiB = 1073741824;
+}
+
+TEST_CASE("ring all-reduce inside a node (A100: no NVLS)") {
+  ClusterSpec c = make_cluster(gpu_preset("a100-sxm-80gb"), 1, 8);
+  GroupLayout g = group_layout(c, Group::tp, 8, 1);
+  CommEstimate e = collective_cost(CollectiveKind::all_reduce, GiB, g, c, P());
+  // Ring Simple: 8.4 + 2 x 7 x 3.4 = 56 us latency; 1 GiB x 1.75 / (300 GB/s x 0.82 = 246 GB/s) = 7638.41 us.
+  // 7694.41 us (LL pays 1/0.3 of the bandwidth term; no NVLS on A100). busbw = 1.879e9 / 7694.41 us = 244.2 GB/s.
+  CHECK(e.algorithm == CommAlgorithm::ring);
+  CHECK(e.time_us == Approx(7694.41).epsilon(1e-5));
+  CHECK(e.busbw_GBps == Approx(244.2).epsilon(1e-3));
+}
+
+TEST_CASE("NVLS all-reduce inside an H100 node beats the ring") {
+  ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  GroupLayout g = group_layout(c, Group::tp, 8, 1);
+  CommEstimate e = collective_cost(CollectiveKind::all_reduce, GiB, g, c, P());
+  // NVLS: 30 + 1 GiB x 1.75 / (450 x 1.055 = 474.75 GB/s) = 30 + 3957.98 = 3987.98 us (busbw ~471 GB/s);
+  // the ring would take 56 + 1.879e9 / 369e9 = 5148.28 us.
+  CHECK(e.algorithm == CommAlgorithm::nvls);
+  CHECK(e.time_us == Approx(3987.98).epsilon(1e-5));
+}
+
+TEST_CASE("small all-reduce: the LL protocol's latency wins") {
+  ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  GroupLayout g = group_layout(c, Group::tp, 8, 1);
+  CommEstimate e = collective_cost(CollectiveKind::all_reduce, 4096, g, c, P());
+  // LL: 6.6 + 14 x 3.4 x 0.18 = 15.168 us + 4096 x 1.75 / (369e9 x 0.3) = 0.0648 us -> 15.233 us.
+  CHECK(e.algorithm == CommAlgorithm::ring_ll);
+  CHECK(e.time_us == Approx(15.233).epsilon(1e-4));
+}
+
+TEST_CASE("all-gather inside a node") {
+  ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  GroupLayout g = group_layout(c, Group::tp, 8, 1);
+  CommEstimate e = collective_cost(CollectiveKind::all_gather, GiB / 4, g, c, P());
+  // 8.4 + 7 x 3.4 = 32.2 us; 256 MiB x 7/8 = 234881024 B / 369 GB/s = 636.53 us -> 668.73 us.
+  CHECK(e.algorithm == CommAlgorithm::ring);
+  CHECK(e.time_us == Approx(668.73).epsilon(1e-5));
+}
+
+TEST_CASE("all-reduce across nodes: one GPU per node, ring over the NICs") {
+  ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 4, 8);
+  GroupLayout g = group_layout(c, Group::dp, 8, 4);  // one GPU in each of 4 nodes
+  REQUIRE((g.per_node == 1 && g.nodes == 4));
+  CommEstimate e = collective_cost(CollectiveKind::all_reduce, GiB, g, c, P());
+  // Ring: 8.4 + 6 x 14 = 92.4 us; 1 GiB x 1.5 / (50 x 0.94 = 47 GB/s) = 34268.36 us -> 34360.76 us.
+  // Tree: 8.4 + 4 x 14 + 2 GiB / 47 GB/s = 45755.5 us. Ring wins for 1 GiB.
+  CHECK(e.algorithm == CommAlgorithm::ring);
+  CHECK(e.time_us == Approx(34360.76).epsilon(1e-5));
+}
+
+TEST_CASE("all-gather across nodes is hierarchical") {
+  ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 2, 8);
+  GroupLayout g = group_layout(c, Group::dp, 2, 8);  // tp 2: 4 DP ranks per node, 2 nodes
+  REQUIRE((g.per_node == 4 && g.nodes == 2));
+  CommEstimate e = collective_cost(CollectiveKind::all_gather, GiB, g, c, P());
+  // Across nodes: S/4 = 256 MiB over 2 nodes: 8.4 + 14 + 268435456 x 1/2 / 47e9 = 22.4 + 2855.70 = 2878.10 us.
+  // In the node: 1 GiB over 4 GPUs: 8.4 + 3 x 3.4 + 1 GiB x 3/4 / (450 x 0.72 = 324 GB/s) = 18.6 + 2485.51 us.
+  // Total 5382.21 us.
+  CHECK(e.algorithm == CommAlgorithm::hierarchical);
+  CHECK(e.time_us == Approx(5382.21).epsilon(1e-5));
+}
+
+TEST_CASE("TP across nodes is much slower than inside a node") {
+  // The same 8-GPU TP all-gather of 64 MiB: in one 8-GPU node, or over 4 nodes of 2 GPUs.
+  ClusterSpec node8 = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  ClusterSpec node2 = make_cluster(gpu_preset("h100-sxm"), 4, 2);
+  GroupLayout in_node = group_layout(node8, Group::tp, 8, 1);
+  GroupLayout across = group_layout(node2, Group::tp, 8, 1);
+  REQUIRE((across.per_node == 2 && across.nodes == 4));
+  double t_in = collective_cost(CollectiveKind::all_gather, 64 << 20, in_node, node8, P()).time_us;
+  double t_across = collective_cost(CollectiveKind::all_gather, 64 << 20, across, node2, P()).time_us;
+  // In the node: 32.2 + 64 MiB x 7/8 / 369 GB/s = 32.2 + 159.1 = 191.3 us.
+  // Across: 32 MiB over 4 nodes on the NICs: 8.4 + 3 x 14 + 33554432 x 3/4 / 47e9 = 50.4 + 535.4 us, then 64 MiB
+  // over 2 GPUs in each node: 8.4 + 3.4 + 33554432 / 270e9 = 136.1 us: 722.0 us, 3.8x.
+  CHECK(t_in == Approx(191.3).epsilon(1e-3));
+  CHECK(t_across == Approx(722.0).epsilon(1e-3));
+}
+
+TEST_CASE("group size 1 and empty messages cost nothing; p2p is latency + bytes / link") {
+  ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  GroupLayout one = group_layout(c, Group::dp, 8, 1);
+  CHECK(collective_cost(CollectiveKind::all_reduce, GiB, one, c, P()).time_us == 0);
+  GroupLayout tp = group_layout(c, Group::tp, 8, 1);
+  CHECK(collective_cost(CollectiveKind::all_gather, 0, tp, c, P()).time_us == 0);
+  // 5 us + 16 MiB / (450 GB/s x 0.8) = 5 + 46.60 us.
+  CHECK(collective_cost(CollectiveKind::p2p, 16 << 20, tp, c, P()).time_us == Approx(51.60).epsilon(1e-4));
+}
