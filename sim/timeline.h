@@ -1,0 +1,101 @@
+#pragma once
+// The timeline of one training step on one rank: every op of the Program placed on a stream, honouring its
+// dependencies, so that overlap is computed rather than assumed.
+//
+// Streams. Compute ops run on the compute stream in Program order. TP collectives (and async-TP p2p steps) run in
+// order on the TP communication stream, DP (FSDP) collectives on their own DP stream, so that a collective overlaps
+// whatever compute does not depend on it: TP collectives block only their consumers, FSDP all-gathers are
+// prefetched, gradient reduce-scatters drain behind the backward. An op starts when its stream is free, its
+// dependencies have finished, and, for a DP collective, the instance `dp_prefetch_depth` instances before it has
+// begun computing (FSDP issues the next block's all-gather when the current block starts; CostParams).
+//
+// Dependencies are expand()'s (plans/program.h): an op's `deps` inside its segment instance, plus, for every input
+// and output with no earlier writer in the instance, the last writer of that tensor before the instance (layer
+// chains aliasing a layer's input to the previous layer's output).
+//
+// Fast path. Block segments repeat per layer; schedule() simulates instances one by one until an instance is the
+// previous one shifted by a constant period and no op of either was held back by a value from outside the segment;
+// later instances are that instance shifted, after checking that every outside value they read is ready before
+// the shifted start (otherwise they are simulated too). The result equals the fully expanded schedule
+// (schedule_expanded(), the reference, which the tests compare against) for any Program.
+//
+// Times are microseconds from the start of the step.
+
+#include <cstdint>
+#include <vector>
+
+#include "plans/program.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost_params.h"
+
+namespace tptune {
+
+enum class Stream : uint8_t { compute = 0, tp = 1, dp = 2 };
+constexpr int kStreams = 3;
+std::string_view to_string(Stream s);
+Stream stream_of(const Op& op);
+
+// Per-op durations of a Program on a cluster, [segment][op]. Computing them is the costly part of a simulation;
+// a caller that schedules the same Program again (other CostParams' schedule fields, or a trace) can keep them.
+struct OpCosts {
+  std::vector<std::vector<double>> duration_us;
+};
+// Throws tptune::Error for float8 on a GPU without it, or a mesh that does not fit the cluster.
+OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams& c);
+// Duration of one op (collectives on their group's layout for the Program's tp x dp mesh).
+double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c);
+
+// What held an op back (the last constraint to be met before it started).
+enum class Wait : uint8_t { none, stream, compute, tp, dp, prefetch };
+
+struct OpTime {
+  double start = 0, end = 0;
+  Wait wait = Wait::none;
+};
+
+// The compute-stream accounting of one segment instance: busy time, and idle time on the compute stream charged to
+// the communication stream that held the next compute op back (exposed communication).
+struct InstanceStats {
+  double compute_us = 0;
+  double exposed_tp_us = 0;
+  double exposed_dp_us = 0;
+  double span_us = 0;  // compute-stream wall time: from the compute stream's free time before the instance to after it
+  double first_start = 0;  // start of its first op
+  double first_compute_start = 0;
+  bool held_by_outside = false;  // some op started at a value written outside the segment
+};
+
+struct SegmentTimes {
+  int instances = 1;              // L for block segments (expand()'s rule), else 1
+  int ops = 0;                    // ops per instance
+  std::vector<OpTime> simulated;  // [instance][op] of the simulated instances
+  std::vector<InstanceStats> stats;
+  int steady_from = -1;           // >= 0: instance i > steady_from is instance steady_from shifted by (i - it) x period
+  double period_us = 0;
+
+  int simulated_instances() const { return ops ? static_cast<int>(simulated.size()) / ops : 0; }
+  OpTime time(int instance, int op) const;
+  const InstanceStats& instance_stats(int instance) const;  // extrapolated instances share the steady one's
+  double shift(int instance) const;                         // 0 for simulated instances
+};
+
+struct Timeline {
+  std::vector<SegmentTimes> segments;  // parallel to Program::segments
+  double step_time_us = 0;
+  // Totals over the step (sum over all instances): compute-stream busy time and exposed communication.
+  double compute_us = 0, exposed_tp_us = 0, exposed_dp_us = 0;
+  // Busy time per stream over the step.
+  double busy_us[kStreams] = {0, 0, 0};
+};
+
+// The fast schedule (see above).
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c);
+// The reference: every instance of every segment simulated, deps taken from expand(p).
+Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c);
+
+// expand()'s rule: a segment is instantiated once per layer when it repeats or is a block segment.
+bool is_per_layer_segment(const Segment& s);
+// The layer of instance `i` of segment `s` (-1 outside block segments).
+int instance_layer(const Program& p, const Segment& s, int i);
+
+}  // namespace tptune

@@ -1,0 +1,231 @@
+// The timeline: hand-built Programs with hand-set durations (the expected times are worked out in the comments),
+// and the fast schedule against the fully expanded reference on lowered Programs.
+#include <catch2/catch.hpp>
+
+#include "plans/lower.h"
+#include "sim/timeline.h"
+
+using namespace tptune;
+
+namespace {
+
+// A tiny hand-built Program.
+struct Builder {
+  Program p;
+  Builder(int layers) { p.model.n_layers = layers; }
+  TensorId tensor(const std::string& name, bool per_layer) {
+    TensorDesc d;
+    d.name = name;
+    d.per_layer = per_layer;
+    d.local_shape = d.global_shape = {1};
+    p.tensors.push_back(d);
+    return static_cast<TensorId>(p.tensors.size() - 1);
+  }
+  Segment& segment(const std::string& name, int repeat = 1) {
+    p.segments.push_back(Segment{name, repeat, false, {}});
+    return p.segments.back();
+  }
+  int op(const std::string& name, OpKind kind, std::vector<TensorId> in, std::vector<TensorId> out,
+         std::vector<int> deps = {}) {
+    Segment& s = p.segments.back();
+    Op o;
+    o.id = static_cast<int>(s.ops.size());
+    o.name = o.module = name;
+    o.kind = std::move(kind);
+    o.inputs = std::move(in);
+    o.outputs = std::move(out);
+    o.deps = std::move(deps);
+    s.ops.push_back(o);
+    return o.id;
+  }
+};
+
+CollectiveOp coll(Group g) { return CollectiveOp{CollectiveKind::all_gather, g}; }
+
+OpCosts costs(std::vector<std::vector<double>> d) { return OpCosts{std::move(d)}; }
+
+}  // namespace
+
+TEST_CASE("two-op overlap: a TP collective runs beside independent compute") {
+  Builder b(1);
+  TensorId x = b.tensor("x", false), a = b.tensor("a", false), g = b.tensor("g", false), o = b.tensor("o", false);
+  b.segment("step");
+  b.op("mm1", GemmOp{}, {x}, {a});
+  b.op("gather", coll(Group::tp), {x}, {g});
+  b.op("mm2", GemmOp{}, {a, g}, {o}, {0, 1});
+  CostParams c;
+  SECTION("the collective hides behind the first matmul") {
+    // mm1 [0, 100] on compute, gather [0, 60] on the TP stream, mm2 waits for both: [100, 150].
+    Timeline t = schedule(b.p, costs({{100, 60, 50}}), c);
+    CHECK(t.segments[0].time(0, 1).start == 0);
+    CHECK(t.segments[0].time(0, 1).end == 60);
+    CHECK(t.segments[0].time(0, 2).start == 100);
+    CHECK(t.step_time_us == 150);
+    CHECK(t.compute_us == 150);
+    CHECK(t.exposed_tp_us == 0);
+  }
+  SECTION("a longer collective is exposed by what it outlasts the matmul") {
+    // gather [0, 130]: mm2 starts at 130, 30 us after the compute stream went idle. Step 180.
+    Timeline t = schedule(b.p, costs({{100, 130, 50}}), c);
+    CHECK(t.segments[0].time(0, 2).start == 130);
+    CHECK(t.step_time_us == 180);
+    CHECK(t.exposed_tp_us == 30);
+    CHECK(t.compute_us + t.exposed_tp_us + t.exposed_dp_us == t.step_time_us);
+  }
+}
+
+TEST_CASE("FSDP all-gathers are prefetched one block ahead") {
+  // A block repeated over 3 layers: an all-gather of the layer's weight on the DP stream, then a matmul reading the
+  // residual stream (a layer chain) and the weight.
+  Builder b(3);
+  TensorId src = b.tensor("x0", false), sink = b.tensor("xL", false);
+  TensorId in = b.tensor("input", true), w = b.tensor("w", true), out = b.tensor("output", true);
+  b.segment("embed");
+  b.op("embed", ElementwiseOp{}, {}, {src});
+  b.segment("block.fwd", 3);
+  b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
+  b.op("mm", GemmOp{}, {in, w}, {out}, {0});
+  b.segment("head");
+  b.op("head", ElementwiseOp{}, {sink}, {});
+  b.p.chains.push_back({in, out, src, sink, false});
+  CostParams c;
+  SECTION("compute-bound: only the first all-gather is exposed") {
+    // embed [0, 10]. Layer 0: all-gather [0, 40] (nothing before it to wait for), mm [40, 140] (30 us exposed
+    // after embed). Layer 1: all-gather may start once layer 0 started computing (40): [40, 80]; mm [140, 240].
+    // Layer 2: all-gather from 140: [140, 180]; mm [240, 340]. head [340, 350].
+    Timeline t = schedule(b.p, costs({{10}, {40, 100}, {10}}), c);
+    const SegmentTimes& blk = t.segments[1];
+    CHECK(blk.time(1, 0).start == 40);
+    CHECK(blk.time(2, 0).start == 140);
+    CHECK(blk.time(2, 1).start == 240);
+    CHECK(t.step_time_us == 350);
+    CHECK(t.exposed_dp_us == 30);
+    CHECK(t.compute_us == 320);
+  }
+  SECTION("communication-bound: every all-gather is partly exposed, and the steady state is extrapolated") {
+    // Layer 0: all-gather [0, 150], mm [150, 250]. Layer 1: all-gather [150, 300] (DP stream busy until 150),
+    // mm [300, 400]: 50 exposed. Layer 2: [300, 450], mm [450, 550]: 50 exposed. Head [550, 560].
+    // Exposed DP: 140 (embed ended at 10) + 50 + 50 = 240.
+    Timeline t = schedule(b.p, costs({{10}, {150, 100}, {10}}), c);
+    const SegmentTimes& blk = t.segments[1];
+    CHECK(blk.steady_from == 1);
+    CHECK(blk.period_us == 150);
+    CHECK(blk.time(2, 0).start == 300);
+    CHECK(blk.time(2, 1).end == 550);
+    CHECK(t.step_time_us == 560);
+    CHECK(t.exposed_dp_us == 240);
+    // The reference agrees.
+    Timeline r = schedule_expanded(b.p, costs({{10}, {150, 100}, {10}}), c);
+    CHECK(r.step_time_us == 560);
+    CHECK(r.exposed_dp_us == 240);
+  }
+}
+
+namespace {
+
+Model small_model(int layers) {
+  Model m;
+  m.name = "small";
+  m.dim = 512;
+  m.n_layers = layers;
+  m.n_heads = 16;
+  m.n_kv_heads = 8;
+  m.ffn_dim = 1024;
+  m.vocab_size = 1024;
+  return m;
+}
+
+void check_same(const Program& p, const Timeline& fast, const Timeline& ref) {
+  REQUIRE(fast.segments.size() == ref.segments.size());
+  for (size_t s = 0; s < fast.segments.size(); ++s) {
+    const SegmentTimes& f = fast.segments[s];
+    const SegmentTimes& r = ref.segments[s];
+    REQUIRE(f.instances == r.instances);
+    for (int i = 0; i < f.instances; ++i)
+      for (int j = 0; j < f.ops; ++j) {
+        INFO(p.segments[s].name << " instance " << i << " op " << p.segments[s].ops[static_cast<size_t>(j)].name);
+        REQUIRE(f.time(i, j).start == Approx(r.time(i, j).start).margin(1e-6));
+        REQUIRE(f.time(i, j).end == Approx(r.time(i, j).end).margin(1e-6));
+      }
+  }
+  CHECK(fast.step_time_us == Approx(ref.step_time_us).margin(1e-6));
+  CHECK(fast.compute_us == Approx(ref.compute_us).margin(1e-6));
+  CHECK(fast.exposed_tp_us == Approx(ref.exposed_tp_us).margin(1e-6));
+  CHECK(fast.exposed_dp_us == Approx(ref.exposed_dp_us).margin(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs") {
+  struct Case {
+    const char* preset;
+    int tp, dp, nodes, gpn;
+    ActivationCheckpointing ac;
+    int64_t seq;
+  };
+  const Case cases[] = {
+      {"sequence_parallel", 2, 4, 1, 8, ActivationCheckpointing::none, 256},
+      {"sequence_parallel", 4, 2, 1, 8, ActivationCheckpointing::selective, 256},
+      {"vanilla", 2, 2, 1, 4, ActivationCheckpointing::full, 256},
+      {"sequence_parallel", 2, 8, 2, 8, ActivationCheckpointing::none, 4096},   // DP across nodes
+      {"vanilla", 8, 1, 1, 8, ActivationCheckpointing::none, 4096},
+      {"sequence_parallel", 1, 8, 1, 8, ActivationCheckpointing::selective, 2048},
+  };
+  int extrapolated = 0;
+  for (const Case& k : cases) {
+    for (int layers : {1, 2, 7}) {
+      INFO(k.preset << " tp " << k.tp << " dp " << k.dp << " layers " << layers);
+      Plan base;
+      base.tp_degree = k.tp;
+      base.dp_shard = k.dp;
+      base.activation_checkpointing = k.ac;
+      base.loss_parallel = std::string(k.preset) == "sequence_parallel";
+      Training t;
+      t.seq_len = k.seq;
+      t.local_batch_size = 1;
+      Program p = lower(small_model(layers), t, preset_plan(k.preset, base));
+      ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), k.nodes, k.gpn);
+      CostParams c;
+      OpCosts oc = cost_ops(p, cl, c);
+      Timeline fast = schedule(p, oc, c);
+      Timeline ref = schedule_expanded(p, oc, c);
+      check_same(p, fast, ref);
+      for (const auto& s : fast.segments) extrapolated += s.steady_from >= 0;
+    }
+  }
+  CHECK(extrapolated > 10);  // the comparison exercised the extrapolation
+}
+
+TEST_CASE("extrapolation stops where a later instance waits for a value from another segment") {
+  // block.fwd (5 layers): a 10 us matmul on the residual chain, then a 100 us DP collective writing a per-layer
+  // tensor `s`; DP collectives queue on their stream, so s of layer i is ready at 100 (i + 1) (each may start once
+  // the previous layer started, which is long before). head: 200 us of compute, [50, 250]. block.bwd (5 layers, in
+  // layer order here): a 30 us op reading s of its layer. Instance i would start at 250 + 30 i: layers 0-2 find s
+  // ready (100, 200, 300 <= 250, 280, 310), layer 3 must wait for 400 and layer 4 for 500.
+  Builder b(5);
+  TensorId src = b.tensor("x0", false), sink = b.tensor("xL", false);
+  TensorId in = b.tensor("input", true), out = b.tensor("output", true), s = b.tensor("s", true);
+  TensorId g = b.tensor("g", true);
+  b.segment("embed");
+  b.op("embed", ElementwiseOp{}, {}, {src});
+  b.segment("block.fwd", 5);
+  b.op("mm", GemmOp{}, {in}, {out});
+  b.op("stat", coll(Group::dp), {out}, {s}, {0});
+  b.segment("head");
+  b.op("head", ElementwiseOp{}, {sink}, {});
+  b.segment("block.bwd", 5);
+  b.op("use", ElementwiseOp{}, {s}, {g});
+  b.p.chains.push_back({in, out, src, sink, false});
+  CostParams c;
+  OpCosts oc = costs({{0}, {10, 100}, {200}, {30}});
+  Timeline fast = schedule(b.p, oc, c);
+  Timeline ref = schedule_expanded(b.p, oc, c);
+  const SegmentTimes& bwd = fast.segments[3];
+  // Layers 3 and 4: [410, 440], [510, 540].
+  CHECK(bwd.time(2, 0).start == 310);
+  CHECK(bwd.time(3, 0).start == 410);
+  CHECK(bwd.time(4, 0).start == 510);
+  CHECK(fast.step_time_us == 540);
+  CHECK(ref.step_time_us == 540);
+  CHECK(ref.segments[3].time(3, 0).start == 410);
+}
