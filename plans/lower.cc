@@ -31,17 +31,30 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
                             plan.source));
 }
 
-// Computes each op's deps within its segment: the last writer of every input and output.
+// Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
+// chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
+// slots of the same tensor.
 void finalize_deps(Segment& s) {
   std::map<TensorId, int> last;
+  std::map<std::pair<TensorId, int>, int> slot_writer;
   for (Op& op : s.ops) {
     std::set<int> deps;
-    for (TensorId t : op.inputs)
+    const bool ag_chunk = op.chunk.pattern == ChunkRef::Pattern::all_gather && !op.is_collective();
+    for (TensorId t : op.inputs) {
+      if (ag_chunk) {
+        if (auto it = slot_writer.find({t, op.chunk.step}); it != slot_writer.end()) {
+          deps.insert(it->second);
+          continue;
+        }
+      }
       if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+    }
     for (TensorId t : op.outputs)
       if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
     op.deps.assign(deps.begin(), deps.end());
     for (TensorId t : op.outputs) last[t] = op.id;
+    if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
+      for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
   }
 }
 
@@ -213,7 +226,7 @@ class Lowerer {
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
 
-    if (prog.plan.async_tp) apply_async_tp(prog);
+    if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     for (Segment& seg : prog.segments) finalize_deps(seg);
     return std::move(prog);
   }

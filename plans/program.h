@@ -165,15 +165,20 @@ struct CollectiveOp {
   int gather_dim = -1, scatter_dim = -1;
 };
 
-// Async TP (micro-pipelined) chunks, along the token dim (dim 1 of (b, s, h), in chunks of s/tp).
-// pattern all_gather (a sequence-sharded input gathered while matmuls consume it), on rank r:
-//   step 0: copy the local shard into slot r of the gathered tensor (the p2p op of step 0 moves nothing);
-//   step j >= 1: p2p sends slot (r-j+1) mod tp to rank r+1 and receives slot (r-j) mod tp from rank r-1;
-//   a gemm of step j reads (and writes) rows of slot (r-j) mod tp only.
+// Async TP (micro-pipelined) chunks, along the token dim (dim 1 of (b, s, h), in chunks of s/tp), on rank r.
+// pattern all_gather (a sequence-sharded input gathered while matmuls consume it; several matmuls may share it):
+//   p2p step 0 copies the local shard (its input) into slot r of the gathered tensor and moves nothing;
+//   p2p step j >= 1 sends slot (r-j+1) mod tp to rank r+1 and receives slot (r-j) mod tp from rank r-1;
+//   a gemm of step j reads rows of slot (r-j) mod tp of its A operand and writes those rows of its output.
+//   The p2p of step j+1 is listed before the gemms of step j, and those gemms depend only on the p2p of step j,
+//   so the next slot travels while this one is multiplied.
 // pattern reduce_scatter (matmuls whose partial sums are reduce-scattered), on rank r:
-//   a gemm of step j computes the partial for chunk (r+j+1) mod tp into the step's buffer, accumulating onto what
-//   the p2p of step j-1 received; p2p of step j (j < tp-1) sends that buffer to rank r-1 and receives from r+1.
-//   After step tp-1 the buffer holds chunk r, fully reduced.
+//   the gemms of step j compute rows of chunk (r+j+1) mod tp of their A operands into that step's partial tensor
+//   (the first writes, the others accumulate); for j >= 1 an add sums the partial with what the p2p of step j-1
+//   received; the p2p of step j (j < tp-1) sends that sum to rank r-1 and receives the next step's input from
+//   rank r+1. The sum of step tp-1 is chunk r, fully reduced: the reduce-scatter's output tensor.
+// Executors must wait for a non-blocking collective when a later op lists it in `deps` (not whenever an op reads a
+// tensor it writes: ring steps write disjoint slots of one tensor).
 struct ChunkRef {
   enum class Pattern { none, all_gather, reduce_scatter };
   Pattern pattern = Pattern::none;
