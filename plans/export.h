@@ -1,0 +1,48 @@
+#pragma once
+// Export of a Plan as torchtitan configuration: the way back from a plan tptune chose to a training run.
+//
+// Two views of the same Plan (nothing is added or lost between them and the plan YAML):
+//
+//   export_torchtitan_toml(plan)   the job-config sections torchtitan reads for this plan: [parallelism]
+//                                  (tensor_parallel_degree, data_parallel_shard_degree, enable_async_tensor_parallel,
+//                                  disable_loss_parallel), [activation_checkpoint] mode, [training] local_batch_size,
+//                                  float8 ([model] converters + [quantize.linear.float8] recipe_name) and [compile]
+//                                  when async TP needs it. Keys follow torchtitan's JobConfig as of its 2025 layout
+//                                  (torchtitan/config/job_config.py: `quantize.linear.float8` replaced the older
+//                                  top-level `[float8]`, and `[compile] enable/components` the older
+//                                  `training.compile`). torchtitan's apply_tp always uses the sequence-parallel
+//                                  module plan; for any other module plan (vanilla, a custom file) the TOML says so
+//                                  in a NOTE and the python export is the faithful one.
+//
+//   export_python(plan)            the parallelize_module plan dict with its imports: ColwiseParallel(...),
+//                                  RowwiseParallel(output_layouts=Shard(1)), SequenceParallel(),
+//                                  PrepareModuleInput(...), and torchao's Float8ColwiseParallel /
+//                                  Float8RowwiseParallel / PrepareFloat8ModuleInput for block modules when float8 is
+//                                  tensorwise (as torchtitan does: the embedding and the output projection stay bf16).
+//                                  Keys are the plan's FQN patterns; parallelize_module expands `*` itself.
+//                                  Arguments equal to torch's defaults are left out.
+//
+// Both are pure functions of the Plan (no I/O); they never throw for a plan that load_plan accepts.
+
+#include <string>
+
+#include "plans/plan.h"
+
+namespace tptune {
+
+enum class ExportFormat { torchtitan, python };
+// "torchtitan" | "python"; throws tptune::Error naming `where` otherwise.
+ExportFormat parse_export_format(const std::string& s, const std::string& where);
+
+std::string export_torchtitan_toml(const Plan& plan);
+std::string export_python(const Plan& plan);
+std::string export_plan(const Plan& plan, ExportFormat f);
+
+// True when the plan's modules are exactly torchtitan's apply_tp plan (the `sequence_parallel` preset with the same
+// loss_parallel), i.e. when the TOML alone reproduces the plan.
+bool is_torchtitan_module_plan(const Plan& plan);
+
+// The torch constructor expression of a placement: Replicate(), Shard(1), Shard(-1), Partial().
+std::string torch_placement(const Placement& p);
+
+}  // namespace tptune

@@ -1,0 +1,96 @@
+// tp-plan export --format torchtitan: the torchtitan job-config sections of a Plan (see plans/export.h).
+
+#include <fmt/format.h>
+
+#include "plans/error.h"
+#include "plans/export.h"
+
+namespace tptune {
+
+ExportFormat parse_export_format(const std::string& s, const std::string& where) {
+  if (s == "torchtitan") return ExportFormat::torchtitan;
+  if (s == "python") return ExportFormat::python;
+  throw Error(fmt::format("{}: expected torchtitan or python, got '{}'", where, s));
+}
+
+std::string export_plan(const Plan& plan, ExportFormat f) {
+  return f == ExportFormat::torchtitan ? export_torchtitan_toml(plan) : export_python(plan);
+}
+
+bool is_torchtitan_module_plan(const Plan& plan) {
+  if (plan.tp_degree == 1) return true;  // torchtitan applies no module plan at tp 1, and neither does the lowering
+  return plan.modules == preset_plan("sequence_parallel", plan).modules;
+}
+
+std::string torch_placement(const Placement& p) {
+  switch (p.kind) {
+    case Placement::Kind::replicate: return "Replicate()";
+    case Placement::Kind::shard: return fmt::format("Shard({})", p.dim);
+    case Placement::Kind::partial: return "Partial()";
+  }
+  return "Replicate()";
+}
+
+namespace {
+
+const char* toml_bool(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+std::string export_torchtitan_toml(const Plan& plan) {
+  const bool tp = plan.tp_degree > 1;
+  const bool async = tp && plan.async_tp;
+  std::string out;
+  out += fmt::format("# torchtitan job config for the tptune plan '{}' ({}), written by `tp-plan export`.\n",
+                     plan.family, plan.source);
+  out += "# Keys of torchtitan's JobConfig (torchtitan/config/job_config.py, 2025 layout: [quantize.linear.float8],\n"
+         "# [compile]). Merge these sections into your train config; keys not listed keep their values.\n";
+  if (!is_torchtitan_module_plan(plan)) {
+    out += fmt::format(
+        "# NOTE: this plan's module styles are not torchtitan's apply_tp plan (sequence parallel{}), which is what\n"
+        "# tensor_parallel_degree > 1 applies. To train this exact plan, replace apply_tp's plan with the one\n"
+        "# `tp-plan export --format python` prints.\n",
+        plan.loss_parallel ? ", loss parallel" : "");
+  }
+  if (plan.float8 != Float8Recipe::none) {
+    out += "\n[model]\n";
+    out += "converters = [\"quantize.linear.float8\"]\n";
+  }
+
+  out += "\n[training]\n";
+  out += fmt::format("local_batch_size = {}\n", plan.local_batch_size);
+
+  out += "\n[parallelism]\n";
+  out += "data_parallel_replicate_degree = 1\n";
+  out += fmt::format("data_parallel_shard_degree = {}\n", plan.dp_shard);
+  out += fmt::format("tensor_parallel_degree = {}\n", plan.tp_degree);
+  out += fmt::format("enable_async_tensor_parallel = {}\n", toml_bool(async));
+  // torchtitan applies loss parallel whenever TP is on unless it is disabled.
+  out += fmt::format("disable_loss_parallel = {}\n", toml_bool(!plan.loss_parallel));
+
+  out += "\n[activation_checkpoint]\n";
+  out += fmt::format("mode = \"{}\"\n", to_string(plan.activation_checkpointing));
+  if (plan.activation_checkpointing == ActivationCheckpointing::selective)
+    out += "selective_ac_option = \"op\"  # the per-op policy tptune simulates (save every second matmul)\n";
+
+  if (plan.float8 != Float8Recipe::none) {
+    const bool tensorwise = plan.float8 == Float8Recipe::tensorwise;
+    out += "\n[quantize.linear.float8]\n";
+    out += fmt::format("recipe_name = \"{}\"\n", to_string(plan.float8));
+    out += "filter_fqns = [\"output\"]  # the output projection stays bf16, as tptune simulates it\n";
+    if (tensorwise && plan.dp_shard > 1) {
+      // tptune's lowering all-gathers the block weights in float8 under FSDP with tensorwise scaling.
+      out += "enable_fsdp_float8_all_gather = true\n";
+      out += "precompute_float8_dynamic_scale_for_fsdp = true\n";
+    }
+  }
+
+  if (async) {
+    out += "\n[compile]\n";
+    out += "enable = true  # async TP is an inductor pass (micro-pipeline TP): it needs torch.compile\n";
+    out += "components = [\"model\", \"loss\"]\n";
+  }
+  return out;
+}
+
+}  // namespace tptune

@@ -1,0 +1,262 @@
+// Export of plans as torchtitan TOML and as a python parallelize_module plan: exact lines for torchtitan's default
+// plan, round trips (TOML keys back to the plan's toggles; python plan dict back to the plan's module styles) over
+// every toggle combination of both presets, and the float8 class choice.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "plans/error.h"
+#include "plans/export.h"
+#include "plans/plan.h"
+
+using namespace tptune;
+using Catch::Matchers::Contains;
+
+namespace {
+
+Plan make(const std::string& family, int tp, int dp, Float8Recipe f8, bool async, bool lp,
+          ActivationCheckpointing ac = ActivationCheckpointing::none, int64_t lbs = 1) {
+  Plan base;
+  base.tp_degree = tp;
+  base.dp_shard = dp;
+  base.float8 = f8;
+  base.async_tp = async;
+  base.loss_parallel = lp;
+  base.activation_checkpointing = ac;
+  base.local_batch_size = lbs;
+  return preset_plan(family, base);
+}
+
+// A minimal TOML reader for what export_torchtitan_toml writes: "[a.b]" sections and "key = value" lines, comments
+// after '#'. Returns "section.key" -> raw value text. Fails the test on a repeated key or a line it cannot read.
+std::map<std::string, std::string> read_toml(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(text);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    bool quoted = false;  // cut the comment: the first '#' outside a string
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '"') quoted = !quoted;
+      if (line[i] == '#' && !quoted) {
+        line.resize(i);
+        break;
+      }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    if (line.empty()) continue;
+    if (line.front() == '[') {
+      REQUIRE(line.back() == ']');
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    auto eq = line.find(" = ");
+    INFO(line);
+    REQUIRE(eq != std::string::npos);
+    REQUIRE(!section.empty());
+    std::string key = section + "." + line.substr(0, eq);
+    REQUIRE(kv.count(key) == 0);
+    kv[key] = line.substr(eq + 3);
+  }
+  return kv;
+}
+
+// Splits "a=X(1), b=(Y(), None)" at top-level commas.
+std::vector<std::string> split_args(const std::string& s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : s) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    if (!(c == ' ' && cur.empty())) cur += c;
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// The first placement of a layout argument: "Shard(1)" or "(Shard(1), None)" or "(Shard(1),)".
+Placement layout(std::string v) {
+  if (v.front() == '(') {
+    v = v.substr(1);
+    v = v.substr(0, split_args(v.substr(0, v.size() - 1)).at(0).size());
+  }
+  return parse_placement(v, "test");
+}
+
+// Reads the plan dict back from export_python's output: one `"pattern": Class(args),` line per entry.
+std::vector<PlanEntry> read_python_plan(const std::string& text) {
+  static const std::regex entry(R"re(^        "([^"]+)": (\w+)\((.*)\),$)re");
+  std::vector<PlanEntry> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, entry)) continue;
+    PlanEntry e;
+    e.pattern = m[1];
+    const std::string klass = m[2];
+    if (klass == "ColwiseParallel" || klass == "Float8ColwiseParallel") e.style = ParallelStyle::colwise();
+    else if (klass == "RowwiseParallel" || klass == "Float8RowwiseParallel") e.style = ParallelStyle::rowwise();
+    else if (klass == "SequenceParallel") e.style = ParallelStyle::sequence_parallel();
+    else if (klass == "PrepareModuleInput" || klass == "PrepareFloat8ModuleInput")
+      e.style = ParallelStyle::prepare_module_input(Placement::R(), Placement::R());
+    else FAIL("unknown class " << klass);
+    for (const std::string& a : split_args(m[3])) {
+      auto eq = a.find('=');
+      REQUIRE(eq != std::string::npos);
+      const std::string k = a.substr(0, eq), v = a.substr(eq + 1);
+      if (k == "input_layouts") e.style.input_layout = layout(v);
+      else if (k == "desired_input_layouts") e.style.desired_input_layout = layout(v);
+      else if (k == "output_layouts") e.style.output_layout = layout(v);
+      else if (k == "use_local_output") e.style.use_local_output = v == "True";
+      else FAIL("unknown argument " << k);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("torchtitan TOML of torchtitan's default plan with every toggle on", "[export]") {
+  Plan p = make("sequence_parallel", 8, 16, Float8Recipe::tensorwise, true, true, ActivationCheckpointing::selective, 2);
+  const std::string toml = export_torchtitan_toml(p);
+  auto kv = read_toml(toml);
+  CHECK(kv.at("model.converters") == "[\"quantize.linear.float8\"]");
+  CHECK(kv.at("training.local_batch_size") == "2");
+  CHECK(kv.at("parallelism.tensor_parallel_degree") == "8");
+  CHECK(kv.at("parallelism.data_parallel_shard_degree") == "16");
+  CHECK(kv.at("parallelism.data_parallel_replicate_degree") == "1");
+  CHECK(kv.at("parallelism.enable_async_tensor_parallel") == "true");
+  CHECK(kv.at("parallelism.disable_loss_parallel") == "false");
+  CHECK(kv.at("activation_checkpoint.mode") == "\"selective\"");
+  CHECK(kv.at("activation_checkpoint.selective_ac_option") == "\"op\"");
+  CHECK(kv.at("quantize.linear.float8.recipe_name") == "\"tensorwise\"");
+  CHECK(kv.at("quantize.linear.float8.filter_fqns") == "[\"output\"]");
+  CHECK(kv.at("quantize.linear.float8.enable_fsdp_float8_all_gather") == "true");
+  CHECK(kv.at("compile.enable") == "true");
+  CHECK(kv.at("compile.components") == "[\"model\", \"loss\"]");
+  CHECK_THAT(toml, !Contains("NOTE"));  // the TOML alone reproduces torchtitan's own module plan
+  CHECK(is_torchtitan_module_plan(p));
+}
+
+TEST_CASE("torchtitan TOML round trip: keys give back the toggles, for every combination", "[export]") {
+  for (const char* fam : {"vanilla", "sequence_parallel"})
+    for (int tp : {1, 2, 8})
+      for (auto f8 : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise})
+        for (bool async : {false, true})
+          for (bool lp : {false, true})
+            for (auto ac : {ActivationCheckpointing::none, ActivationCheckpointing::selective,
+                            ActivationCheckpointing::full}) {
+              Plan p = make(fam, tp, 64 / tp, f8, async, lp, ac, 4);
+              INFO(fam << " tp " << tp << " f8 " << to_string(f8) << " async " << async << " lp " << lp);
+              auto kv = read_toml(export_torchtitan_toml(p));
+              CHECK(kv.at("parallelism.tensor_parallel_degree") == std::to_string(tp));
+              CHECK(kv.at("parallelism.data_parallel_shard_degree") == std::to_string(64 / tp));
+              CHECK(kv.at("parallelism.enable_async_tensor_parallel") == (async && tp > 1 ? "true" : "false"));
+              CHECK(kv.at("parallelism.disable_loss_parallel") == (lp ? "false" : "true"));
+              CHECK(kv.at("activation_checkpoint.mode") == fmt::format("\"{}\"", to_string(ac)));
+              CHECK(kv.at("training.local_batch_size") == "4");
+              // float8: the converter and the recipe, or neither
+              CHECK(kv.count("model.converters") == (f8 != Float8Recipe::none));
+              if (f8 != Float8Recipe::none)
+                CHECK(kv.at("quantize.linear.float8.recipe_name") == fmt::format("\"{}\"", to_string(f8)));
+              // compile exactly when async TP needs it
+              CHECK(kv.count("compile.enable") == (async && tp > 1));
+              CHECK(kv.count("float8.recipe_name") == 0);  // not the pre-2025 [float8] section
+            }
+}
+
+TEST_CASE("torchtitan TOML notes a module plan that apply_tp does not produce", "[export]") {
+  Plan v = make("vanilla", 8, 8, Float8Recipe::none, false, false);
+  CHECK_FALSE(is_torchtitan_module_plan(v));
+  CHECK_THAT(export_torchtitan_toml(v), Contains("NOTE: this plan's module styles are not torchtitan's apply_tp"));
+  // At tp 1 nothing is parallelized, by torchtitan or by the plan: no note.
+  CHECK(is_torchtitan_module_plan(make("vanilla", 1, 8, Float8Recipe::none, false, false)));
+  // A sequence-parallel plan with one style changed is custom.
+  Plan sp = make("sequence_parallel", 8, 8, Float8Recipe::none, false, true);
+  sp.modules[0].style.output_layout = Placement::R();
+  CHECK_FALSE(is_torchtitan_module_plan(sp));
+}
+
+TEST_CASE("python export of torchtitan's plan: the lines of apply_tp", "[export]") {
+  Plan p = make("sequence_parallel", 8, 8, Float8Recipe::none, false, true);
+  const std::string py = export_python(p);
+  CHECK_THAT(py, Contains("\"tok_embeddings\": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),"));
+  CHECK_THAT(py, Contains("\"norm\": SequenceParallel(),"));
+  // loss parallel: vocab-sharded DTensor logits (output_layouts Shard(-1) is ColwiseParallel's default)
+  CHECK_THAT(py, Contains("\"output\": ColwiseParallel(input_layouts=Shard(1), use_local_output=False),"));
+  CHECK_THAT(py, Contains("\"layers.*.attention\": PrepareModuleInput(input_layouts=(Shard(1), None), "
+                          "desired_input_layouts=(Replicate(), None)),"));
+  CHECK_THAT(py, Contains("\"layers.*.feed_forward\": PrepareModuleInput(input_layouts=(Shard(1),), "
+                          "desired_input_layouts=(Replicate(),)),"));
+  CHECK_THAT(py, Contains("\"layers.*.attention.wq\": ColwiseParallel(),"));
+  CHECK_THAT(py, Contains("\"layers.*.attention.wo\": RowwiseParallel(output_layouts=Shard(1)),"));
+  CHECK_THAT(py, Contains("from torch.distributed.tensor import Replicate, Shard\n"));
+  CHECK_THAT(py, Contains("    parallelize_module,\n"));
+  CHECK_THAT(py, Contains("with torch.distributed.tensor.parallel.loss_parallel():"));
+  CHECK_THAT(py, !Contains("torchao"));
+  CHECK_THAT(py, !Contains("_micro_pipeline_tp"));
+}
+
+TEST_CASE("python export: float8 tensorwise swaps in torchao's styles for block modules only", "[export]") {
+  Plan p = make("sequence_parallel", 4, 2, Float8Recipe::tensorwise, true, false);
+  const std::string py = export_python(p);
+  CHECK_THAT(py, Contains("\"layers.*.attention.wq\": Float8ColwiseParallel(),"));
+  CHECK_THAT(py, Contains("\"layers.*.feed_forward.w2\": Float8RowwiseParallel(output_layouts=Shard(1)),"));
+  CHECK_THAT(py, Contains("\"layers.*.feed_forward\": PrepareFloat8ModuleInput("));
+  CHECK_THAT(py, Contains("\"tok_embeddings\": RowwiseParallel("));     // an Embedding: no float8
+  CHECK_THAT(py, Contains("\"output\": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),"));
+  CHECK_THAT(py, Contains("from torchao.float8.float8_tensor_parallel import ("));
+  CHECK_THAT(py, Contains("torch._inductor.config._micro_pipeline_tp = True"));
+  // rowwise float8 keeps bf16 collectives and torch's own styles
+  const std::string row = export_python(make("sequence_parallel", 4, 2, Float8Recipe::rowwise, false, false));
+  CHECK_THAT(row, !Contains("Float8"));
+}
+
+TEST_CASE("python export round trip: the plan dict gives back the plan's module styles", "[export]") {
+  for (const char* fam : {"vanilla", "sequence_parallel"})
+    for (bool lp : {false, true})
+      for (auto f8 : {Float8Recipe::none, Float8Recipe::tensorwise}) {
+        Plan p = make(fam, 8, 8, f8, false, lp);
+        INFO(fam << " lp " << lp << " f8 " << to_string(f8));
+        CHECK(read_python_plan(export_python(p)) == p.modules);
+      }
+  // A hand-written plan with non-default layouts and a Partial output survives too.
+  Plan custom = load_plan_string(R"(
+tp_degree: 2
+modules:
+  tok_embeddings: {style: colwise, input_layouts: R, output_layouts: S(-1), use_local_output: false}
+  layers.*.attention: {style: prepare_module_input, input_layouts: S(-1), desired_input_layouts: R, use_local_output: true}
+  layers.*.attention.wo: {style: rowwise, input_layouts: S(-1), output_layouts: P}
+  norm: {style: sequence_parallel, use_local_output: true}
+)");
+  CHECK(read_python_plan(export_python(custom)) == custom.modules);
+  CHECK_THAT(export_python(custom), Contains("from torch.distributed.tensor import Partial, Replicate, Shard\n"));
+}
+
+TEST_CASE("python export: no_parallel entries are comments, not styles", "[export]") {
+  Plan p = load_plan_string("tp_degree: 2\nmodules:\n  output: {style: no_parallel}\n");
+  const std::string py = export_python(p);
+  CHECK_THAT(py, Contains("# \"output\": not parallelized"));
+  CHECK(read_python_plan(py).empty());
+}
+
+TEST_CASE("export format names", "[export]") {
+  CHECK(parse_export_format("torchtitan", "--format") == ExportFormat::torchtitan);
+  CHECK(parse_export_format("python", "--format") == ExportFormat::python);
+  try {
+    parse_export_format("yaml", "--format");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "--format: expected torchtitan or python, got 'yaml'");
+  }
+}
