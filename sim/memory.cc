@@ -1,0 +1,177 @@
+#include "sim/memory.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tptune {
+
+double tensor_bytes(const TensorDesc& t) {
+  return static_cast<double>(numel(t.local_shape)) * bytes_per_element(t.dtype);
+}
+
+namespace {
+
+bool is_state(const TensorDesc& d) {
+  return d.role == TensorRole::parameter || d.role == TensorRole::optimizer_state;
+}
+
+// Peak over the ops of `seg` of the bytes of live tensors, skipping `exclude` and parameters / optimizer states.
+// A tensor lives from its first write in the segment (from the start when it is read before being written: it comes
+// from outside) to its last access (to the end when another segment or the next instance reads it).
+double working_set(const Program& p, const Segment& seg, const std::vector<char>& exclude,
+                   const std::vector<char>& escapes) {
+  const int n = static_cast<int>(seg.ops.size());
+  if (n == 0) return 0;
+  const size_t nt = p.tensors.size();
+  std::vector<int> first(nt, -1), last(nt, -1);
+  std::vector<char> starts_outside(nt, 0);
+  for (int i = 0; i < n; ++i) {
+    const Op& op = seg.ops[static_cast<size_t>(i)];
+    for (TensorId t : op.inputs) {
+      auto u = static_cast<size_t>(t);
+      if (first[u] < 0) {
+        first[u] = i;
+        starts_outside[u] = 1;
+      }
+      last[u] = i;
+    }
+    for (TensorId t : op.outputs) {
+      auto u = static_cast<size_t>(t);
+      if (first[u] < 0) first[u] = i;
+      last[u] = i;
+    }
+  }
+  std::vector<double> delta(static_cast<size_t>(n) + 1, 0.0);
+  for (size_t t = 0; t < nt; ++t) {
+    if (first[t] < 0 || exclude[t] || is_state(p.tensors[t])) continue;
+    int a = starts_outside[t] ? 0 : first[t];
+    int b = escapes[t] ? n - 1 : last[t];
+    double bytes = tensor_bytes(p.tensors[t]);
+    delta[static_cast<size_t>(a)] += bytes;
+    delta[static_cast<size_t>(b) + 1] -= bytes;
+  }
+  double live = 0, peak = 0;
+  for (int i = 0; i < n; ++i) {
+    live += delta[static_cast<size_t>(i)];
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+}  // namespace
+
+MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams& c) {
+  MemoryReport r;
+  const double L = static_cast<double>(p.model.n_layers);
+  const double dp = std::max(1, p.dp);
+  const size_t nt = p.tensors.size();
+
+  // Model states: 16 B per element of the local TP shard, sharded over dp (fp32 master, fp32 grad, AdamW m, v).
+  double elems = 0, block_params = 0;
+  for (const TensorDesc& d : p.tensors) {
+    if (d.role != TensorRole::parameter) continue;
+    elems += static_cast<double>(numel(d.local_shape)) * (d.per_layer ? L : 1.0);
+    if (d.per_layer) block_params += tensor_bytes(d);
+  }
+  r.master_params = 4 * elems / dp;
+  r.gradients = 4 * elems / dp;
+  r.optimizer = 8 * elems / dp;
+
+  // Which segment reads each tensor, for escape analysis.
+  const Segment* fwd = p.segment("block.fwd");
+  const Segment* bwd = p.segment("block.bwd");
+  const Segment* head = p.segment("head");
+  std::vector<std::set<const Segment*>> readers(nt);
+  for (const Segment& s : p.segments)
+    for (const Op& op : s.ops)
+      for (TensorId t : op.inputs) readers[static_cast<size_t>(t)].insert(&s);
+  std::vector<char> chain_out(nt, 0), chain_in(nt, 0);
+  for (const LayerChain& ch : p.chains) {
+    chain_out[static_cast<size_t>(ch.out)] = 1;
+    chain_in[static_cast<size_t>(ch.in)] = 1;
+  }
+
+  // Saved activations of one block.
+  std::vector<char> saved(nt, 0);
+  if (fwd && bwd) {
+    std::vector<char> written_fwd(nt, 0), recomputed(nt, 0);
+    for (const Op& op : fwd->ops)
+      for (TensorId t : op.outputs) written_fwd[static_cast<size_t>(t)] = 1;
+    for (const Op& op : bwd->ops)
+      if (op.phase == Phase::recompute)
+        for (TensorId t : op.outputs) recomputed[static_cast<size_t>(t)] = 1;
+    std::vector<char> fwd_chain_in(nt, 0);
+    for (const LayerChain& ch : p.chains)
+      if (written_fwd[static_cast<size_t>(ch.out)]) fwd_chain_in[static_cast<size_t>(ch.in)] = 1;
+    for (const Op& op : bwd->ops)
+      for (TensorId t : op.inputs) {
+        auto u = static_cast<size_t>(t);
+        const TensorDesc& d = p.tensors[u];
+        if (saved[u] || !d.per_layer || is_state(d) || recomputed[u]) continue;
+        if (written_fwd[u] || fwd_chain_in[u]) saved[u] = 1;
+      }
+    for (size_t t = 0; t < nt; ++t)
+      if (saved[t]) r.saved_per_block += tensor_bytes(p.tensors[t]);
+  }
+  r.activations = r.saved_per_block * L;
+
+  // Working sets. In a block segment a tensor escapes when another segment reads it or it is on the residual chain
+  // (the next layer reads it); the forward's chain output is the next layer's saved input, so it is excluded there.
+  auto escapes_of = [&](const Segment* s) {
+    std::vector<char> e(nt, 0);
+    for (size_t t = 0; t < nt; ++t) {
+      bool other = false;
+      for (const Segment* q : readers[t]) other |= q != s;
+      e[t] = other || chain_out[t];
+    }
+    return e;
+  };
+  std::vector<char> exclude_fwd = saved;
+  for (size_t t = 0; t < nt; ++t)
+    if (chain_out[t] && fwd) exclude_fwd[t] = 1;
+  double ws_fwd = fwd ? working_set(p, *fwd, exclude_fwd, escapes_of(fwd)) : 0;
+  double ws_bwd = bwd ? working_set(p, *bwd, saved, escapes_of(bwd)) : 0;
+  double ws_head = head ? working_set(p, *head, std::vector<char>(nt, 0), escapes_of(head)) : 0;
+
+  // Parameters in flight: unsharded compute copies (the block being computed plus the prefetched ones; the head's
+  // own parameters while it runs).
+  const double depth = std::max(1, c.dp_prefetch_depth);
+  double head_params = 0;
+  if (head) {
+    std::set<TensorId> ps;
+    for (const Op& op : head->ops)
+      for (TensorId t : op.inputs)
+        if (p.tensor(t).role == TensorRole::parameter) ps.insert(t);
+    for (TensorId t : ps) head_params += tensor_bytes(p.tensor(t));
+    for (const Op& op : head->ops)  // the logits: what the cross-entropy reads
+      if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty())
+        r.logits = std::max(r.logits, tensor_bytes(p.tensor(op.inputs[0])));
+  }
+  struct Phase {
+    const char* name;
+    double working, params;
+  };
+  const Phase phases[] = {
+      {"forward", ws_fwd, (1 + depth) * block_params},
+      {"head", ws_head, head_params + depth * block_params},
+      {"backward", ws_bwd, (1 + depth) * block_params},
+  };
+  double best = -1;
+  for (const Phase& ph : phases) {
+    double v = r.activations + ph.working + ph.params;
+    if (v > best) {
+      best = v;
+      r.peak_phase = ph.name;
+      r.working_set = ph.working;
+      r.params_in_flight = ph.params;
+    }
+  }
+  double tensors = r.model_states() + best;
+  r.runtime_overhead = c.memory_runtime_overhead_GiB * 1073741824.0 + c.memory_fragmentation * tensors;
+  r.peak = tensors + r.runtime_overhead;
+  r.capacity = gpu.memory_bytes();
+  r.fits = r.peak <= r.capacity;
+  return r;
+}
+
+}  // namespace tptune

@@ -1,0 +1,54 @@
+#pragma once
+// Memory per GPU for one training step of a Program, derived from the Program's tensors.
+//
+// Model states (held all step), mixed precision as torchtitan runs it (FSDP2 with bf16 parameters for compute,
+// fp32 sharded master copy): per parameter element of the rank's TP shard, sharded again over dp:
+//   fp32 master weight 4 B + fp32 gradient 4 B + AdamW exp_avg 4 B + exp_avg_sq 4 B = 16 B / dp.
+// Activations saved for backward, per block: every per-layer tensor that block.bwd reads and the forward produced
+// (written by block.fwd, or the block's input on the residual chain), unless a recompute op in block.bwd produces
+// it again (activation checkpointing); parameters excluded. All L blocks' saved tensors are alive when the backward
+// starts. Local shapes and dtypes come from the Program, so sequence parallel (sequence-sharded norms and residuals),
+// float8 (1-byte saved inputs) and loss parallel (vocab-sharded logits) show up without special cases.
+// Transient, per phase (forward of a block, head, backward of a block): the working set of the segment (the peak, over
+// its ops, of the tensors live in it that are neither saved activations nor parameters: gradients, temporaries,
+// recomputed activations, logits and their gradient) plus the unsharded compute copies of parameters in flight
+// (the block being computed and dp_prefetch_depth prefetched ones; the head's or embedding's own).
+// Peak = model states + max over phases (saved activations alive then + transient), then the runtime overhead
+// (CUDA context, workspaces, NCCL buffers) and allocator fragmentation (CostParams). fits = peak <= capacity.
+
+#include <string>
+
+#include "plans/program.h"
+#include "sim/cost_params.h"
+#include "sim/gpu_spec.h"
+
+namespace tptune {
+
+struct MemoryReport {
+  // Model states, bytes per GPU.
+  double master_params = 0;  // fp32 master weights (the local shard)
+  double gradients = 0;      // fp32 gradients (sharded)
+  double optimizer = 0;      // AdamW exp_avg + exp_avg_sq
+  double model_states() const { return master_params + gradients + optimizer; }
+  // Activations.
+  double saved_per_block = 0;  // saved for backward by one block
+  double activations = 0;      // all blocks (saved_per_block x layers)
+  // Transient at the peak phase.
+  std::string peak_phase;       // "forward" | "head" | "backward"
+  double working_set = 0;       // gradients, temporaries, recomputed activations, logits
+  double params_in_flight = 0;  // unsharded compute copies of parameters
+  double logits = 0;            // the logits the loss reads (for reports)
+  // Totals.
+  double runtime_overhead = 0;  // CUDA context, NCCL buffers, fragmentation
+  double peak = 0;
+  double capacity = 0;
+  bool fits = true;
+  double headroom() const { return capacity - peak; }  // negative: over by this much
+};
+
+MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams& c);
+
+// Bytes of a tensor's local data.
+double tensor_bytes(const TensorDesc& t);
+
+}  // namespace tptune

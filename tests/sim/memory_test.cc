@@ -1,0 +1,109 @@
+// The memory model on a small model, with totals worked out by hand.
+#include <catch2/catch.hpp>
+
+#include "plans/lower.h"
+#include "sim/memory.h"
+
+using namespace tptune;
+
+namespace {
+
+// dim 512, 16 heads of 32 (8 kv heads), ffn 1024, vocab 1024, 4 layers; seq 256, batch 1, bf16.
+Model small() {
+  Model m;
+  m.name = "small";
+  m.dim = 512;
+  m.n_layers = 4;
+  m.n_heads = 16;
+  m.n_kv_heads = 8;
+  m.ffn_dim = 1024;
+  m.vocab_size = 1024;
+  return m;
+}
+
+Program lowered(const char* preset, int tp, int dp, ActivationCheckpointing ac = ActivationCheckpointing::none,
+                bool loss_parallel = true) {
+  Plan base;
+  base.tp_degree = tp;
+  base.dp_shard = dp;
+  base.activation_checkpointing = ac;
+  base.loss_parallel = loss_parallel;
+  Training t;
+  t.seq_len = 256;
+  t.local_batch_size = 1;
+  return lower(small(), t, preset_plan(preset, base));
+}
+
+}  // namespace
+
+TEST_CASE("memory totals of a small model, sequence parallel, tp 2, dp 2") {
+  Program p = lowered("sequence_parallel", 2, 2);
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  CostParams c;
+  MemoryReport m = memory_model(p, h100, c);
+  // Parameters per block: norms 2 x 512; wq 512x512, wk and wv 256x512, wo 512x512 = 786432; w1, w3, w2
+  // 3 x 1024x512 = 1572864. TP 2 halves the matrices: 1179648 + 1024 = 1180672 local elements per block.
+  // Outside blocks: embedding 1024x512 / 2, output 1024x512 / 2, norm 512: 524800.
+  // 4 x 1180672 + 524800 = 5247488 elements; 16 B each (fp32 master, grad, exp_avg, exp_avg_sq) over dp 2:
+  // master and grads 4 x 5247488 / 2 = 10494976 B each, optimizer 20989952 B.
+  CHECK(m.master_params == 10494976);
+  CHECK(m.gradients == 10494976);
+  CHECK(m.optimizer == 20989952);
+  // Saved per block (b 1, s 256, h 512, tp 2; bf16 except fp32 statistics):
+  //   input (1, 128, 512) 131072; attention_norm rstd (1, 128) fp32 512; gathered norm output (1, 256, 512) 262144;
+  //   q after rope (1, 256, 256) 131072; k after rope and v (1, 256, 128) 2 x 65536; attention out 131072;
+  //   lse (1, 8, 256) fp32 8192; residual (1, 128, 512) 131072; ffn_norm rstd 512; gathered ffn_norm output
+  //   262144; w1, w3 outputs and swiglu (1, 256, 512) 3 x 262144.
+  //   Total 1975296 B; 4 layers 7901184 B.
+  CHECK(m.saved_per_block == 1975296);
+  CHECK(m.activations == 7901184);
+  // Two blocks of bf16 parameters in flight: 2 x 1180672 x 2 B.
+  if (m.peak_phase != "head") CHECK(m.params_in_flight == 4722688);
+  double tensors = m.model_states() + m.activations + m.working_set + m.params_in_flight;
+  CHECK(m.peak == Approx(tensors * 1.05 + 1.5 * 1073741824.0));
+  CHECK(m.fits);
+  CHECK(m.headroom() > 70.0 * 1073741824.0);
+}
+
+TEST_CASE("full activation checkpointing saves only each block's input") {
+  Program p = lowered("sequence_parallel", 2, 2, ActivationCheckpointing::full);
+  MemoryReport m = memory_model(p, gpu_preset("h100-sxm"), CostParams{});
+  // (1, 128, 512) bf16 = 131072 B: Korthikanti's 2sbh, divided by tp with sequence parallel.
+  CHECK(m.saved_per_block == 131072);
+  MemoryReport none = memory_model(lowered("sequence_parallel", 2, 2), gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport sel =
+      memory_model(lowered("sequence_parallel", 2, 2, ActivationCheckpointing::selective), gpu_preset("h100-sxm"),
+                   CostParams{});
+  CHECK(sel.saved_per_block < none.saved_per_block);
+  CHECK(sel.saved_per_block > m.saved_per_block);
+  // The recomputed block's activations come back during its backward.
+  CHECK(m.working_set > none.working_set);
+}
+
+TEST_CASE("sequence parallel saves less activation memory than vanilla TP") {
+  MemoryReport sp = memory_model(lowered("sequence_parallel", 2, 1), gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport va = memory_model(lowered("vanilla", 2, 1, ActivationCheckpointing::none, false),
+                                 gpu_preset("h100-sxm"), CostParams{});
+  CHECK(sp.saved_per_block < va.saved_per_block);
+  // Vanilla keeps the block input, the residual and the norm statistics replicated: (1, 256, 512) instead of
+  // (1, 128, 512) for input and residual (2 x 131072 more), rstd (1, 256) instead of (1, 128) fp32 (2 x 512 more).
+  CHECK(va.saved_per_block - sp.saved_per_block == 2 * 131072 + 2 * 512);
+}
+
+TEST_CASE("loss parallel keeps the logits vocab-sharded") {
+  MemoryReport lp = memory_model(lowered("sequence_parallel", 2, 1), gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport no = memory_model(lowered("sequence_parallel", 2, 1, ActivationCheckpointing::none, false),
+                                 gpu_preset("h100-sxm"), CostParams{});
+  // Logits (1, 256, 1024 / 2) bf16 = 262144 B with loss parallel; gathered (1, 256, 1024) = 524288 B without.
+  CHECK(lp.logits == 262144);
+  CHECK(no.logits == 524288);
+}
+
+TEST_CASE("a plan that does not fit says by how much") {
+  Program p = lowered("sequence_parallel", 2, 1);
+  GpuSpec tiny = gpu_preset("h100-sxm");
+  tiny.memory_GiB = 1.0;  // less than the runtime overhead alone
+  MemoryReport m = memory_model(p, tiny, CostParams{});
+  CHECK_FALSE(m.fits);
+  CHECK(m.headroom() < 0);
+}
