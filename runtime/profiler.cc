@@ -1,0 +1,238 @@
+#include "runtime/profiler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "plans/error.h"
+#include "runtime/executor.h"
+
+#ifndef TPTUNE_GIT_HASH
+#define TPTUNE_GIT_HASH "unknown"
+#endif
+#ifndef TPTUNE_BUILD_TYPE
+#define TPTUNE_BUILD_TYPE "unknown"
+#endif
+
+namespace tptune {
+namespace {
+
+std::string_view role_name(TensorRole r) {
+  switch (r) {
+    case TensorRole::input: return "input";
+    case TensorRole::activation: return "activation";
+    case TensorRole::gradient: return "gradient";
+    case TensorRole::parameter: return "parameter";
+    case TensorRole::param_grad: return "param_grad";
+    case TensorRole::scale: return "scale";
+    case TensorRole::loss: return "loss";
+    case TensorRole::optimizer_state: return "optimizer_state";
+  }
+  return "?";
+}
+
+std::string_view pattern_name(ChunkRef::Pattern p) {
+  switch (p) {
+    case ChunkRef::Pattern::none: return "none";
+    case ChunkRef::Pattern::all_gather: return "all_gather";
+    case ChunkRef::Pattern::reduce_scatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+nlohmann::json describe_tensor(const FlatProgram& flat, const Program& p, int t) {
+  const FlatTensor& ft = flat.tensors[size_t(t)];
+  const TensorDesc& d = p.tensor(ft.template_id);
+  return {{"name", ft.fqn},
+          {"shape", d.local_shape},
+          {"global_shape", d.global_shape},
+          {"dtype", std::string(to_string(d.dtype))},
+          {"placement", to_string(d.placement)},
+          {"role", std::string(role_name(d.role))}};
+}
+
+double percentile(const std::vector<double>& sorted, double q) {  // nearest rank
+  if (sorted.empty()) return 0;
+  size_t i = static_cast<size_t>(std::ceil(q * double(sorted.size()))) - (q > 0 ? 1 : 0);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+}  // namespace
+
+OpTiming summarize(std::vector<double> samples) {
+  OpTiming t;
+  t.samples = samples;
+  if (samples.empty()) return t;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  t.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  t.min = samples.front();
+  t.max = samples.back();
+  t.p10 = percentile(samples, 0.10);
+  t.p90 = percentile(samples, 0.90);
+  return t;
+}
+
+nlohmann::json describe_kind(const OpKind& kind, int group_size) {
+  using nlohmann::json;
+  return std::visit(
+      [&](const auto& k) -> json {
+        using K = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<K, GemmOp>) {
+          return {{"m", k.m},
+                  {"n", k.n},
+                  {"k", k.k},
+                  {"a_dtype", std::string(to_string(k.a_dtype))},
+                  {"b_dtype", std::string(to_string(k.b_dtype))},
+                  {"c_dtype", std::string(to_string(k.c_dtype))},
+                  {"trans_a", k.trans_a},
+                  {"trans_b", k.trans_b},
+                  {"accumulate", k.accumulate},
+                  {"flops", k.flops()}};
+        } else if constexpr (std::is_same_v<K, AttentionOp>) {
+          return {{"batch", k.batch},       {"seq", k.seq},           {"n_heads", k.n_heads},
+                  {"n_kv_heads", k.n_kv_heads}, {"head_dim", k.head_dim}, {"causal", k.causal},
+                  {"backward", k.backward}, {"flops", k.flops()}};
+        } else if constexpr (std::is_same_v<K, ElementwiseOp>) {
+          return {{"fn", std::string(to_string(k.fn))}, {"bytes", k.bytes}, {"flops", k.flops}, {"dim", k.dim}};
+        } else if constexpr (std::is_same_v<K, EmbeddingOp>) {
+          return {{"tokens", k.tokens},
+                  {"vocab_local", k.vocab_local},
+                  {"dim_local", k.dim_local},
+                  {"vocab_sharded", k.vocab_sharded},
+                  {"backward", k.backward}};
+        } else if constexpr (std::is_same_v<K, CrossEntropyOp>) {
+          return {{"stage", std::string(to_string(k.stage))},
+                  {"tokens", k.tokens},
+                  {"vocab_local", k.vocab_local},
+                  {"vocab_sharded", k.vocab_sharded}};
+        } else if constexpr (std::is_same_v<K, CastFp8Op>) {
+          return {{"stage", k.stage == CastFp8Op::Stage::amax ? "amax" : "cast"},
+                  {"to", std::string(to_string(k.to))},
+                  {"elements", k.elements},
+                  {"rowwise", k.rowwise}};
+        } else {
+          return {{"collective", std::string(to_string(k.kind))},
+                  {"group", std::string(to_string(k.group))},
+                  {"group_size", group_size},
+                  {"reduce", k.reduce == ReduceOp::sum ? "sum" : "max"},
+                  {"dtype", std::string(to_string(k.dtype))},
+                  {"bytes", k.bytes},
+                  {"gather_dim", k.gather_dim},
+                  {"scatter_dim", k.scatter_dim}};
+        }
+      },
+      kind);
+}
+
+nlohmann::json profile_program(const Program& program, Backend& backend, const ProfileOptions& options) {
+  if (options.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", options.iters));
+  if (options.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", options.warmup));
+  Executor ex(program, backend, {});
+  ex.init(options.seed);
+  for (int i = 0; i < options.warmup; ++i) ex.step();
+  const FlatProgram& flat = ex.flat();
+  const size_t n_ops = flat.ops.size();
+  std::vector<std::vector<double>> samples(n_ops);
+  Buffer local = backend.alloc(static_cast<int64_t>(n_ops), Storage::f32);
+  Buffer worst = backend.alloc(static_cast<int64_t>(n_ops), Storage::f32);
+  std::vector<float> times(n_ops);
+  for (int it = 0; it < options.iters; ++it) {
+    std::fill(times.begin(), times.end(), 0.0f);
+    ex.step([&](int op, double us) { times[size_t(op)] = static_cast<float>(us); });
+    // One op's time in this iteration: the slowest rank's.
+    backend.upload(local.f32(), times.data(), static_cast<int64_t>(n_ops));
+    backend.all_reduce(Group::tp, ReduceOp::max, local.f32(), worst.f32(), static_cast<int64_t>(n_ops))->wait();
+    backend.download(times.data(), worst.f32(), static_cast<int64_t>(n_ops));
+    for (size_t i = 0; i < n_ops; ++i) samples[i].push_back(times[i]);
+  }
+  const float loss = ex.loss();
+  if (!std::isfinite(loss))
+    throw Error(fmt::format("profile: the loss is {} after {} steps: the run diverged (NaN/inf), its times are not "
+                            "meaningful",
+                            loss, options.warmup + options.iters));
+
+  using nlohmann::json;
+  BackendEnvironment env = backend.environment();
+  json libs = json::object();
+  for (const auto& [k, v] : env.libraries) libs[k] = v;
+  json j;
+  j["format"] = "tptune-profile";
+  j["version"] = 1;
+  j["environment"] = {{"backend", env.backend},
+                      {"device", env.device},
+                      {"threads_per_rank", env.threads},
+                      {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
+                      {"libraries", libs},
+                      {"git_hash", TPTUNE_GIT_HASH},
+                      {"build_type", TPTUNE_BUILD_TYPE}};
+  const Model& m = program.model;
+  const Plan& plan = program.plan;
+  j["program"] = {
+      {"model",
+       {{"name", m.name},
+        {"dim", m.dim},
+        {"n_layers", m.n_layers},
+        {"n_heads", m.n_heads},
+        {"n_kv_heads", m.n_kv_heads},
+        {"ffn_dim", m.ffn_dim},
+        {"vocab_size", m.vocab_size},
+        {"mlp", std::string(to_string(m.mlp))},
+        {"norm", std::string(to_string(m.norm))}}},
+      {"training",
+       {{"seq_len", program.training.seq_len},
+        {"local_batch_size", program.training.local_batch_size},
+        {"dtype", std::string(to_string(program.training.dtype))},
+        {"activation_checkpointing", std::string(to_string(program.training.activation_checkpointing))}}},
+      {"plan",
+       {{"family", plan.family},
+        {"source", plan.source},
+        {"tp_degree", plan.tp_degree},
+        {"float8", std::string(to_string(plan.float8))},
+        {"async_tp", plan.async_tp},
+        {"loss_parallel", plan.loss_parallel}}},
+      {"tp", program.tp},
+      {"dp", program.dp}};
+  j["timing"] = {{"warmup", options.warmup},
+                 {"iters", options.iters},
+                 {"unit", "us"},
+                 {"mode", "serialized"},
+                 {"reduce_over_ranks", "max"}};
+  json ops = json::array();
+  for (size_t i = 0; i < n_ops; ++i) {
+    const FlatOp& f = flat.ops[i];
+    const Op& op = *f.op;
+    std::string segment;
+    for (const Segment& s : program.segments)
+      if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) segment = s.name;
+    json rec = {{"index", i},
+                {"name", f.name},
+                {"module", f.module},
+                {"segment", segment},
+                {"layer", f.layer},
+                {"template_op", op.id},
+                {"phase", std::string(to_string(op.phase))},
+                {"kind", std::string(kind_name(op.kind))}};
+    int gsize = 1;
+    if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) gsize = backend.group_size(c->group);
+    rec["op"] = describe_kind(op.kind, gsize);
+    if (op.chunk.pattern != ChunkRef::Pattern::none)
+      rec["chunk"] = {{"pattern", std::string(pattern_name(op.chunk.pattern))},
+                      {"step", op.chunk.step},
+                      {"count", op.chunk.count}};
+    json ins = json::array(), outs = json::array();
+    for (int t : f.inputs) ins.push_back(describe_tensor(flat, program, t));
+    for (int t : f.outputs) outs.push_back(describe_tensor(flat, program, t));
+    rec["inputs"] = ins;
+    rec["outputs"] = outs;
+    OpTiming t = summarize(samples[i]);
+    rec["time_us"] = {{"median", t.median}, {"min", t.min}, {"p10", t.p10}, {"p90", t.p90}, {"max", t.max}};
+    rec["samples_us"] = t.samples;
+    ops.push_back(std::move(rec));
+  }
+  j["ops"] = std::move(ops);
+  return j;
+}
+
+}  // namespace tptune

@@ -1,0 +1,231 @@
+#include "runtime/verifier.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "plans/error.h"
+#include "runtime/executor.h"
+
+namespace tptune {
+namespace {
+
+// Tolerances.
+//
+// fp32 (no float8): the sharded and unsharded steps do the same arithmetic in fp32 except for the order of
+// summation (a GEMM's K split over ranks and summed by an all-reduce, different Eigen blocking, partial norm-weight
+// gradients summed across ranks). Each reordered sum of K terms differs by at most ~K * 2^-24 relative to the sum of
+// magnitudes (K <= a few hundred here, so ~1e-5), and these differences propagate through two layers and their
+// backward without amplification beyond O(10). 1e-4 of the tensor's largest value bounds that with a margin; a
+// layout error moves values by O(their size) and lands near 1.
+//
+// float8 tensorwise: both runs quantize with the same global scale (the sharded run all-reduces each sharded
+// tensor's amax), so their float8 values are identical except where an fp32 reordering difference (~1e-6 relative)
+// moves a value across an e4m3 rounding boundary (spacing 2^-3 relative): about one element in 10^5 flips by one
+// float8 step, which changes a few output elements by up to ~1% locally. The max-based metric is therefore
+// dominated by rare, isolated flips; the gate is the relative l2 error, which they barely move (< 1e-3 measured).
+// A per-rank scale (a missing amax all-reduce) re-rounds EVERY element on a different grid: ~3.6% rms error per
+// element (uniform rounding error of a 2^-3 step), i.e. a relative l2 error of a few percent in every gradient.
+// 5e-3 separates the two by an order of magnitude on each side.
+Tolerance tolerance_for(const Program& p) {
+  if (p.plan.float8 == Float8Recipe::tensorwise) return {"rel_l2", 5e-3};
+  return {"max_rel", 1e-4};
+}
+
+struct Errors {
+  double ref_max = 0, max_abs = 0, sum_d2 = 0, sum_r2 = 0;
+  bool finite = true;
+  void add(float got, float ref) {
+    if (!std::isfinite(got)) finite = false;
+    double d = double(got) - double(ref);
+    ref_max = std::max(ref_max, std::abs(double(ref)));
+    max_abs = std::max(max_abs, std::abs(d));
+    sum_d2 += d * d;
+    sum_r2 += double(ref) * ref;
+  }
+  double max_rel() const { return ref_max > 0 ? max_abs / ref_max : (max_abs > 0 ? INFINITY : 0); }
+  double rel_l2() const { return sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? INFINITY : 0); }
+};
+
+// All ranks' local copies of tensor `t`, rank-major (tp * local numel).
+std::vector<float> gather_all(Backend& be, const Executor& ex, int t) {
+  std::vector<float> local = ex.read(t);
+  const int tp = be.group_size(Group::tp);
+  const int64_t n = static_cast<int64_t>(local.size());
+  Buffer in = be.alloc(n, Storage::f32), out = be.alloc(n * tp, Storage::f32);
+  be.upload(in.f32(), local.data(), n);
+  be.all_gather(Group::tp, in.f32(), out.f32(), n)->wait();
+  std::vector<float> all(static_cast<size_t>(n * tp));
+  be.download(all.data(), out.f32(), n * tp);
+  return all;
+}
+
+// The full tensor from rank-major shards of `dim` of `full`.
+std::vector<float> assemble(const std::vector<float>& shards, const Shape& full, int dim, int tp) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < dim; ++i) outer *= full[size_t(i)];
+  for (size_t i = size_t(dim) + 1; i < full.size(); ++i) inner *= full[i];
+  const int64_t w = full[size_t(dim)] / tp * inner, local = outer * w;
+  std::vector<float> out(shards.size());
+  for (int r = 0; r < tp; ++r)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < w; ++i) out[size_t(o * w * tp + r * w + i)] = shards[size_t(r * local + o * w + i)];
+  return out;
+}
+
+}  // namespace
+
+bool VerifyReport::pass() const {
+  if (!loss_pass) return false;
+  for (const auto& p : params)
+    if (!p.pass) return false;
+  return !params.empty();
+}
+
+std::vector<std::string> VerifyReport::failed_params() const {
+  std::vector<std::string> out;
+  for (const auto& p : params)
+    if (!p.pass) out.push_back(p.name);
+  return out;
+}
+
+VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend,
+                         Backend& reference_backend, uint64_t seed) {
+  const int tp = backend.group_size(Group::tp);
+  ExecutorOptions opts;
+  opts.run_optimizer = false;
+  Executor ex(sharded, backend, opts);
+  Executor ref(reference, reference_backend, opts);
+  ex.init(seed);
+  ref.init(seed);
+  ex.step();
+  ref.step();
+
+  VerifyReport r;
+  r.tp = tp;
+  r.seed = seed;
+  r.float8 = std::string(to_string(sharded.plan.float8));
+  const Tolerance tol = tolerance_for(sharded);
+  // The loss is replicated: every rank's copy must match (gathered so that all ranks agree on the verdict).
+  {
+    std::vector<float> losses = gather_all(backend, ex, ex.loss_tensor());
+    r.reference_loss = ref.loss();
+    r.loss = losses[0];
+    bool finite = true;
+    for (float l : losses) {
+      finite &= std::isfinite(l);
+      r.loss_rel_err = std::max(r.loss_rel_err, std::abs(double(l) - r.reference_loss) /
+                                                    std::max(std::abs(r.reference_loss), 1e-30));
+    }
+    // The loss is one scalar: the same bound as a tensor's largest value (float8: its rms bound, since a scalar's
+    // relative error is its relative l2 error).
+    r.loss_tolerance = {"rel", tol.value};
+    r.loss_pass = finite && r.loss_rel_err <= tol.value;
+  }
+
+  std::map<std::string, Executor::Param> ref_params;
+  for (const auto& p : ref.parameters()) ref_params[p.name] = p;
+  std::map<std::string, bool> seen;
+  for (const auto& p : ex.parameters()) {
+    ParamCheck c;
+    c.name = p.name;
+    c.tolerance = tol;
+    const TensorDesc& d = ex.desc(p.value);
+    c.shape = d.global_shape;
+    c.shard_dim = d.param_shard_dim;
+    seen[p.name] = true;
+    auto it = ref_params.find(p.name);
+    // Every rank takes part in the gather below whatever it finds, so that no rank waits alone.
+    std::vector<float> all = p.grad >= 0 ? gather_all(backend, ex, p.grad) : std::vector<float>{};
+    if (it == ref_params.end() || it->second.grad < 0) {
+      c.problem = "the unsharded model has no such parameter gradient";
+    } else if (p.grad < 0) {
+      c.problem = "the sharded Program produces no gradient for it";
+    } else {
+      std::vector<float> want = ref.read(it->second.grad);
+      const int64_t full = numel(c.shape);
+      if (static_cast<int64_t>(want.size()) != full) {
+        c.problem = fmt::format("reference gradient has {} elements, the parameter {}", want.size(), full);
+      } else {
+        Errors e;
+        if (c.shard_dim >= 0 && tp > 1) {
+          auto got = assemble(all, c.shape, c.shard_dim, tp);
+          for (int64_t i = 0; i < full; ++i) e.add(got[size_t(i)], want[size_t(i)]);
+        } else if (static_cast<int64_t>(all.size()) == full * tp) {
+          for (int rk = 0; rk < tp; ++rk)  // every rank's copy of a replicated gradient
+            for (int64_t i = 0; i < full; ++i) e.add(all[size_t(rk * full + i)], want[size_t(i)]);
+        } else {
+          c.problem = fmt::format("sharded gradient has {} elements per rank, expected {}", all.size() / tp, full);
+        }
+        c.ref_max = e.ref_max;
+        c.max_abs_err = e.max_abs;
+        c.max_rel_err = e.max_rel();
+        c.rel_l2_err = e.rel_l2();
+        if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
+      }
+    }
+    const double metric = tol.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err;
+    c.pass = c.problem.empty() && metric <= tol.value;
+    r.params.push_back(std::move(c));
+  }
+  for (const auto& [name, p] : ref_params) {
+    if (seen.count(name)) continue;
+    ParamCheck c;
+    c.name = name;
+    c.tolerance = tol;
+    c.problem = "the sharded Program has no such parameter";
+    r.params.push_back(std::move(c));
+  }
+  return r;
+}
+
+std::string format_report(const VerifyReport& r) {
+  std::string s;
+  s += fmt::format("{:<36} {:>14} {:>5} {:>10} {:>10} {:>10} {:>10} {:>14}  {}\n", "parameter", "shape", "shard",
+                   "max|ref|", "max abs", "max rel", "rel l2", "tolerance", "result");
+  for (const auto& p : r.params) {
+    std::string shape = p.shape.empty() ? "-" : to_string(p.shape);
+    s += fmt::format("{:<36} {:>14} {:>5} {:>10.3e} {:>10.3e} {:>10.3e} {:>10.3e} {:>14}  {}{}\n", p.name, shape,
+                     p.shard_dim >= 0 ? std::to_string(p.shard_dim) : "-", p.ref_max, p.max_abs_err, p.max_rel_err,
+                     p.rel_l2_err, fmt::format("{} {:.0e}", p.tolerance.metric, p.tolerance.value),
+                     p.pass ? "pass" : "FAIL", p.problem.empty() ? "" : " (" + p.problem + ")");
+  }
+  s += fmt::format("loss: sharded {:.7f}, unsharded {:.7f}, rel err {:.3e} (tolerance {:.0e})  {}\n", r.loss,
+                   r.reference_loss, r.loss_rel_err, r.loss_tolerance.value, r.loss_pass ? "pass" : "FAIL");
+  auto failed = r.failed_params();
+  if (r.pass())
+    s += fmt::format("verify: PASS — tp {}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
+                     r.params.size());
+  else
+    s += fmt::format("verify: FAIL — tp {}: {} of {} parameter gradients differ{}{}\n", r.tp, failed.size(),
+                     r.params.size(), failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
+                     r.loss_pass ? "" : "; the loss differs");
+  return s;
+}
+
+nlohmann::json to_json(const VerifyReport& r) {
+  nlohmann::json j;
+  j["pass"] = r.pass();
+  j["tp"] = r.tp;
+  j["seed"] = r.seed;
+  j["float8"] = r.float8;
+  j["loss"] = {{"sharded", r.loss},
+               {"unsharded", r.reference_loss},
+               {"rel_err", r.loss_rel_err},
+               {"tolerance", r.loss_tolerance.value},
+               {"pass", r.loss_pass}};
+  j["params"] = nlohmann::json::array();
+  for (const auto& p : r.params) {
+    nlohmann::json q = {{"name", p.name},         {"shape", p.shape},           {"shard_dim", p.shard_dim},
+                        {"ref_max", p.ref_max},   {"max_abs_err", p.max_abs_err}, {"max_rel_err", p.max_rel_err},
+                        {"rel_l2_err", p.rel_l2_err}, {"tolerance_metric", p.tolerance.metric},
+                        {"tolerance", p.tolerance.value}, {"pass", p.pass}};
+    if (!p.problem.empty()) q["problem"] = p.problem;
+    j["params"].push_back(q);
+  }
+  j["failed"] = r.failed_params();
+  return j;
+}
+
+}  // namespace tptune

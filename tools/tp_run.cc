@@ -1,0 +1,45 @@
+// tp-run: execute a plan's sharded Program on real kernels, one MPI process per TP rank.
+//   mpirun -np 2 tp-run verify examples/tiny-llama.yaml --preset sequence_parallel
+//   mpirun -np 2 tp-run profile examples/tiny-llama.yaml --preset vanilla --out profile.json
+// Every rank parses the same command line; rank 0 prints. See tools/tp_run_session.h for how failures end every
+// rank with one message.
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "tools/tp_run_commands.h"
+
+namespace {
+
+int run_main(int argc, char** argv, const tptune::tools::World& w) {
+  CLI::App app{"tp-run: run a tensor-parallel plan on real kernels (one MPI process per TP rank), check that it "
+               "computes the unsharded model, and profile its ops"};
+  app.require_subcommand(1);
+  tptune::tools::RunOnWorld run;
+  tptune::tools::add_verify_command(app, run);
+  tptune::tools::add_profile_command(app, run);
+  std::string parse_error;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {  // --help: the same on every rank, no agreement needed
+      if (w.rank == 0) app.exit(e);
+      return 0;
+    }
+    parse_error = e.what();
+    if (w.rank == 0 && w.size == 1) parse_error += "\nRun with --help for more information.";
+  }
+  if (!tptune::tools::agree_on_error(w, parse_error)) return 2;
+  return run(w);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const tptune::tools::World w = tptune::tools::mpi_world();
+  const int code = run_main(argc, argv, w);
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,81 @@
+// tp-run profile CONFIG (--preset NAME | --plan FILE) [toggles] --out PROFILE.json [--warmup N] [--iters N]
+// Times every op of the sharded Program on the CPU backend and writes the Profile JSON (runtime/profiler.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "plans/error.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/profiler.h"
+#include "tools/tp_run_commands.h"
+
+namespace tptune::tools {
+namespace {
+
+struct ProfileArgs {
+  PlanOptions plan;
+  std::string out;
+  int warmup = 2, iters = 5;
+  uint64_t seed = 1;
+};
+
+int run_profile(const World& w, ProfileArgs& a) {
+  RunSetup s;
+  if (!agreed(w, [&] {
+        if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
+        if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
+        s = make_setup(w, a.plan, false, "profile");
+      }))
+    return 2;
+  if (!agreed(w, [&] {
+        check_same_everywhere(a.plan.config, s.plan,
+                              fmt::format("profile seed={} warmup={} iters={}", a.seed, a.warmup, a.iters));
+      }))
+    return 2;
+  if (w.rank == 0)
+    for (const auto& n : s.notes) std::fprintf(stderr, "%s\n", n.c_str());
+  nlohmann::json profile;
+  or_abort(w, [&] {
+    CpuBackend backend(MPI_COMM_WORLD);
+    profile = profile_program(s.sharded, backend, {a.warmup, a.iters, a.seed});
+  });
+  if (w.rank != 0) return 0;
+  or_abort(w, [&] {
+    std::ofstream out(a.out);
+    if (!out) throw Error(fmt::format("{}: cannot write the profile", a.out));
+    out << profile.dump(1) << "\n";
+    if (!out) throw Error(fmt::format("{}: write failed", a.out));
+  });
+  // A short summary: step time and the ops that dominate it.
+  const auto& ops = profile["ops"];
+  double total = 0;
+  std::vector<std::pair<double, std::string>> top;
+  for (const auto& op : ops) {
+    double t = op["time_us"]["median"].get<double>();
+    total += t;
+    top.emplace_back(t, op["name"].get<std::string>());
+  }
+  std::sort(top.rbegin(), top.rend());
+  std::printf("tp-run profile: %zu ops, tp %d, %d warm-up + %d timed steps; sum of op medians %.1f us -> %s\n",
+              ops.size(), s.plan.tp_degree, a.warmup, a.iters, total, a.out.c_str());
+  for (size_t i = 0; i < std::min<size_t>(5, top.size()); ++i)
+    std::printf("  %10.1f us  %s\n", top[i].first, top[i].second.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, RunOnWorld& run) {
+  auto args = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand("profile", "time every op of the sharded step and write a Profile JSON");
+  add_plan_options(cmd, args->plan, true);
+  cmd->add_option("--out", args->out, "the Profile JSON to write")->required();
+  cmd->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
+  cmd->add_option("--iters", args->iters, "timed steps (default 5)");
+  cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  cmd->callback([args, &run] { run = [args](const World& w) { return run_profile(w, *args); }; });
+}
+
+}  // namespace tptune::tools

@@ -1,0 +1,156 @@
+#include "tools/tp_run_session.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+
+namespace tptune::tools {
+
+World mpi_world() {
+  World w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  return w;
+}
+
+void print0(const World& w, const std::string& text) {
+  if (w.rank != 0) return;
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+bool agree_on_error(const World& w, const std::string& error) {
+  int mine = error.empty() ? w.size : w.rank, first = w.size, failed = error.empty() ? 0 : 1, n_failed = 0;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&failed, &n_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (first == w.size) return true;
+  if (w.rank == first) {
+    if (n_failed == w.size)
+      std::fprintf(stderr, "tp-run: error: %s\n", error.c_str());
+    else
+      std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, error.c_str());
+    std::fflush(stderr);
+  }
+  return false;
+}
+
+bool agreed(const World& w, const std::function<void()>& fn) {
+  std::string error;
+  try {
+    fn();
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    error = fmt::format("internal error: {}", e.what());
+  }
+  return agree_on_error(w, error);
+}
+
+void or_abort(const World& w, const std::function<void()>& fn) {
+  std::string error;
+  try {
+    fn();
+    return;
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    error = fmt::format("internal error: {}", e.what());
+  }
+  std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, error.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+namespace {
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xCBF29CE484222325ull) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot read the file", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void refuse_unsupported(const Program& p) {
+  for (const Segment& s : p.segments)
+    for (const Op& op : s.ops)
+      if (const auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->rowwise)
+        throw Error(fmt::format("{}: float8 rowwise is modelled by the simulator only; the CPU runtime runs float8 "
+                                "none or tensorwise (--float8 tensorwise)",
+                                op.name));
+}
+
+}  // namespace
+
+RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const std::string& command) {
+  RunSetup s;
+  s.config = load_config(o.config);
+  const bool asked_dp = o.dp_shard.has_value() && *o.dp_shard != 1;
+  if (!o.preset.empty() && !o.tp) o.tp = w.size;  // a preset runs at the world size unless told otherwise
+  s.plan = resolve_plan(s.config, o);
+  if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.dp_shard != 1))
+    s.notes.push_back(fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "
+                                  "process per TP rank)",
+                                  s.plan.dp_shard));
+  s.plan.dp_shard = 1;
+  if (s.plan.tp_degree != w.size) {
+    if (w.size == 1)
+      throw Error(fmt::format("the plan has tp {} but tp-run runs one MPI process per TP rank and this is a single "
+                              "process: start it as `mpirun -np {} tp-run {} ...`",
+                              s.plan.tp_degree, s.plan.tp_degree, command));
+    throw Error(fmt::format("the plan has tp {} but mpirun started {} processes: tp must equal the number of MPI "
+                            "processes (mpirun -np {}, or --tp {})",
+                            s.plan.tp_degree, w.size, s.plan.tp_degree, w.size));
+  }
+  if (w.size == 1)
+    s.notes.push_back(fmt::format("note: one MPI process, so tp 1: the sharded and the unsharded step are the same "
+                                  "Program (start with `mpirun -np N tp-run {} ...` for tp N)",
+                                  command));
+  s.sharded = lower(s.config.model, s.config.training, s.plan);
+  refuse_unsupported(s.sharded);
+  if (with_reference) {
+    Plan ref = s.plan;
+    ref.tp_degree = 1;
+    ref.async_tp = false;  // a ring of one step is the plain GEMM; lowering drops TP at tp 1 anyway
+    s.reference = lower(s.config.model, s.config.training, ref);
+    refuse_unsupported(s.reference);
+  }
+  return s;
+}
+
+void check_same_everywhere(const std::string& config_path, const Plan& plan,
+                           const std::string& options) {
+  // Nothing may throw before the broadcast: a rank that skipped it would leave its peers waiting.
+  uint64_t mine[3] = {0, 0, 0};
+  std::string error;
+  try {
+    mine[0] = fnv1a(read_file(config_path));
+    mine[1] = fnv1a(plan_to_yaml(plan));
+    mine[2] = fnv1a(options);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  uint64_t root[3] = {mine[0], mine[1], mine[2]};
+  MPI_Bcast(root, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (!error.empty()) throw Error(error);
+  std::vector<std::string> what;
+  if (mine[0] != root[0]) what.push_back(fmt::format("the config file {}", config_path));
+  if (mine[1] != root[1]) what.push_back("the resolved plan");
+  if (mine[2] != root[2]) what.push_back("the options (seed, warm-up, iterations)");
+  if (!what.empty())
+    throw Error(fmt::format("{} differ from rank 0's (hashes {:016x} {:016x} {:016x} vs {:016x} {:016x} {:016x}): "
+                            "every rank must run the same config and plan",
+                            fmt::join(what, ", "), mine[0], mine[1], mine[2], root[0], root[1], root[2]));
+}
+
+}  // namespace tptune::tools

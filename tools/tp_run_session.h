@@ -1,0 +1,57 @@
+#pragma once
+// What `tp-run verify` and `tp-run profile` share: the MPI world, failing cleanly on every rank, and turning the
+// command line into the Programs to run.
+//
+// Failure policy (one clear message, a non-zero exit on every rank, nothing hangs):
+//  * Errors before any collective work (arguments, config, plan, lowering, a config that differs between ranks)
+//    are agreed on: every rank reports whether it failed (one MPI_Allreduce), the lowest failing rank prints
+//    `tp-run: error: <message>` (prefixed with its rank when not every rank failed), and every rank exits with 2.
+//  * Errors during execution can strike one rank while its peers wait in a collective: that rank prints
+//    `tp-run: error (rank r): <message>` and calls MPI_Abort, which ends every rank.
+//  * Consistency: rank 0 broadcasts a hash of the config file's bytes, the resolved plan and the run options; a rank
+//    whose hash differs fails in the agreed phase, naming what differs.
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "plans/config.h"
+#include "plans/plan.h"
+#include "plans/program.h"
+#include "tools/plan_options.h"
+
+namespace tptune::tools {
+
+struct World {
+  int rank = 0, size = 1;
+};
+World mpi_world();
+
+// Runs `fn` on every rank; if it throws on any rank, prints once and returns false on every rank.
+bool agreed(const World& w, const std::function<void()>& fn);
+// Prints the message once (from the lowest rank that has one) and returns false on every rank when any rank has
+// one; true when none has.
+bool agree_on_error(const World& w, const std::string& error);
+// Runs `fn`; an exception prints `tp-run: error (rank r): ...` and aborts every rank.
+void or_abort(const World& w, const std::function<void()>& fn);
+
+// Rank 0 prints.
+void print0(const World& w, const std::string& text);
+
+struct RunSetup {
+  Config config;
+  Plan plan;             // tp = world size, dp_shard 1
+  Program sharded;       // lower(plan)
+  Program reference;     // lower(plan at tp 1); built only when asked
+  std::vector<std::string> notes;  // things the user should know (printed by rank 0)
+};
+
+// Loads the config, resolves the plan (a preset's tp defaults to the world size), forces dp_shard to 1, checks
+// tp == world size, refuses what the CPU runtime cannot run, lowers. Throws tptune::Error.
+RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command);
+
+// The agreed check that every rank runs the same thing: throws on a rank whose fingerprint differs from rank 0's.
+void check_same_everywhere(const std::string& config_path, const Plan& plan,
+                           const std::string& options);
+
+}  // namespace tptune::tools

@@ -1,0 +1,86 @@
+// tp-run verify CONFIG (--preset NAME | --plan FILE) [toggles] [--seed S] [--json FILE|-]
+// Runs one step of the sharded Program (tp = number of MPI processes) and of the unsharded model in every process,
+// and compares the loss and every parameter gradient (runtime/verifier.h). Exit 0 when all match, 1 when any
+// differs, 2 on an error.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "plans/error.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/verifier.h"
+#include "tools/tp_run_commands.h"
+
+namespace tptune::tools {
+namespace {
+
+struct VerifyArgs {
+  PlanOptions plan;
+  uint64_t seed = 1;
+  std::string json;
+};
+
+std::string describe_plan(const Plan& p) {
+  return fmt::format("plan {} ({}), tp {}, float8 {}, async_tp {}, loss_parallel {}, ac {}, local batch {}", p.family,
+                     p.source, p.tp_degree, to_string(p.float8), p.async_tp ? "on" : "off",
+                     p.loss_parallel ? "on" : "off", to_string(p.activation_checkpointing), p.local_batch_size);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("{}: cannot write the file", path));
+  out << text;
+  if (!out) throw Error(fmt::format("{}: write failed", path));
+}
+
+int run_verify(const World& w, VerifyArgs& a) {
+  RunSetup s;
+  if (!agreed(w, [&] { s = make_setup(w, a.plan, true, "verify"); })) return 2;
+  if (!agreed(w, [&] { check_same_everywhere(a.plan.config, s.plan, fmt::format("verify seed={}", a.seed)); }))
+    return 2;
+  const bool json_stdout = a.json == "-";
+  std::FILE* text = json_stdout ? stderr : stdout;
+  if (w.rank == 0) {
+    for (const auto& n : s.notes) std::fprintf(stderr, "%s\n", n.c_str());
+    std::fprintf(text, "tp-run verify: %s\n  %s, seed %llu\n", a.plan.config.c_str(), describe_plan(s.plan).c_str(),
+                 static_cast<unsigned long long>(a.seed));
+    std::fflush(text);
+  }
+  VerifyReport report;
+  or_abort(w, [&] {
+    CpuBackend backend(MPI_COMM_WORLD);
+    CpuBackend reference;  // this process alone: the unsharded model
+    report = verify_step(s.sharded, s.reference, backend, reference, a.seed);
+  });
+  if (w.rank == 0) {
+    std::fputs(format_report(report).c_str(), text);
+    std::fflush(text);
+  }
+  if (!a.json.empty() && w.rank == 0) {
+    auto j = to_json(report);
+    j["config"] = a.plan.config;
+    j["plan"] = describe_plan(s.plan);
+    if (json_stdout) {
+      std::fputs((j.dump(2) + "\n").c_str(), stdout);
+      std::fflush(stdout);
+    } else {
+      or_abort(w, [&] { write_text(a.json, j.dump(2) + "\n"); });
+    }
+  }
+  return report.pass() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app, RunOnWorld& run) {
+  auto args = std::make_shared<VerifyArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "verify", "check that the sharded step computes the unsharded model's loss and gradients (mpirun -np TP)");
+  add_plan_options(cmd, args->plan, true);
+  cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  cmd->add_option("--json", args->json, "also write the report as JSON to FILE ('-': stdout, the table to stderr)");
+  cmd->callback([args, &run] { run = [args](const World& w) { return run_verify(w, *args); }; });
+}
+
+}  // namespace tptune::tools
