@@ -84,12 +84,12 @@ Model llama3(const char* name, int64_t dim, int64_t layers, int64_t heads, int64
 }
 
 // Small models for tests and quick runs (the sizes of examples/tiny-*.yaml).
-Model tiny(const char* name, Mlp mlp, Norm norm, int64_t kv_heads) {
+Model tiny(const char* name, Mlp mlp, Norm norm, int64_t heads, int64_t kv_heads) {
   Model m;
   m.name = name;
   m.dim = 64;
   m.n_layers = 2;
-  m.n_heads = 4;
+  m.n_heads = heads;
   m.n_kv_heads = kv_heads;
   m.ffn_dim = 128;
   m.vocab_size = 256;
@@ -107,8 +107,8 @@ const std::array<PresetDef, 5>& presets() {
       {"llama3-8b", llama3("llama3-8b", 4096, 32, 32, 8, 1.3, 1024), 1.3, 1024},
       {"llama3-70b", llama3("llama3-70b", 8192, 80, 64, 8, 1.3, 4096), 1.3, 4096},
       {"llama3-405b", llama3("llama3-405b", 16384, 126, 128, 8, 1.2, 4096), 1.2, 4096},
-      {"tiny-llama", tiny("tiny-llama", Mlp::swiglu, Norm::rmsnorm, 2)},
-      {"tiny-gpt", tiny("tiny-gpt", Mlp::gelu, Norm::layernorm, 4)},
+      {"tiny-llama", tiny("tiny-llama", Mlp::swiglu, Norm::rmsnorm, 8, 4)},
+      {"tiny-gpt", tiny("tiny-gpt", Mlp::gelu, Norm::layernorm, 4, 4)},
   }};
   return p;
 }

@@ -67,8 +67,8 @@ TEST_CASE("tiny presets match the example configs", "[model]") {
   const Model l = preset("tiny-llama");
   CHECK(l.dim == 64);
   CHECK(l.n_layers == 2);
-  CHECK(l.n_heads == 4);
-  CHECK(l.n_kv_heads == 2);
+  CHECK(l.n_heads == 8);
+  CHECK(l.n_kv_heads == 4);
   CHECK(l.ffn_dim == 128);
   CHECK(l.vocab_size == 256);
   CHECK(l.mlp == Mlp::swiglu);
@@ -125,7 +125,7 @@ TEST_CASE("Llama 3 70B has 70,553,706,496 parameters", "[model]") {
 
 TEST_CASE("tiny models: gelu drops w3, layernorm adds biases", "[model]") {
   const Model l = preset("tiny-llama");
-  // head_dim 16. Attention 64 x (4 + 2*2) x 16 = 8,192 + wo 64 x 64 = 4,096. MLP 3 x 64 x 128 = 24,576.
+  // head_dim 8. Attention 64 x (8 + 2*4) x 8 = 8,192 + wo 64 x 64 = 4,096. MLP 3 x 64 x 128 = 24,576.
   // Norms 2 x 64 = 128. Block 36,992. Total 256x64 + 2 x 36,992 + 64 + 256x64 = 16,384 + 73,984 + 64 + 16,384.
   CHECK(l.block_parameters() == 36'992);
   CHECK(l.total_parameters() == 106'816);
