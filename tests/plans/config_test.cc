@@ -282,11 +282,11 @@ TEST_CASE("config errors name file, line and key", "[config][errors]") {
   }
   SECTION("attention shapes") {
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_kv_heads: 3\n"),
-               Contains("cfg.yaml:3: model.n_kv_heads: expected a divisor of n_heads (4), got 3"));
+               Contains("cfg.yaml:3: model.n_kv_heads: expected a divisor of n_heads (8), got 3"));
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_heads: 8\n  n_kv_heads: 16\n"),
                Contains("cfg.yaml:4: model.n_kv_heads: expected a divisor of n_heads (8), got 16"));
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  dim: 66\n"),
-               Contains("cfg.yaml:3: model.dim: expected a multiple of n_heads (4), got 66"));
+               Contains("cfg.yaml:3: model.dim: expected a multiple of n_heads (8), got 66"));
   }
   SECTION("missing dims without a preset") {
     CHECK_THAT(error_of("training: {seq_len: 8}\nmodel:\n  n_layers: 2\n"),
