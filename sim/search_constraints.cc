@@ -1,0 +1,84 @@
+#include "sim/search_constraints.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+namespace tptune {
+
+namespace {
+
+Verdict fail(const char* reason, std::string detail) { return Verdict{reason, std::move(detail)}; }
+
+}  // namespace
+
+Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c) {
+  const Model& m = cfg.model;
+  const int tp = c.tp, gpn = cluster.gpus_per_node;
+  if (c.dp <= 0 || s.world_size % tp != 0)
+    return fail(prune::kWorld, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
+  if (tp % gpn != 0 && gpn % tp != 0)
+    return fail(prune::kStraddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
+  if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
+    return fail(prune::kFloat8Gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
+  const PlanFamily& fam = s.families.at(static_cast<size_t>(c.family));
+  if (tp > 1 && fam.preset) {
+    // What both presets shard over tp: heads (wq/wk/wv colwise, wo rowwise), the MLP hidden dim (w1/w3 colwise, w2
+    // rowwise), the vocabulary (tok_embeddings rowwise on rows, output colwise on its vocab outputs).
+    if (m.n_heads % tp) return fail(prune::kHeads, fmt::format("tp {} vs n_heads {}", tp, m.n_heads));
+    if (m.n_kv_heads % tp) return fail(prune::kKvHeads, fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads));
+    if (m.ffn_dim % tp) return fail(prune::kFfn, fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim));
+    if (m.vocab_size % tp) return fail(prune::kVocab, fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size));
+    if (fam.sequence_parallel && cfg.training.seq_len % tp)
+      return fail(prune::kSeq, fmt::format("tp {} vs seq_len {}", tp, cfg.training.seq_len));
+    if (c.async_tp && !fam.sequence_parallel)
+      return fail(prune::kAsyncNeedsSp, fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
+  }
+  if (tp > 1 && c.async_tp && c.float8 == Float8Recipe::rowwise)
+    return fail(prune::kAsyncRowwise, "torchtitan pairs async TP with bf16 or float8 tensorwise");
+  if (tp == 1) {
+    Candidate rep = tp1_representative(s, c);
+    if (rep.family != c.family || rep.async_tp != c.async_tp || rep.loss_parallel != c.loss_parallel)
+      return fail(prune::kRedundant, fmt::format("same program as tp 1 {} async_tp={} loss_parallel={}",
+                                                 s.families.at(static_cast<size_t>(rep.family)).name, rep.async_tp,
+                                                 rep.loss_parallel));
+  }
+  return {};
+}
+
+Candidate tp1_representative(const ResolvedSpace& s, const Candidate& c) {
+  if (c.tp != 1) return c;
+  Candidate r = c;
+  r.family = 0;
+  r.async_tp = s.async_tp.front();
+  const PlanFamily& f0 = s.families.front();
+  r.loss_parallel = f0.preset ? s.loss_parallel.front() : f0.file_plan.loss_parallel;
+  if (r.family == c.family && r.async_tp == c.async_tp && r.loss_parallel == c.loss_parallel) return c;
+  r.index = -1;  // the caller looks it up
+  return r;
+}
+
+std::string error_reason(const std::string& stage, const std::string& message, const std::string& plan_source) {
+  std::string m = message;
+  if (!plan_source.empty() && m.rfind(plan_source + ": ", 0) == 0) m = m.substr(plan_source.size() + 2);
+  // Keep "<module>: <first clause>" (or just the first clause when it names no module).
+  size_t first = m.find(": ");
+  if (first != std::string::npos) {
+    size_t second = m.find(": ", first + 2);
+    if (second != std::string::npos) m = m.substr(0, second);
+  }
+  std::string out;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(m[i]))) {
+      while (i + 1 < m.size() && (std::isdigit(static_cast<unsigned char>(m[i + 1])) || m[i + 1] == '.') &&
+             !(m[i + 1] == '.' && (i + 2 >= m.size() || !std::isdigit(static_cast<unsigned char>(m[i + 2])))))
+        ++i;
+      out += 'N';
+    } else {
+      out += m[i];
+    }
+  }
+  return stage + ": " + out;
+}
+
+}  // namespace tptune

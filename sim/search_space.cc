@@ -1,0 +1,110 @@
+#include "sim/search_space.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace tptune {
+
+std::vector<int> default_tp_degrees(const Cluster& c) {
+  std::vector<int> out;
+  const int world = c.world_size(), cap = 2 * c.gpus_per_node;
+  for (int d = 1; d <= world && d <= cap; ++d)
+    if (world % d == 0) out.push_back(d);
+  if (out.empty()) out.push_back(1);
+  return out;
+}
+
+ResolvedSpace resolve_space(const Config& cfg) {
+  const SearchSpace& s = cfg.search;
+  ResolvedSpace r;
+  r.world_size = cfg.cluster.world_size();
+  r.tp_degrees = s.tp_degrees.empty() ? default_tp_degrees(cfg.cluster) : s.tp_degrees;
+  for (const std::string& p : s.presets) {
+    PlanFamily f;
+    f.name = p;
+    f.preset = true;
+    f.sequence_parallel = p == "sequence_parallel";
+    r.families.push_back(std::move(f));
+  }
+  for (const std::string& path : s.plan_files) {
+    PlanFamily f;
+    f.preset = false;
+    f.file_plan = load_plan(path);
+    f.name = f.file_plan.family != "custom" && !f.file_plan.family.empty()
+                 ? f.file_plan.family
+                 : std::filesystem::path(path).stem().string();
+    f.file_plan.family = f.name;
+    r.families.push_back(std::move(f));
+  }
+  r.float8 = s.float8;
+  r.async_tp = s.async_tp;
+  r.loss_parallel = s.loss_parallel;
+  r.activation_checkpointing = s.activation_checkpointing;
+  r.local_batch_sizes = s.local_batch_sizes;
+  r.objective = s.objective;
+  r.memory_headroom_gib = s.memory_headroom_gib;
+  return r;
+}
+
+namespace {
+
+// The loss-parallel values searched for a family: the space's for presets, the file's own for plan files.
+std::vector<bool> loss_parallel_values(const ResolvedSpace& s, const PlanFamily& f) {
+  return f.preset ? s.loss_parallel : std::vector<bool>{f.file_plan.loss_parallel};
+}
+
+}  // namespace
+
+size_t ResolvedSpace::size() const {
+  size_t per_family = 0;
+  for (const PlanFamily& f : families) per_family += loss_parallel_values(*this, f).size();
+  return tp_degrees.size() * per_family * float8.size() * async_tp.size() * activation_checkpointing.size() *
+         local_batch_sizes.size();
+}
+
+std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
+  std::vector<Candidate> out;
+  out.reserve(s.size());
+  for (int tp : s.tp_degrees)
+    for (size_t fam = 0; fam < s.families.size(); ++fam)
+      for (Float8Recipe f8 : s.float8)
+        for (bool async : s.async_tp)
+          for (bool lp : loss_parallel_values(s, s.families[fam]))
+            for (ActivationCheckpointing ac : s.activation_checkpointing)
+              for (int64_t lbs : s.local_batch_sizes) {
+                Candidate c;
+                c.index = static_cast<int>(out.size());
+                c.tp = tp;
+                c.dp = tp > 0 && s.world_size % tp == 0 ? s.world_size / tp : 0;  // 0: tp does not divide the world
+                c.family = static_cast<int>(fam);
+                c.float8 = f8;
+                c.async_tp = async;
+                c.loss_parallel = lp;
+                c.ac = ac;
+                c.local_batch_size = lbs;
+                out.push_back(c);
+              }
+  return out;
+}
+
+Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
+  const PlanFamily& f = s.families.at(static_cast<size_t>(c.family));
+  Plan p = f.preset ? Plan{} : f.file_plan;
+  p.tp_degree = c.tp;
+  p.dp_shard = std::max(c.dp, 1);
+  p.float8 = c.float8;
+  p.async_tp = c.async_tp;
+  p.loss_parallel = c.loss_parallel;
+  p.activation_checkpointing = c.ac;
+  p.local_batch_size = c.local_batch_size;
+  return f.preset ? preset_plan(f.name, p) : p;
+}
+
+std::string describe(const ResolvedSpace& s, const Candidate& c) {
+  return fmt::format("tp {} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}", c.tp,
+                     s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp,
+                     c.loss_parallel, to_string(c.ac), c.local_batch_size);
+}
+
+}  // namespace tptune

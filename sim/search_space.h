@@ -1,0 +1,75 @@
+#pragma once
+// The candidates of `tp-plan search`: every full plan of the config's `search:` section (plans/config.h).
+//
+// A candidate fixes everything a Plan holds: the TP degree, the plan family (a preset's module plan or a user plan
+// file's), float8 recipe, async TP, loss parallel, activation checkpointing and local batch size; dp_shard is
+// world / tp. The space is the Cartesian product of the section's lists, enumerated in a fixed order (tp, family,
+// float8, async, loss parallel, AC, local batch; the config's list order within each), so that a candidate's index
+// identifies it and ties in the ranking break the same way every run.
+//
+// Defaults when the config has no `search:` section or leaves a list out are SearchSpace's (plans/config.h), except
+// tp_degrees, whose default is the divisors of the world size up to 2 x gpus_per_node (TP beyond two nodes is never
+// worth its inter-node traffic for the models tptune knows, and would only lengthen the list of pruned candidates).
+//
+// User plan files: their module styles define the family; the search varies the toggles around them, except
+// loss_parallel, which a module plan fixes (its output projection either keeps vocab-sharded logits or not), so a
+// file's own loss_parallel is kept.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plans/config.h"
+#include "plans/plan.h"
+
+namespace tptune {
+
+// One plan family: a preset (module plan derived from the toggles) or a loaded plan file (module plan fixed).
+struct PlanFamily {
+  std::string name;        // "vanilla", "sequence_parallel", or the file's family / file name
+  bool preset = true;
+  Plan file_plan;          // the loaded file (preset == false)
+  // Whether the family is known to use sequence parallelism (the presets; unknown, and so false, for files: their
+  // lowering decides what async TP and the sequence split need).
+  bool sequence_parallel = false;
+};
+
+struct Candidate {
+  int index = 0;  // position in enumeration order
+  int tp = 1;
+  int dp = 1;
+  int family = 0;  // into ResolvedSpace::families
+  Float8Recipe float8 = Float8Recipe::none;
+  bool async_tp = false;
+  bool loss_parallel = false;
+  ActivationCheckpointing ac = ActivationCheckpointing::none;
+  int64_t local_batch_size = 1;
+};
+
+struct ResolvedSpace {
+  std::vector<int> tp_degrees;
+  std::vector<PlanFamily> families;
+  std::vector<Float8Recipe> float8;
+  std::vector<bool> async_tp;
+  std::vector<bool> loss_parallel;
+  std::vector<ActivationCheckpointing> activation_checkpointing;
+  std::vector<int64_t> local_batch_sizes;
+  Objective objective = Objective::tokens_per_second;
+  double memory_headroom_gib = 2.0;
+  int world_size = 1;
+
+  size_t size() const;  // number of candidates
+};
+
+// Divisors of the world size up to 2 x gpus_per_node (at least {1}).
+std::vector<int> default_tp_degrees(const Cluster& c);
+// The config's space with defaults filled in and plan files loaded (tptune::Error naming the file on bad input).
+ResolvedSpace resolve_space(const Config& cfg);
+// Every candidate, in enumeration order.
+std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);
+// The full Plan of a candidate: the family's module plan with the candidate's toggles.
+Plan candidate_plan(const ResolvedSpace& s, const Candidate& c);
+// One line: "tp 8 sequence_parallel float8=tensorwise async lp ac=selective lbs=2".
+std::string describe(const ResolvedSpace& s, const Candidate& c);
+
+}  // namespace tptune
