@@ -102,13 +102,14 @@ void Executor::step(const OpTimeFn& on_op) {
     if (op.op->phase == Phase::optimizer && !options_.run_optimizer) continue;
     if (!on_op) {
       run_op(static_cast<int>(i), false);
-      continue;
+    } else {
+      be_.synchronize();
+      timer->start();
+      run_op(static_cast<int>(i), true);
+      timer->stop();
+      on_op(static_cast<int>(i), timer->elapsed_us());
     }
-    be_.synchronize();
-    timer->start();
-    run_op(static_cast<int>(i), true);
-    timer->stop();
-    on_op(static_cast<int>(i), timer->elapsed_us());
+    if (after_op_) after_op_(static_cast<int>(i));
   }
   complete_all();
   be_.synchronize();

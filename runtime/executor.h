@@ -56,6 +56,10 @@ class Executor {
   using OpTimeFn = std::function<void(int op, double us)>;
   void step(const OpTimeFn& on_op = nullptr);
 
+  // Called after every op that ran (both modes), with its flat op index: the verifier inspects and replaces float8
+  // casts of the reference run through it.
+  void set_after_op(std::function<void(int op)> fn) { after_op_ = std::move(fn); }
+
   const TensorDesc& desc(int flat_tensor) const;
   // The local data of a flat tensor (int32 tensors converted to float).
   std::vector<float> read(int flat_tensor) const;
@@ -116,6 +120,7 @@ class Executor {
   std::vector<Buffer> buffers_;
   std::vector<Pending> pending_;
   std::vector<std::vector<Buffer>> scratch_;  // per flat op: staging buffers kept across steps
+  std::function<void(int)> after_op_;
 };
 
 }  // namespace tptune

@@ -147,11 +147,7 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     backend.download(times.data(), worst.f32(), static_cast<int64_t>(n_ops));
     for (size_t i = 0; i < n_ops; ++i) samples[i].push_back(times[i]);
   }
-  const float loss = ex.loss();
-  if (!std::isfinite(loss))
-    throw Error(fmt::format("profile: the loss is {} after {} steps: the run diverged (NaN/inf), its times are not "
-                            "meaningful",
-                            loss, options.warmup + options.iters));
+  const float loss = ex.loss();  // replicated: the same on every rank
 
   using nlohmann::json;
   BackendEnvironment env = backend.environment();
@@ -194,6 +190,8 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
         {"loss_parallel", plan.loss_parallel}}},
       {"tp", program.tp},
       {"dp", program.dp}};
+  // The loss after the last step (null when it is not finite: the run diverged and its times mean little).
+  j["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   j["timing"] = {{"warmup", options.warmup},
                  {"iters", options.iters},
                  {"unit", "us"},

@@ -15,6 +15,7 @@
 //                     "git_hash": "1a2b3c4", "build_type": "Release"},
 //     "program": {"model": {...}, "training": {...}, "plan": {...}, "tp": 2, "dp": 1},
 //     "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max"},
+//     "final_loss": 5.61 (null when the run diverged to NaN/inf),
 //     "ops": [ one record per op of expand(Program), in execution order:
 //       {"index": 0, "name": "tok_embeddings.fwd", "module": "tok_embeddings", "segment": "embed.fwd", "layer": -1,
 //        "template_op": 0, "phase": "forward", "kind": "embedding",

@@ -2,36 +2,33 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "plans/error.h"
+#include "kernels/cpu/float8.h"
 #include "runtime/executor.h"
 
 namespace tptune {
 namespace {
 
-// Tolerances.
-//
-// fp32 (no float8): the sharded and unsharded steps do the same arithmetic in fp32 except for the order of
-// summation (a GEMM's K split over ranks and summed by an all-reduce, different Eigen blocking, partial norm-weight
-// gradients summed across ranks). Each reordered sum of K terms differs by at most ~K * 2^-24 relative to the sum of
-// magnitudes (K <= a few hundred here, so ~1e-5), and these differences propagate through two layers and their
-// backward without amplification beyond O(10). 1e-4 of the tensor's largest value bounds that with a margin; a
-// layout error moves values by O(their size) and lands near 1.
-//
-// float8 tensorwise: both runs quantize with the same global scale (the sharded run all-reduces each sharded
-// tensor's amax), so their float8 values are identical except where an fp32 reordering difference (~1e-6 relative)
-// moves a value across an e4m3 rounding boundary (spacing 2^-3 relative): about one element in 10^5 flips by one
-// float8 step, which changes a few output elements by up to ~1% locally. The max-based metric is therefore
-// dominated by rare, isolated flips; the gate is the relative l2 error, which they barely move (< 1e-3 measured).
-// A per-rank scale (a missing amax all-reduce) re-rounds EVERY element on a different grid: ~3.6% rms error per
-// element (uniform rounding error of a 2^-3 step), i.e. a relative l2 error of a few percent in every gradient.
-// 5e-3 separates the two by an order of magnitude on each side.
-Tolerance tolerance_for(const Program& p) {
-  if (p.plan.float8 == Float8Recipe::tensorwise) return {"rel_l2", 5e-3};
-  return {"max_rel", 1e-4};
-}
+// Tolerance. The sharded and unsharded steps do the same arithmetic in fp32 except for the order of summation (a
+// GEMM's K split over ranks and summed by an all-reduce, different Eigen blocking, partial norm-weight gradients
+// summed across ranks). Each reordered sum of K terms differs by at most ~K * 2^-24 relative to the sum of
+// magnitudes (K <= a few hundred here, so ~1e-5), and these differences propagate through the layers and their
+// backward without amplification beyond O(10); measured: <= 2e-6. 1e-4 of the tensor's largest value bounds that
+// with a margin; a layout error moves values by O(their size) and lands near 1. With float8 the same bound holds
+// because the reference is kept in lockstep with the sharded run's float8 values (verifier.h), each cast being
+// checked on its own.
+constexpr double kMaxRel = 1e-4;
+// float8 cast checks. Scales: every rank must hold the same scale (the amax all-reduce makes them bit-identical;
+// 1e-6 allows for a reduction that is not), and it must equal the reference's up to the fp32 noise of the amax
+// (<= 1e-6 measured, 1e-4 allowed). Flips: the reference input must lie within 1e-4 of the tensor's largest scaled
+// value of the midpoint between the two float8 values (fp32 noise before a cast is <= ~1e-6 of that).
+constexpr double kRankScaleSpread = 1e-6, kScaleRel = 1e-4, kFlipMidpoint = 1e-4;
 
 struct Errors {
   double ref_max = 0, max_abs = 0, sum_d2 = 0, sum_r2 = 0;
@@ -74,12 +71,141 @@ std::vector<float> assemble(const std::vector<float>& shards, const Shape& full,
   return out;
 }
 
+// The global tensor a (possibly redistributed) tensor holds: redistributions keep the global value.
+std::string global_name(std::string fqn) {
+  static const char* suffixes[] = {".all_gather", ".all_reduce", ".reduce_scatter", ".all_to_all", ".slice"};
+  for (bool again = true; again;) {
+    again = false;
+    for (const char* sfx : suffixes) {
+      std::string x(sfx);
+      if (fqn.size() > x.size() && fqn.compare(fqn.size() - x.size(), x.size(), x) == 0) {
+        fqn.resize(fqn.size() - x.size());
+        again = true;
+      }
+    }
+  }
+  return fqn;
+}
+
+// Two float8 values with no float8 value strictly between them.
+bool adjacent(float a, float b, kernels::Float8Format f) {
+  const uint8_t ea = kernels::encode_float8(a, f), eb = kernels::encode_float8(b, f);
+  const int ma = ea & 0x7F, mb = eb & 0x7F;
+  if ((ea & 0x80) == (eb & 0x80)) return std::abs(ma - mb) == 1;
+  return ma + mb <= 1;  // across zero
+}
+
+// The full name of input `k` of a flat op as its Program names it in the op's layer ("layers.1.output.grad"); the
+// flat tensor's own name may be that of a tensor it aliases across a layer chain.
+std::string input_name(const Program& p, const FlatOp& op, size_t k) {
+  const TensorDesc& d = p.tensor(op.op->inputs[k]);
+  return d.per_layer ? layer_fqn(op.layer, d.name) : d.name;
+}
+
+const CastFp8Op* cast_stage(const FlatOp& op) {
+  const auto* c = std::get_if<CastFp8Op>(&op.op->kind);
+  if (!c || c->stage != CastFp8Op::Stage::cast || op.inputs.size() != 2 || op.outputs.size() != 2) return nullptr;
+  return c;
+}
+
+// Keeps the reference run in lockstep with the sharded run's float8 values (see verifier.h), checking each cast.
+class Float8Lockstep {
+ public:
+  Float8Lockstep(Backend& be, const Executor& sharded, Executor& ref, VerifyReport& report)
+      : be_(be), sharded_(sharded), ref_(ref), report_(report), tp_(be.group_size(Group::tp)) {
+    const FlatProgram& f = sharded.flat();
+    for (size_t i = 0; i < f.ops.size(); ++i)
+      if (const CastFp8Op* c = cast_stage(f.ops[i]))
+        casts_.emplace(std::make_pair(global_name(input_name(sharded.program(), f.ops[i], 0)), c->to),
+                       static_cast<int>(i));
+  }
+
+  // Runs on every rank in the same order (the reference Program is the same everywhere), so the gathers match.
+  void after_reference_op(int index) {
+    const FlatOp& rop = ref_.flat().ops[size_t(index)];
+    const CastFp8Op* c = cast_stage(rop);
+    if (!c) return;
+    const std::string tensor = global_name(input_name(ref_.program(), rop, 0));
+    auto it = casts_.find({tensor, c->to});
+    if (it == casts_.end()) {
+      report_.unmatched_casts.push_back(rop.name);
+      return;
+    }
+    const FlatOp& sop = sharded_.flat().ops[size_t(it->second)];
+    const auto fmt8 = c->to == DType::fp8_e5m2 ? kernels::Float8Format::e5m2 : kernels::Float8Format::e4m3;
+    CastCheck k;
+    k.tensor = tensor;
+    k.op = rop.name;
+    k.sharded_op = sop.name;
+    std::vector<float> all_q = gather_all(be_, sharded_, sop.outputs[0]);
+    std::vector<float> all_s = gather_all(be_, sharded_, sop.outputs[1]);
+    const TensorDesc& sd = sharded_.desc(sop.outputs[0]);
+    const TensorDesc& rd = ref_.desc(rop.outputs[0]);
+    const int64_t n = numel(rd.local_shape), local = numel(sd.local_shape);
+    k.elements = n;
+    std::vector<float> q;
+    if (sd.global_shape != rd.global_shape) {
+      k.problem = fmt::format("the sharded cast {} is of a {} tensor, the reference's {}", sop.name,
+                              to_string(sd.global_shape), to_string(rd.global_shape));
+    } else if (sd.placement.is_partial()) {
+      k.problem = "the sharded run casts a partial sum (P): each rank quantizes an addend";
+    } else if (sd.placement.is_shard() && tp_ > 1) {
+      q = assemble(all_q, sd.global_shape, sd.placement.normalized_dim(static_cast<int>(sd.global_shape.size())), tp_);
+    } else {
+      q.assign(all_q.begin(), all_q.begin() + local);
+      for (int r = 1; r < tp_ && k.problem.empty(); ++r)
+        if (!std::equal(q.begin(), q.end(), all_q.begin() + r * local))
+          k.problem = fmt::format("rank {} holds other float8 values of this replicated tensor than rank 0", r);
+    }
+    const float s0 = all_s[0], sr = ref_.read(rop.outputs[1])[0];
+    for (int r = 1; r < tp_; ++r)
+      k.rank_scale_spread = std::max(k.rank_scale_spread, std::abs(double(all_s[size_t(r)]) - s0) / std::abs(double(s0)));
+    k.scale_rel_err = std::abs(double(s0) - sr) / std::abs(double(sr));
+    if (static_cast<int64_t>(q.size()) == n) {
+      const std::vector<float> x = ref_.read(rop.inputs[0]), qr = ref_.read(rop.outputs[0]);
+      double xmax = 0;
+      for (float v : x) xmax = std::max(xmax, std::abs(double(v) / sr));
+      for (int64_t i = 0; i < n; ++i) {
+        const float a = q[size_t(i)], b = qr[size_t(i)];
+        if (a == b) continue;
+        const double mid = 0.5 * (double(a) + double(b));
+        if (adjacent(a, b, fmt8) && std::abs(double(x[size_t(i)]) / sr - mid) <= kFlipMidpoint * xmax)
+          ++k.flips;
+        else
+          ++k.bad;
+      }
+      ref_.write(rop.outputs[0], q);  // the reference continues with the sharded run's float8 values
+      ref_.write(rop.outputs[1], {s0});
+    }
+    if (k.problem.empty() && k.rank_scale_spread > kRankScaleSpread)
+      k.problem = fmt::format("the ranks quantize with different scales (spread {:.2e}): the amax of a sharded tensor "
+                              "was not all-reduced (max)",
+                              k.rank_scale_spread);
+    if (k.problem.empty() && k.scale_rel_err > kScaleRel)
+      k.problem = fmt::format("scale {:.6e} differs from the unsharded model's {:.6e}", s0, sr);
+    if (k.problem.empty() && k.bad > 0)
+      k.problem = fmt::format("{} of {} float8 values differ from the unsharded model's beyond rounding flips", k.bad, n);
+    k.pass = k.problem.empty();
+    report_.casts.push_back(std::move(k));
+  }
+
+ private:
+  Backend& be_;
+  const Executor& sharded_;
+  Executor& ref_;
+  VerifyReport& report_;
+  const int tp_;
+  std::map<std::pair<std::string, DType>, int> casts_;
+};
+
 }  // namespace
 
 bool VerifyReport::pass() const {
   if (!loss_pass) return false;
   for (const auto& p : params)
     if (!p.pass) return false;
+  for (const auto& c : casts)
+    if (!c.pass) return false;
   return !params.empty();
 }
 
@@ -99,14 +225,17 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
   Executor ref(reference, reference_backend, opts);
   ex.init(seed);
   ref.init(seed);
+  VerifyReport r;
   ex.step();
+  Float8Lockstep lockstep(backend, ex, ref, r);
+  if (sharded.plan.float8 != Float8Recipe::none)
+    ref.set_after_op([&lockstep](int op) { lockstep.after_reference_op(op); });
   ref.step();
 
-  VerifyReport r;
   r.tp = tp;
   r.seed = seed;
   r.float8 = std::string(to_string(sharded.plan.float8));
-  const Tolerance tol = tolerance_for(sharded);
+  const Tolerance tol{"max_rel", kMaxRel};
   // The loss is replicated: every rank's copy must match (gathered so that all ranks agree on the verdict).
   {
     std::vector<float> losses = gather_all(backend, ex, ex.loss_tensor());
@@ -118,8 +247,7 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
       r.loss_rel_err = std::max(r.loss_rel_err, std::abs(double(l) - r.reference_loss) /
                                                     std::max(std::abs(r.reference_loss), 1e-30));
     }
-    // The loss is one scalar: the same bound as a tensor's largest value (float8: its rms bound, since a scalar's
-    // relative error is its relative l2 error).
+    // The loss is one scalar: the same bound as a tensor's largest value.
     r.loss_tolerance = {"rel", tol.value};
     r.loss_pass = finite && r.loss_rel_err <= tol.value;
   }
@@ -165,10 +293,17 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
         if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
       }
     }
-    const double metric = tol.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err;
-    c.pass = c.problem.empty() && metric <= tol.value;
+    c.pass = c.problem.empty() && c.max_rel_err <= tol.value;
     r.params.push_back(std::move(c));
   }
+  // Model order: the embedding, the layers in order, then the rest (final norm, output); stable within each.
+  auto rank_of = [](const std::string& n) -> int64_t {
+    if (n.rfind("tok_embeddings", 0) == 0) return -1;
+    if (n.rfind("layers.", 0) == 0) return std::atoll(n.c_str() + 7);
+    return INT64_MAX;
+  };
+  std::stable_sort(r.params.begin(), r.params.end(),
+                   [&](const ParamCheck& a, const ParamCheck& b) { return rank_of(a.name) < rank_of(b.name); });
   for (const auto& [name, p] : ref_params) {
     if (seen.count(name)) continue;
     ParamCheck c;
@@ -193,14 +328,31 @@ std::string format_report(const VerifyReport& r) {
   }
   s += fmt::format("loss: sharded {:.7f}, unsharded {:.7f}, rel err {:.3e} (tolerance {:.0e})  {}\n", r.loss,
                    r.reference_loss, r.loss_rel_err, r.loss_tolerance.value, r.loss_pass ? "pass" : "FAIL");
+  if (!r.casts.empty() || !r.unmatched_casts.empty()) {
+    int64_t flips = 0, failed_casts = 0;
+    for (const auto& c : r.casts) flips += c.flips, failed_casts += !c.pass;
+    s += fmt::format("float8: {} casts checked against the sharded run ({} failed, {} rounding flips at fp32-noise "
+                     "midpoints carried over), {} quantized by the reference alone\n",
+                     r.casts.size(), failed_casts, flips, r.unmatched_casts.size());
+    if (!r.unmatched_casts.empty())
+      s += fmt::format("  quantized by the reference alone: {}\n", fmt::join(r.unmatched_casts, ", "));
+    for (const auto& c : r.casts)
+      if (!c.pass) s += fmt::format("  FAIL {} ({}): {}\n", c.tensor, c.sharded_op, c.problem);
+  }
   auto failed = r.failed_params();
   if (r.pass())
     s += fmt::format("verify: PASS — tp {}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
                      r.params.size());
   else
-    s += fmt::format("verify: FAIL — tp {}: {} of {} parameter gradients differ{}{}\n", r.tp, failed.size(),
+  {
+    std::vector<std::string> bad_casts;
+    for (const auto& c : r.casts)
+      if (!c.pass) bad_casts.push_back(c.tensor);
+    s += fmt::format("verify: FAIL — tp {}: {} of {} parameter gradients differ{}{}{}\n", r.tp, failed.size(),
                      r.params.size(), failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
-                     r.loss_pass ? "" : "; the loss differs");
+                     r.loss_pass ? "" : "; the loss differs",
+                     bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
+  }
   return s;
 }
 
@@ -224,6 +376,21 @@ nlohmann::json to_json(const VerifyReport& r) {
     if (!p.problem.empty()) q["problem"] = p.problem;
     j["params"].push_back(q);
   }
+  j["casts"] = nlohmann::json::array();
+  for (const auto& c : r.casts) {
+    nlohmann::json q = {{"tensor", c.tensor},
+                        {"op", c.op},
+                        {"sharded_op", c.sharded_op},
+                        {"elements", c.elements},
+                        {"flips", c.flips},
+                        {"bad", c.bad},
+                        {"scale_rel_err", c.scale_rel_err},
+                        {"rank_scale_spread", c.rank_scale_spread},
+                        {"pass", c.pass}};
+    if (!c.problem.empty()) q["problem"] = c.problem;
+    j["casts"].push_back(q);
+  }
+  j["unmatched_casts"] = r.unmatched_casts;
   j["failed"] = r.failed_params();
   return j;
 }

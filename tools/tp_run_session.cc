@@ -148,9 +148,10 @@ void check_same_everywhere(const std::string& config_path, const Plan& plan,
   if (mine[1] != root[1]) what.push_back("the resolved plan");
   if (mine[2] != root[2]) what.push_back("the options (seed, warm-up, iterations)");
   if (!what.empty())
-    throw Error(fmt::format("{} differ from rank 0's (hashes {:016x} {:016x} {:016x} vs {:016x} {:016x} {:016x}): "
-                            "every rank must run the same config and plan",
-                            fmt::join(what, ", "), mine[0], mine[1], mine[2], root[0], root[1], root[2]));
+    throw Error(fmt::format("{} differ{} from rank 0's (hashes of config, plan, options {:016x} {:016x} {:016x}, "
+                            "rank 0 {:016x} {:016x} {:016x}): every rank must run the same config and plan",
+                            fmt::join(what, " and "), what.size() == 1 ? "s" : "", mine[0], mine[1], mine[2], root[0],
+                            root[1], root[2]));
 }
 
 }  // namespace tptune::tools
