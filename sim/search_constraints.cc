@@ -61,11 +61,13 @@ Candidate tp1_representative(const ResolvedSpace& s, const Candidate& c) {
 std::string error_reason(const std::string& stage, const std::string& message, const std::string& plan_source) {
   std::string m = message;
   if (!plan_source.empty() && m.rfind(plan_source + ": ", 0) == 0) m = m.substr(plan_source.size() + 2);
-  // Keep "<module>: <first clause>" (or just the first clause when it names no module).
+  // Keep "<module>: <first clause>", or just the first clause when the message does not start with a module FQN
+  // (an FQN has no spaces).
   size_t first = m.find(": ");
   if (first != std::string::npos) {
-    size_t second = m.find(": ", first + 2);
-    if (second != std::string::npos) m = m.substr(0, second);
+    const bool module = m.substr(0, first).find(' ') == std::string::npos;
+    size_t cut = module ? m.find(": ", first + 2) : first;
+    if (cut != std::string::npos) m = m.substr(0, cut);
   }
   std::string out;
   for (size_t i = 0; i < m.size(); ++i) {
