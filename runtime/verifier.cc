@@ -217,7 +217,8 @@ std::vector<std::string> VerifyReport::failed_params() const {
 }
 
 VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend,
-                         Backend& reference_backend, uint64_t seed) {
+                         Backend& reference_backend, uint64_t seed,
+                         const std::function<void(Executor&)>& before_step) {
   const int tp = backend.group_size(Group::tp);
   ExecutorOptions opts;
   opts.run_optimizer = false;
@@ -225,6 +226,7 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
   Executor ref(reference, reference_backend, opts);
   ex.init(seed);
   ref.init(seed);
+  if (before_step) before_step(ex);
   VerifyReport r;
   ex.step();
   Float8Lockstep lockstep(backend, ex, ref, r);

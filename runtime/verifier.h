@@ -31,6 +31,7 @@
 // same report.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@
 #include "runtime/backend.h"
 
 namespace tptune {
+
+class Executor;
 
 struct Tolerance {
   std::string metric;  // "max_rel" or "rel_l2": which metric the tolerance bounds
@@ -85,8 +88,10 @@ struct VerifyReport {
   std::vector<std::string> failed_params() const;
 };
 
+// `before_step` (tests): called with the sharded executor after its initialization, to corrupt it on purpose.
 VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend,
-                         Backend& reference_backend, uint64_t seed);
+                         Backend& reference_backend, uint64_t seed,
+                         const std::function<void(Executor&)>& before_step = nullptr);
 
 // The per-parameter table and a summary line, for people.
 std::string format_report(const VerifyReport& r);
