@@ -39,6 +39,7 @@ int run_profile(const World& w, ProfileArgs& a) {
   nlohmann::json profile;
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
+    maybe_inject_failure(w);
     profile = profile_program(s.sharded, backend, {a.warmup, a.iters, a.seed});
   });
   // The loss is replicated, so every rank reaches the same verdict.

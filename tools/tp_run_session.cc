@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -64,6 +65,14 @@ void or_abort(const World& w, const std::function<void()>& fn) {
   std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, error.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+void maybe_inject_failure(const World& w) {
+  const char* v = std::getenv("TPTUNE_TP_RUN_FAIL_RANK");
+  if (v && std::atoi(v) == w.rank)
+    throw Error(fmt::format("injected failure (TPTUNE_TP_RUN_FAIL_RANK={}): one rank fails while its peers wait in a "
+                            "collective",
+                            w.rank));
 }
 
 namespace {

@@ -35,6 +35,10 @@ bool agree_on_error(const World& w, const std::string& error);
 // Runs `fn`; an exception prints `tp-run: error (rank r): ...` and aborts every rank.
 void or_abort(const World& w, const std::function<void()>& fn);
 
+// Testing the failure path: when the environment variable TPTUNE_TP_RUN_FAIL_RANK equals this rank, throws as if
+// this rank had failed at the start of execution (its peers then wait in the step's first collective).
+void maybe_inject_failure(const World& w);
+
 // Rank 0 prints.
 void print0(const World& w, const std::string& text);
 

@@ -50,6 +50,7 @@ int run_verify(const World& w, VerifyArgs& a) {
   VerifyReport report;
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
+    maybe_inject_failure(w);
     CpuBackend reference;  // this process alone: the unsharded model
     report = verify_step(s.sharded, s.reference, backend, reference, a.seed);
   });
