@@ -50,8 +50,10 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
     return e;
   }
   double shape = std::max(
-      gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, c.gemm_k_overhead),
-      gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, c.gemm_k_overhead));
+      {gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, c.gemm_k_overhead),
+       gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, c.gemm_k_overhead),
+       c.gemm_small_tile_efficiency * gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile, c.gemm_small_tile,
+                                                            gpu.sm_count, c.gemm_k_overhead)});
   double eff = base * shape;
   double t_flops = e.flops / (peak * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.gemm_memory_efficiency) * 1e6;
@@ -90,6 +92,24 @@ ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhe
 
 namespace {
 
+// Eager-module traffic over the fused bytes the Program counts (CostParams).
+double traffic_factor(ElementwiseOp::Fn f, const CostParams& c) {
+  using F = ElementwiseOp::Fn;
+  switch (f) {
+    case F::rmsnorm:
+    case F::rmsnorm_bwd:
+    case F::layernorm:
+    case F::layernorm_bwd: return c.norm_traffic_factor;
+    case F::rope:
+    case F::rope_bwd: return c.rope_traffic_factor;
+    case F::swiglu:
+    case F::swiglu_bwd:
+    case F::gelu:
+    case F::gelu_bwd: return c.activation_traffic_factor;
+    default: return 1.0;
+  }
+}
+
 int elt(const Program& p, const std::vector<TensorId>& ts, size_t i, DType fallback) {
   return i < ts.size() ? bytes_per_element(p.tensor(ts[i]).dtype) : bytes_per_element(fallback);
 }
@@ -105,7 +125,8 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
-    ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes), eff, adam ? c.optimizer_overhead_us : ovh, gpu);
+    ComputeEstimate e =
+        memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c), eff, adam ? c.optimizer_overhead_us : ovh, gpu);
     e.flops = 0;
     return e;
   }

@@ -3,13 +3,15 @@
 //
 //   GEMM       roofline: max(2mnk / (peak(dtype) x efficiency), bytes / (HBM x gemm_memory_efficiency)) + overhead.
 //              efficiency = gemm_efficiency(dtype) x wave utilisation x k / (k + gemm_k_overhead), where the output
-//              is cut into tiles (128x256 or 256x128, the better), tiles run in waves over the SMs and a partial last
-//              wave idles SMs; when there are fewer tiles than SMs, k is split (split-K) to fill them.
+//              is cut into tiles (128x256, 256x128, or 128x128 at gemm_small_tile_efficiency: the best), tiles run in
+//              waves over the SMs and a partial last wave idles SMs; when there are fewer tiles than SMs, k is split
+//              (split-K) to fill them.
 //              float8 operands run at the fp8 peak (an error on GPUs without float8).
 //   attention  flash-style fused kernel: causal FLOPs (AttentionOp::flops) at attention_{fwd,bwd}_efficiency x wave
 //              utilisation of batch x heads x seq/128 CTAs.
 //   the rest   memory-bound: HBM bytes / (HBM x memory_bound_efficiency) + launch overhead. Bytes per kind:
-//              elementwise: ElementwiseOp::bytes; embedding fwd: ids + gathered rows read and written; embedding
+//              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations
+//              (CostParams); embedding fwd: ids + gathered rows read and written; embedding
 //              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
 //              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward);
 //              float8 casts: amax reads x, cast reads x and writes 1 byte per element.

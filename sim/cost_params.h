@@ -34,6 +34,10 @@ struct CostParams {
   // tile are tried and the better one is taken (cuBLAS heuristics pick per shape).
   int gemm_tile_m = 128;
   int gemm_tile_n = 256;
+  // Mid-size outputs get more CTAs from 128x128 tiles (cuBLAS heuristics choose them there), which reach a little
+  // less of the peak than the large tile (less reuse per loaded operand).
+  int gemm_small_tile = 128;
+  double gemm_small_tile_efficiency = 0.90;
   // Per-tile fixed work (prologue, epilogue, pipeline fill) in units of k: efficiency x k / (k + gemm_k_overhead).
   // Small-k GEMMs (weight gradients of thin layers, attention projections of few heads) run far below peak.
   double gemm_k_overhead = 128;
@@ -44,10 +48,10 @@ struct CostParams {
 
   // ---- Compute: attention (flash-style fused kernel, causal FLOPs of AttentionOp::flops) -------------------------
   // FlashAttention-3 paper (Shah et al. 2024): on H100 bf16, head_dim 128, causal, long sequences, FA2 reaches
-  // ~35-40% of peak forward and FA3 ~60-75%; backward runs lower. torchtitan's SDPA uses the flash (FA2-class) or
-  // cuDNN kernels; we take a point between them.
-  double attention_fwd_efficiency = 0.50;
-  double attention_bwd_efficiency = 0.40;
+  // ~35-40% of peak forward and FA3 ~60-75%; backward runs lower. torchtitan's SDPA runs the flash (FA2-class)
+  // kernel unless the cuDNN backend is chosen; we take FA2-class figures, a little above its forward.
+  double attention_fwd_efficiency = 0.40;
+  double attention_bwd_efficiency = 0.33;
   int attention_block_q = 128;  // query rows per CTA (wave quantization over batch x heads x seq/128)
   double attention_overhead_us = 4.0;
 
@@ -57,6 +61,14 @@ struct CostParams {
   double memory_bound_efficiency = 0.80;
   // Launch overhead per memory-bound kernel (3-5 us on Hopper with the CPU ahead of the GPU).
   double memory_bound_overhead_us = 4.0;
+  // HBM traffic of torchtitan's eager modules over the fused-kernel bytes the Program counts (ElementwiseOp::bytes).
+  // RMSNorm runs as ~7 composite kernels in fp32 (x.float(), pow, mean, rsqrt, mul, type_as, mul: ~36 bytes per
+  // element against 4 fused; PyTorch's newer fused rms_norm gets close to 1); rotary embedding goes through complex
+  // views in fp32 (~5x); SiLU(a) * b is two kernels (~1.7x); residual adds are one kernel. With torch.compile all of
+  // these fuse: set them to 1. Defaults sit between the composite and the fused forms.
+  double norm_traffic_factor = 6.0;
+  double rope_traffic_factor = 4.0;
+  double activation_traffic_factor = 1.7;
   // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
   double embedding_bwd_efficiency = 0.35;
   // AdamW runs as a multi-tensor (foreach/fused) kernel: one launch covers many parameters, so the launch cost per
@@ -90,16 +102,14 @@ struct CostParams {
   double p2p_latency_us = 5.0;
   double p2p_bandwidth_efficiency = 0.80;
 
-  // ---- Schedule --------------------------------------------------------------------------------------------------
-  // FSDP prefetch: a data-parallel collective of a segment instance may start once the previous instance has started
-  // (FSDP2 issues the next block's all-gather when the current block begins: one block in flight ahead).
-  int dp_prefetch_depth = 1;
-
   // ---- Memory ----------------------------------------------------------------------------------------------------
   // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB
   // on Hopper), plus caching-allocator fragmentation as a fraction of the tensor peak.
   double memory_runtime_overhead_GiB = 1.5;
   double memory_fragmentation = 0.05;
+  // Unsharded compute copies of block parameters alive at once: the block being computed and the one FSDP
+  // prefetches (the schedule issues each block's all-gather one block ahead).
+  int blocks_in_flight = 2;
 };
 
 // The defaults above (a named constant, so that callers can say what they use).

@@ -81,10 +81,14 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
   const Segment* fwd = p.segment("block.fwd");
   const Segment* bwd = p.segment("block.bwd");
   const Segment* head = p.segment("head");
-  std::vector<std::set<const Segment*>> readers(nt);
-  for (const Segment& s : p.segments)
-    for (const Op& op : s.ops)
-      for (TensorId t : op.inputs) readers[static_cast<size_t>(t)].insert(&s);
+  // The segment reading each tensor: -1 none, -2 several.
+  std::vector<int> reader(nt, -1);
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    for (const Op& op : p.segments[s].ops)
+      for (TensorId t : op.inputs) {
+        int& r = reader[static_cast<size_t>(t)];
+        r = (r == -1 || r == static_cast<int>(s)) ? static_cast<int>(s) : -2;
+      }
   std::vector<char> chain_out(nt, 0), chain_in(nt, 0);
   for (const LayerChain& ch : p.chains) {
     chain_out[static_cast<size_t>(ch.out)] = 1;
@@ -118,12 +122,9 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
   // Working sets. In a block segment a tensor escapes when another segment reads it or it is on the residual chain
   // (the next layer reads it); the forward's chain output is the next layer's saved input, so it is excluded there.
   auto escapes_of = [&](const Segment* s) {
+    const int si = static_cast<int>(s - p.segments.data());
     std::vector<char> e(nt, 0);
-    for (size_t t = 0; t < nt; ++t) {
-      bool other = false;
-      for (const Segment* q : readers[t]) other |= q != s;
-      e[t] = other || chain_out[t];
-    }
+    for (size_t t = 0; t < nt; ++t) e[t] = (reader[t] != -1 && reader[t] != si) || chain_out[t];
     return e;
   };
   std::vector<char> exclude_fwd = saved;
@@ -135,7 +136,7 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
 
   // Parameters in flight: unsharded compute copies (the block being computed plus the prefetched ones; the head's
   // own parameters while it runs).
-  const double depth = std::max(1, c.dp_prefetch_depth);
+  const double in_flight = std::max(1, c.blocks_in_flight);
   double head_params = 0;
   if (head) {
     std::set<TensorId> ps;
@@ -152,9 +153,9 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
     double working, params;
   };
   const Phase phases[] = {
-      {"forward", ws_fwd, (1 + depth) * block_params},
-      {"head", ws_head, head_params + depth * block_params},
-      {"backward", ws_bwd, (1 + depth) * block_params},
+      {"forward", ws_fwd, in_flight * block_params},
+      {"head", ws_head, head_params + (in_flight - 1) * block_params},
+      {"backward", ws_bwd, in_flight * block_params},
   };
   double best = -1;
   for (const Phase& ph : phases) {

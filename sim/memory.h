@@ -12,7 +12,7 @@
 // Transient, per phase (forward of a block, head, backward of a block): the working set of the segment (the peak, over
 // its ops, of the tensors live in it that are neither saved activations nor parameters: gradients, temporaries,
 // recomputed activations, logits and their gradient) plus the unsharded compute copies of parameters in flight
-// (the block being computed and dp_prefetch_depth prefetched ones; the head's or embedding's own).
+// (CostParams::blocks_in_flight: the block being computed and the prefetched one; the head's own parameters).
 // Peak = model states + max over phases (saved activations alive then + transient), then the runtime overhead
 // (CUDA context, workspaces, NCCL buffers) and allocator fragmentation (CostParams). fits = peak <= capacity.
 

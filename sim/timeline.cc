@@ -53,26 +53,36 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams&
   return out;
 }
 
-// ---- SegmentTimes ---------------------------------------------------------------------------------------------------
-
-double SegmentTimes::shift(int instance) const {
-  if (steady_from < 0 || instance < simulated_instances()) return 0;
-  return (instance - steady_from) * period_us;
+bool is_prefetched(const Op& op) {
+  auto* c = std::get_if<CollectiveOp>(&op.kind);
+  return c && c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.deps.empty() && op.inputs.empty();
 }
 
+// ---- SegmentTimes ---------------------------------------------------------------------------------------------------
+
 OpTime SegmentTimes::time(int instance, int op) const {
-  int n = simulated_instances();
-  if (instance < n) return simulated[static_cast<size_t>(instance) * ops + op];
-  OpTime t = simulated[static_cast<size_t>(steady_from) * ops + op];
-  double d = (instance - steady_from) * period_us;
+  const size_t n = static_cast<size_t>(ops);
+  if (steady_from < 0) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
+  const bool pf = prefetched[static_cast<size_t>(op)] != 0;
+  const int ref = pf ? steady_from + 1 : steady_from;
+  if (instance <= ref) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
+  if (!pf && instance == instances - 1) return tail[static_cast<size_t>(op)];
+  OpTime t = rows[static_cast<size_t>(ref) * n + static_cast<size_t>(op)];
+  const double d = (instance - ref) * period_us;
   t.start += d;
   t.end += d;
   return t;
 }
 
 const InstanceStats& SegmentTimes::instance_stats(int instance) const {
-  int n = static_cast<int>(stats.size());
-  return instance < n ? stats[static_cast<size_t>(instance)] : stats[static_cast<size_t>(steady_from)];
+  if (steady_from < 0 || instance <= steady_from) return stats[static_cast<size_t>(instance)];
+  if (instance == instances - 1) return tail_stats;
+  return stats[static_cast<size_t>(steady_from)];
+}
+
+double SegmentTimes::shift(int instance) const {
+  if (steady_from < 0 || instance <= steady_from || instance == instances - 1) return 0;
+  return (instance - steady_from) * period_us;
 }
 
 namespace {
@@ -121,11 +131,16 @@ struct TemplateOp {
   double duration = 0;
   const std::vector<int>* deps = nullptr;
   std::vector<TensorId> ext;  // inputs and outputs with no earlier writer in the segment
+  bool prefetched = false;    // issued by the previous unit
+};
+
+struct Slot {
+  int seg = -1, inst = -1;
 };
 
 class Scheduler {
  public:
-  Scheduler(const Program& p, const OpCosts& costs, const CostParams& c) : p_(p), c_(c) {
+  Scheduler(const Program& p, const OpCosts& costs) : p_(p) {
     L_ = static_cast<int>(p.model.n_layers);
     const size_t nt = p.tensors.size();
     chain_in_.assign(nt, -1);
@@ -136,67 +151,81 @@ class Scheduler {
     }
     sites_.resize(nt);
     const size_t ns = p.segments.size();
+    if (costs.duration_us.size() != ns) throw Error("schedule: OpCosts do not match the Program");
     ops_.resize(ns);
+    own_.resize(ns);
+    pf_.resize(ns);
+    insert_after_.assign(ns, -1);
     instances_.resize(ns);
     per_layer_.resize(ns);
+    std::vector<int> written(nt, -1);  // the segment that last wrote each tensor (first-writer test per segment)
     for (size_t s = 0; s < ns; ++s) {
       const Segment& seg = p.segments[s];
       per_layer_[s] = is_per_layer_segment(seg);
       instances_[s] = per_layer_[s] ? L_ : 1;
-      if (costs.duration_us.size() != ns || costs.duration_us[s].size() != seg.ops.size())
-        throw Error("schedule: OpCosts do not match the Program");
-      std::vector<char> written(nt, 0);
+      if (costs.duration_us[s].size() != seg.ops.size()) throw Error("schedule: OpCosts do not match the Program");
+      const int si = static_cast<int>(s);
+      ops_[s].reserve(seg.ops.size());
       for (size_t j = 0; j < seg.ops.size(); ++j) {
         const Op& op = seg.ops[j];
         TemplateOp t;
         t.stream = stream_of(op);
         t.duration = costs.duration_us[s][j];
         t.deps = &op.deps;
+        t.prefetched = is_prefetched(op);
         for (TensorId x : op.inputs)
-          if (!written[static_cast<size_t>(x)]) t.ext.push_back(x);
+          if (written[static_cast<size_t>(x)] != si) t.ext.push_back(x);
         for (TensorId x : op.outputs)
-          if (!written[static_cast<size_t>(x)] && std::find(t.ext.begin(), t.ext.end(), x) == t.ext.end())
+          if (written[static_cast<size_t>(x)] != si && std::find(t.ext.begin(), t.ext.end(), x) == t.ext.end())
             t.ext.push_back(x);
         for (TensorId x : op.outputs) {
-          written[static_cast<size_t>(x)] = 1;
-          add_sites(static_cast<int>(s), static_cast<int>(j), x);
+          written[static_cast<size_t>(x)] = si;
+          add_sites(si, static_cast<int>(j), x);
+        }
+        if (t.prefetched) {
+          pf_[s].push_back(static_cast<int>(j));
+        } else {
+          if (insert_after_[s] < 0 && t.stream == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
+          own_[s].push_back(static_cast<int>(j));
         }
         ops_[s].push_back(std::move(t));
       }
+      if (insert_after_[s] < 0) insert_after_[s] = static_cast<int>(own_[s].size()) - 1;  // no compute: at the end
     }
   }
 
   // ---- the fast path -----------------------------------------------------------------------------------------------
   Timeline run() {
     Timeline tl;
-    times_ = &tl.segments;
-    tl.segments.resize(p_.segments.size());
+    init(tl);
     double free[kStreams] = {0, 0, 0};
-    for (size_t s = 0; s < p_.segments.size(); ++s) {
-      SegmentTimes& st = tl.segments[s];
-      const int R = instances_[s];
-      const int n = static_cast<int>(ops_[s].size());
-      st.instances = R;
-      st.ops = n;
-      if (n == 0) continue;
-      st.simulated.reserve(static_cast<size_t>(std::min(R, 4)) * n);
+    Slot first = next_instance(-1, 0);
+    if (first.seg >= 0) issue_prefetched(first, 0, free, nullptr);
+    for (size_t si = 0; si < p_.segments.size(); ++si) {
+      const int s = static_cast<int>(si);
+      SegmentTimes& st = tl.segments[si];
+      const int R = st.instances;
+      if (st.ops == 0) continue;
       int next_check = 1;
-      for (int i = 0; i < R; ++i) {
-        simulate_instance(static_cast<int>(s), i, free);
-        if (i >= next_check && i + 1 < R) {
-          int fail = try_steady(static_cast<int>(s), i);
-          if (fail < 0) break;
-          next_check = fail;
+      for (int k = 0; k < R; ++k) {
+        const bool tail = st.steady_from >= 0 && k == R - 1;
+        InstanceStats stats;
+        run_unit(s, k, free, stats);
+        if (tail) {
+          st.tail_stats = stats;
+          break;
         }
-      }
-      if (st.steady_from >= 0) {
-        // Streams end where the last instance's last op on them ends.
-        for (int k = 0; k < kStreams; ++k) {
-          for (int j = n - 1; j >= 0; --j) {
-            if (static_cast<int>(ops_[s][static_cast<size_t>(j)].stream) != k) continue;
-            free[k] = st.time(R - 1, j).end;
-            break;
+        st.stats.push_back(stats);
+        if (st.steady_from < 0 && k >= next_check && k + 3 <= R) {
+          int fail = try_steady(s, k);
+          if (fail >= 0) {
+            next_check = fail;
+            continue;
           }
+          // Steady: units k+1 .. R-2 are extrapolated; resume with the state after unit R-2, then simulate R-1.
+          st.tail.assign(static_cast<size_t>(st.ops), OpTime{});
+          end_state(s, R - 2, free);
+          k = R - 2;
         }
       }
     }
@@ -204,50 +233,74 @@ class Scheduler {
     return tl;
   }
 
-  // ---- the reference: expand() and schedule every flat op ------------------------------------------------------------
+  // ---- the reference: expand() and schedule every flat op in issue order -------------------------------------------
   Timeline run_expanded() {
     Timeline tl;
-    times_ = &tl.segments;
-    tl.segments.resize(p_.segments.size());
+    init(tl);
     FlatProgram flat = expand(p_);
+    std::vector<size_t> base(p_.segments.size() + 1, 0);
+    for (size_t s = 0; s < p_.segments.size(); ++s)
+      base[s + 1] = base[s] + static_cast<size_t>(instances_[s]) * ops_[s].size();
+    if (base.back() != flat.ops.size()) throw Error("schedule_expanded: expand() has an unexpected op count");
     std::vector<OpTime> ft(flat.ops.size());
-    std::vector<Stream> fs(flat.ops.size());
+    std::vector<char> done(flat.ops.size(), 0);
     double free[kStreams] = {0, 0, 0};
-    size_t idx = 0;
+    auto process = [&](int s, int i, int j, double bound, InstanceStats* stats, bool& first_compute) {
+      const size_t idx = base[static_cast<size_t>(s)] + static_cast<size_t>(i) * ops_[static_cast<size_t>(s)].size() +
+                         static_cast<size_t>(j);
+      const FlatOp& f = flat.ops[idx];
+      if (f.op != &p_.segments[static_cast<size_t>(s)].ops[static_cast<size_t>(j)])
+        throw Error("schedule_expanded: expand() visited ops in an unexpected order");
+      const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+      double t = free[static_cast<int>(o.stream)];
+      Wait w = Wait::stream;
+      for (int d : f.deps) {
+        if (!done[static_cast<size_t>(d)])
+          throw Error("schedule_expanded: " + f.name + " depends on " + flat.ops[static_cast<size_t>(d)].name +
+                      ", which is issued after it");
+        if (ft[static_cast<size_t>(d)].end > t) {
+          t = ft[static_cast<size_t>(d)].end;
+          w = wait_of(flat_stream(flat, d));
+        }
+      }
+      if (o.prefetched && bound > t) {
+        t = bound;
+        w = Wait::issue;
+      }
+      OpTime ot{t, t + o.duration, w};
+      if (stats) account(o, ot, free, *stats, first_compute);
+      free[static_cast<int>(o.stream)] = ot.end;
+      ft[idx] = ot;
+      done[idx] = 1;
+      SegmentTimes& st = tl.segments[static_cast<size_t>(s)];
+      st.rows[static_cast<size_t>(i) * static_cast<size_t>(st.ops) + static_cast<size_t>(j)] = ot;
+    };
     for (size_t s = 0; s < p_.segments.size(); ++s) {
       SegmentTimes& st = tl.segments[s];
-      const int R = instances_[s];
-      const int n = static_cast<int>(ops_[s].size());
-      st.instances = R;
-      st.ops = n;
-      if (n == 0) continue;
-      for (int i = 0; i < R; ++i) {
+      st.rows.resize(static_cast<size_t>(st.instances) * static_cast<size_t>(st.ops));
+    }
+    bool unused = true;
+    Slot first = next_instance(-1, 0);
+    if (first.seg >= 0)
+      for (int j : pf_[static_cast<size_t>(first.seg)]) process(first.seg, 0, j, 0, nullptr, unused);
+    for (size_t si = 0; si < p_.segments.size(); ++si) {
+      const int s = static_cast<int>(si);
+      SegmentTimes& st = tl.segments[si];
+      for (int k = 0; k < st.instances && st.ops > 0; ++k) {
         InstanceStats stats;
         const double compute_before = free[0];
-        const double bound = prefetch_bound(static_cast<int>(s), i);
         bool first_compute = true;
-        for (int j = 0; j < n; ++j, ++idx) {
-          const TemplateOp& o = ops_[s][static_cast<size_t>(j)];
-          const FlatOp& f = flat.ops[idx];
-          if (f.op != &p_.segments[s].ops[static_cast<size_t>(j)])
-            throw Error("schedule_expanded: expand() visited ops in an unexpected order");
-          double t = free[static_cast<int>(o.stream)];
-          Wait w = Wait::stream;
-          for (int d : f.deps) {
-            if (ft[static_cast<size_t>(d)].end > t) {
-              t = ft[static_cast<size_t>(d)].end;
-              w = wait_of(fs[static_cast<size_t>(d)]);
-            }
-          }
-          if (o.stream == Stream::dp && bound > t) {
-            t = bound;
-            w = Wait::prefetch;
-          }
-          OpTime ot{t, t + o.duration, w};
-          account(o, ot, free, stats, j == 0, first_compute);
-          ft[idx] = ot;
-          fs[idx] = o.stream;
-          st.simulated.push_back(ot);
+        const Slot next = next_instance(s, k);
+        auto issue = [&] {
+          if (next.seg < 0) return;
+          double bound = first_compute ? 0 : stats.first_compute_start;
+          for (int j : pf_[static_cast<size_t>(next.seg)]) process(next.seg, next.inst, j, bound, nullptr, unused);
+        };
+        const std::vector<int>& own = own_[si];
+        if (own.empty()) issue();
+        for (size_t x = 0; x < own.size(); ++x) {
+          process(s, k, own[x], 0, &stats, first_compute);
+          if (static_cast<int>(x) == insert_after_[si]) issue();
         }
         stats.span_us = free[0] - compute_before;
         st.stats.push_back(stats);
@@ -259,14 +312,38 @@ class Scheduler {
 
  private:
   const Program& p_;
-  const CostParams& c_;
   int L_ = 0;
   std::vector<int> chain_in_, chain_sink_;
   std::vector<std::vector<Site>> sites_;  // by the key's tensor
   std::vector<std::vector<TemplateOp>> ops_;
+  std::vector<std::vector<int>> own_, pf_;  // per segment: own ops in order; ops the previous unit issues
+  std::vector<int> insert_after_;           // per segment: index in own_ after which the next instance's
+                                            // prefetched ops are issued (its first compute op)
   std::vector<int> instances_;
   std::vector<char> per_layer_;
   std::vector<SegmentTimes>* times_ = nullptr;
+
+  void init(Timeline& tl) {
+    times_ = &tl.segments;
+    tl.segments.resize(p_.segments.size());
+    for (size_t s = 0; s < p_.segments.size(); ++s) {
+      SegmentTimes& st = tl.segments[s];
+      st.instances = instances_[s];
+      st.ops = static_cast<int>(ops_[s].size());
+      st.prefetched.resize(ops_[s].size());
+      for (size_t j = 0; j < ops_[s].size(); ++j) st.prefetched[j] = ops_[s][j].prefetched;
+    }
+  }
+
+  static Stream flat_stream(const FlatProgram& flat, int d) { return stream_of(*flat.ops[static_cast<size_t>(d)].op); }
+
+  // The instance after (s, k) in program order, skipping empty segments; {-1, -1} at the end. (-1, 0): the first.
+  Slot next_instance(int s, int k) const {
+    if (s >= 0 && k + 1 < instances_[static_cast<size_t>(s)]) return {s, k + 1};
+    for (int q = s + 1; q < static_cast<int>(ops_.size()); ++q)
+      if (!ops_[static_cast<size_t>(q)].empty()) return {q, 0};
+    return {};
+  }
 
   const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
   int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }
@@ -276,11 +353,14 @@ class Scheduler {
   int instance_of(int seg, int layer) const {
     return p_.segments[static_cast<size_t>(seg)].reverse ? L_ - 1 - layer : layer;
   }
+  int layer_of(int seg, int inst) const {
+    return per_layer_[static_cast<size_t>(seg)] ? instance_layer(p_, p_.segments[static_cast<size_t>(seg)], inst) : -1;
+  }
 
   // The flat tensor of template tensor t in layer l (expand()'s aliasing).
   Key key(TensorId t, int l, int depth = 0) const {
     if (depth > 8) throw Error("schedule: layer chains alias each other in a cycle");
-    const TensorDesc& d = p_.tensor(t);
+    const TensorDesc& d = p_.tensors[static_cast<size_t>(t)];
     if (!d.per_layer) {
       int c = chain_sink_[static_cast<size_t>(t)];
       if (c >= 0) return key(chain(c).out, last_layer(chain(c)), depth + 1);
@@ -370,73 +450,49 @@ class Scheduler {
     return r;
   }
 
-  // First compute start of an instance (shifted for extrapolated ones).
-  double first_compute_start(int seg, int inst) const {
-    const SegmentTimes& st = (*times_)[static_cast<size_t>(seg)];
-    return st.instance_stats(inst).first_compute_start + st.shift(inst);
-  }
-
-  // The earliest start of a DP collective in (seg, inst): the instance dp_prefetch_depth instances earlier (in
-  // program order, skipping empty segments) must have started computing.
-  double prefetch_bound(int seg, int inst) const {
-    int depth = std::max(1, c_.dp_prefetch_depth);
-    int s = seg, i = inst;
-    while (depth > 0) {
-      --i;
-      while (i < 0) {
-        if (--s < 0) return 0;
-        i = ops_[static_cast<size_t>(s)].empty() ? -1 : instances_[static_cast<size_t>(s)] - 1;
-      }
-      --depth;
-    }
-    return first_compute_start(s, i);
-  }
-
-  void account(const TemplateOp& o, const OpTime& ot, double* free, InstanceStats& stats, bool first_op,
+  void account(const TemplateOp& o, const OpTime& ot, const double* free, InstanceStats& stats,
                bool& first_compute) const {
-    if (first_op) {
-      stats.first_start = ot.start;
+    if (o.stream != Stream::compute) return;
+    if (first_compute) {
       stats.first_compute_start = ot.start;
+      first_compute = false;
     }
-    if (o.stream == Stream::compute) {
-      if (first_compute) {
-        stats.first_compute_start = ot.start;
-        first_compute = false;
-      }
-      double gap = ot.start - free[0];
-      if (gap > 0) {
-        if (ot.wait == Wait::tp) stats.exposed_tp_us += gap;
-        if (ot.wait == Wait::dp || ot.wait == Wait::prefetch) stats.exposed_dp_us += gap;
-      }
-      stats.compute_us += o.duration;
+    double gap = ot.start - free[0];
+    if (gap > 0) {
+      if (ot.wait == Wait::tp) stats.exposed_tp_us += gap;
+      if (ot.wait == Wait::dp || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
     }
-    free[static_cast<int>(o.stream)] = ot.end;
+    stats.compute_us += o.duration;
   }
 
-  void simulate_instance(int s, int i, double* free) {
+  // Where op j of instance i is written: the tail row for the last instance's own ops in a steady segment.
+  OpTime& slot(int s, int i, int j) {
     SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
-    const std::vector<TemplateOp>& ops = ops_[static_cast<size_t>(s)];
-    const int layer = per_layer_[static_cast<size_t>(s)] ? instance_layer(p_, p_.segments[static_cast<size_t>(s)], i) : -1;
-    const size_t base = st.simulated.size();
-    st.simulated.resize(base + ops.size());
-    OpTime* cur = st.simulated.data() + base;
-    InstanceStats stats;
-    const double compute_before = free[0];
-    double bound = -1;
-    bool first_compute = true;
-    for (size_t j = 0; j < ops.size(); ++j) {
-      const TemplateOp& o = ops[j];
-      double t = free[static_cast<int>(o.stream)];
-      Wait w = Wait::stream;
-      for (int d : *o.deps) {
-        const OpTime& dt = cur[d];
-        if (dt.end > t) {
-          t = dt.end;
-          w = wait_of(ops[static_cast<size_t>(d)].stream);
-        }
+    if (st.steady_from >= 0 && i == st.instances - 1 && !st.prefetched[static_cast<size_t>(j)])
+      return st.tail[static_cast<size_t>(j)];
+    const size_t need = (static_cast<size_t>(i) + 1) * static_cast<size_t>(st.ops);
+    if (st.rows.size() < need) st.rows.resize(need);
+    return st.rows[static_cast<size_t>(i) * static_cast<size_t>(st.ops) + static_cast<size_t>(j)];
+  }
+
+  // Schedules op j of instance (s, i). `bound`: earliest start of a prefetched op (its issuing unit's first compute
+  // start). `stats`: the unit it belongs to, for compute accounting (null for prefetched ops).
+  void process(int s, int i, int j, double bound, double* free, InstanceStats& unit, bool own, bool& first_compute) {
+    const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+    const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
+    double t = free[static_cast<int>(o.stream)];
+    Wait w = Wait::stream;
+    for (int d : *o.deps) {
+      OpTime dt = st.time(i, d);
+      if (dt.end > t) {
+        t = dt.end;
+        w = wait_of(ops_[static_cast<size_t>(s)][static_cast<size_t>(d)].stream);
       }
-      double outside = 0;
-      Wait ow = Wait::none;
+    }
+    double outside = 0;
+    Wait ow = Wait::none;
+    if (!o.ext.empty()) {
+      const int layer = layer_of(s, i);
       for (TensorId x : o.ext) {
         Resolved r = resolve(key(x, layer), s, i);
         if (!r.found) continue;
@@ -450,66 +506,159 @@ class Scheduler {
           ow = wait_of(r.stream);
         }
       }
-      if (o.stream == Stream::dp) {
-        if (bound < 0) bound = prefetch_bound(s, i);
-        if (bound > t) {
-          t = bound;
-          w = Wait::prefetch;
-        }
-      }
-      if (outside > t) {
-        t = outside;
-        w = ow;
-        stats.held_by_outside = true;
-      }
-      cur[j] = OpTime{t, t + o.duration, w};
-      account(o, cur[j], free, stats, j == 0, first_compute);
     }
-    stats.span_us = free[0] - compute_before;
-    st.stats.push_back(stats);
+    if (o.prefetched && bound > t) {
+      t = bound;
+      w = Wait::issue;
+    }
+    if (outside > t) {
+      t = outside;
+      w = ow;
+      unit.held_by_outside = true;
+    }
+    OpTime ot{t, t + o.duration, w};
+    if (own) account(o, ot, free, unit, first_compute);
+    free[static_cast<int>(o.stream)] = ot.end;
+    slot(s, i, j) = ot;
   }
 
-  // After simulating instance i of segment s: if it is instance i-1 shifted (and neither was held back by values
-  // from outside the segment), and every outside value of the later instances is ready by their shifted starts,
-  // mark the segment steady from i and return -1. Otherwise return the next instance worth checking.
-  int try_steady(int s, int i) {
+  void issue_prefetched(Slot next, double bound, double* free, InstanceStats* unit) {
+    InstanceStats scratch;
+    bool unused = false;
+    for (int j : pf_[static_cast<size_t>(next.seg)])
+      process(next.seg, next.inst, j, bound, free, unit ? *unit : scratch, false, unused);
+  }
+
+  // One unit: the own ops of instance (s, k), issuing the next instance's prefetched all-gathers after its first
+  // compute op.
+  void run_unit(int s, int k, double* free, InstanceStats& stats) {
+    const double compute_before = free[0];
+    bool first_compute = true;
+    const Slot next = next_instance(s, k);
+    auto issue = [&] {
+      if (next.seg >= 0) issue_prefetched(next, first_compute ? 0 : stats.first_compute_start, free, &stats);
+    };
+    const std::vector<int>& own = own_[static_cast<size_t>(s)];
+    if (own.empty()) issue();
+    for (size_t x = 0; x < own.size(); ++x) {
+      process(s, k, own[x], 0, free, stats, true, first_compute);
+      if (static_cast<int>(x) == insert_after_[static_cast<size_t>(s)]) issue();
+    }
+    stats.span_us = free[0] - compute_before;
+  }
+
+  // The stream free times after unit u of segment s (from the steady extrapolation).
+  void end_state(int s, int u, double* free) const {
+    const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
+    const std::vector<int>& own = own_[static_cast<size_t>(s)];
+    const Slot next = next_instance(s, u);
+    bool seen[kStreams] = {false, false, false};
+    auto visit = [&](int seg, int inst, int j) {
+      const int k = static_cast<int>(ops_[static_cast<size_t>(seg)][static_cast<size_t>(j)].stream);
+      if (seen[k]) return;
+      seen[k] = true;
+      free[k] = (*times_)[static_cast<size_t>(seg)].time(inst, j).end;
+    };
+    // Unit order reversed: own ops after the insertion point, the issued ops, own ops up to the insertion point.
+    const int ins = insert_after_[static_cast<size_t>(s)];
+    for (int x = static_cast<int>(own.size()) - 1; x > ins; --x) visit(s, u, own[static_cast<size_t>(x)]);
+    if (next.seg >= 0) {
+      const std::vector<int>& pf = pf_[static_cast<size_t>(next.seg)];
+      for (auto it = pf.rbegin(); it != pf.rend(); ++it) visit(next.seg, next.inst, *it);
+    }
+    for (int x = ins; x >= 0; --x) visit(s, u, own[static_cast<size_t>(x)]);
+    (void)st;
+  }
+
+  // After unit k of segment s: if it is unit k-1 shifted (own ops of instances k and k-1, the prefetched ops they
+  // issued for k+1 and k), neither was held back by values from outside the segment, and every outside value of the
+  // later units is ready by their shifted starts, mark the segment steady from k and return -1. Otherwise return the
+  // next unit worth checking.
+  int try_steady(int s, int k) {
     SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
     const int n = st.ops;
-    const int depth = std::max(1, c_.dp_prefetch_depth);
-    if (i < depth) return depth;
-    const OpTime* a = &st.simulated[static_cast<size_t>(i - 1) * n];
-    const OpTime* b = &st.simulated[static_cast<size_t>(i) * n];
-    const double P = b[0].start - a[0].start;
-    for (int k = 0; k < depth; ++k) {
-      const OpTime* x = &st.simulated[static_cast<size_t>(i - 1 - k) * n];
-      const OpTime* y = &st.simulated[static_cast<size_t>(i - k) * n];
-      for (int j = 0; j < n; ++j)
-        if (std::abs((y[j].start - x[j].start) - P) > kTol || y[j].wait != x[j].wait) return i + 1;
-      if (st.stats[static_cast<size_t>(i - k)].held_by_outside) return i + 1;
-    }
-    if (st.stats[static_cast<size_t>(i - depth)].held_by_outside) return i + 1;
-    // Tentatively extrapolate, then check the outside values of every later instance.
-    st.steady_from = i;
+    const std::vector<int>& own = own_[static_cast<size_t>(s)];
+    const std::vector<int>& pf = pf_[static_cast<size_t>(s)];
+    if (st.stats[static_cast<size_t>(k)].held_by_outside || st.stats[static_cast<size_t>(k - 1)].held_by_outside)
+      return k + 1;
+    auto at = [&](int i, int j) -> const OpTime& {
+      return st.rows[static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(j)];
+    };
+    const double P = own.empty() ? at(k + 1, pf[0]).start - at(k, pf[0]).start : at(k, own[0]).start - at(k - 1, own[0]).start;
+    for (int j : own)
+      if (std::abs((at(k, j).start - at(k - 1, j).start) - P) > kTol || at(k, j).wait != at(k - 1, j).wait) return k + 1;
+    for (int j : pf)
+      if (std::abs((at(k + 1, j).start - at(k, j).start) - P) > kTol || at(k + 1, j).wait != at(k, j).wait) return k + 1;
+    // Tentatively extrapolate, then check the outside values of units k+1 .. R-2 (own ops of their instance, and the
+    // prefetched ops they issue for the next): first against an upper bound of what any instance could read
+    // (cheap, and enough when the writers are long done), else one by one.
+    st.steady_from = k;
     st.period_us = P;
-    const std::vector<TemplateOp>& ops = ops_[static_cast<size_t>(s)];
-    const Segment& seg = p_.segments[static_cast<size_t>(s)];
-    for (int m = i + 1; m < st.instances; ++m) {
-      const int layer = instance_layer(p_, seg, m);
-      for (int j = 0; j < n; ++j) {
-        const TemplateOp& o = ops[static_cast<size_t>(j)];
-        if (o.ext.empty()) continue;
-        double start = st.time(m, j).start;
+    st.tail.assign(static_cast<size_t>(n), OpTime{});
+    const int last = st.instances - 2;
+    auto check = [&](int j, int first_inst, int last_inst) {
+      const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+      if (o.ext.empty()) return -1;
+      double bound = 0;
+      for (TensorId x : o.ext) bound = std::max(bound, outside_bound(s, x));
+      if (bound <= st.time(first_inst, j).start + kTol) return -1;
+      for (int m = first_inst; m <= last_inst; ++m) {
+        const int layer = layer_of(s, m);
+        const double start = st.time(m, j).start;
         for (TensorId x : o.ext) {
           Resolved r = resolve(key(x, layer), s, m);
-          if (r.found && !r.periodic && r.end > start + kTol) {
-            st.steady_from = -1;
-            st.period_us = 0;
-            return m;
-          }
+          if (r.found && !r.periodic && r.end > start + kTol) return m;
         }
       }
+      return -1;
+    };
+    int fail = -1;
+    for (int j : own) {
+      int m = check(j, k + 1, last);
+      if (m >= 0) fail = fail < 0 ? m : std::min(fail, m);
+    }
+    for (int j : pf) {
+      int m = check(j, k + 2, last + 1);
+      if (m >= 0) fail = fail < 0 ? m - 1 : std::min(fail, m - 1);  // issued by unit m-1
+    }
+    if (fail >= 0) {
+      st.steady_from = -1;
+      st.period_us = 0;
+      st.tail.clear();
+      return std::max(fail, k + 1);
     }
     return -1;
+  }
+
+  // An upper bound of the time at which any instance of segment s finds the outside value of template tensor x
+  // ready: the latest end of any op of an earlier segment (or pinned instance of s) that writes a flat tensor x can
+  // alias. Writers of s itself at a constant instance offset are periodic and not outside.
+  double outside_bound(int s, TensorId x) const {
+    TensorId keys[2] = {-1, -1};
+    const TensorDesc& d = p_.tensors[static_cast<size_t>(x)];
+    int c = chain_in_[static_cast<size_t>(x)];
+    if (d.per_layer && c >= 0) {
+      keys[0] = key(chain(c).out, 0).t;
+      keys[1] = key(chain(c).source, -1).t;
+    } else {
+      keys[0] = key(x, d.per_layer ? 0 : -1).t;
+    }
+    double bound = 0;
+    for (TensorId kt : keys) {
+      if (kt < 0) continue;
+      for (const Site& site : sites_[static_cast<size_t>(kt)]) {
+        if (site.seg > s) break;
+        int inst;
+        if (site.mode == Site::Mode::at_layer)
+          inst = instance_of(site.seg, site.layer);
+        else if (site.seg == s)
+          continue;  // periodic
+        else
+          inst = instances_[static_cast<size_t>(site.seg)] - 1;  // the latest instance ends last
+        bound = std::max(bound, (*times_)[static_cast<size_t>(site.seg)].time(inst, site.op).end);
+      }
+    }
+    return bound;
   }
 
   void finish(Timeline& tl, const double* free) const {
@@ -533,13 +682,13 @@ class Scheduler {
 
 }  // namespace
 
-Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
-  Scheduler s(p, costs, c);
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams&) {
+  Scheduler s(p, costs);
   return s.run();
 }
 
-Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
-  Scheduler s(p, costs, c);
+Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams&) {
+  Scheduler s(p, costs);
   return s.run_expanded();
 }
 

@@ -3,21 +3,29 @@
 // dependencies, so that overlap is computed rather than assumed.
 //
 // Streams. Compute ops run on the compute stream in Program order. TP collectives (and async-TP p2p steps) run in
-// order on the TP communication stream, DP (FSDP) collectives on their own DP stream, so that a collective overlaps
-// whatever compute does not depend on it: TP collectives block only their consumers, FSDP all-gathers are
-// prefetched, gradient reduce-scatters drain behind the backward. An op starts when its stream is free, its
-// dependencies have finished, and, for a DP collective, the instance `dp_prefetch_depth` instances before it has
-// begun computing (FSDP issues the next block's all-gather when the current block starts; CostParams).
+// order on the TP communication stream, DP (FSDP) collectives in order on the DP stream, so that a collective
+// overlaps whatever compute does not depend on it: TP collectives block only their consumers, FSDP all-gathers are
+// prefetched, gradient reduce-scatters drain behind the backward. An op starts when its stream is free and its
+// dependencies have finished.
+//
+// Issue order. A stream runs its ops in the order the training loop issues them, which is Program order except for
+// FSDP prefetch: an instance's parameter all-gather (a DP all-gather with no inputs and no dependencies) is issued
+// by the instance before it, right after that instance's first compute op starts (FSDP2 issues the next block's
+// all-gather when the current block begins, forward and backward), and may not start earlier. So in backward the
+// next block's all-gather goes ahead of the current block's gradient reduce-scatter on the DP stream, as with one
+// NCCL stream per process group. We call an instance's own ops plus the all-gathers it issues for the next one a
+// unit.
 //
 // Dependencies are expand()'s (plans/program.h): an op's `deps` inside its segment instance, plus, for every input
 // and output with no earlier writer in the instance, the last writer of that tensor before the instance (layer
 // chains aliasing a layer's input to the previous layer's output).
 //
-// Fast path. Block segments repeat per layer; schedule() simulates instances one by one until an instance is the
-// previous one shifted by a constant period and no op of either was held back by a value from outside the segment;
-// later instances are that instance shifted, after checking that every outside value they read is ready before
-// the shifted start (otherwise they are simulated too). The result equals the fully expanded schedule
-// (schedule_expanded(), the reference, which the tests compare against) for any Program.
+// Fast path. Block segments repeat per layer; schedule() simulates units one by one until a unit is the previous
+// one shifted by a constant period and no op of either was held back by a value from outside the segment; later
+// units are that one shifted, after checking that every outside value they read is ready before the shifted start
+// (otherwise they are simulated too), except the segment's last unit, which issues the next segment's all-gathers
+// and is simulated again. The result equals the fully expanded schedule (schedule_expanded(), the reference, which
+// the tests compare against).
 //
 // Times are microseconds from the start of the step.
 
@@ -46,7 +54,10 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams&
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c);
 
 // What held an op back (the last constraint to be met before it started).
-enum class Wait : uint8_t { none, stream, compute, tp, dp, prefetch };
+enum class Wait : uint8_t { none, stream, compute, tp, dp, issue };
+
+// FSDP parameter all-gathers that the previous instance issues (see "Issue order").
+bool is_prefetched(const Op& op);
 
 struct OpTime {
   double start = 0, end = 0;
@@ -60,23 +71,27 @@ struct InstanceStats {
   double exposed_tp_us = 0;
   double exposed_dp_us = 0;
   double span_us = 0;  // compute-stream wall time: from the compute stream's free time before the instance to after it
-  double first_start = 0;  // start of its first op
-  double first_compute_start = 0;
+  double first_compute_start = 0;  // when the unit issues the next instance's prefetched all-gathers
   bool held_by_outside = false;  // some op started at a value written outside the segment
 };
 
 struct SegmentTimes {
-  int instances = 1;              // L for block segments (expand()'s rule), else 1
-  int ops = 0;                    // ops per instance
-  std::vector<OpTime> simulated;  // [instance][op] of the simulated instances
-  std::vector<InstanceStats> stats;
-  int steady_from = -1;           // >= 0: instance i > steady_from is instance steady_from shifted by (i - it) x period
+  int instances = 1;                  // L for block segments (expand()'s rule), else 1
+  int ops = 0;                        // ops per instance
+  std::vector<char> prefetched;       // [op] issued by the previous unit (is_prefetched)
+  std::vector<OpTime> rows;           // [instance][op] of the explicit instances
+  std::vector<InstanceStats> stats;   // [instance] of the explicit units
+  // Steady state: when steady_from = k >= 0, instances k < i < instances-1 are instance k shifted by (i - k) x
+  // period (prefetched ops: instance k+1 shifted by (i - k - 1) x period, for every i > k + 1), and the last
+  // instance's own ops are `tail` (simulated again: it issues the next segment's all-gathers).
+  int steady_from = -1;
   double period_us = 0;
+  std::vector<OpTime> tail;
+  InstanceStats tail_stats;
 
-  int simulated_instances() const { return ops ? static_cast<int>(simulated.size()) / ops : 0; }
   OpTime time(int instance, int op) const;
-  const InstanceStats& instance_stats(int instance) const;  // extrapolated instances share the steady one's
-  double shift(int instance) const;                         // 0 for simulated instances
+  const InstanceStats& instance_stats(int instance) const;  // extrapolated units share the steady one's
+  double shift(int instance) const;                         // of instance_stats(instance)'s times
 };
 
 struct Timeline {

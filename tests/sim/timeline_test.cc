@@ -75,26 +75,32 @@ TEST_CASE("two-op overlap: a TP collective runs beside independent compute") {
 }
 
 TEST_CASE("FSDP all-gathers are prefetched one block ahead") {
-  // A block repeated over 3 layers: an all-gather of the layer's weight on the DP stream, then a matmul reading the
-  // residual stream (a layer chain) and the weight.
-  Builder b(3);
-  TensorId src = b.tensor("x0", false), sink = b.tensor("xL", false);
-  TensorId in = b.tensor("input", true), w = b.tensor("w", true), out = b.tensor("output", true);
-  b.segment("embed");
-  b.op("embed", ElementwiseOp{}, {}, {src});
-  b.segment("block.fwd", 3);
-  b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
-  b.op("mm", GemmOp{}, {in, w}, {out}, {0});
-  b.segment("head");
-  b.op("head", ElementwiseOp{}, {sink}, {});
-  b.p.chains.push_back({in, out, src, sink, false});
+  // A block repeated over L layers: an all-gather of the layer's weight on the DP stream (no inputs, no deps: the
+  // previous unit issues it, after its first compute op starts), then a matmul reading the residual stream (a layer
+  // chain) and the weight.
+  auto build = [](int layers) {
+    Builder b(layers);
+    TensorId src = b.tensor("x0", false), sink = b.tensor("xL", false);
+    TensorId in = b.tensor("input", true), w = b.tensor("w", true), out = b.tensor("output", true);
+    b.segment("embed");
+    b.op("embed", ElementwiseOp{}, {}, {src});
+    b.segment("block.fwd", layers);
+    b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
+    b.op("mm", GemmOp{}, {in, w}, {out}, {0});
+    b.segment("head");
+    b.op("head", ElementwiseOp{}, {sink}, {});
+    b.p.chains.push_back({in, out, src, sink, false});
+    return b.p;
+  };
   CostParams c;
   SECTION("compute-bound: only the first all-gather is exposed") {
-    // embed [0, 10]. Layer 0: all-gather [0, 40] (nothing before it to wait for), mm [40, 140] (30 us exposed
-    // after embed). Layer 1: all-gather may start once layer 0 started computing (40): [40, 80]; mm [140, 240].
-    // Layer 2: all-gather from 140: [140, 180]; mm [240, 340]. head [340, 350].
-    Timeline t = schedule(b.p, costs({{10}, {40, 100}, {10}}), c);
+    // embed [0, 10]; it issues layer 0's all-gather when it starts: [0, 40]. Layer 0: mm [40, 140] (30 us exposed
+    // after embed); it issues layer 1's all-gather when mm starts: [40, 80]; mm [140, 240]. Layer 2: all-gather
+    // from 140: [140, 180]; mm [240, 340]. head [340, 350].
+    Program p = build(3);
+    Timeline t = schedule(p, costs({{10}, {40, 100}, {10}}), c);
     const SegmentTimes& blk = t.segments[1];
+    CHECK(blk.time(0, 0).start == 0);
     CHECK(blk.time(1, 0).start == 40);
     CHECK(blk.time(2, 0).start == 140);
     CHECK(blk.time(2, 1).start == 240);
@@ -103,22 +109,51 @@ TEST_CASE("FSDP all-gathers are prefetched one block ahead") {
     CHECK(t.compute_us == 320);
   }
   SECTION("communication-bound: every all-gather is partly exposed, and the steady state is extrapolated") {
-    // Layer 0: all-gather [0, 150], mm [150, 250]. Layer 1: all-gather [150, 300] (DP stream busy until 150),
-    // mm [300, 400]: 50 exposed. Layer 2: [300, 450], mm [450, 550]: 50 exposed. Head [550, 560].
-    // Exposed DP: 140 (embed ended at 10) + 50 + 50 = 240.
-    Timeline t = schedule(b.p, costs({{10}, {150, 100}, {10}}), c);
+    // Layer 0: all-gather [0, 150], mm [150, 250]. Layer 1: all-gather [150, 300] (issued at 150, the DP stream
+    // free then), mm [300, 400]: 50 exposed. Each later layer is the previous one 150 us later: layer 4's mm is
+    // [750, 850]; head [850, 860]. Exposed DP: 140 (embed ended at 10) + 4 x 50 = 340.
+    Program p = build(5);
+    Timeline t = schedule(p, costs({{10}, {150, 100}, {10}}), c);
     const SegmentTimes& blk = t.segments[1];
     CHECK(blk.steady_from == 1);
     CHECK(blk.period_us == 150);
     CHECK(blk.time(2, 0).start == 300);
-    CHECK(blk.time(2, 1).end == 550);
-    CHECK(t.step_time_us == 560);
-    CHECK(t.exposed_dp_us == 240);
+    CHECK(blk.time(3, 1).end == 700);
+    CHECK(blk.time(4, 1).end == 850);
+    CHECK(t.step_time_us == 860);
+    CHECK(t.exposed_dp_us == 340);
     // The reference agrees.
-    Timeline r = schedule_expanded(b.p, costs({{10}, {150, 100}, {10}}), c);
-    CHECK(r.step_time_us == 560);
-    CHECK(r.exposed_dp_us == 240);
+    Timeline r = schedule_expanded(p, costs({{10}, {150, 100}, {10}}), c);
+    CHECK(r.step_time_us == 860);
+    CHECK(r.exposed_dp_us == 340);
   }
+}
+
+TEST_CASE("backward: the next block's all-gather goes ahead of this block's reduce-scatter") {
+  // block.bwd over 4 layers: all-gather (prefetched) 30 us, a 100 us gradient matmul, then a reduce-scatter of its
+  // output 50 us on the DP stream. Issue order on the DP stream: AG(0) (issued at the start), then in unit k:
+  // AG(k+1) when its matmul starts, RS(k) at its end. Unit 0: AG(0) [0, 30], mm [30, 130], AG(1) [30, 60],
+  // RS(0) [130, 180]. Unit 1: mm [130, 230]; AG(2) issued at 130 waits for RS(0): [180, 210]; RS(1) [230, 280].
+  // Unit 2: mm [230, 330]; AG(3) [280, 310]; RS(2) [330, 380]. Unit 3: mm [330, 430], RS(3) [430, 480]. With a
+  // single DP stream in Program order instead, AG(k+1) would wait for RS(k) and the matmuls would stall.
+  Builder b(4);
+  TensorId w = b.tensor("w", true), g = b.tensor("g", true);
+  b.segment("block.bwd", 4);
+  b.p.segments.back().reverse = true;
+  b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
+  b.op("mm", GemmOp{}, {w}, {g}, {0});
+  b.op("fsdp.reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, Group::dp}, {g}, {g}, {1});
+  CostParams c;
+  OpCosts oc = costs({{30, 100, 50}});
+  Timeline t = schedule(b.p, oc, c);
+  const SegmentTimes& s = t.segments[0];
+  CHECK(s.time(2, 0).start == 180);
+  CHECK(s.time(2, 1).start == 230);
+  CHECK(s.time(3, 1).start == 330);
+  CHECK(t.step_time_us == 480);
+  CHECK(t.exposed_dp_us == 30 + 50);  // the first all-gather, and the last reduce-scatter after the last matmul
+  Timeline r = schedule_expanded(b.p, oc, c);
+  CHECK(r.step_time_us == 480);
 }
 
 namespace {
@@ -162,6 +197,8 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
     int tp, dp, nodes, gpn;
     ActivationCheckpointing ac;
     int64_t seq;
+    bool async_tp = false;
+    Float8Recipe float8 = Float8Recipe::none;
   };
   const Case cases[] = {
       {"sequence_parallel", 2, 4, 1, 8, ActivationCheckpointing::none, 256},
@@ -170,6 +207,10 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
       {"sequence_parallel", 2, 8, 2, 8, ActivationCheckpointing::none, 4096},   // DP across nodes
       {"vanilla", 8, 1, 1, 8, ActivationCheckpointing::none, 4096},
       {"sequence_parallel", 1, 8, 1, 8, ActivationCheckpointing::selective, 2048},
+      {"sequence_parallel", 4, 4, 2, 8, ActivationCheckpointing::none, 4096, true},
+      {"sequence_parallel", 2, 4, 1, 8, ActivationCheckpointing::full, 2048, true, Float8Recipe::tensorwise},
+      {"sequence_parallel", 8, 2, 2, 8, ActivationCheckpointing::selective, 8192, true},
+      {"vanilla", 4, 2, 1, 8, ActivationCheckpointing::none, 1024, false, Float8Recipe::tensorwise},
   };
   int extrapolated = 0;
   for (const Case& k : cases) {
@@ -180,6 +221,8 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
       base.dp_shard = k.dp;
       base.activation_checkpointing = k.ac;
       base.loss_parallel = std::string(k.preset) == "sequence_parallel";
+      base.async_tp = k.async_tp;
+      base.float8 = k.float8;
       Training t;
       t.seq_len = k.seq;
       t.local_batch_size = 1;
