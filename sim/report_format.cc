@@ -1,0 +1,134 @@
+// Text and JSON forms of a StepReport (sim/simulate.h).
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "sim/simulate.h"
+
+namespace tptune {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::string thousands(double v) {
+  std::string s = fmt::format("{:.0f}", v);
+  std::string out;
+  int n = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
+    out.insert(out.begin(), *it);
+    ++n;
+  }
+  return out;
+}
+
+template <typename... T>
+void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
+  fmt::format_to(std::back_inserter(o), f, std::forward<T>(args)...);
+}
+
+}  // namespace
+
+std::string report_text(const StepReport& r) {
+  std::string o;
+  append(o, "{} on {} x {} {} (tp {}, dp {}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp, r.dp, r.plan);
+  append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
+       to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
+       to_string(r.activation_checkpointing), r.local_batch_size, r.seq_len);
+  const MemoryReport& m = r.memory;
+  append(o, "  step time          {:10.2f} ms\n", r.step_time_ms);
+  append(o, "  tokens/s per GPU   {:>10}\n", thousands(r.tokens_per_second_per_gpu));
+  append(o, "  MFU                {:10.1f} %   (torchtitan: 6 x non-embedding params + 12 x L x H x D x S, dense bf16)\n",
+       100 * r.mfu);
+  if (m.fits)
+    append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB, {:.2f} GiB free\n", m.peak / kGiB, m.capacity / kGiB,
+         m.headroom() / kGiB);
+  else
+    append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB: DOES NOT FIT, over by {:.2f} GiB\n", m.peak / kGiB,
+         m.capacity / kGiB, -m.headroom() / kGiB);
+
+  const double step = r.step_time_ms > 0 ? r.step_time_ms : 1;
+  append(o, "\n  time breakdown                    ms       %\n");
+  append(o, "    compute                 {:10.2f} {:7.1f}\n", r.compute_ms, 100 * r.compute_ms / step);
+  append(o, "    exposed TP communication{:10.2f} {:7.1f}\n", r.exposed_tp_comm_ms, 100 * r.exposed_tp_comm_ms / step);
+  append(o, "    exposed DP communication{:10.2f} {:7.1f}\n", r.exposed_dp_comm_ms, 100 * r.exposed_dp_comm_ms / step);
+  append(o, "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute)\n",
+       r.tp_comm_busy_ms, r.dp_comm_busy_ms);
+  append(o, "\n  per block                         ms\n");
+  append(o, "    forward                 {:10.3f}\n", r.block_forward_ms);
+  append(o, "    backward                {:10.3f}{}\n", r.block_backward_ms,
+       r.activation_checkpointing == ActivationCheckpointing::none ? "" : "   (recompute included)");
+
+  append(o, "\n  memory per GPU                   GiB\n");
+  append(o, "    parameters (fp32 master){:10.2f}\n", m.master_params / kGiB);
+  append(o, "    gradients (fp32)        {:10.2f}\n", m.gradients / kGiB);
+  append(o, "    optimizer (AdamW m, v)  {:10.2f}\n", m.optimizer / kGiB);
+  append(o, "    activations             {:10.2f}   ({:.3f} GiB saved per block)\n", m.activations / kGiB,
+       m.saved_per_block / kGiB);
+  append(o, "    working set ({})  {:10.2f}   (logits {:.2f} GiB)\n", fmt::format("{:>8}", m.peak_phase),
+       m.working_set / kGiB, m.logits / kGiB);
+  append(o, "    parameters in flight    {:10.2f}\n", m.params_in_flight / kGiB);
+  append(o, "    runtime and allocator   {:10.2f}\n", m.runtime_overhead / kGiB);
+  append(o, "    peak                    {:10.2f}\n", m.peak / kGiB);
+
+  append(o, "\n  top ops by time                                     count    each us   total ms  % step  stream\n");
+  for (const OpSummary& op : r.top_ops)
+    append(o, "    {:<48} {:5} {:10.1f} {:10.2f} {:7.1f}  {}\n", op.name.size() > 48 ? op.name.substr(0, 45) + "..." : op.name,
+         op.count, op.time_us, op.total_us / 1e3, 100 * op.total_us / 1e3 / step, to_string(op.stream));
+  return o;
+}
+
+nlohmann::json report_json(const StepReport& r) {
+  using nlohmann::json;
+  const MemoryReport& m = r.memory;
+  json j;
+  j["model"] = r.model;
+  j["gpu"] = r.gpu;
+  j["nodes"] = r.nodes;
+  j["gpus_per_node"] = r.gpus_per_node;
+  j["plan"] = {{"name", r.plan},
+               {"tp_degree", r.tp},
+               {"dp_shard", r.dp},
+               {"float8", std::string(to_string(r.float8))},
+               {"async_tp", r.async_tp},
+               {"loss_parallel", r.loss_parallel},
+               {"activation_checkpointing", std::string(to_string(r.activation_checkpointing))},
+               {"local_batch_size", r.local_batch_size},
+               {"seq_len", r.seq_len}};
+  j["step_time_ms"] = r.step_time_ms;
+  j["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
+  j["mfu"] = r.mfu;
+  j["peak_memory_gib"] = m.peak / kGiB;
+  j["memory_capacity_gib"] = m.capacity / kGiB;
+  j["memory_headroom_gib"] = m.headroom() / kGiB;
+  j["fits_in_memory"] = m.fits;
+  j["breakdown_ms"] = {{"compute", r.compute_ms},
+                       {"exposed_tp_comm", r.exposed_tp_comm_ms},
+                       {"exposed_dp_comm", r.exposed_dp_comm_ms}};
+  j["comm_busy_ms"] = {{"tp", r.tp_comm_busy_ms}, {"dp", r.dp_comm_busy_ms}};
+  j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
+  j["memory_gib"] = {{"master_params", m.master_params / kGiB},
+                     {"gradients", m.gradients / kGiB},
+                     {"optimizer", m.optimizer / kGiB},
+                     {"activations", m.activations / kGiB},
+                     {"saved_per_block", m.saved_per_block / kGiB},
+                     {"working_set", m.working_set / kGiB},
+                     {"logits", m.logits / kGiB},
+                     {"params_in_flight", m.params_in_flight / kGiB},
+                     {"runtime_overhead", m.runtime_overhead / kGiB},
+                     {"peak_phase", m.peak_phase}};
+  json ops = json::array();
+  for (const OpSummary& op : r.top_ops)
+    ops.push_back({{"name", op.name},
+                   {"kind", op.kind},
+                   {"phase", op.phase},
+                   {"stream", std::string(to_string(op.stream))},
+                   {"count", op.count},
+                   {"time_us", op.time_us},
+                   {"total_ms", op.total_us / 1e3}});
+  j["top_ops"] = ops;
+  return j;
+}
+
+}  // namespace tptune

@@ -1,0 +1,116 @@
+#include "sim/simulate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plans/error.h"
+
+namespace tptune {
+
+void check_supported(const Program& p, const ClusterSpec& cluster) {
+  if (p.plan.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
+    throw Error(fmt::format("{}: float8: {} is not supported on {} ({}): it has no float8 tensor cores; use float8: "
+                            "none",
+                            p.plan.source.empty() ? std::string("plan") : p.plan.source, to_string(p.plan.float8),
+                            cluster.gpu.name, cluster.gpu.description));
+  if (static_cast<int64_t>(p.tp) * p.dp > cluster.world_size())
+    throw Error(fmt::format("{}: tp {} x dp_shard {} = {} GPUs, but the cluster has {} ({} nodes x {})",
+                            p.plan.source.empty() ? std::string("plan") : p.plan.source, p.tp, p.dp, p.tp * p.dp,
+                            cluster.world_size(), cluster.nodes, cluster.gpus_per_node));
+}
+
+namespace {
+
+std::string op_kind_label(const Op& op) {
+  if (auto* c = std::get_if<CollectiveOp>(&op.kind))
+    return fmt::format("{}({})", to_string(c->kind), to_string(c->group));
+  return std::string(kind_name(op.kind));
+}
+
+}  // namespace
+
+StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostParams& c, const OpCosts& costs,
+                       const Timeline& tl, size_t top_ops) {
+  StepReport r;
+  r.model = p.model.name;
+  r.gpu = cluster.gpu.name;
+  r.plan = p.plan.family + (p.plan.source.empty() ? "" : " (" + p.plan.source + ")");
+  r.tp = p.tp;
+  r.dp = p.dp;
+  r.nodes = cluster.nodes;
+  r.gpus_per_node = cluster.gpus_per_node;
+  r.float8 = p.plan.float8;
+  r.async_tp = p.plan.async_tp;
+  r.loss_parallel = p.plan.loss_parallel;
+  r.activation_checkpointing = p.training.activation_checkpointing;
+  r.local_batch_size = p.training.local_batch_size;
+  r.seq_len = p.training.seq_len;
+
+  r.step_time_ms = tl.step_time_us / 1e3;
+  const double step_s = tl.step_time_us * 1e-6;
+  if (step_s > 0) {
+    r.tokens_per_second_per_gpu = static_cast<double>(p.tokens_per_rank()) / (p.tp * step_s);
+    r.mfu = r.tokens_per_second_per_gpu * p.model.training_flops_per_token(p.training.seq_len) /
+            cluster.gpu.peak_flops(DType::bf16);
+  }
+  r.compute_ms = tl.compute_us / 1e3;
+  r.exposed_tp_comm_ms = tl.exposed_tp_us / 1e3;
+  r.exposed_dp_comm_ms = tl.exposed_dp_us / 1e3;
+  r.tp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::tp)] / 1e3;
+  r.dp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp)] / 1e3;
+
+  auto mean_span = [&](const char* name) {
+    for (size_t s = 0; s < p.segments.size(); ++s) {
+      if (p.segments[s].name != name) continue;
+      const SegmentTimes& st = tl.segments[s];
+      if (st.ops == 0) return 0.0;
+      double sum = 0;
+      for (int i = 0; i < st.instances; ++i) sum += st.instance_stats(i).span_us;
+      return sum / st.instances / 1e3;
+    }
+    return 0.0;
+  };
+  r.block_forward_ms = mean_span("block.fwd");
+  r.block_backward_ms = mean_span("block.bwd");
+
+  r.memory = memory_model(p, cluster.gpu, c);
+
+  // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
+  struct Ref {
+    size_t seg, op;
+    double total;
+  };
+  std::vector<Ref> refs;
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    for (size_t j = 0; j < p.segments[s].ops.size(); ++j)
+      refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances});
+  const size_t keep = std::min(top_ops, refs.size());
+  std::partial_sort(refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(),
+                    [](const Ref& a, const Ref& b) { return a.total > b.total || (a.total == b.total && (a.seg < b.seg || (a.seg == b.seg && a.op < b.op))); });
+  std::vector<OpSummary> ops;
+  for (size_t k = 0; k < keep; ++k) {
+    const Segment& seg = p.segments[refs[k].seg];
+    const Op& op = seg.ops[refs[k].op];
+    OpSummary o;
+    o.name = is_per_layer_segment(seg) ? "layers.*." + op.name : op.name;
+    o.kind = op_kind_label(op);
+    o.phase = std::string(to_string(op.phase));
+    o.stream = stream_of(op);
+    o.count = tl.segments[refs[k].seg].instances;
+    o.time_us = costs.duration_us[refs[k].seg][refs[k].op];
+    o.total_us = refs[k].total;
+    ops.push_back(std::move(o));
+  }
+  r.top_ops = std::move(ops);
+  return r;
+}
+
+StepReport simulate(const Program& p, const ClusterSpec& cluster, const CostParams& c) {
+  check_supported(p, cluster);
+  OpCosts costs = cost_ops(p, cluster, c);
+  Timeline tl = schedule(p, costs, c);
+  return make_report(p, cluster, c, costs, tl);
+}
+
+}  // namespace tptune

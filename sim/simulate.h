@@ -1,0 +1,74 @@
+#pragma once
+// A predicted training step: simulate(Program, ClusterSpec, CostParams) -> StepReport.
+//
+//   ClusterSpec cluster = resolve_cluster(cfg);
+//   Program prog = lower(cfg.model, cfg.training, plan);
+//   StepReport r = simulate(prog, cluster, default_cost_params());
+//   fmt::print("{}", report_text(r));
+//
+// simulate() = cost_ops (per-op durations) + schedule (the timeline) + memory_model, summarised. It has no hidden
+// state (no mutable globals): call it from as many threads as you like. A caller that re-schedules one Program (the
+// search trying schedule parameters, or writing a trace) can keep the OpCosts and Timeline and call make_report().
+//
+// Conventions (torchtitan's, so that the numbers compare with its logs):
+//   tokens/s per GPU  = local_batch_size x seq_len / (tp x step time)   (TP ranks share their batch)
+//   MFU               = tokens/s per GPU x Model::training_flops_per_token(seq_len) / dense bf16 peak of the GPU
+//   breakdown         compute (busy compute stream) + exposed TP + exposed DP communication (compute stream idle,
+//                     waiting on that stream) = step time
+//   per-block         mean compute-stream wall time of one block's forward / backward instance, exposed
+//                     communication and (in backward) recompute included
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plans/program.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost_params.h"
+#include "sim/memory.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+struct OpSummary {
+  std::string name;  // "layers.*.attention.wq.fwd" for block ops
+  std::string kind;  // gemm | attention | ... | all_gather(tp) ...
+  std::string phase;
+  Stream stream = Stream::compute;
+  int count = 0;         // instances per step
+  double time_us = 0;    // one instance
+  double total_us = 0;   // count x time
+};
+
+struct StepReport {
+  // What was simulated.
+  std::string model, gpu, plan;  // plan: family and source
+  int tp = 1, dp = 1, nodes = 1, gpus_per_node = 1;
+  Float8Recipe float8 = Float8Recipe::none;
+  bool async_tp = false, loss_parallel = false;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  int64_t local_batch_size = 1, seq_len = 0;
+
+  double step_time_ms = 0;
+  double tokens_per_second_per_gpu = 0;
+  double mfu = 0;  // fraction (0.45 = 45%)
+  double compute_ms = 0, exposed_tp_comm_ms = 0, exposed_dp_comm_ms = 0;
+  double tp_comm_busy_ms = 0, dp_comm_busy_ms = 0;  // communication stream busy time (overlapped or not)
+  double block_forward_ms = 0, block_backward_ms = 0;
+  MemoryReport memory;
+  std::vector<OpSummary> top_ops;  // by total time, longest first
+};
+
+StepReport simulate(const Program& p, const ClusterSpec& cluster, const CostParams& c);
+StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostParams& c, const OpCosts& costs,
+                       const Timeline& timeline, size_t top_ops = 12);
+// Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ...").
+void check_supported(const Program& p, const ClusterSpec& cluster);
+
+// Writers. The JSON has at least: step_time_ms, tokens_per_second_per_gpu, mfu, peak_memory_gib, fits_in_memory,
+// breakdown_ms {compute, exposed_tp_comm, exposed_dp_comm}, per_block_ms {forward, backward}.
+std::string report_text(const StepReport& r);
+nlohmann::json report_json(const StepReport& r);
+
+}  // namespace tptune

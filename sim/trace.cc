@@ -1,0 +1,69 @@
+#include "sim/trace.h"
+
+#include <fmt/format.h>
+
+namespace tptune {
+
+namespace {
+
+std::string_view wait_name(Wait w) {
+  switch (w) {
+    case Wait::none: return "none";
+    case Wait::stream: return "stream";
+    case Wait::compute: return "compute";
+    case Wait::tp: return "tp comm";
+    case Wait::dp: return "dp comm";
+    case Wait::issue: return "issued by the previous block (fsdp prefetch)";
+  }
+  return "?";
+}
+
+}  // namespace
+
+nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeline& tl) {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0 (simulated)"}}}});
+  for (int s = 0; s < kStreams; ++s) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", s},
+                      {"args", {{"name", std::string(to_string(static_cast<Stream>(s)))}}}});
+    events.push_back(
+        {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", s}, {"args", {{"sort_index", s}}}});
+  }
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    const Segment& seg = p.segments[s];
+    const SegmentTimes& st = tl.segments[s];
+    for (int i = 0; i < st.instances; ++i) {
+      const int layer = instance_layer(p, seg, i);
+      for (int j = 0; j < st.ops; ++j) {
+        const Op& op = seg.ops[static_cast<size_t>(j)];
+        OpTime t = st.time(i, j);
+        json args = {{"phase", std::string(to_string(op.phase))},
+                     {"kind", std::string(kind_name(op.kind))},
+                     {"segment", seg.name},
+                     {"waited_for", std::string(wait_name(t.wait))}};
+        if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+          args["collective"] = std::string(to_string(c->kind));
+          args["group"] = std::string(to_string(c->group));
+          args["bytes"] = c->bytes;
+        }
+        if (auto* g = std::get_if<GemmOp>(&op.kind)) args["mnk"] = fmt::format("{}x{}x{}", g->m, g->n, g->k);
+        if (op.chunk.pattern != ChunkRef::Pattern::none) args["chunk"] = fmt::format("{}/{}", op.chunk.step, op.chunk.count);
+        events.push_back({{"name", layer_fqn(layer, op.name)},
+                          {"cat", std::string(to_string(op.phase))},
+                          {"ph", "X"},
+                          {"pid", 0},
+                          {"tid", static_cast<int>(stream_of(op))},
+                          {"ts", t.start},
+                          {"dur", costs.duration_us[s][static_cast<size_t>(j)]},
+                          {"args", std::move(args)}});
+      }
+    }
+  }
+  return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace tptune
