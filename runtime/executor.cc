@@ -102,6 +102,8 @@ void Executor::step(const OpTimeFn& on_op) {
     if (op.op->phase == Phase::optimizer && !options_.run_optimizer) continue;
     if (!on_op) {
       run_op(static_cast<int>(i), false);
+      // Drive the progress of collectives in flight (MPI progresses non-blocking calls inside MPI calls only).
+      for (auto& p : pending_) p.request->test();
     } else {
       be_.synchronize();
       timer->start();

@@ -60,6 +60,9 @@ class Executor {
   // casts of the reference run through it.
   void set_after_op(std::function<void(int op)> fn) { after_op_ = std::move(fn); }
 
+  // Collectives issued and not yet waited for (introspection for tests of the overlap).
+  size_t pending_collectives() const { return pending_.size(); }
+
   const TensorDesc& desc(int flat_tensor) const;
   // The local data of a flat tensor (int32 tensors converted to float).
   std::vector<float> read(int flat_tensor) const;

@@ -134,3 +134,25 @@ TEST_CASE("a profile has one record per op of the expanded Program", "[mpi][prof
   for (const auto& op : ops) ring += op.contains("chunk") && op["kind"] == "collective";
   CHECK(ring > 0);
 }
+
+TEST_CASE("async TP ring steps are in flight while the previous chunk's gemm runs", "[mpi][executor]") {
+  auto p = tiny("sequence_parallel", Float8Recipe::none, true);
+  CpuBackend be(MPI_COMM_WORLD);
+  Executor ex(p.sharded, be, {false, {}});
+  ex.init(1);
+  int chunk_gemms = 0, overlapped = 0;
+  ex.set_after_op([&](int i) {
+    const FlatOp& op = ex.flat().ops[size_t(i)];
+    const ChunkRef& c = op.op->chunk;
+    // In an all-gather ring the p2p of step j+1 is issued before the gemms of chunk j (for j + 1 < tp).
+    if (std::holds_alternative<GemmOp>(op.op->kind) && c.pattern == ChunkRef::Pattern::all_gather &&
+        c.step + 1 < c.count) {
+      ++chunk_gemms;
+      overlapped += ex.pending_collectives() > 0;
+    }
+  });
+  ex.step();
+  CHECK(chunk_gemms > 0);
+  CHECK(overlapped == chunk_gemms);
+  CHECK(ex.pending_collectives() == 0);  // all completed by the end of the step
+}

@@ -1,0 +1,72 @@
+// Seeded initialization: values depend on (seed, name, index in the full tensor) only, so shards of any TP degree
+// reassemble the same full tensor; scales and token ranges are what tensor_init.h promises.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "runtime/profiler.h"
+#include "runtime/tensor_init.h"
+
+using namespace tptune;
+
+TEST_CASE("shard_of takes rank r's slice of a dim", "[runtime][init]") {
+  // full (2, 4) = [[0,1,2,3],[4,5,6,7]]; dim 1 in 2 parts: rank 1 holds columns 2..3 = [2,3,6,7].
+  std::vector<float> full{0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(shard_of(full, {2, 4}, 1, 2, 1) == std::vector<float>{2, 3, 6, 7});
+  // dim 0 in 2 parts: rank 0 holds row 0.
+  CHECK(shard_of(full, {2, 4}, 0, 2, 0) == std::vector<float>{0, 1, 2, 3});
+  CHECK(shard_of(full, {2, 4}, -1, 2, 1) == full);  // replicated
+  CHECK_THROWS(shard_of(full, {2, 4}, 1, 3, 0));      // 4 is not divisible by 3
+}
+
+TEST_CASE("parameters do not depend on the TP degree: shards reassemble the full tensor", "[runtime][init]") {
+  const Shape w{8, 6};
+  auto full = init_parameter(11, "layers.0.attention.wq.weight", w);
+  for (int tp : {2, 4}) {
+    std::vector<float> rows;
+    for (int r = 0; r < tp; ++r) {
+      auto s = shard_of(full, w, 0, tp, r);
+      rows.insert(rows.end(), s.begin(), s.end());
+    }
+    CHECK(rows == full);
+  }
+  CHECK(init_parameter(11, "layers.0.attention.wq.weight", w) == full);  // deterministic
+  CHECK(init_parameter(12, "layers.0.attention.wq.weight", w) != full);  // the seed matters
+  CHECK(init_parameter(11, "layers.1.attention.wq.weight", w) != full);  // so does the name
+}
+
+TEST_CASE("initial scales: 1/sqrt(fan_in) for matrices, ~1 for norm weights, ~0 for biases", "[runtime][init]") {
+  // Uniform u in [-1, 1) scaled by sqrt(3/in) has variance 1/in: 1/256 for in = 256.
+  auto w = init_parameter(1, "output.weight", {64, 256});
+  double var = 0;
+  for (float x : w) var += double(x) * x;
+  var /= double(w.size());
+  CHECK(var == Approx(1.0 / 256).epsilon(0.05));
+  for (float x : w) CHECK(std::abs(x) <= std::sqrt(3.0 / 256) + 1e-7);
+  for (float x : init_parameter(1, "norm.weight", {64})) CHECK(std::abs(x - 1.0f) <= 0.1f);
+  for (float x : init_parameter(1, "norm.bias", {64})) CHECK(std::abs(x) <= 0.1f);
+}
+
+TEST_CASE("tokens lie in [0, vocab)", "[runtime][init]") {
+  auto t = init_tokens(3, "tokens", {2, 32}, 7);
+  bool seen_last = false;
+  for (int32_t x : t) {
+    CHECK(x >= 0);
+    CHECK(x < 7);
+    seen_last |= x == 6;
+  }
+  CHECK(seen_last);
+  CHECK(init_tokens(3, "targets", {2, 32}, 7) != t);
+}
+
+TEST_CASE("summarize: median and nearest-rank spread", "[runtime][profile]") {
+  // Sorted samples 1 2 3 4 10: median 3; p10 = 1 (rank ceil(0.5) = 1), p90 = 10 (rank ceil(4.5) = 5).
+  OpTiming t = summarize({10, 2, 1, 4, 3});
+  CHECK(t.median == 3);
+  CHECK(t.min == 1);
+  CHECK(t.max == 10);
+  CHECK(t.p10 == 1);
+  CHECK(t.p90 == 10);
+  CHECK(t.samples == std::vector<double>{10, 2, 1, 4, 3});  // raw, in iteration order
+  CHECK(summarize({4, 1, 3, 2}).median == 2.5);              // even count: mean of the middle two
+}
