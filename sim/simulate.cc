@@ -10,10 +10,10 @@ namespace tptune {
 
 void check_supported(const Program& p, const ClusterSpec& cluster) {
   if (p.plan.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
-    throw Error(fmt::format("{}: float8: {} is not supported on {} ({}): it has no float8 tensor cores; use float8: "
-                            "none",
+    throw Error(fmt::format("{}: float8: {} is not supported on {}{}: it has no float8 tensor cores; use float8: none",
                             p.plan.source.empty() ? std::string("plan") : p.plan.source, to_string(p.plan.float8),
-                            cluster.gpu.name, cluster.gpu.description));
+                            cluster.gpu.name,
+                            cluster.gpu.description.empty() ? "" : " (" + cluster.gpu.description + ")"));
   if (static_cast<int64_t>(p.tp) * p.dp > cluster.world_size())
     throw Error(fmt::format("{}: tp {} x dp_shard {} = {} GPUs, but the cluster has {} ({} nodes x {})",
                             p.plan.source.empty() ? std::string("plan") : p.plan.source, p.tp, p.dp, p.tp * p.dp,
