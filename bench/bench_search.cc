@@ -1,0 +1,102 @@
+// The default search for Llama3-405B on 1024 H100s (examples/llama3-405b-h100.yaml: 1080 candidates) and for the
+// Llama3-8B example: wall time of one whole search, and candidates evaluated per second. The goal is the full
+// default space in well under a second on one core.
+//
+//   ninja -C build bench_search && build/bench/bench_search
+//   build/bench/bench_search --benchmark_filter=405B/threads:1
+//
+// Arguments: threads (0 = all), opt (1: the larger-batch memory shortcut on, as by default; 0: off, every candidate
+// lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search.h).
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "plans/config.h"
+#include "sim/search.h"
+#include "sim/search_constraints.h"
+
+using namespace tptune;
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+void print_environment() {
+#ifdef NDEBUG
+  const char* build = "release (NDEBUG)";
+#else
+  const char* build = "DEBUG: timings are not representative, build with -DCMAKE_BUILD_TYPE=Release";
+#endif
+  fmt::print(stderr, "bench_search: {}, {} hardware threads, build {}\n", cpu_model(),
+             std::thread::hardware_concurrency(), build);
+#ifndef NDEBUG
+  fmt::print(stderr, "WARNING: this is a debug build\n");
+#endif
+}
+
+void run(benchmark::State& state, const char* example) {
+  const Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + example);
+  SearchOptions o;
+  o.threads = static_cast<int>(state.range(0));
+  o.skip_larger_batches = state.range(1) != 0;
+  o.memoize_op_costs = state.range(2) != 0;
+  SearchResult r;
+  for (auto _ : state) {
+    r = search(cfg, o);
+    benchmark::DoNotOptimize(r.feasible);
+  }
+  size_t lowered = 0;
+  for (const CandidateResult& c : r.results) lowered += c.has_memory;
+  state.counters["candidates"] = static_cast<double>(r.evaluated);
+  state.counters["feasible"] = static_cast<double>(r.feasible);
+  state.counters["lowered"] = static_cast<double>(lowered);
+  state.counters["threads_used"] = r.threads;
+  state.counters["candidates_per_s"] =
+      benchmark::Counter(static_cast<double>(r.evaluated) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+  if (r.memo_hits + r.memo_misses)
+    state.counters["memo_hit_pct"] = 100.0 * static_cast<double>(r.memo_hits) /
+                                     static_cast<double>(r.memo_hits + r.memo_misses);
+}
+
+void BM_Search405B(benchmark::State& state) { run(state, "llama3-405b-h100.yaml"); }
+void BM_Search8B(benchmark::State& state) { run(state, "llama3-8b-h100.yaml"); }
+
+BENCHMARK(BM_Search405B)
+    ->ArgNames({"threads", "opt", "memo"})
+    ->Args({1, 1, 0})
+    ->Args({1, 0, 0})
+    ->Args({1, 1, 1})
+    ->Args({0, 1, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK(BM_Search8B)
+    ->ArgNames({"threads", "opt", "memo"})
+    ->Args({1, 1, 0})
+    ->Args({1, 0, 0})
+    ->Args({1, 1, 1})
+    ->Args({0, 1, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  print_environment();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,126 @@
+#include "sim/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/search_constraints.h"
+#include "sim/search_parallel.h"
+
+namespace tptune {
+
+bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective o) {
+  const StepReport &x = a.report, &y = b.report;
+  switch (o) {
+    case Objective::tokens_per_second:
+      if (x.tokens_per_second_per_gpu != y.tokens_per_second_per_gpu)
+        return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
+      if (x.memory.peak != y.memory.peak) return x.memory.peak < y.memory.peak;
+      break;
+    case Objective::step_time:
+      if (x.step_time_ms != y.step_time_ms) return x.step_time_ms < y.step_time_ms;
+      if (x.tokens_per_second_per_gpu != y.tokens_per_second_per_gpu)
+        return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
+      break;
+    case Objective::memory:
+      if (x.memory.peak != y.memory.peak) return x.memory.peak < y.memory.peak;
+      if (x.tokens_per_second_per_gpu != y.tokens_per_second_per_gpu)
+        return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
+      break;
+  }
+  return a.candidate.index < b.candidate.index;
+}
+
+SearchResult search(const Config& cfg, const SearchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult r;
+  r.space = resolve_space(cfg);
+  r.cluster = resolve_cluster(cfg);
+  const std::vector<Candidate> cands = enumerate_candidates(r.space);
+  r.evaluated = cands.size();
+  r.results.resize(cands.size());
+  r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
+                                        static_cast<int>(std::max<size_t>(cands.size(), 1))));
+
+  std::vector<std::unique_ptr<CandidateEvaluator>> workers;
+  for (int w = 0; w < r.threads; ++w) {
+    workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
+    workers.back()->use_memo = o.memoize_op_costs;
+  }
+  // Tasks: the candidates that differ only in local batch size (consecutive: it is the innermost loop), evaluated
+  // smallest batch first. Every tensor of a Program grows or stays with the local batch and the op list does not
+  // change, so peak memory is non-decreasing in it: once a batch misses the budget, the larger ones are pruned
+  // without lowering them (the brute-force test checks this too).
+  const size_t per_task = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
+  std::vector<size_t> order(per_task);
+  for (size_t j = 0; j < per_task; ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b];
+  });
+  std::atomic<size_t> done{0};
+  const size_t tasks = cands.size() / per_task;
+  auto run_task = [&](size_t t, int w) {
+    CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
+    const CandidateResult* smaller_oom = nullptr;
+    for (size_t j : order) {
+      const size_t i = t * per_task + j;
+      if (smaller_oom && o.skip_larger_batches) {
+        CandidateResult& c = r.results[i];
+        c.candidate = cands[i];
+        c.pruned = prune::kMemory;
+        c.detail = fmt::format("local batch {} already misses the memory budget ({})",
+                               smaller_oom->candidate.local_batch_size, smaller_oom->detail);
+      } else {
+        r.results[i] = ev.evaluate(cands[i]);
+        if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  std::function<void(size_t, size_t)> progress;
+  if (o.progress) progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), cands.size()); };
+  parallel_for(tasks, r.threads, run_task, progress);
+  for (const auto& w : workers) {
+    r.memo_hits += w->memo_hits();
+    r.memo_misses += w->memo_misses();
+  }
+
+  for (size_t i = 0; i < r.results.size(); ++i) {
+    const CandidateResult& c = r.results[i];
+    if (c.feasible())
+      r.ranking.push_back(static_cast<int>(i));
+    else
+      ++r.pruned[c.pruned];
+  }
+  r.feasible = r.ranking.size();
+  const Objective obj = r.space.objective;
+  std::sort(r.ranking.begin(), r.ranking.end(), [&](int a, int b) {
+    return ranks_before(r.results[static_cast<size_t>(a)], r.results[static_cast<size_t>(b)], obj);
+  });
+
+  if (r.ranking.empty()) {
+    // Nearest misses: lowered candidates by how far their peak is over the budget (capacity - headroom).
+    std::vector<int> mem;
+    for (size_t i = 0; i < r.results.size(); ++i)
+      if (r.results[i].has_memory) mem.push_back(static_cast<int>(i));
+    std::sort(mem.begin(), mem.end(), [&](int a, int b) {
+      const MemoryReport &x = r.results[static_cast<size_t>(a)].report.memory,
+                         &y = r.results[static_cast<size_t>(b)].report.memory;
+      if (x.peak - x.capacity != y.peak - y.capacity) return x.peak - x.capacity < y.peak - y.capacity;
+      return a < b;
+    });
+    r.closest = mem;
+    // Then one example of every other reason, so that the user sees why the rest failed.
+    std::set<std::string> seen;
+    for (int i : mem) seen.insert(r.results[static_cast<size_t>(i)].pruned);
+    for (size_t i = 0; i < r.results.size(); ++i)
+      if (!r.results[i].has_memory && seen.insert(r.results[i].pruned).second) r.closest.push_back(static_cast<int>(i));
+  }
+  r.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace tptune

@@ -1,0 +1,69 @@
+#pragma once
+// `tp-plan search`: from one config, the best TP plan for its cluster.
+//
+//   SearchResult r = search(cfg, {.threads = 8});
+//   r.ranking[0] is the index (into r.results) of the winner.
+//
+// Candidates (sim/search_space.h) are evaluated in parallel (sim/search_eval.h: constraints, lowering, memory,
+// memoized op costs, schedule), each exactly as lower() + simulate() would, so the ranking equals that of a
+// brute-force loop over every candidate (tests/sim/search_test.cc checks it). Candidates that share a Program at
+// tp 1 with an earlier one are pruned as "redundant at tp 1" (the earlier one is evaluated), and a larger local batch
+// of a plan whose smaller batch misses the memory budget is pruned without being lowered.
+//
+// Ranking by the space's objective, best first; ties broken by the next criterion, then by enumeration order:
+//   tokens_per_second   tokens/s per GPU (higher), then peak memory (lower)
+//   step_time           step time (lower), then tokens/s per GPU (higher)
+//   memory              peak memory (lower), then tokens/s per GPU (higher)
+// When nothing is feasible, `closest` lists the candidates that came nearest: those that were lowered and only
+// missed the memory budget, by how much they missed it, else one per pruning reason.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plans/config.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost_params.h"
+#include "sim/search_eval.h"
+#include "sim/search_space.h"
+
+namespace tptune {
+
+struct SearchOptions {
+  int threads = 0;  // 0: all hardware threads
+  CostParams cost = default_cost_params();
+  // Memoize op durations across candidates (sim/search_eval.h). Off by default: measured, it does not pay with
+  // today's cost functions (405B default space on one core: 106 ms with, 104 ms without; 8B: 196 vs 176 ms); it is
+  // kept, and tested equal, for cost models that get expensive (calibrated curves).
+  bool memoize_op_costs = false;
+  // Prune larger local batches of a candidate whose smaller batch already misses the memory budget, without
+  // lowering them (exact: peak memory is non-decreasing in the local batch). false: lower everything (measurements).
+  bool skip_larger_batches = true;
+  // Called on the calling thread about every 100 ms while the search runs, and once at the end.
+  std::function<void(size_t done, size_t total)> progress;
+};
+
+struct SearchResult {
+  ResolvedSpace space;
+  ClusterSpec cluster;
+  size_t evaluated = 0;  // candidates in the space
+  size_t feasible = 0;
+  std::map<std::string, size_t> pruned;  // reason -> candidates
+  double elapsed_ms = 0;
+  int threads = 1;
+  size_t memo_hits = 0, memo_misses = 0;
+  std::vector<CandidateResult> results;  // every candidate, in enumeration order
+  std::vector<int> ranking;              // feasible candidates, best first
+  std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
+
+  const CandidateResult* winner() const { return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])]; }
+};
+
+SearchResult search(const Config& cfg, const SearchOptions& options = {});
+
+// The ranking order: true when `a` is strictly better than `b` under `o` (feasible results only).
+bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective o);
+
+}  // namespace tptune

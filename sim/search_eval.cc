@@ -1,0 +1,146 @@
+#include "sim/search_eval.h"
+
+#include <fmt/format.h>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "sim/memory.h"
+#include "sim/search_constraints.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+int64_t dtype_of(const Program& p, const std::vector<TensorId>& ts) {
+  return ts.empty() ? -1 : static_cast<int64_t>(p.tensor(ts[0]).dtype);
+}
+
+}  // namespace
+
+size_t OpKeyHash::operator()(const OpKey& k) const {
+  // 64-bit mix of every field (splitmix64 finalizer over a running combination).
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int64_t x : k.v) {
+    h ^= static_cast<uint64_t>(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+  }
+  return static_cast<size_t>(h);
+}
+
+OpKey op_key(const Op& op, const Program& p) {
+  OpKey k;
+  auto& v = k.v;
+  v[0] = static_cast<int64_t>(op.kind.index());
+  v[1] = dtype_of(p, op.inputs);   // compute_cost reads the first input's dtype (attention, loss, casts)
+  v[2] = dtype_of(p, op.outputs);  // ... and the first output's (embedding)
+  v[3] = static_cast<int64_t>(p.training.dtype);  // the fallback when an op has no tensors
+  v[4] = static_cast<int64_t>(op.chunk.pattern);
+  v[5] = op.chunk.step;
+  v[6] = op.chunk.count;
+  std::visit(
+      [&](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GemmOp>) {
+          v[7] = o.m, v[8] = o.n, v[9] = o.k;
+          v[10] = static_cast<int64_t>(o.a_dtype), v[11] = static_cast<int64_t>(o.b_dtype);
+          v[12] = static_cast<int64_t>(o.c_dtype);
+          v[13] = (o.trans_a ? 1 : 0) | (o.trans_b ? 2 : 0) | (o.accumulate ? 4 : 0);
+        } else if constexpr (std::is_same_v<T, AttentionOp>) {
+          v[7] = o.batch, v[8] = o.seq, v[9] = o.n_heads, v[10] = o.n_kv_heads, v[11] = o.head_dim;
+          v[12] = (o.causal ? 1 : 0) | (o.backward ? 2 : 0);
+        } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
+          v[7] = static_cast<int64_t>(o.fn), v[8] = o.bytes, v[9] = o.flops, v[10] = o.dim;
+        } else if constexpr (std::is_same_v<T, EmbeddingOp>) {
+          v[7] = o.tokens, v[8] = o.vocab_local, v[9] = o.dim_local;
+          v[10] = (o.vocab_sharded ? 1 : 0) | (o.backward ? 2 : 0);
+        } else if constexpr (std::is_same_v<T, CrossEntropyOp>) {
+          v[7] = static_cast<int64_t>(o.stage), v[8] = o.tokens, v[9] = o.vocab_local, v[10] = o.vocab_sharded;
+        } else if constexpr (std::is_same_v<T, CastFp8Op>) {
+          v[7] = static_cast<int64_t>(o.stage), v[8] = static_cast<int64_t>(o.to), v[9] = o.elements;
+          v[10] = o.rowwise;
+        } else if constexpr (std::is_same_v<T, CollectiveOp>) {
+          v[7] = static_cast<int64_t>(o.kind), v[8] = static_cast<int64_t>(o.group);
+          v[9] = static_cast<int64_t>(o.reduce), v[10] = static_cast<int64_t>(o.dtype), v[11] = o.bytes;
+          v[12] = o.gather_dim, v[13] = o.scatter_dim;
+          v[14] = p.tp, v[15] = p.dp;  // the group layout on the cluster
+        }
+      },
+      op.kind);
+  return k;
+}
+
+bool fits_with_headroom(const MemoryReport& m, double headroom_gib) {
+  return m.peak + headroom_gib * kGiB <= m.capacity;
+}
+
+CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
+                                       const ResolvedSpace& space)
+    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space) {}
+
+OpCosts CandidateEvaluator::cost_ops(const Program& p) {
+  if (!use_memo) return tptune::cost_ops(p, cluster_, cost_);
+  OpCosts out;
+  out.duration_us.reserve(p.segments.size());
+  for (const Segment& s : p.segments) {
+    std::vector<double> d;
+    d.reserve(s.ops.size());
+    for (const Op& op : s.ops) {
+      OpKey k = op_key(op, p);
+      auto [it, inserted] = memo_.try_emplace(k, 0.0);
+      if (inserted) {
+        it->second = op_duration_us(op, p, cluster_, cost_);
+        ++misses_;
+      } else {
+        ++hits_;
+      }
+      d.push_back(it->second);
+    }
+    out.duration_us.push_back(std::move(d));
+  }
+  return out;
+}
+
+CandidateResult CandidateEvaluator::evaluate(const Candidate& c) {
+  CandidateResult r;
+  r.candidate = c;
+  if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) {
+    r.pruned = v.reason;
+    r.detail = std::move(v.detail);
+    return r;
+  }
+  const Plan plan = candidate_plan(space_, c);
+  Program prog;
+  try {
+    prog = lower(cfg_.model, cfg_.training, plan);
+  } catch (const Error& e) {
+    r.pruned = error_reason("lowering", e.what(), plan.source);
+    r.detail = e.what();
+    return r;
+  }
+  try {
+    check_supported(prog, cluster_);
+    r.report.memory = memory_model(prog, cluster_.gpu, cost_);
+    r.has_memory = true;
+    if (!fits_with_headroom(r.report.memory, space_.memory_headroom_gib)) {
+      r.pruned = prune::kMemory;
+      r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
+                             space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
+      return r;
+    }
+    const OpCosts costs = cost_ops(prog);
+    const Timeline tl = schedule(prog, costs, cost_);
+    r.report = make_report(prog, cluster_, cost_, costs, tl, 0);
+    r.has_step = true;
+  } catch (const Error& e) {
+    r.pruned = error_reason("simulation", e.what(), plan.source);
+    r.detail = e.what();
+  }
+  return r;
+}
+
+}  // namespace tptune

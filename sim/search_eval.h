@@ -1,0 +1,77 @@
+#pragma once
+// Evaluation of one search candidate: constraints -> lower -> memory -> cost -> schedule -> report.
+//
+// The result is exactly what the brute-force path gives (lower(); simulate(); fits = peak + headroom <= capacity),
+// number for number; the evaluator is only faster:
+//  * static constraints (sim/search_constraints.h) refuse a candidate before it is lowered;
+//  * the memory model runs before the schedule, and a candidate that does not fit is not scheduled (its StepReport
+//    then holds the memory only);
+//  * optionally (use_memo; SearchOptions::memoize_op_costs, off by default because today's cost functions are as
+//    cheap as the lookup), op durations are memoized by everything op_duration_us() reads (OpKey below): GEMM,
+//    attention, embedding,
+//    loss and cast shapes with their operand dtypes; collective kind, bytes and group layout (tp, dp) — so the
+//    forward GEMMs shared by three AC settings and three float8 recipes, or the collectives shared by two local
+//    batch sizes' embedding backward, are costed once per search. What changes between candidates (shapes with the
+//    local batch, dtypes with float8, the op list with AC and async TP) is in the key, so a hit is the same number.
+// One evaluator per worker thread (no locking); each is used by one thread at a time.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "plans/config.h"
+#include "plans/program.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost_params.h"
+#include "sim/search_space.h"
+#include "sim/simulate.h"
+
+namespace tptune {
+
+struct CandidateResult {
+  Candidate candidate;
+  std::string pruned;  // the reason (prune::k* or "lowering: <class>"); empty when feasible
+  std::string detail;  // the numbers behind the reason, or the full error message
+  bool has_memory = false;  // report.memory is set (the candidate was lowered)
+  bool has_step = false;    // the whole report is set (feasible)
+  StepReport report;
+  bool feasible() const { return pruned.empty(); }
+};
+
+// Everything op_duration_us() depends on besides the cluster and cost parameters (fixed for one search).
+struct OpKey {
+  std::array<int64_t, 16> v{};
+  bool operator==(const OpKey&) const = default;
+};
+struct OpKeyHash {
+  size_t operator()(const OpKey& k) const;
+};
+OpKey op_key(const Op& op, const Program& p);
+
+class CandidateEvaluator {
+ public:
+  CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const ResolvedSpace& space);
+
+  // Evaluates `c` (not its tp-1 representative: the caller copies that result).
+  CandidateResult evaluate(const Candidate& c);
+  // The memoized equivalent of cost_ops(p, cluster, cost).
+  OpCosts cost_ops(const Program& p);
+
+  size_t memo_hits() const { return hits_; }
+  size_t memo_misses() const { return misses_; }
+  bool use_memo = false;  // true: memoize op durations across candidates
+
+ private:
+  const Config& cfg_;
+  const ClusterSpec& cluster_;
+  const CostParams& cost_;
+  const ResolvedSpace& space_;
+  std::unordered_map<OpKey, double, OpKeyHash> memo_;
+  size_t hits_ = 0, misses_ = 0;
+};
+
+// peak + headroom <= capacity: the search's memory constraint.
+bool fits_with_headroom(const MemoryReport& m, double headroom_gib);
+
+}  // namespace tptune

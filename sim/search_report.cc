@@ -1,0 +1,257 @@
+#include "sim/search_report.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+
+namespace tptune {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+template <typename... T>
+void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
+  fmt::format_to(std::back_inserter(o), f, std::forward<T>(args)...);
+}
+
+double exposed_fraction(const StepReport& r) {
+  return r.step_time_ms > 0 ? (r.exposed_tp_comm_ms + r.exposed_dp_comm_ms) / r.step_time_ms : 0;
+}
+
+// Converts a step's milliseconds into milliseconds per 1000 tokens per GPU: a step moves local_batch x seq_len
+// tokens through each TP group of tp GPUs, i.e. local_batch x seq_len / tp tokens per GPU. Plans with different TP
+// degrees and local batches compare on this scale (its inverse is the throughput).
+double per_1k_tokens(const StepReport& s) {
+  const double tokens_per_gpu = static_cast<double>(s.local_batch_size * s.seq_len) / std::max(1, s.tp);
+  return tokens_per_gpu > 0 ? 1000.0 / tokens_per_gpu : 0;
+}
+
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+std::string plan_line(const Plan& p) {
+  return fmt::format("tp {} x dp {}, {}, float8 {}, async TP {}, loss parallel {}, AC {}, local batch {}", p.tp_degree,
+                     p.dp_shard, p.family, to_string(p.float8), p.async_tp ? "on" : "off",
+                     p.loss_parallel ? "on" : "off", to_string(p.activation_checkpointing), p.local_batch_size);
+}
+
+// What differs between the winner and a baseline, in words.
+std::string changes(const Plan& from, const Plan& to) {
+  std::vector<std::string> c;
+  if (from.tp_degree != to.tp_degree) c.push_back(fmt::format("tp {} -> {}", from.tp_degree, to.tp_degree));
+  if (from.family != to.family) c.push_back(fmt::format("{} -> {}", from.family, to.family));
+  if (from.float8 != to.float8) c.push_back(fmt::format("float8 {}", to_string(to.float8)));
+  if (from.async_tp != to.async_tp) c.push_back(to.async_tp ? "async TP" : "no async TP");
+  if (from.loss_parallel != to.loss_parallel) c.push_back(to.loss_parallel ? "loss parallel" : "no loss parallel");
+  if (from.activation_checkpointing != to.activation_checkpointing)
+    c.push_back(fmt::format("AC {} -> {}", to_string(from.activation_checkpointing),
+                            to_string(to.activation_checkpointing)));
+  if (from.local_batch_size != to.local_batch_size)
+    c.push_back(fmt::format("local batch {} -> {}", from.local_batch_size, to.local_batch_size));
+  return c.empty() ? "nothing (the same plan)" : fmt::format("{}", fmt::join(c, ", "));
+}
+
+std::string pruned_lines(const SearchResult& r) {
+  std::vector<std::pair<std::string, size_t>> v(r.pruned.begin(), r.pruned.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string o;
+  for (const auto& [reason, n] : v) append(o, "  {:6}  {}\n", n, reason);
+  return o;
+}
+
+std::string header(const Config& cfg, const SearchResult& r) {
+  const ClusterSpec& c = r.cluster;
+  std::string o;
+  append(o, "{} (seq {}) on {} x {} ({} node{} x {}): {} candidates, {} feasible, {:.0f} ms on {} thread{}\n",
+         cfg.model.name, cfg.training.seq_len, c.world_size(), c.gpu.name, c.nodes, c.nodes == 1 ? "" : "s",
+         c.gpus_per_node, r.evaluated,
+         r.feasible, r.elapsed_ms, r.threads, r.threads == 1 ? "" : "s");
+  append(o, "objective: {}, memory headroom {:g} GiB of {:g} GiB\n", to_string(r.space.objective),
+         r.space.memory_headroom_gib, c.gpu.memory_GiB);
+  if (!r.pruned.empty()) {
+    append(o, "pruned:\n");
+    o += pruned_lines(r);
+  }
+  return o;
+}
+
+}  // namespace
+
+Plan result_plan(const SearchResult& r, int index) {
+  return candidate_plan(r.space, r.results.at(static_cast<size_t>(index)).candidate);
+}
+
+std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost) {
+  std::vector<Baseline> out;
+  const CandidateResult* w = r.winner();
+  if (!w) return out;
+  const int world = r.cluster.world_size();
+  const int seed_tp = std::min(r.cluster.gpus_per_node, world);
+  for (auto [name, preset, lp, tp] : {std::tuple{"vanilla", "vanilla", false, seed_tp},
+                                      std::tuple{"torchtitan default", "sequence_parallel", true, w->candidate.tp}}) {
+    Baseline b;
+    b.name = name;
+    Plan base;
+    base.tp_degree = tp;
+    base.dp_shard = std::max(1, world / tp);
+    base.activation_checkpointing = cfg.training.activation_checkpointing;
+    base.local_batch_size = cfg.training.local_batch_size;
+    base.loss_parallel = lp;
+    b.plan = preset_plan(preset, base);
+    try {
+      const Program p = lower(cfg.model, cfg.training, b.plan);
+      b.report = simulate(p, r.cluster, cost);
+      b.fits = fits_with_headroom(b.report.memory, r.space.memory_headroom_gib);
+    } catch (const Error& e) {
+      b.error = e.what();
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
+  std::string o = header(cfg, r);
+  if (r.ranking.empty()) return o;
+  const size_t n = std::min(k, r.ranking.size());
+  append(o, "\ntop {} of {} by {}:\n", n, r.feasible, to_string(r.space.objective));
+  append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>10} {:>6} {:>8} {:>8}\n", "#", "tp", "plan",
+         "float8", "async", "loss", "AC", "batch", "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm");
+  for (size_t i = 0; i < n; ++i) {
+    const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
+    const Candidate& x = c.candidate;
+    const StepReport& s = c.report;
+    append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%\n",
+           i + 1, x.tp, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
+           yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, s.step_time_ms, s.tokens_per_second_per_gpu,
+           100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s));
+  }
+  return o;
+}
+
+std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& baselines) {
+  const CandidateResult* w = r.winner();
+  if (!w) return {};
+  const Plan wp = result_plan(r, r.ranking[0]);
+  std::string o;
+  append(o, "\nwinner: {}\n", plan_line(wp));
+  append(o, "\n{:<26} {:>10} {:>10} {:>6} {:>8}   ms per 1k tokens per GPU: {:>8} {:>11} {:>11}\n", "", "step ms",
+         "tok/s/GPU", "MFU", "mem GiB", "compute", "exposed TP", "exposed DP");
+  auto row = [&](const std::string& name, const StepReport& s, bool fits) {
+    const double k = per_1k_tokens(s);
+    append(o, "{:<26} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f}{}                          {:>8.2f} {:>11.2f} {:>11.2f}\n",
+           name, s.step_time_ms, s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, fits ? " " : "!",
+           s.compute_ms * k, s.exposed_tp_comm_ms * k, s.exposed_dp_comm_ms * k);
+  };
+  row("winner", w->report, true);
+  for (const Baseline& bl : baselines) {
+    if (bl.error.empty())
+      row(fmt::format("{} (tp {})", bl.name, bl.plan.tp_degree), bl.report, bl.fits);
+    else
+      append(o, "{:<26} cannot run: {}\n", bl.name, bl.error);
+  }
+  bool any_oom = false;
+  for (const Baseline& bl : baselines) any_oom |= bl.error.empty() && !bl.fits;
+  if (any_oom) append(o, "(! does not fit in GPU memory with the headroom)\n");
+  for (const Baseline& bl : baselines) {
+    if (!bl.error.empty() || bl.report.tokens_per_second_per_gpu <= 0) continue;
+    const StepReport& s = bl.report;
+    const double wk = per_1k_tokens(w->report), bk = per_1k_tokens(s);
+    auto delta = [&](const char* what, double from_ms, double to_ms) {
+      return fmt::format("{} {:.2f} -> {:.2f} ({:+.2f})", what, from_ms * bk, to_ms * wk, to_ms * wk - from_ms * bk);
+    };
+    append(o, "\nvs {}: {:.2f}x tokens/s per GPU; changed: {}\n", bl.name,
+           w->report.tokens_per_second_per_gpu / s.tokens_per_second_per_gpu, changes(bl.plan, wp));
+    append(o, "  ms per 1k tokens per GPU: {}; {}; {}\n", delta("compute", s.compute_ms, w->report.compute_ms),
+           delta("exposed TP comm", s.exposed_tp_comm_ms, w->report.exposed_tp_comm_ms),
+           delta("exposed DP comm", s.exposed_dp_comm_ms, w->report.exposed_dp_comm_ms));
+  }
+  return o;
+}
+
+std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k) {
+  std::string o = header(cfg, r);
+  append(o, "\nno candidate fits: every one of the {} was pruned.\n", r.evaluated);
+  if (r.closest.empty()) return o;
+  append(o, "closest candidates:\n");
+  const size_t n = std::min(k, r.closest.size());
+  for (size_t i = 0; i < n; ++i) {
+    const CandidateResult& c = r.results[static_cast<size_t>(r.closest[i])];
+    append(o, "  {}\n    {}: {}\n", describe(r.space, c.candidate), c.pruned, c.detail);
+  }
+  return o;
+}
+
+nlohmann::json plan_summary_json(const Plan& p) {
+  return {{"family", p.family},
+          {"tp_degree", p.tp_degree},
+          {"dp_shard", p.dp_shard},
+          {"float8", std::string(to_string(p.float8))},
+          {"async_tp", p.async_tp},
+          {"loss_parallel", p.loss_parallel},
+          {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
+          {"local_batch_size", p.local_batch_size}};
+}
+
+namespace {
+
+nlohmann::json metrics_json(const StepReport& s) {
+  return {{"step_time_ms", s.step_time_ms},
+          {"tokens_per_second_per_gpu", s.tokens_per_second_per_gpu},
+          {"mfu", s.mfu},
+          {"peak_memory_gib", s.memory.peak / kGiB},
+          {"exposed_comm_fraction", exposed_fraction(s)},
+          {"breakdown_ms",
+           {{"compute", s.compute_ms}, {"exposed_tp_comm", s.exposed_tp_comm_ms}, {"exposed_dp_comm", s.exposed_dp_comm_ms}}}};
+}
+
+}  // namespace
+
+nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& baselines, size_t k) {
+  nlohmann::json j;
+  j["evaluated"] = r.evaluated;
+  j["feasible"] = r.feasible;
+  j["pruned"] = nlohmann::json::object();
+  for (const auto& [reason, n] : r.pruned) j["pruned"][reason] = n;
+  j["elapsed_ms"] = r.elapsed_ms;
+  j["threads"] = r.threads;
+  j["objective"] = std::string(to_string(r.space.objective));
+  j["top"] = nlohmann::json::array();
+  for (size_t i = 0; i < std::min(k, r.ranking.size()); ++i) {
+    const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
+    nlohmann::json e = metrics_json(c.report);
+    e["rank"] = i + 1;
+    e["plan"] = plan_summary_json(result_plan(r, r.ranking[i]));
+    j["top"].push_back(std::move(e));
+  }
+  if (!baselines.empty()) {
+    j["baselines"] = nlohmann::json::array();
+    const CandidateResult* w = r.winner();
+    for (const Baseline& b : baselines) {
+      nlohmann::json e = b.error.empty() ? metrics_json(b.report) : nlohmann::json{{"error", b.error}};
+      e["name"] = b.name;
+      e["plan"] = plan_summary_json(b.plan);
+      if (b.error.empty()) {
+        e["fits_in_memory"] = b.fits;
+        if (w && b.report.tokens_per_second_per_gpu > 0)
+          e["winner_speedup"] = w->report.tokens_per_second_per_gpu / b.report.tokens_per_second_per_gpu;
+      }
+      j["baselines"].push_back(std::move(e));
+    }
+  }
+  if (r.ranking.empty()) {
+    j["closest"] = nlohmann::json::array();
+    for (size_t i = 0; i < std::min(k, r.closest.size()); ++i) {
+      const CandidateResult& c = r.results[static_cast<size_t>(r.closest[i])];
+      nlohmann::json e{{"plan", plan_summary_json(result_plan(r, r.closest[i]))}, {"reason", c.pruned}, {"detail", c.detail}};
+      if (c.has_memory) e["peak_memory_gib"] = c.report.memory.peak / kGiB;
+      j["closest"].push_back(std::move(e));
+    }
+  }
+  return j;
+}
+
+}  // namespace tptune

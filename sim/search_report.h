@@ -1,0 +1,57 @@
+#pragma once
+// What `tp-plan search` prints: the ranking table, the winner against two baselines, the JSON, and what to say
+// when nothing fits.
+//
+// Baselines, with the config's training section (activation checkpointing, local batch) and no float8 or async TP —
+// what `tp-plan simulate CONFIG --preset NAME [--tp T]` runs:
+//   vanilla              the seed plan (no sequence parallel, no loss parallel) at its default TP degree,
+//                        gpus_per_node (tp-plan simulate's default)
+//   torchtitan default   sequence_parallel with loss parallel (torchtitan's apply_tp) at the winner's TP degree
+// "Where the time went" compares milliseconds per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x
+// 1000), so that plans with different TP degrees and local batches compare: compute, exposed TP and exposed DP
+// communication, winner vs each baseline (their sum is the inverse of the throughput).
+//
+// JSON (--json):
+//   {"evaluated": N, "feasible": M, "pruned": {"reason": count}, "elapsed_ms": T, "threads": n, "objective": "...",
+//    "top": [{"rank": 1, "plan": {...}, "step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib",
+//             "exposed_comm_fraction", "breakdown_ms": {...}}],
+//    "baselines": [{"name", "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
+//    "closest": [{"plan", "reason", "detail", "peak_memory_gib"?}]   (only when nothing fits)}
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "plans/config.h"
+#include "sim/search.h"
+
+namespace tptune {
+
+struct Baseline {
+  std::string name;  // "vanilla" | "torchtitan default"
+  Plan plan;
+  std::string error;  // lowering / simulation error; empty when `report` is set
+  StepReport report;
+  bool fits = false;  // with the search's headroom
+};
+
+// The two baselines at the winner's TP degree (see above). Empty when there is no winner.
+std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost);
+
+// The plan a candidate stands for (the one --out-plan writes).
+Plan result_plan(const SearchResult& r, int index);
+
+// Header (model, cluster, counts, time), pruning reasons, and the top-`k` table.
+std::string search_table(const Config& cfg, const SearchResult& r, size_t k);
+// The winner against the baselines: a table and the per-sequence time deltas.
+std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& baselines);
+// When nothing is feasible: why, and the `k` closest candidates with their reasons.
+std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k);
+
+nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& baselines, size_t k);
+// The plan's toggles as JSON: tp_degree, dp_shard, family, float8, async_tp, loss_parallel, activation_checkpointing,
+// local_batch_size.
+nlohmann::json plan_summary_json(const Plan& p);
+
+}  // namespace tptune

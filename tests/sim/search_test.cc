@@ -1,0 +1,472 @@
+// The search: candidate space and defaults, every pruning reason (and that the lowering or the simulator refuses
+// the same candidates), equality with a brute-force loop of lower() + simulate() over every candidate, determinism
+// over thread counts and optimisations, the --out-plan round trip, nothing-fits, and the JSON.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "sim/search.h"
+#include "sim/search_constraints.h"
+#include "sim/search_parallel.h"
+#include "sim/search_report.h"
+#include "sim/simulate.h"
+
+using namespace tptune;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
+
+// A small Llama-like model on `nodes` x `gpn` H100s; `model` and `search` are YAML flow maps.
+Config small(const std::string& model, int nodes, int gpn, const std::string& search = "{}",
+             const std::string& gpu = "h100-sxm", int64_t seq = 1024) {
+  return load_config_string(fmt::format("model: {}\ntraining: {{seq_len: {}, local_batch_size: 1}}\n"
+                                        "cluster: {{gpu: {}, nodes: {}, gpus_per_node: {}}}\nsearch: {}\n",
+                                        model, seq, gpu, nodes, gpn, search),
+                            "small.yaml");
+}
+const char* kModel = "{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1024}";
+
+// The brute-force path: the candidate's plan, lower(), simulate(), and the search's memory rule.
+struct Brute {
+  bool ok = false;  // lowered and simulated
+  std::string error;
+  StepReport report;
+  bool feasible() const { return ok && fits; }
+  bool fits = false;
+};
+Brute brute(const Config& cfg, const ClusterSpec& cl, const Plan& plan, double headroom) {
+  Brute b;
+  try {
+    b.report = simulate(lower(cfg.model, cfg.training, plan), cl, default_cost_params());
+    b.ok = true;
+    b.fits = fits_with_headroom(b.report.memory, headroom);
+  } catch (const Error& e) {
+    b.error = e.what();
+  }
+  return b;
+}
+
+const Candidate* find(const std::vector<Candidate>& cs, int tp, const std::string& family, const ResolvedSpace& s,
+                      Float8Recipe f8, bool async, bool lp) {
+  for (const Candidate& c : cs)
+    if (c.tp == tp && s.families[static_cast<size_t>(c.family)].name == family && c.float8 == f8 &&
+        c.async_tp == async && c.loss_parallel == lp)
+      return &c;
+  return nullptr;
+}
+
+// Checks a search result against brute force over every candidate: same feasibility, same numbers, same ranking.
+void check_against_brute_force(const Config& cfg, const SearchResult& r) {
+  const std::vector<Candidate> cands = enumerate_candidates(r.space);
+  REQUIRE(cands.size() == r.results.size());
+  std::vector<Brute> bf(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (r.results[i].pruned == prune::kWorld) continue;  // there is no plan: dp = world / tp is not whole
+    bf[i] = brute(cfg, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib);
+  }
+  std::vector<int> bf_feasible;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const CandidateResult& s = r.results[i];
+    INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail << " | brute: " << bf[i].error);
+    if (s.pruned == prune::kWorld) continue;
+    if (s.pruned == prune::kRedundant) {
+      // The same Program as its representative: brute force gives the very same numbers.
+      const Candidate rep = tp1_representative(r.space, cands[i]);
+      auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
+        return c.tp == 1 && c.family == rep.family && c.float8 == rep.float8 && c.async_tp == rep.async_tp &&
+               c.loss_parallel == rep.loss_parallel && c.ac == rep.ac && c.local_batch_size == rep.local_batch_size;
+      });
+      REQUIRE(it != cands.end());
+      const Brute& same = bf[static_cast<size_t>(it->index)];
+      CHECK(bf[i].ok == same.ok);
+      if (bf[i].ok && same.ok) {
+        CHECK(bf[i].report.step_time_ms == same.report.step_time_ms);
+        CHECK(bf[i].report.memory.peak == same.report.memory.peak);
+      }
+      if (bf[i].feasible()) bf_feasible.push_back(-1);  // counted, never ranked
+      continue;
+    }
+    CHECK(s.feasible() == bf[i].feasible());
+    if (s.feasible() && bf[i].feasible()) {
+      CHECK(s.report.step_time_ms == bf[i].report.step_time_ms);
+      CHECK(s.report.tokens_per_second_per_gpu == bf[i].report.tokens_per_second_per_gpu);
+      CHECK(s.report.mfu == bf[i].report.mfu);
+      CHECK(s.report.memory.peak == bf[i].report.memory.peak);
+      CHECK(s.report.exposed_tp_comm_ms == bf[i].report.exposed_tp_comm_ms);
+      CHECK(s.report.exposed_dp_comm_ms == bf[i].report.exposed_dp_comm_ms);
+      bf_feasible.push_back(static_cast<int>(i));
+    }
+    if (s.pruned == prune::kMemory) {
+      CHECK(bf[i].ok);
+      CHECK_FALSE(bf[i].fits);
+      if (s.has_memory) CHECK(s.report.memory.peak == bf[i].report.memory.peak);
+    }
+    if (!s.feasible() && s.pruned != prune::kMemory) CHECK_FALSE(bf[i].ok);  // refused by lowering or simulation
+  }
+  // The ranking is brute force's, sorted by the objective.
+  std::erase(bf_feasible, -1);
+  std::vector<CandidateResult> as_results;
+  for (int i : bf_feasible) {
+    CandidateResult c;
+    c.candidate = cands[static_cast<size_t>(i)];
+    c.report = bf[static_cast<size_t>(i)].report;
+    as_results.push_back(c);
+  }
+  std::sort(as_results.begin(), as_results.end(), [&](const CandidateResult& a, const CandidateResult& b) {
+    return ranks_before(a, b, r.space.objective);
+  });
+  REQUIRE(as_results.size() == r.ranking.size());
+  for (size_t k = 0; k < as_results.size(); ++k) CHECK(as_results[k].candidate.index == r.ranking[k]);
+}
+
+}  // namespace
+
+TEST_CASE("default TP degrees: divisors of the world size up to two nodes", "[search]") {
+  Cluster c;
+  c.nodes = 128;
+  c.gpus_per_node = 8;
+  CHECK(default_tp_degrees(c) == std::vector<int>{1, 2, 4, 8, 16});
+  c.nodes = 1;
+  CHECK(default_tp_degrees(c) == std::vector<int>{1, 2, 4, 8});
+  c.nodes = 3;  // 24 GPUs: 3, 6 and 12 divide it (they straddle nodes and are pruned for it)
+  CHECK(default_tp_degrees(c) == std::vector<int>{1, 2, 3, 4, 6, 8, 12});
+  c.nodes = 1;
+  c.gpus_per_node = 1;
+  CHECK(default_tp_degrees(c) == std::vector<int>{1});
+}
+
+TEST_CASE("the space: defaults without a search section, product size, enumeration order", "[search]") {
+  Config cfg = load_config(example("llama3-405b-h100.yaml"));
+  CHECK_FALSE(cfg.has_search);
+  ResolvedSpace s = resolve_space(cfg);
+  // 5 tp x 2 presets x 3 float8 x 2 async x 2 loss parallel x 3 AC x 3 local batches = 1080
+  CHECK(s.size() == 1080);
+  std::vector<Candidate> cs = enumerate_candidates(s);
+  REQUIRE(cs.size() == 1080);
+  for (size_t i = 0; i < cs.size(); ++i) CHECK(cs[i].index == static_cast<int>(i));
+  CHECK(cs[0].tp == 1);
+  CHECK(cs[0].dp == 1024);
+  CHECK(cs[1].local_batch_size == 2);  // the innermost loop
+  CHECK(cs.back().tp == 16);
+  CHECK(cs.back().dp == 64);
+  Plan p = candidate_plan(s, cs.back());
+  CHECK(p.family == "sequence_parallel");
+  CHECK(p.tp_degree == 16);
+  CHECK(p.dp_shard == 64);
+  CHECK(p.float8 == Float8Recipe::rowwise);
+  CHECK(p.async_tp);
+  CHECK(p.loss_parallel);
+  CHECK(p.activation_checkpointing == ActivationCheckpointing::full);
+  CHECK(p.local_batch_size == 4);
+  CHECK(p.modules == preset_plan("sequence_parallel", p).modules);
+}
+
+TEST_CASE("every pruning reason, and the lowering or simulator refuses the same candidates", "[search]") {
+  struct Case {
+    const char* model;
+    int nodes, gpn, tp;
+    const char* family;
+    Float8Recipe f8;
+    bool async;
+    const char* gpu;
+    int64_t seq;
+    const char* reason;
+  };
+  const Float8Recipe none = Float8Recipe::none;
+  const Case cases[] = {
+      {kModel, 3, 8, 5, "vanilla", none, false, "h100-sxm", 1024, prune::kWorld},
+      {kModel, 3, 8, 6, "vanilla", none, false, "h100-sxm", 1024, prune::kStraddle},
+      {kModel, 1, 8, 2, "vanilla", Float8Recipe::tensorwise, false, "a100-sxm-80gb", 1024, prune::kFloat8Gpu},
+      {"{dim: 768, n_layers: 2, n_heads: 12, n_kv_heads: 12, ffn_dim: 1536, vocab_size: 1024}", 1, 8, 8, "vanilla",
+       none, false, "h100-sxm", 1024, prune::kHeads},
+      {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 2, ffn_dim: 1536, vocab_size: 1024}", 1, 8, 4,
+       "sequence_parallel", none, false, "h100-sxm", 1024, prune::kKvHeads},
+      {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1540, vocab_size: 1024}", 1, 8, 8, "vanilla",
+       none, false, "h100-sxm", 1024, prune::kFfn},
+      {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1001}", 1, 8, 2,
+       "sequence_parallel", none, false, "h100-sxm", 1024, prune::kVocab},
+      {kModel, 1, 8, 8, "sequence_parallel", none, false, "h100-sxm", 1028, prune::kSeq},
+      {kModel, 1, 8, 2, "vanilla", none, true, "h100-sxm", 1024, prune::kAsyncNeedsSp},
+      {kModel, 1, 8, 2, "sequence_parallel", Float8Recipe::rowwise, true, "h100-sxm", 1024, prune::kAsyncRowwise},
+  };
+  for (const Case& k : cases) {
+    INFO(k.reason);
+    Config cfg = small(k.model, k.nodes, k.gpn, fmt::format("{{tp_degrees: [{}]}}", k.tp), k.gpu, k.seq);
+    ResolvedSpace s = resolve_space(cfg);
+    ClusterSpec cl = resolve_cluster(cfg);
+    std::vector<Candidate> cs = enumerate_candidates(s);
+    const Candidate* c = find(cs, k.tp, k.family, s, k.f8, k.async, false);
+    REQUIRE(c);
+    Verdict v = check_static(cfg, cl, s, *c);
+    REQUIRE_FALSE(v.ok());
+    CHECK(std::string(v.reason) == k.reason);
+    CHECK_FALSE(v.detail.empty());
+    if (std::string(k.reason) == prune::kWorld) continue;  // no plan exists
+    // The brute-force path refuses it too: the lowering (divisibility, async TP) or the simulator (layout, float8).
+    Brute b = brute(cfg, cl, candidate_plan(s, *c), s.memory_headroom_gib);
+    CHECK_FALSE(b.ok);
+    CHECK_FALSE(b.error.empty());
+    // ... and the same candidate without the offending choice passes the static checks.
+    const Candidate* vanilla_ok = find(cs, k.tp, "vanilla", s, none, false, false);
+    if (std::string(k.reason) == prune::kAsyncNeedsSp || std::string(k.reason) == prune::kAsyncRowwise ||
+        std::string(k.reason) == prune::kFloat8Gpu || std::string(k.reason) == prune::kSeq)
+      CHECK(check_static(cfg, cl, s, *vanilla_ok).ok());
+  }
+}
+
+TEST_CASE("redundant tp-1 candidates share their representative's program", "[search]") {
+  Config cfg = small(kModel, 1, 8, "{tp_degrees: [1], float8: [none]}");
+  ResolvedSpace s = resolve_space(cfg);
+  ClusterSpec cl = resolve_cluster(cfg);
+  std::vector<Candidate> cs = enumerate_candidates(s);
+  const Candidate* rep = find(cs, 1, "vanilla", s, Float8Recipe::none, false, false);
+  REQUIRE(rep);
+  CHECK(check_static(cfg, cl, s, *rep).ok());
+  int redundant = 0;
+  const Brute rb = brute(cfg, cl, candidate_plan(s, *rep), 2);
+  for (const Candidate& c : cs) {
+    if (c.ac != rep->ac || c.local_batch_size != rep->local_batch_size || c.index == rep->index) continue;
+    Verdict v = check_static(cfg, cl, s, c);
+    REQUIRE_FALSE(v.ok());
+    CHECK(std::string(v.reason) == prune::kRedundant);
+    ++redundant;
+    Brute b = brute(cfg, cl, candidate_plan(s, c), 2);
+    REQUIRE(b.ok);
+    CHECK(b.report.step_time_ms == rb.report.step_time_ms);
+    CHECK(b.report.memory.peak == rb.report.memory.peak);
+  }
+  CHECK(redundant == 2 * 2 * 2 - 1);  // families x async x loss parallel, minus the representative
+}
+
+TEST_CASE("error classes drop the plan source and numbers", "[search]") {
+  CHECK(error_reason("lowering",
+                     "layers.0.attention.wk: tp 16 does not divide the 8 heads: the local output has 64 features, 0.5 "
+                     "heads of head_dim 128",
+                     "preset:vanilla") == "lowering: layers.N.attention.wk: tp N does not divide the N heads");
+  CHECK(error_reason("lowering", "my.yaml: async_tp needs sequence-parallel collectives: none", "my.yaml") ==
+        "lowering: async_tp needs sequence-parallel collectives");
+  CHECK(error_reason("simulation", "plan: tp 3 x dp_shard 8 = 24 GPUs", "") == "simulation: plan: tp N x dp_shard N = N GPUs");
+}
+
+TEST_CASE("search equals brute force: Llama3 8B on 8 H100s, the example's full space", "[search][brute]") {
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  SearchOptions o;
+  o.threads = 2;
+  SearchResult r = search(cfg, o);
+  CHECK(r.evaluated == 864);  // 4 tp x 2 x 3 x 2 x 2 x 3 x 3
+  size_t pruned = 0;
+  for (const auto& [reason, n] : r.pruned) pruned += n;
+  CHECK(r.feasible + pruned == r.evaluated);
+  CHECK(r.feasible > 0);
+  check_against_brute_force(cfg, r);
+}
+
+TEST_CASE("search equals brute force: Llama3 405B on 1024 H100s, default space (memory decides)", "[search][brute]") {
+  Config cfg = load_config(example("llama3-405b-h100.yaml"));
+  SearchResult r = search(cfg, {});
+  CHECK(r.pruned.at(prune::kKvHeads) == 216);  // every tp-16 candidate: 2 x 3 x 2 x 2 x 3 x 3 minus async rowwise ones
+  CHECK(r.pruned.count(prune::kMemory));
+  check_against_brute_force(cfg, r);
+}
+
+TEST_CASE("search equals brute force: GPT on A100s (no float8) and awkward TP degrees", "[search][brute]") {
+  Config gpt = load_config(example("gpt-a100.yaml"));
+  SearchResult r = search(gpt, {});
+  CHECK(r.pruned.at(prune::kFloat8Gpu) == r.evaluated / 2);  // float8: [none, tensorwise]
+  check_against_brute_force(gpt, r);
+  // 3 nodes x 8: tp 3, 6, 12 straddle nodes, tp 5 does not divide 24; heads 12 are not divisible by 8.
+  Config odd = small("{dim: 768, n_layers: 2, n_heads: 12, n_kv_heads: 4, ffn_dim: 3072, vocab_size: 1000}", 3, 8,
+                     "{tp_degrees: [1, 2, 3, 4, 5, 6, 8, 12], local_batch_sizes: [1, 8]}");
+  SearchResult ro = search(odd, {});
+  CHECK(ro.pruned.count(prune::kWorld));
+  CHECK(ro.pruned.count(prune::kStraddle));
+  CHECK(ro.pruned.count(prune::kHeads));
+  check_against_brute_force(odd, ro);
+}
+
+TEST_CASE("search is deterministic over threads, the op-cost memo and the batch shortcut", "[search]") {
+  Config cfg = load_config(example("llama3-70b-h100.yaml"));
+  SearchOptions one;
+  one.threads = 1;
+  one.memoize_op_costs = true;
+  SearchOptions plain;
+  plain.threads = 3;
+  plain.memoize_op_costs = false;
+  plain.skip_larger_batches = false;
+  SearchResult a = search(cfg, one), b = search(cfg, plain);
+  CHECK(a.threads == 1);
+  CHECK(b.threads == 3);
+  CHECK(a.memo_hits > a.memo_misses);  // most op shapes repeat between candidates
+  CHECK(b.memo_hits == 0);
+  REQUIRE(a.ranking == b.ranking);
+  for (int i : a.ranking) {
+    CHECK(a.results[static_cast<size_t>(i)].report.step_time_ms == b.results[static_cast<size_t>(i)].report.step_time_ms);
+    CHECK(a.results[static_cast<size_t>(i)].report.memory.peak == b.results[static_cast<size_t>(i)].report.memory.peak);
+  }
+  CHECK(a.pruned == b.pruned);
+  CHECK(a.feasible == b.feasible);
+}
+
+TEST_CASE("--out-plan round trip: the winner's plan file simulates to the same numbers", "[search]") {
+  Config cfg = load_config(example("gpt-a100.yaml"));
+  SearchResult r = search(cfg, {});
+  REQUIRE(r.winner());
+  const auto path = std::filesystem::temp_directory_path() / "tptune_search_winner.yaml";
+  save_plan(result_plan(r, r.ranking[0]), path.string());
+  Plan back = load_plan(path.string());
+  StepReport s = simulate(lower(cfg.model, cfg.training, back), resolve_cluster(cfg), default_cost_params());
+  CHECK(s.step_time_ms == r.winner()->report.step_time_ms);
+  CHECK(s.tokens_per_second_per_gpu == r.winner()->report.tokens_per_second_per_gpu);
+  CHECK(s.memory.peak == r.winner()->report.memory.peak);
+  CHECK(back.tp_degree == r.winner()->candidate.tp);
+  CHECK(back.dp_shard == r.winner()->candidate.dp);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("user plan files join the space with their own loss-parallel setting", "[search]") {
+  const auto dir = std::filesystem::temp_directory_path() / "tptune_search_userplan";
+  std::filesystem::create_directories(dir);
+  Plan base;
+  base.tp_degree = 2;
+  base.loss_parallel = false;
+  Plan mine = preset_plan("sequence_parallel", base);
+  mine.family = "my_sp";
+  save_plan(mine, (dir / "my_sp.yaml").string());
+  {
+    std::ofstream f(dir / "cfg.yaml");
+    f << "model: " << kModel << "\ntraining: {seq_len: 1024}\ncluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}\n"
+      << "search: {tp_degrees: [2, 4], presets: [sequence_parallel], plans: [my_sp.yaml], float8: [none]}\n";
+  }
+  Config cfg = load_config((dir / "cfg.yaml").string());
+  SearchResult r = search(cfg, {});
+  REQUIRE(r.space.families.size() == 2);
+  CHECK(r.space.families[1].name == "my_sp");
+  CHECK_FALSE(r.space.families[1].preset);
+  // presets: 2 loss-parallel values; the file: its own (false) only. 2 tp x (2 + 1) x 2 async x 3 AC x 3 batches
+  CHECK(r.evaluated == 2 * 3 * 2 * 3 * 3);
+  for (const CandidateResult& c : r.results)
+    if (c.candidate.family == 1) CHECK_FALSE(c.candidate.loss_parallel);
+  // The file's plan with loss parallel off is the preset's: identical numbers.
+  for (const CandidateResult& c : r.results) {
+    if (c.candidate.family != 1 || !c.feasible()) continue;
+    for (const CandidateResult& d : r.results)
+      if (d.candidate.family == 0 && !d.candidate.loss_parallel && d.candidate.tp == c.candidate.tp &&
+          d.candidate.async_tp == c.candidate.async_tp && d.candidate.ac == c.candidate.ac &&
+          d.candidate.local_batch_size == c.candidate.local_batch_size)
+        CHECK(d.report.step_time_ms == c.report.step_time_ms);
+  }
+  check_against_brute_force(cfg, r);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("nothing fits: the closest candidates, nearest miss first, and why", "[search]") {
+  // A 4 GiB GPU with 3 GiB of headroom cannot hold Llama3 8B in any plan.
+  Config cfg = load_config_string(R"(
+model: {preset: llama3-8b}
+training: {seq_len: 8192}
+cluster:
+  gpu: {name: tiny, bf16_tflops: 500, fp16_tflops: 500, fp8_tflops: 0, fp32_tflops: 50, hbm_bandwidth_GBps: 2000,
+        memory_GiB: 4, sm_count: 100, nvlink_bandwidth_GBps: 200, nvlink_latency_us: 3, nvswitch: true, nvls: false,
+        network_bandwidth_GBps: 25, network_latency_us: 10}
+  nodes: 1
+  gpus_per_node: 8
+search: {memory_headroom_gib: 3}
+)",
+                                  "tiny.yaml");
+  SearchResult r = search(cfg, {});
+  CHECK(r.feasible == 0);
+  CHECK(r.winner() == nullptr);
+  REQUIRE_FALSE(r.closest.empty());
+  double last = -1e300;
+  std::set<std::string> reasons;
+  for (int i : r.closest) {
+    const CandidateResult& c = r.results[static_cast<size_t>(i)];
+    if (!c.has_memory) {
+      reasons.insert(c.pruned);
+      continue;
+    }
+    const double over = c.report.memory.peak - c.report.memory.capacity;
+    CHECK(over >= last);
+    last = over;
+  }
+  CHECK(reasons.count(prune::kFloat8Gpu));  // one example of each other reason follows the memory misses
+  const std::string text = nothing_fits_text(cfg, r, 5);
+  CHECK_THAT(text, Contains("no candidate fits"));
+  CHECK_THAT(text, Contains(prune::kMemory));
+  nlohmann::json j = search_json(r, {}, 5);
+  CHECK(j["top"].empty());
+  REQUIRE(j["closest"].size() == 5);
+  CHECK(j["closest"][0]["reason"] == prune::kMemory);
+  CHECK(j["closest"][0]["peak_memory_gib"].get<double>() > 1.0);
+}
+
+TEST_CASE("search JSON: counts add up, top entries carry the plan and the numbers", "[search]") {
+  Config cfg = load_config(example("gpt-a100.yaml"));
+  SearchResult r = search(cfg, {});
+  std::vector<Baseline> bl = search_baselines(cfg, r, default_cost_params());
+  REQUIRE(bl.size() == 2);
+  CHECK(bl[0].plan.family == "vanilla");
+  CHECK(bl[0].plan.tp_degree == 8);  // the seed's default: gpus_per_node
+  CHECK(bl[1].plan.family == "sequence_parallel");
+  CHECK(bl[1].plan.loss_parallel);
+  CHECK(bl[1].plan.tp_degree == r.winner()->candidate.tp);
+  nlohmann::json j = search_json(r, bl, 3);
+  CHECK(j["evaluated"] == r.evaluated);
+  size_t pruned = 0;
+  for (auto& [k, v] : j["pruned"].items()) pruned += v.get<size_t>();
+  CHECK(j["feasible"].get<size_t>() + pruned == r.evaluated);
+  REQUIRE(j["top"].size() == 3);
+  const auto& t = j["top"][0];
+  CHECK(t["plan"]["tp_degree"] == r.winner()->candidate.tp);
+  CHECK(t["step_time_ms"].get<double>() == r.winner()->report.step_time_ms);
+  CHECK(t["peak_memory_gib"].get<double>() == Approx(r.winner()->report.memory.peak / kGiB));
+  CHECK(t.contains("tokens_per_second_per_gpu"));
+  CHECK(t.contains("mfu"));
+  CHECK(j["top"][0]["tokens_per_second_per_gpu"].get<double>() >= j["top"][1]["tokens_per_second_per_gpu"].get<double>());
+  CHECK(j["baselines"][0]["winner_speedup"].get<double>() >= 1.0);  // the winner beats what it is compared with
+  CHECK_FALSE(j.contains("closest"));
+  const std::string table = search_table(cfg, r, 3);
+  CHECK_THAT(table, Contains("384 candidates"));
+  CHECK_THAT(explain_winner(r, bl), Contains("vs torchtitan default:"));
+}
+
+TEST_CASE("ranking order per objective", "[search]") {
+  CandidateResult a, b;
+  a.candidate.index = 0;
+  b.candidate.index = 1;
+  a.report.tokens_per_second_per_gpu = 100, b.report.tokens_per_second_per_gpu = 200;
+  a.report.step_time_ms = 10, b.report.step_time_ms = 40;
+  a.report.memory.peak = 50, b.report.memory.peak = 60;
+  CHECK(ranks_before(b, a, Objective::tokens_per_second));
+  CHECK(ranks_before(a, b, Objective::step_time));
+  CHECK(ranks_before(a, b, Objective::memory));
+  b.report.tokens_per_second_per_gpu = 100;  // a tie on throughput: less memory wins
+  CHECK(ranks_before(a, b, Objective::tokens_per_second));
+  b.report.memory.peak = 50;  // a full tie: enumeration order
+  CHECK(ranks_before(a, b, Objective::tokens_per_second));
+  CHECK_FALSE(ranks_before(b, a, Objective::tokens_per_second));
+}
+
+TEST_CASE("parallel_for visits every index once and rethrows a worker's exception", "[search]") {
+  std::vector<std::atomic<int>> seen(1000);
+  size_t last_done = 0;
+  parallel_for(
+      seen.size(), 4, [&](size_t i, int) { seen[i]++; }, [&](size_t done, size_t) { last_done = done; });
+  for (auto& s : seen) CHECK(s.load() == 1);
+  CHECK(last_done == seen.size());
+  CHECK_THROWS_WITH(parallel_for(100, 3,
+                                 [](size_t i, int) {
+                                   if (i == 42) throw Error("boom");
+                                 }),
+                    "boom");
+}
