@@ -33,6 +33,10 @@ void print_environment() {
 #endif
   fmt::print(stderr, "bench_simulate: {}, {} hardware threads, build {}\n", cpu_model(),
              std::thread::hardware_concurrency(), build);
+  fmt::print(stderr, "  compiler {}, fmt {}, nlohmann_json {}.{}.{}\n", __VERSION__, FMT_VERSION,
+             NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
+  fmt::print(stderr, "  (a 'Library was built as DEBUG' line below is about the installed Google Benchmark package,\n"
+                     "   not this code)\n");
 #ifndef NDEBUG
   fmt::print(stderr, "WARNING: this is a debug build\n");
 #endif
