@@ -6,6 +6,7 @@
 #include "plans/error.h"
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
+#include "sim/dataflow.h"
 
 namespace tptune {
 
@@ -98,30 +99,10 @@ Wait wait_of(Stream s) {
   return Wait::none;
 }
 
-// A flat tensor of expand(): a template tensor and a layer (-1 for global tensors), after chain aliasing.
-struct Key {
-  TensorId t = -1;
-  int layer = -1;
-};
-
-// A template op that writes some flat tensor, and for which layers.
-struct Site {
-  enum class Mode : uint8_t {
-    every_instance,  // a global tensor: every instance of the segment writes the same flat tensor
-    at_layer,        // writes the key only in the instance of layer `layer` (a chain input at its first layer)
-    same_layer,      // a per-layer tensor: the instance of layer l writes (t, l)
-    chain_next,      // a chain input: the instance of layer next(l) writes (chain.out, l)
-  };
-  int seg = 0, op = 0;
-  Mode mode = Mode::every_instance;
-  int key_layer = -1;  // every_instance / at_layer: the key's layer
-  int layer = -1;      // at_layer: the writing instance's layer
-  int chain = -1;      // chain_next
-};
-
+// The ready time of an outside value, and whether its writer is periodic (see Dataflow).
 struct Resolved {
   bool found = false;
-  bool periodic = false;  // written by the same segment at a constant instance offset
+  bool periodic = false;
   double end = 0;
   Stream stream = Stream::compute;
 };
@@ -130,8 +111,8 @@ struct TemplateOp {
   Stream stream = Stream::compute;
   double duration = 0;
   const std::vector<int>* deps = nullptr;
-  std::vector<TensorId> ext;  // inputs and outputs with no earlier writer in the segment
-  bool prefetched = false;    // issued by the previous unit
+  const std::vector<TensorId>* ext = nullptr;  // inputs and outputs with no earlier writer in the segment
+  bool prefetched = false;                      // issued by the previous unit
 };
 
 struct Slot {
@@ -140,16 +121,7 @@ struct Slot {
 
 class Scheduler {
  public:
-  Scheduler(const Program& p, const OpCosts& costs) : p_(p) {
-    L_ = static_cast<int>(p.model.n_layers);
-    const size_t nt = p.tensors.size();
-    chain_in_.assign(nt, -1);
-    chain_sink_.assign(nt, -1);
-    for (size_t i = 0; i < p.chains.size(); ++i) {
-      chain_in_[static_cast<size_t>(p.chains[i].in)] = static_cast<int>(i);
-      chain_sink_[static_cast<size_t>(p.chains[i].sink)] = static_cast<int>(i);
-    }
-    sites_.resize(nt);
+  Scheduler(const Program& p, const OpCosts& costs) : p_(p), flow_(p) {
     const size_t ns = p.segments.size();
     if (costs.duration_us.size() != ns) throw Error("schedule: OpCosts do not match the Program");
     ops_.resize(ns);
@@ -157,14 +129,10 @@ class Scheduler {
     pf_.resize(ns);
     insert_after_.assign(ns, -1);
     instances_.resize(ns);
-    per_layer_.resize(ns);
-    std::vector<int> written(nt, -1);  // the segment that last wrote each tensor (first-writer test per segment)
     for (size_t s = 0; s < ns; ++s) {
       const Segment& seg = p.segments[s];
-      per_layer_[s] = is_per_layer_segment(seg);
-      instances_[s] = per_layer_[s] ? L_ : 1;
+      instances_[s] = flow_.instances(static_cast<int>(s));
       if (costs.duration_us[s].size() != seg.ops.size()) throw Error("schedule: OpCosts do not match the Program");
-      const int si = static_cast<int>(s);
       ops_[s].reserve(seg.ops.size());
       for (size_t j = 0; j < seg.ops.size(); ++j) {
         const Op& op = seg.ops[j];
@@ -172,23 +140,15 @@ class Scheduler {
         t.stream = stream_of(op);
         t.duration = costs.duration_us[s][j];
         t.deps = &op.deps;
+        t.ext = &flow_.outside(static_cast<int>(s), static_cast<int>(j));
         t.prefetched = is_prefetched(op);
-        for (TensorId x : op.inputs)
-          if (written[static_cast<size_t>(x)] != si) t.ext.push_back(x);
-        for (TensorId x : op.outputs)
-          if (written[static_cast<size_t>(x)] != si && std::find(t.ext.begin(), t.ext.end(), x) == t.ext.end())
-            t.ext.push_back(x);
-        for (TensorId x : op.outputs) {
-          written[static_cast<size_t>(x)] = si;
-          add_sites(si, static_cast<int>(j), x);
-        }
         if (t.prefetched) {
           pf_[s].push_back(static_cast<int>(j));
         } else {
           if (insert_after_[s] < 0 && t.stream == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
           own_[s].push_back(static_cast<int>(j));
         }
-        ops_[s].push_back(std::move(t));
+        ops_[s].push_back(t);
       }
       if (insert_after_[s] < 0) insert_after_[s] = static_cast<int>(own_[s].size()) - 1;  // no compute: at the end
     }
@@ -312,15 +272,12 @@ class Scheduler {
 
  private:
   const Program& p_;
-  int L_ = 0;
-  std::vector<int> chain_in_, chain_sink_;
-  std::vector<std::vector<Site>> sites_;  // by the key's tensor
+  Dataflow flow_;
   std::vector<std::vector<TemplateOp>> ops_;
   std::vector<std::vector<int>> own_, pf_;  // per segment: own ops in order; ops the previous unit issues
   std::vector<int> insert_after_;           // per segment: index in own_ after which the next instance's
                                             // prefetched ops are issued (its first compute op)
   std::vector<int> instances_;
-  std::vector<char> per_layer_;
   std::vector<SegmentTimes>* times_ = nullptr;
 
   void init(Timeline& tl) {
@@ -345,108 +302,15 @@ class Scheduler {
     return {};
   }
 
-  const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
-  int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }
-  int last_layer(const LayerChain& c) const { return c.reverse ? 0 : L_ - 1; }
-  int prev_layer(const LayerChain& c, int l) const { return c.reverse ? l + 1 : l - 1; }
-  int next_layer(const LayerChain& c, int l) const { return c.reverse ? l - 1 : l + 1; }
-  int instance_of(int seg, int layer) const {
-    return p_.segments[static_cast<size_t>(seg)].reverse ? L_ - 1 - layer : layer;
-  }
-  int layer_of(int seg, int inst) const {
-    return per_layer_[static_cast<size_t>(seg)] ? instance_layer(p_, p_.segments[static_cast<size_t>(seg)], inst) : -1;
-  }
-
-  // The flat tensor of template tensor t in layer l (expand()'s aliasing).
-  Key key(TensorId t, int l, int depth = 0) const {
-    if (depth > 8) throw Error("schedule: layer chains alias each other in a cycle");
-    const TensorDesc& d = p_.tensors[static_cast<size_t>(t)];
-    if (!d.per_layer) {
-      int c = chain_sink_[static_cast<size_t>(t)];
-      if (c >= 0) return key(chain(c).out, last_layer(chain(c)), depth + 1);
-      return {t, -1};
-    }
-    int c = chain_in_[static_cast<size_t>(t)];
-    if (c >= 0 && l >= 0) {
-      const LayerChain& ch = chain(c);
-      if (l == first_layer(ch)) return key(ch.source, -1, depth + 1);
-      return key(ch.out, prev_layer(ch, l), depth + 1);
-    }
-    return {t, l};
-  }
-
-  void add_sites(int seg, int op, TensorId u) {
-    const TensorDesc& d = p_.tensor(u);
-    Site site;
-    site.seg = seg;
-    site.op = op;
-    if (!d.per_layer || !per_layer_[static_cast<size_t>(seg)]) {
-      Key k = key(u, -1);
-      site.mode = Site::Mode::every_instance;
-      site.key_layer = k.layer;
-      sites_[static_cast<size_t>(k.t)].push_back(site);
-      return;
-    }
-    int c = chain_in_[static_cast<size_t>(u)];
-    if (c >= 0) {
-      const LayerChain& ch = chain(c);
-      site.mode = Site::Mode::chain_next;
-      site.chain = c;
-      sites_[static_cast<size_t>(ch.out)].push_back(site);
-      Key k = key(ch.source, -1);
-      Site first = site;
-      first.mode = Site::Mode::at_layer;
-      first.key_layer = k.layer;
-      first.layer = first_layer(ch);
-      sites_[static_cast<size_t>(k.t)].push_back(first);
-      return;
-    }
-    site.mode = Site::Mode::same_layer;
-    sites_[static_cast<size_t>(u)].push_back(site);
-  }
-
-  // The last writer of flat tensor k before instance (seg, inst).
-  Resolved resolve(Key k, int seg, int inst) const {
+  // The outside value x of instance (seg, inst): when its last writer ends.
+  Resolved resolve(TensorId x, int seg, int inst) const {
     Resolved r;
-    int bs = -1, bi = -1, bo = -1;
-    bool periodic = false;
-    for (const Site& site : sites_[static_cast<size_t>(k.t)]) {
-      if (site.seg > seg) break;  // sites are in program order
-      int wi = -1;
-      switch (site.mode) {
-        case Site::Mode::every_instance:
-          if (site.key_layer != k.layer) continue;
-          wi = site.seg < seg ? instances_[static_cast<size_t>(site.seg)] - 1 : inst - 1;
-          break;
-        case Site::Mode::at_layer:
-          if (site.key_layer != k.layer) continue;
-          wi = instance_of(site.seg, site.layer);
-          break;
-        case Site::Mode::same_layer:
-          if (k.layer < 0) continue;
-          wi = instance_of(site.seg, k.layer);
-          break;
-        case Site::Mode::chain_next: {
-          if (k.layer < 0) continue;
-          int l = next_layer(chain(site.chain), k.layer);
-          if (l < 0 || l >= L_) continue;
-          wi = instance_of(site.seg, l);
-          break;
-        }
-      }
-      if (wi < 0 || (site.seg == seg && wi >= inst)) continue;
-      if (site.seg > bs || (site.seg == bs && (wi > bi || (wi == bi && site.op > bo)))) {
-        bs = site.seg;
-        bi = wi;
-        bo = site.op;
-        periodic = site.seg == seg && site.mode != Site::Mode::at_layer;
-      }
-    }
-    if (bs < 0) return r;
+    Writer w = flow_.last_writer(x, seg, inst);
+    if (!w.found()) return r;
     r.found = true;
-    r.periodic = periodic;
-    r.end = (*times_)[static_cast<size_t>(bs)].time(bi, bo).end;
-    r.stream = ops_[static_cast<size_t>(bs)][static_cast<size_t>(bo)].stream;
+    r.periodic = w.periodic;
+    r.end = (*times_)[static_cast<size_t>(w.seg)].time(w.inst, w.op).end;
+    r.stream = ops_[static_cast<size_t>(w.seg)][static_cast<size_t>(w.op)].stream;
     return r;
   }
 
@@ -491,10 +355,9 @@ class Scheduler {
     }
     double outside = 0;
     Wait ow = Wait::none;
-    if (!o.ext.empty()) {
-      const int layer = layer_of(s, i);
-      for (TensorId x : o.ext) {
-        Resolved r = resolve(key(x, layer), s, i);
+    if (!o.ext->empty()) {
+      for (TensorId x : *o.ext) {
+        Resolved r = resolve(x, s, i);
         if (!r.found) continue;
         if (r.periodic) {
           if (r.end > t) {
@@ -598,15 +461,14 @@ class Scheduler {
     const int last = st.instances - 2;
     auto check = [&](int j, int first_inst, int last_inst) {
       const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
-      if (o.ext.empty()) return -1;
+      if (o.ext->empty()) return -1;
       double bound = 0;
-      for (TensorId x : o.ext) bound = std::max(bound, outside_bound(s, x));
+      for (TensorId x : *o.ext) bound = std::max(bound, outside_bound(s, x));
       if (bound <= st.time(first_inst, j).start + kTol) return -1;
       for (int m = first_inst; m <= last_inst; ++m) {
-        const int layer = layer_of(s, m);
         const double start = st.time(m, j).start;
-        for (TensorId x : o.ext) {
-          Resolved r = resolve(key(x, layer), s, m);
+        for (TensorId x : *o.ext) {
+          Resolved r = resolve(x, s, m);
           if (r.found && !r.periodic && r.end > start + kTol) return m;
         }
       }
@@ -634,30 +496,10 @@ class Scheduler {
   // ready: the latest end of any op of an earlier segment (or pinned instance of s) that writes a flat tensor x can
   // alias. Writers of s itself at a constant instance offset are periodic and not outside.
   double outside_bound(int s, TensorId x) const {
-    TensorId keys[2] = {-1, -1};
-    const TensorDesc& d = p_.tensors[static_cast<size_t>(x)];
-    int c = chain_in_[static_cast<size_t>(x)];
-    if (d.per_layer && c >= 0) {
-      keys[0] = key(chain(c).out, 0).t;
-      keys[1] = key(chain(c).source, -1).t;
-    } else {
-      keys[0] = key(x, d.per_layer ? 0 : -1).t;
-    }
     double bound = 0;
-    for (TensorId kt : keys) {
-      if (kt < 0) continue;
-      for (const Site& site : sites_[static_cast<size_t>(kt)]) {
-        if (site.seg > s) break;
-        int inst;
-        if (site.mode == Site::Mode::at_layer)
-          inst = instance_of(site.seg, site.layer);
-        else if (site.seg == s)
-          continue;  // periodic
-        else
-          inst = instances_[static_cast<size_t>(site.seg)] - 1;  // the latest instance ends last
-        bound = std::max(bound, (*times_)[static_cast<size_t>(site.seg)].time(inst, site.op).end);
-      }
-    }
+    flow_.outside_writers(x, s, [&](int seg, int inst, int op) {
+      bound = std::max(bound, (*times_)[static_cast<size_t>(seg)].time(inst, op).end);
+    });
     return bound;
   }
 

@@ -1,0 +1,138 @@
+#include "sim/dataflow.h"
+
+#include <algorithm>
+
+#include "plans/error.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+Dataflow::Dataflow(const Program& p) : p_(p) {
+  L_ = static_cast<int>(p.model.n_layers);
+  const size_t nt = p.tensors.size();
+  chain_in_.assign(nt, -1);
+  chain_sink_.assign(nt, -1);
+  for (size_t i = 0; i < p.chains.size(); ++i) {
+    chain_in_[static_cast<size_t>(p.chains[i].in)] = static_cast<int>(i);
+    chain_sink_[static_cast<size_t>(p.chains[i].sink)] = static_cast<int>(i);
+  }
+  sites_.resize(nt);
+  const size_t ns = p.segments.size();
+  instances_.resize(ns);
+  per_layer_.resize(ns);
+  outside_.resize(ns);
+  for (size_t s = 0; s < ns; ++s) {
+    per_layer_[s] = is_per_layer_segment(p.segments[s]);
+    instances_[s] = per_layer_[s] ? L_ : 1;
+  }
+  std::vector<int> written(nt, -1);  // the segment that last wrote each tensor (first-writer test per segment)
+  for (size_t s = 0; s < ns; ++s) {
+    const Segment& seg = p.segments[s];
+    const int si = static_cast<int>(s);
+    outside_[s].resize(seg.ops.size());
+    for (size_t j = 0; j < seg.ops.size(); ++j) {
+      const Op& op = seg.ops[j];
+      std::vector<TensorId>& ext = outside_[s][j];
+      for (TensorId x : op.inputs)
+        if (written[static_cast<size_t>(x)] != si) ext.push_back(x);
+      for (TensorId x : op.outputs)
+        if (written[static_cast<size_t>(x)] != si && std::find(ext.begin(), ext.end(), x) == ext.end())
+          ext.push_back(x);
+      for (TensorId x : op.outputs) {
+        written[static_cast<size_t>(x)] = si;
+        add_sites(si, static_cast<int>(j), x);
+      }
+    }
+  }
+}
+
+int Dataflow::layer(int seg, int inst) const {
+  return per_layer_[static_cast<size_t>(seg)] ? instance_layer(p_, p_.segments[static_cast<size_t>(seg)], inst) : -1;
+}
+
+Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {
+  if (depth > 8) throw Error("schedule: layer chains alias each other in a cycle");
+  const TensorDesc& d = p_.tensors[static_cast<size_t>(t)];
+  if (!d.per_layer) {
+    int c = chain_sink_[static_cast<size_t>(t)];
+    if (c >= 0) return key(chain(c).out, last_layer(chain(c)), depth + 1);
+    return {t, -1};
+  }
+  int c = chain_in_[static_cast<size_t>(t)];
+  if (c >= 0 && l >= 0) {
+    const LayerChain& ch = chain(c);
+    if (l == first_layer(ch)) return key(ch.source, -1, depth + 1);
+    return key(ch.out, prev_layer(ch, l), depth + 1);
+  }
+  return {t, l};
+}
+
+void Dataflow::add_sites(int seg, int op, TensorId u) {
+  const TensorDesc& d = p_.tensor(u);
+  Site site;
+  site.seg = seg;
+  site.op = op;
+  if (!d.per_layer || !per_layer_[static_cast<size_t>(seg)]) {
+    Key k = key(u, -1);
+    site.mode = Site::Mode::every_instance;
+    site.key_layer = k.layer;
+    sites_[static_cast<size_t>(k.t)].push_back(site);
+    return;
+  }
+  int c = chain_in_[static_cast<size_t>(u)];
+  if (c >= 0) {
+    const LayerChain& ch = chain(c);
+    site.mode = Site::Mode::chain_next;
+    site.chain = c;
+    sites_[static_cast<size_t>(ch.out)].push_back(site);
+    Key k = key(ch.source, -1);
+    Site first = site;
+    first.mode = Site::Mode::at_layer;
+    first.key_layer = k.layer;
+    first.layer = first_layer(ch);
+    sites_[static_cast<size_t>(k.t)].push_back(first);
+    return;
+  }
+  site.mode = Site::Mode::same_layer;
+  sites_[static_cast<size_t>(u)].push_back(site);
+}
+
+Writer Dataflow::last_writer(TensorId t, int seg, int inst) const {
+  const Key k = key(t, layer(seg, inst));
+  Writer w;
+  for (const Site& site : sites_[static_cast<size_t>(k.t)]) {
+    if (site.seg > seg) break;  // sites are in program order
+    int wi = -1;
+    switch (site.mode) {
+      case Site::Mode::every_instance:
+        if (site.key_layer != k.layer) continue;
+        wi = site.seg < seg ? instances_[static_cast<size_t>(site.seg)] - 1 : inst - 1;
+        break;
+      case Site::Mode::at_layer:
+        if (site.key_layer != k.layer) continue;
+        wi = instance_of(site.seg, site.layer);
+        break;
+      case Site::Mode::same_layer:
+        if (k.layer < 0) continue;
+        wi = instance_of(site.seg, k.layer);
+        break;
+      case Site::Mode::chain_next: {
+        if (k.layer < 0) continue;
+        int l = next_layer(chain(site.chain), k.layer);
+        if (l < 0 || l >= L_) continue;
+        wi = instance_of(site.seg, l);
+        break;
+      }
+    }
+    if (wi < 0 || (site.seg == seg && wi >= inst)) continue;
+    if (site.seg > w.seg || (site.seg == w.seg && (wi > w.inst || (wi == w.inst && site.op > w.op)))) {
+      w.seg = site.seg;
+      w.inst = wi;
+      w.op = site.op;
+      w.periodic = site.seg == seg && site.mode != Site::Mode::at_layer;
+    }
+  }
+  return w;
+}
+
+}  // namespace tptune

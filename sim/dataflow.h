@@ -1,0 +1,105 @@
+#pragma once
+// expand()'s dataflow, answered per segment template without expanding the layers (internal to sim/, used by the
+// scheduler).
+//
+// expand() (plans/program.h) gives every op the last writer, before its segment instance, of each input and output
+// that has no earlier writer inside the instance; layer chains alias a layer's input to the previous layer's output
+// (the first layer's to the chain's source, the last layer's output to its sink). Dataflow answers the same
+// question for instance `inst` of segment `seg` from the templates alone: which (segment, instance, op) wrote that
+// flat tensor last. It also says whether that writer is `periodic` (the same segment, a constant number of
+// instances earlier: a steady state shifts it along), and gives the writers that may bound an outside value over
+// all instances, so that the scheduler can check a steady state cheaply.
+
+#include <vector>
+
+#include "plans/program.h"
+
+namespace tptune {
+
+struct Writer {
+  int seg = -1, inst = -1, op = -1;
+  bool periodic = false;
+  bool found() const { return seg >= 0; }
+};
+
+class Dataflow {
+ public:
+  explicit Dataflow(const Program& p);
+
+  int instances(int seg) const { return instances_[static_cast<size_t>(seg)]; }
+  // The layer of an instance (-1 outside block segments).
+  int layer(int seg, int inst) const;
+  // The tensors op `op` of segment `seg` reads or writes with no earlier writer in its instance.
+  const std::vector<TensorId>& outside(int seg, int op) const {
+    return outside_[static_cast<size_t>(seg)][static_cast<size_t>(op)];
+  }
+  // The last writer of template tensor t, as instance `inst` of segment `seg` sees it.
+  Writer last_writer(TensorId t, int seg, int inst) const;
+  // Calls f(seg', inst', op') for every op that may be the non-periodic last writer of t for some instance of
+  // segment `seg`, at its latest instance (so the latest end of these bounds the value's ready time).
+  template <class F>
+  void outside_writers(TensorId t, int seg, F&& f) const;
+
+ private:
+  struct Key {  // a flat tensor: a template tensor and a layer (-1 for global tensors), after chain aliasing
+    TensorId t = -1;
+    int layer = -1;
+  };
+  struct Site {  // a template op that writes some flat tensor, and for which layers
+    enum class Mode : unsigned char {
+      every_instance,  // a global tensor: every instance of the segment writes the same flat tensor
+      at_layer,        // writes the key only in the instance of layer `layer` (a chain input at its first layer)
+      same_layer,      // a per-layer tensor: the instance of layer l writes (t, l)
+      chain_next,      // a chain input: the instance of layer next(l) writes (chain.out, l)
+    };
+    int seg = 0, op = 0;
+    Mode mode = Mode::every_instance;
+    int key_layer = -1;  // every_instance / at_layer: the key's layer
+    int layer = -1;      // at_layer: the writing instance's layer
+    int chain = -1;      // chain_next
+  };
+
+  const Program& p_;
+  int L_ = 0;
+  std::vector<int> chain_in_, chain_sink_;
+  std::vector<std::vector<Site>> sites_;  // by the key's tensor, in program order
+  std::vector<std::vector<std::vector<TensorId>>> outside_;
+  std::vector<int> instances_;
+  std::vector<char> per_layer_;
+
+  const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
+  int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }
+  int last_layer(const LayerChain& c) const { return c.reverse ? 0 : L_ - 1; }
+  int prev_layer(const LayerChain& c, int l) const { return c.reverse ? l + 1 : l - 1; }
+  int next_layer(const LayerChain& c, int l) const { return c.reverse ? l - 1 : l + 1; }
+  int instance_of(int seg, int layer) const {
+    return p_.segments[static_cast<size_t>(seg)].reverse ? L_ - 1 - layer : layer;
+  }
+  Key key(TensorId t, int l, int depth = 0) const;
+  void add_sites(int seg, int op, TensorId u);
+};
+
+template <class F>
+void Dataflow::outside_writers(TensorId x, int s, F&& f) const {
+  TensorId keys[2] = {-1, -1};
+  const TensorDesc& d = p_.tensors[static_cast<size_t>(x)];
+  int c = chain_in_[static_cast<size_t>(x)];
+  if (d.per_layer && c >= 0) {
+    keys[0] = key(chain(c).out, 0).t;
+    keys[1] = key(chain(c).source, -1).t;
+  } else {
+    keys[0] = key(x, d.per_layer ? 0 : -1).t;
+  }
+  for (TensorId kt : keys) {
+    if (kt < 0) continue;
+    for (const Site& site : sites_[static_cast<size_t>(kt)]) {
+      if (site.seg > s) break;
+      if (site.mode == Site::Mode::at_layer)
+        f(site.seg, instance_of(site.seg, site.layer), site.op);
+      else if (site.seg != s)  // writers of s itself at a constant offset are periodic
+        f(site.seg, instances_[static_cast<size_t>(site.seg)] - 1, site.op);  // the latest instance ends last
+    }
+  }
+}
+
+}  // namespace tptune
