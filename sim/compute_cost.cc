@@ -144,16 +144,20 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
                              eff * c.embedding_bwd_efficiency, ovh, gpu);
   }
   if (auto* ce = std::get_if<CrossEntropyOp>(&op.kind)) {
-    int w = elt(p, op.inputs, 0, p.training.dtype);  // logits
-    double logits = static_cast<double>(ce->tokens * ce->vocab_local) * w;
-    double rows = static_cast<double>(ce->tokens);
+    const int in = elt(p, op.inputs, 0, p.training.dtype);  // the logits as the Program stores them
+    const int w = c.loss_in_fp32 ? 4 : in;                   // as the loss kernels read them
+    const double n = static_cast<double>(ce->tokens * ce->vocab_local);
+    const double rows = static_cast<double>(ce->tokens);
+    // The fp32 upcast is one more pass over the logits (read in, write fp32), paid by the first stage.
+    const double upcast = c.loss_in_fp32 && in != 4 ? n * (in + 4) : 0;
     using S = CrossEntropyOp::Stage;
     switch (ce->stage) {
-      case S::row_max: return memory_bound_cost(logits + 4 * rows, eff, ovh, gpu);
-      case S::sum_exp: return memory_bound_cost(logits + 8 * rows, eff, ovh, gpu);
+      case S::row_max: return memory_bound_cost(upcast + n * w + 4 * rows, eff, ovh, gpu);
+      case S::sum_exp: return memory_bound_cost(n * w + 8 * rows, eff, ovh, gpu);
       case S::target_logit: return memory_bound_cost(12 * rows, eff, ovh, gpu);
       case S::loss: return memory_bound_cost(12 * rows, eff, ovh, gpu);
-      case S::backward: return memory_bound_cost(2 * logits + 16 * rows, eff, ovh, gpu);
+      // Reads the logits, writes d_logits (fp32 with the upcast, then cast back: + n * (4 + in)).
+      case S::backward: return memory_bound_cost(2 * n * w + (c.loss_in_fp32 && in != 4 ? n * (4 + in) : 0) + 16 * rows, eff, ovh, gpu);
     }
   }
   if (auto* cf = std::get_if<CastFp8Op>(&op.kind)) {

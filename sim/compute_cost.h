@@ -13,7 +13,8 @@
 //              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations
 //              (CostParams); embedding fwd: ids + gathered rows read and written; embedding
 //              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
-//              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward);
+//              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward),
+//              in fp32 after an upcast pass when CostParams::loss_in_fp32 (torchtitan's loss);
 //              float8 casts: amax reads x, cast reads x and writes 1 byte per element.
 // Times are microseconds.
 

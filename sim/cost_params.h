@@ -71,6 +71,9 @@ struct CostParams {
   double activation_traffic_factor = 1.7;
   // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
   double embedding_bwd_efficiency = 0.35;
+  // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,
+  // after a cast pass, and an fp32 copy of the logits and of their gradient live through the head's backward.
+  bool loss_in_fp32 = true;
   // AdamW runs as a multi-tensor (foreach/fused) kernel: one launch covers many parameters, so the launch cost per
   // parameter tensor is small.
   double optimizer_overhead_us = 0.5;

@@ -144,9 +144,14 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
       for (TensorId t : op.inputs)
         if (p.tensor(t).role == TensorRole::parameter) ps.insert(t);
     for (TensorId t : ps) head_params += tensor_bytes(p.tensor(t));
+    double logit_elems = 0;
     for (const Op& op : head->ops)  // the logits: what the cross-entropy reads
-      if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty())
+      if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty()) {
         r.logits = std::max(r.logits, tensor_bytes(p.tensor(op.inputs[0])));
+        logit_elems = std::max(logit_elems, static_cast<double>(numel(p.tensor(op.inputs[0]).local_shape)));
+      }
+    // torchtitan's fp32 loss: an fp32 copy of the logits and an fp32 d_logits on top of the Program's tensors.
+    if (c.loss_in_fp32) ws_head += 8 * logit_elems;
   }
   struct Phase {
     const char* name;

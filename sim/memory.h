@@ -11,7 +11,8 @@
 // float8 (1-byte saved inputs) and loss parallel (vocab-sharded logits) show up without special cases.
 // Transient, per phase (forward of a block, head, backward of a block): the working set of the segment (the peak, over
 // its ops, of the tensors live in it that are neither saved activations nor parameters: gradients, temporaries,
-// recomputed activations, logits and their gradient) plus the unsharded compute copies of parameters in flight
+// recomputed activations, logits and their gradient; with CostParams::loss_in_fp32 also torchtitan's fp32 copy of
+// the logits and their fp32 gradient, 8 B per logit) plus the unsharded compute copies of parameters in flight
 // (CostParams::blocks_in_flight: the block being computed and the prefetched one; the head's own parameters).
 // Peak = model states + max over phases (saved activations alive then + transient), then the runtime overhead
 // (CUDA context, workspaces, NCCL buffers) and allocator fragmentation (CostParams). fits = peak <= capacity.
