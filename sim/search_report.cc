@@ -42,16 +42,19 @@ std::string plan_line(const Plan& p) {
 std::string changes(const Plan& from, const Plan& to) {
   std::vector<std::string> c;
   if (from.tp_degree != to.tp_degree) c.push_back(fmt::format("tp {} -> {}", from.tp_degree, to.tp_degree));
-  if (from.family != to.family) c.push_back(fmt::format("{} -> {}", from.family, to.family));
+  // Without TP on both sides, the module plan, async TP and loss parallel change nothing (the lowering drops them).
+  const bool tp = from.tp_degree > 1 || to.tp_degree > 1;
+  if (tp && from.family != to.family) c.push_back(fmt::format("{} -> {}", from.family, to.family));
   if (from.float8 != to.float8) c.push_back(fmt::format("float8 {}", to_string(to.float8)));
-  if (from.async_tp != to.async_tp) c.push_back(to.async_tp ? "async TP" : "no async TP");
-  if (from.loss_parallel != to.loss_parallel) c.push_back(to.loss_parallel ? "loss parallel" : "no loss parallel");
+  if (tp && from.async_tp != to.async_tp) c.push_back(to.async_tp ? "async TP" : "no async TP");
+  if (tp && from.loss_parallel != to.loss_parallel)
+    c.push_back(to.loss_parallel ? "loss parallel" : "no loss parallel");
   if (from.activation_checkpointing != to.activation_checkpointing)
     c.push_back(fmt::format("AC {} -> {}", to_string(from.activation_checkpointing),
                             to_string(to.activation_checkpointing)));
   if (from.local_batch_size != to.local_batch_size)
     c.push_back(fmt::format("local batch {} -> {}", from.local_batch_size, to.local_batch_size));
-  return c.empty() ? "nothing (the same plan)" : fmt::format("{}", fmt::join(c, ", "));
+  return c.empty() ? "nothing (the same program)" : fmt::format("{}", fmt::join(c, ", "));
 }
 
 std::string pruned_lines(const SearchResult& r) {
