@@ -93,7 +93,6 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r) {
         CHECK(bf[i].report.step_time_ms == same.report.step_time_ms);
         CHECK(bf[i].report.memory.peak == same.report.memory.peak);
       }
-      if (bf[i].feasible()) bf_feasible.push_back(-1);  // counted, never ranked
       continue;
     }
     CHECK(s.feasible() == bf[i].feasible());
@@ -114,7 +113,6 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r) {
     if (!s.feasible() && s.pruned != prune::kMemory) CHECK_FALSE(bf[i].ok);  // refused by lowering or simulation
   }
   // The ranking is brute force's, sorted by the objective.
-  std::erase(bf_feasible, -1);
   std::vector<CandidateResult> as_results;
   for (int i : bf_feasible) {
     CandidateResult c;
