@@ -1,0 +1,20 @@
+#pragma once
+// Host-side views of distributed tensors for checks (the verifier): every rank's local copy, and a full tensor
+// reassembled from its shards. Collective over the TP group of the backend.
+
+#include <vector>
+
+#include "plans/placement.h"
+#include "runtime/backend.h"
+
+namespace tptune {
+
+class Executor;
+
+// All ranks' local copies of flat tensor `t` of `ex`, rank-major (tp * local numel). Every rank must call it.
+std::vector<float> gather_all(Backend& be, const Executor& ex, int t);
+
+// The full tensor of shape `full` from rank-major shards of its dim `dim` (as gather_all returns them).
+std::vector<float> assemble(const std::vector<float>& shards, const Shape& full, int dim, int tp);
+
+}  // namespace tptune
