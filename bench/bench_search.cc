@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "bench/bench_environment.h"
 #include "plans/config.h"
 #include "sim/search.h"
 #include "sim/search_constraints.h"
@@ -21,27 +22,6 @@
 using namespace tptune;
 
 namespace {
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-void print_environment() {
-#ifdef NDEBUG
-  const char* build = "release (NDEBUG)";
-#else
-  const char* build = "DEBUG: timings are not representative, build with -DCMAKE_BUILD_TYPE=Release";
-#endif
-  fmt::print(stderr, "bench_search: {}, {} hardware threads, build {}\n", cpu_model(),
-             std::thread::hardware_concurrency(), build);
-#ifndef NDEBUG
-  fmt::print(stderr, "WARNING: this is a debug build\n");
-#endif
-}
 
 void run(benchmark::State& state, const char* example) {
   const Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + example);
@@ -93,7 +73,7 @@ BENCHMARK(BM_Search8B)
 }  // namespace
 
 int main(int argc, char** argv) {
-  print_environment();
+  bench::print_environment("bench_search");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

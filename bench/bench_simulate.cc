@@ -10,37 +10,13 @@
 #include <string>
 #include <thread>
 
+#include "bench/bench_environment.h"
 #include "plans/lower.h"
 #include "sim/simulate.h"
 
 using namespace tptune;
 
 namespace {
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-void print_environment() {
-#ifdef NDEBUG
-  const char* build = "release (NDEBUG)";
-#else
-  const char* build = "DEBUG: timings are not representative, build with -DCMAKE_BUILD_TYPE=Release";
-#endif
-  fmt::print(stderr, "bench_simulate: {}, {} hardware threads, build {}\n", cpu_model(),
-             std::thread::hardware_concurrency(), build);
-  fmt::print(stderr, "  compiler {}, fmt {}, nlohmann_json {}.{}.{}\n", __VERSION__, FMT_VERSION,
-             NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
-  fmt::print(stderr, "  (a 'Library was built as DEBUG' line below is about the installed Google Benchmark package,\n"
-                     "   not this code)\n");
-#ifndef NDEBUG
-  fmt::print(stderr, "WARNING: this is a debug build\n");
-#endif
-}
 
 struct Case {
   Program program;
@@ -112,7 +88,7 @@ BENCHMARK(BM_Lower405B)->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  print_environment();
+  bench::print_environment("bench_simulate");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -315,7 +315,7 @@ TEST_CASE("search is deterministic over threads, the op-cost memo and the batch 
   CHECK(a.feasible == b.feasible);
 }
 
-TEST_CASE("--out-plan round trip: the winner's plan file simulates to the same numbers", "[search]") {
+TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the same numbers", "[search]") {
   Config cfg = load_config(example("gpt-a100.yaml"));
   SearchResult r = search(cfg, {});
   REQUIRE(r.winner());
