@@ -118,7 +118,14 @@ int elt(const Program& p, const std::vector<TensorId>& ts, size_t i, DType fallb
 
 ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c) {
   const double eff = c.memory_bound_efficiency, ovh = c.memory_bound_overhead_us;
-  if (auto* g = std::get_if<GemmOp>(&op.kind)) return gemm_cost(*g, gpu, c);
+  if (auto* g = std::get_if<GemmOp>(&op.kind)) {
+    if (p.plan.float8 == Float8Recipe::rowwise && (is_float8(g->a_dtype) || is_float8(g->b_dtype))) {
+      CostParams rowwise = c;
+      rowwise.gemm_fp8_efficiency *= c.gemm_fp8_rowwise_factor;
+      return gemm_cost(*g, gpu, rowwise);
+    }
+    return gemm_cost(*g, gpu, c);
+  }
   if (auto* a = std::get_if<AttentionOp>(&op.kind)) {
     DType t = op.inputs.empty() ? p.training.dtype : p.tensor(op.inputs[0]).dtype;
     return attention_cost(*a, t, gpu, c);
@@ -164,8 +171,9 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     if (!gpu.has_float8()) gpu.peak_flops(cf->to);  // the same error as a float8 GEMM
     double src = elt(p, op.inputs, 0, p.training.dtype);
     double n = static_cast<double>(cf->elements);
-    // amax: read x; cast: read x, write 1 byte per element (rowwise computes its row scales in the same pass).
-    double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src : n * (src + 1);
+    // amax: read x; cast: read x, write 1 byte per element. Rowwise reduces each row, then casts (x read twice), and
+    // writes the operand for both of its GEMM axes (rows for one GEMM, columns for the other): 2 reads + 2 bytes.
+    double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src : cf->rowwise ? n * (2 * src + 2) : n * (src + 1);
     return memory_bound_cost(bytes, eff, ovh, gpu);
   }
   throw Error(std::string("compute_cost: ") + op.name + " is a collective");

@@ -27,6 +27,10 @@ struct CostParams {
   // float8 (e4m3/e5m2 operands) on the fp8 peak: public cuBLASLt H100 measurements reach ~1.2-1.45 PFLOP/s at 8192^3
   // (about 65-73% of 1979); the cast/scale kernels are separate ops in the Program and costed as memory-bound.
   double gemm_fp8_efficiency = 0.72;
+  // float8 rowwise (per-row scales applied in the GEMM epilogue, CUTLASS rowwise-scaled kernels) runs below the
+  // tensorwise cuBLAS kernel: torchao's float8 README and torchtitan's float8 docs report smaller end-to-end speedups
+  // for `rowwise` than for `tensorwise` on the same model. Multiplies gemm_fp8_efficiency for rowwise plans.
+  double gemm_fp8_rowwise_factor = 0.9;
   // fp32 GEMMs (CUDA-core rate; fp32 training is for CPU verification, rarely simulated).
   double gemm_fp32_efficiency = 0.80;
   // Output tile of one CTA (cuBLAS/CUTLASS Hopper kernels use 128x128 .. 128x256 tiles); tiles are spread in waves
