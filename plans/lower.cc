@@ -62,7 +62,7 @@ void finalize_deps(Segment& s) {
 // full: every forward op whose output backward needs (transitively). selective (torchtitan's op policy): matmul
 // outputs are saved except every second matmul, attention and reduce-scatter outputs and amax reductions are saved;
 // every other op (norms, rope, activations, adds, all-gathers, all-reduces, casts) is recomputed when needed.
-std::vector<Op> recompute_ops(const Program& p, const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac) {
+std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac) {
   if (ac == ActivationCheckpointing::none) return {};
   std::vector<bool> candidate(fwd.ops.size(), true);
   if (ac == ActivationCheckpointing::selective) {
@@ -105,7 +105,6 @@ std::vector<Op> recompute_ops(const Program& p, const Segment& fwd, const Segmen
     op.name += ".recompute";
     out.push_back(std::move(op));
   }
-  (void)p;
   return out;
 }
 
@@ -210,7 +209,7 @@ class Lowerer {
     // Recompute for activation checkpointing goes first in the block backward.
     Segment& fwd = prog.segments[1];
     Segment& bwd = prog.segments[3];
-    auto redo = recompute_ops(prog, fwd, bwd, prog.training.activation_checkpointing);
+    auto redo = recompute_ops(fwd, bwd, prog.training.activation_checkpointing);
     if (!redo.empty()) {
       bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);

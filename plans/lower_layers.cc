@@ -240,7 +240,6 @@ Value Layers::norm(const Name& n, const Value& x_in) {
   const bool layernorm = m.norm == Norm::layernorm;
   TensorId w = parameter(n, "weight", {m.dim}, -1);
   TensorId b = layernorm ? parameter(n, "bias", {m.dim}, -1) : -1;
-  const int64_t tokens = xl[0] * xl[1];
   Shape rows = {xl[0], xl[1]};
   TensorId y = e.tensor(n.rel + ".out", xl, act(), x.dtensor ? x.pl : Placement::R(), TensorRole::activation,
                         e.global_of(x, n.fqn));
@@ -255,7 +254,7 @@ Value Layers::norm(const Name& n, const Value& x_in) {
   else
     e.op(n.rel, n.rel + ".fwd", op, {x.t, w}, {y, rstd});
   Value yv = sp ? e.dtensor(y, x.pl) : e.plain(y);
-  e.record([this, n, x, yv, w, b, rstd, mean, xl, layernorm, sp, tokens, bytes]() {
+  e.record([this, n, x, yv, w, b, rstd, mean, xl, layernorm, sp, bytes]() {
     auto gy = e.grad(yv);
     if (!gy) return;
     Value dy = *gy;
@@ -264,7 +263,8 @@ Value Layers::norm(const Name& n, const Value& x_in) {
                            e.global_of(x, n.fqn));
     TensorId dw = e.tensor(n.rel + ".weight.grad", {m.dim}, act(), Placement::R(), TensorRole::gradient);
     TensorId db = layernorm ? e.tensor(n.rel + ".bias.grad", {m.dim}, act(), Placement::R(), TensorRole::gradient) : -1;
-    ElementwiseOp op{layernorm ? ElementwiseOp::Fn::layernorm_bwd : ElementwiseOp::Fn::rmsnorm_bwd, 3 * bytes / 2 + bytes,
+    // Reads x and dy, writes dx: 3 activations = 1.5x the forward's 2; ~8 flops/element (12 for layernorm).
+    ElementwiseOp op{layernorm ? ElementwiseOp::Fn::layernorm_bwd : ElementwiseOp::Fn::rmsnorm_bwd, 3 * bytes / 2,
                      (layernorm ? 12 : 8) * numel(xl)};
     if (layernorm)
       e.op(n.rel, n.rel + ".bwd", op, {x.t, w, mean, rstd, dy.t}, {dx, dw, db});
@@ -274,7 +274,6 @@ Value Layers::norm(const Name& n, const Value& x_in) {
     finish_param_grad(n, w, dw, partial);
     if (layernorm) finish_param_grad(n, b, db, partial);
     e.add_grad(x, sp ? e.dtensor(dx, x.pl) : e.plain(dx), n.rel);
-    (void)tokens;
   });
   if (sp && s->use_local_output) return e.to_local(yv);
   return yv;
@@ -487,7 +486,6 @@ TensorId Layers::loss(const Name& n, const Value& logits, TensorId targets) {
                         DType::fp32, TensorRole::scale);
   };
   using S = CrossEntropyOp::Stage;
-  const int64_t lbytes = numel(ll) * bytes_per_element(e.desc(logits.t).dtype);
   TensorId mx = stat("max");
   e.op(n.rel, n.rel + ".row_max", CrossEntropyOp{S::row_max, T, V, vp}, {logits.t}, {mx});
   mx = reduce(mx, ReduceOp::max, "max");
@@ -499,7 +497,6 @@ TensorId Layers::loss(const Name& n, const Value& logits, TensorId targets) {
   tl = reduce(tl, ReduceOp::sum, "target_logit");
   TensorId loss = e.tensor("loss", {1}, DType::fp32, Placement::R(), TensorRole::loss);
   e.op(n.rel, n.rel + ".loss", CrossEntropyOp{S::loss, T, V, vp}, {mx, se, tl}, {loss});
-  (void)lbytes;
   e.record([this, n, logits, mx, se, targets, ll, T, V, vp]() {
     TensorId d = e.tensor("output.grad_logits", ll, act(), e.desc(logits.t).placement, TensorRole::gradient,
                           e.desc(logits.t).global_shape);
