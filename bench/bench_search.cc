@@ -40,12 +40,11 @@ void run(benchmark::State& state, const char* example) {
   state.counters["feasible"] = static_cast<double>(r.feasible);
   state.counters["lowered"] = static_cast<double>(lowered);
   state.counters["threads_used"] = r.threads;
-  state.counters["candidates_per_s"] =
-      benchmark::Counter(static_cast<double>(r.evaluated) * static_cast<double>(state.iterations()),
-                         benchmark::Counter::kIsRate);
+  state.counters["candidates_per_s"] = benchmark::Counter(
+      static_cast<double>(r.evaluated) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   if (r.memo_hits + r.memo_misses)
-    state.counters["memo_hit_pct"] = 100.0 * static_cast<double>(r.memo_hits) /
-                                     static_cast<double>(r.memo_hits + r.memo_misses);
+    state.counters["memo_hit_pct"] =
+        100.0 * static_cast<double>(r.memo_hits) / static_cast<double>(r.memo_hits + r.memo_misses);
 }
 
 void BM_Search405B(benchmark::State& state) { run(state, "llama3-405b-h100.yaml"); }

@@ -34,8 +34,10 @@ class Rewriter {
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < s.ops.size() && !changed; ++i) {
-        if (is_seq_collective(s.ops[i], CollectiveKind::all_gather)) changed = all_gather_matmul(i);
-        else if (is_seq_collective(s.ops[i], CollectiveKind::reduce_scatter)) changed = matmul_reduce_scatter(i);
+        if (is_seq_collective(s.ops[i], CollectiveKind::all_gather))
+          changed = all_gather_matmul(i);
+        else if (is_seq_collective(s.ops[i], CollectiveKind::reduce_scatter))
+          changed = matmul_reduce_scatter(i);
       }
     }
     for (size_t i = 0; i < s.ops.size(); ++i) s.ops[i].id = static_cast<int>(i);
@@ -104,8 +106,8 @@ class Rewriter {
     // Ring steps are issued one ahead of the matmuls so that step j+1 travels while chunk j is multiplied.
     auto p2p = [&](int j) {
       std::vector<TensorId> in = j == 0 ? std::vector<TensorId>{agop.inputs[0]} : std::vector<TensorId>{G};
-      return collective_step(agop, fmt::format("{}.ag_step{}", agop.module, j), j, j == 0 ? 0 : chunk_bytes, in,
-                             {G}, ChunkRef::Pattern::all_gather, c.dtype);
+      return collective_step(agop, fmt::format("{}.ag_step{}", agop.module, j), j, j == 0 ? 0 : chunk_bytes, in, {G},
+                             ChunkRef::Pattern::all_gather, c.dtype);
     };
     seq.push_back(p2p(0));
     if (tp > 1) seq.push_back(p2p(1));
@@ -230,9 +232,10 @@ void apply_async_tp(Program& p) {
     any |= after > before;
   }
   if (!any)
-    throw Error(fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
-                            "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
-                            p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+    throw Error(
+        fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
+                    "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
+                    p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
 }
 
 }  // namespace tptune

@@ -12,9 +12,12 @@ namespace tptune {
 
 std::string_view to_string(ActivationCheckpointing a) {
   switch (a) {
-    case ActivationCheckpointing::none: return "none";
-    case ActivationCheckpointing::selective: return "selective";
-    case ActivationCheckpointing::full: return "full";
+    case ActivationCheckpointing::none:
+      return "none";
+    case ActivationCheckpointing::selective:
+      return "selective";
+    case ActivationCheckpointing::full:
+      return "full";
   }
   return "?";
 }
@@ -27,9 +30,12 @@ ActivationCheckpointing parse_activation_checkpointing(std::string_view s, const
 
 std::string_view to_string(Float8Recipe f) {
   switch (f) {
-    case Float8Recipe::none: return "none";
-    case Float8Recipe::tensorwise: return "tensorwise";
-    case Float8Recipe::rowwise: return "rowwise";
+    case Float8Recipe::none:
+      return "none";
+    case Float8Recipe::tensorwise:
+      return "tensorwise";
+    case Float8Recipe::rowwise:
+      return "rowwise";
   }
   return "?";
 }
@@ -42,9 +48,12 @@ Float8Recipe parse_float8(std::string_view s, const std::string& where) {
 
 std::string_view to_string(Objective o) {
   switch (o) {
-    case Objective::tokens_per_second: return "tokens_per_second";
-    case Objective::step_time: return "step_time";
-    case Objective::memory: return "memory";
+    case Objective::tokens_per_second:
+      return "tokens_per_second";
+    case Objective::step_time:
+      return "step_time";
+    case Objective::memory:
+      return "memory";
   }
   return "?";
 }
@@ -77,8 +86,9 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   if (has(n, "preset")) {
     preset = doc.string(n["preset"], "model.preset");
     if (!model_preset(preset, m))
-      doc.fail_msg(n["preset"], "model.preset",
-                   fmt::format("unknown preset '{}'; expected one of {}", preset, fmt::join(model_preset_names(), ", ")));
+      doc.fail_msg(
+          n["preset"], "model.preset",
+          fmt::format("unknown preset '{}'; expected one of {}", preset, fmt::join(model_preset_names(), ", ")));
   } else {
     m.name = "custom";
   }
@@ -120,8 +130,8 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 
   if (has(n, "mlp")) m.mlp = doc.choice(n["mlp"], "model.mlp", {"swiglu", "gelu"}) == "gelu" ? Mlp::gelu : Mlp::swiglu;
   if (has(n, "norm"))
-    m.norm = doc.choice(n["norm"], "model.norm", {"rmsnorm", "layernorm"}) == "layernorm" ? Norm::layernorm
-                                                                                         : Norm::rmsnorm;
+    m.norm =
+        doc.choice(n["norm"], "model.norm", {"rmsnorm", "layernorm"}) == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
   if (has(n, "norm_eps")) m.norm_eps = doc.positive_real(n["norm_eps"], "model.norm_eps");
   if (has(n, "rope_theta")) m.rope_theta = doc.positive_real(n["rope_theta"], "model.rope_theta");
 
@@ -184,8 +194,10 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
   if (has(n, "nodes")) c.nodes = static_cast<int>(doc.positive_integer(n["nodes"], "cluster.nodes"));
   if (has(n, "gpus_per_node"))
     c.gpus_per_node = static_cast<int>(doc.positive_integer(n["gpus_per_node"], "cluster.gpus_per_node"));
-  if (has(n, "intra_node")) c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
-  if (has(n, "inter_node")) c.inter_node = read_link(doc, n["inter_node"], key_node(n, "inter_node"), "cluster.inter_node");
+  if (has(n, "intra_node"))
+    c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
+  if (has(n, "inter_node"))
+    c.inter_node = read_link(doc, n["inter_node"], key_node(n, "inter_node"), "cluster.inter_node");
   return c;
 }
 
@@ -237,8 +249,9 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", positive_int64);
   if (has(n, "objective")) {
     const std::string o = doc.choice(n["objective"], "search.objective", {"tokens_per_second", "step_time", "memory"});
-    s.objective = o == "step_time" ? Objective::step_time : o == "memory" ? Objective::memory
-                                                                          : Objective::tokens_per_second;
+    s.objective = o == "step_time" ? Objective::step_time
+                  : o == "memory"  ? Objective::memory
+                                   : Objective::tokens_per_second;
   }
   if (has(n, "memory_headroom_gib"))
     s.memory_headroom_gib = doc.nonnegative_real(n["memory_headroom_gib"], "search.memory_headroom_gib");

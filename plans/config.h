@@ -42,9 +42,9 @@ struct LinkSpec {
 };
 
 struct Cluster {
-  std::string gpu;       // preset name; empty when gpu_inline is used
-  YAML::Node gpu_inline; // an inline spec with the keys of a GPU preset file (sim/ reads it)
-  std::string source;    // "<file>:<line>" of the cluster.gpu key, for errors raised when resolving the spec
+  std::string gpu;        // preset name; empty when gpu_inline is used
+  YAML::Node gpu_inline;  // an inline spec with the keys of a GPU preset file (sim/ reads it)
+  std::string source;     // "<file>:<line>" of the cluster.gpu key, for errors raised when resolving the spec
   int nodes = 1;
   int gpus_per_node = 8;
   std::optional<LinkSpec> intra_node;  // overrides the preset's NVLink figures
@@ -56,9 +56,9 @@ enum class Objective { tokens_per_second, step_time, memory };
 std::string_view to_string(Objective o);
 
 struct SearchSpace {
-  std::vector<int> tp_degrees;                // default: divisors of world size up to 2 x gpus_per_node
+  std::vector<int> tp_degrees;  // default: divisors of world size up to 2 x gpus_per_node
   std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
-  std::vector<std::string> plan_files;        // user plan files, resolved relative to the config file
+  std::vector<std::string> plan_files;  // user plan files, resolved relative to the config file
   std::vector<Float8Recipe> float8 = {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise};
   std::vector<bool> async_tp = {false, true};
   std::vector<bool> loss_parallel = {false, true};

@@ -9,10 +9,13 @@ namespace tptune {
 int bytes_per_element(DType t) {
   switch (t) {
     case DType::bf16:
-    case DType::fp16: return 2;
-    case DType::fp32: return 4;
+    case DType::fp16:
+      return 2;
+    case DType::fp32:
+      return 4;
     case DType::fp8_e4m3:
-    case DType::fp8_e5m2: return 1;
+    case DType::fp8_e5m2:
+      return 1;
   }
   return 0;
 }
@@ -21,11 +24,16 @@ bool is_float8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
 std::string_view to_string(DType t) {
   switch (t) {
-    case DType::bf16: return "bf16";
-    case DType::fp16: return "fp16";
-    case DType::fp32: return "fp32";
-    case DType::fp8_e4m3: return "fp8_e4m3";
-    case DType::fp8_e5m2: return "fp8_e5m2";
+    case DType::bf16:
+      return "bf16";
+    case DType::fp16:
+      return "fp16";
+    case DType::fp32:
+      return "fp32";
+    case DType::fp8_e4m3:
+      return "fp8_e4m3";
+    case DType::fp8_e5m2:
+      return "fp8_e5m2";
   }
   return "?";
 }

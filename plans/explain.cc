@@ -46,7 +46,8 @@ std::vector<CollectiveRecord> step_collectives(const Program& p) {
     for (int i = 0; i < n; ++i) {
       int layer = per_layer ? (s.reverse ? L - 1 - i : i) : -1;
       for (const Op& op : s.ops)
-        if (op.is_collective()) out.push_back(record_of(p, op, op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module)));
+        if (op.is_collective())
+          out.push_back(record_of(p, op, op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module)));
     }
   }
   return out;
@@ -108,15 +109,15 @@ std::string explain_text(const Program& p) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
   const Model& m = p.model;
-  line(fmt::format("Plan {} (tp {}, dp_shard {}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
-                   "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}",
-                   p.plan.family, p.tp, p.dp, to_string(p.plan.float8), p.plan.async_tp ? "on" : "off",
-                   p.plan.loss_parallel ? "on" : "off", to_string(p.plan.activation_checkpointing), m.name, m.n_layers,
-                   m.dim, m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len,
-                   p.training.local_batch_size));
+  line(fmt::format(
+      "Plan {} (tp {}, dp_shard {}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
+      "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}",
+      p.plan.family, p.tp, p.dp, to_string(p.plan.float8), p.plan.async_tp ? "on" : "off",
+      p.plan.loss_parallel ? "on" : "off", to_string(p.plan.activation_checkpointing), m.name, m.n_layers, m.dim,
+      m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
-    line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", "phase", "module", "op", "dtype",
-                     "global shape", "bytes", "group"));
+    line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", "phase", "module", "op", "dtype", "global shape",
+                     "bytes", "group"));
     for (const auto& r : rs) {
       std::string op = std::string(to_string(r.kind)) + (r.reduce == ReduceOp::max ? "(max)" : "");
       line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", to_string(r.phase), r.module, op,
@@ -140,7 +141,8 @@ std::string explain_text(const Program& p) {
   line("Per step (every layer):");
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> totals;
   for (const auto& r : step_collectives(p)) {
-    auto& t = totals[{std::string(to_string(r.group)), std::string(to_string(r.phase == Phase::recompute ? Phase::backward : r.phase))}];
+    auto& t = totals[{std::string(to_string(r.group)),
+                      std::string(to_string(r.phase == Phase::recompute ? Phase::backward : r.phase))}];
     t.first += 1;
     t.second += r.bytes;
   }

@@ -5,8 +5,8 @@
 //   {"tp_degree": 8, "dp_shard": 1, "plan": "...",
 //    "collectives": [{"phase": "forward", "module": "layers.0.attention.wo", "op": "reduce_scatter",
 //                     "dtype": "bf16", "global_shape": [1, 8192, 4096], "bytes": 67108864, "group": "tp"}, ...],
-//    "per_block": {"forward": {"all_reduce": 0, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 0}, "backward": ...},
-//    "per_step": {"tp": {"count": N, "bytes": B}, "dp": {...}}}
+//    "per_block": {"forward": {"all_reduce": 0, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 0}, "backward":
+//    ...}, "per_step": {"tp": {"count": N, "bytes": B}, "dp": {...}}}
 // `collectives` lists every collective of the step in program order, every layer, full FQNs; `bytes` is the full
 // tensor's size (nccl-tests' `size`). per_block counts one block's TP collectives; recompute counts as backward.
 

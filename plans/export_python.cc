@@ -37,10 +37,14 @@ Rendered render(const PlanEntry& e, bool float8_tensorwise) {
   const ParallelStyle& s = e.style;
   const ParallelStyle def = [&] {
     switch (s.kind) {
-      case StyleKind::colwise: return ParallelStyle::colwise();
-      case StyleKind::rowwise: return ParallelStyle::rowwise();
-      case StyleKind::sequence_parallel: return ParallelStyle::sequence_parallel();
-      default: return ParallelStyle::no_parallel();
+      case StyleKind::colwise:
+        return ParallelStyle::colwise();
+      case StyleKind::rowwise:
+        return ParallelStyle::rowwise();
+      case StyleKind::sequence_parallel:
+        return ParallelStyle::sequence_parallel();
+      default:
+        return ParallelStyle::no_parallel();
     }
   }();
   // torchtitan swaps in torchao's float8 styles for the block linears only (embedding and output stay bf16).
@@ -53,8 +57,7 @@ Rendered render(const PlanEntry& e, bool float8_tensorwise) {
       r.klass = s.kind == StyleKind::colwise ? (f8 ? "Float8ColwiseParallel" : "ColwiseParallel")
                                              : (f8 ? "Float8RowwiseParallel" : "RowwiseParallel");
       if (!(s.input_layout == def.input_layout)) args.push_back("input_layouts=" + torch_placement(s.input_layout));
-      if (!(s.output_layout == def.output_layout))
-        args.push_back("output_layouts=" + torch_placement(s.output_layout));
+      if (!(s.output_layout == def.output_layout)) args.push_back("output_layouts=" + torch_placement(s.output_layout));
       if (s.use_local_output != def.use_local_output) args.push_back("use_local_output=" + py_bool(s.use_local_output));
       break;
     case StyleKind::sequence_parallel:
@@ -67,7 +70,8 @@ Rendered render(const PlanEntry& e, bool float8_tensorwise) {
       args.push_back("desired_input_layouts=" + input_tuple(e.pattern, s.desired_input_layout));
       if (s.use_local_output) args.push_back("use_local_output=True");
       break;
-    case StyleKind::no_parallel: return r;
+    case StyleKind::no_parallel:
+      return r;
   }
   r.expr = fmt::format("{}({})", r.klass, fmt::join(args, ", "));
   return r;
@@ -82,9 +86,10 @@ std::string export_python(const Plan& plan) {
   for (const PlanEntry& e : plan.modules) {
     Rendered r = render(e, f8);
     if (r.expr.empty()) {
-      lines.push_back(fmt::format("        # \"{}\": not parallelized (no_parallel: replicated parameters, plain "
-                                  "tensors); parallelize_module needs no entry",
-                                  e.pattern));
+      lines.push_back(
+          fmt::format("        # \"{}\": not parallelized (no_parallel: replicated parameters, plain "
+                      "tensors); parallelize_module needs no entry",
+                      e.pattern));
       continue;
     }
     (r.klass.rfind("Float8", 0) == 0 || r.klass == "PrepareFloat8ModuleInput" ? torchao_classes : torch_classes)
@@ -98,11 +103,11 @@ std::string export_python(const Plan& plan) {
   std::string out;
   out += fmt::format("# The parallelize_module plan of the tptune plan '{}' ({}), written by `tp-plan export`.\n",
                      plan.family, plan.source);
-  out += fmt::format("# tp {}, dp_shard {}, float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, "
-                     "local batch size {}.\n",
-                     plan.tp_degree, plan.dp_shard, to_string(plan.float8), plan.async_tp ? "on" : "off",
-                     plan.loss_parallel ? "on" : "off", to_string(plan.activation_checkpointing),
-                     plan.local_batch_size);
+  out += fmt::format(
+      "# tp {}, dp_shard {}, float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, "
+      "local batch size {}.\n",
+      plan.tp_degree, plan.dp_shard, to_string(plan.float8), plan.async_tp ? "on" : "off",
+      plan.loss_parallel ? "on" : "off", to_string(plan.activation_checkpointing), plan.local_batch_size);
   if (plan.tp_degree == 1)
     out += "# At tp 1 torchtitan applies no tensor parallelism; the plan is kept for reference.\n";
   out += "import torch\n";

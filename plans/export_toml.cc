@@ -24,9 +24,12 @@ bool is_torchtitan_module_plan(const Plan& plan) {
 
 std::string torch_placement(const Placement& p) {
   switch (p.kind) {
-    case Placement::Kind::replicate: return "Replicate()";
-    case Placement::Kind::shard: return fmt::format("Shard({})", p.dim);
-    case Placement::Kind::partial: return "Partial()";
+    case Placement::Kind::replicate:
+      return "Replicate()";
+    case Placement::Kind::shard:
+      return fmt::format("Shard({})", p.dim);
+    case Placement::Kind::partial:
+      return "Partial()";
   }
   return "Replicate()";
 }
@@ -43,8 +46,9 @@ std::string export_torchtitan_toml(const Plan& plan) {
   std::string out;
   out += fmt::format("# torchtitan job config for the tptune plan '{}' ({}), written by `tp-plan export`.\n",
                      plan.family, plan.source);
-  out += "# Keys of torchtitan's JobConfig (torchtitan/config/job_config.py, 2025 layout: [quantize.linear.float8],\n"
-         "# [compile]). Merge these sections into your train config; keys not listed keep their values.\n";
+  out +=
+      "# Keys of torchtitan's JobConfig (torchtitan/config/job_config.py, 2025 layout: [quantize.linear.float8],\n"
+      "# [compile]). Merge these sections into your train config; keys not listed keep their values.\n";
   if (!is_torchtitan_module_plan(plan)) {
     out += fmt::format(
         "# NOTE: this plan's module styles are not torchtitan's apply_tp plan (sequence parallel{}), which is what\n"

@@ -26,9 +26,10 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
     throw Error("model: dims must be positive");
   if (t.seq_len < 1) throw Error("training.seq_len: expected a positive integer");
   if (plan.async_tp && plan.tp_degree > 1 && plan.float8 == Float8Recipe::rowwise)
-    throw Error(fmt::format("{}: async_tp with float8 rowwise is not supported (torchtitan pairs async TP with "
-                            "tensorwise or bf16)",
-                            plan.source));
+    throw Error(
+        fmt::format("{}: async_tp with float8 rowwise is not supported (torchtitan pairs async TP with "
+                    "tensorwise or bf16)",
+                    plan.source));
 }
 
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
@@ -154,14 +155,13 @@ class Lowerer {
     fsdp_gather_end(mark);
     Params block_params = params_since(mark);
     size_t block_tape_end = e.tape_size();
-    if (xout.dtensor != xin.dtensor || e.shape(xout) != e.shape(xin) ||
-        (xout.dtensor && !xout.pl.same_as(xin.pl, 3)))
-      throw ModuleError("layers.0", fmt::format("a block must return what it receives so that blocks stack: it "
-                                                "receives a {} {} and returns a {} {}",
-                                                xin.dtensor ? "DTensor " + to_string(xin.pl) : "plain tensor",
-                                                to_string(e.shape(xin)),
-                                                xout.dtensor ? "DTensor " + to_string(xout.pl) : "plain tensor",
-                                                to_string(e.shape(xout))));
+    if (xout.dtensor != xin.dtensor || e.shape(xout) != e.shape(xin) || (xout.dtensor && !xout.pl.same_as(xin.pl, 3)))
+      throw ModuleError(
+          "layers.0",
+          fmt::format("a block must return what it receives so that blocks stack: it "
+                      "receives a {} {} and returns a {} {}",
+                      xin.dtensor ? "DTensor " + to_string(xin.pl) : "plain tensor", to_string(e.shape(xin)),
+                      xout.dtensor ? "DTensor " + to_string(xout.pl) : "plain tensor", to_string(e.shape(xout))));
     e.per_layer = false;
 
     // --- head: final norm, output, loss, and their backward ---
@@ -273,7 +273,8 @@ class Lowerer {
   Params params_since(size_t mark) const { return Params(layers.params.begin() + mark, layers.params.end()); }
   TensorId grad_tensor_of(TensorId p) const {
     auto it = layers.grad_of.find(p);
-    if (it == layers.grad_of.end()) throw Error(fmt::format("internal: parameter '{}' has no gradient", prog.tensor(p).name));
+    if (it == layers.grad_of.end())
+      throw Error(fmt::format("internal: parameter '{}' has no gradient", prog.tensor(p).name));
     return it->second;
   }
 
@@ -307,7 +308,8 @@ class Lowerer {
   void fsdp_gather(const Params& params) {
     if (prog.dp <= 1) return;
     e.op("fsdp", "fsdp.all_gather",
-         CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(params), 0, -1},
+         CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(params), 0,
+                      -1},
          {}, params);
   }
   void fsdp_reduce(const Params& params) {

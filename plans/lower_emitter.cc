@@ -137,7 +137,8 @@ TensorId Emitter::collective(const std::string& module, const std::string& label
   c.bytes = collective_bytes(global, bytes_per_element(dtype));
   c.gather_dim = gather_dim;
   c.scatter_dim = scatter_dim;
-  std::string name = module.empty() ? std::string(to_string(kind)) : fmt::format("{}.{}.{}", module, label, to_string(kind));
+  std::string name =
+      module.empty() ? std::string(to_string(kind)) : fmt::format("{}.{}.{}", module, label, to_string(kind));
   op(module, name, c, {input}, {out});
   return out;
 }

@@ -33,8 +33,8 @@ class Emitter {
   Emitter(Program& p, int tp) : prog(p), tp(tp) {}
   Program& prog;
   const int tp;
-  bool per_layer = false;       // new tensors are per-layer (inside block segments)
-  Phase phase = Phase::forward; // phase of emitted ops
+  bool per_layer = false;        // new tensors are per-layer (inside block segments)
+  Phase phase = Phase::forward;  // phase of emitted ops
 
   void begin_segment(const std::string& name, int repeat = 1, bool reverse = false);
   Segment& seg() { return prog.segments.back(); }

@@ -55,10 +55,8 @@ TensorId Layers::cast_float8_tensor(const Name& n, TensorId x, bool sharded, DTy
                                     TensorId& scale) {
   const TensorDesc xd = e.desc(x);
   const int64_t elems = numel(xd.local_shape);
-  TensorId q = e.tensor(xd.name + ".fp8", xd.local_shape, to, xd.placement, xd.role == TensorRole::parameter
-                                                                                 ? TensorRole::activation
-                                                                                 : xd.role,
-                        xd.global_shape);
+  TensorId q = e.tensor(xd.name + ".fp8", xd.local_shape, to, xd.placement,
+                        xd.role == TensorRole::parameter ? TensorRole::activation : xd.role, xd.global_shape);
   if (plan.float8 == Float8Recipe::rowwise) {
     // Rowwise scaling: one scale per row, computed locally; no amax collective.
     Shape rows(xd.local_shape.begin(), xd.local_shape.end() - 1);
@@ -69,16 +67,15 @@ TensorId Layers::cast_float8_tensor(const Name& n, TensorId x, bool sharded, DTy
   }
   // amax: read x once (bytes = elems * bpe); cast: read x, write 1 byte/element.
   TensorId amax = e.tensor(xd.name + ".amax", {1}, DType::fp32, Placement::R(), TensorRole::scale);
-  e.op(n.rel, fmt::format("{}.amax_{}", n.rel, what), CastFp8Op{CastFp8Op::Stage::amax, to, elems, false}, {x},
-       {amax});
+  e.op(n.rel, fmt::format("{}.amax_{}", n.rel, what), CastFp8Op{CastFp8Op::Stage::amax, to, elems, false}, {x}, {amax});
   if (sharded) {
     // Tensorwise scaling of a sharded tensor needs the global amax: all-reduce(max) of one fp32 over TP.
     amax = e.collective(n.rel, "amax_" + what, CollectiveKind::all_reduce, Group::tp, ReduceOp::max, amax, {1}, {1},
                         DType::fp32, TensorRole::scale);
   }
   scale = e.tensor(xd.name + ".scale", {1}, DType::fp32, Placement::R(), TensorRole::scale);
-  e.op(n.rel, fmt::format("{}.cast_{}", n.rel, what), CastFp8Op{CastFp8Op::Stage::cast, to, elems, false},
-       {x, amax}, {q, scale});
+  e.op(n.rel, fmt::format("{}.cast_{}", n.rel, what), CastFp8Op{CastFp8Op::Stage::cast, to, elems, false}, {x, amax},
+       {q, scale});
   return q;
 }
 
@@ -109,7 +106,8 @@ Value Layers::module_input(const Name& n, const Value& x) {
   // to desired_input_layout when the declared layouts differ. PrepareFloat8ModuleInput casts to e4m3 first.
   Value v = x.dtensor ? x : e.from_local(x, s->input_layout, n.rel);
   bool differs = !s->input_layout.same_as(s->desired_input_layout, static_cast<int>(e.shape(v).size()));
-  if (differs && plan.float8 == Float8Recipe::tensorwise && v.scale < 0) v = cast_float8(n, v, DType::fp8_e4m3, "input");
+  if (differs && plan.float8 == Float8Recipe::tensorwise && v.scale < 0)
+    v = cast_float8(n, v, DType::fp8_e4m3, "input");
   if (differs) v = e.redistribute(v, s->desired_input_layout, n.rel);
   return s->use_local_output ? e.to_local(v) : v;
 }
@@ -143,7 +141,8 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
     const int nd = static_cast<int>(e.shape(x).size());
     // DTensor's linear rules: (R, W S(0)) -> S(-1); (S(-1), W S(1)) -> P; (X, W R) -> X for X not on features.
     if (colwise && !x.pl.is_replicate()) x = e.redistribute(x, Placement::R(), n.rel);
-    if (rowwise && !(x.pl.is_shard() && x.pl.normalized_dim(nd) == nd - 1)) x = e.redistribute(x, Placement::S(-1), n.rel);
+    if (rowwise && !(x.pl.is_shard() && x.pl.normalized_dim(nd) == nd - 1))
+      x = e.redistribute(x, Placement::S(-1), n.rel);
     if (!colwise && !rowwise && x.pl.is_shard() && x.pl.normalized_dim(nd) == nd - 1)
       x = e.redistribute(x, Placement::R(), n.rel);
     out_pl = colwise ? Placement::S(-1) : rowwise ? Placement::P() : x.pl;
@@ -162,9 +161,9 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   GemmOp g;
   g.m = tokens, g.n = wl[0], g.k = wl[1], g.trans_b = true;
   g.a_dtype = e.desc(x.t).dtype, g.b_dtype = e.desc(wq).dtype, g.c_dtype = act();
-  TensorId y = e.tensor(n.rel + ".out", {xl[0], xl[1], wl[0]}, act(), out_pl, TensorRole::activation,
-                        parallel ? global_shape({xl[0], xl[1], wl[0]}, out_pl, e.tp, n.fqn)
-                                 : Shape{xl[0], xl[1], wl[0]});
+  TensorId y =
+      e.tensor(n.rel + ".out", {xl[0], xl[1], wl[0]}, act(), out_pl, TensorRole::activation,
+               parallel ? global_shape({xl[0], xl[1], wl[0]}, out_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[0]});
   std::vector<TensorId> ins = {x.t, wq};
   if (f8) ins.insert(ins.end(), {x.scale, w_scale});
   e.op(n.rel, n.rel + ".fwd", g, ins, {y});
@@ -189,9 +188,9 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
     gi.m = tokens, gi.n = wl[1], gi.k = wl[0];
     gi.a_dtype = e.desc(dyq).dtype, gi.b_dtype = e.desc(wq).dtype, gi.c_dtype = act();
     Placement dx_pl = colwise ? Placement::P() : rowwise ? Placement::S(-1) : dy.pl;
-    TensorId dx = e.tensor(n.rel + ".grad_input", {xl[0], xl[1], wl[1]}, act(), dx_pl, TensorRole::gradient,
-                           parallel ? global_shape({xl[0], xl[1], wl[1]}, dx_pl, e.tp, n.fqn)
-                                    : Shape{xl[0], xl[1], wl[1]});
+    TensorId dx =
+        e.tensor(n.rel + ".grad_input", {xl[0], xl[1], wl[1]}, act(), dx_pl, TensorRole::gradient,
+                 parallel ? global_shape({xl[0], xl[1], wl[1]}, dx_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[1]});
     std::vector<TensorId> ins = {dyq, wq};
     if (f8) ins.insert(ins.end(), {dy_scale, w_scale});
     e.op(n.rel, n.rel + ".bwd_input", gi, ins, {dx});
@@ -199,8 +198,8 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
     GemmOp gw;
     gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true;
     gw.a_dtype = e.desc(dyq).dtype, gw.b_dtype = e.desc(x.t).dtype, gw.c_dtype = act();
-    TensorId dw = e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient,
-                           e.desc(w).global_shape);
+    TensorId dw =
+        e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient, e.desc(w).global_shape);
     std::vector<TensorId> wins = {dyq, x.t};
     if (f8) wins.insert(wins.end(), {dy_scale, x.scale});
     e.op(n.rel, n.rel + ".bwd_weight", gw, wins, {dw});
@@ -283,8 +282,8 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
   const ParallelStyle* s = style(n);
   if (s && s->kind == StyleKind::no_parallel) s = nullptr;
   if (s && s->kind != StyleKind::colwise && s->kind != StyleKind::rowwise)
-    throw ModuleError(n.fqn, fmt::format("style {} does not apply to an Embedding (use colwise or rowwise)",
-                                         to_string(s->kind)));
+    throw ModuleError(
+        n.fqn, fmt::format("style {} does not apply to an Embedding (use colwise or rowwise)", to_string(s->kind)));
   const bool rowwise = s && s->kind == StyleKind::rowwise;
   const bool colwise = s && s->kind == StyleKind::colwise;
   TensorId w = parameter(n, "weight", {m.vocab_size, m.dim}, rowwise ? 0 : colwise ? 1 : -1);
@@ -298,7 +297,9 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
   }
   const Shape tl = e.shape(tok);
   const bool sharded_rows = rowwise && e.tp > 1;
-  Placement out_pl = rowwise ? (e.tp > 1 ? Placement::P() : Placement::R()) : colwise ? Placement::S(-1) : Placement::R();
+  Placement out_pl = rowwise   ? (e.tp > 1 ? Placement::P() : Placement::R())
+                     : colwise ? Placement::S(-1)
+                               : Placement::R();
   Shape out_local = {tl[0], tl[1], wl[1]};
   TensorId out = e.tensor(n.rel + ".out", out_local, act(), out_pl, TensorRole::activation,
                           s ? global_shape(out_local, out_pl, e.tp, n.fqn) : out_local);
@@ -312,8 +313,8 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
     if (rowwise && !dy.pl.is_replicate()) dy = e.redistribute_raw(dy, Placement::R(), n.rel, "bwd");
     if (colwise && !(dy.pl.is_shard() && dy.pl.normalized_dim(3) == 2))
       dy = e.redistribute_raw(dy, Placement::S(-1), n.rel, "bwd");
-    TensorId dw = e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient,
-                           e.desc(w).global_shape);
+    TensorId dw =
+        e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient, e.desc(w).global_shape);
     e.op(n.rel, n.rel + ".bwd", EmbeddingOp{tl[0] * tl[1], wl[0], wl[1], sharded_rows, true}, {tok.t, dy.t}, {dw});
     finish_param_grad(n, w, dw, false);
   });
@@ -366,8 +367,8 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
     throw ModuleError(n.fqn, "q, k and v must all be plain tensors or all DTensors");
   Value qr = rope(child(n, "q"), q), kr = rope(child(n, "k"), k);
   AttentionOp a{ql[0], ql[1], hq, hkv, hd, true, false};
-  TensorId o = e.tensor(n.rel + ".core.out", ql, act(), e.desc(q.t).placement, TensorRole::activation,
-                        e.desc(q.t).global_shape);
+  TensorId o =
+      e.tensor(n.rel + ".core.out", ql, act(), e.desc(q.t).placement, TensorRole::activation, e.desc(q.t).global_shape);
   TensorId lse = e.tensor(n.rel + ".core.lse", {ql[0], hq, ql[1]}, DType::fp32, Placement::R(), TensorRole::activation);
   e.op(n.rel, n.rel + ".core.fwd", a, {qr.t, kr.t, v.t}, {o, lse});
   out = q.dtensor ? e.dtensor(o, q.pl) : e.plain(o, q.pl);
@@ -400,10 +401,10 @@ Value Layers::swiglu(const Name& n, const Value& a, const Value& b) {
   check_same_layout(e, n, a, b);
   const Shape s = e.shape(a);
   const int64_t bpe = bytes_per_element(act());
-  TensorId y = e.tensor(n.rel + ".swiglu", s, act(), e.desc(a.t).placement, TensorRole::activation,
-                        e.desc(a.t).global_shape);
-  e.op(n.rel, n.rel + ".swiglu", ElementwiseOp{ElementwiseOp::Fn::swiglu, 3 * numel(s) * bpe, 6 * numel(s)},
-       {a.t, b.t}, {y});
+  TensorId y =
+      e.tensor(n.rel + ".swiglu", s, act(), e.desc(a.t).placement, TensorRole::activation, e.desc(a.t).global_shape);
+  e.op(n.rel, n.rel + ".swiglu", ElementwiseOp{ElementwiseOp::Fn::swiglu, 3 * numel(s) * bpe, 6 * numel(s)}, {a.t, b.t},
+       {y});
   Value yv = a.dtensor ? e.dtensor(y, a.pl) : e.plain(y, a.pl);
   e.record([this, n, a, b, yv, s, bpe]() {
     auto g = e.grad(yv);
@@ -412,8 +413,8 @@ Value Layers::swiglu(const Name& n, const Value& a, const Value& b) {
                            e.desc(a.t).global_shape);
     TensorId db = e.tensor(n.rel + ".swiglu.grad_b", s, act(), e.desc(b.t).placement, TensorRole::gradient,
                            e.desc(b.t).global_shape);
-    e.op(n.rel, n.rel + ".swiglu_bwd",
-         ElementwiseOp{ElementwiseOp::Fn::swiglu_bwd, 5 * numel(s) * bpe, 10 * numel(s)}, {a.t, b.t, g->t}, {da, db});
+    e.op(n.rel, n.rel + ".swiglu_bwd", ElementwiseOp{ElementwiseOp::Fn::swiglu_bwd, 5 * numel(s) * bpe, 10 * numel(s)},
+         {a.t, b.t, g->t}, {da, db});
     e.add_grad(a, a.dtensor ? e.dtensor(da, a.pl) : e.plain(da), n.rel);
     e.add_grad(b, b.dtensor ? e.dtensor(db, b.pl) : e.plain(db), n.rel);
   });
@@ -423,15 +424,15 @@ Value Layers::swiglu(const Name& n, const Value& a, const Value& b) {
 Value Layers::gelu(const Name& n, const Value& a) {
   const Shape s = e.shape(a);
   const int64_t bpe = bytes_per_element(act());
-  TensorId y = e.tensor(n.rel + ".gelu", s, act(), e.desc(a.t).placement, TensorRole::activation,
-                        e.desc(a.t).global_shape);
+  TensorId y =
+      e.tensor(n.rel + ".gelu", s, act(), e.desc(a.t).placement, TensorRole::activation, e.desc(a.t).global_shape);
   e.op(n.rel, n.rel + ".gelu", ElementwiseOp{ElementwiseOp::Fn::gelu, 2 * numel(s) * bpe, 8 * numel(s)}, {a.t}, {y});
   Value yv = a.dtensor ? e.dtensor(y, a.pl) : e.plain(y, a.pl);
   e.record([this, n, a, yv, s, bpe]() {
     auto g = e.grad(yv);
     if (!g) return;
-    TensorId da = e.tensor(n.rel + ".gelu.grad", s, act(), e.desc(a.t).placement, TensorRole::gradient,
-                           e.desc(a.t).global_shape);
+    TensorId da =
+        e.tensor(n.rel + ".gelu.grad", s, act(), e.desc(a.t).placement, TensorRole::gradient, e.desc(a.t).global_shape);
     e.op(n.rel, n.rel + ".gelu_bwd", ElementwiseOp{ElementwiseOp::Fn::gelu_bwd, 3 * numel(s) * bpe, 12 * numel(s)},
          {a.t, g->t}, {da});
     e.add_grad(a, a.dtensor ? e.dtensor(da, a.pl) : e.plain(da), n.rel);
@@ -442,8 +443,8 @@ Value Layers::gelu(const Name& n, const Value& a) {
 Value Layers::add(const Name& n, const Value& a, const Value& b) {
   check_same_layout(e, n, a, b);
   const Shape s = e.shape(a);
-  TensorId y = e.tensor(n.rel + ".residual", s, act(), e.desc(a.t).placement, TensorRole::activation,
-                        e.desc(a.t).global_shape);
+  TensorId y =
+      e.tensor(n.rel + ".residual", s, act(), e.desc(a.t).placement, TensorRole::activation, e.desc(a.t).global_shape);
   e.op(n.rel, n.rel + ".residual",
        ElementwiseOp{ElementwiseOp::Fn::add, 3 * numel(s) * bytes_per_element(act()), numel(s)}, {a.t, b.t}, {y});
   Value yv = a.dtensor ? e.dtensor(y, a.pl) : e.plain(y, a.pl);
@@ -500,8 +501,8 @@ TensorId Layers::loss(const Name& n, const Value& logits, TensorId targets) {
   e.record([this, n, logits, mx, se, targets, ll, T, V, vp]() {
     TensorId d = e.tensor("output.grad_logits", ll, act(), e.desc(logits.t).placement, TensorRole::gradient,
                           e.desc(logits.t).global_shape);
-    e.op(n.rel, n.rel + ".bwd", CrossEntropyOp{CrossEntropyOp::Stage::backward, T, V, vp},
-         {logits.t, mx, se, targets}, {d});
+    e.op(n.rel, n.rel + ".bwd", CrossEntropyOp{CrossEntropyOp::Stage::backward, T, V, vp}, {logits.t, mx, se, targets},
+         {d});
     e.add_grad(logits, logits.dtensor ? e.dtensor(d, logits.pl) : e.plain(d), n.rel);
   });
   return loss;

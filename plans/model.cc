@@ -6,16 +6,20 @@ namespace tptune {
 
 std::string_view to_string(Mlp m) {
   switch (m) {
-    case Mlp::swiglu: return "swiglu";
-    case Mlp::gelu: return "gelu";
+    case Mlp::swiglu:
+      return "swiglu";
+    case Mlp::gelu:
+      return "gelu";
   }
   return "?";
 }
 
 std::string_view to_string(Norm n) {
   switch (n) {
-    case Norm::rmsnorm: return "rmsnorm";
-    case Norm::layernorm: return "layernorm";
+    case Norm::rmsnorm:
+      return "rmsnorm";
+    case Norm::layernorm:
+      return "layernorm";
   }
   return "?";
 }

@@ -3,11 +3,10 @@
 //
 //   tok_embeddings                      Embedding(vocab_size, dim)
 //   layers.N.attention_norm             RMSNorm/LayerNorm(dim)
-//   layers.N.attention.{wq,wk,wv,wo}    wq (n_heads*head_dim, dim), wk/wv (n_kv_heads*head_dim, dim), wo (dim, n_heads*head_dim)
-//   layers.N.ffn_norm                   norm(dim)
-//   layers.N.feed_forward.{w1,w2,w3}    swiglu: w1/w3 (ffn_dim, dim), w2 (dim, ffn_dim); gelu: w1, w2 only
-//   norm                                norm(dim)
-//   output                              Linear(dim -> vocab_size), weight (vocab_size, dim)
+//   layers.N.attention.{wq,wk,wv,wo}    wq (n_heads*head_dim, dim), wk/wv (n_kv_heads*head_dim, dim), wo (dim,
+//   n_heads*head_dim) layers.N.ffn_norm                   norm(dim) layers.N.feed_forward.{w1,w2,w3}    swiglu: w1/w3
+//   (ffn_dim, dim), w2 (dim, ffn_dim); gelu: w1, w2 only norm                                norm(dim) output
+//   Linear(dim -> vocab_size), weight (vocab_size, dim)
 // Linear weights are (out_features, in_features), as in torch.nn.Linear; no biases (Llama); layernorm has weight
 // and bias.
 

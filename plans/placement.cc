@@ -20,9 +20,12 @@ bool Placement::same_as(const Placement& o, int ndim) const {
 
 std::string to_string(const Placement& p) {
   switch (p.kind) {
-    case Placement::Kind::replicate: return "R";
-    case Placement::Kind::partial: return "P";
-    case Placement::Kind::shard: return fmt::format("S({})", p.dim);
+    case Placement::Kind::replicate:
+      return "R";
+    case Placement::Kind::partial:
+      return "P";
+    case Placement::Kind::shard:
+      return fmt::format("S({})", p.dim);
   }
   return "?";
 }
@@ -79,11 +82,16 @@ Shape global_shape(const Shape& local, const Placement& p, int tp, const std::st
 
 std::string_view to_string(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::all_reduce: return "all_reduce";
-    case CollectiveKind::all_gather: return "all_gather";
-    case CollectiveKind::reduce_scatter: return "reduce_scatter";
-    case CollectiveKind::all_to_all: return "all_to_all";
-    case CollectiveKind::p2p: return "p2p";
+    case CollectiveKind::all_reduce:
+      return "all_reduce";
+    case CollectiveKind::all_gather:
+      return "all_gather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveKind::all_to_all:
+      return "all_to_all";
+    case CollectiveKind::p2p:
+      return "p2p";
   }
   return "?";
 }

@@ -6,11 +6,16 @@ namespace tptune {
 
 std::string_view to_string(StyleKind k) {
   switch (k) {
-    case StyleKind::colwise: return "colwise";
-    case StyleKind::rowwise: return "rowwise";
-    case StyleKind::sequence_parallel: return "sequence_parallel";
-    case StyleKind::prepare_module_input: return "prepare_module_input";
-    case StyleKind::no_parallel: return "no_parallel";
+    case StyleKind::colwise:
+      return "colwise";
+    case StyleKind::rowwise:
+      return "rowwise";
+    case StyleKind::sequence_parallel:
+      return "sequence_parallel";
+    case StyleKind::prepare_module_input:
+      return "prepare_module_input";
+    case StyleKind::no_parallel:
+      return "no_parallel";
   }
   return "?";
 }
@@ -49,7 +54,8 @@ std::string to_string(const ParallelStyle& s) {
     case StyleKind::prepare_module_input:
       return fmt::format("prepare_module_input(input {} -> {}{})", to_string(s.input_layout),
                          to_string(s.desired_input_layout), local);
-    case StyleKind::no_parallel: return "no_parallel";
+    case StyleKind::no_parallel:
+      return "no_parallel";
   }
   return "?";
 }

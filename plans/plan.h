@@ -61,7 +61,7 @@ std::string to_string(const ParallelStyle& s);
 struct PlanEntry {
   std::string pattern;  // FQN pattern, `*` matches one component
   ParallelStyle style;
-  int line = 0;         // line in the plan file it came from (0 when built in code)
+  int line = 0;  // line in the plan file it came from (0 when built in code)
   bool operator==(const PlanEntry& o) const { return pattern == o.pattern && style == o.style; }
 };
 

@@ -33,8 +33,8 @@ const std::vector<std::string>& style_names() {
 }
 
 StyleKind parse_style_kind(const std::string& s) {
-  for (auto k : {StyleKind::colwise, StyleKind::rowwise, StyleKind::sequence_parallel,
-                 StyleKind::prepare_module_input, StyleKind::no_parallel})
+  for (auto k : {StyleKind::colwise, StyleKind::rowwise, StyleKind::sequence_parallel, StyleKind::prepare_module_input,
+                 StyleKind::no_parallel})
     if (to_string(k) == s) return k;
   return StyleKind::no_parallel;  // unreachable: callers check the name with YamlDoc::choice
 }
@@ -43,10 +43,14 @@ StyleKind parse_style_kind(const std::string& s) {
 std::vector<std::string_view> style_keys(StyleKind k) {
   switch (k) {
     case StyleKind::colwise:
-    case StyleKind::rowwise: return {"input_layouts", "output_layouts", "use_local_output"};
-    case StyleKind::sequence_parallel: return {"use_local_output"};
-    case StyleKind::prepare_module_input: return {"input_layouts", "desired_input_layouts", "use_local_output"};
-    case StyleKind::no_parallel: return {};
+    case StyleKind::rowwise:
+      return {"input_layouts", "output_layouts", "use_local_output"};
+    case StyleKind::sequence_parallel:
+      return {"use_local_output"};
+    case StyleKind::prepare_module_input:
+      return {"input_layouts", "desired_input_layouts", "use_local_output"};
+    case StyleKind::no_parallel:
+      return {};
   }
   return {};
 }
@@ -86,35 +90,47 @@ ParallelStyle read_style(const YamlDoc& doc, const YAML::Node& n, const std::str
   if (yaml::is_scalar(n)) {  // bare style name
     const StyleKind k = parse_style_kind(doc.choice(n, key + ".style", style_names()));
     switch (k) {
-      case StyleKind::colwise: return ParallelStyle::colwise();
-      case StyleKind::rowwise: return ParallelStyle::rowwise();
-      case StyleKind::sequence_parallel: return ParallelStyle::sequence_parallel();
-      case StyleKind::no_parallel: return ParallelStyle::no_parallel();
+      case StyleKind::colwise:
+        return ParallelStyle::colwise();
+      case StyleKind::rowwise:
+        return ParallelStyle::rowwise();
+      case StyleKind::sequence_parallel:
+        return ParallelStyle::sequence_parallel();
+      case StyleKind::no_parallel:
+        return ParallelStyle::no_parallel();
       case StyleKind::prepare_module_input:
         doc.fail_msg(n, key, "prepare_module_input needs input_layouts and desired_input_layouts; write it as a map");
     }
   }
   if (!n.IsMap()) doc.fail(n, key, "a style name or a map {style: ..., <layouts>}");
   doc.check_map(n, key, {"style", "input_layouts", "desired_input_layouts", "output_layouts", "use_local_output"});
-  if (!n["style"].IsDefined()) doc.fail_msg(n, key + ".style", fmt::format("missing; expected one of {}",
-                                                                           fmt::join(style_names(), ", ")));
+  if (!n["style"].IsDefined())
+    doc.fail_msg(n, key + ".style", fmt::format("missing; expected one of {}", fmt::join(style_names(), ", ")));
   const StyleKind kind = parse_style_kind(doc.choice(n["style"], key + ".style", style_names()));
   const auto takes = style_keys(kind);
   for (auto it = n.begin(); it != n.end(); ++it) {
     const std::string k = it->first.Scalar();
     if (k == "style" || std::find(takes.begin(), takes.end(), k) != takes.end()) continue;
     doc.fail_msg(it->first, key + "." + k,
-                 takes.empty() ? fmt::format("{} takes no layouts or options", to_string(kind))
-                               : fmt::format("{} does not take {}; it takes {}", to_string(kind), k,
-                                             fmt::join(takes, ", ")));
+                 takes.empty()
+                     ? fmt::format("{} takes no layouts or options", to_string(kind))
+                     : fmt::format("{} does not take {}; it takes {}", to_string(kind), k, fmt::join(takes, ", ")));
   }
 
   ParallelStyle s;
   switch (kind) {
-    case StyleKind::colwise: s = ParallelStyle::colwise(); break;
-    case StyleKind::rowwise: s = ParallelStyle::rowwise(); break;
-    case StyleKind::sequence_parallel: s = ParallelStyle::sequence_parallel(); break;
-    case StyleKind::no_parallel: s = ParallelStyle::no_parallel(); break;
+    case StyleKind::colwise:
+      s = ParallelStyle::colwise();
+      break;
+    case StyleKind::rowwise:
+      s = ParallelStyle::rowwise();
+      break;
+    case StyleKind::sequence_parallel:
+      s = ParallelStyle::sequence_parallel();
+      break;
+    case StyleKind::no_parallel:
+      s = ParallelStyle::no_parallel();
+      break;
     case StyleKind::prepare_module_input:
       for (const char* k : {"input_layouts", "desired_input_layouts"})
         if (!n[k].IsDefined()) doc.fail_msg(n, key + "." + k, "missing; prepare_module_input needs both layouts");
@@ -127,7 +143,8 @@ ParallelStyle read_style(const YamlDoc& doc, const YAML::Node& n, const std::str
   if (n["desired_input_layouts"].IsDefined())
     s.desired_input_layout = read_layout(doc, n["desired_input_layouts"], key + ".desired_input_layouts");
   if (n["output_layouts"].IsDefined()) s.output_layout = read_layout(doc, n["output_layouts"], key + ".output_layouts");
-  if (n["use_local_output"].IsDefined()) s.use_local_output = doc.boolean(n["use_local_output"], key + ".use_local_output");
+  if (n["use_local_output"].IsDefined())
+    s.use_local_output = doc.boolean(n["use_local_output"], key + ".use_local_output");
   return s;
 }
 
@@ -137,8 +154,9 @@ Plan load(const std::string& text, const std::string& name) {
   if (!root.IsDefined() || !root.IsMap())
     throw Error(fmt::format("{}: expected a plan (a map with tp_degree, ..., modules), got {}", doc.at(root),
                             yaml::describe(root)));
-  doc.check_map(root, "", {"family", "tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel",
-                           "activation_checkpointing", "local_batch_size", "modules"});
+  doc.check_map(root, "",
+                {"family", "tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
+                 "local_batch_size", "modules"});
   Plan p;
   p.source = name;
   auto small_positive = [&](const char* k) {
@@ -194,7 +212,8 @@ bool is_yaml_keyword(const std::string& s) {
 // A scalar as YAML: plain when it is a simple word that YAML reads back as the same string, else double-quoted.
 std::string scalar(const std::string& s) {
   bool plain = !s.empty() && (std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_') && !is_yaml_keyword(s);
-  for (char c : s) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '*' || c == '-');
+  for (char c : s)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '*' || c == '-');
   if (plain) return s;
   std::string q = "\"";
   for (char c : s) {

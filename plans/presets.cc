@@ -98,7 +98,8 @@ Plan preset_plan(const std::string& name, const Plan& base) {
   else if (name == "sequence_parallel")
     p.modules = sequence_parallel(base.loss_parallel);
   else
-    throw Error(fmt::format("unknown plan preset '{}'; expected one of {}", name, fmt::join(plan_preset_names(), ", ")));
+    throw Error(
+        fmt::format("unknown plan preset '{}'; expected one of {}", name, fmt::join(plan_preset_names(), ", ")));
   return p;
 }
 

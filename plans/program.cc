@@ -11,10 +11,14 @@ namespace tptune {
 
 std::string_view to_string(Phase p) {
   switch (p) {
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::recompute: return "recompute";
-    case Phase::optimizer: return "optimizer";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::recompute:
+      return "recompute";
+    case Phase::optimizer:
+      return "optimizer";
   }
   return "?";
 }
@@ -24,20 +28,34 @@ std::string_view to_string(Group g) { return g == Group::tp ? "tp" : "dp"; }
 std::string_view to_string(ElementwiseOp::Fn f) {
   using F = ElementwiseOp::Fn;
   switch (f) {
-    case F::rmsnorm: return "rmsnorm";
-    case F::rmsnorm_bwd: return "rmsnorm_bwd";
-    case F::layernorm: return "layernorm";
-    case F::layernorm_bwd: return "layernorm_bwd";
-    case F::rope: return "rope";
-    case F::rope_bwd: return "rope_bwd";
-    case F::swiglu: return "swiglu";
-    case F::swiglu_bwd: return "swiglu_bwd";
-    case F::gelu: return "gelu";
-    case F::gelu_bwd: return "gelu_bwd";
-    case F::add: return "add";
-    case F::accumulate: return "accumulate";
-    case F::slice: return "slice";
-    case F::adamw: return "adamw";
+    case F::rmsnorm:
+      return "rmsnorm";
+    case F::rmsnorm_bwd:
+      return "rmsnorm_bwd";
+    case F::layernorm:
+      return "layernorm";
+    case F::layernorm_bwd:
+      return "layernorm_bwd";
+    case F::rope:
+      return "rope";
+    case F::rope_bwd:
+      return "rope_bwd";
+    case F::swiglu:
+      return "swiglu";
+    case F::swiglu_bwd:
+      return "swiglu_bwd";
+    case F::gelu:
+      return "gelu";
+    case F::gelu_bwd:
+      return "gelu_bwd";
+    case F::add:
+      return "add";
+    case F::accumulate:
+      return "accumulate";
+    case F::slice:
+      return "slice";
+    case F::adamw:
+      return "adamw";
   }
   return "?";
 }
@@ -45,11 +63,16 @@ std::string_view to_string(ElementwiseOp::Fn f) {
 std::string_view to_string(CrossEntropyOp::Stage s) {
   using S = CrossEntropyOp::Stage;
   switch (s) {
-    case S::row_max: return "row_max";
-    case S::sum_exp: return "sum_exp";
-    case S::target_logit: return "target_logit";
-    case S::loss: return "loss";
-    case S::backward: return "backward";
+    case S::row_max:
+      return "row_max";
+    case S::sum_exp:
+      return "sum_exp";
+    case S::target_logit:
+      return "target_logit";
+    case S::loss:
+      return "loss";
+    case S::backward:
+      return "backward";
   }
   return "?";
 }

@@ -101,13 +101,25 @@ struct AttentionOp {
 //   adamw          {p, g, m, v} -> {p, m, v}
 struct ElementwiseOp {
   enum class Fn {
-    rmsnorm, rmsnorm_bwd, layernorm, layernorm_bwd, rope, rope_bwd, swiglu, swiglu_bwd, gelu, gelu_bwd,
-    add, accumulate, slice, adamw
+    rmsnorm,
+    rmsnorm_bwd,
+    layernorm,
+    layernorm_bwd,
+    rope,
+    rope_bwd,
+    swiglu,
+    swiglu_bwd,
+    gelu,
+    gelu_bwd,
+    add,
+    accumulate,
+    slice,
+    adamw
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
   int64_t flops = 0;
-  int dim = -1;       // slice: the dim (normalized)
+  int dim = -1;  // slice: the dim (normalized)
 };
 std::string_view to_string(ElementwiseOp::Fn f);
 
@@ -204,15 +216,15 @@ struct Op {
 };
 
 struct Segment {
-  std::string name;  // embed.fwd | block.fwd | head | block.bwd | embed.bwd | optimizer
-  int repeat = 1;    // n_layers for block segments
+  std::string name;      // embed.fwd | block.fwd | head | block.bwd | embed.bwd | optimizer
+  int repeat = 1;        // n_layers for block segments
   bool reverse = false;  // block.bwd runs layers L-1 .. 0
   std::vector<Op> ops;
 };
 
 struct LayerChain {
-  TensorId in = -1, out = -1;         // per-layer tensors
-  TensorId source = -1, sink = -1;    // global tensors
+  TensorId in = -1, out = -1;       // per-layer tensors
+  TensorId source = -1, sink = -1;  // global tensors
   bool reverse = false;
 };
 
@@ -239,12 +251,12 @@ struct FlatTensor {
   int layer = -1;
 };
 struct FlatOp {
-  const Op* op = nullptr;   // the template op
-  int layer = -1;           // -1 outside blocks
-  std::string module;       // full FQN
-  std::string name;         // full FQN name
+  const Op* op = nullptr;            // the template op
+  int layer = -1;                    // -1 outside blocks
+  std::string module;                // full FQN
+  std::string name;                  // full FQN name
   std::vector<int> inputs, outputs;  // flat tensor ids
-  std::vector<int> deps;    // flat op ids (dataflow across segments and layers included)
+  std::vector<int> deps;             // flat op ids (dataflow across segments and layers included)
 };
 struct FlatProgram {
   std::vector<FlatTensor> tensors;

@@ -76,7 +76,8 @@ class YamlDoc {
 
   // `node` must be a map whose keys are all in `allowed` (and appear once); the error names the key's line and
   // lists the allowed keys. `prefix` is the dotted path of the map ("" at the top level).
-  void check_map(const YAML::Node& node, std::string_view prefix, std::initializer_list<std::string_view> allowed) const;
+  void check_map(const YAML::Node& node, std::string_view prefix,
+                 std::initializer_list<std::string_view> allowed) const;
   // `node` must be a map (else "expected a map"). Also remembers the key lines of its empty values (see below).
   void require_map(const YAML::Node& node, std::string_view key) const;
 

@@ -102,9 +102,9 @@ class Timer {
 
 // What a Profile records about where it ran.
 struct BackendEnvironment {
-  std::string backend;  // "cpu"
-  std::string device;   // CPU model or GPU name
-  int threads = 1;      // compute threads per rank
+  std::string backend;                                         // "cpu"
+  std::string device;                                          // CPU model or GPU name
+  int threads = 1;                                             // compute threads per rank
   std::vector<std::pair<std::string, std::string>> libraries;  // {"eigen", "3.4.0"}, {"mpi", "Open MPI v4.1.4"}
 };
 
@@ -146,15 +146,15 @@ class Backend {
   virtual void swiglu_bwd(int64_t n, const float* a, const float* b, const float* dy, float* da, float* db) = 0;
   virtual void gelu_fwd(int64_t n, const float* a, float* y) = 0;
   virtual void gelu_bwd(int64_t n, const float* a, const float* dy, float* da) = 0;
-  virtual void add(int64_t n, const float* a, const float* b, float* y) = 0;   // y = a + b
-  virtual void accumulate(int64_t n, const float* a, float* y) = 0;            // y += a
+  virtual void add(int64_t n, const float* a, const float* b, float* y) = 0;  // y = a + b
+  virtual void accumulate(int64_t n, const float* a, float* y) = 0;           // y += a
   virtual void adamw(int64_t n, const AdamWParams& h, float* p, const float* g, float* m, float* v) = 0;
   // Embedding: out (tokens, dim) = rows of weight (vocab_local, dim) for ids in [vocab_offset, +vocab_local), zero
   // rows otherwise (only allowed when vocab_sharded). Backward: d_weight = scatter-add of d_out rows (overwrites).
-  virtual void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
-                             bool vocab_sharded, const int32_t* ids, const float* weight, float* out) = 0;
-  virtual void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
-                             bool vocab_sharded, const int32_t* ids, const float* d_out, float* d_weight) = 0;
+  virtual void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
+                             const int32_t* ids, const float* weight, float* out) = 0;
+  virtual void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
+                             const int32_t* ids, const float* d_out, float* d_weight) = 0;
   // Staged (vocab-parallel) cross-entropy on logits (tokens, vocab_local) whose column 0 is vocab id vocab_offset;
   // see CrossEntropyOp in plans/program.h. The loss is the mean over `tokens`.
   virtual void ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) = 0;

@@ -41,13 +41,17 @@ int Executor::flat_of(TensorId t, int layer) const {
 
 float* Executor::f32(int t) const {
   float* p = buffers_[size_t(t)].f32();
-  if (!p) throw Error(fmt::format("executor: tensor '{}' holds token ids where floats are expected", flat_.tensors[size_t(t)].fqn));
+  if (!p)
+    throw Error(
+        fmt::format("executor: tensor '{}' holds token ids where floats are expected", flat_.tensors[size_t(t)].fqn));
   return p;
 }
 
 const int32_t* Executor::i32(int t) const {
   const int32_t* p = buffers_[size_t(t)].i32();
-  if (!p) throw Error(fmt::format("executor: tensor '{}' is read as token ids but is not an input tensor", flat_.tensors[size_t(t)].fqn));
+  if (!p)
+    throw Error(fmt::format("executor: tensor '{}' is read as token ids but is not an input tensor",
+                            flat_.tensors[size_t(t)].fqn));
   return p;
 }
 
@@ -59,7 +63,9 @@ Buffer& Executor::scratch(int op, int which, int64_t n) {
   return b;
 }
 
-void Executor::fail(const FlatOp& op, const std::string& what) const { throw Error(fmt::format("{}: {}", op.name, what)); }
+void Executor::fail(const FlatOp& op, const std::string& what) const {
+  throw Error(fmt::format("{}: {}", op.name, what));
+}
 
 void Executor::init(uint64_t seed) {
   complete_all();

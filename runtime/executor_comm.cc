@@ -109,7 +109,8 @@ void Executor::issue_collective(int index, bool eager) {
       p.finish = [this, dst, stage_out, chunk, g, size]() { unpack_concat(be_, dst, stage_out, chunk, g, size); };
       break;
     }
-    case CollectiveKind::p2p: break;
+    case CollectiveKind::p2p:
+      break;
   }
   if (eager) {
     p.request->wait();
@@ -147,7 +148,8 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
     auto slot_ptr = [&](int slot, int64_t bb) { return g + (bb * s + int64_t(slot) * chunk) * h; };
     if (ch.step == 0) {
       const Shape& xs = desc(in).local_shape;
-      if (numel(xs) != b * chunk * h) fail(op, fmt::format("local shard {} is not a slot of {}", to_string(xs), to_string(gs)));
+      if (numel(xs) != b * chunk * h)
+        fail(op, fmt::format("local shard {} is not a slot of {}", to_string(xs), to_string(gs)));
       p.reads = {{in, -1}};
       p.writes = {{out, rank_}};
       wait_conflicts(p.reads, p.writes);

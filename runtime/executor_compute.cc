@@ -170,7 +170,9 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       same_size(op.inputs[1]), same_size(op.inputs[2]);
       be_.swiglu_bwd(n, in(0), in(1), in(2), out(0), out(1));
       break;
-    case F::gelu: be_.gelu_fwd(n, in(0), out(0)); break;
+    case F::gelu:
+      be_.gelu_fwd(n, in(0), out(0));
+      break;
     case F::gelu_bwd:
       same_size(op.inputs[1]);
       be_.gelu_bwd(n, in(0), in(1), out(0));
@@ -228,7 +230,8 @@ void Executor::run_compute(int index) {
   if (const auto* e = std::get_if<ElementwiseOp>(&op.op->kind)) return run_elementwise(index, *e);
   if (const auto* a = std::get_if<AttentionOp>(&op.op->kind)) {
     AttentionShape s{a->batch, a->seq, a->n_heads, a->n_kv_heads, a->head_dim, a->causal};
-    const int64_t nq = a->batch * a->seq * a->n_heads * a->head_dim, nkv = a->batch * a->seq * a->n_kv_heads * a->head_dim;
+    const int64_t nq = a->batch * a->seq * a->n_heads * a->head_dim,
+                  nkv = a->batch * a->seq * a->n_kv_heads * a->head_dim;
     if (!a->backward) {
       need(3, 2);
       expect(op.inputs[0], nq, "q"), expect(op.inputs[1], nkv, "k"), expect(op.inputs[2], nkv, "v");

@@ -122,9 +122,10 @@ void Float8Lockstep::after_reference_op(int index) {
     ref_.write(rop.outputs[1], {s0});
   }
   if (k.problem.empty() && k.rank_scale_spread > kRankScaleSpread)
-    k.problem = fmt::format("the ranks quantize with different scales (spread {:.2e}): the amax of a sharded tensor "
-                            "was not all-reduced (max)",
-                            k.rank_scale_spread);
+    k.problem = fmt::format(
+        "the ranks quantize with different scales (spread {:.2e}): the amax of a sharded tensor "
+        "was not all-reduced (max)",
+        k.rank_scale_spread);
   if (k.problem.empty() && k.scale_rel_err > kScaleRel)
     k.problem = fmt::format("scale {:.6e} differs from the unsharded model's {:.6e}", s0, sr);
   if (k.problem.empty() && k.bad > 0)

@@ -20,23 +20,34 @@ namespace {
 
 std::string_view role_name(TensorRole r) {
   switch (r) {
-    case TensorRole::input: return "input";
-    case TensorRole::activation: return "activation";
-    case TensorRole::gradient: return "gradient";
-    case TensorRole::parameter: return "parameter";
-    case TensorRole::param_grad: return "param_grad";
-    case TensorRole::scale: return "scale";
-    case TensorRole::loss: return "loss";
-    case TensorRole::optimizer_state: return "optimizer_state";
+    case TensorRole::input:
+      return "input";
+    case TensorRole::activation:
+      return "activation";
+    case TensorRole::gradient:
+      return "gradient";
+    case TensorRole::parameter:
+      return "parameter";
+    case TensorRole::param_grad:
+      return "param_grad";
+    case TensorRole::scale:
+      return "scale";
+    case TensorRole::loss:
+      return "loss";
+    case TensorRole::optimizer_state:
+      return "optimizer_state";
   }
   return "?";
 }
 
 std::string_view pattern_name(ChunkRef::Pattern p) {
   switch (p) {
-    case ChunkRef::Pattern::none: return "none";
-    case ChunkRef::Pattern::all_gather: return "all_gather";
-    case ChunkRef::Pattern::reduce_scatter: return "reduce_scatter";
+    case ChunkRef::Pattern::none:
+      return "none";
+    case ChunkRef::Pattern::all_gather:
+      return "all_gather";
+    case ChunkRef::Pattern::reduce_scatter:
+      return "reduce_scatter";
   }
   return "?";
 }
@@ -91,9 +102,9 @@ nlohmann::json describe_kind(const OpKind& kind, int group_size) {
                   {"accumulate", k.accumulate},
                   {"flops", k.flops()}};
         } else if constexpr (std::is_same_v<K, AttentionOp>) {
-          return {{"batch", k.batch},       {"seq", k.seq},           {"n_heads", k.n_heads},
+          return {{"batch", k.batch},           {"seq", k.seq},           {"n_heads", k.n_heads},
                   {"n_kv_heads", k.n_kv_heads}, {"head_dim", k.head_dim}, {"causal", k.causal},
-                  {"backward", k.backward}, {"flops", k.flops()}};
+                  {"backward", k.backward},     {"flops", k.flops()}};
         } else if constexpr (std::is_same_v<K, ElementwiseOp>) {
           return {{"fn", std::string(to_string(k.fn))}, {"bytes", k.bytes}, {"flops", k.flops}, {"dim", k.dim}};
         } else if constexpr (std::is_same_v<K, EmbeddingOp>) {
@@ -165,31 +176,30 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
                       {"build_type", TPTUNE_BUILD_TYPE}};
   const Model& m = program.model;
   const Plan& plan = program.plan;
-  j["program"] = {
-      {"model",
-       {{"name", m.name},
-        {"dim", m.dim},
-        {"n_layers", m.n_layers},
-        {"n_heads", m.n_heads},
-        {"n_kv_heads", m.n_kv_heads},
-        {"ffn_dim", m.ffn_dim},
-        {"vocab_size", m.vocab_size},
-        {"mlp", std::string(to_string(m.mlp))},
-        {"norm", std::string(to_string(m.norm))}}},
-      {"training",
-       {{"seq_len", program.training.seq_len},
-        {"local_batch_size", program.training.local_batch_size},
-        {"dtype", std::string(to_string(program.training.dtype))},
-        {"activation_checkpointing", std::string(to_string(program.training.activation_checkpointing))}}},
-      {"plan",
-       {{"family", plan.family},
-        {"source", plan.source},
-        {"tp_degree", plan.tp_degree},
-        {"float8", std::string(to_string(plan.float8))},
-        {"async_tp", plan.async_tp},
-        {"loss_parallel", plan.loss_parallel}}},
-      {"tp", program.tp},
-      {"dp", program.dp}};
+  j["program"] = {{"model",
+                   {{"name", m.name},
+                    {"dim", m.dim},
+                    {"n_layers", m.n_layers},
+                    {"n_heads", m.n_heads},
+                    {"n_kv_heads", m.n_kv_heads},
+                    {"ffn_dim", m.ffn_dim},
+                    {"vocab_size", m.vocab_size},
+                    {"mlp", std::string(to_string(m.mlp))},
+                    {"norm", std::string(to_string(m.norm))}}},
+                  {"training",
+                   {{"seq_len", program.training.seq_len},
+                    {"local_batch_size", program.training.local_batch_size},
+                    {"dtype", std::string(to_string(program.training.dtype))},
+                    {"activation_checkpointing", std::string(to_string(program.training.activation_checkpointing))}}},
+                  {"plan",
+                   {{"family", plan.family},
+                    {"source", plan.source},
+                    {"tp_degree", plan.tp_degree},
+                    {"float8", std::string(to_string(plan.float8))},
+                    {"async_tp", plan.async_tp},
+                    {"loss_parallel", plan.loss_parallel}}},
+                  {"tp", program.tp},
+                  {"dp", program.dp}};
   // The loss after the last step (null when it is not finite: the run diverged and its times mean little).
   j["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   j["timing"] = {{"warmup", options.warmup},
@@ -216,9 +226,8 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) gsize = backend.group_size(c->group);
     rec["op"] = describe_kind(op.kind, gsize);
     if (op.chunk.pattern != ChunkRef::Pattern::none)
-      rec["chunk"] = {{"pattern", std::string(pattern_name(op.chunk.pattern))},
-                      {"step", op.chunk.step},
-                      {"count", op.chunk.count}};
+      rec["chunk"] = {
+          {"pattern", std::string(pattern_name(op.chunk.pattern))}, {"step", op.chunk.step}, {"count", op.chunk.count}};
     json ins = json::array(), outs = json::array();
     for (int t : f.inputs) ins.push_back(describe_tensor(flat, program, t));
     for (int t : f.outputs) outs.push_back(describe_tensor(flat, program, t));

@@ -34,10 +34,9 @@
 // Optimizer ops are included ("phase": "optimizer").
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "plans/program.h"
 #include "runtime/backend.h"

@@ -58,9 +58,8 @@ std::vector<std::string> VerifyReport::failed_params() const {
   return out;
 }
 
-VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend,
-                         Backend& reference_backend, uint64_t seed,
-                         const std::function<void(Executor&)>& before_step) {
+VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend, Backend& reference_backend,
+                         uint64_t seed, const std::function<void(Executor&)>& before_step) {
   const int tp = backend.group_size(Group::tp);
   ExecutorOptions opts;
   opts.run_optimizer = false;
@@ -88,8 +87,8 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     bool finite = true;
     for (float l : losses) {
       finite &= std::isfinite(l);
-      r.loss_rel_err = std::max(r.loss_rel_err, std::abs(double(l) - r.reference_loss) /
-                                                    std::max(std::abs(r.reference_loss), 1e-30));
+      r.loss_rel_err = std::max(r.loss_rel_err,
+                                std::abs(double(l) - r.reference_loss) / std::max(std::abs(r.reference_loss), 1e-30));
     }
     // The loss is one scalar: the same bound as a tensor's largest value.
     r.loss_tolerance = {"rel", tol.value};
@@ -175,9 +174,10 @@ std::string format_report(const VerifyReport& r) {
   if (!r.casts.empty() || !r.unmatched_casts.empty()) {
     int64_t flips = 0, failed_casts = 0;
     for (const auto& c : r.casts) flips += c.flips, failed_casts += !c.pass;
-    s += fmt::format("float8: {} casts checked against the sharded run ({} failed, {} rounding flips at fp32-noise "
-                     "midpoints carried over), {} quantized by the reference alone\n",
-                     r.casts.size(), failed_casts, flips, r.unmatched_casts.size());
+    s += fmt::format(
+        "float8: {} casts checked against the sharded run ({} failed, {} rounding flips at fp32-noise "
+        "midpoints carried over), {} quantized by the reference alone\n",
+        r.casts.size(), failed_casts, flips, r.unmatched_casts.size());
     if (!r.unmatched_casts.empty())
       s += fmt::format("  quantized by the reference alone: {}\n", fmt::join(r.unmatched_casts, ", "));
     for (const auto& c : r.casts)
@@ -187,8 +187,7 @@ std::string format_report(const VerifyReport& r) {
   if (r.pass())
     s += fmt::format("verify: PASS — tp {}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
                      r.params.size());
-  else
-  {
+  else {
     std::vector<std::string> bad_casts;
     for (const auto& c : r.casts)
       if (!c.pass) bad_casts.push_back(c.tensor);
@@ -213,10 +212,16 @@ nlohmann::json to_json(const VerifyReport& r) {
                {"pass", r.loss_pass}};
   j["params"] = nlohmann::json::array();
   for (const auto& p : r.params) {
-    nlohmann::json q = {{"name", p.name},         {"shape", p.shape},           {"shard_dim", p.shard_dim},
-                        {"ref_max", p.ref_max},   {"max_abs_err", p.max_abs_err}, {"max_rel_err", p.max_rel_err},
-                        {"rel_l2_err", p.rel_l2_err}, {"tolerance_metric", p.tolerance.metric},
-                        {"tolerance", p.tolerance.value}, {"pass", p.pass}};
+    nlohmann::json q = {{"name", p.name},
+                        {"shape", p.shape},
+                        {"shard_dim", p.shard_dim},
+                        {"ref_max", p.ref_max},
+                        {"max_abs_err", p.max_abs_err},
+                        {"max_rel_err", p.max_rel_err},
+                        {"rel_l2_err", p.rel_l2_err},
+                        {"tolerance_metric", p.tolerance.metric},
+                        {"tolerance", p.tolerance.value},
+                        {"pass", p.pass}};
     if (!p.problem.empty()) q["problem"] = p.problem;
     j["params"].push_back(q);
   }

@@ -32,10 +32,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "plans/program.h"
 #include "runtime/backend.h"
@@ -62,14 +61,14 @@ struct ParamCheck {
 // float8 tensorwise: one cast of the reference run, checked against the sharded run's cast of the same global
 // tensor (see "float8 lockstep" below).
 struct CastCheck {
-  std::string tensor;     // the cast tensor's full name in the reference ("layers.0.ffn_norm.out")
-  std::string op;         // the reference's cast op
-  std::string sharded_op; // the sharded run's cast op of the same tensor
+  std::string tensor;      // the cast tensor's full name in the reference ("layers.0.ffn_norm.out")
+  std::string op;          // the reference's cast op
+  std::string sharded_op;  // the sharded run's cast op of the same tensor
   int64_t elements = 0;
-  int64_t flips = 0;      // elements one float8 step apart whose input sits on a rounding midpoint (fp32 noise)
-  int64_t bad = 0;        // any other differing element
-  double scale_rel_err = 0;       // |scale_sharded - scale_reference| / scale_reference
-  double rank_scale_spread = 0;   // max relative difference between the ranks' scales
+  int64_t flips = 0;             // elements one float8 step apart whose input sits on a rounding midpoint (fp32 noise)
+  int64_t bad = 0;               // any other differing element
+  double scale_rel_err = 0;      // |scale_sharded - scale_reference| / scale_reference
+  double rank_scale_spread = 0;  // max relative difference between the ranks' scales
   bool pass = false;
   std::string problem;
 };
@@ -82,16 +81,15 @@ struct VerifyReport {
   Tolerance loss_tolerance;
   bool loss_pass = false;
   std::vector<ParamCheck> params;
-  std::vector<CastCheck> casts;  // float8 tensorwise only
+  std::vector<CastCheck> casts;              // float8 tensorwise only
   std::vector<std::string> unmatched_casts;  // reference casts (op names) with no sharded counterpart
   bool pass() const;
   std::vector<std::string> failed_params() const;
 };
 
 // `before_step` (tests): called with the sharded executor after its initialization, to corrupt it on purpose.
-VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend,
-                         Backend& reference_backend, uint64_t seed,
-                         const std::function<void(Executor&)>& before_step = nullptr);
+VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend, Backend& reference_backend,
+                         uint64_t seed, const std::function<void(Executor&)>& before_step = nullptr);
 
 // The per-parameter table and a summary line, for people.
 std::string format_report(const VerifyReport& r);

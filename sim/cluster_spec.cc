@@ -45,9 +45,10 @@ GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp) {
     throw Error(fmt::format("mesh [dp {}, tp {}] needs {} GPUs; the cluster has {} ({} nodes x {})", dp, tp,
                             static_cast<int64_t>(tp) * dp, c.world_size(), c.nodes, gpn));
   if (gpn % tp != 0 && tp % gpn != 0)
-    throw Error(fmt::format("tp {} and gpus_per_node {}: neither divides the other, so TP groups would straddle "
-                            "node boundaries",
-                            tp, gpn));
+    throw Error(
+        fmt::format("tp {} and gpus_per_node {}: neither divides the other, so TP groups would straddle "
+                    "node boundaries",
+                    tp, gpn));
   GroupLayout l;
   if (g == Group::tp) {
     l.size = tp;

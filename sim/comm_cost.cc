@@ -8,11 +8,14 @@ namespace tptune {
 double bus_factor(CollectiveKind k, int n) {
   if (n <= 1) return 0;
   switch (k) {
-    case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
+    case CollectiveKind::all_reduce:
+      return 2.0 * (n - 1) / n;
     case CollectiveKind::all_gather:
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_to_all: return static_cast<double>(n - 1) / n;
-    case CollectiveKind::p2p: return 1.0;
+    case CollectiveKind::all_to_all:
+      return static_cast<double>(n - 1) / n;
+    case CollectiveKind::p2p:
+      return 1.0;
   }
   return 1.0;
 }
@@ -26,13 +29,20 @@ int ring_steps(CollectiveKind k, int n) {
 
 std::string_view to_string(CommAlgorithm a) {
   switch (a) {
-    case CommAlgorithm::none: return "none";
-    case CommAlgorithm::ring: return "ring";
-    case CommAlgorithm::ring_ll: return "ring_ll";
-    case CommAlgorithm::nvls: return "nvls";
-    case CommAlgorithm::tree: return "tree";
-    case CommAlgorithm::hierarchical: return "hierarchical";
-    case CommAlgorithm::direct: return "direct";
+    case CommAlgorithm::none:
+      return "none";
+    case CommAlgorithm::ring:
+      return "ring";
+    case CommAlgorithm::ring_ll:
+      return "ring_ll";
+    case CommAlgorithm::nvls:
+      return "nvls";
+    case CommAlgorithm::tree:
+      return "tree";
+    case CommAlgorithm::hierarchical:
+      return "hierarchical";
+    case CommAlgorithm::direct:
+      return "direct";
   }
   return "?";
 }
@@ -78,9 +88,9 @@ Best inter_node(CollectiveKind k, double bytes, int m, const ClusterSpec& cl, co
   const int steps = ring_steps(k, m);
   const double bw = cl.inter_node.bandwidth_GBps * kGB * c.network_busbw_efficiency;
   b.offer(c.simple_base_latency_us + steps * h + bytes * factor / bw * 1e6, CommAlgorithm::ring);
-  b.offer(c.ll_base_latency_us + steps * h * c.ll_hop_latency_ratio +
-              bytes * factor / (bw * c.ll_bandwidth_fraction) * 1e6,
-          CommAlgorithm::ring_ll);
+  b.offer(
+      c.ll_base_latency_us + steps * h * c.ll_hop_latency_ratio + bytes * factor / (bw * c.ll_bandwidth_fraction) * 1e6,
+      CommAlgorithm::ring_ll);
   if (k == CollectiveKind::all_reduce) {
     // Double binary tree: up and down the tree, 2 log2(m) hops; each rank sends and receives ~S each way (the
     // ring's 2(n-1)/n limit).
@@ -134,17 +144,17 @@ CommEstimate collective_cost(CollectiveKind kind, int64_t bytes_i, const GroupLa
       case CollectiveKind::all_to_all: {
         double buf = S / n;
         double net = buf * (n - p) / n / (cl.inter_node.bandwidth_GBps * kGB * c.network_busbw_efficiency);
-        double nvl = p > 1 ? buf * (p - 1) / n / (cl.intra_node.bandwidth_GBps * kGB * c.ring_busbw_efficiency.at(p))
-                           : 0.0;
+        double nvl =
+            p > 1 ? buf * (p - 1) / n / (cl.intra_node.bandwidth_GBps * kGB * c.ring_busbw_efficiency.at(p)) : 0.0;
         t = c.simple_base_latency_us + cl.inter_node.latency_us + std::max(net, nvl) * 1e6;
         break;
       }
-      case CollectiveKind::p2p: break;
+      case CollectiveKind::p2p:
+        break;
     }
     e.time_us = t;
-    e.algorithm = p == 1 && kind != CollectiveKind::all_to_all
-                      ? inter_node(kind, S, m, cl, c).algorithm
-                      : CommAlgorithm::hierarchical;
+    e.algorithm = p == 1 && kind != CollectiveKind::all_to_all ? inter_node(kind, S, m, cl, c).algorithm
+                                                               : CommAlgorithm::hierarchical;
   }
   if (e.time_us > 0) e.busbw_GBps = S * bus_factor(kind, n) / (e.time_us * 1e-6) / kGB;
   return e;

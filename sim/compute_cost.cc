@@ -37,7 +37,7 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   ComputeEstimate e;
   DType op_type = is_float8(g.a_dtype) || is_float8(g.b_dtype) ? DType::fp8_e4m3 : g.a_dtype;
   double peak = gpu.peak_flops(op_type);  // throws for float8 on GPUs without it
-  double base = is_float8(op_type) ? c.gemm_fp8_efficiency
+  double base = is_float8(op_type)       ? c.gemm_fp8_efficiency
                 : op_type == DType::fp32 ? c.gemm_fp32_efficiency
                                          : c.gemm_efficiency;
   // 2mnk FLOPs: one multiply and one add per (i, j, l).
@@ -71,8 +71,8 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   e.bytes = static_cast<double>((2 * qo + 2 * kv) * (a.backward ? 2 : 1) * bytes_per_element(dtype));
   if (e.flops <= 0) return e;
   int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
-  double eff = (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) *
-               wave_utilisation(ctas, gpu.sm_count);
+  double eff =
+      (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) * wave_utilisation(ctas, gpu.sm_count);
   double t_flops = e.flops / (gpu.peak_flops(dtype) * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;
@@ -99,14 +99,18 @@ double traffic_factor(ElementwiseOp::Fn f, const CostParams& c) {
     case F::rmsnorm:
     case F::rmsnorm_bwd:
     case F::layernorm:
-    case F::layernorm_bwd: return c.norm_traffic_factor;
+    case F::layernorm_bwd:
+      return c.norm_traffic_factor;
     case F::rope:
-    case F::rope_bwd: return c.rope_traffic_factor;
+    case F::rope_bwd:
+      return c.rope_traffic_factor;
     case F::swiglu:
     case F::swiglu_bwd:
     case F::gelu:
-    case F::gelu_bwd: return c.activation_traffic_factor;
-    default: return 1.0;
+    case F::gelu_bwd:
+      return c.activation_traffic_factor;
+    default:
+      return 1.0;
   }
 }
 
@@ -132,8 +136,8 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
-    ComputeEstimate e =
-        memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c), eff, adam ? c.optimizer_overhead_us : ovh, gpu);
+    ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c), eff,
+                                          adam ? c.optimizer_overhead_us : ovh, gpu);
     e.flops = 0;
     return e;
   }
@@ -152,19 +156,24 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ce = std::get_if<CrossEntropyOp>(&op.kind)) {
     const int in = elt(p, op.inputs, 0, p.training.dtype);  // the logits as the Program stores them
-    const int w = c.loss_in_fp32 ? 4 : in;                   // as the loss kernels read them
+    const int w = c.loss_in_fp32 ? 4 : in;                  // as the loss kernels read them
     const double n = static_cast<double>(ce->tokens * ce->vocab_local);
     const double rows = static_cast<double>(ce->tokens);
     // The fp32 upcast is one more pass over the logits (read in, write fp32), paid by the first stage.
     const double upcast = c.loss_in_fp32 && in != 4 ? n * (in + 4) : 0;
     using S = CrossEntropyOp::Stage;
     switch (ce->stage) {
-      case S::row_max: return memory_bound_cost(upcast + n * w + 4 * rows, eff, ovh, gpu);
-      case S::sum_exp: return memory_bound_cost(n * w + 8 * rows, eff, ovh, gpu);
-      case S::target_logit: return memory_bound_cost(12 * rows, eff, ovh, gpu);
-      case S::loss: return memory_bound_cost(12 * rows, eff, ovh, gpu);
+      case S::row_max:
+        return memory_bound_cost(upcast + n * w + 4 * rows, eff, ovh, gpu);
+      case S::sum_exp:
+        return memory_bound_cost(n * w + 8 * rows, eff, ovh, gpu);
+      case S::target_logit:
+        return memory_bound_cost(12 * rows, eff, ovh, gpu);
+      case S::loss:
+        return memory_bound_cost(12 * rows, eff, ovh, gpu);
       // Reads the logits, writes d_logits (fp32 with the upcast, then cast back: + n * (4 + in)).
-      case S::backward: return memory_bound_cost(2 * n * w + (c.loss_in_fp32 && in != 4 ? n * (4 + in) : 0) + 16 * rows, eff, ovh, gpu);
+      case S::backward:
+        return memory_bound_cost(2 * n * w + (c.loss_in_fp32 && in != 4 ? n * (4 + in) : 0) + 16 * rows, eff, ovh, gpu);
     }
   }
   if (auto* cf = std::get_if<CastFp8Op>(&op.kind)) {

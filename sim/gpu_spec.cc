@@ -11,9 +11,12 @@ namespace tptune {
 
 double GpuSpec::peak_flops(DType t) const {
   switch (t) {
-    case DType::bf16: return bf16_tflops * 1e12;
-    case DType::fp16: return fp16_tflops * 1e12;
-    case DType::fp32: return fp32_tflops * 1e12;
+    case DType::bf16:
+      return bf16_tflops * 1e12;
+    case DType::fp16:
+      return fp16_tflops * 1e12;
+    case DType::fp32:
+      return fp32_tflops * 1e12;
     case DType::fp8_e4m3:
     case DType::fp8_e5m2:
       if (!has_float8())
@@ -44,17 +47,20 @@ struct Reader {
   YAML::Node figure(const std::string& key, GpuSpec& spec) {
     seen.insert(key);
     YAML::Node n = root[key];
-    if (!n) throw Error(fmt::format("{}: {}: missing (a GPU spec needs every figure; see sim/gpu_spec.h)", where(root), key));
+    if (!n)
+      throw Error(fmt::format("{}: {}: missing (a GPU spec needs every figure; see sim/gpu_spec.h)", where(root), key));
     if (n.IsMap()) {
       for (const auto& kv : n) {
         std::string k = kv.first.as<std::string>();
         if (k != "value" && k != "source")
           throw Error(fmt::format("{}: {}.{}: unknown key, expected value or source", where(kv.first), key, k));
       }
-      if (!n["value"]) throw Error(fmt::format("{}: {}: expected {{value: ..., source: ...}}, got no value", where(n), key));
+      if (!n["value"])
+        throw Error(fmt::format("{}: {}: expected {{value: ..., source: ...}}, got no value", where(n), key));
       if (n["source"]) {
         if (!n["source"].IsScalar())
-          throw Error(fmt::format("{}: {}.source: expected a string, got {}", where(n["source"]), key, text(n["source"])));
+          throw Error(
+              fmt::format("{}: {}.source: expected a string, got {}", where(n["source"]), key, text(n["source"])));
         spec.sources[key] = n["source"].Scalar();
       }
       return n["value"];
@@ -126,7 +132,8 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   for (const auto& kv : node) {
     std::string k = kv.first.as<std::string>();
     if (!r.seen.count(k))
-      throw Error(fmt::format("{}: {}: unknown key in a GPU spec (see sim/gpu_spec.h for the keys)", r.where(kv.first), k));
+      throw Error(
+          fmt::format("{}: {}: unknown key in a GPU spec (see sim/gpu_spec.h for the keys)", r.where(kv.first), k));
   }
   if (s.nvls && !s.nvswitch)
     throw Error(fmt::format("{}: nvls: NVLink SHARP needs an NVSwitch (nvswitch: true)", r.where(node["nvls"])));

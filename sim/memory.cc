@@ -11,9 +11,7 @@ double tensor_bytes(const TensorDesc& t) {
 
 namespace {
 
-bool is_state(const TensorDesc& d) {
-  return d.role == TensorRole::parameter || d.role == TensorRole::optimizer_state;
-}
+bool is_state(const TensorDesc& d) { return d.role == TensorRole::parameter || d.role == TensorRole::optimizer_state; }
 
 // Peak over the ops of `seg` of the bytes of live tensors, skipping `exclude` and parameters / optimizer states.
 // A tensor lives from its first write in the segment (from the start when it is read before being written: it comes

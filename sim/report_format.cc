@@ -34,19 +34,20 @@ std::string report_text(const StepReport& r) {
   std::string o;
   append(o, "{} on {} x {} {} (tp {}, dp {}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp, r.dp, r.plan);
   append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
-       to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
-       to_string(r.activation_checkpointing), r.local_batch_size, r.seq_len);
+         to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
+         to_string(r.activation_checkpointing), r.local_batch_size, r.seq_len);
   const MemoryReport& m = r.memory;
   append(o, "  step time          {:10.2f} ms\n", r.step_time_ms);
   append(o, "  tokens/s per GPU   {:>10}\n", thousands(r.tokens_per_second_per_gpu));
-  append(o, "  MFU                {:10.1f} %   (torchtitan: 6 x non-embedding params + 12 x L x H x D x S, dense bf16)\n",
-       100 * r.mfu);
+  append(o,
+         "  MFU                {:10.1f} %   (torchtitan: 6 x non-embedding params + 12 x L x H x D x S, dense bf16)\n",
+         100 * r.mfu);
   if (m.fits)
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB, {:.2f} GiB free\n", m.peak / kGiB, m.capacity / kGiB,
-         m.headroom() / kGiB);
+           m.headroom() / kGiB);
   else
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB: DOES NOT FIT, over by {:.2f} GiB\n", m.peak / kGiB,
-         m.capacity / kGiB, -m.headroom() / kGiB);
+           m.capacity / kGiB, -m.headroom() / kGiB);
 
   const double step = r.step_time_ms > 0 ? r.step_time_ms : 1;
   append(o, "\n  time breakdown                    ms       %\n");
@@ -54,28 +55,29 @@ std::string report_text(const StepReport& r) {
   append(o, "    exposed TP communication{:10.2f} {:7.1f}\n", r.exposed_tp_comm_ms, 100 * r.exposed_tp_comm_ms / step);
   append(o, "    exposed DP communication{:10.2f} {:7.1f}\n", r.exposed_dp_comm_ms, 100 * r.exposed_dp_comm_ms / step);
   append(o, "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute)\n",
-       r.tp_comm_busy_ms, r.dp_comm_busy_ms);
+         r.tp_comm_busy_ms, r.dp_comm_busy_ms);
   append(o, "\n  per block                         ms\n");
   append(o, "    forward                 {:10.3f}\n", r.block_forward_ms);
   append(o, "    backward                {:10.3f}{}\n", r.block_backward_ms,
-       r.activation_checkpointing == ActivationCheckpointing::none ? "" : "   (recompute included)");
+         r.activation_checkpointing == ActivationCheckpointing::none ? "" : "   (recompute included)");
 
   append(o, "\n  memory per GPU                   GiB\n");
   append(o, "    parameters (fp32 master){:10.2f}\n", m.master_params / kGiB);
   append(o, "    gradients (fp32)        {:10.2f}\n", m.gradients / kGiB);
   append(o, "    optimizer (AdamW m, v)  {:10.2f}\n", m.optimizer / kGiB);
   append(o, "    activations             {:10.2f}   ({:.3f} GiB saved per block)\n", m.activations / kGiB,
-       m.saved_per_block / kGiB);
+         m.saved_per_block / kGiB);
   append(o, "    working set ({})  {:10.2f}   (logits {:.2f} GiB)\n", fmt::format("{:>8}", m.peak_phase),
-       m.working_set / kGiB, m.logits / kGiB);
+         m.working_set / kGiB, m.logits / kGiB);
   append(o, "    parameters in flight    {:10.2f}\n", m.params_in_flight / kGiB);
   append(o, "    runtime and allocator   {:10.2f}\n", m.runtime_overhead / kGiB);
   append(o, "    peak                    {:10.2f}\n", m.peak / kGiB);
 
   append(o, "\n  top ops by time                                     count    each us   total ms  % step  stream\n");
   for (const OpSummary& op : r.top_ops)
-    append(o, "    {:<48} {:5} {:10.1f} {:10.2f} {:7.1f}  {}\n", op.name.size() > 48 ? op.name.substr(0, 45) + "..." : op.name,
-         op.count, op.time_us, op.total_us / 1e3, 100 * op.total_us / 1e3 / step, to_string(op.stream));
+    append(o, "    {:<48} {:5} {:10.1f} {:10.2f} {:7.1f}  {}\n",
+           op.name.size() > 48 ? op.name.substr(0, 45) + "..." : op.name, op.count, op.time_us, op.total_us / 1e3,
+           100 * op.total_us / 1e3 / step, to_string(op.stream));
   return o;
 }
 
@@ -103,9 +105,8 @@ nlohmann::json report_json(const StepReport& r) {
   j["memory_capacity_gib"] = m.capacity / kGiB;
   j["memory_headroom_gib"] = m.headroom() / kGiB;
   j["fits_in_memory"] = m.fits;
-  j["breakdown_ms"] = {{"compute", r.compute_ms},
-                       {"exposed_tp_comm", r.exposed_tp_comm_ms},
-                       {"exposed_dp_comm", r.exposed_dp_comm_ms}};
+  j["breakdown_ms"] = {
+      {"compute", r.compute_ms}, {"exposed_tp_comm", r.exposed_tp_comm_ms}, {"exposed_dp_comm", r.exposed_dp_comm_ms}};
   j["comm_busy_ms"] = {{"tp", r.tp_comm_busy_ms}, {"dp", r.dp_comm_busy_ms}};
   j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
   j["memory_gib"] = {{"master_params", m.master_params / kGiB},

@@ -1,11 +1,11 @@
 #include "sim/search.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
@@ -57,9 +57,8 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   const size_t per_task = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
   std::vector<size_t> order(per_task);
   for (size_t j = 0; j < per_task; ++j) order[j] = j;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b]; });
   std::atomic<size_t> done{0};
   const size_t tasks = cands.size() / per_task;
   auto run_task = [&](size_t t, int w) {

@@ -58,7 +58,9 @@ struct SearchResult {
   std::vector<int> ranking;              // feasible candidates, best first
   std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
 
-  const CandidateResult* winner() const { return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])]; }
+  const CandidateResult* winner() const {
+    return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])];
+  }
 };
 
 SearchResult search(const Config& cfg, const SearchOptions& options = {});

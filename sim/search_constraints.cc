@@ -17,8 +17,7 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
   const int tp = c.tp, gpn = cluster.gpus_per_node;
   if (c.dp <= 0 || s.world_size % tp != 0)
     return fail(prune::kWorld, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
-  if (tp % gpn != 0 && gpn % tp != 0)
-    return fail(prune::kStraddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
+  if (tp % gpn != 0 && gpn % tp != 0) return fail(prune::kStraddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
     return fail(prune::kFloat8Gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
   const PlanFamily& fam = s.families.at(static_cast<size_t>(c.family));
@@ -39,9 +38,9 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);
     if (rep.family != c.family || rep.async_tp != c.async_tp || rep.loss_parallel != c.loss_parallel)
-      return fail(prune::kRedundant, fmt::format("same program as tp 1 {} async_tp={} loss_parallel={}",
-                                                 s.families.at(static_cast<size_t>(rep.family)).name, rep.async_tp,
-                                                 rep.loss_parallel));
+      return fail(prune::kRedundant,
+                  fmt::format("same program as tp 1 {} async_tp={} loss_parallel={}",
+                              s.families.at(static_cast<size_t>(rep.family)).name, rep.async_tp, rep.loss_parallel));
   }
   return {};
 }

@@ -36,8 +36,8 @@ OpKey op_key(const Op& op, const Program& p) {
   OpKey k;
   auto& v = k.v;
   v[0] = static_cast<int64_t>(op.kind.index());
-  v[1] = dtype_of(p, op.inputs);   // compute_cost reads the first input's dtype (attention, loss, casts)
-  v[2] = dtype_of(p, op.outputs);  // ... and the first output's (embedding)
+  v[1] = dtype_of(p, op.inputs);                  // compute_cost reads the first input's dtype (attention, loss, casts)
+  v[2] = dtype_of(p, op.outputs);                 // ... and the first output's (embedding)
   v[3] = static_cast<int64_t>(p.training.dtype);  // the fallback when an op has no tensors
   v[4] = static_cast<int64_t>(op.chunk.pattern);
   v[5] = op.chunk.step;

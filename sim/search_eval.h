@@ -31,8 +31,8 @@ namespace tptune {
 
 struct CandidateResult {
   Candidate candidate;
-  std::string pruned;  // the reason (prune::k* or "lowering: <class>"); empty when feasible
-  std::string detail;  // the numbers behind the reason, or the full error message
+  std::string pruned;       // the reason (prune::k* or "lowering: <class>"); empty when feasible
+  std::string detail;       // the numbers behind the reason, or the full error message
   bool has_memory = false;  // report.memory is set (the candidate was lowered)
   bool has_step = false;    // the whole report is set (feasible)
   StepReport report;

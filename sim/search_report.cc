@@ -50,8 +50,8 @@ std::string changes(const Plan& from, const Plan& to) {
   if (tp && from.loss_parallel != to.loss_parallel)
     c.push_back(to.loss_parallel ? "loss parallel" : "no loss parallel");
   if (from.activation_checkpointing != to.activation_checkpointing)
-    c.push_back(fmt::format("AC {} -> {}", to_string(from.activation_checkpointing),
-                            to_string(to.activation_checkpointing)));
+    c.push_back(
+        fmt::format("AC {} -> {}", to_string(from.activation_checkpointing), to_string(to.activation_checkpointing)));
   if (from.local_batch_size != to.local_batch_size)
     c.push_back(fmt::format("local batch {} -> {}", from.local_batch_size, to.local_batch_size));
   return c.empty() ? "nothing (the same program)" : fmt::format("{}", fmt::join(c, ", "));
@@ -70,8 +70,7 @@ std::string header(const Config& cfg, const SearchResult& r) {
   std::string o;
   append(o, "{} (seq {}) on {} x {} ({} node{} x {}): {} candidates, {} feasible, {:.0f} ms on {} thread{}\n",
          cfg.model.name, cfg.training.seq_len, c.world_size(), c.gpu.name, c.nodes, c.nodes == 1 ? "" : "s",
-         c.gpus_per_node, r.evaluated,
-         r.feasible, r.elapsed_ms, r.threads, r.threads == 1 ? "" : "s");
+         c.gpus_per_node, r.evaluated, r.feasible, r.elapsed_ms, r.threads, r.threads == 1 ? "" : "s");
   append(o, "objective: {}, memory headroom {:g} GiB of {:g} GiB\n", to_string(r.space.objective),
          r.space.memory_headroom_gib, c.gpu.memory_GiB);
   if (!r.pruned.empty()) {
@@ -208,7 +207,9 @@ nlohmann::json metrics_json(const StepReport& s) {
           {"peak_memory_gib", s.memory.peak / kGiB},
           {"exposed_comm_fraction", exposed_fraction(s)},
           {"breakdown_ms",
-           {{"compute", s.compute_ms}, {"exposed_tp_comm", s.exposed_tp_comm_ms}, {"exposed_dp_comm", s.exposed_dp_comm_ms}}}};
+           {{"compute", s.compute_ms},
+            {"exposed_tp_comm", s.exposed_tp_comm_ms},
+            {"exposed_dp_comm", s.exposed_dp_comm_ms}}}};
 }
 
 }  // namespace
@@ -249,7 +250,8 @@ nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& b
     j["closest"] = nlohmann::json::array();
     for (size_t i = 0; i < std::min(k, r.closest.size()); ++i) {
       const CandidateResult& c = r.results[static_cast<size_t>(r.closest[i])];
-      nlohmann::json e{{"plan", plan_summary_json(result_plan(r, r.closest[i]))}, {"reason", c.pruned}, {"detail", c.detail}};
+      nlohmann::json e{
+          {"plan", plan_summary_json(result_plan(r, r.closest[i]))}, {"reason", c.pruned}, {"detail", c.detail}};
       if (c.has_memory) e["peak_memory_gib"] = c.report.memory.peak / kGiB;
       j["closest"].push_back(std::move(e));
     }

@@ -19,7 +19,6 @@
 //    "closest": [{"plan", "reason", "detail", "peak_memory_gib"?}]   (only when nothing fits)}
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 

@@ -26,9 +26,9 @@ namespace tptune {
 
 // One plan family: a preset (module plan derived from the toggles) or a loaded plan file (module plan fixed).
 struct PlanFamily {
-  std::string name;        // "vanilla", "sequence_parallel", or the file's family / file name
+  std::string name;  // "vanilla", "sequence_parallel", or the file's family / file name
   bool preset = true;
-  Plan file_plan;          // the loaded file (preset == false)
+  Plan file_plan;  // the loaded file (preset == false)
   // Whether the family is known to use sequence parallelism (the presets; unknown, and so false, for files: their
   // lowering decides what async TP and the sequence split need).
   bool sequence_parallel = false;

@@ -86,8 +86,10 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostP
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j)
       refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances});
   const size_t keep = std::min(top_ops, refs.size());
-  std::partial_sort(refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(),
-                    [](const Ref& a, const Ref& b) { return a.total > b.total || (a.total == b.total && (a.seg < b.seg || (a.seg == b.seg && a.op < b.op))); });
+  std::partial_sort(
+      refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(), [](const Ref& a, const Ref& b) {
+        return a.total > b.total || (a.total == b.total && (a.seg < b.seg || (a.seg == b.seg && a.op < b.op)));
+      });
   std::vector<OpSummary> ops;
   for (size_t k = 0; k < keep; ++k) {
     const Segment& seg = p.segments[refs[k].seg];

@@ -18,10 +18,9 @@
 //   per-block         mean compute-stream wall time of one block's forward / backward instance, exposed
 //                     communication and (in backward) recompute included
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "plans/program.h"
 #include "sim/cluster_spec.h"
@@ -36,9 +35,9 @@ struct OpSummary {
   std::string kind;  // gemm | attention | ... | all_gather(tp) ...
   std::string phase;
   Stream stream = Stream::compute;
-  int count = 0;         // instances per step
-  double time_us = 0;    // one instance
-  double total_us = 0;   // count x time
+  int count = 0;        // instances per step
+  double time_us = 0;   // one instance
+  double total_us = 0;  // count x time
 };
 
 struct StepReport {

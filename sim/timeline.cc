@@ -12,9 +12,12 @@ namespace tptune {
 
 std::string_view to_string(Stream s) {
   switch (s) {
-    case Stream::compute: return "compute";
-    case Stream::tp: return "tp comm";
-    case Stream::dp: return "dp comm";
+    case Stream::compute:
+      return "compute";
+    case Stream::tp:
+      return "tp comm";
+    case Stream::dp:
+      return "dp comm";
   }
   return "?";
 }
@@ -92,9 +95,12 @@ constexpr double kTol = 1e-6;  // us; times are sums of the same durations, so s
 
 Wait wait_of(Stream s) {
   switch (s) {
-    case Stream::compute: return Wait::compute;
-    case Stream::tp: return Wait::tp;
-    case Stream::dp: return Wait::dp;
+    case Stream::compute:
+      return Wait::compute;
+    case Stream::tp:
+      return Wait::tp;
+    case Stream::dp:
+      return Wait::dp;
   }
   return Wait::none;
 }
@@ -112,7 +118,7 @@ struct TemplateOp {
   double duration = 0;
   const std::vector<int>* deps = nullptr;
   const std::vector<TensorId>* ext = nullptr;  // inputs and outputs with no earlier writer in the segment
-  bool prefetched = false;                      // issued by the previous unit
+  bool prefetched = false;                     // issued by the previous unit
 };
 
 struct Slot {
@@ -447,11 +453,14 @@ class Scheduler {
     auto at = [&](int i, int j) -> const OpTime& {
       return st.rows[static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(j)];
     };
-    const double P = own.empty() ? at(k + 1, pf[0]).start - at(k, pf[0]).start : at(k, own[0]).start - at(k - 1, own[0]).start;
+    const double P =
+        own.empty() ? at(k + 1, pf[0]).start - at(k, pf[0]).start : at(k, own[0]).start - at(k - 1, own[0]).start;
     for (int j : own)
-      if (std::abs((at(k, j).start - at(k - 1, j).start) - P) > kTol || at(k, j).wait != at(k - 1, j).wait) return k + 1;
+      if (std::abs((at(k, j).start - at(k - 1, j).start) - P) > kTol || at(k, j).wait != at(k - 1, j).wait)
+        return k + 1;
     for (int j : pf)
-      if (std::abs((at(k + 1, j).start - at(k, j).start) - P) > kTol || at(k + 1, j).wait != at(k, j).wait) return k + 1;
+      if (std::abs((at(k + 1, j).start - at(k, j).start) - P) > kTol || at(k + 1, j).wait != at(k, j).wait)
+        return k + 1;
     // Tentatively extrapolate, then check the outside values of units k+1 .. R-2 (own ops of their instance, and the
     // prefetched ops they issue for the next): first against an upper bound of what any instance could read
     // (cheap, and enough when the writers are long done), else one by one.

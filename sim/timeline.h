@@ -72,15 +72,15 @@ struct InstanceStats {
   double exposed_dp_us = 0;
   double span_us = 0;  // compute-stream wall time: from the compute stream's free time before the instance to after it
   double first_compute_start = 0;  // when the unit issues the next instance's prefetched all-gathers
-  bool held_by_outside = false;  // some op started at a value written outside the segment
+  bool held_by_outside = false;    // some op started at a value written outside the segment
 };
 
 struct SegmentTimes {
-  int instances = 1;                  // L for block segments (expand()'s rule), else 1
-  int ops = 0;                        // ops per instance
-  std::vector<char> prefetched;       // [op] issued by the previous unit (is_prefetched)
-  std::vector<OpTime> rows;           // [instance][op] of the explicit instances
-  std::vector<InstanceStats> stats;   // [instance] of the explicit units
+  int instances = 1;                 // L for block segments (expand()'s rule), else 1
+  int ops = 0;                       // ops per instance
+  std::vector<char> prefetched;      // [op] issued by the previous unit (is_prefetched)
+  std::vector<OpTime> rows;          // [instance][op] of the explicit instances
+  std::vector<InstanceStats> stats;  // [instance] of the explicit units
   // Steady state: when steady_from = k >= 0, instances k < i < instances-1 are instance k shifted by (i - k) x
   // period (prefetched ops: instance k+1 shifted by (i - k - 1) x period, for every i > k + 1), and the last
   // instance's own ops are `tail` (simulated again: it issues the next segment's all-gathers).

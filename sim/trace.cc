@@ -8,12 +8,18 @@ namespace {
 
 std::string_view wait_name(Wait w) {
   switch (w) {
-    case Wait::none: return "none";
-    case Wait::stream: return "stream";
-    case Wait::compute: return "compute";
-    case Wait::tp: return "tp comm";
-    case Wait::dp: return "dp comm";
-    case Wait::issue: return "issued by the previous block (fsdp prefetch)";
+    case Wait::none:
+      return "none";
+    case Wait::stream:
+      return "stream";
+    case Wait::compute:
+      return "compute";
+    case Wait::tp:
+      return "tp comm";
+    case Wait::dp:
+      return "dp comm";
+    case Wait::issue:
+      return "issued by the previous block (fsdp prefetch)";
   }
   return "?";
 }
@@ -51,7 +57,8 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
           args["bytes"] = c->bytes;
         }
         if (auto* g = std::get_if<GemmOp>(&op.kind)) args["mnk"] = fmt::format("{}x{}x{}", g->m, g->n, g->k);
-        if (op.chunk.pattern != ChunkRef::Pattern::none) args["chunk"] = fmt::format("{}/{}", op.chunk.step, op.chunk.count);
+        if (op.chunk.pattern != ChunkRef::Pattern::none)
+          args["chunk"] = fmt::format("{}/{}", op.chunk.step, op.chunk.count);
         events.push_back({{"name", layer_fqn(layer, op.name)},
                           {"cat", std::string(to_string(op.phase))},
                           {"ph", "X"},

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
-
 #include <fstream>
 #include <iostream>
+
+#include "plans/error.h"
 
 namespace tptune::tools {
 

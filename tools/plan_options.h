@@ -7,7 +7,6 @@
 // training section, loss parallel to on for sequence_parallel (torchtitan's default) and off for vanilla.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 

@@ -1,8 +1,8 @@
 // tp-plan: simulate, search and explain tensor-parallel plans. Each subcommand lives in its own tp_plan_*.cc
 // and registers itself here.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "plans/error.h"

@@ -2,7 +2,6 @@
 // Registration of tp-plan's subcommands. Each add_* function (one per tp_plan_<name>.cc) adds its subcommand to
 // `app` and, when that subcommand is chosen, sets `run` to the function that executes it and returns the exit code.
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 namespace tptune::tools {

@@ -39,8 +39,8 @@ class ProgressBar {
     if (s < 1.0 && !drawn_) return;
     constexpr int width = 40;
     const int filled = static_cast<int>(width * done / total);
-    fmt::print(stderr, "\r[{}{}] {}/{} candidates, {:.1f} s", std::string(filled, '#'), std::string(width - filled, '.'),
-               done, total, s);
+    fmt::print(stderr, "\r[{}{}] {}/{} candidates, {:.1f} s", std::string(filled, '#'),
+               std::string(width - filled, '.'), done, total, s);
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -74,7 +74,8 @@ int run_search(const SearchArgs& a) {
   const Plan winner = result_plan(r, r.ranking[0]);
   if (!a.out_plan.empty()) {
     save_plan(winner, a.out_plan);
-    if (text) fmt::print("\nwrote the winner to {} (tp-plan simulate {} --plan {})\n", a.out_plan, a.config, a.out_plan);
+    if (text)
+      fmt::print("\nwrote the winner to {} (tp-plan simulate {} --plan {})\n", a.out_plan, a.config, a.out_plan);
   }
   if (!a.trace.empty()) {
     const Program p = lower(cfg.model, cfg.training, winner);
@@ -93,7 +94,9 @@ void add_search_command(CLI::App& app, RunFn& run) {
   cmd->add_option("config", args->config, "config YAML (model, training, cluster, search)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--top", args->top, "rows of the ranking to print")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--top", args->top, "rows of the ranking to print")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--json", args->json, "write the result as JSON to FILE (- for stdout)");
   cmd->add_option("--out-plan", args->out_plan, "write the winner as a plan YAML (for simulate, explain, tp-run)");
   cmd->add_option("--trace", args->trace, "write the winner's simulated step as a Chrome trace JSON");

@@ -3,9 +3,9 @@
 //   mpirun -np 2 tp-run profile examples/tiny-llama.yaml --preset vanilla --out profile.json
 // Every rank parses the same command line; rank 0 prints. See tools/tp_run_session.h for how failures end every
 // rank with one message.
-#include <CLI/CLI.hpp>
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "tools/tp_run_commands.h"
@@ -13,8 +13,9 @@
 namespace {
 
 int run_main(int argc, char** argv, const tptune::tools::World& w) {
-  CLI::App app{"tp-run: run a tensor-parallel plan on real kernels (one MPI process per TP rank), check that it "
-               "computes the unsharded model, and profile its ops"};
+  CLI::App app{
+      "tp-run: run a tensor-parallel plan on real kernels (one MPI process per TP rank), check that it "
+      "computes the unsharded model, and profile its ops"};
   app.require_subcommand(1);
   tptune::tools::RunOnWorld run;
   tptune::tools::add_verify_command(app, run);

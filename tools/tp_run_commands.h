@@ -3,7 +3,6 @@
 // is set to the chosen subcommand; it runs on every MPI rank and returns the exit code (0 ok, 1 verification
 // failed, 2 error).
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 #include "tools/tp_run_session.h"

@@ -45,9 +45,10 @@ int run_profile(const World& w, ProfileArgs& a) {
   // The loss is replicated, so every rank reaches the same verdict.
   if (!agreed(w, [&] {
         if (!profile["final_loss"].is_number())
-          throw Error(fmt::format("the loss is not finite after {} steps: the run diverged (NaN/inf), so its times "
-                                  "are not written",
-                                  a.warmup + a.iters));
+          throw Error(
+              fmt::format("the loss is not finite after {} steps: the run diverged (NaN/inf), so its times "
+                          "are not written",
+                          a.warmup + a.iters));
       }))
     return 2;
   if (w.rank != 0) return 0;

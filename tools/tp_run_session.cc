@@ -70,9 +70,10 @@ void or_abort(const World& w, const std::function<void()>& fn) {
 void maybe_inject_failure(const World& w) {
   const char* v = std::getenv("TPTUNE_TP_RUN_FAIL_RANK");
   if (v && std::atoi(v) == w.rank)
-    throw Error(fmt::format("injected failure (TPTUNE_TP_RUN_FAIL_RANK={}): one rank fails while its peers wait in a "
-                            "collective",
-                            w.rank));
+    throw Error(
+        fmt::format("injected failure (TPTUNE_TP_RUN_FAIL_RANK={}): one rank fails while its peers wait in a "
+                    "collective",
+                    w.rank));
 }
 
 namespace {
@@ -94,9 +95,10 @@ void refuse_unsupported(const Program& p) {
   for (const Segment& s : p.segments)
     for (const Op& op : s.ops)
       if (const auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->rowwise)
-        throw Error(fmt::format("{}: float8 rowwise is modelled by the simulator only; the CPU runtime runs float8 "
-                                "none or tensorwise (--float8 tensorwise)",
-                                op.name));
+        throw Error(
+            fmt::format("{}: float8 rowwise is modelled by the simulator only; the CPU runtime runs float8 "
+                        "none or tensorwise (--float8 tensorwise)",
+                        op.name));
 }
 
 }  // namespace
@@ -108,23 +110,27 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   if (!o.preset.empty() && !o.tp) o.tp = w.size;  // a preset runs at the world size unless told otherwise
   s.plan = resolve_plan(s.config, o);
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.dp_shard != 1))
-    s.notes.push_back(fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "
-                                  "process per TP rank)",
-                                  s.plan.dp_shard));
+    s.notes.push_back(
+        fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "
+                    "process per TP rank)",
+                    s.plan.dp_shard));
   s.plan.dp_shard = 1;
   if (s.plan.tp_degree != w.size) {
     if (w.size == 1)
-      throw Error(fmt::format("the plan has tp {} but tp-run runs one MPI process per TP rank and this is a single "
-                              "process: start it as `mpirun -np {} tp-run {} ...`",
-                              s.plan.tp_degree, s.plan.tp_degree, command));
-    throw Error(fmt::format("the plan has tp {} but mpirun started {} processes: tp must equal the number of MPI "
-                            "processes (mpirun -np {}, or --tp {})",
-                            s.plan.tp_degree, w.size, s.plan.tp_degree, w.size));
+      throw Error(
+          fmt::format("the plan has tp {} but tp-run runs one MPI process per TP rank and this is a single "
+                      "process: start it as `mpirun -np {} tp-run {} ...`",
+                      s.plan.tp_degree, s.plan.tp_degree, command));
+    throw Error(
+        fmt::format("the plan has tp {} but mpirun started {} processes: tp must equal the number of MPI "
+                    "processes (mpirun -np {}, or --tp {})",
+                    s.plan.tp_degree, w.size, s.plan.tp_degree, w.size));
   }
   if (w.size == 1)
-    s.notes.push_back(fmt::format("note: one MPI process, so tp 1: the sharded and the unsharded step are the same "
-                                  "Program (start with `mpirun -np N tp-run {} ...` for tp N)",
-                                  command));
+    s.notes.push_back(
+        fmt::format("note: one MPI process, so tp 1: the sharded and the unsharded step are the same "
+                    "Program (start with `mpirun -np N tp-run {} ...` for tp N)",
+                    command));
   s.sharded = lower(s.config.model, s.config.training, s.plan);
   refuse_unsupported(s.sharded);
   if (with_reference) {
@@ -137,8 +143,7 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   return s;
 }
 
-void check_same_everywhere(const std::string& config_path, const Plan& plan,
-                           const std::string& options) {
+void check_same_everywhere(const std::string& config_path, const Plan& plan, const std::string& options) {
   // Nothing may throw before the broadcast: a rank that skipped it would leave its peers waiting.
   uint64_t mine[3] = {0, 0, 0};
   std::string error;
@@ -157,10 +162,10 @@ void check_same_everywhere(const std::string& config_path, const Plan& plan,
   if (mine[1] != root[1]) what.push_back("the resolved plan");
   if (mine[2] != root[2]) what.push_back("the options (seed, warm-up, iterations)");
   if (!what.empty())
-    throw Error(fmt::format("{} differ{} from rank 0's (hashes of config, plan, options {:016x} {:016x} {:016x}, "
-                            "rank 0 {:016x} {:016x} {:016x}): every rank must run the same config and plan",
-                            fmt::join(what, " and "), what.size() == 1 ? "s" : "", mine[0], mine[1], mine[2], root[0],
-                            root[1], root[2]));
+    throw Error(fmt::format(
+        "{} differ{} from rank 0's (hashes of config, plan, options {:016x} {:016x} {:016x}, "
+        "rank 0 {:016x} {:016x} {:016x}): every rank must run the same config and plan",
+        fmt::join(what, " and "), what.size() == 1 ? "s" : "", mine[0], mine[1], mine[2], root[0], root[1], root[2]));
 }
 
 }  // namespace tptune::tools

@@ -44,9 +44,9 @@ void print0(const World& w, const std::string& text);
 
 struct RunSetup {
   Config config;
-  Plan plan;             // tp = world size, dp_shard 1
-  Program sharded;       // lower(plan)
-  Program reference;     // lower(plan at tp 1); built only when asked
+  Plan plan;                       // tp = world size, dp_shard 1
+  Program sharded;                 // lower(plan)
+  Program reference;               // lower(plan at tp 1); built only when asked
   std::vector<std::string> notes;  // things the user should know (printed by rank 0)
 };
 
@@ -55,7 +55,6 @@ struct RunSetup {
 RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command);
 
 // The agreed check that every rank runs the same thing: throws on a rank whose fingerprint differs from rank 0's.
-void check_same_everywhere(const std::string& config_path, const Plan& plan,
-                           const std::string& options);
+void check_same_everywhere(const std::string& config_path, const Plan& plan, const std::string& options);
 
 }  // namespace tptune::tools

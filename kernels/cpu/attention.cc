@@ -1,12 +1,11 @@
 // Causal GQA attention CPU reference; see attention.h for the math.
 #include "kernels/cpu/attention.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-
-#include <Eigen/Core>
 
 namespace tptune::kernels {
 namespace {

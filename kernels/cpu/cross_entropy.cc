@@ -16,8 +16,7 @@ void cross_entropy_row_max(const float* logits, int64_t tokens, int64_t vocab_lo
   }
 }
 
-void cross_entropy_sum_exp(const float* logits, const float* max, int64_t tokens, int64_t vocab_local,
-                           float* sumexp) {
+void cross_entropy_sum_exp(const float* logits, const float* max, int64_t tokens, int64_t vocab_local, float* sumexp) {
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * vocab_local;
     const double m = max[t];

@@ -26,8 +26,7 @@ namespace tptune::kernels {
 void cross_entropy_row_max(const float* logits, int64_t tokens, int64_t vocab_local, float* max);
 
 // logits (tokens, vocab_local), max (tokens, global) -> sumexp (tokens, local partial sum).
-void cross_entropy_sum_exp(const float* logits, const float* max, int64_t tokens, int64_t vocab_local,
-                           float* sumexp);
+void cross_entropy_sum_exp(const float* logits, const float* max, int64_t tokens, int64_t vocab_local, float* sumexp);
 
 // logits (tokens, vocab_local), targets (tokens) -> tlogit (tokens, 0 where the target is not owned).
 void cross_entropy_target_logit(const float* logits, const int32_t* targets, int64_t tokens, int64_t vocab_local,

@@ -32,8 +32,8 @@ void embedding(const int32_t* tokens, int64_t n_tokens, const float* weight, int
   }
 }
 
-void embedding_bwd(const int32_t* tokens, int64_t n_tokens, const float* d_out, int64_t vocab_local,
-                   int64_t dim_local, int64_t vocab_offset, bool vocab_sharded, float* d_weight) {
+void embedding_bwd(const int32_t* tokens, int64_t n_tokens, const float* d_out, int64_t vocab_local, int64_t dim_local,
+                   int64_t vocab_offset, bool vocab_sharded, float* d_weight) {
   std::fill(d_weight, d_weight + vocab_local * dim_local, 0.0f);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t row = local_row(tokens, t, vocab_local, vocab_offset, vocab_sharded);

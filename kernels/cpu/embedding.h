@@ -26,7 +26,7 @@ void embedding(const int32_t* tokens, int64_t n_tokens, const float* weight, int
                int64_t vocab_offset, bool vocab_sharded, float* out);
 
 // tokens (n_tokens), d_out (n_tokens, dim_local) -> d_weight (vocab_local, dim_local).
-void embedding_bwd(const int32_t* tokens, int64_t n_tokens, const float* d_out, int64_t vocab_local,
-                   int64_t dim_local, int64_t vocab_offset, bool vocab_sharded, float* d_weight);
+void embedding_bwd(const int32_t* tokens, int64_t n_tokens, const float* d_out, int64_t vocab_local, int64_t dim_local,
+                   int64_t vocab_offset, bool vocab_sharded, float* d_weight);
 
 }  // namespace tptune::kernels

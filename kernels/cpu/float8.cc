@@ -14,9 +14,7 @@ struct Spec {
   float max;      // 448 or 57344
 };
 
-Spec spec(Float8Format f) {
-  return f == Float8Format::e4m3 ? Spec{3, 7, -6, 448.0f} : Spec{2, 15, -14, 57344.0f};
-}
+Spec spec(Float8Format f) { return f == Float8Format::e4m3 ? Spec{3, 7, -6, 448.0f} : Spec{2, 15, -14, 57344.0f}; }
 
 // Round y >= 0 to the nearest integer, ties to even, independent of the FPU rounding mode.
 float round_half_even(float y) {
@@ -43,7 +41,7 @@ float round_to_float8(float x, Float8Format f) {
   const Spec s = spec(f);
   const float a = std::fabs(x);
   if (a >= s.max) return std::copysign(s.max, x);  // saturate (infinities too)
-  if (a == 0.0f) return x;                        // keeps -0
+  if (a == 0.0f) return x;                         // keeps -0
   // The spacing of float8 values around a: 2^(E - mant_bits) with E the binade of a, or the subnormal spacing
   // 2^(emin - mant_bits) below the smallest normal. a / quantum and r * quantum are exact (powers of two).
   const int e = exponent_of(a) < s.emin ? s.emin : exponent_of(a);
@@ -95,9 +93,7 @@ float amax(const float* x, int64_t n) {
   return m;
 }
 
-float float8_scale(float amax_value, Float8Format f) {
-  return amax_value == 0.0f ? 1.0f : amax_value / float8_max(f);
-}
+float float8_scale(float amax_value, Float8Format f) { return amax_value == 0.0f ? 1.0f : amax_value / float8_max(f); }
 
 void quantize_float8(const float* x, int64_t n, float scale, Float8Format f, float* q) {
   for (int64_t i = 0; i < n; ++i) q[i] = round_to_float8(x[i] / scale, f);

@@ -57,8 +57,8 @@ void layernorm(const float* x, const float* w, const float* b, int64_t rows, int
   }
 }
 
-void layernorm_bwd(const float* x, const float* w, const float* mean, const float* rstd, const float* dy,
-                   int64_t rows, int64_t dim, float* dx, float* dw, float* db) {
+void layernorm_bwd(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, int64_t rows,
+                   int64_t dim, float* dx, float* dw, float* db) {
   std::vector<double> dw_acc(size_t(dim), 0.0), db_acc(size_t(dim), 0.0);
   for (int64_t t = 0; t < rows; ++t) {
     const float* xr = x + t * dim;

@@ -34,7 +34,7 @@ void layernorm(const float* x, const float* w, const float* b, int64_t rows, int
                float* mean, float* rstd);
 
 // x (rows, dim), w (dim), mean, rstd (rows, from layernorm), dy (rows, dim) -> dx (rows, dim), dw (dim), db (dim).
-void layernorm_bwd(const float* x, const float* w, const float* mean, const float* rstd, const float* dy,
-                   int64_t rows, int64_t dim, float* dx, float* dw, float* db);
+void layernorm_bwd(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, int64_t rows,
+                   int64_t dim, float* dx, float* dw, float* db);
 
 }  // namespace tptune::kernels

@@ -9,8 +9,8 @@ namespace tptune::kernels {
 namespace {
 
 // sign = +1 rotates by +angle (forward), -1 by -angle (backward).
-void rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset,
-            double theta, double sign, float* y) {
+void rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset, double theta,
+            double sign, float* y) {
   if (head_dim <= 0 || head_dim % 2 != 0)
     throw std::invalid_argument("rope: head_dim must be even and positive, got " + std::to_string(head_dim));
   if (!(theta > 0.0)) throw std::invalid_argument("rope: theta must be positive");
@@ -46,8 +46,8 @@ void rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t h
 
 }  // namespace
 
-void rope(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset,
-          double theta, float* y) {
+void rope(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset, double theta,
+          float* y) {
   rotate(x, batch, seq, heads, head_dim, offset, theta, +1.0, y);
 }
 

@@ -20,8 +20,8 @@
 namespace tptune::kernels {
 
 // x (batch, seq, heads*head_dim) -> y (same shape), positions offset .. offset+seq-1.
-void rope(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset,
-          double theta, float* y);
+void rope(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset, double theta,
+          float* y);
 
 // dy (batch, seq, heads*head_dim) -> dx: the gradient of rope, a rotation by the opposite angle.
 void rope_bwd(const float* dy, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset,

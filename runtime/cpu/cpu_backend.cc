@@ -2,9 +2,9 @@
 // cpu_collectives.cc.
 #include "runtime/cpu/cpu_backend.h"
 
-#include <Eigen/Core>
 #include <fmt/format.h>
 
+#include <Eigen/Core>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -50,8 +50,8 @@ BackendEnvironment CpuBackend::environment() const {
     while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
     e.libraries.emplace_back("mpi", v);
   }
-  e.libraries.emplace_back("fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
-                                              FMT_VERSION % 100));
+  e.libraries.emplace_back("fmt",
+                           fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100));
   return e;
 }
 
@@ -111,10 +111,14 @@ void CpuBackend::gemm(const GemmArgs& g) {
   CMap a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
   CMap b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
   if (!g.accumulate) c.setZero();
-  if (!g.trans_a && !g.trans_b) c.noalias() += alpha * (a * b);
-  else if (!g.trans_a && g.trans_b) c.noalias() += alpha * (a * b.transpose());
-  else if (g.trans_a && !g.trans_b) c.noalias() += alpha * (a.transpose() * b);
-  else c.noalias() += alpha * (a.transpose() * b.transpose());
+  if (!g.trans_a && !g.trans_b)
+    c.noalias() += alpha * (a * b);
+  else if (!g.trans_a && g.trans_b)
+    c.noalias() += alpha * (a * b.transpose());
+  else if (g.trans_a && !g.trans_b)
+    c.noalias() += alpha * (a.transpose() * b);
+  else
+    c.noalias() += alpha * (a.transpose() * b.transpose());
 }
 
 namespace {

@@ -57,8 +57,7 @@ class CpuBackend final : public Backend {
   void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
                      const int32_t* ids, const float* d_out, float* d_weight) override;
   void ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) override;
-  void ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max,
-                  float* sumexp) override;
+  void ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max, float* sumexp) override;
   void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
                        const int32_t* targets, float* tlogit) override;
   void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) override;

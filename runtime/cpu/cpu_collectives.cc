@@ -67,8 +67,8 @@ RequestPtr CpuBackend::all_reduce(Group g, ReduceOp op, const float* in, float* 
     return std::make_unique<Done>();
   }
   auto r = std::make_unique<MpiRequests>("all_reduce");
-  r->check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count(n, "all_reduce"), MPI_FLOAT, mpi_op(op), c,
-                          r->add()));
+  r->check(
+      MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count(n, "all_reduce"), MPI_FLOAT, mpi_op(op), c, r->add()));
   return r;
 }
 

@@ -29,8 +29,8 @@ void CpuBackend::attention_fwd(const AttentionShape& s, const float* q, const fl
                                float* lse) {
   kernels::attention(dims(s), q, k, v, o, lse);
 }
-void CpuBackend::attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v,
-                               const float* o, const float* lse, const float* d_o, float* dq, float* dk, float* dv) {
+void CpuBackend::attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
+                               const float* lse, const float* d_o, float* dq, float* dk, float* dv) {
   kernels::attention_bwd(dims(s), q, k, v, o, lse, d_o, dq, dk, dv);
 }
 void CpuBackend::rmsnorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, float* y,
@@ -87,8 +87,7 @@ void CpuBackend::embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim,
 void CpuBackend::ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) {
   kernels::cross_entropy_row_max(logits, tokens, vocab_local, max);
 }
-void CpuBackend::ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max,
-                            float* sumexp) {
+void CpuBackend::ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max, float* sumexp) {
   kernels::cross_entropy_sum_exp(logits, max, tokens, vocab_local, sumexp);
 }
 void CpuBackend::ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,

@@ -24,15 +24,16 @@ size_t at(const AttentionDims& a, int64_t heads, int64_t b, int64_t s, int64_t h
 }
 
 // Probabilities p_ij of query row i of head h: explicit softmax over the visible keys, in double.
-std::vector<double> probs(const AttentionDims& a, const std::vector<double>& q, const std::vector<double>& k,
-                          int64_t b, int64_t h, int64_t i, double* lse = nullptr) {
+std::vector<double> probs(const AttentionDims& a, const std::vector<double>& q, const std::vector<double>& k, int64_t b,
+                          int64_t h, int64_t i, double* lse = nullptr) {
   const int64_t g = h / (a.n_heads / a.n_kv_heads), nk = a.causal ? i + 1 : a.seq;
   const double scale = 1.0 / std::sqrt(double(a.head_dim));
   std::vector<double> s(static_cast<size_t>(nk));
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < nk; ++j) {
     double dot = 0;
-    for (int64_t d = 0; d < a.head_dim; ++d) dot += q[at(a, a.n_heads, b, i, h, d)] * k[at(a, a.n_kv_heads, b, j, g, d)];
+    for (int64_t d = 0; d < a.head_dim; ++d)
+      dot += q[at(a, a.n_heads, b, i, h, d)] * k[at(a, a.n_kv_heads, b, j, g, d)];
     s[size_t(j)] = scale * dot;
     m = std::max(m, s[size_t(j)]);
   }
@@ -111,8 +112,8 @@ Outputs run(const AttentionDims& a, const Inputs& in) {
               std::vector<float>(in.q.size()), std::vector<float>(in.k.size(), std::nanf("")),
               std::vector<float>(in.v.size(), std::nanf(""))};  // dk, dv NaN: must be zeroed by the kernel
   attention(a, in.q.data(), in.k.data(), in.v.data(), out.o.data(), out.lse.data());
-  attention_bwd(a, in.q.data(), in.k.data(), in.v.data(), out.o.data(), out.lse.data(), in.dout.data(),
-                out.dq.data(), out.dk.data(), out.dv.data());
+  attention_bwd(a, in.q.data(), in.k.data(), in.v.data(), out.o.data(), out.lse.data(), in.dout.data(), out.dq.data(),
+                out.dk.data(), out.dv.data());
   return out;
 }
 

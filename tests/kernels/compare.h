@@ -3,10 +3,9 @@
 // and a central finite-difference gradient in double.
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -28,7 +27,8 @@ inline void check_close(const std::string& what, const std::vector<float>& got, 
     const double diff = std::fabs(double(got[i]) - ref[i]);
     const double tol = atol + rtol * std::fabs(ref[i]);
     if (!(diff <= tol)) {
-      if (bad < 5) first << "\n  [" << i << "] got " << got[i] << ", ref " << ref[i] << ", |diff| " << diff << " > " << tol;
+      if (bad < 5)
+        first << "\n  [" << i << "] got " << got[i] << ", ref " << ref[i] << ", |diff| " << diff << " > " << tol;
       ++bad;
     }
     if (diff > worst || std::isnan(diff)) worst = diff;

@@ -52,12 +52,10 @@ Result run_sharded(const std::vector<float>& logits, const std::vector<int32_t>&
     cross_entropy_target_logit(local[size_t(r)].data(), targets.data(), tokens, vl, r * vl, part.data());
     for (size_t t = 0; t < part.size(); ++t) tlogit[t] += part[t];  // all-reduce(sum)
   }
-  Result res{cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens),
-             std::vector<float>(logits.size())};
+  Result res{cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens), std::vector<float>(logits.size())};
   for (int64_t r = 0; r < shards; ++r) {
     std::vector<float> d(local[size_t(r)].size());
-    cross_entropy_bwd(local[size_t(r)].data(), max.data(), sumexp.data(), targets.data(), tokens, vl, r * vl,
-                      d.data());
+    cross_entropy_bwd(local[size_t(r)].data(), max.data(), sumexp.data(), targets.data(), tokens, vl, r * vl, d.data());
     for (int64_t t = 0; t < tokens; ++t)
       std::copy(d.begin() + t * vl, d.begin() + (t + 1) * vl, res.d_logits.begin() + t * vocab + r * vl);
   }
@@ -93,8 +91,8 @@ TEST_CASE("cross entropy matches a double reference and finite differences, with
   // ~1e-11 (also on row 2, whose logits are ~1000). The kernel computes exp(l - max) in double from the float
   // inputs and rounds once, so its gradient (entries O(1/tokens)) is good to ~1e-8 absolute; observed worst 5e-9.
   // 1e-6 + 1e-5 |ref| keeps a wide margin, while a wrong term (missing onehot, wrong 1/tokens) is off by >0.01.
-  const auto grad = tptune::test::finite_diff(
-      [&](const std::vector<double>& x) { return ref_loss(x, targets, vocab); }, ld, 1e-4);
+  const auto grad =
+      tptune::test::finite_diff([&](const std::vector<double>& x) { return ref_loss(x, targets, vocab); }, ld, 1e-4);
   check_close("d_logits vs finite differences", r.d_logits, grad, 1e-6, 1e-5);
 }
 

@@ -45,20 +45,20 @@ float nearest(float x, const std::vector<std::pair<float, uint8_t>>& table) {
 }  // namespace
 
 TEST_CASE("e4m3 bit patterns (sign.eeee.mmm, bias 7)") {
-  CHECK(encode_e4m3(1.0f) == 0x38);             // 1.0 * 2^0: e = 0 + 7 = 0111, m = 000 -> 0.0111.000
-  CHECK(encode_e4m3(448.0f) == 0x7E);           // 1.75 * 2^8: e = 15 = 1111, m = 110 -> 0.1111.110 (max)
-  CHECK(encode_e4m3(0.001953125f) == 0x01);     // 2^-9 = 1 * 2^(1-7-3): subnormal, m = 001
-  CHECK(encode_e4m3(7 * 0.001953125f) == 0x07); // 7 * 2^-9, the largest subnormal
-  CHECK(encode_e4m3(0.015625f) == 0x08);        // 2^-6, the smallest normal: e = 1, m = 000
-  CHECK(encode_e4m3(3.0f) == 0x44);             // 1.5 * 2^1: e = 8 = 1000, m = 100 -> 0.1000.100
-  CHECK(encode_e4m3(-2.0f) == 0xC0);            // -1.0 * 2^1: 1.1000.000
+  CHECK(encode_e4m3(1.0f) == 0x38);              // 1.0 * 2^0: e = 0 + 7 = 0111, m = 000 -> 0.0111.000
+  CHECK(encode_e4m3(448.0f) == 0x7E);            // 1.75 * 2^8: e = 15 = 1111, m = 110 -> 0.1111.110 (max)
+  CHECK(encode_e4m3(0.001953125f) == 0x01);      // 2^-9 = 1 * 2^(1-7-3): subnormal, m = 001
+  CHECK(encode_e4m3(7 * 0.001953125f) == 0x07);  // 7 * 2^-9, the largest subnormal
+  CHECK(encode_e4m3(0.015625f) == 0x08);         // 2^-6, the smallest normal: e = 1, m = 000
+  CHECK(encode_e4m3(3.0f) == 0x44);              // 1.5 * 2^1: e = 8 = 1000, m = 100 -> 0.1000.100
+  CHECK(encode_e4m3(-2.0f) == 0xC0);             // -1.0 * 2^1: 1.1000.000
   CHECK(encode_e4m3(0.0f) == 0x00);
   CHECK(encode_e4m3(-0.0f) == 0x80);
   CHECK(decode_e4m3(0x7E) == 448.0f);
   CHECK(decode_e4m3(0xFE) == -448.0f);
   CHECK(std::isnan(decode_e4m3(0x7F)));  // S.1111.111 is the only NaN; no infinities
   CHECK(std::isnan(decode_e4m3(0xFF)));
-  CHECK(decode_e4m3(0x78) == 256.0f);    // 0.1111.000 = 2^(15-7) is finite in e4m3fn
+  CHECK(decode_e4m3(0x78) == 256.0f);  // 0.1111.000 = 2^(15-7) is finite in e4m3fn
 }
 
 TEST_CASE("e4m3 rounds to nearest, ties to even, and saturates") {
@@ -87,18 +87,18 @@ TEST_CASE("e4m3 rounds to nearest, ties to even, and saturates") {
 }
 
 TEST_CASE("e5m2 bit patterns (sign.eeeee.mm, bias 15), ties and saturation") {
-  CHECK(encode_e5m2(1.0f) == 0x3C);                         // e = 15 = 01111, m = 00 -> 0.01111.00
-  CHECK(encode_e5m2(57344.0f) == 0x7B);                     // 1.75 * 2^15: e = 30 = 11110, m = 11 (max)
-  CHECK(encode_e5m2(std::ldexp(1.0f, -16)) == 0x01);        // 2^-16 = 1 * 2^(1-15-2), smallest subnormal
-  CHECK(encode_e5m2(std::ldexp(1.0f, -14)) == 0x04);        // smallest normal: e = 1, m = 00
-  CHECK(encode_e5m2(3.0f) == 0x42);                         // 1.5 * 2^1: e = 16 = 10000, m = 10
-  CHECK(encode_e5m2(-0.5f) == 0xB8);                        // -1.0 * 2^-1: 1.01110.00
-  CHECK(decode_e5m2(0x7C) == kInf);                         // S.11111.00 is infinity ...
+  CHECK(encode_e5m2(1.0f) == 0x3C);                   // e = 15 = 01111, m = 00 -> 0.01111.00
+  CHECK(encode_e5m2(57344.0f) == 0x7B);               // 1.75 * 2^15: e = 30 = 11110, m = 11 (max)
+  CHECK(encode_e5m2(std::ldexp(1.0f, -16)) == 0x01);  // 2^-16 = 1 * 2^(1-15-2), smallest subnormal
+  CHECK(encode_e5m2(std::ldexp(1.0f, -14)) == 0x04);  // smallest normal: e = 1, m = 00
+  CHECK(encode_e5m2(3.0f) == 0x42);                   // 1.5 * 2^1: e = 16 = 10000, m = 10
+  CHECK(encode_e5m2(-0.5f) == 0xB8);                  // -1.0 * 2^-1: 1.01110.00
+  CHECK(decode_e5m2(0x7C) == kInf);                   // S.11111.00 is infinity ...
   CHECK(decode_e5m2(0xFC) == -kInf);
-  CHECK(std::isnan(decode_e5m2(0x7D)));                     // ... S.11111.{01,10,11} NaN
-  CHECK(round_to_e5m2(1.125f) == 1.0f);                     // tie between 1.0 (m 00) and 1.25 (m 01) -> 00
-  CHECK(encode_e5m2(1.375f) == 0x3E);                       // tie between 1.25 (01) and 1.5 (10) -> 10
-  CHECK(round_to_e5m2(100000.0f) == 57344.0f);              // saturates (the format has inf; the cast does not)
+  CHECK(std::isnan(decode_e5m2(0x7D)));         // ... S.11111.{01,10,11} NaN
+  CHECK(round_to_e5m2(1.125f) == 1.0f);         // tie between 1.0 (m 00) and 1.25 (m 01) -> 00
+  CHECK(encode_e5m2(1.375f) == 0x3E);           // tie between 1.25 (01) and 1.5 (10) -> 10
+  CHECK(round_to_e5m2(100000.0f) == 57344.0f);  // saturates (the format has inf; the cast does not)
   CHECK(round_to_e5m2(kInf) == 57344.0f);
   CHECK(round_to_e5m2(-1e30f) == -57344.0f);
   CHECK(std::isnan(round_to_e5m2(kNaN)));

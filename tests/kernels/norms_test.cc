@@ -13,8 +13,8 @@ using tptune::test::check_close;
 namespace {
 
 // Double references (rows, dim). rmsnorm: y = x / sqrt(mean(x^2) + eps) * w.
-std::vector<double> ref_rmsnorm(const std::vector<double>& x, const std::vector<double>& w, int64_t rows,
-                                int64_t dim, double eps) {
+std::vector<double> ref_rmsnorm(const std::vector<double>& x, const std::vector<double>& w, int64_t rows, int64_t dim,
+                                double eps) {
   std::vector<double> y(x.size());
   for (int64_t t = 0; t < rows; ++t) {
     double ss = 0;
@@ -80,8 +80,7 @@ TEST_CASE("rmsnorm forward matches a double reference") {
   rmsnorm(x.data(), w.data(), rows, dim, eps, y.data(), rstd.data());
   // The kernel accumulates in double and rounds once to float: error ~ 1 ulp of |y| (6e-8 relative).
   // rtol 1e-6 allows ~16 ulp; atol 1e-6 covers values near 0.
-  check_close("y", y, ref_rmsnorm(tptune::test::to_double(x), tptune::test::to_double(w), rows, dim, eps), 1e-6,
-              1e-6);
+  check_close("y", y, ref_rmsnorm(tptune::test::to_double(x), tptune::test::to_double(w), rows, dim, eps), 1e-6, 1e-6);
 }
 
 TEST_CASE("layernorm forward matches a double reference, also with a large mean") {
@@ -94,10 +93,10 @@ TEST_CASE("layernorm forward matches a double reference, also with a large mean"
   std::vector<float> y(x.size()), mean(rows), rstd(rows);
   layernorm(x.data(), w.data(), b.data(), rows, dim, eps, y.data(), mean.data(), rstd.data());
   // The float input is exact in double, so the only error is the final rounding: same tolerance as rmsnorm.
-  check_close("y", y,
-              ref_layernorm(tptune::test::to_double(x), tptune::test::to_double(w), tptune::test::to_double(b),
-                            rows, dim, eps),
-              1e-6, 1e-6);
+  check_close(
+      "y", y,
+      ref_layernorm(tptune::test::to_double(x), tptune::test::to_double(w), tptune::test::to_double(b), rows, dim, eps),
+      1e-6, 1e-6);
 }
 
 TEST_CASE("rmsnorm backward matches finite differences of the double reference") {
@@ -144,8 +143,8 @@ TEST_CASE("layernorm backward matches finite differences of the double reference
   params.insert(params.end(), b.begin(), b.end());
   auto grad = tptune::test::finite_diff(
       [&](const std::vector<double>& p) {
-        return tptune::test::dot(
-            dyd, ref_layernorm(part(p, 0, nx), part(p, nx, nd), part(p, nx + nd, nd), rows, dim, eps));
+        return tptune::test::dot(dyd,
+                                 ref_layernorm(part(p, 0, nx), part(p, nx, nd), part(p, nx + nd, nd), rows, dim, eps));
       },
       params);
   // Same reasoning as for rmsnorm.

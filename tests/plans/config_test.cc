@@ -1,12 +1,12 @@
 // Config loading: presets, overrides, defaults, the example files, and an error for every kind of bad input that
 // names the file, line and key.
-#include <catch2/catch.hpp>
+#include "plans/config.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 
-#include "plans/config.h"
 #include "plans/error.h"
 #include "plans/plan.h"
 
@@ -98,8 +98,7 @@ model: {dim: 4096, n_layers: 1, n_heads: 32, n_kv_heads: 8, vocab_size: 10, ffn_
 )");
   CHECK(c.model.ffn_dim == 14336);
   // multiple_of alone: multiplier 1 (torchtitan's None). 4*4096 = 16384; int(32768/3) = 10922; up to 1024: 11264.
-  CHECK(load("model: {dim: 4096, n_layers: 1, n_heads: 32, vocab_size: 10, multiple_of: 1024}").model.ffn_dim ==
-        11264);
+  CHECK(load("model: {dim: 4096, n_layers: 1, n_heads: 32, vocab_size: 10, multiple_of: 1024}").model.ffn_dim == 11264);
 }
 
 TEST_CASE("a preset with overrides", "[config]") {
@@ -194,8 +193,8 @@ search:
 TEST_CASE("search plans resolve relative to the config file", "[config]") {
   TempDir dir;
   std::filesystem::create_directories(dir.path / "sub");
-  const std::string path =
-      dir.write("sub/c.yaml", "model: {preset: tiny-llama}\nsearch: {presets: [], plans: [p.yaml, ../q.yaml, /abs/r.yaml]}\n");
+  const std::string path = dir.write(
+      "sub/c.yaml", "model: {preset: tiny-llama}\nsearch: {presets: [], plans: [p.yaml, ../q.yaml, /abs/r.yaml]}\n");
   const Config c = load_config(path);
   CHECK(c.path == path);
   REQUIRE(c.search.plan_files.size() == 3);

@@ -1,15 +1,16 @@
 // Export of plans as torchtitan TOML and as a python parallelize_module plan: exact lines for torchtitan's default
 // plan, round trips (TOML keys back to the plan's toggles; python plan dict back to the plan's module styles) over
 // every toggle combination of both presets, and the float8 class choice.
-#include <catch2/catch.hpp>
+#include "plans/export.h"
+
 #include <fmt/format.h>
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <regex>
 #include <sstream>
 
 #include "plans/error.h"
-#include "plans/export.h"
 #include "plans/plan.h"
 
 using namespace tptune;
@@ -103,21 +104,30 @@ std::vector<PlanEntry> read_python_plan(const std::string& text) {
     PlanEntry e;
     e.pattern = m[1];
     const std::string klass = m[2];
-    if (klass == "ColwiseParallel" || klass == "Float8ColwiseParallel") e.style = ParallelStyle::colwise();
-    else if (klass == "RowwiseParallel" || klass == "Float8RowwiseParallel") e.style = ParallelStyle::rowwise();
-    else if (klass == "SequenceParallel") e.style = ParallelStyle::sequence_parallel();
+    if (klass == "ColwiseParallel" || klass == "Float8ColwiseParallel")
+      e.style = ParallelStyle::colwise();
+    else if (klass == "RowwiseParallel" || klass == "Float8RowwiseParallel")
+      e.style = ParallelStyle::rowwise();
+    else if (klass == "SequenceParallel")
+      e.style = ParallelStyle::sequence_parallel();
     else if (klass == "PrepareModuleInput" || klass == "PrepareFloat8ModuleInput")
       e.style = ParallelStyle::prepare_module_input(Placement::R(), Placement::R());
-    else FAIL("unknown class " << klass);
+    else
+      FAIL("unknown class " << klass);
     for (const std::string& a : split_args(m[3])) {
       auto eq = a.find('=');
       REQUIRE(eq != std::string::npos);
       const std::string k = a.substr(0, eq), v = a.substr(eq + 1);
-      if (k == "input_layouts") e.style.input_layout = layout(v);
-      else if (k == "desired_input_layouts") e.style.desired_input_layout = layout(v);
-      else if (k == "output_layouts") e.style.output_layout = layout(v);
-      else if (k == "use_local_output") e.style.use_local_output = v == "True";
-      else FAIL("unknown argument " << k);
+      if (k == "input_layouts")
+        e.style.input_layout = layout(v);
+      else if (k == "desired_input_layouts")
+        e.style.desired_input_layout = layout(v);
+      else if (k == "output_layouts")
+        e.style.output_layout = layout(v);
+      else if (k == "use_local_output")
+        e.style.use_local_output = v == "True";
+      else
+        FAIL("unknown argument " << k);
     }
     out.push_back(e);
   }
@@ -127,7 +137,8 @@ std::vector<PlanEntry> read_python_plan(const std::string& text) {
 }  // namespace
 
 TEST_CASE("torchtitan TOML of torchtitan's default plan with every toggle on", "[export]") {
-  Plan p = make("sequence_parallel", 8, 16, Float8Recipe::tensorwise, true, true, ActivationCheckpointing::selective, 2);
+  Plan p =
+      make("sequence_parallel", 8, 16, Float8Recipe::tensorwise, true, true, ActivationCheckpointing::selective, 2);
   const std::string toml = export_torchtitan_toml(p);
   auto kv = read_toml(toml);
   CHECK(kv.at("model.converters") == "[\"quantize.linear.float8\"]");
@@ -154,8 +165,8 @@ TEST_CASE("torchtitan TOML round trip: keys give back the toggles, for every com
       for (auto f8 : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise})
         for (bool async : {false, true})
           for (bool lp : {false, true})
-            for (auto ac : {ActivationCheckpointing::none, ActivationCheckpointing::selective,
-                            ActivationCheckpointing::full}) {
+            for (auto ac :
+                 {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
               Plan p = make(fam, tp, 64 / tp, f8, async, lp, ac, 4);
               INFO(fam << " tp " << tp << " f8 " << to_string(f8) << " async " << async << " lp " << lp);
               auto kv = read_toml(export_torchtitan_toml(p));
@@ -213,7 +224,7 @@ TEST_CASE("python export: float8 tensorwise swaps in torchao's styles for block 
   CHECK_THAT(py, Contains("\"layers.*.attention.wq\": Float8ColwiseParallel(),"));
   CHECK_THAT(py, Contains("\"layers.*.feed_forward.w2\": Float8RowwiseParallel(output_layouts=Shard(1)),"));
   CHECK_THAT(py, Contains("\"layers.*.feed_forward\": PrepareFloat8ModuleInput("));
-  CHECK_THAT(py, Contains("\"tok_embeddings\": RowwiseParallel("));     // an Embedding: no float8
+  CHECK_THAT(py, Contains("\"tok_embeddings\": RowwiseParallel("));  // an Embedding: no float8
   CHECK_THAT(py, Contains("\"output\": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),"));
   CHECK_THAT(py, Contains("from torchao.float8.float8_tensor_parallel import ("));
   CHECK_THAT(py, Contains("torch._inductor.config._micro_pipeline_tp = True"));

@@ -212,12 +212,14 @@ TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
 }
 
 TEST_CASE("activation checkpointing re-runs the forward in the block backward") {
-  Program full = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .ac = ActivationCheckpointing::full});
+  Program full =
+      lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .ac = ActivationCheckpointing::full});
   // full: the recomputed forward repeats its all-gathers and reduce-scatters (those feeding saved-for-backward
   // values): backward = 2 AG + 2 RS (own) + forward's 2 AG + 1 RS (wo's; w2's output feeds only the next block).
   CHECK(block_count(full, "backward", K::all_gather) == 4);
   CHECK(block_count(full, "backward", K::reduce_scatter) == 3);
-  Program sel = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .ac = ActivationCheckpointing::selective});
+  Program sel =
+      lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .ac = ActivationCheckpointing::selective});
   // selective (torchtitan's op policy): reduce-scatter outputs are saved, all-gathers are recomputed.
   CHECK(block_count(sel, "backward", K::all_gather) == 4);
   CHECK(block_count(sel, "backward", K::reduce_scatter) == 2);

@@ -1,7 +1,7 @@
 // Model: presets, torchtitan's ffn_dim rule, parameter and FLOP counts against hand-derived values.
-#include <catch2/catch.hpp>
-
 #include "plans/model.h"
+
+#include <catch2/catch.hpp>
 
 using namespace tptune;
 

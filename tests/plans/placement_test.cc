@@ -1,8 +1,9 @@
 // Placement algebra: canonical form, shapes, redistribution and its backward (DESIGN.md's table), bytes.
+#include "plans/placement.h"
+
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
-#include "plans/placement.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

@@ -1,8 +1,9 @@
 // Parallel styles (torch's defaults), FQN patterns, style lookup, plan equality and the two presets.
+#include "plans/plan.h"
+
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
-#include "plans/plan.h"
 
 using namespace tptune;
 using P = Placement;
@@ -14,8 +15,8 @@ std::vector<std::string> module_fqns(int layers, bool w3) {
   std::vector<std::string> f = {"tok_embeddings", "norm", "output"};
   for (int i = 0; i < layers; ++i) {
     const std::string l = "layers." + std::to_string(i) + ".";
-    for (const char* m : {"attention_norm", "attention", "attention.wq", "attention.wk", "attention.wv",
-                          "attention.wo", "ffn_norm", "feed_forward", "feed_forward.w1", "feed_forward.w2"})
+    for (const char* m : {"attention_norm", "attention", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
+                          "ffn_norm", "feed_forward", "feed_forward.w1", "feed_forward.w2"})
       f.push_back(l + m);
     if (w3) f.push_back(l + "feed_forward.w3");
   }
@@ -179,7 +180,8 @@ TEST_CASE("vanilla: Megatron TP without sequence parallel", "[plan][presets]") {
     for (const char* m : {"attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"})
       CHECK(style(p, l + m) == ParallelStyle::colwise());
     for (const char* m : {"attention.wo", "feed_forward.w2"}) CHECK(style(p, l + m) == ParallelStyle::rowwise());
-    for (const char* m : {"attention_norm", "ffn_norm", "attention", "feed_forward"}) CHECK(p.style_for(l + m) == nullptr);
+    for (const char* m : {"attention_norm", "ffn_norm", "attention", "feed_forward"})
+      CHECK(p.style_for(l + m) == nullptr);
   }
   CHECK(p.style_for("norm") == nullptr);
 }

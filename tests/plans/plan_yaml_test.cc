@@ -1,6 +1,5 @@
 // Plan YAML: hand-written plans (torchtitan spellings included), the canonical form, round trips, and errors.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -107,7 +106,8 @@ TEST_CASE("the canonical form writes every layout the style takes", "[plan_yaml]
                {"layers.*.attention", ParallelStyle::prepare_module_input(P::S(1), P::R())},
                {"norm", ParallelStyle::sequence_parallel()},
                {"layers.0.ffn_norm", ParallelStyle::no_parallel()}};
-  const std::string expected = R"(# tptune TP plan (canonical form, see plans/plan.h). Styles: colwise, rowwise, sequence_parallel,
+  const std::string expected =
+      R"(# tptune TP plan (canonical form, see plans/plan.h). Styles: colwise, rowwise, sequence_parallel,
 # prepare_module_input, no_parallel. Layouts: R, S(d), P. `*` in a pattern matches one name; the last
 # matching pattern wins.
 family: sequence_parallel
@@ -191,8 +191,9 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
                Contains("plan.yaml:2: modules.output.style: missing; expected one of colwise"));
   }
   SECTION("bad layouts") {
-    CHECK_THAT(error_of("modules:\n  output: {style: colwise, output_layouts: Shard(x)}\n"),
-               Contains("plan.yaml:2: modules.output.output_layouts: expected a placement R, S(d) or P, got 'Shard(x)'"));
+    CHECK_THAT(
+        error_of("modules:\n  output: {style: colwise, output_layouts: Shard(x)}\n"),
+        Contains("plan.yaml:2: modules.output.output_layouts: expected a placement R, S(d) or P, got 'Shard(x)'"));
     CHECK_THAT(error_of("modules:\n  a: {style: colwise, input_layouts: [None, S(1)]}\n"),
                Contains("plan.yaml:2: modules.a.input_layouts: expected a layout"));
     CHECK_THAT(error_of("modules:\n  a: {style: colwise, input_layouts: [S(1), R]}\n"),
@@ -226,7 +227,8 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
   }
   SECTION("toggles") {
     CHECK_THAT(error_of("tp_degree: 0\n"), Contains("plan.yaml:1: tp_degree: expected a positive integer, got '0'"));
-    CHECK_THAT(error_of("\ntp_degree: -2\n"), Contains("plan.yaml:2: tp_degree: expected a positive integer, got '-2'"));
+    CHECK_THAT(error_of("\ntp_degree: -2\n"),
+               Contains("plan.yaml:2: tp_degree: expected a positive integer, got '-2'"));
     CHECK_THAT(error_of("dp_shard: two\n"), Contains("plan.yaml:1: dp_shard: expected a positive integer, got 'two'"));
     CHECK_THAT(error_of("float8: e4m3\n"), Contains("plan.yaml:1: float8: expected one of none, tensorwise, rowwise"));
     CHECK_THAT(error_of("async_tp: 2\n"), Contains("plan.yaml:1: async_tp: expected true or false, got '2'"));

@@ -1,14 +1,14 @@
 // CpuBackend without MPI (groups of size 1): memory, strided copies, GEMM in every transpose combination and with
 // float8 operands, and the size-1 collectives. Multi-rank collectives are tested under mpirun in
 // tests/runtime/mpi/.
-#include <catch2/catch.hpp>
+#include "runtime/cpu/cpu_backend.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/float8.h"
-#include "runtime/cpu/cpu_backend.h"
 
 using namespace tptune;
 

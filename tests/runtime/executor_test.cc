@@ -1,15 +1,15 @@
 // The executor at tp 1 (no MPI): one step of the tiny models computes a sensible loss and the gradient of that loss
 // (finite differences), is deterministic in the seed, and the optimizer updates parameters only when asked.
-#include <catch2/catch.hpp>
+#include "runtime/executor.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "plans/config.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
 #include "runtime/cpu/cpu_backend.h"
-#include "runtime/executor.h"
 
 using namespace tptune;
 
@@ -87,9 +87,9 @@ TEST_CASE("gradients match central finite differences of the loss", "[runtime][e
       auto grad = ex.read(p.grad);
       auto value = ex.read(p.value);
       // The element with the largest gradient, so that the difference quotient is well above float round-off.
-      size_t i = size_t(std::max_element(grad.begin(), grad.end(), [](float a, float b) {
-                          return std::abs(a) < std::abs(b);
-                        }) - grad.begin());
+      size_t i = size_t(
+          std::max_element(grad.begin(), grad.end(), [](float a, float b) { return std::abs(a) < std::abs(b); }) -
+          grad.begin());
       const float h = 1e-2f;
       auto loss_at = [&](float v) {
         auto w = value;

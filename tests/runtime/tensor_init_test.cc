@@ -1,11 +1,11 @@
 // Seeded initialization: values depend on (seed, name, index in the full tensor) only, so shards of any TP degree
 // reassemble the same full tensor; scales and token ranges are what tensor_init.h promises.
-#include <catch2/catch.hpp>
+#include "runtime/tensor_init.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "runtime/profiler.h"
-#include "runtime/tensor_init.h"
 
 using namespace tptune;
 
@@ -16,7 +16,7 @@ TEST_CASE("shard_of takes rank r's slice of a dim", "[runtime][init]") {
   // dim 0 in 2 parts: rank 0 holds row 0.
   CHECK(shard_of(full, {2, 4}, 0, 2, 0) == std::vector<float>{0, 1, 2, 3});
   CHECK(shard_of(full, {2, 4}, -1, 2, 1) == full);  // replicated
-  CHECK_THROWS(shard_of(full, {2, 4}, 1, 3, 0));      // 4 is not divisible by 3
+  CHECK_THROWS(shard_of(full, {2, 4}, 1, 3, 0));    // 4 is not divisible by 3
 }
 
 TEST_CASE("parameters do not depend on the TP degree: shards reassemble the full tensor", "[runtime][init]") {
@@ -68,5 +68,5 @@ TEST_CASE("summarize: median and nearest-rank spread", "[runtime][profile]") {
   CHECK(t.p10 == 1);
   CHECK(t.p90 == 10);
   CHECK(t.samples == std::vector<double>{10, 2, 1, 4, 3});  // raw, in iteration order
-  CHECK(summarize({4, 1, 3, 2}).median == 2.5);              // even count: mean of the middle two
+  CHECK(summarize({4, 1, 3, 2}).median == 2.5);             // even count: mean of the middle two
 }

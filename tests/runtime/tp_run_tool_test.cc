@@ -1,13 +1,12 @@
 // tp-run end to end at tp 1 (a single process, no mpirun): the Profile JSON has one record per op of the expanded
 // Program, in order, with its IR descriptor; verify's JSON report says what it checked. The hidden test
 // "[.profile-file]" checks a profile written by `mpirun -np 2 tp-run profile` (tests/integration registers it).
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "plans/config.h"
 #include "plans/lower.h"

@@ -1,11 +1,12 @@
 // GPU presets as data, inline specs, cluster resolution and process-group placement.
-#include <catch2/catch.hpp>
+#include "sim/gpu_spec.h"
 
 #include <yaml-cpp/yaml.h>
 
+#include <catch2/catch.hpp>
+
 #include "plans/error.h"
 #include "sim/cluster_spec.h"
-#include "sim/gpu_spec.h"
 
 using namespace tptune;
 
@@ -18,10 +19,9 @@ std::string error_of(const std::function<void()>& f) {
   }
   return "(no error)";
 }
-const char* kFigures[] = {"bf16_tflops",          "fp16_tflops",       "fp8_tflops",
-                          "fp32_tflops",          "hbm_bandwidth_GBps", "memory_GiB",
-                          "sm_count",             "nvlink_bandwidth_GBps", "nvlink_latency_us",
-                          "nvswitch",             "nvls",              "network_bandwidth_GBps",
+const char* kFigures[] = {"bf16_tflops",        "fp16_tflops", "fp8_tflops", "fp32_tflops",
+                          "hbm_bandwidth_GBps", "memory_GiB",  "sm_count",   "nvlink_bandwidth_GBps",
+                          "nvlink_latency_us",  "nvswitch",    "nvls",       "network_bandwidth_GBps",
                           "network_latency_us"};
 }  // namespace
 

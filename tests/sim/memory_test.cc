@@ -1,8 +1,9 @@
 // The memory model on a small model, with totals worked out by hand.
+#include "sim/memory.h"
+
 #include <catch2/catch.hpp>
 
 #include "plans/lower.h"
-#include "sim/memory.h"
 
 using namespace tptune;
 
@@ -71,9 +72,8 @@ TEST_CASE("full activation checkpointing saves only each block's input") {
   // (1, 128, 512) bf16 = 131072 B: Korthikanti's 2sbh, divided by tp with sequence parallel.
   CHECK(m.saved_per_block == 131072);
   MemoryReport none = memory_model(lowered("sequence_parallel", 2, 2), gpu_preset("h100-sxm"), CostParams{});
-  MemoryReport sel =
-      memory_model(lowered("sequence_parallel", 2, 2, ActivationCheckpointing::selective), gpu_preset("h100-sxm"),
-                   CostParams{});
+  MemoryReport sel = memory_model(lowered("sequence_parallel", 2, 2, ActivationCheckpointing::selective),
+                                  gpu_preset("h100-sxm"), CostParams{});
   CHECK(sel.saved_per_block < none.saved_per_block);
   CHECK(sel.saved_per_block > m.saved_per_block);
   // The recomputed block's activations come back during its backward.
@@ -82,8 +82,8 @@ TEST_CASE("full activation checkpointing saves only each block's input") {
 
 TEST_CASE("sequence parallel saves less activation memory than vanilla TP") {
   MemoryReport sp = memory_model(lowered("sequence_parallel", 2, 1), gpu_preset("h100-sxm"), CostParams{});
-  MemoryReport va = memory_model(lowered("vanilla", 2, 1, ActivationCheckpointing::none, false),
-                                 gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport va = memory_model(lowered("vanilla", 2, 1, ActivationCheckpointing::none, false), gpu_preset("h100-sxm"),
+                                 CostParams{});
   CHECK(sp.saved_per_block < va.saved_per_block);
   // Vanilla keeps the block input, the residual and the norm statistics replicated: (1, 256, 512) instead of
   // (1, 128, 512) for input and residual (2 x 131072 more), rstd (1, 256) instead of (1, 128) fp32 (2 x 512 more).

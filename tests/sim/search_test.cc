@@ -1,17 +1,18 @@
 // The search: candidate space and defaults, every pruning reason (and that the lowering or the simulator refuses
 // the same candidates), equality with a brute-force loop of lower() + simulate() over every candidate, determinism
 // over thread counts and optimisations, the --out-plan round trip, nothing-fits, and the JSON.
-#include <catch2/catch.hpp>
+#include "sim/search.h"
+
 #include <fmt/format.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "plans/error.h"
 #include "plans/lower.h"
-#include "sim/search.h"
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
 #include "sim/search_report.h"
@@ -120,9 +121,8 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r) {
     c.report = bf[static_cast<size_t>(i)].report;
     as_results.push_back(c);
   }
-  std::sort(as_results.begin(), as_results.end(), [&](const CandidateResult& a, const CandidateResult& b) {
-    return ranks_before(a, b, r.space.objective);
-  });
+  std::sort(as_results.begin(), as_results.end(),
+            [&](const CandidateResult& a, const CandidateResult& b) { return ranks_before(a, b, r.space.objective); });
   REQUIRE(as_results.size() == r.ranking.size());
   for (size_t k = 0; k < as_results.size(); ++k) CHECK(as_results[k].candidate.index == r.ranking[k]);
 }
@@ -189,8 +189,8 @@ TEST_CASE("every pruning reason, and the lowering or simulator refuses the same 
        none, false, "h100-sxm", 1024, prune::kHeads},
       {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 2, ffn_dim: 1536, vocab_size: 1024}", 1, 8, 4,
        "sequence_parallel", none, false, "h100-sxm", 1024, prune::kKvHeads},
-      {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1540, vocab_size: 1024}", 1, 8, 8, "vanilla",
-       none, false, "h100-sxm", 1024, prune::kFfn},
+      {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1540, vocab_size: 1024}", 1, 8, 8, "vanilla", none,
+       false, "h100-sxm", 1024, prune::kFfn},
       {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1001}", 1, 8, 2,
        "sequence_parallel", none, false, "h100-sxm", 1024, prune::kVocab},
       {kModel, 1, 8, 8, "sequence_parallel", none, false, "h100-sxm", 1028, prune::kSeq},
@@ -253,7 +253,8 @@ TEST_CASE("error classes drop the plan source and numbers", "[search]") {
                      "preset:vanilla") == "lowering: layers.N.attention.wk: tp N does not divide the N heads");
   CHECK(error_reason("lowering", "my.yaml: async_tp needs sequence-parallel collectives: none", "my.yaml") ==
         "lowering: async_tp needs sequence-parallel collectives");
-  CHECK(error_reason("simulation", "plan: tp 3 x dp_shard 8 = 24 GPUs", "") == "simulation: plan: tp N x dp_shard N = N GPUs");
+  CHECK(error_reason("simulation", "plan: tp 3 x dp_shard 8 = 24 GPUs", "") ==
+        "simulation: plan: tp N x dp_shard N = N GPUs");
 }
 
 TEST_CASE("search equals brute force: Llama3 8B on 8 H100s, the example's full space", "[search][brute]") {
@@ -308,7 +309,8 @@ TEST_CASE("search is deterministic over threads, the op-cost memo and the batch 
   CHECK(b.memo_hits == 0);
   REQUIRE(a.ranking == b.ranking);
   for (int i : a.ranking) {
-    CHECK(a.results[static_cast<size_t>(i)].report.step_time_ms == b.results[static_cast<size_t>(i)].report.step_time_ms);
+    CHECK(a.results[static_cast<size_t>(i)].report.step_time_ms ==
+          b.results[static_cast<size_t>(i)].report.step_time_ms);
     CHECK(a.results[static_cast<size_t>(i)].report.memory.peak == b.results[static_cast<size_t>(i)].report.memory.peak);
   }
   CHECK(a.pruned == b.pruned);
@@ -430,7 +432,8 @@ TEST_CASE("search JSON: counts add up, top entries carry the plan and the number
   CHECK(t["peak_memory_gib"].get<double>() == Approx(r.winner()->report.memory.peak / kGiB));
   CHECK(t.contains("tokens_per_second_per_gpu"));
   CHECK(t.contains("mfu"));
-  CHECK(j["top"][0]["tokens_per_second_per_gpu"].get<double>() >= j["top"][1]["tokens_per_second_per_gpu"].get<double>());
+  CHECK(j["top"][0]["tokens_per_second_per_gpu"].get<double>() >=
+        j["top"][1]["tokens_per_second_per_gpu"].get<double>());
   CHECK(j["baselines"][0]["winner_speedup"].get<double>() >= 1.0);  // the winner beats what it is compared with
   CHECK_FALSE(j.contains("closest"));
   const std::string table = search_table(cfg, r, 3);

@@ -1,13 +1,13 @@
 // simulate(): the report's conventions (torchtitan's tokens/s and MFU, a breakdown that adds up), its JSON and text
 // forms, the Chrome trace, and that it can run on many threads at once.
-#include <catch2/catch.hpp>
+#include "sim/simulate.h"
 
+#include <catch2/catch.hpp>
 #include <set>
 #include <thread>
 
 #include "plans/error.h"
 #include "plans/lower.h"
-#include "sim/simulate.h"
 #include "sim/trace.h"
 
 using namespace tptune;
@@ -145,7 +145,8 @@ TEST_CASE("simulate is thread-safe: concurrent runs give the sequential results"
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       for (int rep = 0; rep < 3; ++rep)
-        for (const Program& p : programs) got[static_cast<size_t>(t)].push_back(simulate(p, c, default_cost_params()).step_time_ms);
+        for (const Program& p : programs)
+          got[static_cast<size_t>(t)].push_back(simulate(p, c, default_cost_params()).step_time_ms);
     });
   for (auto& th : threads) th.join();
   for (const auto& g : got)

@@ -1,9 +1,10 @@
 // The timeline: hand-built Programs with hand-set durations (the expected times are worked out in the comments),
 // and the fast schedule against the fully expanded reference on lowered Programs.
+#include "sim/timeline.h"
+
 #include <catch2/catch.hpp>
 
 #include "plans/lower.h"
-#include "sim/timeline.h"
 
 using namespace tptune;
 
@@ -204,7 +205,7 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
       {"sequence_parallel", 2, 4, 1, 8, ActivationCheckpointing::none, 256},
       {"sequence_parallel", 4, 2, 1, 8, ActivationCheckpointing::selective, 256},
       {"vanilla", 2, 2, 1, 4, ActivationCheckpointing::full, 256},
-      {"sequence_parallel", 2, 8, 2, 8, ActivationCheckpointing::none, 4096},   // DP across nodes
+      {"sequence_parallel", 2, 8, 2, 8, ActivationCheckpointing::none, 4096},  // DP across nodes
       {"vanilla", 8, 1, 1, 8, ActivationCheckpointing::none, 4096},
       {"sequence_parallel", 1, 8, 1, 8, ActivationCheckpointing::selective, 2048},
       {"sequence_parallel", 4, 4, 2, 8, ActivationCheckpointing::none, 4096, true},

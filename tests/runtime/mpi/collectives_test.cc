@@ -1,8 +1,8 @@
 // CpuBackend collectives on MPI_COMM_WORLD (run with mpirun -np 2 and -np 4). Inputs are functions of the rank and
 // the index, so every expected value is a closed form of the world size W.
-#include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include <catch2/catch.hpp>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"

@@ -2,8 +2,9 @@
 // any rank saw a failure. Tests use CHECK (not REQUIRE) around collectives, so that a failing rank still takes part
 // in the collectives its peers wait on.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+
+#include <catch2/catch.hpp>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

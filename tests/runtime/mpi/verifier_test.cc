@@ -1,9 +1,11 @@
 // The verifier and the profiler on MPI_COMM_WORLD (mpirun -np 2 and 4): a correct float8 + async TP plan passes, a
 // float8 Program whose amax all-reduces were removed fails naming the casts, a NaN fails on every rank alike, and a
 // profile has one record per op of the expanded Program, in order.
-#include <catch2/catch.hpp>
+#include "runtime/verifier.h"
+
 #include <mpi.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 
@@ -13,7 +15,6 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
 #include "runtime/profiler.h"
-#include "runtime/verifier.h"
 
 using namespace tptune;
 
@@ -70,7 +71,8 @@ TEST_CASE("a float8 Program without its amax all-reduces fails, naming the casts
   int moved = 0;
   for (Segment& s : p.sharded.segments)
     for (Op& op : s.ops)
-      if (auto* c = std::get_if<CollectiveOp>(&op.kind); c && c->reduce == ReduceOp::max && op.name.find("amax") != std::string::npos) {
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind);
+          c && c->reduce == ReduceOp::max && op.name.find("amax") != std::string::npos) {
         c->group = Group::dp;
         ++moved;
       }
