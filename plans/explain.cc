@@ -8,9 +8,16 @@ namespace tptune {
 
 namespace {
 
-CollectiveRecord record_of(const Program& p, const Op& op, const std::string& module) {
+CollectiveRecord record_of(const Program& p, const Op& op, int layer) {
   const auto& c = std::get<CollectiveOp>(op.kind);
   CollectiveRecord r;
+  const std::string module = op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module);
+  if (c.group == Group::dp || op.inputs.empty()) {
+    r.tensor = "parameters";
+  } else {
+    const TensorDesc& t = p.tensor(op.inputs[0]);
+    r.tensor = layer_fqn(t.per_layer ? layer : -1, t.name);
+  }
   r.phase = op.phase;
   r.module = module;
   r.name = op.name;
@@ -46,8 +53,7 @@ std::vector<CollectiveRecord> step_collectives(const Program& p) {
     for (int i = 0; i < n; ++i) {
       int layer = per_layer ? (s.reverse ? L - 1 - i : i) : -1;
       for (const Op& op : s.ops)
-        if (op.is_collective())
-          out.push_back(record_of(p, op, op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module)));
+        if (op.is_collective()) out.push_back(record_of(p, op, layer));
     }
   }
   return out;
@@ -58,7 +64,7 @@ std::vector<CollectiveRecord> block_collectives(const Program& p) {
   for (const char* name : {"block.fwd", "block.bwd"})
     if (const Segment* s = p.segment(name))
       for (const Op& op : s->ops)
-        if (op.is_collective()) out.push_back(record_of(p, op, op.module == "fsdp" ? "fsdp" : layer_fqn(0, op.module)));
+        if (op.is_collective()) out.push_back(record_of(p, op, 0));
   return out;
 }
 
@@ -78,6 +84,7 @@ nlohmann::json explain_json(const Program& p) {
     list.push_back({{"phase", std::string(to_string(r.phase))},
                     {"module", r.module},
                     {"op", std::string(to_string(r.kind))},
+                    {"tensor", r.tensor},
                     {"reduce", r.reduce == ReduceOp::max ? "max" : "sum"},
                     {"dtype", std::string(to_string(r.dtype))},
                     {"global_shape", r.global_shape},
@@ -116,12 +123,13 @@ std::string explain_text(const Program& p) {
       p.plan.loss_parallel ? "on" : "off", to_string(p.plan.activation_checkpointing), m.name, m.n_layers, m.dim,
       m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
-    line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", "phase", "module", "op", "dtype", "global shape",
-                     "bytes", "group"));
+    line(fmt::format("  {:<10} {:<32} {:<15} {:<40} {:<9} {:<18} {:>10}  {}", "phase", "module", "op", "tensor",
+                     "dtype", "global shape", "bytes", "group"));
     for (const auto& r : rs) {
       std::string op = std::string(to_string(r.kind)) + (r.reduce == ReduceOp::max ? "(max)" : "");
-      line(fmt::format("  {:<10} {:<38} {:<15} {:<9} {:<20} {:>11}  {}", to_string(r.phase), r.module, op,
-                       to_string(r.dtype), to_string(r.global_shape), human_bytes(r.bytes), to_string(r.group)));
+      line(fmt::format("  {:<10} {:<32} {:<15} {:<40} {:<9} {:<18} {:>10}  {}", to_string(r.phase), r.module, op,
+                       r.tensor, to_string(r.dtype), to_string(r.global_shape), human_bytes(r.bytes),
+                       to_string(r.group)));
     }
     if (rs.empty()) line("  (none)");
   };
@@ -134,7 +142,7 @@ std::string explain_text(const Program& p) {
   for (const Segment& s : p.segments) {
     if (s.name.starts_with("block")) continue;
     for (const Op& op : s.ops)
-      if (op.is_collective()) top.push_back(record_of(p, op, op.module));
+      if (op.is_collective()) top.push_back(record_of(p, op, -1));
   }
   table(top);
   line("");

@@ -4,7 +4,8 @@
 // JSON (`explain_json`):
 //   {"tp_degree": 8, "dp_shard": 1, "plan": "...",
 //    "collectives": [{"phase": "forward", "module": "layers.0.attention.wo", "op": "reduce_scatter",
-//                     "dtype": "bf16", "global_shape": [1, 8192, 4096], "bytes": 67108864, "group": "tp"}, ...],
+//                     "tensor": "layers.0.attention.wo.out", "dtype": "bf16", "global_shape": [1, 8192, 4096],
+//                     "bytes": 67108864, "group": "tp"}, ...],
 //    "per_block": {"forward": {"all_reduce": 0, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 0}, "backward":
 //    ...}, "per_step": {"tp": {"count": N, "bytes": B}, "dp": {...}}}
 // `collectives` lists every collective of the step in program order, every layer, full FQNs; `bytes` is the full
@@ -22,6 +23,7 @@ struct CollectiveRecord {
   Phase phase = Phase::forward;
   std::string module;  // full FQN ("layers.3.attention.wo"); "fsdp" for data-parallel parameter traffic
   std::string name;    // op name
+  std::string tensor;  // the tensor it communicates, full FQN ("layers.3.attention_norm.out"); "parameters" for FSDP
   CollectiveKind kind = CollectiveKind::all_reduce;
   ReduceOp reduce = ReduceOp::sum;
   DType dtype = DType::bf16;

@@ -20,9 +20,11 @@ TEST_CASE("explain JSON lists every collective of the step with full FQNs, in pr
   CHECK(list[1]["bytes"] == 67108864);
   CHECK(list[1]["dtype"] == "bf16");
   CHECK(list[1]["group"] == "tp");
+  CHECK(list[1]["tensor"] == "layers.0.attention_norm.out");  // the sequence-parallel norm's output is gathered
   CHECK(list[2]["module"] == "layers.0.attention.wo");
   CHECK(list[2]["op"] == "reduce_scatter");
-  CHECK(list[5]["module"] == "layers.1.attention");  // layer 1 follows layer 0's four
+  CHECK(list[2]["tensor"] == "layers.0.attention.wo.out");  // the rowwise partial sum is reduce-scattered
+  CHECK(list[5]["module"] == "layers.1.attention");         // layer 1 follows layer 0's four
   // Backward runs the layers in reverse: the first block-backward collective belongs to layers.31.
   size_t first_bwd_block = 1 + 32 * 4 + 1 + 3 + 1 + 1;
   CHECK(list[first_bwd_block]["phase"] == "backward");
