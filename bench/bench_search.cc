@@ -50,24 +50,19 @@ void run(benchmark::State& state, const char* example) {
 void BM_Search405B(benchmark::State& state) { run(state, "llama3-405b-h100.yaml"); }
 void BM_Search8B(benchmark::State& state) { run(state, "llama3-8b-h100.yaml"); }
 
-BENCHMARK(BM_Search405B)
-    ->ArgNames({"threads", "opt", "memo"})
-    ->Args({1, 1, 0})
-    ->Args({1, 0, 0})
-    ->Args({1, 1, 1})
-    ->Args({0, 1, 0})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
-BENCHMARK(BM_Search8B)
-    ->ArgNames({"threads", "opt", "memo"})
-    ->Args({1, 1, 0})
-    ->Args({1, 0, 0})
-    ->Args({1, 1, 1})
-    ->Args({0, 1, 0})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
+// threads (0 = all), opt, memo: the default search, then each optimisation off or on, then every core.
+void search_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "opt", "memo"})
+      ->Args({1, 1, 0})
+      ->Args({1, 0, 0})
+      ->Args({1, 1, 1})
+      ->Args({0, 1, 0})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(2.0);
+}
+BENCHMARK(BM_Search405B)->Apply(search_args);
+BENCHMARK(BM_Search8B)->Apply(search_args);
 
 }  // namespace
 

@@ -112,15 +112,19 @@ Value Layers::module_input(const Name& n, const Value& x) {
   return s->use_local_output ? e.to_local(v) : v;
 }
 
+const ParallelStyle* Layers::leaf_style(const Name& n, Value& x) {
+  const ParallelStyle* s = style(n);
+  if (s && s->kind == StyleKind::prepare_module_input) {
+    x = module_input(n, x);  // the leaf then runs on what PrepareModuleInput hands it, with plain parameters
+    return nullptr;
+  }
+  return s && s->kind == StyleKind::no_parallel ? nullptr : s;
+}
+
 Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int64_t out_features,
                      bool float8_eligible) {
-  const ParallelStyle* s = style(n);
   Value x = x_in;
-  if (s && s->kind == StyleKind::prepare_module_input) {
-    x = module_input(n, x);
-    s = nullptr;
-  }
-  if (s && s->kind == StyleKind::no_parallel) s = nullptr;
+  const ParallelStyle* s = leaf_style(n, x);
   const bool colwise = s && s->kind == StyleKind::colwise;
   const bool rowwise = s && s->kind == StyleKind::rowwise;
   const bool parallel = s != nullptr;
@@ -215,13 +219,8 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
 }
 
 Value Layers::norm(const Name& n, const Value& x_in) {
-  const ParallelStyle* s = style(n);
   Value x = x_in;
-  if (s && s->kind == StyleKind::prepare_module_input) {
-    x = module_input(n, x);
-    s = nullptr;
-  }
-  if (s && s->kind == StyleKind::no_parallel) s = nullptr;
+  const ParallelStyle* s = leaf_style(n, x);
   if (s && s->kind != StyleKind::sequence_parallel)
     throw ModuleError(n.fqn, fmt::format("style {} applies to Linear and Embedding modules, not to a norm "
                                          "(use sequence_parallel, prepare_module_input or leave it out)",

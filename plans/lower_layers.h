@@ -51,6 +51,9 @@ class Layers {
   DType act() const { return t.dtype; }
   bool float8_tensorwise() const { return plan.float8 == Float8Recipe::tensorwise; }
   const ParallelStyle* style(const Name& n) const { return plan.style_for(n.fqn); }
+  // The style a leaf module (Linear, norm) applies itself: prepare_module_input is applied to `x` here and leaves
+  // the leaf unparallelized; no_parallel is no style. nullptr: plain parameters.
+  const ParallelStyle* leaf_style(const Name& n, Value& x);
   // Makes the final gradient of parameter `p` from a local gradient `g` that is `partial` over TP.
   void finish_param_grad(const Name& n, TensorId p, TensorId g, bool partial);
   // Float8 tensorwise cast of a value (amax, all-reduce(max) if sharded, cast); returns the float8 value.
