@@ -194,7 +194,7 @@ int wall_report(const std::string& path) {
   for (const auto& [name, t] : median)
     fmt::print("  {:<28} {:>12.3f} {:<3} {:>10}\n", name, t, unit[name],
                ref != median.end() && unit[name] == unit["BM_Reference"] && ref->second > 0
-                   ? fmt::format("x{:.2f}", t / ref->second)
+                   ? fmt::format("x{:.4g}", t / ref->second)
                    : "");
   return 0;
 }
