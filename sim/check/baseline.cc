@@ -1,0 +1,205 @@
+// Reading and writing check baselines (sim/check/baseline.h).
+#include "sim/check/baseline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "plans/error.h"
+
+namespace tptune {
+
+namespace {
+
+constexpr const char* kFormat = "tptune-check-baseline";
+constexpr int kVersion = 1;
+constexpr double kGiB = 1073741824.0;
+constexpr const char* kHowToWrite = "write one with `tp-plan check CONFIG ... --baseline FILE --update`";
+
+using nlohmann::json;
+
+// Looks up `key` in object `j` (at `path`), throwing "WHERE: PATH.KEY: missing ..." when absent.
+const json& member(const json& j, const std::string& key, const std::string& path, const std::string& where,
+                   const char* expected) {
+  auto it = j.find(key);
+  if (it == j.end())
+    throw Error(fmt::format("{}: {}{}: missing (expected {}); {}", where, path, key, expected, kHowToWrite));
+  return *it;
+}
+
+double number(const json& j, const std::string& key, const std::string& path, const std::string& where,
+              const char* expected) {
+  const json& v = member(j, key, path, where, expected);
+  if (!v.is_number() || !std::isfinite(v.get<double>()))
+    throw Error(fmt::format("{}: {}{}: expected {}, got {}", where, path, key, expected, v.dump()));
+  return v.get<double>();
+}
+
+std::string text(const json& j, const std::string& key, const std::string& path, const std::string& where,
+                 const char* expected) {
+  const json& v = member(j, key, path, where, expected);
+  if (!v.is_string()) throw Error(fmt::format("{}: {}{}: expected {}, got {}", where, path, key, expected, v.dump()));
+  return v.get<std::string>();
+}
+
+const json& object(const json& j, const std::string& key, const std::string& where, const char* expected) {
+  const json& v = member(j, key, "", where, expected);
+  if (!v.is_object()) throw Error(fmt::format("{}: {}: expected {}, got {}", where, key, expected, v.dump()));
+  return v;
+}
+
+std::map<std::string, double> number_map(const json& j, const std::string& key, const std::string& where,
+                                         const char* expected) {
+  std::map<std::string, double> out;
+  for (const auto& [k, v] : object(j, key, where, expected).items()) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw Error(fmt::format("{}: {}.{}: expected a number, got {}", where, key, k, v.dump()));
+    out[k] = v.get<double>();
+  }
+  return out;
+}
+
+}  // namespace
+
+CheckBaseline baseline_from_report(const StepReport& r) {
+  CheckBaseline b;
+  b.setup = {{"model", r.model},
+             {"gpu", r.gpu},
+             {"cluster", fmt::format("{} nodes x {} GPUs", r.nodes, r.gpus_per_node)},
+             {"plan", r.plan},
+             {"tp", std::to_string(r.tp)},
+             {"dp", std::to_string(r.dp)},
+             {"float8", std::string(to_string(r.float8))},
+             {"async_tp", r.async_tp ? "on" : "off"},
+             {"loss_parallel", r.loss_parallel ? "on" : "off"},
+             {"activation_checkpointing", std::string(to_string(r.activation_checkpointing))},
+             {"local_batch_size", std::to_string(r.local_batch_size)},
+             {"seq_len", std::to_string(r.seq_len)}};
+  b.step_time_ms = r.step_time_ms;
+  b.tokens_per_second_per_gpu = r.tokens_per_second_per_gpu;
+  const MemoryReport& m = r.memory;
+  b.peak_memory_gib = m.peak / kGiB;
+  b.memory_capacity_gib = m.capacity / kGiB;
+  b.fits_in_memory = m.fits;
+  b.breakdown_ms = {
+      {"compute", r.compute_ms}, {"exposed_tp_comm", r.exposed_tp_comm_ms}, {"exposed_dp_comm", r.exposed_dp_comm_ms}};
+  b.memory_gib = {{"master_params", m.master_params / kGiB},
+                  {"gradients", m.gradients / kGiB},
+                  {"optimizer", m.optimizer / kGiB},
+                  {"activations", m.activations / kGiB},
+                  {"working_set", m.working_set / kGiB},
+                  {"params_in_flight", m.params_in_flight / kGiB},
+                  {"runtime_overhead", m.runtime_overhead / kGiB}};
+  for (const OpSummary& op : r.top_ops) {
+    b.ops.push_back({op.name, op.phase, op.kind, std::string(to_string(op.stream)), op.count, op.total_us / 1e3});
+    b.kind_ms[op.kind] += op.total_us / 1e3;
+  }
+  return b;
+}
+
+nlohmann::json to_json(const CheckBaseline& b) {
+  json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["setup"] = b.setup;
+  j["step_time_ms"] = b.step_time_ms;
+  j["tokens_per_second_per_gpu"] = b.tokens_per_second_per_gpu;
+  j["peak_memory_gib"] = b.peak_memory_gib;
+  j["memory_capacity_gib"] = b.memory_capacity_gib;
+  j["fits_in_memory"] = b.fits_in_memory;
+  j["breakdown_ms"] = b.breakdown_ms;
+  j["memory_gib"] = b.memory_gib;
+  j["kind_ms"] = b.kind_ms;
+  json ops = json::array();
+  for (const BaselineOp& op : b.ops)
+    ops.push_back({{"name", op.name},
+                   {"phase", op.phase},
+                   {"kind", op.kind},
+                   {"stream", op.stream},
+                   {"count", op.count},
+                   {"total_ms", op.total_ms}});
+  j["ops"] = ops;
+  return j;
+}
+
+CheckBaseline baseline_from_json(const json& j, const std::string& where) {
+  if (!j.is_object())
+    throw Error(fmt::format("{}: expected a JSON object (a {} file), got {}", where, kFormat, j.type_name()));
+  if (text(j, "format", "", where, "the string \"tptune-check-baseline\"") != kFormat)
+    throw Error(fmt::format("{}: format: expected \"{}\", got {}", where, kFormat, j["format"].dump()));
+  const double version = number(j, "version", "", where, "the format version 1");
+  if (version != kVersion)
+    throw Error(fmt::format("{}: version: expected {}, got {} (written by another tptune version; {})", where, kVersion,
+                            j["version"].dump(), kHowToWrite));
+  CheckBaseline b;
+  for (const auto& [k, v] : object(j, "setup", where, "an object describing the predicted setup").items())
+    b.setup[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  b.step_time_ms = number(j, "step_time_ms", "", where, "a number: the predicted step time in ms");
+  b.tokens_per_second_per_gpu =
+      number(j, "tokens_per_second_per_gpu", "", where, "a number: the predicted tokens/s per GPU");
+  b.peak_memory_gib = number(j, "peak_memory_gib", "", where, "a number: the predicted peak memory in GiB");
+  b.memory_capacity_gib = number(j, "memory_capacity_gib", "", where, "a number: the GPU memory in GiB");
+  if (b.step_time_ms <= 0 || b.tokens_per_second_per_gpu <= 0 || b.peak_memory_gib <= 0)
+    throw Error(
+        fmt::format("{}: step_time_ms, tokens_per_second_per_gpu and peak_memory_gib: expected positive "
+                    "numbers, got {}, {}, {}",
+                    where, b.step_time_ms, b.tokens_per_second_per_gpu, b.peak_memory_gib));
+  const json& fits = member(j, "fits_in_memory", "", where, "true or false");
+  if (!fits.is_boolean())
+    throw Error(fmt::format("{}: fits_in_memory: expected true or false, got {}", where, fits.dump()));
+  b.fits_in_memory = fits.get<bool>();
+  b.breakdown_ms = number_map(j, "breakdown_ms", where, "an object of times in ms (compute, exposed_tp_comm, ...)");
+  b.memory_gib = number_map(j, "memory_gib", where, "an object of sizes in GiB (master_params, activations, ...)");
+  b.kind_ms = number_map(j, "kind_ms", where, "an object of times in ms per op class");
+  const json& ops = member(j, "ops", "", where, "an array of ops");
+  if (!ops.is_array()) throw Error(fmt::format("{}: ops: expected an array of ops, got {}", where, ops.dump()));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string path = fmt::format("ops[{}].", i);
+    if (!ops[i].is_object())
+      throw Error(fmt::format("{}: ops[{}]: expected an object, got {}", where, i, ops[i].dump()));
+    BaselineOp op;
+    op.name = text(ops[i], "name", path, where, "the op's name");
+    op.phase = text(ops[i], "phase", path, where, "the op's phase");
+    op.kind = text(ops[i], "kind", path, where, "the op's kind");
+    op.stream = text(ops[i], "stream", path, where, "the op's stream");
+    const double count = number(ops[i], "count", path, where, "a non-negative integer (instances per step)");
+    if (count < 0 || count != std::floor(count) || count > 1e9)
+      throw Error(fmt::format("{}: {}count: expected a non-negative integer, got {}", where, path, count));
+    op.count = static_cast<int>(count);
+    op.total_ms = number(ops[i], "total_ms", path, where, "a number (ms per step)");
+    b.ops.push_back(std::move(op));
+  }
+  return b;
+}
+
+CheckBaseline read_baseline(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot read the baseline ({}); {}", path, std::strerror(errno), kHowToWrite));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    std::string what = e.what();
+    const auto at = what.find("parse error");
+    throw Error(fmt::format("{}: not JSON ({}); expected a {} file", path,
+                            at == std::string::npos ? what : what.substr(at), kFormat));
+  }
+  return baseline_from_json(j, path);
+}
+
+void write_baseline(const CheckBaseline& b, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("{}: cannot write the baseline ({})", path, std::strerror(errno)));
+  out << to_json(b).dump(2) << "\n";
+  if (!out) throw Error(fmt::format("{}: write failed", path));
+}
+
+}  // namespace tptune

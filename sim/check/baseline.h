@@ -1,0 +1,62 @@
+#pragma once
+// A check baseline: what `tp-plan check` compares a plan's prediction against, in users' CI.
+//
+//   StepReport r = make_report(prog, cluster, params, costs, timeline, kAllOps);
+//   CheckBaseline now = baseline_from_report(r);
+//   write_baseline(now, "plan-baseline.json");          // tp-plan check ... --update
+//   CheckBaseline base = read_baseline("plan-baseline.json");   // tptune::Error naming the file when bad
+//
+// The file (JSON, format "tptune-check-baseline", version 1) holds the headline numbers (step time, tokens/s per GPU,
+// peak memory, whether it fits), the step time's breakdown (compute, exposed TP and DP communication: they add up
+// to the step time), the memory breakdown, the total time per op class (gemm, attention, all_gather(tp), ...) and
+// per op (every op of the Program's template: "layers.*.attention.wq.fwd", its count per step and total time), so
+// that a later check can say which ops explain a change. Unknown keys are ignored (a newer tptune may add some);
+// missing or mistyped keys are errors naming the file and the key.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/simulate.h"
+
+namespace tptune {
+
+// make_report(..., kAllOps) summarises every op of the template, as a baseline needs.
+inline constexpr size_t kAllOps = static_cast<size_t>(-1);
+
+struct BaselineOp {
+  std::string name;   // "layers.*.attention.wq.fwd"
+  std::string phase;  // forward | backward | ...
+  std::string kind;   // gemm | attention | all_gather(tp) | ...
+  std::string stream;
+  int count = 0;        // instances per step
+  double total_ms = 0;  // count x one instance's time
+  std::string key() const { return name + " [" + phase + "]"; }
+};
+
+struct CheckBaseline {
+  // What was predicted (for the reader, and to say what changed when the plan itself changed).
+  std::map<std::string, std::string> setup;  // model, gpu, cluster, plan, tp, dp, float8, async_tp, ...
+  double step_time_ms = 0;
+  double tokens_per_second_per_gpu = 0;
+  double peak_memory_gib = 0;
+  double memory_capacity_gib = 0;
+  bool fits_in_memory = true;
+  std::map<std::string, double> breakdown_ms;  // compute, exposed_tp_comm, exposed_dp_comm
+  std::map<std::string, double> memory_gib;    // master_params, gradients, optimizer, activations, ...
+  std::map<std::string, double> kind_ms;       // total time per op class
+  std::vector<BaselineOp> ops;                 // every template op, longest total first
+};
+
+CheckBaseline baseline_from_report(const StepReport& r);
+
+nlohmann::json to_json(const CheckBaseline& b);
+// `where` names the source in errors ("plan-baseline.json").
+CheckBaseline baseline_from_json(const nlohmann::json& j, const std::string& where);
+
+// Reads a baseline file; tptune::Error "FILE: ..." when it is missing, not JSON, or not a baseline.
+CheckBaseline read_baseline(const std::string& path);
+// Writes it (indented JSON); tptune::Error when the file cannot be written.
+void write_baseline(const CheckBaseline& b, const std::string& path);
+
+}  // namespace tptune

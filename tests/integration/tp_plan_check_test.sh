@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tp_plan_check_test.sh TP_PLAN EXAMPLES_DIR: `tp-plan check` end to end, as a user's CI runs it.
+#   pass           --update writes the baseline; the same plan then passes (exit 0)
+#   slowdown       vanilla instead of sequence_parallel: step time +23 %, exit 1, the diff names ops that moved
+#   tolerance      the same change within --max-slowdown 25% --max-memory-growth 90%: exit 0
+#   memory growth  no activation checkpointing instead of full: faster but +39 % memory, exit 1
+#   bad input      missing baseline, malformed JSON, a baseline without step_time_ms, a bad percentage: exit 2 with
+#                  one line naming the file (or option) and what was expected
+set -uo pipefail
+tp_plan="$1"; examples="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+cfg="$examples/llama3-70b-h100.yaml"
+failures=0
+
+# expect NAME RC REGEX ARGS...: tp-plan ARGS must exit with RC and print something matching REGEX.
+expect() {
+  local name="$1" want="$2" regex="$3"; shift 3
+  local out rc
+  out=$("$tp_plan" "$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$want" ] || ! printf '%s\n' "$out" | grep -Eq -- "$regex"; then
+    echo "FAIL: $name: exit $rc (expected $want), output should match /$regex/:"
+    printf '%s\n' "$out"
+    failures=$((failures + 1))
+  else
+    echo "ok: $name"
+  fi
+}
+
+b="$tmp/baseline.json"
+expect "update writes the baseline" 0 "wrote .*baseline.json: step time" \
+  check "$cfg" --preset sequence_parallel --tp 8 --baseline "$b" --update
+expect "same plan passes" 0 "^tp-plan check: PASS" check "$cfg" --preset sequence_parallel --tp 8 --baseline "$b"
+expect "slowdown fails" 1 "step time \(ms\) .* FAIL" check "$cfg" --preset vanilla --tp 8 --baseline "$b"
+expect "slowdown diff names the ops" 1 "ops that moved most.*" check "$cfg" --preset vanilla --tp 8 --baseline "$b"
+expect "slowdown within tolerance passes" 0 "^tp-plan check: PASS" \
+  check "$cfg" --preset vanilla --tp 8 --baseline "$b" --max-slowdown 25% --max-memory-growth 90%
+expect "memory growth fails" 1 "peak memory \(GiB\) .* FAIL" \
+  check "$cfg" --preset sequence_parallel --tp 8 --ac none --baseline "$b"
+expect "memory growth: step time is better" 1 "step time \(ms\) .* ok \(better\)" \
+  check "$cfg" --preset sequence_parallel --tp 8 --ac none --baseline "$b"
+expect "missing baseline" 2 "^tp-plan: error: .*nope.json: cannot read the baseline .*--update" \
+  check "$cfg" --preset sequence_parallel --baseline "$tmp/nope.json"
+printf '{"format": "tptune-check-baseline",\n "step_time_ms": }\n' > "$tmp/malformed.json"
+expect "malformed baseline" 2 "^tp-plan: error: .*malformed.json: not JSON \(parse error at line 2" \
+  check "$cfg" --preset sequence_parallel --baseline "$tmp/malformed.json"
+grep -v '"step_time_ms"' "$b" > "$tmp/incomplete.json"
+expect "baseline without step_time_ms" 2 "^tp-plan: error: .*incomplete.json: step_time_ms: missing \(expected a number" \
+  check "$cfg" --preset sequence_parallel --baseline "$tmp/incomplete.json"
+expect "bad percentage" 2 "^tp-plan: error: --max-slowdown 2x: expected a percentage" \
+  check "$cfg" --preset sequence_parallel --baseline "$b" --max-slowdown 2x
+[ "$(wc -l < <("$tp_plan" check "$cfg" --preset sequence_parallel --baseline "$tmp/malformed.json" 2>&1))" -eq 1 ] ||
+  { echo "FAIL: the malformed-baseline error is not one line"; failures=$((failures + 1)); }
+exit $((failures > 0))
