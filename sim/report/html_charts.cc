@@ -178,7 +178,8 @@ std::string html_breakdown_bars(const std::vector<ReportPlan>& plans) {
       at += v;
     }
     std::string note = fmt::format("{:.2f} ms", at);
-    if (i > 0 && base > 0) note += fmt::format("  ({:.2f}x the {})", at / base, plans[0].name);
+    if (i > 0 && base > 0)
+      note += fmt::format("  ({:.2f}x {})", at / base, plans[0].name == "winner" ? "the winner" : plans[0].name);
     s.text(x.at(at) + 6, y0 + 16, note, "start", "small");
   }
   double lx = L;
@@ -191,7 +192,7 @@ std::string html_breakdown_bars(const std::vector<ReportPlan>& plans) {
 }
 
 std::string html_memory(const MemoryReport& m) {
-  constexpr double W = 820, L = 20, R = 800, T = 10, H = 170;
+  constexpr double W = 820, L = 20, R = 800, T = 22, H = 182;
   const double cap = m.capacity / kGiB, peak = m.peak / kGiB;
   double lo = 0, hi = std::max(cap, peak);
   const auto ticks = svg::nice_ticks(lo, hi, 8);
@@ -218,7 +219,7 @@ std::string html_memory(const MemoryReport& m) {
   }
   s.line(x.at(cap), T, x.at(cap), T + 42, "#b00", 2, "5 3");
   s.text(x.at(cap) - 4, T + 54, fmt::format("capacity {:.1f} GiB", cap), "end", "small limit");
-  s.text(x.at(peak), T + 54, fmt::format("peak {:.1f} GiB ({})", peak, m.peak_phase),
+  s.text(x.at(peak), T - 6, fmt::format("peak {:.1f} GiB ({})", peak, m.peak_phase),
          x.at(peak) > (L + R) / 2 ? "end" : "start", "small");
   s.x_axis(x, ticks, T + 62, T + 62, "GiB per GPU");
   double lx = L, ly = T + 62 + 58;

@@ -86,12 +86,13 @@ std::string html_report(const HtmlReportInput& in) {
          "at tp 1) are not drawn; their counts are in the facts above.</p>\n";
   }
   o += fmt::format("<h2>Where the time goes: {} against the baselines</h2>\n", svg::escape(in.plans[0].name));
+  const std::string chosen_name = in.plans[0].name == "winner" ? "the winner" : in.plans[0].name;
   o += html_breakdown_bars(in.plans);
   o += "<p class=\"note\">Compute plus the communication the compute stream waits for (exposed), per 1000 tokens "
        "per GPU: step time x tp / (local batch x seq_len) x 1000, so that plans with different TP degrees and "
        "batches compare. Overlapped communication costs nothing here.</p>\n";
   if (in.program && in.costs && in.timeline) {
-    o += fmt::format("<h2>One block of the {}, forward and backward</h2>\n", svg::escape(in.plans[0].name));
+    o += fmt::format("<h2>One block of {}, forward and backward</h2>\n", svg::escape(chosen_name));
     o += html_block_timeline(*in.program, *in.costs, *in.timeline);
     o += "<p class=\"note\">The same schedule as the Chrome trace (--trace): each box is one op instance on the "
          "stream that runs it.</p>\n";

@@ -25,6 +25,7 @@ std::string op_colour(const Op& op) {
 struct Box {
   const Op* op;
   double start, dur;
+  bool prefetched;  // issued by the previous block (SegmentTimes::prefetched)
 };
 
 }  // namespace
@@ -48,15 +49,16 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     const SegmentTimes& st = tl.segments[s];
     const int inst = st.instances / 2;  // a steady-state layer, away from the first and last blocks
     pn.layer = instance_layer(p, seg, inst);
-    // Time 0 is the block's first compute op; communication issued earlier (FSDP's all-gather, prefetched by the
-    // previous block) is drawn from 0 and says so in its tooltip.
+    // Time 0 is the block's first op that the block issues itself; ops the previous block issued for it (FSDP's
+    // prefetched all-gather, SegmentTimes::prefetched) are drawn from 0 and say so, or noted when already done.
     double lo = std::numeric_limits<double>::infinity(), any_lo = lo, hi = -lo;
     for (int j = 0; j < st.ops; ++j) {
       const Op& op = seg.ops[static_cast<size_t>(j)];
       const OpTime t = st.time(inst, j);
       const double d = costs.duration_us[s][static_cast<size_t>(j)];
-      pn.boxes.push_back({&op, t.start, d});
-      if (stream_of(op) == Stream::compute) lo = std::min(lo, t.start);
+      const bool pre = j < static_cast<int>(st.prefetched.size()) && st.prefetched[static_cast<size_t>(j)];
+      pn.boxes.push_back({&op, t.start, d, pre});
+      if (!pre) lo = std::min(lo, t.start);
       any_lo = std::min(any_lo, t.start);
       hi = std::max(hi, t.start + d);
     }
@@ -83,13 +85,18 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
       s.rect(L, y + k * lane, R - L, lane - 4, k % 2 ? "#f4f4f4" : "#fafafa");
       s.text(L - 8, y + k * lane + 16, lanes[k], "end", "small");
     }
+    int done_before[3] = {0, 0, 0};  // prefetched ops that finished before the block started
     for (const Box& b : pn.boxes) {
       const int k = static_cast<int>(stream_of(*b.op));
+      if (b.prefetched && b.start + b.dur <= pn.t0) {
+        ++done_before[k];
+        continue;
+      }
       const double early = std::max(0.0, pn.t0 - b.start);  // issued before the block's first compute op
       const double x0 = x.at((b.start + early - pn.t0) / 1000.0), x1 = x.at((b.start - pn.t0 + b.dur) / 1000.0);
       std::string tip =
           fmt::format("{} ({}, {:.1f} us)", layer_fqn(pn.layer, b.op->name), to_string(b.op->phase), b.dur);
-      if (early > 0) tip += fmt::format(", issued {:.1f} us before the block's first compute op", early);
+      if (early > 0) tip += fmt::format(", issued {:.1f} us earlier by the previous block", early);
       s.rect(x0, y + k * lane + 1, std::max(0.6, x1 - x0), lane - 6, op_colour(*b.op), tip,
              "stroke=\"#fff\" stroke-width=\"0.3\"");
       // Label the boxes wide enough for their short name ("wq.fwd", "ffn_norm.fwd", "fwd.all_gather").
@@ -100,7 +107,13 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
       if (x1 - x0 > 6.0 * static_cast<double>(name.size()) + 4)
         s.text((x0 + x1) / 2, y + k * lane + 15, name, "middle", "tiny");
     }
-    s.x_axis(x, ticks, y + panel_h, y, "ms from the block's first compute op");
+    for (int k = 0; k < 3; ++k)
+      if (done_before[k] > 0)
+        s.text(L + 6, y + k * lane + 15,
+               fmt::format("{} op{} prefetched by the previous block, done before this one starts", done_before[k],
+                           done_before[k] == 1 ? "" : "s"),
+               "start", "small");
+    s.x_axis(x, ticks, y + panel_h, y, "ms from the block's start");
     y += panel_h + gap;
   }
   const struct {

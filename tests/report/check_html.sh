@@ -23,7 +23,7 @@ case "$mode" in
     if grep -o -E '<script|(src|href)="[^"]*"|url\(' "$html" | grep -q .; then
       echo "check_html: $html loads something (script, src, href or url()): it must be self-contained"; exit 1
     fi
-    for part in "Where the time goes" "One block of the" "Memory per GPU at the peak" "ms per 1000 tokens per GPU" \
+    for part in "Where the time goes" "One block of " "Memory per GPU at the peak" "ms per 1000 tokens per GPU" \
                 "GiB per GPU"; do
       grep -q "$part" "$html" || { echo "check_html: '$part' missing from $html"; exit 1; }
     done
