@@ -32,8 +32,12 @@ std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::st
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw Error(fmt::format("{}:{}: invalid JSON (expected a tp-run profile): byte {}", name,
-                            line_of_byte(text, e.byte), e.byte));
+    // e.what(): "[json.exception.parse_error.101] parse error at line L, column C: <what>"; keep <what>.
+    std::string what = e.what();
+    const size_t colon = what.find(": ", what.find("parse error"));
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    throw Error(
+        fmt::format("{}:{}: invalid JSON (expected a tp-run profile): {}", name, line_of_byte(text, e.byte), what));
   }
   if (!j.is_object() || j.value("format", std::string()) != "tptune-profile")
     throw Error(fmt::format("{}: expected a tp-run profile (\"format\": \"tptune-profile\")", name));
