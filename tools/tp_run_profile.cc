@@ -33,7 +33,7 @@ int run_profile(const World& w, ProfileArgs& a) {
       }))
     return 2;
   if (!agreed(w, [&] {
-        check_same_everywhere(a.plan.config, s.plan,
+        check_same_everywhere(a.plan.config, s.config.model, s.plan,
                               fmt::format("profile seed={} warmup={} iters={}", a.seed, a.warmup, a.iters));
       }))
     return 2;

@@ -164,12 +164,16 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   return s;
 }
 
-void check_same_everywhere(const std::string& config_path, const Plan& plan, const std::string& options) {
+void check_same_everywhere(const std::string& config_path, const Model& model, const Plan& plan,
+                           const std::string& options) {
   // Nothing may throw before the broadcast: a rank that skipped it would leave its peers waiting.
   uint64_t mine[3] = {0, 0, 0};
   std::string error;
   try {
-    mine[0] = fnv1a(read_file(config_path));
+    mine[0] = fnv1a(read_file(config_path) + fmt::format("\nmodel {} {} {} {} {} {} {} {} {} {} {}", model.name,
+                                                         model.dim, model.n_layers, model.n_heads, model.n_kv_heads,
+                                                         model.ffn_dim, model.vocab_size, to_string(model.mlp),
+                                                         to_string(model.norm), model.norm_eps, model.rope_theta));
     mine[1] = fnv1a(plan_to_yaml(plan));
     mine[2] = fnv1a(options);
   } catch (const std::exception& e) {
@@ -179,7 +183,7 @@ void check_same_everywhere(const std::string& config_path, const Plan& plan, con
   MPI_Bcast(root, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (!error.empty()) throw Error(error);
   std::vector<std::string> what;
-  if (mine[0] != root[0]) what.push_back(fmt::format("the config file {}", config_path));
+  if (mine[0] != root[0]) what.push_back(fmt::format("the config file {} (or the model it resolves to)", config_path));
   if (mine[1] != root[1]) what.push_back("the resolved plan");
   if (mine[2] != root[2]) what.push_back("the options (seed, warm-up, iterations)");
   if (!what.empty())

@@ -60,6 +60,9 @@ RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, co
                     bool shrink = false);
 
 // The agreed check that every rank runs the same thing: throws on a rank whose fingerprint differs from rank 0's.
-void check_same_everywhere(const std::string& config_path, const Plan& plan, const std::string& options);
+// The config's fingerprint covers the file's bytes and the model it resolved to (a --hf-config or model.hf_config
+// file that differs between ranks changes the model).
+void check_same_everywhere(const std::string& config_path, const Model& model, const Plan& plan,
+                           const std::string& options);
 
 }  // namespace tptune::tools

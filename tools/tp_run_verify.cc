@@ -41,7 +41,8 @@ int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
   if (!agreed(w, [&] { s = make_setup(w, a.plan, true, "verify", a.shrink); })) return 2;
   if (!agreed(w, [&] {
-        check_same_everywhere(a.plan.config, s.plan, fmt::format("verify seed={} shrink={}", a.seed, a.shrink));
+        check_same_everywhere(a.plan.config, s.config.model, s.plan,
+                              fmt::format("verify seed={} shrink={}", a.seed, a.shrink));
       }))
     return 2;
   const bool json_stdout = a.json == "-";
