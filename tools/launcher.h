@@ -5,7 +5,8 @@
 //    to Slurm's PMI (srun without --mpi=pmix for Open MPI) starts 8 independent singletons of size 1, each of which
 //    would otherwise run alone; that is an error naming the fix;
 //  * say how to start tp-run in the "not launched" error (mpirun, or srun inside a Slurm allocation);
-//  * report the node-local rank (for choosing a device on a multi-GPU node; the CPU backend prints it only).
+// The node-local rank (World::local_rank, for a device backend to pick its GPU; the CPU backend needs none) comes from
+// MPI_COMM_TYPE_SHARED, which every launcher supports, rather than from these variables.
 //
 //   Open MPI    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   MPICH/Hydra PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
