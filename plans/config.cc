@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "plans/error.h"
+#include "plans/hf_config.h"
 #include "plans/plan.h"
 #include "plans/yaml_util.h"
 
@@ -77,10 +78,26 @@ YAML::Node locate(const YAML::Node& map, std::string_view key, const YAML::Node&
   return k.IsDefined() ? k : self;
 }
 
-Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
+// model: {hf_config: PATH [, name: NAME]}: a transformers config.json, relative to the config file (plans/hf_config.h).
+Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesystem::path& base_dir) {
+  doc.check_map(n, "model", {"hf_config", "name"});
+  const std::filesystem::path p(doc.string(n["hf_config"], "model.hf_config"));
+  const std::filesystem::path file = p.is_absolute() || base_dir.empty() ? p : base_dir / p;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    doc.fail_msg(n["hf_config"], "model.hf_config",
+                 fmt::format("cannot open '{}' (a transformers config.json, relative to this file)", file.string()));
+  Model m = load_hf_config(file.string());
+  if (has(n, "name")) m.name = doc.string(n["name"], "model.name");
+  return m;
+}
+
+Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
+                 const std::filesystem::path& base_dir) {
+  if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
   doc.check_map(n, "model",
-                {"preset", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier",
-                 "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta"});
+                {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
+                 "ffn_dim_multiplier", "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta"});
   Model m;
   std::string preset;
   if (has(n, "preset")) {
@@ -258,7 +275,8 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   return s;
 }
 
-Config load(const std::string& text, const std::string& name, const std::filesystem::path& base_dir) {
+Config load(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+            const std::string& hf_config) {
   const YamlDoc doc(name);
   const YAML::Node root = yaml::parse(text, name);
   if (!root.IsDefined() || !root.IsMap())
@@ -267,8 +285,12 @@ Config load(const std::string& text, const std::string& name, const std::filesys
   doc.check_map(root, "", {"model", "training", "cluster", "search"});
   Config cfg;
   cfg.path = name;
-  if (!has(root, "model")) throw Error(fmt::format("{}: model: missing; expected a map (preset or dims)", name));
-  cfg.model = read_model(doc, root["model"], key_node(root, "model"));
+  if (!hf_config.empty())
+    cfg.model = load_hf_config(hf_config);  // --hf-config replaces the file's model section
+  else if (!has(root, "model"))
+    throw Error(fmt::format("{}: model: missing; expected a map (preset, dims or hf_config)", name));
+  else
+    cfg.model = read_model(doc, root["model"], key_node(root, "model"), base_dir);
   if (has(root, "training")) cfg.training = read_training(doc, root["training"]);
   if (has(root, "cluster"))
     cfg.cluster = read_cluster(doc, root["cluster"], key_node(root, "cluster"));
@@ -283,11 +305,13 @@ Config load(const std::string& text, const std::string& name, const std::filesys
 
 }  // namespace
 
-Config load_config(const std::string& path) {
+Config load_config(const std::string& path, const std::string& hf_config) {
   const std::string text = yaml::read_file(path, "config");
-  return load(text, path, std::filesystem::path(path).parent_path());
+  return load(text, path, std::filesystem::path(path).parent_path(), hf_config);
 }
 
-Config load_config_string(const std::string& yaml, const std::string& name) { return load(yaml, name, {}); }
+Config load_config_string(const std::string& yaml, const std::string& name, const std::string& base_dir) {
+  return load(yaml, name, base_dir, {});
+}
 
 }  // namespace tptune

@@ -4,6 +4,7 @@
 // tptune::Error with "<file>:<line>: <key>: expected ..., got ...".
 //
 //   model:    {preset: llama3-8b} | explicit dims | a preset with overrides (ffn_dim or ffn_dim_multiplier+multiple_of)
+//             | {hf_config: path/to/config.json} (a transformers config, relative to this file; plans/hf_config.h)
 //   training: {seq_len: 8192, local_batch_size: 1, dtype: bf16, activation_checkpointing: none}
 //   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
@@ -78,8 +79,12 @@ struct Config {
   bool has_search = false;
 };
 
-Config load_config(const std::string& path);
-// For tests and tools: parse YAML text; `name` stands in for the file name in errors.
-Config load_config_string(const std::string& yaml, const std::string& name = "<string>");
+// `hf_config`, when not empty, is a transformers config.json (plans/hf_config.h) that replaces the file's model
+// section (the `--hf-config` option of the tools); the file may then omit `model`.
+Config load_config(const std::string& path, const std::string& hf_config = {});
+// For tests and tools: parse YAML text; `name` stands in for the file name in errors, and `base_dir` is where
+// relative paths (model.hf_config, search.plans) are resolved from.
+Config load_config_string(const std::string& yaml, const std::string& name = "<string>",
+                          const std::string& base_dir = {});
 
 }  // namespace tptune

@@ -142,7 +142,11 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
   if (options.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", options.warmup));
   Executor ex(program, backend, {});
   ex.init(options.seed);
-  for (int i = 0; i < options.warmup; ++i) ex.step();
+  const int total_steps = options.warmup + options.iters;
+  for (int i = 0; i < options.warmup; ++i) {
+    ex.step();
+    if (options.on_step) options.on_step(i + 1, total_steps);
+  }
   const FlatProgram& flat = ex.flat();
   const size_t n_ops = flat.ops.size();
   std::vector<std::vector<double>> samples(n_ops);
@@ -157,6 +161,7 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     backend.all_reduce(Group::tp, ReduceOp::max, local.f32(), worst.f32(), static_cast<int64_t>(n_ops))->wait();
     backend.download(times.data(), worst.f32(), static_cast<int64_t>(n_ops));
     for (size_t i = 0; i < n_ops; ++i) samples[i].push_back(times[i]);
+    if (options.on_step) options.on_step(options.warmup + it + 1, total_steps);
   }
   const float loss = ex.loss();  // replicated: the same on every rank
 

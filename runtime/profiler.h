@@ -34,6 +34,7 @@
 // Optimizer ops are included ("phase": "optimizer").
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ struct ProfileOptions {
   int warmup = 2;
   int iters = 5;
   uint64_t seed = 1;
+  // Called on every rank after each step (warm-up steps included): done, total = warmup + iters. For a progress line.
+  std::function<void(int done, int total)> on_step;
 };
 
 struct OpTiming {

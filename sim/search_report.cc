@@ -87,13 +87,18 @@ Plan result_plan(const SearchResult& r, int index) {
 }
 
 std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost) {
-  std::vector<Baseline> out;
   const CandidateResult* w = r.winner();
-  if (!w) return out;
-  const int world = r.cluster.world_size();
-  const int seed_tp = std::min(r.cluster.gpus_per_node, world);
+  if (!w) return {};
+  return plan_baselines(cfg, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost);
+}
+
+std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int winner_tp, double headroom_gib,
+                                     const CostParams& cost) {
+  std::vector<Baseline> out;
+  const int world = cluster.world_size();
+  const int seed_tp = std::min(cluster.gpus_per_node, world);
   for (auto [name, preset, lp, tp] : {std::tuple{"vanilla", "vanilla", false, seed_tp},
-                                      std::tuple{"torchtitan default", "sequence_parallel", true, w->candidate.tp}}) {
+                                      std::tuple{"torchtitan default", "sequence_parallel", true, winner_tp}}) {
     Baseline b;
     b.name = name;
     Plan base;
@@ -105,8 +110,8 @@ std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r,
     b.plan = preset_plan(preset, base);
     try {
       const Program p = lower(cfg.model, cfg.training, b.plan);
-      b.report = simulate(p, r.cluster, cost);
-      b.fits = fits_with_headroom(b.report.memory, r.space.memory_headroom_gib);
+      b.report = simulate(p, cluster, cost);
+      b.fits = fits_with_headroom(b.report.memory, headroom_gib);
     } catch (const Error& e) {
       b.error = e.what();
     }

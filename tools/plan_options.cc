@@ -11,6 +11,8 @@ namespace tptune::tools {
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   cmd->add_option("config", o.config, "config YAML (model, training, cluster)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--hf-config", o.hf_config, "a Hugging Face config.json that replaces the config's model section")
+      ->check(CLI::ExistingFile);
   auto* preset = cmd->add_option("--preset", o.preset, "plan preset: vanilla | sequence_parallel");
   auto* plan = cmd->add_option("--plan", o.plan_file, "plan YAML file")->check(CLI::ExistingFile);
   preset->excludes(plan);
@@ -67,6 +69,13 @@ void write_json(const nlohmann::json& j, const std::string& where) {
   std::ofstream f(where);
   if (!f) throw Error(fmt::format("cannot write JSON to '{}'", where));
   f << j.dump(2) << "\n";
+}
+
+void write_text(const std::string& text, const std::string& where, const std::string& option) {
+  std::ofstream f(where);
+  if (!f) throw Error(fmt::format("{} {}: cannot write the file", option, where));
+  f << text;
+  if (!f) throw Error(fmt::format("{} {}: write failed", option, where));
 }
 
 }  // namespace tptune::tools

@@ -1,6 +1,6 @@
 #pragma once
 // The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
-//   CONFIG (--preset NAME | --plan FILE) [--tp N] [--dp-shard N] [--float8 none|tensorwise|rowwise]
+//   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--tp N] [--dp-shard N] [--float8 none|tensorwise|rowwise]
 //   [--async-tp] [--loss-parallel | --no-loss-parallel] [--ac none|selective|full] [--local-batch-size N]
 // A plan file's own values are kept unless an option overrides them. For a preset: tp defaults to the cluster's
 // gpus_per_node, dp_shard to world_size / tp, activation checkpointing and local batch size to the config's
@@ -17,6 +17,7 @@ namespace tptune::tools {
 
 struct PlanOptions {
   std::string config;
+  std::string hf_config;  // --hf-config: a transformers config.json replacing the config's model section
   std::string preset;
   std::string plan_file;
   std::optional<int> tp, dp_shard;
@@ -32,5 +33,7 @@ Plan resolve_plan(const Config& cfg, const PlanOptions& o);
 
 // Writes `j` (indented) to the file `where`, or to stdout for "-"; tptune::Error if it cannot.
 void write_json(const nlohmann::json& j, const std::string& where);
+// Writes `text` to the file `where`; tptune::Error naming `option` if it cannot.
+void write_text(const std::string& text, const std::string& where, const std::string& option);
 
 }  // namespace tptune::tools

@@ -24,7 +24,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--json", args->json, "write the collectives as JSON to FILE (- for stdout)");
   cmd->callback([args, &run]() {
     run = [args]() {
-      Config cfg = load_config(args->plan.config);
+      Config cfg = load_config(args->plan.config, args->plan.hf_config);
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
       if (args->json != "-") fmt::print("{}", explain_text(prog));

@@ -1,21 +1,20 @@
-// tp-plan search CONFIG [--top K] [--json FILE|-] [--out-plan FILE] [--trace FILE] [--threads N]
+// tp-plan search CONFIG [--hf-config FILE] [--top K] [--json FILE|-] [--out-plan FILE [--verify]] [--trace FILE]
+//                [--report FILE.html] [--threads N] [--quiet]
 //
 // Ranks every plan of the config's search space (sim/search.h), prints the top K, the winner against the vanilla
 // plan and torchtitan's default, and optionally writes the winner as a plan YAML (which explain, simulate and tp-run
 // accept), its simulated step as a Chrome trace, and the whole result as JSON. Exit status 1 when nothing fits.
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
 
 #include "plans/config.h"
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "sim/report/html_report.h"
 #include "sim/search.h"
 #include "sim/search_report.h"
 #include "sim/trace.h"
 #include "tools/plan_options.h"
+#include "tools/progress.h"
 #include "tools/tp_plan_commands.h"
 
 namespace tptune::tools {
@@ -23,43 +22,22 @@ namespace tptune::tools {
 namespace {
 
 struct SearchArgs {
-  std::string config;
+  std::string config, hf_config;
   size_t top = 10;
-  std::string json, out_plan, trace;
+  std::string json, out_plan, trace, report;
   int threads = 0;
-};
-
-// A one-line progress bar on stderr, drawn only on a terminal and only once the search has run for a second.
-class ProgressBar {
- public:
-  ProgressBar() : tty_(isatty(fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
-  void update(size_t done, size_t total) {
-    if (!tty_ || total == 0) return;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (s < 1.0 && !drawn_) return;
-    constexpr int width = 40;
-    const int filled = static_cast<int>(width * done / total);
-    fmt::print(stderr, "\r[{}{}] {}/{} candidates, {:.1f} s", std::string(filled, '#'),
-               std::string(width - filled, '.'), done, total, s);
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-  void clear() {
-    if (drawn_) fmt::print(stderr, "\r{}\r", std::string(80, ' '));
-  }
-
- private:
-  bool tty_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_;
+  bool quiet = false;
+  bool verify = false;
 };
 
 int run_search(const SearchArgs& a) {
-  const Config cfg = load_config(a.config);
+  if (a.verify && a.out_plan.empty())
+    throw Error("--verify: expected --out-plan FILE too (the printed command verifies that file)");
+  const Config cfg = load_config(a.config, a.hf_config);
   SearchOptions opts;
   opts.threads = a.threads;
-  ProgressBar bar;
-  opts.progress = [&bar](size_t done, size_t total) { bar.update(done, total); };
+  Progress bar("search", Progress::enabled(a.quiet));
+  opts.progress = [&bar](size_t done, size_t total) { bar.update(done, total, "candidates"); };
   const SearchResult r = search(cfg, opts);
   bar.clear();
   const bool text = a.json != "-";
@@ -77,12 +55,18 @@ int run_search(const SearchArgs& a) {
     if (text)
       fmt::print("\nwrote the winner to {} (tp-plan simulate {} --plan {})\n", a.out_plan, a.config, a.out_plan);
   }
+  if (a.verify)
+    fmt::print(text ? stdout : stderr,
+               "\nprove it on CPU ranks (a scaled-down model of the same architecture, same plan):\n"
+               "  mpirun --oversubscribe -np {} tp-run verify {}{} --plan {} --shrink\n",
+               winner.tp_degree, a.config, a.hf_config.empty() ? "" : " --hf-config " + a.hf_config, a.out_plan);
   if (!a.trace.empty()) {
     const Program p = lower(cfg.model, cfg.training, winner);
     const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
     write_json(chrome_trace(p, costs, schedule(p, costs, opts.cost)), a.trace);
   }
   if (!a.json.empty()) write_json(search_json(r, baselines, a.top), a.json);
+  if (!a.report.empty()) write_text(search_html(cfg, r, baselines, opts.cost), a.report, "--report");
   return 0;
 }
 
@@ -94,12 +78,17 @@ void add_search_command(CLI::App& app, RunFn& run) {
   cmd->add_option("config", args->config, "config YAML (model, training, cluster, search)")
       ->required()
       ->check(CLI::ExistingFile);
+  cmd->add_option("--hf-config", args->hf_config, "a Hugging Face config.json that replaces the config's model section")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--top", args->top, "rows of the ranking to print")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", args->json, "write the result as JSON to FILE (- for stdout)");
   cmd->add_option("--out-plan", args->out_plan, "write the winner as a plan YAML (for simulate, explain, tp-run)");
   cmd->add_option("--trace", args->trace, "write the winner's simulated step as a Chrome trace JSON");
+  cmd->add_option("--report", args->report, "write an HTML report (candidates, winner vs baselines) to FILE");
+  cmd->add_flag("--verify", args->verify, "print the tp-run command that verifies the winner (needs --out-plan)");
+  cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([args, &run]() { run = [args]() { return run_search(*args); }; });
 }

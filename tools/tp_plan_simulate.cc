@@ -1,4 +1,5 @@
 // tp-plan simulate CONFIG (--preset NAME | --plan FILE) [toggles] [--dp-shard N] [--json FILE|-] [--trace FILE]
+//                  [--report FILE.html] [--measured PROFILE.json (with --trace)]
 // Predicts one training step of the plan on the config's cluster: step time, throughput, MFU, memory, where the
 // time goes. The report logic lives in sim/ (simulate.h, trace.h); this file only wires options to it.
 #include <fmt/format.h>
@@ -9,6 +10,8 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/cluster_spec.h"
+#include "sim/measured_trace.h"
+#include "sim/report/html_report.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
 #include "tools/plan_options.h"
@@ -22,10 +25,16 @@ struct SimulateArgs {
   PlanOptions plan;
   std::string json;
   std::string trace;
+  std::string report;
+  std::string measured;
 };
 
 int run_simulate(const SimulateArgs& a) {
-  Config cfg = load_config(a.plan.config);
+  if (!a.measured.empty() && a.trace.empty()) throw Error("--measured PROFILE: expected --trace FILE to write it into");
+  std::string device;
+  const std::vector<MeasuredOp> measured =
+      a.measured.empty() ? std::vector<MeasuredOp>{} : load_profile_ops(a.measured, &device);
+  Config cfg = load_config(a.plan.config, a.plan.hf_config);
   ClusterSpec cluster = resolve_cluster(cfg);
   Plan plan = resolve_plan(cfg, a.plan);
   Program prog = lower(cfg.model, cfg.training, plan);
@@ -37,11 +46,16 @@ int run_simulate(const SimulateArgs& a) {
   if (a.json != "-") fmt::print("{}", report_text(r));
   if (!a.json.empty()) write_json(report_json(r), a.json);
   if (!a.trace.empty()) {
+    const nlohmann::json trace = a.measured.empty()
+                                     ? chrome_trace(prog, costs, tl)
+                                     : chrome_trace_with_measured(prog, costs, tl, measured,
+                                                                  fmt::format("{} (measured, {})", a.measured, device));
     std::ofstream f(a.trace);
     if (!f) throw Error(fmt::format("--trace {}: cannot write the file", a.trace));
-    f << chrome_trace(prog, costs, tl).dump();
+    f << trace.dump();
     if (!f) throw Error(fmt::format("--trace {}: write failed", a.trace));
   }
+  if (!a.report.empty()) write_text(simulate_html(cfg, cluster, params, prog, costs, tl, r), a.report, "--report");
   return 0;
 }
 
@@ -53,6 +67,10 @@ void add_simulate_command(CLI::App& app, RunFn& run) {
   add_plan_options(cmd, args->plan);
   cmd->add_option("--json", args->json, "write the report as JSON to FILE (- for stdout, instead of the text)");
   cmd->add_option("--trace", args->trace, "write a Chrome trace of the step to FILE (opens in Perfetto)");
+  cmd->add_option("--measured", args->measured,
+                  "with --trace: add this tp-run profile JSON as a second process, op names aligned")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--report", args->report, "write an HTML report (charts, timeline, memory) to FILE");
   cmd->callback([args, &run]() { run = [args]() { return run_simulate(*args); }; });
 }
 

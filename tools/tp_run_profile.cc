@@ -1,4 +1,5 @@
-// tp-run profile CONFIG (--preset NAME | --plan FILE) [toggles] --out PROFILE.json [--warmup N] [--iters N]
+// tp-run profile CONFIG (--preset NAME | --plan FILE) [toggles] --out PROFILE.json [--warmup N] [--iters N] [--quiet]
+// A progress line (steps, elapsed, ETA) is drawn on rank 0's terminal; never into a pipe or a file.
 // Times every op of the sharded Program on the CPU backend and writes the Profile JSON (runtime/profiler.h).
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "plans/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/profiler.h"
+#include "tools/progress.h"
 #include "tools/tp_run_commands.h"
 
 namespace tptune::tools {
@@ -19,6 +21,7 @@ struct ProfileArgs {
   std::string out;
   int warmup = 2, iters = 5;
   uint64_t seed = 1;
+  bool quiet = false;
 };
 
 int run_profile(const World& w, ProfileArgs& a) {
@@ -30,7 +33,7 @@ int run_profile(const World& w, ProfileArgs& a) {
       }))
     return 2;
   if (!agreed(w, [&] {
-        check_same_everywhere(a.plan.config, s.plan,
+        check_same_everywhere(a.plan.config, s.config.model, s.plan,
                               fmt::format("profile seed={} warmup={} iters={}", a.seed, a.warmup, a.iters));
       }))
     return 2;
@@ -40,7 +43,13 @@ int run_profile(const World& w, ProfileArgs& a) {
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
     maybe_inject_failure(w);
-    profile = profile_program(s.sharded, backend, {a.warmup, a.iters, a.seed});
+    // Rank 0 draws the progress line (on a terminal, without --quiet); the others stay silent.
+    Progress bar("tp-run profile", w.rank == 0 && Progress::enabled(a.quiet));
+    ProfileOptions po{a.warmup, a.iters, a.seed, {}};
+    po.on_step = [&bar](int done, int total) {
+      bar.update(static_cast<size_t>(done), static_cast<size_t>(total), "steps");
+    };
+    profile = profile_program(s.sharded, backend, po);
   });
   // The loss is replicated, so every rank reaches the same verdict.
   if (!agreed(w, [&] {
@@ -85,6 +94,7 @@ void add_profile_command(CLI::App& app, RunOnWorld& run) {
   cmd->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
   cmd->add_option("--iters", args->iters, "timed steps (default 5)");
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
   cmd->callback([args, &run] { run = [args](const World& w) { return run_profile(w, *args); }; });
 }
 

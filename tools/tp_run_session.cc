@@ -9,6 +9,7 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/shrink.h"
 
 namespace tptune::tools {
 
@@ -16,6 +17,11 @@ World mpi_world() {
   World w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &w.local_rank);
+  MPI_Comm_free(&node);
+  w.launch = detect_launch();
   return w;
 }
 
@@ -103,9 +109,9 @@ void refuse_unsupported(const Program& p) {
 
 }  // namespace
 
-RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const std::string& command) {
+RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const std::string& command, bool shrink) {
   RunSetup s;
-  s.config = load_config(o.config);
+  s.config = load_config(o.config, o.hf_config);
   const bool asked_dp = o.dp_shard.has_value() && *o.dp_shard != 1;
   if (!o.preset.empty() && !o.tp) o.tp = w.size;  // a preset runs at the world size unless told otherwise
   s.plan = resolve_plan(s.config, o);
@@ -115,12 +121,18 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                     "process per TP rank)",
                     s.plan.dp_shard));
   s.plan.dp_shard = 1;
+  if (w.size == 1 && w.launch.size > 1)
+    throw Error(fmt::format(
+        "{} started {} processes but MPI sees a world of 1 (this is one of {} singletons): tp-run's MPI library "
+        "cannot talk to the launcher; with srun add --mpi=pmix (see `srun --mpi=list`), or use the mpirun of the MPI "
+        "tp-run was built with",
+        w.launch.launcher, w.launch.size, w.launch.size));
   if (s.plan.tp_degree != w.size) {
     if (w.size == 1)
       throw Error(
           fmt::format("the plan has tp {} but tp-run runs one MPI process per TP rank and this is a single "
-                      "process: start it as `mpirun -np {} tp-run {} ...`",
-                      s.plan.tp_degree, s.plan.tp_degree, command));
+                      "process: start it as `{}`",
+                      s.plan.tp_degree, start_hint(w.launch, s.plan.tp_degree, command)));
     throw Error(
         fmt::format("the plan has tp {} but mpirun started {} processes: tp must equal the number of MPI "
                     "processes (mpirun -np {}, or --tp {})",
@@ -131,6 +143,15 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
         fmt::format("note: one MPI process, so tp 1: the sharded and the unsharded step are the same "
                     "Program (start with `mpirun -np N tp-run {} ...` for tp N)",
                     command));
+  if (shrink) {
+    const Shrunk small = shrink_for_verify(s.config.model, s.config.training, s.plan);
+    s.config.model = small.model;
+    s.config.training = small.training;
+    s.notes.push_back(
+        fmt::format("shrunk for --shrink (same plan, tp {}, head grouping {}:1): {}", s.plan.tp_degree,
+                    small.model.n_heads / small.model.n_kv_heads,
+                    small.changes.empty() ? "nothing to shrink" : fmt::format("{}", fmt::join(small.changes, ", "))));
+  }
   s.sharded = lower(s.config.model, s.config.training, s.plan);
   refuse_unsupported(s.sharded);
   if (with_reference) {
@@ -143,12 +164,16 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   return s;
 }
 
-void check_same_everywhere(const std::string& config_path, const Plan& plan, const std::string& options) {
+void check_same_everywhere(const std::string& config_path, const Model& model, const Plan& plan,
+                           const std::string& options) {
   // Nothing may throw before the broadcast: a rank that skipped it would leave its peers waiting.
   uint64_t mine[3] = {0, 0, 0};
   std::string error;
   try {
-    mine[0] = fnv1a(read_file(config_path));
+    mine[0] = fnv1a(read_file(config_path) + fmt::format("\nmodel {} {} {} {} {} {} {} {} {} {} {}", model.name,
+                                                         model.dim, model.n_layers, model.n_heads, model.n_kv_heads,
+                                                         model.ffn_dim, model.vocab_size, to_string(model.mlp),
+                                                         to_string(model.norm), model.norm_eps, model.rope_theta));
     mine[1] = fnv1a(plan_to_yaml(plan));
     mine[2] = fnv1a(options);
   } catch (const std::exception& e) {
@@ -158,7 +183,7 @@ void check_same_everywhere(const std::string& config_path, const Plan& plan, con
   MPI_Bcast(root, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (!error.empty()) throw Error(error);
   std::vector<std::string> what;
-  if (mine[0] != root[0]) what.push_back(fmt::format("the config file {}", config_path));
+  if (mine[0] != root[0]) what.push_back(fmt::format("the config file {} (or the model it resolves to)", config_path));
   if (mine[1] != root[1]) what.push_back("the resolved plan");
   if (mine[2] != root[2]) what.push_back("the options (seed, warm-up, iterations)");
   if (!what.empty())

@@ -18,12 +18,15 @@
 #include "plans/config.h"
 #include "plans/plan.h"
 #include "plans/program.h"
+#include "tools/launcher.h"
 #include "tools/plan_options.h"
 
 namespace tptune::tools {
 
 struct World {
   int rank = 0, size = 1;
+  int local_rank = 0;  // among the ranks of this node (MPI_COMM_TYPE_SHARED), whatever the launcher
+  Launch launch;       // what the environment says about the launcher (tools/launcher.h)
 };
 World mpi_world();
 
@@ -52,9 +55,14 @@ struct RunSetup {
 
 // Loads the config, resolves the plan (a preset's tp defaults to the world size), forces dp_shard to 1, checks
 // tp == world size, refuses what the CPU runtime cannot run, lowers. Throws tptune::Error.
-RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command);
+// `shrink`: run a scaled-down model of the same architecture instead (plans/shrink.h); a note lists what shrank.
+RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command,
+                    bool shrink = false);
 
 // The agreed check that every rank runs the same thing: throws on a rank whose fingerprint differs from rank 0's.
-void check_same_everywhere(const std::string& config_path, const Plan& plan, const std::string& options);
+// The config's fingerprint covers the file's bytes and the model it resolved to (a --hf-config or model.hf_config
+// file that differs between ranks changes the model).
+void check_same_everywhere(const std::string& config_path, const Model& model, const Plan& plan,
+                           const std::string& options);
 
 }  // namespace tptune::tools

@@ -1,0 +1,41 @@
+#pragma once
+// Predicted next to measured: one Chrome / Perfetto trace holding the simulated step (process 0, the tracks of
+// chrome_trace(), sim/trace.h) and a measured Profile (process 1, `tp-run profile --out`, runtime/profiler.h's
+// "tptune-profile" JSON, read here as a file: sim/ does not include runtime/) on one time axis from 0.
+//
+// The profile was measured in serialized mode (each op after the previous one, no overlap), so its track lays the
+// ops end to end by their median time, in the profile's execution order. Both processes name an op the same way
+// (expand()'s full FQN, "layers.3.attention.wq.fwd"), so Perfetto's search finds both; each measured event carries
+// `predicted_us` (the simulated duration of the op of the same name and occurrence) and `ratio` measured/predicted,
+// and each simulated event `measured_us`, so that the ops where the model is wrong stand out.
+//
+//   tp-plan simulate CONFIG --plan best.yaml --trace both.json --measured profile.json
+//
+// Errors (tptune::Error, one line): the file is not JSON ("<file>:<line>: invalid JSON"), not a tptune profile,
+// a record lacks name or time_us.median ("<file>: ops[i].time_us.median: expected a number"), or no op name of the
+// profile occurs in the simulated Program (a profile of another config or plan).
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "plans/program.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+struct MeasuredOp {
+  std::string name;  // full FQN op name
+  std::string phase, kind;
+  double median_us = 0;
+};
+
+// Reads a Profile JSON file; `path` names it in errors. Also the environment's device ("cpu: <model>") in `device`.
+std::vector<MeasuredOp> load_profile_ops(const std::string& path, std::string* device = nullptr);
+std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::string& name,
+                                          std::string* device = nullptr);
+
+// The simulated trace of chrome_trace(p, costs, tl) with the measured ops added as process 1.
+nlohmann::json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,
+                                          const std::vector<MeasuredOp>& measured, const std::string& label);
+
+}  // namespace tptune

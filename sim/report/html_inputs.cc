@@ -1,0 +1,93 @@
+// From a search result or a simulated plan to the HTML report's input (html_report.h).
+#include <fmt/format.h>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "sim/report/html_report.h"
+#include "sim/search.h"
+#include "sim/search_report.h"
+
+namespace tptune {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::vector<ReportPlan> with_baselines(ReportPlan chosen, const std::vector<Baseline>& baselines) {
+  std::vector<ReportPlan> plans{std::move(chosen)};
+  for (const Baseline& b : baselines) plans.push_back(ReportPlan{b.name, "", b.error.empty(), b.error, b.report});
+  return plans;
+}
+
+std::string cluster_fact(const Config& cfg, const ClusterSpec& c) {
+  return fmt::format("cluster: {} node{} x {} {} ({} GPUs); training: seq_len {}, local batch {}, {}", c.nodes,
+                     c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name, c.world_size(), cfg.training.seq_len,
+                     cfg.training.local_batch_size, to_string(cfg.training.dtype));
+}
+
+std::string model_fact(const Model& m) {
+  return fmt::format("model: {} (dim {}, {} layers, {} heads / {} kv heads, ffn {}, vocab {})", m.name, m.dim,
+                     m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size);
+}
+
+}  // namespace
+
+std::string search_html(const Config& cfg, const SearchResult& r, const std::vector<Baseline>& baselines,
+                        const CostParams& cost) {
+  const CandidateResult* w = r.winner();
+  if (!w) throw Error("report: no plan fits, so there is no winner to report on");
+  HtmlReportInput in;
+  in.title = fmt::format("tp-plan search: {} on {} x {}", cfg.model.name, r.cluster.world_size(), r.cluster.gpu.name);
+  in.facts = {model_fact(cfg.model), cluster_fact(cfg, r.cluster),
+              fmt::format("{} candidates, {} feasible, objective {}, memory headroom {:g} GiB; config {}", r.evaluated,
+                          r.feasible, to_string(r.space.objective), r.space.memory_headroom_gib, cfg.path)};
+  for (const auto& [reason, n] : r.pruned) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
+  for (const CandidateResult& c : r.results) {
+    if (!c.has_memory) continue;
+    const Candidate& x = c.candidate;
+    ReportPoint p;
+    p.tp = x.tp;
+    p.float8 = x.float8 != Float8Recipe::none;
+    p.async_tp = x.async_tp;
+    p.scheduled = c.has_step;
+    p.tokens_per_second_per_gpu = c.report.tokens_per_second_per_gpu;
+    p.peak_gib = c.report.memory.peak / kGiB;
+    p.label =
+        fmt::format("{} tp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}",
+                    r.space.families[static_cast<size_t>(x.family)].name, x.tp, to_string(x.float8),
+                    x.async_tp ? "async" : "sync", x.loss_parallel ? "on" : "off", to_string(x.ac), x.local_batch_size);
+    in.points.push_back(std::move(p));
+  }
+  in.memory_limit_gib = r.cluster.gpu.memory_bytes() / kGiB - r.space.memory_headroom_gib;
+  ReportPlan win;
+  win.name = "winner";
+  win.ok = true;
+  win.report = w->report;
+  in.plans = with_baselines(std::move(win), baselines);
+  // The winner's schedule, as --trace writes it.
+  const Program p = lower(cfg.model, cfg.training, result_plan(r, r.ranking[0]));
+  const OpCosts costs = cost_ops(p, r.cluster, cost);
+  const Timeline tl = schedule(p, costs, cost);
+  in.program = &p;
+  in.costs = &costs;
+  in.timeline = &tl;
+  return html_report(in);
+}
+
+std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const Program& p,
+                          const OpCosts& costs, const Timeline& tl, const StepReport& report) {
+  HtmlReportInput in;
+  in.title = fmt::format("tp-plan simulate: {} on {} x {}", cfg.model.name, cluster.world_size(), cluster.gpu.name);
+  in.facts = {model_fact(cfg.model), cluster_fact(cfg, cluster), fmt::format("config {}", cfg.path)};
+  ReportPlan mine;
+  mine.name = "this plan";
+  mine.ok = true;
+  mine.report = report;
+  in.plans = with_baselines(std::move(mine), plan_baselines(cfg, cluster, p.tp, cfg.search.memory_headroom_gib, cost));
+  in.program = &p;
+  in.costs = &costs;
+  in.timeline = &tl;
+  return html_report(in);
+}
+
+}  // namespace tptune

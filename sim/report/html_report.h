@@ -1,0 +1,78 @@
+#pragma once
+// The HTML report of `tp-plan search --report FILE` and `tp-plan simulate --report FILE`: one self-contained file
+// (inline SVG and CSS; no script, no network), well-formed XHTML, printable. It shows
+//   1. (search) every evaluated candidate: tokens/s per GPU against peak memory per GPU, colour by TP degree, shape
+//      by float8 / async TP, the memory limit as a line, the Pareto front joined, the winner and torchtitan's
+//      default marked; candidates over the memory limit (never scheduled, so without a throughput) as ticks on the
+//      x axis;
+//   2. the chosen plan against vanilla and torchtitan's default: stacked bars of compute, exposed TP and exposed DP
+//      communication in ms per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x 1000);
+//   3. one block's forward and backward on the compute / TP / DP streams, from the same Timeline the Chrome trace
+//      (sim/trace.h) is written from (a steady-state instance: the middle layer);
+//   4. the memory breakdown of the chosen plan's peak against the GPU's capacity.
+
+#include <string>
+#include <vector>
+
+#include "plans/program.h"
+#include "sim/cost_params.h"
+#include "sim/simulate.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+// One evaluated search candidate.
+struct ReportPoint {
+  std::string label;  // the plan in words, for the tooltip
+  int tp = 1;
+  bool float8 = false, async_tp = false;
+  bool scheduled = false;  // false: over the memory limit, not scheduled (no throughput)
+  double tokens_per_second_per_gpu = 0;
+  double peak_gib = 0;
+};
+
+struct ReportPlan {
+  std::string name;  // "winner" | "vanilla" | "torchtitan default" | "this plan"
+  std::string description;
+  bool ok = false;    // false: `error` says why there is no report
+  std::string error;  // e.g. the lowering error of a baseline
+  StepReport report;
+};
+
+struct HtmlReportInput {
+  std::string title;                 // "tp-plan search: llama3-8b on 8 x h100-sxm"
+  std::vector<std::string> facts;    // lines under the title (config, cluster, counts)
+  std::vector<ReportPoint> points;   // empty for simulate: no scatter
+  double memory_limit_gib = 0;       // capacity - headroom: the feasibility line of the scatter
+  std::vector<ReportPlan> plans;     // plans[0] is the chosen plan (winner / simulated plan); then the baselines
+  const Program* program = nullptr;  // the chosen plan's Program, costs and timeline (for the block timeline)
+  const OpCosts* costs = nullptr;
+  const Timeline* timeline = nullptr;
+};
+
+// The document. tptune::Error when `plans` is empty or plans[0] has no report.
+std::string html_report(const HtmlReportInput& in);
+
+// Parts (each an <svg> element), for the report and its tests.
+std::string html_scatter(const std::vector<ReportPoint>& points, double memory_limit_gib,
+                         const std::vector<ReportPlan>& plans);
+std::string html_breakdown_bars(const std::vector<ReportPlan>& plans);
+std::string html_block_timeline(const Program& p, const OpCosts& costs, const Timeline& tl);
+std::string html_memory(const MemoryReport& m);
+
+// The two reports the tools write. A search's: every lowered candidate, the winner (rescheduled for its timeline)
+// against its baselines (sim/search_report.h). A simulated plan's: the plan against the same two baselines.
+// Both throw tptune::Error when there is nothing to report (no winner).
+struct SearchResult;
+struct Baseline;
+struct Config;
+std::string search_html(const Config& cfg, const SearchResult& r, const std::vector<Baseline>& baselines,
+                        const CostParams& cost);
+std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const Program& p,
+                          const OpCosts& costs, const Timeline& tl, const StepReport& report);
+
+// Milliseconds per 1000 tokens per GPU of a step report's total and each breakdown term (compute, exposed TP,
+// exposed DP), the unit of the bars.
+double ms_per_1k_tokens(const StepReport& r, double ms);
+
+}  // namespace tptune

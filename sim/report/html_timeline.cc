@@ -1,0 +1,133 @@
+// One block's forward and backward on the three streams, for the HTML report (html_report.h). The times are the
+// Timeline's (sim/timeline.h), the same OpTime::start and OpCosts durations chrome_trace() writes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "plans/error.h"
+#include "sim/report/html_report.h"
+#include "sim/report/svg.h"
+
+namespace tptune {
+
+namespace {
+
+std::string op_colour(const Op& op) {
+  if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) return c->group == Group::dp ? "#e15759" : "#f28e2b";
+  if (std::holds_alternative<GemmOp>(op.kind)) return op.phase == Phase::recompute ? "#a0cbe8" : "#4e79a7";
+  if (std::holds_alternative<AttentionOp>(op.kind)) return op.phase == Phase::recompute ? "#8cd17d" : "#59a14f";
+  if (std::holds_alternative<CastFp8Op>(op.kind)) return "#b07aa1";
+  return "#bab0ac";
+}
+
+struct Box {
+  const Op* op;
+  double start, dur;
+  bool prefetched;  // issued by the previous block (SegmentTimes::prefetched)
+};
+
+}  // namespace
+
+std::string html_block_timeline(const Program& p, const OpCosts& costs, const Timeline& tl) {
+  struct Panel {
+    const char* segment;
+    const char* title;
+    std::vector<Box> boxes;
+    double t0 = 0, span = 0, compute_span = 0;
+    int layer = 0;
+  };
+  Panel panels[] = {{"block.fwd", "forward", {}}, {"block.bwd", "backward", {}}};
+  double span = 0;
+  for (Panel& pn : panels) {
+    size_t s = 0;
+    while (s < p.segments.size() && p.segments[s].name != pn.segment) ++s;
+    if (s == p.segments.size() || s >= tl.segments.size())
+      throw Error(fmt::format("report: the Program has no {} segment", pn.segment));
+    const Segment& seg = p.segments[s];
+    const SegmentTimes& st = tl.segments[s];
+    const int inst = st.instances / 2;  // a steady-state layer, away from the first and last blocks
+    pn.layer = instance_layer(p, seg, inst);
+    // Time 0 is the block's first op that the block issues itself; ops the previous block issued for it (FSDP's
+    // prefetched all-gather, SegmentTimes::prefetched) are drawn from 0 and say so, or noted when already done.
+    double lo = std::numeric_limits<double>::infinity(), any_lo = lo, hi = -lo;
+    for (int j = 0; j < st.ops; ++j) {
+      const Op& op = seg.ops[static_cast<size_t>(j)];
+      const OpTime t = st.time(inst, j);
+      const double d = costs.duration_us[s][static_cast<size_t>(j)];
+      const bool pre = j < static_cast<int>(st.prefetched.size()) && st.prefetched[static_cast<size_t>(j)];
+      pn.boxes.push_back({&op, t.start, d, pre});
+      if (!pre) lo = std::min(lo, t.start);
+      any_lo = std::min(any_lo, t.start);
+      hi = std::max(hi, t.start + d);
+    }
+    if (!std::isfinite(lo)) lo = any_lo;
+    pn.t0 = pn.boxes.empty() ? 0 : lo;
+    pn.span = pn.boxes.empty() ? 0 : hi - lo;
+    pn.compute_span = st.instance_stats(inst).span_us;
+    span = std::max(span, pn.span);
+  }
+  constexpr double W = 820, L = 120, R = 800, lane = 26, gap = 64;
+  const double panel_h = 3 * lane;
+  const double H = 20 + 2 * (panel_h + gap) + 20;
+  double lo = 0, hi = span / 1000.0;  // ms
+  const auto ticks = svg::nice_ticks(lo, hi, 8);
+  const svg::Axis x{lo, hi, L, R};
+  svg::Svg s(W, H, "one transformer block, forward and backward, on the compute, TP and DP streams");
+  double y = 24;
+  for (const Panel& pn : panels) {
+    s.text(L, y - 8,
+           fmt::format("{} of layer {}: {:.2f} ms on the compute stream", pn.title, pn.layer, pn.compute_span / 1000.0),
+           "start", "label");
+    const char* lanes[] = {"compute", "TP comm", "DP comm"};
+    for (int k = 0; k < 3; ++k) {
+      s.rect(L, y + k * lane, R - L, lane - 4, k % 2 ? "#f4f4f4" : "#fafafa");
+      s.text(L - 8, y + k * lane + 16, lanes[k], "end", "small");
+    }
+    int done_before[3] = {0, 0, 0};  // prefetched ops that finished before the block started
+    for (const Box& b : pn.boxes) {
+      const int k = static_cast<int>(stream_of(*b.op));
+      if (b.prefetched && b.start + b.dur <= pn.t0) {
+        ++done_before[k];
+        continue;
+      }
+      const double early = std::max(0.0, pn.t0 - b.start);  // issued before the block's first compute op
+      const double x0 = x.at((b.start + early - pn.t0) / 1000.0), x1 = x.at((b.start - pn.t0 + b.dur) / 1000.0);
+      std::string tip =
+          fmt::format("{} ({}, {:.1f} us)", layer_fqn(pn.layer, b.op->name), to_string(b.op->phase), b.dur);
+      if (early > 0) tip += fmt::format(", issued {:.1f} us earlier by the previous block", early);
+      s.rect(x0, y + k * lane + 1, std::max(0.6, x1 - x0), lane - 6, op_colour(*b.op), tip,
+             "stroke=\"#fff\" stroke-width=\"0.3\"");
+      // Label the boxes wide enough for their short name ("wq.fwd", "ffn_norm.fwd", "fwd.all_gather").
+      std::string name = b.op->name;
+      const size_t dot = name.find('.');
+      if (dot != std::string::npos && (name.rfind("attention.", 0) == 0 || name.rfind("feed_forward.", 0) == 0))
+        name = name.substr(dot + 1);
+      if (x1 - x0 > 6.0 * static_cast<double>(name.size()) + 4)
+        s.text((x0 + x1) / 2, y + k * lane + 15, name, "middle", "tiny");
+    }
+    for (int k = 0; k < 3; ++k)
+      if (done_before[k] > 0)
+        s.text(L + 6, y + k * lane + 15,
+               fmt::format("{} op{} prefetched by the previous block, done before this one starts", done_before[k],
+                           done_before[k] == 1 ? "" : "s"),
+               "start", "small");
+    s.x_axis(x, ticks, y + panel_h, y, "ms from the block's start");
+    y += panel_h + gap;
+  }
+  const struct {
+    const char* name;
+    const char* colour;
+  } legend[] = {{"GEMM", "#4e79a7"},  {"attention", "#59a14f"}, {"recompute", "#a0cbe8"}, {"float8 cast", "#b07aa1"},
+                {"other", "#bab0ac"}, {"TP", "#f28e2b"},        {"DP (FSDP)", "#e15759"}};
+  double lx = L;
+  for (const auto& l : legend) {
+    s.rect(lx, H - 16, 11, 11, l.colour);
+    s.text(lx + 15, H - 6, l.name, "start", "small");
+    lx += 95;
+  }
+  return s.str();
+}
+
+}  // namespace tptune

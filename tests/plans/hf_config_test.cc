@@ -1,0 +1,244 @@
+// Hugging Face config.json as a model source (plans/hf_config.h): the bundled Llama 3 configs lower to exactly the
+// Program of the built-in presets, and what the Model cannot represent is a one-line error naming file, line, key.
+#include "plans/hf_config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <catch2/catch.hpp>
+
+#include "plans/config.h"
+#include "plans/error.h"
+#include "plans/lower.h"
+
+using namespace tptune;
+
+namespace {
+
+std::string source(const std::string& rel) { return std::string(TPTUNE_SOURCE_DIR) + "/" + rel; }
+
+// Every field of an op kind, printed.
+std::string kind_fields(const OpKind& k) {
+  return std::visit(
+      [](const auto& o) -> std::string {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GemmOp>)
+          return fmt::format("gemm {} {} {} {} {} {} {} {} {}", o.m, o.n, o.k, to_string(o.a_dtype),
+                             to_string(o.b_dtype), to_string(o.c_dtype), o.trans_a, o.trans_b, o.accumulate);
+        else if constexpr (std::is_same_v<T, AttentionOp>)
+          return fmt::format("attn {} {} {} {} {} {} {}", o.batch, o.seq, o.n_heads, o.n_kv_heads, o.head_dim, o.causal,
+                             o.backward);
+        else if constexpr (std::is_same_v<T, ElementwiseOp>)
+          return fmt::format("ew {} {} {} {}", to_string(o.fn), o.bytes, o.flops, o.dim);
+        else if constexpr (std::is_same_v<T, EmbeddingOp>)
+          return fmt::format("emb {} {} {} {} {}", o.tokens, o.vocab_local, o.dim_local, o.vocab_sharded, o.backward);
+        else if constexpr (std::is_same_v<T, CrossEntropyOp>)
+          return fmt::format("ce {} {} {} {}", to_string(o.stage), o.tokens, o.vocab_local, o.vocab_sharded);
+        else if constexpr (std::is_same_v<T, CastFp8Op>)
+          return fmt::format("fp8 {} {} {} {}", static_cast<int>(o.stage), to_string(o.to), o.elements, o.rowwise);
+        else
+          return fmt::format("coll {} {} {} {} {} {} {}", static_cast<int>(o.kind), to_string(o.group),
+                             static_cast<int>(o.reduce), to_string(o.dtype), o.bytes, o.gather_dim, o.scatter_dim);
+      },
+      k);
+}
+
+// The whole Program as text (everything but the model's name), so that two Programs compare line by line.
+std::vector<std::string> fingerprint(const Program& p) {
+  std::vector<std::string> out;
+  const Model& m = p.model;
+  out.push_back(fmt::format("model {} {} {} {} {} {} {} {} {} {}", m.dim, m.n_layers, m.n_heads, m.n_kv_heads,
+                            m.ffn_dim, m.vocab_size, to_string(m.mlp), to_string(m.norm), m.norm_eps, m.rope_theta));
+  out.push_back(fmt::format("tp {} dp {} tokens {} targets {} loss {}", p.tp, p.dp, p.tokens, p.targets, p.loss));
+  for (const auto& t : p.tensors)
+    out.push_back(fmt::format("tensor {} {} [{}] [{}] {} {} {} {} {}", t.name, t.per_layer,
+                              fmt::join(t.local_shape, ","), fmt::join(t.global_shape, ","), to_string(t.dtype),
+                              to_string(t.placement), static_cast<int>(t.role), t.param, t.param_shard_dim));
+  for (const auto& s : p.segments) {
+    out.push_back(fmt::format("segment {} x{} {}", s.name, s.repeat, s.reverse));
+    for (const auto& o : s.ops)
+      out.push_back(fmt::format("op {} {} {} {} deps[{}] in[{}] out[{}] chunk {} {} {} | {}", o.id, o.module, o.name,
+                                to_string(o.phase), fmt::join(o.deps, ","), fmt::join(o.inputs, ","),
+                                fmt::join(o.outputs, ","), static_cast<int>(o.chunk.pattern), o.chunk.step,
+                                o.chunk.count, kind_fields(o.kind)));
+  }
+  for (const auto& c : p.chains)
+    out.push_back(fmt::format("chain {} {} {} {} {}", c.in, c.out, c.source, c.sink, c.reverse));
+  return out;
+}
+
+Program lower_with(const Model& m, const std::string& preset, int tp, bool sp_toggles) {
+  Plan base;
+  base.tp_degree = tp;
+  base.dp_shard = 2;
+  base.loss_parallel = sp_toggles;
+  base.async_tp = sp_toggles;
+  base.float8 = sp_toggles ? Float8Recipe::tensorwise : Float8Recipe::none;
+  Training tr;
+  tr.seq_len = 4096;
+  return lower(m, tr, preset_plan(preset, base));
+}
+
+std::string hf_error(const std::string& json_text) {
+  try {
+    parse_hf_config(json_text, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A valid Llama config with one key replaced or added (`extra` is spliced in after the opening brace).
+std::string llama_with(const std::string& extra) {
+  return "{\n" + extra +
+         "\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 256,\n  \"intermediate_size\": 512,\n"
+         "  \"num_attention_heads\": 4,\n  \"num_key_value_heads\": 2,\n  \"num_hidden_layers\": 2,\n"
+         "  \"vocab_size\": 1000\n}\n";
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: the bundled Llama 3 configs give exactly the presets' Programs", "[hf_config]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"examples/hf/llama3-8b/config.json", "llama3-8b"},
+      {"examples/hf/llama3-70b/config.json", "llama3-70b"},
+      {"examples/hf/llama3.1-405b/config.json", "llama3-405b"},
+  };
+  for (const auto& [file, preset_name] : cases) {
+    INFO(file);
+    const Model hf = load_hf_config(source(file));
+    Model preset;
+    REQUIRE(model_preset(preset_name, preset));
+    for (const char* plan : {"vanilla", "sequence_parallel"})
+      for (bool toggles : {false, true}) {
+        if (toggles && std::string(plan) == "vanilla") continue;  // async TP needs sequence parallel
+        INFO(plan << " toggles " << toggles);
+        const auto a = fingerprint(lower_with(hf, plan, 8, toggles));
+        const auto b = fingerprint(lower_with(preset, plan, 8, toggles));
+        REQUIRE(a.size() == b.size());
+        for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);
+      }
+  }
+}
+
+TEST_CASE("hf_config: Mistral 7B v0.3 reads its own dims", "[hf_config]") {
+  const Model m = load_hf_config(source("examples/hf/mistral-7b-v0.3/config.json"));
+  CHECK(m.name == "mistralai/Mistral-7B-v0.3");
+  CHECK(m.dim == 4096);
+  CHECK(m.n_layers == 32);
+  CHECK(m.n_heads == 32);
+  CHECK(m.n_kv_heads == 8);
+  CHECK(m.ffn_dim == 14336);
+  CHECK(m.vocab_size == 32768);
+  CHECK(m.rope_theta == 1e6);
+  CHECK(m.norm_eps == 1e-5);
+  CHECK(m.mlp == Mlp::swiglu);
+  CHECK(m.norm == Norm::rmsnorm);
+}
+
+TEST_CASE("hf_config: defaults follow transformers' LlamaConfig", "[hf_config]") {
+  // No num_key_value_heads, rope_theta, rms_norm_eps: transformers uses n_heads, 10000 and 1e-6.
+  const Model m = parse_hf_config(
+      R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+          "num_hidden_layers": 2, "vocab_size": 100})",
+      "c.json");
+  CHECK(m.n_kv_heads == 4);
+  CHECK(m.rope_theta == 10000.0);
+  CHECK(m.norm_eps == 1e-6);
+  CHECK(m.name == "c.json");
+}
+
+TEST_CASE("hf_config: what the model cannot represent is a one-line error naming file, line and key", "[hf_config]") {
+  // The spliced key is on line 2 of llama_with's text.
+  CHECK(hf_error(llama_with("  \"num_local_experts\": 8,")) ==
+        "config.json:2: num_local_experts: mixture-of-experts (num_local_experts = 8) is not supported; tptune models "
+        "dense MLPs");
+  CHECK_THAT(hf_error(llama_with("  \"num_experts\": 64,")), Catch::StartsWith("config.json:2: num_experts: mixture"));
+  CHECK(hf_error(llama_with("  \"num_local_experts\": 0,")) == "(no error)");
+  CHECK_THAT(hf_error(llama_with("  \"attention_bias\": true,")),
+             Catch::StartsWith("config.json:2: attention_bias: true is not supported"));
+  CHECK_THAT(hf_error(llama_with("  \"mlp_bias\": true,")), Catch::StartsWith("config.json:2: mlp_bias: true is not"));
+  CHECK_THAT(hf_error(llama_with("  \"tie_word_embeddings\": true,")),
+             Catch::StartsWith("config.json:2: tie_word_embeddings: true is not supported"));
+  CHECK(hf_error(llama_with("  \"tie_word_embeddings\": false,")) == "(no error)");
+  CHECK_THAT(hf_error(llama_with("  \"hidden_act\": \"gelu\",")),
+             Catch::StartsWith("config.json:2: hidden_act: expected \"silu\""));
+  // head_dim 128 with hidden 256 / 4 heads = 64.
+  CHECK(hf_error(llama_with("  \"head_dim\": 128,")) ==
+        "config.json:2: head_dim: 128 is not supported: tptune's head_dim is hidden_size / num_attention_heads = 64");
+  CHECK(hf_error(llama_with("  \"head_dim\": 64,")) == "(no error)");
+  CHECK_THAT(hf_error(llama_with("  \"sliding_window\": 4096,")),
+             Catch::StartsWith("config.json:2: sliding_window: sliding-window attention (4096) is not supported"));
+  CHECK(hf_error(llama_with("  \"sliding_window\": 4096, \"use_sliding_window\": false,")) == "(no error)");
+  // (llama_with's own keys come later; JSON's last duplicate wins, so type errors use keys it does not set.)
+  CHECK(hf_error(llama_with("  \"head_dim\": \"64\",")) ==
+        "config.json:2: head_dim: expected a positive integer up to 16777216, got \"64\"");
+  CHECK(hf_error(llama_with("  \"rms_norm_eps\": -1,")) ==
+        "config.json:2: rms_norm_eps: expected a positive number, got -1");
+  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                 "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 100,\n"
+                 "\"num_key_value_heads\": 3}") ==
+        "config.json:3: num_key_value_heads: expected a divisor of num_attention_heads (4), got 3");
+}
+
+TEST_CASE("hf_config: unsupported architectures and missing keys are named", "[hf_config]") {
+  CHECK(hf_error("{\n  \"architectures\": [\"MixtralForCausalLM\"]\n}") ==
+        "config.json:2: architectures: 'MixtralForCausalLM' is not supported; expected LlamaForCausalLM or "
+        "MistralForCausalLM");
+  CHECK_THAT(hf_error("{\"hidden_size\": 4}"), Catch::StartsWith("config.json:1: architectures: missing"));
+  // hidden_size missing: the error points at the object's opening brace (line 1).
+  CHECK(hf_error("{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 10\n}") ==
+        "config.json:1: hidden_size: missing; expected a positive integer");
+  // nlohmann reports a byte offset; the error says the line (3) instead.
+  CHECK_THAT(hf_error("{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 10,,\n}"),
+             Catch::StartsWith("config.json:3: invalid JSON: "));
+  CHECK(hf_error("[1, 2]") == "config.json:1: expected a JSON object (a transformers config.json)");
+}
+
+TEST_CASE("hf_config: the bundled refused configs say why", "[hf_config]") {
+  auto err = [](const std::string& rel) {
+    try {
+      load_hf_config(source(rel));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // Qwen2 7B: `architectures` is on line 3 of the file (after "{" and "_name_or_path").
+  CHECK(err("tests/plans/hf_configs/qwen2-7b.json") ==
+        source("tests/plans/hf_configs/qwen2-7b.json") +
+            ":3: architectures: 'Qwen2ForCausalLM' is not supported: transformers hard-wires biases on Qwen2's q/k/v "
+            "projections, and tptune's attention has no biases");
+  CHECK_THAT(err("tests/plans/hf_configs/mistral-7b-v0.1.json"),
+             Catch::Contains(":20: sliding_window: sliding-window attention (4096) is not supported"));
+}
+
+TEST_CASE("hf_config: config YAML reads model.hf_config relative to itself, and --hf-config replaces model",
+          "[hf_config]") {
+  const Config c = load_config(source("examples/llama3-8b-hf.yaml"));
+  Model preset;
+  REQUIRE(model_preset("llama3-8b", preset));
+  CHECK(c.model.dim == preset.dim);
+  CHECK(c.model.ffn_dim == preset.ffn_dim);
+  CHECK(c.model.name == "meta-llama/Meta-Llama-3-8B");
+
+  const Config o =
+      load_config(source("examples/llama3-8b-h100.yaml"), source("examples/hf/mistral-7b-v0.3/config.json"));
+  CHECK(o.model.vocab_size == 32768);
+
+  // A path that does not exist names the YAML line of the key; other model keys beside hf_config are refused.
+  const std::string base = source("examples");
+  try {
+    load_config_string("model:\n  hf_config: nowhere/config.json\n", "c.yaml", base);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK_THAT(std::string(e.what()), Catch::StartsWith("c.yaml:2: model.hf_config: cannot open '"));
+  }
+  try {
+    load_config_string("model:\n  hf_config: hf/llama3-8b/config.json\n  dim: 5\n", "c.yaml", base);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK_THAT(std::string(e.what()), Catch::StartsWith("c.yaml:3: "));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("dim"));
+  }
+}

@@ -1,0 +1,111 @@
+// shrink_for_verify (plans/shrink.h): the dims chosen (golden, by the rules of the header), the same Program
+// structure as the real model (same ops, same collectives, in the same order), and the same refusals.
+#include "plans/shrink.h"
+
+#include <catch2/catch.hpp>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+
+using namespace tptune;
+
+namespace {
+
+Model preset(const char* name) {
+  Model m;
+  REQUIRE(model_preset(name, m));
+  return m;
+}
+
+Plan plan_at(int tp, const char* family = "sequence_parallel", bool async_tp = true) {
+  Plan base;
+  base.tp_degree = tp;
+  base.dp_shard = 1;
+  base.loss_parallel = true;
+  base.async_tp = async_tp;
+  base.float8 = Float8Recipe::tensorwise;
+  base.activation_checkpointing = ActivationCheckpointing::selective;
+  return preset_plan(family, base);
+}
+
+// Each segment's ops as "name kind [collective kind, group]": what the shrunk model must share with the real one.
+std::vector<std::string> structure(const Program& p) {
+  std::vector<std::string> out;
+  for (const Segment& s : p.segments) {
+    out.push_back(s.name);
+    for (const Op& op : s.ops) {
+      std::string k(kind_name(op.kind));
+      if (const auto* c = std::get_if<CollectiveOp>(&op.kind))
+        k += " " + std::string(to_string(c->kind)) + " " + std::string(to_string(c->group));
+      out.push_back(op.name + " " + k);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("shrink: the dims of Llama 3 70B at tp 8", "[shrink]") {
+  Training t;  // seq 8192
+  const Shrunk s = shrink_for_verify(preset("llama3-70b"), t, plan_at(8));
+  // kv 8: tp 8 divides it -> 8; heads 8 x (64 / 8) = 64; head_dim 8 -> dim 512; ffn 3/2 x 512 = 768 (a multiple of
+  // 8, as 28672 is); vocab 40 x 8 = 320 (128256 = 8 x 16032); seq 4 x 8 = 32.
+  CHECK(s.model.n_layers == 2);
+  CHECK(s.model.n_kv_heads == 8);
+  CHECK(s.model.n_heads == 64);
+  CHECK(s.model.dim == 512);
+  CHECK(s.model.ffn_dim == 768);
+  CHECK(s.model.vocab_size == 320);
+  CHECK(s.training.seq_len == 32);
+  CHECK(s.changes == std::vector<std::string>{"n_layers 80 -> 2", "head_dim 128 -> 8", "dim 8192 -> 512",
+                                              "ffn_dim 28672 -> 768", "vocab_size 128256 -> 320",
+                                              "seq_len 8192 -> 32"});
+}
+
+TEST_CASE("shrink: Llama 3 8B at tp 2 keeps the 4:1 head grouping", "[shrink]") {
+  Training t;
+  const Shrunk s = shrink_for_verify(preset("llama3-8b"), t, plan_at(2));
+  // kv 8 -> tp 2; heads 2 x 4 = 8; dim 8 x 8 = 64; ffn 96; vocab 80; seq 8.
+  CHECK(s.model.n_kv_heads == 2);
+  CHECK(s.model.n_heads == 8);
+  CHECK(s.model.dim == 64);
+  CHECK(s.model.ffn_dim == 96);
+  CHECK(s.model.vocab_size == 80);
+  CHECK(s.training.seq_len == 8);
+}
+
+TEST_CASE("shrink: a dim tp does not divide stays indivisible", "[shrink]") {
+  Model m = preset("llama3-8b");
+  m.vocab_size = 128257;  // odd
+  Training t;
+  t.seq_len = 8191;
+  const Shrunk s = shrink_for_verify(m, t, plan_at(8));
+  CHECK(s.model.vocab_size == 321);
+  CHECK(s.training.seq_len == 33);
+}
+
+TEST_CASE("shrink: the shrunk Program has the real one's ops and collectives, in order", "[shrink]") {
+  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"})
+    for (int tp : {2, 4, 8})
+      for (const char* family : {"vanilla", "sequence_parallel"}) {
+        INFO(name << " tp " << tp << " " << family);
+        const bool sp = std::string(family) == "sequence_parallel";
+        const Plan plan = plan_at(tp, family, sp);
+        const Model m = preset(name);
+        Training t;
+        const Shrunk s = shrink_for_verify(m, t, plan);
+        Model real = m;
+        real.n_layers = 2;  // the same layer count, so that the segment repeat counts compare too
+        CHECK(structure(lower(real, t, plan)) == structure(lower(s.model, s.training, plan)));
+      }
+}
+
+TEST_CASE("shrink: what the real model refuses, the shrunk one refuses too", "[shrink]") {
+  Model m = preset("tiny-llama");  // 8 heads, 4 kv heads: tp 8 cannot shard wk
+  Training t;
+  const Plan plan = plan_at(8);
+  CHECK_THROWS_AS(lower(m, t, plan), Error);
+  const Shrunk s = shrink_for_verify(m, t, plan);
+  CHECK(s.model.n_kv_heads == 4);
+  CHECK_THROWS_AS(lower(s.model, s.training, plan), Error);
+}

@@ -1,0 +1,196 @@
+// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/measured_trace.h): golden values of
+// the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
+#include <catch2/catch.hpp>
+#include <map>
+#include <regex>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "sim/measured_trace.h"
+#include "sim/report/html_report.h"
+#include "sim/report/svg.h"
+#include "sim/simulate.h"
+#include "sim/trace.h"
+
+using namespace tptune;
+
+namespace {
+
+struct Sim {
+  Program p;
+  OpCosts costs;
+  Timeline tl;
+  StepReport r;
+};
+
+Sim simulate_8b(int tp, int dp, bool async_tp) {
+  Model m;
+  REQUIRE(model_preset("llama3-8b", m));
+  Training t;
+  t.seq_len = 8192;
+  Plan base;
+  base.tp_degree = tp;
+  base.dp_shard = dp;
+  base.loss_parallel = true;
+  base.async_tp = async_tp;
+  Sim s{lower(m, t, preset_plan("sequence_parallel", base)), {}, {}, {}};
+  const ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 2, 8);
+  s.costs = cost_ops(s.p, c, default_cost_params());
+  s.tl = schedule(s.p, s.costs, default_cost_params());
+  s.r = make_report(s.p, c, default_cost_params(), s.costs, s.tl);
+  return s;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report helpers: ticks, labels, escaping, ms per 1000 tokens", "[report]") {
+  double lo = 0, hi = 73;
+  // (73 - 0) / 6 = 12.2 -> step 20 (1-2-5 steps): 0, 20, 40, 60, 80.
+  CHECK(svg::nice_ticks(lo, hi, 6) == std::vector<double>{0, 20, 40, 60, 80});
+  CHECK(hi == 80);
+  lo = 3.2, hi = 4.9;  // 1.7 / 5 = 0.34 -> step 0.5: 3, 3.5, 4, 4.5, 5.
+  CHECK(svg::nice_ticks(lo, hi, 5) == std::vector<double>{3, 3.5, 4, 4.5, 5});
+  CHECK(svg::tick_label(12000, true) == "12k");
+  CHECK(svg::tick_label(2.5) == "2.5");
+  CHECK(svg::escape("a<b & \"c\" 'd'>") == "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
+  StepReport r;
+  r.tp = 8;
+  r.local_batch_size = 1;
+  r.seq_len = 8192;
+  // 1000 ms x tp 8 / 8192 tokens x 1000 = 976.5625 ms per 1000 tokens per GPU.
+  CHECK(ms_per_1k_tokens(r, 1000) == Approx(976.5625));
+}
+
+TEST_CASE("report: the block timeline draws every op of one block, forward and backward", "[report]") {
+  const Sim s = simulate_8b(8, 2, true);
+  const std::string svg = html_block_timeline(s.p, s.costs, s.tl);
+  // 32 layers: the middle instance is 16 in forward; backward runs 31..0, instance 16 is layer 15.
+  CHECK(svg.find("forward of layer 16") != std::string::npos);
+  CHECK(svg.find("backward of layer 15") != std::string::npos);
+  // Every op has its box, except ops the previous block issued (FSDP's all-gather, async TP's first chunk) that
+  // were done before this block started: those are counted in a note on their stream's lane.
+  size_t drawn = 0, prefetched = 0;
+  for (const char* seg : {"block.fwd", "block.bwd"}) {
+    const Segment* g = s.p.segment(seg);
+    REQUIRE(g);
+    const int layer = std::string(seg) == "block.fwd" ? 16 : 15;
+    for (const Op& op : g->ops) {
+      INFO(op.name);
+      const bool has = svg.find("<title>" + svg::escape(layer_fqn(layer, op.name)) + " (") != std::string::npos;
+      CHECK((has || is_prefetched(op)));
+      drawn += has ? 1 : 0;
+      prefetched += is_prefetched(op) ? 1 : 0;
+    }
+  }
+  CHECK(count(svg, "<title>layers.") == drawn);
+  CHECK(drawn + prefetched >= s.p.segment("block.fwd")->ops.size() + s.p.segment("block.bwd")->ops.size());
+  if (drawn < s.p.segment("block.fwd")->ops.size() + s.p.segment("block.bwd")->ops.size())
+    CHECK(svg.find("prefetched by the previous block, done before this one starts") != std::string::npos);
+}
+
+TEST_CASE("report: the document has its parts and the baselines' bars", "[report]") {
+  const Sim s = simulate_8b(8, 2, true);
+  HtmlReportInput in;
+  in.title = "test <report>";
+  ReportPlan a{"this plan", "", true, "", s.r};
+  ReportPlan b{"vanilla", "", false, "lowering failed", {}};
+  in.plans = {a, b};
+  in.program = &s.p;
+  in.costs = &s.costs;
+  in.timeline = &s.tl;
+  const std::string html = html_report(in);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<title>test &lt;report&gt;</title>") != std::string::npos);
+  CHECK(html.find("not simulated: lowering failed") != std::string::npos);
+  CHECK(html.find("Every evaluated candidate") == std::string::npos);  // no points: no scatter
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(count(html, "<svg ") == 3);  // bars, timeline, memory
+  in.plans.clear();
+  CHECK_THROWS_AS(html_report(in), Error);
+}
+
+TEST_CASE("report: the scatter marks limit, front, winner and baselines", "[report]") {
+  const Sim s = simulate_8b(8, 2, false);
+  std::vector<ReportPoint> pts = {{"a", 2, false, false, true, 1000, 40},
+                                  {"b", 4, true, false, true, 1500, 50},
+                                  {"c", 8, false, true, true, 1200, 60},  // dominated by b: off the front
+                                  {"d", 8, true, true, false, 0, 90}};    // over the limit: a tick
+  ReportPlan w{"winner", "", true, "", s.r};
+  const std::string svg = html_scatter(pts, 78, {w});
+  CHECK(svg.find("memory limit 78.0 GiB") != std::string::npos);
+  CHECK(svg.find("1 over the limit") != std::string::npos);
+  CHECK(count(svg, "<polyline") == 1);
+  // The front joins a (40 GiB) and b (50 GiB) but not c: two points.
+  const auto poly = svg.substr(svg.find("<polyline points=\""), 80);
+  CHECK(count(poly.substr(0, poly.find("\" fill")), ",") == 2);
+  CHECK(svg.find("b: 1500 tokens/s per GPU, 50.0 GiB") != std::string::npos);
+}
+
+TEST_CASE("measured trace: a profile's ops become process 1, aligned by name with the prediction", "[report]") {
+  const Sim s = simulate_8b(2, 1, false);
+  const nlohmann::json sim = chrome_trace(s.p, s.costs, s.tl);
+  // A profile as tp-run writes it (names, phases, median times), here each op measured at 3x its prediction, in
+  // the simulated start order.
+  std::vector<std::pair<double, const nlohmann::json*>> order;
+  for (const auto& e : sim["traceEvents"])
+    if (e["ph"] == "X") order.emplace_back(e["ts"].get<double>(), &e);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  nlohmann::json prof = {
+      {"format", "tptune-profile"}, {"version", 1}, {"environment", {{"backend", "cpu"}, {"device", "test"}}}};
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& [ts, e] : order)
+    ops.push_back({{"name", (*e)["name"]},
+                   {"phase", "forward"},
+                   {"kind", "gemm"},
+                   {"time_us", {{"median", 3 * (*e)["dur"].get<double>()}}}});
+  prof["ops"] = ops;
+  std::string device;
+  const auto measured = parse_profile_ops(prof.dump(), "p.json", &device);
+  CHECK(device == "cpu: test");
+  REQUIRE(measured.size() == order.size());
+  const nlohmann::json both = chrome_trace_with_measured(s.p, s.costs, s.tl, measured, "measured");
+  size_t n1 = 0;
+  double end = 0;
+  for (const auto& e : both["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["pid"] == 1) {
+      ++n1;
+      CHECK(e["args"]["ratio"].get<double>() == Approx(3.0));
+      CHECK(e["ts"].get<double>() == Approx(end));  // serialized: end to end
+      end += e["dur"].get<double>();
+    } else {
+      CHECK(e["args"]["measured_us"].get<double>() == Approx(3 * e["dur"].get<double>()));
+    }
+  }
+  CHECK(n1 == measured.size());
+  CHECK(both["otherData"]["matched_by_name"] == measured.size());
+}
+
+TEST_CASE("measured trace: bad profiles are one-line errors", "[report]") {
+  auto err = [](const std::string& text) {
+    try {
+      parse_profile_ops(text, "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(err("{\n\"format\": \"tptune-profile\",,\n}").rfind("p.json:2: invalid JSON", 0) == 0);
+  CHECK(err(R"({"format": "other"})") == "p.json: expected a tp-run profile (\"format\": \"tptune-profile\")");
+  CHECK(err(R"({"format": "tptune-profile", "version": 2})") ==
+        "p.json: version: expected 1 (the profile format this tp-plan reads)");
+  CHECK(err(R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "x", "time_us": {}}]})") ==
+        "p.json: ops[0].time_us.median: expected a non-negative number");
+  const Sim s = simulate_8b(2, 1, false);
+  const auto other = parse_profile_ops(
+      R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "nowhere.fwd", "time_us": {"median": 1}}]})",
+      "p.json");
+  CHECK_THROWS_WITH(chrome_trace_with_measured(s.p, s.costs, s.tl, other, "p.json"),
+                    Catch::StartsWith("p.json: none of its 1 op names occurs in the simulated Program"));
+}
