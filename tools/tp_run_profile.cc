@@ -19,11 +19,13 @@ struct ProfileArgs {
   std::string out;
   int warmup = 2, iters = 5;
   uint64_t seed = 1;
+  double timeout = kDefaultTimeoutS;
 };
 
 int run_profile(const World& w, ProfileArgs& a) {
   RunSetup s;
   if (!agreed(w, [&] {
+        set_watchdog_timeout(a.timeout);
         if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
         if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
         s = make_setup(w, a.plan, false, "profile");
@@ -39,6 +41,7 @@ int run_profile(const World& w, ProfileArgs& a) {
   nlohmann::json profile;
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
+    backend.set_timeout(watchdog_timeout());
     maybe_inject_failure(w);
     profile = profile_program(s.sharded, backend, {a.warmup, a.iters, a.seed});
   });
@@ -85,6 +88,7 @@ void add_profile_command(CLI::App& app, RunOnWorld& run) {
   cmd->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
   cmd->add_option("--iters", args->iters, "timed steps (default 5)");
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  add_timeout_option(cmd, args->timeout);
   cmd->callback([args, &run] { run = [args](const World& w) { return run_profile(w, *args); }; });
 }
 

@@ -18,6 +18,7 @@ namespace {
 struct VerifyArgs {
   PlanOptions plan;
   uint64_t seed = 1;
+  double timeout = kDefaultTimeoutS;
   std::string json;
 };
 
@@ -36,7 +37,11 @@ void write_text(const std::string& path, const std::string& text) {
 
 int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
-  if (!agreed(w, [&] { s = make_setup(w, a.plan, true, "verify"); })) return 2;
+  if (!agreed(w, [&] {
+        set_watchdog_timeout(a.timeout);
+        s = make_setup(w, a.plan, true, "verify");
+      }))
+    return 2;
   if (!agreed(w, [&] { check_same_everywhere(a.plan.config, s.plan, fmt::format("verify seed={}", a.seed)); }))
     return 2;
   const bool json_stdout = a.json == "-";
@@ -50,6 +55,7 @@ int run_verify(const World& w, VerifyArgs& a) {
   VerifyReport report;
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
+    backend.set_timeout(watchdog_timeout());
     maybe_inject_failure(w);
     CpuBackend reference;  // this process alone: the unsharded model
     report = verify_step(s.sharded, s.reference, backend, reference, a.seed);
@@ -80,6 +86,7 @@ void add_verify_command(CLI::App& app, RunOnWorld& run) {
       "verify", "check that the sharded step computes the unsharded model's loss and gradients (mpirun -np TP)");
   add_plan_options(cmd, args->plan, true);
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  add_timeout_option(cmd, args->timeout);
   cmd->add_option("--json", args->json, "also write the report as JSON to FILE ('-': stdout, the table to stderr)");
   cmd->callback([args, &run] { run = [args](const World& w) { return run_verify(w, *args); }; });
 }
