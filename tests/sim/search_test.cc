@@ -334,6 +334,24 @@ TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the
   std::filesystem::remove(path);
 }
 
+TEST_CASE("a user plan file with an entry that matches no module is refused once, not pruned per candidate",
+          "[search]") {
+  const auto dir = std::filesystem::temp_directory_path() / "tptune_search_typo_plan";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "typo.yaml");
+    f << "tp_degree: 2\nmodules:\n  layers.*.attention.wqq: colwise\n";
+    std::ofstream c(dir / "cfg.yaml");
+    c << "model: " << kModel << "\ncluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}\n"
+      << "search: {tp_degrees: [2], presets: [], plans: [typo.yaml]}\n";
+  }
+  Config cfg = load_config((dir / "cfg.yaml").string());
+  CHECK_THROWS_WITH(search(cfg, {}), (dir / "typo.yaml").string() +
+                                         ":3: modules.layers.*.attention.wqq: matches no module of the model; did "
+                                         "you mean layers.*.attention.wq?");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("user plan files join the space with their own loss-parallel setting", "[search]") {
   const auto dir = std::filesystem::temp_directory_path() / "tptune_search_userplan";
   std::filesystem::create_directories(dir);
