@@ -6,6 +6,7 @@
 
 #include "plans/error.h"
 #include "plans/hf_config.h"
+#include "plans/limits.h"
 #include "plans/plan.h"
 #include "plans/yaml_util.h"
 
@@ -111,19 +112,19 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   }
   const std::string missing_hint =
       fmt::format("missing; give it or a model.preset (one of {})", fmt::join(model_preset_names(), ", "));
-  auto dim_key = [&](const char* key, int64_t& field) {
+  auto dim_key = [&](const char* key, int64_t& field, limits::IntRange range) {
     const std::string k = fmt::format("model.{}", key);
     if (has(n, key))
-      field = doc.positive_integer(n[key], k);
+      field = doc.integer_in(n[key], k, range);
     else if (preset.empty())
       doc.fail_msg(self, k, missing_hint);
   };
-  dim_key("dim", m.dim);
-  dim_key("n_layers", m.n_layers);
-  dim_key("n_heads", m.n_heads);
-  dim_key("vocab_size", m.vocab_size);
+  dim_key("dim", m.dim, limits::dim);
+  dim_key("n_layers", m.n_layers, limits::n_layers);
+  dim_key("n_heads", m.n_heads, limits::n_heads);
+  dim_key("vocab_size", m.vocab_size, limits::vocab_size);
   if (has(n, "n_kv_heads"))
-    m.n_kv_heads = doc.positive_integer(n["n_kv_heads"], "model.n_kv_heads");
+    m.n_kv_heads = doc.integer_in(n["n_kv_heads"], "model.n_kv_heads", limits::n_heads);
   else if (preset.empty())
     m.n_kv_heads = m.n_heads;
 
@@ -136,11 +137,19 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
     if (has_mult || has_multiple)
       doc.fail_msg(key_node(n, "ffn_dim"), "model.ffn_dim",
                    "give either ffn_dim or ffn_dim_multiplier/multiple_of, not both");
-    m.ffn_dim = doc.positive_integer(n["ffn_dim"], "model.ffn_dim");
+    m.ffn_dim = doc.integer_in(n["ffn_dim"], "model.ffn_dim", limits::ffn_dim);
   } else if (has_mult || has_multiple || (preset_rule && has(n, "dim"))) {
-    if (has_mult) multiplier = doc.positive_real(n["ffn_dim_multiplier"], "model.ffn_dim_multiplier");
-    if (has_multiple) multiple_of = doc.positive_integer(n["multiple_of"], "model.multiple_of");
+    if (has_mult)
+      multiplier = doc.real_in(n["ffn_dim_multiplier"], "model.ffn_dim_multiplier", limits::ffn_dim_multiplier);
+    if (has_multiple) multiple_of = doc.integer_in(n["multiple_of"], "model.multiple_of", limits::multiple_of);
     m.ffn_dim = torchtitan_ffn_dim(m.dim, multiplier, multiple_of);
+    if (m.ffn_dim < limits::ffn_dim.lo || m.ffn_dim > limits::ffn_dim.hi) {
+      const char* culprit = has_mult ? "ffn_dim_multiplier" : has_multiple ? "multiple_of" : "dim";
+      doc.fail_msg(key_node(n, culprit), fmt::format("model.{}", culprit),
+                   fmt::format("gives ffn_dim {} (torchtitan's rule with dim {}, multiplier {}, multiple_of {}); "
+                               "expected ffn_dim in {}",
+                               m.ffn_dim, m.dim, multiplier, multiple_of, yaml::range_text(limits::ffn_dim)));
+    }
   } else if (preset.empty()) {
     doc.fail_msg(self, "model.ffn_dim", "missing; give ffn_dim, or ffn_dim_multiplier and multiple_of");
   }
@@ -149,8 +158,8 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   if (has(n, "norm"))
     m.norm =
         doc.choice(n["norm"], "model.norm", {"rmsnorm", "layernorm"}) == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
-  if (has(n, "norm_eps")) m.norm_eps = doc.positive_real(n["norm_eps"], "model.norm_eps");
-  if (has(n, "rope_theta")) m.rope_theta = doc.positive_real(n["rope_theta"], "model.rope_theta");
+  if (has(n, "norm_eps")) m.norm_eps = doc.real_in(n["norm_eps"], "model.norm_eps", limits::norm_eps);
+  if (has(n, "rope_theta")) m.rope_theta = doc.real_in(n["rope_theta"], "model.rope_theta", limits::rope_theta);
 
   if (has(n, "name")) {
     m.name = doc.string(n["name"], "model.name");
@@ -173,9 +182,9 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
   doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing"});
   Training t;
-  if (has(n, "seq_len")) t.seq_len = doc.positive_integer(n["seq_len"], "training.seq_len");
+  if (has(n, "seq_len")) t.seq_len = doc.integer_in(n["seq_len"], "training.seq_len", limits::seq_len);
   if (has(n, "local_batch_size"))
-    t.local_batch_size = doc.positive_integer(n["local_batch_size"], "training.local_batch_size");
+    t.local_batch_size = doc.integer_in(n["local_batch_size"], "training.local_batch_size", limits::local_batch_size);
   if (has(n, "dtype"))
     t.dtype = parse_dtype(doc.choice(n["dtype"], "training.dtype", {"bf16", "fp16", "fp32"}),
                           doc.where(n["dtype"], "training.dtype"));
@@ -191,8 +200,8 @@ LinkSpec read_link(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& se
   LinkSpec l;
   for (const char* k : {"bandwidth_GBps", "latency_us"})
     if (!has(n, k)) doc.fail_msg(self, yaml::join_key(key, k), "missing (an override gives both figures)");
-  l.bandwidth_GBps = doc.positive_real(n["bandwidth_GBps"], key + ".bandwidth_GBps");
-  l.latency_us = doc.nonnegative_real(n["latency_us"], key + ".latency_us");
+  l.bandwidth_GBps = doc.real_in(n["bandwidth_GBps"], key + ".bandwidth_GBps", limits::bandwidth_GBps);
+  l.latency_us = doc.real_in(n["latency_us"], key + ".latency_us", limits::latency_us);
   return l;
 }
 
@@ -208,9 +217,14 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
     c.gpu = gpu.Scalar();
   else
     doc.fail(gpu, "cluster.gpu", "a GPU preset name or an inline spec map");
-  if (has(n, "nodes")) c.nodes = static_cast<int>(doc.positive_integer(n["nodes"], "cluster.nodes"));
+  if (has(n, "nodes")) c.nodes = static_cast<int>(doc.integer_in(n["nodes"], "cluster.nodes", limits::nodes));
   if (has(n, "gpus_per_node"))
-    c.gpus_per_node = static_cast<int>(doc.positive_integer(n["gpus_per_node"], "cluster.gpus_per_node"));
+    c.gpus_per_node =
+        static_cast<int>(doc.integer_in(n["gpus_per_node"], "cluster.gpus_per_node", limits::gpus_per_node));
+  if (int64_t{c.nodes} * c.gpus_per_node > limits::world_size.hi)
+    doc.fail_msg(locate(n, has(n, "nodes") ? "nodes" : "gpus_per_node", self), "cluster.nodes",
+                 fmt::format("{} nodes x {} GPUs per node = {} GPUs; expected at most {}", c.nodes, c.gpus_per_node,
+                             int64_t{c.nodes} * c.gpus_per_node, limits::world_size.hi));
   if (has(n, "intra_node"))
     c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
   if (has(n, "inter_node"))
@@ -224,14 +238,14 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                 {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
                  "local_batch_sizes", "objective", "memory_headroom_gib"});
   SearchSpace s;
-  auto positive_int = [&](const YAML::Node& x, const std::string& k) {
-    const int64_t v = doc.positive_integer(x, k);
-    if (v > (1 << 20)) doc.fail(x, k, "a positive integer up to 1048576");
-    return static_cast<int>(v);
+  auto degree = [&](const YAML::Node& x, const std::string& k) {
+    return static_cast<int>(doc.integer_in(x, k, limits::degree));
   };
-  auto positive_int64 = [&](const YAML::Node& x, const std::string& k) { return doc.positive_integer(x, k); };
+  auto batch = [&](const YAML::Node& x, const std::string& k) {
+    return doc.integer_in(x, k, limits::local_batch_size);
+  };
   auto boolean = [&](const YAML::Node& x, const std::string& k) { return doc.boolean(x, k); };
-  if (has(n, "tp_degrees")) s.tp_degrees = doc.list(n["tp_degrees"], "search.tp_degrees", positive_int);
+  if (has(n, "tp_degrees")) s.tp_degrees = doc.list(n["tp_degrees"], "search.tp_degrees", degree);
   if (has(n, "presets")) {
     const YAML::Node p = n["presets"];
     const auto names = plan_preset_names();
@@ -263,7 +277,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     s.activation_checkpointing = doc.list(n["activation_checkpointing"], "search.activation_checkpointing", ac);
   }
   if (has(n, "local_batch_sizes"))
-    s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", positive_int64);
+    s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", batch);
   if (has(n, "objective")) {
     const std::string o = doc.choice(n["objective"], "search.objective", {"tokens_per_second", "step_time", "memory"});
     s.objective = o == "step_time" ? Objective::step_time
@@ -271,7 +285,8 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                                    : Objective::tokens_per_second;
   }
   if (has(n, "memory_headroom_gib"))
-    s.memory_headroom_gib = doc.nonnegative_real(n["memory_headroom_gib"], "search.memory_headroom_gib");
+    s.memory_headroom_gib =
+        doc.real_in(n["memory_headroom_gib"], "search.memory_headroom_gib", limits::memory_headroom_gib);
   return s;
 }
 

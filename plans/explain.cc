@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <map>
+#include <sstream>
+
+#include "plans/checked_math.h"
 
 namespace tptune {
 
@@ -42,20 +46,79 @@ std::string human_bytes(int64_t b) {
   return fmt::format("{} B", b);
 }
 
+// Calls fn(record) for every collective of the step, every layer instantiated, in program order: one record at a
+// time, so that nothing proportional to the number of layers is held.
+template <class F>
+void for_each_step_collective(const Program& p, F fn) {
+  const int64_t L = p.model.n_layers;
+  for (const Segment& s : p.segments) {
+    const bool per_layer = s.name.starts_with("block");
+    const int64_t n = per_layer ? L : 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const int layer = per_layer ? checked_int(s.reverse ? L - 1 - i : i, "layer index") : -1;
+      for (const Op& op : s.ops)
+        if (op.is_collective()) fn(record_of(p, op, layer));
+    }
+  }
+}
+
+// Count and bytes per (group, phase) over the whole step, from the block templates times the layer count (recompute
+// counts as backward when `merge_recompute`).
+using Totals = std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>>;
+Totals step_totals(const Program& p, bool merge_recompute) {
+  Totals totals;
+  for (const Segment& s : p.segments) {
+    const int64_t n = s.name.starts_with("block") ? p.model.n_layers : 1;
+    for (const Op& op : s.ops) {
+      if (!op.is_collective()) continue;
+      const auto& c = std::get<CollectiveOp>(op.kind);
+      const Phase phase = merge_recompute && op.phase == Phase::recompute ? Phase::backward : op.phase;
+      auto& t = totals[{std::string(to_string(c.group)), std::string(to_string(phase))}];
+      t.first = checked_add(t.first, n, "collectives per step");
+      t.second =
+          checked_add(t.second, checked_mul(c.bytes, n, "collective bytes per step"), "collective bytes per step");
+    }
+  }
+  return totals;
+}
+
+// A JSON string literal (what nlohmann::json's dump() writes for it: quotes, backslashes and control characters
+// escaped, UTF-8 passed through).
+void append_json_string(fmt::memory_buffer& out, std::string_view v) {
+  out.push_back('"');
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", u);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
+
+// One record as nlohmann::json would dump it (keys sorted), formatted directly: 10^7 records of a 10^6-layer step
+// are written without building a json object each.
+void append_record(fmt::memory_buffer& out, const CollectiveRecord& r) {
+  fmt::format_to(std::back_inserter(out),
+                 "{{\"bytes\":{},\"dtype\":\"{}\",\"global_shape\":[{}],\"group\":\"{}\",\"module\":", r.bytes,
+                 to_string(r.dtype), fmt::join(r.global_shape, ","), to_string(r.group));
+  append_json_string(out, r.module);
+  fmt::format_to(std::back_inserter(out),
+                 ",\"op\":\"{}\",\"phase\":\"{}\",\"reduce\":\"{}\",\"tensor\":", to_string(r.kind), to_string(r.phase),
+                 r.reduce == ReduceOp::max ? "max" : "sum");
+  append_json_string(out, r.tensor);
+  out.push_back('}');
+}
+
 }  // namespace
 
 std::vector<CollectiveRecord> step_collectives(const Program& p) {
   std::vector<CollectiveRecord> out;
-  const int L = static_cast<int>(p.model.n_layers);
-  for (const Segment& s : p.segments) {
-    const bool per_layer = s.name.starts_with("block");
-    const int n = per_layer ? L : 1;
-    for (int i = 0; i < n; ++i) {
-      int layer = per_layer ? (s.reverse ? L - 1 - i : i) : -1;
-      for (const Op& op : s.ops)
-        if (op.is_collective()) out.push_back(record_of(p, op, layer));
-    }
-  }
+  for_each_step_collective(p, [&](CollectiveRecord r) { out.push_back(std::move(r)); });
   return out;
 }
 
@@ -68,32 +131,13 @@ std::vector<CollectiveRecord> block_collectives(const Program& p) {
   return out;
 }
 
-nlohmann::json explain_json(const Program& p) {
-  nlohmann::json j;
-  j["tp_degree"] = p.tp;
-  j["dp_shard"] = p.dp;
-  j["plan"] = {{"family", p.plan.family},
-               {"float8", std::string(to_string(p.plan.float8))},
-               {"async_tp", p.plan.async_tp},
-               {"loss_parallel", p.plan.loss_parallel},
-               {"activation_checkpointing", std::string(to_string(p.plan.activation_checkpointing))},
-               {"local_batch_size", p.plan.local_batch_size}};
-  auto& list = j["collectives"] = nlohmann::json::array();
-  std::map<std::string, std::pair<int64_t, int64_t>> per_group;
-  for (const auto& r : step_collectives(p)) {
-    list.push_back({{"phase", std::string(to_string(r.phase))},
-                    {"module", r.module},
-                    {"op", std::string(to_string(r.kind))},
-                    {"tensor", r.tensor},
-                    {"reduce", r.reduce == ReduceOp::max ? "max" : "sum"},
-                    {"dtype", std::string(to_string(r.dtype))},
-                    {"global_shape", r.global_shape},
-                    {"bytes", r.bytes},
-                    {"group", std::string(to_string(r.group))}});
-    auto& g = per_group[std::string(to_string(r.group))];
-    g.first += 1;
-    g.second += r.bytes;
-  }
+void write_explain_json(const Program& p, std::ostream& out) {
+  nlohmann::json plan = {{"family", p.plan.family},
+                         {"float8", std::string(to_string(p.plan.float8))},
+                         {"async_tp", p.plan.async_tp},
+                         {"loss_parallel", p.plan.loss_parallel},
+                         {"activation_checkpointing", std::string(to_string(p.plan.activation_checkpointing))},
+                         {"local_batch_size", p.plan.local_batch_size}};
   nlohmann::json per_block;
   for (const char* phase : {"forward", "backward"}) {
     nlohmann::json counts;
@@ -105,11 +149,38 @@ nlohmann::json explain_json(const Program& p) {
     const char* phase = r.phase == Phase::forward ? "forward" : "backward";
     per_block[phase][std::string(to_string(r.kind))] = per_block[phase][std::string(to_string(r.kind))].get<int>() + 1;
   }
-  j["per_block"] = per_block;
+  std::map<std::string, std::pair<int64_t, int64_t>> per_group;
+  for (const auto& [key, v] : step_totals(p, false)) {
+    auto& g = per_group[key.first];
+    g.first += v.first;
+    g.second = checked_add(g.second, v.second, "collective bytes per step");
+  }
   nlohmann::json step;
   for (const char* g : {"tp", "dp"}) step[g] = {{"count", per_group[g].first}, {"bytes", per_group[g].second}};
-  j["per_step"] = step;
-  return j;
+
+  // The collectives list is written one record at a time; the small parts around it with nlohmann::json.
+  out << "{\n  \"tp_degree\": " << p.tp << ",\n  \"dp_shard\": " << p.dp << ",\n  \"plan\": " << plan.dump()
+      << ",\n  \"collectives\": [";
+  bool first = true;
+  fmt::memory_buffer buf;
+  for_each_step_collective(p, [&](const CollectiveRecord& r) {
+    buf.append(std::string_view(first ? "\n    " : ",\n    "));
+    append_record(buf, r);
+    first = false;
+    if (buf.size() > (1 << 16)) {  // flush in 64 KiB pieces: memory stays bounded
+      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.clear();
+    }
+  });
+  out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+  out << (first ? "]" : "\n  ]") << ",\n  \"per_block\": " << per_block.dump() << ",\n  \"per_step\": " << step.dump()
+      << "\n}\n";
+}
+
+nlohmann::json explain_json(const Program& p) {
+  std::ostringstream out;
+  write_explain_json(p, out);
+  return nlohmann::json::parse(out.str());
 }
 
 std::string explain_text(const Program& p) {
@@ -147,15 +218,8 @@ std::string explain_text(const Program& p) {
   table(top);
   line("");
   line("Per step (every layer):");
-  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> totals;
-  for (const auto& r : step_collectives(p)) {
-    auto& t = totals[{std::string(to_string(r.group)),
-                      std::string(to_string(r.phase == Phase::recompute ? Phase::backward : r.phase))}];
-    t.first += 1;
-    t.second += r.bytes;
-  }
   line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", "group", "phase", "count", "bytes"));
-  for (const auto& [k, v] : totals)
+  for (const auto& [k, v] : step_totals(p, true))
     line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", k.first, k.second, v.first, human_bytes(v.second)));
   return out;
 }

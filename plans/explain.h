@@ -12,6 +12,7 @@
 // tensor's size (nccl-tests' `size`). per_block counts one block's TP collectives; recompute counts as backward.
 
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ std::vector<CollectiveRecord> step_collectives(const Program& p);
 // The collectives of one block template (layer 0 names), forward then backward (recompute included).
 std::vector<CollectiveRecord> block_collectives(const Program& p);
 
+// Writes the JSON document above to `out` one collective at a time: memory stays one block's records plus the
+// output stream, whatever the layer count. explain_json parses what it writes (for tests and small programs).
+void write_explain_json(const Program& p, std::ostream& out);
 nlohmann::json explain_json(const Program& p);
 std::string explain_text(const Program& p);
 

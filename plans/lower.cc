@@ -2,12 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "plans/async_tp.h"
+#include "plans/checked_math.h"
 #include "plans/error.h"
+#include "plans/limits.h"
 #include "plans/lower_layers.h"
+#include "plans/module_names.h"
 
 namespace tptune {
 
@@ -17,14 +22,60 @@ using lowering::Value;
 
 namespace {
 
+// Each quantity is in range, but their products need not be: the largest tensors and FLOP counts of the step,
+// computed exactly (128-bit), must stay within limits::max_tensor_elements and int64, or the error names the keys.
+void check_sizes(const Model& m, const Training& t, const Plan& plan) {
+  using Wide = __int128;
+  const Wide b = plan.local_batch_size, s = t.seq_len, tokens = b * s;
+  const std::string shape = fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len);
+  auto elements = [&](Wide n, const std::string& what) {
+    if (n > limits::max_tensor_elements)
+      throw Error(
+          fmt::format("{} ({:.3g} elements) is larger than tptune handles (2^48 elements per tensor): reduce "
+                      "training.seq_len, the local batch size or the model dims",
+                      what, static_cast<double>(n)));
+  };
+  elements(tokens * std::max({m.dim, m.ffn_dim, m.n_heads * m.head_dim()}),
+           fmt::format("an activation of {} x dim {} / ffn_dim {}", shape, m.dim, m.ffn_dim));
+  elements(tokens * m.vocab_size, fmt::format("the logits of {} x vocab_size {}", shape, m.vocab_size));
+  elements(Wide{m.vocab_size} * m.dim, fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim));
+  elements(Wide{m.ffn_dim} * m.dim, fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim));
+  // FLOPs of one op: the output projection and the feed-forward GEMMs (2 x tokens x dim x max(vocab, ffn)), and
+  // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
+  const Wide max_flops = std::numeric_limits<int64_t>::max();
+  if (Wide{2} * tokens * m.dim * std::max(m.vocab_size, m.ffn_dim) > max_flops)
+    throw Error(
+        fmt::format("the FLOPs of one GEMM ({} x dim {} x vocab/ffn) overflow 64-bit integers: reduce "
+                    "training.seq_len or the local batch size",
+                    shape, m.dim));
+  if (Wide{5} * b * s * s * m.n_heads * m.head_dim() > max_flops)
+    throw Error(
+        fmt::format("the FLOPs of attention ({} x seq_len x dim {}) overflow 64-bit integers: reduce "
+                    "training.seq_len or the local batch size",
+                    shape, m.dim));
+}
+
 void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
   if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
   if (plan.local_batch_size < 1)
     throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
-  if (m.n_layers < 1 || m.dim < 1 || m.n_heads < 1 || m.n_kv_heads < 1 || m.vocab_size < 1 || m.ffn_dim < 1)
-    throw Error("model: dims must be positive");
-  if (t.seq_len < 1) throw Error("training.seq_len: expected a positive integer");
+  // Configs are range-checked when loaded (plans/limits.h); a Model or Training built in code is checked here.
+  auto in = [](const char* key, int64_t v, limits::IntRange r) {
+    if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
+  };
+  in("model.dim", m.dim, limits::dim);
+  in("model.n_layers", m.n_layers, limits::n_layers);
+  in("model.n_heads", m.n_heads, limits::n_heads);
+  in("model.n_kv_heads", m.n_kv_heads, limits::n_heads);
+  in("model.ffn_dim", m.ffn_dim, limits::ffn_dim);
+  in("model.vocab_size", m.vocab_size, limits::vocab_size);
+  in("training.seq_len", t.seq_len, limits::seq_len);
+  in("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  in("tp_degree", plan.tp_degree, limits::degree);
+  in("dp_shard", plan.dp_shard, limits::degree);
+  check_sizes(m, t, plan);
+  check_plan_modules(plan, m);
   if (plan.async_tp && plan.tp_degree > 1 && plan.float8 == Float8Recipe::rowwise)
     throw Error(
         fmt::format("{}: async_tp with float8 rowwise is not supported (torchtitan pairs async TP with "
@@ -144,7 +195,7 @@ class Lowerer {
     size_t embed_tape_end = e.tape_size();
 
     // --- one block, forward ---
-    e.begin_segment("block.fwd", static_cast<int>(m.n_layers));
+    e.begin_segment("block.fwd", checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
     TensorId x_in = e.tensor("input", e.desc(x0.t).local_shape, e.desc(x0.t).dtype, e.desc(x0.t).placement,
                              TensorRole::activation, e.desc(x0.t).global_shape);
@@ -184,7 +235,7 @@ class Lowerer {
     if (!g_hin) throw Error("internal: no gradient reaches the last block");
 
     // --- one block, backward (with recompute) ---
-    e.begin_segment("block.bwd", static_cast<int>(m.n_layers), true);
+    e.begin_segment("block.bwd", checked_int(m.n_layers, "model.n_layers"), true);
     e.per_layer = true;
     TensorId g_out = e.tensor("output.grad", e.desc(g_hin->t).local_shape, e.desc(g_hin->t).dtype,
                               e.desc(g_hin->t).placement, TensorRole::gradient, e.desc(g_hin->t).global_shape);
@@ -216,7 +267,7 @@ class Lowerer {
     }
 
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
-    e.begin_segment("block.optimizer", static_cast<int>(m.n_layers));
+    e.begin_segment("block.optimizer", checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
     optimizer(block_params);
     e.per_layer = false;

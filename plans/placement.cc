@@ -3,15 +3,24 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <numeric>
+#include <charconv>
 
 #include "plans/error.h"
+#include "plans/limits.h"
+#include "plans/yaml_util.h"
 
 namespace tptune {
 
 std::string to_string(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
-int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n) || n > limits::max_tensor_elements)
+      throw Error(fmt::format("a tensor of shape {} has more than 2^48 elements: the sizes are too large for tptune",
+                              to_string(s)));
+  return n;
+}
 
 bool Placement::same_as(const Placement& o, int ndim) const {
   if (kind != o.kind) return false;
@@ -35,7 +44,7 @@ Placement parse_placement(std::string_view text, const std::string& where) {
   for (char c : text)
     if (!std::isspace(static_cast<unsigned char>(c))) t += c;
   auto fail = [&]() -> Placement {
-    throw Error(fmt::format("{}: expected a placement R, S(d) or P, got '{}'", where, text));
+    throw Error(fmt::format("{}: expected a placement R, S(d) or P, got '{}'", where, yaml::shown(text)));
   };
   if (t == "R" || t == "Replicate()" || t == "Replicate") return Placement::R();
   if (t == "P" || t == "Partial()" || t == "Partial") return Placement::P();
@@ -51,7 +60,13 @@ Placement parse_placement(std::string_view text, const std::string& where) {
   if (i == body.size()) return fail();
   for (size_t j = i; j < body.size(); ++j)
     if (!std::isdigit(static_cast<unsigned char>(body[j]))) return fail();
-  return Placement::S(std::stoi(std::string(body)));
+  // A tensor dim: tptune's tensors have at most a few dims, so anything past +-64 is a typo, not a dim.
+  int d = 0;
+  const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), d);
+  if (ec != std::errc() || end != body.data() + body.size() || d < -64 || d > 63)
+    throw Error(fmt::format("{}: {}: expected a shard dim in -64..63 (a tensor dim, negative counts from the end)",
+                            where, yaml::shown(text)));
+  return Placement::S(d);
 }
 
 static int checked_dim(const Placement& p, const Shape& s, const std::string& what) {

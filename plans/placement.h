@@ -24,6 +24,7 @@ namespace tptune {
 
 using Shape = std::vector<int64_t>;
 std::string to_string(const Shape& s);  // "[1, 8192, 4096]"
+// Element count; tptune::Error when it passes limits::max_tensor_elements (2^48) or overflows.
 int64_t numel(const Shape& s);
 
 struct Placement {

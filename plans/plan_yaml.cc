@@ -159,11 +159,7 @@ Plan load(const std::string& text, const std::string& name) {
                  "local_batch_size", "modules"});
   Plan p;
   p.source = name;
-  auto small_positive = [&](const char* k) {
-    const int64_t v = doc.positive_integer(root[k], k);
-    if (v > (1 << 20)) doc.fail(root[k], k, "a positive integer up to 1048576");
-    return static_cast<int>(v);
-  };
+  auto small_positive = [&](const char* k) { return static_cast<int>(doc.integer_in(root[k], k, limits::degree)); };
   if (root["family"].IsDefined()) p.family = doc.string(root["family"], "family");
   if (root["tp_degree"].IsDefined()) p.tp_degree = small_positive("tp_degree");
   if (root["dp_shard"].IsDefined()) p.dp_shard = small_positive("dp_shard");
@@ -177,7 +173,7 @@ Plan load(const std::string& text, const std::string& name) {
         doc.choice(root["activation_checkpointing"], "activation_checkpointing", {"none", "selective", "full"}),
         doc.where(root["activation_checkpointing"], "activation_checkpointing"));
   if (root["local_batch_size"].IsDefined())
-    p.local_batch_size = doc.positive_integer(root["local_batch_size"], "local_batch_size");
+    p.local_batch_size = doc.integer_in(root["local_batch_size"], "local_batch_size", limits::local_batch_size);
 
   const YAML::Node modules = root["modules"];
   if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized

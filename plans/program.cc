@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 
 namespace tptune {
@@ -80,10 +81,12 @@ std::string_view to_string(CrossEntropyOp::Stage s) {
 int64_t AttentionOp::flops() const {
   // QK^T and PV: 2 matmuls x 2*s*s*d per head = 4*b*h*s^2*d; causal keeps half: 2*b*h*s^2*d.
   // Backward recomputes P and does 4 more matmuls (dV, dP, dQ, dK): 2.5x the forward.
-  int64_t fwd = 2 * batch * n_heads * seq * seq * head_dim;
-  if (!causal) fwd *= 2;
-  return backward ? fwd * 5 / 2 : fwd;
+  int64_t fwd = checked_mul({causal ? 2 : 4, batch, n_heads, seq, seq, head_dim},
+                            "attention FLOPs (batch x heads x seq^2 x head_dim)");
+  return backward ? checked_mul(fwd / 2, 5, "attention backward FLOPs") : fwd;  // fwd is even
 }
+
+int64_t GemmOp::flops() const { return checked_mul({2, m, n, k}, "GEMM FLOPs (2 x m x n x k)"); }
 
 std::string_view kind_name(const OpKind& k) {
   static constexpr std::string_view names[] = {"gemm",          "attention", "elementwise", "embedding",

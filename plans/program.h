@@ -77,7 +77,7 @@ struct GemmOp {
   int64_t m = 0, n = 0, k = 0;
   DType a_dtype = DType::bf16, b_dtype = DType::bf16, c_dtype = DType::bf16;
   bool trans_a = false, trans_b = false, accumulate = false;
-  int64_t flops() const { return 2 * m * n * k; }
+  int64_t flops() const;  // 2*m*n*k, overflow-checked
 };
 
 // Causal grouped-query flash attention on local heads. Forward inputs {q, k, v} (b, s, heads*head_dim), outputs

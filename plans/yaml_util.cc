@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -25,11 +26,17 @@ YAML::Node parse(const std::string& text, const std::string& name) {
 }
 
 std::string read_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found)
+    throw Error(fmt::format("{}: no such file (expected a {} YAML file)", shown(path, 200), what));
+  if (status.type() == std::filesystem::file_type::directory)
+    throw Error(fmt::format("{}: is a directory (expected a {} YAML file)", shown(path, 200), what));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot open {} '{}'", what, path));
+  if (!in) throw Error(fmt::format("{}: cannot open the {} file", shown(path, 200), what));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("cannot read {} '{}'", what, path));
+  if (in.bad() || ss.fail()) throw Error(fmt::format("{}: cannot read the {} file", shown(path, 200), what));
   return ss.str();
 }
 
@@ -38,11 +45,34 @@ std::string join_key(std::string_view prefix, std::string_view key) {
   return fmt::format("{}.{}", prefix, key);
 }
 
+std::string shown(std::string_view text, size_t max) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= max) return out + "...";
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string range_text(limits::IntRange r) { return fmt::format("{}..{}", r.lo, r.hi); }
+
+std::string range_text(limits::RealRange r) { return fmt::format("{}{}, {}]", r.lo_open ? "(" : "[", r.lo, r.hi); }
+
 std::string describe(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
   if (node.IsMap()) return "a map";
   if (node.IsSequence()) return "a list";
-  return fmt::format("'{}'", node.Scalar());
+  return fmt::format("'{}'", shown(node.Scalar()));
 }
 
 bool is_scalar(const YAML::Node& n) { return n.IsDefined() && n.IsScalar(); }
@@ -129,6 +159,20 @@ double YamlDoc::nonnegative_real(const YAML::Node& node, std::string_view key) c
   return v;
 }
 
+int64_t YamlDoc::integer_in(const YAML::Node& node, std::string_view key, limits::IntRange r) const {
+  int64_t v = 0;
+  if (!is_scalar(node) || !parse_int(node.Scalar(), v) || v < r.lo || v > r.hi)
+    fail(node, key, fmt::format("an integer in {}", range_text(r)));
+  return v;
+}
+
+double YamlDoc::real_in(const YAML::Node& node, std::string_view key, limits::RealRange r) const {
+  double v = 0;
+  if (!is_scalar(node) || !parse_real(node.Scalar(), v) || v > r.hi || v < r.lo || (r.lo_open && v == r.lo))
+    fail(node, key, fmt::format("a number in {}", range_text(r)));
+  return v;
+}
+
 bool YamlDoc::boolean(const YAML::Node& node, std::string_view key) const {
   if (is_scalar(node)) {
     const std::string& s = node.Scalar();
@@ -171,10 +215,10 @@ void YamlDoc::check_map(const YAML::Node& node, std::string_view prefix,
     bool ok = false;
     for (auto a : allowed) ok = ok || a == name;
     if (!ok)
-      throw Error(fmt::format("{}: {}: unknown key; expected one of {}", at(k, node), join_key(prefix, name),
+      throw Error(fmt::format("{}: {}: unknown key; expected one of {}", at(k, node), join_key(prefix, shown(name)),
                               fmt::join(allowed, ", ")));
     if (!seen.insert(name).second)
-      throw Error(fmt::format("{}: {}: duplicate key", at(k, node), join_key(prefix, name)));
+      throw Error(fmt::format("{}: {}: duplicate key", at(k, node), join_key(prefix, shown(name))));
   }
 }
 

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "plans/limits.h"
+
 namespace tptune::yaml {
 
 // True for a defined scalar (yaml-cpp throws when asked the type of a missing key's node).
@@ -28,7 +30,8 @@ bool is_scalar(const YAML::Node& n);
 // Parses YAML text; a syntax error (yaml-cpp's ParserException) becomes tptune::Error "<name>:<line>: invalid YAML:
 // <what yaml-cpp says>".
 YAML::Node parse(const std::string& text, const std::string& name);
-// Reads a whole file; throws tptune::Error "cannot open <what> '<path>'" when it cannot be read.
+// Reads a whole file; throws tptune::Error "<path>: no such file (expected a <what> YAML file)", "<path>: is a
+// directory ...", or "<path>: cannot open the <what> file" when it cannot be read.
 std::string read_file(const std::string& path, const std::string& what);
 
 // The file a document came from, used to prefix every error with "<file>:<line>: ".
@@ -53,8 +56,12 @@ class YamlDoc {
   double real(const YAML::Node& node, std::string_view key) const;
   double positive_real(const YAML::Node& node, std::string_view key) const;     // > 0
   double nonnegative_real(const YAML::Node& node, std::string_view key) const;  // >= 0
-  bool boolean(const YAML::Node& node, std::string_view key) const;             // true/false (yes/no, on/off)
-  std::string string(const YAML::Node& node, std::string_view key) const;       // any non-empty scalar
+  // An integer / a finite number within `r` (plans/limits.h); the error states the range:
+  //   config.yaml:3: model.n_layers: expected an integer in 1..10000, got '2147483648'
+  int64_t integer_in(const YAML::Node& node, std::string_view key, limits::IntRange r) const;
+  double real_in(const YAML::Node& node, std::string_view key, limits::RealRange r) const;
+  bool boolean(const YAML::Node& node, std::string_view key) const;        // true/false (yes/no, on/off)
+  std::string string(const YAML::Node& node, std::string_view key) const;  // any non-empty scalar
   // A scalar that must be one of `allowed`; the error lists them.
   std::string choice(const YAML::Node& node, std::string_view key, const std::vector<std::string>& allowed) const;
 
@@ -90,7 +97,13 @@ class YamlDoc {
 
 // "model" + "dim" -> "model.dim"; "" + "model" -> "model".
 std::string join_key(std::string_view prefix, std::string_view key);
-// How a node reads in an error's "got ..." part: the scalar text, or "a map", "a list", "nothing".
+// How a node reads in an error's "got ..." part: the quoted scalar text (shown()), or "a map", "a list", "nothing".
 std::string describe(const YAML::Node& node);
+// User text as an error echoes it, so that an error stays one short line: control characters escaped ("\\n"), and
+// cut to `max` characters with "..." (a 100 KB value is not echoed whole).
+std::string shown(std::string_view text, size_t max = 60);
+// "1..10000" / "(0, 64]" / "[0, 1e+06]": a range as errors state it.
+std::string range_text(limits::IntRange r);
+std::string range_text(limits::RealRange r);
 
 }  // namespace tptune::yaml

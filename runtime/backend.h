@@ -81,7 +81,8 @@ struct AdamWParams {
   int step = 1;  // 1-based, for bias correction
 };
 
-// A pending collective. `wait` blocks until it is complete (idempotent).
+// A pending collective. `wait` blocks until it is complete (idempotent), or throws tptune::Error when the backend's
+// watchdog timeout passes first (a peer that never joins).
 class Request {
  public:
   virtual ~Request() = default;

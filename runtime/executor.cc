@@ -163,8 +163,17 @@ void Executor::wait_conflicts(const std::vector<Region>& reads, const std::vecto
 void Executor::complete(size_t k) {
   Pending p = std::move(pending_[k]);
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(k));
-  p.request->wait();
+  wait_request(p);
   if (p.finish) p.finish();
+}
+
+void Executor::wait_request(Pending& p) {
+  try {
+    p.request->wait();
+  } catch (const Error& e) {
+    if (p.op < 0) throw;
+    fail(flat_.ops[size_t(p.op)], e.what());
+  }
 }
 
 void Executor::complete_all() {

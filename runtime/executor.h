@@ -89,6 +89,7 @@ class Executor {
     RequestPtr request;
     std::vector<Region> reads, writes;
     std::function<void()> finish;  // unpacks staged data once the request completed
+    int op = -1;                   // the flat op that issued it, named when its wait fails (watchdog timeout)
   };
 
   // executor.cc
@@ -98,6 +99,8 @@ class Executor {
   void wait_conflicts(const std::vector<Region>& reads, const std::vector<Region>& writes);
   void complete(size_t pending_index);
   void complete_all();
+  // Waits for `p`'s request; an error (a watchdog timeout) is rethrown naming the op: "<op name>: <what>".
+  void wait_request(Pending& p);
   void run_op(int index, bool eager);
   [[noreturn]] void fail(const FlatOp& op, const std::string& what) const;
   Buffer& scratch(int op, int which, int64_t numel);

@@ -47,6 +47,7 @@ void Executor::issue_collective(int index, bool eager) {
   const Shape& ys = desc(out).local_shape;
   const int size = be_.group_size(c.group);
   Pending p;
+  p.op = index;
   p.reads = {{in, -1}};
   p.writes = {{out, -1}};
   wait_conflicts(p.reads, p.writes);
@@ -113,7 +114,7 @@ void Executor::issue_collective(int index, bool eager) {
       break;
   }
   if (eager) {
-    p.request->wait();
+    wait_request(p);
     if (p.finish) p.finish();
     return;
   }
@@ -133,6 +134,7 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
   const int in = op.inputs[0], out = op.outputs[0];
   const int next = (rank_ + 1) % tp_, prev = (rank_ + tp_ - 1) % tp_;
   Pending p;
+  p.op = index;
   if (ch.pattern == ChunkRef::Pattern::reduce_scatter) {
     const int64_t n = numel(desc(in).local_shape);
     if (numel(desc(out).local_shape) != n) fail(op, "a reduce-scatter ring step receives what it sends");
@@ -178,7 +180,7 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
     fail(op, "a p2p op outside an async TP ring (no ChunkRef pattern)");
   }
   if (eager) {
-    p.request->wait();
+    wait_request(p);
     if (p.finish) p.finish();
     return;
   }

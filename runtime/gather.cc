@@ -1,5 +1,8 @@
 #include "runtime/gather.h"
 
+#include <fmt/format.h>
+
+#include "plans/error.h"
 #include "runtime/executor.h"
 
 namespace tptune {
@@ -10,7 +13,11 @@ std::vector<float> gather_all(Backend& be, const Executor& ex, int t) {
   const int64_t n = static_cast<int64_t>(local.size());
   Buffer in = be.alloc(n, Storage::f32), out = be.alloc(n * tp, Storage::f32);
   be.upload(in.f32(), local.data(), n);
-  be.all_gather(Group::tp, in.f32(), out.f32(), n)->wait();
+  try {
+    be.all_gather(Group::tp, in.f32(), out.f32(), n)->wait();
+  } catch (const Error& e) {  // a watchdog timeout: say which tensor was being gathered
+    throw Error(fmt::format("gathering {} from every rank: {}", ex.flat().tensors[size_t(t)].fqn, e.what()));
+  }
   std::vector<float> all(static_cast<size_t>(n * tp));
   be.download(all.data(), out.f32(), n * tp);
   return all;

@@ -158,7 +158,11 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     ex.step([&](int op, double us) { times[size_t(op)] = static_cast<float>(us); });
     // One op's time in this iteration: the slowest rank's.
     backend.upload(local.f32(), times.data(), static_cast<int64_t>(n_ops));
-    backend.all_reduce(Group::tp, ReduceOp::max, local.f32(), worst.f32(), static_cast<int64_t>(n_ops))->wait();
+    try {
+      backend.all_reduce(Group::tp, ReduceOp::max, local.f32(), worst.f32(), static_cast<int64_t>(n_ops))->wait();
+    } catch (const Error& e) {  // a watchdog timeout
+      throw Error(fmt::format("profile: the all-reduce (max) of iteration {}'s op times: {}", it, e.what()));
+    }
     backend.download(times.data(), worst.f32(), static_cast<int64_t>(n_ops));
     for (size_t i = 0; i < n_ops; ++i) samples[i].push_back(times[i]);
     if (options.on_step) options.on_step(options.warmup + it + 1, total_steps);

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <set>
 
 #include "plans/error.h"
+#include "plans/limits.h"
+#include "plans/yaml_util.h"
 #include "sim/gpu_presets_data.h"
 
 namespace tptune {
@@ -40,7 +43,7 @@ struct Reader {
     return fmt::format("{}:{}", file, m.line + 1);
   }
   std::string text(const YAML::Node& n) const {
-    if (n.IsScalar()) return n.Scalar();
+    if (n.IsScalar()) return yaml::shown(n.Scalar());
     return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
   }
   // The node of a figure: `key: V` or `key: {value: V, source: S}`. Records the source.
@@ -51,7 +54,7 @@ struct Reader {
       throw Error(fmt::format("{}: {}: missing (a GPU spec needs every figure; see sim/gpu_spec.h)", where(root), key));
     if (n.IsMap()) {
       for (const auto& kv : n) {
-        std::string k = kv.first.as<std::string>();
+        const std::string k = key_name(kv.first);
         if (k != "value" && k != "source")
           throw Error(fmt::format("{}: {}.{}: unknown key, expected value or source", where(kv.first), key, k));
       }
@@ -67,7 +70,16 @@ struct Reader {
     }
     return n;
   }
-  double number(const std::string& key, GpuSpec& spec, bool allow_zero = false) {
+  // A key of a spec map: a plain name (an inline spec may have been written with any YAML as a key).
+  std::string key_name(const YAML::Node& k) const {
+    if (!k.IsScalar())
+      throw Error(fmt::format("{}: GPU spec: expected keys that are plain names, got {}", where(k), text(k)));
+    return k.Scalar();
+  }
+  // A finite figure in limits::gpu_figure ((0, 1e6]; [0, 1e6] with allow_zero). yaml-cpp's as<double>() reads
+  // ".inf" and ".nan", so the range test is written to refuse them.
+  double number(const std::string& key, GpuSpec& spec, bool allow_zero = false,
+                limits::RealRange range = limits::gpu_figure) {
     YAML::Node v = figure(key, spec);
     double d = 0;
     bool ok = v.IsScalar();
@@ -78,9 +90,10 @@ struct Reader {
         ok = false;
       }
     }
-    if (!ok || !(d > 0 || (allow_zero && d == 0)))
-      throw Error(fmt::format("{}: {}: expected a {} number, got '{}'", where(v), key,
-                              allow_zero ? "non-negative" : "positive", text(v)));
+    if (allow_zero) range.lo_open = false;
+    if (!ok || !std::isfinite(d) || d > range.hi || d < range.lo || (range.lo_open && d == range.lo))
+      throw Error(fmt::format("{}: {}: expected a number in {}, got {}", where(v), key, yaml::range_text(range),
+                              v.IsScalar() ? "'" + text(v) + "'" : text(v)));
     return d;
   }
   bool boolean(const std::string& key, GpuSpec& spec) {
@@ -119,18 +132,18 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   s.fp32_tflops = r.number("fp32_tflops", s);
   s.hbm_bandwidth_GBps = r.number("hbm_bandwidth_GBps", s);
   s.memory_GiB = r.number("memory_GiB", s);
-  double sms = r.number("sm_count", s);
+  double sms = r.number("sm_count", s, false, {double(limits::sm_count.lo), double(limits::sm_count.hi), false});
   if (sms != static_cast<int>(sms))
     throw Error(fmt::format("{}: sm_count: expected a positive integer, got '{}'", r.where(node["sm_count"]), sms));
   s.sm_count = static_cast<int>(sms);
-  s.nvlink_bandwidth_GBps = r.number("nvlink_bandwidth_GBps", s);
-  s.nvlink_latency_us = r.number("nvlink_latency_us", s, true);
+  s.nvlink_bandwidth_GBps = r.number("nvlink_bandwidth_GBps", s, false, limits::bandwidth_GBps);
+  s.nvlink_latency_us = r.number("nvlink_latency_us", s, true, limits::latency_us);
   s.nvswitch = r.boolean("nvswitch", s);
   s.nvls = r.boolean("nvls", s);
-  s.network_bandwidth_GBps = r.number("network_bandwidth_GBps", s);
-  s.network_latency_us = r.number("network_latency_us", s, true);
+  s.network_bandwidth_GBps = r.number("network_bandwidth_GBps", s, false, limits::bandwidth_GBps);
+  s.network_latency_us = r.number("network_latency_us", s, true, limits::latency_us);
   for (const auto& kv : node) {
-    std::string k = kv.first.as<std::string>();
+    const std::string k = r.key_name(kv.first);
     if (!r.seen.count(k))
       throw Error(
           fmt::format("{}: {}: unknown key in a GPU spec (see sim/gpu_spec.h for the keys)", r.where(kv.first), k));

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "plans/module_names.h"
+
 namespace tptune {
 
 std::vector<int> default_tp_degrees(const Cluster& c) {
@@ -31,6 +33,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
     PlanFamily f;
     f.preset = false;
     f.file_plan = load_plan(path);
+    check_plan_modules(f.file_plan, cfg.model);  // refused once, not pruned as every candidate of the file
     f.name = f.file_plan.family != "custom" && !f.file_plan.family.empty()
                  ? f.file_plan.family
                  : std::filesystem::path(path).stem().string();

@@ -6,15 +6,16 @@
 #include <iostream>
 
 #include "plans/error.h"
+#include "plans/limits.h"
+#include "plans/yaml_util.h"
 
 namespace tptune::tools {
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
-  cmd->add_option("config", o.config, "config YAML (model, training, cluster)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--hf-config", o.hf_config, "a Hugging Face config.json that replaces the config's model section")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("config", o.config, "config YAML (model, training, cluster)")->required();
+  cmd->add_option("--hf-config", o.hf_config, "a Hugging Face config.json that replaces the config's model section");
   auto* preset = cmd->add_option("--preset", o.preset, "plan preset: vanilla | sequence_parallel");
-  auto* plan = cmd->add_option("--plan", o.plan_file, "plan YAML file")->check(CLI::ExistingFile);
+  auto* plan = cmd->add_option("--plan", o.plan_file, "plan YAML file");
   preset->excludes(plan);
   cmd->add_option("--tp", o.tp, "tensor-parallel degree");
   if (with_dp_shard) cmd->add_option("--dp-shard", o.dp_shard, "data-parallel (FSDP) degree; default world/tp");
@@ -27,7 +28,21 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   lp->excludes(nlp);
 }
 
+namespace {
+
+// A command-line number must lie in its range (plans/limits.h), like the same key in a YAML file.
+template <class T>
+void check_option(const char* name, const std::optional<T>& v, limits::IntRange r) {
+  if (v && (*v < r.lo || *v > r.hi))
+    throw Error(fmt::format("{}: expected an integer in {}, got {}", name, yaml::range_text(r), *v));
+}
+
+}  // namespace
+
 Plan resolve_plan(const Config& cfg, const PlanOptions& o) {
+  check_option("--tp", o.tp, limits::degree);
+  check_option("--dp-shard", o.dp_shard, limits::degree);
+  check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
   Plan plan;
   if (!o.plan_file.empty()) {
     plan = load_plan(o.plan_file);

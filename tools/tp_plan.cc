@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "plans/error.h"
+#include "plans/yaml_util.h"
 #include "tools/tp_plan_commands.h"
 
 int main(int argc, char** argv) {
@@ -16,15 +17,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, like every other error: CLI11's own report adds a second line and exits with its codes (105, ...).
+    fmt::print(stderr, "tp-plan: error: {} (see tp-plan --help)\n", tptune::yaml::shown(e.what(), 500));
+    return 2;
   }
   try {
     return run ? run() : 0;
   } catch (const tptune::Error& e) {
-    fmt::print(stderr, "tp-plan: error: {}\n", e.what());
+    fmt::print(stderr, "tp-plan: error: {}\n", tptune::yaml::shown(e.what(), 2000));
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "tp-plan: internal error: {}\n", e.what());
+    fmt::print(stderr, "tp-plan: internal error: {}\n", tptune::yaml::shown(e.what(), 2000));
     return 3;
   }
 }

@@ -1,6 +1,9 @@
 // tp-plan explain CONFIG (--preset NAME | --plan FILE) [toggles] [--json FILE|-]
 #include <fmt/format.h>
 
+#include <fstream>
+#include <iostream>
+
 #include "plans/config.h"
 #include "plans/error.h"
 #include "plans/explain.h"
@@ -28,7 +31,14 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
       if (args->json != "-") fmt::print("{}", explain_text(prog));
-      if (!args->json.empty()) write_json(explain_json(prog), args->json);
+      if (args->json == "-") {
+        write_explain_json(prog, std::cout);  // streamed: no document proportional to the layer count in memory
+      } else if (!args->json.empty()) {
+        std::ofstream f(args->json);
+        if (!f) throw Error(fmt::format("cannot write JSON to '{}'", args->json));
+        write_explain_json(prog, f);
+        if (!f) throw Error(fmt::format("{}: write failed", args->json));
+      }
       return 0;
     };
   });

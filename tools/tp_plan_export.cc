@@ -24,7 +24,7 @@ struct ExportArgs {
 void add_export_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand("export", "print a plan as torchtitan job-config TOML or a python TP plan");
-  cmd->add_option("plan", args->plan, "plan YAML file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("plan", args->plan, "plan YAML file")->required();
   cmd->add_option("--format", args->format, "torchtitan (job-config TOML) | python (parallelize_module plan)")
       ->capture_default_str();
   cmd->add_option("-o,--out", args->out, "write to FILE instead of stdout");

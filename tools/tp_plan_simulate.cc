@@ -68,8 +68,7 @@ void add_simulate_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--json", args->json, "write the report as JSON to FILE (- for stdout, instead of the text)");
   cmd->add_option("--trace", args->trace, "write a Chrome trace of the step to FILE (opens in Perfetto)");
   cmd->add_option("--measured", args->measured,
-                  "with --trace: add this tp-run profile JSON as a second process, op names aligned")
-      ->check(CLI::ExistingFile);
+                  "with --trace: add this tp-run profile JSON as a second process, op names aligned");
   cmd->add_option("--report", args->report, "write an HTML report (charts, timeline, memory) to FILE");
   cmd->callback([args, &run]() { run = [args]() { return run_simulate(*args); }; });
 }

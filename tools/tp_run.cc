@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "plans/yaml_util.h"
 #include "tools/tp_run_commands.h"
 
 namespace {
@@ -28,8 +29,7 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
       if (w.rank == 0) app.exit(e);
       return 0;
     }
-    parse_error = e.what();
-    if (w.rank == 0 && w.size == 1) parse_error += "\nRun with --help for more information.";
+    parse_error = tptune::yaml::shown(e.what(), 500) + " (see tp-run --help)";
   }
   if (!tptune::tools::agree_on_error(w, parse_error)) return 2;
   return run(w);

@@ -22,11 +22,13 @@ struct ProfileArgs {
   int warmup = 2, iters = 5;
   uint64_t seed = 1;
   bool quiet = false;
+  double timeout = kDefaultTimeoutS;
 };
 
 int run_profile(const World& w, ProfileArgs& a) {
   RunSetup s;
   if (!agreed(w, [&] {
+        set_watchdog_timeout(a.timeout);
         if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
         if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
         s = make_setup(w, a.plan, false, "profile");
@@ -42,6 +44,7 @@ int run_profile(const World& w, ProfileArgs& a) {
   nlohmann::json profile;
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
+    backend.set_timeout(watchdog_timeout());
     maybe_inject_failure(w);
     // Rank 0 draws the progress line (on a terminal, without --quiet); the others stay silent.
     Progress bar("tp-run profile", w.rank == 0 && Progress::enabled(a.quiet));
@@ -95,6 +98,7 @@ void add_profile_command(CLI::App& app, RunOnWorld& run) {
   cmd->add_option("--iters", args->iters, "timed steps (default 5)");
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
   cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
+  add_timeout_option(cmd, args->timeout);
   cmd->callback([args, &run] { run = [args](const World& w) { return run_profile(w, *args); }; });
 }
 

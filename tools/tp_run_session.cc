@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/shrink.h"
+#include "plans/yaml_util.h"
 
 namespace tptune::tools {
 
@@ -31,16 +33,60 @@ void print0(const World& w, const std::string& text) {
   std::fflush(stdout);
 }
 
+namespace {
+
+double g_timeout_s = kDefaultTimeoutS;
+
+// Completes `req` or, after the watchdog timeout, prints one line naming `what` and aborts every rank.
+void wait_or_abort(const World& w, MPI_Request& req, const char* what) {
+  using Clock = std::chrono::steady_clock;
+  if (g_timeout_s <= 0) {
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    return;
+  }
+  const auto deadline = Clock::now() + std::chrono::duration<double>(g_timeout_s);
+  int done = 0;
+  while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "tp-run: error (rank %d of %d): %s did not complete within %g s (tp-run --timeout): a peer rank "
+                   "is stopped, hung or slower than the timeout\n",
+                   w.rank, w.size, what, g_timeout_s);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+}
+
+}  // namespace
+
+void add_timeout_option(CLI::App* cmd, double& seconds) {
+  cmd->add_option("--timeout", seconds,
+                  "seconds a collective may wait for its peers before every rank is ended with an error naming it "
+                  "(default 300; 0 waits forever)");
+}
+
+void set_watchdog_timeout(double seconds) {
+  if (!(seconds >= 0 && seconds <= 1e6))
+    throw Error(fmt::format("--timeout: expected seconds in [0, 1e6] (0 waits forever), got {}", seconds));
+  g_timeout_s = seconds;
+}
+
+double watchdog_timeout() { return g_timeout_s; }
+
 bool agree_on_error(const World& w, const std::string& error) {
   int mine = error.empty() ? w.size : w.rank, first = w.size, failed = error.empty() ? 0 : 1, n_failed = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&failed, &n_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Request reqs[2];
+  MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &reqs[0]);
+  MPI_Iallreduce(&failed, &n_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &reqs[1]);
+  wait_or_abort(w, reqs[0], "agreeing on errors (an all-reduce of every rank's status)");
+  wait_or_abort(w, reqs[1], "agreeing on errors (an all-reduce of every rank's status)");
   if (first == w.size) return true;
   if (w.rank == first) {
     if (n_failed == w.size)
-      std::fprintf(stderr, "tp-run: error: %s\n", error.c_str());
+      std::fprintf(stderr, "tp-run: error: %s\n", yaml::shown(error, 2000).c_str());
     else
-      std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, error.c_str());
+      std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, yaml::shown(error, 2000).c_str());
     std::fflush(stderr);
   }
   return false;
@@ -68,7 +114,7 @@ void or_abort(const World& w, const std::function<void()>& fn) {
   } catch (const std::exception& e) {
     error = fmt::format("internal error: {}", e.what());
   }
-  std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, error.c_str());
+  std::fprintf(stderr, "tp-run: error (rank %d of %d): %s\n", w.rank, w.size, yaml::shown(error, 2000).c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 2);
 }
@@ -180,7 +226,9 @@ void check_same_everywhere(const std::string& config_path, const Model& model, c
     error = e.what();
   }
   uint64_t root[3] = {mine[0], mine[1], mine[2]};
-  MPI_Bcast(root, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Ibcast(root, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req);
+  wait_or_abort(mpi_world(), req, "checking that every rank runs the same config (a broadcast from rank 0)");
   if (!error.empty()) throw Error(error);
   std::vector<std::string> what;
   if (mine[0] != root[0]) what.push_back(fmt::format("the config file {} (or the model it resolves to)", config_path));

@@ -12,6 +12,7 @@
 //    whose hash differs fails in the agreed phase, naming what differs.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 
@@ -37,6 +38,15 @@ bool agreed(const World& w, const std::function<void()>& fn);
 bool agree_on_error(const World& w, const std::string& error);
 // Runs `fn`; an exception prints `tp-run: error (rank r): ...` and aborts every rank.
 void or_abort(const World& w, const std::function<void()>& fn);
+
+// Watchdog (--timeout SECONDS, default 300 like PyTorch's NCCL watchdog; 0 waits forever): every wait of tp-run,
+// the collectives of the step (CpuBackend::set_timeout) and the agreement calls here, gives up after the timeout; the
+// rank prints `tp-run: error (rank r of n): <op or step>: ... did not complete within N s` and aborts every rank.
+inline constexpr double kDefaultTimeoutS = 300;
+void add_timeout_option(CLI::App* cmd, double& seconds);
+// Checks the range (0..1e6) and sets the timeout of this file's own MPI waits. Throws tptune::Error.
+void set_watchdog_timeout(double seconds);
+double watchdog_timeout();
 
 // Testing the failure path: when the environment variable TPTUNE_TP_RUN_FAIL_RANK equals this rank, throws as if
 // this rank had failed at the start of execution (its peers then wait in the step's first collective).

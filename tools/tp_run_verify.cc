@@ -20,6 +20,7 @@ namespace {
 struct VerifyArgs {
   PlanOptions plan;
   uint64_t seed = 1;
+  double timeout = kDefaultTimeoutS;
   std::string json;
   bool shrink = false;
 };
@@ -39,7 +40,11 @@ void write_text(const std::string& path, const std::string& text) {
 
 int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
-  if (!agreed(w, [&] { s = make_setup(w, a.plan, true, "verify", a.shrink); })) return 2;
+  if (!agreed(w, [&] {
+        set_watchdog_timeout(a.timeout);
+        s = make_setup(w, a.plan, true, "verify", a.shrink);
+      }))
+    return 2;
   if (!agreed(w, [&] {
         check_same_everywhere(a.plan.config, s.config.model, s.plan,
                               fmt::format("verify seed={} shrink={}", a.seed, a.shrink));
@@ -57,6 +62,7 @@ int run_verify(const World& w, VerifyArgs& a) {
   VerifyReport report;
   or_abort(w, [&] {
     CpuBackend backend(MPI_COMM_WORLD);
+    backend.set_timeout(watchdog_timeout());
     maybe_inject_failure(w);
     CpuBackend reference;  // this process alone: the unsharded model
     report = verify_step(s.sharded, s.reference, backend, reference, a.seed);
@@ -87,6 +93,7 @@ void add_verify_command(CLI::App& app, RunOnWorld& run) {
       "verify", "check that the sharded step computes the unsharded model's loss and gradients (mpirun -np TP)");
   add_plan_options(cmd, args->plan, true);
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  add_timeout_option(cmd, args->timeout);
   cmd->add_option("--json", args->json, "also write the report as JSON to FILE ('-': stdout, the table to stderr)");
   cmd->add_flag("--shrink", args->shrink,
                 "verify the plan on a scaled-down model of the same architecture (2 layers, small dims; the "

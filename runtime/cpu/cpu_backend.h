@@ -75,10 +75,15 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Timer> make_timer() override;
   void synchronize() override {}
 
+  // Watchdog: a collective's `wait` that has not completed after `seconds` throws tptune::Error ("all_reduce did
+  // not complete within 3 s ..."); 0 waits forever (the default).
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+
  private:
   MPI_Comm comm(Group g) const { return g == Group::tp ? tp_ : dp_; }
   MPI_Comm tp_, dp_;
   int tag_ = 0;  // next send_recv tag
+  double timeout_s_ = 0;
 };
 
 }  // namespace tptune

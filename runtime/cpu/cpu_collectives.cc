@@ -1,7 +1,13 @@
 // CpuBackend collectives over MPI-3 non-blocking calls. A group of size 1 (MPI_COMM_NULL) completes at once with a
 // local copy, so the tp 1 reference runs without MPI.
+//
+// Watchdog: `wait` polls MPI_Testall (which is also what drives Open MPI's progress) against a deadline instead of
+// blocking in MPI_Waitall, so a peer that is stopped or hung (SIGSTOP, a deadlock, a dead link) turns into a
+// tptune::Error after `timeout_s` seconds, like PyTorch's NCCL watchdog; the caller names the op and aborts.
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstring>
 
@@ -17,14 +23,32 @@ class Done final : public Request {
   bool test() override { return true; }
 };
 
+// Set once a wait timed out: the process is about to abort, and requests still in flight must not be waited for
+// when the stack unwinds (their peers will never answer).
+std::atomic<bool> g_timed_out{false};
+
 class MpiRequests final : public Request {
  public:
-  explicit MpiRequests(std::string what) : what_(std::move(what)) {}
+  MpiRequests(std::string what, double timeout_s) : what_(std::move(what)), timeout_s_(timeout_s) {}
   MPI_Request* add() { return &reqs_.emplace_back(MPI_REQUEST_NULL); }
   void wait() override {
     if (reqs_.empty()) return;
-    check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
-    reqs_.clear();
+    if (timeout_s_ <= 0) {
+      check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
+      reqs_.clear();
+      return;
+    }
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    while (!test()) {
+      if (Clock::now() > deadline) {
+        g_timed_out = true;
+        throw Error(
+            fmt::format("{} did not complete within {} s (tp-run --timeout): a peer rank is stopped, hung "
+                        "or slower than the timeout",
+                        what_, timeout_s_));
+      }
+    }
   }
   bool test() override {
     if (reqs_.empty()) return true;
@@ -37,12 +61,14 @@ class MpiRequests final : public Request {
     if (rc != MPI_SUCCESS) throw Error(fmt::format("MPI {} failed (error code {})", what_, rc));
   }
   ~MpiRequests() override {
-    // A request must not be dropped while MPI still writes into the buffers: complete it (errors ignored here).
-    if (!reqs_.empty()) MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
+    // A request must not be dropped while MPI still writes into the buffers: complete it (errors ignored here),
+    // unless a timeout is ending the process.
+    if (!reqs_.empty() && !g_timed_out) MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
   }
 
  private:
   std::string what_;
+  double timeout_s_ = 0;
   std::vector<MPI_Request> reqs_;
 };
 
@@ -66,7 +92,7 @@ RequestPtr CpuBackend::all_reduce(Group g, ReduceOp op, const float* in, float* 
     local_copy(out, in, n);
     return std::make_unique<Done>();
   }
-  auto r = std::make_unique<MpiRequests>("all_reduce");
+  auto r = std::make_unique<MpiRequests>("all_reduce", timeout_s_);
   r->check(
       MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count(n, "all_reduce"), MPI_FLOAT, mpi_op(op), c, r->add()));
   return r;
@@ -78,7 +104,7 @@ RequestPtr CpuBackend::all_gather(Group g, const float* in, float* out, int64_t 
     local_copy(out, in, n);
     return std::make_unique<Done>();
   }
-  auto r = std::make_unique<MpiRequests>("all_gather");
+  auto r = std::make_unique<MpiRequests>("all_gather", timeout_s_);
   int cnt = count(n, "all_gather");
   r->check(MPI_Iallgather(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c, r->add()));
   return r;
@@ -90,7 +116,7 @@ RequestPtr CpuBackend::reduce_scatter(Group g, ReduceOp op, const float* in, flo
     local_copy(out, in, n);
     return std::make_unique<Done>();
   }
-  auto r = std::make_unique<MpiRequests>("reduce_scatter");
+  auto r = std::make_unique<MpiRequests>("reduce_scatter", timeout_s_);
   r->check(MPI_Ireduce_scatter_block(in, out, count(n, "reduce_scatter"), MPI_FLOAT, mpi_op(op), c, r->add()));
   return r;
 }
@@ -101,7 +127,7 @@ RequestPtr CpuBackend::all_to_all(Group g, const float* in, float* out, int64_t 
     local_copy(out, in, n);
     return std::make_unique<Done>();
   }
-  auto r = std::make_unique<MpiRequests>("all_to_all");
+  auto r = std::make_unique<MpiRequests>("all_to_all", timeout_s_);
   int cnt = count(n, "all_to_all");
   r->check(MPI_Ialltoall(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c, r->add()));
   return r;
@@ -120,7 +146,7 @@ RequestPtr CpuBackend::send_recv(Group g, const float* send, int dst, float* rec
   // meets the k-th receive of its neighbour. MPI guarantees tags up to 32767.
   int tag = tag_;
   tag_ = (tag_ + 1) % 32768;
-  auto r = std::make_unique<MpiRequests>("send_recv");
+  auto r = std::make_unique<MpiRequests>("send_recv", timeout_s_);
   int cnt = count(n, "send_recv");
   r->check(MPI_Irecv(recv, cnt, MPI_FLOAT, src, tag, c, r->add()));
   r->check(MPI_Isend(send, cnt, MPI_FLOAT, dst, tag, c, r->add()));

@@ -253,16 +253,16 @@ TEST_CASE("config errors name file, line and key", "[config][errors]") {
   }
   SECTION("wrong types") {
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_layers: abc\n"),
-               Contains("cfg.yaml:3: model.n_layers: expected a positive integer, got 'abc'"));
+               Contains("cfg.yaml:3: model.n_layers: expected an integer in 1..10000, got 'abc'"));
     CHECK_THAT(error_of("model: {preset: tiny-llama}\ntraining:\n  seq_len: 1.5\n"),
-               Contains("cfg.yaml:3: training.seq_len: expected a positive integer, got '1.5'"));
+               Contains("cfg.yaml:3: training.seq_len: expected an integer in 1..16777216, got '1.5'"));
     CHECK_THAT(error_of("model: {preset: tiny-llama, norm_eps: small}"),
-               Contains("cfg.yaml:1: model.norm_eps: expected a positive number, got 'small'"));
+               Contains("cfg.yaml:1: model.norm_eps: expected a number in (0, 1], got 'small'"));
     CHECK_THAT(error_of("model: {preset: tiny-llama, dim: [64]}"),
-               Contains("cfg.yaml:1: model.dim: expected a positive integer, got a list"));
+               Contains("cfg.yaml:1: model.dim: expected an integer in 1..1048576, got a list"));
     // An empty value is reported on its key's line (yaml-cpp marks it where the next token starts).
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_layers:\n"),
-               Contains("cfg.yaml:3: model.n_layers: expected a positive integer, got nothing"));
+               Contains("cfg.yaml:3: model.n_layers: expected an integer in 1..10000, got nothing"));
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\ncluster:\n  gpu:\n  nodes: 1\n"),
                Contains("cfg.yaml:4: cluster.gpu: expected a GPU preset name or an inline spec map, got nothing"));
     CHECK_THAT(error_of("model: tiny-llama\n"), Contains("cfg.yaml:1: model: expected a map, got 'tiny-llama'"));
@@ -273,11 +273,11 @@ TEST_CASE("config errors name file, line and key", "[config][errors]") {
   }
   SECTION("zero and negative dims") {
     CHECK_THAT(error_of("model: {preset: tiny-llama, dim: 0}"),
-               Contains("cfg.yaml:1: model.dim: expected a positive integer, got '0'"));
+               Contains("cfg.yaml:1: model.dim: expected an integer in 1..1048576, got '0'"));
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_heads: -4\n"),
-               Contains("cfg.yaml:3: model.n_heads: expected a positive integer, got '-4'"));
+               Contains("cfg.yaml:3: model.n_heads: expected an integer in 1..65536, got '-4'"));
     CHECK_THAT(error_of("model: {preset: tiny-llama}\ncluster: {gpu: h100-sxm, nodes: 0}\n"),
-               Contains("cfg.yaml:2: cluster.nodes: expected a positive integer, got '0'"));
+               Contains("cfg.yaml:2: cluster.nodes: expected an integer in 1..65536, got '0'"));
   }
   SECTION("attention shapes") {
     CHECK_THAT(error_of("model:\n  preset: tiny-llama\n  n_kv_heads: 3\n"),
@@ -326,7 +326,7 @@ TEST_CASE("config errors name file, line and key", "[config][errors]") {
                Contains("cfg.yaml:4: cluster.inter_node.latency_us: missing"));
     CHECK_THAT(error_of("model: {preset: tiny-llama}\ncluster:\n  gpu: x\n  inter_node: {bandwidth_GBps: 0, "
                         "latency_us: 1}\n"),
-               Contains("cfg.yaml:4: cluster.inter_node.bandwidth_GBps: expected a positive number, got '0'"));
+               Contains("cfg.yaml:4: cluster.inter_node.bandwidth_GBps: expected a number in (0, 1000000], got '0'"));
   }
   SECTION("nothing to search") {
     CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  presets: []\n"),
@@ -345,10 +345,10 @@ TEST_CASE("YAML syntax errors become tptune::Error with the line", "[config][err
 }
 
 TEST_CASE("a missing config file", "[config][errors]") {
-  CHECK_THROWS_WITH(load_config("no/such/x.yaml"), "cannot open config 'no/such/x.yaml'");
+  CHECK_THROWS_WITH(load_config("no/such/x.yaml"), "no/such/x.yaml: no such file (expected a config YAML file)");
   TempDir dir;
   const std::string path = dir.write("bad.yaml", "model: {preset: tiny-llama}\ntraining: {seq_len: 0}\n");
-  CHECK_THROWS_WITH(load_config(path), Contains(path + ":2: training.seq_len: expected a positive integer"));
+  CHECK_THROWS_WITH(load_config(path), Contains(path + ":2: training.seq_len: expected an integer in 1..16777216"));
 }
 
 TEST_CASE("enum names round-trip through their parsers", "[config]") {

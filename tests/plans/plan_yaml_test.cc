@@ -226,10 +226,12 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
                Contains("plan.yaml:2: modules.a.desired_input_layouts: missing"));
   }
   SECTION("toggles") {
-    CHECK_THAT(error_of("tp_degree: 0\n"), Contains("plan.yaml:1: tp_degree: expected a positive integer, got '0'"));
+    CHECK_THAT(error_of("tp_degree: 0\n"),
+               Contains("plan.yaml:1: tp_degree: expected an integer in 1..1048576, got '0'"));
     CHECK_THAT(error_of("\ntp_degree: -2\n"),
-               Contains("plan.yaml:2: tp_degree: expected a positive integer, got '-2'"));
-    CHECK_THAT(error_of("dp_shard: two\n"), Contains("plan.yaml:1: dp_shard: expected a positive integer, got 'two'"));
+               Contains("plan.yaml:2: tp_degree: expected an integer in 1..1048576, got '-2'"));
+    CHECK_THAT(error_of("dp_shard: two\n"),
+               Contains("plan.yaml:1: dp_shard: expected an integer in 1..1048576, got 'two'"));
     CHECK_THAT(error_of("float8: e4m3\n"), Contains("plan.yaml:1: float8: expected one of none, tensorwise, rowwise"));
     CHECK_THAT(error_of("async_tp: 2\n"), Contains("plan.yaml:1: async_tp: expected true or false, got '2'"));
     CHECK_THAT(error_of("activation_checkpointing: op\n"), Contains("plan.yaml:1: activation_checkpointing: expected"));
@@ -255,6 +257,6 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
 }
 
 TEST_CASE("a missing plan file", "[plan_yaml][errors]") {
-  CHECK_THROWS_WITH(load_plan("no/such/plan.yaml"), "cannot open plan 'no/such/plan.yaml'");
+  CHECK_THROWS_WITH(load_plan("no/such/plan.yaml"), "no/such/plan.yaml: no such file (expected a plan YAML file)");
   CHECK_THROWS_WITH(save_plan(Plan{}, "/no/such/dir/plan.yaml"), "cannot write plan '/no/such/dir/plan.yaml'");
 }

@@ -112,7 +112,7 @@ TEST_CASE("inline spec errors name file:line and the key") {
     text.replace(text.find("hbm_bandwidth_GBps: 2000"), 24, "hbm_bandwidth_GBps: fast");
     YAML::Node root = YAML::Load(text);
     CHECK(error_of([&] { parse_gpu_spec(root["cluster"]["gpu"], "cfg.yaml"); }) ==
-          "cfg.yaml:8: hbm_bandwidth_GBps: expected a positive number, got 'fast'");
+          "cfg.yaml:8: hbm_bandwidth_GBps: expected a number in (0, 1000000], got 'fast'");
   }
   SECTION("missing key") {
     std::string text = kInline;

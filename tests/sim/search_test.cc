@@ -13,6 +13,7 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/module_names.h"
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
 #include "sim/search_report.h"
@@ -322,7 +323,7 @@ TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the
   SearchResult r = search(cfg, {});
   REQUIRE(r.winner());
   const auto path = std::filesystem::temp_directory_path() / "tptune_search_winner.yaml";
-  save_plan(result_plan(r, r.ranking[0]), path.string());
+  save_plan(without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model), path.string());  // as --out-plan does
   Plan back = load_plan(path.string());
   StepReport s = simulate(lower(cfg.model, cfg.training, back), resolve_cluster(cfg), default_cost_params());
   CHECK(s.step_time_ms == r.winner()->report.step_time_ms);
@@ -331,6 +332,24 @@ TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the
   CHECK(back.tp_degree == r.winner()->candidate.tp);
   CHECK(back.dp_shard == r.winner()->candidate.dp);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a user plan file with an entry that matches no module is refused once, not pruned per candidate",
+          "[search]") {
+  const auto dir = std::filesystem::temp_directory_path() / "tptune_search_typo_plan";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "typo.yaml");
+    f << "tp_degree: 2\nmodules:\n  layers.*.attention.wqq: colwise\n";
+    std::ofstream c(dir / "cfg.yaml");
+    c << "model: " << kModel << "\ncluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}\n"
+      << "search: {tp_degrees: [2], presets: [], plans: [typo.yaml]}\n";
+  }
+  Config cfg = load_config((dir / "cfg.yaml").string());
+  CHECK_THROWS_WITH(search(cfg, {}), (dir / "typo.yaml").string() +
+                                         ":3: modules.layers.*.attention.wqq: matches no module of the model; did "
+                                         "you mean layers.*.attention.wq?");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("user plan files join the space with their own loss-parallel setting", "[search]") {
