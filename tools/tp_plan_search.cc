@@ -1,4 +1,5 @@
 // tp-plan search CONFIG [--top K] [--json FILE|-] [--out-plan FILE] [--trace FILE] [--threads N]
+//                [--calibration CALIB.yaml]
 //
 // Ranks every plan of the config's search space (sim/search.h), prints the top K, the winner against the vanilla
 // plan and torchtitan's default, and optionally writes the winner as a plan YAML (which explain, simulate and tp-run
@@ -17,6 +18,7 @@
 #include "sim/trace.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
+#include "tools/tp_plan_cost_params.h"
 
 namespace tptune::tools {
 
@@ -27,6 +29,7 @@ struct SearchArgs {
   size_t top = 10;
   std::string json, out_plan, trace;
   int threads = 0;
+  std::string calibration;
 };
 
 // A one-line progress bar on stderr, drawn only on a terminal and only once the search has run for a second.
@@ -58,6 +61,8 @@ int run_search(const SearchArgs& a) {
   const Config cfg = load_config(a.config);
   SearchOptions opts;
   opts.threads = a.threads;
+  const ResolvedCostParams resolved = resolve_cost_params(resolve_cluster(cfg).gpu, a.calibration);
+  opts.cost = resolved.params;
   ProgressBar bar;
   opts.progress = [&bar](size_t done, size_t total) { bar.update(done, total); };
   const SearchResult r = search(cfg, opts);
@@ -71,6 +76,8 @@ int run_search(const SearchArgs& a) {
     return 1;
   }
   if (text) fmt::print("{}{}", search_table(cfg, r, a.top), explain_winner(r, baselines));
+  if (text)
+    for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   const Plan winner = result_plan(r, r.ranking[0]);
   if (!a.out_plan.empty()) {
     save_plan(winner, a.out_plan);
@@ -100,6 +107,7 @@ void add_search_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--json", args->json, "write the result as JSON to FILE (- for stdout)");
   cmd->add_option("--out-plan", args->out_plan, "write the winner as a plan YAML (for simulate, explain, tp-run)");
   cmd->add_option("--trace", args->trace, "write the winner's simulated step as a Chrome trace JSON");
+  add_calibration_option(cmd, args->calibration);
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([args, &run]() { run = [args]() { return run_search(*args); }; });
 }
