@@ -16,6 +16,7 @@ namespace tptune::tools {
 namespace {
 
 struct AccuracyArgs {
+  std::string statistic = "median";
   std::vector<std::string> files;
   std::string calibration, device, json;
   double fail_above = 0;  // percent; 0: never fail
@@ -23,7 +24,7 @@ struct AccuracyArgs {
 
 int run_accuracy(const AccuracyArgs& a) {
   std::vector<Measurements> ms;
-  for (const auto& f : a.files) ms.push_back(load_measurements(f));
+  for (const auto& f : a.files) ms.push_back(load_measurements(f, a.statistic));
   const std::string device_name =
       a.device.empty() ? environment_device(ms.front().environment, ms.front().path) : a.device;
   const GpuSpec device = gpu_preset(device_name, "--device");
@@ -55,6 +56,9 @@ void add_accuracy_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--fail-above", args->fail_above,
                   "exit 1 when a step's |predicted - measured| / measured exceeds this many percent")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--statistic", args->statistic,
+                  "which summary of the samples is the measured time: median (default) or min (least disturbed)")
+      ->check(CLI::IsMember({"median", "min"}));
   cmd->callback([args, &run]() { run = [args]() { return run_accuracy(*args); }; });
 }
 

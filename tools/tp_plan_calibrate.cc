@@ -16,6 +16,7 @@ namespace tptune::tools {
 namespace {
 
 struct CalibrateArgs {
+  std::string statistic = "median";
   std::vector<std::string> files;
   std::string out;
   std::string device;
@@ -25,18 +26,19 @@ struct CalibrateArgs {
 
 int run_calibrate(const CalibrateArgs& a) {
   std::vector<Measurements> all;
-  for (const auto& f : a.files) all.push_back(load_measurements(f));
+  for (const auto& f : a.files) all.push_back(load_measurements(f, a.statistic));
   // Group by environment; files from another device or library version are refused unless asked to fit apart.
   std::vector<std::string> keys;
   std::map<std::string, std::vector<Measurements>> groups;
+  const std::string first_key = environment_key(all.front().environment), first_path = all.front().path;
   for (auto& m : all) {
     const std::string k = environment_key(m.environment);
-    if (!groups.count(k)) keys.push_back(k);
-    if (!a.separate && k != environment_key(all.front().environment))
+    if (!a.separate && k != first_key)
       throw Error(fmt::format(
           "{}: environment '{}' differs from {}'s '{}' (another device or library version): refused; fit them "
           "separately with --separate",
-          m.path, k, all.front().path, environment_key(all.front().environment)));
+          m.path, k, first_path, first_key));
+    if (!groups.count(k)) keys.push_back(k);
     groups[k].push_back(std::move(m));
   }
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -69,6 +71,9 @@ void add_calibrate_command(CLI::App& app, RunFn& run) {
                 "fit files from different environments separately (OUT-1.yaml, OUT-2.yaml, ...)");
   cmd->add_option("--tie-gemm-dtypes", args->tie,
                   "one GEMM efficiency for every dtype (default: true on the CPU backend, which computes in fp32)");
+  cmd->add_option("--statistic", args->statistic,
+                  "which summary of the samples is the measured time: median (default) or min (least disturbed)")
+      ->check(CLI::IsMember({"median", "min"}));
   cmd->callback([args, &run]() { run = [args]() { return run_calibrate(*args); }; });
 }
 

@@ -77,9 +77,9 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
     for (const auto& o : m.ops) {
       const double t = costs.duration_us[size_t(o.segment)][size_t(o.op)];
       ps += t;
-      ms += o.median_us;
-      if (o.median_us <= 0) continue;
-      const double e = (t - o.median_us) / o.median_us;
+      ms += o.time_us;
+      if (o.time_us <= 0) continue;
+      const double e = (t - o.time_us) / o.time_us;
       add_error(r.per_op, e);
       auto& cls = classes[class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)])];
       add_error(cls, e);

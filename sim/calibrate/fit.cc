@@ -126,7 +126,7 @@ FitResidual residual_of(const std::string& name, const std::vector<Sample>& ss, 
   FitResidual r{name, static_cast<int>(ss.size()), 0, 0};
   std::vector<double> errs;
   for (const auto& s : ss) {
-    const double t = s.op->median_us, p = model_time_us(*s.op, *s.m, *s.cluster, c);
+    const double t = s.op->time_us, p = model_time_us(*s.op, *s.m, *s.cluster, c);
     errs.push_back(std::abs(p - t) / t);
   }
   if (errs.empty()) return r;
@@ -226,7 +226,7 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
       std::vector<double> f(4, 0.0);
       f[size_t(column(s))] = model_time_us(*s.op, *s.m, *s.cluster, c);
       f[3] = 1.0;
-      p.add(f, s.op->median_us);
+      p.add(f, s.op->time_us);
     }
     std::vector<bool> used = used_columns(p, 4);
     std::vector<double> lo{1 / 1.5, 1 / 1.5, 1 / 1.5, 0}, hi{1e4, 1e4, 1e4, 1e4};
@@ -265,7 +265,7 @@ void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostPa
   for (const auto& s : ss) {
     const bool bwd = std::get<AttentionOp>(program_op(*s.op, *s.m)->kind).backward;
     const double x = model_time_us(*s.op, *s.m, *s.cluster, c);
-    p.add({bwd ? 0 : x, bwd ? x : 0, 1.0}, s.op->median_us);
+    p.add({bwd ? 0 : x, bwd ? x : 0, 1.0}, s.op->time_us);
   }
   std::vector<bool> used = used_columns(p, 3);
   std::vector<double> lo{1 / 1.5, 1 / 1.5, 0}, hi{1e5, 1e5, 1e4};
@@ -324,7 +324,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
     }
     f[size_t(col)] = model_time_us(*s.op, *s.m, *s.cluster, c);
     f[adam ? ovh_adam : ovh] = 1.0;
-    p.add(f, s.op->median_us);
+    p.add(f, s.op->time_us);
   }
   std::vector<bool> used = used_columns(p, n_mem_cols);
   std::vector<double> lo(n_mem_cols, 1 / 1.5), hi(n_mem_cols, 1e6);
@@ -356,8 +356,7 @@ void fit_collectives(const std::vector<Sample>& ss, CostParams& fit, Calibration
     for (const auto& s : g) sizes.insert(s.op->bytes);
     if (sizes.size() < 2) continue;  // alpha and beta need two sizes at least
     Problem p;
-    for (const auto& s : g)
-      p.add({1.0, static_cast<double>(s.op->bytes) * bus_factor(kind, n) * 1e-3}, s.op->median_us);
+    for (const auto& s : g) p.add({1.0, static_cast<double>(s.op->bytes) * bus_factor(kind, n) * 1e-3}, s.op->time_us);
     std::vector<double> x = robust_solve(p, {0, 1e-4}, {1e4, 1e4});
     FittedCollective f;
     f.curve = {kind, n, x[0], 1 / x[1]};
@@ -389,7 +388,7 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   std::map<OpClass, std::vector<Sample>> by_class;
   for (size_t i = 0; i < ms.size(); ++i)
     for (const auto& o : ms[i].ops)
-      if (o.median_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
+      if (o.time_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
 
   const CostParams base = device_cost_params(device);
   CostParams fit = base;

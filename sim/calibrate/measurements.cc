@@ -19,6 +19,7 @@ using nlohmann::json;
 
 struct Reader {
   std::string path;
+  const char* stat = "median";
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
     throw Error(fmt::format("{}: {}: {}", path, where, what));
   }
@@ -102,10 +103,10 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
       o.bytes = c->bytes;
       o.group_size = c->group == Group::tp ? p.tp : p.dp;
     }
-    o.median_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", "median");
+    o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
     m.ops.push_back(std::move(o));
   }
-  if (j.contains("step_wall_us")) m.step_wall_us = r.number(j["step_wall_us"], "step_wall_us", "median");
+  if (j.contains("step_wall_us")) m.step_wall_us = r.number(j["step_wall_us"], "step_wall_us", r.stat);
   m.program = std::move(p);
 }
 
@@ -117,7 +118,7 @@ void load_bench(const Reader& r, const json& j, Measurements& m) {
     const std::string w = fmt::format("results[{}]", i);
     const json& rec = results[i];
     MeasuredOp o;
-    o.median_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", "median");
+    o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
     if (bench == "gemm") {
       o.source = MeasuredOp::Source::gemm;
       o.gemm.m = r.integer(rec, w, "m");
@@ -164,8 +165,10 @@ std::string environment_device(const json& env, const std::string& path) {
                           path, backend));
 }
 
-Measurements parse_measurements(const json& j, const std::string& path) {
-  Reader r{path};
+Measurements parse_measurements(const json& j, const std::string& path, const std::string& statistic) {
+  if (statistic != "median" && statistic != "min")
+    throw Error(fmt::format("--statistic: expected median or min, got '{}'", statistic));
+  Reader r{path, statistic == "min" ? "min" : "median"};
   Measurements m;
   m.path = path;
   if (!j.is_object()) r.fail("top level", "expected a JSON object (a tptune profile or bench file)");
@@ -186,7 +189,7 @@ Measurements parse_measurements(const json& j, const std::string& path) {
   return m;
 }
 
-Measurements load_measurements(const std::string& path) {
+Measurements load_measurements(const std::string& path, const std::string& statistic) {
   std::ifstream f(path);
   if (!f) throw Error(fmt::format("{}: cannot read the file", path));
   json j;
@@ -196,7 +199,7 @@ Measurements load_measurements(const std::string& path) {
     std::string what = e.what();
     throw Error(fmt::format("{}: not valid JSON (byte {}): {}", path, e.byte, what.substr(what.rfind(':') + 2)));
   }
-  return parse_measurements(j, path);
+  return parse_measurements(j, path, statistic);
 }
 
 }  // namespace tptune

@@ -31,7 +31,7 @@ struct MeasuredOp {
   CollectiveKind collective = CollectiveKind::all_reduce;  // collective samples
   int64_t bytes = 0;   // collective (nccl-tests size) and memory samples (bytes moved)
   int group_size = 1;  // collectives: the group's size
-  double median_us = 0;
+  double time_us = 0;  // the chosen statistic of its samples (median by default)
 };
 
 struct Measurements {
@@ -41,11 +41,14 @@ struct Measurements {
   int ranks = 1;
   std::optional<Program> program;  // profiles
   std::vector<MeasuredOp> ops;
-  double step_wall_us = 0;  // profiles: median overlapped step (0 when absent)
+  double step_wall_us = 0;  // profiles: the overlapped step's statistic (0 when absent)
 };
 
-Measurements load_measurements(const std::string& path);
-Measurements parse_measurements(const nlohmann::json& j, const std::string& path);
+// `statistic` picks which summary of each record's samples is the measured time: "median" (the default) or "min"
+// (the least-disturbed run, for a machine shared with other work); the step wall time likewise.
+Measurements load_measurements(const std::string& path, const std::string& statistic = "median");
+Measurements parse_measurements(const nlohmann::json& j, const std::string& path,
+                                const std::string& statistic = "median");
 
 // "cpu | Intel Xeon | threads 1 | eigen 3.4.0, mpi Open MPI v4.1.4" — what must match between fitted files.
 std::string environment_key(const nlohmann::json& environment);
