@@ -51,6 +51,7 @@ const std::vector<CostParamField>& cost_param_fields() {
       TPTUNE_D(norm_traffic_factor, 1e-2, 100),
       TPTUNE_D(rope_traffic_factor, 1e-2, 100),
       TPTUNE_D(activation_traffic_factor, 1e-2, 100),
+      TPTUNE_D(loss_traffic_factor, 1e-2, 1000),
       TPTUNE_D(embedding_bwd_efficiency, 1e-4, 10),
       TPTUNE_I(loss_in_fp32, 0, 1),
       TPTUNE_D(optimizer_overhead_us, 0, 1e6),

@@ -85,6 +85,9 @@ struct CostParams {
   double norm_traffic_factor = 6.0;
   double rope_traffic_factor = 4.0;
   double activation_traffic_factor = 1.7;
+  // Cross-entropy stages that compute an exp per logit (sum of exp, backward) over their byte count: 1 where they
+  // are memory-bound (GPUs); a CPU is bound by the exps, and calibration finds the factor (sim/gpus/cpu.yaml).
+  double loss_traffic_factor = 1.0;
   // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
   double embedding_bwd_efficiency = 0.35;
   // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,

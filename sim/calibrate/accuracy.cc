@@ -81,8 +81,12 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       if (o.time_us <= 0) continue;
       const double e = (t - o.time_us) / o.time_us;
       add_error(r.per_op, e);
-      auto& cls = classes[class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)])];
-      add_error(cls, e);
+      const std::string cname = class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)]);
+      add_error(classes[cname], e);
+      r.worst_ops.push_back({m.path, o.name, cname, t, o.time_us, e});
+      std::sort(r.worst_ops.begin(), r.worst_ops.end(),
+                [](const OpAccuracy& a, const OpAccuracy& b) { return std::abs(a.error) > std::abs(b.error); });
+      if (r.worst_ops.size() > 10) r.worst_ops.pop_back();
     }
     s.predicted_serial_ms = ps / 1e3;
     s.measured_serial_ms = ms / 1e3;
@@ -118,6 +122,10 @@ std::string accuracy_text(const AccuracyReport& r) {
   for (const auto& c : r.classes)
     out += fmt::format("  {:<14} MAPE {:>6.1f}%  max {:>7.1f}%  ({} ops)\n", c.op_class, 100 * c.mape,
                        100 * c.max_error, c.samples);
+  if (!r.worst_ops.empty()) out += "worst ops:\n";
+  for (const auto& o : r.worst_ops)
+    out += fmt::format("  {:>+8.1f}%  {:>10.1f} us predicted, {:>10.1f} measured  {} ({}, {})\n", 100 * o.error,
+                       o.predicted_us, o.measured_us, o.name, o.op_class, o.profile);
   out += r.kendall_tau ? fmt::format("ranking: Kendall tau {:.3f} over {} plans\n", *r.kendall_tau, r.steps.size())
                        : "ranking: Kendall tau needs two profiles or more\n";
   return out;
@@ -138,7 +146,16 @@ nlohmann::json accuracy_json(const AccuracyReport& r) {
   json classes = json::object();
   for (const auto& c : r.classes)
     classes[c.op_class] = {{"mape", c.mape}, {"max_error", c.max_error}, {"samples", c.samples}};
+  json worst = json::array();
+  for (const auto& o : r.worst_ops)
+    worst.push_back({{"profile", o.profile},
+                     {"name", o.name},
+                     {"class", o.op_class},
+                     {"predicted_us", o.predicted_us},
+                     {"measured_us", o.measured_us},
+                     {"error", o.error}});
   return {{"steps", steps},
+          {"worst_ops", worst},
           {"per_op", {{"mape", r.per_op.mape}, {"max_error", r.per_op.max_error}, {"samples", r.per_op.samples}}},
           {"per_class", classes},
           {"step", {{"mape", r.step_mape}, {"max_error", r.step_max_error}}},

@@ -36,10 +36,16 @@ struct ClassAccuracy {
   double mape = 0, max_error = 0;
 };
 
+struct OpAccuracy {
+  std::string profile, name, op_class;
+  double predicted_us = 0, measured_us = 0, error = 0;
+};
+
 struct AccuracyReport {
   std::vector<StepAccuracy> steps;
   ClassAccuracy per_op;                // all ops
   std::vector<ClassAccuracy> classes;  // gemm, attention, memory_bound, collective
+  std::vector<OpAccuracy> worst_ops;   // the 10 largest |error|, worst first
   double step_mape = 0, step_max_error = 0;
   std::optional<double> kendall_tau;
   std::vector<std::string> terms;  // where the parameters came from
@@ -53,7 +59,8 @@ std::optional<double> kendall_tau(const std::vector<double>& a, const std::vecto
 std::string accuracy_text(const AccuracyReport& r);
 // {"steps": [{"profile", "plan", "predicted_ms", "measured_ms", "error", "predicted_serialized_ms",
 //   "measured_serialized_ms", "serialized_error"}], "per_op": {"mape", "max_error", "samples"},
-//  "per_class": {...}, "step": {"mape", "max_error"}, "kendall_tau", "terms"}
+//  "per_class": {...}, "step": {"mape", "max_error"}, "kendall_tau", "terms",
+//  "worst_ops": [{"profile", "name", "class", "predicted_us", "measured_us", "error"}]}
 nlohmann::json accuracy_json(const AccuracyReport& r);
 
 }  // namespace tptune

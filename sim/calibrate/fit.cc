@@ -278,7 +278,7 @@ void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostPa
 }
 
 // Memory-bound sub-classes: which column an op's time goes to.
-enum MemCol { plain = 0, norm, rope, act, emb_bwd, ovh, ovh_adam, n_mem_cols };
+enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, ovh, ovh_adam, n_mem_cols };
 
 void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
@@ -287,6 +287,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   c.memory_bound_overhead_us = c.optimizer_overhead_us = 0;
   c.norm_traffic_factor = c.rope_traffic_factor = c.activation_traffic_factor = 1.0;
   c.embedding_bwd_efficiency = 1.0;
+  c.loss_traffic_factor = 1.0;
   Problem p;
   for (const auto& s : ss) {
     std::vector<double> f(n_mem_cols, 0.0);
@@ -320,6 +321,9 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
         }
       } else if (const auto* em = std::get_if<EmbeddingOp>(&op->kind)) {
         if (em->backward) col = emb_bwd;
+      } else if (const auto* ce = std::get_if<CrossEntropyOp>(&op->kind)) {
+        using S = CrossEntropyOp::Stage;
+        if (ce->stage == S::sum_exp || ce->stage == S::backward) col = loss;
       }
     }
     f[size_t(col)] = model_time_us(*s.op, *s.m, *s.cluster, c);
@@ -340,6 +344,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   if (used[rope]) put(cal, base, fit, "rope_traffic_factor", x[rope] / a, "memory_bound");
   if (used[act]) put(cal, base, fit, "activation_traffic_factor", x[act] / a, "memory_bound");
   if (used[emb_bwd]) put(cal, base, fit, "embedding_bwd_efficiency", a / x[emb_bwd], "memory_bound");
+  if (used[loss]) put(cal, base, fit, "loss_traffic_factor", x[loss] / a, "memory_bound");
   if (used[ovh]) put(cal, base, fit, "memory_bound_overhead_us", x[ovh], "memory_bound");
   if (used[ovh_adam]) put(cal, base, fit, "optimizer_overhead_us", x[ovh_adam], "memory_bound");
 }

@@ -50,6 +50,7 @@ CostParams truth() {
   c.attention_overhead_us = 2;
   c.memory_bound_efficiency = 0.2;
   c.norm_traffic_factor = 2.5;
+  c.loss_traffic_factor = 12;
   c.memory_bound_overhead_us = 1.5;
   c.optimizer_overhead_us = 0.7;
   c.measured_collectives = {{CollectiveKind::all_reduce, 2, 12, 0.7},
@@ -156,6 +157,7 @@ TEST_CASE("calibrate: a noise-free synthetic profile is fitted back to its param
   CHECK(fitted(cal, "attention_overhead_us") == Approx(2).epsilon(1e-6));
   CHECK(fitted(cal, "memory_bound_efficiency") == Approx(0.2).epsilon(1e-6));
   CHECK(fitted(cal, "norm_traffic_factor") == Approx(2.5).epsilon(1e-6));
+  CHECK(fitted(cal, "loss_traffic_factor") == Approx(12).epsilon(1e-6));
   CHECK(fitted(cal, "memory_bound_overhead_us") == Approx(1.5).epsilon(1e-6));
   CHECK(fitted(cal, "optimizer_overhead_us") == Approx(0.7).epsilon(1e-6));
   CHECK(curve(cal, CollectiveKind::all_reduce).alpha_us == Approx(12).epsilon(1e-6));
