@@ -206,11 +206,15 @@ LinkSpec read_link(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& se
 }
 
 Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
-  doc.check_map(n, "cluster", {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node"});
+  doc.check_map(n, "cluster", {"gpu", "device", "nodes", "gpus_per_node", "intra_node", "inter_node"});
   Cluster c;
-  if (!has(n, "gpu")) doc.fail_msg(self, "cluster.gpu", "missing; expected a GPU preset name or an inline spec");
-  const YAML::Node gpu = n["gpu"];
-  c.source = doc.at(key_node(n, "gpu"), gpu);
+  // `device` is a synonym of `gpu` (a CPU rank is a device too: `device: cpu`); one of them, not both.
+  if (has(n, "gpu") && has(n, "device"))
+    doc.fail_msg(key_node(n, "device"), "cluster.device", "a synonym of cluster.gpu; give one of them, not both");
+  const char* gkey = has(n, "device") ? "device" : "gpu";
+  if (!has(n, gkey)) doc.fail_msg(self, "cluster.gpu", "missing; expected a GPU preset name or an inline spec");
+  const YAML::Node gpu = n[gkey];
+  c.source = doc.at(key_node(n, gkey), gpu);
   if (gpu.IsMap())
     c.gpu_inline = gpu;  // keeps its marks, so the simulator can point at lines of the inline spec
   else if (yaml::is_scalar(gpu) && !gpu.Scalar().empty())

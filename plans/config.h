@@ -6,7 +6,7 @@
 //   model:    {preset: llama3-8b} | explicit dims | a preset with overrides (ffn_dim or ffn_dim_multiplier+multiple_of)
 //             | {hf_config: path/to/config.json} (a transformers config, relative to this file; plans/hf_config.h)
 //   training: {seq_len: 8192, local_batch_size: 1, dtype: bf16, activation_checkpointing: none}
-//   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,
+//   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,   (`device:` is a synonym of `gpu:`)
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
 //   search:   {tp_degrees, presets, plans, float8, async_tp, loss_parallel, activation_checkpointing,
 //              local_batch_sizes, objective, memory_headroom_gib}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "plans/error.h"
 #include "runtime/executor.h"
@@ -137,6 +138,20 @@ nlohmann::json describe_kind(const OpKind& kind, int group_size) {
       kind);
 }
 
+nlohmann::json environment_json(Backend& backend) {
+  BackendEnvironment env = backend.environment();
+  nlohmann::json libs = nlohmann::json::object();
+  for (const auto& [k, v] : env.libraries) libs[k] = v;
+  return {{"backend", env.backend},
+          {"device", env.device},
+          {"threads_per_rank", env.threads},
+          {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
+          {"cores", static_cast<int>(std::thread::hardware_concurrency())},
+          {"libraries", libs},
+          {"git_hash", TPTUNE_GIT_HASH},
+          {"build_type", TPTUNE_BUILD_TYPE}};
+}
+
 nlohmann::json profile_program(const Program& program, Backend& backend, const ProfileOptions& options) {
   if (options.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", options.iters));
   if (options.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", options.warmup));
@@ -167,22 +182,31 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     for (size_t i = 0; i < n_ops; ++i) samples[i].push_back(times[i]);
     if (options.on_step) options.on_step(options.warmup + it + 1, total_steps);
   }
+  // Whole steps with the overlap the Program allows (no per-op callback): each rank times its step after a
+  // synchronizing all-reduce, and the step's time is the slowest rank's.
+  std::vector<double> walls;
+  {
+    Buffer one = backend.alloc(1, Storage::f32), one_max = backend.alloc(1, Storage::f32);
+    auto timer = backend.make_timer();
+    for (int it = 0; it < options.iters; ++it) {
+      backend.all_reduce(Group::tp, ReduceOp::max, one.f32(), one_max.f32(), 1)->wait();
+      timer->start();
+      ex.step();
+      timer->stop();
+      float us = static_cast<float>(timer->elapsed_us());
+      backend.upload(one.f32(), &us, 1);
+      backend.all_reduce(Group::tp, ReduceOp::max, one.f32(), one_max.f32(), 1)->wait();
+      backend.download(&us, one_max.f32(), 1);
+      walls.push_back(us);
+    }
+  }
   const float loss = ex.loss();  // replicated: the same on every rank
 
   using nlohmann::json;
-  BackendEnvironment env = backend.environment();
-  json libs = json::object();
-  for (const auto& [k, v] : env.libraries) libs[k] = v;
   json j;
   j["format"] = "tptune-profile";
   j["version"] = 1;
-  j["environment"] = {{"backend", env.backend},
-                      {"device", env.device},
-                      {"threads_per_rank", env.threads},
-                      {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
-                      {"libraries", libs},
-                      {"git_hash", TPTUNE_GIT_HASH},
-                      {"build_type", TPTUNE_BUILD_TYPE}};
+  j["environment"] = environment_json(backend);
   const Model& m = program.model;
   const Plan& plan = program.plan;
   j["program"] = {{"model",
@@ -211,17 +235,19 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
                   {"dp", program.dp}};
   // The loss after the last step (null when it is not finite: the run diverged and its times mean little).
   j["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
-  j["timing"] = {{"warmup", options.warmup},
-                 {"iters", options.iters},
-                 {"unit", "us"},
-                 {"mode", "serialized"},
-                 {"reduce_over_ranks", "max"}};
+  j["timing"] = {{"warmup", options.warmup}, {"iters", options.iters},     {"unit", "us"},
+                 {"mode", "serialized"},     {"reduce_over_ranks", "max"}, {"step_wall_mode", "overlapped"}};
+  {
+    OpTiming w = summarize(walls);
+    j["step_wall_us"] = {{"median", w.median}, {"min", w.min}, {"p10", w.p10}, {"p90", w.p90}, {"max", w.max}};
+    j["step_wall_samples_us"] = w.samples;
+  }
   json ops = json::array();
   for (size_t i = 0; i < n_ops; ++i) {
     const FlatOp& f = flat.ops[i];
     const Op& op = *f.op;
     std::string segment;
-    for (const Segment& s : program.segments)
+    for (const Segment& s : ex.program().segments)  // FlatOp::op points into the executor's copy
       if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) segment = s.name;
     json rec = {{"index", i},
                 {"name", f.name},

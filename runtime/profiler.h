@@ -14,8 +14,14 @@
 //                     "libraries": {"eigen": "3.4.0", "mpi": "Open MPI v4.1.4", "fmt": "9.1.0"},
 //                     "git_hash": "1a2b3c4", "build_type": "Release"},
 //     "program": {"model": {...}, "training": {...}, "plan": {...}, "tp": 2, "dp": 1},
-//     "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max"},
+//     "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max",
+//                "step_wall_mode": "overlapped"},
 //     "final_loss": 5.61 (null when the run diverged to NaN/inf),
+//     "step_wall_us": {"median", "min", "p10", "p90", "max"}: `iters` further whole steps run with the overlap the
+//                     Program allows (collectives in flight while compute runs), each the slowest rank's wall
+//                     time, after a synchronizing all-reduce; "step_wall_samples_us": [...] the raw samples.
+//     "program" also carries "config_yaml" and "plan_yaml" when the tool adds them (tp-run profile does), so that
+//     `tp-plan accuracy` and `calibrate` can lower the very Program again.
 //     "ops": [ one record per op of expand(Program), in execution order:
 //       {"index": 0, "name": "tok_embeddings.fwd", "module": "tok_embeddings", "segment": "embed.fwd", "layer": -1,
 //        "template_op": 0, "phase": "forward", "kind": "embedding",
@@ -63,6 +69,10 @@ OpTiming summarize(std::vector<double> samples);
 
 // Runs the Program on `backend` (collective over its TP group) and returns the Profile JSON.
 nlohmann::json profile_program(const Program& program, Backend& backend, const ProfileOptions& options);
+
+// The "environment" block every Profile and bench JSON starts with (backend, device, threads_per_rank, ranks,
+// cores (the machine's hardware threads: ranks beyond them share cores), libraries, git_hash, build_type).
+nlohmann::json environment_json(Backend& backend);
 
 // The IR descriptor of one op kind (the "op" object above).
 nlohmann::json describe_kind(const OpKind& kind, int group_size);

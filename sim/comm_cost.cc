@@ -5,21 +5,6 @@
 
 namespace tptune {
 
-double bus_factor(CollectiveKind k, int n) {
-  if (n <= 1) return 0;
-  switch (k) {
-    case CollectiveKind::all_reduce:
-      return 2.0 * (n - 1) / n;
-    case CollectiveKind::all_gather:
-    case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_to_all:
-      return static_cast<double>(n - 1) / n;
-    case CollectiveKind::p2p:
-      return 1.0;
-  }
-  return 1.0;
-}
-
 int ring_steps(CollectiveKind k, int n) {
   if (n <= 1) return 0;
   if (k == CollectiveKind::all_reduce) return 2 * (n - 1);
@@ -43,6 +28,8 @@ std::string_view to_string(CommAlgorithm a) {
       return "hierarchical";
     case CommAlgorithm::direct:
       return "direct";
+    case CommAlgorithm::measured:
+      return "measured";
   }
   return "?";
 }
@@ -108,7 +95,11 @@ CommEstimate collective_cost(CollectiveKind kind, int64_t bytes_i, const GroupLa
   const double S = static_cast<double>(bytes_i);
   const int n = g.size;
   if (n <= 1 || S <= 0) return e;
-  if (kind == CollectiveKind::p2p) {
+  const MeasuredCollective* m = g.spans_nodes() ? nullptr : c.measured(kind, n);
+  if (m) {
+    e.time_us = m->alpha_us + S * bus_factor(kind, n) / (m->busbw_GBps * kGB) * 1e6;
+    e.algorithm = CommAlgorithm::measured;
+  } else if (kind == CollectiveKind::p2p) {
     const LinkSpec& link = g.spans_nodes() ? cl.inter_node : cl.intra_node;
     double eff = c.p2p_bandwidth_efficiency * (g.spans_nodes() ? c.network_busbw_efficiency : 1.0);
     e.time_us = c.p2p_latency_us + S / (link.bandwidth_GBps * kGB * eff) * 1e6;

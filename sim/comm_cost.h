@@ -2,8 +2,8 @@
 // Communication cost of one collective on its process group: NCCL-style alpha-beta.
 //
 // Sizes follow nccl-tests: `bytes` is the full (unsharded) tensor, S. The bus-bandwidth factors are defined once,
-// in bus_factor(): all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; p2p 1. A collective that
-// moves S at bus bandwidth B takes S x bus_factor / B, plus its latency.
+// in bus_factor() (plans/bus_bandwidth.h): all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; p2p 1.
+// A collective that moves S at bus bandwidth B takes S x bus_factor / B, plus its latency.
 //
 // Inside one node (NVLink through NVSwitch, link bandwidth W per GPU per direction, per-hop latency h):
 //   ring (Simple)  simple_base + steps x h + S x factor / (W x ring_busbw_efficiency(n))
@@ -21,22 +21,24 @@
 //   inter-node ring steps cost the network latency; tree all-reduce 2 x ceil(log2 m) hops.
 // p2p (async TP ring steps): p2p_latency + S / (link x p2p_bandwidth_efficiency), the link being the NIC when the
 // group spans nodes (its ring crosses them). Group size 1, or 0 bytes: no time.
+// Calibrated: a CostParams::measured_collectives entry for (kind, group size) of an intra-node group replaces all
+// of the above: alpha + S x bus_factor / busbw (algorithm "measured").
 // Times are microseconds.
 
+#include "plans/bus_bandwidth.h"
 #include "plans/placement.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 
 namespace tptune {
 
-// nccl-tests bus-bandwidth factor: busbw = algbw x bus_factor (algbw = S / time).
-double bus_factor(CollectiveKind k, int n);
+// bus_factor(kind, n): nccl-tests' bus-bandwidth factor, defined in plans/bus_bandwidth.h.
 // Ring steps of a collective over n ranks: 2(n-1) for all-reduce, n-1 for all-gather / reduce-scatter /
 // all-to-all, 1 for p2p.
 int ring_steps(CollectiveKind k, int n);
 
 // Which algorithm the model picked (for reports and tests).
-enum class CommAlgorithm { none, ring, ring_ll, nvls, tree, hierarchical, direct };
+enum class CommAlgorithm { none, ring, ring_ll, nvls, tree, hierarchical, direct, measured };
 std::string_view to_string(CommAlgorithm a);
 
 struct CommEstimate {

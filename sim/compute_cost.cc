@@ -162,18 +162,20 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     // The fp32 upcast is one more pass over the logits (read in, write fp32), paid by the first stage.
     const double upcast = c.loss_in_fp32 && in != 4 ? n * (in + 4) : 0;
     using S = CrossEntropyOp::Stage;
+    const double f = c.loss_traffic_factor;
     switch (ce->stage) {
       case S::row_max:
-        return memory_bound_cost(upcast + n * w + 4 * rows, eff, ovh, gpu);
+        return memory_bound_cost(upcast + n * w + 4 * rows, eff, ovh, gpu);  // a max: no exp
       case S::sum_exp:
-        return memory_bound_cost(n * w + 8 * rows, eff, ovh, gpu);
+        return memory_bound_cost((n * w + 8 * rows) * f, eff, ovh, gpu);
       case S::target_logit:
         return memory_bound_cost(12 * rows, eff, ovh, gpu);
       case S::loss:
         return memory_bound_cost(12 * rows, eff, ovh, gpu);
       // Reads the logits, writes d_logits (fp32 with the upcast, then cast back: + n * (4 + in)).
       case S::backward:
-        return memory_bound_cost(2 * n * w + (c.loss_in_fp32 && in != 4 ? n * (4 + in) : 0) + 16 * rows, eff, ovh, gpu);
+        return memory_bound_cost((2 * n * w + (c.loss_in_fp32 && in != 4 ? n * (4 + in) : 0) + 16 * rows) * f, eff, ovh,
+                                 gpu);
     }
   }
   if (auto* cf = std::get_if<CastFp8Op>(&op.kind)) {

@@ -14,7 +14,8 @@
 //              (CostParams); embedding fwd: ids + gathered rows read and written; embedding
 //              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
 //              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward),
-//              in fp32 after an upcast pass when CostParams::loss_in_fp32 (torchtitan's loss);
+//              in fp32 after an upcast pass when CostParams::loss_in_fp32 (torchtitan's loss), the exp
+//              stages (sum_exp, backward) times CostParams::loss_traffic_factor (1 on GPUs; a CPU's exp per logit);
 //              float8 casts: amax reads x, cast reads x and writes 1 byte per element.
 // Times are microseconds.
 

@@ -15,4 +15,10 @@ double RankCurve::at(int n) const {
   return value.back();
 }
 
+const MeasuredCollective* CostParams::measured(CollectiveKind k, int ranks) const {
+  for (const auto& m : measured_collectives)
+    if (m.kind == k && m.ranks == ranks) return &m;
+  return nullptr;
+}
+
 }  // namespace tptune

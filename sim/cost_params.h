@@ -7,6 +7,9 @@
 // with a fit of measured profiles. All times are in microseconds.
 
 #include <array>
+#include <vector>
+
+#include "plans/placement.h"
 
 namespace tptune {
 
@@ -16,6 +19,15 @@ struct RankCurve {
   std::array<double, 3> ranks{2, 4, 8};
   std::array<double, 3> value{1, 1, 1};
   double at(int n) const;
+};
+
+// A measured alpha-beta curve of one collective on one intra-node group size (a calibration's fit of nccl-tests-style
+// data): time = alpha_us + S x bus_factor(kind, ranks) / busbw, S the full tensor's bytes (sim/comm_cost.h).
+struct MeasuredCollective {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  int ranks = 2;
+  double alpha_us = 0;
+  double busbw_GBps = 1;
 };
 
 struct CostParams {
@@ -73,6 +85,9 @@ struct CostParams {
   double norm_traffic_factor = 6.0;
   double rope_traffic_factor = 4.0;
   double activation_traffic_factor = 1.7;
+  // Cross-entropy stages that compute an exp per logit (sum of exp, backward) over their byte count: 1 where they
+  // are memory-bound (GPUs); a CPU is bound by the exps, and calibration finds the factor (sim/gpus/cpu.yaml).
+  double loss_traffic_factor = 1.0;
   // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
   double embedding_bwd_efficiency = 0.35;
   // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,
@@ -108,6 +123,10 @@ struct CostParams {
   // bandwidth reached by one peer-to-peer transfer.
   double p2p_latency_us = 5.0;
   double p2p_bandwidth_efficiency = 0.80;
+  // Calibrated curves (empty by default): where one matches a collective's kind and group size inside a node, it
+  // replaces the algorithm model above (sim/comm_cost.h).
+  std::vector<MeasuredCollective> measured_collectives;
+  const MeasuredCollective* measured(CollectiveKind k, int ranks) const;
 
   // ---- Memory ----------------------------------------------------------------------------------------------------
   // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB

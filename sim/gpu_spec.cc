@@ -8,6 +8,7 @@
 #include "plans/error.h"
 #include "plans/limits.h"
 #include "plans/yaml_util.h"
+#include "sim/cost_param_fields.h"
 #include "sim/gpu_presets_data.h"
 
 namespace tptune {
@@ -142,6 +143,24 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   s.nvls = r.boolean("nvls", s);
   s.network_bandwidth_GBps = r.number("network_bandwidth_GBps", s, false, limits::bandwidth_GBps);
   s.network_latency_us = r.number("network_latency_us", s, true, limits::latency_us);
+  if (node["cost_params"]) {
+    r.seen.insert("cost_params");
+    const YAML::Node cp = node["cost_params"];
+    if (!cp.IsMap())
+      throw Error(fmt::format("{}: cost_params: expected a map of cost parameters, got {}", r.where(cp), r.text(cp)));
+    CostParams check;
+    for (const auto& kv : cp) {
+      if (!kv.first.IsScalar())
+        throw Error(fmt::format("{}: cost_params: expected keys that are plain names", r.where(cp)));
+      const std::string k = kv.first.Scalar();
+      Reader sub{cp, file, {}};
+      GpuSpec scratch;
+      const double v = sub.number(k, scratch, /*allow_zero=*/true);
+      set_cost_param(check, k, v, r.where(kv.first));  // unknown names and ranges, with the line
+      s.cost_params.emplace_back(k, v);
+      if (scratch.sources.count(k)) s.sources["cost_params." + k] = scratch.sources[k];
+    }
+  }
   for (const auto& kv : node) {
     const std::string k = r.key_name(kv.first);
     if (!r.seen.count(k))

@@ -12,6 +12,8 @@
 //   nvlink_bandwidth_GBps, nvlink_latency_us            per GPU per direction; per-hop latency of a ring step
 //   nvswitch, nvls                                      all-to-all NVSwitch in the node; NVLink SHARP (NCCL NVLS)
 //   network_bandwidth_GBps, network_latency_us          per GPU (one NIC each), per direction; per-hop latency
+//   cost_params (optional)                              map of CostParams fields this device changes
+//                                                       (sim/cost_param_fields.h names them): {value, source} each
 // Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ...".
 
 #include <yaml-cpp/yaml.h>
@@ -34,6 +36,8 @@ struct GpuSpec {
   double nvlink_bandwidth_GBps = 0, nvlink_latency_us = 0;
   bool nvswitch = false, nvls = false;
   double network_bandwidth_GBps = 0, network_latency_us = 0;
+  // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost_param_fields.h).
+  std::vector<std::pair<std::string, double>> cost_params;
   std::map<std::string, std::string> sources;  // key -> source line (empty for plain inline values)
   std::string origin;                          // "sim/gpus/h100-sxm.yaml" or "config.yaml:12" for inline specs
 

@@ -13,6 +13,8 @@ void add_simulate_command(CLI::App& app, RunFn& run);
 void add_search_command(CLI::App& app, RunFn& run);
 void add_export_command(CLI::App& app, RunFn& run);
 void add_check_command(CLI::App& app, RunFn& run);
+void add_calibrate_command(CLI::App& app, RunFn& run);
+void add_accuracy_command(CLI::App& app, RunFn& run);
 
 inline void register_tp_plan_commands(CLI::App& app, RunFn& run) {
   add_explain_command(app, run);
@@ -20,6 +22,8 @@ inline void register_tp_plan_commands(CLI::App& app, RunFn& run) {
   add_search_command(app, run);
   add_export_command(app, run);
   add_check_command(app, run);
+  add_calibrate_command(app, run);
+  add_accuracy_command(app, run);
 }
 
 }  // namespace tptune::tools

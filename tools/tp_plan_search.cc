@@ -1,5 +1,6 @@
 // tp-plan search CONFIG [--hf-config FILE] [--top K] [--json FILE|-] [--out-plan FILE [--verify]] [--trace FILE]
 //                [--report FILE.html] [--threads N] [--quiet]
+//                [--calibration CALIB.yaml]
 //
 // Ranks every plan of the config's search space (sim/search.h), prints the top K, the winner against the vanilla
 // plan and torchtitan's default, and optionally writes the winner as a plan YAML (which explain, simulate and tp-run
@@ -17,6 +18,7 @@
 #include "tools/plan_options.h"
 #include "tools/progress.h"
 #include "tools/tp_plan_commands.h"
+#include "tools/tp_plan_cost_params.h"
 
 namespace tptune::tools {
 
@@ -29,6 +31,7 @@ struct SearchArgs {
   int threads = 0;
   bool quiet = false;
   bool verify = false;
+  std::string calibration;
 };
 
 int run_search(const SearchArgs& a) {
@@ -37,6 +40,8 @@ int run_search(const SearchArgs& a) {
   const Config cfg = load_config(a.config, a.hf_config);
   SearchOptions opts;
   opts.threads = a.threads;
+  const ResolvedCostParams resolved = resolve_cost_params(resolve_cluster(cfg).gpu, a.calibration);
+  opts.cost = resolved.params;
   Progress bar("search", Progress::enabled(a.quiet));
   opts.progress = [&bar](size_t done, size_t total) { bar.update(done, total, "candidates"); };
   const SearchResult r = search(cfg, opts);
@@ -50,6 +55,8 @@ int run_search(const SearchArgs& a) {
     return 1;
   }
   if (text) fmt::print("{}{}", search_table(cfg, r, a.top), explain_winner(r, baselines));
+  if (text)
+    for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   // A preset keeps torchtitan's w3 entry on a gelu MLP; the file gets only entries that name modules of the model.
   const Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
   if (!a.out_plan.empty()) {
@@ -89,6 +96,7 @@ void add_search_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--report", args->report, "write an HTML report (candidates, winner vs baselines) to FILE");
   cmd->add_flag("--verify", args->verify, "print the tp-run command that verifies the winner (needs --out-plan)");
   cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
+  add_calibration_option(cmd, args->calibration);
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([args, &run]() { run = [args]() { return run_search(*args); }; });
 }

@@ -1,5 +1,6 @@
 // tp-plan simulate CONFIG (--preset NAME | --plan FILE) [toggles] [--dp-shard N] [--json FILE|-] [--trace FILE]
 //                  [--report FILE.html] [--measured PROFILE.json (with --trace)]
+//                  [--calibration CALIB.yaml]
 // Predicts one training step of the plan on the config's cluster: step time, throughput, MFU, memory, where the
 // time goes. The report logic lives in sim/ (simulate.h, trace.h); this file only wires options to it.
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "sim/trace.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
+#include "tools/tp_plan_cost_params.h"
 
 namespace tptune::tools {
 
@@ -27,6 +29,7 @@ struct SimulateArgs {
   std::string trace;
   std::string report;
   std::string measured;
+  std::string calibration;
 };
 
 int run_simulate(const SimulateArgs& a) {
@@ -38,13 +41,21 @@ int run_simulate(const SimulateArgs& a) {
   ClusterSpec cluster = resolve_cluster(cfg);
   Plan plan = resolve_plan(cfg, a.plan);
   Program prog = lower(cfg.model, cfg.training, plan);
-  const CostParams& params = default_cost_params();
+  const ResolvedCostParams resolved = resolve_cost_params(cluster.gpu, a.calibration);
+  const CostParams& params = resolved.params;
   check_supported(prog, cluster);
   OpCosts costs = cost_ops(prog, cluster, params);
   Timeline tl = schedule(prog, costs, params);
   StepReport r = make_report(prog, cluster, params, costs, tl);
-  if (a.json != "-") fmt::print("{}", report_text(r));
-  if (!a.json.empty()) write_json(report_json(r), a.json);
+  if (a.json != "-") {
+    fmt::print("{}", report_text(r));
+    for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
+  }
+  if (!a.json.empty()) {
+    nlohmann::json j = report_json(r);
+    if (!a.calibration.empty()) j["calibration"] = {{"file", a.calibration}, {"terms", resolved.terms}};
+    write_json(j, a.json);
+  }
   if (!a.trace.empty()) {
     const nlohmann::json trace = a.measured.empty()
                                      ? chrome_trace(prog, costs, tl)
@@ -65,6 +76,7 @@ void add_simulate_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand("simulate", "predict a plan's step time, throughput, MFU and memory");
   add_plan_options(cmd, args->plan);
+  add_calibration_option(cmd, args->calibration);
   cmd->add_option("--json", args->json, "write the report as JSON to FILE (- for stdout, instead of the text)");
   cmd->add_option("--trace", args->trace, "write a Chrome trace of the step to FILE (opens in Perfetto)");
   cmd->add_option("--measured", args->measured,

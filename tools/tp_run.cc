@@ -1,6 +1,7 @@
 // tp-run: execute a plan's sharded Program on real kernels, one MPI process per TP rank.
 //   mpirun -np 2 tp-run verify examples/tiny-llama.yaml --preset sequence_parallel
 //   mpirun -np 2 tp-run profile examples/tiny-llama.yaml --preset vanilla --out profile.json
+//   mpirun -np 2 tp-run bench collectives --json coll.json     (nccl-tests table; also gemm, memory)
 // Every rank parses the same command line; rank 0 prints. See tools/tp_run_session.h for how failures end every
 // rank with one message.
 #include <mpi.h>
@@ -21,6 +22,7 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
   tptune::tools::RunOnWorld run;
   tptune::tools::add_verify_command(app, run);
   tptune::tools::add_profile_command(app, run);
+  tptune::tools::add_bench_command(app, run);
   std::string parse_error;
   try {
     app.parse(argc, argv);

@@ -13,5 +13,6 @@ using RunOnWorld = std::function<int(const World&)>;
 
 void add_verify_command(CLI::App& app, RunOnWorld& run);
 void add_profile_command(CLI::App& app, RunOnWorld& run);
+void add_bench_command(CLI::App& app, RunOnWorld& run);
 
 }  // namespace tptune::tools

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "plans/error.h"
 #include "runtime/cpu/cpu_backend.h"
@@ -65,6 +66,12 @@ int run_profile(const World& w, ProfileArgs& a) {
     return 2;
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
+    // The config's text and the resolved plan, so that tp-plan can lower this very Program again.
+    std::ifstream cf(a.plan.config);
+    std::stringstream text;
+    text << cf.rdbuf();
+    profile["program"]["config_yaml"] = text.str();
+    profile["program"]["plan_yaml"] = plan_to_yaml(s.plan);
     std::ofstream out(a.out);
     if (!out) throw Error(fmt::format("{}: cannot write the profile", a.out));
     out << profile.dump(1) << "\n";
@@ -80,8 +87,11 @@ int run_profile(const World& w, ProfileArgs& a) {
     top.emplace_back(t, op["name"].get<std::string>());
   }
   std::sort(top.rbegin(), top.rend());
-  std::printf("tp-run profile: %zu ops, tp %d, %d warm-up + %d timed steps; sum of op medians %.1f us -> %s\n",
-              ops.size(), s.plan.tp_degree, a.warmup, a.iters, total, a.out.c_str());
+  std::printf(
+      "tp-run profile: %zu ops, tp %d, %d warm-up + %d timed steps; sum of op medians %.1f us, overlapped step "
+      "median %.1f us -> %s\n",
+      ops.size(), s.plan.tp_degree, a.warmup, a.iters, total, profile["step_wall_us"]["median"].get<double>(),
+      a.out.c_str());
   for (size_t i = 0; i < std::min<size_t>(5, top.size()); ++i)
     std::printf("  %10.1f us  %s\n", top[i].first, top[i].second.c_str());
   return 0;

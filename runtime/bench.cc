@@ -1,0 +1,238 @@
+#include "runtime/bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <tuple>
+
+#include "plans/bus_bandwidth.h"
+#include "plans/error.h"
+#include "runtime/profiler.h"
+
+namespace tptune {
+
+namespace {
+
+using nlohmann::json;
+
+json timing_json(const OpTiming& t) {
+  return {{"median", t.median}, {"min", t.min}, {"p10", t.p10}, {"p90", t.p90}, {"max", t.max}};
+}
+
+// Times `fn` as described in bench.h: sync, time one call, slowest rank.
+template <class Fn>
+OpTiming time_calls(Backend& be, const BenchOptions& o, Fn&& fn) {
+  Buffer one = be.alloc(1, Storage::f32), out = be.alloc(1, Storage::f32);
+  auto timer = be.make_timer();
+  std::vector<double> samples;
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    be.all_reduce(Group::tp, ReduceOp::max, one.f32(), out.f32(), 1)->wait();
+    timer->start();
+    fn();
+    timer->stop();
+    float us = static_cast<float>(timer->elapsed_us());
+    be.upload(one.f32(), &us, 1);
+    be.all_reduce(Group::tp, ReduceOp::max, one.f32(), out.f32(), 1)->wait();
+    be.download(&us, out.f32(), 1);
+    if (it >= o.warmup) samples.push_back(us);
+  }
+  return summarize(samples);
+}
+
+json bench_header(Backend& be, const char* what, const BenchOptions& o) {
+  if (o.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", o.iters));
+  if (o.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", o.warmup));
+  return {{"format", "tptune-bench"},
+          {"version", 1},
+          {"bench", what},
+          {"environment", environment_json(be)},
+          {"timing", {{"warmup", o.warmup}, {"iters", o.iters}, {"unit", "us"}, {"reduce_over_ranks", "max"}}}};
+}
+
+std::vector<int64_t> sizes(const BenchOptions& o) {
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.max_bytes > (int64_t(1) << 34))
+    throw Error(fmt::format("--min-bytes/--max-bytes: expected 4 <= min <= max <= 16 GiB, got {} and {}", o.min_bytes,
+                            o.max_bytes));
+  if (o.step_factor < 2) throw Error(fmt::format("--step-factor: expected 2 or more, got {}", o.step_factor));
+  std::vector<int64_t> v;
+  for (int64_t s = o.min_bytes; s <= o.max_bytes; s *= o.step_factor) v.push_back(s);
+  return v;
+}
+
+}  // namespace
+
+std::vector<GemmShape> program_gemm_shapes(const Program& p) {
+  std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+  std::vector<GemmShape> out;
+  for (const auto& s : p.segments)
+    for (const auto& op : s.ops)
+      if (const auto* g = std::get_if<GemmOp>(&op.kind))
+        if (g->m > 0 && g->n > 0 && g->k > 0 && seen.insert({g->m, g->n, g->k}).second)
+          out.push_back({g->m, g->n, g->k, "program"});
+  return out;
+}
+
+std::vector<GemmShape> grid_gemm_shapes() {
+  std::vector<GemmShape> out;
+  for (int64_t m : {16, 64, 256})
+    for (int64_t n : {64, 256, 1024})
+      for (int64_t k : {16, 64, 256, 1024}) out.push_back({m, n, k, "grid"});
+  return out;
+}
+
+nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, const BenchOptions& o) {
+  json j = bench_header(be, "gemm", o);
+  json results = json::array();
+  for (const auto& s : shapes) {
+    Buffer a = be.alloc(s.m * s.k, Storage::f32), b = be.alloc(s.k * s.n, Storage::f32),
+           c = be.alloc(s.m * s.n, Storage::f32);
+    be.fill(a.f32(), s.m * s.k, 0.5f);
+    be.fill(b.f32(), s.k * s.n, 0.25f);
+    GemmArgs g;
+    g.m = s.m;
+    g.n = s.n;
+    g.k = s.k;
+    g.a = a.f32();
+    g.b = b.f32();
+    g.c = c.f32();
+    OpTiming t = time_calls(be, o, [&] { be.gemm(g); });
+    results.push_back({{"m", s.m},
+                       {"n", s.n},
+                       {"k", s.k},
+                       {"dtype", "fp32"},
+                       {"source", s.source},
+                       {"time_us", timing_json(t)},
+                       {"gflops", t.median > 0 ? 2.0 * s.m * s.n * s.k / t.median / 1e3 : 0.0}});
+  }
+  j["results"] = results;
+  return j;
+}
+
+nlohmann::json bench_collectives(Backend& be, const BenchOptions& o) {
+  json j = bench_header(be, "collectives", o);
+  const int n = be.group_size(Group::tp), r = be.group_rank(Group::tp);
+  json results = json::array();
+  for (CollectiveKind kind : o.collectives) {
+    if (n < 2) break;
+    for (int64_t S : sizes(o)) {
+      const int64_t elems = S / 4;
+      int64_t count = 0;  // nccl-tests' count column
+      Buffer in, out;
+      std::function<RequestPtr()> call;
+      switch (kind) {
+        case CollectiveKind::all_reduce:
+          count = elems;
+          in = be.alloc(count, Storage::f32);
+          out = be.alloc(count, Storage::f32);
+          call = [&] { return be.all_reduce(Group::tp, ReduceOp::sum, in.f32(), out.f32(), count); };
+          break;
+        case CollectiveKind::all_gather:
+          count = elems / n;
+          in = be.alloc(count, Storage::f32);
+          out = be.alloc(count * n, Storage::f32);
+          call = [&] { return be.all_gather(Group::tp, in.f32(), out.f32(), count); };
+          break;
+        case CollectiveKind::reduce_scatter:
+          count = elems / n;
+          in = be.alloc(count * n, Storage::f32);
+          out = be.alloc(count, Storage::f32);
+          call = [&] { return be.reduce_scatter(Group::tp, ReduceOp::sum, in.f32(), out.f32(), count); };
+          break;
+        case CollectiveKind::all_to_all:
+          count = elems / n;
+          in = be.alloc(count * n, Storage::f32);
+          out = be.alloc(count * n, Storage::f32);
+          call = [&] { return be.all_to_all(Group::tp, in.f32(), out.f32(), count); };
+          break;
+        case CollectiveKind::p2p:
+          count = elems;
+          in = be.alloc(count, Storage::f32);
+          out = be.alloc(count, Storage::f32);
+          call = [&] { return be.send_recv(Group::tp, in.f32(), (r + 1) % n, out.f32(), (r + n - 1) % n, count); };
+          break;
+      }
+      if (count < 1) continue;  // smaller than one element per rank
+      const int64_t bytes =
+          kind == CollectiveKind::all_reduce || kind == CollectiveKind::p2p ? count * 4 : count * 4 * n;
+      OpTiming t = time_calls(be, o, [&] { call()->wait(); });
+      const double algbw = t.median > 0 ? static_cast<double>(bytes) / t.median / 1e3 : 0.0;  // GB/s
+      results.push_back(
+          {{"collective", std::string(to_string(kind))},
+           {"ranks", n},
+           {"bytes", bytes},
+           {"count", count},
+           {"type", "float"},
+           {"redop", kind == CollectiveKind::all_reduce || kind == CollectiveKind::reduce_scatter ? "sum" : "none"},
+           {"time_us", timing_json(t)},
+           {"algbw_GBps", algbw},
+           {"busbw_GBps", algbw * bus_factor(kind, n)}});
+    }
+  }
+  j["results"] = results;
+  return j;
+}
+
+nlohmann::json bench_memory(Backend& be, const BenchOptions& o) {
+  json j = bench_header(be, "memory", o);
+  json results = json::array();
+  for (int64_t S : sizes(o)) {
+    const int64_t elems = std::max<int64_t>(1, S / 4);
+    Buffer a = be.alloc(elems, Storage::f32), b = be.alloc(elems, Storage::f32), c = be.alloc(elems, Storage::f32);
+    for (const char* kernel : {"copy", "add"}) {
+      const bool add = std::string(kernel) == "add";
+      OpTiming t = time_calls(be, o, [&] {
+        if (add)
+          be.add(elems, a.f32(), b.f32(), c.f32());
+        else
+          be.copy2d(c.f32(), elems, a.f32(), elems, 1, elems);
+      });
+      const int64_t bytes = elems * 4 * (add ? 3 : 2);  // read a (and b), write c
+      results.push_back({{"kernel", kernel},
+                         {"bytes", bytes},
+                         {"elements", elems},
+                         {"time_us", timing_json(t)},
+                         {"GBps", t.median > 0 ? static_cast<double>(bytes) / t.median / 1e3 : 0.0}});
+    }
+  }
+  j["results"] = results;
+  return j;
+}
+
+std::string nccl_tests_table(const nlohmann::json& bench) {
+  std::string out;
+  std::string current;
+  double bus_sum = 0;
+  int rows = 0;
+  auto footer = [&] {
+    if (!current.empty())
+      out += fmt::format("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {:.4f} \n#\n",
+                         rows ? bus_sum / rows : 0.0);
+  };
+  for (const auto& r : bench.at("results")) {
+    const std::string kind = r.at("collective").get<std::string>();
+    if (kind != current) {
+      footer();
+      current = kind;
+      bus_sum = 0;
+      rows = 0;
+      out += fmt::format("# Collective test: {}_perf, {} ranks (one MPI process each)\n#\n", kind,
+                         r.at("ranks").get<int>());
+      out += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>8}  {:>7}  {:>7}  {:>6}\n", "size", "count", "type",
+                         "redop", "root", "time", "algbw", "busbw", "#wrong");
+      out += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>8}  {:>7}  {:>7}  {:>6}\n", "(B)", "(elements)", "",
+                         "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    }
+    out += fmt::format("  {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>8.2f}  {:>7.2f}  {:>7.2f}  {:>6}\n",
+                       r.at("bytes").get<int64_t>(), r.at("count").get<int64_t>(), r.at("type").get<std::string>(),
+                       r.at("redop").get<std::string>(), -1, r.at("time_us").at("median").get<double>(),
+                       r.at("algbw_GBps").get<double>(), r.at("busbw_GBps").get<double>(), "N/A");
+    bus_sum += r.at("busbw_GBps").get<double>();
+    ++rows;
+  }
+  footer();
+  return out;
+}
+
+}  // namespace tptune

@@ -1,0 +1,61 @@
+#pragma once
+// Micro-benchmarks of what the cost model needs (`tp-run bench gemm|collectives|memory`), on any Backend, written as
+// bench JSON that `tp-plan calibrate` fits (sim/calibrate/measurements.h reads it):
+//   {"format": "tptune-bench", "version": 1, "bench": "gemm" | "collectives" | "memory",
+//    "environment": {...as in a Profile (runtime/profiler.h)...},
+//    "timing": {"warmup": W, "iters": N, "unit": "us", "reduce_over_ranks": "max"},
+//    "results": [
+//      gemm:        {"m", "n", "k", "dtype": "fp32", "source": "program" | "grid", "time_us": {median, min, p10, p90,
+//                    max}, "gflops"}
+//      collectives: {"collective": "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "p2p", "ranks",
+//                    "bytes", "count", "type": "float", "redop": "sum" | "none", "time_us": {...}, "algbw_GBps",
+//                    "busbw_GBps"}
+//      memory:      {"kernel": "copy" | "add", "bytes", "elements", "time_us": {...}, "GBps"}
+//    ]}
+// Method. Each timed iteration starts after a synchronizing 1-element all-reduce over the group, times one call
+// (a collective: until it completed on this rank), and takes the slowest rank's time; the record holds the median and
+// spread over `iters` iterations after `warmup` untimed ones.
+//
+// Collective sizes follow nccl-tests: `bytes` is S, the full tensor (all-reduce: the buffer; all-gather: the
+// gathered output; reduce-scatter: the input; all-to-all: each rank's send buffer; p2p: one rank's message);
+// `count` is what nccl-tests prints (all-reduce S/4; all-gather and reduce-scatter S/4/n per rank; all-to-all
+// S/4/n per peer; p2p S/4). algbw = S / time, busbw = algbw x bus_factor (plans/bus_bandwidth.h).
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "plans/program.h"
+#include "runtime/backend.h"
+
+namespace tptune {
+
+struct BenchOptions {
+  int warmup = 2;
+  int iters = 10;
+  int64_t min_bytes = 8;
+  int64_t max_bytes = 32ll << 20;
+  int64_t step_factor = 2;  // sizes min, min*f, min*f^2, ... up to max
+  std::vector<CollectiveKind> collectives = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                             CollectiveKind::reduce_scatter, CollectiveKind::all_to_all,
+                                             CollectiveKind::p2p};
+};
+
+// GEMM shapes to time: the Program's distinct (m, n, k) (source "program") and a grid (source "grid").
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  std::string source;
+};
+std::vector<GemmShape> program_gemm_shapes(const Program& p);
+std::vector<GemmShape> grid_gemm_shapes();
+
+nlohmann::json bench_gemm(Backend& backend, const std::vector<GemmShape>& shapes, const BenchOptions& options);
+nlohmann::json bench_collectives(Backend& backend, const BenchOptions& options);
+nlohmann::json bench_memory(Backend& backend, const BenchOptions& options);
+
+// The nccl-tests table of a collectives bench JSON: one block per collective, columns size, count, type, redop,
+// root, time, algbw, busbw, #wrong (N/A: values are not checked), and the average bus bandwidth.
+std::string nccl_tests_table(const nlohmann::json& bench);
+
+}  // namespace tptune

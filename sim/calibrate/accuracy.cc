@@ -1,0 +1,166 @@
+#include "sim/calibrate/accuracy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "plans/error.h"
+#include "sim/calibrate/fit.h"
+#include "sim/simulate.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+std::optional<double> kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return std::nullopt;
+  double s = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const double x = a[i] - a[j], y = b[i] - b[j];
+      s += ((x > 0) - (x < 0)) * ((y > 0) - (y < 0));  // +1 concordant, -1 discordant, 0 tied
+    }
+  return s / (static_cast<double>(n) * (n - 1) / 2);
+}
+
+namespace {
+
+std::string plan_label(const Program& p) {
+  std::string s = fmt::format("{} tp {}", p.plan.family, p.tp);
+  if (p.plan.float8 != Float8Recipe::none) s += fmt::format(" float8 {}", to_string(p.plan.float8));
+  if (p.plan.async_tp) s += " async";
+  if (p.plan.loss_parallel) s += " loss-parallel";
+  s +=
+      fmt::format(" [{}d {}L s{} b{}]", p.model.dim, p.model.n_layers, p.training.seq_len, p.training.local_batch_size);
+  return s;
+}
+
+std::string class_of(const Op& op) {
+  if (std::holds_alternative<GemmOp>(op.kind)) return "gemm";
+  if (std::holds_alternative<AttentionOp>(op.kind)) return "attention";
+  if (std::holds_alternative<CollectiveOp>(op.kind)) return "collective";
+  return "memory_bound";
+}
+
+void add_error(ClassAccuracy& c, double e) {
+  c.mape = (c.mape * c.samples + std::abs(e)) / (c.samples + 1);
+  c.max_error = std::max(c.max_error, std::abs(e));
+  ++c.samples;
+}
+
+}  // namespace
+
+AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec& device, const CostParams& c) {
+  AccuracyReport r;
+  r.per_op.op_class = "all";
+  std::map<std::string, ClassAccuracy> classes;
+  std::vector<double> pred, meas;
+  for (const auto& m : profiles) {
+    if (!m.program) throw Error(fmt::format("{}: a bench file, not a profile: accuracy compares whole steps", m.path));
+    if (!(m.step_wall_us > 0))
+      throw Error(
+          fmt::format("{}: step_wall_us: missing (profiles from this tp-run version or later have it)", m.path));
+    const Program& p = *m.program;
+    const ClusterSpec cl = measurement_cluster(device, m);
+    check_supported(p, cl);
+    const OpCosts costs = cost_ops(p, cl, c);
+    const Timeline tl = schedule(p, costs, c);
+    StepAccuracy s;
+    s.profile = m.path;
+    s.plan = plan_label(p);
+    s.predicted_ms = tl.step_time_us / 1e3;
+    s.measured_ms = m.step_wall_us / 1e3;
+    s.error = (s.predicted_ms - s.measured_ms) / s.measured_ms;
+    double ps = 0, ms = 0;
+    for (const auto& o : m.ops) {
+      const double t = costs.duration_us[size_t(o.segment)][size_t(o.op)];
+      ps += t;
+      ms += o.time_us;
+      if (o.time_us <= 0) continue;
+      const double e = (t - o.time_us) / o.time_us;
+      add_error(r.per_op, e);
+      const std::string cname = class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)]);
+      add_error(classes[cname], e);
+      r.worst_ops.push_back({m.path, o.name, cname, t, o.time_us, e});
+      std::sort(r.worst_ops.begin(), r.worst_ops.end(),
+                [](const OpAccuracy& a, const OpAccuracy& b) { return std::abs(a.error) > std::abs(b.error); });
+      if (r.worst_ops.size() > 10) r.worst_ops.pop_back();
+    }
+    s.predicted_serial_ms = ps / 1e3;
+    s.measured_serial_ms = ms / 1e3;
+    s.serial_error = ms > 0 ? (ps - ms) / ms : 0;
+    pred.push_back(s.predicted_ms);
+    meas.push_back(s.measured_ms);
+    r.step_mape += std::abs(s.error) / static_cast<double>(profiles.size());
+    r.step_max_error = std::max(r.step_max_error, std::abs(s.error));
+    r.steps.push_back(std::move(s));
+  }
+  for (auto& [k, v] : classes) {
+    v.op_class = k;
+    r.classes.push_back(v);
+  }
+  r.kendall_tau = kendall_tau(pred, meas);
+  return r;
+}
+
+std::string accuracy_text(const AccuracyReport& r) {
+  std::string out;
+  for (const auto& t : r.terms) out += "parameter: " + t + "\n";
+  out += fmt::format("{:<44} {:>10} {:>10} {:>7}   {:>10} {:>10} {:>7}\n", "profile (plan)", "pred ms", "meas ms",
+                     "error", "serial pr", "serial me", "error");
+  for (const auto& s : r.steps)
+    out += fmt::format("{:<44} {:>10.3f} {:>10.3f} {:>+6.1f}%   {:>10.3f} {:>10.3f} {:>+6.1f}%\n  {}\n",
+                       s.profile.size() > 44 ? "..." + s.profile.substr(s.profile.size() - 41) : s.profile,
+                       s.predicted_ms, s.measured_ms, 100 * s.error, s.predicted_serial_ms, s.measured_serial_ms,
+                       100 * s.serial_error, s.plan);
+  out += fmt::format("step: MAPE {:.1f}%, max error {:.1f}% over {} profiles\n", 100 * r.step_mape,
+                     100 * r.step_max_error, r.steps.size());
+  out += fmt::format("per op: MAPE {:.1f}%, max error {:.1f}% over {} ops\n", 100 * r.per_op.mape,
+                     100 * r.per_op.max_error, r.per_op.samples);
+  for (const auto& c : r.classes)
+    out += fmt::format("  {:<14} MAPE {:>6.1f}%  max {:>7.1f}%  ({} ops)\n", c.op_class, 100 * c.mape,
+                       100 * c.max_error, c.samples);
+  if (!r.worst_ops.empty()) out += "worst ops:\n";
+  for (const auto& o : r.worst_ops)
+    out += fmt::format("  {:>+8.1f}%  {:>10.1f} us predicted, {:>10.1f} measured  {} ({}, {})\n", 100 * o.error,
+                       o.predicted_us, o.measured_us, o.name, o.op_class, o.profile);
+  out += r.kendall_tau ? fmt::format("ranking: Kendall tau {:.3f} over {} plans\n", *r.kendall_tau, r.steps.size())
+                       : "ranking: Kendall tau needs two profiles or more\n";
+  return out;
+}
+
+nlohmann::json accuracy_json(const AccuracyReport& r) {
+  using nlohmann::json;
+  json steps = json::array();
+  for (const auto& s : r.steps)
+    steps.push_back({{"profile", s.profile},
+                     {"plan", s.plan},
+                     {"predicted_ms", s.predicted_ms},
+                     {"measured_ms", s.measured_ms},
+                     {"error", s.error},
+                     {"predicted_serialized_ms", s.predicted_serial_ms},
+                     {"measured_serialized_ms", s.measured_serial_ms},
+                     {"serialized_error", s.serial_error}});
+  json classes = json::object();
+  for (const auto& c : r.classes)
+    classes[c.op_class] = {{"mape", c.mape}, {"max_error", c.max_error}, {"samples", c.samples}};
+  json worst = json::array();
+  for (const auto& o : r.worst_ops)
+    worst.push_back({{"profile", o.profile},
+                     {"name", o.name},
+                     {"class", o.op_class},
+                     {"predicted_us", o.predicted_us},
+                     {"measured_us", o.measured_us},
+                     {"error", o.error}});
+  return {{"steps", steps},
+          {"worst_ops", worst},
+          {"per_op", {{"mape", r.per_op.mape}, {"max_error", r.per_op.max_error}, {"samples", r.per_op.samples}}},
+          {"per_class", classes},
+          {"step", {{"mape", r.step_mape}, {"max_error", r.step_max_error}}},
+          {"kendall_tau", r.kendall_tau ? json(*r.kendall_tau) : json(nullptr)},
+          {"terms", r.terms}};
+}
+
+}  // namespace tptune

@@ -1,0 +1,66 @@
+#pragma once
+// How well the cost model predicts measured runs: `tp-plan accuracy PROFILE.json... [--calibration C]`.
+//
+//   AccuracyReport r = accuracy(load all profiles, gpu_preset("cpu"), params);
+//
+// Per profile (one plan's run), its Program is lowered again (sim/calibrate/measurements.h) and simulated on one node
+// of `ranks` devices:
+//   step         predicted overlapped step (the timeline's step time) vs the profile's step_wall_us median
+//   serialized   predicted sum of every executed op's duration vs the sum of the op medians (the serialized run)
+//   per op       every executed op: predicted vs measured median; MAPE and max relative error, overall and per class
+//   ranking      Kendall tau (tau-a: (concordant - discordant) / pairs) of predicted vs measured step times over the
+//                profiles; null with fewer than two profiles
+// Errors are signed relative errors (predicted - measured) / measured.
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/calibrate/measurements.h"
+#include "sim/cost_params.h"
+#include "sim/gpu_spec.h"
+
+namespace tptune {
+
+struct StepAccuracy {
+  std::string profile;
+  std::string plan;  // "sequence_parallel tp 2 float8 tensorwise async"
+  double predicted_ms = 0, measured_ms = 0, error = 0;
+  double predicted_serial_ms = 0, measured_serial_ms = 0, serial_error = 0;
+};
+
+struct ClassAccuracy {
+  std::string op_class;
+  int samples = 0;
+  double mape = 0, max_error = 0;
+};
+
+struct OpAccuracy {
+  std::string profile, name, op_class;
+  double predicted_us = 0, measured_us = 0, error = 0;
+};
+
+struct AccuracyReport {
+  std::vector<StepAccuracy> steps;
+  ClassAccuracy per_op;                // all ops
+  std::vector<ClassAccuracy> classes;  // gemm, attention, memory_bound, collective
+  std::vector<OpAccuracy> worst_ops;   // the 10 largest |error|, worst first
+  double step_mape = 0, step_max_error = 0;
+  std::optional<double> kendall_tau;
+  std::vector<std::string> terms;  // where the parameters came from
+};
+
+// Profiles only (bench files have no steps: tptune::Error naming the file).
+AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec& device, const CostParams& c);
+// tau-a of two equally long series; nullopt for fewer than two.
+std::optional<double> kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
+
+std::string accuracy_text(const AccuracyReport& r);
+// {"steps": [{"profile", "plan", "predicted_ms", "measured_ms", "error", "predicted_serialized_ms",
+//   "measured_serialized_ms", "serialized_error"}], "per_op": {"mape", "max_error", "samples"},
+//  "per_class": {...}, "step": {"mape", "max_error"}, "kendall_tau", "terms",
+//  "worst_ops": [{"profile", "name", "class", "predicted_us", "measured_us", "error"}]}
+nlohmann::json accuracy_json(const AccuracyReport& r);
+
+}  // namespace tptune

@@ -1,0 +1,440 @@
+#include "sim/calibrate/fit.h"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "plans/error.h"
+#include "sim/comm_cost.h"
+#include "sim/compute_cost.h"
+#include "sim/cost_param_fields.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m) {
+  GpuSpec d = device;
+  const auto cores = m.environment.find("cores");
+  if (cores != m.environment.end() && cores->is_number_integer() && cores->get<int>() > 0 &&
+      cores->get<int>() < m.ranks) {
+    const double share = static_cast<double>(cores->get<int>()) / m.ranks;
+    for (double* f : {&d.bf16_tflops, &d.fp16_tflops, &d.fp8_tflops, &d.fp32_tflops, &d.hbm_bandwidth_GBps})
+      *f *= share;
+  }
+  return make_cluster(d, 1, m.ranks);
+}
+
+double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c) {
+  switch (o.source) {
+    case MeasuredOp::Source::program: {
+      const Program& p = *m.program;
+      return op_duration_us(p.segments[size_t(o.segment)].ops[size_t(o.op)], p, cl, c);
+    }
+    case MeasuredOp::Source::gemm:
+      return gemm_cost(o.gemm, cl.gpu, c).time_us;
+    case MeasuredOp::Source::collective: {
+      GroupLayout g{o.group_size, o.group_size, 1};
+      return collective_cost(o.collective, o.bytes, g, cl, c).time_us;
+    }
+    case MeasuredOp::Source::memory:
+      return memory_bound_cost(static_cast<double>(o.bytes), c.memory_bound_efficiency, c.memory_bound_overhead_us,
+                               cl.gpu)
+          .time_us;
+  }
+  return 0;
+}
+
+std::vector<double> bounded_least_squares(const std::vector<std::vector<double>>& rows, const std::vector<double>& b,
+                                          const std::vector<double>& lo, const std::vector<double>& hi) {
+  const size_t n = lo.size(), m = rows.size();
+  std::vector<double> x(n, 0);
+  std::vector<int> fixed(n, 0);  // 0 free, -1 at lo, +1 at hi
+  for (size_t round = 0; round <= n; ++round) {
+    std::vector<size_t> free;
+    for (size_t j = 0; j < n; ++j)
+      if (!fixed[j]) free.push_back(j);
+    if (free.empty()) break;
+    Eigen::MatrixXd A(m, free.size());
+    Eigen::VectorXd r(m);
+    for (size_t i = 0; i < m; ++i) {
+      double rhs = b[i];
+      for (size_t j = 0; j < n; ++j)
+        if (fixed[j]) rhs -= rows[i][j] * x[j];
+      r(Eigen::Index(i)) = rhs;
+      for (size_t k = 0; k < free.size(); ++k) A(Eigen::Index(i), Eigen::Index(k)) = rows[i][free[k]];
+    }
+    Eigen::VectorXd sol = A.colPivHouseholderQr().solve(r);
+    // Fix the coefficient that leaves its bounds furthest (relative to the range), then re-solve the others.
+    double worst = 0;
+    size_t worst_j = n;
+    for (size_t k = 0; k < free.size(); ++k) {
+      const size_t j = free[k];
+      double v = sol(Eigen::Index(k));
+      if (!std::isfinite(v)) v = lo[j];
+      x[j] = v;
+      const double out = v < lo[j] ? (lo[j] - v) : v > hi[j] ? (v - hi[j]) : 0;
+      if (out > worst) {
+        worst = out;
+        worst_j = j;
+      }
+    }
+    if (worst_j == n) return x;
+    fixed[worst_j] = x[worst_j] < lo[worst_j] ? -1 : 1;
+    x[worst_j] = fixed[worst_j] < 0 ? lo[worst_j] : hi[worst_j];
+  }
+  for (size_t j = 0; j < n; ++j) x[j] = std::clamp(x[j], lo[j], hi[j]);
+  return x;
+}
+
+namespace {
+
+enum class OpClass { gemm, attention, memory_bound, collective };
+
+OpClass classify(const MeasuredOp& o, const Measurements& m) {
+  switch (o.source) {
+    case MeasuredOp::Source::gemm:
+      return OpClass::gemm;
+    case MeasuredOp::Source::collective:
+      return OpClass::collective;
+    case MeasuredOp::Source::memory:
+      return OpClass::memory_bound;
+    case MeasuredOp::Source::program:
+      break;
+  }
+  const Op& op = m.program->segments[size_t(o.segment)].ops[size_t(o.op)];
+  if (std::holds_alternative<GemmOp>(op.kind)) return OpClass::gemm;
+  if (std::holds_alternative<AttentionOp>(op.kind)) return OpClass::attention;
+  if (std::holds_alternative<CollectiveOp>(op.kind)) return OpClass::collective;
+  return OpClass::memory_bound;
+}
+
+const Op* program_op(const MeasuredOp& o, const Measurements& m) {
+  return o.source == MeasuredOp::Source::program ? &m.program->segments[size_t(o.segment)].ops[size_t(o.op)] : nullptr;
+}
+
+struct Sample {
+  const MeasuredOp* op;
+  const Measurements* m;
+  const ClusterSpec* cluster;
+};
+
+FitResidual residual_of(const std::string& name, const std::vector<Sample>& ss, const CostParams& c) {
+  FitResidual r{name, static_cast<int>(ss.size()), 0, 0};
+  std::vector<double> errs;
+  for (const auto& s : ss) {
+    const double t = s.op->time_us, p = model_time_us(*s.op, *s.m, *s.cluster, c);
+    errs.push_back(std::abs(p - t) / t);
+  }
+  if (errs.empty()) return r;
+  std::sort(errs.begin(), errs.end());
+  const size_t n = errs.size();
+  r.median_rel_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
+  r.max_rel_error = errs.back();
+  return r;
+}
+
+// Rows weighted by 1/t: columns built from features, target 1.
+struct Problem {
+  std::vector<std::vector<double>> rows;
+  std::vector<double> b;
+  void add(const std::vector<double>& features, double t) {
+    std::vector<double> row(features.size());
+    for (size_t j = 0; j < row.size(); ++j) row[j] = features[j] / t;
+    rows.push_back(std::move(row));
+    b.push_back(1.0);
+  }
+};
+
+// Least squares robust to the stalls of a shared machine (a descheduled rank turns a 100 us collective into 100 ms
+// in some iterations, and sometimes in the median): solve, drop the rows whose relative residual exceeds
+// max(0.5, 4 x the median), solve again on the rest.
+std::vector<double> robust_solve(const Problem& p, const std::vector<double>& lo, const std::vector<double>& hi) {
+  std::vector<double> x = bounded_least_squares(p.rows, p.b, lo, hi);
+  std::vector<double> res(p.rows.size());
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    double r = -p.b[i];
+    for (size_t j = 0; j < x.size(); ++j) r += p.rows[i][j] * x[j];
+    res[i] = std::abs(r);
+  }
+  std::vector<double> sorted = res;
+  std::sort(sorted.begin(), sorted.end());
+  const double cut = std::max(0.5, 4 * sorted[sorted.size() / 2]);
+  Problem kept;
+  for (size_t i = 0; i < p.rows.size(); ++i)
+    if (res[i] <= cut) {
+      kept.rows.push_back(p.rows[i]);
+      kept.b.push_back(p.b[i]);
+    }
+  if (kept.rows.size() == p.rows.size() || kept.rows.size() < x.size()) return x;
+  return bounded_least_squares(kept.rows, kept.b, lo, hi);
+}
+
+// Sum of squared relative residuals, each capped at 0.25 (an outlier counts as a 50% miss, no more).
+double capped_ssr(const Problem& p, const std::vector<double>& x) {
+  double s = 0;
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    double r = -p.b[i];
+    for (size_t j = 0; j < x.size(); ++j) r += p.rows[i][j] * x[j];
+    s += std::min(r * r, 0.25);
+  }
+  return s;
+}
+
+// Drops columns that no row touches (their parameters keep their defaults).
+std::vector<bool> used_columns(const Problem& p, size_t n) {
+  std::vector<bool> used(n, false);
+  for (const auto& r : p.rows)
+    for (size_t j = 0; j < n; ++j) used[j] = used[j] || r[j] != 0;
+  return used;
+}
+
+void put(Calibration& cal, const CostParams& base, CostParams& fit, const char* name, double v, const char* cls) {
+  const CostParamField* f = find_cost_param(name);
+  v = std::clamp(v, f->lo, f->hi);
+  f->set(fit, v);
+  cal.params.push_back({name, v, f->get(base), cls});
+}
+
+void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, CostParams& fit, Calibration& cal) {
+  if (ss.empty()) return;
+  // Columns: fp32, bf16/fp16, float8 (or one tied column), intercept.
+  auto column = [&](const Sample& s) {
+    DType a = DType::fp32;
+    if (const Op* op = program_op(*s.op, *s.m)) {
+      const auto& g = std::get<GemmOp>(op->kind);
+      a = is_float8(g.a_dtype) || is_float8(g.b_dtype) ? DType::fp8_e4m3 : g.a_dtype;
+    } else {
+      a = s.op->gemm.a_dtype;
+    }
+    if (tie) return 0;
+    return is_float8(a) ? 2 : a == DType::fp32 ? 0 : 1;
+  };
+  double best_ssr = INFINITY, best_k0 = 0;
+  std::vector<double> best_x;
+  for (double k0 : {0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0}) {
+    CostParams c = fit;
+    c.gemm_efficiency = c.gemm_fp32_efficiency = c.gemm_fp8_efficiency = 1.0;
+    c.gemm_overhead_us = 0;
+    c.gemm_memory_efficiency = 1e12;  // the compute branch of the roofline
+    c.gemm_k_overhead = k0;
+    Problem p;
+    for (const auto& s : ss) {
+      std::vector<double> f(4, 0.0);
+      f[size_t(column(s))] = model_time_us(*s.op, *s.m, *s.cluster, c);
+      f[3] = 1.0;
+      p.add(f, s.op->time_us);
+    }
+    std::vector<bool> used = used_columns(p, 4);
+    std::vector<double> lo{1 / 1.5, 1 / 1.5, 1 / 1.5, 0}, hi{1e4, 1e4, 1e4, 1e4};
+    for (size_t j = 0; j < 3; ++j)
+      if (!used[j]) lo[j] = hi[j] = 1.0;
+    std::vector<double> x = robust_solve(p, lo, hi);
+    const double ssr = capped_ssr(p, x);
+    if (ssr < best_ssr) {
+      best_ssr = ssr;
+      best_k0 = k0;
+      best_x = x;
+    }
+  }
+  std::vector<bool> used(3, false);
+  for (const auto& s : ss) used[size_t(column(s))] = true;
+  if (tie) {
+    for (const char* n : {"gemm_fp32_efficiency", "gemm_efficiency", "gemm_fp8_efficiency"})
+      put(cal, base, fit, n, 1 / best_x[0], "gemm");
+    put(cal, base, fit, "gemm_fp8_rowwise_factor", 1.0, "gemm");
+  } else {
+    if (used[0]) put(cal, base, fit, "gemm_fp32_efficiency", 1 / best_x[0], "gemm");
+    if (used[1]) put(cal, base, fit, "gemm_efficiency", 1 / best_x[1], "gemm");
+    if (used[2]) put(cal, base, fit, "gemm_fp8_efficiency", 1 / best_x[2], "gemm");
+  }
+  put(cal, base, fit, "gemm_k_overhead", best_k0, "gemm");
+  put(cal, base, fit, "gemm_overhead_us", best_x[3], "gemm");
+}
+
+void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
+  if (ss.empty()) return;
+  CostParams c = fit;
+  c.attention_fwd_efficiency = c.attention_bwd_efficiency = 1.0;
+  c.attention_overhead_us = 0;
+  c.memory_bound_efficiency = 1e12;  // the compute branch
+  Problem p;
+  for (const auto& s : ss) {
+    const bool bwd = std::get<AttentionOp>(program_op(*s.op, *s.m)->kind).backward;
+    const double x = model_time_us(*s.op, *s.m, *s.cluster, c);
+    p.add({bwd ? 0 : x, bwd ? x : 0, 1.0}, s.op->time_us);
+  }
+  std::vector<bool> used = used_columns(p, 3);
+  std::vector<double> lo{1 / 1.5, 1 / 1.5, 0}, hi{1e5, 1e5, 1e4};
+  for (size_t j = 0; j < 2; ++j)
+    if (!used[j]) lo[j] = hi[j] = 1.0;
+  std::vector<double> x = robust_solve(p, lo, hi);
+  if (used[0]) put(cal, base, fit, "attention_fwd_efficiency", 1 / x[0], "attention");
+  if (used[1]) put(cal, base, fit, "attention_bwd_efficiency", 1 / x[1], "attention");
+  put(cal, base, fit, "attention_overhead_us", x[2], "attention");
+}
+
+// Memory-bound sub-classes: which column an op's time goes to.
+enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, ovh, ovh_adam, n_mem_cols };
+
+void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
+  if (ss.empty()) return;
+  CostParams c = fit;
+  c.memory_bound_efficiency = 1.0;
+  c.memory_bound_overhead_us = c.optimizer_overhead_us = 0;
+  c.norm_traffic_factor = c.rope_traffic_factor = c.activation_traffic_factor = 1.0;
+  c.embedding_bwd_efficiency = 1.0;
+  c.loss_traffic_factor = 1.0;
+  Problem p;
+  for (const auto& s : ss) {
+    std::vector<double> f(n_mem_cols, 0.0);
+    int col = plain;
+    bool adam = false;
+    if (const Op* op = program_op(*s.op, *s.m)) {
+      using F = ElementwiseOp::Fn;
+      if (const auto* e = std::get_if<ElementwiseOp>(&op->kind)) {
+        switch (e->fn) {
+          case F::rmsnorm:
+          case F::rmsnorm_bwd:
+          case F::layernorm:
+          case F::layernorm_bwd:
+            col = norm;
+            break;
+          case F::rope:
+          case F::rope_bwd:
+            col = rope;
+            break;
+          case F::swiglu:
+          case F::swiglu_bwd:
+          case F::gelu:
+          case F::gelu_bwd:
+            col = act;
+            break;
+          case F::adamw:
+            adam = true;
+            break;
+          default:
+            break;
+        }
+      } else if (const auto* em = std::get_if<EmbeddingOp>(&op->kind)) {
+        if (em->backward) col = emb_bwd;
+      } else if (const auto* ce = std::get_if<CrossEntropyOp>(&op->kind)) {
+        using S = CrossEntropyOp::Stage;
+        if (ce->stage == S::sum_exp || ce->stage == S::backward) col = loss;
+      }
+    }
+    f[size_t(col)] = model_time_us(*s.op, *s.m, *s.cluster, c);
+    f[adam ? ovh_adam : ovh] = 1.0;
+    p.add(f, s.op->time_us);
+  }
+  std::vector<bool> used = used_columns(p, n_mem_cols);
+  std::vector<double> lo(n_mem_cols, 1 / 1.5), hi(n_mem_cols, 1e6);
+  lo[ovh] = lo[ovh_adam] = 0;
+  hi[ovh] = hi[ovh_adam] = 1e4;
+  for (size_t j = 0; j < n_mem_cols; ++j)
+    if (!used[j]) lo[j] = hi[j] = (j == ovh || j == ovh_adam) ? 0.0 : 1.0;
+  std::vector<double> x = robust_solve(p, lo, hi);
+  if (!used[plain]) return;  // the efficiency anchors every factor below
+  const double a = x[plain];
+  put(cal, base, fit, "memory_bound_efficiency", 1 / a, "memory_bound");
+  if (used[norm]) put(cal, base, fit, "norm_traffic_factor", x[norm] / a, "memory_bound");
+  if (used[rope]) put(cal, base, fit, "rope_traffic_factor", x[rope] / a, "memory_bound");
+  if (used[act]) put(cal, base, fit, "activation_traffic_factor", x[act] / a, "memory_bound");
+  if (used[emb_bwd]) put(cal, base, fit, "embedding_bwd_efficiency", a / x[emb_bwd], "memory_bound");
+  if (used[loss]) put(cal, base, fit, "loss_traffic_factor", x[loss] / a, "memory_bound");
+  if (used[ovh]) put(cal, base, fit, "memory_bound_overhead_us", x[ovh], "memory_bound");
+  if (used[ovh_adam]) put(cal, base, fit, "optimizer_overhead_us", x[ovh_adam], "memory_bound");
+}
+
+void fit_collectives(const std::vector<Sample>& ss, CostParams& fit, Calibration& cal) {
+  std::map<std::pair<int, int>, std::vector<Sample>> groups;  // (kind, n)
+  for (const auto& s : ss)
+    if (s.op->group_size > 1 && s.op->bytes > 0)
+      groups[{static_cast<int>(s.op->collective), s.op->group_size}].push_back(s);
+  for (const auto& [key, g] : groups) {
+    const auto kind = static_cast<CollectiveKind>(key.first);
+    const int n = key.second;
+    std::set<int64_t> sizes;
+    for (const auto& s : g) sizes.insert(s.op->bytes);
+    if (sizes.size() < 2) continue;  // alpha and beta need two sizes at least
+    Problem p;
+    for (const auto& s : g) p.add({1.0, static_cast<double>(s.op->bytes) * bus_factor(kind, n) * 1e-3}, s.op->time_us);
+    std::vector<double> x = robust_solve(p, {0, 1e-4}, {1e4, 1e4});
+    FittedCollective f;
+    f.curve = {kind, n, x[0], 1 / x[1]};
+    CostParams c = fit;
+    c.measured_collectives = {f.curve};
+    f.residual = residual_of(fmt::format("{}@{}", to_string(kind), n), g, c);
+    cal.collectives.push_back(f);
+    fit.measured_collectives.push_back(f.curve);
+  }
+}
+
+}  // namespace
+
+Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options) {
+  if (ms.empty()) throw Error("calibrate: expected at least one profile or bench file");
+  Calibration cal;
+  cal.device = device.name;
+  cal.environment = environment_key(ms.front().environment);
+  for (const auto& m : ms) {
+    cal.files.push_back(m.path);
+    if (environment_key(m.environment) != cal.environment)
+      throw Error(fmt::format("{}: environment '{}' differs from {}'s '{}': fit them separately (--separate)", m.path,
+                              environment_key(m.environment), ms.front().path, cal.environment));
+  }
+  const bool tie = options.tie_gemm_dtypes.value_or(ms.front().environment.value("backend", "") == "cpu");
+  std::vector<ClusterSpec> clusters;
+  clusters.reserve(ms.size());  // pointers into it are kept below: no growth after this
+  for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m));
+  std::map<OpClass, std::vector<Sample>> by_class;
+  for (size_t i = 0; i < ms.size(); ++i)
+    for (const auto& o : ms[i].ops)
+      if (o.time_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
+
+  const CostParams base = device_cost_params(device);
+  CostParams fit = base;
+  fit_gemm(by_class[OpClass::gemm], tie, base, fit, cal);
+  fit_attention(by_class[OpClass::attention], base, fit, cal);
+  fit_memory(by_class[OpClass::memory_bound], base, fit, cal);
+  fit_collectives(by_class[OpClass::collective], fit, cal);
+  for (auto [cls, name] :
+       {std::pair{OpClass::gemm, "gemm"}, std::pair{OpClass::attention, "attention"},
+        std::pair{OpClass::memory_bound, "memory_bound"}, std::pair{OpClass::collective, "collective"}})
+    if (!by_class[cls].empty()) cal.classes.push_back(residual_of(name, by_class[cls], fit));
+  return cal;
+}
+
+std::string fit_report(const Calibration& cal, const GpuSpec& device) {
+  std::string out = fmt::format("calibration of device {} from {} file(s); environment: {}\n", cal.device,
+                                cal.files.size(), cal.environment);
+  for (const auto& r : cal.classes) {
+    out += fmt::format("\n{}: {} samples, residual median {:.1f}%, max {:.1f}%\n", r.op_class, r.samples,
+                       100 * r.median_rel_error, 100 * r.max_rel_error);
+    for (const auto& p : cal.params)
+      if (p.op_class == r.op_class)
+        out += fmt::format("  {:<28} {:>12.5g}   (default {:.5g})\n", p.name, p.value, p.default_value);
+    if (r.op_class == "collective") {
+      out += fmt::format("  {:<16} {:>5} {:>10} {:>11} {:>8} {:>8} {:>8}\n", "collective", "ranks", "alpha(us)",
+                         "busbw(GB/s)", "samples", "median%", "max%");
+      for (const auto& f : cal.collectives)
+        out += fmt::format("  {:<16} {:>5} {:>10.2f} {:>11.3f} {:>8} {:>8.1f} {:>8.1f}\n", to_string(f.curve.kind),
+                           f.curve.ranks, f.curve.alpha_us, f.curve.busbw_GBps, f.residual.samples,
+                           100 * f.residual.median_rel_error, 100 * f.residual.max_rel_error);
+    }
+  }
+  std::vector<std::string> kept;
+  const CostParams base = device_cost_params(device);
+  for (const auto& f : cost_param_fields()) {
+    bool fitted = false;
+    for (const auto& p : cal.params) fitted = fitted || p.name == f.name;
+    if (!fitted) kept.push_back(fmt::format("{}={:.4g}", f.name, f.get(base)));
+  }
+  out += fmt::format("\nnot determined by the data (defaults of {} kept): {}\n", device.name, fmt::join(kept, ", "));
+  return out;
+}
+
+}  // namespace tptune

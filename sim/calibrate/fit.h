@@ -1,0 +1,61 @@
+#pragma once
+// The calibration fit: cost-model parameters from measured op times, by Eigen least squares with bounds.
+//
+//   std::vector<Measurements> ms = ...;                       // sim/calibrate/measurements.h
+//   Calibration cal = fit_calibration(ms, gpu_preset("cpu"), {});
+//
+// The model's form is kept; its coefficients are fitted. Each op class is one linear problem in the model's own
+// terms: x_i is the op's time under the model with the fitted efficiency set to 1 and the fitted overhead to 0
+// (computed by the simulator's cost functions themselves), t_i the measured median, and
+//   gemm          t = x(k0) / eff + overhead                   eff per dtype class (one class when GEMMs run in
+//                                                              fp32 whatever their dtype: the CPU backend), k0 =
+//                                                              gemm_k_overhead by a search over 0..4096 (log grid)
+//   attention     t = x_fwd / eff_fwd + x_bwd / eff_bwd + overhead
+//   memory-bound  t = (x_plain + f_norm x_norm + f_rope x_rope + f_act x_act + f_loss x_loss + x_emb_bwd / e_emb)
+//                     / eff
+//                     + overhead (+ optimizer_overhead for AdamW instead)
+//   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes
+// Rows are weighted by 1/t_i (relative error, so that small and large ops count alike). Robust to stalls of a
+// shared machine: after one solve, rows whose relative residual exceeds max(50%, 4 x the median) are dropped and
+// the rest solved again (the residuals reported still cover every sample). Bounds: efficiencies in
+// (1e-4, 1.5], traffic factors [0.01, 100], overheads and alpha in [0, 1e4] us, busbw in [1e-4, 1e4] GB/s; a
+// coefficient that leaves its bound is fixed at the bound and the rest re-solved (active set). The residuals are
+// then recomputed with the full model (max with the memory-bound branch included): median and max relative error
+// per class. Classes without samples leave their parameters at the defaults.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/calibrate/calibration.h"
+#include "sim/calibrate/measurements.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost_params.h"
+
+namespace tptune {
+
+struct FitOptions {
+  // One GEMM efficiency for every dtype (the device computes them all alike). Default: when the environment's
+  // backend is cpu (runtime/backend.h: every float tensor is stored and computed in fp32).
+  std::optional<bool> tie_gemm_dtypes;
+};
+
+// `device` is the spec the fit is relative to; the defaults are device_cost_params(device).
+Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options);
+
+// The cluster a measurement ran on: one node of `ranks` devices. When the environment says the ranks outnumbered the
+// machine's cores ("cores" < "ranks", CPU ranks oversubscribed), each rank gets cores/ranks of the device's compute
+// and memory rates (they share the cores); collectives are what they measured.
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m);
+// The model's time for one measured op.
+double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c);
+
+// A printable table of the fit: per class the fitted values against the defaults, residuals and sample counts,
+// then the parameters the data did not touch.
+std::string fit_report(const Calibration& cal, const GpuSpec& device);
+
+// Bounded linear least squares (exposed for tests): min |A x - b| with lo <= x <= hi, by an active set.
+std::vector<double> bounded_least_squares(const std::vector<std::vector<double>>& rows, const std::vector<double>& b,
+                                          const std::vector<double>& lo, const std::vector<double>& hi);
+
+}  // namespace tptune

@@ -1,0 +1,205 @@
+#include "sim/calibrate/measurements.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "plans/config.h"
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "plans/plan.h"
+
+namespace tptune {
+
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  std::string path;
+  const char* stat = "median";
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw Error(fmt::format("{}: {}: {}", path, where, what));
+  }
+  const json& field(const json& j, const std::string& where, const char* key) const {
+    if (!j.is_object()) fail(where, "expected an object");
+    auto it = j.find(key);
+    if (it == j.end()) fail(where.empty() ? key : where + "." + key, "missing");
+    return *it;
+  }
+  double number(const json& j, const std::string& where, const char* key, bool positive = false) const {
+    const json& v = field(j, where, key);
+    const std::string w = where.empty() ? key : where + "." + key;
+    if (!v.is_number()) fail(w, fmt::format("expected a number, got {}", v.dump().substr(0, 40)));
+    double d = v.get<double>();
+    if (!(d >= 0) || (positive && !(d > 0)))
+      fail(w, fmt::format("expected a {} number, got {}", positive ? "positive" : "non-negative", d));
+    return d;
+  }
+  int64_t integer(const json& j, const std::string& where, const char* key) const {
+    const json& v = field(j, where, key);
+    const std::string w = where.empty() ? key : where + "." + key;
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      fail(w, fmt::format("expected a non-negative integer, got {}", v.dump().substr(0, 40)));
+    return v.get<int64_t>();
+  }
+  std::string string(const json& j, const std::string& where, const char* key) const {
+    const json& v = field(j, where, key);
+    if (!v.is_string())
+      fail(where.empty() ? key : where + "." + key, fmt::format("expected a string, got {}", v.dump().substr(0, 40)));
+    return v.get<std::string>();
+  }
+};
+
+CollectiveKind parse_collective(const Reader& r, const std::string& where, const std::string& s) {
+  for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                           CollectiveKind::all_to_all, CollectiveKind::p2p})
+    if (to_string(k) == s) return k;
+  if (s == "send_recv") return CollectiveKind::p2p;
+  r.fail(where, fmt::format("expected all_reduce, all_gather, reduce_scatter, all_to_all or p2p, got '{}'", s));
+}
+
+void load_profile(const Reader& r, const json& j, Measurements& m) {
+  const json& prog = r.field(j, "", "program");
+  const std::string config_yaml = r.string(prog, "program", "config_yaml");
+  const std::string plan_yaml = r.string(prog, "program", "plan_yaml");
+  Program p;
+  try {
+    Config cfg = load_config_string(config_yaml, m.path + " (program.config_yaml)");
+    Plan plan = load_plan_string(plan_yaml, m.path + " (program.plan_yaml)");
+    p = lower(cfg.model, cfg.training, plan);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: program: cannot lower the profiled Program again: {}", m.path, e.what()));
+  }
+  if (p.tp * p.dp != m.ranks)
+    r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
+  std::map<std::string, int> seg_index;
+  for (size_t s = 0; s < p.segments.size(); ++s) seg_index[p.segments[s].name] = static_cast<int>(s);
+  const json& ops = r.field(j, "", "ops");
+  if (!ops.is_array() || ops.empty()) r.fail("ops", "expected a non-empty list of op records");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string w = fmt::format("ops[{}]", i);
+    const json& rec = ops[i];
+    MeasuredOp o;
+    o.source = MeasuredOp::Source::program;
+    o.name = r.string(rec, w, "name");
+    const std::string seg = r.string(rec, w, "segment");
+    auto it = seg_index.find(seg);
+    if (it == seg_index.end()) r.fail(w + ".segment", fmt::format("'{}' is not a segment of the Program", seg));
+    o.segment = it->second;
+    const int64_t t = r.integer(rec, w, "template_op");
+    if (t >= static_cast<int64_t>(p.segments[size_t(o.segment)].ops.size()))
+      r.fail(w + ".template_op",
+             fmt::format("{} is past the {} ops of segment {}", t, p.segments[size_t(o.segment)].ops.size(), seg));
+    o.op = static_cast<int>(t);
+    const Op& op = p.segments[size_t(o.segment)].ops[size_t(o.op)];
+    if (r.string(rec, w, "kind") != kind_name(op.kind))
+      r.fail(w + ".kind", fmt::format("'{}' but the Program's op {} is a {}", r.string(rec, w, "kind"), op.name,
+                                      kind_name(op.kind)));
+    if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+      o.collective = c->kind;
+      o.bytes = c->bytes;
+      o.group_size = c->group == Group::tp ? p.tp : p.dp;
+    }
+    o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
+    m.ops.push_back(std::move(o));
+  }
+  if (j.contains("step_wall_us")) m.step_wall_us = r.number(j["step_wall_us"], "step_wall_us", r.stat);
+  m.program = std::move(p);
+}
+
+void load_bench(const Reader& r, const json& j, Measurements& m) {
+  const std::string bench = r.string(j, "", "bench");
+  const json& results = r.field(j, "", "results");
+  if (!results.is_array() || results.empty()) r.fail("results", "expected a non-empty list");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string w = fmt::format("results[{}]", i);
+    const json& rec = results[i];
+    MeasuredOp o;
+    o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
+    if (bench == "gemm") {
+      o.source = MeasuredOp::Source::gemm;
+      o.gemm.m = r.integer(rec, w, "m");
+      o.gemm.n = r.integer(rec, w, "n");
+      o.gemm.k = r.integer(rec, w, "k");
+      o.gemm.a_dtype = o.gemm.b_dtype = o.gemm.c_dtype = parse_dtype(r.string(rec, w, "dtype"), m.path + ": " + w);
+      o.name = fmt::format("gemm {}x{}x{}", o.gemm.m, o.gemm.n, o.gemm.k);
+    } else if (bench == "collectives") {
+      o.source = MeasuredOp::Source::collective;
+      o.collective = parse_collective(r, w + ".collective", r.string(rec, w, "collective"));
+      o.bytes = r.integer(rec, w, "bytes");
+      o.group_size = static_cast<int>(r.integer(rec, w, "ranks"));
+      if (o.group_size < 1 || o.group_size > 1 << 20) r.fail(w + ".ranks", "expected 1 .. 1048576");
+      o.name = fmt::format("{} {} B on {}", to_string(o.collective), o.bytes, o.group_size);
+    } else if (bench == "memory") {
+      o.source = MeasuredOp::Source::memory;
+      o.bytes = r.integer(rec, w, "bytes");
+      o.name = fmt::format("{} {} B", r.string(rec, w, "kernel"), o.bytes);
+    } else {
+      r.fail("bench", fmt::format("expected gemm, collectives or memory, got '{}'", bench));
+    }
+    m.ops.push_back(std::move(o));
+  }
+}
+
+}  // namespace
+
+std::string environment_key(const json& env) {
+  std::string libs;
+  if (env.contains("libraries") && env["libraries"].is_object())
+    for (const auto& [k, v] : env["libraries"].items())
+      libs += fmt::format("{}{} {}", libs.empty() ? "" : ", ", k, v.is_string() ? v.get<std::string>() : v.dump());
+  auto str = [&](const char* k) { return env.contains(k) && env[k].is_string() ? env[k].get<std::string>() : "?"; };
+  auto num = [&](const char* k) { return env.contains(k) ? env[k].dump() : "?"; };
+  return fmt::format("{} | {} | threads {} | {}", str("backend"), str("device"), num("threads_per_rank"), libs);
+}
+
+std::string environment_device(const json& env, const std::string& path) {
+  const std::string backend =
+      env.contains("backend") && env["backend"].is_string() ? env["backend"].get<std::string>() : "";
+  if (backend == "cpu") return "cpu";
+  if (env.contains("device_preset") && env["device_preset"].is_string()) return env["device_preset"].get<std::string>();
+  throw Error(fmt::format("{}: environment.backend: expected cpu (or a device_preset naming the GPU preset), got '{}'",
+                          path, backend));
+}
+
+Measurements parse_measurements(const json& j, const std::string& path, const std::string& statistic) {
+  if (statistic != "median" && statistic != "min")
+    throw Error(fmt::format("--statistic: expected median or min, got '{}'", statistic));
+  Reader r{path, statistic == "min" ? "min" : "median"};
+  Measurements m;
+  m.path = path;
+  if (!j.is_object()) r.fail("top level", "expected a JSON object (a tptune profile or bench file)");
+  m.format = r.string(j, "", "format");
+  if (m.format != "tptune-profile" && m.format != "tptune-bench")
+    r.fail("format", fmt::format("expected tptune-profile or tptune-bench, got '{}'", m.format));
+  if (r.integer(j, "", "version") != 1) r.fail("version", "expected 1 (the only version this tp-plan reads)");
+  m.environment = r.field(j, "", "environment");
+  r.string(m.environment, "environment", "backend");
+  r.string(m.environment, "environment", "device");
+  m.ranks = static_cast<int>(r.integer(m.environment, "environment", "ranks"));
+  if (m.ranks < 1) r.fail("environment.ranks", "expected a positive integer");
+  environment_device(m.environment, path);
+  if (m.format == "tptune-profile")
+    load_profile(r, j, m);
+  else
+    load_bench(r, j, m);
+  return m;
+}
+
+Measurements load_measurements(const std::string& path, const std::string& statistic) {
+  std::ifstream f(path);
+  if (!f) throw Error(fmt::format("{}: cannot read the file", path));
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    throw Error(fmt::format("{}: not valid JSON (byte {}): {}", path, e.byte, what.substr(what.rfind(':') + 2)));
+  }
+  return parse_measurements(j, path, statistic);
+}
+
+}  // namespace tptune

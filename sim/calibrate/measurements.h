@@ -1,0 +1,59 @@
+#pragma once
+// Measurements the calibration fit and the accuracy report read: Profile JSON (`tp-run profile`, runtime/profiler.h)
+// and bench JSON (`tp-run bench`, runtime/bench.h). sim/ never includes runtime/: these files are the interface.
+//
+//   Measurements m = load_measurements(path);   // either kind, told apart by "format"
+//
+// A profile becomes its Program again: the profile carries the config's text and the resolved plan
+// ("program.config_yaml", "program.plan_yaml"), which are loaded and lowered here, and every op record is matched to
+// its template op by (segment, template_op). Bench files carry plain samples (one op each).
+//
+// Environment. Every file has an "environment" block (backend, device, libraries); environment_key() is the part
+// that must agree between files fitted together: backend, device, threads per rank, and the library versions.
+// Errors are tptune::Error "<file>: <what>" (one line).
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plans/program.h"
+
+namespace tptune {
+
+// One measured op: a template op of `program` (profiles), or a stand-alone bench sample.
+struct MeasuredOp {
+  enum class Source { program, gemm, collective, memory };
+  Source source = Source::program;
+  std::string name;
+  int segment = -1, op = -1;                               // program: the template op (segment index, op index)
+  GemmOp gemm;                                             // gemm samples
+  CollectiveKind collective = CollectiveKind::all_reduce;  // collective samples
+  int64_t bytes = 0;   // collective (nccl-tests size) and memory samples (bytes moved)
+  int group_size = 1;  // collectives: the group's size
+  double time_us = 0;  // the chosen statistic of its samples (median by default)
+};
+
+struct Measurements {
+  std::string path;
+  std::string format;  // "tptune-profile" | "tptune-bench"
+  nlohmann::json environment;
+  int ranks = 1;
+  std::optional<Program> program;  // profiles
+  std::vector<MeasuredOp> ops;
+  double step_wall_us = 0;  // profiles: the overlapped step's statistic (0 when absent)
+};
+
+// `statistic` picks which summary of each record's samples is the measured time: "median" (the default) or "min"
+// (the least-disturbed run, for a machine shared with other work); the step wall time likewise.
+Measurements load_measurements(const std::string& path, const std::string& statistic = "median");
+Measurements parse_measurements(const nlohmann::json& j, const std::string& path,
+                                const std::string& statistic = "median");
+
+// "cpu | Intel Xeon | threads 1 | eigen 3.4.0, mpi Open MPI v4.1.4" — what must match between fitted files.
+std::string environment_key(const nlohmann::json& environment);
+// The device preset that describes the environment's ranks: "cpu" for the CPU backend, else the device's preset
+// name as the GPU backend writes it. Throws when the backend is unknown.
+std::string environment_device(const nlohmann::json& environment, const std::string& path);
+
+}  // namespace tptune

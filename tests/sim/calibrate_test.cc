@@ -1,0 +1,323 @@
+// The calibration loop's sim/ half: a synthetic profile made from known parameters is fitted back to them; bad and
+// mismatched measurements and bad calibration files get one-line errors; calibrate -> save -> load -> simulate is
+// a round trip; the cpu device and the `device:` synonym.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "plans/config.h"
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "plans/plan.h"
+#include "sim/calibrate/accuracy.h"
+#include "sim/calibrate/calibration.h"
+#include "sim/calibrate/fit.h"
+#include "sim/comm_cost.h"
+#include "sim/cost_param_fields.h"
+#include "sim/simulate.h"
+#include "sim/timeline.h"
+
+using namespace tptune;
+using nlohmann::json;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+json environment(const std::string& eigen = "3.4.0") {
+  return {{"backend", "cpu"},
+          {"device", "test cpu"},
+          {"threads_per_rank", 1},
+          {"ranks", 2},
+          {"libraries", {{"eigen", eigen}, {"mpi", "test mpi"}}}};
+}
+
+// The parameters the synthetic measurements are made from (far from the cpu defaults, so that a fit that returned
+// the defaults would fail).
+CostParams truth() {
+  CostParams c = device_cost_params(gpu_preset("cpu"));
+  c.gemm_efficiency = c.gemm_fp32_efficiency = c.gemm_fp8_efficiency = 0.3;
+  c.gemm_k_overhead = 64;
+  c.gemm_overhead_us = 3;
+  c.attention_fwd_efficiency = 0.05;
+  c.attention_bwd_efficiency = 0.03;
+  c.attention_overhead_us = 2;
+  c.memory_bound_efficiency = 0.2;
+  c.norm_traffic_factor = 2.5;
+  c.loss_traffic_factor = 12;
+  c.memory_bound_overhead_us = 1.5;
+  c.optimizer_overhead_us = 0.7;
+  c.measured_collectives = {{CollectiveKind::all_reduce, 2, 12, 0.7},
+                            {CollectiveKind::all_gather, 2, 9, 1.1},
+                            {CollectiveKind::reduce_scatter, 2, 10, 0.9}};
+  return c;
+}
+
+// Deterministic +-`noise` relative perturbation of sample i.
+double jitter(size_t i, double noise) { return 1.0 + noise * std::sin(1.7 * static_cast<double>(i) + 0.3); }
+
+// A profile of tiny-llama's `preset` plan at tp 2 whose op times are the model's under `c` (times jitter).
+json synthetic_profile(const std::string& preset, const CostParams& c, double noise, int64_t batch = 2) {
+  const std::string cfg_text = read_text(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
+  Config cfg = load_config_string(cfg_text);
+  Plan base;
+  base.tp_degree = 2;
+  base.dp_shard = 1;
+  base.local_batch_size = batch;
+  base.loss_parallel = preset == "sequence_parallel";
+  Plan plan = preset_plan(preset, base);
+  Program p = lower(cfg.model, cfg.training, plan);
+  ClusterSpec cl = make_cluster(gpu_preset("cpu"), 1, 2);
+  json ops = json::array();
+  size_t i = 0;
+  for (const auto& seg : p.segments)
+    for (const auto& op : seg.ops) {
+      const double t = op_duration_us(op, p, cl, c) * jitter(i++, noise);
+      ops.push_back({{"name", op.name},
+                     {"segment", seg.name},
+                     {"template_op", op.id},
+                     {"kind", std::string(kind_name(op.kind))},
+                     {"time_us", {{"median", t}}}});
+    }
+  const OpCosts costs = cost_ops(p, cl, c);
+  return {{"format", "tptune-profile"},
+          {"version", 1},
+          {"environment", environment()},
+          {"program", {{"config_yaml", cfg_text}, {"plan_yaml", plan_to_yaml(plan)}}},
+          {"ops", ops},
+          {"step_wall_us", {{"median", schedule(p, costs, c).step_time_us}}}};
+}
+
+// A collectives bench on 2 ranks, 64 B .. 4 MiB, times from `c`.
+json synthetic_collectives(const CostParams& c, double noise) {
+  ClusterSpec cl = make_cluster(gpu_preset("cpu"), 1, 2);
+  json rs = json::array();
+  size_t i = 0;
+  for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter})
+    for (int64_t s = 64; s <= (4 << 20); s *= 4)
+      rs.push_back({{"collective", std::string(to_string(k))},
+                    {"ranks", 2},
+                    {"bytes", s},
+                    {"time_us", {{"median", collective_cost(k, s, {2, 2, 1}, cl, c).time_us * jitter(i++, noise)}}}});
+  return {{"format", "tptune-bench"},
+          {"version", 1},
+          {"bench", "collectives"},
+          {"environment", environment()},
+          {"results", rs}};
+}
+
+double fitted(const Calibration& cal, const std::string& name) {
+  for (const auto& p : cal.params)
+    if (p.name == name) return p.value;
+  FAIL("parameter " << name << " was not fitted");
+  return 0;
+}
+
+const MeasuredCollective& curve(const Calibration& cal, CollectiveKind k) {
+  for (const auto& f : cal.collectives)
+    if (f.curve.kind == k && f.curve.ranks == 2) return f.curve;
+  FAIL("no fitted curve for " << to_string(k));
+  throw 0;
+}
+
+std::vector<Measurements> synthetic_set(double noise) {
+  const CostParams c = truth();
+  return {parse_measurements(synthetic_profile("vanilla", c, noise), "vanilla.json"),
+          parse_measurements(synthetic_profile("sequence_parallel", c, noise, 4), "sp.json"),
+          parse_measurements(synthetic_collectives(c, noise), "coll.json")};
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("calibrate: a noise-free synthetic profile is fitted back to its parameters") {
+  const Calibration cal = fit_calibration(synthetic_set(0.0), gpu_preset("cpu"), {});
+  // Exact data, and the true k0 (64) is on the search grid: the least squares recover every value (1e-6 relative
+  // for round-off).
+  CHECK(fitted(cal, "gemm_fp32_efficiency") == Approx(0.3).epsilon(1e-6));
+  CHECK(fitted(cal, "gemm_fp8_efficiency") == Approx(0.3).epsilon(1e-6));  // tied on the CPU backend
+  CHECK(fitted(cal, "gemm_k_overhead") == 64);
+  CHECK(fitted(cal, "gemm_overhead_us") == Approx(3).epsilon(1e-6));
+  CHECK(fitted(cal, "attention_fwd_efficiency") == Approx(0.05).epsilon(1e-6));
+  CHECK(fitted(cal, "attention_bwd_efficiency") == Approx(0.03).epsilon(1e-6));
+  CHECK(fitted(cal, "attention_overhead_us") == Approx(2).epsilon(1e-6));
+  CHECK(fitted(cal, "memory_bound_efficiency") == Approx(0.2).epsilon(1e-6));
+  CHECK(fitted(cal, "norm_traffic_factor") == Approx(2.5).epsilon(1e-6));
+  CHECK(fitted(cal, "loss_traffic_factor") == Approx(12).epsilon(1e-6));
+  CHECK(fitted(cal, "memory_bound_overhead_us") == Approx(1.5).epsilon(1e-6));
+  CHECK(fitted(cal, "optimizer_overhead_us") == Approx(0.7).epsilon(1e-6));
+  CHECK(curve(cal, CollectiveKind::all_reduce).alpha_us == Approx(12).epsilon(1e-6));
+  CHECK(curve(cal, CollectiveKind::all_reduce).busbw_GBps == Approx(0.7).epsilon(1e-6));
+  CHECK(curve(cal, CollectiveKind::all_gather).busbw_GBps == Approx(1.1).epsilon(1e-6));
+  for (const auto& r : cal.classes) {
+    INFO(r.op_class);
+    CHECK(r.max_rel_error < 1e-6);
+    CHECK(r.samples > 0);
+  }
+}
+
+TEST_CASE("calibrate: with +-5% deterministic noise the fit stays within tolerance") {
+  const Calibration cal = fit_calibration(synthetic_set(0.05), gpu_preset("cpu"), {});
+  // Tolerance: multiplicative noise of +-5% on every sample moves a least-squares slope by at most about that much;
+  // we allow 10% on efficiencies and bandwidths, and residuals up to the noise (5%) plus the fit's slack.
+  CHECK(fitted(cal, "gemm_fp32_efficiency") == Approx(0.3).epsilon(0.10));
+  CHECK(fitted(cal, "memory_bound_efficiency") == Approx(0.2).epsilon(0.10));
+  CHECK(fitted(cal, "attention_fwd_efficiency") == Approx(0.05).epsilon(0.10));
+  CHECK(curve(cal, CollectiveKind::all_reduce).busbw_GBps == Approx(0.7).epsilon(0.10));
+  for (const auto& r : cal.classes) {
+    INFO(r.op_class);
+    CHECK(r.median_rel_error < 0.06);
+  }
+}
+
+TEST_CASE("calibrate -> YAML -> load -> simulate is a round trip") {
+  const Calibration cal = fit_calibration(synthetic_set(0.0), gpu_preset("cpu"), {});
+  const std::string path = std::string(TPTUNE_BINARY_DIR) + "/calibrate_roundtrip.yaml";
+  save_calibration(cal, path);
+  const Calibration back = load_calibration(path);
+  REQUIRE(back.params.size() == cal.params.size());
+  REQUIRE(back.collectives.size() == cal.collectives.size());
+  CHECK(back.device == "cpu");
+
+  CostParams from_file = device_cost_params(gpu_preset("cpu"));
+  apply_calibration(from_file, back);
+  const Measurements m = parse_measurements(synthetic_profile("vanilla", truth(), 0.0), "vanilla.json");
+  const ClusterSpec cl = make_cluster(gpu_preset("cpu"), 1, 2);
+  // The calibrated simulator predicts the synthetic step it was fitted from (exact data: to 1e-6), and the
+  // uncalibrated defaults do not.
+  const double predicted = simulate(*m.program, cl, from_file).step_time_ms * 1e3;
+  CHECK(predicted == Approx(m.step_wall_us).epsilon(1e-6));
+  const double uncalibrated = simulate(*m.program, cl, device_cost_params(gpu_preset("cpu"))).step_time_ms * 1e3;
+  CHECK(std::abs(uncalibrated - m.step_wall_us) / m.step_wall_us > 0.05);
+
+  // accuracy() agrees: zero error on the exact synthetic profiles.
+  std::vector<Measurements> profiles{
+      m, parse_measurements(synthetic_profile("sequence_parallel", truth(), 0.0, 4), "sp.json")};
+  const AccuracyReport acc = accuracy(profiles, gpu_preset("cpu"), from_file);
+  CHECK(acc.step_max_error < 1e-6);
+  CHECK(acc.per_op.max_error < 1e-6);
+  REQUIRE(acc.kendall_tau);
+  CHECK(*acc.kendall_tau == 1.0);
+}
+
+TEST_CASE("calibrate: mismatched environments are refused with the reason") {
+  std::vector<Measurements> ms = synthetic_set(0.0);
+  json other = synthetic_collectives(truth(), 0.0);
+  other["environment"] = environment("3.3.9");
+  ms.push_back(parse_measurements(other, "old-eigen.json"));
+  const std::string e = error_of([&] { fit_calibration(ms, gpu_preset("cpu"), {}); });
+  CHECK(e.find("old-eigen.json: environment") == 0);
+  CHECK(e.find("eigen 3.3.9") != std::string::npos);
+  CHECK(e.find("differs") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+}
+
+TEST_CASE("measurements: bad profiles get one-line errors naming the file and the field") {
+  json good = synthetic_profile("vanilla", truth(), 0.0);
+  auto err = [](const json& j) { return error_of([&] { parse_measurements(j, "p.json"); }); };
+  json j = good;
+  j["format"] = "something";
+  CHECK(err(j) == "p.json: format: expected tptune-profile or tptune-bench, got 'something'");
+  j = good;
+  j["version"] = 7;
+  CHECK(err(j) == "p.json: version: expected 1 (the only version this tp-plan reads)");
+  j = good;
+  j.erase("ops");
+  CHECK(err(j) == "p.json: ops: missing");
+  j = good;
+  j["ops"][3]["segment"] = "nowhere";
+  CHECK(err(j) == "p.json: ops[3].segment: 'nowhere' is not a segment of the Program");
+  j = good;
+  j["ops"][0]["time_us"]["median"] = "fast";
+  CHECK(err(j) == "p.json: ops[0].time_us.median: expected a number, got \"fast\"");
+  j = good;
+  j["environment"]["ranks"] = 4;
+  CHECK(err(j) == "p.json: program: tp 2 x dp 1 does not match environment.ranks 4");
+  j = good;
+  j["environment"]["backend"] = "tpu";
+  CHECK(err(j).find("p.json: environment.backend: expected cpu") == 0);
+  j = good;
+  j["program"]["plan_yaml"] = "tp_degree: [";
+  CHECK(err(j).find("p.json: program: cannot lower the profiled Program again: ") == 0);
+  for (const json& bad : {j, good}) CHECK(err(bad).find('\n') == std::string::npos);
+
+  const std::string path = std::string(TPTUNE_BINARY_DIR) + "/not-json.json";
+  std::ofstream(path) << "{\"format\": ";
+  CHECK(error_of([&] { load_measurements(path); }).find(path + ": not valid JSON") == 0);
+}
+
+TEST_CASE("calibration files: one-line file:line errors") {
+  auto err = [](const std::string& text) { return error_of([&] { parse_calibration(text, "c.yaml"); }); };
+  CHECK(err("format: tptune-calibration\nversion: 1\ndevice: cpu\nparams:\n  gemm_efficency: 0.5\n")
+            .find("c.yaml:5: gemm_efficency: unknown cost parameter") == 0);
+  CHECK(err("format: tptune-calibration\nversion: 1\ndevice: cpu\nparams:\n  gemm_efficiency: {value: 7}\n") ==
+        "c.yaml:5: gemm_efficiency: expected a number in [0.0001, 1.5], got 7");
+  CHECK(err("format: tptune-calibration\nversion: 2\ndevice: cpu\n") == "c.yaml:2: version: expected 1, got '2'");
+  CHECK(err("format: nope\n") == "c.yaml:1: format: expected tptune-calibration, got 'nope'");
+  CHECK(err("format: tptune-calibration\nversion: 1\n") ==
+        "c.yaml: device: missing (the device preset the fit is relative to)");
+  CHECK(err("format: tptune-calibration\nversion: 1\ndevice: cpu\ncollectives:\n  - {collective: all_reduce, "
+            "ranks: 2, alpha_us: 1, busbw_GBps: -3}\n") ==
+        "c.yaml:5: collectives[0].busbw_GBps: expected a positive number up to 1e6, got -3");
+  CHECK(err("format: tptune-calibration\nversion: 1\ndevice: cpu\ncolectives: []\n") ==
+        "c.yaml:4: colectives: unknown key");
+  CHECK(err("format: [").find("c.yaml:1: not valid YAML") == 0);
+  CHECK(error_of([] { load_calibration("/nonexistent/c.yaml"); }) ==
+        "/nonexistent/c.yaml: cannot read the calibration file");
+}
+
+TEST_CASE("bounded least squares: the unconstrained solution, and a bound that binds") {
+  // y = 2x + 1 exactly: recovered.
+  std::vector<std::vector<double>> rows{{1, 1}, {2, 1}, {3, 1}};
+  auto x = bounded_least_squares(rows, {3, 5, 7}, {0, 0}, {10, 10});
+  CHECK(x[0] == Approx(2));
+  CHECK(x[1] == Approx(1));
+  // y = 2x - 1 with the intercept bounded at >= 0: intercept 0, slope the fit through the origin,
+  // sum(x y) / sum(x^2) = (1 + 6 + 15) / 14 = 22/14.
+  x = bounded_least_squares(rows, {1, 3, 5}, {0, 0}, {10, 10});
+  CHECK(x[1] == 0);
+  CHECK(x[0] == Approx(22.0 / 14.0));
+}
+
+TEST_CASE("Kendall tau: concordant, reversed, one swap") {
+  CHECK(*kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}) == 1.0);
+  CHECK(*kendall_tau({1, 2, 3, 4}, {40, 30, 20, 10}) == -1.0);
+  // One swapped pair of 6: (5 - 1) / 6.
+  CHECK(*kendall_tau({1, 2, 3, 4}, {10, 30, 20, 40}) == Approx(4.0 / 6.0));
+  CHECK(!kendall_tau({1}, {2}));
+}
+
+TEST_CASE("the cpu device: `device:` is a synonym of `gpu:`, and its preset sets its cost parameters") {
+  Config c = load_config_string(
+      "model: {dim: 64, n_layers: 2, n_heads: 8, n_kv_heads: 4, ffn_dim: 128, vocab_size: 256}\n"
+      "cluster: {device: cpu, nodes: 1, gpus_per_node: 2}\n");
+  ClusterSpec cl = resolve_cluster(c);
+  CHECK(cl.gpu.name == "cpu");
+  CHECK(cl.world_size() == 2);
+  const CostParams p = device_cost_params(cl.gpu);
+  CHECK(p.gemm_tile_m == 1);  // no CTA tile padding on a CPU
+  CHECK(p.gemm_fp8_rowwise_factor == 1.0);
+  CHECK(error_of([] {
+          load_config_string("model: {preset: llama3-8b}\ncluster: {gpu: h100-sxm, device: cpu}\n", "x.yaml");
+        }).find("x.yaml:2") == 0);
+  // A measured curve replaces the algorithm model: alpha + S x 2(n-1)/n / busbw = 12 + 1e6 x 1 / 0.7e9 s.
+  CostParams m = p;
+  m.measured_collectives = {{CollectiveKind::all_reduce, 2, 12, 0.7}};
+  CommEstimate e = collective_cost(CollectiveKind::all_reduce, 1000000, {2, 2, 1}, make_cluster(cl.gpu, 1, 2), m);
+  CHECK(e.algorithm == CommAlgorithm::measured);
+  CHECK(e.time_us == Approx(12 + 1e6 / 0.7e9 * 1e6));
+}

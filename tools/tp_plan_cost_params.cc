@@ -1,0 +1,28 @@
+#include "tools/tp_plan_cost_params.h"
+
+#include <fmt/format.h>
+
+#include "plans/error.h"
+#include "sim/calibrate/calibration.h"
+#include "sim/cost_param_fields.h"
+
+namespace tptune::tools {
+
+void add_calibration_option(CLI::App* cmd, std::string& path) {
+  cmd->add_option("--calibration", path, "apply a calibration file (tp-plan calibrate --out) over the defaults");
+}
+
+ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& calibration_path) {
+  ResolvedCostParams r;
+  r.params = device_cost_params(gpu);
+  if (calibration_path.empty()) return r;
+  const Calibration cal = load_calibration(calibration_path);
+  if (cal.device != gpu.name)
+    throw Error(fmt::format("{}: device: fitted for '{}', but the cluster's device is '{}'", calibration_path,
+                            cal.device, gpu.name));
+  apply_calibration(r.params, cal);
+  r.terms = calibration_terms(cal);
+  return r;
+}
+
+}  // namespace tptune::tools

@@ -1,0 +1,147 @@
+// tp-run bench gemm|collectives|memory [--json FILE|-] [--warmup N] [--iters N] [sizes] ...
+//   mpirun -np 2 tp-run bench collectives --max-bytes 32M --json coll-np2.json   (prints the nccl-tests table)
+//   mpirun -np 1 tp-run bench gemm --config examples/tiny-llama.yaml --preset vanilla --json gemm.json
+//   mpirun -np 1 tp-run bench memory --json memory.json
+// Micro-benchmarks of runtime/bench.h on the CPU backend; the JSON is input to `tp-plan calibrate`.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "plans/config.h"
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "runtime/bench.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "tools/tp_run_commands.h"
+
+namespace tptune::tools {
+namespace {
+
+struct BenchArgs {
+  std::string what;  // gemm | collectives | memory
+  BenchOptions options;
+  std::string json;
+  std::vector<std::string> ops;
+  // gemm: the Program's shapes
+  PlanOptions plan;
+  bool no_grid = false;
+};
+
+CollectiveKind parse_op(const std::string& s) {
+  for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                           CollectiveKind::all_to_all, CollectiveKind::p2p})
+    if (to_string(k) == s) return k;
+  if (s == "send_recv") return CollectiveKind::p2p;
+  throw Error(fmt::format("--ops: expected all_reduce, all_gather, reduce_scatter, all_to_all or p2p, got '{}'", s));
+}
+
+int run_bench(const World& w, BenchArgs& a) {
+  std::vector<GemmShape> shapes;
+  if (!agreed(w, [&] {
+        if (!a.ops.empty()) {
+          a.options.collectives.clear();
+          for (const auto& s : a.ops) a.options.collectives.push_back(parse_op(s));
+        }
+        if (a.what == "collectives" && w.size < 2)
+          throw Error("bench collectives: run it with 2 or more MPI processes (mpirun -np N)");
+        if (a.what == "gemm") {
+          if (!a.plan.config.empty()) {
+            const Config cfg = load_config(a.plan.config);
+            if (!a.plan.tp) a.plan.tp = w.size;
+            a.plan.dp_shard = 1;
+            shapes = program_gemm_shapes(lower(cfg.model, cfg.training, resolve_plan(cfg, a.plan)));
+          }
+          if (!a.no_grid)
+            for (const auto& s : grid_gemm_shapes()) shapes.push_back(s);
+          if (shapes.empty()) throw Error("bench gemm: no shapes (give --config or drop --no-grid)");
+        }
+      }))
+    return 2;
+  nlohmann::json j;
+  or_abort(w, [&] {
+    CpuBackend backend(MPI_COMM_WORLD);
+    if (a.what == "gemm")
+      j = bench_gemm(backend, shapes, a.options);
+    else if (a.what == "collectives")
+      j = bench_collectives(backend, a.options);
+    else
+      j = bench_memory(backend, a.options);
+  });
+  if (w.rank != 0) return 0;
+  or_abort(w, [&] {
+    if (a.json != "-") {
+      const auto& env = j["environment"];
+      std::printf("# tp-run bench %s: %s, %s, %d ranks, %s build, git %s\n", a.what.c_str(),
+                  env["backend"].get<std::string>().c_str(), env["device"].get<std::string>().c_str(),
+                  env["ranks"].get<int>(), env["build_type"].get<std::string>().c_str(),
+                  env["git_hash"].get<std::string>().c_str());
+      if (env["build_type"].get<std::string>() != "Release") std::printf("# WARNING: not a Release build\n");
+      if (a.what == "collectives") {
+        std::printf("%s", nccl_tests_table(j).c_str());
+      } else {
+        for (const auto& r : j["results"]) {
+          if (a.what == "gemm")
+            std::printf("  gemm %6lld x %6lld x %6lld  %10.2f us  %8.2f GFLOP/s  (%s)\n", r["m"].get<long long>(),
+                        r["n"].get<long long>(), r["k"].get<long long>(), r["time_us"]["median"].get<double>(),
+                        r["gflops"].get<double>(), r["source"].get<std::string>().c_str());
+          else
+            std::printf("  %-5s %12lld B  %10.2f us  %8.2f GB/s\n", r["kernel"].get<std::string>().c_str(),
+                        r["bytes"].get<long long>(), r["time_us"]["median"].get<double>(), r["GBps"].get<double>());
+        }
+      }
+    }
+    if (!a.json.empty()) write_json(j, a.json);
+  });
+  return 0;
+}
+
+void add_common(CLI::App* cmd, BenchArgs& a) {
+  cmd->add_option("--json", a.json, "write the bench JSON to FILE (- for stdout instead of the table)");
+  cmd->add_option("--warmup", a.options.warmup, "untimed iterations first (default 2)");
+  cmd->add_option("--iters", a.options.iters, "timed iterations (default 10)");
+}
+
+void add_sizes(CLI::App* cmd, BenchArgs& a) {
+  cmd->add_option("--min-bytes", a.options.min_bytes, "smallest size (default 8; 1K, 4M accepted)")
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--max-bytes", a.options.max_bytes, "largest size (default 32M)")->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--step-factor", a.options.step_factor, "multiply the size by this between rows (default 2)");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, RunOnWorld& run) {
+  CLI::App* bench = app.add_subcommand("bench", "micro-benchmarks for calibration: gemm, collectives, memory");
+  bench->require_subcommand(1);
+  for (const char* what : {"gemm", "collectives", "memory"}) {
+    auto args = std::make_shared<BenchArgs>();
+    args->what = what;
+    CLI::App* cmd = nullptr;
+    if (args->what == "gemm") {
+      cmd = bench->add_subcommand("gemm", "fp32 GEMMs: the Program's shapes (with --config) and a grid");
+      cmd->add_option("--config", args->plan.config, "config YAML whose Program's GEMM shapes to time")
+          ->check(CLI::ExistingFile);
+      cmd->add_option("--preset", args->plan.preset, "plan preset (with --config; default vanilla)");
+      cmd->add_option("--plan", args->plan.plan_file, "plan YAML (with --config)")->check(CLI::ExistingFile);
+      cmd->add_option("--tp", args->plan.tp, "TP degree of the Program (default: the number of MPI processes)");
+      cmd->add_flag("--no-grid", args->no_grid, "only the Program's shapes");
+    } else if (args->what == "collectives") {
+      cmd = bench->add_subcommand("collectives", "MPI collectives over sizes, printed as nccl-tests prints them");
+      add_sizes(cmd, *args);
+      cmd->add_option("--ops", args->ops, "all_reduce all_gather reduce_scatter all_to_all p2p (default: all)");
+    } else {
+      cmd = bench->add_subcommand("memory", "memory-bound kernels (copy, add) over sizes");
+      add_sizes(cmd, *args);
+      args->options.min_bytes = 4096;
+    }
+    add_common(cmd, *args);
+    cmd->callback([args, &run] {
+      if (args->what == "gemm" && !args->plan.config.empty() && args->plan.preset.empty() &&
+          args->plan.plan_file.empty())
+        args->plan.preset = "vanilla";
+      run = [args](const World& w) { return run_bench(w, *args); };
+    });
+  }
+}
+
+}  // namespace tptune::tools
