@@ -36,14 +36,16 @@ std::string_view to_string(Float8Recipe f) {
       return "tensorwise";
     case Float8Recipe::rowwise:
       return "rowwise";
+    case Float8Recipe::rowwise_with_gw_hp:
+      return "rowwise_with_gw_hp";
   }
   return "?";
 }
 
 Float8Recipe parse_float8(std::string_view s, const std::string& where) {
-  for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise})
+  for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp})
     if (to_string(f) == s) return f;
-  throw Error(fmt::format("{}: expected one of none, tensorwise, rowwise, got '{}'", where, s));
+  throw Error(fmt::format("{}: expected one of none, tensorwise, rowwise, rowwise_with_gw_hp, got '{}'", where, s));
 }
 
 std::string_view to_string(Objective o) {
@@ -154,7 +156,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 }
 
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
-  doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing"});
+  doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing", "compile"});
   Training t;
   if (has(n, "seq_len")) t.seq_len = doc.positive_integer(n["seq_len"], "training.seq_len");
   if (has(n, "local_batch_size"))
@@ -166,6 +168,7 @@ Training read_training(const YamlDoc& doc, const YAML::Node& n) {
     t.activation_checkpointing = parse_activation_checkpointing(
         doc.choice(n["activation_checkpointing"], "training.activation_checkpointing", {"none", "selective", "full"}),
         doc.where(n["activation_checkpointing"], "training.activation_checkpointing"));
+  if (has(n, "compile")) t.compile = doc.boolean(n["compile"], "training.compile");
   return t;
 }
 

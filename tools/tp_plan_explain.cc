@@ -27,7 +27,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       Config cfg = load_config(args->plan.config);
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
-      if (args->json != "-") fmt::print("{}", explain_text(prog));
+      if (args->json != "-") fmt::print("{}\n{}", explain_text(prog), effective_values_text(cfg, plan));
       if (!args->json.empty()) write_json(explain_json(prog), args->json);
       return 0;
     };

@@ -34,7 +34,7 @@ int run_simulate(const SimulateArgs& a) {
   OpCosts costs = cost_ops(prog, cluster, params);
   Timeline tl = schedule(prog, costs, params);
   StepReport r = make_report(prog, cluster, params, costs, tl);
-  if (a.json != "-") fmt::print("{}", report_text(r));
+  if (a.json != "-") fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));
   if (!a.json.empty()) write_json(report_json(r), a.json);
   if (!a.trace.empty()) {
     std::ofstream f(a.trace);
