@@ -208,8 +208,15 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                         const std::filesystem::path& base_dir) {
   doc.check_map(n, "search",
                 {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_sizes", "objective", "memory_headroom_gib"});
+                 "local_batch_sizes", "objective", "memory_headroom_gib", "framework"});
   SearchSpace s;
+  if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
+  const bool tt = s.framework == "torchtitan-0.3";
+  if (tt) {
+    // torchtitan 0.3's real knobs: its float8 recipes, and no loss-parallel switch (always on under TP).
+    s.float8 = {Float8Recipe::none, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp};
+    s.loss_parallel = {true};
+  }
   auto positive_int = [&](const YAML::Node& x, const std::string& k) {
     const int64_t v = doc.positive_integer(x, k);
     if (v > (1 << 20)) doc.fail(x, k, "a positive integer up to 1048576");
@@ -236,11 +243,15 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     doc.fail_msg(locate(n, "presets", self), "search.presets", "nothing to search: no presets and no plans");
   if (has(n, "float8")) {
     auto f8 = [&](const YAML::Node& x, const std::string& k) {
+      if (tt) return parse_float8(doc.choice(x, k, {"none", "rowwise", "rowwise_with_gw_hp"}), doc.where(x, k));
       return parse_float8(doc.choice(x, k, {"none", "tensorwise", "rowwise"}), doc.where(x, k));
     };
     s.float8 = doc.list(n["float8"], "search.float8", f8);
   }
   if (has(n, "async_tp")) s.async_tp = doc.list(n["async_tp"], "search.async_tp", boolean);
+  if (has(n, "loss_parallel") && tt)
+    doc.fail_msg(n["loss_parallel"], "search.loss_parallel",
+                 "torchtitan 0.3 has no loss-parallel switch (always on under TP): leave the key out");
   if (has(n, "loss_parallel")) s.loss_parallel = doc.list(n["loss_parallel"], "search.loss_parallel", boolean);
   if (has(n, "activation_checkpointing")) {
     auto ac = [&](const YAML::Node& x, const std::string& k) {

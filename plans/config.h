@@ -75,6 +75,11 @@ struct SearchSpace {
   std::vector<int64_t> local_batch_sizes = {1, 2, 4};
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
+  // "dtensor" | "torchtitan-0.3": the family of the presets searched. torchtitan 0.3's knobs only: float8 defaults
+  // to {none, rowwise, rowwise_with_gw_hp} (tensorwise is refused), loss_parallel is always on (the key is
+  // refused), and the presets are its sharding with enable_sp false / true; compile follows training.compile (async
+  // TP candidates compile).
+  std::string framework = "dtensor";
 };
 
 struct Config {
