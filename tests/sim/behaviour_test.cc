@@ -69,8 +69,10 @@ TEST_CASE("sequence parallel moves the same bytes as the all-reduces, with less 
   // reduce-scatters it twice each (4 x S x (n-1)/n): the same bus bytes.
   CHECK(tp_bus_bytes(psp, "block.fwd") == tp_bus_bytes(pva, "block.fwd"));
   // Backward: the same again, plus the all-reduce of the two sequence-sharded norm weights' gradients
-  // (2 x 4096 x 2 B x 2 x 7/8 = 28672 B); the vanilla seed plan re-wraps plain tensors and all-reduces more.
-  CHECK(tp_bus_bytes(psp, "block.bwd") == tp_bus_bytes(psp, "block.fwd") + 28672);
+  // (2 x 4096 x 2 B x 2 x 7/8 = 28672 B), which at dp_shard 1 (no FSDP) DTensor issues at the optimizer step; the
+  // vanilla seed plan re-wraps plain tensors and all-reduces more.
+  CHECK(tp_bus_bytes(psp, "block.bwd") == tp_bus_bytes(psp, "block.fwd"));
+  CHECK(tp_bus_bytes(psp, "block.optimizer") == 28672);
   CHECK(tp_bus_bytes(pva, "block.bwd") > tp_bus_bytes(psp, "block.bwd"));
   ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
   StepReport rsp = simulate(psp, c, default_cost_params()), rva = simulate(pva, c, default_cost_params());
