@@ -38,14 +38,16 @@ std::string_view to_string(Float8Recipe f) {
       return "tensorwise";
     case Float8Recipe::rowwise:
       return "rowwise";
+    case Float8Recipe::rowwise_with_gw_hp:
+      return "rowwise_with_gw_hp";
   }
   return "?";
 }
 
 Float8Recipe parse_float8(std::string_view s, const std::string& where) {
-  for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise})
+  for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp})
     if (to_string(f) == s) return f;
-  throw Error(fmt::format("{}: expected one of none, tensorwise, rowwise, got '{}'", where, s));
+  throw Error(fmt::format("{}: expected one of none, tensorwise, rowwise, rowwise_with_gw_hp, got '{}'", where, s));
 }
 
 std::string_view to_string(Objective o) {
@@ -180,7 +182,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 }
 
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
-  doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing"});
+  doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing", "compile"});
   Training t;
   if (has(n, "seq_len")) t.seq_len = doc.integer_in(n["seq_len"], "training.seq_len", limits::seq_len);
   if (has(n, "local_batch_size"))
@@ -192,6 +194,7 @@ Training read_training(const YamlDoc& doc, const YAML::Node& n) {
     t.activation_checkpointing = parse_activation_checkpointing(
         doc.choice(n["activation_checkpointing"], "training.activation_checkpointing", {"none", "selective", "full"}),
         doc.where(n["activation_checkpointing"], "training.activation_checkpointing"));
+  if (has(n, "compile")) t.compile = doc.boolean(n["compile"], "training.compile");
   return t;
 }
 
@@ -240,8 +243,15 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                         const std::filesystem::path& base_dir) {
   doc.check_map(n, "search",
                 {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_sizes", "objective", "memory_headroom_gib"});
+                 "local_batch_sizes", "objective", "memory_headroom_gib", "framework"});
   SearchSpace s;
+  if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
+  const bool tt = s.framework == "torchtitan-0.3";
+  if (tt) {
+    // torchtitan 0.3's real knobs: its float8 recipes, and no loss-parallel switch (always on under TP).
+    s.float8 = {Float8Recipe::none, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp};
+    s.loss_parallel = {true};
+  }
   auto degree = [&](const YAML::Node& x, const std::string& k) {
     return static_cast<int>(doc.integer_in(x, k, limits::degree));
   };
@@ -268,11 +278,15 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     doc.fail_msg(locate(n, "presets", self), "search.presets", "nothing to search: no presets and no plans");
   if (has(n, "float8")) {
     auto f8 = [&](const YAML::Node& x, const std::string& k) {
+      if (tt) return parse_float8(doc.choice(x, k, {"none", "rowwise", "rowwise_with_gw_hp"}), doc.where(x, k));
       return parse_float8(doc.choice(x, k, {"none", "tensorwise", "rowwise"}), doc.where(x, k));
     };
     s.float8 = doc.list(n["float8"], "search.float8", f8);
   }
   if (has(n, "async_tp")) s.async_tp = doc.list(n["async_tp"], "search.async_tp", boolean);
+  if (has(n, "loss_parallel") && tt)
+    doc.fail_msg(n["loss_parallel"], "search.loss_parallel",
+                 "torchtitan 0.3 has no loss-parallel switch (always on under TP): leave the key out");
   if (has(n, "loss_parallel")) s.loss_parallel = doc.list(n["loss_parallel"], "search.loss_parallel", boolean);
   if (has(n, "activation_checkpointing")) {
     auto ac = [&](const YAML::Node& x, const std::string& k) {

@@ -26,8 +26,11 @@ enum class ActivationCheckpointing { none, selective, full };
 std::string_view to_string(ActivationCheckpointing a);
 ActivationCheckpointing parse_activation_checkpointing(std::string_view s, const std::string& where);
 
-enum class Float8Recipe { none, tensorwise, rowwise };
+// rowwise_with_gw_hp: torchao's recipe that keeps the weight-gradient GEMM in bf16 (the other two GEMMs rowwise).
+enum class Float8Recipe { none, tensorwise, rowwise, rowwise_with_gw_hp };
 std::string_view to_string(Float8Recipe f);
+// rowwise and rowwise_with_gw_hp: per-row scales computed locally, bf16 collectives.
+inline bool is_rowwise(Float8Recipe f) { return f == Float8Recipe::rowwise || f == Float8Recipe::rowwise_with_gw_hp; }
 Float8Recipe parse_float8(std::string_view s, const std::string& where);
 
 struct Training {
@@ -35,6 +38,11 @@ struct Training {
   int64_t local_batch_size = 1;  // sequences per data-parallel rank per step
   DType dtype = DType::bf16;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  // torch.compile of the blocks (torchtitan `--compile.enable`, components model+loss): norms, rope, activations and
+  // float8 casts run as fused kernels. Unset: as torchtitan's llama3 recipes (8B, 70B: off; 405B: on with async TP),
+  // i.e. on exactly when the plan uses async TP, which needs it. Explicit false with async TP is an error.
+  std::optional<bool> compile;
+  bool compiled(bool async_tp) const { return compile.value_or(async_tp); }
 };
 
 struct LinkSpec {
@@ -68,6 +76,11 @@ struct SearchSpace {
   std::vector<int64_t> local_batch_sizes = {1, 2, 4};
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
+  // "dtensor" | "torchtitan-0.3": the family of the presets searched. torchtitan 0.3's knobs only: float8 defaults
+  // to {none, rowwise, rowwise_with_gw_hp} (tensorwise is refused), loss_parallel is always on (the key is
+  // refused), and the presets are its sharding with enable_sp false / true; compile follows training.compile (async
+  // TP candidates compile).
+  std::string framework = "dtensor";
 };
 
 struct Config {

@@ -124,7 +124,7 @@ std::vector<CollectiveRecord> step_collectives(const Program& p) {
 
 std::vector<CollectiveRecord> block_collectives(const Program& p) {
   std::vector<CollectiveRecord> out;
-  for (const char* name : {"block.fwd", "block.bwd"})
+  for (const char* name : {"block.fwd", "block.bwd", "block.optimizer"})
     if (const Segment* s = p.segment(name))
       for (const Op& op : s->ops)
         if (op.is_collective()) out.push_back(record_of(p, op, 0));
@@ -133,20 +133,22 @@ std::vector<CollectiveRecord> block_collectives(const Program& p) {
 
 void write_explain_json(const Program& p, std::ostream& out) {
   nlohmann::json plan = {{"family", p.plan.family},
+                         {"framework", std::string(to_string(p.plan.framework))},
+                         {"loss_chunks", p.plan.chunks()},
                          {"float8", std::string(to_string(p.plan.float8))},
                          {"async_tp", p.plan.async_tp},
                          {"loss_parallel", p.plan.loss_parallel},
                          {"activation_checkpointing", std::string(to_string(p.plan.activation_checkpointing))},
                          {"local_batch_size", p.plan.local_batch_size}};
   nlohmann::json per_block;
-  for (const char* phase : {"forward", "backward"}) {
+  for (const char* phase : {"forward", "backward", "optimizer"}) {
     nlohmann::json counts;
     for (const char* k : kKinds) counts[k] = 0;
     per_block[phase] = counts;
   }
   for (const auto& r : block_collectives(p)) {
     if (r.group != Group::tp) continue;
-    const char* phase = r.phase == Phase::forward ? "forward" : "backward";
+    const char* phase = r.phase == Phase::forward ? "forward" : r.phase == Phase::optimizer ? "optimizer" : "backward";
     per_block[phase][std::string(to_string(r.kind))] = per_block[phase][std::string(to_string(r.kind))].get<int>() + 1;
   }
   std::map<std::string, std::pair<int64_t, int64_t>> per_group;
@@ -207,6 +209,24 @@ std::string explain_text(const Program& p) {
   line("");
   line("One transformer block (layers.0; every layer is the same):");
   table(block_collectives(p));
+  bool at_optimizer = false;
+  for_each_step_collective(
+      p, [&](const CollectiveRecord& r) { at_optimizer |= r.phase == Phase::optimizer && r.group == Group::tp; });
+  if (at_optimizer)
+    line(
+        fmt::format("  (optimizer: no FSDP wraps the model (dp_shard {}), so the Partial gradients of the sequence-"
+                    "parallel norm weights stay Partial through backward; DTensor all-reduces them when the "
+                    "optimizer step reads them)",
+                    p.dp));
+  else if (p.plan.fsdp_always && p.tp > 1 && p.dp <= 1)
+    line(
+        "  (the norm-weight gradient all-reduces in backward are FSDP's post-backward: parallelize_llama applies "
+        "fully_shard even on a data-parallel mesh of 1)");
+  if (p.plan.chunks() > 1)
+    line(
+        fmt::format("  (loss: ChunkedLossWrapper with {} chunks, each a vocab-parallel cross-entropy with its own 3 "
+                    "all-reduces over its [batch, seq / {}] rows)",
+                    p.plan.chunks(), p.plan.chunks()));
   line("");
   line("Top-level modules (embedding, final norm, output, loss) and FSDP traffic outside the blocks:");
   std::vector<CollectiveRecord> top;

@@ -35,7 +35,8 @@ struct CollectiveRecord {
 
 // Every collective of the step, every layer instantiated, in program order.
 std::vector<CollectiveRecord> step_collectives(const Program& p);
-// The collectives of one block template (layer 0 names), forward then backward (recompute included).
+// The collectives of one block template (layer 0 names): forward, backward (recompute included), then those the
+// optimizer step issues per block (Partial gradients all-reduced there when no FSDP wraps the model).
 std::vector<CollectiveRecord> block_collectives(const Program& p);
 
 // Writes the JSON document above to `out` one collective at a time: memory stays one block's records plus the

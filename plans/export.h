@@ -1,9 +1,21 @@
 #pragma once
 // Export of a Plan as torchtitan configuration: the way back from a plan tptune chose to a training run.
 //
-// Two views of the same Plan (nothing is added or lost between them and the plan YAML):
+// Three views of the same Plan:
 //
-//   export_torchtitan_toml(plan)   the job-config sections torchtitan reads for this plan: [parallelism]
+//   export_torchtitan_cli(plan, ctx)  torchtitan 0.3 (`--format torchtitan`): a shell script that runs
+//                                  `torchrun -m torchtitan.train --module llama3 --config <recipe>` with the overrides
+//                                  of ConfigManager (--parallelism.tensor-parallel-degree, --parallelism.[no-]enable-
+//                                  sequence-parallel, --parallelism.data-parallel-shard-degree, --training.local-batch-
+//                                  size, --training.seq-len, --loss.num-chunks, --compile.[no-]enable,
+//                                  --compile.[no-]enable-async-tensor-parallel, activation-checkpoint:MODE), and, for
+//                                  what only Python sets (the float8 converter with filter_fqns=["lm_head"]; the 405B
+//                                  recipe's converter), writes a config function wrapping the recipe first. Float8
+//                                  tensorwise is an error (0.3 has rowwise recipes only).
+//                                  tools/check_torchtitan_export.py feeds it through torchtitan's own ConfigManager.
+//
+//   export_torchtitan_toml(plan)   torchtitan before 0.3 (`--format torchtitan-toml`):   the job-config sections
+//   torchtitan reads for this plan: [parallelism]
 //                                  (tensor_parallel_degree, data_parallel_shard_degree, enable_async_tensor_parallel,
 //                                  disable_loss_parallel), [activation_checkpoint] mode, [training] local_batch_size,
 //                                  float8 ([model] converters + [quantize.linear.float8] recipe_name) and [compile]
@@ -24,19 +36,29 @@
 //
 // Both are pure functions of the Plan (no I/O); they never throw for a plan that load_plan accepts.
 
+#include <optional>
 #include <string>
 
 #include "plans/plan.h"
 
 namespace tptune {
 
-enum class ExportFormat { torchtitan, python };
-// "torchtitan" | "python"; throws tptune::Error naming `where` otherwise.
+enum class ExportFormat { torchtitan, torchtitan_toml, python };
+// "torchtitan" | "torchtitan-toml" | "python"; throws tptune::Error naming `where` otherwise.
 ExportFormat parse_export_format(const std::string& s, const std::string& where);
 
+// What the torchtitan 0.3 command needs beyond the plan (from the config, when `tp-plan export --config` names one).
+struct ExportContext {
+  std::string model_preset;     // llama3-8b | llama3-70b | llama3-405b picks the recipe; others: a NOTE
+  int64_t seq_len = 0;          // 0: the recipe's
+  std::optional<bool> compile;  // training.compile; unset: on exactly with async TP
+  int nodes = 0, gpus_per_node = 0;
+};
+
+std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx);
 std::string export_torchtitan_toml(const Plan& plan);
 std::string export_python(const Plan& plan);
-std::string export_plan(const Plan& plan, ExportFormat f);
+std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& ctx = {});
 
 // True when the plan's modules are exactly torchtitan's apply_tp plan (the `sequence_parallel` preset with the same
 // loss_parallel), i.e. when the TOML alone reproduces the plan.

@@ -1,4 +1,4 @@
-// tp-plan export --format torchtitan: the torchtitan job-config sections of a Plan (see plans/export.h).
+// tp-plan export --format torchtitan-toml: the job-config sections of torchtitan before 0.3 (see plans/export.h).
 
 #include <fmt/format.h>
 
@@ -9,12 +9,21 @@ namespace tptune {
 
 ExportFormat parse_export_format(const std::string& s, const std::string& where) {
   if (s == "torchtitan") return ExportFormat::torchtitan;
+  if (s == "torchtitan-toml") return ExportFormat::torchtitan_toml;
   if (s == "python") return ExportFormat::python;
-  throw Error(fmt::format("{}: expected torchtitan or python, got '{}'", where, s));
+  throw Error(fmt::format("{}: expected torchtitan, torchtitan-toml or python, got '{}'", where, s));
 }
 
-std::string export_plan(const Plan& plan, ExportFormat f) {
-  return f == ExportFormat::torchtitan ? export_torchtitan_toml(plan) : export_python(plan);
+std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& ctx) {
+  switch (f) {
+    case ExportFormat::torchtitan:
+      return export_torchtitan_cli(plan, ctx);
+    case ExportFormat::torchtitan_toml:
+      return export_torchtitan_toml(plan);
+    case ExportFormat::python:
+      return export_python(plan);
+  }
+  return export_python(plan);
 }
 
 bool is_torchtitan_module_plan(const Plan& plan) {
@@ -47,6 +56,7 @@ std::string export_torchtitan_toml(const Plan& plan) {
   out += fmt::format("# torchtitan job config for the tptune plan '{}' ({}), written by `tp-plan export`.\n",
                      plan.family, plan.source);
   out +=
+      "# For torchtitan before 0.3 (0.3 has no TOML loader: use --format torchtitan for its command line).\n"
       "# Keys of torchtitan's JobConfig (torchtitan/config/job_config.py, 2025 layout: [quantize.linear.float8],\n"
       "# [compile]). Merge these sections into your train config; keys not listed keep their values.\n";
   if (!is_torchtitan_module_plan(plan)) {

@@ -76,7 +76,16 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   in("dp_shard", plan.dp_shard, limits::degree);
   check_sizes(m, t, plan);
   check_plan_modules(plan, m);
-  if (plan.async_tp && plan.tp_degree > 1 && plan.float8 == Float8Recipe::rowwise)
+  check_framework(plan);
+  if (plan.async_tp && plan.tp_degree > 1 && t.compile.has_value() && !*t.compile)
+    throw Error(
+        fmt::format("{}: async_tp needs torch.compile (training.compile: true): the micro-pipelined TP is an "
+                    "inductor pass (torchtitan: 'Async TP requires ... --compile.enable')",
+                    plan.source));
+  if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
+    throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
+  // torchtitan 0.3's 405B recipe pairs async TP with its (rowwise) float8 converter; the 2025 release did not.
+  if (plan.async_tp && plan.tp_degree > 1 && is_rowwise(plan.float8) && plan.framework == Framework::dtensor)
     throw Error(
         fmt::format("{}: async_tp with float8 rowwise is not supported (torchtitan pairs async TP with "
                     "tensorwise or bf16)",
@@ -114,7 +123,11 @@ void finalize_deps(Segment& s) {
 // full: every forward op whose output backward needs (transitively). selective (torchtitan's op policy): matmul
 // outputs are saved except every second matmul, attention and reduce-scatter outputs and amax reductions are saved;
 // every other op (norms, rope, activations, adds, all-gathers, all-reduces, casts) is recomputed when needed.
-std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac) {
+// Without early stop (torchtitan 0.3) the checkpointed block re-runs whole: every candidate, needed or not.
+// `saves_rs`: the selective policy saves reduce-scatter outputs (functional collectives); false where the backend
+// issues c10d collectives the policy does not see (torchtitan 0.3's spmd_types).
+std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop,
+                              bool saves_rs) {
   if (ac == ActivationCheckpointing::none) return {};
   std::vector<bool> candidate(fwd.ops.size(), true);
   if (ac == ActivationCheckpointing::selective) {
@@ -124,7 +137,7 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       if (std::holds_alternative<GemmOp>(op.kind)) candidate[i] = (++mm % 2 == 0);
       if (std::holds_alternative<AttentionOp>(op.kind)) candidate[i] = false;
       if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
-        if (c->kind == CollectiveKind::reduce_scatter || c->reduce == ReduceOp::max) candidate[i] = false;
+        if ((c->kind == CollectiveKind::reduce_scatter && saves_rs) || c->reduce == ReduceOp::max) candidate[i] = false;
       }
       if (auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->stage == CastFp8Op::Stage::amax) candidate[i] = false;
     }
@@ -142,7 +155,7 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
   for (size_t i = fwd.ops.size(); i-- > 0;) {
     const Op& op = fwd.ops[i];
     if (!candidate[i]) continue;
-    bool useful = false;
+    bool useful = !early_stop;
     for (TensorId t : op.outputs) useful |= needed.count(t) > 0;
     if (!useful) continue;
     redo[i] = true;
@@ -224,12 +237,23 @@ class Lowerer {
     size_t head_tape = e.tape_size();
     mark = fsdp_gather_begin();
     Value hn = layers.norm({"norm", "norm"}, hin);
-    Value logits = layers.linear({"output", "output"}, hn, m.dim, m.vocab_size, false);
+    const Layers::Name out_name{prog.plan.output_fqn, prog.plan.output_fqn};
+    size_t head_tape_end = 0;
+    if (prog.plan.chunks() > 1) {
+      auto head = layers.chunked_head(out_name, hn, m.dim, m.vocab_size, prog.targets, prog.plan.chunks());
+      prog.loss = head.loss;
+      head_tape_end = head.backward_end;
+    }
+    Value logits;
+    if (prog.plan.chunks() <= 1) logits = layers.linear(out_name, hn, m.dim, m.vocab_size, false);
     fsdp_gather_end(mark);
     Params head_params = params_since(mark);
-    prog.loss = layers.loss({"loss", "loss"}, logits, prog.targets);
+    if (prog.plan.chunks() <= 1) {
+      prog.loss = layers.loss({"loss", "loss"}, logits, prog.targets);
+      head_tape_end = e.tape_size();
+    }
     e.phase = Phase::backward;
-    e.run_backward(head_tape, e.tape_size());
+    e.run_backward(head_tape, head_tape_end);
     fsdp_reduce(head_params);
     auto g_hin = e.grad(hin);
     if (!g_hin) throw Error("internal: no gradient reaches the last block");
@@ -260,7 +284,8 @@ class Lowerer {
     // Recompute for activation checkpointing goes first in the block backward.
     Segment& fwd = prog.segments[1];
     Segment& bwd = prog.segments[3];
-    auto redo = recompute_ops(fwd, bwd, prog.training.activation_checkpointing);
+    auto redo = recompute_ops(fwd, bwd, prog.training.activation_checkpointing, prog.plan.ac_early_stop,
+                              prog.plan.ac_saves_reduce_scatter);
     if (!redo.empty()) {
       bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
@@ -297,9 +322,21 @@ class Lowerer {
     Layers::Name att = c("attention");
     Value a_in = layers.module_input(att, n1);
     const int64_t hd = m.head_dim();
-    Value q = layers.linear(layers.child(att, "wq"), a_in, m.dim, m.n_heads * hd, true);
-    Value k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true);
-    Value v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true);
+    Value q, k, v;
+    if (prog.plan.fused_qkv) {
+      // FusedQKVLinear: one GEMM of the summed width, split into contiguous q, k, v.
+      if (m.n_kv_heads % tp != 0)
+        throw ModuleError(layers.child(att, "wqkv").fqn,
+                          fmt::format("tp {} does not divide the {} kv heads: a fused wqkv's colwise shard must hold "
+                                      "whole kv groups",
+                                      tp, m.n_kv_heads));
+      Value qkv = layers.linear(layers.child(att, "wqkv"), a_in, m.dim, (m.n_heads + 2 * m.n_kv_heads) * hd, true);
+      layers.split_qkv(att, qkv, q, k, v);
+    } else {
+      q = layers.linear(layers.child(att, "wq"), a_in, m.dim, m.n_heads * hd, true);
+      k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true);
+      v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true);
+    }
     Value o;
     layers.attention_core(att, q, k, v, o);
     Value a = layers.linear(layers.child(att, "wo"), o, m.n_heads * hd, m.dim, true);
@@ -363,16 +400,19 @@ class Lowerer {
                       -1},
          {}, params);
   }
+  // The gradient reduce-scatter runs in fp32: torchtitan's MixedPrecisionPolicy reduce_dtype is
+  // training.mixed_precision_reduce, whose only allowed (and default) value is float32 (2025 and 0.3 alike), so it
+  // moves 4 bytes per gradient element, twice the bf16 all-gather of the same parameters.
   void fsdp_reduce(const Params& params) {
     if (prog.dp <= 1) return;
     std::vector<TensorId> grads;
     int64_t bytes = 0;
     for (TensorId p : params) {
       grads.push_back(grad_tensor_of(p));
-      bytes += numel(prog.tensor(grads.back()).local_shape) * 2;
+      bytes += numel(prog.tensor(grads.back()).local_shape) * 4;
     }
     e.op("fsdp", "fsdp.reduce_scatter",
-         CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::bf16, bytes, -1, 0}, grads,
+         CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::fp32, bytes, -1, 0}, grads,
          grads);
   }
 
@@ -380,6 +420,14 @@ class Lowerer {
     e.phase = Phase::optimizer;
     for (TensorId p : params) {
       TensorId g = grad_tensor_of(p);
+      if (auto it = layers.reduced_at_optimizer.find(p); it != layers.reduced_at_optimizer.end()) {
+        // DTensor without FSDP: the Partial gradient is all-reduced where the optimizer step reads it
+        // (Partial -> Replicate redistribution of the grad in the foreach AdamW/clip_grad_norm_ ops).
+        const TensorDesc gd = prog.tensor(g);
+        g = e.collective(it->second, "optimizer_step", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, g,
+                         gd.local_shape, gd.global_shape, gd.dtype, TensorRole::param_grad);
+        layers.set_param_grad(p, g);
+      }
       const TensorDesc pd = prog.tensor(p);
       TensorId mom = e.tensor(pd.name + ".exp_avg", pd.local_shape, DType::fp32, pd.placement,
                               TensorRole::optimizer_state, pd.global_shape);

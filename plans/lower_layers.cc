@@ -35,20 +35,31 @@ TensorId Layers::parameter(const Name& n, const std::string& pname, const Shape&
 void Layers::finish_param_grad(const Name& n, TensorId p, TensorId g, bool partial) {
   TensorId final_grad = g;
   if (partial && e.tp > 1) {
-    const TensorDesc& gd = e.desc(g);
+    if (plan.dp_shard <= 1 && !plan.fsdp_always) {
+      // DTensor without FSDP: the gradient stays Partial until the optimizer step reads it (Lowerer::optimizer).
+      reduced_at_optimizer[p] = n.rel;
+      grad_of[p] = g;
+      return;
+    }
+    const TensorDesc gd = e.desc(g);
     // A replicated parameter whose gradient is a partial sum over TP (its input was sequence-sharded) is
-    // all-reduced, as Megatron's allreduce_layernorm_grads and DTensor's Partial -> Replicate do.
+    // all-reduced by FSDP2's post-backward (FSDPParam._get_grad_inner_tensor redistributes Partial -> Replicate;
+    // torchtitan 0.3's norm_config: "pending BWD AR handled by FSDP"), as Megatron's allreduce_layernorm_grads.
     final_grad = e.collective(n.rel, "bwd", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, g, gd.local_shape,
                               gd.global_shape, gd.dtype, TensorRole::param_grad);
   }
-  auto& d = e.prog.tensors[static_cast<size_t>(final_grad)];
-  const auto& pd = e.desc(p);
+  set_param_grad(p, final_grad);
+}
+
+void Layers::set_param_grad(TensorId p, TensorId g) {
+  const TensorDesc pd = e.desc(p);
+  auto& d = e.prog.tensors[static_cast<size_t>(g)];
   d.role = TensorRole::param_grad;
   d.param = pd.param;
   d.param_shard_dim = pd.param_shard_dim;
   d.placement = pd.placement;
   d.global_shape = pd.global_shape;
-  grad_of[p] = final_grad;
+  grad_of[p] = g;
 }
 
 TensorId Layers::cast_float8_tensor(const Name& n, TensorId x, bool sharded, DType to, const std::string& what,
@@ -57,7 +68,7 @@ TensorId Layers::cast_float8_tensor(const Name& n, TensorId x, bool sharded, DTy
   const int64_t elems = numel(xd.local_shape);
   TensorId q = e.tensor(xd.name + ".fp8", xd.local_shape, to, xd.placement,
                         xd.role == TensorRole::parameter ? TensorRole::activation : xd.role, xd.global_shape);
-  if (plan.float8 == Float8Recipe::rowwise) {
+  if (is_rowwise(plan.float8)) {
     // Rowwise scaling: one scale per row, computed locally; no amax collective.
     Shape rows(xd.local_shape.begin(), xd.local_shape.end() - 1);
     scale = e.tensor(xd.name + ".fp8_scales", rows, DType::fp32, Placement::R(), TensorRole::scale);
@@ -157,6 +168,8 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   if (xl.size() != 3 || xl[2] != wl[1])
     throw ModuleError(n.fqn, fmt::format("input is a {} but the weight shard {} expects {} input features",
                                          describe(e, x), to_string(wl), wl[1]));
+  const Value x_hp = x;  // the bf16 input, for the weight gradient of rowwise_with_gw_hp
+  const bool gw_hp = f8 && plan.float8 == Float8Recipe::rowwise_with_gw_hp;
   if (f8 && x.scale < 0) x = cast_float8(n, x, DType::fp8_e4m3, "input");
   TensorId w_scale = -1, wq = w;
   if (f8) wq = cast_float8_tensor(n, w, shard_dim >= 0 && e.tp > 1, DType::fp8_e4m3, "weight", w_scale);
@@ -173,7 +186,8 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   e.op(n.rel, n.rel + ".fwd", g, ins, {y});
   Value yv = parallel ? e.dtensor(y, out_pl) : e.plain(y);
 
-  e.record([this, n, x, yv, w, wq, w_scale, wl, xl, tokens, parallel, colwise, rowwise, f8, f8_tensorwise]() {
+  e.record([this, n, x, x_hp, yv, w, wq, w_scale, wl, xl, tokens, parallel, colwise, rowwise, f8, f8_tensorwise,
+            gw_hp]() {
     auto gy = e.grad(yv);
     if (!gy) return;
     Value dy = *gy;
@@ -199,13 +213,15 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
     if (f8) ins.insert(ins.end(), {dy_scale, w_scale});
     e.op(n.rel, n.rel + ".bwd_input", gi, ins, {dx});
     // grad_weight (out_l, in_l) = dy^T (out_l, tokens) @ x (tokens, in_l)
+    // rowwise_with_gw_hp keeps this GEMM in high precision: bf16 dy and the bf16 input.
     GemmOp gw;
     gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true;
-    gw.a_dtype = e.desc(dyq).dtype, gw.b_dtype = e.desc(x.t).dtype, gw.c_dtype = act();
+    const TensorId gw_a = gw_hp ? dy.t : dyq, gw_b = gw_hp ? x_hp.t : x.t;
+    gw.a_dtype = e.desc(gw_a).dtype, gw.b_dtype = e.desc(gw_b).dtype, gw.c_dtype = act();
     TensorId dw =
         e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient, e.desc(w).global_shape);
-    std::vector<TensorId> wins = {dyq, x.t};
-    if (f8) wins.insert(wins.end(), {dy_scale, x.scale});
+    std::vector<TensorId> wins = {gw_a, gw_b};
+    if (f8 && !gw_hp) wins.insert(wins.end(), {dy_scale, x.scale});
     e.op(n.rel, n.rel + ".bwd_weight", gw, wins, {dw});
     bool partial = parallel && !colwise && !rowwise && is_token_shard(x.pl, nd);
     finish_param_grad(n, w, dw, partial);

@@ -38,6 +38,25 @@ class Layers {
   Value add(const Name& n, const Value& a, const Value& b);
   // Cross-entropy on the logits (vocab-parallel when they are an S(-1) DTensor). Returns the loss tensor.
   TensorId loss(const Name& n, const Value& logits, TensorId targets);
+  // A fused q/k/v projection's output (b, s, groups x (heads per group + 2) x head_dim, local groups) split into
+  // contiguous q, k, v (a copy; its backward concatenates the three gradients, another copy).
+  void split_qkv(const Name& att, const Value& qkv, Value& q, Value& k, Value& v);
+  // ChunkedLossWrapper: the output projection `n` prepares its input once (from_local / redistribution to R), then
+  // for each of `chunks` sequence chunks copies the chunk, runs the projection and the loss forward and at once their
+  // backward (the weight gradient accumulates; the input gradient is copied into an fp32 accumulator). The
+  // accumulated gradient is then the gradient of the prepared input; the caller replays the tape up to
+  // `backward_end` (the input preparation and what precedes it), never the chunks again.
+  struct Head {
+    TensorId loss = -1;
+    size_t backward_end = 0;
+  };
+  Head chunked_head(const Name& n, const Value& x, int64_t in_features, int64_t out_features, TensorId targets,
+                    int chunks);
+  // Parameters whose gradient is Partial over TP and that no FSDP post-backward reduces (DTensor at dp_shard 1):
+  // the optimizer step all-reduces them when it reads them. Parameter -> module (layer-relative name).
+  std::map<TensorId, std::string> reduced_at_optimizer;
+  // Marks `g` as the final gradient of parameter `p` (role, parameter name, placement and global shape of p).
+  void set_param_grad(TensorId p, TensorId g);
 
   // Every parameter tensor in creation order, and the final gradient of each (set during backward).
   std::vector<TensorId> params;

@@ -2,7 +2,25 @@
 
 #include <fmt/format.h>
 
+#include "plans/error.h"
+
 namespace tptune {
+
+std::string_view to_string(Framework f) {
+  switch (f) {
+    case Framework::dtensor:
+      return "dtensor";
+    case Framework::torchtitan_0_3:
+      return "torchtitan-0.3";
+  }
+  return "?";
+}
+
+Framework parse_framework(std::string_view s, const std::string& where) {
+  for (auto f : {Framework::dtensor, Framework::torchtitan_0_3})
+    if (to_string(f) == s) return f;
+  throw Error(fmt::format("{}: expected one of dtensor, torchtitan-0.3, got '{}'", where, s));
+}
 
 std::string_view to_string(StyleKind k) {
   switch (k) {
@@ -92,7 +110,10 @@ const ParallelStyle* Plan::style_for(const std::string& fqn) const {
 bool Plan::operator==(const Plan& o) const {
   return tp_degree == o.tp_degree && dp_shard == o.dp_shard && float8 == o.float8 && async_tp == o.async_tp &&
          loss_parallel == o.loss_parallel && activation_checkpointing == o.activation_checkpointing &&
-         local_batch_size == o.local_batch_size && modules == o.modules;
+         local_batch_size == o.local_batch_size && modules == o.modules && framework == o.framework &&
+         fused_qkv == o.fused_qkv && output_fqn == o.output_fqn && chunks() == o.chunks() &&
+         fsdp_always == o.fsdp_always && ac_early_stop == o.ac_early_stop &&
+         ac_saves_reduce_scatter == o.ac_saves_reduce_scatter;
 }
 
 }  // namespace tptune

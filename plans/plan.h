@@ -27,7 +27,9 @@
 //     layers.*.attention: {style: prepare_module_input, input_layouts: S(1), desired_input_layouts: R}
 //     ...
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +38,18 @@
 #include "plans/placement.h"
 
 namespace tptune {
+
+// Which framework applies the plan, and so where conversions, reductions and recomputation happen:
+//   dtensor          the seed: torch's parallelize_module with DTensor styles (any user's own plan), FSDP2 only
+//                    when dp_shard > 1, torch.utils.checkpoint with early stop.
+//   torchtitan-0.3   torchtitan 0.3.0 (models/common/decoder_sharding.py, models/llama3/sharding.py applied by
+//                    parallelize_llama on the spmd_types backend): activations converted once per attention/MLP
+//                    boundary, a fused wqkv, the lm_head under ChunkedLossWrapper, loss parallel always on, FSDP
+//                    always applied, checkpoint without early stop, float8 rowwise recipes only.
+// The lowering never asks which framework it is: framework_defaults() turns the name into the data below.
+enum class Framework { dtensor, torchtitan_0_3 };
+std::string_view to_string(Framework f);
+Framework parse_framework(std::string_view s, const std::string& where);
 
 enum class StyleKind { colwise, rowwise, sequence_parallel, prepare_module_input, no_parallel };
 std::string_view to_string(StyleKind k);
@@ -77,16 +91,54 @@ struct Plan {
   int64_t local_batch_size = 1;
   std::vector<PlanEntry> modules;
 
+  // ---- What a framework changes, as data the one lowering reads (framework_defaults() fills them) -------------
+  Framework framework = Framework::dtensor;
+  // q, k, v as one `attention.wqkv` Linear of (n_heads + 2 n_kv_heads) x head_dim outputs, laid out per kv group
+  // ([q heads of the group, k, v]) so that a colwise shard holds whole groups; its output is split into contiguous
+  // q, k, v (torchtitan's FusedQKVLinear: split + .contiguous(), a copy).
+  bool fused_qkv = false;
+  // The vocabulary projection's module name: `output` (the seed) or `lm_head` (torchtitan 0.3).
+  std::string output_fqn = "output";
+  // ChunkedLossWrapper(num_chunks): the lm_head and the cross-entropy run per sequence chunk of the prepared
+  // (replicated) hidden state, each chunk's backward right after its forward; 1 = one loss over the whole sequence.
+  // 0: the framework's default (dtensor 1; torchtitan 0.3 8, ChunkedLossWrapper's default in the llama3 recipes).
+  int loss_chunks = 0;
+  // fully_shard wraps every block even at dp_shard 1 (parallelize_llama always calls apply_fsdp_to_decoder), so
+  // FSDP's post-backward all-reduces Partial gradients of replicated parameters. Without FSDP (DTensor at
+  // dp_shard 1) they stay Partial until the optimizer step reads them.
+  bool fsdp_always = false;
+  // torch.utils.checkpoint's early_stop: recompute stops once backward has what it needs. torchtitan 0.3 passes
+  // early_stop=False, so the whole checkpointed block re-runs (with full AC, the block's last reduce-scatter too).
+  bool ac_early_stop = true;
+  // Selective AC saves the outputs of functional reduce_scatter_tensor. torchtitan 0.3's spmd_types backend issues
+  // c10d reduce-scatters the policy does not list, so there they are recomputed.
+  bool ac_saves_reduce_scatter = true;
+  // Where each value came from, for reports: key (local_batch_size, activation_checkpointing, ...) -> "plan file
+  // FILE:LINE" | "config FILE" | "option --x" | "preset" | "default". Not part of equality.
+  std::map<std::string, std::string> provenance;
+  // The keys the plan file stated (load_plan fills it); the tools take every other value from the config.
+  std::set<std::string> stated;
+
   // The style of module `fqn`: the last entry whose pattern matches wins (as later keys of a plan dict would);
   // nullptr when no entry matches (the module is not parallelized: plain tensors, replicated parameters).
   const ParallelStyle* style_for(const std::string& fqn) const;
+  int chunks() const { return loss_chunks > 1 ? loss_chunks : 1; }
   bool operator==(const Plan& o) const;
 };
 
 bool fqn_matches(const std::string& pattern, const std::string& fqn);
 
+// The data of a framework (see Framework): sets framework, fused_qkv, output_fqn, loss_chunks (when 0: torchtitan 0.3
+// its llama3 recipes' 8, dtensor 1), fsdp_always, ac_early_stop, ac_saves_reduce_scatter and, for torchtitan
+// 0.3, loss_parallel (always on under TP).
+void apply_framework(Plan& plan, Framework f);
+// What a framework refuses (torchtitan 0.3: float8 tensorwise, loss parallel off under TP); tptune::Error naming the
+// plan's source.
+void check_framework(const Plan& plan);
+
 // Presets. `vanilla`: the seed plan (apply_tp without sequence parallel); `sequence_parallel`: torchtitan's default.
-// The toggles (tp, float8, async, loss parallel, AC, local batch) are taken from `base`.
+// The toggles (tp, float8, async, loss parallel, AC, local batch, framework, loss_chunks) are taken from `base`;
+// with base.framework torchtitan-0.3 the presets are torchtitan 0.3's llama3 sharding with enable_sp false / true.
 Plan preset_plan(const std::string& name, const Plan& base);
 std::vector<std::string> plan_preset_names();
 

@@ -156,7 +156,7 @@ Plan load(const std::string& text, const std::string& name) {
                             yaml::describe(root)));
   doc.check_map(root, "",
                 {"family", "tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_size", "modules"});
+                 "local_batch_size", "framework", "loss_chunks", "modules"});
   Plan p;
   p.source = name;
   auto small_positive = [&](const char* k) { return static_cast<int>(doc.integer_in(root[k], k, limits::degree)); };
@@ -164,8 +164,9 @@ Plan load(const std::string& text, const std::string& name) {
   if (root["tp_degree"].IsDefined()) p.tp_degree = small_positive("tp_degree");
   if (root["dp_shard"].IsDefined()) p.dp_shard = small_positive("dp_shard");
   if (root["float8"].IsDefined())
-    p.float8 = parse_float8(doc.choice(root["float8"], "float8", {"none", "tensorwise", "rowwise"}),
-                            doc.where(root["float8"], "float8"));
+    p.float8 =
+        parse_float8(doc.choice(root["float8"], "float8", {"none", "tensorwise", "rowwise", "rowwise_with_gw_hp"}),
+                     doc.where(root["float8"], "float8"));
   if (root["async_tp"].IsDefined()) p.async_tp = doc.boolean(root["async_tp"], "async_tp");
   if (root["loss_parallel"].IsDefined()) p.loss_parallel = doc.boolean(root["loss_parallel"], "loss_parallel");
   if (root["activation_checkpointing"].IsDefined())
@@ -174,6 +175,26 @@ Plan load(const std::string& text, const std::string& name) {
         doc.where(root["activation_checkpointing"], "activation_checkpointing"));
   if (root["local_batch_size"].IsDefined())
     p.local_batch_size = doc.integer_in(root["local_batch_size"], "local_batch_size", limits::local_batch_size);
+  Framework framework = Framework::dtensor;
+  if (root["framework"].IsDefined())
+    framework = parse_framework(doc.choice(root["framework"], "framework", {"dtensor", "torchtitan-0.3"}),
+                                doc.where(root["framework"], "framework"));
+  if (root["loss_chunks"].IsDefined()) {
+    const int64_t c = doc.positive_integer(root["loss_chunks"], "loss_chunks");
+    if (c > 4096) doc.fail(root["loss_chunks"], "loss_chunks", "a positive integer up to 4096");
+    p.loss_chunks = static_cast<int>(c);
+  }
+  if (framework == Framework::torchtitan_0_3 && root["loss_parallel"].IsDefined() && !p.loss_parallel)
+    doc.fail_msg(root["loss_parallel"], "loss_parallel",
+                 "torchtitan 0.3 always runs the vocab-parallel loss under TP: expected true or no key");
+  apply_framework(p, framework);
+  // What the file states, with its line, so that tools take every other value from the config (and say so).
+  for (const char* k : {"tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
+                        "local_batch_size", "framework", "loss_chunks"})
+    if (root[k].IsDefined()) {
+      p.stated.insert(k);
+      p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
+    }
 
   const YAML::Node modules = root["modules"];
   if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized
@@ -243,6 +264,8 @@ std::string plan_to_yaml(const Plan& plan) {
   out += "# prepare_module_input, no_parallel. Layouts: R, S(d), P. `*` in a pattern matches one name; the last\n";
   out += "# matching pattern wins.\n";
   out += fmt::format("family: {}\n", scalar(plan.family));
+  if (plan.framework != Framework::dtensor) out += fmt::format("framework: {}\n", to_string(plan.framework));
+  if (plan.framework != Framework::dtensor || plan.chunks() > 1) out += fmt::format("loss_chunks: {}\n", plan.chunks());
   out += fmt::format("tp_degree: {}\n", plan.tp_degree);
   out += fmt::format("dp_shard: {}\n", plan.dp_shard);
   out += fmt::format("float8: {}\n", to_string(plan.float8));

@@ -57,6 +57,8 @@ std::string_view to_string(ElementwiseOp::Fn f) {
       return "slice";
     case F::adamw:
       return "adamw";
+    case F::copy:
+      return "copy";
   }
   return "?";
 }

@@ -100,6 +100,9 @@ struct AttentionOp {
 //   add            {a, b} -> {y = a + b}            accumulate     {a, y} -> {y += a}
 //   slice          {x} -> {y}: this rank's slice of `dim` (R -> S(dim) redistribution)
 //   adamw          {p, g, m, v} -> {p, m, v}
+//   copy           {x...} -> {y...}: a contiguous copy of views (torchtitan 0.3's fused-wqkv split and concat, the
+//                  chunked loss's sequence chunks and gradient accumulator); bytes = read + write. The CPU runtime
+//                  does not execute it (tp-run refuses the torchtitan-0.3 family).
 struct ElementwiseOp {
   enum class Fn {
     rmsnorm,
@@ -115,7 +118,8 @@ struct ElementwiseOp {
     add,
     accumulate,
     slice,
-    adamw
+    adamw,
+    copy
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)

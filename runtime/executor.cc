@@ -105,7 +105,9 @@ void Executor::step(const OpTimeFn& on_op) {
   std::unique_ptr<Timer> timer = on_op ? be_.make_timer() : nullptr;
   for (size_t i = 0; i < flat_.ops.size(); ++i) {
     const FlatOp& op = flat_.ops[i];
-    if (op.op->phase == Phase::optimizer && !options_.run_optimizer) continue;
+    // Without the optimizer, its phase still runs its collectives: the all-reduce of a Partial gradient that DTensor
+    // without FSDP issues when the optimizer step reads it belongs to the step's gradients.
+    if (op.op->phase == Phase::optimizer && !options_.run_optimizer && !op.op->is_collective()) continue;
     if (!on_op) {
       run_op(static_cast<int>(i), false);
       // Drive the progress of collectives in flight (MPI progresses non-blocking calls inside MPI calls only).

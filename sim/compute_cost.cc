@@ -93,22 +93,22 @@ ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhe
 namespace {
 
 // Eager-module traffic over the fused bytes the Program counts (CostParams).
-double traffic_factor(ElementwiseOp::Fn f, const CostParams& c) {
+double traffic_factor(ElementwiseOp::Fn f, const CostParams& c, bool compiled) {
   using F = ElementwiseOp::Fn;
   switch (f) {
     case F::rmsnorm:
     case F::rmsnorm_bwd:
     case F::layernorm:
     case F::layernorm_bwd:
-      return c.norm_traffic_factor;
+      return compiled ? c.compiled_norm_traffic_factor : c.norm_traffic_factor;
     case F::rope:
     case F::rope_bwd:
-      return c.rope_traffic_factor;
+      return compiled ? c.compiled_rope_traffic_factor : c.rope_traffic_factor;
     case F::swiglu:
     case F::swiglu_bwd:
     case F::gelu:
     case F::gelu_bwd:
-      return c.activation_traffic_factor;
+      return compiled ? c.compiled_activation_traffic_factor : c.activation_traffic_factor;
     default:
       return 1.0;
   }
@@ -123,7 +123,7 @@ int elt(const Program& p, const std::vector<TensorId>& ts, size_t i, DType fallb
 ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c) {
   const double eff = c.memory_bound_efficiency, ovh = c.memory_bound_overhead_us;
   if (auto* g = std::get_if<GemmOp>(&op.kind)) {
-    if (p.plan.float8 == Float8Recipe::rowwise && (is_float8(g->a_dtype) || is_float8(g->b_dtype))) {
+    if (is_rowwise(p.plan.float8) && (is_float8(g->a_dtype) || is_float8(g->b_dtype))) {
       CostParams rowwise = c;
       rowwise.gemm_fp8_efficiency *= c.gemm_fp8_rowwise_factor;
       return gemm_cost(*g, gpu, rowwise);
@@ -136,7 +136,8 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
-    ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c), eff,
+    const bool compiled = p.training.compiled(p.plan.async_tp);
+    ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c, compiled), eff,
                                           adam ? c.optimizer_overhead_us : ovh, gpu);
     e.flops = 0;
     return e;
@@ -185,6 +186,10 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     // amax: read x; cast: read x, write 1 byte per element. Rowwise reduces each row, then casts (x read twice), and
     // writes the operand for both of its GEMM axes (rows for one GEMM, columns for the other): 2 reads + 2 bytes.
     double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src : cf->rowwise ? n * (2 * src + 2) : n * (src + 1);
+    const bool fused = c.compiled_fuses_amax && p.training.compiled(p.plan.async_tp);
+    if (cf->stage == CastFp8Op::Stage::amax && fused)
+      return ComputeEstimate{};  // fused into the producer's kernel (see CostParams::compiled_fuses_amax)
+    if (cf->rowwise && fused) bytes = n * (src + 2);  // row max and cast in one kernel: x read once
     return memory_bound_cost(bytes, eff, ovh, gpu);
   }
   throw Error(std::string("compute_cost: ") + op.name + " is a collective");

@@ -88,6 +88,16 @@ struct CostParams {
   // Cross-entropy stages that compute an exp per logit (sum of exp, backward) over their byte count: 1 where they
   // are memory-bound (GPUs); a CPU is bound by the exps, and calibration finds the factor (sim/gpus/cpu.yaml).
   double loss_traffic_factor = 1.0;
+  // With torch.compile (training.compile, torchtitan --compile.enable) inductor emits one kernel per norm, rope and
+  // activation that reads its inputs and writes its outputs once: exactly the fused bytes the Program counts.
+  // (The eager defaults above are what the same modules cost without it.)
+  double compiled_norm_traffic_factor = 1.0;
+  double compiled_rope_traffic_factor = 1.0;
+  double compiled_activation_traffic_factor = 1.0;
+  // Compiled float8 casts: inductor fuses the tensorwise amax reduction into the kernel that produces the tensor
+  // (norm, activation, or the previous GEMM's epilogue for gradients), so the amax stage neither re-reads the tensor
+  // nor launches a kernel; the cast itself (which needs the global scale first) stays one read + one 1-byte write.
+  bool compiled_fuses_amax = true;
   // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
   double embedding_bwd_efficiency = 0.35;
   // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,

@@ -33,7 +33,7 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
     if (c.async_tp && !fam.sequence_parallel)
       return fail(prune::kAsyncNeedsSp, fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
   }
-  if (tp > 1 && c.async_tp && c.float8 == Float8Recipe::rowwise)
+  if (tp > 1 && c.async_tp && is_rowwise(c.float8) && s.framework == "dtensor")
     return fail(prune::kAsyncRowwise, "torchtitan pairs async TP with bf16 or float8 tensorwise");
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);

@@ -36,9 +36,12 @@ OpKey op_key(const Op& op, const Program& p) {
   OpKey k;
   auto& v = k.v;
   v[0] = static_cast<int64_t>(op.kind.index());
-  v[1] = dtype_of(p, op.inputs);                  // compute_cost reads the first input's dtype (attention, loss, casts)
-  v[2] = dtype_of(p, op.outputs);                 // ... and the first output's (embedding)
-  v[3] = static_cast<int64_t>(p.training.dtype);  // the fallback when an op has no tensors
+  v[1] = dtype_of(p, op.inputs);   // compute_cost reads the first input's dtype (attention, loss, casts)
+  v[2] = dtype_of(p, op.outputs);  // ... and the first output's (embedding)
+  // The fallback dtype when an op has no tensors, and the program-wide switches compute_cost reads: compile (fused
+  // elementwise traffic, fused amax) and rowwise float8 (the rowwise GEMM factor).
+  v[3] = static_cast<int64_t>(p.training.dtype) | (p.training.compiled(p.plan.async_tp) ? 1 << 8 : 0) |
+         (is_rowwise(p.plan.float8) ? 1 << 9 : 0);
   v[4] = static_cast<int64_t>(op.chunk.pattern);
   v[5] = op.chunk.step;
   v[6] = op.chunk.count;

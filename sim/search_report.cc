@@ -107,6 +107,7 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
     base.activation_checkpointing = cfg.training.activation_checkpointing;
     base.local_batch_size = cfg.training.local_batch_size;
     base.loss_parallel = lp;
+    base.framework = parse_framework(r.space.framework, "search.framework");  // the searched family's baselines
     b.plan = preset_plan(preset, base);
     try {
       const Program p = lower(cfg.model, cfg.training, b.plan);

@@ -40,6 +40,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
     f.file_plan.family = f.name;
     r.families.push_back(std::move(f));
   }
+  r.framework = s.framework;
   r.float8 = s.float8;
   r.async_tp = s.async_tp;
   r.loss_parallel = s.loss_parallel;
@@ -94,6 +95,7 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
 Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
   const PlanFamily& f = s.families.at(static_cast<size_t>(c.family));
   Plan p = f.preset ? Plan{} : f.file_plan;
+  if (f.preset) p.framework = parse_framework(s.framework, "search.framework");
   p.tp_degree = c.tp;
   p.dp_shard = std::max(c.dp, 1);
   p.float8 = c.float8;

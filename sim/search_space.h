@@ -57,6 +57,7 @@ struct ResolvedSpace {
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   int world_size = 1;
+  std::string framework = "dtensor";  // the presets' family (SearchSpace::framework)
 
   size_t size() const;  // number of candidates
 };

@@ -17,15 +17,21 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   auto* preset = cmd->add_option("--preset", o.preset, "plan preset: vanilla | sequence_parallel");
   auto* plan = cmd->add_option("--plan", o.plan_file, "plan YAML file");
   preset->excludes(plan);
+  cmd->add_option("--framework", o.framework,
+                  "dtensor (parallelize_module, the default) | torchtitan-0.3 (its sharding configs)");
   cmd->add_option("--tp", o.tp, "tensor-parallel degree");
   if (with_dp_shard) cmd->add_option("--dp-shard", o.dp_shard, "data-parallel (FSDP) degree; default world/tp");
-  cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise");
+  cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
   cmd->add_option("--local-batch-size", o.local_batch_size, "sequences per data-parallel rank");
-  cmd->add_flag("--async-tp", o.async_tp, "micro-pipelined (async) TP; needs sequence parallel");
+  cmd->add_option("--loss-chunks", o.loss_chunks, "ChunkedLossWrapper chunks (torchtitan-0.3 default 8)");
+  cmd->add_flag("--async-tp", o.async_tp, "micro-pipelined (async) TP; needs sequence parallel and compile");
   auto* lp = cmd->add_flag("--loss-parallel", o.loss_parallel, "keep logits vocab-sharded for the loss");
   auto* nlp = cmd->add_flag("--no-loss-parallel", o.no_loss_parallel, "gather logits before the loss");
   lp->excludes(nlp);
+  auto* c = cmd->add_flag("--compile", o.compile, "torch.compile the blocks (fused norms, rope, activations)");
+  auto* nc = cmd->add_flag("--no-compile", o.no_compile, "eager blocks");
+  c->excludes(nc);
 }
 
 namespace {
@@ -39,41 +45,114 @@ void check_option(const char* name, const std::optional<T>& v, limits::IntRange 
 
 }  // namespace
 
-Plan resolve_plan(const Config& cfg, const PlanOptions& o) {
+Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   check_option("--tp", o.tp, limits::degree);
   check_option("--dp-shard", o.dp_shard, limits::degree);
   check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
+  const std::string from_config = fmt::format("config {}", cfg.path);
   Plan plan;
   if (!o.plan_file.empty()) {
     plan = load_plan(o.plan_file);
+    // Values the file does not state come from the config (and the same defaults a preset gets), never from the
+    // Plan struct's defaults.
+    auto unstated = [&](const char* k) { return plan.stated.count(k) == 0; };
+    if (unstated("tp_degree")) {
+      plan.tp_degree = default_tp > 0 ? default_tp : cfg.cluster.gpus_per_node;
+      plan.provenance["tp_degree"] = default_tp > 0 ? "MPI world size" : "cluster.gpus_per_node of the config";
+    }
+    if (unstated("dp_shard")) plan.dp_shard = 0;  // world / tp below
+    if (unstated("activation_checkpointing")) {
+      plan.activation_checkpointing = cfg.training.activation_checkpointing;
+      plan.provenance["activation_checkpointing"] = from_config;
+    }
+    if (unstated("local_batch_size")) {
+      plan.local_batch_size = cfg.training.local_batch_size;
+      plan.provenance["local_batch_size"] = from_config;
+    }
   } else {
     if (o.preset.empty()) throw Error("expected --preset NAME or --plan FILE");
     Plan base;
-    base.tp_degree = o.tp.value_or(cfg.cluster.gpus_per_node);
+    base.tp_degree = default_tp > 0 ? default_tp : cfg.cluster.gpus_per_node;
+    base.provenance["tp_degree"] = default_tp > 0 ? "MPI world size" : "cluster.gpus_per_node of the config";
     base.loss_parallel = o.preset == "sequence_parallel";
     base.activation_checkpointing = cfg.training.activation_checkpointing;
     base.local_batch_size = cfg.training.local_batch_size;
+    base.provenance["activation_checkpointing"] = from_config;
+    base.provenance["local_batch_size"] = from_config;
     plan = preset_plan(o.preset, base);
     plan.dp_shard = 0;  // filled below
   }
-  if (o.tp) plan.tp_degree = *o.tp;
+  auto option = [&](const char* key, const char* flag) { plan.provenance[key] = fmt::format("option {}", flag); };
+  if (o.framework) {
+    Framework f = parse_framework(*o.framework, "--framework");
+    if (f != plan.framework) {
+      plan.loss_chunks = 0;  // the new framework's default
+      if (f == Framework::dtensor) plan.loss_parallel = o.preset == "sequence_parallel";
+    }
+    apply_framework(plan, f);
+    option("framework", "--framework");
+  }
+  if (o.tp) plan.tp_degree = *o.tp, option("tp_degree", "--tp");
   if (plan.tp_degree < 1) throw Error(fmt::format("--tp: expected a positive integer, got {}", plan.tp_degree));
-  if (o.float8) plan.float8 = parse_float8(*o.float8, "--float8");
-  if (o.ac) plan.activation_checkpointing = parse_activation_checkpointing(*o.ac, "--ac");
-  if (o.local_batch_size) plan.local_batch_size = *o.local_batch_size;
-  if (o.async_tp) plan.async_tp = true;
-  if (o.loss_parallel) plan.loss_parallel = true;
-  if (o.no_loss_parallel) plan.loss_parallel = false;
-  if (o.dp_shard) plan.dp_shard = *o.dp_shard;
+  if (o.float8) plan.float8 = parse_float8(*o.float8, "--float8"), option("float8", "--float8");
+  if (o.ac)
+    plan.activation_checkpointing = parse_activation_checkpointing(*o.ac, "--ac"),
+    option("activation_checkpointing", "--ac");
+  if (o.local_batch_size) plan.local_batch_size = *o.local_batch_size, option("local_batch_size", "--local-batch-size");
+  if (o.loss_chunks) {
+    if (*o.loss_chunks < 1 || *o.loss_chunks > 4096)
+      throw Error(fmt::format("--loss-chunks: expected 1 to 4096, got {}", *o.loss_chunks));
+    plan.loss_chunks = *o.loss_chunks, option("loss_chunks", "--loss-chunks");
+  }
+  if (o.async_tp) plan.async_tp = true, option("async_tp", "--async-tp");
+  if (o.loss_parallel) plan.loss_parallel = true, option("loss_parallel", "--loss-parallel");
+  if (o.no_loss_parallel) {
+    if (plan.framework == Framework::torchtitan_0_3)
+      throw Error("--no-loss-parallel: torchtitan 0.3 always runs the vocab-parallel loss under TP (no switch)");
+    plan.loss_parallel = false, option("loss_parallel", "--no-loss-parallel");
+  }
+  if (o.dp_shard) plan.dp_shard = *o.dp_shard, option("dp_shard", "--dp-shard");
   if (plan.dp_shard <= 0) {
     int world = cfg.cluster.world_size();
     if (world % plan.tp_degree != 0)
       throw Error(fmt::format("--tp {}: does not divide the cluster's {} GPUs ({} nodes x {})", plan.tp_degree, world,
                               cfg.cluster.nodes, cfg.cluster.gpus_per_node));
     plan.dp_shard = world / plan.tp_degree;
+    plan.provenance["dp_shard"] = "world size / tp";
   }
+  if (cfg.training.compile) plan.provenance["compile"] = from_config;
+  if (o.compile) cfg.training.compile = true, option("compile", "--compile");
+  if (o.no_compile) cfg.training.compile = false, option("compile", "--no-compile");
   if (!o.preset.empty()) plan = preset_plan(o.preset, plan);  // re-derive the modules with the final toggles
   return plan;
+}
+
+std::string effective_values_text(const Config& cfg, const Plan& plan) {
+  auto src = [&](const char* k, const char* fallback) {
+    auto it = plan.provenance.find(k);
+    return it != plan.provenance.end() ? it->second : std::string(fallback);
+  };
+  const char* dflt = plan.source.starts_with("preset:") ? "preset" : "default (not in the plan file)";
+  std::string out = "effective values (value, where it came from):\n";
+  auto row = [&](const char* k, const std::string& v, const std::string& from) {
+    out += fmt::format("  {:<26} {:<12} {}\n", k, v, from);
+  };
+  row("framework", std::string(to_string(plan.framework)), src("framework", dflt));
+  row("tp_degree", std::to_string(plan.tp_degree), src("tp_degree", dflt));
+  row("dp_shard", std::to_string(plan.dp_shard), src("dp_shard", dflt));
+  row("local_batch_size", std::to_string(plan.local_batch_size), src("local_batch_size", dflt));
+  row("activation_checkpointing", std::string(to_string(plan.activation_checkpointing)),
+      src("activation_checkpointing", dflt));
+  row("float8", std::string(to_string(plan.float8)), src("float8", dflt));
+  row("async_tp", plan.async_tp ? "true" : "false", src("async_tp", dflt));
+  row("loss_parallel", plan.loss_parallel ? "true" : "false",
+      plan.framework == Framework::torchtitan_0_3 ? "torchtitan 0.3 (always on)" : src("loss_parallel", dflt));
+  row("loss_chunks", std::to_string(plan.chunks()), src("loss_chunks", "framework default"));
+  row("training.dtype", std::string(to_string(cfg.training.dtype)), fmt::format("config {}", cfg.path));
+  row("training.seq_len", std::to_string(cfg.training.seq_len), fmt::format("config {}", cfg.path));
+  row("training.compile", cfg.training.compiled(plan.async_tp) ? "true" : "false",
+      src("compile", "default (torchtitan's llama3 recipes: on exactly with async TP)"));
+  return out;
 }
 
 void write_json(const nlohmann::json& j, const std::string& where) {

@@ -1,10 +1,12 @@
 #pragma once
 // The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
-//   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--tp N] [--dp-shard N] [--float8 none|tensorwise|rowwise]
-//   [--async-tp] [--loss-parallel | --no-loss-parallel] [--ac none|selective|full] [--local-batch-size N]
-// A plan file's own values are kept unless an option overrides them. For a preset: tp defaults to the cluster's
-// gpus_per_node, dp_shard to world_size / tp, activation checkpointing and local batch size to the config's
-// training section, loss parallel to on for sequence_parallel (torchtitan's default) and off for vanilla.
+//   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard N]
+//   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
+//   [--ac none|selective|full] [--local-batch-size N] [--loss-chunks N] [--compile | --no-compile]
+// Precedence, for every value: an option, else what the plan file states, else the config (activation
+// checkpointing, local batch size, compile), else the default of a preset: tp the cluster's gpus_per_node (tp-run:
+// the MPI world size), dp_shard world_size / tp, loss parallel on for sequence_parallel (torchtitan's default) and
+// off for vanilla (always on for torchtitan-0.3). Plan::provenance records where each value came from.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,13 +25,21 @@ struct PlanOptions {
   std::optional<int> tp, dp_shard;
   std::optional<std::string> float8, ac;
   std::optional<int64_t> local_batch_size;
+  std::optional<std::string> framework;
+  std::optional<int> loss_chunks;
   bool async_tp = false;
   bool loss_parallel = false, no_loss_parallel = false;
+  bool compile = false, no_compile = false;
 };
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
-// Loads the plan the options name (errors are tptune::Error naming the option or file).
-Plan resolve_plan(const Config& cfg, const PlanOptions& o);
+// Loads the plan the options name (errors are tptune::Error naming the option or file), and applies --compile /
+// --no-compile to cfg.training. `default_tp`: the tp of a preset or plan file that states none (0: the cluster's
+// gpus_per_node).
+Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp = 0);
+// The effective values of a run and where each came from ("  local_batch_size      4      config x.yaml"), for the
+// text reports.
+std::string effective_values_text(const Config& cfg, const Plan& plan);
 
 // Writes `j` (indented) to the file `where`, or to stdout for "-"; tptune::Error if it cannot.
 void write_json(const nlohmann::json& j, const std::string& where);

@@ -30,7 +30,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       Config cfg = load_config(args->plan.config, args->plan.hf_config);
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
-      if (args->json != "-") fmt::print("{}", explain_text(prog));
+      if (args->json != "-") fmt::print("{}\n{}", explain_text(prog), effective_values_text(cfg, plan));
       if (args->json == "-") {
         write_explain_json(prog, std::cout);  // streamed: no document proportional to the layer count in memory
       } else if (!args->json.empty()) {

@@ -48,7 +48,7 @@ int run_simulate(const SimulateArgs& a) {
   Timeline tl = schedule(prog, costs, params);
   StepReport r = make_report(prog, cluster, params, costs, tl);
   if (a.json != "-") {
-    fmt::print("{}", report_text(r));
+    fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   }
   if (!a.json.empty()) {

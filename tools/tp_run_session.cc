@@ -144,6 +144,11 @@ std::string read_file(const std::string& path) {
 }
 
 void refuse_unsupported(const Program& p) {
+  if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
+    throw Error(
+        fmt::format("{}: the {} plan family (fused wqkv, chunked loss) is simulated and explained only; the "
+                    "CPU runtime executes DTensor-family plans (framework: dtensor)",
+                    p.plan.source, to_string(p.plan.framework)));
   for (const Segment& s : p.segments)
     for (const Op& op : s.ops)
       if (const auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->rowwise)
@@ -159,9 +164,9 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   RunSetup s;
   s.config = load_config(o.config, o.hf_config);
   const bool asked_dp = o.dp_shard.has_value() && *o.dp_shard != 1;
-  if (!o.preset.empty() && !o.tp) o.tp = w.size;  // a preset runs at the world size unless told otherwise
-  s.plan = resolve_plan(s.config, o);
-  if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.dp_shard != 1))
+  // A preset, or a plan file that states no tp_degree, runs at the world size unless told otherwise.
+  s.plan = resolve_plan(s.config, o, w.size);
+  if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
     s.notes.push_back(
         fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "
                     "process per TP rank)",

@@ -356,7 +356,8 @@ TEST_CASE("enum names round-trip through their parsers", "[config]") {
     CHECK(parse_activation_checkpointing(to_string(a), "x") == a);
   for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise})
     CHECK(parse_float8(to_string(f), "x") == f);
-  CHECK_THROWS_WITH(parse_float8("fp8", "--float8"), "--float8: expected one of none, tensorwise, rowwise, got 'fp8'");
+  CHECK_THROWS_WITH(parse_float8("fp8", "--float8"),
+                    "--float8: expected one of none, tensorwise, rowwise, rowwise_with_gw_hp, got 'fp8'");
   CHECK_THROWS_WITH(parse_activation_checkpointing("op", "--ac"),
                     "--ac: expected one of none, selective, full, got 'op'");
   CHECK(to_string(Objective::tokens_per_second) == "tokens_per_second");

@@ -11,8 +11,10 @@ TEST_CASE("explain JSON lists every collective of the step with full FQNs, in pr
   auto j = explain_json(p);
   CHECK(j["tp_degree"] == 8);
   const auto& list = j["collectives"];
-  // 1 embedding RS + 32 x 4 forward + output AG + 3 loss ARs + output RS + norm AR + 32 x 6 backward + embedding AG.
-  CHECK(list.size() == 1 + 32 * 4 + 1 + 3 + 1 + 1 + 32 * 6 + 1);
+  // 1 embedding RS + 32 x 4 forward + output AG + 3 loss ARs + output RS + 32 x 4 backward + embedding AG, then at
+  // the optimizer step (dp_shard 1: no FSDP, so DTensor all-reduces the Partial norm-weight gradients when the
+  // optimizer reads them) 32 x 2 block norms + the final norm.
+  CHECK(list.size() == 1 + 32 * 4 + 1 + 3 + 1 + 32 * 4 + 1 + 32 * 2 + 1);
   CHECK(list[0]["module"] == "tok_embeddings");
   CHECK(list[1]["module"] == "layers.0.attention");
   CHECK(list[1]["op"] == "all_gather");
@@ -26,7 +28,7 @@ TEST_CASE("explain JSON lists every collective of the step with full FQNs, in pr
   CHECK(list[2]["tensor"] == "layers.0.attention.wo.out");  // the rowwise partial sum is reduce-scattered
   CHECK(list[5]["module"] == "layers.1.attention");         // layer 1 follows layer 0's four
   // Backward runs the layers in reverse: the first block-backward collective belongs to layers.31.
-  size_t first_bwd_block = 1 + 32 * 4 + 1 + 3 + 1 + 1;
+  size_t first_bwd_block = 1 + 32 * 4 + 1 + 3 + 1;
   CHECK(list[first_bwd_block]["phase"] == "backward");
   CHECK(list[first_bwd_block]["module"] == "layers.31.feed_forward.w2");
   const auto& pb = j["per_block"];
@@ -36,7 +38,22 @@ TEST_CASE("explain JSON lists every collective of the step with full FQNs, in pr
   CHECK(pb["forward"]["all_to_all"] == 0);
   CHECK(pb["backward"]["all_gather"] == 2);
   CHECK(pb["backward"]["reduce_scatter"] == 2);
+  CHECK(pb["backward"]["all_reduce"] == 0);
+  CHECK(pb["optimizer"]["all_reduce"] == 2);
+  const auto& opt = list[1 + 32 * 4 + 1 + 3 + 1 + 32 * 4 + 1];
+  CHECK(opt["phase"] == "optimizer");
+  CHECK(opt["op"] == "all_reduce");
+  CHECK(opt["bytes"] == 4096 * 2);
+}
+
+TEST_CASE("with FSDP (dp_shard > 1) the Partial norm-weight gradients are all-reduced in backward") {
+  // FSDP2's post-backward redistributes a Partial gradient to the parameter's Replicate placement
+  // (FSDPParam._get_grad_inner_tensor), so with dp_shard 2 the two per-block all-reduces are backward ops.
+  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .dp = 2});
+  const auto j = explain_json(p);
+  const auto& pb = j["per_block"];
   CHECK(pb["backward"]["all_reduce"] == 2);
+  CHECK(pb["optimizer"]["all_reduce"] == 0);
 }
 
 TEST_CASE("expand() instantiates every layer and links the residual stream across layers") {

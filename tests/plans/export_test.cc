@@ -263,11 +263,50 @@ TEST_CASE("python export: no_parallel entries are comments, not styles", "[expor
 
 TEST_CASE("export format names", "[export]") {
   CHECK(parse_export_format("torchtitan", "--format") == ExportFormat::torchtitan);
+  CHECK(parse_export_format("torchtitan-toml", "--format") == ExportFormat::torchtitan_toml);
   CHECK(parse_export_format("python", "--format") == ExportFormat::python);
   try {
     parse_export_format("yaml", "--format");
     FAIL("no error");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()) == "--format: expected torchtitan or python, got 'yaml'");
+    CHECK(std::string(e.what()) == "--format: expected torchtitan, torchtitan-toml or python, got 'yaml'");
   }
+}
+
+TEST_CASE("torchtitan 0.3 export: torchtitan.train overrides and a config function for float8", "[export]") {
+  Plan base;
+  base.framework = Framework::torchtitan_0_3;
+  base.tp_degree = 4;
+  base.dp_shard = 2;
+  base.local_batch_size = 2;
+  base.activation_checkpointing = ActivationCheckpointing::full;
+  base.async_tp = true;
+  base.loss_chunks = 4;
+  ExportContext ctx;
+  ctx.model_preset = "llama3-70b";
+  ctx.seq_len = 4096;
+  ctx.nodes = 1;
+  ctx.gpus_per_node = 8;
+  const std::string sh = export_torchtitan_cli(preset_plan("sequence_parallel", base), ctx);
+  for (const char* want :
+       {"--module llama3", "--config llama3_70b", "--parallelism.tensor-parallel-degree 4",
+        "--parallelism.enable-sequence-parallel", "--parallelism.data-parallel-shard-degree 2",
+        "--training.local-batch-size 2", "--training.seq-len 4096", "--loss.num-chunks 4", "--compile.enable",
+        "--compile.enable-async-tensor-parallel", "activation-checkpoint:full", "--nproc-per-node 8"})
+    CHECK_THAT(sh, Contains(want));
+  CHECK_THAT(sh, !Contains("Float8LinearConverter"));
+  // Without sequence parallel, and with float8 rowwise: the converter needs Python; lm_head stays bf16.
+  base.async_tp = false;
+  base.float8 = Float8Recipe::rowwise;
+  const std::string f8 = export_torchtitan_cli(preset_plan("vanilla", base), ctx);
+  CHECK_THAT(f8, Contains("--parallelism.no-enable-sequence-parallel"));
+  CHECK_THAT(f8, Contains("--module tptune_torchtitan_config"));
+  CHECK_THAT(f8, Contains("--config tptune_llama3_70b"));
+  CHECK_THAT(f8, Contains("recipe_name=\"rowwise\""));
+  CHECK_THAT(f8, Contains("filter_fqns=[\"lm_head\"]"));
+  CHECK_THAT(f8, Contains("--compile.no-enable"));
+  // Tensorwise float8 does not exist in torchtitan 0.3.
+  base.float8 = Float8Recipe::tensorwise;
+  CHECK_THROWS_WITH(export_torchtitan_cli(preset_plan("vanilla", base), ctx),
+                    Contains("has the recipes rowwise and rowwise_with_gw_hp only"));
 }

@@ -67,7 +67,9 @@ TEST_CASE("sequence-parallel layernorm weights and biases all-reduce their parti
   m.ffn_dim = 128;
   m.vocab_size = 256;
   m.norm = Norm::layernorm;
-  Program p = lower_preset("sequence_parallel", {.tp = 2}, m, 32);
+  // dp 2: FSDP wraps the model, so the Partial gradients are all-reduced in backward by finish_param_grad (at dp 1
+  // DTensor leaves them Partial until the optimizer step, lower.cc's optimizer()).
+  Program p = lower_preset("sequence_parallel", {.tp = 2, .dp = 2}, m, 32);
   // attention_norm and ffn_norm: weight and bias each = 4 all-reduces per block; the final norm 2 more.
   CHECK(block_count(p, "backward", CollectiveKind::all_reduce) == 4);
   CHECK(check_ops(p, "norm.bwd.all_reduce") >= 4);

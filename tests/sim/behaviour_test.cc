@@ -5,6 +5,7 @@
 //   TP across nodes is much slower than inside a node;
 //   the defaults land near torchtitan's published throughput (docs/performance.md, Llama 3 on 64 A100s).
 #include <catch2/catch.hpp>
+#include <optional>
 
 #include "plans/lower.h"
 #include "sim/comm_cost.h"
@@ -23,6 +24,7 @@ struct Setup {
   ActivationCheckpointing ac = ActivationCheckpointing::none;
   int64_t seq = 8192, batch = 1;
   bool loss_parallel = true;
+  std::optional<bool> compile;
 };
 
 Program lowered(const Setup& s) {
@@ -30,6 +32,7 @@ Program lowered(const Setup& s) {
   REQUIRE(model_preset(s.model, m));
   Training t;
   t.seq_len = s.seq;
+  t.compile = s.compile;
   Plan base;
   base.tp_degree = s.tp;
   base.dp_shard = s.dp;
@@ -66,8 +69,10 @@ TEST_CASE("sequence parallel moves the same bytes as the all-reduces, with less 
   // reduce-scatters it twice each (4 x S x (n-1)/n): the same bus bytes.
   CHECK(tp_bus_bytes(psp, "block.fwd") == tp_bus_bytes(pva, "block.fwd"));
   // Backward: the same again, plus the all-reduce of the two sequence-sharded norm weights' gradients
-  // (2 x 4096 x 2 B x 2 x 7/8 = 28672 B); the vanilla seed plan re-wraps plain tensors and all-reduces more.
-  CHECK(tp_bus_bytes(psp, "block.bwd") == tp_bus_bytes(psp, "block.fwd") + 28672);
+  // (2 x 4096 x 2 B x 2 x 7/8 = 28672 B), which at dp_shard 1 (no FSDP) DTensor issues at the optimizer step; the
+  // vanilla seed plan re-wraps plain tensors and all-reduces more.
+  CHECK(tp_bus_bytes(psp, "block.bwd") == tp_bus_bytes(psp, "block.fwd"));
+  CHECK(tp_bus_bytes(psp, "block.optimizer") == 28672);
   CHECK(tp_bus_bytes(pva, "block.bwd") > tp_bus_bytes(psp, "block.bwd"));
   ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
   StepReport rsp = simulate(psp, c, default_cost_params()), rva = simulate(pva, c, default_cost_params());
@@ -158,4 +163,41 @@ TEST_CASE("defaults land near torchtitan's published A100 throughput") {
   StepReport r70 = run(s70, "a100-sxm-80gb", 8, 8);
   CHECK(r70.tokens_per_second_per_gpu == Approx(331).epsilon(0.20));
   CHECK(r70.memory.fits);
+}
+
+TEST_CASE("compiled blocks fuse norms, rope and activations: sequence parallel's edge over plain TP shrinks") {
+  // Llama3-8B, tp 8 on one node of 8 H100s. Eager, a replicated RMSNorm costs ~6x its fused bytes (CostParams), so
+  // running the norms on 1/tp of the tokens (SP) is worth a lot; compiled, every norm is one fused kernel and SP's
+  // saving is small. Measured: SP / vanilla 1.26x eager, 1.06x compiled.
+  Setup sp, van;
+  van.preset = "vanilla";
+  StepReport sp_eager = run(sp, "h100-sxm", 1, 8), van_eager = run(van, "h100-sxm", 1, 8);
+  sp.compile = van.compile = true;
+  StepReport sp_c = run(sp, "h100-sxm", 1, 8), van_c = run(van, "h100-sxm", 1, 8);
+  CHECK(sp_c.step_time_ms < sp_eager.step_time_ms);
+  CHECK(van_c.step_time_ms < van_eager.step_time_ms);
+  const double eager_edge = van_eager.step_time_ms / sp_eager.step_time_ms;
+  const double compiled_edge = van_c.step_time_ms / sp_c.step_time_ms;
+  CHECK(eager_edge > 1.15);
+  CHECK(compiled_edge < 1.10);
+  CHECK(compiled_edge < eager_edge);
+}
+
+TEST_CASE("float8's speedup is measured against the same compile setting as the published runs") {
+  // torchtitan's H100 8B rows: eager bf16 5,762 tok/s, compiled float8 tensorwise 8,532 (1.48x). The float8 run's
+  // casts and amax reductions fuse under compile; eager they are extra passes over every activation.
+  Setup bf16;
+  bf16.tp = 1;
+  bf16.dp = 8;
+  bf16.batch = 2;
+  bf16.ac = ActivationCheckpointing::selective;
+  Setup f8 = bf16;
+  f8.float8 = Float8Recipe::tensorwise;
+  StepReport eager_bf16 = run(bf16, "h100-sxm", 1, 8), eager_f8 = run(f8, "h100-sxm", 1, 8);
+  f8.compile = true;
+  StepReport compiled_f8 = run(f8, "h100-sxm", 1, 8);
+  const double eager_speedup = eager_f8.tokens_per_second_per_gpu / eager_bf16.tokens_per_second_per_gpu;
+  const double published_setting = compiled_f8.tokens_per_second_per_gpu / eager_bf16.tokens_per_second_per_gpu;
+  CHECK(published_setting > eager_speedup + 0.15);
+  CHECK(published_setting == Approx(1.48).epsilon(0.15));
 }
