@@ -89,11 +89,12 @@ Plan result_plan(const SearchResult& r, int index) {
 std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost) {
   const CandidateResult* w = r.winner();
   if (!w) return {};
-  return plan_baselines(cfg, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost);
+  return plan_baselines(cfg, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost,
+                        parse_framework(r.space.framework, "search.framework"));
 }
 
 std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int winner_tp, double headroom_gib,
-                                     const CostParams& cost) {
+                                     const CostParams& cost, Framework framework) {
   std::vector<Baseline> out;
   const int world = cluster.world_size();
   const int seed_tp = std::min(cluster.gpus_per_node, world);
@@ -107,7 +108,7 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
     base.activation_checkpointing = cfg.training.activation_checkpointing;
     base.local_batch_size = cfg.training.local_batch_size;
     base.loss_parallel = lp;
-    base.framework = parse_framework(r.space.framework, "search.framework");  // the searched family's baselines
+    base.framework = framework;  // the baselines of the plan's own family
     b.plan = preset_plan(preset, base);
     try {
       const Program p = lower(cfg.model, cfg.training, b.plan);

@@ -37,9 +37,10 @@ struct Baseline {
 
 // The two baselines at the winner's TP degree (see above). Empty when there is no winner.
 std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost);
-// The same two baselines for a plan of TP degree `tp` on `cluster` (tp-plan simulate --report).
+// The same two baselines, of `framework`'s plan family, for a plan of TP degree `tp` on `cluster` (tp-plan simulate
+// --report).
 std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int tp, double headroom_gib,
-                                     const CostParams& cost);
+                                     const CostParams& cost, Framework framework = Framework::dtensor);
 
 // The plan a candidate stands for (the one --out-plan writes).
 Plan result_plan(const SearchResult& r, int index);

@@ -46,7 +46,7 @@ int run_bench(const World& w, BenchArgs& a) {
           throw Error("bench collectives: run it with 2 or more MPI processes (mpirun -np N)");
         if (a.what == "gemm") {
           if (!a.plan.config.empty()) {
-            const Config cfg = load_config(a.plan.config);
+            Config cfg = load_config(a.plan.config);
             if (!a.plan.tp) a.plan.tp = w.size;
             a.plan.dp_shard = 1;
             shapes = program_gemm_shapes(lower(cfg.model, cfg.training, resolve_plan(cfg, a.plan)));

@@ -83,7 +83,8 @@ std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const C
   mine.name = "this plan";
   mine.ok = true;
   mine.report = report;
-  in.plans = with_baselines(std::move(mine), plan_baselines(cfg, cluster, p.tp, cfg.search.memory_headroom_gib, cost));
+  in.plans = with_baselines(std::move(mine),
+                            plan_baselines(cfg, cluster, p.tp, cfg.search.memory_headroom_gib, cost, p.plan.framework));
   in.program = &p;
   in.costs = &costs;
   in.timeline = &tl;
