@@ -19,14 +19,16 @@ removes it from the Program and checks that verify fails.)
 
 Each mutant is then
   refused     `tp-plan explain` (the same lowering as tp-run) exits 2 with one line `tp-plan: error: ...`;
-  killed      `mpirun -np 2 tp-run verify` exits 1 (or 2 with a one-line error);
+  killed      `mpirun -np 2 tp-run verify` exits 1;
+  run-refused lowering accepted the plan but tp-run stopped it while executing, exit 2 with one line
+              `tp-run: error ...` (Open MPI's MPI_ABORT notice aside): caught, but later than it should be;
   equivalent  verify passes and the mutant's Program is op for op the base plan's (compared on the op records of
               `tp-run profile`: names, kinds, IR fields, local shapes, dtypes, placements) — the change has no effect;
   passes (different Program)  verify passes at seeds 1, 2 and 3 with a Program that differs: a different plan that
               computes the same step (an equivalent mutant in the sense of mutation testing, listed so that each one
               can be explained), or a verify false negative;
   BAD         anything else: a crash, a multi-line error, a hang (over 60 s).
-Kill rate = (refused + killed) / (mutants - equivalent - passes). The exit status is 1 when a mutant is BAD or the
+Kill rate = (refused + run-refused + killed) / (mutants - equivalent - passes). The exit status is 1 when a mutant is BAD or the
 kill rate is below 100 % with a survivor: here a survivor is a mutant whose Program differs and whose verify
 passes at one seed but not at another (flaky detection).
 
@@ -174,8 +176,20 @@ def mutants(base):
 
 
 def without_mpi_abort_banner(stderr):
-    """stderr without Open MPI's MPI_ABORT notice (printed by mpirun, between two rules of dashes)."""
-    return re.sub(r"-{20,}\nMPI_ABORT was invoked.*?\n-{20,}\n?", "", stderr, flags=re.S)
+    """stderr without Open MPI's MPI_ABORT notice (printed by mpirun between two rules of dashes, before or after
+    the tool's own line)."""
+    lines, out, i = stderr.split("\n"), [], 0
+    while i < len(lines):
+        if re.fullmatch(r"-{20,}", lines[i]):
+            j = i + 1
+            while j < len(lines) and not re.fullmatch(r"-{20,}", lines[j]):
+                j += 1
+            if j < len(lines) and any("MPI_ABORT was invoked" in l for l in lines[i:j]):
+                i = j + 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(l for l in out if l.strip())
 
 
 def one_line_error(stderr, tool):
@@ -268,7 +282,7 @@ def main():
                     outcome, detail = "killed", (last[0] if last else "exit 1")[:200]
                 elif rc == 2 and one_line_error(err, "tp-run"):
                     # Lowering accepted the plan but tp-run refused it while executing (a shape check of an op).
-                    outcome, detail = "killed", "tp-run refused: " + without_mpi_abort_banner(err).strip()[:200]
+                    outcome, detail = "run-refused", without_mpi_abort_banner(err).strip()[:200]
                 elif rc == 0:
                     if name not in base_programs:
                         base_programs[name] = program_ops(build, cfg, base_plan, work)
@@ -292,14 +306,14 @@ def main():
                 os.makedirs(args.out, exist_ok=True)
                 safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{name}-{mid}")
                 with open(os.path.join(args.out, safe + ".yaml"), "w") as f:
-                    f.write(f"# {outcome}: {desc}\n# {detail}\n" + m.text())
+                    f.write(f"# {outcome}: {desc}\n# " + detail.replace("\n", "\n# ") + "\n" + m.text())
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     for l in lines:
         print(l)
-    judged = outcomes["refused"] + outcomes["killed"] + outcomes["SURVIVOR"]
-    killed = outcomes["refused"] + outcomes["killed"]
+    killed = outcomes["refused"] + outcomes["run-refused"] + outcomes["killed"]
+    judged = killed + outcomes["SURVIVOR"]
     rate = 100.0 * killed / judged if judged else 100.0
     print(f"verify_mutants: {n_done} of {len(all_mutants)} mutants in {time.monotonic() - start:.0f} s: "
           + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
