@@ -27,6 +27,7 @@
 // Collective `bytes` is the size of the full (unsharded) tensor, the `size` column of nccl-tests.
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <variant>
 #include <vector>
@@ -234,7 +235,10 @@ struct Program {
   Plan plan;
   int tp = 1;
   int dp = 1;
-  std::vector<TensorDesc> tensors;
+  // Tensors live in a deque: appending never moves the existing ones, so a `const TensorDesc&` taken before the
+  // lowering adds a tensor stays valid after it (holding such references across appends once read freed memory
+  // and changed predictions). Index with TensorId; never erase or insert in the middle.
+  std::deque<TensorDesc> tensors;
   std::vector<Segment> segments;
   std::vector<LayerChain> chains;
   TensorId tokens = -1, targets = -1, loss = -1;

@@ -23,7 +23,8 @@ std::vector<std::string> module_fqns(int layers, bool w3) {
   return f;
 }
 
-const ParallelStyle& style(const Plan& p, const std::string& fqn) {
+// By value: callers pass temporary plans (preset_plan(...)), and a reference into one would dangle.
+ParallelStyle style(const Plan& p, const std::string& fqn) {
   const ParallelStyle* s = p.style_for(fqn);
   INFO(fqn);
   REQUIRE(s != nullptr);
