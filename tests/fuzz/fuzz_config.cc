@@ -101,6 +101,41 @@ std::string canonical_yaml(const Config& c) {
   return out.c_str();
 }
 
+// YAML text is Unicode: a scalar that is not valid UTF-8, or holds control characters, cannot be written back
+// exactly (YAML::Emitter escapes or re-encodes it). The loader still must not crash on it, but such configs skip the
+// round trip.
+bool writable(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+    int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
+    if (extra < 0 || (extra == 1 && c < 0xc2) || i + extra >= s.size()) return false;
+    for (int k = 1; k <= extra; ++k)
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+bool writable(const YAML::Node& n) {
+  if (n.IsScalar()) return writable(n.Scalar());
+  if (n.IsSequence())
+    for (const auto& x : n)
+      if (!writable(x)) return false;
+  if (n.IsMap())
+    for (const auto& kv : n)
+      if (!writable(kv.first) || !writable(kv.second)) return false;
+  return true;
+}
+
+bool writable(const Config& c) {
+  if (!writable(c.model.name) || !writable(c.cluster.gpu) || !writable(c.cluster.gpu_inline)) return false;
+  for (const auto& f : c.search.plan_files)
+    if (!writable(f)) return false;
+  return true;
+}
+
 bool same_link(const std::optional<LinkSpec>& a, const std::optional<LinkSpec>& b) {
   if (a.has_value() != b.has_value()) return false;
   return !a || (a->bandwidth_GBps == b->bandwidth_GBps && a->latency_us == b->latency_us);
@@ -151,6 +186,7 @@ void load_and_check(const std::string& text) {
       (void)gpu_preset(config.cluster.gpu, config.cluster.source);
   });
 
+  if (!writable(config)) return;
   const std::string written = canonical_yaml(config);
   Config again;
   try {
