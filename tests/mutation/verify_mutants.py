@@ -194,6 +194,12 @@ def without_mpi_abort_banner(stderr):
 
 def one_line_error(stderr, tool):
     lines = without_mpi_abort_banner(stderr).strip("\n").split("\n")
+    # mpirun's own notes ("[host:pid] 1 more process has sent help message ...") are not the tool's.
+    lines = [l for l in lines if not re.match(r"^\[[^\]]+:\d+\] ", l)]
+    # Ranks that fail alike each say so: one line per rank, the same message but for "(rank k of n)".
+    if tool == "tp-run" and len(lines) > 1:
+        if len({re.sub(r"\(rank \d+ of \d+\)", "(rank)", l) for l in lines}) == 1:
+            lines = lines[:1]
     return len(lines) == 1 and lines[0].startswith(f"{tool}: error") and len(lines[0]) < 1000
 
 
