@@ -106,9 +106,9 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   if (has(n, "preset")) {
     preset = doc.string(n["preset"], "model.preset");
     if (!model_preset(preset, m))
-      doc.fail_msg(
-          n["preset"], "model.preset",
-          fmt::format("unknown preset '{}'; expected one of {}", preset, fmt::join(model_preset_names(), ", ")));
+      doc.fail_msg(n["preset"], "model.preset",
+                   fmt::format("unknown preset '{}'; expected one of {}", yaml::shown(preset),
+                               fmt::join(model_preset_names(), ", ")));
   } else {
     m.name = "custom";
   }

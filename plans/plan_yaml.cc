@@ -234,6 +234,11 @@ std::string scalar(const std::string& s) {
   if (plain) return s;
   std::string q = "\"";
   for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {  // control characters as YAML escapes, so that the text reads back the same
+      q += fmt::format("\\x{:02x}", u);
+      continue;
+    }
     if (c == '"' || c == '\\') q += '\\';
     q += c;
   }

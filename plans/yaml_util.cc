@@ -19,9 +19,9 @@ YAML::Node parse(const std::string& text, const std::string& name) {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     // e.mark.line is 0-based; e.msg is yaml-cpp's message without the position prefix.
-    throw Error(fmt::format("{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.msg));
+    throw Error(fmt::format("{}:{}: invalid YAML: {}", name, e.mark.line + 1, shown(e.msg, 200)));
   } catch (const YAML::Exception& e) {
-    throw Error(fmt::format("{}: invalid YAML: {}", name, e.msg));
+    throw Error(fmt::format("{}: invalid YAML: {}", name, shown(e.msg, 200)));
   }
 }
 

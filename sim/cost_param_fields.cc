@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "plans/error.h"
+#include "plans/yaml_util.h"
 
 namespace tptune {
 
@@ -84,7 +85,8 @@ void set_cost_param(CostParams& c, std::string_view name, double value, const st
   if (!f) {
     std::vector<std::string_view> names;
     for (const auto& g : cost_param_fields()) names.push_back(g.name);
-    throw Error(fmt::format("{}: {}: unknown cost parameter (known: {})", where, name, fmt::join(names, ", ")));
+    throw Error(
+        fmt::format("{}: {}: unknown cost parameter (known: {})", where, yaml::shown(name), fmt::join(names, ", ")));
   }
   if (!std::isfinite(value) || value < f->lo || value > f->hi || (f->integral && value != std::floor(value)))
     throw Error(fmt::format("{}: {}: expected {} in [{}, {}], got {}", where, name,

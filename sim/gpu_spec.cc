@@ -57,7 +57,8 @@ struct Reader {
       for (const auto& kv : n) {
         const std::string k = key_name(kv.first);
         if (k != "value" && k != "source")
-          throw Error(fmt::format("{}: {}.{}: unknown key, expected value or source", where(kv.first), key, k));
+          throw Error(
+              fmt::format("{}: {}.{}: unknown key, expected value or source", where(kv.first), key, yaml::shown(k)));
       }
       if (!n["value"])
         throw Error(fmt::format("{}: {}: expected {{value: ..., source: ...}}, got no value", where(n), key));
@@ -164,8 +165,8 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   for (const auto& kv : node) {
     const std::string k = r.key_name(kv.first);
     if (!r.seen.count(k))
-      throw Error(
-          fmt::format("{}: {}: unknown key in a GPU spec (see sim/gpu_spec.h for the keys)", r.where(kv.first), k));
+      throw Error(fmt::format("{}: {}: unknown key in a GPU spec (see sim/gpu_spec.h for the keys)", r.where(kv.first),
+                              yaml::shown(k)));
   }
   if (s.nvls && !s.nvswitch)
     throw Error(fmt::format("{}: nvls: NVLink SHARP needs an NVSwitch (nvswitch: true)", r.where(node["nvls"])));
@@ -189,7 +190,8 @@ GpuSpec gpu_preset(const std::string& name, const std::string& where) {
     }
     return parse_gpu_spec(node, std::string(p.path));
   }
-  throw Error(fmt::format("{}: unknown GPU preset '{}' (known: {})", where, name, fmt::join(gpu_preset_names(), ", ")));
+  throw Error(fmt::format("{}: unknown GPU preset '{}' (known: {})", where, yaml::shown(name),
+                          fmt::join(gpu_preset_names(), ", ")));
 }
 
 }  // namespace tptune
