@@ -212,13 +212,17 @@ std::string explain_text(const Program& p) {
   bool at_optimizer = false;
   for_each_step_collective(
       p, [&](const CollectiveRecord& r) { at_optimizer |= r.phase == Phase::optimizer && r.group == Group::tp; });
+  bool norm_grad_in_backward = false;  // sequence-parallel norms only: replicated norms have no Partial gradient
+  for (const auto& r : block_collectives(p))
+    norm_grad_in_backward |= r.phase == Phase::backward && r.kind == CollectiveKind::all_reduce &&
+                             r.module.ends_with("norm") && r.group == Group::tp;
   if (at_optimizer)
     line(
         fmt::format("  (optimizer: no FSDP wraps the model (dp_shard {}), so the Partial gradients of the sequence-"
                     "parallel norm weights stay Partial through backward; DTensor all-reduces them when the "
                     "optimizer step reads them)",
                     p.dp));
-  else if (p.plan.fsdp_always && p.tp > 1 && p.dp <= 1)
+  else if (norm_grad_in_backward && p.plan.fsdp_always && p.tp > 1 && p.dp <= 1)
     line(
         "  (the norm-weight gradient all-reduces in backward are FSDP's post-backward: parallelize_llama applies "
         "fully_shard even on a data-parallel mesh of 1)");
