@@ -373,7 +373,14 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
   };
   const int64_t hq = heads(ql, m.n_heads, "wq");
   const int64_t hkv = heads(kl, m.n_kv_heads, "wk");
-  heads(vl, m.n_kv_heads, "wv");
+  const int64_t hv = heads(vl, m.n_kv_heads, "wv");
+  if (hv != hkv)  // e.g. wk colwise but wv declaring output R: each rank would attend over mismatched kv heads
+    throw ModuleError(n.fqn, fmt::format("local key heads ({}) and value heads ({}) differ: wk and wv must be "
+                                         "sharded alike",
+                                         hkv, hv));
+  if (kl.size() != ql.size() || vl.size() != ql.size() || kl[0] != ql[0] || kl[1] != ql[1] || vl[1] != ql[1])
+    throw ModuleError(n.fqn, fmt::format("q, k and v must have the same local batch and sequence: {}, {}, {}",
+                                         to_string(ql), to_string(kl), to_string(vl)));
   if (hkv == 0 || hq % hkv != 0 || hq / hkv != m.n_heads / m.n_kv_heads)
     throw ModuleError(n.fqn, fmt::format("local query heads ({}) and kv heads ({}) do not keep the model's grouping "
                                          "{} / {}",

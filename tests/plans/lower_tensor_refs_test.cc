@@ -86,8 +86,9 @@ TEST_CASE("a replicated input sliced for a rowwise linear under float8 (redistri
   Training t;
   t.seq_len = 32;
   t.dtype = DType::fp32;
-  // The issue's reproducer: wq/wk colwise hand wo 32 local features (4 of 8 heads of 8), wo declares them R and
-  // slices them to 16, but its weight shard (64, 64/2) expects 32: a user error, reported after the slice ran.
+  // The issue's reproducer: wq/wk colwise but wv replicated, so each rank would attend over 2 key heads and 4 value
+  // heads (and wo, declaring its input R, would slice 32 features to 16 against a 32-feature weight shard): a user
+  // error, now refused where the heads meet.
   const char* mismatched = R"(
 tp_degree: 2
 float8: rowwise
@@ -98,7 +99,8 @@ modules:
   layers.*.attention.wo: {style: rowwise, input_layouts: Replicate(), output_layouts: R}
 )";
   CHECK_THAT(lowering_error(m, t, load_plan_string(mismatched, "slice.yaml")),
-             Catch::Matchers::Contains("layers.0.attention.wo") && Catch::Matchers::Contains("expects 32 input"));
+             Catch::Matchers::Contains("layers.0.attention") &&
+                 Catch::Matchers::Contains("local key heads (2) and value heads (4) differ"));
   // Consistent: the full attention output (64 features, R) sliced to wo's 32-feature input shard.
   const char* consistent = R"(
 tp_degree: 2

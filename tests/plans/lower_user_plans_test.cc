@@ -152,3 +152,18 @@ TEST_CASE("a wrong declaration whose shapes compose lowers (DTensor trusts from_
   Program prog = lower(llama3_8b(), seq(8192), p);
   CHECK(block_count(prog, "forward", K::all_reduce) == 1);  // only w2's
 }
+
+TEST_CASE("wk and wv sharded differently is refused at lowering, naming the attention module") {
+  // A verify mutant that lowering used to accept and tp-run refused mid-run: wv declares output R, so each rank
+  // holds all 8 value heads (1024 features) but only 8 / 2 = 4 key heads (512 features).
+  const char* plan_yaml = R"(
+tp_degree: 2
+modules:
+  layers.*.attention.wq: colwise
+  layers.*.attention.wk: colwise
+  layers.*.attention.wv: {style: colwise, output_layouts: R}
+  layers.*.attention.wo: rowwise
+)";
+  std::string err = lowering_error(llama3_8b(), seq(8192), load_plan_string(plan_yaml, "kv.yaml"));
+  CHECK_THAT(err, Contains("layers.0.attention") && Contains("local key heads (4) and value heads (8) differ"));
+}
