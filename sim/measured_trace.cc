@@ -27,7 +27,7 @@ using Occurrences = std::map<std::string, std::vector<double>>;
 
 }  // namespace
 
-std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device) {
+std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device) {
   json j;
   try {
     j = json::parse(text);
@@ -52,7 +52,7 @@ std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::st
       *device = fmt::format("{}: {}", env.value("backend", std::string("?")), env.value("device", std::string("?")));
     }
   }
-  std::vector<MeasuredOp> ops;
+  std::vector<ProfiledOp> ops;
   for (size_t i = 0; i < j["ops"].size(); ++i) {
     const json& r = j["ops"][i];
     if (!r.is_object() || !r.contains("name") || !r["name"].is_string())
@@ -60,7 +60,7 @@ std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::st
     if (!r.contains("time_us") || !r["time_us"].is_object() || !r["time_us"].contains("median") ||
         !r["time_us"]["median"].is_number() || r["time_us"]["median"].get<double>() < 0)
       throw Error(fmt::format("{}: ops[{}].time_us.median: expected a non-negative number", name, i));
-    MeasuredOp m;
+    ProfiledOp m;
     m.name = r["name"].get<std::string>();
     m.phase = r.contains("phase") && r["phase"].is_string() ? r["phase"].get<std::string>() : "";
     m.kind = r.contains("kind") && r["kind"].is_string() ? r["kind"].get<std::string>() : "";
@@ -70,7 +70,7 @@ std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::st
   return ops;
 }
 
-std::vector<MeasuredOp> load_profile_ops(const std::string& path, std::string* device) {
+std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device) {
   std::ifstream f(path);
   if (!f) throw Error(fmt::format("cannot open profile '{}'", path));
   std::stringstream s;
@@ -79,7 +79,7 @@ std::vector<MeasuredOp> load_profile_ops(const std::string& path, std::string* d
 }
 
 json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,
-                                const std::vector<MeasuredOp>& measured, const std::string& label) {
+                                const std::vector<ProfiledOp>& measured, const std::string& label) {
   json trace = chrome_trace(p, costs, tl);
   json& events = trace["traceEvents"];
   // Simulated durations by name and occurrence (in start order, the order the profile executed them in).
@@ -98,7 +98,7 @@ json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Ti
   added.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", label}}}});
   added.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "serialized"}}}});
   double t = 0;
-  for (const MeasuredOp& m : measured) {
+  for (const ProfiledOp& m : measured) {
     json args = {{"phase", m.phase}, {"kind", m.kind}, {"measured_us", m.median_us}};
     const size_t k = seen[m.name]++;
     auto it = predicted.find(m.name);

@@ -23,19 +23,21 @@
 
 namespace tptune {
 
-struct MeasuredOp {
+// One op of a tp-run profile as the trace shows it. (Not calibration's MeasuredOp, sim/calibrate/measurements.h:
+// two classes of one name in one namespace broke the one-definition rule and corrupted memory.)
+struct ProfiledOp {
   std::string name;  // full FQN op name
   std::string phase, kind;
   double median_us = 0;
 };
 
 // Reads a Profile JSON file; `path` names it in errors. Also the environment's device ("cpu: <model>") in `device`.
-std::vector<MeasuredOp> load_profile_ops(const std::string& path, std::string* device = nullptr);
-std::vector<MeasuredOp> parse_profile_ops(const std::string& text, const std::string& name,
+std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device = nullptr);
+std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name,
                                           std::string* device = nullptr);
 
 // The simulated trace of chrome_trace(p, costs, tl) with the measured ops added as process 1.
 nlohmann::json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,
-                                          const std::vector<MeasuredOp>& measured, const std::string& label);
+                                          const std::vector<ProfiledOp>& measured, const std::string& label);
 
 }  // namespace tptune

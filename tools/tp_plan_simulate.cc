@@ -35,8 +35,8 @@ struct SimulateArgs {
 int run_simulate(const SimulateArgs& a) {
   if (!a.measured.empty() && a.trace.empty()) throw Error("--measured PROFILE: expected --trace FILE to write it into");
   std::string device;
-  const std::vector<MeasuredOp> measured =
-      a.measured.empty() ? std::vector<MeasuredOp>{} : load_profile_ops(a.measured, &device);
+  const std::vector<ProfiledOp> measured =
+      a.measured.empty() ? std::vector<ProfiledOp>{} : load_profile_ops(a.measured, &device);
   Config cfg = load_config(a.plan.config, a.plan.hf_config);
   ClusterSpec cluster = resolve_cluster(cfg);
   Plan plan = resolve_plan(cfg, a.plan);
