@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "plans/error.h"
+#include "plans/json_text.h"
 #include "plans/yaml_util.h"
 
 namespace tptune {
@@ -15,15 +16,6 @@ namespace tptune {
 namespace {
 
 using nlohmann::json;
-
-// 1-based line of byte offset `byte` of `text` (nlohmann's parse_error::byte counts from 1; clamp into the text).
-int line_of_byte(const std::string& text, size_t byte) {
-  const size_t end = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  int line = 1;
-  for (size_t i = 0; i < end; ++i)
-    if (text[i] == '\n') ++line;
-  return line;
-}
 
 // The line of every key of the top-level object ("hidden_size" -> 4). nlohmann keeps no positions, so this walks the
 // text once: strings (with escapes) are skipped, nesting depth is counted, and a string at depth 1 followed by ':'
@@ -156,16 +148,7 @@ void reject_unsupported(const HfDoc& doc, const json& j, Family family) {
 }  // namespace
 
 Model parse_hf_config(const std::string& text, const std::string& name) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: <what>"; keep the last part.
-    std::string what = e.what();
-    const size_t colon = what.find(": ", what.find("parse error"));
-    if (colon != std::string::npos) what = what.substr(colon + 2);
-    throw Error(fmt::format("{}:{}: invalid JSON: {}", name, line_of_byte(text, e.byte), what));
-  }
+  const json j = parse_json_text(text, name);
   const HfDoc doc(text, name);
   if (!j.is_object()) throw Error(fmt::format("{}:1: expected a JSON object (a transformers config.json)", name));
 

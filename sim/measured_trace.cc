@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "plans/error.h"
+#include "plans/json_text.h"
 #include "sim/trace.h"
 
 namespace tptune {
@@ -15,30 +16,13 @@ namespace {
 
 using nlohmann::json;
 
-int line_of_byte(const std::string& text, size_t byte) {
-  int line = 1;
-  for (size_t i = 0; i + 1 < byte && i < text.size(); ++i)
-    if (text[i] == '\n') ++line;
-  return line;
-}
-
 // name -> the durations of its occurrences, in order (an op name recurs only across steps of a chunked op).
 using Occurrences = std::map<std::string, std::vector<double>>;
 
 }  // namespace
 
 std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what(): "[json.exception.parse_error.101] parse error at line L, column C: <what>"; keep <what>.
-    std::string what = e.what();
-    const size_t colon = what.find(": ", what.find("parse error"));
-    if (colon != std::string::npos) what = what.substr(colon + 2);
-    throw Error(
-        fmt::format("{}:{}: invalid JSON (expected a tp-run profile): {}", name, line_of_byte(text, e.byte), what));
-  }
+  const json j = parse_json_text(text, name, "a tp-run profile");
   if (!j.is_object() || j.value("format", std::string()) != "tptune-profile")
     throw Error(fmt::format("{}: expected a tp-run profile (\"format\": \"tptune-profile\")", name));
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)

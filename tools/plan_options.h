@@ -1,6 +1,7 @@
 #pragma once
 // The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
-//   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard N]
+//   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard
+//   N]
 //   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
 //   [--ac none|selective|full] [--local-batch-size N] [--loss-chunks N] [--compile | --no-compile]
 // Precedence, for every value: an option, else what the plan file states, else the config (activation
