@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_cases.h"
 #include "bench/bench_environment.h"
 #include "plans/config.h"
 #include "plans/lower.h"
@@ -42,21 +43,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int kRepeat = 10;  // lower and simulate: 10 calls per measured region
-
-Program lower_405b() {
-  Model m;
-  model_preset("llama3-405b", m);
-  Training t;
-  t.seq_len = 8192;
-  t.local_batch_size = 1;
-  Plan base;
-  base.tp_degree = 8;
-  base.dp_shard = 128;
-  base.loss_parallel = true;
-  return lower(m, t, preset_plan("sequence_parallel", base));
-}
-
-ClusterSpec cluster_405b() { return make_cluster(gpu_preset("h100-sxm"), 128, 8); }
 
 Config search_config() { return load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/llama3-405b-h100.yaml"); }
 
@@ -86,12 +72,12 @@ int run_item(const std::string& item) {
   if (item == "lower_405b") {
     int64_t sink = 0;
     CALLGRIND_START_INSTRUMENTATION;
-    for (int i = 0; i < kRepeat; ++i) sink += lower_405b().tp;
+    for (int i = 0; i < kRepeat; ++i) sink += bench::lower_llama405b().tp;
     CALLGRIND_STOP_INSTRUMENTATION;
     fmt::print("lower_405b: {} lowerings (tp sum {})\n", kRepeat, sink);
   } else if (item == "simulate_405b") {
-    const Program p = lower_405b();
-    const ClusterSpec c = cluster_405b();
+    const Program p = bench::lower_llama405b();
+    const ClusterSpec c = bench::h100_cluster_1024();
     double sink = 0;
     CALLGRIND_START_INSTRUMENTATION;
     for (int i = 0; i < kRepeat; ++i) sink += simulate(p, c, default_cost_params()).step_time_ms;
@@ -206,13 +192,13 @@ void BM_Reference(benchmark::State& state) {
 BENCHMARK(BM_Reference)->Unit(benchmark::kMillisecond);
 
 void BM_GateLower405B(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(lower_405b().tp);
+  for (auto _ : state) benchmark::DoNotOptimize(bench::lower_llama405b().tp);
 }
 BENCHMARK(BM_GateLower405B)->Unit(benchmark::kMillisecond);
 
 void BM_GateSimulate405B(benchmark::State& state) {
-  const Program p = lower_405b();
-  const ClusterSpec c = cluster_405b();
+  const Program p = bench::lower_llama405b();
+  const ClusterSpec c = bench::h100_cluster_1024();
   for (auto _ : state) benchmark::DoNotOptimize(simulate(p, c, default_cost_params()).step_time_ms);
 }
 BENCHMARK(BM_GateSimulate405B)->Unit(benchmark::kMillisecond);

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "bench/bench_cases.h"
 #include "bench/bench_environment.h"
 #include "plans/lower.h"
 #include "sim/simulate.h"
@@ -24,18 +25,7 @@ struct Case {
 };
 
 Case llama405b(bool async_tp, ActivationCheckpointing ac) {
-  Model m;
-  model_preset("llama3-405b", m);
-  Training t;
-  t.seq_len = 8192;
-  t.local_batch_size = 1;
-  Plan base;
-  base.tp_degree = 8;
-  base.dp_shard = 128;
-  base.loss_parallel = true;
-  base.async_tp = async_tp;
-  base.activation_checkpointing = ac;
-  return {lower(m, t, preset_plan("sequence_parallel", base)), make_cluster(gpu_preset("h100-sxm"), 128, 8)};
+  return {bench::lower_llama405b(async_tp, ac), bench::h100_cluster_1024()};
 }
 
 void report_once(const Case& c, benchmark::State& state) {
