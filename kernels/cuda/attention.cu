@@ -24,10 +24,10 @@ void attention_bwd(cudaStream_t stream, AttentionPlanCache& cache, const Attenti
     detail::attention_bwd_cudnn(stream, cache, s, q, k, v, o, lse, d_o, dq, dk, dv);
 }
 
-#define TPTUNE_INSTANTIATE(T)                                                                                    \
-  template void attention_fwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*,   \
-                                 const T*, T*, float*);                                                         \
-  template void attention_bwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*,   \
+#define TPTUNE_INSTANTIATE(T)                                                                                 \
+  template void attention_fwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*, \
+                                 const T*, T*, float*);                                                       \
+  template void attention_bwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*, \
                                  const T*, const T*, const float*, const T*, T*, T*, T*);
 TPTUNE_INSTANTIATE(float)
 TPTUNE_INSTANTIATE(__nv_bfloat16)
