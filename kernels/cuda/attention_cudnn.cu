@@ -1,18 +1,20 @@
 // cuDNN's fused flash attention (bf16) through the cuDNN 9 backend API; see attention_cudnn.h.
 //
-// The operation graphs are those cudnn-frontend's SDPA nodes build (include/cudnn_frontend/node/
-// scaled_dot_product_flash_attention.h, v1.5, the version PyTorch 2.4's cuDNN attention used), for our layouts:
+// The operation graphs are those cudnn-frontend's SDPA nodes build for cuDNN >= 9.10 (include/cudnn_frontend/node/
+// scaled_dot_product_flash_attention.h and utils/attn_score_modifiers.h, v1.12), for our layouts:
 // q/o/d_o (b, s, h*d) are the 4-D tensors [b, h, s, d] with strides {s*h*d, d, h*d, 1}; k/v [b, hk, s, d] with
 // strides {s*hk*d, d, hk*d, 1}, given to the matmuls transposed (KT, VT: the last two dims and strides swapped);
 // the softmax statistics [b, h, s, 1] are our lse (b, h, s). cuDNN recognizes these graphs as its fused flash
 // attention (forward: one kernel; backward: one kernel plus the dQ accumulation in the workspace).
 //
-// Forward:  S = Q KT; S *= scale; causal: S = (row >= col) ? S : lowest (GEN_INDEX, CMP_GE, BINARY_SELECT);
-//           M = rowmax S; E = exp(S - M); Z = rowsum E; Stats = M + log Z; P = E / Z (bf16); O = P V.
-// Backward: D = rowsum(dO * O) (x 1, the dropout-free scale); S as above; E = exp(S - Stats) (the probabilities);
-//           dV = E^T dO (GQA: per query head, then summed over the group); dP = dO VT (x 1); dS = (dP - D) * E *
-//           scale; dK = dS^T Q (GQA: summed over the group); dQ = dS K, accumulated in fp32 in the workspace
-//           (F16x16-reordered, zeroed before each run), then copied to dQ (IDENTITY).
+// Forward:  S = Q KT; S *= scale; causal: S = (row >= col) ? S : -inf (GEN_INDEX, CMP_GE, BINARY_SELECT; cuDNN
+//           before 9.10 wants the lowest float instead of -inf); M = rowmax S; E = exp(S - M); Z = rowsum E;
+//           Stats = M + log Z; P = E / Z (bf16); O = P V.
+// Backward: D = rowsum(dO * O) x 1 (the dropout-free scale), materialized in the workspace; S = scale Q KT;
+//           E = exp(mask(S - Stats)) (the probabilities); dV = E^T dO (GQA: per query head, then summed over the
+//           group); dS = (dO VT - D) * E * scale; dK = dS^T Q (GQA: summed over the group); dQ = dS K, accumulated
+//           in fp32 in the workspace (zeroed first for cuDNN before 9.6, as cudnn-frontend does), then copied to dQ
+//           (IDENTITY).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,13 +43,15 @@ using cudnn::TensorSpec;
 // The UIDs of a graph's real tensors (0 when absent), for the variant pack.
 struct Uids {
   int64_t q = 0, k = 0, v = 0, o = 0, stats = 0, d_o = 0, dq = 0, dk = 0, dv = 0, dq_accum = 0;
-  int64_t scale = 0, lowest = 0, one = 0;
+  int64_t scale = 0, masked_value = 0, one = 0;
+  int64_t softmax_sum = 0;  // backward: D = rowsum(dO * O), fp32 in the workspace
 };
 
 struct CachedPlan {
   cudnn::Plan plan;
   Uids uids;
-  int64_t dq_accum_bytes = 0;  // backward: fp32 dQ accumulator, placed after the plan's workspace
+  // Backward: the fp32 dQ accumulator and D, placed after the plan's own workspace.
+  int64_t dq_accum_bytes = 0, softmax_sum_bytes = 0;
 };
 
 using Key = std::tuple<bool /*backward*/, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
@@ -65,22 +69,33 @@ struct Layout {
   std::vector<int64_t> row_strides() const { return {h * s, s, 1, 1}; }
 };
 
-// S = scale * Q KT with the causal mask applied: the shared head of both graphs.
-int64_t masked_scores(GraphBuilder& g, const Layout& l, bool causal, Uids& u) {
+// S = scale * Q KT: the shared head of both graphs.
+int64_t scaled_scores(GraphBuilder& g, const Layout& l, const Uids& u) {
   const int64_t s = g.virtual_tensor(l.scores_dims(), l.scores_strides());
   g.matmul(u.q, u.k, s);
   const int64_t scaled = g.virtual_like(s);
   g.pointwise(CUDNN_POINTWISE_MUL, s, u.scale, 0, scaled);
-  if (!causal) return scaled;
-  const int64_t row = g.virtual_like(s, CUDNN_DATA_INT32), col = g.virtual_like(s, CUDNN_DATA_INT32);
-  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scaled, 0, 0, row, CUDNN_DATA_INT32, 2);
-  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scaled, 0, 0, col, CUDNN_DATA_INT32, 3);
-  const int64_t keep = g.virtual_like(s, CUDNN_DATA_BOOLEAN);
+  return scaled;
+}
+
+// The causal mask (cudnn-frontend's causal_mask: a sliding window with right bound 0, top-left aligned): entries
+// with row < col become the pass-by-value `u.masked_value`.
+int64_t causal_mask(GraphBuilder& g, int64_t scores, Uids& u) {
+  const int64_t row = g.virtual_like(scores, CUDNN_DATA_INT32), col = g.virtual_like(scores, CUDNN_DATA_INT32);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, 0, 0, row, CUDNN_DATA_FLOAT, 2);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, 0, 0, col, CUDNN_DATA_FLOAT, 3);
+  const int64_t keep = g.virtual_like(scores, CUDNN_DATA_BOOLEAN);
   g.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, 0, keep, CUDNN_DATA_BOOLEAN);
-  u.lowest = g.scalar();
-  const int64_t masked = g.virtual_like(s);
-  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, scaled, u.lowest, keep, masked);
+  u.masked_value = g.scalar();
+  const int64_t masked = g.virtual_like(scores);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, scores, u.masked_value, keep, masked);
   return masked;
+}
+
+// The value masked scores get: -inf from cuDNN 9.10 on, the lowest float before (cudnn-frontend's
+// get_negative_inf_value).
+float masked_score_value() {
+  return cudnnGetVersion() >= 91000 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
 }
 
 CachedPlan build_fwd(cudnnHandle_t handle, const Layout& l, bool causal) {
@@ -92,7 +107,8 @@ CachedPlan build_fwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   u.o = g.tensor(l.q());
   u.stats = g.tensor(l.stats());
   u.scale = g.scalar();
-  const int64_t s = masked_scores(g, l, causal, u);
+  int64_t s = scaled_scores(g, l, u);
+  if (causal) s = causal_mask(g, s, u);
   const int64_t m = g.virtual_tensor(l.row_dims(), l.row_strides());
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, m);
   const int64_t centered = g.virtual_like(s), e = g.virtual_like(s);
@@ -105,7 +121,7 @@ CachedPlan build_fwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   const int64_t p = g.virtual_like(s, CUDNN_DATA_BFLOAT16);
   g.pointwise(CUDNN_POINTWISE_DIV, e, z, 0, p);
   g.matmul(p, u.v, u.o);
-  return {g.build(), u, 0};
+  return {g.build(), u, 0, 0};
 }
 
 CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
@@ -120,23 +136,24 @@ CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   u.dq = g.tensor(l.q());
   u.dk = g.tensor(l.kv());
   u.dv = g.tensor(l.kv());
-  TensorSpec acc{{l.b, l.h, l.s, l.d}, {l.h * l.s * l.d, l.s * l.d, l.d, 1}, CUDNN_DATA_FLOAT};
-  acc.reorder_f16x16 = true;
-  u.dq_accum = g.tensor(acc);
+  u.dq_accum = g.tensor({{l.b, l.h, l.s, l.d}, {l.h * l.s * l.d, l.s * l.d, l.d, 1}, CUDNN_DATA_FLOAT});
+  u.softmax_sum = g.tensor(l.stats());
   u.scale = g.scalar();
   u.one = g.scalar();
 
-  // D = rowsum(dO * O), times 1 (no dropout).
+  // D = rowsum(dO * O), times 1 (no dropout), into the workspace.
   const int64_t d_o_o = g.virtual_tensor({l.b, l.h, l.s, l.d}, {l.h * l.s * l.d, l.s * l.d, l.h * l.d, 1});
   g.pointwise(CUDNN_POINTWISE_MUL, u.d_o, u.o, 0, d_o_o);
-  const int64_t d_sum = g.virtual_tensor(l.row_dims(), l.row_strides()), d_row = g.virtual_like(d_sum);
+  const int64_t d_sum = g.virtual_tensor(l.row_dims(), l.row_strides());
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, d_sum);
-  g.pointwise(CUDNN_POINTWISE_MUL, d_sum, u.one, 0, d_row);
+  g.pointwise(CUDNN_POINTWISE_MUL, d_sum, u.one, 0, u.softmax_sum);
 
-  // E = exp(S - Stats): the probabilities.
-  const int64_t s = masked_scores(g, l, causal, u);
-  const int64_t centered = g.virtual_like(s), e = g.virtual_like(s);
+  // E = exp(mask(S - Stats)): the probabilities.
+  const int64_t s = scaled_scores(g, l, u);
+  int64_t centered = g.virtual_like(s);
   g.pointwise(CUDNN_POINTWISE_SUB, s, u.stats, 0, centered);
+  if (causal) centered = causal_mask(g, centered, u);
+  const int64_t e = g.virtual_like(s);
   g.pointwise(CUDNN_POINTWISE_EXP, centered, 0, 0, e);
 
   // Transposed [b, h, s_kv, s_q] views of a score-shaped tensor, in bf16, for the E^T dO and dS^T Q products.
@@ -158,12 +175,11 @@ CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   g.reshape(e, e_t);
   product_into(e_t, u.d_o, u.dv);
 
-  // dS = (dO VT x 1 - D) * E * scale.
+  // dS = (dO VT - D) * E * scale.
   const int64_t dp = g.virtual_tensor(l.scores_dims(), l.scores_strides());
   g.matmul(u.d_o, u.v, dp);
-  const int64_t dp1 = g.virtual_like(s), dp2 = g.virtual_like(s), dp3 = g.virtual_like(s), ds = g.virtual_like(s);
-  g.pointwise(CUDNN_POINTWISE_MUL, dp, u.one, 0, dp1);
-  g.pointwise(CUDNN_POINTWISE_SUB, dp1, d_row, 0, dp2);
+  const int64_t dp2 = g.virtual_like(s), dp3 = g.virtual_like(s), ds = g.virtual_like(s);
+  g.pointwise(CUDNN_POINTWISE_SUB, dp, u.softmax_sum, 0, dp2);
   g.pointwise(CUDNN_POINTWISE_MUL, dp2, e, 0, dp3);
   g.pointwise(CUDNN_POINTWISE_MUL, dp3, u.scale, 0, ds);
   const int64_t ds_t = g.virtual_tensor(l.scores_dims(), t_strides, CUDNN_DATA_BFLOAT16);
@@ -177,7 +193,7 @@ CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   g.reshape(u.k, k);
   g.matmul(ds, k, u.dq_accum);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, u.dq_accum, 0, 0, u.dq);
-  return {g.build(), u, l.b * l.h * l.s * l.d * int64_t(sizeof(float))};
+  return {g.build(), u, l.b * l.h * l.s * l.d * int64_t(sizeof(float)), l.b * l.h * l.s * int64_t(sizeof(float))};
 }
 
 void check_shape(const AttentionDims& s, const char* kernel) {
@@ -227,8 +243,9 @@ struct AttentionPlanCache::Impl {
 
   void execute(cudaStream_t stream, const CachedPlan& p, const std::vector<std::pair<int64_t, void*>>& tensors,
                const char* kernel) {
-    const int64_t plan_ws = (p.plan.workspace_bytes + 255) / 256 * 256;
-    char* ws = workspace_of(std::max<int64_t>(plan_ws + p.dq_accum_bytes, 1), kernel);
+    const auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+    const int64_t plan_ws = aligned(p.plan.workspace_bytes), dq_ws = aligned(p.dq_accum_bytes);
+    char* ws = workspace_of(std::max<int64_t>(plan_ws + dq_ws + p.softmax_sum_bytes, 1), kernel);
     std::vector<int64_t> uids;
     std::vector<void*> ptrs;
     for (const auto& [uid, ptr] : tensors) {
@@ -237,10 +254,15 @@ struct AttentionPlanCache::Impl {
       ptrs.push_back(ptr);
     }
     if (p.dq_accum_bytes > 0) {
-      check_cuda(cudaMemsetAsync(ws + plan_ws, 0, size_t(p.dq_accum_bytes), stream), kernel,
-                 "cudaMemsetAsync (dQ accumulator)");
+      if (cudnnGetVersion() < 90600)  // later versions zero it themselves (cudnn-frontend)
+        check_cuda(cudaMemsetAsync(ws + plan_ws, 0, size_t(p.dq_accum_bytes), stream), kernel,
+                   "cudaMemsetAsync (dQ accumulator)");
       uids.push_back(p.uids.dq_accum);
       ptrs.push_back(ws + plan_ws);
+    }
+    if (p.softmax_sum_bytes > 0) {
+      uids.push_back(p.uids.softmax_sum);
+      ptrs.push_back(ws + plan_ws + dq_ws);
     }
     cudnn::check(cudnnSetStream(handle, stream), kernel, "cudnnSetStream");
     cudnn::Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, kernel);
@@ -260,6 +282,8 @@ AttentionPlanCache::Impl& AttentionPlanCache::impl() {
   return *impl_;
 }
 
+int64_t cudnn_version() { return int64_t(cudnnGetVersion()); }
+
 namespace detail {
 
 void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const __nv_bfloat16* q,
@@ -269,7 +293,7 @@ void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
   auto& impl = cache.impl();
   const CachedPlan& p = impl.plan(false, s);
   // Pass-by-value scalars: host memory read when cudnnBackendExecute runs.
-  float scale = float(1.0 / std::sqrt(double(s.head_dim))), lowest = std::numeric_limits<float>::lowest();
+  float scale = float(1.0 / std::sqrt(double(s.head_dim))), masked = masked_score_value();
   impl.execute(stream, p,
                {{p.uids.q, const_cast<__nv_bfloat16*>(q)},
                 {p.uids.k, const_cast<__nv_bfloat16*>(k)},
@@ -277,7 +301,7 @@ void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
                 {p.uids.o, o},
                 {p.uids.stats, lse},
                 {p.uids.scale, &scale},
-                {p.uids.lowest, &lowest}},
+                {p.uids.masked_value, &masked}},
                kernel);
 }
 
@@ -288,7 +312,7 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
   check_shape(s, kernel);
   auto& impl = cache.impl();
   const CachedPlan& p = impl.plan(true, s);
-  float scale = float(1.0 / std::sqrt(double(s.head_dim))), lowest = std::numeric_limits<float>::lowest(), one = 1.0f;
+  float scale = float(1.0 / std::sqrt(double(s.head_dim))), masked = masked_score_value(), one = 1.0f;
   impl.execute(stream, p,
                {{p.uids.q, const_cast<__nv_bfloat16*>(q)},
                 {p.uids.k, const_cast<__nv_bfloat16*>(k)},
@@ -300,7 +324,7 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
                 {p.uids.dk, dk},
                 {p.uids.dv, dv},
                 {p.uids.scale, &scale},
-                {p.uids.lowest, &lowest},
+                {p.uids.masked_value, &masked},
                 {p.uids.one, &one}},
                kernel);
 }
@@ -310,6 +334,7 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
 #else  // built without cuDNN: the cache exists (the runtime holds one either way), bf16 attention throws.
 
 struct AttentionPlanCache::Impl {};
+int64_t cudnn_version() { return 0; }
 AttentionPlanCache::AttentionPlanCache() = default;
 AttentionPlanCache::~AttentionPlanCache() = default;
 AttentionPlanCache::Impl& AttentionPlanCache::impl() {

@@ -53,10 +53,6 @@ int64_t GraphBuilder::tensor(const TensorSpec& s) {
     const bool yes = true;
     d->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
   }
-  if (s.reorder_f16x16) {
-    const cudnnBackendTensorReordering_t mode = CUDNN_TENSOR_REORDERING_F16x16;
-    d->set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &mode);
-  }
   d->finalize();
   tensors_[uid] = d;
   specs_[uid] = s;

@@ -43,7 +43,6 @@ struct TensorSpec {
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
   bool is_virtual = false;
   bool by_value = false;  // a host scalar passed in the variant pack
-  bool reorder_f16x16 = false;
 };
 
 // An executable plan: the descriptors it needs stay alive with it.
