@@ -59,8 +59,10 @@ void compare(const Result& got, const Result& want, double atol, double rtol) {
   test::check_close("dv", got.dv, want.dv, atol, rtol);
 }
 
-// GQA (8 query heads on 2 kv heads), a ragged seq, causal; and MHA non-causal.
-const kernels::AttentionDims kShapes[] = {{2, 77, 8, 2, 64, true}, {1, 130, 4, 4, 128, false}};
+// GQA (8 query heads on 2 kv heads), a ragged seq, causal; MHA non-causal; and Llama 3 8B's local heads at tp 4
+// (32/8 heads -> 8/2, head_dim 128) on a 1024-token sequence.
+const kernels::AttentionDims kShapes[] = {
+    {2, 77, 8, 2, 64, true}, {1, 130, 4, 4, 128, false}, {1, 1024, 8, 2, 128, true}};
 
 }  // namespace
 
@@ -112,4 +114,15 @@ TEST_CASE("cuda attention bf16 (cuDNN fused SDPA) matches the CPU", "[cuda]") {
       compare(got, cpu(s, in), 3e-2, 2e-2);
     }
   }
+}
+
+TEST_CASE("cuda attention bf16 refuses a head_dim cuDNN cannot run, naming the kernel", "[cuda]") {
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  cuda::AttentionPlanCache cache;
+  const kernels::AttentionDims s{1, 16, 2, 2, 12, true};
+  DeviceArray<__nv_bfloat16> x(16 * 2 * 12);
+  DeviceArray<float> lse(2 * 16);
+  CHECK_THROWS_WITH(
+      cuda::attention_fwd<__nv_bfloat16>(nullptr, cache, s, x.get(), x.get(), x.get(), x.get(), lse.get()),
+      Catch::Contains("attention_fwd (cuDNN)") && Catch::Contains("head_dim"));
 }
