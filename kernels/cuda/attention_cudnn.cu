@@ -275,7 +275,7 @@ struct AttentionPlanCache::Impl {
   }
 };
 
-AttentionPlanCache::AttentionPlanCache() = default;
+AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16) : bf16_(bf16) {}
 AttentionPlanCache::~AttentionPlanCache() = default;
 AttentionPlanCache::Impl& AttentionPlanCache::impl() {
   if (!impl_) impl_ = std::make_unique<Impl>();
@@ -335,7 +335,7 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
 
 struct AttentionPlanCache::Impl {};
 int64_t cudnn_version() { return 0; }
-AttentionPlanCache::AttentionPlanCache() = default;
+AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16) : bf16_(bf16) {}
 AttentionPlanCache::~AttentionPlanCache() = default;
 AttentionPlanCache::Impl& AttentionPlanCache::impl() {
   if (!impl_) impl_ = std::make_unique<Impl>();

@@ -87,9 +87,10 @@ TEST_CASE("cuda attention reference kernel on bf16 storage matches the CPU", "[c
   for (const auto& s : kShapes) {
     const Inputs in = make_inputs(s, 2, true);
     using B = __nv_bfloat16;
+    cuda::AttentionPlanCache cache(cuda::AttentionImpl::reference);  // the dispatch to the reference kernels
     const Result got = device<B>(
-        s, in, [&](auto... a) { cuda::attention_fwd_reference<B>(nullptr, s, a...); },
-        [&](auto... a) { cuda::attention_bwd_reference<B>(nullptr, s, a...); });
+        s, in, [&](auto... a) { cuda::attention_fwd<B>(nullptr, cache, s, a...); },
+        [&](auto... a) { cuda::attention_bwd<B>(nullptr, cache, s, a...); });
     // fp32 math on bf16 inputs; outputs rounded to bf16 (2^-9 relative); dq/dk/dv are computed from the device's
     // bf16-rounded o (D = rowsum(dO * O)): a relative error of 2^-9 in O gives ~2^-9 |D| absolute in ds.
     compare(got, cpu(s, in), 2e-2, 1e-2);
