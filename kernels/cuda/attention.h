@@ -1,0 +1,56 @@
+#pragma once
+// Causal grouped-query attention (SDPA) forward and backward on CUDA.
+//
+// Contract: the Backend's attention_fwd/bwd (runtime/backend.h, AttentionShape) and the CPU reference
+// kernels/cpu/attention.h: q, o, d_o, dq (batch, seq, n_heads * head_dim); k, v, dk, dv (batch, seq,
+// n_kv_heads * head_dim); lse (batch, n_heads, seq) fp32, the natural-log sum of exp of the scaled scores;
+// scale = 1/sqrt(head_dim); query head h reads kv head h / (n_heads / n_kv_heads). All outputs are written
+// (dk, dv summed over the query heads that share a kv head).
+//
+// Two implementations:
+// - T = __nv_bfloat16: cuDNN 9's fused flash attention (the SDPA operation graph PyTorch's cuDNN attention backend
+//   runs), built through the cuDNN backend API of cudnn_graph.h (attention_cudnn.cu). The execution plan of each
+//   shape is built once and cached in the AttentionPlanCache, which also owns the cuDNN handle and the workspace.
+// - T = float: a simple, clearly-correct and SLOW reference kernel (attention_reference.cu: one thread block per
+//   (batch, head, query row), fp32 with a two-pass softmax), so that the fp32 path works and so that the cuDNN
+//   path has a device-side reference. It is not meant to be fast.
+// Errors: every cuDNN/CUDA status is checked; a failure throws std::runtime_error naming the kernel, the call and
+// cuDNN's message (e.g. a head_dim cuDNN does not support: it must be a multiple of 8, at most 256 on Hopper).
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cpu/attention.h"
+
+namespace tptune::cuda {
+
+using kernels::AttentionDims;
+
+// Owns a cuDNN handle, the cuDNN execution plans built per (shape, direction), and one device workspace grown to
+// the largest plan's need. Not thread-safe; one per device (per CUDA backend). Creating it requires the cuDNN
+// library and a device; it is lazy: nothing is created until the first bf16 attention call.
+class AttentionPlanCache {
+ public:
+  AttentionPlanCache();
+  ~AttentionPlanCache();
+  AttentionPlanCache(const AttentionPlanCache&) = delete;
+  AttentionPlanCache& operator=(const AttentionPlanCache&) = delete;
+
+  struct Impl;  // cuDNN objects; defined in attention_cudnn.cu
+  Impl& impl();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+template <class T>
+void attention_fwd(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const T* q, const T* k,
+                   const T* v, T* o, float* lse);
+template <class T>
+void attention_bwd(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const T* q, const T* k,
+                   const T* v, const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv);
+
+}  // namespace tptune::cuda

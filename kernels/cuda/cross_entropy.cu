@@ -1,0 +1,130 @@
+// Vocab-parallel cross-entropy CUDA kernels; see cross_entropy.h. Row stages: one block per token row.
+#include <algorithm>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cross_entropy_math.h"
+#include "kernels/cuda/device_element.cuh"
+
+namespace tptune::cuda {
+namespace {
+
+using detail::block_max;
+using detail::block_sum;
+using detail::from_double;
+using detail::grid_for;
+using detail::kThreads;
+using detail::to_float;
+
+template <class T>
+__global__ void row_max_kernel(int64_t vocab_local, const T* logits, float* max) {
+  __shared__ float shared[33];
+  const T* row = logits + int64_t(blockIdx.x) * vocab_local;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x) m = detail::nan_ignoring_max(m, to_float(row[j]));
+  m = block_max(m, shared);
+  if (threadIdx.x == 0) max[blockIdx.x] = m;
+}
+
+template <class T>
+__global__ void sum_exp_kernel(int64_t vocab_local, const T* logits, const float* max, float* sumexp) {
+  __shared__ double shared[33];
+  const T* row = logits + int64_t(blockIdx.x) * vocab_local;
+  const float m = max[blockIdx.x];
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x) s += ce_exp_term(to_float(row[j]), m);
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) sumexp[blockIdx.x] = float(s);
+}
+
+template <class T>
+__global__ void target_logit_kernel(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const T* logits,
+                                    const int32_t* targets, float* tlogit) {
+  TPTUNE_GRID_STRIDE(t, tokens) {
+    const int64_t j = ce_local_column(targets[t], vocab_local, vocab_offset);
+    tlogit[t] = j < 0 ? 0.0f : to_float(logits[t * vocab_local + j]);
+  }
+}
+
+__global__ void loss_kernel(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) {
+  __shared__ double shared[33];
+  double s = 0.0;
+  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) s += ce_token_loss(max[t], sumexp[t], tlogit[t]);
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) *loss = tokens <= 0 ? 0.0f : float(s / double(tokens));
+}
+
+template <class T>
+__global__ void backward_kernel(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const T* logits,
+                                const float* max, const float* sumexp, const int32_t* targets, T* d_logits) {
+  const int64_t t = blockIdx.x;
+  const T* row = logits + t * vocab_local;
+  T* drow = d_logits + t * vocab_local;
+  const float m = max[t];
+  const double inv_sum = 1.0 / double(sumexp[t]), inv_tokens = 1.0 / double(tokens);
+  const int64_t target = ce_local_column(targets[t], vocab_local, vocab_offset);
+  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x)  // each element read before it is written
+    drow[j] = from_double<T>(ce_grad(to_float(row[j]), m, inv_sum, j == target, inv_tokens));
+}
+
+void check_dims(int64_t tokens, int64_t vocab_local, const char* kernel) {
+  require(tokens >= 0 && vocab_local >= 0, kernel, "negative dims");
+  require(tokens <= int64_t(0x7FFFFFFF), kernel, "more than 2^31 - 1 tokens");
+}
+
+}  // namespace
+
+template <class T>
+void ce_row_max(cudaStream_t stream, int64_t tokens, int64_t vocab_local, const T* logits, float* max) {
+  check_dims(tokens, vocab_local, "ce_row_max");
+  if (tokens == 0) return;
+  row_max_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(vocab_local, logits, max);
+  check_launch("ce_row_max");
+}
+
+template <class T>
+void ce_sum_exp(cudaStream_t stream, int64_t tokens, int64_t vocab_local, const T* logits, const float* max,
+                float* sumexp) {
+  check_dims(tokens, vocab_local, "ce_sum_exp");
+  if (tokens == 0) return;
+  sum_exp_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(vocab_local, logits, max, sumexp);
+  check_launch("ce_sum_exp");
+}
+
+template <class T>
+void ce_target_logit(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const T* logits,
+                     const int32_t* targets, float* tlogit) {
+  check_dims(tokens, vocab_local, "ce_target_logit");
+  if (tokens == 0) return;
+  target_logit_kernel<<<grid_for(tokens), kThreads, 0, stream>>>(tokens, vocab_local, vocab_offset, logits, targets,
+                                                                 tlogit);
+  check_launch("ce_target_logit");
+}
+
+void ce_loss(cudaStream_t stream, int64_t tokens, const float* max, const float* sumexp, const float* tlogit,
+             float* loss) {
+  check_dims(tokens, 0, "ce_loss");
+  loss_kernel<<<1, 1024, 0, stream>>>(tokens, max, sumexp, tlogit, loss);
+  check_launch("ce_loss");
+}
+
+template <class T>
+void ce_backward(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const T* logits,
+                 const float* max, const float* sumexp, const int32_t* targets, T* d_logits) {
+  check_dims(tokens, vocab_local, "ce_backward");
+  if (tokens == 0 || vocab_local == 0) return;
+  backward_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(tokens, vocab_local, vocab_offset, logits, max, sumexp,
+                                                             targets, d_logits);
+  check_launch("ce_backward");
+}
+
+#define TPTUNE_INSTANTIATE(T)                                                                                  \
+  template void ce_row_max<T>(cudaStream_t, int64_t, int64_t, const T*, float*);                               \
+  template void ce_sum_exp<T>(cudaStream_t, int64_t, int64_t, const T*, const float*, float*);                 \
+  template void ce_target_logit<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, const int32_t*, float*); \
+  template void ce_backward<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, const float*, const float*,  \
+                               const int32_t*, T*);
+TPTUNE_INSTANTIATE(float)
+TPTUNE_INSTANTIATE(__nv_bfloat16)
+
+}  // namespace tptune::cuda

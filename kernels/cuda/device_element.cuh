@@ -1,0 +1,111 @@
+#pragma once
+// Device-side helpers shared by the .cu files (not part of the public interface): widening an element of T to
+// float, rounding a float/double to T, the compute type of the elementwise formulas, launch sizes and a
+// deterministic block reduction.
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/bf16_math.h"
+#include "kernels/cuda/float8_math.h"
+
+namespace tptune::cuda::detail {
+
+// Widening (exact).
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return bf16_bits_to_float(__bfloat16_as_ushort(x)); }
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return fp8_decode(x.__x, Fp8::e4m3); }
+__device__ __forceinline__ float to_float(__nv_fp8_e5m2 x) { return fp8_decode(x.__x, Fp8::e5m2); }
+
+// Narrowing: round to nearest even (float8: saturating), through the shared formulas.
+template <class T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __ushort_as_bfloat16(float_to_bf16_bits(x));
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float x) {
+  __nv_fp8_e4m3 r;
+  r.__x = fp8_encode(x, Fp8::e4m3);
+  return r;
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e5m2 from_float<__nv_fp8_e5m2>(float x) {
+  __nv_fp8_e5m2 r;
+  r.__x = fp8_encode(x, Fp8::e5m2);
+  return r;
+}
+// A double result is rounded to float first (as the CPU reference stores it), then to T.
+template <class T>
+__device__ __forceinline__ T from_double(double x) {
+  return from_float<T>(float(x));
+}
+
+// The compute type of the elementwise formulas: the CPU reference's double for fp32 tensors, float for bf16.
+template <class T>
+using Compute = std::conditional_t<std::is_same_v<T, float>, double, float>;
+
+// Float8 format of a storage type.
+template <class F8>
+__host__ __device__ constexpr Fp8 fp8_format_of() {
+  static_assert(std::is_same_v<F8, __nv_fp8_e4m3> || std::is_same_v<F8, __nv_fp8_e5m2>);
+  return std::is_same_v<F8, __nv_fp8_e4m3> ? Fp8::e4m3 : Fp8::e5m2;
+}
+
+constexpr int kThreads = 256;
+
+// for (int64_t i = global thread index; i < n; i += total threads)
+#define TPTUNE_GRID_STRIDE(i, n) \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+
+// Blocks for a grid-stride loop over n elements: enough to fill the device, capped (the loop covers the rest).
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return unsigned(std::clamp<int64_t>(blocks, 1, 65536));
+}
+
+// Sum of one double per thread over the block (blockDim.x a multiple of 32, <= 1024), in a fixed order: warp
+// shuffles, then warp 0 over the warp sums. Every thread gets the result. `shared` holds 33 doubles.
+__device__ __forceinline__ double block_sum(double v, double* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double w = lane < warps ? shared[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xFFFFFFFFu, w, o);
+    if (lane == 0) shared[32] = w;
+  }
+  __syncthreads();
+  return shared[32];
+}
+
+// Max of one float per thread over the block, NaN-ignoring like std::max(m, x) from -inf (the CPU row max).
+__device__ __forceinline__ float nan_ignoring_max(float m, float x) { return m < x ? x : m; }
+__device__ __forceinline__ float block_max(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = nan_ignoring_max(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < warps ? shared[lane] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) w = nan_ignoring_max(w, __shfl_xor_sync(0xFFFFFFFFu, w, o));
+    if (lane == 0) shared[32] = w;
+  }
+  __syncthreads();
+  return shared[32];
+}
+
+}  // namespace tptune::cuda::detail

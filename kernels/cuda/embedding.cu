@@ -1,0 +1,129 @@
+// Vocab-parallel embedding CUDA kernels; see embedding.h.
+// Backward, deterministically: key[t] = local row of token t (vocab_local when another shard owns it),
+// stable radix sort of (key, t) with CUB, then the first position of each run of equal keys sums the run's d_out
+// rows in token order into its d_weight row (rows that no token hits stay zero from the memset).
+#include <cub/device/device_radix_sort.cuh>
+#include <string>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/embedding.h"
+
+namespace tptune::cuda {
+namespace {
+
+using detail::from_float;
+using detail::grid_for;
+using detail::kThreads;
+using detail::to_float;
+
+// The local row of an id, or -1 when it is not in [vocab_offset, vocab_offset + vocab_local).
+__device__ __forceinline__ int64_t local_row(int32_t id, int64_t vocab_local, int64_t vocab_offset) {
+  const int64_t r = int64_t(id) - vocab_offset;
+  return (r >= 0 && r < vocab_local) ? r : -1;
+}
+
+template <class T>
+__global__ void embedding_fwd_kernel(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
+                                     const int32_t* ids, const T* weight, T* out) {
+  TPTUNE_GRID_STRIDE(idx, tokens * dim) {
+    const int64_t t = idx / dim, c = idx % dim;
+    const int64_t row = local_row(ids[t], vocab_local, vocab_offset);
+    out[idx] = row < 0 ? from_float<T>(0.0f) : weight[row * dim + c];
+  }
+}
+
+__global__ void embedding_keys_kernel(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const int32_t* ids,
+                                      uint32_t* keys, int32_t* positions) {
+  TPTUNE_GRID_STRIDE(t, tokens) {
+    const int64_t row = local_row(ids[t], vocab_local, vocab_offset);
+    keys[t] = uint32_t(row < 0 ? vocab_local : row);
+    positions[t] = int32_t(t);
+  }
+}
+
+// Block per sorted position (grid-stride): a position that starts a run of an owned row sums the run.
+template <class T>
+__global__ void embedding_scatter_kernel(int64_t tokens, int64_t vocab_local, int64_t dim, const uint32_t* keys,
+                                         const int32_t* positions, const T* d_out, T* d_weight) {
+  for (int64_t i = blockIdx.x; i < tokens; i += gridDim.x) {
+    const uint32_t key = keys[i];
+    if (int64_t(key) >= vocab_local || (i > 0 && keys[i - 1] == key)) continue;
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t j = i; j < tokens && keys[j] == key; ++j) acc += to_float(d_out[int64_t(positions[j]) * dim + c]);
+      d_weight[int64_t(key) * dim + c] = from_float<T>(acc);
+    }
+  }
+}
+
+void check_dims(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, const char* kernel) {
+  require(tokens >= 0 && vocab_local >= 0 && dim >= 0 && vocab_offset >= 0, kernel, "negative dims");
+  require(tokens < int64_t(0x7FFFFFFF) && vocab_local < int64_t(0x7FFFFFFF), kernel,
+          "tokens and vocab_local must be below 2^31 - 1");
+}
+
+// Number of key bits the sort needs for keys 0..max_key.
+int key_bits(int64_t max_key) {
+  int bits = 1;
+  while (bits < 32 && (int64_t(1) << bits) <= max_key) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+template <class T>
+void embedding_fwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
+                   bool /*vocab_sharded: see embedding.h, ids are checked on upload*/, const int32_t* ids,
+                   const T* weight, T* out) {
+  check_dims(tokens, vocab_local, dim, vocab_offset, "embedding_fwd");
+  if (tokens * dim == 0) return;
+  embedding_fwd_kernel<<<grid_for(tokens * dim), kThreads, 0, stream>>>(tokens, vocab_local, dim, vocab_offset, ids,
+                                                                        weight, out);
+  check_launch("embedding_fwd");
+}
+
+template <class T>
+void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
+                   bool /*vocab_sharded*/, const int32_t* ids, const T* d_out, T* d_weight) {
+  const char* kernel = "embedding_bwd";
+  check_dims(tokens, vocab_local, dim, vocab_offset, kernel);
+  if (vocab_local * dim > 0)
+    check_cuda(cudaMemsetAsync(d_weight, 0, size_t(vocab_local * dim) * sizeof(T), stream), kernel,
+               "cudaMemsetAsync (zero d_weight)");
+  if (tokens == 0 || dim == 0 || vocab_local == 0) return;
+  const int n = int(tokens);
+  size_t temp_bytes = 0;
+  check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const uint32_t*>(nullptr),
+                                             static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), n, 0, key_bits(vocab_local), stream),
+             kernel, "cub::DeviceRadixSort::SortPairs (temp size)");
+  // One scratch block: keys in/out, positions in/out (4 bytes each per token), then CUB's temp storage.
+  const size_t arrays = size_t(tokens) * 4 * sizeof(uint32_t);
+  void* scratch = nullptr;
+  check_cuda(cudaMallocAsync(&scratch, arrays + temp_bytes, stream), kernel, "cudaMallocAsync (sort scratch)");
+  uint32_t* keys_in = static_cast<uint32_t*>(scratch);
+  uint32_t* keys_out = keys_in + tokens;
+  int32_t* pos_in = reinterpret_cast<int32_t*>(keys_out + tokens);
+  int32_t* pos_out = pos_in + tokens;
+  void* temp = static_cast<char*>(scratch) + arrays;
+  embedding_keys_kernel<<<grid_for(tokens), kThreads, 0, stream>>>(tokens, vocab_local, vocab_offset, ids, keys_in,
+                                                                   pos_in);
+  check_launch(kernel);
+  check_cuda(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in, pos_out, n, 0,
+                                             key_bits(vocab_local), stream),
+             kernel, "cub::DeviceRadixSort::SortPairs");
+  embedding_scatter_kernel<<<grid_for(tokens * kThreads), kThreads, 0, stream>>>(tokens, vocab_local, dim, keys_out,
+                                                                                 pos_out, d_out, d_weight);
+  check_launch(kernel);
+  check_cuda(cudaFreeAsync(scratch, stream), kernel, "cudaFreeAsync (sort scratch)");
+}
+
+#define TPTUNE_INSTANTIATE(T)                                                                                      \
+  template void embedding_fwd<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, bool, const int32_t*, const T*, \
+                                 T*);                                                                              \
+  template void embedding_bwd<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, bool, const int32_t*, const T*, T*);
+TPTUNE_INSTANTIATE(float)
+TPTUNE_INSTANTIATE(__nv_bfloat16)
+
+}  // namespace tptune::cuda

@@ -1,0 +1,17 @@
+#pragma once
+// TPTUNE_HD marks the per-element formulas of kernels/cuda/*_math.h as `__host__ __device__` under nvcc and as plain
+// inline functions under a host compiler, so that the same source is both what the CUDA kernels compute and what
+// the host tests (tests/kernels/cuda_math_*_test.cc, built everywhere, no toolkit needed) compare bit-for-bit with
+// the CPU reference kernels of kernels/cpu/.
+//
+// The *_math.h headers include nothing from the CUDA toolkit: bf16 and float8 values are handled as their bit
+// patterns (uint16_t, uint8_t), floats as float/double. Transcendentals come from <cmath> on the host and from
+// CUDA's math library on the device (the device's double exp/tanh/sin/cos are within 1-2 ulp of glibc's, so a
+// double formula rounded to float agrees with the CPU reference except on rare rounding boundaries; the device tests
+// use tolerances for those, the host tests are exact).
+
+#if defined(__CUDACC__)
+#define TPTUNE_HD __host__ __device__ __forceinline__
+#else
+#define TPTUNE_HD inline
+#endif

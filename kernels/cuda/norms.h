@@ -1,0 +1,34 @@
+#pragma once
+// RMSNorm and LayerNorm over the last dim, forward and backward, on CUDA.
+//
+// Contract: the Backend calls rmsnorm_fwd/bwd, layernorm_fwd/bwd (runtime/backend.h) and the CPU reference
+// kernels/cpu/norms.h, with typed device pointers. x, y, dy, dx are (rows, dim) of T (float or __nv_bfloat16);
+// w, b, dw, db are (dim) of T; mean and rstd are (rows) of fp32. Outputs are written, never accumulated into
+// (dw/db are the sums over all rows of this call). eps is rounded to float first, as CpuBackend does.
+// Precision and determinism: row statistics and the dw/db column sums accumulate in double in a fixed order
+// (one block per row for the row sums; for dw/db, fixed slabs of rows reduced in a second pass), so results are
+// reproducible run to run; they differ from the CPU loop's order by rounding only.
+// Scratch: the backward's dw/db partial sums (slabs x dim doubles, <= 64 x dim) are stream-ordered allocations
+// (cudaMallocAsync / cudaFreeAsync on `stream`, from the device's default memory pool).
+// Cost (napkin): forward reads x once and writes y; backward reads x and dy twice (row pass, column pass).
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tptune::cuda {
+
+template <class T>
+void rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* x, const T* w, T* y, float* rstd);
+template <class T>
+void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd, const T* dy,
+                 T* dx, T* dw);
+template <class T>
+void layernorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* x, const T* w, const T* b, T* y,
+                   float* mean, float* rstd);
+template <class T>
+void layernorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* mean,
+                   const float* rstd, const T* dy, T* dx, T* dw, T* db);
+
+}  // namespace tptune::cuda
