@@ -15,6 +15,12 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
   flat_ = expand(program_);  // after program_ is in place: flat ops point into its segments
   rank_ = be_.group_rank(Group::tp);
   tp_ = be_.group_size(Group::tp);
+  if (options_.local_shapes_of_tp > 0) {
+    if (tp_ != 1)
+      throw Error(fmt::format("executor: local shapes of tp {} run on one process, but the backend's TP group has {}",
+                              options_.local_shapes_of_tp, tp_));
+    tp_ = options_.local_shapes_of_tp;  // rank 0 of tp N: its shards, offsets and ring slots
+  }
   if (tp_ != program_.tp)
     throw Error(fmt::format("executor: the Program is lowered for tp {} but the backend's TP group has {} ranks",
                             program_.tp, tp_));
@@ -148,6 +154,7 @@ void Executor::run_op(int index, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   try {
     if (op.op->is_collective()) {
+      if (skips_collectives()) return;  // single-rank mode: not run (the profiler records it as not measured)
       issue_collective(index, eager);
     } else {
       wait_conflicts(chunk_regions(index, false), chunk_regions(index, true));

@@ -36,6 +36,10 @@ namespace tptune {
 struct ExecutorOptions {
   bool run_optimizer = true;  // false: skip Phase::optimizer ops (verify compares gradients before the update)
   AdamWParams adamw;
+  // Single-rank mode for profiling one GPU: run rank 0's compute ops of a Program lowered for tp N (its local
+  // shapes) on a backend whose TP group is this process alone, and skip every collective (their outputs keep what
+  // they held: the values are not meaningful, the compute times are). 0: off.
+  int local_shapes_of_tp = 0;
 };
 
 class Executor {
@@ -61,6 +65,9 @@ class Executor {
   // Called after every op that ran (both modes), with its flat op index: the verifier inspects and replaces float8
   // casts of the reference run through it.
   void set_after_op(std::function<void(int op)> fn) { after_op_ = std::move(fn); }
+
+  // True in the single-rank mode of ExecutorOptions::local_shapes_of_tp: collective ops are skipped.
+  bool skips_collectives() const { return options_.local_shapes_of_tp > 0; }
 
   // Collectives issued and not yet waited for (introspection for tests of the overlap).
   size_t pending_collectives() const { return pending_.size(); }

@@ -94,6 +94,14 @@ BackendEnvironment CudaBackend::environment() const {
   e.details.emplace_back("sm_count", std::to_string(prop.multiProcessorCount));
   e.details.emplace_back("compute_capability", fmt::format("{}.{}", prop.major, prop.minor));
   e.details.emplace_back("memory_bytes", std::to_string(prop.totalGlobalMem));
+  // The simulator's GPU preset (sim/gpus/*.yaml) this device is, for `tp-plan calibrate`.
+  const std::string name = prop.name;
+  for (const auto& [needle, preset] : {std::pair<const char*, const char*>{"H200", "h200"}, {"H100", "h100-sxm"},
+                                       {"B200", "b200"}, {"A100", "a100-sxm-80gb"}})
+    if (name.find(needle) != std::string::npos) {
+      e.details.emplace_back("device_preset", preset);
+      break;
+    }
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
