@@ -46,11 +46,25 @@ class AttentionPlanCache {
   std::unique_ptr<Impl> impl_;
 };
 
+// The dispatching launchers: T = float runs the reference kernels below, T = __nv_bfloat16 runs cuDNN (throws
+// std::runtime_error when the library was built without cuDNN).
 template <class T>
 void attention_fwd(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const T* q, const T* k,
                    const T* v, T* o, float* lse);
 template <class T>
 void attention_bwd(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const T* q, const T* k,
                    const T* v, const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv);
+
+// The simple reference kernels, for T = float and T = __nv_bfloat16 (fp32 arithmetic either way): one block per
+// (batch, head, query row) recomputes the row's scores in each of its passes (max, sum, output); the backward runs
+// one block per query row for dq (and D_i = rowsum(dO * O)), then one block per (batch, kv head, key row) for dk and
+// dv summed over the query heads of the group, so no atomics: deterministic. head_dim <= 512. O(seq^2 * head_dim)
+// work with no tiling: SLOW by design. Scratch: D (batch, n_heads, seq) fp32, a stream-ordered allocation.
+template <class T>
+void attention_fwd_reference(cudaStream_t stream, const AttentionDims& s, const T* q, const T* k, const T* v, T* o,
+                             float* lse);
+template <class T>
+void attention_bwd_reference(cudaStream_t stream, const AttentionDims& s, const T* q, const T* k, const T* v,
+                             const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv);
 
 }  // namespace tptune::cuda

@@ -1,0 +1,40 @@
+// [cuda] RoPE forward and backward against kernels/cpu/rope, fp32 and bf16: Llama 3's theta at a sequence-shard
+// offset, in place and out of place, and the bad-argument errors.
+#include "kernels/cuda/rope.h"
+
+#include "kernels/cpu/rope.h"
+#include "tests/kernels/compare.h"
+#include "tests/kernels/cuda/device.h"
+
+using namespace tptune;
+using test::DeviceArray;
+using test::Tol;
+
+TEMPLATE_TEST_CASE("cuda rope forward and backward match the CPU", "[cuda]", float, __nv_bfloat16) {
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  using T = TestType;
+  // Positions up to 8192 + 511: angles up to ~8700 rad, where a float angle would be off by ~1e-3 rad; the
+  // kernel's double angle and sincos keep float results within a couple of ulps of the CPU's.
+  const cuda::RopeDims s{2, 512, 4, 128, 8192, 500000.0};
+  const size_t n = size_t(s.batch * s.seq * s.heads * s.head_dim);
+  const auto x = test::rounded<T>(test::randn(n, 1));
+  DeviceArray<T> dx(x), dy(n);
+  std::vector<float> y(n), back(n);
+  kernels::rope(x.data(), s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, y.data());
+  kernels::rope_bwd(x.data(), s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, back.data());
+  cuda::rope_fwd<T>(nullptr, s, dx.get(), dy.get());
+  test::check_close("rope_fwd", dy.floats(), y, Tol<T>::atol, Tol<T>::rtol);
+  cuda::rope_bwd<T>(nullptr, s, dx.get(), dy.get());
+  test::check_close("rope_bwd", dy.floats(), back, Tol<T>::atol, Tol<T>::rtol);
+  cuda::rope_fwd<T>(nullptr, s, dx.get(), dx.get());  // in place
+  test::check_close("rope_fwd in place", dx.floats(), y, Tol<T>::atol, Tol<T>::rtol);
+}
+
+TEST_CASE("cuda rope rejects an odd head_dim and a non-positive theta", "[cuda]") {
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  DeviceArray<float> x(64);
+  CHECK_THROWS_WITH(cuda::rope_fwd<float>(nullptr, cuda::RopeDims{1, 2, 2, 15, 0, 10000.0}, x.get(), x.get()),
+                    Catch::Contains("rope_fwd") && Catch::Contains("head_dim must be even"));
+  CHECK_THROWS_WITH(cuda::rope_bwd<float>(nullptr, cuda::RopeDims{1, 2, 2, 16, 0, 0.0}, x.get(), x.get()),
+                    Catch::Contains("theta must be positive"));
+}
