@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 
 #include "plans/error.h"
@@ -227,6 +228,13 @@ void Executor::write(int t, const std::vector<float>& values) {
     throw Error(fmt::format("executor: writing {} values into '{}' of {} elements", values.size(),
                             flat_.tensors[size_t(t)].fqn, b.numel()));
   if (b.storage() == Storage::i32) {
+    // Token ids index the embedding table: a kernel cannot throw for one out of range (kernels/cuda/embedding.h),
+    // so they are checked here, where they come from the host.
+    const int64_t vocab = program_.model.vocab_size;
+    for (float v : values)
+      if (!(v >= 0 && v < float(vocab)) || v != std::floor(v))
+        throw Error(fmt::format("executor: writing '{}': token id {} is not in [0, {})", flat_.tensors[size_t(t)].fqn,
+                                v, vocab));
     std::vector<int32_t> ids(values.begin(), values.end());
     be_.upload(b.i32(), ids.data(), b.numel());
   } else {

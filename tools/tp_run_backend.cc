@@ -36,6 +36,9 @@ BackendChoice choose_backend(const std::string& requested) {
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s) {
 #ifdef TPTUNE_HAVE_CUDA
   if (choice.name == "cuda") {
+    // One process per GPU: the local rank's device, or the only visible one (srun --gpus-per-task=1 and
+    // CUDA_VISIBLE_DEVICES per rank leave each process one GPU, device 0).
+    if (cuda_device_count() == 1) device = 0;
     auto be = std::make_unique<CudaBackend>(tp, MPI_COMM_NULL, device);
     be->set_timeout(timeout_s);
     return be;

@@ -3,7 +3,8 @@
 //
 // auto (the default) picks cuda when this build has the CUDA backend (TPTUNE_HAVE_CUDA) and a GPU is visible, else
 // cpu; the reason is printed ("backend: cpu (this build has no CUDA backend)"). An explicit `cuda` without either is
-// an error saying which is missing. On cuda every process uses the GPU of its local rank (one process per GPU).
+// an error saying which is missing. On cuda every process uses the GPU of its local rank (one process per GPU), or
+// the only GPU it sees (one GPU per task).
 
 #include <mpi.h>
 

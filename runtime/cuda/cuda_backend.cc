@@ -63,6 +63,7 @@ CudaBackend::CudaBackend(MPI_Comm tp, MPI_Comm dp, int device) : device_(device)
   attention_ = std::make_unique<cuda::AttentionPlanCache>();
   tp_ = std::make_unique<cudabe::NcclComm>(tp, "tp");
   dp_ = std::make_unique<cudabe::NcclComm>(dp, "dp");
+  tp_p2p_ = std::make_unique<cudabe::NcclComm>(tp, "tp ring");
 }
 
 CudaBackend::~CudaBackend() {
@@ -73,6 +74,7 @@ CudaBackend::~CudaBackend() {
   in_flight_.clear();
   tp_.reset();
   dp_.reset();
+  tp_p2p_.reset();
   attention_.reset();
   gemm_.reset();
   allocator_.reset();  // cached blocks are freed when the last Buffer lets go of the allocator

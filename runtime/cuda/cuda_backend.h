@@ -7,7 +7,8 @@
 // - Memory: a caching allocator (device_allocator.h), no cudaMalloc per op. Host transfers convert through an fp32
 //   device buffer with kernels/cuda's convert (bit-identical to the CPU emulation of bf16 / float8 rounding).
 // - Streams: compute on one stream; collectives on a communication stream, async-TP ring steps (send_recv) on a
-//   stream of their own, so that a slot travels while the previous one is multiplied. A collective first waits
+//   stream of their own (and a communicator of their own), so that a slot travels while the previous one is
+//   multiplied. A collective first waits
 //   (cudaStreamWaitEvent) for the compute issued before it, and its Request's `wait` makes the compute stream wait
 //   for its completion event: the Program's dependencies are events, the host does not block, and compute that does
 //   not depend on a collective overlaps it.
@@ -130,6 +131,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cudabe::CublasLtGemm> gemm_;
   std::unique_ptr<cuda::AttentionPlanCache> attention_;
   std::unique_ptr<cudabe::NcclComm> tp_, dp_;
+  // The ring steps' own communicator over the TP group: each communicator is used on one stream only, so that NCCL
+  // runs its operations in issue order on every rank (one communicator on two streams has no order between them
+  // unless NCCL_LAUNCH_ORDER_IMPLICIT is set, and two ranks could then run them in different orders and hang).
+  std::unique_ptr<cudabe::NcclComm> tp_p2p_;
   std::deque<std::shared_ptr<cudabe::InFlight>> in_flight_;
   double timeout_s_ = 0;
 };

@@ -114,6 +114,7 @@ void CudaBackend::poll_in_flight(bool block) {
       const std::string what = f.what;
       tp_->abort();
       dp_->abort();
+      tp_p2p_->abort();
       throw Error(fmt::format("{} did not complete within {} s (tp-run --timeout): a peer rank is stopped, hung or "
                               "slower than the timeout",
                               what, timeout_s_));
@@ -191,7 +192,7 @@ RequestPtr CudaBackend::send_recv(Group g, DevPtr send, int dst, DevPtr recv, in
   const std::string what = fmt::format("send_recv ({}, {} x {}, to {} from {})", to_string(g), n,
                                        to_string(send.storage), dst, src);
   same_storage(send, recv, what);
-  cudabe::NcclComm& c = comm(g);
+  cudabe::NcclComm& c = g == Group::tp ? *tp_p2p_ : *dp_;
   if (dst < 0 || dst >= c.size() || src < 0 || src >= c.size())
     throw Error(fmt::format("send_recv: peer ranks {} / {} outside a group of {}", dst, src, c.size()));
   if (!c.get()) {
