@@ -13,11 +13,6 @@
 
 namespace tptune::cuda {
 
-TPTUNE_HD double math_exp(double x) { return ::exp(x); }
-TPTUNE_HD float math_exp(float x) { return ::expf(x); }
-TPTUNE_HD double math_tanh(double x) { return ::tanh(x); }
-TPTUNE_HD float math_tanh(float x) { return ::tanhf(x); }
-
 // sqrt(2/pi) as std::sqrt(2.0 / std::numbers::pi) rounds it (the host test checks the constant).
 constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;
 constexpr double kGeluC = 0.044715;

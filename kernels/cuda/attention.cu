@@ -1,4 +1,5 @@
-// The dispatching attention launchers; see attention.h: fp32 runs the reference kernels, bf16 runs cuDNN.
+// The dispatching attention launchers; see attention.h: fp32 runs the reference kernels, bf16 runs cuDNN (or the
+// reference kernels when the cache asks for them).
 #include <type_traits>
 
 #include "kernels/cuda/attention.h"
@@ -11,6 +12,8 @@ void attention_fwd(cudaStream_t stream, AttentionPlanCache& cache, const Attenti
                    const T* v, T* o, float* lse) {
   if constexpr (std::is_same_v<T, float>)
     attention_fwd_reference(stream, s, q, k, v, o, lse);
+  else if (cache.bf16_impl() == AttentionImpl::reference)
+    attention_fwd_reference(stream, s, q, k, v, o, lse);
   else
     detail::attention_fwd_cudnn(stream, cache, s, q, k, v, o, lse);
 }
@@ -20,14 +23,16 @@ void attention_bwd(cudaStream_t stream, AttentionPlanCache& cache, const Attenti
                    const T* v, const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv) {
   if constexpr (std::is_same_v<T, float>)
     attention_bwd_reference(stream, s, q, k, v, o, lse, d_o, dq, dk, dv);
+  else if (cache.bf16_impl() == AttentionImpl::reference)
+    attention_bwd_reference(stream, s, q, k, v, o, lse, d_o, dq, dk, dv);
   else
     detail::attention_bwd_cudnn(stream, cache, s, q, k, v, o, lse, d_o, dq, dk, dv);
 }
 
-#define TPTUNE_INSTANTIATE(T)                                                                                    \
-  template void attention_fwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*,   \
-                                 const T*, T*, float*);                                                         \
-  template void attention_bwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*,   \
+#define TPTUNE_INSTANTIATE(T)                                                                                 \
+  template void attention_fwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*, \
+                                 const T*, T*, float*);                                                       \
+  template void attention_bwd<T>(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const T*, const T*, \
                                  const T*, const T*, const float*, const T*, T*, T*, T*);
 TPTUNE_INSTANTIATE(float)
 TPTUNE_INSTANTIATE(__nv_bfloat16)

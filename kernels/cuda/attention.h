@@ -14,6 +14,8 @@
 // - T = float: a simple, clearly-correct and SLOW reference kernel (attention_reference.cu: one thread block per
 //   (batch, head, query row), fp32 with a two-pass softmax), so that the fp32 path works and so that the cuDNN
 //   path has a device-side reference. It is not meant to be fast.
+// The bf16 implementation is chosen when the AttentionPlanCache is made (AttentionImpl): cuDNN by default; the
+// reference kernel on request (a run that must not depend on cuDNN, or that checks it), never as a silent fallback.
 // Errors: every cuDNN/CUDA status is checked; a failure throws std::runtime_error naming the kernel, the call and
 // cuDNN's message (e.g. a head_dim cuDNN does not support: it must be a multiple of 8, at most 256 on Hopper).
 
@@ -29,12 +31,16 @@ namespace tptune::cuda {
 
 using kernels::AttentionDims;
 
+// Which kernels run bf16 attention.
+enum class AttentionImpl { cudnn, reference };
+
 // Owns a cuDNN handle, the cuDNN execution plans built per (shape, direction), and one device workspace grown to
-// the largest plan's need. Not thread-safe; one per device (per CUDA backend). Creating it requires the cuDNN
-// library and a device; it is lazy: nothing is created until the first bf16 attention call.
+// the largest plan's need. Not thread-safe; one per device (per CUDA backend). It is lazy: nothing is created until
+// the first bf16 attention call through cuDNN (which needs the cuDNN library and a device).
 class AttentionPlanCache {
  public:
-  AttentionPlanCache();
+  explicit AttentionPlanCache(AttentionImpl bf16 = AttentionImpl::cudnn);
+  AttentionImpl bf16_impl() const { return bf16_; }
   ~AttentionPlanCache();
   AttentionPlanCache(const AttentionPlanCache&) = delete;
   AttentionPlanCache& operator=(const AttentionPlanCache&) = delete;
@@ -44,10 +50,16 @@ class AttentionPlanCache {
 
  private:
   std::unique_ptr<Impl> impl_;
+  AttentionImpl bf16_;
 };
 
-// The dispatching launchers: T = float runs the reference kernels below, T = __nv_bfloat16 runs cuDNN (throws
-// std::runtime_error when the library was built without cuDNN).
+// The cuDNN version the bf16 attention runs on (cudnnGetVersion() of the loaded library, e.g. 91900 for 9.19.0), or
+// 0 when tptune_kernels_cuda was built without cuDNN. For the Profile's environment.
+int64_t cudnn_version();
+
+// The dispatching launchers: T = float runs the reference kernels below; T = __nv_bfloat16 runs cuDNN (throws
+// std::runtime_error when the library was built without cuDNN), or the reference kernels when the cache was made
+// with AttentionImpl::reference.
 template <class T>
 void attention_fwd(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const T* q, const T* k,
                    const T* v, T* o, float* lse);

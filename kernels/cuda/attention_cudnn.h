@@ -12,12 +12,10 @@
 
 namespace tptune::cuda::detail {
 
-void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s,
-                         const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o,
-                         float* lse);
-void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s,
-                         const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                         const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* d_o, __nv_bfloat16* dq,
-                         __nv_bfloat16* dk, __nv_bfloat16* dv);
+void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const __nv_bfloat16* q,
+                         const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse);
+void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const __nv_bfloat16* q,
+                         const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* o, const float* lse,
+                         const __nv_bfloat16* d_o, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv);
 
 }  // namespace tptune::cuda::detail

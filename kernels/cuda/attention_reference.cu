@@ -21,8 +21,8 @@ using detail::block_sum;
 using detail::from_float;
 using detail::to_float;
 
-constexpr int kChunk = 128;              // threads per block, and scores per chunk
-constexpr int kMaxHeadDim = 512;         // dims per thread: kMaxHeadDim / kChunk
+constexpr int kChunk = 128;       // threads per block, and scores per chunk
+constexpr int kMaxHeadDim = 512;  // dims per thread: kMaxHeadDim / kChunk
 constexpr int kDimsPerThread = kMaxHeadDim / kChunk;
 
 struct Geometry {
@@ -58,7 +58,8 @@ __global__ void fwd_kernel(Geometry g, const T* q, const T* k, const T* v, T* o,
   const int64_t nk = g.causal ? i + 1 : g.seq;
   load_row(q_row, q + g.q_row(b, i, h), g.d);
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) m = fmaxf(m, g.scale * dot(q_row, k + g.kv_row(b, j, kvh), g.d));
+  for (int64_t j = threadIdx.x; j < nk; j += blockDim.x)
+    m = fmaxf(m, g.scale * dot(q_row, k + g.kv_row(b, j, kvh), g.d));
   m = block_max(m, red_f);
   double l = 0.0;
   for (int64_t j = threadIdx.x; j < nk; j += blockDim.x)
@@ -190,8 +191,10 @@ Geometry geometry(const AttentionDims& s, const char* kernel) {
   require(s.head_dim <= kMaxHeadDim, kernel, "head_dim above 512 is not supported by the reference kernel");
   require(s.seq <= int64_t(0x7FFFFFFF) && s.n_heads <= 65535 && s.batch <= 65535, kernel,
           "seq < 2^31, n_heads and batch <= 65535");
-  return {s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.n_heads / s.n_kv_heads, s.causal,
-          float(1.0 / std::sqrt(double(s.head_dim)))};
+  return {s.batch,    s.seq,
+          s.n_heads,  s.n_kv_heads,
+          s.head_dim, s.n_heads / s.n_kv_heads,
+          s.causal,   float(1.0 / std::sqrt(double(s.head_dim)))};
 }
 
 }  // namespace
@@ -223,11 +226,11 @@ void attention_bwd_reference(cudaStream_t stream, const AttentionDims& s, const 
   check_cuda(cudaFreeAsync(D, stream), kernel, "cudaFreeAsync (D)");
 }
 
-#define TPTUNE_INSTANTIATE(T)                                                                                     \
-  template void attention_fwd_reference<T>(cudaStream_t, const AttentionDims&, const T*, const T*, const T*, T*, \
-                                           float*);                                                              \
-  template void attention_bwd_reference<T>(cudaStream_t, const AttentionDims&, const T*, const T*, const T*,     \
-                                           const T*, const float*, const T*, T*, T*, T*);
+#define TPTUNE_INSTANTIATE(T)                                                                                          \
+  template void attention_fwd_reference<T>(cudaStream_t, const AttentionDims&, const T*, const T*, const T*, T*,       \
+                                           float*);                                                                    \
+  template void attention_bwd_reference<T>(cudaStream_t, const AttentionDims&, const T*, const T*, const T*, const T*, \
+                                           const float*, const T*, T*, T*, T*);
 TPTUNE_INSTANTIATE(float)
 TPTUNE_INSTANTIATE(__nv_bfloat16)
 

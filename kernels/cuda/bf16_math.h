@@ -7,7 +7,8 @@
 // to infinity, as torch.bfloat16 and __float2bfloat16_rn do). NaN stays a NaN of the same sign: the payload's top
 // bits are kept and the quiet bit (0x0040) is set, so a NaN whose payload lives in the low 16 bits does not become
 // infinity. Subnormal floats round like any other pattern (bf16 has the same subnormal range as float).
-// This is what __float2bfloat16_rn computes on the device; the CUDA kernels use these functions themselves.
+// For every non-NaN float this is exactly __float2bfloat16_rn (tests/kernels/cuda/conversions_host_test.cc checks
+// it against cuda_bf16.h); NVIDIA's NaN is the canonical 0x7FFF instead. The CUDA kernels use these functions.
 
 #include <cstdint>
 #include <cstring>

@@ -11,6 +11,7 @@ namespace {
 
 using detail::block_max;
 using detail::block_sum;
+using detail::Compute;
 using detail::from_double;
 using detail::grid_for;
 using detail::kThreads;
@@ -32,7 +33,7 @@ __global__ void sum_exp_kernel(int64_t vocab_local, const T* logits, const float
   const T* row = logits + int64_t(blockIdx.x) * vocab_local;
   const float m = max[blockIdx.x];
   double s = 0.0;
-  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x) s += ce_exp_term(to_float(row[j]), m);
+  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x) s += ce_exp_term<Compute<T>>(to_float(row[j]), m);
   s = block_sum(s, shared);
   if (threadIdx.x == 0) sumexp[blockIdx.x] = float(s);
 }
@@ -61,10 +62,11 @@ __global__ void backward_kernel(int64_t tokens, int64_t vocab_local, int64_t voc
   const T* row = logits + t * vocab_local;
   T* drow = d_logits + t * vocab_local;
   const float m = max[t];
-  const double inv_sum = 1.0 / double(sumexp[t]), inv_tokens = 1.0 / double(tokens);
+  using C = Compute<T>;
+  const C inv_sum = C(1) / C(sumexp[t]), inv_tokens = C(1) / C(tokens);
   const int64_t target = ce_local_column(targets[t], vocab_local, vocab_offset);
   for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x)  // each element read before it is written
-    drow[j] = from_double<T>(ce_grad(to_float(row[j]), m, inv_sum, j == target, inv_tokens));
+    drow[j] = from_double<T>(double(ce_grad<C>(to_float(row[j]), m, inv_sum, j == target, inv_tokens)));
 }
 
 void check_dims(int64_t tokens, int64_t vocab_local, const char* kernel) {

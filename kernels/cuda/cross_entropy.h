@@ -6,7 +6,8 @@
 // targets (tokens) int32; max, sumexp, tlogit (tokens) and loss (a device scalar) fp32. Between the stages the
 // runtime all-reduces max (max), then sumexp and tlogit (sum), exactly as on CPU.
 //   ce_row_max       max_t = max_j logits[t, j]  (exact: max is associative)
-//   ce_sum_exp       sumexp_t = sum_j exp(logits[t, j] - max_t), double accumulation, one block per row
+//   ce_sum_exp       sumexp_t = sum_j exp(logits[t, j] - max_t), double accumulation, one block per row (the exps
+//                    in double for fp32 logits, in float for bf16 logits, as PyTorch's bf16 cross-entropy)
 //   ce_target_logit  logits[t, target_t - offset], 0 where another shard owns the target
 //   ce_loss          mean_t (log sumexp_t + max_t - tlogit_t), double, one block (fixed reduction order)
 //   ce_backward      d_logits = (softmax - onehot) / tokens; d_logits may alias logits

@@ -99,7 +99,8 @@ void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
                                              static_cast<int32_t*>(nullptr), n, 0, key_bits(vocab_local), stream),
              kernel, "cub::DeviceRadixSort::SortPairs (temp size)");
   // One scratch block: keys in/out, positions in/out (4 bytes each per token), then CUB's temp storage.
-  const size_t arrays = size_t(tokens) * 4 * sizeof(uint32_t);
+  // (rounded up to 256 bytes: CUB's temp storage starts on the alignment of a fresh allocation)
+  const size_t arrays = (size_t(tokens) * 4 * sizeof(uint32_t) + 255) / 256 * 256;
   void* scratch = nullptr;
   check_cuda(cudaMallocAsync(&scratch, arrays + temp_bytes, stream), kernel, "cudaMallocAsync (sort scratch)");
   uint32_t* keys_in = static_cast<uint32_t*>(scratch);

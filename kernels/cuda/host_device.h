@@ -15,3 +15,16 @@
 #else
 #define TPTUNE_HD inline
 #endif
+
+#include <cmath>
+
+namespace tptune::cuda {
+
+// exp and tanh overloaded on the compute type (the formulas are templates on it): libm's double and float
+// functions on the host, CUDA's on the device.
+TPTUNE_HD double math_exp(double x) { return ::exp(x); }
+TPTUNE_HD float math_exp(float x) { return ::expf(x); }
+TPTUNE_HD double math_tanh(double x) { return ::tanh(x); }
+TPTUNE_HD float math_tanh(float x) { return ::tanhf(x); }
+
+}  // namespace tptune::cuda

@@ -178,11 +178,12 @@ template <class T>
 void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd, const T* dy,
                  T* dx, T* dw) {
   check_dims(rows, dim, "rmsnorm_bwd");
+  // dw first: it reads dy and x, which dx may alias.
+  column_sums<T>(stream, rows, dim, x, nullptr, rstd, dy, dw, nullptr, "rmsnorm_bwd");
   if (rows > 0) {
     rmsnorm_dx_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, x, w, rstd, dy, dx);
     check_launch("rmsnorm_bwd");
   }
-  column_sums<T>(stream, rows, dim, x, nullptr, rstd, dy, dw, nullptr, "rmsnorm_bwd");
 }
 
 template <class T>
@@ -198,11 +199,12 @@ template <class T>
 void layernorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* mean,
                    const float* rstd, const T* dy, T* dx, T* dw, T* db) {
   check_dims(rows, dim, "layernorm_bwd");
+  // dw, db first: they read dy and x, which dx may alias.
+  column_sums<T>(stream, rows, dim, x, mean, rstd, dy, dw, db, "layernorm_bwd");
   if (rows > 0) {
     layernorm_dx_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, x, w, mean, rstd, dy, dx);
     check_launch("layernorm_bwd");
   }
-  column_sums<T>(stream, rows, dim, x, mean, rstd, dy, dw, db, "layernorm_bwd");
 }
 
 #define TPTUNE_INSTANTIATE(T)                                                                                       \

@@ -4,7 +4,9 @@
 // Contract: the Backend calls rmsnorm_fwd/bwd, layernorm_fwd/bwd (runtime/backend.h) and the CPU reference
 // kernels/cpu/norms.h, with typed device pointers. x, y, dy, dx are (rows, dim) of T (float or __nv_bfloat16);
 // w, b, dw, db are (dim) of T; mean and rstd are (rows) of fp32. Outputs are written, never accumulated into
-// (dw/db are the sums over all rows of this call). eps is rounded to float first, as CpuBackend does.
+// (dw/db are the sums over all rows of this call). y may alias x, and dx may alias x or dy (each row is read
+// before it is written; the backward's column sums run before dx). eps is rounded to float first, as CpuBackend
+// does.
 // Precision and determinism: row statistics and the dw/db column sums accumulate in double in a fixed order
 // (one block per row for the row sums; for dw/db, fixed slabs of rows reduced in a second pass), so results are
 // reproducible run to run; they differ from the CPU loop's order by rounding only.

@@ -189,7 +189,7 @@ TEST_CASE("cross-entropy pieces equal the CPU reference stages bit for bit", "[c
   double total = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
     double s = 0.0;
-    for (int64_t j = 0; j < vocab; ++j) s += cuda::ce_exp_term(logits[size_t(t * vocab + j)], max[size_t(t)]);
+    for (int64_t j = 0; j < vocab; ++j) s += cuda::ce_exp_term<double>(logits[size_t(t * vocab + j)], max[size_t(t)]);
     got_sum[size_t(t)] = float(s);
     const int64_t col = cuda::ce_local_column(targets[size_t(t)], vocab, offset);
     got_t[size_t(t)] = col < 0 ? 0.0f : logits[size_t(t * vocab + col)];
@@ -207,9 +207,31 @@ TEST_CASE("cross-entropy pieces equal the CPU reference stages bit for bit", "[c
     const int64_t col = cuda::ce_local_column(targets[size_t(t)], vocab, offset);
     for (int64_t j = 0; j < vocab; ++j)
       got[size_t(t * vocab + j)] =
-          float(cuda::ce_grad(logits[size_t(t * vocab + j)], max[size_t(t)], inv_sum, j == col, inv_tokens));
+          float(cuda::ce_grad<double>(logits[size_t(t * vocab + j)], max[size_t(t)], inv_sum, j == col, inv_tokens));
   }
   check_bits("d_logits", got, want);
+}
+
+TEST_CASE("cross-entropy pieces in float (the bf16 kernels' compute type) are within float rounding", "[cuda-math]") {
+  // logit - max in [-40, 0] (exp down to 4e-18) and max up to 30: float subtraction (exact or half an ulp of the
+  // difference) then expf (<= 2 ulp): relative error <= |logit - max| * 6e-8 + 2.4e-7 <= 2.7e-6 here; rtol 3e-6.
+  // The gradient adds two float roundings (x inv_sum, x inv_tokens) and p - 1 (absolute, 1.2e-7): atol 2e-7 on the
+  // unscaled gradient.
+  std::vector<float> got, got_g;
+  std::vector<double> want, want_g;
+  const auto maxes = test::randn(400, 71, 10.0);
+  for (size_t k = 0; k < maxes.size(); ++k) {
+    for (int i = 0; i <= 400; ++i) {
+      const float m = maxes[k], logit = m - float(i) * 0.1f;
+      got.push_back(cuda::ce_exp_term<float>(logit, m));
+      want.push_back(cuda::ce_exp_term<double>(logit, m));
+      const bool target = i % 7 == 0;
+      got_g.push_back(cuda::ce_grad<float>(logit, m, 0.5f, target, 1.0f));
+      want_g.push_back(cuda::ce_grad<double>(logit, m, 0.5, target, 1.0));
+    }
+  }
+  test::check_close("ce_exp_term<float>", got, want, 0.0, 3e-6);
+  test::check_close("ce_grad<float>", got_g, want_g, 2e-7, 3e-6);
 }
 
 TEST_CASE("norm formulas equal the CPU reference bit for bit", "[cuda-math]") {

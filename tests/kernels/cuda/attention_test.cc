@@ -59,8 +59,10 @@ void compare(const Result& got, const Result& want, double atol, double rtol) {
   test::check_close("dv", got.dv, want.dv, atol, rtol);
 }
 
-// GQA (8 query heads on 2 kv heads), a ragged seq, causal; and MHA non-causal.
-const kernels::AttentionDims kShapes[] = {{2, 77, 8, 2, 64, true}, {1, 130, 4, 4, 128, false}};
+// GQA (8 query heads on 2 kv heads), a ragged seq, causal; MHA non-causal; and Llama 3 8B's local heads at tp 4
+// (32/8 heads -> 8/2, head_dim 128) on a 1024-token sequence.
+const kernels::AttentionDims kShapes[] = {
+    {2, 77, 8, 2, 64, true}, {1, 130, 4, 4, 128, false}, {1, 1024, 8, 2, 128, true}};
 
 }  // namespace
 
@@ -85,9 +87,10 @@ TEST_CASE("cuda attention reference kernel on bf16 storage matches the CPU", "[c
   for (const auto& s : kShapes) {
     const Inputs in = make_inputs(s, 2, true);
     using B = __nv_bfloat16;
+    cuda::AttentionPlanCache cache(cuda::AttentionImpl::reference);  // the dispatch to the reference kernels
     const Result got = device<B>(
-        s, in, [&](auto... a) { cuda::attention_fwd_reference<B>(nullptr, s, a...); },
-        [&](auto... a) { cuda::attention_bwd_reference<B>(nullptr, s, a...); });
+        s, in, [&](auto... a) { cuda::attention_fwd<B>(nullptr, cache, s, a...); },
+        [&](auto... a) { cuda::attention_bwd<B>(nullptr, cache, s, a...); });
     // fp32 math on bf16 inputs; outputs rounded to bf16 (2^-9 relative); dq/dk/dv are computed from the device's
     // bf16-rounded o (D = rowsum(dO * O)): a relative error of 2^-9 in O gives ~2^-9 |D| absolute in ds.
     compare(got, cpu(s, in), 2e-2, 1e-2);
@@ -112,4 +115,15 @@ TEST_CASE("cuda attention bf16 (cuDNN fused SDPA) matches the CPU", "[cuda]") {
       compare(got, cpu(s, in), 3e-2, 2e-2);
     }
   }
+}
+
+TEST_CASE("cuda attention bf16 refuses a head_dim cuDNN cannot run, naming the kernel", "[cuda]") {
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  cuda::AttentionPlanCache cache;
+  const kernels::AttentionDims s{1, 16, 2, 2, 12, true};
+  DeviceArray<__nv_bfloat16> x(16 * 2 * 12);
+  DeviceArray<float> lse(2 * 16);
+  CHECK_THROWS_WITH(
+      cuda::attention_fwd<__nv_bfloat16>(nullptr, cache, s, x.get(), x.get(), x.get(), x.get(), lse.get()),
+      Catch::Contains("attention_fwd (cuDNN)") && Catch::Contains("head_dim"));
 }

@@ -34,4 +34,8 @@ TEMPLATE_TEST_CASE("cuda vocab-sharded embedding matches the CPU", "[cuda]", flo
   // (relative 2^-9), against the CPU's float sum; atol for sums that cancel to near zero (~8 addends of N(0,1)).
   test::check_close("embedding_bwd", dgw.floats(), gw, std::is_same_v<T, float> ? 0.0 : 1e-2,
                     std::is_same_v<T, float> ? 0.0 : 4e-3);
+  // Deterministic: a second run gives the same bits.
+  const auto first = dgw.floats();
+  cuda::embedding_bwd<T>(nullptr, tokens, vocab_local, dim, offset, true, dids.get(), dgo.get(), dgw.get());
+  CHECK(dgw.floats() == first);
 }

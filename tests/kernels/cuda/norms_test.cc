@@ -70,5 +70,11 @@ TEMPLATE_TEST_CASE("cuda layernorm forward and backward match the CPU", "[cuda]"
     test::check_close("layernorm dx", ddx.floats(), gx, Tol<T>::atol, Tol<T>::rtol);
     test::check_close("layernorm dw", ddw.floats(), gw, Tol<T>::atol, Tol<T>::rtol);
     test::check_close("layernorm db", ddb.floats(), gb, Tol<T>::atol, Tol<T>::rtol);
+    // Deterministic (fixed reduction order, no atomics): a second run gives the same bits.
+    const auto dw_first = ddw.floats(), dx_first = ddx.floats();
+    cuda::layernorm_bwd<T>(nullptr, s.rows, s.dim, dx_in.get(), dw_in.get(), mean_in.get(), rstd_in.get(), ddy.get(),
+                           ddx.get(), ddw.get(), ddb.get());
+    CHECK(ddw.floats() == dw_first);
+    CHECK(ddx.floats() == dx_first);
   }
 }
