@@ -105,14 +105,14 @@ BackendEnvironment CudaBackend::environment() const {
       break;
     }
   int driver = 0, runtime = 0;
-  cudaDriverGetVersion(&driver);
-  cudaRuntimeGetVersion(&runtime);
+  check(cudaDriverGetVersion(&driver), "environment", "cudaDriverGetVersion");
+  check(cudaRuntimeGetVersion(&runtime), "environment", "cudaRuntimeGetVersion");
   e.libraries.emplace_back("cuda_driver", version3(driver));
   e.libraries.emplace_back("cuda_runtime", version3(runtime));
   const size_t lt = cublasLtGetVersion();
   e.libraries.emplace_back("cublaslt", fmt::format("{}.{}.{}", lt / 10000, lt / 100 % 100, lt % 100));
   int nccl = 0;
-  ncclGetVersion(&nccl);
+  cudabe::check(ncclGetVersion(&nccl), "environment", "ncclGetVersion");
   e.libraries.emplace_back("nccl", fmt::format("{}.{}.{}", nccl / 10000, nccl / 100 % 100, nccl % 100));
 #ifdef TPTUNE_HAVE_CUDNN
   const size_t dnn = cudnnGetVersion();  // 9xxyy from cuDNN 9: major*10000 + minor*100 + patch
