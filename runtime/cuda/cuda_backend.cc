@@ -20,11 +20,6 @@
 #include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/nccl_comm.h"
 
-#ifdef TPTUNE_HAVE_CUDNN
-#include <cudnn_version.h>
-extern "C" size_t cudnnGetVersion();
-#endif
-
 namespace tptune {
 
 using cudabe::check;
@@ -114,12 +109,9 @@ BackendEnvironment CudaBackend::environment() const {
   int nccl = 0;
   cudabe::check(ncclGetVersion(&nccl), "environment", "ncclGetVersion");
   e.libraries.emplace_back("nccl", fmt::format("{}.{}.{}", nccl / 10000, nccl / 100 % 100, nccl % 100));
-#ifdef TPTUNE_HAVE_CUDNN
-  const size_t dnn = cudnnGetVersion();  // 9xxyy from cuDNN 9: major*10000 + minor*100 + patch
-  e.libraries.emplace_back("cudnn", fmt::format("{}.{}.{}", dnn / 10000, dnn / 100 % 100, dnn % 100));
-#else
-  e.libraries.emplace_back("cudnn", "not linked (bf16 attention unavailable)");
-#endif
+  const int64_t dnn = cuda::cudnn_version();  // cuDNN 9: major*10000 + minor*100 + patch; 0 without cuDNN
+  e.libraries.emplace_back("cudnn", dnn > 0 ? fmt::format("{}.{}.{}", dnn / 10000, dnn / 100 % 100, dnn % 100)
+                                            : std::string("not built in (bf16 attention unavailable)"));
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) {
