@@ -35,8 +35,10 @@ using kernels::AttentionDims;
 enum class AttentionImpl { cudnn, reference };
 
 // Owns a cuDNN handle, the cuDNN execution plans built per (shape, direction), and one device workspace grown to
-// the largest plan's need. Not thread-safe; one per device (per CUDA backend). It is lazy: nothing is created until
-// the first bf16 attention call through cuDNN (which needs the cuDNN library and a device).
+// the largest plan's need. Not thread-safe; one per device (per CUDA backend). The workspace is shared by every
+// call through the cache, so those calls must be ordered: issue them on one stream (the backend's compute stream). It
+// is lazy: nothing is created until the first bf16 attention call through cuDNN (which needs the cuDNN library and a
+// device).
 class AttentionPlanCache {
  public:
   explicit AttentionPlanCache(AttentionImpl bf16 = AttentionImpl::cudnn);

@@ -98,8 +98,8 @@ float masked_score_value() {
   return cudnnGetVersion() >= 91000 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
 }
 
-CachedPlan build_fwd(cudnnHandle_t handle, const Layout& l, bool causal) {
-  GraphBuilder g(handle, "attention_fwd (cuDNN)");
+// The forward graph's tensors and operations (build() turns them into a plan).
+Uids add_fwd(GraphBuilder& g, const Layout& l, bool causal) {
   Uids u;
   u.q = g.tensor(l.q());
   u.k = g.tensor(l.kv_t());
@@ -121,11 +121,11 @@ CachedPlan build_fwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   const int64_t p = g.virtual_like(s, CUDNN_DATA_BFLOAT16);
   g.pointwise(CUDNN_POINTWISE_DIV, e, z, 0, p);
   g.matmul(p, u.v, u.o);
-  return {g.build(), u, 0, 0};
+  return u;
 }
 
-CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
-  GraphBuilder g(handle, "attention_bwd (cuDNN)");
+// The backward graph's tensors and operations.
+Uids add_bwd(GraphBuilder& g, const Layout& l, bool causal) {
   Uids u;
   u.q = g.tensor(l.q());
   u.k = g.tensor(l.kv_t());
@@ -193,6 +193,18 @@ CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
   g.reshape(u.k, k);
   g.matmul(ds, k, u.dq_accum);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, u.dq_accum, 0, 0, u.dq);
+  return u;
+}
+
+CachedPlan build_fwd(cudnnHandle_t handle, const Layout& l, bool causal) {
+  GraphBuilder g(handle, "attention_fwd (cuDNN)");
+  const Uids u = add_fwd(g, l, causal);
+  return {g.build(), u, 0, 0};
+}
+
+CachedPlan build_bwd(cudnnHandle_t handle, const Layout& l, bool causal) {
+  GraphBuilder g(handle, "attention_bwd (cuDNN)");
+  const Uids u = add_bwd(g, l, causal);
   return {g.build(), u, l.b * l.h * l.s * l.d * int64_t(sizeof(float)), l.b * l.h * l.s * int64_t(sizeof(float))};
 }
 
@@ -286,6 +298,16 @@ int64_t cudnn_version() { return int64_t(cudnnGetVersion()); }
 
 namespace detail {
 
+int64_t attention_graph_self_check(const AttentionDims& s, bool backward) {
+  const char* kernel = backward ? "attention_bwd (cuDNN graph check)" : "attention_fwd (cuDNN graph check)";
+  check_shape(s, kernel);
+  GraphBuilder g(nullptr, kernel);
+  const Layout l{s.batch, s.n_heads, s.n_kv_heads, s.seq, s.head_dim};
+  backward ? add_bwd(g, l, s.causal) : add_fwd(g, l, s.causal);
+  g.finalize_graph();
+  return g.operation_count();
+}
+
 void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const __nv_bfloat16* q,
                          const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse) {
   const char* kernel = "attention_fwd (cuDNN)";
@@ -343,6 +365,9 @@ AttentionPlanCache::Impl& AttentionPlanCache::impl() {
 }
 
 namespace detail {
+int64_t attention_graph_self_check(const AttentionDims&, bool) {
+  throw std::runtime_error("cuda kernel attention (cuDNN graph check): built without cuDNN");
+}
 void attention_fwd_cudnn(cudaStream_t, AttentionPlanCache&, const AttentionDims&, const __nv_bfloat16*,
                          const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, float*) {
   throw std::runtime_error(

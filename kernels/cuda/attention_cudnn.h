@@ -18,4 +18,10 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
                          const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* o, const float* lse,
                          const __nv_bfloat16* d_o, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv);
 
+// Builds the forward (or backward) operation graph for `s` and finalizes every tensor and operation descriptor and
+// the operation graph, without a device or a cuDNN handle: cuDNN checks each operation's tensors (ranks, dims,
+// broadcasting, types) when it finalizes it. Returns the number of operations. Engine selection and the plan need a
+// device and are not checked. For the host tests (tests/kernels/cuda/attention_graph_host_test.cc).
+int64_t attention_graph_self_check(const AttentionDims& s, bool backward);
+
 }  // namespace tptune::cuda::detail

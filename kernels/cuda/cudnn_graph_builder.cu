@@ -75,8 +75,8 @@ int64_t GraphBuilder::virtual_like(int64_t like, cudnnDataType_t type) {
 
 int64_t GraphBuilder::scalar(cudnnDataType_t type) {
   TensorSpec s;
-  s.dims = {1};
-  s.strides = {1};
+  s.dims = {1, 1, 1, 1};  // the rank of the tensors it meets: cuDNN's pointwise wants equal ranks
+  s.strides = {1, 1, 1, 1};
   s.type = type;
   s.by_value = true;
   return tensor(s);
@@ -145,15 +145,21 @@ void GraphBuilder::reshape(int64_t x, int64_t y) {
   ops_.push_back(op->get());
 }
 
-Plan GraphBuilder::build() {
-  // CUDNN_ATTR_OPERATIONGRAPH_HANDLE and CUDNN_ATTR_EXECUTION_PLAN_HANDLE are marked deprecated in cuDNN 9.19's
-  // header but still what cudnn-frontend sets; the enum values are used without the deprecated names.
-  const auto kGraphHandle = static_cast<cudnnBackendAttributeName_t>(800);  // CUDNN_ATTR_OPERATIONGRAPH_HANDLE
-  const auto kPlanHandle = static_cast<cudnnBackendAttributeName_t>(400);   // CUDNN_ATTR_EXECUTION_PLAN_HANDLE
+// CUDNN_ATTR_OPERATIONGRAPH_HANDLE and CUDNN_ATTR_EXECUTION_PLAN_HANDLE are marked deprecated in cuDNN 9.19's
+// header but still what cudnn-frontend sets; the enum values are used without the deprecated names.
+constexpr auto kGraphHandle = static_cast<cudnnBackendAttributeName_t>(800);  // CUDNN_ATTR_OPERATIONGRAPH_HANDLE
+constexpr auto kPlanHandle = static_cast<cudnnBackendAttributeName_t>(400);   // CUDNN_ATTR_EXECUTION_PLAN_HANDLE
+
+std::shared_ptr<Descriptor> GraphBuilder::finalize_graph() {
   auto graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  graph->set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &handle_);
+  if (handle_) graph->set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &handle_);
   graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops_.size()), ops_.data());
   graph->finalize();
+  return graph;
+}
+
+Plan GraphBuilder::build() {
+  auto graph = finalize_graph();
 
   auto heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   cudnnBackendDescriptor_t gd = graph->get();

@@ -62,7 +62,7 @@ class GraphBuilder {
                          cudnnDataType_t type = CUDNN_DATA_FLOAT);
   // A virtual tensor with the dims and strides of `like`.
   int64_t virtual_like(int64_t like, cudnnDataType_t type = CUDNN_DATA_FLOAT);
-  int64_t scalar(cudnnDataType_t type = CUDNN_DATA_FLOAT);  // pass-by-value, dims {1}
+  int64_t scalar(cudnnDataType_t type = CUDNN_DATA_FLOAT);  // pass-by-value, dims {1, 1, 1, 1}
 
   // y = mode(x [, b [, t]]); axis for GEN_INDEX. b, t = 0 when absent.
   void pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t, int64_t y,
@@ -70,6 +70,11 @@ class GraphBuilder {
   void matmul(int64_t a, int64_t b, int64_t c);                    // c = a x b over the last two dims, fp32 compute
   void reduction(cudnnReduceTensorOp_t op, int64_t x, int64_t y);  // over the dims where y is 1 (or smaller)
   void reshape(int64_t x, int64_t y);                              // same data, y's dims and strides
+
+  // The operation graph of the operations added so far, finalized (cuDNN checks the graph as a whole). With a null
+  // handle (no device needed) it is a check of the graph only: it cannot be executed.
+  std::shared_ptr<Descriptor> finalize_graph();
+  int64_t operation_count() const { return int64_t(ops_.size()); }
 
   // Operation graph -> heuristics (mode A) -> the first engine configuration whose plan finalizes.
   Plan build();
