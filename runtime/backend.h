@@ -4,10 +4,19 @@
 // implements the same calls with cuBLASLt, NCCL and CUDA events.
 //
 // Contract.
-// - Memory. `alloc` returns a zero-filled Buffer of `numel` elements in device memory, stored as fp32 or int32.
-//   Every floating-point tensor is stored in fp32 whatever its IR dtype says (bf16 only changes the byte counts the
-//   simulator uses); a float8 tensor holds fp32 values that are exactly representable in its format, written by
-//   `fp8_cast`. Tokens and targets are int32. Pointers passed to the calls below are device pointers into Buffers.
+// - Memory. `alloc` returns a zero-filled Buffer of `numel` elements in device memory, stored in one of the
+//   Storage formats below. Which storage holds a tensor of a Program dtype is the backend's choice,
+//   `storage_for(DType)`: the CPU backend stores every floating-point tensor as fp32 and computes in fp32 (bf16
+//   only changes the byte counts the simulator uses; a float8 tensor holds fp32 values that are exactly
+//   representable in its format, written by `fp8_cast`); the CUDA backend stores bf16 as bf16, float8 as one byte
+//   per element, fp32 as fp32. Tokens and targets are int32 on every backend.
+// - Typed pointers. Activations, weights and gradients are passed as DevPtr (a device pointer and its Storage), so
+//   one call serves every storage and a backend dispatches on it. Statistics are plain `float*` into fp32 storage
+//   whatever the activations are (the Program declares them fp32): norm rstd/mean, attention lse, cross-entropy
+//   max/sumexp/tlogit/loss, float8 amax/scale, AdamW moments and master weights. Ids and targets are `int32_t*`.
+//   A backend rejects a storage it cannot compute in with tptune::Error naming the call.
+// - Host transfers (`upload`, `download`) take fp32 host data and convert to / from the storage (round to nearest
+//   even; float8 values must be representable, as fp8_cast writes them).
 // - Compute calls are stream-ordered: they may return before the work is done; `synchronize` waits for all of it.
 //   On CPU they are plain synchronous calls.
 // - Collectives run on a Group (the TP group or the DP group) and are non-blocking: they return a Request that
@@ -16,12 +25,13 @@
 //   rank-major (what MPI and NCCL do): all_gather writes rank i's `n` elements at out + i*n; reduce_scatter leaves
 //   rank i with the reduction of in[i*n, (i+1)*n); all_to_all sends in[j*n, (j+1)*n) to rank j and writes what rank
 //   i sent at out + i*n. Rearranging to a tensor dim (gather along the sequence, scatter along features) is the
-//   executor's job, with `copy2d`.
+//   executor's job, with `copy2d`. `in` and `out` of one collective have the same storage.
 // - Timers measure device time between two points of the stream.
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plans/dtype.h"
@@ -29,9 +39,30 @@
 
 namespace tptune {
 
-enum class Storage { f32, i32 };
+// How the elements of a device buffer are stored. fp8_* hold one byte per element (OCP e4m3fn / e5m2 bits).
+enum class Storage { f32, bf16, fp8_e4m3, fp8_e5m2, i32 };
+int storage_bytes(Storage s);  // 4, 2, 1, 1, 4
+std::string_view to_string(Storage s);
 
-// A device allocation. Cheap to copy (shared ownership); `data()` is the device pointer.
+// A typed device pointer: where the elements are and how they are stored. Used for inputs and outputs alike (the
+// Backend's call says which it writes). A float* is an fp32 pointer (implicit conversion, so fp32 code reads as
+// before).
+struct DevPtr {
+  void* ptr = nullptr;
+  Storage storage = Storage::f32;
+  DevPtr() = default;
+  DevPtr(void* p, Storage s) : ptr(p), storage(s) {}
+  DevPtr(float* p) : ptr(p), storage(Storage::f32) {}                           // NOLINT(google-explicit-constructor)
+  DevPtr(const float* p) : ptr(const_cast<float*>(p)), storage(Storage::f32) {}  // NOLINT(google-explicit-constructor)
+  // The pointer `elements` elements further on.
+  DevPtr at(int64_t elements) const {
+    return {static_cast<char*>(ptr) + elements * storage_bytes(storage), storage};
+  }
+  // The fp32 pointer; throws tptune::Error naming `what` when the storage is not fp32.
+  float* f32(const char* what) const;
+};
+
+// A device allocation. Cheap to copy (shared ownership); `ptr()` is the typed device pointer.
 class Buffer {
  public:
   Buffer() = default;
@@ -40,6 +71,7 @@ class Buffer {
   int64_t numel() const { return numel_; }
   Storage storage() const { return storage_; }
   bool empty() const { return mem_ == nullptr; }
+  DevPtr ptr() const { return {mem_.get(), storage_}; }
   float* f32() const { return storage_ == Storage::f32 ? static_cast<float*>(mem_.get()) : nullptr; }
   int32_t* i32() const { return storage_ == Storage::i32 ? static_cast<int32_t*>(mem_.get()) : nullptr; }
 
@@ -52,11 +84,10 @@ class Buffer {
 // C (m, n) = alpha * op(A) (m, k) x op(B) (k, n) [+ C when accumulate]; row-major, op(X) = X^T when trans.
 // float8 operands: A and B hold exactly representable values and their real values are stored * scale; the scales
 // are device fp32 scalars (scale_a/scale_b non-null), so C = scale_a * scale_b * (A_stored x B_stored).
+// Accumulation is fp32 whatever the storages; C is rounded to its storage once.
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;
-  const float* b = nullptr;
-  float* c = nullptr;
+  DevPtr a, b, c;
   bool trans_a = false, trans_b = false, accumulate = false;
   const float* scale_a = nullptr;  // float8 operands only
   const float* scale_b = nullptr;
@@ -103,9 +134,10 @@ class Timer {
 
 // What a Profile records about where it ran.
 struct BackendEnvironment {
-  std::string backend;                                         // "cpu"
+  std::string backend;                                         // "cpu" | "cuda"
   std::string device;                                          // CPU model or GPU name
-  int threads = 1;                                             // compute threads per rank
+  int threads = 1;                                             // compute threads per rank (CPU)
+  std::vector<std::pair<std::string, std::string>> details;    // device facts: {"sm_count", "132"}, {"driver", ...}
   std::vector<std::pair<std::string, std::string>> libraries;  // {"eigen", "3.4.0"}, {"mpi", "Open MPI v4.1.4"}
 };
 
@@ -117,67 +149,72 @@ class Backend {
   virtual int group_rank(Group g) const = 0;
 
   // --- memory ---
+  // The storage of a floating-point tensor of Program dtype `t` (see the contract).
+  virtual Storage storage_for(DType t) const = 0;
   virtual Buffer alloc(int64_t numel, Storage storage) = 0;
-  virtual void upload(float* dst, const float* host, int64_t n) = 0;
+  virtual void upload(DevPtr dst, const float* host, int64_t n) = 0;  // converts fp32 -> dst.storage
   virtual void upload(int32_t* dst, const int32_t* host, int64_t n) = 0;
-  virtual void download(float* host, const float* src, int64_t n) = 0;
+  virtual void download(float* host, DevPtr src, int64_t n) = 0;  // converts src.storage -> fp32
   virtual void download(int32_t* host, const int32_t* src, int64_t n) = 0;
-  virtual void fill(float* dst, int64_t n, float value) = 0;
-  // dst[r*dst_ld + c] = src[r*src_ld + c] for r < rows, c < cols (strided 2-D copy; also the plain copy).
-  virtual void copy2d(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t rows, int64_t cols) = 0;
+  virtual void fill(DevPtr dst, int64_t n, float value) = 0;
+  // dst[r*dst_ld + c] = src[r*src_ld + c] for r < rows, c < cols (strided 2-D copy; also the plain copy). Same
+  // storage on both sides.
+  virtual void copy2d(DevPtr dst, int64_t dst_ld, DevPtr src, int64_t src_ld, int64_t rows, int64_t cols) = 0;
+  // dst = src converted to dst.storage (round to nearest even; to float8: saturating). The executor's fp32 master
+  // weights and their compute copies.
+  virtual void convert(DevPtr dst, DevPtr src, int64_t n) = 0;
 
   // --- compute ---
   virtual void gemm(const GemmArgs& g) = 0;
-  virtual void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
-                             float* lse) = 0;
-  virtual void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
-                             const float* lse, const float* d_o, float* dq, float* dk, float* dv) = 0;
-  // Norms over the last dim of x (rows, dim).
-  virtual void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, float* y,
-                           float* rstd) = 0;
-  virtual void rmsnorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* rstd,
-                           const float* dy, float* dx, float* dw) = 0;
-  virtual void layernorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, const float* b,
-                             float* y, float* mean, float* rstd) = 0;
-  virtual void layernorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* mean,
-                             const float* rstd, const float* dy, float* dx, float* dw, float* db) = 0;
-  virtual void rope_fwd(const RopeShape& s, const float* x, float* y) = 0;
-  virtual void rope_bwd(const RopeShape& s, const float* dy, float* dx) = 0;
-  virtual void swiglu_fwd(int64_t n, const float* a, const float* b, float* y) = 0;
-  virtual void swiglu_bwd(int64_t n, const float* a, const float* b, const float* dy, float* da, float* db) = 0;
-  virtual void gelu_fwd(int64_t n, const float* a, float* y) = 0;
-  virtual void gelu_bwd(int64_t n, const float* a, const float* dy, float* da) = 0;
-  virtual void add(int64_t n, const float* a, const float* b, float* y) = 0;  // y = a + b
-  virtual void accumulate(int64_t n, const float* a, float* y) = 0;           // y += a
-  virtual void adamw(int64_t n, const AdamWParams& h, float* p, const float* g, float* m, float* v) = 0;
+  virtual void attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) = 0;
+  virtual void attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
+                             DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) = 0;
+  // Norms over the last dim of x (rows, dim); statistics (rows) fp32.
+  virtual void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) = 0;
+  virtual void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
+                           DevPtr dw) = 0;
+  virtual void layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y,
+                             float* mean, float* rstd) = 0;
+  virtual void layernorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* mean, const float* rstd,
+                             DevPtr dy, DevPtr dx, DevPtr dw, DevPtr db) = 0;
+  virtual void rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) = 0;
+  virtual void rope_bwd(const RopeShape& s, DevPtr dy, DevPtr dx) = 0;
+  virtual void swiglu_fwd(int64_t n, DevPtr a, DevPtr b, DevPtr y) = 0;
+  virtual void swiglu_bwd(int64_t n, DevPtr a, DevPtr b, DevPtr dy, DevPtr da, DevPtr db) = 0;
+  virtual void gelu_fwd(int64_t n, DevPtr a, DevPtr y) = 0;
+  virtual void gelu_bwd(int64_t n, DevPtr a, DevPtr dy, DevPtr da) = 0;
+  virtual void add(int64_t n, DevPtr a, DevPtr b, DevPtr y) = 0;  // y = a + b
+  virtual void accumulate(int64_t n, DevPtr a, DevPtr y) = 0;     // y += a
+  // AdamW on fp32 master weights p with fp32 moments m, v; the gradient g in its storage.
+  virtual void adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) = 0;
   // Embedding: out (tokens, dim) = rows of weight (vocab_local, dim) for ids in [vocab_offset, +vocab_local), zero
   // rows otherwise (only allowed when vocab_sharded). Backward: d_weight = scatter-add of d_out rows (overwrites).
   virtual void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
-                             const int32_t* ids, const float* weight, float* out) = 0;
+                             const int32_t* ids, DevPtr weight, DevPtr out) = 0;
   virtual void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
-                             const int32_t* ids, const float* d_out, float* d_weight) = 0;
+                             const int32_t* ids, DevPtr d_out, DevPtr d_weight) = 0;
   // Staged (vocab-parallel) cross-entropy on logits (tokens, vocab_local) whose column 0 is vocab id vocab_offset;
-  // see CrossEntropyOp in plans/program.h. The loss is the mean over `tokens`.
-  virtual void ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) = 0;
-  virtual void ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max,
-                          float* sumexp) = 0;
-  virtual void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
+  // see CrossEntropyOp in plans/program.h. The loss is the mean over `tokens`. Statistics (tokens) fp32.
+  virtual void ce_row_max(int64_t tokens, int64_t vocab_local, DevPtr logits, float* max) = 0;
+  virtual void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) = 0;
+  virtual void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
                                const int32_t* targets, float* tlogit) = 0;
   virtual void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) = 0;
-  virtual void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
-                           const float* max, const float* sumexp, const int32_t* targets, float* d_logits) = 0;
+  virtual void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
+                           const float* sumexp, const int32_t* targets, DevPtr d_logits) = 0;
   // Tensorwise float8: amax = max |x|; cast: scale = amax / max_finite(to), xq = round_to(x / scale) saturated.
-  virtual void fp8_amax(int64_t n, const float* x, float* amax) = 0;
-  virtual void fp8_cast(int64_t n, DType to, const float* x, const float* amax, float* xq, float* scale) = 0;
+  // xq's storage is the backend's storage_for(to).
+  virtual void fp8_amax(int64_t n, DevPtr x, float* amax) = 0;
+  virtual void fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) = 0;
 
   // --- collectives (non-blocking; see the contract above) ---
   // n: elements per rank (all_reduce: of the whole buffer). in == out is allowed for all_reduce only.
-  virtual RequestPtr all_reduce(Group g, ReduceOp op, const float* in, float* out, int64_t n) = 0;
-  virtual RequestPtr all_gather(Group g, const float* in, float* out, int64_t n) = 0;
-  virtual RequestPtr reduce_scatter(Group g, ReduceOp op, const float* in, float* out, int64_t n) = 0;
-  virtual RequestPtr all_to_all(Group g, const float* in, float* out, int64_t n) = 0;
+  virtual RequestPtr all_reduce(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) = 0;
+  virtual RequestPtr all_gather(Group g, DevPtr in, DevPtr out, int64_t n) = 0;
+  virtual RequestPtr reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) = 0;
+  virtual RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) = 0;
   // Send `n` elements to group rank `dst` and receive `n` from group rank `src` (a ring step).
-  virtual RequestPtr send_recv(Group g, const float* send, int dst, float* recv, int src, int64_t n) = 0;
+  virtual RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) = 0;
 
   // --- time ---
   virtual std::unique_ptr<Timer> make_timer() = 0;

@@ -85,23 +85,36 @@ std::vector<GemmShape> grid_gemm_shapes() {
 nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, const BenchOptions& o) {
   json j = bench_header(be, "gemm", o);
   json results = json::array();
+  const DType ad = o.gemm_dtype, bd = ad == DType::fp8_e5m2 ? DType::fp8_e4m3 : ad,
+              cd = ad == DType::fp32 ? DType::fp32 : DType::bf16;
+  if (ad == DType::fp16) throw Error("bench gemm --dtype: fp32, bf16, fp8_e4m3 or fp8_e5m2");
+  const bool trans_b = ad != DType::fp32;
+  Buffer one = be.alloc(1, Storage::f32);  // unit float8 scales
+  be.fill(one.ptr(), 1, 1.0f);
   for (const auto& s : shapes) {
-    Buffer a = be.alloc(s.m * s.k, Storage::f32), b = be.alloc(s.k * s.n, Storage::f32),
-           c = be.alloc(s.m * s.n, Storage::f32);
-    be.fill(a.f32(), s.m * s.k, 0.5f);
-    be.fill(b.f32(), s.k * s.n, 0.25f);
+    Buffer a = be.alloc(s.m * s.k, be.storage_for(ad)), b = be.alloc(s.k * s.n, be.storage_for(bd)),
+           c = be.alloc(s.m * s.n, be.storage_for(cd));
+    be.fill(a.ptr(), s.m * s.k, 0.5f);  // exactly representable in every format
+    be.fill(b.ptr(), s.k * s.n, 0.25f);
     GemmArgs g;
     g.m = s.m;
     g.n = s.n;
     g.k = s.k;
-    g.a = a.f32();
-    g.b = b.f32();
-    g.c = c.f32();
+    g.a = a.ptr();
+    g.b = b.ptr();
+    g.c = c.ptr();
+    g.trans_b = trans_b;
+    g.a_dtype = ad;
+    g.b_dtype = bd;
+    if (is_float8(ad)) g.scale_a = g.scale_b = one.f32();
     OpTiming t = time_calls(be, o, [&] { be.gemm(g); });
     results.push_back({{"m", s.m},
                        {"n", s.n},
                        {"k", s.k},
-                       {"dtype", "fp32"},
+                       {"dtype", std::string(to_string(ad))},
+                       {"b_dtype", std::string(to_string(bd))},
+                       {"c_dtype", std::string(to_string(cd))},
+                       {"trans_b", trans_b},
                        {"source", s.source},
                        {"time_us", timing_json(t)},
                        {"gflops", t.median > 0 ? 2.0 * s.m * s.n * s.k / t.median / 1e3 : 0.0}});

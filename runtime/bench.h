@@ -5,8 +5,8 @@
 //    "environment": {...as in a Profile (runtime/profiler.h)...},
 //    "timing": {"warmup": W, "iters": N, "unit": "us", "reduce_over_ranks": "max"},
 //    "results": [
-//      gemm:        {"m", "n", "k", "dtype": "fp32", "source": "program" | "grid", "time_us": {median, min, p10, p90,
-//                    max}, "gflops"}
+//      gemm:        {"m", "n", "k", "dtype": "fp32" (A's dtype), "b_dtype", "c_dtype", "trans_b", "source": "program" |
+//                    "grid", "time_us": {median, min, p10, p90, max}, "gflops"}
 //      collectives: {"collective": "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "p2p", "ranks",
 //                    "bytes", "count", "type": "float", "redop": "sum" | "none", "time_us": {...}, "algbw_GBps",
 //                    "busbw_GBps"}
@@ -37,6 +37,10 @@ struct BenchOptions {
   int64_t min_bytes = 8;
   int64_t max_bytes = 32ll << 20;
   int64_t step_factor = 2;  // sizes min, min*f, min*f^2, ... up to max
+  // gemm: operand dtype. fp32 (A (m, k) x B (k, n), fp32 out); bf16 and float8 time the linear-layer form
+  // x W^T (B stored (n, k), trans_b), bf16 out; fp8_e4m3 is e4m3 x e4m3 with unit scales, fp8_e5m2 is e5m2 x e4m3
+  // (a gradient GEMM's types). The backend stores them as storage_for(dtype) (the CPU: fp32 values, same times).
+  DType gemm_dtype = DType::fp32;
   std::vector<CollectiveKind> collectives = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
                                              CollectiveKind::reduce_scatter, CollectiveKind::all_to_all,
                                              CollectiveKind::p2p};

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 
 #include "plans/error.h"
@@ -15,13 +16,23 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
   flat_ = expand(program_);  // after program_ is in place: flat ops point into its segments
   rank_ = be_.group_rank(Group::tp);
   tp_ = be_.group_size(Group::tp);
+  if (options_.local_shapes_of_tp > 0) {
+    if (tp_ != 1)
+      throw Error(fmt::format("executor: local shapes of tp {} run on one process, but the backend's TP group has {}",
+                              options_.local_shapes_of_tp, tp_));
+    tp_ = options_.local_shapes_of_tp;  // rank 0 of tp N: its shards, offsets and ring slots
+  }
   if (tp_ != program_.tp)
     throw Error(fmt::format("executor: the Program is lowered for tp {} but the backend's TP group has {} ranks",
                             program_.tp, tp_));
   buffers_.reserve(flat_.tensors.size());
+  masters_.resize(flat_.tensors.size());
   for (size_t t = 0; t < flat_.tensors.size(); ++t) {
     const TensorDesc& d = desc(static_cast<int>(t));
-    buffers_.push_back(be_.alloc(numel(d.local_shape), d.role == TensorRole::input ? Storage::i32 : Storage::f32));
+    const Storage st = d.role == TensorRole::input ? Storage::i32 : be_.storage_for(d.dtype);
+    buffers_.push_back(be_.alloc(numel(d.local_shape), st));
+    if (d.role == TensorRole::parameter && st != Storage::f32)
+      masters_[t] = be_.alloc(numel(d.local_shape), Storage::f32);
   }
   scratch_.resize(flat_.ops.size());
   loss_ = flat_of(program_.loss, -1);
@@ -39,12 +50,26 @@ int Executor::flat_of(TensorId t, int layer) const {
   throw Error(fmt::format("executor: the Program has no flat tensor for tensor {} in layer {}", t, layer));
 }
 
-float* Executor::f32(int t) const {
-  float* p = buffers_[size_t(t)].f32();
-  if (!p)
+DevPtr Executor::ptr(int t) const {
+  const Buffer& b = buffers_[size_t(t)];
+  if (b.storage() == Storage::i32)
     throw Error(
         fmt::format("executor: tensor '{}' holds token ids where floats are expected", flat_.tensors[size_t(t)].fqn));
+  return b.ptr();
+}
+
+float* Executor::stat(int t) const {
+  float* p = buffers_[size_t(t)].f32();
+  if (!p)
+    throw Error(fmt::format("executor: tensor '{}' ({}) is read as fp32 statistics but is stored as {}",
+                            flat_.tensors[size_t(t)].fqn, to_string(desc(t).dtype),
+                            to_string(buffers_[size_t(t)].storage())));
   return p;
+}
+
+float* Executor::master(int t) const {
+  const Buffer& m = masters_[size_t(t)];
+  return m.empty() ? stat(t) : m.f32();
 }
 
 const int32_t* Executor::i32(int t) const {
@@ -55,11 +80,11 @@ const int32_t* Executor::i32(int t) const {
   return p;
 }
 
-Buffer& Executor::scratch(int op, int which, int64_t n) {
+Buffer& Executor::scratch(int op, int which, int64_t n, Storage storage) {
   auto& v = scratch_[size_t(op)];
   if (v.size() <= size_t(which)) v.resize(size_t(which) + 1);
   Buffer& b = v[size_t(which)];
-  if (b.empty() || b.numel() < n) b = be_.alloc(n, Storage::f32);
+  if (b.empty() || b.numel() < n || b.storage() != storage) b = be_.alloc(n, storage);
   return b;
 }
 
@@ -83,7 +108,8 @@ void Executor::init(uint64_t seed) {
         throw Error(fmt::format("parameter '{}': a {} shard of {} has {} elements, the Program's local shape {} has {}",
                                 name, d.param_shard_dim, to_string(d.global_shape), local.size(),
                                 to_string(d.local_shape), n));
-      be_.upload(f32(t), local.data(), n);
+      be_.upload(ptr(t), local.data(), n);
+      if (!masters_[i].empty()) be_.upload(masters_[i].ptr(), local.data(), n);
     } else if (d.role == TensorRole::input) {
       auto full = init_tokens(seed, d.name, d.global_shape, vocab);
       int dim = d.placement.is_shard() ? d.placement.normalized_dim(static_cast<int>(d.global_shape.size())) : -1;
@@ -93,7 +119,7 @@ void Executor::init(uint64_t seed) {
                                 to_string(d.local_shape), to_string(d.placement), to_string(d.global_shape)));
       be_.upload(buffers_[i].i32(), local.data(), n);
     } else {
-      be_.fill(f32(t), n, 0.0f);
+      be_.fill(ptr(t), n, 0.0f);
     }
   }
   be_.synchronize();
@@ -129,6 +155,7 @@ void Executor::run_op(int index, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   try {
     if (op.op->is_collective()) {
+      if (skips_collectives()) return;  // single-rank mode: not run (the profiler records it as not measured)
       issue_collective(index, eager);
     } else {
       wait_conflicts(chunk_regions(index, false), chunk_regions(index, true));
@@ -190,7 +217,7 @@ std::vector<float> Executor::read(int t) const {
     be_.download(ids.data(), b.i32(), b.numel());
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(ids[i]);
   } else {
-    be_.download(v.data(), b.f32(), b.numel());
+    be_.download(v.data(), b.ptr(), b.numel());
   }
   return v;
 }
@@ -201,10 +228,18 @@ void Executor::write(int t, const std::vector<float>& values) {
     throw Error(fmt::format("executor: writing {} values into '{}' of {} elements", values.size(),
                             flat_.tensors[size_t(t)].fqn, b.numel()));
   if (b.storage() == Storage::i32) {
+    // Token ids index the embedding table: a kernel cannot throw for one out of range (kernels/cuda/embedding.h),
+    // so they are checked here, where they come from the host.
+    const int64_t vocab = program_.model.vocab_size;
+    for (float v : values)
+      if (!(v >= 0 && v < float(vocab)) || v != std::floor(v))
+        throw Error(fmt::format("executor: writing '{}': token id {} is not in [0, {})", flat_.tensors[size_t(t)].fqn,
+                                v, vocab));
     std::vector<int32_t> ids(values.begin(), values.end());
     be_.upload(b.i32(), ids.data(), b.numel());
   } else {
-    be_.upload(b.f32(), values.data(), b.numel());
+    be_.upload(b.ptr(), values.data(), b.numel());
+    if (!masters_[size_t(t)].empty()) be_.upload(masters_[size_t(t)].ptr(), values.data(), b.numel());
   }
 }
 

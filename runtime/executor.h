@@ -2,7 +2,9 @@
 // The executor: runs one training step of a Program on a Backend, as one TP rank.
 //
 // It expands the Program (every layer instantiated, plans/program.h), gives every flat tensor one device buffer
-// (int32 for the tokens and targets, fp32 otherwise), fills parameters and inputs from a seed (runtime/tensor_init.h:
+// (int32 for the tokens and targets, otherwise the backend's storage for the tensor's dtype: Backend::storage_for),
+// keeps an fp32 master copy of every parameter whose storage is not fp32 (AdamW updates the master and converts it
+// into the parameter's storage, as mixed-precision training does), fills parameters and inputs from a seed (runtime/tensor_init.h:
 // every rank builds the same full tensors and keeps its shard), and runs the flat ops in order: the forward of
 // every op, the loss, the backward and the gradients, then — unless told to skip it — the optimizer.
 //
@@ -34,6 +36,10 @@ namespace tptune {
 struct ExecutorOptions {
   bool run_optimizer = true;  // false: skip Phase::optimizer ops (verify compares gradients before the update)
   AdamWParams adamw;
+  // Single-rank mode for profiling one GPU: run rank 0's compute ops of a Program lowered for tp N (its local
+  // shapes) on a backend whose TP group is this process alone, and skip every collective (their outputs keep what
+  // they held: the values are not meaningful, the compute times are). 0: off.
+  int local_shapes_of_tp = 0;
 };
 
 class Executor {
@@ -59,6 +65,9 @@ class Executor {
   // Called after every op that ran (both modes), with its flat op index: the verifier inspects and replaces float8
   // casts of the reference run through it.
   void set_after_op(std::function<void(int op)> fn) { after_op_ = std::move(fn); }
+
+  // True in the single-rank mode of ExecutorOptions::local_shapes_of_tp: collective ops are skipped.
+  bool skips_collectives() const { return options_.local_shapes_of_tp > 0; }
 
   // Collectives issued and not yet waited for (introspection for tests of the overlap).
   size_t pending_collectives() const { return pending_.size(); }
@@ -94,7 +103,9 @@ class Executor {
 
   // executor.cc
   int flat_of(TensorId t, int layer) const;
-  float* f32(int t) const;
+  DevPtr ptr(int t) const;       // a floating-point tensor in its storage
+  float* stat(int t) const;      // a tensor the backend calls take as fp32 statistics (rstd, lse, amax, moments...)
+  float* master(int t) const;    // a parameter's fp32 master weights (its own buffer when that is fp32)
   const int32_t* i32(int t) const;
   void wait_conflicts(const std::vector<Region>& reads, const std::vector<Region>& writes);
   void complete(size_t pending_index);
@@ -103,7 +114,7 @@ class Executor {
   void wait_request(Pending& p);
   void run_op(int index, bool eager);
   [[noreturn]] void fail(const FlatOp& op, const std::string& what) const;
-  Buffer& scratch(int op, int which, int64_t numel);
+  Buffer& scratch(int op, int which, int64_t numel, Storage storage);
 
   // executor_compute.cc
   void run_compute(int index);
@@ -124,6 +135,7 @@ class Executor {
   int step_ = 0;
   int loss_ = -1, tokens_ = -1, targets_ = -1;
   std::vector<Buffer> buffers_;
+  std::vector<Buffer> masters_;  // per flat tensor: the fp32 master of a parameter stored in another format
   std::vector<Pending> pending_;
   std::vector<std::vector<Buffer>> scratch_;  // per flat op: staging buffers kept across steps
   std::function<void(int)> after_op_;

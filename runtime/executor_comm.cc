@@ -19,17 +19,17 @@ Split split_at(const Shape& s, int dim) {
 }
 
 // dst (parts, chunk) <- src split along `dim` into `parts` equal slices: slice j of dim goes to dst + j * chunk.
-void pack_split(Backend& be, float* dst, const float* src, const Shape& shape, int dim, int parts) {
+void pack_split(Backend& be, DevPtr dst, DevPtr src, const Shape& shape, int dim, int parts) {
   Split s = split_at(shape, dim);
   const int64_t w = shape[size_t(dim)] / parts * s.inner, row = shape[size_t(dim)] * s.inner;
-  for (int j = 0; j < parts; ++j) be.copy2d(dst + j * s.outer * w, w, src + j * w, row, s.outer, w);
+  for (int j = 0; j < parts; ++j) be.copy2d(dst.at(j * s.outer * w), w, src.at(j * w), row, s.outer, w);
 }
 
 // dst <- concatenation along `dim` of `parts` chunks of shape `chunk` stored one after another in src.
-void unpack_concat(Backend& be, float* dst, const float* src, const Shape& chunk, int dim, int parts) {
+void unpack_concat(Backend& be, DevPtr dst, DevPtr src, const Shape& chunk, int dim, int parts) {
   Split s = split_at(chunk, dim);
   const int64_t w = chunk[size_t(dim)] * s.inner;
-  for (int i = 0; i < parts; ++i) be.copy2d(dst + i * w, parts * w, src + i * s.outer * w, w, s.outer, w);
+  for (int i = 0; i < parts; ++i) be.copy2d(dst.at(i * w), parts * w, src.at(i * s.outer * w), w, s.outer, w);
 }
 
 int normalized(int d, const Shape& s) { return d < 0 ? d + static_cast<int>(s.size()) : d; }
@@ -63,8 +63,11 @@ void Executor::issue_collective(int index, bool eager) {
     }
   };
   const int64_t nx = numel(xs), ny = numel(ys);
-  float* src = f32(in);
-  float* dst = f32(out);
+  const DevPtr src = ptr(in);
+  const DevPtr dst = ptr(out);
+  if (src.storage != dst.storage)
+    fail(op, fmt::format("{} from {} storage into {}: a collective keeps the storage", to_string(c.kind),
+                         to_string(src.storage), to_string(dst.storage)));
   switch (c.kind) {
     case CollectiveKind::all_reduce:
       if (nx != ny) bad_shapes("an all-reduce keeps the shape");
@@ -77,7 +80,7 @@ void Executor::issue_collective(int index, bool eager) {
         p.request = be_.all_gather(c.group, src, dst, nx);
         break;
       }
-      float* stage = scratch(index, 0, ny).f32();
+      DevPtr stage = scratch(index, 0, ny, src.storage).ptr();
       p.request = be_.all_gather(c.group, src, stage, nx);
       Shape chunk = xs;
       p.finish = [this, dst, stage, chunk, d, size]() { unpack_concat(be_, dst, stage, chunk, d, size); };
@@ -90,7 +93,7 @@ void Executor::issue_collective(int index, bool eager) {
         p.request = be_.reduce_scatter(c.group, c.reduce, src, dst, ny);
         break;
       }
-      float* stage = scratch(index, 0, nx).f32();
+      DevPtr stage = scratch(index, 0, nx, src.storage).ptr();
       pack_split(be_, stage, src, xs, d, size);
       p.request = be_.reduce_scatter(c.group, c.reduce, stage, dst, ny);
       break;
@@ -101,8 +104,8 @@ void Executor::issue_collective(int index, bool eager) {
           s >= static_cast<int>(xs.size()) || xs[size_t(g)] * size != ys[size_t(g)] ||
           xs[size_t(s)] != ys[size_t(s)] * size)
         bad_shapes(fmt::format("gather_dim {} must grow and scatter_dim {} shrink by the group size", g, s));
-      float* stage_in = scratch(index, 0, nx).f32();
-      float* stage_out = scratch(index, 1, nx).f32();
+      DevPtr stage_in = scratch(index, 0, nx, src.storage).ptr();
+      DevPtr stage_out = scratch(index, 1, nx, src.storage).ptr();
       pack_split(be_, stage_in, src, xs, s, size);
       p.request = be_.all_to_all(c.group, stage_in, stage_out, nx / size);
       Shape chunk = xs;
@@ -141,13 +144,13 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
     p.reads = {{in, -1}};
     p.writes = {{out, -1}};
     wait_conflicts(p.reads, p.writes);
-    p.request = be_.send_recv(c.group, f32(in), prev, f32(out), next, n);
+    p.request = be_.send_recv(c.group, ptr(in), prev, ptr(out), next, n);
   } else if (ch.pattern == ChunkRef::Pattern::all_gather) {
     const Shape& gs = desc(out).local_shape;
     if (gs.size() != 3 || gs[1] % tp_ != 0) fail(op, fmt::format("gathered tensor {} is not (b, s, h)", to_string(gs)));
     const int64_t b = gs[0], s = gs[1], h = gs[2], chunk = s / tp_;
-    float* g = f32(out);
-    auto slot_ptr = [&](int slot, int64_t bb) { return g + (bb * s + int64_t(slot) * chunk) * h; };
+    const DevPtr g = ptr(out);
+    auto slot_ptr = [&](int slot, int64_t bb) { return g.at((bb * s + int64_t(slot) * chunk) * h); };
     if (ch.step == 0) {
       const Shape& xs = desc(in).local_shape;
       if (numel(xs) != b * chunk * h)
@@ -155,7 +158,7 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
       p.reads = {{in, -1}};
       p.writes = {{out, rank_}};
       wait_conflicts(p.reads, p.writes);
-      for (int64_t bb = 0; bb < b; ++bb) be_.copy2d(slot_ptr(rank_, bb), h, f32(in) + bb * chunk * h, h, chunk, h);
+      for (int64_t bb = 0; bb < b; ++bb) be_.copy2d(slot_ptr(rank_, bb), h, ptr(in).at(bb * chunk * h), h, chunk, h);
       return;
     }
     const int send_slot = ((rank_ - ch.step + 1) % tp_ + tp_) % tp_, recv_slot = ((rank_ - ch.step) % tp_ + tp_) % tp_;
@@ -166,14 +169,14 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
     if (b == 1) {
       p.request = be_.send_recv(c.group, slot_ptr(send_slot, 0), next, slot_ptr(recv_slot, 0), prev, chunk * h);
     } else {
-      float* send = scratch(index, 0, b * chunk * h).f32();
-      float* recv = scratch(index, 1, b * chunk * h).f32();
-      for (int64_t bb = 0; bb < b; ++bb) be_.copy2d(send + bb * chunk * h, h, slot_ptr(send_slot, bb), h, chunk, h);
+      const DevPtr send = scratch(index, 0, b * chunk * h, g.storage).ptr();
+      const DevPtr recv = scratch(index, 1, b * chunk * h, g.storage).ptr();
+      for (int64_t bb = 0; bb < b; ++bb) be_.copy2d(send.at(bb * chunk * h), h, slot_ptr(send_slot, bb), h, chunk, h);
       p.request = be_.send_recv(c.group, send, next, recv, prev, b * chunk * h);
-      float* base = g;
+      const DevPtr base = g;
       p.finish = [this, base, recv, b, s, h, chunk, recv_slot]() {
         for (int64_t bb = 0; bb < b; ++bb)
-          be_.copy2d(base + (bb * s + int64_t(recv_slot) * chunk) * h, h, recv + bb * chunk * h, h, chunk, h);
+          be_.copy2d(base.at((bb * s + int64_t(recv_slot) * chunk) * h), h, recv.at(bb * chunk * h), h, chunk, h);
       };
     }
   } else {

@@ -64,24 +64,24 @@ void Executor::run_gemm(int index, const GemmOp& g) {
   // sequence positions [slot*s/tp, (slot+1)*s/tp) of every sequence of the batch (packed when batch > 1).
   int which = 0;
   struct View {
-    float* ptr;
-    float* base;
+    DevPtr ptr;
+    DevPtr base;
     int64_t width;
     bool packed;
   };
   auto view = [&](int t, int64_t rows, int64_t width, bool token_major, bool load) -> View {
     const int64_t n = numel(desc(t).local_shape);
-    float* base = f32(t);
+    DevPtr base = ptr(t);
     if (n == rows * width) return {base, base, width, false};
     if (!(chunked && token_major && n == rows * width * tp_))
       fail(op, fmt::format("operand '{}' has local shape {}, expected {} x {} elements", flat_.tensors[size_t(t)].fqn,
                            to_string(desc(t).local_shape), rows, width));
     const int64_t seq_full = rows * tp_ / batch, chunk = seq_full / tp_;
-    if (batch == 1) return {base + slot * chunk * width, base, width, false};
-    float* p = scratch(index, which++, rows * width).f32();
+    if (batch == 1) return {base.at(slot * chunk * width), base, width, false};
+    DevPtr p = scratch(index, which++, rows * width, base.storage).ptr();
     if (load)
       for (int64_t b = 0; b < batch; ++b)
-        be_.copy2d(p + b * chunk * width, width, base + (b * seq_full + slot * chunk) * width, width, chunk, width);
+        be_.copy2d(p.at(b * chunk * width), width, base.at((b * seq_full + slot * chunk) * width), width, chunk, width);
     return {p, base, width, true};
   };
   const bool a_tok = true, b_tok = g.trans_a && !g.trans_b, c_tok = !g.trans_a;
@@ -96,8 +96,8 @@ void Executor::run_gemm(int index, const GemmOp& g) {
   args.trans_a = g.trans_a, args.trans_b = g.trans_b, args.accumulate = g.accumulate;
   args.a_dtype = g.a_dtype, args.b_dtype = g.b_dtype;
   if (op.inputs.size() == 4) {
-    args.scale_a = f32(op.inputs[2]);
-    args.scale_b = f32(op.inputs[3]);
+    args.scale_a = stat(op.inputs[2]);
+    args.scale_b = stat(op.inputs[3]);
   } else if (is_float8(g.a_dtype) || is_float8(g.b_dtype)) {
     fail(op, "float8 operands need their scales as inputs 3 and 4");
   }
@@ -105,7 +105,7 @@ void Executor::run_gemm(int index, const GemmOp& g) {
   if (c.packed) {
     const int64_t seq_full = g.m * tp_ / batch, chunk = seq_full / tp_;
     for (int64_t bb = 0; bb < batch; ++bb)
-      be_.copy2d(c.base + (bb * seq_full + slot * chunk) * g.n, g.n, c.ptr + bb * chunk * g.n, g.n, chunk, g.n);
+      be_.copy2d(c.base.at((bb * seq_full + slot * chunk) * g.n), g.n, c.ptr.at(bb * chunk * g.n), g.n, chunk, g.n);
   }
 }
 
@@ -123,8 +123,10 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   if (op.inputs.size() != ni || op.outputs.size() != no)
     fail(op, fmt::format("{} expects {} inputs and {} outputs, the op has {} and {}", to_string(e.fn), ni, no,
                          op.inputs.size(), op.outputs.size()));
-  auto in = [&](size_t i) { return f32(op.inputs[i]); };
-  auto out = [&](size_t i) { return f32(op.outputs[i]); };
+  auto in = [&](size_t i) { return ptr(op.inputs[i]); };
+  auto out = [&](size_t i) { return ptr(op.outputs[i]); };
+  auto sin = [&](size_t i) { return stat(op.inputs[i]); };   // fp32 statistics
+  auto sout = [&](size_t i) { return stat(op.outputs[i]); };
   const TensorDesc& x = desc(op.inputs[0]);
   const int64_t n = numel(x.local_shape);
   auto same_size = [&](int t) {
@@ -136,18 +138,18 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   const Model& m = program_.model;
   switch (e.fn) {
     case F::rmsnorm:
-      be_.rmsnorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), out(0), out(1));
+      be_.rmsnorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), out(0), sout(1));
       break;
     case F::rmsnorm_bwd:
       same_size(op.inputs[3]);
-      be_.rmsnorm_bwd(rows_of(x), last_dim(x), in(0), in(1), in(2), in(3), out(0), out(1));
+      be_.rmsnorm_bwd(rows_of(x), last_dim(x), in(0), in(1), sin(2), in(3), out(0), out(1));
       break;
     case F::layernorm:
-      be_.layernorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), in(2), out(0), out(1), out(2));
+      be_.layernorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), in(2), out(0), sout(1), sout(2));
       break;
     case F::layernorm_bwd:
       same_size(op.inputs[4]);
-      be_.layernorm_bwd(rows_of(x), last_dim(x), in(0), in(1), in(2), in(3), in(4), out(0), out(1), out(2));
+      be_.layernorm_bwd(rows_of(x), last_dim(x), in(0), in(1), sin(2), sin(3), in(4), out(0), out(1), out(2));
       break;
     case F::rope:
     case F::rope_bwd: {
@@ -200,14 +202,16 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       for (int i = 0; i < d; ++i) outer *= x.local_shape[size_t(i)];
       for (int i = d + 1; i < nd; ++i) inner *= x.local_shape[size_t(i)];
       const int64_t width = y.local_shape[size_t(d)] * inner;
-      be_.copy2d(out(0), width, in(0) + rank_ * width, x.local_shape[size_t(d)] * inner, outer, width);
+      be_.copy2d(out(0), width, in(0).at(rank_ * width), x.local_shape[size_t(d)] * inner, outer, width);
       break;
     }
     case F::adamw:
       for (size_t i = 1; i < 4; ++i) same_size(op.inputs[i]);
       if (op.outputs[0] != op.inputs[0] || op.outputs[1] != op.inputs[2] || op.outputs[2] != op.inputs[3])
         fail(op, "adamw updates p, m and v in place: outputs must be inputs 0, 2 and 3");
-      be_.adamw(n, options_.adamw, out(0), in(1), out(1), out(2));
+      // On the fp32 master weights; a parameter stored in another format gets the rounded update.
+      be_.adamw(n, options_.adamw, master(op.outputs[0]), in(1), sout(1), sout(2));
+      if (!masters_[size_t(op.outputs[0])].empty()) be_.convert(out(0), master(op.outputs[0]), n);
       break;
     case F::copy:
       break;  // refused above
@@ -221,8 +225,10 @@ void Executor::run_compute(int index) {
       fail(op, fmt::format("expects {} inputs and {} outputs, the op has {} and {}", ni, no, op.inputs.size(),
                            op.outputs.size()));
   };
-  auto in = [&](size_t i) { return f32(op.inputs[i]); };
-  auto out = [&](size_t i) { return f32(op.outputs[i]); };
+  auto in = [&](size_t i) { return ptr(op.inputs[i]); };
+  auto out = [&](size_t i) { return ptr(op.outputs[i]); };
+  auto sin = [&](size_t i) { return stat(op.inputs[i]); };  // fp32 statistics
+  auto sout = [&](size_t i) { return stat(op.outputs[i]); };
   auto numel_of = [&](int t) { return numel(desc(t).local_shape); };
   auto expect = [&](int t, int64_t n, const char* what) {
     if (numel_of(t) != n)
@@ -240,11 +246,11 @@ void Executor::run_compute(int index) {
       need(3, 2);
       expect(op.inputs[0], nq, "q"), expect(op.inputs[1], nkv, "k"), expect(op.inputs[2], nkv, "v");
       expect(op.outputs[0], nq, "o"), expect(op.outputs[1], a->batch * a->n_heads * a->seq, "lse");
-      be_.attention_fwd(s, in(0), in(1), in(2), out(0), out(1));
+      be_.attention_fwd(s, in(0), in(1), in(2), out(0), sout(1));
     } else {
       need(6, 3);
       expect(op.inputs[5], nq, "d_o"), expect(op.outputs[1], nkv, "dk");
-      be_.attention_bwd(s, in(0), in(1), in(2), in(3), in(4), in(5), out(0), out(1), out(2));
+      be_.attention_bwd(s, in(0), in(1), in(2), in(3), sin(4), in(5), out(0), out(1), out(2));
     }
     return;
   }
@@ -271,23 +277,23 @@ void Executor::run_compute(int index) {
     switch (c->stage) {
       case S::row_max:
         need(1, 1), expect(op.inputs[0], T * V, "logits");
-        be_.ce_row_max(T, V, in(0), out(0));
+        be_.ce_row_max(T, V, in(0), sout(0));
         break;
       case S::sum_exp:
         need(2, 1), expect(op.inputs[0], T * V, "logits");
-        be_.ce_sum_exp(T, V, in(0), in(1), out(0));
+        be_.ce_sum_exp(T, V, in(0), sin(1), sout(0));
         break;
       case S::target_logit:
         need(2, 1), expect(op.inputs[0], T * V, "logits"), expect(op.inputs[1], T, "targets");
-        be_.ce_target_logit(T, V, offset, in(0), i32(op.inputs[1]), out(0));
+        be_.ce_target_logit(T, V, offset, in(0), i32(op.inputs[1]), sout(0));
         break;
       case S::loss:
         need(3, 1);
-        be_.ce_loss(T, in(0), in(1), in(2), out(0));
+        be_.ce_loss(T, sin(0), sin(1), sin(2), sout(0));
         break;
       case S::backward:
         need(4, 1), expect(op.inputs[0], T * V, "logits"), expect(op.outputs[0], T * V, "d_logits");
-        be_.ce_backward(T, V, offset, in(0), in(1), in(2), i32(op.inputs[3]), out(0));
+        be_.ce_backward(T, V, offset, in(0), sin(1), sin(2), i32(op.inputs[3]), out(0));
         break;
     }
     return;
@@ -298,10 +304,10 @@ void Executor::run_compute(int index) {
     const int64_t n = numel_of(op.inputs[0]);
     if (c->stage == CastFp8Op::Stage::amax) {
       need(1, 1);
-      be_.fp8_amax(n, in(0), out(0));
+      be_.fp8_amax(n, in(0), sout(0));
     } else {
       need(2, 2), expect(op.outputs[0], n, "xq");
-      be_.fp8_cast(n, c->to, in(0), in(1), out(0), out(1));
+      be_.fp8_cast(n, c->to, in(0), sin(1), out(0), sout(1));
     }
     return;
   }

@@ -18,7 +18,9 @@ namespace tptune {
 class Float8Lockstep {
  public:
   // `sharded` has run its step; its casts are indexed here. Results go to report.casts / unmatched_casts.
-  Float8Lockstep(Backend& be, const Executor& sharded, Executor& ref, VerifyReport& report);
+  // `noise`: the relative noise of the cast inputs between the two runs, which bounds the scale difference and the
+  // distance of a flipped element from its rounding midpoint (1e-4 for fp32 storage; bf16 storage: verifier.cc).
+  Float8Lockstep(Backend& be, const Executor& sharded, Executor& ref, VerifyReport& report, double noise = 1e-4);
   // Call after every op of the reference step (Executor::set_after_op). Collective: every rank runs the same
   // reference Program, so the gathers line up.
   void after_reference_op(int index);
@@ -29,6 +31,7 @@ class Float8Lockstep {
   Executor& ref_;
   VerifyReport& report_;
   const int tp_;
+  const double noise_;
   std::map<std::pair<std::string, DType>, int> casts_;  // (global tensor name, float8 dtype) -> sharded flat op
 };
 

@@ -142,7 +142,7 @@ nlohmann::json environment_json(Backend& backend) {
   BackendEnvironment env = backend.environment();
   nlohmann::json libs = nlohmann::json::object();
   for (const auto& [k, v] : env.libraries) libs[k] = v;
-  return {{"backend", env.backend},
+  nlohmann::json out = {{"backend", env.backend},
           {"device", env.device},
           {"threads_per_rank", env.threads},
           {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
@@ -150,12 +150,19 @@ nlohmann::json environment_json(Backend& backend) {
           {"libraries", libs},
           {"git_hash", TPTUNE_GIT_HASH},
           {"build_type", TPTUNE_BUILD_TYPE}};
+  // Device facts (GPU: sm_count, compute_capability, memory_bytes; device_preset when the GPU is one the simulator
+  // has a preset for, which `tp-plan calibrate` fits against).
+  for (const auto& [k, v] : env.details) out[k] = v;
+  return out;
 }
 
 nlohmann::json profile_program(const Program& program, Backend& backend, const ProfileOptions& options) {
   if (options.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", options.iters));
   if (options.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", options.warmup));
-  Executor ex(program, backend, {});
+  ExecutorOptions eo;
+  eo.local_shapes_of_tp = options.local_shapes_of_tp;
+  Executor ex(program, backend, eo);
+  const bool single = ex.skips_collectives();
   ex.init(options.seed);
   const int total_steps = options.warmup + options.iters;
   for (int i = 0; i < options.warmup; ++i) {
@@ -234,13 +241,28 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
                   {"tp", program.tp},
                   {"dp", program.dp}};
   // The loss after the last step (null when it is not finite: the run diverged and its times mean little).
-  j["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
+  j["final_loss"] = std::isfinite(loss) && !single ? nlohmann::json(loss) : nlohmann::json(nullptr);
   j["timing"] = {{"warmup", options.warmup}, {"iters", options.iters},     {"unit", "us"},
                  {"mode", "serialized"},     {"reduce_over_ranks", "max"}, {"step_wall_mode", "overlapped"}};
   {
     OpTiming w = summarize(walls);
-    j["step_wall_us"] = {{"median", w.median}, {"min", w.min}, {"p10", w.p10}, {"p90", w.p90}, {"max", w.max}};
-    j["step_wall_samples_us"] = w.samples;
+    json wall = {{"median", w.median}, {"min", w.min}, {"p10", w.p10}, {"p90", w.p90}, {"max", w.max}};
+    if (!single) {
+      j["step_wall_us"] = wall;
+      j["step_wall_samples_us"] = w.samples;
+    } else {
+      // No whole step ran: what was timed is rank 0's compute without its collectives. Named apart so that nothing
+      // reads it as a step time.
+      j["compute_wall_us"] = wall;
+      j["compute_wall_samples_us"] = w.samples;
+    }
+  }
+  if (single) {
+    j["local_shapes_of_tp"] = program.tp;
+    j["collectives"] = fmt::format(
+        "not run: one process ran rank 0's compute ops at the local shapes of tp {}; the collectives need {} ranks, "
+        "so their records say \"measured\": false and carry no time, and the tensor values (final_loss) mean nothing",
+        program.tp, program.tp);
   }
   json ops = json::array();
   for (size_t i = 0; i < n_ops; ++i) {
@@ -258,7 +280,8 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
                 {"phase", std::string(to_string(op.phase))},
                 {"kind", std::string(kind_name(op.kind))}};
     int gsize = 1;
-    if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) gsize = backend.group_size(c->group);
+    const auto* coll = std::get_if<CollectiveOp>(&op.kind);
+    if (coll) gsize = single && coll->group == Group::tp ? program.tp : backend.group_size(coll->group);
     rec["op"] = describe_kind(op.kind, gsize);
     if (op.chunk.pattern != ChunkRef::Pattern::none)
       rec["chunk"] = {
@@ -268,9 +291,14 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     for (int t : f.outputs) outs.push_back(describe_tensor(flat, program, t));
     rec["inputs"] = ins;
     rec["outputs"] = outs;
-    OpTiming t = summarize(samples[i]);
-    rec["time_us"] = {{"median", t.median}, {"min", t.min}, {"p10", t.p10}, {"p90", t.p90}, {"max", t.max}};
-    rec["samples_us"] = t.samples;
+    if (single && coll) {
+      rec["measured"] = false;  // not run on one process (see "collectives")
+      rec["time_us"] = nullptr;
+    } else {
+      OpTiming t = summarize(samples[i]);
+      rec["time_us"] = {{"median", t.median}, {"min", t.min}, {"p10", t.p10}, {"p90", t.p90}, {"max", t.max}};
+      rec["samples_us"] = t.samples;
+    }
     ops.push_back(std::move(rec));
   }
   j["ops"] = std::move(ops);

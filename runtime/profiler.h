@@ -54,6 +54,10 @@ struct ProfileOptions {
   int warmup = 2;
   int iters = 5;
   uint64_t seed = 1;
+  // Single-GPU mode (ExecutorOptions::local_shapes_of_tp): the Program is lowered for tp N and one process runs
+  // rank 0's compute. Collective records then say "measured": false with "time_us": null, "step_wall_us" is
+  // replaced by "compute_wall_us", "final_loss" is null, and "local_shapes_of_tp" / "collectives" say why.
+  int local_shapes_of_tp = 0;
   // Called on every rank after each step (warm-up steps included): done, total = warmup + iters. For a progress line.
   std::function<void(int done, int total)> on_step;
 };

@@ -11,7 +11,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "runtime/bench.h"
-#include "runtime/cpu/cpu_backend.h"
+#include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 
 namespace tptune::tools {
@@ -25,6 +25,8 @@ struct BenchArgs {
   // gemm: the Program's shapes
   PlanOptions plan;
   bool no_grid = false;
+  std::string backend = "auto";
+  std::string dtype = "fp32";
 };
 
 CollectiveKind parse_op(const std::string& s) {
@@ -57,15 +59,22 @@ int run_bench(const World& w, BenchArgs& a) {
         }
       }))
     return 2;
+  BackendChoice be;
+  if (!agreed(w, [&] {
+        be = choose_backend(a.backend);
+        a.options.gemm_dtype = parse_dtype(a.dtype, "--dtype");
+        if (a.options.gemm_dtype == DType::fp16) throw Error("--dtype: expected fp32, bf16, fp8_e4m3 or fp8_e5m2");
+      }))
+    return 2;
   nlohmann::json j;
   or_abort(w, [&] {
-    CpuBackend backend(MPI_COMM_WORLD);
+    auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, 0);
     if (a.what == "gemm")
-      j = bench_gemm(backend, shapes, a.options);
+      j = bench_gemm(*backend, shapes, a.options);
     else if (a.what == "collectives")
-      j = bench_collectives(backend, a.options);
+      j = bench_collectives(*backend, a.options);
     else
-      j = bench_memory(backend, a.options);
+      j = bench_memory(*backend, a.options);
   });
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
@@ -81,8 +90,9 @@ int run_bench(const World& w, BenchArgs& a) {
       } else {
         for (const auto& r : j["results"]) {
           if (a.what == "gemm")
-            std::printf("  gemm %6lld x %6lld x %6lld  %10.2f us  %8.2f GFLOP/s  (%s)\n", r["m"].get<long long>(),
-                        r["n"].get<long long>(), r["k"].get<long long>(), r["time_us"]["median"].get<double>(),
+            std::printf("  gemm %6lld x %6lld x %6lld %-8s  %10.2f us  %10.2f GFLOP/s  (%s)\n",
+                        r["m"].get<long long>(), r["n"].get<long long>(), r["k"].get<long long>(),
+                        r["dtype"].get<std::string>().c_str(), r["time_us"]["median"].get<double>(),
                         r["gflops"].get<double>(), r["source"].get<std::string>().c_str());
           else
             std::printf("  %-5s %12lld B  %10.2f us  %8.2f GB/s\n", r["kernel"].get<std::string>().c_str(),
@@ -99,6 +109,7 @@ void add_common(CLI::App* cmd, BenchArgs& a) {
   cmd->add_option("--json", a.json, "write the bench JSON to FILE (- for stdout instead of the table)");
   cmd->add_option("--warmup", a.options.warmup, "untimed iterations first (default 2)");
   cmd->add_option("--iters", a.options.iters, "timed iterations (default 10)");
+  add_backend_option(cmd, a.backend);
 }
 
 void add_sizes(CLI::App* cmd, BenchArgs& a) {
@@ -118,13 +129,15 @@ void add_bench_command(CLI::App& app, RunOnWorld& run) {
     args->what = what;
     CLI::App* cmd = nullptr;
     if (args->what == "gemm") {
-      cmd = bench->add_subcommand("gemm", "fp32 GEMMs: the Program's shapes (with --config) and a grid");
+      cmd = bench->add_subcommand("gemm", "GEMMs (--dtype): the Program's shapes (with --config) and a grid");
       cmd->add_option("--config", args->plan.config, "config YAML whose Program's GEMM shapes to time")
           ->check(CLI::ExistingFile);
       cmd->add_option("--preset", args->plan.preset, "plan preset (with --config; default vanilla)");
       cmd->add_option("--plan", args->plan.plan_file, "plan YAML (with --config)")->check(CLI::ExistingFile);
       cmd->add_option("--tp", args->plan.tp, "TP degree of the Program (default: the number of MPI processes)");
       cmd->add_flag("--no-grid", args->no_grid, "only the Program's shapes");
+      cmd->add_option("--dtype", args->dtype,
+                      "fp32 (default) | bf16 | fp8_e4m3 | fp8_e5m2 (e5m2 x e4m3); bf16 and float8 time x W^T");
     } else if (args->what == "collectives") {
       cmd = bench->add_subcommand("collectives", "MPI collectives over sizes, printed as nccl-tests prints them");
       add_sizes(cmd, *args);

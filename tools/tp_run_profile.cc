@@ -1,6 +1,7 @@
 // tp-run profile CONFIG (--preset NAME | --plan FILE) [toggles] --out PROFILE.json [--warmup N] [--iters N] [--quiet]
 // A progress line (steps, elapsed, ETA) is drawn on rank 0's terminal; never into a pipe or a file.
-// Times every op of the sharded Program on the CPU backend and writes the Profile JSON (runtime/profiler.h).
+// Times every op of the sharded Program on the CPU or CUDA backend (--backend) and writes the Profile JSON
+// (runtime/profiler.h). --local-shapes-of-tp N: one process runs rank 0's compute at the local shapes of tp N.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,9 +10,9 @@
 #include <sstream>
 
 #include "plans/error.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "runtime/profiler.h"
 #include "tools/progress.h"
+#include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 
 namespace tptune::tools {
@@ -24,40 +25,61 @@ struct ProfileArgs {
   uint64_t seed = 1;
   bool quiet = false;
   double timeout = kDefaultTimeoutS;
+  std::string backend = "auto";
+  int local_shapes_of_tp = 0;
 };
 
 int run_profile(const World& w, ProfileArgs& a) {
   RunSetup s;
+  BackendChoice be;
+  const int single = a.local_shapes_of_tp;
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
         if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
         if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
-        s = make_setup(w, a.plan, false, "profile");
+        be = choose_backend(a.backend);
+        if (single < 0 || single > 1024)
+          throw Error(fmt::format("--local-shapes-of-tp: expected 1 .. 1024, got {}", single));
+        if (single > 0 && w.size != 1)
+          throw Error(fmt::format("--local-shapes-of-tp {} runs on one process, but {} were started", single, w.size));
+        // The Program is lowered for tp N (its local shapes) and rank 0's part runs here.
+        World shapes = w;
+        if (single > 0) shapes.size = single;
+        s = make_setup(shapes, a.plan, false, "profile");
       }))
     return 2;
   if (!agreed(w, [&] {
         check_same_everywhere(a.plan.config, s.config.model, s.plan,
-                              fmt::format("profile seed={} warmup={} iters={}", a.seed, a.warmup, a.iters));
+                              fmt::format("profile seed={} warmup={} iters={} backend={}", a.seed, a.warmup, a.iters,
+                                          be.name));
       }))
     return 2;
-  if (w.rank == 0)
+  if (w.rank == 0) {
     for (const auto& n : s.notes) std::fprintf(stderr, "%s\n", n.c_str());
+    std::fprintf(stderr, "tp-run profile: backend %s (%s)\n", be.name.c_str(), be.why.c_str());
+    if (single > 0)
+      std::fprintf(stderr,
+                   "tp-run profile: one process runs rank 0's compute ops at the local shapes of tp %d; its %s "
+                   "collectives are not run (recorded as not measured)\n",
+                   single, "TP");
+  }
   nlohmann::json profile;
   or_abort(w, [&] {
-    CpuBackend backend(MPI_COMM_WORLD);
-    backend.set_timeout(watchdog_timeout());
+    auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
     maybe_inject_failure(w);
     // Rank 0 draws the progress line (on a terminal, without --quiet); the others stay silent.
     Progress bar("tp-run profile", w.rank == 0 && Progress::enabled(a.quiet));
-    ProfileOptions po{a.warmup, a.iters, a.seed, {}};
+    ProfileOptions po;
+    po.warmup = a.warmup, po.iters = a.iters, po.seed = a.seed, po.local_shapes_of_tp = single;
     po.on_step = [&bar](int done, int total) {
       bar.update(static_cast<size_t>(done), static_cast<size_t>(total), "steps");
     };
-    profile = profile_program(s.sharded, backend, po);
+    profile = profile_program(s.sharded, *backend, po);
   });
-  // The loss is replicated, so every rank reaches the same verdict.
+  // The loss is replicated, so every rank reaches the same verdict. (Not in the single-GPU mode: its values mean
+  // nothing without the collectives.)
   if (!agreed(w, [&] {
-        if (!profile["final_loss"].is_number())
+        if (single == 0 && !profile["final_loss"].is_number())
           throw Error(
               fmt::format("the loss is not finite after {} steps: the run diverged (NaN/inf), so its times "
                           "are not written",
@@ -82,16 +104,19 @@ int run_profile(const World& w, ProfileArgs& a) {
   double total = 0;
   std::vector<std::pair<double, std::string>> top;
   for (const auto& op : ops) {
+    if (!op["time_us"].is_object()) continue;  // a collective the single-GPU mode did not run
     double t = op["time_us"]["median"].get<double>();
     total += t;
     top.emplace_back(t, op["name"].get<std::string>());
   }
   std::sort(top.rbegin(), top.rend());
+  const bool whole = profile.contains("step_wall_us");
   std::printf(
-      "tp-run profile: %zu ops, tp %d, %d warm-up + %d timed steps; sum of op medians %.1f us, overlapped step "
-      "median %.1f us -> %s\n",
-      ops.size(), s.plan.tp_degree, a.warmup, a.iters, total, profile["step_wall_us"]["median"].get<double>(),
-      a.out.c_str());
+      "tp-run profile: %zu ops, tp %d%s, %d warm-up + %d timed steps; sum of op medians %.1f us, %s median %.1f us "
+      "-> %s\n",
+      ops.size(), s.plan.tp_degree, whole ? "" : " (local shapes on one process, collectives not run)", a.warmup,
+      a.iters, total, whole ? "overlapped step" : "compute-only step",
+      profile[whole ? "step_wall_us" : "compute_wall_us"]["median"].get<double>(), a.out.c_str());
   for (size_t i = 0; i < std::min<size_t>(5, top.size()); ++i)
     std::printf("  %10.1f us  %s\n", top[i].first, top[i].second.c_str());
   return 0;
@@ -109,6 +134,10 @@ void add_profile_command(CLI::App& app, RunOnWorld& run) {
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
   cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
   add_timeout_option(cmd, args->timeout);
+  add_backend_option(cmd, args->backend);
+  cmd->add_option("--local-shapes-of-tp", args->local_shapes_of_tp,
+                  "one process (one GPU) runs rank 0's compute ops of the Program lowered for tp N; collectives are "
+                  "not run and are recorded as not measured");
   cmd->callback([args, &run] { run = [args](const World& w) { return run_profile(w, *args); }; });
 }
 

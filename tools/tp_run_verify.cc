@@ -1,4 +1,5 @@
 // tp-run verify CONFIG (--preset NAME | --plan FILE) [toggles] [--seed S] [--json FILE|-] [--shrink]
+// [--backend auto|cpu|cuda]
 // --shrink verifies the plan on a scaled-down model of the same architecture (plans/shrink.h), so that a searched
 // 70B plan at tp 8 is proven in seconds on CPU ranks.
 // Runs one step of the sharded Program (tp = number of MPI processes) and of the unsharded model in every process,
@@ -10,8 +11,8 @@
 #include <fstream>
 
 #include "plans/error.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "runtime/verifier.h"
+#include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 
 namespace tptune::tools {
@@ -23,6 +24,7 @@ struct VerifyArgs {
   double timeout = kDefaultTimeoutS;
   std::string json;
   bool shrink = false;
+  std::string backend = "auto";
 };
 
 std::string describe_plan(const Plan& p) {
@@ -40,32 +42,34 @@ void write_text(const std::string& path, const std::string& text) {
 
 int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
+  BackendChoice be;
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
+        be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
       }))
     return 2;
   if (!agreed(w, [&] {
         check_same_everywhere(a.plan.config, s.config.model, s.plan,
-                              fmt::format("verify seed={} shrink={}", a.seed, a.shrink));
+                              fmt::format("verify seed={} shrink={} backend={}", a.seed, a.shrink, be.name));
       }))
     return 2;
   const bool json_stdout = a.json == "-";
   std::FILE* text = json_stdout ? stderr : stdout;
   if (w.rank == 0) {
     for (const auto& n : s.notes) std::fprintf(stderr, "%s\n", n.c_str());
-    std::fprintf(text, "tp-run verify: %s\n  %s, seed %llu\n  %d ranks%s%s\n", a.plan.config.c_str(),
-                 describe_plan(s.plan).c_str(), static_cast<unsigned long long>(a.seed), w.size,
-                 w.launch.launcher.empty() ? "" : ", started by ", w.launch.launcher.c_str());
+    std::fprintf(text, "tp-run verify: %s\n  %s, seed %llu\n  %d ranks%s%s\n  backend: %s (%s)\n",
+                 a.plan.config.c_str(), describe_plan(s.plan).c_str(), static_cast<unsigned long long>(a.seed), w.size,
+                 w.launch.launcher.empty() ? "" : ", started by ", w.launch.launcher.c_str(), be.name.c_str(),
+                 be.why.c_str());
     std::fflush(text);
   }
   VerifyReport report;
   or_abort(w, [&] {
-    CpuBackend backend(MPI_COMM_WORLD);
-    backend.set_timeout(watchdog_timeout());
+    auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
     maybe_inject_failure(w);
-    CpuBackend reference;  // this process alone: the unsharded model
-    report = verify_step(s.sharded, s.reference, backend, reference, a.seed);
+    auto reference = make_backend(be, MPI_COMM_NULL, w.local_rank, 0);  // this process alone: the unsharded model
+    report = verify_step(s.sharded, s.reference, *backend, *reference, a.seed);
   });
   if (w.rank == 0) {
     std::fputs(format_report(report).c_str(), text);
@@ -94,6 +98,7 @@ void add_verify_command(CLI::App& app, RunOnWorld& run) {
   add_plan_options(cmd, args->plan, true);
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
   add_timeout_option(cmd, args->timeout);
+  add_backend_option(cmd, args->backend);
   cmd->add_option("--json", args->json, "also write the report as JSON to FILE ('-': stdout, the table to stderr)");
   cmd->add_flag("--shrink", args->shrink,
                 "verify the plan on a scaled-down model of the same architecture (2 layers, small dims; the "

@@ -69,9 +69,9 @@ int CpuBackend::group_rank(Group g) const {
 
 Buffer CpuBackend::alloc(int64_t numel, Storage storage) {
   if (numel < 0) throw Error(fmt::format("cpu backend: cannot allocate {} elements", numel));
-  // 4-byte elements either way; 64-byte aligned for Eigen's vector loads. One element at least, so that an empty
-  // tensor still has a valid pointer.
-  size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 1)) * 4;
+  // 64-byte aligned for Eigen's vector loads. One element at least, so that an empty tensor still has a valid
+  // pointer. (Only f32 and i32 are computed on; other storages can be allocated, and are refused by the calls.)
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 1)) * size_t(storage_bytes(storage));
   bytes = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw Error(fmt::format("cpu backend: out of memory allocating {} bytes", bytes));
@@ -79,14 +79,23 @@ Buffer CpuBackend::alloc(int64_t numel, Storage storage) {
   return Buffer(std::shared_ptr<void>(p, [](void* q) { std::free(q); }), numel, storage);
 }
 
-void CpuBackend::upload(float* dst, const float* host, int64_t n) { std::memcpy(dst, host, size_t(n) * 4); }
+void CpuBackend::upload(DevPtr dst, const float* host, int64_t n) {
+  std::memcpy(dst.f32("cpu backend: upload"), host, size_t(n) * 4);
+}
 void CpuBackend::upload(int32_t* dst, const int32_t* host, int64_t n) { std::memcpy(dst, host, size_t(n) * 4); }
-void CpuBackend::download(float* host, const float* src, int64_t n) { std::memcpy(host, src, size_t(n) * 4); }
+void CpuBackend::download(float* host, DevPtr src, int64_t n) {
+  std::memcpy(host, src.f32("cpu backend: download"), size_t(n) * 4);
+}
 void CpuBackend::download(int32_t* host, const int32_t* src, int64_t n) { std::memcpy(host, src, size_t(n) * 4); }
 
-void CpuBackend::fill(float* dst, int64_t n, float value) { std::fill(dst, dst + n, value); }
+void CpuBackend::fill(DevPtr dst, int64_t n, float value) {
+  float* d = dst.f32("cpu backend: fill");
+  std::fill(d, d + n, value);
+}
 
-void CpuBackend::copy2d(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t rows, int64_t cols) {
+void CpuBackend::copy2d(DevPtr dst_p, int64_t dst_ld, DevPtr src_p, int64_t src_ld, int64_t rows, int64_t cols) {
+  float* dst = dst_p.f32("cpu backend: copy2d");
+  const float* src = src_p.f32("cpu backend: copy2d");
   if (rows <= 0 || cols <= 0) return;
   if (dst_ld == cols && src_ld == cols) {
     std::memmove(dst, src, size_t(rows * cols) * 4);
@@ -95,11 +104,15 @@ void CpuBackend::copy2d(float* dst, int64_t dst_ld, const float* src, int64_t sr
   for (int64_t r = 0; r < rows; ++r) std::memmove(dst + r * dst_ld, src + r * src_ld, size_t(cols) * 4);
 }
 
+void CpuBackend::convert(DevPtr dst, DevPtr src, int64_t n) {  // fp32 to fp32: a copy
+  if (n > 0) std::memmove(dst.f32("cpu backend: convert"), src.f32("cpu backend: convert"), size_t(n) * 4);
+}
+
 void CpuBackend::gemm(const GemmArgs& g) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CMap = Eigen::Map<const Mat>;
   if (g.m <= 0 || g.n <= 0) return;
-  Eigen::Map<Mat> c(g.c, g.m, g.n);
+  Eigen::Map<Mat> c(g.c.f32("cpu backend: gemm C"), g.m, g.n);
   float alpha = 1.0f;
   if (g.scale_a) alpha *= *g.scale_a;
   if (g.scale_b) alpha *= *g.scale_b;
@@ -108,8 +121,8 @@ void CpuBackend::gemm(const GemmArgs& g) {
     return;
   }
   // Stored shapes: A is (m, k), or (k, m) when trans_a; B is (k, n), or (n, k) when trans_b.
-  CMap a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
-  CMap b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
+  CMap a(g.a.f32("cpu backend: gemm A"), g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
+  CMap b(g.b.f32("cpu backend: gemm B"), g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
   if (!g.accumulate) c.setZero();
   if (!g.trans_a && !g.trans_b)
     c.noalias() += alpha * (a * b);

@@ -3,7 +3,8 @@
 //
 // One MPI process per TP rank. The backend is given the communicators of its groups; MPI_COMM_NULL stands for a
 // group of this process alone (size 1), so a CpuBackend() without MPI runs the tp 1 reference and unit tests.
-// Everything is computed in fp32 (see runtime/backend.h); Eigen runs single-threaded (one rank per core).
+// Everything is stored and computed in fp32 (storage_for is f32 for every dtype; see runtime/backend.h); Eigen
+// runs single-threaded (one rank per core).
 // Collectives are MPI-3 non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
 // MPI_Ialltoall, MPI_Isend/MPI_Irecv); with Open MPI they progress inside MPI calls, which `Request::test` makes.
 // Ring steps use one tag per send_recv call in issue order, so that two steps in flight cannot be confused.
@@ -22,55 +23,57 @@ class CpuBackend final : public Backend {
   int group_size(Group g) const override;
   int group_rank(Group g) const override;
 
+  // Every floating-point dtype is stored and computed in fp32 (float8 values exactly representable, see
+  // runtime/backend.h); the calls below reject any other storage naming the call.
+  Storage storage_for(DType) const override { return Storage::f32; }
   Buffer alloc(int64_t numel, Storage storage) override;
-  void upload(float* dst, const float* host, int64_t n) override;
+  void upload(DevPtr dst, const float* host, int64_t n) override;
   void upload(int32_t* dst, const int32_t* host, int64_t n) override;
-  void download(float* host, const float* src, int64_t n) override;
+  void download(float* host, DevPtr src, int64_t n) override;
   void download(int32_t* host, const int32_t* src, int64_t n) override;
-  void fill(float* dst, int64_t n, float value) override;
-  void copy2d(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t rows, int64_t cols) override;
+  void fill(DevPtr dst, int64_t n, float value) override;
+  void copy2d(DevPtr dst, int64_t dst_ld, DevPtr src, int64_t src_ld, int64_t rows, int64_t cols) override;
+  void convert(DevPtr dst, DevPtr src, int64_t n) override;
 
   void gemm(const GemmArgs& g) override;
-  void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
-                     float* lse) override;
-  void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
-                     const float* lse, const float* d_o, float* dq, float* dk, float* dv) override;
-  void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, float* y,
-                   float* rstd) override;
-  void rmsnorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* rstd, const float* dy,
-                   float* dx, float* dw) override;
-  void layernorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, const float* b, float* y,
-                     float* mean, float* rstd) override;
-  void layernorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* mean, const float* rstd,
-                     const float* dy, float* dx, float* dw, float* db) override;
-  void rope_fwd(const RopeShape& s, const float* x, float* y) override;
-  void rope_bwd(const RopeShape& s, const float* dy, float* dx) override;
-  void swiglu_fwd(int64_t n, const float* a, const float* b, float* y) override;
-  void swiglu_bwd(int64_t n, const float* a, const float* b, const float* dy, float* da, float* db) override;
-  void gelu_fwd(int64_t n, const float* a, float* y) override;
-  void gelu_bwd(int64_t n, const float* a, const float* dy, float* da) override;
-  void add(int64_t n, const float* a, const float* b, float* y) override;
-  void accumulate(int64_t n, const float* a, float* y) override;
-  void adamw(int64_t n, const AdamWParams& h, float* p, const float* g, float* m, float* v) override;
+  void attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) override;
+  void attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse, DevPtr d_o,
+                     DevPtr dq, DevPtr dk, DevPtr dv) override;
+  void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) override;
+  void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
+                   DevPtr dw) override;
+  void layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y, float* mean,
+                     float* rstd) override;
+  void layernorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* mean, const float* rstd, DevPtr dy,
+                     DevPtr dx, DevPtr dw, DevPtr db) override;
+  void rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) override;
+  void rope_bwd(const RopeShape& s, DevPtr dy, DevPtr dx) override;
+  void swiglu_fwd(int64_t n, DevPtr a, DevPtr b, DevPtr y) override;
+  void swiglu_bwd(int64_t n, DevPtr a, DevPtr b, DevPtr dy, DevPtr da, DevPtr db) override;
+  void gelu_fwd(int64_t n, DevPtr a, DevPtr y) override;
+  void gelu_bwd(int64_t n, DevPtr a, DevPtr dy, DevPtr da) override;
+  void add(int64_t n, DevPtr a, DevPtr b, DevPtr y) override;
+  void accumulate(int64_t n, DevPtr a, DevPtr y) override;
+  void adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) override;
   void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
-                     const int32_t* ids, const float* weight, float* out) override;
+                     const int32_t* ids, DevPtr weight, DevPtr out) override;
   void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
-                     const int32_t* ids, const float* d_out, float* d_weight) override;
-  void ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) override;
-  void ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max, float* sumexp) override;
-  void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
+                     const int32_t* ids, DevPtr d_out, DevPtr d_weight) override;
+  void ce_row_max(int64_t tokens, int64_t vocab_local, DevPtr logits, float* max) override;
+  void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) override;
+  void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
                        const int32_t* targets, float* tlogit) override;
   void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) override;
-  void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits, const float* max,
-                   const float* sumexp, const int32_t* targets, float* d_logits) override;
-  void fp8_amax(int64_t n, const float* x, float* amax) override;
-  void fp8_cast(int64_t n, DType to, const float* x, const float* amax, float* xq, float* scale) override;
+  void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
+                   const float* sumexp, const int32_t* targets, DevPtr d_logits) override;
+  void fp8_amax(int64_t n, DevPtr x, float* amax) override;
+  void fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) override;
 
-  RequestPtr all_reduce(Group g, ReduceOp op, const float* in, float* out, int64_t n) override;
-  RequestPtr all_gather(Group g, const float* in, float* out, int64_t n) override;
-  RequestPtr reduce_scatter(Group g, ReduceOp op, const float* in, float* out, int64_t n) override;
-  RequestPtr all_to_all(Group g, const float* in, float* out, int64_t n) override;
-  RequestPtr send_recv(Group g, const float* send, int dst, float* recv, int src, int64_t n) override;
+  RequestPtr all_reduce(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr all_gather(Group g, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) override;
 
   std::unique_ptr<Timer> make_timer() override;
   void synchronize() override {}

@@ -84,9 +84,14 @@ void local_copy(float* out, const float* in, int64_t n) {
   if (out != in && n > 0) std::memmove(out, in, size_t(n) * 4);
 }
 
+// MPI moves fp32 here: the CPU stores every floating-point tensor as fp32 (storage_for).
+float* f32(DevPtr p, const char* what) { return p.f32(what); }
+
 }  // namespace
 
-RequestPtr CpuBackend::all_reduce(Group g, ReduceOp op, const float* in, float* out, int64_t n) {
+RequestPtr CpuBackend::all_reduce(Group g, ReduceOp op, DevPtr in_p, DevPtr out_p, int64_t n) {
+  const float* in = f32(in_p, "cpu backend: all_reduce");
+  float* out = f32(out_p, "cpu backend: all_reduce");
   MPI_Comm c = comm(g);
   if (c == MPI_COMM_NULL) {
     local_copy(out, in, n);
@@ -98,7 +103,9 @@ RequestPtr CpuBackend::all_reduce(Group g, ReduceOp op, const float* in, float* 
   return r;
 }
 
-RequestPtr CpuBackend::all_gather(Group g, const float* in, float* out, int64_t n) {
+RequestPtr CpuBackend::all_gather(Group g, DevPtr in_p, DevPtr out_p, int64_t n) {
+  const float* in = f32(in_p, "cpu backend: all_gather");
+  float* out = f32(out_p, "cpu backend: all_gather");
   MPI_Comm c = comm(g);
   if (c == MPI_COMM_NULL) {
     local_copy(out, in, n);
@@ -110,7 +117,9 @@ RequestPtr CpuBackend::all_gather(Group g, const float* in, float* out, int64_t 
   return r;
 }
 
-RequestPtr CpuBackend::reduce_scatter(Group g, ReduceOp op, const float* in, float* out, int64_t n) {
+RequestPtr CpuBackend::reduce_scatter(Group g, ReduceOp op, DevPtr in_p, DevPtr out_p, int64_t n) {
+  const float* in = f32(in_p, "cpu backend: reduce_scatter");
+  float* out = f32(out_p, "cpu backend: reduce_scatter");
   MPI_Comm c = comm(g);
   if (c == MPI_COMM_NULL) {
     local_copy(out, in, n);
@@ -121,7 +130,9 @@ RequestPtr CpuBackend::reduce_scatter(Group g, ReduceOp op, const float* in, flo
   return r;
 }
 
-RequestPtr CpuBackend::all_to_all(Group g, const float* in, float* out, int64_t n) {
+RequestPtr CpuBackend::all_to_all(Group g, DevPtr in_p, DevPtr out_p, int64_t n) {
+  const float* in = f32(in_p, "cpu backend: all_to_all");
+  float* out = f32(out_p, "cpu backend: all_to_all");
   MPI_Comm c = comm(g);
   if (c == MPI_COMM_NULL) {
     local_copy(out, in, n);
@@ -133,7 +144,9 @@ RequestPtr CpuBackend::all_to_all(Group g, const float* in, float* out, int64_t 
   return r;
 }
 
-RequestPtr CpuBackend::send_recv(Group g, const float* send, int dst, float* recv, int src, int64_t n) {
+RequestPtr CpuBackend::send_recv(Group g, DevPtr send_p, int dst, DevPtr recv_p, int src, int64_t n) {
+  const float* send = f32(send_p, "cpu backend: send_recv");
+  float* recv = f32(recv_p, "cpu backend: send_recv");
   MPI_Comm c = comm(g);
   int size = group_size(g);
   if (dst < 0 || dst >= size || src < 0 || src >= size)

@@ -25,85 +25,117 @@ kernels::Float8Format format(DType t) {
 }
 }  // namespace
 
-void CpuBackend::attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
-                               float* lse) {
-  kernels::attention(dims(s), q, k, v, o, lse);
+// Every activation, weight and gradient is fp32 here (storage_for); F names the call when one is not.
+#define F(p) (p).f32("cpu backend: " CALL)
+
+#define CALL "attention_fwd"
+void CpuBackend::attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) {
+  kernels::attention(dims(s), F(q), F(k), F(v), F(o), lse);
 }
-void CpuBackend::attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
-                               const float* lse, const float* d_o, float* dq, float* dk, float* dv) {
-  kernels::attention_bwd(dims(s), q, k, v, o, lse, d_o, dq, dk, dv);
+#undef CALL
+#define CALL "attention_bwd"
+void CpuBackend::attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
+                               DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) {
+  kernels::attention_bwd(dims(s), F(q), F(k), F(v), F(o), lse, F(d_o), F(dq), F(dk), F(dv));
 }
-void CpuBackend::rmsnorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, float* y,
-                             float* rstd) {
-  kernels::rmsnorm(x, w, rows, dim, static_cast<float>(eps), y, rstd);
+#undef CALL
+#define CALL "rmsnorm_fwd"
+void CpuBackend::rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) {
+  kernels::rmsnorm(F(x), F(w), rows, dim, static_cast<float>(eps), F(y), rstd);
 }
-void CpuBackend::rmsnorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* rstd,
-                             const float* dy, float* dx, float* dw) {
-  kernels::rmsnorm_bwd(x, w, rstd, dy, rows, dim, dx, dw);
+#undef CALL
+#define CALL "rmsnorm_bwd"
+void CpuBackend::rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
+                             DevPtr dw) {
+  kernels::rmsnorm_bwd(F(x), F(w), rstd, F(dy), rows, dim, F(dx), F(dw));
 }
-void CpuBackend::layernorm_fwd(int64_t rows, int64_t dim, double eps, const float* x, const float* w, const float* b,
-                               float* y, float* mean, float* rstd) {
-  kernels::layernorm(x, w, b, rows, dim, static_cast<float>(eps), y, mean, rstd);
+#undef CALL
+#define CALL "layernorm_fwd"
+void CpuBackend::layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y,
+                               float* mean, float* rstd) {
+  kernels::layernorm(F(x), F(w), F(b), rows, dim, static_cast<float>(eps), F(y), mean, rstd);
 }
-void CpuBackend::layernorm_bwd(int64_t rows, int64_t dim, const float* x, const float* w, const float* mean,
-                               const float* rstd, const float* dy, float* dx, float* dw, float* db) {
-  kernels::layernorm_bwd(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+#undef CALL
+#define CALL "layernorm_bwd"
+void CpuBackend::layernorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* mean, const float* rstd,
+                               DevPtr dy, DevPtr dx, DevPtr dw, DevPtr db) {
+  kernels::layernorm_bwd(F(x), F(w), mean, rstd, F(dy), rows, dim, F(dx), F(dw), F(db));
 }
-void CpuBackend::rope_fwd(const RopeShape& s, const float* x, float* y) {
-  kernels::rope(x, s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, y);
+#undef CALL
+#define CALL "rope"
+void CpuBackend::rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) {
+  kernels::rope(F(x), s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, F(y));
 }
-void CpuBackend::rope_bwd(const RopeShape& s, const float* dy, float* dx) {
-  kernels::rope_bwd(dy, s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, dx);
+void CpuBackend::rope_bwd(const RopeShape& s, DevPtr dy, DevPtr dx) {
+  kernels::rope_bwd(F(dy), s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, F(dx));
 }
-void CpuBackend::swiglu_fwd(int64_t n, const float* a, const float* b, float* y) { kernels::swiglu(a, b, n, y); }
-void CpuBackend::swiglu_bwd(int64_t n, const float* a, const float* b, const float* dy, float* da, float* db) {
-  kernels::swiglu_bwd(a, b, dy, n, da, db);
+#undef CALL
+#define CALL "activation"
+void CpuBackend::swiglu_fwd(int64_t n, DevPtr a, DevPtr b, DevPtr y) { kernels::swiglu(F(a), F(b), n, F(y)); }
+void CpuBackend::swiglu_bwd(int64_t n, DevPtr a, DevPtr b, DevPtr dy, DevPtr da, DevPtr db) {
+  kernels::swiglu_bwd(F(a), F(b), F(dy), n, F(da), F(db));
 }
-void CpuBackend::gelu_fwd(int64_t n, const float* a, float* y) { kernels::gelu(a, n, y); }
-void CpuBackend::gelu_bwd(int64_t n, const float* a, const float* dy, float* da) { kernels::gelu_bwd(a, dy, n, da); }
-void CpuBackend::add(int64_t n, const float* a, const float* b, float* y) {
+void CpuBackend::gelu_fwd(int64_t n, DevPtr a, DevPtr y) { kernels::gelu(F(a), n, F(y)); }
+void CpuBackend::gelu_bwd(int64_t n, DevPtr a, DevPtr dy, DevPtr da) { kernels::gelu_bwd(F(a), F(dy), n, F(da)); }
+#undef CALL
+#define CALL "add"
+void CpuBackend::add(int64_t n, DevPtr ap, DevPtr bp, DevPtr yp) {
+  const float *a = F(ap), *b = F(bp);
+  float* y = F(yp);
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
-void CpuBackend::accumulate(int64_t n, const float* a, float* y) {
+void CpuBackend::accumulate(int64_t n, DevPtr ap, DevPtr yp) {
+  const float* a = F(ap);
+  float* y = F(yp);
   for (int64_t i = 0; i < n; ++i) y[i] += a[i];
 }
-void CpuBackend::adamw(int64_t n, const AdamWParams& h, float* p, const float* g, float* m, float* v) {
+#undef CALL
+#define CALL "adamw"
+void CpuBackend::adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) {
   kernels::AdamWConfig c;
   c.lr = h.lr;
   c.beta1 = h.beta1;
   c.beta2 = h.beta2;
   c.eps = h.eps;
   c.weight_decay = h.weight_decay;
-  kernels::adamw(p, g, m, v, n, c, h.step);
+  kernels::adamw(p, F(g), m, v, n, c, h.step);
 }
+#undef CALL
+#define CALL "embedding"
 void CpuBackend::embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
-                               bool vocab_sharded, const int32_t* ids, const float* weight, float* out) {
-  kernels::embedding(ids, tokens, weight, vocab_local, dim, vocab_offset, vocab_sharded, out);
+                               bool vocab_sharded, const int32_t* ids, DevPtr weight, DevPtr out) {
+  kernels::embedding(ids, tokens, F(weight), vocab_local, dim, vocab_offset, vocab_sharded, F(out));
 }
 void CpuBackend::embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
-                               bool vocab_sharded, const int32_t* ids, const float* d_out, float* d_weight) {
-  kernels::embedding_bwd(ids, tokens, d_out, vocab_local, dim, vocab_offset, vocab_sharded, d_weight);
+                               bool vocab_sharded, const int32_t* ids, DevPtr d_out, DevPtr d_weight) {
+  kernels::embedding_bwd(ids, tokens, F(d_out), vocab_local, dim, vocab_offset, vocab_sharded, F(d_weight));
 }
-void CpuBackend::ce_row_max(int64_t tokens, int64_t vocab_local, const float* logits, float* max) {
-  kernels::cross_entropy_row_max(logits, tokens, vocab_local, max);
+#undef CALL
+#define CALL "cross_entropy"
+void CpuBackend::ce_row_max(int64_t tokens, int64_t vocab_local, DevPtr logits, float* max) {
+  kernels::cross_entropy_row_max(F(logits), tokens, vocab_local, max);
 }
-void CpuBackend::ce_sum_exp(int64_t tokens, int64_t vocab_local, const float* logits, const float* max, float* sumexp) {
-  kernels::cross_entropy_sum_exp(logits, max, tokens, vocab_local, sumexp);
+void CpuBackend::ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) {
+  kernels::cross_entropy_sum_exp(F(logits), max, tokens, vocab_local, sumexp);
 }
-void CpuBackend::ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
+void CpuBackend::ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
                                  const int32_t* targets, float* tlogit) {
-  kernels::cross_entropy_target_logit(logits, targets, tokens, vocab_local, vocab_offset, tlogit);
+  kernels::cross_entropy_target_logit(F(logits), targets, tokens, vocab_local, vocab_offset, tlogit);
 }
 void CpuBackend::ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) {
   *loss = kernels::cross_entropy_loss(max, sumexp, tlogit, tokens);
 }
-void CpuBackend::ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const float* logits,
-                             const float* max, const float* sumexp, const int32_t* targets, float* d_logits) {
-  kernels::cross_entropy_bwd(logits, max, sumexp, targets, tokens, vocab_local, vocab_offset, d_logits);
+void CpuBackend::ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
+                             const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) {
+  kernels::cross_entropy_bwd(F(logits), max, sumexp, targets, tokens, vocab_local, vocab_offset, F(d_logits));
 }
-void CpuBackend::fp8_amax(int64_t n, const float* x, float* amax) { *amax = kernels::amax(x, n); }
-void CpuBackend::fp8_cast(int64_t n, DType to, const float* x, const float* amax, float* xq, float* scale) {
-  *scale = kernels::cast_to_float8(x, n, *amax, format(to), xq);
+#undef CALL
+#define CALL "fp8_cast"
+void CpuBackend::fp8_amax(int64_t n, DevPtr x, float* amax) { *amax = kernels::amax(F(x), n); }
+void CpuBackend::fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) {
+  *scale = kernels::cast_to_float8(F(x), n, *amax, format(to), F(xq));
 }
+#undef CALL
+#undef F
 
 }  // namespace tptune

@@ -73,7 +73,9 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}: program: cannot lower the profiled Program again: {}", m.path, e.what()));
   }
-  if (p.tp * p.dp != m.ranks)
+  // A single-GPU profile of tp N local shapes (runtime/profiler.h, local_shapes_of_tp) ran on one process.
+  const bool single = j.contains("local_shapes_of_tp");
+  if (!single && p.tp * p.dp != m.ranks)
     r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
   std::map<std::string, int> seg_index;
   for (size_t s = 0; s < p.segments.size(); ++s) seg_index[p.segments[s].name] = static_cast<int>(s);
@@ -82,6 +84,8 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const std::string w = fmt::format("ops[{}]", i);
     const json& rec = ops[i];
+    if (rec.contains("measured") && rec["measured"].is_boolean() && !rec["measured"].get<bool>())
+      continue;  // a collective a single-GPU profile could not run: nothing to fit
     MeasuredOp o;
     o.source = MeasuredOp::Source::program;
     o.name = r.string(rec, w, "name");

@@ -1,0 +1,142 @@
+#pragma once
+// The CUDA backend: the Backend of runtime/backend.h on one NVIDIA GPU per process, in real bf16 / float8 storage.
+//
+// - Storage (storage_for): bf16 -> bf16, fp8_e4m3 / fp8_e5m2 -> one byte per element, fp32 -> fp32 (fp16 is not
+//   run: an error naming the tensor). Statistics are fp32 (the Program says so). Kernels dispatch on the storage to
+//   the launchers of kernels/cuda/ (T = float or __nv_bfloat16).
+// - Memory: a caching allocator (device_allocator.h), no cudaMalloc per op. Host transfers convert through an fp32
+//   device buffer with kernels/cuda's convert (bit-identical to the CPU emulation of bf16 / float8 rounding).
+// - Streams: compute on one stream; collectives on a communication stream, async-TP ring steps (send_recv) on a
+//   stream of their own (and a communicator of their own), so that a slot travels while the previous one is
+//   multiplied. A collective first waits
+//   (cudaStreamWaitEvent) for the compute issued before it, and its Request's `wait` makes the compute stream wait
+//   for its completion event: the Program's dependencies are events, the host does not block, and compute that does
+//   not depend on a collective overlaps it.
+// - GEMMs: cuBLASLt (cublaslt_gemm.h). Collectives: NCCL (nccl_comm.h), one communicator per Group.
+// - Watchdog (set_timeout, tp-run --timeout): `synchronize` and a Request's `test` poll the completion events of
+//   the collectives in flight; one that has not completed `seconds` after it was issued aborts the communicators
+//   (ncclCommAbort) and throws tptune::Error naming it ("all_reduce (tp, 4096 x bf16) did not complete within 3 s").
+// - Timers: CUDA events on the compute stream.
+// One process per GPU: `device` is the local rank (tools/tp_run_session.h finds it whatever the launcher).
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+
+namespace tptune::cuda {
+class AttentionPlanCache;
+}
+
+namespace tptune::cudabe {
+class DeviceAllocator;
+class CublasLtGemm;
+class NcclComm;
+struct InFlight;
+}  // namespace tptune::cudabe
+
+namespace tptune {
+
+// Number of visible CUDA devices; 0 when none is visible or the driver is missing (never throws).
+int cuda_device_count();
+// A one-line reason why no device is usable ("cudaGetDeviceCount: no CUDA-capable device is detected"), empty when
+// one is.
+std::string cuda_unavailable_reason();
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(MPI_Comm tp, MPI_Comm dp, int device);
+  ~CudaBackend() override;
+
+  BackendEnvironment environment() const override;
+  int group_size(Group g) const override;
+  int group_rank(Group g) const override;
+
+  Storage storage_for(DType t) const override;
+  Buffer alloc(int64_t numel, Storage storage) override;
+  void upload(DevPtr dst, const float* host, int64_t n) override;
+  void upload(int32_t* dst, const int32_t* host, int64_t n) override;
+  void download(float* host, DevPtr src, int64_t n) override;
+  void download(int32_t* host, const int32_t* src, int64_t n) override;
+  void fill(DevPtr dst, int64_t n, float value) override;
+  void copy2d(DevPtr dst, int64_t dst_ld, DevPtr src, int64_t src_ld, int64_t rows, int64_t cols) override;
+  void convert(DevPtr dst, DevPtr src, int64_t n) override;
+
+  void gemm(const GemmArgs& g) override;
+  void attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) override;
+  void attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse, DevPtr d_o,
+                     DevPtr dq, DevPtr dk, DevPtr dv) override;
+  void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) override;
+  void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
+                   DevPtr dw) override;
+  void layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y, float* mean,
+                     float* rstd) override;
+  void layernorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* mean, const float* rstd, DevPtr dy,
+                     DevPtr dx, DevPtr dw, DevPtr db) override;
+  void rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) override;
+  void rope_bwd(const RopeShape& s, DevPtr dy, DevPtr dx) override;
+  void swiglu_fwd(int64_t n, DevPtr a, DevPtr b, DevPtr y) override;
+  void swiglu_bwd(int64_t n, DevPtr a, DevPtr b, DevPtr dy, DevPtr da, DevPtr db) override;
+  void gelu_fwd(int64_t n, DevPtr a, DevPtr y) override;
+  void gelu_bwd(int64_t n, DevPtr a, DevPtr dy, DevPtr da) override;
+  void add(int64_t n, DevPtr a, DevPtr b, DevPtr y) override;
+  void accumulate(int64_t n, DevPtr a, DevPtr y) override;
+  void adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) override;
+  void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
+                     const int32_t* ids, DevPtr weight, DevPtr out) override;
+  void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
+                     const int32_t* ids, DevPtr d_out, DevPtr d_weight) override;
+  void ce_row_max(int64_t tokens, int64_t vocab_local, DevPtr logits, float* max) override;
+  void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) override;
+  void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
+                       const int32_t* targets, float* tlogit) override;
+  void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) override;
+  void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
+                   const float* sumexp, const int32_t* targets, DevPtr d_logits) override;
+  void fp8_amax(int64_t n, DevPtr x, float* amax) override;
+  void fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) override;
+
+  RequestPtr all_reduce(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr all_gather(Group g, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) override;
+  RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) override;
+
+  std::unique_ptr<Timer> make_timer() override;
+  void synchronize() override;
+
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  int device() const { return device_; }
+  // cudaMalloc calls so far (tests: the caching allocator is hit after the first step).
+  size_t device_mallocs() const;
+  size_t cached_gemm_plans() const;
+
+ private:
+  cudabe::NcclComm& comm(Group g) const;
+  // Orders `stream` after the compute issued so far, runs `issue(stream)`, records completion: the Request.
+  template <class Issue>
+  RequestPtr on_stream(cudaStream_t stream, std::string what, Issue&& issue);
+  void poll_in_flight(bool block);
+  // The fp32 staging buffer of a host transfer or a float8 fill.
+  std::shared_ptr<void> staging(int64_t n);
+
+  int device_ = 0;
+  cudaStream_t compute_ = nullptr, comm_stream_ = nullptr, p2p_stream_ = nullptr;
+  std::shared_ptr<cudabe::DeviceAllocator> allocator_;
+  std::unique_ptr<cudabe::CublasLtGemm> gemm_;
+  std::unique_ptr<cuda::AttentionPlanCache> attention_;
+  std::unique_ptr<cudabe::NcclComm> tp_, dp_;
+  // The ring steps' own communicator over the TP group: each communicator is used on one stream only, so that NCCL
+  // runs its operations in issue order on every rank (one communicator on two streams has no order between them
+  // unless NCCL_LAUNCH_ORDER_IMPLICIT is set, and two ranks could then run them in different orders and hang).
+  std::unique_ptr<cudabe::NcclComm> tp_p2p_;
+  std::deque<std::shared_ptr<cudabe::InFlight>> in_flight_;
+  double timeout_s_ = 0;
+};
+
+}  // namespace tptune

@@ -1,0 +1,111 @@
+// verify and profile through the CUDA backend, at tp 1 on one GPU (the multi-GPU runs are mpirun jobs: README).
+// [cuda]: skipped without a device.
+#include <cmath>
+
+#include "plans/config.h"
+#include "plans/lower.h"
+#include "plans/plan.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/executor.h"
+#include "runtime/profiler.h"
+#include "runtime/verifier.h"
+#include "tests/runtime/cuda/skip.h"
+
+using namespace tptune;
+
+namespace {
+Program tiny(const std::string& config, DType dtype, int tp = 1, Float8Recipe f8 = Float8Recipe::none,
+             const std::string& preset = "sequence_parallel") {
+  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + config);
+  cfg.training.dtype = dtype;
+  Plan base;
+  base.tp_degree = tp;
+  base.local_batch_size = cfg.training.local_batch_size;
+  Plan p = preset_plan(preset, base);
+  p.float8 = f8;
+  return lower(cfg.model, cfg.training, p);
+}
+}  // namespace
+
+TEST_CASE("cuda verify at tp 1: bf16 and float8 steps match their unsharded bf16 step", "[cuda][runtime][verify]") {
+  TPTUNE_CUDA_OR_SKIP();
+  for (const char* config : {"tiny-llama.yaml", "tiny-gpt.yaml"})
+    for (Float8Recipe f8 : {Float8Recipe::none, Float8Recipe::tensorwise}) {
+      INFO(config << ", float8 " << to_string(f8));
+      CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0), ref(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+      Program p = tiny(config, DType::bf16, 1, f8);
+      VerifyReport r = verify_step(p, tiny(config, DType::bf16, 1, f8), be, ref, 1);
+      INFO(format_report(r));
+      CHECK(r.pass());
+      CHECK(r.params.front().tolerance.metric == "rel_l2");  // the bf16 tolerance (verifier.cc)
+    }
+}
+
+TEST_CASE("cuda verify catches a corrupted gradient (the bf16 tolerance is not too loose)", "[cuda][runtime][verify]") {
+  TPTUNE_CUDA_OR_SKIP();
+  CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0), ref(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+  Program p = tiny("tiny-llama.yaml", DType::bf16);
+  // Halve one weight before the step: its gradient and the loss move by O(1), far beyond 5e-2.
+  VerifyReport r = verify_step(p, p, be, ref, 1, [](Executor& ex) {
+    for (const auto& prm : ex.parameters())
+      if (prm.name == "layers.0.attention.wq.weight") {
+        auto v = ex.read(prm.value);
+        for (float& x : v) x *= 0.5f;
+        ex.write(prm.value, v);
+      }
+  });
+  CHECK_FALSE(r.pass());
+}
+
+TEST_CASE("cuda fp32 step computes the CPU's loss", "[cuda][runtime]") {
+  TPTUNE_CUDA_OR_SKIP();
+  // fp32 storage on both: the same arithmetic up to summation order (cuBLASLt fp32 without TF32, the kernels'
+  // reductions), so the losses agree to ~1e-6; 1e-4 as the CPU verify does.
+  Program p = tiny("tiny-llama.yaml", DType::fp32);
+  CpuBackend cpu;
+  CudaBackend gpu(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+  Executor a(p, cpu), b(p, gpu);
+  a.init(3), b.init(3);
+  a.step(), b.step();
+  CHECK(std::abs(a.loss() - b.loss()) <= 1e-4 * std::abs(a.loss()));
+}
+
+TEST_CASE("cuda profile: Profile JSON with the GPU environment and overlapped step walls", "[cuda][runtime][profile]") {
+  TPTUNE_CUDA_OR_SKIP();
+  CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+  ProfileOptions o;
+  o.warmup = 1, o.iters = 2;
+  auto j = profile_program(tiny("tiny-llama.yaml", DType::bf16), be, o);
+  CHECK(j["environment"]["backend"] == "cuda");
+  CHECK(j["environment"].contains("sm_count"));
+  for (const char* lib : {"cuda_driver", "cuda_runtime", "cublaslt", "nccl", "cudnn"})
+    CHECK(j["environment"]["libraries"].contains(lib));
+  CHECK(j["step_wall_us"]["median"].get<double>() > 0);
+  // An untrained model's loss is near log(vocab 256) = 5.55.
+  CHECK(std::abs(j["final_loss"].get<double>() - std::log(256.0)) < 0.5);
+  // The caching allocator: after the warm-up step nothing new is cudaMalloc'ed.
+  const size_t mallocs = be.device_mallocs();
+  profile_program(tiny("tiny-llama.yaml", DType::bf16), be, o);
+  CHECK(be.device_mallocs() == mallocs);
+}
+
+TEST_CASE("cuda profile of tp 2 local shapes on one GPU: collectives not measured", "[cuda][runtime][profile]") {
+  TPTUNE_CUDA_OR_SKIP();
+  CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+  ProfileOptions o;
+  o.warmup = 1, o.iters = 2, o.local_shapes_of_tp = 2;
+  auto j = profile_program(tiny("tiny-llama.yaml", DType::bf16, 2), be, o);
+  CHECK(j["local_shapes_of_tp"] == 2);
+  CHECK_FALSE(j.contains("step_wall_us"));
+  int collectives = 0;
+  for (const auto& op : j["ops"])
+    if (op["kind"] == "collective") {
+      ++collectives;
+      CHECK(op["measured"] == false);
+      CHECK(op["time_us"].is_null());
+    } else {
+      CHECK(op["time_us"]["median"].get<double>() >= 0);
+    }
+  CHECK(collectives > 0);
+}

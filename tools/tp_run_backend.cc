@@ -1,0 +1,54 @@
+#include "tools/tp_run_backend.h"
+
+#include <fmt/format.h>
+
+#include "plans/error.h"
+#include "runtime/cpu/cpu_backend.h"
+#ifdef TPTUNE_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace tptune::tools {
+
+void add_backend_option(CLI::App* cmd, std::string& backend) {
+  cmd->add_option("--backend", backend,
+                  "auto | cpu | cuda (default auto: cuda when this build has CUDA and a GPU is visible, else cpu)");
+}
+
+BackendChoice choose_backend(const std::string& requested) {
+  if (requested != "auto" && requested != "cpu" && requested != "cuda")
+    throw Error(fmt::format("--backend: expected auto, cpu or cuda, got '{}'", requested));
+  if (requested == "cpu") return {"cpu", "asked for with --backend cpu"};
+#ifdef TPTUNE_HAVE_CUDA
+  const std::string missing = cuda_unavailable_reason();
+  if (missing.empty())
+    return {"cuda", requested == "cuda" ? "asked for with --backend cuda"
+                                        : fmt::format("{} GPU(s) visible and this build has CUDA", cuda_device_count())};
+  if (requested == "cuda") throw Error(fmt::format("--backend cuda: {}", missing));
+  return {"cpu", fmt::format("no GPU to use: {}", missing)};
+#else
+  if (requested == "cuda")
+    throw Error("--backend cuda: this build has no CUDA backend (configure with the CUDA toolkit, TPTUNE_CUDA=ON)");
+  return {"cpu", "this build has no CUDA backend"};
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s) {
+#ifdef TPTUNE_HAVE_CUDA
+  if (choice.name == "cuda") {
+    // One process per GPU: the local rank's device, or the only visible one (srun --gpus-per-task=1 and
+    // CUDA_VISIBLE_DEVICES per rank leave each process one GPU, device 0).
+    if (cuda_device_count() == 1) device = 0;
+    auto be = std::make_unique<CudaBackend>(tp, MPI_COMM_NULL, device);
+    be->set_timeout(timeout_s);
+    return be;
+  }
+#else
+  (void)device;
+#endif
+  auto be = std::make_unique<CpuBackend>(tp);
+  be->set_timeout(timeout_s);
+  return be;
+}
+
+}  // namespace tptune::tools
