@@ -29,6 +29,12 @@ if [ -d "$build/gpu-bundle/lib" ]; then
   export LD_LIBRARY_PATH="$build/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export OMPI_MCA_mca_base_component_path="$build/gpu-bundle/openmpi-plugins"
 fi
+# CUDA libraries from PyTorch's pip wheels (nvidia-cublas, nvidia-nccl-cu13, nvidia-cudnn-cu13, ...), for a lean
+# bundle (bench/gpu-bundle.sh --lean) on a machine whose CUDA libraries come with PyTorch.
+pip_cuda_libs="$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null || true)"
+if [ -n "$pip_cuda_libs" ]; then
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$pip_cuda_libs"
+fi
 export OMPI_MCA_ess_singleton_isolated=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
