@@ -55,15 +55,21 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
                     shape, m.dim));
 }
 
+void in_range(const char* key, int64_t v, limits::IntRange r) {
+  if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
+}
+
+void check_batch_positive(const Plan& plan) {
+  if (plan.local_batch_size < 1)
+    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+}
+
 void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
   if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
-  if (plan.local_batch_size < 1)
-    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+  check_batch_positive(plan);
   // Configs are range-checked when loaded (plans/limits.h); a Model or Training built in code is checked here.
-  auto in = [](const char* key, int64_t v, limits::IntRange r) {
-    if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
-  };
+  auto in = in_range;
   in("model.dim", m.dim, limits::dim);
   in("model.n_layers", m.n_layers, limits::n_layers);
   in("model.n_heads", m.n_heads, limits::n_heads);
@@ -443,6 +449,12 @@ class Lowerer {
 };
 
 }  // namespace
+
+void check_local_batch(const Model& model, const Training& training, const Plan& plan) {
+  check_batch_positive(plan);
+  in_range("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  check_sizes(model, training, plan);
+}
 
 Program lower(const Model& model, const Training& training, const Plan& plan) {
   check_inputs(model, training, plan);

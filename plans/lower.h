@@ -31,4 +31,10 @@ namespace tptune {
 
 Program lower(const Model& model, const Training& training, const Plan& plan);
 
+// The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:
+// >= 1, within limits::local_batch_size, and the largest tensor and FLOP counts within limits. When lower() of a plan
+// succeeds at one batch size, this throws exactly what lower() of the same plan at another batch size would throw
+// (the search's batch-parametric Program, sim/search/batch_program.h, relies on it).
+void check_local_batch(const Model& model, const Training& training, const Plan& plan);
+
 }  // namespace tptune

@@ -64,6 +64,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   auto run_task = [&](size_t t, int w) {
     CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
     const CandidateResult* smaller_oom = nullptr;
+    BatchState batch;
     for (size_t j : order) {
       const size_t i = t * per_task + j;
       if (smaller_oom && o.skip_larger_batches) {
@@ -73,7 +74,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
         c.detail = fmt::format("local batch {} already misses the memory budget ({})",
                                smaller_oom->candidate.local_batch_size, smaller_oom->detail);
       } else {
-        r.results[i] = ev.evaluate(cands[i]);
+        r.results[i] = ev.evaluate(cands[i], o.batch_parametric ? &batch : nullptr);
         if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
       }
       done.fetch_add(1, std::memory_order_relaxed);
@@ -85,6 +86,9 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   for (const auto& w : workers) {
     r.memo_hits += w->memo_hits();
     r.memo_misses += w->memo_misses();
+    r.lowered += w->lowered;
+    r.patched += w->patched;
+    r.phases += w->phases;
   }
 
   for (size_t i = 0; i < r.results.size(); ++i) {

@@ -41,6 +41,10 @@ struct SearchOptions {
   // Prune larger local batches of a candidate whose smaller batch already misses the memory budget, without
   // lowering them (exact: peak memory is non-decreasing in the local batch). false: lower everything (measurements).
   bool skip_larger_batches = true;
+  // Lower each structure (a candidate but its local batch size) at its first two batch sizes only and set the
+  // batch-parametric Program to the others (sim/search/batch_program.h): the same Programs, field for field.
+  // false: lower every candidate (the reference the tests compare against, and the "before" of bench_search).
+  bool batch_parametric = true;
   // Called on the calling thread about every 100 ms while the search runs, and once at the end.
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -54,6 +58,8 @@ struct SearchResult {
   double elapsed_ms = 0;
   int threads = 1;
   size_t memo_hits = 0, memo_misses = 0;
+  size_t lowered = 0, patched = 0;  // Programs from lower(), and from a BatchProgram
+  PhaseTimes phases;                // summed over the workers
   std::vector<CandidateResult> results;  // every candidate, in enumeration order
   std::vector<int> ranking;              // feasible candidates, best first
   std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
