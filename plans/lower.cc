@@ -101,25 +101,28 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
 // chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
 // slots of the same tensor.
-void finalize_deps(Segment& s) {
-  std::map<TensorId, int> last;
+void finalize_deps(Segment& s, size_t n_tensors) {
+  std::vector<int> last(n_tensors, -1);  // by TensorId: the last op of the segment so far that writes it
   std::map<std::pair<TensorId, int>, int> slot_writer;
+  std::vector<int> deps;
   for (Op& op : s.ops) {
-    std::set<int> deps;
+    deps.clear();
     const bool ag_chunk = op.chunk.pattern == ChunkRef::Pattern::all_gather && !op.is_collective();
     for (TensorId t : op.inputs) {
       if (ag_chunk) {
         if (auto it = slot_writer.find({t, op.chunk.step}); it != slot_writer.end()) {
-          deps.insert(it->second);
+          deps.push_back(it->second);
           continue;
         }
       }
-      if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+      if (const int w = last[static_cast<size_t>(t)]; w >= 0) deps.push_back(w);
     }
     for (TensorId t : op.outputs)
-      if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+      if (const int w = last[static_cast<size_t>(t)]; w >= 0) deps.push_back(w);
+    std::sort(deps.begin(), deps.end());  // as a std::set gave them: ascending, each once
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     op.deps.assign(deps.begin(), deps.end());
-    for (TensorId t : op.outputs) last[t] = op.id;
+    for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = op.id;
     if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
       for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
   }
@@ -308,7 +311,7 @@ class Lowerer {
     optimizer(globals);
 
     if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
-    for (Segment& seg : prog.segments) finalize_deps(seg);
+    for (Segment& seg : prog.segments) finalize_deps(seg, prog.tensors.size());
     return std::move(prog);
   }
 
