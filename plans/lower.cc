@@ -290,16 +290,6 @@ class Lowerer {
     e.run_backward(embed_tape, embed_tape_end);
     fsdp_reduce(embed_params);
 
-    // Recompute for activation checkpointing goes first in the block backward.
-    Segment& fwd = prog.segments[1];
-    Segment& bwd = prog.segments[3];
-    auto redo = recompute_ops(fwd, bwd, prog.training.activation_checkpointing, prog.plan.ac_early_stop,
-                              prog.plan.ac_saves_reduce_scatter);
-    if (!redo.empty()) {
-      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
-      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
-    }
-
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
     e.begin_segment("block.optimizer", checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
@@ -310,9 +300,25 @@ class Lowerer {
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
 
+    return std::move(prog);  // finish() adds what depends on activation checkpointing
+  }
+
+  // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
+  // is the same for every policy), then async TP and the deps.
+  static Program finish(Program prog, ActivationCheckpointing ac) {
+    prog.training.activation_checkpointing = ac;
+    prog.plan.activation_checkpointing = ac;
+    // Recompute for activation checkpointing goes first in the block backward.
+    Segment& fwd = prog.segments[1];
+    Segment& bwd = prog.segments[3];
+    auto redo = recompute_ops(fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    if (!redo.empty()) {
+      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
+      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
+    }
     if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     for (Segment& seg : prog.segments) finalize_deps(seg, prog.tensors.size());
-    return std::move(prog);
+    return prog;
   }
 
  private:
@@ -460,9 +466,15 @@ void check_local_batch(const Model& model, const Training& training, const Plan&
 }
 
 Program lower(const Model& model, const Training& training, const Plan& plan) {
+  return finish_lowering(lower_unfinished(model, training, plan), plan.activation_checkpointing);
+}
+
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan) {
   check_inputs(model, training, plan);
   Lowerer l(model, training, plan);
-  return l.run();
+  return UnfinishedProgram{l.run()};
 }
+
+Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) { return Lowerer::finish(std::move(p.prog), ac); }
 
 }  // namespace tptune

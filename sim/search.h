@@ -45,6 +45,9 @@ struct SearchOptions {
   // batch-parametric Program to the others (sim/search/batch_program.h): the same Programs, field for field.
   // false: lower every candidate (the reference the tests compare against, and the "before" of bench_search).
   bool batch_parametric = true;
+  // Lower each structure but its activation-checkpointing policy once per batch size (lower_unfinished(), plans/
+  // lower.h) and finish it for every policy: the same Programs. false: lower every candidate (with the above).
+  bool share_policy_lowering = true;
   // Called on the calling thread about every 100 ms while the search runs, and once at the end.
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -58,7 +61,9 @@ struct SearchResult {
   double elapsed_ms = 0;
   int threads = 1;
   size_t memo_hits = 0, memo_misses = 0;
-  size_t lowered = 0, patched = 0;  // Programs from lower(), and from a BatchProgram
+  size_t lowered = 0;   // lower() or lower_unfinished() calls
+  size_t finished = 0;  // Programs from finish_lowering() (share_policy_lowering)
+  size_t patched = 0;   // Programs from a BatchProgram (batch_parametric)
   PhaseTimes phases;                // summed over the workers
   std::vector<CandidateResult> results;  // every candidate, in enumeration order
   std::vector<int> ranking;              // feasible candidates, best first

@@ -108,7 +108,7 @@ OpCosts CandidateEvaluator::cost_ops(const Program& p) {
   return out;
 }
 
-CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* batch) {
+CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* batch, UnfinishedByBatch* unfinished) {
   CandidateResult r;
   r.candidate = c;
   {
@@ -136,9 +136,21 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
   }
   Program prog;
   try {
-    PhaseTimer t(phases, SearchPhase::lower);
-    prog = lower(cfg_.model, cfg_.training, plan);
-    ++lowered;
+    if (unfinished) {
+      auto it = unfinished->find(c.local_batch_size);
+      if (it == unfinished->end()) {
+        PhaseTimer t(phases, SearchPhase::lower);
+        it = unfinished->emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+        ++lowered;
+      }
+      PhaseTimer t(phases, SearchPhase::finish);
+      prog = finish_lowering(it->second, c.ac);
+      ++finished;
+    } else {
+      PhaseTimer t(phases, SearchPhase::lower);
+      prog = lower(cfg_.model, cfg_.training, plan);
+      ++lowered;
+    }
   } catch (const Error& e) {
     r.pruned = error_reason("lowering", e.what(), plan.source);
     r.detail = e.what();

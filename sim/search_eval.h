@@ -20,12 +20,14 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "plans/config.h"
+#include "plans/lower.h"
 #include "plans/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
@@ -57,6 +59,10 @@ struct OpKeyHash {
 OpKey op_key(const Op& op, const Program& p);
 
 // What the candidates of one structure (all but the local batch size equal) share, evaluated smallest batch first.
+// Unfinished Programs (plans/lower.h) of one structure but its activation-checkpointing policy, by local batch size:
+// lowered once, finished for every policy.
+using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
+
 struct BatchState {
   std::optional<Program> first;             // the first lowered batch size, until the second one is lowered
   std::unique_ptr<BatchProgram> program;    // from the first two; set to each later batch size
@@ -69,8 +75,9 @@ class CandidateEvaluator {
   CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const ResolvedSpace& space);
 
   // Evaluates `c` (not its tp-1 representative: the caller copies that result). With `batch`, `c` is the next
-  // batch size of that structure (see BatchState); without, it is lowered.
-  CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr);
+  // batch size of that structure (see BatchState); with `unfinished`, its Program is finished from the structure's
+  // unfinished Program at its batch size, lowered by the first policy that needs it; without either, it is lowered.
+  CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
@@ -78,7 +85,7 @@ class CandidateEvaluator {
   size_t memo_misses() const { return misses_; }
   bool use_memo = false;  // true: memoize op durations across candidates
   PhaseTimes phases;      // where this evaluator's time went
-  size_t lowered = 0, patched = 0;
+  size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
 
  private:
   const Config& cfg_;

@@ -127,6 +127,7 @@ class Matcher {
     Plan pb = b.plan;
     pb.local_batch_size = a.plan.local_batch_size;
     same(a.plan, pb, "plan"), same(a.plan.family, pb.family, "plan family"), same(a.plan.source, pb.source, "source");
+    same(a.plan.provenance, pb.provenance, "plan provenance"), same(a.plan.stated, pb.stated, "plan keys stated");
     size(a.plan.local_batch_size, b.plan.local_batch_size, "plan.local_batch_size");
     same(a.model.name, b.model.name, "model"), same(a.model.n_layers, b.model.n_layers, "n_layers");
     same(a.tensors.size(), b.tensors.size(), "tensor count");

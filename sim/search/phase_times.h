@@ -17,8 +17,9 @@ namespace tptune {
 
 enum class SearchPhase : int {
   constraints,  // check_static: refusals before any lowering
-  lower,        // lower() of a structure's first local batch sizes (sim/search/batch_program.h)
-  patch,        // the batch-parametric Program set to a later local batch (no lowering)
+  lower,        // lower(), or lower_unfinished() once for every activation-checkpointing policy (plans/lower.h)
+  finish,       // finish_lowering(): a policy's recompute ops, async TP and deps on a copy of the unfinished Program
+  patch,        // BatchProgram::make, and the batch-parametric Program set to a later local batch (no lowering)
   memory,       // memory_model
   cost,         // per-op durations (cost_ops)
   schedule,     // the timeline
@@ -62,6 +63,8 @@ inline std::string_view to_string(SearchPhase p) {
       return "constraints";
     case SearchPhase::lower:
       return "lower";
+    case SearchPhase::finish:
+      return "finish";
     case SearchPhase::patch:
       return "patch";
     case SearchPhase::memory:

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <set>
 
 #include "plans/error.h"
@@ -101,10 +102,13 @@ void check_fast_equals_slow(const Config& cfg, bool expect_patched = true) {
   fast.threads = slow.threads = 2;
   fast.skip_larger_batches = slow.skip_larger_batches = false;  // every candidate evaluated, so every one compared
   slow.batch_parametric = false;
+  slow.share_policy_lowering = false;
   const SearchResult a = search(cfg, fast), b = search(cfg, slow);
   if (expect_patched) CHECK(a.patched > 0);
+  CHECK(a.lowered < a.finished);  // one lowering served several policies
   CHECK(b.patched == 0);
-  CHECK(a.lowered + a.patched == b.lowered);
+  CHECK(b.finished == 0);
+  CHECK(a.finished + a.patched == b.lowered);  // every Program the slow path lowered, the fast path made
   check_same_search(a, b);
 }
 
@@ -126,6 +130,51 @@ TEST_CASE("batch program: at(b) is lower(b), GPT on A100s (layernorm, gelu) and 
   tt.search.float8 = {Float8Recipe::none, Float8Recipe::rowwise};
   tt.search.loss_parallel = {true};
   CHECK(check_space(tt, {3, 4}) > 0);
+}
+
+TEST_CASE("lower() in two steps: one unfinished Program finished for every policy is lower() of each",
+          "[search][batch]") {
+  // Every structure of the 8B and GPT spaces (vanilla, sequence parallel, float8, async TP, loss parallel; FSDP and
+  // not), at two batch sizes: finish_lowering(lower_unfinished(plan with policy A), B) == lower(plan with policy B).
+  size_t compared = 0;
+  for (const char* file : {"llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml"}) {
+    Config cfg = load_config(example(file));
+    const ResolvedSpace space = resolve_space(cfg);
+    const ClusterSpec cluster = resolve_cluster(cfg);
+    for (const Candidate& c : enumerate_candidates(space)) {
+      if (c.ac != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
+      if (!check_static(cfg, cluster, space, c).ok()) continue;
+      const Plan plan = candidate_plan(space, c);
+      std::optional<UnfinishedProgram> u;
+      try {
+        u = lower_unfinished(cfg.model, cfg.training, plan);
+      } catch (const Error&) {
+        continue;
+      }
+      for (ActivationCheckpointing ac :
+           {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
+        Plan with = plan;
+        with.activation_checkpointing = ac;
+        INFO(describe(space, c) << " finished as " << to_string(ac));
+        std::string lowered_error, finished_error;
+        Program lowered, finished;
+        try {
+          lowered = lower(cfg.model, cfg.training, with);
+        } catch (const Error& e) {
+          lowered_error = e.what();
+        }
+        try {
+          finished = finish_lowering(*u, ac);
+        } catch (const Error& e) {
+          finished_error = e.what();
+        }
+        CHECK(finished_error == lowered_error);
+        if (lowered_error.empty()) CHECK(program_difference(finished, lowered).empty());
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 100);
 }
 
 TEST_CASE("batch program: refuses Programs whose sizes are not affine in the batch, and throws what lower() throws",
