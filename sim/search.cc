@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "sim/search/pareto.h"
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
 
@@ -109,6 +110,8 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::sort(r.ranking.begin(), r.ranking.end(), [&](int a, int b) {
     return ranks_before(r.results[static_cast<size_t>(a)], r.results[static_cast<size_t>(b)], obj);
   });
+
+  r.pareto = pareto_front(r.results, r.ranking);
 
   if (r.ranking.empty()) {
     // Nearest misses: lowered candidates by how far their peak is over the budget (capacity - headroom).

@@ -68,6 +68,7 @@ struct SearchResult {
   std::vector<CandidateResult> results;  // every candidate, in enumeration order
   std::vector<int> ranking;              // feasible candidates, best first
   std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
+  std::vector<int> pareto;               // feasible, tokens/s vs peak memory (sim/search/pareto.h), memory ascending
 
   const CandidateResult* winner() const {
     return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])];

@@ -141,6 +141,23 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
   return o;
 }
 
+std::string pareto_text(const SearchResult& r) {
+  if (r.pareto.empty()) return {};
+  std::string o;
+  append(o, "\nPareto front (no other feasible plan is both faster and smaller), by peak memory:\n");
+  append(o, "{:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>8}\n", "tp", "plan", "float8", "async", "loss",
+         "AC", "batch", "tok/s/GPU", "mem GiB");
+  for (int i : r.pareto) {
+    const CandidateResult& c = r.results[static_cast<size_t>(i)];
+    const Candidate& x = c.candidate;
+    append(o, "{:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.0f} {:>8.1f}\n", x.tp,
+           r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
+           yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, c.report.tokens_per_second_per_gpu,
+           c.report.memory.peak / kGiB);
+  }
+  return o;
+}
+
 std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& baselines) {
   const CandidateResult* w = r.winner();
   if (!w) return {};
@@ -238,6 +255,17 @@ nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& b
     e["plan"] = plan_summary_json(result_plan(r, r.ranking[i]));
     j["top"].push_back(std::move(e));
   }
+  j["pareto"] = nlohmann::json::array();
+  for (int i : r.pareto) {
+    const CandidateResult& c = r.results[static_cast<size_t>(i)];
+    j["pareto"].push_back({{"plan", plan_summary_json(result_plan(r, i))},
+                           {"tokens_per_second_per_gpu", c.report.tokens_per_second_per_gpu},
+                           {"peak_memory_gib", c.report.memory.peak / kGiB}});
+  }
+  j["lowering"] = {{"lowered", r.lowered}, {"finished", r.finished}, {"patched", r.patched}};
+  j["phases_ms"] = nlohmann::json::object();
+  for (int p = 0; p < kSearchPhases; ++p)
+    j["phases_ms"][std::string(to_string(static_cast<SearchPhase>(p)))] = r.phases.ns[static_cast<size_t>(p)] / 1e6;
   if (!baselines.empty()) {
     j["baselines"] = nlohmann::json::array();
     const CandidateResult* w = r.winner();
