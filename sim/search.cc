@@ -17,6 +17,7 @@ bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective 
   const StepReport &x = a.report, &y = b.report;
   switch (o) {
     case Objective::tokens_per_second:
+    case Objective::cost_per_token:  // price per GPU-hour / tokens per GPU-hour: the same order
       if (x.tokens_per_second_per_gpu != y.tokens_per_second_per_gpu)
         return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
       if (x.memory.peak != y.memory.peak) return x.memory.peak < y.memory.peak;
@@ -72,14 +73,22 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       for (size_t j : order) {
         const size_t i = first + j;
         if (smaller_oom && o.skip_larger_batches) {
+          // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
+          // without the shortcut.
           CandidateResult& c = r.results[i];
           c.candidate = cands[i];
-          c.pruned = prune::kMemory;
-          c.detail = fmt::format("local batch {} already misses the memory budget ({})",
-                                 smaller_oom->candidate.local_batch_size, smaller_oom->detail);
+          if (Verdict v = check_static(cfg, r.cluster, r.space, cands[i]); !v.ok()) {
+            c.pruned = v.reason;
+            c.detail = std::move(v.detail);
+          } else {
+            c.pruned = prune::kMemory;
+            c.detail = fmt::format("local batch {} already misses the memory budget ({})",
+                                   smaller_oom->candidate.local_batch_size, smaller_oom->detail);
+          }
         } else {
+          const bool last_policy = first + n_batch == (t + 1) * per_task;
           r.results[i] = ev.evaluate(cands[i], o.batch_parametric ? &batch : nullptr,
-                                     o.share_policy_lowering ? &unfinished : nullptr);
+                                     o.share_policy_lowering ? &unfinished : nullptr, last_policy);
           if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
         }
         done.fetch_add(1, std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 //
 // Ranking by the space's objective, best first; ties broken by the next criterion, then by enumeration order:
 //   tokens_per_second   tokens/s per GPU (higher), then peak memory (lower)
+//   cost_per_token      the same order (search.gpu_hour_price / tokens per GPU-hour), reported in USD per 1M tokens
 //   step_time           step time (lower), then tokens/s per GPU (higher)
 //   memory              peak memory (lower), then tokens/s per GPU (higher)
 // When nothing is feasible, `closest` lists the candidates that came nearest: those that were lowered and only

@@ -108,7 +108,8 @@ OpCosts CandidateEvaluator::cost_ops(const Program& p) {
   return out;
 }
 
-CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* batch, UnfinishedByBatch* unfinished) {
+CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* batch, UnfinishedByBatch* unfinished,
+                                             bool last_use) {
   CandidateResult r;
   r.candidate = c;
   {
@@ -144,7 +145,12 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
         ++lowered;
       }
       PhaseTimer t(phases, SearchPhase::finish);
-      prog = finish_lowering(it->second, c.ac);
+      if (last_use) {
+        prog = finish_lowering(std::move(it->second), c.ac);
+        unfinished->erase(it);
+      } else {
+        prog = finish_lowering(it->second, c.ac);
+      }
       ++finished;
     } else {
       PhaseTimer t(phases, SearchPhase::lower);
@@ -198,6 +204,11 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
     PhaseTimer t(phases, SearchPhase::report);
     r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0);
     r.has_step = true;
+    if (r.report.tokens_per_second_per_gpu < space_.min_tokens_per_second_per_gpu) {
+      r.pruned = prune::kMinThroughput;
+      r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
+                             space_.min_tokens_per_second_per_gpu);
+    }
   } catch (const Error& e) {
     r.pruned = error_reason("simulation", e.what(), plan_source);
     r.detail = e.what();

@@ -77,7 +77,10 @@ class CandidateEvaluator {
   // Evaluates `c` (not its tp-1 representative: the caller copies that result). With `batch`, `c` is the next
   // batch size of that structure (see BatchState); with `unfinished`, its Program is finished from the structure's
   // unfinished Program at its batch size, lowered by the first policy that needs it; without either, it is lowered.
-  CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr);
+  // `last_use`: no later candidate needs `unfinished`'s Program at this batch size (the structure's last policy), so
+  // it is finished in place rather than copied.
+  CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr,
+                           bool last_use = false);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
