@@ -6,7 +6,12 @@
 //   build/bench/bench_search --benchmark_filter=405B/threads:1
 //
 // Arguments: threads (0 = all), opt (1: the larger-batch memory shortcut on, as by default; 0: off, every candidate
-// lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search.h).
+// lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search.h),
+// fast (1: lowering shared across activation-checkpointing policies and batch-parametric Programs, as by default;
+// 0: every candidate lowered, the "before" of issue 13's fast path; sim/search.h).
+// Counters: candidates, feasible, lowered (lower() or lower_unfinished() calls), finished (finish_lowering()),
+// patched (Programs from a BatchProgram), and the per-phase breakdown of the last search in ms summed over threads
+// (ms_constraints, ms_lower, ms_finish, ms_patch, ms_memory, ms_cost, ms_schedule, ms_report; sim/search/phase_times.h).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -29,16 +34,19 @@ void run(benchmark::State& state, const char* example) {
   o.threads = static_cast<int>(state.range(0));
   o.skip_larger_batches = state.range(1) != 0;
   o.memoize_op_costs = state.range(2) != 0;
+  o.batch_parametric = o.share_policy_lowering = state.range(3) != 0;
   SearchResult r;
   for (auto _ : state) {
     r = search(cfg, o);
     benchmark::DoNotOptimize(r.feasible);
   }
-  size_t lowered = 0;
-  for (const CandidateResult& c : r.results) lowered += c.has_memory;
   state.counters["candidates"] = static_cast<double>(r.evaluated);
   state.counters["feasible"] = static_cast<double>(r.feasible);
-  state.counters["lowered"] = static_cast<double>(lowered);
+  state.counters["lowered"] = static_cast<double>(r.lowered);
+  state.counters["finished"] = static_cast<double>(r.finished);
+  state.counters["patched"] = static_cast<double>(r.patched);
+  for (int p = 0; p < kSearchPhases; ++p)
+    state.counters[fmt::format("ms_{}", to_string(static_cast<SearchPhase>(p)))] = r.phases.ns[static_cast<size_t>(p)] / 1e6;
   state.counters["threads_used"] = r.threads;
   state.counters["candidates_per_s"] = benchmark::Counter(
       static_cast<double>(r.evaluated) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
@@ -50,13 +58,15 @@ void run(benchmark::State& state, const char* example) {
 void BM_Search405B(benchmark::State& state) { run(state, "llama3-405b-h100.yaml"); }
 void BM_Search8B(benchmark::State& state) { run(state, "llama3-8b-h100.yaml"); }
 
-// threads (0 = all), opt, memo: the default search, then each optimisation off or on, then every core.
+// threads (0 = all), opt, memo, fast: the default search, then each optimisation off or on, then 2 threads and every core.
 void search_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"threads", "opt", "memo"})
-      ->Args({1, 1, 0})
-      ->Args({1, 0, 0})
-      ->Args({1, 1, 1})
-      ->Args({0, 1, 0})
+  b->ArgNames({"threads", "opt", "memo", "fast"})
+      ->Args({1, 1, 0, 1})
+      ->Args({1, 1, 0, 0})
+      ->Args({1, 0, 0, 1})
+      ->Args({1, 1, 1, 1})
+      ->Args({2, 1, 0, 1})
+      ->Args({0, 1, 0, 1})
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
       ->MinTime(2.0);

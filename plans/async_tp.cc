@@ -30,7 +30,8 @@ class Rewriter {
   Rewriter(Program& p, Segment& s) : p(p), s(s), tp(p.tp) {}
 
   void run() {
-    // Rewrite one collective at a time; indices shift after each rewrite, so rescan from the start.
+    // Rewrite one collective at a time; indices shift after each rewrite, so rescan from the start (refused
+    // collectives are in `skipped` and cost a lookup).
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < s.ops.size() && !changed; ++i) {
@@ -125,10 +126,10 @@ class Rewriter {
     std::vector<Op> out;
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == ag || std::find(gemms.begin(), gemms.end(), i) != gemms.end()) {
-        if (i == last) out.insert(out.end(), seq.begin(), seq.end());
+        if (i == last) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
         continue;
       }
-      out.push_back(s.ops[i]);
+      out.push_back(std::move(s.ops[i]));
     }
     s.ops = std::move(out);
     return true;
@@ -140,20 +141,21 @@ class Rewriter {
     const TensorId P = rsop.inputs[0];
     if (skipped.count(P)) return false;
     std::vector<size_t> gemms, adds;
-    std::map<TensorId, size_t> writer;
+    std::vector<int> writer(p.tensors.size(), -1);  // by TensorId: the last op before rs that writes it
     for (size_t i = 0; i < rs; ++i)
-      for (TensorId t : s.ops[i].outputs) writer[t] = i;
+      for (TensorId t : s.ops[i].outputs) writer[static_cast<size_t>(t)] = static_cast<int>(i);
     bool ok = true;
     std::function<void(TensorId)> collect = [&](TensorId t) {
-      auto it = writer.find(t);
-      if (it == writer.end()) return void(ok = false);
-      const Op& w = s.ops[it->second];
+      const int wi = writer[static_cast<size_t>(t)];
+      if (wi < 0) return void(ok = false);
+      const size_t w_at = static_cast<size_t>(wi);
+      const Op& w = s.ops[w_at];
       // The partial must feed nothing else (it is never materialized whole).
       if (readers(t, 0, s.ops.size()).size() != 1) return void(ok = false);
-      if (is_row_gemm(w)) return gemms.push_back(it->second);
+      if (is_row_gemm(w)) return gemms.push_back(w_at);
       auto* e = std::get_if<ElementwiseOp>(&w.kind);
       if (e && e->fn == ElementwiseOp::Fn::add) {
-        adds.push_back(it->second);
+        adds.push_back(w_at);
         for (TensorId in : w.inputs) collect(in);
         return;
       }
@@ -210,8 +212,8 @@ class Rewriter {
     removed.insert(rs);
     std::vector<Op> out;
     for (size_t i = 0; i < s.ops.size(); ++i) {
-      if (i == rs) out.insert(out.end(), seq.begin(), seq.end());
-      if (!removed.count(i)) out.push_back(s.ops[i]);
+      if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
+      if (!removed.count(i)) out.push_back(std::move(s.ops[i]));
     }
     s.ops = std::move(out);
     return true;

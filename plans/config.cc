@@ -58,6 +58,8 @@ std::string_view to_string(Objective o) {
       return "step_time";
     case Objective::memory:
       return "memory";
+    case Objective::cost_per_token:
+      return "cost_per_token";
   }
   return "?";
 }
@@ -243,7 +245,8 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                         const std::filesystem::path& base_dir) {
   doc.check_map(n, "search",
                 {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_sizes", "objective", "memory_headroom_gib", "framework"});
+                 "local_batch_sizes", "objective", "memory_headroom_gib", "global_batch_size",
+                 "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
   SearchSpace s;
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
   const bool tt = s.framework == "torchtitan-0.3";
@@ -297,11 +300,23 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   if (has(n, "local_batch_sizes"))
     s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", batch);
   if (has(n, "objective")) {
-    const std::string o = doc.choice(n["objective"], "search.objective", {"tokens_per_second", "step_time", "memory"});
-    s.objective = o == "step_time" ? Objective::step_time
-                  : o == "memory"  ? Objective::memory
-                                   : Objective::tokens_per_second;
+    const std::string o = doc.choice(n["objective"], "search.objective",
+                                     {"tokens_per_second", "step_time", "memory", "cost_per_token"});
+    s.objective = o == "step_time"        ? Objective::step_time
+                  : o == "memory"         ? Objective::memory
+                  : o == "cost_per_token" ? Objective::cost_per_token
+                                          : Objective::tokens_per_second;
   }
+  if (has(n, "global_batch_size"))
+    s.global_batch_size = doc.integer_in(n["global_batch_size"], "search.global_batch_size", limits::global_batch_size);
+  if (has(n, "min_tokens_per_second_per_gpu"))
+    s.min_tokens_per_second_per_gpu = doc.real_in(n["min_tokens_per_second_per_gpu"],
+                                                  "search.min_tokens_per_second_per_gpu", limits::tokens_per_second);
+  if (has(n, "gpu_hour_price"))
+    s.gpu_hour_price = doc.real_in(n["gpu_hour_price"], "search.gpu_hour_price", limits::gpu_hour_price);
+  if (s.objective == Objective::cost_per_token && s.gpu_hour_price <= 0)
+    doc.fail_msg(n["objective"], "search.objective",
+                 "cost_per_token needs search.gpu_hour_price (USD per GPU-hour), e.g. gpu_hour_price: 2.5");
   if (has(n, "memory_headroom_gib"))
     s.memory_headroom_gib =
         doc.real_in(n["memory_headroom_gib"], "search.memory_headroom_gib", limits::memory_headroom_gib);

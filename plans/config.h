@@ -9,7 +9,8 @@
 //   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,   (`device:` is a synonym of `gpu:`)
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
 //   search:   {tp_degrees, presets, plans, float8, async_tp, loss_parallel, activation_checkpointing,
-//              local_batch_sizes, objective, memory_headroom_gib}
+//              local_batch_sizes, objective, memory_headroom_gib, global_batch_size, min_tokens_per_second_per_gpu,
+//              gpu_hour_price, framework}
 
 #include <yaml-cpp/yaml.h>
 
@@ -61,7 +62,8 @@ struct Cluster {
   int world_size() const { return nodes * gpus_per_node; }
 };
 
-enum class Objective { tokens_per_second, step_time, memory };
+// cost_per_token ranks as tokens_per_second does (price per GPU-hour / tokens per GPU-hour) and reports the price.
+enum class Objective { tokens_per_second, step_time, memory, cost_per_token };
 std::string_view to_string(Objective o);
 
 struct SearchSpace {
@@ -76,6 +78,13 @@ struct SearchSpace {
   std::vector<int64_t> local_batch_sizes = {1, 2, 4};
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
+  // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard must equal
+  // it (gradient accumulation is not modelled, so that is the only way to reach it). min_tokens_per_second_per_gpu
+  // (0: none): slower plans are pruned after their simulation.
+  int64_t global_batch_size = 0;
+  double min_tokens_per_second_per_gpu = 0;
+  // USD per GPU-hour: objective cost_per_token needs it; with it, reports show the cost per million tokens.
+  double gpu_hour_price = 0;
   // "dtensor" | "torchtitan-0.3": the family of the presets searched. torchtitan 0.3's knobs only: float8 defaults
   // to {none, rowwise, rowwise_with_gw_hp} (tensorwise is refused), loss_parallel is always on (the key is
   // refused), and the presets are its sharding with enable_sp false / true; compile follows training.compile (async

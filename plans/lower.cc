@@ -55,15 +55,21 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
                     shape, m.dim));
 }
 
+void in_range(const char* key, int64_t v, limits::IntRange r) {
+  if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
+}
+
+void check_batch_positive(const Plan& plan) {
+  if (plan.local_batch_size < 1)
+    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+}
+
 void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
   if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
-  if (plan.local_batch_size < 1)
-    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+  check_batch_positive(plan);
   // Configs are range-checked when loaded (plans/limits.h); a Model or Training built in code is checked here.
-  auto in = [](const char* key, int64_t v, limits::IntRange r) {
-    if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
-  };
+  auto in = in_range;
   in("model.dim", m.dim, limits::dim);
   in("model.n_layers", m.n_layers, limits::n_layers);
   in("model.n_heads", m.n_heads, limits::n_heads);
@@ -95,25 +101,28 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
 // chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
 // slots of the same tensor.
-void finalize_deps(Segment& s) {
-  std::map<TensorId, int> last;
+void finalize_deps(Segment& s, size_t n_tensors) {
+  std::vector<int> last(n_tensors, -1);  // by TensorId: the last op of the segment so far that writes it
   std::map<std::pair<TensorId, int>, int> slot_writer;
+  std::vector<int> deps;
   for (Op& op : s.ops) {
-    std::set<int> deps;
+    deps.clear();
     const bool ag_chunk = op.chunk.pattern == ChunkRef::Pattern::all_gather && !op.is_collective();
     for (TensorId t : op.inputs) {
       if (ag_chunk) {
         if (auto it = slot_writer.find({t, op.chunk.step}); it != slot_writer.end()) {
-          deps.insert(it->second);
+          deps.push_back(it->second);
           continue;
         }
       }
-      if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+      if (const int w = last[static_cast<size_t>(t)]; w >= 0) deps.push_back(w);
     }
     for (TensorId t : op.outputs)
-      if (auto it = last.find(t); it != last.end()) deps.insert(it->second);
+      if (const int w = last[static_cast<size_t>(t)]; w >= 0) deps.push_back(w);
+    std::sort(deps.begin(), deps.end());  // as a std::set gave them: ascending, each once
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     op.deps.assign(deps.begin(), deps.end());
-    for (TensorId t : op.outputs) last[t] = op.id;
+    for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = op.id;
     if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
       for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
   }
@@ -281,16 +290,6 @@ class Lowerer {
     e.run_backward(embed_tape, embed_tape_end);
     fsdp_reduce(embed_params);
 
-    // Recompute for activation checkpointing goes first in the block backward.
-    Segment& fwd = prog.segments[1];
-    Segment& bwd = prog.segments[3];
-    auto redo = recompute_ops(fwd, bwd, prog.training.activation_checkpointing, prog.plan.ac_early_stop,
-                              prog.plan.ac_saves_reduce_scatter);
-    if (!redo.empty()) {
-      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
-      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
-    }
-
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
     e.begin_segment("block.optimizer", checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
@@ -301,9 +300,25 @@ class Lowerer {
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
 
+    return std::move(prog);  // finish() adds what depends on activation checkpointing
+  }
+
+  // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
+  // is the same for every policy), then async TP and the deps.
+  static Program finish(Program prog, ActivationCheckpointing ac) {
+    prog.training.activation_checkpointing = ac;
+    prog.plan.activation_checkpointing = ac;
+    // Recompute for activation checkpointing goes first in the block backward.
+    Segment& fwd = prog.segments[1];
+    Segment& bwd = prog.segments[3];
+    auto redo = recompute_ops(fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    if (!redo.empty()) {
+      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
+      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
+    }
     if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
-    for (Segment& seg : prog.segments) finalize_deps(seg);
-    return std::move(prog);
+    for (Segment& seg : prog.segments) finalize_deps(seg, prog.tensors.size());
+    return prog;
   }
 
  private:
@@ -444,10 +459,22 @@ class Lowerer {
 
 }  // namespace
 
+void check_local_batch(const Model& model, const Training& training, const Plan& plan) {
+  check_batch_positive(plan);
+  in_range("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  check_sizes(model, training, plan);
+}
+
 Program lower(const Model& model, const Training& training, const Plan& plan) {
+  return finish_lowering(lower_unfinished(model, training, plan), plan.activation_checkpointing);
+}
+
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan) {
   check_inputs(model, training, plan);
   Lowerer l(model, training, plan);
-  return l.run();
+  return UnfinishedProgram{l.run()};
 }
+
+Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) { return Lowerer::finish(std::move(p.prog), ac); }
 
 }  // namespace tptune

@@ -31,4 +31,22 @@ namespace tptune {
 
 Program lower(const Model& model, const Training& training, const Plan& plan);
 
+// lower() in two steps, for a caller that lowers one plan under several activation-checkpointing policies (the
+// search, sim/search/structure_lowering.h): the Program before the policy's recompute ops, async TP's rewrite and the
+// deps, then those. The policy adds ops that copy forward ops and no tensors, so the first step is the same for every
+// policy:   lower(m, t, plan) == finish_lowering(lower_unfinished(m, t, plan), plan.activation_checkpointing)
+// field for field, whatever plan.activation_checkpointing lower_unfinished() was given. finish_lowering() throws
+// what lower() throws after the lowering proper (async TP without sequence-parallel collectives).
+struct UnfinishedProgram {
+  Program prog;
+};
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
+Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
+
+// The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:
+// >= 1, within limits::local_batch_size, and the largest tensor and FLOP counts within limits. When lower() of a plan
+// succeeds at one batch size, this throws exactly what lower() of the same plan at another batch size would throw
+// (the search's batch-parametric Program, sim/search/batch_program.h, relies on it).
+void check_local_batch(const Model& model, const Training& training, const Plan& plan);
+
 }  // namespace tptune

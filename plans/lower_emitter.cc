@@ -17,11 +17,11 @@ void Emitter::begin_segment(const std::string& name, int repeat, bool reverse) {
 }
 
 std::string Emitter::unique_name(const std::string& name) {
-  std::string key = (per_layer ? "L:" : "G:") + name;
-  if (names.insert(key).second) return name;
+  std::unordered_set<std::string>& taken = per_layer ? layer_names : global_names;
+  if (taken.insert(name).second) return name;
   for (int i = 2;; ++i) {
     std::string n = fmt::format("{}.{}", name, i);
-    if (names.insert((per_layer ? "L:" : "G:") + n).second) return n;
+    if (taken.insert(n).second) return n;
   }
 }
 

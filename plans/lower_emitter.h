@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "plans/program.h"
@@ -79,7 +80,7 @@ class Emitter {
   int next_node = 0;
   std::vector<std::function<void()>> tape;
   std::map<int, Value> grads;
-  std::set<std::string> names;
+  std::unordered_set<std::string> layer_names, global_names;  // taken, per scope
 };
 
 // The local compute dtype of an op writing activations.

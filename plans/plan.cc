@@ -78,25 +78,19 @@ std::string to_string(const ParallelStyle& s) {
   return "?";
 }
 
-// Splits "layers.*.attention" into {"layers", "*", "attention"}.
-static std::vector<std::string_view> components(std::string_view s) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = s.find('.', start);
-    out.push_back(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
-    if (dot == std::string_view::npos) return out;
-    start = dot + 1;
-  }
-}
-
+// Component by component ("layers.*.attention" has three), without splitting into new strings: the lowering asks
+// for every module's style.
 bool fqn_matches(const std::string& pattern, const std::string& fqn) {
   if (pattern.find('*') == std::string::npos) return pattern == fqn;
-  const auto p = components(pattern), f = components(fqn);
-  if (p.size() != f.size()) return false;
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] != "*" && p[i] != f[i]) return false;
-  return true;
+  std::string_view p = pattern, f = fqn;
+  while (true) {
+    const size_t pd = p.find('.'), fd = f.find('.');
+    const std::string_view pc = p.substr(0, pd), fc = f.substr(0, fd);
+    if (pc != "*" && pc != fc) return false;
+    if (pd == std::string_view::npos || fd == std::string_view::npos) return pd == fd;  // as many components
+    p.remove_prefix(pd + 1);
+    f.remove_prefix(fd + 1);
+  }
 }
 
 const ParallelStyle* Plan::style_for(const std::string& fqn) const {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "sim/search/pareto.h"
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
 
@@ -16,6 +17,7 @@ bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective 
   const StepReport &x = a.report, &y = b.report;
   switch (o) {
     case Objective::tokens_per_second:
+    case Objective::cost_per_token:  // price per GPU-hour / tokens per GPU-hour: the same order
       if (x.tokens_per_second_per_gpu != y.tokens_per_second_per_gpu)
         return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
       if (x.memory.peak != y.memory.peak) return x.memory.peak < y.memory.peak;
@@ -50,33 +52,47 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
     workers.back()->use_memo = o.memoize_op_costs;
   }
-  // Tasks: the candidates that differ only in local batch size (consecutive: it is the innermost loop), evaluated
-  // smallest batch first. Every tensor of a Program grows or stays with the local batch and the op list does not
-  // change, so peak memory is non-decreasing in it: once a batch misses the budget, the larger ones are pruned
-  // without lowering them (the brute-force test checks this too).
-  const size_t per_task = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
-  std::vector<size_t> order(per_task);
-  for (size_t j = 0; j < per_task; ++j) order[j] = j;
+  // Tasks: the candidates that differ only in activation checkpointing and local batch size (consecutive: the two
+  // innermost loops), one policy after the other, each smallest batch first. Every tensor of a Program grows or stays
+  // with the local batch and the op list does not change, so peak memory is non-decreasing in it: once a batch misses
+  // the budget, the policy's larger ones are pruned without lowering them (the brute-force test checks this too).
+  const size_t n_batch = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
+  const size_t per_task = n_batch * std::max<size_t>(r.space.activation_checkpointing.size(), 1);
+  std::vector<size_t> order(n_batch);
+  for (size_t j = 0; j < n_batch; ++j) order[j] = j;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b]; });
   std::atomic<size_t> done{0};
   const size_t tasks = cands.size() / per_task;
   auto run_task = [&](size_t t, int w) {
     CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
-    const CandidateResult* smaller_oom = nullptr;
-    for (size_t j : order) {
-      const size_t i = t * per_task + j;
-      if (smaller_oom && o.skip_larger_batches) {
-        CandidateResult& c = r.results[i];
-        c.candidate = cands[i];
-        c.pruned = prune::kMemory;
-        c.detail = fmt::format("local batch {} already misses the memory budget ({})",
-                               smaller_oom->candidate.local_batch_size, smaller_oom->detail);
-      } else {
-        r.results[i] = ev.evaluate(cands[i]);
-        if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
+    UnfinishedByBatch unfinished;
+    for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
+      const CandidateResult* smaller_oom = nullptr;
+      BatchState batch;
+      for (size_t j : order) {
+        const size_t i = first + j;
+        if (smaller_oom && o.skip_larger_batches) {
+          // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
+          // without the shortcut.
+          CandidateResult& c = r.results[i];
+          c.candidate = cands[i];
+          if (Verdict v = check_static(cfg, r.cluster, r.space, cands[i]); !v.ok()) {
+            c.pruned = v.reason;
+            c.detail = std::move(v.detail);
+          } else {
+            c.pruned = prune::kMemory;
+            c.detail = fmt::format("local batch {} already misses the memory budget ({})",
+                                   smaller_oom->candidate.local_batch_size, smaller_oom->detail);
+          }
+        } else {
+          const bool last_policy = first + n_batch == (t + 1) * per_task;
+          r.results[i] = ev.evaluate(cands[i], o.batch_parametric ? &batch : nullptr,
+                                     o.share_policy_lowering ? &unfinished : nullptr, last_policy);
+          if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
+        }
+        done.fetch_add(1, std::memory_order_relaxed);
       }
-      done.fetch_add(1, std::memory_order_relaxed);
     }
   };
   std::function<void(size_t, size_t)> progress;
@@ -85,6 +101,10 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   for (const auto& w : workers) {
     r.memo_hits += w->memo_hits();
     r.memo_misses += w->memo_misses();
+    r.lowered += w->lowered;
+    r.finished += w->finished;
+    r.patched += w->patched;
+    r.phases += w->phases;
   }
 
   for (size_t i = 0; i < r.results.size(); ++i) {
@@ -99,6 +119,8 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::sort(r.ranking.begin(), r.ranking.end(), [&](int a, int b) {
     return ranks_before(r.results[static_cast<size_t>(a)], r.results[static_cast<size_t>(b)], obj);
   });
+
+  r.pareto = pareto_front(r.results, r.ranking);
 
   if (r.ranking.empty()) {
     // Nearest misses: lowered candidates by how far their peak is over the budget (capacity - headroom).

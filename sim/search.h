@@ -12,6 +12,7 @@
 //
 // Ranking by the space's objective, best first; ties broken by the next criterion, then by enumeration order:
 //   tokens_per_second   tokens/s per GPU (higher), then peak memory (lower)
+//   cost_per_token      the same order (search.gpu_hour_price / tokens per GPU-hour), reported in USD per 1M tokens
 //   step_time           step time (lower), then tokens/s per GPU (higher)
 //   memory              peak memory (lower), then tokens/s per GPU (higher)
 // When nothing is feasible, `closest` lists the candidates that came nearest: those that were lowered and only
@@ -41,6 +42,13 @@ struct SearchOptions {
   // Prune larger local batches of a candidate whose smaller batch already misses the memory budget, without
   // lowering them (exact: peak memory is non-decreasing in the local batch). false: lower everything (measurements).
   bool skip_larger_batches = true;
+  // Lower each structure (a candidate but its local batch size) at its first two batch sizes only and set the
+  // batch-parametric Program to the others (sim/search/batch_program.h): the same Programs, field for field.
+  // false: lower every candidate (the reference the tests compare against, and the "before" of bench_search).
+  bool batch_parametric = true;
+  // Lower each structure but its activation-checkpointing policy once per batch size (lower_unfinished(), plans/
+  // lower.h) and finish it for every policy: the same Programs. false: lower every candidate (with the above).
+  bool share_policy_lowering = true;
   // Called on the calling thread about every 100 ms while the search runs, and once at the end.
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -54,9 +62,14 @@ struct SearchResult {
   double elapsed_ms = 0;
   int threads = 1;
   size_t memo_hits = 0, memo_misses = 0;
+  size_t lowered = 0;   // lower() or lower_unfinished() calls
+  size_t finished = 0;  // Programs from finish_lowering() (share_policy_lowering)
+  size_t patched = 0;   // Programs from a BatchProgram (batch_parametric)
+  PhaseTimes phases;                // summed over the workers
   std::vector<CandidateResult> results;  // every candidate, in enumeration order
   std::vector<int> ranking;              // feasible candidates, best first
   std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
+  std::vector<int> pareto;               // feasible, tokens/s vs peak memory (sim/search/pareto.h), memory ascending
 
   const CandidateResult* winner() const {
     return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])];

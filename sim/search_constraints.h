@@ -4,6 +4,7 @@
 // Static reasons (before lowering; each is a case the lowering, the cluster layout or the cost model would refuse,
 // which the search tests check against the brute-force path):
 //   tp does not divide the world size          dp_shard = world / tp must be whole
+//   local batch x dp is not the global batch   search.global_batch_size: local_batch_size x dp_shard must equal it
 //   tp group straddles nodes                   tp and gpus_per_node must divide one another (sim/cluster_spec.h)
 //   float8 needs a GPU with float8             the GPU spec has no fp8 peak (A100)
 //   tp does not divide n_heads | n_kv_heads | ffn_dim | vocab_size
@@ -16,7 +17,8 @@
 //   redundant at tp 1                          without TP, async TP, loss parallel and the module plan change nothing:
 //                                              the candidate's Program is that of its representative (first family,
 //                                              first async and loss-parallel values of the space), which is evaluated
-// Late reasons: `out of memory` (peak + memory_headroom_gib > capacity), and any tptune::Error of the lowering or
+// Late reasons: `out of memory` (peak + memory_headroom_gib > capacity), `below min tokens/s`
+// (search.min_tokens_per_second_per_gpu, after the simulation), and any tptune::Error of the lowering or
 // the cost model, counted by its class (lowering_reason()).
 
 #include <string>
@@ -29,6 +31,7 @@ namespace tptune {
 
 namespace prune {
 inline constexpr const char* kWorld = "tp does not divide the world size";
+inline constexpr const char* kGlobalBatch = "local batch x dp is not search.global_batch_size";
 inline constexpr const char* kStraddle = "tp group straddles nodes (tp and gpus_per_node do not divide one another)";
 inline constexpr const char* kFloat8Gpu = "float8 needs a GPU with float8";
 inline constexpr const char* kHeads = "tp does not divide n_heads";
@@ -40,6 +43,7 @@ inline constexpr const char* kAsyncNeedsSp = "async TP needs sequence parallel";
 inline constexpr const char* kAsyncRowwise = "async TP with float8 rowwise is not supported";
 inline constexpr const char* kRedundant = "redundant at tp 1 (same program as another candidate)";
 inline constexpr const char* kMemory = "out of memory (with the headroom)";
+inline constexpr const char* kMinThroughput = "below search.min_tokens_per_second_per_gpu";
 }  // namespace prune
 
 struct Verdict {

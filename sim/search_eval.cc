@@ -108,42 +108,111 @@ OpCosts CandidateEvaluator::cost_ops(const Program& p) {
   return out;
 }
 
-CandidateResult CandidateEvaluator::evaluate(const Candidate& c) {
+CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* batch, UnfinishedByBatch* unfinished,
+                                             bool last_use) {
   CandidateResult r;
   r.candidate = c;
-  if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) {
-    r.pruned = v.reason;
-    r.detail = std::move(v.detail);
-    return r;
+  {
+    PhaseTimer t(phases, SearchPhase::constraints);
+    if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) {
+      r.pruned = v.reason;
+      r.detail = std::move(v.detail);
+      return r;
+    }
   }
   const Plan plan = candidate_plan(space_, c);
+  if (batch && batch->program) {
+    const Program* prog = nullptr;
+    try {
+      PhaseTimer t(phases, SearchPhase::patch);
+      prog = &batch->program->at(c.local_batch_size);
+      ++patched;
+    } catch (const Error& e) {  // what lower() throws at this batch size (check_local_batch)
+      r.pruned = error_reason("lowering", e.what(), plan.source);
+      r.detail = e.what();
+      return r;
+    }
+    evaluate_program(r, *prog, plan.source);
+    return r;
+  }
   Program prog;
   try {
-    prog = lower(cfg_.model, cfg_.training, plan);
+    if (unfinished) {
+      auto it = unfinished->find(c.local_batch_size);
+      if (it == unfinished->end()) {
+        PhaseTimer t(phases, SearchPhase::lower);
+        it = unfinished->emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+        ++lowered;
+      }
+      PhaseTimer t(phases, SearchPhase::finish);
+      if (last_use) {
+        prog = finish_lowering(std::move(it->second), c.ac);
+        unfinished->erase(it);
+      } else {
+        prog = finish_lowering(it->second, c.ac);
+      }
+      ++finished;
+    } else {
+      PhaseTimer t(phases, SearchPhase::lower);
+      prog = lower(cfg_.model, cfg_.training, plan);
+      ++lowered;
+    }
   } catch (const Error& e) {
     r.pruned = error_reason("lowering", e.what(), plan.source);
     r.detail = e.what();
     return r;
   }
+  evaluate_program(r, prog, plan.source);
+  if (batch && !batch->lower_each) {
+    if (!batch->first) {
+      batch->first = std::move(prog);
+    } else {
+      PhaseTimer t(phases, SearchPhase::patch);
+      batch->program =
+          BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), prog, &batch->why_not);
+      batch->first.reset();
+      batch->lower_each = !batch->program;
+    }
+  }
+  return r;
+}
+
+void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source) {
   try {
     check_supported(prog, cluster_);
-    r.report.memory = memory_model(prog, cluster_.gpu, cost_);
+    {
+      PhaseTimer t(phases, SearchPhase::memory);
+      r.report.memory = memory_model(prog, cluster_.gpu, cost_);
+    }
     r.has_memory = true;
     if (!fits_with_headroom(r.report.memory, space_.memory_headroom_gib)) {
       r.pruned = prune::kMemory;
       r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
                              space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
-      return r;
+      return;
     }
-    const OpCosts costs = cost_ops(prog);
-    const Timeline tl = schedule(prog, costs, cost_);
-    r.report = make_report(prog, cluster_, cost_, costs, tl, 0);
+    OpCosts costs;
+    {
+      PhaseTimer t(phases, SearchPhase::cost);
+      costs = cost_ops(prog);
+    }
+    Timeline tl;
+    {
+      PhaseTimer t(phases, SearchPhase::schedule);
+      tl = schedule(prog, costs, cost_);
+    }
+    PhaseTimer t(phases, SearchPhase::report);
+    r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0);
     r.has_step = true;
+    if (r.report.tokens_per_second_per_gpu < space_.min_tokens_per_second_per_gpu) {
+      r.pruned = prune::kMinThroughput;
+      r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
+                             space_.min_tokens_per_second_per_gpu);
+    }
   } catch (const Error& e) {
-    r.pruned = error_reason("simulation", e.what(), plan.source);
+    r.pruned = error_reason("simulation", e.what(), plan_source);
     r.detail = e.what();
   }
-  return r;
 }
 
 }  // namespace tptune

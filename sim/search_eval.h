@@ -4,6 +4,9 @@
 // The result is exactly what the brute-force path gives (lower(); simulate(); fits = peak + headroom <= capacity),
 // number for number; the evaluator is only faster:
 //  * static constraints (sim/search_constraints.h) refuse a candidate before it is lowered;
+//  * candidates that differ only in local batch size share one lowering (sim/search/batch_program.h): the caller
+//    passes one BatchState through them, smallest batch first; the first two batch sizes are lowered, the others
+//    are the batch-parametric Program set to their batch (no lowering, no allocation);
 //  * the memory model runs before the schedule, and a candidate that does not fit is not scheduled (its StepReport
 //    then holds the memory only);
 //  * optionally (use_memo; SearchOptions::memoize_op_costs, off by default because today's cost functions are as
@@ -17,13 +20,19 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "plans/config.h"
+#include "plans/lower.h"
 #include "plans/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
+#include "sim/search/batch_program.h"
+#include "sim/search/phase_times.h"
 #include "sim/search_space.h"
 #include "sim/simulate.h"
 
@@ -49,24 +58,45 @@ struct OpKeyHash {
 };
 OpKey op_key(const Op& op, const Program& p);
 
+// What the candidates of one structure (all but the local batch size equal) share, evaluated smallest batch first.
+// Unfinished Programs (plans/lower.h) of one structure but its activation-checkpointing policy, by local batch size:
+// lowered once, finished for every policy.
+using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
+
+struct BatchState {
+  std::optional<Program> first;             // the first lowered batch size, until the second one is lowered
+  std::unique_ptr<BatchProgram> program;    // from the first two; set to each later batch size
+  bool lower_each = false;                  // BatchProgram::make refused: lower every batch size
+  std::string why_not;                      // its reason
+};
+
 class CandidateEvaluator {
  public:
   CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const ResolvedSpace& space);
 
-  // Evaluates `c` (not its tp-1 representative: the caller copies that result).
-  CandidateResult evaluate(const Candidate& c);
+  // Evaluates `c` (not its tp-1 representative: the caller copies that result). With `batch`, `c` is the next
+  // batch size of that structure (see BatchState); with `unfinished`, its Program is finished from the structure's
+  // unfinished Program at its batch size, lowered by the first policy that needs it; without either, it is lowered.
+  // `last_use`: no later candidate needs `unfinished`'s Program at this batch size (the structure's last policy), so
+  // it is finished in place rather than copied.
+  CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr,
+                           bool last_use = false);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
   size_t memo_hits() const { return hits_; }
   size_t memo_misses() const { return misses_; }
   bool use_memo = false;  // true: memoize op durations across candidates
+  PhaseTimes phases;      // where this evaluator's time went
+  size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
 
  private:
   const Config& cfg_;
   const ClusterSpec& cluster_;
   const CostParams& cost_;
   const ResolvedSpace& space_;
+  void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source);
+
   std::unordered_map<OpKey, double, OpKeyHash> memo_;
   size_t hits_ = 0, misses_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "sim/search_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iterator>
 
@@ -73,6 +74,15 @@ std::string header(const Config& cfg, const SearchResult& r) {
          c.gpus_per_node, r.evaluated, r.feasible, r.elapsed_ms, r.threads, r.threads == 1 ? "" : "s");
   append(o, "objective: {}, memory headroom {:g} GiB of {:g} GiB\n", to_string(r.space.objective),
          r.space.memory_headroom_gib, c.gpu.memory_GiB);
+  if (r.space.global_batch_size > 0 || r.space.min_tokens_per_second_per_gpu > 0 || r.space.gpu_hour_price > 0) {
+    std::vector<std::string> parts;
+    if (r.space.global_batch_size > 0)
+      parts.push_back(fmt::format("global batch {} sequences", r.space.global_batch_size));
+    if (r.space.min_tokens_per_second_per_gpu > 0)
+      parts.push_back(fmt::format("at least {:g} tokens/s per GPU", r.space.min_tokens_per_second_per_gpu));
+    if (r.space.gpu_hour_price > 0) parts.push_back(fmt::format("USD {:g} per GPU-hour", r.space.gpu_hour_price));
+    append(o, "constraints: {}\n", fmt::join(parts, ", "));
+  }
   if (!r.pruned.empty()) {
     append(o, "pruned:\n");
     o += pruned_lines(r);
@@ -127,16 +137,41 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
   if (r.ranking.empty()) return o;
   const size_t n = std::min(k, r.ranking.size());
   append(o, "\ntop {} of {} by {}:\n", n, r.feasible, to_string(r.space.objective));
-  append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>10} {:>6} {:>8} {:>8}\n", "#", "tp", "plan",
-         "float8", "async", "loss", "AC", "batch", "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm");
+  const bool priced = r.space.gpu_hour_price > 0;
+  append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", "plan",
+         "float8", "async", "loss", "AC", "batch", "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm",
+         priced ? "  USD/1M tok" : "");
   for (size_t i = 0; i < n; ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
     const Candidate& x = c.candidate;
     const StepReport& s = c.report;
-    append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%\n",
+    append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
            i + 1, x.tp, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
            yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, s.step_time_ms, s.tokens_per_second_per_gpu,
-           100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s));
+           100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
+           priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
+  }
+  return o;
+}
+
+double cost_per_million_tokens(const StepReport& s, double gpu_hour_price) {
+  // USD per GPU-hour / (tokens per GPU per second x 3600 s) x 1e6 tokens.
+  return s.tokens_per_second_per_gpu > 0 ? gpu_hour_price / (s.tokens_per_second_per_gpu * 3600) * 1e6 : 0;
+}
+
+std::string pareto_text(const SearchResult& r) {
+  if (r.pareto.empty()) return {};
+  std::string o;
+  append(o, "\nPareto front (no other feasible plan is both faster and smaller), by peak memory:\n");
+  append(o, "{:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>8}\n", "tp", "plan", "float8", "async", "loss",
+         "AC", "batch", "tok/s/GPU", "mem GiB");
+  for (int i : r.pareto) {
+    const CandidateResult& c = r.results[static_cast<size_t>(i)];
+    const Candidate& x = c.candidate;
+    append(o, "{:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.0f} {:>8.1f}\n", x.tp,
+           r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
+           yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, c.report.tokens_per_second_per_gpu,
+           c.report.memory.peak / kGiB);
   }
   return o;
 }
@@ -234,10 +269,23 @@ nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& b
   for (size_t i = 0; i < std::min(k, r.ranking.size()); ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
     nlohmann::json e = metrics_json(c.report);
+    if (r.space.gpu_hour_price > 0)
+      e["cost_per_million_tokens_usd"] = cost_per_million_tokens(c.report, r.space.gpu_hour_price);
     e["rank"] = i + 1;
     e["plan"] = plan_summary_json(result_plan(r, r.ranking[i]));
     j["top"].push_back(std::move(e));
   }
+  j["pareto"] = nlohmann::json::array();
+  for (int i : r.pareto) {
+    const CandidateResult& c = r.results[static_cast<size_t>(i)];
+    j["pareto"].push_back({{"plan", plan_summary_json(result_plan(r, i))},
+                           {"tokens_per_second_per_gpu", c.report.tokens_per_second_per_gpu},
+                           {"peak_memory_gib", c.report.memory.peak / kGiB}});
+  }
+  j["lowering"] = {{"lowered", r.lowered}, {"finished", r.finished}, {"patched", r.patched}};
+  j["phases_ms"] = nlohmann::json::object();
+  for (int p = 0; p < kSearchPhases; ++p)
+    j["phases_ms"][std::string(to_string(static_cast<SearchPhase>(p)))] = r.phases.ns[static_cast<size_t>(p)] / 1e6;
   if (!baselines.empty()) {
     j["baselines"] = nlohmann::json::array();
     const CandidateResult* w = r.winner();

@@ -14,8 +14,11 @@
 // JSON (--json):
 //   {"evaluated": N, "feasible": M, "pruned": {"reason": count}, "elapsed_ms": T, "threads": n, "objective": "...",
 //    "top": [{"rank": 1, "plan": {...}, "step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib",
-//             "exposed_comm_fraction", "breakdown_ms": {...}}],
+//             "exposed_comm_fraction", "breakdown_ms": {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
 //    "baselines": [{"name", "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
+//    "pareto": [{"plan", "tokens_per_second_per_gpu", "peak_memory_gib"}]   (by memory ascending; sim/search/pareto.h)
+//    "lowering": {"lowered", "finished", "patched"}   (how the candidates' Programs were made; sim/search.h)
+//    "phases_ms": {"constraints", "lower", "finish", "patch", "memory", "cost", "schedule", "report"}
 //    "closest": [{"plan", "reason", "detail", "peak_memory_gib"?}]   (only when nothing fits)}
 
 #include <nlohmann/json.hpp>
@@ -47,6 +50,10 @@ Plan result_plan(const SearchResult& r, int index);
 
 // Header (model, cluster, counts, time), pruning reasons, and the top-`k` table.
 std::string search_table(const Config& cfg, const SearchResult& r, size_t k);
+// USD per million tokens at `gpu_hour_price` USD per GPU-hour (0 when the plan has no throughput).
+double cost_per_million_tokens(const StepReport& s, double gpu_hour_price);
+// The Pareto front (tokens/s per GPU vs peak memory), one line per plan; empty when nothing is feasible.
+std::string pareto_text(const SearchResult& r);
 // The winner against the baselines: a table and the per-sequence time deltas.
 std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& baselines);
 // When nothing is feasible: why, and the `k` closest candidates with their reasons.

@@ -48,6 +48,9 @@ ResolvedSpace resolve_space(const Config& cfg) {
   r.local_batch_sizes = s.local_batch_sizes;
   r.objective = s.objective;
   r.memory_headroom_gib = s.memory_headroom_gib;
+  r.global_batch_size = s.global_batch_size;
+  r.min_tokens_per_second_per_gpu = s.min_tokens_per_second_per_gpu;
+  r.gpu_hour_price = s.gpu_hour_price;
   return r;
 }
 

@@ -56,6 +56,9 @@ struct ResolvedSpace {
   std::vector<int64_t> local_batch_sizes;
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
+  int64_t global_batch_size = 0;              // 0: no constraint (SearchSpace)
+  double min_tokens_per_second_per_gpu = 0;  // 0: no constraint
+  double gpu_hour_price = 0;                  // USD per GPU-hour; 0: no cost reported
   int world_size = 1;
   std::string framework = "dtensor";  // the presets' family (SearchSpace::framework)
 

@@ -32,6 +32,11 @@ std::string op_kind_label(const Op& op) {
 
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostParams& c, const OpCosts& costs,
                        const Timeline& tl, size_t top_ops) {
+  return make_report(p, cluster, costs, tl, memory_model(p, cluster.gpu, c), top_ops);
+}
+
+StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCosts& costs, const Timeline& tl,
+                       const MemoryReport& memory, size_t top_ops) {
   StepReport r;
   r.model = p.model.name;
   r.gpu = cluster.gpu.name;
@@ -74,7 +79,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostP
   r.block_forward_ms = mean_span("block.fwd");
   r.block_backward_ms = mean_span("block.bwd");
 
-  r.memory = memory_model(p, cluster.gpu, c);
+  r.memory = memory;
 
   // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
   struct Ref {

@@ -62,6 +62,9 @@ struct StepReport {
 StepReport simulate(const Program& p, const ClusterSpec& cluster, const CostParams& c);
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostParams& c, const OpCosts& costs,
                        const Timeline& timeline, size_t top_ops = 12);
+// The same, with the Program's memory_model() already computed (the search computes it first, to prune on it).
+StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCosts& costs, const Timeline& timeline,
+                       const MemoryReport& memory, size_t top_ops = 12);
 // Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ...").
 void check_supported(const Program& p, const ClusterSpec& cluster);
 

@@ -54,7 +54,7 @@ int run_search(const SearchArgs& a) {
     fmt::print(stderr, "tp-plan: no plan fits (see the closest candidates{})\n", text ? " above" : " in the JSON");
     return 1;
   }
-  if (text) fmt::print("{}{}", search_table(cfg, r, a.top), explain_winner(r, baselines));
+  if (text) fmt::print("{}{}{}", search_table(cfg, r, a.top), pareto_text(r), explain_winner(r, baselines));
   if (text)
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   // A preset keeps torchtitan's w3 entry on a gelu MLP; the file gets only entries that name modules of the model.

@@ -1,0 +1,231 @@
+// The search's fast path is the slow path: a batch-parametric Program set to batch b is lower() at b field for field,
+// over every structure and batch size of the example spaces; it throws what lower() throws; and the whole search
+// gives bit-identical results with and without it.
+#include "sim/search/batch_program.h"
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <optional>
+#include <set>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "sim/search.h"
+#include "sim/search_constraints.h"
+
+using namespace tptune;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
+
+Plan at_batch(Plan p, int64_t b) {
+  p.local_batch_size = b;
+  return p;
+}
+
+// For every structure of the config's space that lowers at local batch 1 and 2: at(b) == lower(b) for b in `batches`.
+// Returns how many (structure, batch) pairs were compared.
+size_t check_space(const Config& cfg, const std::vector<int64_t>& batches) {
+  const ResolvedSpace space = resolve_space(cfg);
+  const ClusterSpec cluster = resolve_cluster(cfg);
+  std::set<std::string> seen;
+  size_t compared = 0;
+  for (const Candidate& c : enumerate_candidates(space)) {
+    if (!check_static(cfg, cluster, space, c).ok()) continue;
+    Candidate key = c;
+    key.local_batch_size = 0;
+    if (!seen.insert(describe(space, key)).second) continue;  // one per structure
+    const Plan plan = candidate_plan(space, c);
+    Program p1, p2;
+    try {
+      p1 = lower(cfg.model, cfg.training, at_batch(plan, 1));
+      p2 = lower(cfg.model, cfg.training, at_batch(plan, 2));
+    } catch (const Error&) {
+      continue;  // refused whatever the batch: the search lowers it and reports the error
+    }
+    std::string why;
+    auto bp = BatchProgram::make(cfg.model, cfg.training, at_batch(plan, 2), p1, p2, &why);
+    INFO(describe(space, c));
+    REQUIRE(why.empty());
+    REQUIRE(bp);
+    CHECK(bp->batch_dependent_fields() > 0);
+    for (int64_t b : batches) {
+      INFO("local batch " << b);
+      const Program& fast = bp->at(b);
+      CHECK(program_difference(fast, lower(cfg.model, cfg.training, at_batch(plan, b))).empty());
+      ++compared;
+    }
+  }
+  return compared;
+}
+
+// Every number of two search results, bit for bit (== on doubles), and every reason and detail.
+void check_same_search(const SearchResult& a, const SearchResult& b) {
+  REQUIRE(a.results.size() == b.results.size());
+  for (size_t i = 0; i < a.results.size(); ++i) {
+    const CandidateResult &x = a.results[i], &y = b.results[i];
+    INFO(describe(a.space, x.candidate));
+    CHECK(x.pruned == y.pruned);
+    CHECK(x.detail == y.detail);
+    CHECK(x.has_memory == y.has_memory);
+    CHECK(x.has_step == y.has_step);
+    const StepReport &r = x.report, &s = y.report;
+    CHECK(r.step_time_ms == s.step_time_ms);
+    CHECK(r.tokens_per_second_per_gpu == s.tokens_per_second_per_gpu);
+    CHECK(r.mfu == s.mfu);
+    CHECK(r.compute_ms == s.compute_ms);
+    CHECK(r.exposed_tp_comm_ms == s.exposed_tp_comm_ms);
+    CHECK(r.exposed_dp_comm_ms == s.exposed_dp_comm_ms);
+    CHECK(r.tp_comm_busy_ms == s.tp_comm_busy_ms);
+    CHECK(r.dp_comm_busy_ms == s.dp_comm_busy_ms);
+    CHECK(r.block_forward_ms == s.block_forward_ms);
+    CHECK(r.block_backward_ms == s.block_backward_ms);
+    CHECK(r.memory.peak == s.memory.peak);
+    CHECK(r.memory.activations == s.memory.activations);
+    CHECK(r.memory.working_set == s.memory.working_set);
+    CHECK(r.memory.params_in_flight == s.memory.params_in_flight);
+    CHECK(r.memory.model_states() == s.memory.model_states());
+    CHECK(r.memory.peak_phase == s.memory.peak_phase);
+    CHECK(r.plan == s.plan);
+    CHECK(r.local_batch_size == s.local_batch_size);
+  }
+  CHECK(a.ranking == b.ranking);
+  CHECK(a.pruned == b.pruned);
+  CHECK(a.closest == b.closest);
+}
+
+void check_fast_equals_slow(const Config& cfg, bool expect_patched = true) {
+  SearchOptions fast, slow;
+  fast.threads = slow.threads = 2;
+  fast.skip_larger_batches = slow.skip_larger_batches = false;  // every candidate evaluated, so every one compared
+  slow.batch_parametric = false;
+  slow.share_policy_lowering = false;
+  const SearchResult a = search(cfg, fast), b = search(cfg, slow);
+  if (expect_patched) CHECK(a.patched > 0);
+  CHECK(a.lowered < a.finished);  // one lowering served several policies
+  CHECK(b.patched == 0);
+  CHECK(b.finished == 0);
+  CHECK(a.finished + a.patched == b.lowered);  // every Program the slow path lowered, the fast path made
+  check_same_search(a, b);
+}
+
+}  // namespace
+
+TEST_CASE("batch program: at(b) is lower(b) field for field, every structure of the 8B space", "[search][batch]") {
+  // 4 tp degrees x 2 presets x ...: every structure that lowers; batch sizes in and beyond the space (3 and 16: not
+  // the two it was made from).
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  CHECK(check_space(cfg, {1, 2, 3, 4, 16}) > 50);
+}
+
+TEST_CASE("batch program: at(b) is lower(b), GPT on A100s (layernorm, gelu) and torchtitan 0.3 405B",
+          "[search][batch]") {
+  CHECK(check_space(load_config(example("gpt-a100.yaml")), {1, 5, 8}) > 0);
+  // torchtitan 0.3: fused wqkv, chunked loss, FSDP always.
+  Config tt = load_config(example("llama3-8b-h100.yaml"));
+  tt.search.framework = "torchtitan-0.3";
+  tt.search.float8 = {Float8Recipe::none, Float8Recipe::rowwise};
+  tt.search.loss_parallel = {true};
+  CHECK(check_space(tt, {3, 4}) > 0);
+}
+
+TEST_CASE("lower() in two steps: one unfinished Program finished for every policy is lower() of each",
+          "[search][batch]") {
+  // Every structure of the 8B and GPT spaces (vanilla, sequence parallel, float8, async TP, loss parallel; FSDP and
+  // not), at two batch sizes: finish_lowering(lower_unfinished(plan with policy A), B) == lower(plan with policy B).
+  size_t compared = 0;
+  for (const char* file : {"llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml"}) {
+    Config cfg = load_config(example(file));
+    const ResolvedSpace space = resolve_space(cfg);
+    const ClusterSpec cluster = resolve_cluster(cfg);
+    for (const Candidate& c : enumerate_candidates(space)) {
+      if (c.ac != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
+      if (!check_static(cfg, cluster, space, c).ok()) continue;
+      const Plan plan = candidate_plan(space, c);
+      std::optional<UnfinishedProgram> u;
+      try {
+        u = lower_unfinished(cfg.model, cfg.training, plan);
+      } catch (const Error&) {
+        continue;
+      }
+      for (ActivationCheckpointing ac :
+           {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
+        Plan with = plan;
+        with.activation_checkpointing = ac;
+        INFO(describe(space, c) << " finished as " << to_string(ac));
+        std::string lowered_error, finished_error;
+        Program lowered, finished;
+        try {
+          lowered = lower(cfg.model, cfg.training, with);
+        } catch (const Error& e) {
+          lowered_error = e.what();
+        }
+        try {
+          finished = finish_lowering(*u, ac);
+        } catch (const Error& e) {
+          finished_error = e.what();
+        }
+        CHECK(finished_error == lowered_error);
+        if (lowered_error.empty()) CHECK(program_difference(finished, lowered).empty());
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 100);
+}
+
+TEST_CASE("batch program: refuses Programs whose sizes are not affine in the batch, and throws what lower() throws",
+          "[search][batch]") {
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Plan plan = candidate_plan(resolve_space(cfg), enumerate_candidates(resolve_space(cfg))[0]);
+  const Program p1 = lower(cfg.model, cfg.training, at_batch(plan, 1));
+  const Program p3 = lower(cfg.model, cfg.training, at_batch(plan, 3));
+  std::string why;
+  CHECK_FALSE(BatchProgram::make(cfg.model, cfg.training, plan, p1, p1, &why));
+  CHECK_THAT(why, Contains("both Programs are at local batch 1"));
+  // A size that moved by 1 between batch 1 and 3 is not b x something + something: refused, with the field.
+  Program odd = p3;
+  odd.tensors[0].local_shape[1] += 1;  // tokens (b, s): s moved by one
+  CHECK_FALSE(BatchProgram::make(cfg.model, cfg.training, plan, p1, odd, &why));
+  CHECK_THAT(why, Contains("tokens local shape") && Contains("not affine in the batch"));
+  // A batch-free field that differs: refused too.
+  Program renamed = p3;
+  renamed.segments[1].ops[2].module = "elsewhere";
+  CHECK_FALSE(BatchProgram::make(cfg.model, cfg.training, plan, p1, renamed, &why));
+  CHECK_THAT(why, Contains("module differs"));
+  // The real pair is accepted, and at(b) throws lower()'s own message past the limits.
+  auto bp = BatchProgram::make(cfg.model, cfg.training, plan, p1, p3, &why);
+  REQUIRE(bp);
+  for (int64_t b : {int64_t{0}, int64_t{70000}}) {
+    std::string lowered, fast;
+    try {
+      lower(cfg.model, cfg.training, at_batch(plan, b));
+    } catch (const Error& e) {
+      lowered = e.what();
+    }
+    try {
+      bp->at(b);
+    } catch (const Error& e) {
+      fast = e.what();
+    }
+    CHECK_FALSE(lowered.empty());
+    CHECK(fast == lowered);
+  }
+  CHECK(program_difference(bp->at(2), lower(cfg.model, cfg.training, at_batch(plan, 2))).empty());
+}
+
+TEST_CASE("search fast path == slow path, bit for bit, over every candidate: 8B on 8 H100s with 7 batch sizes",
+          "[search][batch]") {
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  cfg.search.local_batch_sizes = {1, 2, 3, 4, 6, 8, 16};
+  check_fast_equals_slow(cfg);
+}
+
+TEST_CASE("search fast path == slow path: 405B on 1024 H100s, 70B, GPT on A100s", "[search][batch]") {
+  check_fast_equals_slow(load_config(example("llama3-405b-h100.yaml")));
+  check_fast_equals_slow(load_config(example("llama3-70b-h100.yaml")));
+  check_fast_equals_slow(load_config(example("gpt-a100.yaml")));
+}
