@@ -255,30 +255,47 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
   put(cal, base, fit, "gemm_overhead_us", best_x[3], "gemm");
 }
 
+// Causal score count of an attention op (b x heads x s(s+1)/2): the per-score term's feature.
+double attention_scores(const AttentionOp& a) {
+  return static_cast<double>(a.batch) * static_cast<double>(a.n_heads) * static_cast<double>(a.seq) *
+         static_cast<double>(a.causal ? a.seq + 1 : 2 * a.seq) / 2;
+}
+
 void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
   CostParams c = fit;
   c.attention_fwd_efficiency = c.attention_bwd_efficiency = 1.0;
   c.attention_overhead_us = 0;
+  c.attention_fwd_score_ns = c.attention_bwd_score_ns = 0;
   c.memory_bound_efficiency = 1e12;  // the compute branch
+  // Columns: FLOP time fwd / bwd (1/efficiency), scores fwd / bwd (ns per score, in us per 1000 scores), overhead.
+  // The score columns separate only when the samples vary head_dim against seq^2 (a FLOP term at one head dim is a
+  // score term times a constant): with one head dim they are left at the device's values.
   Problem p;
+  std::set<int64_t> head_dims;
   for (const auto& s : ss) {
-    const bool bwd = std::get<AttentionOp>(program_op(*s.op, *s.m)->kind).backward;
-    const double x = model_time_us(*s.op, *s.m, *s.cluster, c);
-    p.add({bwd ? 0 : x, bwd ? x : 0, 1.0}, s.op->time_us);
+    const auto& a = std::get<AttentionOp>(program_op(*s.op, *s.m)->kind);
+    head_dims.insert(a.head_dim);
+    const double x = model_time_us(*s.op, *s.m, *s.cluster, c), sc = attention_scores(a) * 1e-3;
+    p.add({a.backward ? 0 : x, a.backward ? x : 0, a.backward ? 0 : sc, a.backward ? sc : 0, 1.0}, s.op->time_us);
   }
-  std::vector<bool> used = used_columns(p, 3);
-  std::vector<double> lo{1 / 1.5, 1 / 1.5, 0}, hi{1e5, 1e5, 1e4};
+  const bool scores = head_dims.size() >= 2;
+  std::vector<bool> used = used_columns(p, 5);
+  std::vector<double> lo{1 / 1.5, 1 / 1.5, 0, 0, 0}, hi{1e5, 1e5, 1e6, 1e6, 1e4};
   for (size_t j = 0; j < 2; ++j)
     if (!used[j]) lo[j] = hi[j] = 1.0;
+  for (size_t j = 2; j < 4; ++j)
+    if (!used[j] || !scores) lo[j] = hi[j] = (j == 2 ? fit.attention_fwd_score_ns : fit.attention_bwd_score_ns);
   std::vector<double> x = robust_solve(p, lo, hi);
   if (used[0]) put(cal, base, fit, "attention_fwd_efficiency", 1 / x[0], "attention");
   if (used[1]) put(cal, base, fit, "attention_bwd_efficiency", 1 / x[1], "attention");
-  put(cal, base, fit, "attention_overhead_us", x[2], "attention");
+  if (scores && used[2]) put(cal, base, fit, "attention_fwd_score_ns", x[2], "attention");
+  if (scores && used[3]) put(cal, base, fit, "attention_bwd_score_ns", x[3], "attention");
+  put(cal, base, fit, "attention_overhead_us", x[4], "attention");
 }
 
 // Memory-bound sub-classes: which column an op's time goes to.
-enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, ovh, ovh_adam, n_mem_cols };
+enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, cast, ovh, ovh_adam, n_mem_cols };
 
 void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
@@ -288,6 +305,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   c.norm_traffic_factor = c.rope_traffic_factor = c.activation_traffic_factor = 1.0;
   c.embedding_bwd_efficiency = 1.0;
   c.loss_traffic_factor = 1.0;
+  c.fp8_cast_traffic_factor = 1.0;
   Problem p;
   for (const auto& s : ss) {
     std::vector<double> f(n_mem_cols, 0.0);
@@ -324,6 +342,8 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
       } else if (const auto* ce = std::get_if<CrossEntropyOp>(&op->kind)) {
         using S = CrossEntropyOp::Stage;
         if (ce->stage == S::sum_exp || ce->stage == S::backward) col = loss;
+      } else if (const auto* cf = std::get_if<CastFp8Op>(&op->kind)) {
+        if (cf->stage == CastFp8Op::Stage::cast) col = cast;
       }
     }
     f[size_t(col)] = model_time_us(*s.op, *s.m, *s.cluster, c);
@@ -345,6 +365,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   if (used[act]) put(cal, base, fit, "activation_traffic_factor", x[act] / a, "memory_bound");
   if (used[emb_bwd]) put(cal, base, fit, "embedding_bwd_efficiency", a / x[emb_bwd], "memory_bound");
   if (used[loss]) put(cal, base, fit, "loss_traffic_factor", x[loss] / a, "memory_bound");
+  if (used[cast]) put(cal, base, fit, "fp8_cast_traffic_factor", x[cast] / a, "memory_bound");
   if (used[ovh]) put(cal, base, fit, "memory_bound_overhead_us", x[ovh], "memory_bound");
   if (used[ovh_adam]) put(cal, base, fit, "optimizer_overhead_us", x[ovh_adam], "memory_bound");
 }

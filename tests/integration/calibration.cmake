@@ -18,7 +18,7 @@ if(TPTUNE_CALIBRATION_LOOP)
 endif()
 
 # Always on (seconds): the tools' error paths and the nccl-tests table.
-tptune_expect_test("tp-plan calibrate: a file that is not JSON" 2 "tp-plan: error: .*tiny-llama.yaml: not valid JSON"
+tptune_expect_test("tp-plan calibrate: a file that is not JSON" 2 "tp-plan: error: .*tiny-llama.yaml:1: invalid JSON \\(expected a tp-run profile or bench file\\)"
                    $<TARGET_FILE:tp-plan> calibrate ${TPTUNE_EXAMPLES}/tiny-llama.yaml --out ${CMAKE_CURRENT_BINARY_DIR}/x.yaml)
 tptune_expect_test("tp-plan simulate: a bad calibration file" 2 "tp-plan: error: .*tiny-llama.yaml:[0-9]+: model: unknown key"
                    $<TARGET_FILE:tp-plan> simulate ${TPTUNE_EXAMPLES}/tiny-llama.yaml --preset vanilla
