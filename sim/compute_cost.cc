@@ -114,6 +114,8 @@ double traffic_factor(ElementwiseOp::Fn f, const CostParams& c, bool compiled) {
     case F::gelu:
     case F::gelu_bwd:
       return compiled ? c.compiled_activation_traffic_factor : c.activation_traffic_factor;
+    case F::adamw:
+      return c.optimizer_traffic_factor;
     default:
       return 1.0;
   }
@@ -141,7 +143,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
-    const bool compiled = p.training.compiled(p.plan.async_tp);
+    const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
     ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c, compiled), eff,
                                           adam ? c.optimizer_overhead_us : ovh, gpu);
     e.flops = 0;
@@ -195,7 +197,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src
                    : cf->rowwise                       ? n * (2 * src + 2 * dst) * c.fp8_cast_traffic_factor
                                                        : n * (src + dst) * c.fp8_cast_traffic_factor;
-    const bool fused = c.compiled_fuses_amax && p.training.compiled(p.plan.async_tp);
+    const bool fused = c.compile_fuses && c.compiled_fuses_amax && p.training.compiled(p.plan.async_tp);
     if (cf->stage == CastFp8Op::Stage::amax && fused)
       return ComputeEstimate{};  // fused into the producer's kernel (see CostParams::compiled_fuses_amax)
     if (cf->rowwise && fused) bytes = n * (src + 2 * dst) * c.fp8_cast_traffic_factor;  // row max + cast: x read once

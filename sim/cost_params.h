@@ -103,6 +103,10 @@ struct CostParams {
   double compiled_norm_traffic_factor = 1.0;
   double compiled_rope_traffic_factor = 1.0;
   double compiled_activation_traffic_factor = 1.0;
+  // Whether the device's runtime applies torch.compile's fusion at all (1: the compiled factors above and the fused
+  // amax below apply when training.compile is on, or implied by async TP). 0 on the cpu device: tp-run executes the
+  // Program's kernels one by one, compiled or not.
+  int compile_fuses = 1;
   // Compiled float8 casts: inductor fuses the tensorwise amax reduction into the kernel that produces the tensor
   // (norm, activation, or the previous GEMM's epilogue for gradients), so the amax stage neither re-reads the tensor
   // nor launches a kernel; the cast itself (which needs the global scale first) stays one read + one 1-byte write.
@@ -124,6 +128,10 @@ struct CostParams {
   // AdamW runs as a multi-tensor (foreach/fused) kernel: one launch covers many parameters, so the launch cost per
   // parameter tensor is small.
   double optimizer_overhead_us = 0.5;
+  // AdamW's time over its bytes (param, grad, two moments read; param and moments written): 1 where the fused kernel
+  // is memory-bound (GPUs); a CPU loop pays a sqrt and a divide per element (kernels/cpu/adamw.cc) and is bound by
+  // them (sim/gpus/cpu.yaml).
+  double optimizer_traffic_factor = 1.0;
 
   // ---- Communication (NCCL-style alpha-beta) ---------------------------------------------------------------------
   // Achievable bus bandwidth as a fraction of the link's line rate (busbw of nccl-tests), for ring all-gather /
@@ -155,6 +163,14 @@ struct CostParams {
   // replaces the algorithm model above (sim/comm_cost.h).
   std::vector<MeasuredCollective> measured_collectives;
   const MeasuredCollective* measured(CollectiveKind k, int ranks) const;
+
+  // ---- Devices that share a machine (CPU ranks) -------------------------------------------------------------------
+  // Compute and memory rate of one rank while every core of its machine runs a rank, over its rate alone. 1 for GPUs
+  // (each has its own); CPU ranks share caches, memory bandwidth and (on a VM) physical cores: on the 2-vCPU VM of
+  // sim/gpus/cpu.yaml, GEMMs of a tp-2 run measured ~0.73x the per-FLOP rate of the same run at tp 1. Applied to
+  // measured runs of more than one rank (sim/calibrate/fit.h: measurement_cluster), with the cores/ranks share when
+  // ranks outnumber cores.
+  double concurrent_rank_rate = 1.0;
 
   // ---- Memory ----------------------------------------------------------------------------------------------------
   // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB

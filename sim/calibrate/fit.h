@@ -17,6 +17,9 @@
 //                      + x_emb_bwd / e_emb) / eff
 //                     + overhead (+ optimizer_overhead for AdamW instead)
 //   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes
+// Before these, concurrent_rank_rate (CostParams) from the GEMMs of the profiles: the median of measured / modelled
+// time of single-rank runs over that of multi-rank runs (>= 5 GEMM samples of each; else the device's value stays),
+// so that the per-class fits below see each run at the rate its ranks had.
 // Rows are weighted by 1/t_i (relative error, so that small and large ops count alike). Robust to stalls of a
 // shared machine: after one solve, rows whose relative residual exceeds max(50%, 4 x the median) are dropped and
 // the rest solved again (the residuals reported still cover every sample). Bounds: efficiencies in
@@ -45,10 +48,15 @@ struct FitOptions {
 // `device` is the spec the fit is relative to; the defaults are device_cost_params(device).
 Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options);
 
-// The cluster a measurement ran on: one node of `ranks` devices. When the environment says the ranks outnumbered the
-// machine's cores ("cores" < "ranks", CPU ranks oversubscribed), each rank gets cores/ranks of the device's compute
-// and memory rates (they share the cores); collectives are what they measured.
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m);
+// The cluster a measurement ran on: one node of `ranks` devices. With more than one rank, each rank's compute and
+// memory rates are c.concurrent_rank_rate of the device's (ranks sharing a machine). When the environment says the
+// ranks outnumbered the machine's cores ("cores" < "ranks", CPU ranks oversubscribed), an overlapped step also gets
+// cores/ranks of them (the ranks take turns on the cores); an op timed alone (`serialized`, the profile's per-op
+// times) does not: it runs in one scheduler slice, and the turns the other ranks take land in the next collective's
+// wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured.
+enum class Timing { overlapped, serialized };
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c,
+                                Timing timing = Timing::overlapped);
 // The model's time for one measured op.
 double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c);
 
