@@ -131,21 +131,25 @@ command -v python3 > /dev/null && python3 - "$OUT/accuracy-default.json" "$OUT/a
 import json, os, sys
 d, c = (json.load(open(f)) for f in sys.argv[1:3])
 pct = lambda x: "n/a" if x is None else f"{100 * x:+.1f}%"
-print(f"held-out accuracy ({sys.argv[3]}s): uncalibrated (u) vs calibrated (c)")
-print(f"{'held-out profile':<28} {'meas ms':>8} {'step u':>8} {'step c':>8}   {'serial ms':>9} {'serial u':>8} {'serial c':>8}")
+print(f"held-out accuracy ({sys.argv[3]}s): error of the uncalibrated (u) and calibrated (c) predictions")
+print(f"{'held-out profile':<26} {'step ms':>8} {'step u':>7} {'step c':>7}  {'serial ms':>9} {'ser. u':>7} {'ser. c':>7}"
+      f"  {'compute ms':>10} {'comp. u':>7} {'comp. c':>7}")
 for a, b in zip(d["steps"], c["steps"]):
-    print(f"{os.path.basename(a['profile']):<28} {a['measured_ms']:>8.2f} {pct(a['error']):>8} {pct(b['error']):>8}"
-          f"   {a['measured_serialized_ms']:>9.2f} {pct(a['serialized_error']):>8} {pct(b['serialized_error']):>8}")
-def ser(r):
-    e = [abs(s["serialized_error"]) for s in r["steps"]]
-    return sum(e) / len(e), max(e)
-for name, key in (("step MAPE", "mape"), ("step max |error|", "max_error")):
-    print(f"{name:<28} {'':>8} {100 * d['step'][key]:>7.1f}% {100 * c['step'][key]:>7.1f}%")
-print(f"{'serialized MAPE / max':<28} {'':>8} {100 * ser(d)[0]:>7.1f}% {100 * ser(c)[0]:>7.1f}%   "
-      f"max {100 * ser(d)[1]:.1f}% / {100 * ser(c)[1]:.1f}%")
-print(f"{'per-op MAPE':<28} {'':>8} {100 * d['per_op']['mape']:>7.1f}% {100 * c['per_op']['mape']:>7.1f}%")
+    print(f"{os.path.basename(a['profile']):<26} {a['measured_ms']:>8.2f} {pct(a['error']):>7} {pct(b['error']):>7}"
+          f"  {a['measured_serialized_ms']:>9.2f} {pct(a['serialized_error']):>7} {pct(b['serialized_error']):>7}"
+          f"  {a['measured_compute_ms']:>10.2f} {pct(a['compute_error']):>7} {pct(b['compute_error']):>7}")
+def mape(r, k):
+    e = [abs(s[k]) for s in r["steps"]]
+    return f"{100 * sum(e) / len(e):.1f}%", f"{100 * max(e):.1f}%"
+for k, name in (("error", "step"), ("serialized_error", "serialized"), ("compute_error", "compute")):
+    print(f"{name + ' MAPE / max':<26} u {mape(d, k)[0]:>6} / {mape(d, k)[1]:>6}   c {mape(c, k)[0]:>6} / {mape(c, k)[1]:>6}")
+print(f"{'per-op MAPE':<26} u {100 * d['per_op']['mape']:>5.1f}%            c {100 * c['per_op']['mape']:>5.1f}%")
+for cls in ("gemm", "attention", "memory_bound", "collective"):
+    if cls in d["per_class"]:
+        print(f"{'  ' + cls + ' MAPE':<26} u {100 * d['per_class'][cls]['mape']:>5.1f}%            "
+              f"c {100 * c['per_class'][cls]['mape']:>5.1f}%")
 tau = lambda r: "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:.2f}"
-print(f"{'Kendall tau (steps)':<28} {'':>8} {tau(d):>8} {tau(c):>8}")
+print(f"{'Kendall tau (step walls)':<26} u {tau(d):>6}             c {tau(c):>6}")
 PY
 echo "== $(uptime)"
 echo "== done in $(( $(date +%s) - start )) s; results in $OUT/ (full reports: accuracy-*.txt)"
