@@ -11,8 +11,9 @@
 //              utilisation of batch x heads x seq/128 CTAs, plus b x heads x s(s+1)/2 scores x
 //              attention_{fwd,bwd}_score_ns (0 on GPUs; a CPU's exp per score, whatever the head dim).
 //   the rest   memory-bound: HBM bytes / (HBM x memory_bound_efficiency) + launch overhead. Bytes per kind:
-//              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations
-//              (CostParams); embedding fwd: ids + gathered rows read and written; embedding
+//              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations, or
+//              the compiled one (training.compile, implied by async TP, where CostParams::compile_fuses), AdamW x
+//              optimizer_traffic_factor (CostParams); embedding fwd: ids + gathered rows read and written; embedding
 //              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
 //              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward),
 //              in fp32 after an upcast pass when CostParams::loss_in_fp32 (torchtitan's loss), the exp

@@ -9,12 +9,15 @@
 // (computed by the simulator's cost functions themselves), t_i the measured median, and
 //   gemm          t = x(k0) / eff + overhead                   eff per dtype class (one class when GEMMs run in
 //                                                              fp32 whatever their dtype: the CPU backend), k0 =
-//                                                              gemm_k_overhead by a search over 0..4096 (log grid)
+//                                                              gemm_k_overhead by a search over 0..4096 (log grid);
+//                                                              bench GEMMs get a level of their own when profiles
+//                                                              are there (hot caches), sharing k0 and overhead
 //   attention     t = x_fwd / eff_fwd + x_bwd / eff_bwd + n_scores x (ns_fwd | ns_bwd) + overhead
 //                                                              (the per-score terms only when the samples span two
 //                                                              head dims or more; else the device's values stay)
 //   memory-bound  t = (x_plain + f_norm x_norm + f_rope x_rope + f_act x_act + f_loss x_loss + f_cast x_cast
-//                      + x_emb_bwd / e_emb) / eff
+//                      + f_adam x_adam + x_emb_bwd / e_emb) / eff   (copy/add benches: a level of their own, which
+//                                                              anchors eff only without profiles)
 //                     + overhead (+ optimizer_overhead for AdamW instead)
 //   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes
 // Before these, concurrent_rank_rate (CostParams) from the GEMMs of the profiles: the median of measured / modelled

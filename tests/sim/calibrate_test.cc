@@ -370,7 +370,7 @@ TEST_CASE("the cpu device: `device:` is a synonym of `gpu:`, and its preset sets
   CHECK(e.time_us == Approx(12 + 1e6 / 0.7e9 * 1e6));
 }
 
-TEST_CASE("calibrate: attention's per-score terms need two head dims; with one they keep the device's values") {
+TEST_CASE("calibrate: attention's per-score terms need two head dims (with one, the device's values stay)") {
   const CostParams c = truth();
   const std::vector<Measurements> one_head_dim{
       parse_measurements(synthetic_profile("vanilla", c, 0.0), "vanilla.json"),
