@@ -6,20 +6,21 @@
 #      collectives (np 2 and 4: nccl-tests tables in OUT/collectives-np*.txt), a GEMM grid with the 64d Program's
 #      shapes, and copy/add;
 #   2. fit the cost model to it (tp-plan calibrate);
-#   3. profile a held-out set that differs from it: 128d at head dim 16 with SP and vanilla at tp 4 (4 ranks: on a
+#   3. profile a held-out set that differs from it (its profiles alternate with the calibration profiles in time): 128d at head dim 16 with SP and vanilla at tp 4 (4 ranks: on a
 #      2-core machine they share the cores, which the cpu device models as cores/ranks of each rate), SP float8
 #      tensorwise and SP async TP at tp 2 (without --short also 80d at head dim 20: vanilla tp 2, SP async float8
 #      tp 4); compare the simulator's predictions, uncalibrated defaults of the cpu device and calibrated, with the
 #      measurements (tp-plan accuracy): per-step error (overlapped step wall and serialized op sum), per-op MAPE and
 #      the Kendall tau of the plans' ranking, in one table (OUT/summary.txt) with the machine's load before and after.
 #
-#   bench/calibration-loop.sh [--short] [--build DIR] [--out DIR] [--bound PCT] [--fail-on step|serialized]
+#   bench/calibration-loop.sh [--short] [--build DIR] [--out DIR] [--bound PCT] [--fail-on step|serialized|compute]
 #                             [--statistic median|min]
 #
 # --short is the CI form (15-30 s on 2 cores): fewer iterations and smaller benchmark sizes; the full form takes 1-3
 # minutes on a quiet 2-core machine (bounded well under 8). With --bound, the script fails (exit 1) when a held-out
 # calibrated prediction is off by more than PCT percent: the overlapped step's (--fail-on step, the default) or the
-# serialized step's (--fail-on serialized; what CI bounds, tests/integration/calibration.cmake says why). Times are
+# serialized step's (--fail-on serialized) or its compute ops' (--fail-on compute: what CI bounds,
+# tests/integration/calibration.cmake says why). Times are
 # medians (each op's median over iterations; each step's median wall time); --statistic min fits and compares the
 # least-disturbed iteration instead (for a machine shared with other work, where even medians catch scheduler stalls).
 set -euo pipefail
@@ -54,6 +55,7 @@ if [[ $SHORT == 1 ]]; then
 else
   ITERS=(--warmup 3 --iters 11); BENCH_ITERS=(--warmup 2 --iters 11); MAXB=32M
 fi
+rm -rf "$OUT/cal" "$OUT/held"  # stale files of an earlier run would be fitted or compared
 mkdir -p "$OUT/cal" "$OUT/held"
 start=$(date +%s)
 
@@ -81,18 +83,28 @@ profile() {
 }
 
 echo "== $(uptime)"
-echo "== calibration set: profiles (tp 1-2; 64-128d at head dims 8-32, seq 32-96) and micro-benchmarks"
+# Calibration and held-out profiles alternate, so that both sets see the same drift of a shared machine's load (a
+# compiler starting halfway would otherwise slow only the held-out runs); tp-plan calibrate reads only cal/.
+echo "== profiles, alternating: calibration set (tp 1-2; 64-128d at head dims 8-32, seq 32-96) and held-out set"
+echo "   (128d at head dim 16: SP and vanilla at tp 4, 4 ranks sharing 2 cores here; SP float8 and SP async TP at tp 2)"
 profile cal a-vanilla-tp1 1 cal-a --preset vanilla --tp 1
+profile held a-sp-tp4 4 held-a --preset sequence_parallel --tp 4
 profile cal a-vanilla-tp2 2 cal-a --preset vanilla --tp 2
+profile held a-vanilla-tp4 4 held-a --preset vanilla --tp 4
 profile cal a-sp-tp2 2 cal-a --preset sequence_parallel --tp 2
 # float8 casts are measured here (vanilla, 64d); the held-out float8 run is sequence parallel at 128d.
 profile cal a-vanilla-float8-tp2 2 cal-a --preset vanilla --tp 2 --float8 tensorwise
+profile held a-sp-float8-tp2 2 held-a --preset sequence_parallel --tp 2 --float8 tensorwise
 profile cal b-vanilla-tp1 1 cal-b --preset vanilla --tp 1
 profile cal c-vanilla-tp1 1 cal-c --preset vanilla --tp 1
+profile held a-sp-async-tp2 2 held-a --preset sequence_parallel --tp 2 --async-tp
 profile cal d-vanilla-tp1 1 cal-d --preset vanilla --tp 1
 if [[ $SHORT == 0 ]]; then
   profile cal b-sp-tp2 2 cal-b --preset sequence_parallel --tp 2
+  profile held b-vanilla-tp2 2 held-b --preset vanilla --tp 2
+  profile held b-sp-async-float8-tp4 4 held-b --preset sequence_parallel --tp 4 --async-tp --float8 tensorwise
 fi
+echo "== micro-benchmarks (calibration set)"
 for np in 2 4; do
   "${MPIRUN[@]}" $np "$TP_RUN" bench collectives --max-bytes $MAXB "${BENCH_ITERS[@]}" \
     --json "$OUT/cal/collectives-np$np.json" > "$OUT/collectives-np$np.txt"
@@ -103,18 +115,8 @@ done
 "${MPIRUN[@]}" 1 "$TP_RUN" bench memory --max-bytes 4M "${BENCH_ITERS[@]}" --json "$OUT/cal/memory.json" > /dev/null
 echo "  gemm and memory benchmarks"
 
-echo "== calibrate"
+echo "== calibrate (cal/ only)"
 "$TP_PLAN" calibrate "$OUT"/cal/*.json --statistic "$STAT" --out "$OUT/calibration.yaml" | tee "$OUT/calibrate.txt"
-
-echo "== held-out set: other dims and head dims, tp 4 (oversubscribed on a 2-core machine), float8 SP, async TP"
-profile held a-sp-tp4 4 held-a --preset sequence_parallel --tp 4
-profile held a-vanilla-tp4 4 held-a --preset vanilla --tp 4
-profile held a-sp-float8-tp2 2 held-a --preset sequence_parallel --tp 2 --float8 tensorwise
-profile held a-sp-async-tp2 2 held-a --preset sequence_parallel --tp 2 --async-tp
-if [[ $SHORT == 0 ]]; then
-  profile held b-vanilla-tp2 2 held-b --preset vanilla --tp 2
-  profile held b-sp-async-float8-tp4 4 held-b --preset sequence_parallel --tp 4 --async-tp --float8 tensorwise
-fi
 
 echo "== accuracy on the held-out set: uncalibrated defaults of the cpu device"
 "$TP_PLAN" accuracy "$OUT"/held/*.json --statistic "$STAT" --json "$OUT/accuracy-default.json" > "$OUT/accuracy-default.txt"
