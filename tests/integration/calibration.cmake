@@ -14,7 +14,7 @@
 # describes. Measured calibrated compute errors of the 4 held-out runs on this shared 2-vCPU machine: -4% to -9% in
 # a quiet window (medians); with the calibration and held-out profiles alternating (the script's order, so that load
 # drift hits both sets), three runs at load 3-5 (mins, the CI form): -0.3% to -11%, -4% to -15%, +6% to -28%; before
-# that order, one run at load 8 reached -33.5%. The worst is always vanilla tp 4 (4 ranks on 2 cores: its long
+# that order, one run at load 8 reached -33.5%; the CI run at 08:09 (load 2-4) -27%. The worst is a tp 4 run (4 ranks on 2 cores: long
 # compute stretches between collectives get preempted, which ops timed alone are modelled not to be). 35% is above
 # that noise and below the model errors this loop exists to catch: float8 casts costed as memory-bound passes (-50%
 # on the float8 run), attention proportional to its FLOPs with ranks that do not share the machine (-31% to -35% on
