@@ -43,8 +43,9 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   // 2mnk FLOPs: one multiply and one add per (i, j, l).
   e.flops = static_cast<double>(g.flops());
   // Operands read once, output written (and read when accumulating): mk*|A| + kn*|B| + mn*|C|*(1 or 2).
-  e.bytes = static_cast<double>(g.m * g.k * bytes_per_element(g.a_dtype) + g.k * g.n * bytes_per_element(g.b_dtype) +
-                                g.m * g.n * bytes_per_element(g.c_dtype) * (g.accumulate ? 2 : 1));
+  e.bytes = static_cast<double>(g.m * g.k * stored_bytes_per_element(g.a_dtype, c) +
+                                g.k * g.n * stored_bytes_per_element(g.b_dtype, c) +
+                                g.m * g.n * stored_bytes_per_element(g.c_dtype, c) * (g.accumulate ? 2 : 1));
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) {
     e.time_us = 0;
     return e;
@@ -77,7 +78,11 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;
   e.efficiency = e.memory_bound ? c.memory_bound_efficiency : eff;
-  e.time_us = std::max(t_flops, t_bytes) + c.attention_overhead_us;
+  // Per-score cost (CostParams::attention_{fwd,bwd}_score_ns; 0 on GPUs): b x heads x s(s+1)/2 causal pairs.
+  const double score_ns = a.backward ? c.attention_bwd_score_ns : c.attention_fwd_score_ns;
+  const double scores = static_cast<double>(a.batch) * static_cast<double>(a.n_heads) * static_cast<double>(a.seq) *
+                        static_cast<double>(a.causal ? a.seq + 1 : 2 * a.seq) / 2;
+  e.time_us = std::max(t_flops, t_bytes) + scores * score_ns * 1e-3 + c.attention_overhead_us;
   return e;
 }
 
@@ -109,6 +114,8 @@ double traffic_factor(ElementwiseOp::Fn f, const CostParams& c, bool compiled) {
     case F::gelu:
     case F::gelu_bwd:
       return compiled ? c.compiled_activation_traffic_factor : c.activation_traffic_factor;
+    case F::adamw:
+      return c.optimizer_traffic_factor;
     default:
       return 1.0;
   }
@@ -136,7 +143,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
-    const bool compiled = p.training.compiled(p.plan.async_tp);
+    const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
     ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c, compiled), eff,
                                           adam ? c.optimizer_overhead_us : ovh, gpu);
     e.flops = 0;
@@ -181,15 +188,19 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* cf = std::get_if<CastFp8Op>(&op.kind)) {
     if (!gpu.has_float8()) gpu.peak_flops(cf->to);  // the same error as a float8 GEMM
-    double src = elt(p, op.inputs, 0, p.training.dtype);
+    const DType src_t = op.inputs.empty() ? p.training.dtype : p.tensor(op.inputs[0]).dtype;
+    double src = stored_bytes_per_element(src_t, c), dst = stored_bytes_per_element(cf->to, c);
     double n = static_cast<double>(cf->elements);
     // amax: read x; cast: read x, write 1 byte per element. Rowwise reduces each row, then casts (x read twice), and
     // writes the operand for both of its GEMM axes (rows for one GEMM, columns for the other): 2 reads + 2 bytes.
-    double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src : cf->rowwise ? n * (2 * src + 2) : n * (src + 1);
-    const bool fused = c.compiled_fuses_amax && p.training.compiled(p.plan.async_tp);
+    // (dst: 1 byte, or the device's float storage; the cast stage x fp8_cast_traffic_factor, 1 on GPUs.)
+    double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src
+                   : cf->rowwise                       ? n * (2 * src + 2 * dst) * c.fp8_cast_traffic_factor
+                                                       : n * (src + dst) * c.fp8_cast_traffic_factor;
+    const bool fused = c.compile_fuses && c.compiled_fuses_amax && p.training.compiled(p.plan.async_tp);
     if (cf->stage == CastFp8Op::Stage::amax && fused)
       return ComputeEstimate{};  // fused into the producer's kernel (see CostParams::compiled_fuses_amax)
-    if (cf->rowwise && fused) bytes = n * (src + 2);  // row max and cast in one kernel: x read once
+    if (cf->rowwise && fused) bytes = n * (src + 2 * dst) * c.fp8_cast_traffic_factor;  // row max + cast: x read once
     return memory_bound_cost(bytes, eff, ovh, gpu);
   }
   throw Error(std::string("compute_cost: ") + op.name + " is a collective");

@@ -8,15 +8,20 @@
 //              (split-K) to fill them.
 //              float8 operands run at the fp8 peak (an error on GPUs without float8).
 //   attention  flash-style fused kernel: causal FLOPs (AttentionOp::flops) at attention_{fwd,bwd}_efficiency x wave
-//              utilisation of batch x heads x seq/128 CTAs.
+//              utilisation of batch x heads x seq/128 CTAs, plus b x heads x s(s+1)/2 scores x
+//              attention_{fwd,bwd}_score_ns (0 on GPUs; a CPU's exp per score, whatever the head dim).
 //   the rest   memory-bound: HBM bytes / (HBM x memory_bound_efficiency) + launch overhead. Bytes per kind:
-//              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations
-//              (CostParams); embedding fwd: ids + gathered rows read and written; embedding
+//              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations, or
+//              the compiled one (training.compile, implied by async TP, where CostParams::compile_fuses), AdamW x
+//              optimizer_traffic_factor (CostParams); embedding fwd: ids + gathered rows read and written; embedding
 //              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
 //              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward),
 //              in fp32 after an upcast pass when CostParams::loss_in_fp32 (torchtitan's loss), the exp
 //              stages (sum_exp, backward) times CostParams::loss_traffic_factor (1 on GPUs; a CPU's exp per logit);
-//              float8 casts: amax reads x, cast reads x and writes 1 byte per element.
+//              float8 casts: amax reads x, cast reads x and writes 1 byte per element, times
+//              fp8_cast_traffic_factor (1 on GPUs; software rounding on a CPU).
+//   storage    CostParams::float_storage_bytes (0 on GPUs; 4 on the cpu device, which keeps every float tensor in
+//              fp32) replaces the dtype's size in GEMM operand bytes, casts and collectives (sim/timeline.cc).
 // Times are microseconds.
 
 #include "plans/program.h"

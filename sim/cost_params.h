@@ -7,8 +7,10 @@
 // with a fit of measured profiles. All times are in microseconds.
 
 #include <array>
+#include <cstdint>
 #include <vector>
 
+#include "plans/dtype.h"
 #include "plans/placement.h"
 
 namespace tptune {
@@ -70,6 +72,13 @@ struct CostParams {
   double attention_bwd_efficiency = 0.33;
   int attention_block_q = 128;  // query rows per CTA (wave quantization over batch x heads x seq/128)
   double attention_overhead_us = 4.0;
+  // Time per attention score (one query-key pair of one head: b x heads x s(s+1)/2 causal pairs) on top of the FLOP
+  // roofline, in nanoseconds. 0 on GPUs: flash kernels hide the softmax exp behind the tensor-core matmuls. A CPU
+  // kernel pays an exp (and the max/normalise passes) per score whatever the head dim, which is why its attention
+  // cost is not proportional to its FLOPs (2*b*h*s^2*d): at small head dims the exps dominate. Forward and backward
+  // (which recomputes P: one more exp per score, and dS = P * (dP - D)).
+  double attention_fwd_score_ns = 0;
+  double attention_bwd_score_ns = 0;
 
   // ---- Compute: memory-bound ops (norms, rope, activations, residual adds, casts, embedding, loss) ---------------
   // Fraction of datasheet HBM bandwidth. A device-to-device copy reached 4.3 of 4.8 TB/s on an H200 (0.9,
@@ -94,10 +103,23 @@ struct CostParams {
   double compiled_norm_traffic_factor = 1.0;
   double compiled_rope_traffic_factor = 1.0;
   double compiled_activation_traffic_factor = 1.0;
+  // Whether the device's runtime applies torch.compile's fusion at all (1: the compiled factors above and the fused
+  // amax below apply when training.compile is on, or implied by async TP). 0 on the cpu device: tp-run executes the
+  // Program's kernels one by one, compiled or not.
+  int compile_fuses = 1;
   // Compiled float8 casts: inductor fuses the tensorwise amax reduction into the kernel that produces the tensor
   // (norm, activation, or the previous GEMM's epilogue for gradients), so the amax stage neither re-reads the tensor
   // nor launches a kernel; the cast itself (which needs the global scale first) stays one read + one 1-byte write.
   bool compiled_fuses_amax = true;
+  // Float8 cast stage (CastFp8Op::Stage::cast) over its bytes: 1 where the cast is a memory-bound kernel (GPUs); a
+  // device that emulates float8 in software rounds each element with scalar code (kernels/cpu/float8.cc: frexp,
+  // floor, ldexp per element) and is bound by that, not by bytes (sim/gpus/cpu.yaml).
+  double fp8_cast_traffic_factor = 1.0;
+  // Bytes one floating-point element occupies in device memory and on the wire, whatever its IR dtype; 0: the
+  // dtype's own size (GPUs). The CPU backend stores every float tensor as fp32 (runtime/backend.h), so a float8
+  // all-gather moves 4 bytes per element there, not 1; the cast writes 4 bytes. Applied to collectives, casts and
+  // GEMM operand traffic (the Program's elementwise byte counts already use the training dtype).
+  int float_storage_bytes = 0;
   // Embedding backward (sort + segmented accumulate, atomics) reaches a fraction of the memory-bound rate.
   double embedding_bwd_efficiency = 0.35;
   // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,
@@ -106,6 +128,10 @@ struct CostParams {
   // AdamW runs as a multi-tensor (foreach/fused) kernel: one launch covers many parameters, so the launch cost per
   // parameter tensor is small.
   double optimizer_overhead_us = 0.5;
+  // AdamW's time over its bytes (param, grad, two moments read; param and moments written): 1 where the fused kernel
+  // is memory-bound (GPUs); a CPU loop pays a sqrt and a divide per element (kernels/cpu/adamw.cc) and is bound by
+  // them (sim/gpus/cpu.yaml).
+  double optimizer_traffic_factor = 1.0;
 
   // ---- Communication (NCCL-style alpha-beta) ---------------------------------------------------------------------
   // Achievable bus bandwidth as a fraction of the link's line rate (busbw of nccl-tests), for ring all-gather /
@@ -138,6 +164,14 @@ struct CostParams {
   std::vector<MeasuredCollective> measured_collectives;
   const MeasuredCollective* measured(CollectiveKind k, int ranks) const;
 
+  // ---- Devices that share a machine (CPU ranks) -------------------------------------------------------------------
+  // Compute and memory rate of one rank while every core of its machine runs a rank, over its rate alone. 1 for GPUs
+  // (each has its own); CPU ranks share caches, memory bandwidth and (on a VM) physical cores: on the 2-vCPU VM of
+  // sim/gpus/cpu.yaml, GEMMs of a tp-2 run measured ~0.73x the per-FLOP rate of the same run at tp 1. Applied to
+  // measured runs of more than one rank (sim/calibrate/fit.h: measurement_cluster), with the cores/ranks share when
+  // ranks outnumber cores.
+  double concurrent_rank_rate = 1.0;
+
   // ---- Memory ----------------------------------------------------------------------------------------------------
   // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB
   // on Hopper), plus caching-allocator fragmentation as a fraction of the tensor peak.
@@ -147,6 +181,15 @@ struct CostParams {
   // prefetches (the schedule issues each block's all-gather one block ahead).
   int blocks_in_flight = 2;
 };
+
+// Bytes per element of `t` as the device stores it (CostParams::float_storage_bytes; int32 and the like unchanged).
+inline int stored_bytes_per_element(DType t, const CostParams& c) {
+  return c.float_storage_bytes > 0 ? c.float_storage_bytes : bytes_per_element(t);
+}
+// A byte count of `t` elements (a collective's `bytes`) as the device moves them.
+inline int64_t stored_bytes(int64_t bytes, DType t, const CostParams& c) {
+  return c.float_storage_bytes > 0 ? bytes / bytes_per_element(t) * c.float_storage_bytes : bytes;
+}
 
 // The defaults above (a named constant, so that callers can say what they use).
 inline const CostParams& default_cost_params() {

@@ -38,7 +38,7 @@ int instance_layer(const Program& p, const Segment& s, int i) {
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {
     GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp);
-    return collective_cost(col->kind, col->bytes, g, cluster, c).time_us;
+    return collective_cost(col->kind, stored_bytes(col->bytes, col->dtype, c), g, cluster, c).time_us;
   }
   return compute_cost(op, p, cluster.gpu, c).time_us;
 }

@@ -44,7 +44,10 @@ std::string class_of(const Op& op) {
   return "memory_bound";
 }
 
-void add_error(ClassAccuracy& c, double e) {
+void add_error(ClassAccuracy& c, double predicted_us, double measured_us) {
+  const double e = (predicted_us - measured_us) / measured_us;
+  c.predicted_ms += predicted_us / 1e3;
+  c.measured_ms += measured_us / 1e3;
   c.mape = (c.mape * c.samples + std::abs(e)) / (c.samples + 1);
   c.max_error = std::max(c.max_error, std::abs(e));
   ++c.samples;
@@ -63,7 +66,7 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       throw Error(
           fmt::format("{}: step_wall_us: missing (profiles from this tp-run version or later have it)", m.path));
     const Program& p = *m.program;
-    const ClusterSpec cl = measurement_cluster(device, m);
+    const ClusterSpec cl = measurement_cluster(device, m, c);
     check_supported(p, cl);
     const OpCosts costs = cost_ops(p, cl, c);
     const Timeline tl = schedule(p, costs, c);
@@ -73,17 +76,24 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
     s.predicted_ms = tl.step_time_us / 1e3;
     s.measured_ms = m.step_wall_us / 1e3;
     s.error = (s.predicted_ms - s.measured_ms) / s.measured_ms;
-    double ps = 0, ms = 0;
+    // Ops timed one at a time: their own cluster (no oversubscription share; sim/calibrate/fit.h).
+    const OpCosts op_costs = cost_ops(p, measurement_cluster(device, m, c, Timing::serialized), c);
+    double ps = 0, ms = 0, pc = 0, mc = 0;
     for (const auto& o : m.ops) {
-      const double t = costs.duration_us[size_t(o.segment)][size_t(o.op)];
+      const double t = op_costs.duration_us[size_t(o.segment)][size_t(o.op)];
+      const std::string cname = class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)]);
       ps += t;
       ms += o.time_us;
+      if (cname != "collective") {
+        pc += t;
+        mc += o.time_us;
+      }
       if (o.time_us <= 0) continue;
       const double e = (t - o.time_us) / o.time_us;
-      add_error(r.per_op, e);
-      const std::string cname = class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)]);
-      add_error(classes[cname], e);
-      r.worst_ops.push_back({m.path, o.name, cname, t, o.time_us, e});
+      add_error(r.per_op, t, o.time_us);
+      add_error(classes[cname], t, o.time_us);
+      r.ops.push_back({m.path, o.name, cname, t, o.time_us, e});
+      r.worst_ops.push_back(r.ops.back());
       std::sort(r.worst_ops.begin(), r.worst_ops.end(),
                 [](const OpAccuracy& a, const OpAccuracy& b) { return std::abs(a.error) > std::abs(b.error); });
       if (r.worst_ops.size() > 10) r.worst_ops.pop_back();
@@ -91,6 +101,9 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
     s.predicted_serial_ms = ps / 1e3;
     s.measured_serial_ms = ms / 1e3;
     s.serial_error = ms > 0 ? (ps - ms) / ms : 0;
+    s.predicted_compute_ms = pc / 1e3;
+    s.measured_compute_ms = mc / 1e3;
+    s.compute_error = mc > 0 ? (pc - mc) / mc : 0;
     pred.push_back(s.predicted_ms);
     meas.push_back(s.measured_ms);
     r.step_mape += std::abs(s.error) / static_cast<double>(profiles.size());
@@ -108,20 +121,21 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
 std::string accuracy_text(const AccuracyReport& r) {
   std::string out;
   for (const auto& t : r.terms) out += "parameter: " + t + "\n";
-  out += fmt::format("{:<44} {:>10} {:>10} {:>7}   {:>10} {:>10} {:>7}\n", "profile (plan)", "pred ms", "meas ms",
-                     "error", "serial pr", "serial me", "error");
+  out += fmt::format("{:<44} {:>9} {:>9} {:>7}   {:>9} {:>9} {:>7}   {:>9} {:>9} {:>7}\n", "profile (plan)", "pred ms",
+                     "meas ms", "error", "serial pr", "serial me", "error", "compute p", "compute m", "error");
   for (const auto& s : r.steps)
-    out += fmt::format("{:<44} {:>10.3f} {:>10.3f} {:>+6.1f}%   {:>10.3f} {:>10.3f} {:>+6.1f}%\n  {}\n",
-                       s.profile.size() > 44 ? "..." + s.profile.substr(s.profile.size() - 41) : s.profile,
-                       s.predicted_ms, s.measured_ms, 100 * s.error, s.predicted_serial_ms, s.measured_serial_ms,
-                       100 * s.serial_error, s.plan);
+    out += fmt::format(
+        "{:<44} {:>9.3f} {:>9.3f} {:>+6.1f}%   {:>9.3f} {:>9.3f} {:>+6.1f}%   {:>9.3f} {:>9.3f} {:>+6.1f}%\n  {}\n",
+        s.profile.size() > 44 ? "..." + s.profile.substr(s.profile.size() - 41) : s.profile, s.predicted_ms,
+        s.measured_ms, 100 * s.error, s.predicted_serial_ms, s.measured_serial_ms, 100 * s.serial_error,
+        s.predicted_compute_ms, s.measured_compute_ms, 100 * s.compute_error, s.plan);
   out += fmt::format("step: MAPE {:.1f}%, max error {:.1f}% over {} profiles\n", 100 * r.step_mape,
                      100 * r.step_max_error, r.steps.size());
   out += fmt::format("per op: MAPE {:.1f}%, max error {:.1f}% over {} ops\n", 100 * r.per_op.mape,
                      100 * r.per_op.max_error, r.per_op.samples);
   for (const auto& c : r.classes)
-    out += fmt::format("  {:<14} MAPE {:>6.1f}%  max {:>7.1f}%  ({} ops)\n", c.op_class, 100 * c.mape,
-                       100 * c.max_error, c.samples);
+    out += fmt::format("  {:<14} MAPE {:>6.1f}%  max {:>7.1f}%  ({} ops; sums {:.2f} ms predicted, {:.2f} measured)\n",
+                       c.op_class, 100 * c.mape, 100 * c.max_error, c.samples, c.predicted_ms, c.measured_ms);
   if (!r.worst_ops.empty()) out += "worst ops:\n";
   for (const auto& o : r.worst_ops)
     out += fmt::format("  {:>+8.1f}%  {:>10.1f} us predicted, {:>10.1f} measured  {} ({}, {})\n", 100 * o.error,
@@ -142,25 +156,37 @@ nlohmann::json accuracy_json(const AccuracyReport& r) {
                      {"error", s.error},
                      {"predicted_serialized_ms", s.predicted_serial_ms},
                      {"measured_serialized_ms", s.measured_serial_ms},
-                     {"serialized_error", s.serial_error}});
+                     {"serialized_error", s.serial_error},
+                     {"predicted_compute_ms", s.predicted_compute_ms},
+                     {"measured_compute_ms", s.measured_compute_ms},
+                     {"compute_error", s.compute_error}});
   json classes = json::object();
   for (const auto& c : r.classes)
-    classes[c.op_class] = {{"mape", c.mape}, {"max_error", c.max_error}, {"samples", c.samples}};
-  json worst = json::array();
-  for (const auto& o : r.worst_ops)
-    worst.push_back({{"profile", o.profile},
-                     {"name", o.name},
-                     {"class", o.op_class},
-                     {"predicted_us", o.predicted_us},
-                     {"measured_us", o.measured_us},
-                     {"error", o.error}});
+    classes[c.op_class] = {{"mape", c.mape},
+                           {"max_error", c.max_error},
+                           {"samples", c.samples},
+                           {"predicted_ms", c.predicted_ms},
+                           {"measured_ms", c.measured_ms}};
+  auto op_list = [](const std::vector<OpAccuracy>& ops) {
+    json a = json::array();
+    for (const auto& o : ops)
+      a.push_back({{"profile", o.profile},
+                   {"name", o.name},
+                   {"class", o.op_class},
+                   {"predicted_us", o.predicted_us},
+                   {"measured_us", o.measured_us},
+                   {"error", o.error}});
+    return a;
+  };
+  const json worst = op_list(r.worst_ops);
   return {{"steps", steps},
           {"worst_ops", worst},
           {"per_op", {{"mape", r.per_op.mape}, {"max_error", r.per_op.max_error}, {"samples", r.per_op.samples}}},
           {"per_class", classes},
           {"step", {{"mape", r.step_mape}, {"max_error", r.step_max_error}}},
           {"kendall_tau", r.kendall_tau ? json(*r.kendall_tau) : json(nullptr)},
-          {"terms", r.terms}};
+          {"terms", r.terms},
+          {"ops", op_list(r.ops)}};
 }
 
 }  // namespace tptune

@@ -6,7 +6,9 @@
 // Per profile (one plan's run), its Program is lowered again (sim/calibrate/measurements.h) and simulated on one node
 // of `ranks` devices:
 //   step         predicted overlapped step (the timeline's step time) vs the profile's step_wall_us median
-//   serialized   predicted sum of every executed op's duration vs the sum of the op medians (the serialized run)
+//   serialized   predicted sum of every executed op's duration vs the sum of the op medians (the serialized run);
+//                the same over the compute ops only (`compute`). Ops timed alone are predicted on the serialized
+//                cluster (sim/calibrate/fit.h: no oversubscription share), the overlapped step on the overlapped one.
 //   per op       every executed op: predicted vs measured median; MAPE and max relative error, overall and per class
 //   ranking      Kendall tau (tau-a: (concordant - discordant) / pairs) of predicted vs measured step times over the
 //                profiles; null with fewer than two profiles
@@ -28,12 +30,16 @@ struct StepAccuracy {
   std::string plan;  // "sequence_parallel tp 2 float8 tensorwise async"
   double predicted_ms = 0, measured_ms = 0, error = 0;
   double predicted_serial_ms = 0, measured_serial_ms = 0, serial_error = 0;
+  // The serialized sum of the compute ops alone (no collectives: a collective timed alone also waits for the ranks
+  // still computing, which the model does not predict): what the fitted compute model is answerable for.
+  double predicted_compute_ms = 0, measured_compute_ms = 0, compute_error = 0;
 };
 
 struct ClassAccuracy {
   std::string op_class;
   int samples = 0;
   double mape = 0, max_error = 0;
+  double predicted_ms = 0, measured_ms = 0;  // sums over the class's ops (of every profile): where a step's error is
 };
 
 struct OpAccuracy {
@@ -46,6 +52,7 @@ struct AccuracyReport {
   ClassAccuracy per_op;                // all ops
   std::vector<ClassAccuracy> classes;  // gemm, attention, memory_bound, collective
   std::vector<OpAccuracy> worst_ops;   // the 10 largest |error|, worst first
+  std::vector<OpAccuracy> ops;         // every executed op of every profile, in profile and execution order
   double step_mape = 0, step_max_error = 0;
   std::optional<double> kendall_tau;
   std::vector<std::string> terms;  // where the parameters came from
@@ -58,9 +65,9 @@ std::optional<double> kendall_tau(const std::vector<double>& a, const std::vecto
 
 std::string accuracy_text(const AccuracyReport& r);
 // {"steps": [{"profile", "plan", "predicted_ms", "measured_ms", "error", "predicted_serialized_ms",
-//   "measured_serialized_ms", "serialized_error"}], "per_op": {"mape", "max_error", "samples"},
-//  "per_class": {...}, "step": {"mape", "max_error"}, "kendall_tau", "terms",
-//  "worst_ops": [{"profile", "name", "class", "predicted_us", "measured_us", "error"}]}
+//   "measured_serialized_ms", "serialized_error", "predicted_compute_ms", "measured_compute_ms", "compute_error"}], "per_op": {"mape", "max_error", "samples"},
+//  "per_class": {CLASS: {"mape", "max_error", "samples", "predicted_ms", "measured_ms"}}, "step": {"mape", "max_error"}, "kendall_tau", "terms",
+//  "worst_ops": [{"profile", "name", "class", "predicted_us", "measured_us", "error"}], "ops": [same, every op]}
 nlohmann::json accuracy_json(const AccuracyReport& r);
 
 }  // namespace tptune

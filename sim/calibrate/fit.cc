@@ -16,15 +16,16 @@
 
 namespace tptune {
 
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m) {
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c, Timing timing) {
   GpuSpec d = device;
+  double share = m.ranks > 1 ? c.concurrent_rank_rate : 1.0;
   const auto cores = m.environment.find("cores");
-  if (cores != m.environment.end() && cores->is_number_integer() && cores->get<int>() > 0 &&
-      cores->get<int>() < m.ranks) {
-    const double share = static_cast<double>(cores->get<int>()) / m.ranks;
+  if (timing == Timing::overlapped && cores != m.environment.end() && cores->is_number_integer() &&
+      cores->get<int>() > 0 && cores->get<int>() < m.ranks)
+    share *= static_cast<double>(cores->get<int>()) / m.ranks;
+  if (share != 1.0)
     for (double* f : {&d.bf16_tflops, &d.fp16_tflops, &d.fp8_tflops, &d.fp32_tflops, &d.hbm_bandwidth_GBps})
       *f *= share;
-  }
   return make_cluster(d, 1, m.ranks);
 }
 
@@ -201,8 +202,14 @@ void put(Calibration& cal, const CostParams& base, CostParams& fit, const char* 
 
 void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
-  // Columns: fp32, bf16/fp16, float8 (or one tied column), intercept.
+  // Columns: fp32, bf16/fp16, float8 (or one tied column), intercept, and the micro-benchmarks' own level. A GEMM
+  // timed alone in a loop (tp-run bench gemm) runs on hot caches and measured 15-20% faster here than the same shape
+  // inside a profiled step, so when profiles are there the benchmarks inform the shape term (k0) and the overhead
+  // but not the efficiency; without profiles they give it.
+  bool has_program = false;
+  for (const auto& s : ss) has_program = has_program || s.op->source == MeasuredOp::Source::program;
   auto column = [&](const Sample& s) {
+    if (has_program && s.op->source != MeasuredOp::Source::program) return 4;
     DType a = DType::fp32;
     if (const Op* op = program_op(*s.op, *s.m)) {
       const auto& g = std::get<GemmOp>(op->kind);
@@ -223,13 +230,14 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
     c.gemm_k_overhead = k0;
     Problem p;
     for (const auto& s : ss) {
-      std::vector<double> f(4, 0.0);
+      std::vector<double> f(5, 0.0);
       f[size_t(column(s))] = model_time_us(*s.op, *s.m, *s.cluster, c);
       f[3] = 1.0;
       p.add(f, s.op->time_us);
     }
-    std::vector<bool> used = used_columns(p, 4);
-    std::vector<double> lo{1 / 1.5, 1 / 1.5, 1 / 1.5, 0}, hi{1e4, 1e4, 1e4, 1e4};
+    std::vector<bool> used = used_columns(p, 5);
+    std::vector<double> lo{1 / 1.5, 1 / 1.5, 1 / 1.5, 0, 1 / 1.5}, hi{1e4, 1e4, 1e4, 1e4, 1e4};
+    if (!used[4]) lo[4] = hi[4] = 1.0;
     for (size_t j = 0; j < 3; ++j)
       if (!used[j]) lo[j] = hi[j] = 1.0;
     std::vector<double> x = robust_solve(p, lo, hi);
@@ -240,7 +248,7 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
       best_x = x;
     }
   }
-  std::vector<bool> used(3, false);
+  std::vector<bool> used(5, false);
   for (const auto& s : ss) used[size_t(column(s))] = true;
   if (tie) {
     for (const char* n : {"gemm_fp32_efficiency", "gemm_efficiency", "gemm_fp8_efficiency"})
@@ -255,30 +263,47 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
   put(cal, base, fit, "gemm_overhead_us", best_x[3], "gemm");
 }
 
+// Causal score count of an attention op (b x heads x s(s+1)/2): the per-score term's feature.
+double attention_scores(const AttentionOp& a) {
+  return static_cast<double>(a.batch) * static_cast<double>(a.n_heads) * static_cast<double>(a.seq) *
+         static_cast<double>(a.causal ? a.seq + 1 : 2 * a.seq) / 2;
+}
+
 void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
   CostParams c = fit;
   c.attention_fwd_efficiency = c.attention_bwd_efficiency = 1.0;
   c.attention_overhead_us = 0;
+  c.attention_fwd_score_ns = c.attention_bwd_score_ns = 0;
   c.memory_bound_efficiency = 1e12;  // the compute branch
+  // Columns: FLOP time fwd / bwd (1/efficiency), scores fwd / bwd (ns per score, in us per 1000 scores), overhead.
+  // The score columns separate only when the samples vary head_dim against seq^2 (a FLOP term at one head dim is a
+  // score term times a constant): with one head dim they are left at the device's values.
   Problem p;
+  std::set<int64_t> head_dims;
   for (const auto& s : ss) {
-    const bool bwd = std::get<AttentionOp>(program_op(*s.op, *s.m)->kind).backward;
-    const double x = model_time_us(*s.op, *s.m, *s.cluster, c);
-    p.add({bwd ? 0 : x, bwd ? x : 0, 1.0}, s.op->time_us);
+    const auto& a = std::get<AttentionOp>(program_op(*s.op, *s.m)->kind);
+    head_dims.insert(a.head_dim);
+    const double x = model_time_us(*s.op, *s.m, *s.cluster, c), sc = attention_scores(a) * 1e-3;
+    p.add({a.backward ? 0 : x, a.backward ? x : 0, a.backward ? 0 : sc, a.backward ? sc : 0, 1.0}, s.op->time_us);
   }
-  std::vector<bool> used = used_columns(p, 3);
-  std::vector<double> lo{1 / 1.5, 1 / 1.5, 0}, hi{1e5, 1e5, 1e4};
+  const bool scores = head_dims.size() >= 2;
+  std::vector<bool> used = used_columns(p, 5);
+  std::vector<double> lo{1 / 1.5, 1 / 1.5, 0, 0, 0}, hi{1e5, 1e5, 1e6, 1e6, 1e4};
   for (size_t j = 0; j < 2; ++j)
     if (!used[j]) lo[j] = hi[j] = 1.0;
+  for (size_t j = 2; j < 4; ++j)
+    if (!used[j] || !scores) lo[j] = hi[j] = (j == 2 ? fit.attention_fwd_score_ns : fit.attention_bwd_score_ns);
   std::vector<double> x = robust_solve(p, lo, hi);
   if (used[0]) put(cal, base, fit, "attention_fwd_efficiency", 1 / x[0], "attention");
   if (used[1]) put(cal, base, fit, "attention_bwd_efficiency", 1 / x[1], "attention");
-  put(cal, base, fit, "attention_overhead_us", x[2], "attention");
+  if (scores && used[2]) put(cal, base, fit, "attention_fwd_score_ns", x[2], "attention");
+  if (scores && used[3]) put(cal, base, fit, "attention_bwd_score_ns", x[3], "attention");
+  put(cal, base, fit, "attention_overhead_us", x[4], "attention");
 }
 
 // Memory-bound sub-classes: which column an op's time goes to.
-enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, ovh, ovh_adam, n_mem_cols };
+enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, cast, adam_bytes, bench_plain, ovh, ovh_adam, n_mem_cols };
 
 void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
@@ -288,6 +313,8 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   c.norm_traffic_factor = c.rope_traffic_factor = c.activation_traffic_factor = 1.0;
   c.embedding_bwd_efficiency = 1.0;
   c.loss_traffic_factor = 1.0;
+  c.fp8_cast_traffic_factor = 1.0;
+  c.optimizer_traffic_factor = 1.0;
   Problem p;
   for (const auto& s : ss) {
     std::vector<double> f(n_mem_cols, 0.0);
@@ -315,6 +342,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
             break;
           case F::adamw:
             adam = true;
+            col = adam_bytes;
             break;
           default:
             break;
@@ -324,7 +352,11 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
       } else if (const auto* ce = std::get_if<CrossEntropyOp>(&op->kind)) {
         using S = CrossEntropyOp::Stage;
         if (ce->stage == S::sum_exp || ce->stage == S::backward) col = loss;
+      } else if (const auto* cf = std::get_if<CastFp8Op>(&op->kind)) {
+        if (cf->stage == CastFp8Op::Stage::cast) col = cast;
       }
+    } else {
+      col = bench_plain;  // a copy/add micro-benchmark (see fit_gemm on bench levels)
     }
     f[size_t(col)] = model_time_us(*s.op, *s.m, *s.cluster, c);
     f[adam ? ovh_adam : ovh] = 1.0;
@@ -337,14 +369,18 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   for (size_t j = 0; j < n_mem_cols; ++j)
     if (!used[j]) lo[j] = hi[j] = (j == ovh || j == ovh_adam) ? 0.0 : 1.0;
   std::vector<double> x = robust_solve(p, lo, hi);
-  if (!used[plain]) return;  // the efficiency anchors every factor below
-  const double a = x[plain];
+  // The efficiency anchors every factor below: the Programs' plain ops (adds, copies, embedding) when profiles are
+  // there, else the copy/add micro-benchmarks (their level runs on hot caches, hence a column of its own).
+  if (!used[plain] && !used[bench_plain]) return;
+  const double a = used[plain] ? x[plain] : x[bench_plain];
   put(cal, base, fit, "memory_bound_efficiency", 1 / a, "memory_bound");
   if (used[norm]) put(cal, base, fit, "norm_traffic_factor", x[norm] / a, "memory_bound");
   if (used[rope]) put(cal, base, fit, "rope_traffic_factor", x[rope] / a, "memory_bound");
   if (used[act]) put(cal, base, fit, "activation_traffic_factor", x[act] / a, "memory_bound");
   if (used[emb_bwd]) put(cal, base, fit, "embedding_bwd_efficiency", a / x[emb_bwd], "memory_bound");
   if (used[loss]) put(cal, base, fit, "loss_traffic_factor", x[loss] / a, "memory_bound");
+  if (used[cast]) put(cal, base, fit, "fp8_cast_traffic_factor", x[cast] / a, "memory_bound");
+  if (used[adam_bytes]) put(cal, base, fit, "optimizer_traffic_factor", x[adam_bytes] / a, "memory_bound");
   if (used[ovh]) put(cal, base, fit, "memory_bound_overhead_us", x[ovh], "memory_bound");
   if (used[ovh_adam]) put(cal, base, fit, "optimizer_overhead_us", x[ovh_adam], "memory_bound");
 }
@@ -373,6 +409,52 @@ void fit_collectives(const std::vector<Sample>& ss, CostParams& fit, Calibration
   }
 }
 
+// concurrent_rank_rate (fit.h): the GEMMs of the profiles, with one efficiency column for single-rank runs and one
+// for multi-rank runs (shared k0 by the same grid search as fit_gemm, shared overhead); the rate is their ratio.
+void fit_concurrency(const std::vector<Measurements>& ms, const GpuSpec& device, const CostParams& base,
+                     CostParams& fit, Calibration& cal) {
+  CostParams c = base;
+  c.concurrent_rank_rate = 1.0;
+  c.gemm_efficiency = c.gemm_fp32_efficiency = c.gemm_fp8_efficiency = 1.0;
+  c.gemm_overhead_us = 0;
+  c.gemm_memory_efficiency = 1e12;  // the compute branch
+  struct Row {
+    const MeasuredOp* op;
+    const Measurements* m;
+    ClusterSpec cl;
+  };
+  std::vector<Row> rows;
+  int single = 0, multi = 0;
+  for (const auto& m : ms) {
+    if (!m.program) continue;
+    const ClusterSpec cl = measurement_cluster(device, m, c, Timing::serialized);
+    for (const auto& o : m.ops)
+      if (o.time_us > 0 && classify(o, m) == OpClass::gemm) {
+        rows.push_back({&o, &m, cl});
+        ++(m.ranks > 1 ? multi : single);
+      }
+  }
+  if (single < 5 || multi < 5) return;
+  double best_ssr = INFINITY;
+  std::vector<double> best_x;
+  for (double k0 : {0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0}) {
+    c.gemm_k_overhead = k0;
+    Problem p;
+    for (const auto& r : rows) {
+      const double x = model_time_us(*r.op, *r.m, r.cl, c);
+      p.add({r.m->ranks > 1 ? 0 : x, r.m->ranks > 1 ? x : 0, 1.0}, r.op->time_us);
+    }
+    std::vector<double> x = robust_solve(p, {1 / 1.5, 1 / 1.5, 0}, {1e4, 1e4, 1e4});
+    const double ssr = capped_ssr(p, x);
+    if (ssr < best_ssr) {
+      best_ssr = ssr;
+      best_x = x;
+    }
+  }
+  // Time multipliers: 1 / eff alone and 1 / (eff x rate) together.
+  put(cal, base, fit, "concurrent_rank_rate", best_x[0] / best_x[1], "gemm");
+}
+
 }  // namespace
 
 Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options) {
@@ -389,14 +471,15 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   const bool tie = options.tie_gemm_dtypes.value_or(ms.front().environment.value("backend", "") == "cpu");
   std::vector<ClusterSpec> clusters;
   clusters.reserve(ms.size());  // pointers into it are kept below: no growth after this
-  for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m));
   std::map<OpClass, std::vector<Sample>> by_class;
-  for (size_t i = 0; i < ms.size(); ++i)
-    for (const auto& o : ms[i].ops)
-      if (o.time_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
 
   const CostParams base = device_cost_params(device);
   CostParams fit = base;
+  fit_concurrency(ms, device, base, fit, cal);
+  for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m, fit, Timing::serialized));
+  for (size_t i = 0; i < ms.size(); ++i)
+    for (const auto& o : ms[i].ops)
+      if (o.time_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
   fit_gemm(by_class[OpClass::gemm], tie, base, fit, cal);
   fit_attention(by_class[OpClass::attention], base, fit, cal);
   fit_memory(by_class[OpClass::memory_bound], base, fit, cal);

@@ -9,12 +9,20 @@
 // (computed by the simulator's cost functions themselves), t_i the measured median, and
 //   gemm          t = x(k0) / eff + overhead                   eff per dtype class (one class when GEMMs run in
 //                                                              fp32 whatever their dtype: the CPU backend), k0 =
-//                                                              gemm_k_overhead by a search over 0..4096 (log grid)
-//   attention     t = x_fwd / eff_fwd + x_bwd / eff_bwd + overhead
-//   memory-bound  t = (x_plain + f_norm x_norm + f_rope x_rope + f_act x_act + f_loss x_loss + x_emb_bwd / e_emb)
-//                     / eff
+//                                                              gemm_k_overhead by a search over 0..4096 (log grid);
+//                                                              bench GEMMs get a level of their own when profiles
+//                                                              are there (hot caches), sharing k0 and overhead
+//   attention     t = x_fwd / eff_fwd + x_bwd / eff_bwd + n_scores x (ns_fwd | ns_bwd) + overhead
+//                                                              (the per-score terms only when the samples span two
+//                                                              head dims or more; else the device's values stay)
+//   memory-bound  t = (x_plain + f_norm x_norm + f_rope x_rope + f_act x_act + f_loss x_loss + f_cast x_cast
+//                      + f_adam x_adam + x_emb_bwd / e_emb) / eff   (copy/add benches: a level of their own, which
+//                                                              anchors eff only without profiles)
 //                     + overhead (+ optimizer_overhead for AdamW instead)
 //   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes
+// Before these, concurrent_rank_rate (CostParams) from the GEMMs of the profiles: the median of measured / modelled
+// time of single-rank runs over that of multi-rank runs (>= 5 GEMM samples of each; else the device's value stays),
+// so that the per-class fits below see each run at the rate its ranks had.
 // Rows are weighted by 1/t_i (relative error, so that small and large ops count alike). Robust to stalls of a
 // shared machine: after one solve, rows whose relative residual exceeds max(50%, 4 x the median) are dropped and
 // the rest solved again (the residuals reported still cover every sample). Bounds: efficiencies in
@@ -43,10 +51,15 @@ struct FitOptions {
 // `device` is the spec the fit is relative to; the defaults are device_cost_params(device).
 Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options);
 
-// The cluster a measurement ran on: one node of `ranks` devices. When the environment says the ranks outnumbered the
-// machine's cores ("cores" < "ranks", CPU ranks oversubscribed), each rank gets cores/ranks of the device's compute
-// and memory rates (they share the cores); collectives are what they measured.
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m);
+// The cluster a measurement ran on: one node of `ranks` devices. With more than one rank, each rank's compute and
+// memory rates are c.concurrent_rank_rate of the device's (ranks sharing a machine). When the environment says the
+// ranks outnumbered the machine's cores ("cores" < "ranks", CPU ranks oversubscribed), an overlapped step also gets
+// cores/ranks of them (the ranks take turns on the cores); an op timed alone (`serialized`, the profile's per-op
+// times) does not: it runs in one scheduler slice, and the turns the other ranks take land in the next collective's
+// wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured.
+enum class Timing { overlapped, serialized };
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c,
+                                Timing timing = Timing::overlapped);
 // The model's time for one measured op.
 double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c);
 

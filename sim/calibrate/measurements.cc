@@ -8,6 +8,7 @@
 
 #include "plans/config.h"
 #include "plans/error.h"
+#include "plans/json_text.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
 
@@ -196,14 +197,10 @@ Measurements parse_measurements(const json& j, const std::string& path, const st
 Measurements load_measurements(const std::string& path, const std::string& statistic) {
   std::ifstream f(path);
   if (!f) throw Error(fmt::format("{}: cannot read the file", path));
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    throw Error(fmt::format("{}: not valid JSON (byte {}): {}", path, e.byte, what.substr(what.rfind(':') + 2)));
-  }
-  return parse_measurements(j, path, statistic);
+  std::stringstream text;
+  text << f.rdbuf();
+  // Syntax errors: "PATH:LINE: invalid JSON (expected ...): what" (plans/json_text.h).
+  return parse_measurements(parse_json_text(text.str(), path, "a tp-run profile or bench file"), path, statistic);
 }
 
 }  // namespace tptune
