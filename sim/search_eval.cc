@@ -196,6 +196,15 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       PhaseTimer t(phases, SearchPhase::cost);
       costs = cost_ops(prog);
     }
+    if (incumbents) {
+      const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
+      if (incumbents->dominates(ub, r.report.memory.peak)) {
+        r.pruned = prune::kBound;
+        r.detail = fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub,
+                               incumbents->k());
+        return;
+      }
+    }
     Timeline tl;
     {
       PhaseTimer t(phases, SearchPhase::schedule);
@@ -208,6 +217,8 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       r.pruned = prune::kMinThroughput;
       r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
                              space_.min_tokens_per_second_per_gpu);
+    } else if (incumbents) {
+      incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
     }
   } catch (const Error& e) {
     r.pruned = error_reason("simulation", e.what(), plan_source);

@@ -32,6 +32,7 @@
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/search/batch_program.h"
+#include "sim/search/bound.h"
 #include "sim/search/phase_times.h"
 #include "sim/search_space.h"
 #include "sim/simulate.h"
@@ -87,6 +88,9 @@ class CandidateEvaluator {
   size_t memo_hits() const { return hits_; }
   size_t memo_misses() const { return misses_; }
   bool use_memo = false;  // true: memoize op durations across candidates
+  // Branch-and-bound (sim/search/bound.h): when set, a candidate the incumbents dominate is pruned as prune::kBound
+  // after its op costs, before its schedule; every feasible result is added to them. Shared by all evaluators.
+  Incumbents* incumbents = nullptr;
   PhaseTimes phases;      // where this evaluator's time went
   size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
 
