@@ -77,7 +77,11 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       BatchState batch;
       for (size_t j : order) {
         const size_t i = first + j;
-        if (smaller_oom && o.skip_larger_batches) {
+        if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
+          Candidate c = cands[i];
+          c.local_batch_size = ev.largest_fitting_batch(c, r.space.max_local_batch_size);
+          r.results[i] = ev.evaluate(c);
+        } else if (smaller_oom && o.skip_larger_batches) {
           // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
           // without the shortcut.
           CandidateResult& c = r.results[i];

@@ -18,6 +18,8 @@
 //   cost_per_token      the same order (search.gpu_hour_price / tokens per GPU-hour), reported in USD per 1M tokens
 //   step_time           step time (lower), then tokens/s per GPU (higher)
 //   memory              peak memory (lower), then tokens/s per GPU (higher)
+// With search.max_local_batch_size (instead of local_batch_sizes), each candidate is evaluated at its largest local
+// batch that fits memory, found by bisection (CandidateEvaluator::largest_fitting_batch); results carry that batch.
 // When nothing is feasible, `closest` lists the candidates that came nearest: those that were lowered and only
 // missed the memory budget, by how much they missed it, else one per pruning reason.
 

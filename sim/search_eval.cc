@@ -177,6 +177,34 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
   return r;
 }
 
+int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit) {
+  auto fits = [&](int64_t b) {
+    Candidate x = c;
+    x.local_batch_size = b;
+    if (!check_static(cfg_, cluster_, space_, x).ok()) return false;
+    try {
+      Program p;
+      {
+        PhaseTimer t(phases, SearchPhase::lower);
+        p = lower(cfg_.model, cfg_.training, candidate_plan(space_, x));
+        ++lowered;
+      }
+      check_supported(p, cluster_);
+      PhaseTimer t(phases, SearchPhase::memory);
+      return fits_with_headroom(memory_model(p, cluster_.gpu, cost_), space_.memory_headroom_gib);
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (limit <= 1 || !fits(1)) return 1;
+  int64_t lo = 1, hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source) {
   try {
     check_supported(prog, cluster_);

@@ -82,6 +82,15 @@ class CandidateEvaluator {
   // it is finished in place rather than copied.
   CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr,
                            bool last_use = false);
+  // The largest local batch in 1..limit at which `c` lowers and fits memory with the headroom; 1 when none does
+  // (evaluate() at 1 then says why). Bisection: about log2(limit) lowerings and memory models instead of `limit`.
+  // Exact because "fits" is monotone, true up to some batch and false above it: every tensor of a Program is
+  // non-decreasing in the local batch (activations, logits and their gradients scale with it; parameters, gradients
+  // and optimizer state do not depend on it) and the op list does not change with it, so memory_model()'s peak is
+  // non-decreasing in it; and the batch-dependent refusals of lower() (check_local_batch(): the largest tensor and
+  // FLOP counts within limits) hold from some batch upwards. tests/sim/search_bisect_test.cc checks both premises
+  // on the example spaces, and the answer against enumerating every size.
+  int64_t largest_fitting_batch(const Candidate& c, int64_t limit);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
