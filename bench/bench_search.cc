@@ -8,8 +8,9 @@
 // Arguments: threads (0 = all), opt (1: the larger-batch memory shortcut on, as by default; 0: off, every candidate
 // lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search.h),
 // fast (1: lowering shared across activation-checkpointing policies and batch-parametric Programs, as by default;
-// 0: every candidate lowered, the "before" of issue 13's fast path; sim/search.h).
-// Counters: candidates, feasible, lowered (lower() or lower_unfinished() calls), finished (finish_lowering()),
+// 0: every candidate lowered, the "before" of issue 13's fast path; sim/search.h), bound (k > 0: branch-and-bound
+// keeping the top k exact, SearchOptions::bound_top, as `tp-plan search --bound --top k`; 0: off, the default).
+// Counters: candidates, feasible, pruned_bound (candidates the bound skipped), lowered (lower() or lower_unfinished() calls), finished (finish_lowering()),
 // patched (Programs from a BatchProgram), and the per-phase breakdown of the last search in ms summed over threads
 // (ms_constraints, ms_lower, ms_finish, ms_patch, ms_memory, ms_cost, ms_schedule, ms_report; sim/search/phase_times.h).
 #include <benchmark/benchmark.h>
@@ -35,6 +36,7 @@ void run(benchmark::State& state, const char* example) {
   o.skip_larger_batches = state.range(1) != 0;
   o.memoize_op_costs = state.range(2) != 0;
   o.batch_parametric = o.share_policy_lowering = state.range(3) != 0;
+  o.bound_top = static_cast<size_t>(state.range(4));
   SearchResult r;
   for (auto _ : state) {
     r = search(cfg, o);
@@ -42,6 +44,7 @@ void run(benchmark::State& state, const char* example) {
   }
   state.counters["candidates"] = static_cast<double>(r.evaluated);
   state.counters["feasible"] = static_cast<double>(r.feasible);
+  state.counters["pruned_bound"] = static_cast<double>(r.pruned.count(prune::kBound) ? r.pruned.at(prune::kBound) : 0);
   state.counters["lowered"] = static_cast<double>(r.lowered);
   state.counters["finished"] = static_cast<double>(r.finished);
   state.counters["patched"] = static_cast<double>(r.patched);
@@ -58,15 +61,18 @@ void run(benchmark::State& state, const char* example) {
 void BM_Search405B(benchmark::State& state) { run(state, "llama3-405b-h100.yaml"); }
 void BM_Search8B(benchmark::State& state) { run(state, "llama3-8b-h100.yaml"); }
 
-// threads (0 = all), opt, memo, fast: the default search, then each optimisation off or on, then 2 threads and every core.
+// threads (0 = all), opt, memo, fast, bound: the default search, then each optimisation off or on, then 2 threads and
+// every core, then branch-and-bound for the top 10 (tp-plan search's default --top) on 1 and 2 threads.
 void search_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"threads", "opt", "memo", "fast"})
-      ->Args({1, 1, 0, 1})
-      ->Args({1, 1, 0, 0})
-      ->Args({1, 0, 0, 1})
-      ->Args({1, 1, 1, 1})
-      ->Args({2, 1, 0, 1})
-      ->Args({0, 1, 0, 1})
+  b->ArgNames({"threads", "opt", "memo", "fast", "bound"})
+      ->Args({1, 1, 0, 1, 0})
+      ->Args({1, 1, 0, 0, 0})
+      ->Args({1, 0, 0, 1, 0})
+      ->Args({1, 1, 1, 1, 0})
+      ->Args({2, 1, 0, 1, 0})
+      ->Args({0, 1, 0, 1, 0})
+      ->Args({1, 1, 0, 1, 10})
+      ->Args({2, 1, 0, 1, 10})
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
       ->MinTime(2.0);

@@ -245,7 +245,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                         const std::filesystem::path& base_dir) {
   doc.check_map(n, "search",
                 {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_sizes", "objective", "memory_headroom_gib", "global_batch_size",
+                 "local_batch_sizes", "max_local_batch_size", "objective", "memory_headroom_gib", "global_batch_size",
                  "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
   SearchSpace s;
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
@@ -299,6 +299,14 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   }
   if (has(n, "local_batch_sizes"))
     s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", batch);
+  if (has(n, "max_local_batch_size")) {
+    if (has(n, "local_batch_sizes"))
+      doc.fail_msg(n["max_local_batch_size"], "search.max_local_batch_size",
+                   "give local_batch_sizes (sizes to enumerate) or max_local_batch_size (the largest that fits, up to "
+                   "it), not both");
+    s.max_local_batch_size = batch(n["max_local_batch_size"], "search.max_local_batch_size");
+    s.local_batch_sizes = {s.max_local_batch_size};  // one candidate per plan; its batch is found by the search
+  }
   if (has(n, "objective")) {
     const std::string o = doc.choice(n["objective"], "search.objective",
                                      {"tokens_per_second", "step_time", "memory", "cost_per_token"});
@@ -307,8 +315,13 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                   : o == "cost_per_token" ? Objective::cost_per_token
                                           : Objective::tokens_per_second;
   }
-  if (has(n, "global_batch_size"))
+  if (has(n, "global_batch_size")) {
+    if (s.max_local_batch_size > 0)
+      doc.fail_msg(n["global_batch_size"], "search.global_batch_size",
+                   "global_batch_size fixes the local batch per dp_shard: use local_batch_sizes, not "
+                   "max_local_batch_size");
     s.global_batch_size = doc.integer_in(n["global_batch_size"], "search.global_batch_size", limits::global_batch_size);
+  }
   if (has(n, "min_tokens_per_second_per_gpu"))
     s.min_tokens_per_second_per_gpu = doc.real_in(n["min_tokens_per_second_per_gpu"],
                                                   "search.min_tokens_per_second_per_gpu", limits::tokens_per_second);

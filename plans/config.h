@@ -9,8 +9,8 @@
 //   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,   (`device:` is a synonym of `gpu:`)
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
 //   search:   {tp_degrees, presets, plans, float8, async_tp, loss_parallel, activation_checkpointing,
-//              local_batch_sizes, objective, memory_headroom_gib, global_batch_size, min_tokens_per_second_per_gpu,
-//              gpu_hour_price, framework}
+//              local_batch_sizes | max_local_batch_size, objective, memory_headroom_gib, global_batch_size,
+//              min_tokens_per_second_per_gpu, gpu_hour_price, framework}
 
 #include <yaml-cpp/yaml.h>
 
@@ -76,6 +76,9 @@ struct SearchSpace {
   std::vector<ActivationCheckpointing> activation_checkpointing = {
       ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full};
   std::vector<int64_t> local_batch_sizes = {1, 2, 4};
+  // > 0 (max_local_batch_size: N; instead of local_batch_sizes): each plan at its largest local batch in 1..N that
+  // fits memory with the headroom, found by bisection (sim/search.h), not every size enumerated.
+  int64_t max_local_batch_size = 0;
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard must equal

@@ -27,7 +27,7 @@ inline constexpr IntRange multiple_of{1, 1 << 20};  // 1,048,576
 inline constexpr RealRange ffn_dim_multiplier{0, 64, true};
 inline constexpr RealRange norm_eps{0, 1, true};
 inline constexpr RealRange rope_theta{0, 1e12, true};
-// training (and search.local_batch_sizes, plan local_batch_size, --local-batch-size)
+// training (and search.local_batch_sizes, search.max_local_batch_size, plan local_batch_size, --local-batch-size)
 inline constexpr IntRange seq_len{1, 1 << 24};           // 16,777,216 tokens
 inline constexpr IntRange local_batch_size{1, 1 << 16};  // 65,536 sequences per data-parallel rank
 // cluster

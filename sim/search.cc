@@ -47,10 +47,15 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
                                         static_cast<int>(std::max<size_t>(cands.size(), 1))));
 
+  // Branch-and-bound only where the tokens/s bound orders candidates as the objective does (sim/search/bound.h).
+  const bool bound = o.bound_top > 0 && (r.space.objective == Objective::tokens_per_second ||
+                                         r.space.objective == Objective::cost_per_token);
+  Incumbents incumbents(o.bound_top);
   std::vector<std::unique_ptr<CandidateEvaluator>> workers;
   for (int w = 0; w < r.threads; ++w) {
     workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
     workers.back()->use_memo = o.memoize_op_costs;
+    if (bound) workers.back()->incumbents = &incumbents;
   }
   // Tasks: the candidates that differ only in activation checkpointing and local batch size (consecutive: the two
   // innermost loops), one policy after the other, each smallest batch first. Every tensor of a Program grows or stays
@@ -72,7 +77,11 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       BatchState batch;
       for (size_t j : order) {
         const size_t i = first + j;
-        if (smaller_oom && o.skip_larger_batches) {
+        if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
+          Candidate c = cands[i];
+          c.local_batch_size = ev.largest_fitting_batch(c, r.space.max_local_batch_size);
+          r.results[i] = ev.evaluate(c);
+        } else if (smaller_oom && o.skip_larger_batches) {
           // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
           // without the shortcut.
           CandidateResult& c = r.results[i];

@@ -10,11 +10,16 @@
 // tp 1 with an earlier one are pruned as "redundant at tp 1" (the earlier one is evaluated), and a larger local batch
 // of a plan whose smaller batch misses the memory budget is pruned without being lowered.
 //
+// With SearchOptions::bound_top = k, candidates that provably can be neither in the top k nor on the Pareto front are
+// pruned as "bound" before their schedule (sim/search/bound.h); the first k of the ranking and the front are unchanged.
+//
 // Ranking by the space's objective, best first; ties broken by the next criterion, then by enumeration order:
 //   tokens_per_second   tokens/s per GPU (higher), then peak memory (lower)
 //   cost_per_token      the same order (search.gpu_hour_price / tokens per GPU-hour), reported in USD per 1M tokens
 //   step_time           step time (lower), then tokens/s per GPU (higher)
 //   memory              peak memory (lower), then tokens/s per GPU (higher)
+// With search.max_local_batch_size (instead of local_batch_sizes), each candidate is evaluated at its largest local
+// batch that fits memory, found by bisection (CandidateEvaluator::largest_fitting_batch); results carry that batch.
 // When nothing is feasible, `closest` lists the candidates that came nearest: those that were lowered and only
 // missed the memory budget, by how much they missed it, else one per pruning reason.
 
@@ -49,6 +54,12 @@ struct SearchOptions {
   // Lower each structure but its activation-checkpointing policy once per batch size (lower_unfinished(), plans/
   // lower.h) and finish it for every policy: the same Programs. false: lower every candidate (with the above).
   bool share_policy_lowering = true;
+  // Branch-and-bound (sim/search/bound.h): > 0 keeps the first `bound_top` of the ranking and the Pareto front exact
+  // and prunes (prune::kBound) the candidates whose step-time lower bound, from their op costs, shows they can be in
+  // neither, without scheduling them. The ranking then lists every candidate that might be in the top `bound_top`,
+  // not every feasible one. Used for the tokens_per_second and cost_per_token objectives only (for the others it is
+  // off). 0 (the default): every feasible candidate is scheduled and ranked.
+  size_t bound_top = 0;
   // Called on the calling thread about every 100 ms while the search runs, and once at the end.
   std::function<void(size_t done, size_t total)> progress;
 };

@@ -44,6 +44,9 @@ inline constexpr const char* kAsyncRowwise = "async TP with float8 rowwise is no
 inline constexpr const char* kRedundant = "redundant at tp 1 (same program as another candidate)";
 inline constexpr const char* kMemory = "out of memory (with the headroom)";
 inline constexpr const char* kMinThroughput = "below search.min_tokens_per_second_per_gpu";
+// Branch-and-bound (SearchOptions::bound_top; sim/search/bound.h): its step-time lower bound shows that it is neither
+// in the top k nor on the Pareto front, so it is not scheduled.
+inline constexpr const char* kBound = "bound";
 }  // namespace prune
 
 struct Verdict {

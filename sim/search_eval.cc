@@ -177,6 +177,34 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
   return r;
 }
 
+int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit) {
+  auto fits = [&](int64_t b) {
+    Candidate x = c;
+    x.local_batch_size = b;
+    if (!check_static(cfg_, cluster_, space_, x).ok()) return false;
+    try {
+      Program p;
+      {
+        PhaseTimer t(phases, SearchPhase::lower);
+        p = lower(cfg_.model, cfg_.training, candidate_plan(space_, x));
+        ++lowered;
+      }
+      check_supported(p, cluster_);
+      PhaseTimer t(phases, SearchPhase::memory);
+      return fits_with_headroom(memory_model(p, cluster_.gpu, cost_), space_.memory_headroom_gib);
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (limit <= 1 || !fits(1)) return 1;
+  int64_t lo = 1, hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source) {
   try {
     check_supported(prog, cluster_);
@@ -196,6 +224,15 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       PhaseTimer t(phases, SearchPhase::cost);
       costs = cost_ops(prog);
     }
+    if (incumbents) {
+      const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
+      if (incumbents->dominates(ub, r.report.memory.peak)) {
+        r.pruned = prune::kBound;
+        r.detail = fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub,
+                               incumbents->k());
+        return;
+      }
+    }
     Timeline tl;
     {
       PhaseTimer t(phases, SearchPhase::schedule);
@@ -208,6 +245,8 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       r.pruned = prune::kMinThroughput;
       r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
                              space_.min_tokens_per_second_per_gpu);
+    } else if (incumbents) {
+      incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
     }
   } catch (const Error& e) {
     r.pruned = error_reason("simulation", e.what(), plan_source);

@@ -32,6 +32,7 @@
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/search/batch_program.h"
+#include "sim/search/bound.h"
 #include "sim/search/phase_times.h"
 #include "sim/search_space.h"
 #include "sim/simulate.h"
@@ -81,12 +82,24 @@ class CandidateEvaluator {
   // it is finished in place rather than copied.
   CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr,
                            bool last_use = false);
+  // The largest local batch in 1..limit at which `c` lowers and fits memory with the headroom; 1 when none does
+  // (evaluate() at 1 then says why). Bisection: about log2(limit) lowerings and memory models instead of `limit`.
+  // Exact because "fits" is monotone, true up to some batch and false above it: every tensor of a Program is
+  // non-decreasing in the local batch (activations, logits and their gradients scale with it; parameters, gradients
+  // and optimizer state do not depend on it) and the op list does not change with it, so memory_model()'s peak is
+  // non-decreasing in it; and the batch-dependent refusals of lower() (check_local_batch(): the largest tensor and
+  // FLOP counts within limits) hold from some batch upwards. tests/sim/search_bisect_test.cc checks both premises
+  // on the example spaces, and the answer against enumerating every size.
+  int64_t largest_fitting_batch(const Candidate& c, int64_t limit);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
   size_t memo_hits() const { return hits_; }
   size_t memo_misses() const { return misses_; }
   bool use_memo = false;  // true: memoize op durations across candidates
+  // Branch-and-bound (sim/search/bound.h): when set, a candidate the incumbents dominate is pruned as prune::kBound
+  // after its op costs, before its schedule; every feasible result is added to them. Shared by all evaluators.
+  Incumbents* incumbents = nullptr;
   PhaseTimes phases;      // where this evaluator's time went
   size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
 

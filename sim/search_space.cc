@@ -46,6 +46,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   r.loss_parallel = s.loss_parallel;
   r.activation_checkpointing = s.activation_checkpointing;
   r.local_batch_sizes = s.local_batch_sizes;
+  r.max_local_batch_size = s.max_local_batch_size;
   r.objective = s.objective;
   r.memory_headroom_gib = s.memory_headroom_gib;
   r.global_batch_size = s.global_batch_size;

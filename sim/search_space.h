@@ -53,7 +53,8 @@ struct ResolvedSpace {
   std::vector<bool> async_tp;
   std::vector<bool> loss_parallel;
   std::vector<ActivationCheckpointing> activation_checkpointing;
-  std::vector<int64_t> local_batch_sizes;
+  std::vector<int64_t> local_batch_sizes;  // {max_local_batch_size} when that is set
+  int64_t max_local_batch_size = 0;        // > 0: each candidate's batch is the largest that fits in 1..this
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   int64_t global_batch_size = 0;              // 0: no constraint (SearchSpace)

@@ -1,5 +1,5 @@
 // tp-plan search CONFIG [--hf-config FILE] [--top K] [--json FILE|-] [--out-plan FILE [--verify]] [--trace FILE]
-//                [--report FILE.html] [--threads N] [--quiet]
+//                [--report FILE.html] [--threads N] [--quiet] [--bound]
 //                [--calibration CALIB.yaml]
 //
 // Ranks every plan of the config's search space (sim/search.h), prints the top K, the winner against the vanilla
@@ -31,6 +31,7 @@ struct SearchArgs {
   int threads = 0;
   bool quiet = false;
   bool verify = false;
+  bool bound = false;
   std::string calibration;
 };
 
@@ -40,6 +41,7 @@ int run_search(const SearchArgs& a) {
   const Config cfg = load_config(a.config, a.hf_config);
   SearchOptions opts;
   opts.threads = a.threads;
+  if (a.bound) opts.bound_top = a.top;
   const ResolvedCostParams resolved = resolve_cost_params(resolve_cluster(cfg).gpu, a.calibration);
   opts.cost = resolved.params;
   Progress bar("search", Progress::enabled(a.quiet));
@@ -95,6 +97,9 @@ void add_search_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--trace", args->trace, "write the winner's simulated step as a Chrome trace JSON");
   cmd->add_option("--report", args->report, "write an HTML report (candidates, winner vs baselines) to FILE");
   cmd->add_flag("--verify", args->verify, "print the tp-run command that verifies the winner (needs --out-plan)");
+  cmd->add_flag("--bound", args->bound,
+                "branch-and-bound: skip the schedule of candidates that provably rank below the top K and off the "
+                "Pareto front (counted as pruned \"bound\"; tokens/s and cost objectives)");
   cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
   add_calibration_option(cmd, args->calibration);
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);

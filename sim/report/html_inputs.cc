@@ -5,6 +5,7 @@
 #include "plans/lower.h"
 #include "sim/report/html_report.h"
 #include "sim/search.h"
+#include "sim/search_constraints.h"
 #include "sim/search_report.h"
 
 namespace tptune {
@@ -43,7 +44,9 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
                           r.feasible, to_string(r.space.objective), r.space.memory_headroom_gib, cfg.path)};
   for (const auto& [reason, n] : r.pruned) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
   for (const CandidateResult& c : r.results) {
-    if (!c.has_memory) continue;
+    // Lowered candidates; not those the branch-and-bound skipped (`--bound`): they have a memory but no schedule, and
+    // are not over the limit, so they have no point to draw (the facts above count them).
+    if (!c.has_memory || c.pruned == prune::kBound) continue;
     const Candidate& x = c.candidate;
     ReportPoint p;
     p.tp = x.tp;

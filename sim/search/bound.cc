@@ -1,0 +1,62 @@
+#include "sim/search/bound.h"
+
+#include <algorithm>
+
+namespace tptune {
+
+namespace {
+// Relative margin of the bounds: a sum of ~1e5 doubles in a different order than the schedule's chain of starts and
+// ends differs by far less than 1e-9 relative (~1e5 roundings of 1.1e-16 each).
+constexpr double kMargin = 1e-9;
+}  // namespace
+
+double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
+  double busy[kStreams] = {0, 0, 0};
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    const Segment& seg = p.segments[s];
+    double per_instance[kStreams] = {0, 0, 0};
+    for (size_t j = 0; j < seg.ops.size(); ++j)
+      per_instance[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
+    // Instances as expand() (plans/program.cc) and the schedule count them: n_layers for block segments, else 1.
+    const bool per_layer = seg.repeat > 1 || seg.name.starts_with("block");
+    const double instances = per_layer ? static_cast<double>(p.model.n_layers) : 1.0;
+    for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
+  }
+  return std::max({busy[0], busy[1], busy[2]}) * (1 - kMargin);
+}
+
+double tokens_per_second_upper_bound(const Program& p, double step_time_lower_bound_us) {
+  if (step_time_lower_bound_us <= 0) return 1e300;  // nothing to bound with
+  return static_cast<double>(p.tokens_per_rank()) / (p.tp * step_time_lower_bound_us * 1e-6) * (1 + kMargin);
+}
+
+void Incumbents::add(double tps, double memory) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (top_.size() < k_ || tps > top_.back()) {
+    top_.insert(std::upper_bound(top_.begin(), top_.end(), tps, std::greater<double>()), tps);
+    if (top_.size() > k_) top_.pop_back();
+  }
+  // Front: skip a point that something needing no more memory is at least as fast as; else drop the points it
+  // dominates (more or equal memory, no faster) and insert it.
+  auto at = std::upper_bound(front_.begin(), front_.end(), memory,
+                             [](double m, const Point& q) { return m < q.memory; });  // first with memory > `memory`
+  if (at != front_.begin() && std::prev(at)->tps >= tps) return;
+  auto end = at;
+  while (end != front_.end() && end->tps <= tps) ++end;
+  // Points before `at` with equal memory are slower: drop them too.
+  auto begin = at;
+  while (begin != front_.begin() && std::prev(begin)->memory == memory) --begin;
+  at = front_.erase(begin, end);
+  front_.insert(at, Point{memory, tps});
+}
+
+bool Incumbents::dominates(double tps_bound, double memory) const {
+  std::lock_guard<std::mutex> lock(m_);
+  if (k_ == 0 || top_.size() < k_ || !(top_.back() > tps_bound)) return false;
+  // The fastest recorded candidate that needs at most `memory`: the last front point with memory <= `memory`.
+  auto at = std::upper_bound(front_.begin(), front_.end(), memory,
+                             [](double m, const Point& q) { return m < q.memory; });
+  return at != front_.begin() && std::prev(at)->tps > tps_bound;
+}
+
+}  // namespace tptune

@@ -1,0 +1,60 @@
+#pragma once
+// Branch-and-bound for `tp-plan search`: a lower bound on a candidate's step time from its op costs alone, checked
+// before the schedule (the timeline, then the report), and the best-so-far it is compared with.
+//
+// The bound. schedule() (sim/timeline.h) puts every op on one of three streams (compute, TP, DP) and starts it no
+// earlier than its stream is free and no earlier than 0: `start >= free[stream]`, `end = start + duration`,
+// `free[stream] = end` (Scheduler::run_expanded, and the fast path, which equals it). So each stream's free time
+// after its last op is at least the sum of its ops' durations (instances x per-instance sum for block segments), and
+// step_time_us = max(free[compute], free[tp], free[dp]) >= max over streams of that sum =: step_time_lower_bound_us.
+// make_report() (sim/simulate.cc) gives tokens/s per GPU = tokens_per_rank / (tp * step_time_us * 1e-6), decreasing
+// in the step time, so tokens_per_rank / (tp * bound) is an upper bound on the candidate's tokens/s. Both are computed
+// with a relative margin of 1e-9 (far above the rounding of the sums) so that the floating-point results keep the
+// inequality too; tests/sim/search_bound_test.cc checks bound <= step time for every candidate of the examples.
+//
+// Pruning. A candidate whose tokens/s upper bound is below the tokens/s of k candidates already found feasible can
+// not be in the top k (ranks_before, sim/search.h: tokens/s first); if one of them also needs no more memory than it,
+// it is not on the Pareto front (sim/search/pareto.h: it is slower than something that needs no more memory) and,
+// being slower, its removal changes no other candidate's place on it. The search prunes such a candidate as
+// prune::kBound, so the first k of the ranking and the Pareto front equal brute force's, whichever order the worker
+// threads finish in; only which candidates are pruned (the "bound" count) may vary between runs with threads > 1.
+// Valid for the tokens_per_second and cost_per_token objectives (the same order); off for step_time and memory.
+
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "plans/program.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+// max over streams of the summed op durations, microseconds, lowered by the 1e-9 margin: <= schedule()'s step time.
+double step_time_lower_bound_us(const Program& p, const OpCosts& costs);
+// tokens_per_rank / (tp * bound): >= make_report()'s tokens/s per GPU, raised by the 1e-9 margin.
+double tokens_per_second_upper_bound(const Program& p, double step_time_lower_bound_us);
+
+// The feasible candidates found so far, as far as pruning needs them: the k best tokens/s, and the Pareto front of
+// (peak memory, tokens/s). Shared by the worker threads (one mutex; a few comparisons under it per candidate).
+class Incumbents {
+ public:
+  explicit Incumbents(size_t k) : k_(k) {}
+  // A feasible candidate's result.
+  void add(double tokens_per_second, double peak_memory);
+  // True when k recorded candidates have tokens/s > `tokens_per_second_bound` and one of those needs at most
+  // `peak_memory`: a candidate with these bounds is neither in the top k nor on the Pareto front.
+  bool dominates(double tokens_per_second_bound, double peak_memory) const;
+  size_t k() const { return k_; }
+
+ private:
+  size_t k_;
+  mutable std::mutex m_;
+  std::vector<double> top_;  // the k best tokens/s, descending
+  // Pareto front of what was added: peak memory ascending, tokens/s strictly ascending.
+  struct Point {
+    double memory, tps;
+  };
+  std::vector<Point> front_;
+};
+
+}  // namespace tptune
