@@ -10,9 +10,10 @@
 // fast (1: lowering shared across activation-checkpointing policies and batch-parametric Programs, as by default;
 // 0: every candidate lowered, the "before" of issue 13's fast path; sim/search.h), bound (k > 0: branch-and-bound
 // keeping the top k exact, SearchOptions::bound_top, as `tp-plan search --bound --top k`; 0: off, the default).
-// Counters: candidates, feasible, pruned_bound (candidates the bound skipped), lowered (lower() or lower_unfinished() calls), finished (finish_lowering()),
-// patched (Programs from a BatchProgram), and the per-phase breakdown of the last search in ms summed over threads
-// (ms_constraints, ms_lower, ms_finish, ms_patch, ms_memory, ms_cost, ms_schedule, ms_report; sim/search/phase_times.h).
+// Counters: candidates, feasible, pruned_bound (candidates the bound skipped), lowered (lower() or lower_unfinished()
+// calls), finished (finish_lowering()), patched (Programs from a BatchProgram), and the per-phase breakdown of the last
+// search in ms summed over threads (ms_constraints, ms_lower, ms_finish, ms_patch, ms_memory, ms_cost, ms_schedule,
+// ms_report; sim/search/phase_times.h).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -49,7 +50,8 @@ void run(benchmark::State& state, const char* example) {
   state.counters["finished"] = static_cast<double>(r.finished);
   state.counters["patched"] = static_cast<double>(r.patched);
   for (int p = 0; p < kSearchPhases; ++p)
-    state.counters[fmt::format("ms_{}", to_string(static_cast<SearchPhase>(p)))] = r.phases.ns[static_cast<size_t>(p)] / 1e6;
+    state.counters[fmt::format("ms_{}", to_string(static_cast<SearchPhase>(p)))] =
+        r.phases.ns[static_cast<size_t>(p)] / 1e6;
   state.counters["threads_used"] = r.threads;
   state.counters["candidates_per_s"] = benchmark::Counter(
       static_cast<double>(r.evaluated) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);

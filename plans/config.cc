@@ -308,8 +308,8 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     s.local_batch_sizes = {s.max_local_batch_size};  // one candidate per plan; its batch is found by the search
   }
   if (has(n, "objective")) {
-    const std::string o = doc.choice(n["objective"], "search.objective",
-                                     {"tokens_per_second", "step_time", "memory", "cost_per_token"});
+    const std::string o =
+        doc.choice(n["objective"], "search.objective", {"tokens_per_second", "step_time", "memory", "cost_per_token"});
     s.objective = o == "step_time"        ? Objective::step_time
                   : o == "memory"         ? Objective::memory
                   : o == "cost_per_token" ? Objective::cost_per_token

@@ -475,6 +475,8 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
   return UnfinishedProgram{l.run()};
 }
 
-Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) { return Lowerer::finish(std::move(p.prog), ac); }
+Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
+  return Lowerer::finish(std::move(p.prog), ac);
+}
 
 }  // namespace tptune

@@ -52,12 +52,10 @@ struct DevPtr {
   Storage storage = Storage::f32;
   DevPtr() = default;
   DevPtr(void* p, Storage s) : ptr(p), storage(s) {}
-  DevPtr(float* p) : ptr(p), storage(Storage::f32) {}                           // NOLINT(google-explicit-constructor)
+  DevPtr(float* p) : ptr(p), storage(Storage::f32) {}                            // NOLINT(google-explicit-constructor)
   DevPtr(const float* p) : ptr(const_cast<float*>(p)), storage(Storage::f32) {}  // NOLINT(google-explicit-constructor)
   // The pointer `elements` elements further on.
-  DevPtr at(int64_t elements) const {
-    return {static_cast<char*>(ptr) + elements * storage_bytes(storage), storage};
-  }
+  DevPtr at(int64_t elements) const { return {static_cast<char*>(ptr) + elements * storage_bytes(storage), storage}; }
   // The fp32 pointer; throws tptune::Error naming `what` when the storage is not fp32.
   float* f32(const char* what) const;
 };
@@ -173,8 +171,8 @@ class Backend {
   virtual void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) = 0;
   virtual void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
                            DevPtr dw) = 0;
-  virtual void layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y,
-                             float* mean, float* rstd) = 0;
+  virtual void layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y, float* mean,
+                             float* rstd) = 0;
   virtual void layernorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* mean, const float* rstd,
                              DevPtr dy, DevPtr dx, DevPtr dw, DevPtr db) = 0;
   virtual void rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) = 0;

@@ -61,8 +61,8 @@ class CpuBackend final : public Backend {
                      const int32_t* ids, DevPtr d_out, DevPtr d_weight) override;
   void ce_row_max(int64_t tokens, int64_t vocab_local, DevPtr logits, float* max) override;
   void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) override;
-  void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
-                       const int32_t* targets, float* tlogit) override;
+  void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const int32_t* targets,
+                       float* tlogit) override;
   void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) override;
   void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
                    const float* sumexp, const int32_t* targets, DevPtr d_logits) override;

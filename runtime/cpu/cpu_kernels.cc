@@ -125,8 +125,8 @@ void CpuBackend::ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vo
 void CpuBackend::ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) {
   *loss = kernels::cross_entropy_loss(max, sumexp, tlogit, tokens);
 }
-void CpuBackend::ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
-                             const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) {
+void CpuBackend::ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
+                             const float* sumexp, const int32_t* targets, DevPtr d_logits) {
   kernels::cross_entropy_bwd(F(logits), max, sumexp, targets, tokens, vocab_local, vocab_offset, F(d_logits));
 }
 #undef CALL

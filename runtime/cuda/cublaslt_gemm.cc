@@ -120,16 +120,16 @@ void CublasLtGemm::run(const GemmArgs& in, cudaStream_t stream) {
     // The TN form (see the header): transpose an operand that is in the other layout into a workspace copy.
     if (!g.trans_b) {  // B stored (k, n) -> (n, k)
       const size_t bytes = size_t(g.k * g.n);
-      if (bytes > transpose_b_bytes_) transpose_b_ = allocator_->allocate(bytes, "gemm fp8 transpose"),
-                                      transpose_b_bytes_ = bytes;
+      if (bytes > transpose_b_bytes_)
+        transpose_b_ = allocator_->allocate(bytes, "gemm fp8 transpose"), transpose_b_bytes_ = bytes;
       transpose_bytes(stream, g.b.ptr, transpose_b_.get(), g.k, g.n);
       g.b.ptr = transpose_b_.get();
       g.trans_b = true;
     }
     if (g.trans_a) {  // A stored (k, m) -> (m, k)
       const size_t bytes = size_t(g.k * g.m);
-      if (bytes > transpose_a_bytes_) transpose_a_ = allocator_->allocate(bytes, "gemm fp8 transpose"),
-                                      transpose_a_bytes_ = bytes;
+      if (bytes > transpose_a_bytes_)
+        transpose_a_ = allocator_->allocate(bytes, "gemm fp8 transpose"), transpose_a_bytes_ = bytes;
       transpose_bytes(stream, g.a.ptr, transpose_a_.get(), g.k, g.m);
       g.a.ptr = transpose_a_.get();
       g.trans_a = false;

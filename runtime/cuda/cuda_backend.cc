@@ -93,8 +93,10 @@ BackendEnvironment CudaBackend::environment() const {
   e.details.emplace_back("memory_bytes", std::to_string(prop.totalGlobalMem));
   // The simulator's GPU preset (sim/gpus/*.yaml) this device is, for `tp-plan calibrate`.
   const std::string name = prop.name;
-  for (const auto& [needle, preset] : {std::pair<const char*, const char*>{"H200", "h200"}, {"H100", "h100-sxm"},
-                                       {"B200", "b200"}, {"A100", "a100-sxm-80gb"}})
+  for (const auto& [needle, preset] : {std::pair<const char*, const char*>{"H200", "h200"},
+                                       {"H100", "h100-sxm"},
+                                       {"B200", "b200"},
+                                       {"A100", "a100-sxm-80gb"}})
     if (name.find(needle) != std::string::npos) {
       e.details.emplace_back("device_preset", preset);
       break;

@@ -70,8 +70,7 @@ ncclDataType_t nccl_type(Storage s, bool reduces, const std::string& what) {
       break;
 #endif
   }
-  throw Error(fmt::format("cuda backend: {}: NCCL cannot reduce {} (NCCL >= 2.24 reduces float8)", what,
-                          to_string(s)));
+  throw Error(fmt::format("cuda backend: {}: NCCL cannot reduce {} (NCCL >= 2.24 reduces float8)", what, to_string(s)));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
@@ -115,9 +114,10 @@ void CudaBackend::poll_in_flight(bool block) {
       tp_->abort();
       dp_->abort();
       tp_p2p_->abort();
-      throw Error(fmt::format("{} did not complete within {} s (tp-run --timeout): a peer rank is stopped, hung or "
-                              "slower than the timeout",
-                              what, timeout_s_));
+      throw Error(
+          fmt::format("{} did not complete within {} s (tp-run --timeout): a peer rank is stopped, hung or "
+                      "slower than the timeout",
+                      what, timeout_s_));
     }
     if (timeout_s_ <= 0)  // no watchdog: block on the event
       check(cudaEventSynchronize(f.done), f.what.c_str(), "cudaEventSynchronize");
@@ -164,8 +164,7 @@ RequestPtr CudaBackend::reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr o
   }
   const ncclDataType_t t = nccl_type(in.storage, true, what);
   return on_stream(comm_stream_, what, [&](cudaStream_t s) {
-    check(ncclReduceScatter(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c.get(), s), what.c_str(),
-          "ncclReduceScatter");
+    check(ncclReduceScatter(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c.get(), s), what.c_str(), "ncclReduceScatter");
   });
 }
 
@@ -189,8 +188,8 @@ RequestPtr CudaBackend::all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) {
 }
 
 RequestPtr CudaBackend::send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) {
-  const std::string what = fmt::format("send_recv ({}, {} x {}, to {} from {})", to_string(g), n,
-                                       to_string(send.storage), dst, src);
+  const std::string what =
+      fmt::format("send_recv ({}, {} x {}, to {} from {})", to_string(g), n, to_string(send.storage), dst, src);
   same_storage(send, recv, what);
   cudabe::NcclComm& c = g == Group::tp ? *tp_p2p_ : *dp_;
   if (dst < 0 || dst >= c.size() || src < 0 || src >= c.size())
