@@ -4,9 +4,9 @@
 // It expands the Program (every layer instantiated, plans/program.h), gives every flat tensor one device buffer
 // (int32 for the tokens and targets, otherwise the backend's storage for the tensor's dtype: Backend::storage_for),
 // keeps an fp32 master copy of every parameter whose storage is not fp32 (AdamW updates the master and converts it
-// into the parameter's storage, as mixed-precision training does), fills parameters and inputs from a seed (runtime/tensor_init.h:
-// every rank builds the same full tensors and keeps its shard), and runs the flat ops in order: the forward of
-// every op, the loss, the backward and the gradients, then — unless told to skip it — the optimizer.
+// into the parameter's storage, as mixed-precision training does), fills parameters and inputs from a seed
+// (runtime/tensor_init.h: every rank builds the same full tensors and keeps its shard), and runs the flat ops in order:
+// the forward of every op, the loss, the backward and the gradients, then — unless told to skip it — the optimizer.
 //
 // It honours the plan exactly: the collectives it issues are the Program's collectives, nothing else. Collectives
 // are non-blocking; the executor waits for one only when a later op reads its output, or writes its input or
@@ -103,9 +103,9 @@ class Executor {
 
   // executor.cc
   int flat_of(TensorId t, int layer) const;
-  DevPtr ptr(int t) const;       // a floating-point tensor in its storage
-  float* stat(int t) const;      // a tensor the backend calls take as fp32 statistics (rstd, lse, amax, moments...)
-  float* master(int t) const;    // a parameter's fp32 master weights (its own buffer when that is fp32)
+  DevPtr ptr(int t) const;     // a floating-point tensor in its storage
+  float* stat(int t) const;    // a tensor the backend calls take as fp32 statistics (rstd, lse, amax, moments...)
+  float* master(int t) const;  // a parameter's fp32 master weights (its own buffer when that is fp32)
   const int32_t* i32(int t) const;
   void wait_conflicts(const std::vector<Region>& reads, const std::vector<Region>& writes);
   void complete(size_t pending_index);

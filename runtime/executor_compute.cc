@@ -125,7 +125,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
                          op.inputs.size(), op.outputs.size()));
   auto in = [&](size_t i) { return ptr(op.inputs[i]); };
   auto out = [&](size_t i) { return ptr(op.outputs[i]); };
-  auto sin = [&](size_t i) { return stat(op.inputs[i]); };   // fp32 statistics
+  auto sin = [&](size_t i) { return stat(op.inputs[i]); };  // fp32 statistics
   auto sout = [&](size_t i) { return stat(op.outputs[i]); };
   const TensorDesc& x = desc(op.inputs[0]);
   const int64_t n = numel(x.local_shape);

@@ -143,13 +143,13 @@ nlohmann::json environment_json(Backend& backend) {
   nlohmann::json libs = nlohmann::json::object();
   for (const auto& [k, v] : env.libraries) libs[k] = v;
   nlohmann::json out = {{"backend", env.backend},
-          {"device", env.device},
-          {"threads_per_rank", env.threads},
-          {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
-          {"cores", static_cast<int>(std::thread::hardware_concurrency())},
-          {"libraries", libs},
-          {"git_hash", TPTUNE_GIT_HASH},
-          {"build_type", TPTUNE_BUILD_TYPE}};
+                        {"device", env.device},
+                        {"threads_per_rank", env.threads},
+                        {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
+                        {"cores", static_cast<int>(std::thread::hardware_concurrency())},
+                        {"libraries", libs},
+                        {"git_hash", TPTUNE_GIT_HASH},
+                        {"build_type", TPTUNE_BUILD_TYPE}};
   // Device facts (GPU: sm_count, compute_capability, memory_bytes; device_preset when the GPU is one the simulator
   // has a preset for, which `tp-plan calibrate` fits against).
   for (const auto& [k, v] : env.details) out[k] = v;

@@ -73,10 +73,10 @@ struct SearchResult {
   double elapsed_ms = 0;
   int threads = 1;
   size_t memo_hits = 0, memo_misses = 0;
-  size_t lowered = 0;   // lower() or lower_unfinished() calls
-  size_t finished = 0;  // Programs from finish_lowering() (share_policy_lowering)
-  size_t patched = 0;   // Programs from a BatchProgram (batch_parametric)
-  PhaseTimes phases;                // summed over the workers
+  size_t lowered = 0;                    // lower() or lower_unfinished() calls
+  size_t finished = 0;                   // Programs from finish_lowering() (share_policy_lowering)
+  size_t patched = 0;                    // Programs from a BatchProgram (batch_parametric)
+  PhaseTimes phases;                     // summed over the workers
   std::vector<CandidateResult> results;  // every candidate, in enumeration order
   std::vector<int> ranking;              // feasible candidates, best first
   std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first

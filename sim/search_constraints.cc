@@ -18,9 +18,9 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
   if (c.dp <= 0 || s.world_size % tp != 0)
     return fail(prune::kWorld, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
   if (s.global_batch_size > 0 && c.local_batch_size * c.dp != s.global_batch_size)
-    return fail(prune::kGlobalBatch, fmt::format("local batch {} x dp {} = {} vs global_batch_size {}",
-                                                 c.local_batch_size, c.dp, c.local_batch_size * c.dp,
-                                                 s.global_batch_size));
+    return fail(prune::kGlobalBatch,
+                fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp,
+                            c.local_batch_size * c.dp, s.global_batch_size));
   if (tp % gpn != 0 && gpn % tp != 0) return fail(prune::kStraddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
     return fail(prune::kFloat8Gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));

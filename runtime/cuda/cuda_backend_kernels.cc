@@ -66,8 +66,7 @@ void CudaBackend::rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, con
   constexpr const char* c = "rmsnorm_bwd";
   floating(x, c, [&](auto t) {
     using T = T_OF(t);
-    cuda::rmsnorm_bwd<T>(compute_, rows, dim, as<T>(x, c), as<T>(w, c), rstd, as<T>(dy, c), as<T>(dx, c),
-                         as<T>(dw, c));
+    cuda::rmsnorm_bwd<T>(compute_, rows, dim, as<T>(x, c), as<T>(w, c), rstd, as<T>(dy, c), as<T>(dx, c), as<T>(dw, c));
   });
 }
 

@@ -65,9 +65,11 @@ std::optional<double> kendall_tau(const std::vector<double>& a, const std::vecto
 
 std::string accuracy_text(const AccuracyReport& r);
 // {"steps": [{"profile", "plan", "predicted_ms", "measured_ms", "error", "predicted_serialized_ms",
-//   "measured_serialized_ms", "serialized_error", "predicted_compute_ms", "measured_compute_ms", "compute_error"}], "per_op": {"mape", "max_error", "samples"},
-//  "per_class": {CLASS: {"mape", "max_error", "samples", "predicted_ms", "measured_ms"}}, "step": {"mape", "max_error"}, "kendall_tau", "terms",
-//  "worst_ops": [{"profile", "name", "class", "predicted_us", "measured_us", "error"}], "ops": [same, every op]}
+//   "measured_serialized_ms", "serialized_error", "predicted_compute_ms", "measured_compute_ms", "compute_error"}],
+//   "per_op": {"mape", "max_error", "samples"},
+//  "per_class": {CLASS: {"mape", "max_error", "samples", "predicted_ms", "measured_ms"}}, "step": {"mape",
+//  "max_error"}, "kendall_tau", "terms", "worst_ops": [{"profile", "name", "class", "predicted_us", "measured_us",
+//  "error"}], "ops": [same, every op]}
 nlohmann::json accuracy_json(const AccuracyReport& r);
 
 }  // namespace tptune

@@ -134,7 +134,7 @@ class Matcher {
     for (size_t i = 0; ok() && i < a.tensors.size(); ++i) tensor(a.tensors[i], b.tensors[i]);
     same(a.segments.size(), b.segments.size(), "segment count");
     for (size_t s = 0; ok() && s < a.segments.size(); ++s) {
-      Segment &x = a.segments[s];
+      Segment& x = a.segments[s];
       const Segment& y = b.segments[s];
       same(x.name, y.name, "segment", "name"), same(x.repeat, y.repeat, x.name, "repeat");
       same(x.reverse, y.reverse, x.name, "reverse"), same(x.ops.size(), y.ops.size(), x.name, "op count");

@@ -54,8 +54,8 @@ bool Incumbents::dominates(double tps_bound, double memory) const {
   std::lock_guard<std::mutex> lock(m_);
   if (k_ == 0 || top_.size() < k_ || !(top_.back() > tps_bound)) return false;
   // The fastest recorded candidate that needs at most `memory`: the last front point with memory <= `memory`.
-  auto at = std::upper_bound(front_.begin(), front_.end(), memory,
-                             [](double m, const Point& q) { return m < q.memory; });
+  auto at =
+      std::upper_bound(front_.begin(), front_.end(), memory, [](double m, const Point& q) { return m < q.memory; });
   return at != front_.begin() && std::prev(at)->tps > tps_bound;
 }
 

@@ -30,7 +30,7 @@ inline constexpr int kSearchPhases = static_cast<int>(SearchPhase::count_);
 std::string_view to_string(SearchPhase p);
 
 struct PhaseTimes {
-  std::array<double, kSearchPhases> ns{};      // wall time, nanoseconds
+  std::array<double, kSearchPhases> ns{};     // wall time, nanoseconds
   std::array<size_t, kSearchPhases> calls{};  // how many times the phase ran
   double& operator[](SearchPhase p) { return ns[static_cast<size_t>(p)]; }
   double operator[](SearchPhase p) const { return ns[static_cast<size_t>(p)]; }
