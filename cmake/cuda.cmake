@@ -32,5 +32,11 @@ if(TPTUNE_HAVE_CUDA)
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
   endif()
-  message(STATUS "tptune CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES}")
+  # What the CUDA targets (kernels/, runtime/cuda) compile for: the list above or the one asked for, plus sm_90
+  # always (the machines the project measures on are H100/H200).
+  set(TPTUNE_CUDA_TARGET_ARCHITECTURES ${CMAKE_CUDA_ARCHITECTURES})
+  if(NOT TPTUNE_CUDA_TARGET_ARCHITECTURES MATCHES "(^|;)(90|all|all-major|native)")
+    list(APPEND TPTUNE_CUDA_TARGET_ARCHITECTURES 90)
+  endif()
+  message(STATUS "tptune CUDA architectures: ${TPTUNE_CUDA_TARGET_ARCHITECTURES}")
 endif()
