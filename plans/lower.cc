@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -153,23 +154,29 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
   }
   for (size_t i = 0; i < fwd.ops.size(); ++i)  // FSDP all-gathers are not part of the checkpointed region
     if (auto* c = std::get_if<CollectiveOp>(&fwd.ops[i].kind); c && c->group == Group::dp) candidate[i] = false;
-  std::map<TensorId, int> writer;
-  for (size_t i = 0; i < fwd.ops.size(); ++i)
-    for (TensorId t : fwd.ops[i].outputs) writer[t] = static_cast<int>(i);
-  std::set<TensorId> needed;
+  // By TensorId (flat vectors: this runs once per candidate policy in the search). `written`: a forward op writes it.
+  TensorId n_tensors = 0;
+  for (const Segment* s : {&fwd, &bwd})
+    for (const Op& op : s->ops) {
+      for (TensorId t : op.inputs) n_tensors = std::max(n_tensors, t + 1);
+      for (TensorId t : op.outputs) n_tensors = std::max(n_tensors, t + 1);
+    }
+  std::vector<char> written(static_cast<size_t>(n_tensors), 0), needed(static_cast<size_t>(n_tensors), 0);
+  for (const Op& op : fwd.ops)
+    for (TensorId t : op.outputs) written[static_cast<size_t>(t)] = 1;
   for (const Op& op : bwd.ops)
     for (TensorId t : op.inputs)
-      if (writer.count(t)) needed.insert(t);
+      if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   std::vector<bool> redo(fwd.ops.size(), false);
   for (size_t i = fwd.ops.size(); i-- > 0;) {
     const Op& op = fwd.ops[i];
     if (!candidate[i]) continue;
     bool useful = !early_stop;
-    for (TensorId t : op.outputs) useful |= needed.count(t) > 0;
+    for (TensorId t : op.outputs) useful |= needed[static_cast<size_t>(t)] != 0;
     if (!useful) continue;
     redo[i] = true;
     for (TensorId t : op.inputs)
-      if (writer.count(t)) needed.insert(t);
+      if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
   std::vector<Op> out;
   for (size_t i = 0; i < fwd.ops.size(); ++i) {
@@ -306,6 +313,10 @@ class Lowerer {
   // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
   // is the same for every policy), then async TP and the deps.
   static Program finish(Program prog, ActivationCheckpointing ac) {
+    finish_in_place(prog, ac);
+    return prog;
+  }
+  static void finish_in_place(Program& prog, ActivationCheckpointing ac) {
     prog.training.activation_checkpointing = ac;
     prog.plan.activation_checkpointing = ac;
     // Recompute for activation checkpointing goes first in the block backward.
@@ -313,12 +324,12 @@ class Lowerer {
     Segment& bwd = prog.segments[3];
     auto redo = recompute_ops(fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
     if (!redo.empty()) {
-      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
+      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
+                     std::make_move_iterator(redo.end()));
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
     if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     for (Segment& seg : prog.segments) finalize_deps(seg, prog.tensors.size());
-    return prog;
   }
 
  private:
@@ -477,6 +488,11 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
 
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
   return Lowerer::finish(std::move(p.prog), ac);
+}
+
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {
+  out = p.prog;  // copy-assignment: reuses out's strings, vectors and deque blocks where they are large enough
+  Lowerer::finish_in_place(out, ac);
 }
 
 }  // namespace tptune

@@ -42,6 +42,11 @@ struct UnfinishedProgram {
 };
 UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
+// finish_lowering(p, ac) into `out`, which may hold any earlier Program: the result is the same field for field, but
+// `out`'s buffers (op and tensor names, shapes, op lists, deque blocks) are reused by copy-assignment instead of
+// allocated anew. For the search, which finishes one unfinished Program under several policies and recycles the
+// Programs it has evaluated: a fresh copy and its destruction cost about as much as finishing itself.
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out);
 
 // The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:
 // >= 1, within limits::local_batch_size, and the largest tensor and FLOP counts within limits. When lower() of a plan

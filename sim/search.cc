@@ -79,8 +79,12 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
         const size_t i = first + j;
         if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
           Candidate c = cands[i];
-          c.local_batch_size = ev.largest_fitting_batch(c, r.space.max_local_batch_size);
-          r.results[i] = ev.evaluate(c);
+          BatchState probes;
+          c.local_batch_size =
+              ev.largest_fitting_batch(c, r.space.max_local_batch_size, o.batch_parametric ? &probes : nullptr,
+                                       o.share_policy_lowering ? &unfinished : nullptr);
+          r.results[i] = ev.evaluate(c, o.batch_parametric ? &probes : nullptr);
+          ev.recycle(probes);
         } else if (smaller_oom && o.skip_larger_batches) {
           // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
           // without the shortcut.
@@ -102,7 +106,9 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
         }
         done.fetch_add(1, std::memory_order_relaxed);
       }
+      ev.recycle(batch);
     }
+    ev.recycle(unfinished);
   };
   std::function<void(size_t, size_t)> progress;
   if (o.progress) progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), cands.size()); };

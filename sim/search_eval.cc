@@ -121,6 +121,12 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     }
   }
   const Plan plan = candidate_plan(space_, c);
+  if (batch && batch->first && !batch->program && batch->first->plan.local_batch_size == c.local_batch_size &&
+      batch->first->plan.activation_checkpointing == c.ac) {
+    // largest_fitting_batch()'s Program at this batch size (its only probe, or one lowered with lower_each).
+    evaluate_program(r, *batch->first, plan.source);
+    return r;
+  }
   if (batch && batch->program) {
     const Program* prog = nullptr;
     try {
@@ -149,7 +155,8 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
         prog = finish_lowering(std::move(it->second), c.ac);
         unfinished->erase(it);
       } else {
-        prog = finish_lowering(it->second, c.ac);
+        prog = take_program();
+        finish_lowering_into(it->second, c.ac, prog);
       }
       ++finished;
     } else {
@@ -166,29 +173,94 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
   if (batch && !batch->lower_each) {
     if (!batch->first) {
       batch->first = std::move(prog);
-    } else {
-      PhaseTimer t(phases, SearchPhase::patch);
-      batch->program =
-          BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), prog, &batch->why_not);
-      batch->first.reset();
-      batch->lower_each = !batch->program;
+      return r;
     }
+    PhaseTimer t(phases, SearchPhase::patch);
+    batch->program =
+        BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), prog, &batch->why_not);
+    batch->first.reset();
+    batch->lower_each = !batch->program;
   }
+  recycle(std::move(prog));
   return r;
 }
 
-int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit) {
+Program CandidateEvaluator::take_program() {
+  if (spare_.empty()) return Program();
+  Program p = std::move(spare_.back());
+  spare_.pop_back();
+  return p;
+}
+
+void CandidateEvaluator::recycle(Program&& p) {
+  if (spare_.size() < kSparePrograms) spare_.push_back(std::move(p));
+}
+
+void CandidateEvaluator::recycle(BatchState& b) {
+  if (b.first) recycle(std::move(*b.first));
+  if (b.program) recycle(std::move(*b.program).release());
+  b = BatchState();
+}
+
+void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
+  for (auto& [batch, p] : u) recycle(std::move(p.prog));
+  u.clear();
+}
+
+const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished) {
+  if (batch.program) {
+    PhaseTimer t(phases, SearchPhase::patch);
+    ++patched;
+    return batch.program->at(c.local_batch_size);  // throws what lower() throws at this batch size
+  }
+  const Plan plan = candidate_plan(space_, c);
+  Program p = take_program();
+  if (unfinished) {
+    auto it = unfinished->find(c.local_batch_size);
+    if (it == unfinished->end()) {
+      PhaseTimer t(phases, SearchPhase::lower);
+      it = unfinished->emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+      ++lowered;
+    }
+    PhaseTimer t(phases, SearchPhase::finish);
+    finish_lowering_into(it->second, c.ac, p);
+    ++finished;
+  } else {
+    PhaseTimer t(phases, SearchPhase::lower);
+    p = lower(cfg_.model, cfg_.training, plan);
+    ++lowered;
+  }
+  if (batch.lower_each) {
+    batch.first = std::move(p);  // the scratch Program of this probe
+    return *batch.first;
+  }
+  if (!batch.first) {
+    batch.first = std::move(p);
+    return *batch.first;
+  }
+  PhaseTimer t(phases, SearchPhase::patch);
+  batch.program = BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch.first), p, &batch.why_not);
+  batch.first.reset();
+  if (!batch.program) {
+    batch.lower_each = true;
+    batch.first = std::move(p);
+    return *batch.first;
+  }
+  recycle(std::move(p));
+  ++patched;
+  return batch.program->at(c.local_batch_size);
+}
+
+int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch,
+                                                  UnfinishedByBatch* unfinished) {
+  BatchState local;
+  BatchState& bs = batch ? *batch : local;
   auto fits = [&](int64_t b) {
     Candidate x = c;
     x.local_batch_size = b;
     if (!check_static(cfg_, cluster_, space_, x).ok()) return false;
     try {
-      Program p;
-      {
-        PhaseTimer t(phases, SearchPhase::lower);
-        p = lower(cfg_.model, cfg_.training, candidate_plan(space_, x));
-        ++lowered;
-      }
+      const Program& p = program_at(x, bs, unfinished);
       check_supported(p, cluster_);
       PhaseTimer t(phases, SearchPhase::memory);
       return fits_with_headroom(memory_model(p, cluster_.gpu, cost_), space_.memory_headroom_gib);
@@ -196,12 +268,15 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
       return false;
     }
   };
-  if (limit <= 1 || !fits(1)) return 1;
-  int64_t lo = 1, hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
+  int64_t lo = 1;
+  if (limit > 1 && fits(1)) {
+    int64_t hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
   }
+  if (!batch) recycle(local);
   return lo;
 }
 
@@ -228,8 +303,8 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {
         r.pruned = prune::kBound;
-        r.detail = fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub,
-                               incumbents->k());
+        r.detail =
+            fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub, incumbents->k());
         return;
       }
     }
