@@ -253,8 +253,9 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
 
 int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch,
                                                   UnfinishedByBatch* unfinished) {
-  BatchState local;
-  BatchState& bs = batch ? *batch : local;
+  BatchState lower_each;  // without `batch`: every probe lowered (the reference the tests compare against)
+  lower_each.lower_each = true;
+  BatchState& bs = batch ? *batch : lower_each;
   auto fits = [&](int64_t b) {
     Candidate x = c;
     x.local_batch_size = b;
@@ -276,7 +277,7 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
       (fits(mid) ? lo : hi) = mid;
     }
   }
-  if (!batch) recycle(local);
+  if (!batch) recycle(lower_each);
   return lo;
 }
 

@@ -89,7 +89,8 @@ class CandidateEvaluator {
   // midpoint, the same for every policy of a structure) are lowered, finished from `unfinished` when given (shared
   // with the structure's other policies, as evaluate() shares them), and the others are BatchProgram::at() of the
   // two: no lowering, and at(b) == lower(b) field for field. With `batch`, the BatchProgram (or the only probe's
-  // Program) is left there, so that evaluate(c at the answer, batch) patches it rather than lowering again.
+  // Program) is left there, so that evaluate(c at the answer, batch) patches it rather than lowering again. Without
+  // `batch`, every probe is lowered (or finished from `unfinished`): the reference the tests compare against.
   // Exact because "fits" is monotone, true up to some batch and false above it: every tensor of a Program is
   // non-decreasing in the local batch (activations, logits and their gradients scale with it; parameters, gradients
   // and optimizer state do not depend on it) and the op list does not change with it, so memory_model()'s peak is
