@@ -102,8 +102,8 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
 // chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
 // slots of the same tensor.
-void finalize_deps(Segment& s, size_t n_tensors) {
-  std::vector<int> last(n_tensors, -1);  // by TensorId: the last op of the segment so far that writes it
+// `last`: scratch of at least n_tensors entries, all -1 (left so on return: only the entries set here are reset).
+void finalize_deps(Segment& s, std::vector<int>& last) {
   std::map<std::pair<TensorId, int>, int> slot_writer;
   std::vector<int> deps;
   for (Op& op : s.ops) {
@@ -127,6 +127,8 @@ void finalize_deps(Segment& s, size_t n_tensors) {
     if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
       for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
   }
+  for (const Op& op : s.ops)
+    for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = -1;
 }
 
 // Activation checkpointing: the forward ops to re-run at the start of the block backward.
@@ -328,8 +330,9 @@ class Lowerer {
                      std::make_move_iterator(redo.end()));
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
-    if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
-    for (Segment& seg : prog.segments) finalize_deps(seg, prog.tensors.size());
+    if (prog.plan.async_tp) apply_async_tp(prog);    // after recompute: recomputed gathers are chunked too
+    std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
+    for (Segment& seg : prog.segments) finalize_deps(seg, last);
   }
 
  private:
