@@ -196,17 +196,22 @@ class Lowerer {
   Lowerer(const Model& m, const Training& t, const Plan& plan)
       : m(m), plan(plan), tp(plan.tp_degree), e(prog, plan.tp_degree), layers(e, m, prog.training, prog.plan) {
     prog.model = m;
+    set_plan(prog, t, plan);
+  }
+
+  // The Program's training and plan fields as lowering `plan` sets them.
+  static void set_plan(Program& prog, const Training& t, const Plan& plan) {
     prog.training = t;
     prog.training.local_batch_size = plan.local_batch_size;
     prog.training.activation_checkpointing = plan.activation_checkpointing;
     prog.plan = plan;
-    if (tp == 1) {
+    if (plan.tp_degree == 1) {
       // At tp 1 torchtitan does not apply TP: no module styles, no TP collectives.
       prog.plan.modules.clear();
       prog.plan.loss_parallel = false;
       prog.plan.async_tp = false;
     }
-    prog.tp = tp;
+    prog.tp = plan.tp_degree;
     prog.dp = plan.dp_shard;
   }
 
@@ -491,6 +496,30 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
 
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
   return Lowerer::finish(std::move(p.prog), ac);
+}
+
+UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
+                                           const Plan& plan) {
+  check_inputs(model, training, plan);  // what lower_unfinished(model, training, plan) throws
+  Program& p = sibling.prog;
+  Plan want = plan;
+  want.async_tp = p.plan.async_tp;
+  Program expect;
+  Lowerer::set_plan(expect, training, want);
+  const Model& m = p.model;
+  const bool same_model = m.name == model.name && m.dim == model.dim && m.n_layers == model.n_layers &&
+                          m.n_heads == model.n_heads && m.n_kv_heads == model.n_kv_heads &&
+                          m.ffn_dim == model.ffn_dim && m.vocab_size == model.vocab_size && m.mlp == model.mlp &&
+                          m.norm == model.norm && m.norm_eps == model.norm_eps && m.rope_theta == model.rope_theta;
+  const bool same = same_model && p.training.seq_len == expect.training.seq_len &&
+                    p.training.dtype == expect.training.dtype && p.training.compile == expect.training.compile &&
+                    p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&
+                    p.plan.family == expect.plan.family && p.plan.source == expect.plan.source &&
+                    p.plan.provenance == expect.plan.provenance && p.plan.stated == expect.plan.stated &&
+                    p.tp == expect.tp && p.dp == expect.dp;
+  if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
+  Lowerer::set_plan(p, training, plan);
+  return sibling;
 }
 
 void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {

@@ -42,6 +42,14 @@ struct UnfinishedProgram {
 };
 UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
+// lower_unfinished(model, training, plan) from `sibling`, the unfinished Program of a plan that differs from `plan`
+// only in async_tp (and activation checkpointing, which finish_lowering() sets): the lowering proper never reads
+// async_tp (async TP is a rewrite in finish_lowering(); lower_unfinished() reads it only in its checks), so the two
+// Programs are equal but for their plan fields. Runs lower_unfinished()'s checks of `plan` (throwing what it
+// throws), then sets the plan fields; a `sibling` of another plan, model or training is lowered anew instead. The
+// search lowers each sequence-parallel structure once for async TP off and on.
+UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
+                                           const Plan& plan);
 // finish_lowering(p, ac) into `out`, which may hold any earlier Program: the result is the same field for field, but
 // `out`'s buffers (op and tensor names, shapes, op lists, deque blocks) are reused by copy-assignment instead of
 // allocated anew. For the search, which finishes one unfinished Program under several policies and recycles the

@@ -71,7 +71,11 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   const size_t tasks = cands.size() / per_task;
   auto run_task = [&](size_t t, int w) {
     CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
+    // The structure's unfinished Programs; with async TP on, its async-off sibling's when this worker kept them.
+    const Candidate& head = cands[t * per_task];
     UnfinishedByBatch unfinished;
+    if (o.share_policy_lowering && head.async_tp) unfinished = ev.take_async_sibling(head);
+    const bool keep = o.share_policy_lowering && ev.has_async_sibling(head);
     for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
       const CandidateResult* smaller_oom = nullptr;
       BatchState batch;
@@ -99,7 +103,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
                                    smaller_oom->candidate.local_batch_size, smaller_oom->detail);
           }
         } else {
-          const bool last_policy = first + n_batch == (t + 1) * per_task;
+          const bool last_policy = first + n_batch == (t + 1) * per_task && !keep;
           r.results[i] = ev.evaluate(cands[i], o.batch_parametric ? &batch : nullptr,
                                      o.share_policy_lowering ? &unfinished : nullptr, last_policy);
           if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
@@ -108,7 +112,10 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       }
       ev.recycle(batch);
     }
-    ev.recycle(unfinished);
+    if (keep)
+      ev.keep_for_async_sibling(head, std::move(unfinished));
+    else
+      ev.recycle(unfinished);
   };
   std::function<void(size_t, size_t)> progress;
   if (o.progress) progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), cands.size()); };

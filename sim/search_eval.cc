@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/memory.h"
@@ -205,6 +207,53 @@ void CandidateEvaluator::recycle(BatchState& b) {
 void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
   for (auto& [batch, p] : u) recycle(std::move(p.prog));
   u.clear();
+}
+
+namespace {
+bool same_structure_but_async(const Candidate& a, const Candidate& b) {
+  return a.tp == b.tp && a.dp == b.dp && a.family == b.family && a.float8 == b.float8 &&
+         a.loss_parallel == b.loss_parallel;
+}
+}  // namespace
+
+bool CandidateEvaluator::has_async_sibling(const Candidate& c) const {
+  if (c.async_tp || c.tp <= 1 ||
+      std::find(space_.async_tp.begin(), space_.async_tp.end(), true) == space_.async_tp.end())
+    return false;
+  Candidate on = c;
+  on.async_tp = true;
+  return check_static(cfg_, cluster_, space_, on).ok();
+}
+
+void CandidateEvaluator::keep_for_async_sibling(const Candidate& c, UnfinishedByBatch&& u) {
+  if (siblings_.size() == kKeptSiblings) {
+    recycle(siblings_.front().second);
+    siblings_.erase(siblings_.begin());
+  }
+  siblings_.emplace_back(c, std::move(u));
+  u.clear();
+}
+
+UnfinishedByBatch CandidateEvaluator::take_async_sibling(const Candidate& c) {
+  UnfinishedByBatch out;
+  auto it = std::find_if(siblings_.begin(), siblings_.end(), [&](const auto& s) {
+    return !s.first.async_tp && c.async_tp && same_structure_but_async(s.first, c);
+  });
+  if (it == siblings_.end()) return out;
+  out = std::move(it->second);
+  siblings_.erase(it);
+  PhaseTimer t(phases, SearchPhase::lower);
+  for (auto u = out.begin(); u != out.end();) {
+    Candidate x = c;
+    x.local_batch_size = u->first;
+    try {
+      u->second = unfinished_with_async_tp(std::move(u->second), cfg_.model, cfg_.training, candidate_plan(space_, x));
+      ++u;
+    } catch (const Error&) {
+      u = out.erase(u);
+    }
+  }
+  return out;
 }
 
 const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished) {

@@ -104,6 +104,13 @@ class CandidateEvaluator {
   void recycle(Program&& p);
   void recycle(BatchState& b);
   void recycle(UnfinishedByBatch& u);
+  // Async TP off and on share their unfinished Programs (plans/lower.h, unfinished_with_async_tp()): the search
+  // keeps a structure's with async TP off (`c` any of its candidates) when its async-TP-on sibling is to be evaluated,
+  // and takes them for that sibling, set to its plan (its checks run; an entry whose check throws is dropped, so that
+  // evaluate() lowers it and reports what lower() throws). Empty when this evaluator kept none for it.
+  bool has_async_sibling(const Candidate& c) const;
+  void keep_for_async_sibling(const Candidate& c, UnfinishedByBatch&& u);
+  UnfinishedByBatch take_async_sibling(const Candidate& c);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
@@ -128,6 +135,9 @@ class CandidateEvaluator {
   Program take_program();  // a recycled Program (or an empty one)
   static constexpr size_t kSparePrograms = 4;
   std::vector<Program> spare_;
+  static constexpr size_t kKeptSiblings =
+      4;  // structures between a sibling pair in enumeration order: 1 (loss parallel)
+  std::vector<std::pair<Candidate, UnfinishedByBatch>> siblings_;  // oldest first
 
   std::unordered_map<OpKey, double, OpKeyHash> memo_;
   size_t hits_ = 0, misses_ = 0;
