@@ -129,6 +129,16 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     evaluate_program(r, *batch->first, plan.source);
     return r;
   }
+  if (batch && batch->second && !batch->program && !batch->lower_each) {
+    PhaseTimer t(phases, SearchPhase::patch);
+    // `plan` differs from the first two candidates' only in the local batch size, which at() sets.
+    batch->program =
+        BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), *batch->second, &batch->why_not);
+    batch->first.reset();
+    recycle(std::move(*batch->second));
+    batch->second.reset();
+    batch->lower_each = !batch->program;
+  }
   if (batch && batch->program) {
     const Program* prog = nullptr;
     try {
@@ -172,16 +182,9 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     return r;
   }
   evaluate_program(r, prog, plan.source);
-  if (batch && !batch->lower_each) {
-    if (!batch->first) {
-      batch->first = std::move(prog);
-      return r;
-    }
-    PhaseTimer t(phases, SearchPhase::patch);
-    batch->program =
-        BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), prog, &batch->why_not);
-    batch->first.reset();
-    batch->lower_each = !batch->program;
+  if (batch && !batch->lower_each && !batch->second) {
+    (batch->first ? batch->second : batch->first) = std::move(prog);
+    return r;
   }
   recycle(std::move(prog));
   return r;
@@ -200,6 +203,7 @@ void CandidateEvaluator::recycle(Program&& p) {
 
 void CandidateEvaluator::recycle(BatchState& b) {
   if (b.first) recycle(std::move(*b.first));
+  if (b.second) recycle(std::move(*b.second));
   if (b.program) recycle(std::move(*b.program).release());
   b = BatchState();
 }

@@ -66,7 +66,9 @@ OpKey op_key(const Op& op, const Program& p);
 using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
 
 struct BatchState {
-  std::optional<Program> first;           // the first lowered batch size, until the second one is lowered
+  std::optional<Program> first;           // the first lowered batch size, until the BatchProgram is made
+  std::optional<Program> second;          // the second, until a third batch size needs the BatchProgram: made then, not
+                                          // before (when the second misses memory, no larger batch size is evaluated)
   std::unique_ptr<BatchProgram> program;  // from the first two; set to each later batch size
   bool lower_each = false;                // BatchProgram::make refused: lower every batch size
   std::string why_not;                    // its reason
