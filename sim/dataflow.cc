@@ -12,6 +12,8 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   const size_t nt = p.tensors.size();
   chain_in_.assign(nt, -1);
   chain_sink_.assign(nt, -1);
+  tensor_per_layer_.resize(nt);
+  for (size_t t = 0; t < nt; ++t) tensor_per_layer_[t] = p.tensors[t].per_layer;
   for (size_t i = 0; i < p.chains.size(); ++i) {
     chain_in_[static_cast<size_t>(p.chains[i].in)] = static_cast<int>(i);
     chain_sink_[static_cast<size_t>(p.chains[i].sink)] = static_cast<int>(i);
@@ -19,9 +21,11 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   const size_t ns = p.segments.size();
   instances_.resize(ns);
   per_layer_.resize(ns);
+  reverse_.resize(ns);
   op_base_.resize(ns + 1, 0);
   for (size_t s = 0; s < ns; ++s) {
     per_layer_[s] = is_per_layer_segment(p.segments[s]);
+    reverse_[s] = p.segments[s].reverse;
     instances_[s] = per_layer_[s] ? L_ : 1;
     op_base_[s + 1] = op_base_[s] + p.segments[s].ops.size();
   }
@@ -59,14 +63,14 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   for (const auto& ks : sites) sites_[static_cast<size_t>(fill[static_cast<size_t>(ks.first)]++)] = ks.second;
 }
 
-int Dataflow::layer(int seg, int inst) const {
-  return per_layer_[static_cast<size_t>(seg)] ? instance_layer(p_, p_.segments[static_cast<size_t>(seg)], inst) : -1;
+int Dataflow::layer(int seg, int inst) const {  // instance_layer(), from the cached segment flags
+  if (!per_layer_[static_cast<size_t>(seg)]) return -1;
+  return reverse_[static_cast<size_t>(seg)] ? L_ - 1 - inst : inst;
 }
 
 Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {
   if (depth > 8) throw Error("schedule: layer chains alias each other in a cycle");
-  const TensorDesc& d = p_.tensors[static_cast<size_t>(t)];
-  if (!d.per_layer) {
+  if (!tensor_per_layer_[static_cast<size_t>(t)]) {
     int c = chain_sink_[static_cast<size_t>(t)];
     if (c >= 0) return key(chain(c).out, last_layer(chain(c)), depth + 1);
     return {t, -1};

@@ -77,16 +77,15 @@ class Dataflow {
             sites_.data() + site_begin_[static_cast<size_t>(t) + 1]};
   }
   std::vector<int> instances_;
-  std::vector<char> per_layer_;
+  std::vector<char> per_layer_, reverse_;  // by segment
+  std::vector<char> tensor_per_layer_;     // by tensor (TensorDesc::per_layer, read on every lookup)
 
   const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
   int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }
   int last_layer(const LayerChain& c) const { return c.reverse ? 0 : L_ - 1; }
   int prev_layer(const LayerChain& c, int l) const { return c.reverse ? l + 1 : l - 1; }
   int next_layer(const LayerChain& c, int l) const { return c.reverse ? l - 1 : l + 1; }
-  int instance_of(int seg, int layer) const {
-    return p_.segments[static_cast<size_t>(seg)].reverse ? L_ - 1 - layer : layer;
-  }
+  int instance_of(int seg, int layer) const { return reverse_[static_cast<size_t>(seg)] ? L_ - 1 - layer : layer; }
   Key key(TensorId t, int l, int depth = 0) const;
   // Appends the sites op `op` of segment `seg` writing tensor u adds, with their key tensors, to `out`.
   void add_sites(int seg, int op, TensorId u, std::vector<std::pair<TensorId, Site>>& out) const;
@@ -95,13 +94,13 @@ class Dataflow {
 template <class F>
 void Dataflow::outside_writers(TensorId x, int s, F&& f) const {
   TensorId keys[2] = {-1, -1};
-  const TensorDesc& d = p_.tensors[static_cast<size_t>(x)];
+  const bool per_layer = tensor_per_layer_[static_cast<size_t>(x)];
   int c = chain_in_[static_cast<size_t>(x)];
-  if (d.per_layer && c >= 0) {
+  if (per_layer && c >= 0) {
     keys[0] = key(chain(c).out, 0).t;
     keys[1] = key(chain(c).source, -1).t;
   } else {
-    keys[0] = key(x, d.per_layer ? 0 : -1).t;
+    keys[0] = key(x, per_layer ? 0 : -1).t;
   }
   for (TensorId kt : keys) {
     if (kt < 0) continue;
