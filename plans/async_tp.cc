@@ -245,10 +245,11 @@ class Rewriter {
 
 }  // namespace
 
-void apply_async_tp(Program& p) {
-  if (p.tp <= 1) return;
+bool rewrite_async_tp(Program& p, size_t from, size_t to) {
+  if (p.tp <= 1) return false;
   bool any = false;
-  for (Segment& s : p.segments) {
+  for (size_t i = from; i < to && i < p.segments.size(); ++i) {
+    Segment& s = p.segments[i];
     size_t before = 0;
     for (const Op& op : s.ops) before += op.chunk.pattern != ChunkRef::Pattern::none;
     Rewriter(p, s).run();
@@ -256,11 +257,19 @@ void apply_async_tp(Program& p) {
     for (const Op& op : s.ops) after += op.chunk.pattern != ChunkRef::Pattern::none;
     any |= after > before;
   }
-  if (!any)
-    throw Error(
-        fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
-                    "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
-                    p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+  return any;
+}
+
+void throw_no_async_tp(const Program& p) {
+  throw Error(
+      fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
+                  "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
+                  p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+}
+
+void apply_async_tp(Program& p) {
+  if (p.tp <= 1) return;
+  if (!rewrite_async_tp(p, 0, p.segments.size())) throw_no_async_tp(p);
 }
 
 }  // namespace tptune

@@ -314,20 +314,18 @@ class Lowerer {
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
 
-    return std::move(prog);  // finish() adds what depends on activation checkpointing
+    return std::move(prog);  // finish_in_place() adds what depends on activation checkpointing
   }
 
   // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
   // is the same for every policy), then async TP and the deps.
-  static Program finish(Program prog, ActivationCheckpointing ac) {
-    finish_in_place(prog, ac);
-    return prog;
-  }
-  static void finish_in_place(Program& prog, ActivationCheckpointing ac) {
+  // `prepared`: prepare_async_tp() was applied to prog (its forward and whether it rewrote anything).
+  static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr) {
+    const bool prefix = prepared && prepared->forward;
     prog.training.activation_checkpointing = ac;
     prog.plan.activation_checkpointing = ac;
     // Recompute for activation checkpointing goes first in the block backward.
-    Segment& fwd = prog.segments[1];
+    const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
     Segment& bwd = prog.segments[3];
     auto redo = recompute_ops(fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
     if (!redo.empty()) {
@@ -335,7 +333,12 @@ class Lowerer {
                      std::make_move_iterator(redo.end()));
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
-    if (prog.plan.async_tp) apply_async_tp(prog);    // after recompute: recomputed gathers are chunked too
+    if (prog.plan.async_tp && prefix) {  // the segments before block.bwd are rewritten already
+      if (!rewrite_async_tp(prog, 3, prog.segments.size()) && !prepared->rewrote && prog.tp > 1)
+        throw_no_async_tp(prog);
+    } else if (prog.plan.async_tp) {
+      apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
+    }
     std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
     for (Segment& seg : prog.segments) finalize_deps(seg, last);
   }
@@ -495,12 +498,20 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
 }
 
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
-  return Lowerer::finish(std::move(p.prog), ac);
+  Lowerer::finish_in_place(p.prog, ac, &p);
+  return std::move(p.prog);
+}
+
+void prepare_async_tp(UnfinishedProgram& u) {
+  if (!u.prog.plan.async_tp || u.prog.tp <= 1 || u.forward) return;
+  u.forward = u.prog.segments[1];
+  u.rewrote = rewrite_async_tp(u.prog, 0, 3);
 }
 
 UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
                                            const Plan& plan) {
   check_inputs(model, training, plan);  // what lower_unfinished(model, training, plan) throws
+  if (sibling.forward) return lower_unfinished(model, training, plan);  // prepared for async TP: not a sibling
   Program& p = sibling.prog;
   Plan want = plan;
   want.async_tp = p.plan.async_tp;
@@ -524,7 +535,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
 
 void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {
   out = p.prog;  // copy-assignment: reuses out's strings, vectors and deque blocks where they are large enough
-  Lowerer::finish_in_place(out, ac);
+  Lowerer::finish_in_place(out, ac, &p);
 }
 
 }  // namespace tptune

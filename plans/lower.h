@@ -25,6 +25,8 @@
 // dim (heads, kv heads, ffn_dim, vocab, the sequence), shapes that do not compose, DTensors meeting plain tensors,
 // loss_parallel without vocab-sharded logits (or the reverse), async TP without sequence-parallel collectives.
 
+#include <optional>
+
 #include "plans/program.h"
 
 namespace tptune {
@@ -39,9 +41,20 @@ Program lower(const Model& model, const Training& training, const Plan& plan);
 // what lower() throws after the lowering proper (async TP without sequence-parallel collectives).
 struct UnfinishedProgram {
   Program prog;
+  // Set by prepare_async_tp(): `prog` has async TP's rewrite of the segments before the block backward done (it is
+  // the same for every policy), `forward` is the block forward before that rewrite (what recompute ops copy), and
+  // `rewrote` says whether it rewrote anything.
+  std::optional<Segment> forward;
+  bool rewrote = false;
 };
 UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
+// Does once, for a caller that finishes `u` under several policies, the part of finish_lowering() that does not
+// depend on the policy: async TP's rewrite of embed.fwd, block.fwd and head (each segment's rewrite reads only its
+// own ops and appends tensors, and the policy's recompute ops go into block.bwd, after them in the Program: the
+// rewrite of [0, 3) then of [3, n) with the recompute ops in is the rewrite of them all, tensor ids included). No-op
+// without async TP or when done. finish_lowering(u, ac) gives the same Program after it as before.
+void prepare_async_tp(UnfinishedProgram& u);
 // lower_unfinished(model, training, plan) from `sibling`, the unfinished Program of a plan that differs from `plan`
 // only in async_tp (and activation checkpointing, which finish_lowering() sets): the lowering proper never reads
 // async_tp (async TP is a rewrite in finish_lowering(); lower_unfinished() reads it only in its checks), so the two

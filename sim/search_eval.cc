@@ -163,6 +163,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
         ++lowered;
       }
       PhaseTimer t(phases, SearchPhase::finish);
+      if (!last_use) prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
       if (last_use) {
         prog = finish_lowering(std::move(it->second), c.ac);
         unfinished->erase(it);
@@ -276,6 +277,7 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
       ++lowered;
     }
     PhaseTimer t(phases, SearchPhase::finish);
+    prepare_async_tp(it->second);
     finish_lowering_into(it->second, c.ac, p);
     ++finished;
   } else {

@@ -178,6 +178,23 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
         }
         CHECK(finished_error == lowered_error);
         if (lowered_error.empty()) CHECK(program_difference(finished, lowered).empty());
+        // With async TP's policy-free rewrite done once beforehand (prepare_async_tp()), into a recycled Program.
+        UnfinishedProgram prepared = *u;
+        prepare_async_tp(prepared);
+        CHECK(prepared.forward.has_value() == (plan.async_tp && c.tp > 1));
+        std::string prepared_error;
+        Program into;  // holding an earlier Program where there is one
+        try {
+          into = finish_lowering(*u, ActivationCheckpointing::none);
+        } catch (const Error&) {
+        }
+        try {
+          finish_lowering_into(prepared, ac, into);
+        } catch (const Error& e) {
+          prepared_error = e.what();
+        }
+        CHECK(prepared_error == lowered_error);
+        if (lowered_error.empty()) CHECK(program_difference(into, lowered).empty());
         ++compared;
       }
     }
