@@ -513,8 +513,9 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   check_inputs(model, training, plan);  // what lower_unfinished(model, training, plan) throws
   if (sibling.forward) return lower_unfinished(model, training, plan);  // prepared for async TP: not a sibling
   Program& p = sibling.prog;
-  Plan want = plan;
+  Plan want = plan;  // but async TP and the policy (finish_lowering() sets it), as the sibling was lowered
   want.async_tp = p.plan.async_tp;
+  want.activation_checkpointing = p.plan.activation_checkpointing;
   Program expect;
   Lowerer::set_plan(expect, training, want);
   const Model& m = p.model;

@@ -219,8 +219,9 @@ TEST_CASE("lower() with async TP from its async-off sibling's unfinished Program
     const ClusterSpec cluster = resolve_cluster(cfg);
     for (const Candidate& c : enumerate_candidates(space)) {
       if (!c.async_tp || c.ac != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
-      Candidate sib = c;
+      Candidate sib = c;  // async TP off, lowered for another policy (finish_lowering() sets the policy)
       sib.async_tp = false;
+      sib.ac = ActivationCheckpointing::none;
       if (!check_static(cfg, cluster, space, sib).ok()) continue;
       const Plan plan = candidate_plan(space, c);
       std::optional<UnfinishedProgram> u;
