@@ -119,7 +119,21 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   };
   std::function<void(size_t, size_t)> progress;
   if (o.progress) progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), cands.size()); };
-  parallel_for(tasks, r.threads, run_task, progress);
+  // Work units: the tasks that share (tp, family, float8), i.e. async TP off and on, with and without loss parallel,
+  // in enumeration order on one worker, so that each async-off structure hands its lowering to its async-on sibling
+  // (CandidateEvaluator::take_async_sibling()) whatever the thread count.
+  std::vector<size_t> group_begin;
+  for (size_t t = 0; t < tasks; ++t) {
+    const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
+    if (!prev || prev->tp != c.tp || prev->family != c.family || prev->float8 != c.float8) group_begin.push_back(t);
+  }
+  group_begin.push_back(tasks);
+  parallel_for(
+      group_begin.size() - 1, r.threads,
+      [&](size_t g, int w) {
+        for (size_t t = group_begin[g]; t < group_begin[g + 1]; ++t) run_task(t, w);
+      },
+      progress);
   for (const auto& w : workers) {
     r.memo_hits += w->memo_hits();
     r.memo_misses += w->memo_misses();
