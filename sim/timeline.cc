@@ -114,7 +114,9 @@ struct Resolved {
 };
 
 struct TemplateOp {
-  Stream stream = Stream::compute;
+  Stream stream = Stream::compute;  // where it is scheduled: stream_of(op), or compute for a collective that cannot
+                                    // overlap compute (CostParams::comm_overlaps_compute 0)
+  Stream label = Stream::compute;   // stream_of(op): what its time counts as (compute, or TP / DP communication)
   double duration = 0;
   const std::vector<int>* deps = nullptr;
   const std::vector<TensorId>* ext = nullptr;  // inputs and outputs with no earlier writer in the segment
@@ -127,7 +129,7 @@ struct Slot {
 
 class Scheduler {
  public:
-  Scheduler(const Program& p, const OpCosts& costs) : p_(p), flow_(p) {
+  Scheduler(const Program& p, const OpCosts& costs, const CostParams& c) : p_(p), flow_(p) {
     const size_t ns = p.segments.size();
     if (costs.duration_us.size() != ns) throw Error("schedule: OpCosts do not match the Program");
     ops_.resize(ns);
@@ -143,7 +145,8 @@ class Scheduler {
       for (size_t j = 0; j < seg.ops.size(); ++j) {
         const Op& op = seg.ops[j];
         TemplateOp t;
-        t.stream = stream_of(op);
+        t.label = stream_of(op);
+        t.stream = c.comm_overlaps_compute ? t.label : Stream::compute;
         t.duration = costs.duration_us[s][j];
         t.deps = &op.deps;
         t.ext = &flow_.outside(static_cast<int>(s), static_cast<int>(j));
@@ -151,7 +154,7 @@ class Scheduler {
         if (t.prefetched) {
           pf_[s].push_back(static_cast<int>(j));
         } else {
-          if (insert_after_[s] < 0 && t.stream == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
+          if (insert_after_[s] < 0 && t.label == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
           own_[s].push_back(static_cast<int>(j));
         }
         ops_[s].push_back(t);
@@ -166,7 +169,7 @@ class Scheduler {
     init(tl);
     double free[kStreams] = {0, 0, 0};
     Slot first = next_instance(-1, 0);
-    if (first.seg >= 0) issue_prefetched(first, 0, free, nullptr);
+    if (first.seg >= 0) issue_prefetched(first, 0, free, &before_first_);
     for (size_t si = 0; si < p_.segments.size(); ++si) {
       const int s = static_cast<int>(si);
       SegmentTimes& st = tl.segments[si];
@@ -211,7 +214,7 @@ class Scheduler {
     std::vector<OpTime> ft(flat.ops.size());
     std::vector<char> done(flat.ops.size(), 0);
     double free[kStreams] = {0, 0, 0};
-    auto process = [&](int s, int i, int j, double bound, InstanceStats* stats, bool& first_compute) {
+    auto process = [&](int s, int i, int j, double bound, InstanceStats* stats, bool& first_compute, bool own) {
       const size_t idx = base[static_cast<size_t>(s)] + static_cast<size_t>(i) * ops_[static_cast<size_t>(s)].size() +
                          static_cast<size_t>(j);
       const FlatOp& f = flat.ops[idx];
@@ -234,7 +237,7 @@ class Scheduler {
         w = Wait::issue;
       }
       OpTime ot{t, t + o.duration, w};
-      if (stats) account(o, ot, free, *stats, first_compute);
+      if (stats && (own || is_serialized_comm(o))) account(o, ot, free, *stats, first_compute);
       free[static_cast<int>(o.stream)] = ot.end;
       ft[idx] = ot;
       done[idx] = 1;
@@ -248,7 +251,7 @@ class Scheduler {
     bool unused = true;
     Slot first = next_instance(-1, 0);
     if (first.seg >= 0)
-      for (int j : pf_[static_cast<size_t>(first.seg)]) process(first.seg, 0, j, 0, nullptr, unused);
+      for (int j : pf_[static_cast<size_t>(first.seg)]) process(first.seg, 0, j, 0, &before_first_, unused, false);
     for (size_t si = 0; si < p_.segments.size(); ++si) {
       const int s = static_cast<int>(si);
       SegmentTimes& st = tl.segments[si];
@@ -260,12 +263,13 @@ class Scheduler {
         auto issue = [&] {
           if (next.seg < 0) return;
           double bound = first_compute ? 0 : stats.first_compute_start;
-          for (int j : pf_[static_cast<size_t>(next.seg)]) process(next.seg, next.inst, j, bound, nullptr, unused);
+          for (int j : pf_[static_cast<size_t>(next.seg)])
+            process(next.seg, next.inst, j, bound, &stats, unused, false);
         };
         const std::vector<int>& own = own_[si];
         if (own.empty()) issue();
         for (size_t x = 0; x < own.size(); ++x) {
-          process(s, k, own[x], 0, &stats, first_compute);
+          process(s, k, own[x], 0, &stats, first_compute, true);
           if (static_cast<int>(x) == insert_after_[si]) issue();
         }
         stats.span_us = free[0] - compute_before;
@@ -285,6 +289,13 @@ class Scheduler {
                                             // prefetched ops are issued (its first compute op)
   std::vector<int> instances_;
   std::vector<SegmentTimes>* times_ = nullptr;
+  InstanceStats before_first_;  // the first segment's prefetched all-gathers, issued before any unit
+
+  // A collective scheduled on the compute stream (comm_overlaps_compute 0): charged as exposed communication to the
+  // unit that issues it, prefetched all-gathers included.
+  static bool is_serialized_comm(const TemplateOp& o) {
+    return o.stream == Stream::compute && o.label != Stream::compute;
+  }
 
   void init(Timeline& tl) {
     times_ = &tl.segments;
@@ -323,6 +334,10 @@ class Scheduler {
   void account(const TemplateOp& o, const OpTime& ot, const double* free, InstanceStats& stats,
                bool& first_compute) const {
     if (o.stream != Stream::compute) return;
+    if (o.label != Stream::compute) {  // a collective on the compute stream: the stream waits for all of it
+      (o.label == Stream::tp ? stats.exposed_tp_us : stats.exposed_dp_us) += std::max(0.0, ot.end - free[0]);
+      return;
+    }
     if (first_compute) {
       stats.first_compute_start = ot.start;
       first_compute = false;
@@ -386,7 +401,7 @@ class Scheduler {
       unit.held_by_outside = true;
     }
     OpTime ot{t, t + o.duration, w};
-    if (own) account(o, ot, free, unit, first_compute);
+    if (own || is_serialized_comm(o)) account(o, ot, free, unit, first_compute);
     free[static_cast<int>(o.stream)] = ot.end;
     slot(s, i, j) = ot;
   }
@@ -514,6 +529,8 @@ class Scheduler {
 
   void finish(Timeline& tl, const double* free) const {
     tl.step_time_us = std::max({free[0], free[1], free[2]});
+    tl.exposed_tp_us += before_first_.exposed_tp_us;
+    tl.exposed_dp_us += before_first_.exposed_dp_us;
     for (size_t s = 0; s < tl.segments.size(); ++s) {
       const SegmentTimes& st = tl.segments[s];
       if (st.ops == 0) continue;
@@ -523,7 +540,7 @@ class Scheduler {
         tl.exposed_tp_us += x.exposed_tp_us;
         tl.exposed_dp_us += x.exposed_dp_us;
       }
-      for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.stream)] += o.duration * st.instances;
+      for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.label)] += o.duration * st.instances;
     }
     // Communication still running after the last compute op is exposed too.
     double tail = tl.step_time_us - free[0];
@@ -533,13 +550,13 @@ class Scheduler {
 
 }  // namespace
 
-Timeline schedule(const Program& p, const OpCosts& costs, const CostParams&) {
-  Scheduler s(p, costs);
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
+  Scheduler s(p, costs, c);
   return s.run();
 }
 
-Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams&) {
-  Scheduler s(p, costs);
+Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
+  Scheduler s(p, costs, c);
   return s.run_expanded();
 }
 

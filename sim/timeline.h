@@ -7,6 +7,10 @@
 // overlaps whatever compute does not depend on it: TP collectives block only their consumers, FSDP all-gathers are
 // prefetched, gradient reduce-scatters drain behind the backward. An op starts when its stream is free and its
 // dependencies have finished.
+// On a device whose collectives cannot run while the rank computes (CostParams::comm_overlaps_compute 0: CPU ranks,
+// where MPI progresses only inside MPI calls), collectives are scheduled on the compute stream in Program order, and
+// their whole duration counts as exposed communication of their group (busy_us still counts them on their own
+// stream).
 //
 // Issue order. A stream runs its ops in the order the training loop issues them, which is Program order except for
 // FSDP prefetch: an instance's parameter all-gather (a DP all-gather with no inputs and no dependencies) is issued
