@@ -15,6 +15,7 @@
 #include "sim/search_report.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "sim/trace.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -313,4 +314,29 @@ TEST_CASE("hsdp: the search ranks replicate candidates like brute force, and rep
           r.results[static_cast<size_t>(i)].report.step_time_ms);
     break;
   }
+}
+
+TEST_CASE("hsdp: the Chrome trace has a track for the replicate stream only for HSDP plans", "[hsdp][trace]") {
+  const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 2, 8);
+  const CostParams& P = default_cost_params();
+  auto tracks = [&](const Program& p) {
+    const OpCosts oc = cost_ops(p, cl, P);
+    const nlohmann::json t = chrome_trace(p, oc, schedule(p, oc, P));
+    std::vector<std::string> names;
+    int on_replicate = 0;
+    for (const auto& e : t.at("traceEvents")) {
+      if (e.at("name") == "thread_name") names.push_back(e.at("args").at("name"));
+      if (e.at("ph") == "X" && e.at("tid") == static_cast<int>(Stream::dp_replicate)) {
+        CHECK(e.at("args").at("group") == "dp_replicate");
+        ++on_replicate;
+      }
+    }
+    return std::pair{names, on_replicate};
+  };
+  const auto [hsdp_names, hsdp_ops] = tracks(lowered(2, 2, 4));
+  CHECK(hsdp_names == std::vector<std::string>{"compute", "tp comm", "dp comm", "dp_replicate comm"});
+  CHECK(hsdp_ops == 4 + 2);
+  const auto [plain_names, plain_ops] = tracks(lowered(2, 2, 1));
+  CHECK(plain_names == std::vector<std::string>{"compute", "tp comm", "dp comm"});
+  CHECK(plain_ops == 0);
 }
