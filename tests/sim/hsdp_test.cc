@@ -8,6 +8,8 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "sim/check/baseline.h"
+#include "sim/check/compare.h"
 #include "sim/comm_cost.h"
 #include "sim/memory.h"
 #include "sim/search.h"
@@ -339,4 +341,18 @@ TEST_CASE("hsdp: the Chrome trace has a track for the replicate stream only for 
   const auto [plain_names, plain_ops] = tracks(lowered(2, 2, 1));
   CHECK(plain_names == std::vector<std::string>{"compute", "tp comm", "dp comm"});
   CHECK(plain_ops == 0);
+}
+
+TEST_CASE("hsdp: tp-plan check notices a replicate degree that differs from the baseline's", "[hsdp][check]") {
+  const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 2, 8);
+  const CostParams& P = default_cost_params();
+  const CheckBaseline plain = baseline_from_report(simulate(lowered(2, 2, 1), cl, P));
+  const CheckBaseline hsdp = baseline_from_report(simulate(lowered(2, 2, 4), cl, P));
+  const CheckBaseline hsdp2 = baseline_from_report(simulate(lowered(2, 2, 2), cl, P));
+  CHECK_FALSE(plain.setup.count("dp_replicate"));  // baselines of other plans read as before
+  CHECK(hsdp.setup.at("dp_replicate") == "4");
+  CHECK(compare(plain, hsdp, {0.5, 0.5}).setup_changes == std::vector<std::string>{"dp_replicate 1 -> 4"});
+  CHECK(compare(hsdp2, hsdp, {0.5, 0.5}).setup_changes == std::vector<std::string>{"dp_replicate 2 -> 4"});
+  CHECK(compare(hsdp, hsdp, {0.5, 0.5}).setup_changes.empty());
+  CHECK(compare(hsdp, plain, {0.5, 0.5}).setup_changes == std::vector<std::string>{"dp_replicate 4 -> 1"});
 }
