@@ -255,9 +255,10 @@ std::string explain_text(const Program& p) {
   table(top);
   line("");
   line("Per step (every layer):");
-  line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", "group", "phase", "count", "bytes"));
+  const int gw = p.dp_replicate > 1 ? 12 : 6;  // "dp_replicate" (HSDP plans only: other tables read as before)
+  line(fmt::format("  {:<{}} {:<10} {:>7} {:>12}", "group", gw, "phase", "count", "bytes"));
   for (const auto& [k, v] : step_totals(p, true))
-    line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", k.first, k.second, v.first, human_bytes(v.second)));
+    line(fmt::format("  {:<{}} {:<10} {:>7} {:>12}", k.first, gw, k.second, v.first, human_bytes(v.second)));
   return out;
 }
 
