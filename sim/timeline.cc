@@ -18,12 +18,23 @@ std::string_view to_string(Stream s) {
       return "tp comm";
     case Stream::dp:
       return "dp comm";
+    case Stream::dp_replicate:
+      return "dp_replicate comm";
   }
   return "?";
 }
 
 Stream stream_of(const Op& op) {
-  if (auto* c = std::get_if<CollectiveOp>(&op.kind)) return c->group == Group::dp ? Stream::dp : Stream::tp;
+  if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+    switch (c->group) {
+      case Group::tp:
+        return Stream::tp;
+      case Group::dp:
+        return Stream::dp;
+      case Group::dp_replicate:
+        return Stream::dp_replicate;
+    }
+  }
   return Stream::compute;
 }
 
@@ -37,7 +48,7 @@ int instance_layer(const Program& p, const Segment& s, int i) {
 
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {
-    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp);
+    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate);
     return collective_cost(col->kind, stored_bytes(col->bytes, col->dtype, c), g, cluster, c).time_us;
   }
   return compute_cost(op, p, cluster.gpu, c).time_us;
@@ -101,6 +112,8 @@ Wait wait_of(Stream s) {
       return Wait::tp;
     case Stream::dp:
       return Wait::dp;
+    case Stream::dp_replicate:
+      return Wait::dp_replicate;
   }
   return Wait::none;
 }
@@ -167,7 +180,7 @@ class Scheduler {
   Timeline run() {
     Timeline tl;
     init(tl);
-    double free[kStreams] = {0, 0, 0};
+    double free[kStreams] = {};
     Slot first = next_instance(-1, 0);
     if (first.seg >= 0) issue_prefetched(first, 0, free, &before_first_);
     for (size_t si = 0; si < p_.segments.size(); ++si) {
@@ -213,7 +226,7 @@ class Scheduler {
     if (base.back() != flat.ops.size()) throw Error("schedule_expanded: expand() has an unexpected op count");
     std::vector<OpTime> ft(flat.ops.size());
     std::vector<char> done(flat.ops.size(), 0);
-    double free[kStreams] = {0, 0, 0};
+    double free[kStreams] = {};
     auto process = [&](int s, int i, int j, double bound, InstanceStats* stats, bool& first_compute, bool own) {
       const size_t idx = base[static_cast<size_t>(s)] + static_cast<size_t>(i) * ops_[static_cast<size_t>(s)].size() +
                          static_cast<size_t>(j);
@@ -345,7 +358,7 @@ class Scheduler {
     double gap = ot.start - free[0];
     if (gap > 0) {
       if (ot.wait == Wait::tp) stats.exposed_tp_us += gap;
-      if (ot.wait == Wait::dp || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
+      if (ot.wait == Wait::dp || ot.wait == Wait::dp_replicate || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
     }
     stats.compute_us += o.duration;
   }
@@ -436,7 +449,7 @@ class Scheduler {
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
     const std::vector<int>& own = own_[static_cast<size_t>(s)];
     const Slot next = next_instance(s, u);
-    bool seen[kStreams] = {false, false, false};
+    bool seen[kStreams] = {};
     auto visit = [&](int seg, int inst, int j) {
       const int k = static_cast<int>(ops_[static_cast<size_t>(seg)][static_cast<size_t>(j)].stream);
       if (seen[k]) return;
@@ -528,7 +541,7 @@ class Scheduler {
   }
 
   void finish(Timeline& tl, const double* free) const {
-    tl.step_time_us = std::max({free[0], free[1], free[2]});
+    tl.step_time_us = *std::max_element(free, free + kStreams);
     tl.exposed_tp_us += before_first_.exposed_tp_us;
     tl.exposed_dp_us += before_first_.exposed_dp_us;
     for (size_t s = 0; s < tl.segments.size(); ++s) {
@@ -544,7 +557,7 @@ class Scheduler {
     }
     // Communication still running after the last compute op is exposed too.
     double tail = tl.step_time_us - free[0];
-    if (tail > 0) (free[2] >= free[1] ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;
+    if (tail > 0) (std::max(free[2], free[3]) >= free[1] ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;
   }
 };
 

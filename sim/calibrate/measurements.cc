@@ -106,7 +106,7 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
     if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
       o.collective = c->kind;
       o.bytes = c->bytes;
-      o.group_size = c->group == Group::tp ? p.tp : p.dp;
+      o.group_size = c->group == Group::tp ? p.tp : c->group == Group::dp ? p.dp : p.dp_replicate;
     }
     o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
     m.ops.push_back(std::move(o));
