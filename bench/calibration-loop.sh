@@ -49,7 +49,10 @@ for t in "$TP_RUN" "$TP_PLAN"; do
   [[ -x "$t" ]] || { echo "calibration-loop.sh: $t not built (cmake --build $BUILD --target tp-run tp-plan)" >&2; exit 2; }
 done
 export OMP_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np)
+# Ranks bound to cores round robin (rank r on core r mod cores): with more ranks than cores, unbound ranks sometimes
+# settle 3 + 1 on two cores for a whole run and every step takes ~1.5x (measured here: vanilla tp 4 at 11.3 ms in one
+# run of six, 7.2-7.5 ms in the others); bound, the ranks share the cores evenly in every run.
+MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to core:overload-allowed --map-by core -np)
 if [[ $SHORT == 1 ]]; then
   ITERS=(--warmup 2 --iters 9); BENCH_ITERS=(--warmup 1 --iters 7); MAXB=1M
 else
@@ -112,6 +115,10 @@ for np in 2 4; do
 done
 "${MPIRUN[@]}" 1 "$TP_RUN" bench gemm --config "$OUT/cal-a.yaml" --tp 1 "${BENCH_ITERS[@]}" \
   --json "$OUT/cal/gemm.json" > /dev/null
+# The same shapes on 4 ranks at once: where 4 ranks outnumber the cores, its sweep against the one above fits
+# oversubscribed_efficiency (what ranks taking turns on the cores lose; sim/cost_params.h).
+"${MPIRUN[@]}" 4 "$TP_RUN" bench gemm --config "$OUT/cal-a.yaml" --tp 1 "${BENCH_ITERS[@]}" \
+  --json "$OUT/cal/gemm-np4.json" > /dev/null
 "${MPIRUN[@]}" 1 "$TP_RUN" bench memory --max-bytes 4M "${BENCH_ITERS[@]}" --json "$OUT/cal/memory.json" > /dev/null
 echo "  gemm and memory benchmarks"
 

@@ -243,10 +243,11 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
 
 SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                         const std::filesystem::path& base_dir) {
-  doc.check_map(n, "search",
-                {"tp_degrees", "presets", "plans", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_sizes", "max_local_batch_size", "objective", "memory_headroom_gib", "global_batch_size",
-                 "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
+  doc.check_map(
+      n, "search",
+      {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
+       "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "objective", "memory_headroom_gib",
+       "global_batch_size", "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
   SearchSpace s;
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
   const bool tt = s.framework == "torchtitan-0.3";
@@ -263,6 +264,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   };
   auto boolean = [&](const YAML::Node& x, const std::string& k) { return doc.boolean(x, k); };
   if (has(n, "tp_degrees")) s.tp_degrees = doc.list(n["tp_degrees"], "search.tp_degrees", degree);
+  if (has(n, "dp_replicate")) s.dp_replicate = doc.list(n["dp_replicate"], "search.dp_replicate", degree);
   if (has(n, "presets")) {
     const YAML::Node p = n["presets"];
     const auto names = plan_preset_names();

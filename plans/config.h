@@ -68,6 +68,9 @@ std::string_view to_string(Objective o);
 
 struct SearchSpace {
   std::vector<int> tp_degrees;  // default: divisors of world size up to 2 x gpus_per_node
+  // HSDP replicate degrees (torchtitan's data_parallel_replicate_degree): each candidate's dp_shard is world / (tp x
+  // dp_replicate). Default {1}: FSDP over the whole data-parallel dimension, as before HSDP existed.
+  std::vector<int> dp_replicate = {1};
   std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
   std::vector<std::string> plan_files;  // user plan files, resolved relative to the config file
   std::vector<Float8Recipe> float8 = {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise};
@@ -81,7 +84,8 @@ struct SearchSpace {
   int64_t max_local_batch_size = 0;
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
-  // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard must equal
+  // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard (x
+  // dp_replicate) must equal
   // it (gradient accumulation is not modelled, so that is the only way to reach it). min_tokens_per_second_per_gpu
   // (0: none): slower plans are pruned after their simulation.
   int64_t global_batch_size = 0;

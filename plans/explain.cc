@@ -16,7 +16,9 @@ CollectiveRecord record_of(const Program& p, const Op& op, int layer) {
   const auto& c = std::get<CollectiveOp>(op.kind);
   CollectiveRecord r;
   const std::string module = op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module);
-  if (c.group == Group::dp || op.inputs.empty()) {
+  if (c.group == Group::dp_replicate) {
+    r.tensor = "gradient shards";  // HSDP: the fp32 reduce-scatter outputs of this rank
+  } else if (c.group == Group::dp || op.inputs.empty()) {
     r.tensor = "parameters";
   } else {
     const TensorDesc& t = p.tensor(op.inputs[0]);
@@ -159,10 +161,13 @@ void write_explain_json(const Program& p, std::ostream& out) {
   }
   nlohmann::json step;
   for (const char* g : {"tp", "dp"}) step[g] = {{"count", per_group[g].first}, {"bytes", per_group[g].second}};
+  if (p.dp_replicate > 1)  // HSDP plans only: other plans' documents read as before
+    step["dp_replicate"] = {{"count", per_group["dp_replicate"].first}, {"bytes", per_group["dp_replicate"].second}};
 
   // The collectives list is written one record at a time; the small parts around it with nlohmann::json.
-  out << "{\n  \"tp_degree\": " << p.tp << ",\n  \"dp_shard\": " << p.dp << ",\n  \"plan\": " << plan.dump()
-      << ",\n  \"collectives\": [";
+  out << "{\n  \"tp_degree\": " << p.tp << ",\n  \"dp_shard\": " << p.dp;
+  if (p.dp_replicate > 1) out << ",\n  \"dp_replicate\": " << p.dp_replicate;
+  out << ",\n  \"plan\": " << plan.dump() << ",\n  \"collectives\": [";
   bool first = true;
   fmt::memory_buffer buf;
   for_each_step_collective(p, [&](const CollectiveRecord& r) {
@@ -189,12 +194,13 @@ std::string explain_text(const Program& p) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
   const Model& m = p.model;
-  line(fmt::format(
-      "Plan {} (tp {}, dp_shard {}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
-      "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}",
-      p.plan.family, p.tp, p.dp, to_string(p.plan.float8), p.plan.async_tp ? "on" : "off",
-      p.plan.loss_parallel ? "on" : "off", to_string(p.plan.activation_checkpointing), m.name, m.n_layers, m.dim,
-      m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size));
+  line(
+      fmt::format("Plan {} (tp {}, dp_shard {}{}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
+                  "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}",
+                  p.plan.family, p.tp, p.dp, p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : "",
+                  to_string(p.plan.float8), p.plan.async_tp ? "on" : "off", p.plan.loss_parallel ? "on" : "off",
+                  to_string(p.plan.activation_checkpointing), m.name, m.n_layers, m.dim, m.n_heads, m.n_kv_heads,
+                  m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
     line(fmt::format("  {:<10} {:<32} {:<15} {:<40} {:<9} {:<18} {:>10}  {}", "phase", "module", "op", "tensor",
                      "dtype", "global shape", "bytes", "group"));
@@ -231,6 +237,13 @@ std::string explain_text(const Program& p) {
         fmt::format("  (loss: ChunkedLossWrapper with {} chunks, each a vocab-parallel cross-entropy with its own 3 "
                     "all-reduces over its [batch, seq / {}] rows)",
                     p.plan.chunks(), p.plan.chunks()));
+  if (p.dp_replicate > 1)
+    line(fmt::format(
+        "  (HSDP, dp_replicate {}: parameters are sharded over dp_shard {} and replicated over {} replicas; after "
+        "each FSDP gradient reduce-scatter{}, FSDP2 all-reduces this rank's fp32 gradient shard across the "
+        "replicas (group dp_replicate: ranks {} apart), on its own stream, overlapping the next block's backward)",
+        p.dp_replicate, p.dp, p.dp_replicate, p.dp > 1 ? "" : " (a local copy at dp_shard 1)",
+        static_cast<int64_t>(p.tp) * p.dp));
   line("");
   line("Top-level modules (embedding, final norm, output, loss) and FSDP traffic outside the blocks:");
   std::vector<CollectiveRecord> top;
@@ -242,9 +255,10 @@ std::string explain_text(const Program& p) {
   table(top);
   line("");
   line("Per step (every layer):");
-  line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", "group", "phase", "count", "bytes"));
+  const int gw = p.dp_replicate > 1 ? 12 : 6;  // "dp_replicate" (HSDP plans only: other tables read as before)
+  line(fmt::format("  {:<{}} {:<10} {:>7} {:>12}", "group", gw, "phase", "count", "bytes"));
   for (const auto& [k, v] : step_totals(p, true))
-    line(fmt::format("  {:<6} {:<10} {:>7} {:>12}", k.first, k.second, v.first, human_bytes(v.second)));
+    line(fmt::format("  {:<{}} {:<10} {:>7} {:>12}", k.first, gw, k.second, v.first, human_bytes(v.second)));
   return out;
 }
 

@@ -108,6 +108,12 @@ std::string export_python(const Plan& plan) {
       "local batch size {}.\n",
       plan.tp_degree, plan.dp_shard, to_string(plan.float8), plan.async_tp ? "on" : "off",
       plan.loss_parallel ? "on" : "off", to_string(plan.activation_checkpointing), plan.local_batch_size);
+  if (plan.dp_replicate > 1)
+    out += fmt::format(
+        "# HSDP: dp_replicate {} x dp_shard {} x tp {}. The TP plan below is the same; data parallelism is FSDP2's\n"
+        "# fully_shard on the [dp_replicate, dp_shard] mesh (torchtitan: data_parallel_replicate_degree {}), which\n"
+        "# all-reduces each reduce-scattered gradient shard across the replicas.\n",
+        plan.dp_replicate, plan.dp_shard, plan.tp_degree, plan.dp_replicate);
   if (plan.tp_degree == 1)
     out += "# At tp 1 torchtitan applies no tensor parallelism; the plan is kept for reference.\n";
   out += "import torch\n";

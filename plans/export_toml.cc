@@ -75,7 +75,8 @@ std::string export_torchtitan_toml(const Plan& plan) {
   out += fmt::format("local_batch_size = {}\n", plan.local_batch_size);
 
   out += "\n[parallelism]\n";
-  out += "data_parallel_replicate_degree = 1\n";
+  // HSDP: torchtitan's ParallelismConfig.data_parallel_replicate_degree (FSDP over dp_shard, replicated over this).
+  out += fmt::format("data_parallel_replicate_degree = {}\n", plan.dp_replicate);
   out += fmt::format("data_parallel_shard_degree = {}\n", plan.dp_shard);
   out += fmt::format("tensor_parallel_degree = {}\n", plan.tp_degree);
   out += fmt::format("enable_async_tensor_parallel = {}\n", toml_bool(async));

@@ -103,7 +103,9 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   add("--parallelism.tensor-parallel-degree", std::to_string(plan.tp_degree));
   add(tp && !vanilla ? "--parallelism.enable-sequence-parallel" : "--parallelism.no-enable-sequence-parallel", "");
   add("--parallelism.data-parallel-shard-degree", std::to_string(plan.dp_shard));
-  add("--parallelism.data-parallel-replicate-degree", "1");
+  // torchtitan/config/configs.py ParallelismConfig.data_parallel_replicate_degree (HSDP when dp_shard > 1 too), as
+  // tyro spells the field on the command line.
+  add("--parallelism.data-parallel-replicate-degree", std::to_string(plan.dp_replicate));
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));
   if (ctx.seq_len > 0) add("--training.seq-len", std::to_string(ctx.seq_len));
   add("--loss.num-chunks", std::to_string(plan.chunks()));

@@ -36,7 +36,8 @@ inline constexpr IntRange gpus_per_node{1, 1024};
 inline constexpr IntRange world_size{1, 1 << 20};         // nodes x gpus_per_node: 1,048,576 GPUs
 inline constexpr RealRange bandwidth_GBps{0, 1e6, true};  // links (cluster.*_node and GPU spec)
 inline constexpr RealRange latency_us{0, 1e6, false};
-// parallel degrees (plan tp_degree/dp_shard, search.tp_degrees, --tp, --dp-shard)
+// parallel degrees (plan tp_degree/dp_shard/dp_replicate, search.tp_degrees/dp_replicate, --tp, --dp-shard,
+// --dp-replicate)
 inline constexpr IntRange degree{1, 1 << 20};
 inline constexpr RealRange memory_headroom_gib{0, 1e6, false};
 // search constraints and prices

@@ -68,6 +68,8 @@ void check_batch_positive(const Plan& plan) {
 void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
   if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
+  if (plan.dp_replicate < 1)
+    throw Error(fmt::format("{}: dp_replicate: expected >= 1, got {}", plan.source, plan.dp_replicate));
   check_batch_positive(plan);
   // Configs are range-checked when loaded (plans/limits.h); a Model or Training built in code is checked here.
   auto in = in_range;
@@ -81,6 +83,17 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   in("local_batch_size", plan.local_batch_size, limits::local_batch_size);
   in("tp_degree", plan.tp_degree, limits::degree);
   in("dp_shard", plan.dp_shard, limits::degree);
+  in("dp_replicate", plan.dp_replicate, limits::degree);
+  // torchtitan (the DTensor family's 2025 parallelize_llama) applies FSDP only when dp_shard > 1; with dp_shard 1
+  // and dp_replicate > 1 it applies DDP instead, which it refuses beside TP ("DDP has not supported > 1D
+  // parallelism") and runs without mixed precision: not a plan tptune models. torchtitan 0.3 always applies
+  // fully_shard, so there dp_shard 1 x dp_replicate N is FSDP2's replicate path (an all-reduce per module group).
+  if (plan.dp_replicate > 1 && plan.dp_shard == 1 && !plan.fsdp_always)
+    throw Error(
+        fmt::format("{}: dp_replicate {} with dp_shard 1: torchtitan applies DDP there, not HSDP (it refuses DDP with "
+                    "TP, and tptune does not model DDP); use dp_shard > 1, or framework torchtitan-0.3 (FSDP2 "
+                    "always applied)",
+                    plan.source, plan.dp_replicate));
   check_sizes(m, t, plan);
   check_plan_modules(plan, m);
   check_framework(plan);
@@ -213,6 +226,7 @@ class Lowerer {
     }
     prog.tp = plan.tp_degree;
     prog.dp = plan.dp_shard;
+    prog.dp_replicate = plan.dp_replicate;
   }
 
   Program run() {
@@ -440,17 +454,33 @@ class Lowerer {
   // The gradient reduce-scatter runs in fp32: torchtitan's MixedPrecisionPolicy reduce_dtype is
   // training.mixed_precision_reduce, whose only allowed (and default) value is float32 (2025 and 0.3 alike), so it
   // moves 4 bytes per gradient element, twice the bf16 all-gather of the same parameters.
+  // HSDP (dp_replicate > 1): FSDP2's foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)
+  // reduce-scatters in the shard group, then all-reduces the reduce-scatter output (this rank's gradient shard, still
+  // in reduce_dtype, fp32) in the replicate group, on its own all-reduce stream after waiting for the reduce-scatter
+  // stream. With dp_shard 1 the reduce-scatter is a local copy and only the all-reduce runs (torchtitan 0.3 always
+  // applies fully_shard). Each parameter's dim 0 is padded to a multiple of dp_shard (_get_dim0_padded_size), so the
+  // shard of a (d0, rest...) gradient is ceil(d0 / dp_shard) x rest elements.
   void fsdp_reduce(const Params& params) {
-    if (prog.dp <= 1) return;
+    if (prog.dp <= 1 && prog.dp_replicate <= 1) return;
     std::vector<TensorId> grads;
-    int64_t bytes = 0;
+    int64_t bytes = 0, shard_bytes = 0;
     for (TensorId p : params) {
       grads.push_back(grad_tensor_of(p));
-      bytes += numel(prog.tensor(grads.back()).local_shape) * 4;
+      const Shape& shape = prog.tensor(grads.back()).local_shape;
+      const int64_t n = numel(shape);
+      bytes += n * 4;
+      const int64_t d0 = shape.empty() ? 1 : shape[0];
+      if (n > 0) shard_bytes += (d0 + prog.dp - 1) / prog.dp * (n / d0) * 4;
     }
-    e.op("fsdp", "fsdp.reduce_scatter",
-         CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::fp32, bytes, -1, 0}, grads,
-         grads);
+    if (prog.dp > 1)
+      e.op("fsdp", "fsdp.reduce_scatter",
+           CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::fp32, bytes, -1, 0}, grads,
+           grads);
+    if (prog.dp_replicate > 1)
+      e.op("fsdp", "fsdp.all_reduce",
+           CollectiveOp{CollectiveKind::all_reduce, Group::dp_replicate, ReduceOp::sum, DType::fp32, shard_bytes, -1,
+                        -1},
+           grads, grads);
   }
 
   void optimizer(const Params& params) {
@@ -528,7 +558,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
                     p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&
                     p.plan.family == expect.plan.family && p.plan.source == expect.plan.source &&
                     p.plan.provenance == expect.plan.provenance && p.plan.stated == expect.plan.stated &&
-                    p.tp == expect.tp && p.dp == expect.dp;
+                    p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate;
   if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
   Lowerer::set_plan(p, training, plan);
   return sibling;

@@ -18,6 +18,8 @@
 //    outputs are saved, everything else including all-gathers is recomputed);
 //  * async TP rewrites all-gathers that feed matmuls and matmuls that feed reduce-scatters into tp-chunk rings;
 //  * dp_shard > 1 adds FSDP parameter all-gathers and gradient reduce-scatters on the dp group.
+//  * dp_replicate > 1 (HSDP) adds, after each gradient reduce-scatter, an fp32 all-reduce of this rank's gradient
+//    shard on the dp_replicate group (one per FSDP module group: embedding, each block, head).
 //
 // Like DTensor, it trusts declared layouts of plain tensors (from_local with run_check=False): a wrong declaration
 // whose shapes still compose lowers fine and computes the wrong function; `tp-run verify` catches that. What it

@@ -17,6 +17,7 @@
 // Canonical YAML form (load_plan / save_plan round-trip it):
 //   tp_degree: 8
 //   dp_shard: 1
+//   dp_replicate: 1           # HSDP: replicas of the dp_shard-sharded model (written only when > 1)
 //   float8: none              # none | tensorwise | rowwise
 //   async_tp: false
 //   loss_parallel: true
@@ -84,6 +85,11 @@ struct Plan {
   std::string source;             // the file it was loaded from, or "preset:<name>"
   int tp_degree = 1;
   int dp_shard = 1;
+  // HSDP (torchtitan's data_parallel_replicate_degree): the mesh is [dp_replicate, dp_shard, tp], tp innermost.
+  // Parameters, gradients and optimizer state are sharded over dp_shard and replicated over dp_replicate; FSDP2
+  // all-reduces each reduce-scattered gradient shard across the dp_replicate group (plans/lower.cc fsdp_reduce).
+  // 1: plain FSDP over dp_shard.
+  int dp_replicate = 1;
   Float8Recipe float8 = Float8Recipe::none;
   bool async_tp = false;
   bool loss_parallel = false;

@@ -155,14 +155,15 @@ Plan load(const std::string& text, const std::string& name) {
     throw Error(fmt::format("{}: expected a plan (a map with tp_degree, ..., modules), got {}", doc.at(root),
                             yaml::describe(root)));
   doc.check_map(root, "",
-                {"family", "tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                 "local_batch_size", "framework", "loss_chunks", "modules"});
+                {"family", "tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
+                 "activation_checkpointing", "local_batch_size", "framework", "loss_chunks", "modules"});
   Plan p;
   p.source = name;
   auto small_positive = [&](const char* k) { return static_cast<int>(doc.integer_in(root[k], k, limits::degree)); };
   if (root["family"].IsDefined()) p.family = doc.string(root["family"], "family");
   if (root["tp_degree"].IsDefined()) p.tp_degree = small_positive("tp_degree");
   if (root["dp_shard"].IsDefined()) p.dp_shard = small_positive("dp_shard");
+  if (root["dp_replicate"].IsDefined()) p.dp_replicate = small_positive("dp_replicate");
   if (root["float8"].IsDefined())
     p.float8 =
         parse_float8(doc.choice(root["float8"], "float8", {"none", "tensorwise", "rowwise", "rowwise_with_gw_hp"}),
@@ -189,8 +190,8 @@ Plan load(const std::string& text, const std::string& name) {
                  "torchtitan 0.3 always runs the vocab-parallel loss under TP: expected true or no key");
   apply_framework(p, framework);
   // What the file states, with its line, so that tools take every other value from the config (and say so).
-  for (const char* k : {"tp_degree", "dp_shard", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-                        "local_batch_size", "framework", "loss_chunks"})
+  for (const char* k : {"tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
+                        "activation_checkpointing", "local_batch_size", "framework", "loss_chunks"})
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
@@ -273,6 +274,8 @@ std::string plan_to_yaml(const Plan& plan) {
   if (plan.framework != Framework::dtensor || plan.chunks() > 1) out += fmt::format("loss_chunks: {}\n", plan.chunks());
   out += fmt::format("tp_degree: {}\n", plan.tp_degree);
   out += fmt::format("dp_shard: {}\n", plan.dp_shard);
+  // Only HSDP plans carry the key, so that every plan written before it existed reads and writes the same.
+  if (plan.dp_replicate != 1) out += fmt::format("dp_replicate: {}\n", plan.dp_replicate);
   out += fmt::format("float8: {}\n", to_string(plan.float8));
   out += fmt::format("async_tp: {}\n", plan.async_tp);
   out += fmt::format("loss_parallel: {}\n", plan.loss_parallel);

@@ -148,6 +148,7 @@ Plan preset_plan(const std::string& name, const Plan& base) {
   p.source = "preset:" + name;
   p.tp_degree = base.tp_degree;
   p.dp_shard = base.dp_shard;
+  p.dp_replicate = base.dp_replicate;
   p.float8 = base.float8;
   p.async_tp = base.async_tp;
   p.loss_parallel = base.loss_parallel;

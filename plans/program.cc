@@ -24,7 +24,17 @@ std::string_view to_string(Phase p) {
   return "?";
 }
 
-std::string_view to_string(Group g) { return g == Group::tp ? "tp" : "dp"; }
+std::string_view to_string(Group g) {
+  switch (g) {
+    case Group::tp:
+      return "tp";
+    case Group::dp:
+      return "dp";
+    case Group::dp_replicate:
+      return "dp_replicate";
+  }
+  return "?";
+}
 
 std::string_view to_string(ElementwiseOp::Fn f) {
   using F = ElementwiseOp::Fn;

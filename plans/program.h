@@ -9,7 +9,9 @@
 //   embed.fwd   (x1)   token embedding forward
 //   block.fwd   (xL)   one block's forward, layers 0..L-1       [+ FSDP parameter all-gather when dp_shard > 1]
 //   head        (x1)   final norm, output projection, loss, and their backward
-//   block.bwd   (xL)   one block's backward, layers L-1..0      [+ recompute, FSDP all-gather and grad reduce-scatter]
+//   block.bwd   (xL)   one block's backward, layers L-1..0      [+ recompute, FSDP all-gather and grad reduce-scatter,
+//                                                                  + HSDP all-reduce of the shard when dp_replicate >
+//                                                                  1]
 //   embed.bwd   (x1)   embedding backward
 //   optimizer   (x1)   data-parallel reduction of non-block gradients, AdamW on every local parameter shard
 // Tensors and ops of a repeated segment are layer-relative: tensor "attention.wq.weight" with per_layer=true is
@@ -165,7 +167,9 @@ struct CastFp8Op {
   bool rowwise = false;
 };
 
-enum class Group { tp, dp };
+// tp: the TP group (consecutive ranks). dp: FSDP's shard group (dp_shard ranks, stride tp). dp_replicate: HSDP's
+// replicate group (dp_replicate ranks, stride tp x dp_shard), which all-reduces the reduce-scattered gradient shards.
+enum class Group { tp, dp, dp_replicate };
 std::string_view to_string(Group g);
 enum class ReduceOp { sum, max };
 
@@ -238,7 +242,8 @@ struct Program {
   Training training;  // local_batch_size and activation_checkpointing as the plan sets them
   Plan plan;
   int tp = 1;
-  int dp = 1;
+  int dp = 1;            // dp_shard: parameters, gradients and optimizer state are sharded over it
+  int dp_replicate = 1;  // HSDP replicas (Plan::dp_replicate); the mesh is [dp_replicate, dp, tp]
   // Tensors live in a deque: appending never moves the existing ones, so a `const TensorDesc&` taken before the
   // lowering adds a tensor stays valid after it (holding such references across appends once read freed memory
   // and changed predictions). Index with TensorId; never erase or insert in the middle.

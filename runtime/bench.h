@@ -11,10 +11,12 @@
 //                    "bytes", "count", "type": "float", "redop": "sum" | "none", "time_us": {...}, "algbw_GBps",
 //                    "busbw_GBps"}
 //      memory:      {"kernel": "copy" | "add", "bytes", "elements", "time_us": {...}, "GBps"}
-//    ]}
+//    ],
+//    gemm only: "sweep": {"gemms": G, "time_us": {...}}: every result's shape once, in order, back to back}
 // Method. Each timed iteration starts after a synchronizing 1-element all-reduce over the group, times one call
 // (a collective: until it completed on this rank), and takes the slowest rank's time; the record holds the median and
-// spread over `iters` iterations after `warmup` untimed ones.
+// spread over `iters` iterations after `warmup` untimed ones. The gemm sweep is timed the same way, as one call: with
+// more ranks than cores it measures what ranks taking turns on the cores lose (CostParams::oversubscribed_efficiency).
 //
 // Collective sizes follow nccl-tests: `bytes` is S, the full tensor (all-reduce: the buffer; all-gather: the
 // gathered output; reduce-scatter: the input; all-to-all: each rank's send buffer; p2p: one rank's message);

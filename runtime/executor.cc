@@ -25,6 +25,12 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
   if (tp_ != program_.tp)
     throw Error(fmt::format("executor: the Program is lowered for tp {} but the backend's TP group has {} ranks",
                             program_.tp, tp_));
+  // Backends have a TP and a DP communicator, no HSDP replicate group: tp-run runs one replica (dp_replicate 1).
+  if (program_.dp_replicate > 1)
+    throw Error(
+        fmt::format("executor: the Program has dp_replicate {} (HSDP), but the runtime runs one data-parallel "
+                    "replica; lower it with dp_replicate 1",
+                    program_.dp_replicate));
   buffers_.reserve(flat_.tensors.size());
   masters_.resize(flat_.tensors.size());
   for (size_t t = 0; t < flat_.tensors.size(); ++t) {

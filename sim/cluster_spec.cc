@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 
 namespace tptune {
@@ -38,12 +39,17 @@ ClusterSpec resolve_cluster(const Config& cfg) {
   return c;
 }
 
-GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp) {
+GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate) {
   const int gpn = c.gpus_per_node;
-  if (tp < 1 || dp < 1) throw Error(fmt::format("mesh [dp {}, tp {}]: expected positive degrees", dp, tp));
-  if (static_cast<int64_t>(tp) * dp > c.world_size())
+  if (tp < 1 || dp < 1 || dp_replicate < 1)
+    throw Error(fmt::format("mesh [dp_replicate {}, dp {}, tp {}]: expected positive degrees", dp_replicate, dp, tp));
+  const int64_t shard_ranks = static_cast<int64_t>(tp) * dp;  // one replica: at most 2^40, no overflow
+  if (dp_replicate == 1 && shard_ranks > c.world_size())
     throw Error(fmt::format("mesh [dp {}, tp {}] needs {} GPUs; the cluster has {} ({} nodes x {})", dp, tp,
-                            static_cast<int64_t>(tp) * dp, c.world_size(), c.nodes, gpn));
+                            shard_ranks, c.world_size(), c.nodes, gpn));
+  if (dp_replicate > 1 && checked_mul(shard_ranks, dp_replicate, "mesh size") > c.world_size())
+    throw Error(fmt::format("mesh [dp_replicate {}, dp {}, tp {}] needs {} GPUs; the cluster has {} ({} nodes x {})",
+                            dp_replicate, dp, tp, shard_ranks * dp_replicate, c.world_size(), c.nodes, gpn));
   if (gpn % tp != 0 && tp % gpn != 0)
     throw Error(
         fmt::format("tp {} and gpus_per_node {}: neither divides the other, so TP groups would straddle "
@@ -56,15 +62,18 @@ GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp) {
     l.nodes = tp <= gpn ? 1 : tp / gpn;
     return l;
   }
-  // DP: ranks t, t + tp, t + 2tp, ...: gpn/tp of them per node when tp < gpn.
-  l.size = dp;
-  int members_per_node = tp < gpn ? gpn / tp : 1;
-  if (dp <= members_per_node) {
-    l.per_node = dp;
+  // DP: ranks t, t + tp, t + 2tp, ...: gpn/tp of them per node when tp < gpn. Replicate (HSDP): ranks with stride
+  // tp x dp (one replica's ranks), so gpn / (tp x dp) per node when a replica is smaller than a node, else one per
+  // node: typically one GPU in each of dp_replicate nodes, the NIC-bound inter-node all-reduce.
+  const int64_t stride = g == Group::dp ? tp : shard_ranks;
+  l.size = g == Group::dp ? dp : dp_replicate;
+  const int members_per_node = stride < gpn ? static_cast<int>(gpn / stride) : 1;
+  if (l.size <= members_per_node) {
+    l.per_node = l.size;
     l.nodes = 1;
   } else {
     l.per_node = members_per_node;
-    l.nodes = (dp + members_per_node - 1) / members_per_node;
+    l.nodes = (l.size + members_per_node - 1) / members_per_node;
   }
   return l;
 }

@@ -30,6 +30,12 @@ struct MeasuredCollective {
   int ranks = 2;
   double alpha_us = 0;
   double busbw_GBps = 1;
+  // The measured medians, (size S in bytes, time in us), S strictly ascending. With two or more, a size inside their
+  // range takes the time interpolated linearly in S between its two neighbours (a measured curve need not be one
+  // alpha-beta line: MPI and NCCL switch algorithms and protocols with the size), a size below the first takes the
+  // first time, and a size above the last takes the alpha-beta line.
+  std::vector<std::array<double, 2>> points;
+  double time_us(CollectiveKind k, double bytes) const;  // of this curve (k: its kind, for the bus factor)
 };
 
 struct CostParams {
@@ -171,6 +177,16 @@ struct CostParams {
   // measured runs of more than one rank (sim/calibrate/fit.h: measurement_cluster), with the cores/ranks share when
   // ranks outnumber cores.
   double concurrent_rank_rate = 1.0;
+  // When ranks outnumber cores (CPU ranks oversubscribed: tp 4 on 2 cores), each rank of an overlapped step runs at
+  // cores/ranks of that rate times this: the time lost to the turns themselves (context switches, caches refilled
+  // after another rank ran, a rank holding a core while it polls a collective). 1 for GPUs. Fitted from `tp-run
+  // bench gemm` run at more ranks than cores beside a run at no more (the "sweep" wall of both, fit.h).
+  double oversubscribed_efficiency = 1.0;
+  // Whether a collective runs while the rank computes (1: GPUs, where NCCL kernels run on their own streams). 0: the
+  // CPU backend, where MPI progresses a non-blocking collective only inside MPI calls and tp-run has no progress
+  // thread, so a collective takes its time on the rank's one thread: the timeline (sim/timeline.h) then runs
+  // collectives on the compute stream, and all their time is exposed.
+  int comm_overlaps_compute = 1;
 
   // ---- Memory ----------------------------------------------------------------------------------------------------
   // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB

@@ -32,7 +32,9 @@ void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
 
 std::string report_text(const StepReport& r) {
   std::string o;
-  append(o, "{} on {} x {} {} (tp {}, dp {}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp, r.dp, r.plan);
+  const std::string hsdp = r.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", r.dp_replicate) : "";
+  append(o, "{} on {} x {} {} (tp {}, dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp, r.dp, hsdp,
+         r.plan);
   append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
          to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
          to_string(r.activation_checkpointing), r.local_batch_size, r.seq_len);
@@ -54,8 +56,14 @@ std::string report_text(const StepReport& r) {
   append(o, "    compute                 {:10.2f} {:7.1f}\n", r.compute_ms, 100 * r.compute_ms / step);
   append(o, "    exposed TP communication{:10.2f} {:7.1f}\n", r.exposed_tp_comm_ms, 100 * r.exposed_tp_comm_ms / step);
   append(o, "    exposed DP communication{:10.2f} {:7.1f}\n", r.exposed_dp_comm_ms, 100 * r.exposed_dp_comm_ms / step);
-  append(o, "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute)\n",
-         r.tp_comm_busy_ms, r.dp_comm_busy_ms);
+  if (r.dp_replicate > 1)
+    append(o,
+           "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms, DP replicate {:.2f} ms; the rest overlaps "
+           "compute)\n",
+           r.tp_comm_busy_ms, r.dp_comm_busy_ms, r.dp_replicate_comm_busy_ms);
+  else
+    append(o, "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute)\n",
+           r.tp_comm_busy_ms, r.dp_comm_busy_ms);
   append(o, "\n  per block                         ms\n");
   append(o, "    forward                 {:10.3f}\n", r.block_forward_ms);
   append(o, "    backward                {:10.3f}{}\n", r.block_backward_ms,
@@ -108,6 +116,11 @@ nlohmann::json report_json(const StepReport& r) {
   j["breakdown_ms"] = {
       {"compute", r.compute_ms}, {"exposed_tp_comm", r.exposed_tp_comm_ms}, {"exposed_dp_comm", r.exposed_dp_comm_ms}};
   j["comm_busy_ms"] = {{"tp", r.tp_comm_busy_ms}, {"dp", r.dp_comm_busy_ms}};
+  // HSDP keys only for HSDP plans: every other report reads as before.
+  if (r.dp_replicate > 1) {
+    j["plan"]["dp_replicate"] = r.dp_replicate;
+    j["comm_busy_ms"]["dp_replicate"] = r.dp_replicate_comm_busy_ms;
+  }
   j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
   j["memory_gib"] = {{"master_params", m.master_params / kGiB},
                      {"gradients", m.gradients / kGiB},

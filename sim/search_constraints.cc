@@ -15,13 +15,25 @@ Verdict fail(const char* reason, std::string detail) { return Verdict{reason, st
 Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c) {
   const Model& m = cfg.model;
   const int tp = c.tp, gpn = cluster.gpus_per_node;
-  if (c.dp <= 0 || s.world_size % tp != 0)
-    return fail(prune::kWorld, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
-  if (s.global_batch_size > 0 && c.local_batch_size * c.dp != s.global_batch_size)
+  if (tp <= 0 || s.world_size % tp != 0) return fail(prune::kWorld, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
+  if (c.dp <= 0)
+    return fail(c.dp_replicate > 1 ? prune::kReplicateWorld : prune::kWorld,
+                fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
+  // local batch (<= 2^16) x dp_shard x dp_replicate (their product <= world <= 2^20): no overflow.
+  const int64_t global = c.local_batch_size * c.dp * c.dp_replicate;
+  if (s.global_batch_size > 0 && global != s.global_batch_size)
     return fail(prune::kGlobalBatch,
-                fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp,
-                            c.local_batch_size * c.dp, s.global_batch_size));
+                c.dp_replicate > 1
+                    ? fmt::format("local batch {} x dp {} x dp_replicate {} = {} vs global_batch_size {}",
+                                  c.local_batch_size, c.dp, c.dp_replicate, global, s.global_batch_size)
+                    : fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp,
+                                  global, s.global_batch_size));
   if (tp % gpn != 0 && gpn % tp != 0) return fail(prune::kStraddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
+  const PlanFamily& family = s.families.at(static_cast<size_t>(c.family));
+  const bool fsdp_always = family.preset ? s.framework != "dtensor" : family.file_plan.fsdp_always;
+  if (c.dp_replicate > 1 && c.dp == 1 && !fsdp_always)
+    return fail(prune::kReplicateDdp,
+                fmt::format("dp_replicate {} x dp_shard 1: torchtitan applies DDP", c.dp_replicate));
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
     return fail(prune::kFloat8Gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
   const PlanFamily& fam = s.families.at(static_cast<size_t>(c.family));

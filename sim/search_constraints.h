@@ -4,8 +4,13 @@
 // Static reasons (before lowering; each is a case the lowering, the cluster layout or the cost model would refuse,
 // which the search tests check against the brute-force path):
 //   tp does not divide the world size          dp_shard = world / tp must be whole
-//   local batch x dp is not the global batch   search.global_batch_size: local_batch_size x dp_shard must equal it
+//   tp x dp_replicate does not divide the world size
+//                                              HSDP: dp_shard = world / (tp x dp_replicate) must be whole
+//   local batch x dp is not the global batch   search.global_batch_size: local_batch_size x dp_shard x dp_replicate
+//                                              must equal it
 //   tp group straddles nodes                   tp and gpus_per_node must divide one another (sim/cluster_spec.h)
+//   dp_replicate with dp_shard 1 (DDP)         the DTensor family: torchtitan applies DDP, not HSDP, when dp_shard is
+//                                              1 (the lowering refuses it; plans/lower.cc)
 //   float8 needs a GPU with float8             the GPU spec has no fp8 peak (A100)
 //   tp does not divide n_heads | n_kv_heads | ffn_dim | vocab_size
 //                                              presets shard attention heads (wq/wk/wv colwise), the MLP hidden dim
@@ -31,6 +36,8 @@ namespace tptune {
 
 namespace prune {
 inline constexpr const char* kWorld = "tp does not divide the world size";
+inline constexpr const char* kReplicateWorld = "tp x dp_replicate does not divide the world size";
+inline constexpr const char* kReplicateDdp = "dp_replicate with dp_shard 1 is DDP (not modelled)";
 inline constexpr const char* kGlobalBatch = "local batch x dp is not search.global_batch_size";
 inline constexpr const char* kStraddle = "tp group straddles nodes (tp and gpus_per_node do not divide one another)";
 inline constexpr const char* kFloat8Gpu = "float8 needs a GPU with float8";

@@ -72,7 +72,8 @@ OpKey op_key(const Op& op, const Program& p) {
           v[7] = static_cast<int64_t>(o.kind), v[8] = static_cast<int64_t>(o.group);
           v[9] = static_cast<int64_t>(o.reduce), v[10] = static_cast<int64_t>(o.dtype), v[11] = o.bytes;
           v[12] = o.gather_dim, v[13] = o.scatter_dim;
-          v[14] = p.tp, v[15] = p.dp;  // the group layout on the cluster
+          // The group layout on the cluster: tp, dp_shard and (HSDP) dp_replicate, each at most 2^20.
+          v[14] = p.tp | (static_cast<int64_t>(p.dp_replicate) << 32), v[15] = p.dp;
         }
       },
       op.kind);
@@ -216,8 +217,8 @@ void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
 
 namespace {
 bool same_structure_but_async(const Candidate& a, const Candidate& b) {
-  return a.tp == b.tp && a.dp == b.dp && a.family == b.family && a.float8 == b.float8 &&
-         a.loss_parallel == b.loss_parallel;
+  return a.tp == b.tp && a.dp == b.dp && a.dp_replicate == b.dp_replicate && a.family == b.family &&
+         a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
 }
 }  // namespace
 

@@ -12,7 +12,8 @@
 //  * optionally (use_memo; SearchOptions::memoize_op_costs, off by default because today's cost functions are as
 //    cheap as the lookup), op durations are memoized by everything op_duration_us() reads (OpKey below): GEMM,
 //    attention, embedding,
-//    loss and cast shapes with their operand dtypes; collective kind, bytes and group layout (tp, dp) — so the
+//    loss and cast shapes with their operand dtypes; collective kind, bytes and group layout (tp, dp,
+//    dp_replicate) — so the
 //    forward GEMMs shared by three AC settings and three float8 recipes, or the collectives shared by two local
 //    batch sizes' embedding backward, are costed once per search. What changes between candidates (shapes with the
 //    local batch, dtypes with float8, the op list with AC and async TP) is in the key, so a hit is the same number.

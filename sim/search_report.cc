@@ -34,15 +34,19 @@ double per_1k_tokens(const StepReport& s) {
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
 std::string plan_line(const Plan& p) {
-  return fmt::format("tp {} x dp {}, {}, float8 {}, async TP {}, loss parallel {}, AC {}, local batch {}", p.tp_degree,
-                     p.dp_shard, p.family, to_string(p.float8), p.async_tp ? "on" : "off",
-                     p.loss_parallel ? "on" : "off", to_string(p.activation_checkpointing), p.local_batch_size);
+  return fmt::format("tp {} x dp {}{}, {}, float8 {}, async TP {}, loss parallel {}, AC {}, local batch {}",
+                     p.tp_degree, p.dp_shard,
+                     p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : "", p.family,
+                     to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
+                     to_string(p.activation_checkpointing), p.local_batch_size);
 }
 
 // What differs between the winner and a baseline, in words.
 std::string changes(const Plan& from, const Plan& to) {
   std::vector<std::string> c;
   if (from.tp_degree != to.tp_degree) c.push_back(fmt::format("tp {} -> {}", from.tp_degree, to.tp_degree));
+  if (from.dp_replicate != to.dp_replicate)
+    c.push_back(fmt::format("dp_replicate {} -> {}", from.dp_replicate, to.dp_replicate));
   // Without TP on both sides, the module plan, async TP and loss parallel change nothing (the lowering drops them).
   const bool tp = from.tp_degree > 1 || to.tp_degree > 1;
   if (tp && from.family != to.family) c.push_back(fmt::format("{} -> {}", from.family, to.family));
@@ -66,6 +70,14 @@ std::string pruned_lines(const SearchResult& r) {
   return o;
 }
 
+// Whether the space searches HSDP replicate degrees (search.dp_replicate other than [1]): the tables then show the
+// tp column as "tp x dp_replicate" ("8x2"); other reports read as before.
+bool hsdp_space(const ResolvedSpace& s) { return s.dp_replicate.size() > 1 || s.dp_replicate.front() != 1; }
+std::string tp_cell(const ResolvedSpace& s, const Candidate& x) {
+  return hsdp_space(s) ? fmt::format("{}x{}", x.tp, x.dp_replicate) : std::to_string(x.tp);
+}
+int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
+
 std::string header(const Config& cfg, const SearchResult& r) {
   const ClusterSpec& c = r.cluster;
   std::string o;
@@ -83,6 +95,9 @@ std::string header(const Config& cfg, const SearchResult& r) {
     if (r.space.gpu_hour_price > 0) parts.push_back(fmt::format("USD {:g} per GPU-hour", r.space.gpu_hour_price));
     append(o, "constraints: {}\n", fmt::join(parts, ", "));
   }
+  if (hsdp_space(r.space))
+    append(o, "HSDP: dp_replicate {} (dp_shard = world / (tp x dp_replicate)); tp column: tp x dp_replicate\n",
+           fmt::format("[{}]", fmt::join(r.space.dp_replicate, ", ")));
   if (!r.pruned.empty()) {
     append(o, "pruned:\n");
     o += pruned_lines(r);
@@ -138,17 +153,19 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
   const size_t n = std::min(k, r.ranking.size());
   append(o, "\ntop {} of {} by {}:\n", n, r.feasible, to_string(r.space.objective));
   const bool priced = r.space.gpu_hour_price > 0;
-  append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", "plan",
-         "float8", "async", "loss", "AC", "batch", "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm",
+  const int tw = tp_width(r.space);
+  append(o, "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", tw,
+         "plan", "float8", "async", "loss", "AC", "batch", "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm",
          priced ? "  USD/1M tok" : "");
   for (size_t i = 0; i < n; ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
     const Candidate& x = c.candidate;
     const StepReport& s = c.report;
-    append(o, "{:>4} {:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
-           i + 1, x.tp, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
-           yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, s.step_time_ms, s.tokens_per_second_per_gpu,
-           100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
+    append(o,
+           "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
+           i + 1, tp_cell(r.space, x), tw, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8),
+           yes_no(x.async_tp), yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, s.step_time_ms,
+           s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
            priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
   }
   return o;
@@ -163,12 +180,13 @@ std::string pareto_text(const SearchResult& r) {
   if (r.pareto.empty()) return {};
   std::string o;
   append(o, "\nPareto front (no other feasible plan is both faster and smaller), by peak memory:\n");
-  append(o, "{:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>8}\n", "tp", "plan", "float8", "async", "loss",
+  const int tw = tp_width(r.space);
+  append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>8}\n", "tp", tw, "plan", "float8", "async", "loss",
          "AC", "batch", "tok/s/GPU", "mem GiB");
   for (int i : r.pareto) {
     const CandidateResult& c = r.results[static_cast<size_t>(i)];
     const Candidate& x = c.candidate;
-    append(o, "{:>3}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.0f} {:>8.1f}\n", x.tp,
+    append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
            r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
            yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, c.report.tokens_per_second_per_gpu,
            c.report.memory.peak / kGiB);
@@ -230,14 +248,16 @@ std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k
 }
 
 nlohmann::json plan_summary_json(const Plan& p) {
-  return {{"family", p.family},
-          {"tp_degree", p.tp_degree},
-          {"dp_shard", p.dp_shard},
-          {"float8", std::string(to_string(p.float8))},
-          {"async_tp", p.async_tp},
-          {"loss_parallel", p.loss_parallel},
-          {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
-          {"local_batch_size", p.local_batch_size}};
+  nlohmann::json j = {{"family", p.family},
+                      {"tp_degree", p.tp_degree},
+                      {"dp_shard", p.dp_shard},
+                      {"float8", std::string(to_string(p.float8))},
+                      {"async_tp", p.async_tp},
+                      {"loss_parallel", p.loss_parallel},
+                      {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
+                      {"local_batch_size", p.local_batch_size}};
+  if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
+  return j;
 }
 
 namespace {

@@ -22,6 +22,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   ResolvedSpace r;
   r.world_size = cfg.cluster.world_size();
   r.tp_degrees = s.tp_degrees.empty() ? default_tp_degrees(cfg.cluster) : s.tp_degrees;
+  r.dp_replicate = s.dp_replicate.empty() ? std::vector<int>{1} : s.dp_replicate;
   for (const std::string& p : s.presets) {
     PlanFamily f;
     f.name = p;
@@ -67,32 +68,37 @@ std::vector<bool> loss_parallel_values(const ResolvedSpace& s, const PlanFamily&
 size_t ResolvedSpace::size() const {
   size_t per_family = 0;
   for (const PlanFamily& f : families) per_family += loss_parallel_values(*this, f).size();
-  return tp_degrees.size() * per_family * float8.size() * async_tp.size() * activation_checkpointing.size() *
-         local_batch_sizes.size();
+  return tp_degrees.size() * dp_replicate.size() * per_family * float8.size() * async_tp.size() *
+         activation_checkpointing.size() * local_batch_sizes.size();
 }
 
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
   std::vector<Candidate> out;
   out.reserve(s.size());
   for (int tp : s.tp_degrees)
-    for (size_t fam = 0; fam < s.families.size(); ++fam)
-      for (Float8Recipe f8 : s.float8)
-        for (bool async : s.async_tp)
-          for (bool lp : loss_parallel_values(s, s.families[fam]))
-            for (ActivationCheckpointing ac : s.activation_checkpointing)
-              for (int64_t lbs : s.local_batch_sizes) {
-                Candidate c;
-                c.index = static_cast<int>(out.size());
-                c.tp = tp;
-                c.dp = tp > 0 && s.world_size % tp == 0 ? s.world_size / tp : 0;  // 0: tp does not divide the world
-                c.family = static_cast<int>(fam);
-                c.float8 = f8;
-                c.async_tp = async;
-                c.loss_parallel = lp;
-                c.ac = ac;
-                c.local_batch_size = lbs;
-                out.push_back(c);
-              }
+    for (int rep : s.dp_replicate)
+      for (size_t fam = 0; fam < s.families.size(); ++fam)
+        for (Float8Recipe f8 : s.float8)
+          for (bool async : s.async_tp)
+            for (bool lp : loss_parallel_values(s, s.families[fam]))
+              for (ActivationCheckpointing ac : s.activation_checkpointing)
+                for (int64_t lbs : s.local_batch_sizes) {
+                  Candidate c;
+                  c.index = static_cast<int>(out.size());
+                  c.tp = tp;
+                  // 0: tp x dp_replicate does not divide the world (tp and rep are at most 2^20: no overflow)
+                  const int64_t per_shard = static_cast<int64_t>(tp) * rep;
+                  c.dp =
+                      per_shard > 0 && s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
+                  c.dp_replicate = rep;
+                  c.family = static_cast<int>(fam);
+                  c.float8 = f8;
+                  c.async_tp = async;
+                  c.loss_parallel = lp;
+                  c.ac = ac;
+                  c.local_batch_size = lbs;
+                  out.push_back(c);
+                }
   return out;
 }
 
@@ -102,6 +108,7 @@ Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
   if (f.preset) p.framework = parse_framework(s.framework, "search.framework");
   p.tp_degree = c.tp;
   p.dp_shard = std::max(c.dp, 1);
+  p.dp_replicate = c.dp_replicate;
   p.float8 = c.float8;
   p.async_tp = c.async_tp;
   p.loss_parallel = c.loss_parallel;
@@ -111,7 +118,8 @@ Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
 }
 
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
-  return fmt::format("tp {} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}", c.tp,
+  return fmt::format("tp {}{} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}", c.tp,
+                     c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
                      s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp,
                      c.loss_parallel, to_string(c.ac), c.local_batch_size);
 }

@@ -2,9 +2,10 @@
 // The candidates of `tp-plan search`: every full plan of the config's `search:` section (plans/config.h).
 //
 // A candidate fixes everything a Plan holds: the TP degree, the plan family (a preset's module plan or a user plan
-// file's), float8 recipe, async TP, loss parallel, activation checkpointing and local batch size; dp_shard is
-// world / tp. The space is the Cartesian product of the section's lists, enumerated in a fixed order (tp, family,
-// float8, async, loss parallel, AC, local batch; the config's list order within each), so that a candidate's index
+// file's), HSDP replicate degree, float8 recipe, async TP, loss parallel, activation checkpointing and local batch
+// size; dp_shard is world / (tp x dp_replicate). The space is the Cartesian product of the section's lists,
+// enumerated in a fixed order (tp, dp_replicate, family, float8, async, loss parallel, AC, local batch; the config's
+// list order within each), so that a candidate's index
 // identifies it and ties in the ranking break the same way every run.
 //
 // Defaults when the config has no `search:` section or leaves a list out are SearchSpace's (plans/config.h), except
@@ -37,8 +38,9 @@ struct PlanFamily {
 struct Candidate {
   int index = 0;  // position in enumeration order
   int tp = 1;
-  int dp = 1;
-  int family = 0;  // into ResolvedSpace::families
+  int dp = 1;            // dp_shard = world / (tp x dp_replicate); 0 when that is not whole
+  int dp_replicate = 1;  // HSDP replicas (search.dp_replicate)
+  int family = 0;        // into ResolvedSpace::families
   Float8Recipe float8 = Float8Recipe::none;
   bool async_tp = false;
   bool loss_parallel = false;
@@ -48,6 +50,7 @@ struct Candidate {
 
 struct ResolvedSpace {
   std::vector<int> tp_degrees;
+  std::vector<int> dp_replicate = {1};
   std::vector<PlanFamily> families;
   std::vector<Float8Recipe> float8;
   std::vector<bool> async_tp;
@@ -57,9 +60,9 @@ struct ResolvedSpace {
   int64_t max_local_batch_size = 0;        // > 0: each candidate's batch is the largest that fits in 1..this
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
-  int64_t global_batch_size = 0;              // 0: no constraint (SearchSpace)
+  int64_t global_batch_size = 0;             // 0: no constraint (SearchSpace)
   double min_tokens_per_second_per_gpu = 0;  // 0: no constraint
-  double gpu_hour_price = 0;                  // USD per GPU-hour; 0: no cost reported
+  double gpu_hour_price = 0;                 // USD per GPU-hour; 0: no cost reported
   int world_size = 1;
   std::string framework = "dtensor";  // the presets' family (SearchSpace::framework)
 
@@ -74,7 +77,8 @@ ResolvedSpace resolve_space(const Config& cfg);
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);
 // The full Plan of a candidate: the family's module plan with the candidate's toggles.
 Plan candidate_plan(const ResolvedSpace& s, const Candidate& c);
-// One line: "tp 8 sequence_parallel float8=tensorwise async lp ac=selective lbs=2".
+// One line: "tp 8 sequence_parallel float8=tensorwise async_tp=true ... local_batch=2"; HSDP candidates say
+// "tp 8 dp_replicate 2 sequence_parallel ..." (the key only when dp_replicate > 1).
 std::string describe(const ResolvedSpace& s, const Candidate& c);
 
 }  // namespace tptune

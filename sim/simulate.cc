@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 
 namespace tptune {
@@ -14,10 +15,20 @@ void check_supported(const Program& p, const ClusterSpec& cluster) {
                             p.plan.source.empty() ? std::string("plan") : p.plan.source, to_string(p.plan.float8),
                             cluster.gpu.name,
                             cluster.gpu.description.empty() ? "" : " (" + cluster.gpu.description + ")"));
-  if (static_cast<int64_t>(p.tp) * p.dp > cluster.world_size())
-    throw Error(fmt::format("{}: tp {} x dp_shard {} = {} GPUs, but the cluster has {} ({} nodes x {})",
-                            p.plan.source.empty() ? std::string("plan") : p.plan.source, p.tp, p.dp, p.tp * p.dp,
-                            cluster.world_size(), cluster.nodes, cluster.gpus_per_node));
+  const std::string source = p.plan.source.empty() ? std::string("plan") : p.plan.source;
+  if (p.dp_replicate <= 1 && static_cast<int64_t>(p.tp) * p.dp > cluster.world_size())
+    throw Error(fmt::format("{}: tp {} x dp_shard {} = {} GPUs, but the cluster has {} ({} nodes x {})", source, p.tp,
+                            p.dp, static_cast<int64_t>(p.tp) * p.dp, cluster.world_size(), cluster.nodes,
+                            cluster.gpus_per_node));
+  // HSDP: the mesh [dp_replicate, dp_shard, tp] must fit the cluster (each degree is at most 2^20: checked product).
+  if (p.dp_replicate > 1) {
+    const int64_t ranks = checked_mul({p.tp, p.dp, p.dp_replicate}, "tp x dp_shard x dp_replicate");
+    if (ranks > cluster.world_size())
+      throw Error(fmt::format(
+          "{}: tp {} x dp_shard {} x dp_replicate {} = {} GPUs, but the cluster has {} ({} nodes x {}): lower "
+          "dp_shard or dp_replicate",
+          source, p.tp, p.dp, p.dp_replicate, ranks, cluster.world_size(), cluster.nodes, cluster.gpus_per_node));
+  }
 }
 
 namespace {
@@ -43,6 +54,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.plan = p.plan.family + (p.plan.source.empty() ? "" : " (" + p.plan.source + ")");
   r.tp = p.tp;
   r.dp = p.dp;
+  r.dp_replicate = p.dp_replicate;
   r.nodes = cluster.nodes;
   r.gpus_per_node = cluster.gpus_per_node;
   r.float8 = p.plan.float8;
@@ -64,6 +76,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.exposed_dp_comm_ms = tl.exposed_dp_us / 1e3;
   r.tp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::tp)] / 1e3;
   r.dp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp)] / 1e3;
+  r.dp_replicate_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp_replicate)] / 1e3;
 
   auto mean_span = [&](const char* name) {
     for (size_t s = 0; s < p.segments.size(); ++s) {

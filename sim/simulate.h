@@ -44,6 +44,7 @@ struct StepReport {
   // What was simulated.
   std::string model, gpu, plan;  // plan: family and source
   int tp = 1, dp = 1, nodes = 1, gpus_per_node = 1;
+  int dp_replicate = 1;  // HSDP replicas (dp is dp_shard)
   Float8Recipe float8 = Float8Recipe::none;
   bool async_tp = false, loss_parallel = false;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
@@ -54,6 +55,7 @@ struct StepReport {
   double mfu = 0;  // fraction (0.45 = 45%)
   double compute_ms = 0, exposed_tp_comm_ms = 0, exposed_dp_comm_ms = 0;
   double tp_comm_busy_ms = 0, dp_comm_busy_ms = 0;  // communication stream busy time (overlapped or not)
+  double dp_replicate_comm_busy_ms = 0;             // HSDP's replicate all-reduce stream
   double block_forward_ms = 0, block_backward_ms = 0;
   MemoryReport memory;
   std::vector<OpSummary> top_ops;  // by total time, longest first

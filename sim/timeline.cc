@@ -18,12 +18,23 @@ std::string_view to_string(Stream s) {
       return "tp comm";
     case Stream::dp:
       return "dp comm";
+    case Stream::dp_replicate:
+      return "dp_replicate comm";
   }
   return "?";
 }
 
 Stream stream_of(const Op& op) {
-  if (auto* c = std::get_if<CollectiveOp>(&op.kind)) return c->group == Group::dp ? Stream::dp : Stream::tp;
+  if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+    switch (c->group) {
+      case Group::tp:
+        return Stream::tp;
+      case Group::dp:
+        return Stream::dp;
+      case Group::dp_replicate:
+        return Stream::dp_replicate;
+    }
+  }
   return Stream::compute;
 }
 
@@ -37,7 +48,7 @@ int instance_layer(const Program& p, const Segment& s, int i) {
 
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {
-    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp);
+    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate);
     return collective_cost(col->kind, stored_bytes(col->bytes, col->dtype, c), g, cluster, c).time_us;
   }
   return compute_cost(op, p, cluster.gpu, c).time_us;
@@ -101,6 +112,8 @@ Wait wait_of(Stream s) {
       return Wait::tp;
     case Stream::dp:
       return Wait::dp;
+    case Stream::dp_replicate:
+      return Wait::dp_replicate;
   }
   return Wait::none;
 }
@@ -114,7 +127,9 @@ struct Resolved {
 };
 
 struct TemplateOp {
-  Stream stream = Stream::compute;
+  Stream stream = Stream::compute;  // where it is scheduled: stream_of(op), or compute for a collective that cannot
+                                    // overlap compute (CostParams::comm_overlaps_compute 0)
+  Stream label = Stream::compute;   // stream_of(op): what its time counts as (compute, or TP / DP communication)
   double duration = 0;
   const std::vector<int>* deps = nullptr;
   std::span<const TensorId> ext;  // inputs and outputs with no earlier writer in the segment
@@ -127,7 +142,7 @@ struct Slot {
 
 class Scheduler {
  public:
-  Scheduler(const Program& p, const OpCosts& costs) : p_(p), flow_(p) {
+  Scheduler(const Program& p, const OpCosts& costs, const CostParams& c) : p_(p), flow_(p) {
     const size_t ns = p.segments.size();
     if (costs.duration_us.size() != ns) throw Error("schedule: OpCosts do not match the Program");
     ops_.resize(ns);
@@ -143,7 +158,8 @@ class Scheduler {
       for (size_t j = 0; j < seg.ops.size(); ++j) {
         const Op& op = seg.ops[j];
         TemplateOp t;
-        t.stream = stream_of(op);
+        t.label = stream_of(op);
+        t.stream = c.comm_overlaps_compute ? t.label : Stream::compute;
         t.duration = costs.duration_us[s][j];
         t.deps = &op.deps;
         t.ext = flow_.outside(static_cast<int>(s), static_cast<int>(j));
@@ -151,7 +167,7 @@ class Scheduler {
         if (t.prefetched) {
           pf_[s].push_back(static_cast<int>(j));
         } else {
-          if (insert_after_[s] < 0 && t.stream == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
+          if (insert_after_[s] < 0 && t.label == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
           own_[s].push_back(static_cast<int>(j));
         }
         ops_[s].push_back(t);
@@ -164,9 +180,9 @@ class Scheduler {
   Timeline run() {
     Timeline tl;
     init(tl);
-    double free[kStreams] = {0, 0, 0};
+    double free[kStreams] = {};
     Slot first = next_instance(-1, 0);
-    if (first.seg >= 0) issue_prefetched(first, 0, free, nullptr);
+    if (first.seg >= 0) issue_prefetched(first, 0, free, &before_first_);
     for (size_t si = 0; si < p_.segments.size(); ++si) {
       const int s = static_cast<int>(si);
       SegmentTimes& st = tl.segments[si];
@@ -210,8 +226,8 @@ class Scheduler {
     if (base.back() != flat.ops.size()) throw Error("schedule_expanded: expand() has an unexpected op count");
     std::vector<OpTime> ft(flat.ops.size());
     std::vector<char> done(flat.ops.size(), 0);
-    double free[kStreams] = {0, 0, 0};
-    auto process = [&](int s, int i, int j, double bound, InstanceStats* stats, bool& first_compute) {
+    double free[kStreams] = {};
+    auto process = [&](int s, int i, int j, double bound, InstanceStats* stats, bool& first_compute, bool own) {
       const size_t idx = base[static_cast<size_t>(s)] + static_cast<size_t>(i) * ops_[static_cast<size_t>(s)].size() +
                          static_cast<size_t>(j);
       const FlatOp& f = flat.ops[idx];
@@ -234,7 +250,7 @@ class Scheduler {
         w = Wait::issue;
       }
       OpTime ot{t, t + o.duration, w};
-      if (stats) account(o, ot, free, *stats, first_compute);
+      if (stats && (own || is_serialized_comm(o))) account(o, ot, free, *stats, first_compute);
       free[static_cast<int>(o.stream)] = ot.end;
       ft[idx] = ot;
       done[idx] = 1;
@@ -248,7 +264,7 @@ class Scheduler {
     bool unused = true;
     Slot first = next_instance(-1, 0);
     if (first.seg >= 0)
-      for (int j : pf_[static_cast<size_t>(first.seg)]) process(first.seg, 0, j, 0, nullptr, unused);
+      for (int j : pf_[static_cast<size_t>(first.seg)]) process(first.seg, 0, j, 0, &before_first_, unused, false);
     for (size_t si = 0; si < p_.segments.size(); ++si) {
       const int s = static_cast<int>(si);
       SegmentTimes& st = tl.segments[si];
@@ -260,12 +276,13 @@ class Scheduler {
         auto issue = [&] {
           if (next.seg < 0) return;
           double bound = first_compute ? 0 : stats.first_compute_start;
-          for (int j : pf_[static_cast<size_t>(next.seg)]) process(next.seg, next.inst, j, bound, nullptr, unused);
+          for (int j : pf_[static_cast<size_t>(next.seg)])
+            process(next.seg, next.inst, j, bound, &stats, unused, false);
         };
         const std::vector<int>& own = own_[si];
         if (own.empty()) issue();
         for (size_t x = 0; x < own.size(); ++x) {
-          process(s, k, own[x], 0, &stats, first_compute);
+          process(s, k, own[x], 0, &stats, first_compute, true);
           if (static_cast<int>(x) == insert_after_[si]) issue();
         }
         stats.span_us = free[0] - compute_before;
@@ -285,6 +302,13 @@ class Scheduler {
                                             // prefetched ops are issued (its first compute op)
   std::vector<int> instances_;
   std::vector<SegmentTimes>* times_ = nullptr;
+  InstanceStats before_first_;  // the first segment's prefetched all-gathers, issued before any unit
+
+  // A collective scheduled on the compute stream (comm_overlaps_compute 0): charged as exposed communication to the
+  // unit that issues it, prefetched all-gathers included.
+  static bool is_serialized_comm(const TemplateOp& o) {
+    return o.stream == Stream::compute && o.label != Stream::compute;
+  }
 
   void init(Timeline& tl) {
     times_ = &tl.segments;
@@ -323,6 +347,10 @@ class Scheduler {
   void account(const TemplateOp& o, const OpTime& ot, const double* free, InstanceStats& stats,
                bool& first_compute) const {
     if (o.stream != Stream::compute) return;
+    if (o.label != Stream::compute) {  // a collective on the compute stream: the stream waits for all of it
+      (o.label == Stream::tp ? stats.exposed_tp_us : stats.exposed_dp_us) += std::max(0.0, ot.end - free[0]);
+      return;
+    }
     if (first_compute) {
       stats.first_compute_start = ot.start;
       first_compute = false;
@@ -330,7 +358,7 @@ class Scheduler {
     double gap = ot.start - free[0];
     if (gap > 0) {
       if (ot.wait == Wait::tp) stats.exposed_tp_us += gap;
-      if (ot.wait == Wait::dp || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
+      if (ot.wait == Wait::dp || ot.wait == Wait::dp_replicate || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
     }
     stats.compute_us += o.duration;
   }
@@ -386,7 +414,7 @@ class Scheduler {
       unit.held_by_outside = true;
     }
     OpTime ot{t, t + o.duration, w};
-    if (own) account(o, ot, free, unit, first_compute);
+    if (own || is_serialized_comm(o)) account(o, ot, free, unit, first_compute);
     free[static_cast<int>(o.stream)] = ot.end;
     slot(s, i, j) = ot;
   }
@@ -421,7 +449,7 @@ class Scheduler {
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
     const std::vector<int>& own = own_[static_cast<size_t>(s)];
     const Slot next = next_instance(s, u);
-    bool seen[kStreams] = {false, false, false};
+    bool seen[kStreams] = {};
     auto visit = [&](int seg, int inst, int j) {
       const int k = static_cast<int>(ops_[static_cast<size_t>(seg)][static_cast<size_t>(j)].stream);
       if (seen[k]) return;
@@ -513,7 +541,9 @@ class Scheduler {
   }
 
   void finish(Timeline& tl, const double* free) const {
-    tl.step_time_us = std::max({free[0], free[1], free[2]});
+    tl.step_time_us = *std::max_element(free, free + kStreams);
+    tl.exposed_tp_us += before_first_.exposed_tp_us;
+    tl.exposed_dp_us += before_first_.exposed_dp_us;
     for (size_t s = 0; s < tl.segments.size(); ++s) {
       const SegmentTimes& st = tl.segments[s];
       if (st.ops == 0) continue;
@@ -523,23 +553,23 @@ class Scheduler {
         tl.exposed_tp_us += x.exposed_tp_us;
         tl.exposed_dp_us += x.exposed_dp_us;
       }
-      for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.stream)] += o.duration * st.instances;
+      for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.label)] += o.duration * st.instances;
     }
     // Communication still running after the last compute op is exposed too.
     double tail = tl.step_time_us - free[0];
-    if (tail > 0) (free[2] >= free[1] ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;
+    if (tail > 0) (std::max(free[2], free[3]) >= free[1] ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;
   }
 };
 
 }  // namespace
 
-Timeline schedule(const Program& p, const OpCosts& costs, const CostParams&) {
-  Scheduler s(p, costs);
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
+  Scheduler s(p, costs, c);
   return s.run();
 }
 
-Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams&) {
-  Scheduler s(p, costs);
+Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
+  Scheduler s(p, costs, c);
   return s.run_expanded();
 }
 

@@ -3,10 +3,15 @@
 // dependencies, so that overlap is computed rather than assumed.
 //
 // Streams. Compute ops run on the compute stream in Program order. TP collectives (and async-TP p2p steps) run in
-// order on the TP communication stream, DP (FSDP) collectives in order on the DP stream, so that a collective
+// order on the TP communication stream, DP (FSDP) collectives in order on the DP stream (HSDP's replicate all-reduces
+// on a fourth, see Stream), so that a collective
 // overlaps whatever compute does not depend on it: TP collectives block only their consumers, FSDP all-gathers are
 // prefetched, gradient reduce-scatters drain behind the backward. An op starts when its stream is free and its
 // dependencies have finished.
+// On a device whose collectives cannot run while the rank computes (CostParams::comm_overlaps_compute 0: CPU ranks,
+// where MPI progresses only inside MPI calls), collectives are scheduled on the compute stream in Program order, and
+// their whole duration counts as exposed communication of their group (busy_us still counts them on their own
+// stream).
 //
 // Issue order. A stream runs its ops in the order the training loop issues them, which is Program order except for
 // FSDP prefetch: an instance's parameter all-gather (a DP all-gather with no inputs and no dependencies) is issued
@@ -38,8 +43,14 @@
 
 namespace tptune {
 
-enum class Stream : uint8_t { compute = 0, tp = 1, dp = 2 };
-constexpr int kStreams = 3;
+// dp_replicate: HSDP's gradient all-reduces. FSDP2 gives them their own stream (FSDPCommContext.lazy_init in
+// torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py: "Run the HSDP all-reduces concurrently with
+// all-gather/reduce-scatter since collectives use different network resources and can overlap in the typical
+// intra-node sharding / inter-node replication case"); each waits for its reduce-scatter (foreach_reduce:
+// all_reduce_stream.wait_stream(reduce_scatter_stream)), which is its dataflow dependency here, and the optimizer
+// waits for it. Bandwidth shared by streams that overlap is not modelled (as for TP and DP).
+enum class Stream : uint8_t { compute = 0, tp = 1, dp = 2, dp_replicate = 3 };
+constexpr int kStreams = 4;
 std::string_view to_string(Stream s);
 Stream stream_of(const Op& op);
 
@@ -54,7 +65,7 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams&
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c);
 
 // What held an op back (the last constraint to be met before it started).
-enum class Wait : uint8_t { none, stream, compute, tp, dp, issue };
+enum class Wait : uint8_t { none, stream, compute, tp, dp, issue, dp_replicate };
 
 // FSDP parameter all-gathers that the previous instance issues (see "Issue order").
 bool is_prefetched(const Op& op);
@@ -69,7 +80,7 @@ struct OpTime {
 struct InstanceStats {
   double compute_us = 0;
   double exposed_tp_us = 0;
-  double exposed_dp_us = 0;
+  double exposed_dp_us = 0;  // DP and DP-replicate (HSDP) streams
   double span_us = 0;  // compute-stream wall time: from the compute stream's free time before the instance to after it
   double first_compute_start = 0;  // when the unit issues the next instance's prefetched all-gathers
   bool held_by_outside = false;    // some op started at a value written outside the segment
@@ -100,7 +111,7 @@ struct Timeline {
   // Totals over the step (sum over all instances): compute-stream busy time and exposed communication.
   double compute_us = 0, exposed_tp_us = 0, exposed_dp_us = 0;
   // Busy time per stream over the step.
-  double busy_us[kStreams] = {0, 0, 0};
+  double busy_us[kStreams] = {};
 };
 
 // The fast schedule (see above).

@@ -20,6 +20,8 @@ std::string_view wait_name(Wait w) {
       return "dp comm";
     case Wait::issue:
       return "issued by the previous block (fsdp prefetch)";
+    case Wait::dp_replicate:
+      return "dp_replicate comm";
   }
   return "?";
 }
@@ -30,7 +32,9 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
   using nlohmann::json;
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0 (simulated)"}}}});
-  for (int s = 0; s < kStreams; ++s) {
+  // The HSDP replicate stream's track only when the Program has one (traces of other plans stay as they were).
+  const int streams = p.dp_replicate > 1 ? kStreams : static_cast<int>(Stream::dp) + 1;
+  for (int s = 0; s < streams; ++s) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", 0},

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 #include "plans/limits.h"
 #include "plans/yaml_util.h"
@@ -20,7 +21,12 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   cmd->add_option("--framework", o.framework,
                   "dtensor (parallelize_module, the default) | torchtitan-0.3 (its sharding configs)");
   cmd->add_option("--tp", o.tp, "tensor-parallel degree");
-  if (with_dp_shard) cmd->add_option("--dp-shard", o.dp_shard, "data-parallel (FSDP) degree; default world/tp");
+  if (with_dp_shard) {
+    cmd->add_option("--dp-shard", o.dp_shard, "data-parallel (FSDP) degree; default world/(tp x dp-replicate)");
+    cmd->add_option(
+        "--dp-replicate", o.dp_replicate,
+        "HSDP replicas of the dp-shard-sharded model (torchtitan data_parallel_replicate_degree); default 1");
+  }
   cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
   cmd->add_option("--local-batch-size", o.local_batch_size, "sequences per data-parallel rank");
@@ -48,6 +54,7 @@ void check_option(const char* name, const std::optional<T>& v, limits::IntRange 
 Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   check_option("--tp", o.tp, limits::degree);
   check_option("--dp-shard", o.dp_shard, limits::degree);
+  check_option("--dp-replicate", o.dp_replicate, limits::degree);
   check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
   const std::string from_config = fmt::format("config {}", cfg.path);
   Plan plan;
@@ -111,14 +118,27 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
       throw Error("--no-loss-parallel: torchtitan 0.3 always runs the vocab-parallel loss under TP (no switch)");
     plan.loss_parallel = false, option("loss_parallel", "--no-loss-parallel");
   }
+  if (o.dp_replicate) plan.dp_replicate = *o.dp_replicate, option("dp_replicate", "--dp-replicate");
   if (o.dp_shard) plan.dp_shard = *o.dp_shard, option("dp_shard", "--dp-shard");
   if (plan.dp_shard <= 0) {
-    int world = cfg.cluster.world_size();
-    if (world % plan.tp_degree != 0)
-      throw Error(fmt::format("--tp {}: does not divide the cluster's {} GPUs ({} nodes x {})", plan.tp_degree, world,
-                              cfg.cluster.nodes, cfg.cluster.gpus_per_node));
-    plan.dp_shard = world / plan.tp_degree;
-    plan.provenance["dp_shard"] = "world size / tp";
+    const int64_t world = cfg.cluster.world_size();
+    if (plan.dp_replicate <= 1) {
+      if (world % plan.tp_degree != 0)
+        throw Error(fmt::format("--tp {}: does not divide the cluster's {} GPUs ({} nodes x {})", plan.tp_degree, world,
+                                cfg.cluster.nodes, cfg.cluster.gpus_per_node));
+      plan.dp_shard = static_cast<int>(world / plan.tp_degree);
+      plan.provenance["dp_shard"] = "world size / tp";
+    } else {
+      // Both degrees are at most 2^20 (checked above or when the plan file was read): the product fits int64.
+      const int64_t per_shard = checked_mul(plan.tp_degree, plan.dp_replicate, "tp x dp_replicate");
+      if (world % per_shard != 0)
+        throw Error(fmt::format(
+            "tp {} x dp_replicate {} = {}: does not divide the cluster's {} GPUs ({} nodes x {}), "
+            "so dp_shard = world / (tp x dp_replicate) is not whole",
+            plan.tp_degree, plan.dp_replicate, per_shard, world, cfg.cluster.nodes, cfg.cluster.gpus_per_node));
+      plan.dp_shard = static_cast<int>(world / per_shard);
+      plan.provenance["dp_shard"] = "world size / (tp x dp_replicate)";
+    }
   }
   if (cfg.training.compile) plan.provenance["compile"] = from_config;
   if (o.compile) cfg.training.compile = true, option("compile", "--compile");
@@ -140,6 +160,8 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
   row("framework", std::string(to_string(plan.framework)), src("framework", dflt));
   row("tp_degree", std::to_string(plan.tp_degree), src("tp_degree", dflt));
   row("dp_shard", std::to_string(plan.dp_shard), src("dp_shard", dflt));
+  if (plan.dp_replicate != 1 || plan.provenance.count("dp_replicate"))
+    row("dp_replicate", std::to_string(plan.dp_replicate), src("dp_replicate", dflt));
   row("local_batch_size", std::to_string(plan.local_batch_size), src("local_batch_size", dflt));
   row("activation_checkpointing", std::string(to_string(plan.activation_checkpointing)),
       src("activation_checkpointing", dflt));

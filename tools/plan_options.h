@@ -1,13 +1,14 @@
 #pragma once
 // The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
 //   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard
-//   N]
+//   N] [--dp-replicate N]
 //   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
 //   [--ac none|selective|full] [--local-batch-size N] [--loss-chunks N] [--compile | --no-compile]
 // Precedence, for every value: an option, else what the plan file states, else the config (activation
 // checkpointing, local batch size, compile), else the default of a preset: tp the cluster's gpus_per_node (tp-run:
-// the MPI world size), dp_shard world_size / tp, loss parallel on for sequence_parallel (torchtitan's default) and
-// off for vanilla (always on for torchtitan-0.3). Plan::provenance records where each value came from.
+// the MPI world size), dp_replicate 1, dp_shard world_size / (tp x dp_replicate), loss parallel on for
+// sequence_parallel (torchtitan's default) and off for vanilla (always on for torchtitan-0.3). Plan::provenance records
+// where each value came from.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,7 +24,7 @@ struct PlanOptions {
   std::string hf_config;  // --hf-config: a transformers config.json replacing the config's model section
   std::string preset;
   std::string plan_file;
-  std::optional<int> tp, dp_shard;
+  std::optional<int> tp, dp_shard, dp_replicate;
   std::optional<std::string> float8, ac;
   std::optional<int64_t> local_batch_size;
   std::optional<std::string> framework;

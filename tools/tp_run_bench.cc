@@ -51,6 +51,7 @@ int run_bench(const World& w, BenchArgs& a) {
             Config cfg = load_config(a.plan.config);
             if (!a.plan.tp) a.plan.tp = w.size;
             a.plan.dp_shard = 1;
+            a.plan.dp_replicate = 1;  // GEMM shapes of one replica (HSDP adds no GEMMs)
             shapes = program_gemm_shapes(lower(cfg.model, cfg.training, resolve_plan(cfg, a.plan)));
           }
           if (!a.no_grid)

@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "plans/error.h"
+#include "plans/limits.h"
 #include "plans/lower.h"
 #include "plans/shrink.h"
 #include "plans/yaml_util.h"
@@ -164,6 +166,11 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   RunSetup s;
   s.config = load_config(o.config, o.hf_config);
   const bool asked_dp = o.dp_shard.has_value() && *o.dp_shard != 1;
+  // --dp-replicate is noted and dropped below; out of its range resolve_plan() names it, otherwise it must not make
+  // the default dp_shard (world / (tp x dp_replicate)) fail for a value tp-run does not use.
+  const std::optional<int> asked_replicate_value = o.dp_replicate;
+  if (o.dp_replicate && *o.dp_replicate >= limits::degree.lo && *o.dp_replicate <= limits::degree.hi)
+    o.dp_replicate.reset();
   // A preset, or a plan file that states no tp_degree, runs at the world size unless told otherwise.
   s.plan = resolve_plan(s.config, o, w.size);
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
@@ -172,6 +179,13 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                     "process per TP rank)",
                     s.plan.dp_shard));
   s.plan.dp_shard = 1;
+  const int replicate = asked_replicate_value.value_or(s.plan.dp_replicate);
+  if (replicate != 1)
+    s.notes.push_back(
+        fmt::format("note: dp_replicate {} forced to 1: tp-run runs one data-parallel replica (one MPI "
+                    "process per TP rank; HSDP's replicate all-reduces are simulated only)",
+                    replicate));
+  s.plan.dp_replicate = 1;
   if (w.size == 1 && w.launch.size > 1)
     throw Error(fmt::format(
         "{} started {} processes but MPI sees a world of 1 (this is one of {} singletons): tp-run's MPI library "

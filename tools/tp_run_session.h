@@ -57,15 +57,16 @@ void print0(const World& w, const std::string& text);
 
 struct RunSetup {
   Config config;
-  Plan plan;                       // tp = world size, dp_shard 1
+  Plan plan;                       // tp = world size, dp_shard 1, dp_replicate 1
   Program sharded;                 // lower(plan)
   Program reference;               // lower(plan at tp 1); built only when asked
   std::vector<std::string> notes;  // things the user should know (printed by rank 0)
 };
 
-// Loads the config, resolves the plan (a preset's tp defaults to the world size), forces dp_shard to 1, checks
-// tp == world size, refuses what the CPU runtime cannot run, lowers. Throws tptune::Error.
-// `shrink`: run a scaled-down model of the same architecture instead (plans/shrink.h); a note lists what shrank.
+// Loads the config, resolves the plan (a preset's tp defaults to the world size), forces dp_shard and dp_replicate
+// to 1 (one replica; a note says so), checks tp == world size, refuses what the CPU runtime cannot run, lowers. Throws
+// tptune::Error. `shrink`: run a scaled-down model of the same architecture instead (plans/shrink.h); a note lists what
+// shrank.
 RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command,
                     bool shrink = false);
 

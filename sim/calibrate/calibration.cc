@@ -120,7 +120,9 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
     for (size_t i = 0; i < cs.size(); ++i) {
       const YAML::Node e = cs[i];
       const std::string key = fmt::format("collectives[{}]", i);
-      d.keys(e, key, {"collective", "ranks", "alpha_us", "busbw_GBps", "samples", "median_rel_error", "max_rel_error"});
+      d.keys(
+          e, key,
+          {"collective", "ranks", "alpha_us", "busbw_GBps", "points", "samples", "median_rel_error", "max_rel_error"});
       for (const char* req : {"collective", "ranks", "alpha_us", "busbw_GBps"})
         if (!e[req]) d.fail(e, key + "." + req, "missing");
       FittedCollective f;
@@ -136,6 +138,23 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
       if (!(f.curve.busbw_GBps > 0) || f.curve.busbw_GBps > 1e6)
         d.fail(e["busbw_GBps"], key + ".busbw_GBps",
                fmt::format("expected a positive number up to 1e6, got {}", f.curve.busbw_GBps));
+      if (const YAML::Node pts = e["points"]) {
+        const std::string pk = key + ".points";
+        if (!pts.IsSequence()) d.fail(pts, pk, "expected a list of [bytes, us] pairs, got " + Doc::shown(pts));
+        for (size_t j = 0; j < pts.size(); ++j) {
+          const std::string w = fmt::format("{}[{}]", pk, j);
+          if (!pts[j].IsSequence() || pts[j].size() != 2)
+            d.fail(pts[j], w, "expected a [bytes, us] pair, got " + Doc::shown(pts[j]));
+          const double bytes = d.number(pts[j][0], w + "[0]"), us = d.number(pts[j][1], w + "[1]");
+          if (!(bytes >= 1 && bytes <= 1e15) || (!f.curve.points.empty() && bytes <= f.curve.points.back()[0]))
+            d.fail(pts[j][0], w + "[0]",
+                   fmt::format("expected a size in bytes from 1 to 1e15, larger than the previous point's, got {}",
+                               bytes));
+          if (!(us >= 0 && us <= 1e9))
+            d.fail(pts[j][1], w + "[1]", fmt::format("expected a time of 0 .. 1e9 us, got {}", us));
+          f.curve.points.push_back({bytes, us});
+        }
+      }
       f.residual = read_residual(d, e, key, {fmt::format("{}@{}", to_string(f.curve.kind), f.curve.ranks), 0, 0, 0});
       c.collectives.push_back(f);
     }
@@ -184,6 +203,11 @@ std::string calibration_yaml(const Calibration& c) {
     y << YAML::Key << "ranks" << YAML::Value << f.curve.ranks;
     y << YAML::Key << "alpha_us" << YAML::Value << f.curve.alpha_us;
     y << YAML::Key << "busbw_GBps" << YAML::Value << f.curve.busbw_GBps;
+    if (!f.curve.points.empty()) {
+      y << YAML::Key << "points" << YAML::Value << YAML::BeginSeq;
+      for (const auto& p : f.curve.points) y << YAML::Flow << YAML::BeginSeq << p[0] << p[1] << YAML::EndSeq;
+      y << YAML::EndSeq;
+    }
     y << YAML::Key << "samples" << YAML::Value << f.residual.samples;
     y << YAML::Key << "median_rel_error" << YAML::Value << f.residual.median_rel_error;
     y << YAML::Key << "max_rel_error" << YAML::Value << f.residual.max_rel_error;

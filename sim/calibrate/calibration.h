@@ -11,8 +11,8 @@
 //   params:                           # CostParams fields (sim/cost_param_fields.h), each with its op class
 //     gemm_fp32_efficiency: {value: 0.52, default: 0.6, class: gemm}
 //   collectives:                      # measured alpha-beta per collective and group size (CostParams)
-//     - {collective: all_reduce, ranks: 2, alpha_us: 6.1, busbw_GBps: 2.9, samples: 14,
-//        median_rel_error: 0.04, max_rel_error: 0.21}
+//     - {collective: all_reduce, ranks: 2, alpha_us: 6.1, busbw_GBps: 2.9, points: [[8, 4.1], [16, 4.3], ...],
+//        samples: 14, median_rel_error: 0.04, max_rel_error: 0.21}   # points: optional, MeasuredCollective
 //   classes:                          # the fit's residuals per op class
 //     - {class: gemm, samples: 96, median_rel_error: 0.05, max_rel_error: 0.3}
 // Only `format`, `version`, `device` are required; `params` and `collectives` are what apply_calibration uses, the

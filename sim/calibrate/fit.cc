@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "plans/error.h"
 #include "sim/comm_cost.h"
@@ -19,10 +20,8 @@ namespace tptune {
 ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c, Timing timing) {
   GpuSpec d = device;
   double share = m.ranks > 1 ? c.concurrent_rank_rate : 1.0;
-  const auto cores = m.environment.find("cores");
-  if (timing == Timing::overlapped && cores != m.environment.end() && cores->is_number_integer() &&
-      cores->get<int>() > 0 && cores->get<int>() < m.ranks)
-    share *= static_cast<double>(cores->get<int>()) / m.ranks;
+  if (timing == Timing::overlapped && oversubscribed(m))
+    share *= m.environment["cores"].get<int>() * c.oversubscribed_efficiency / m.ranks;
   if (share != 1.0)
     for (double* f : {&d.bf16_tflops, &d.fp16_tflops, &d.fp8_tflops, &d.fp32_tflops, &d.hbm_bandwidth_GBps})
       *f *= share;
@@ -92,6 +91,9 @@ std::vector<double> bounded_least_squares(const std::vector<std::vector<double>>
 }
 
 namespace {
+
+// The largest efficiency a fit may give (sim/cost_param_fields.cc: a device spec whose peak is low).
+constexpr double kMaxEfficiency = 4.0;
 
 enum class OpClass { gemm, attention, memory_bound, collective };
 
@@ -236,7 +238,8 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
       p.add(f, s.op->time_us);
     }
     std::vector<bool> used = used_columns(p, 5);
-    std::vector<double> lo{1 / 1.5, 1 / 1.5, 1 / 1.5, 0, 1 / 1.5}, hi{1e4, 1e4, 1e4, 1e4, 1e4};
+    std::vector<double> lo{1 / kMaxEfficiency, 1 / kMaxEfficiency, 1 / kMaxEfficiency, 0, 1 / kMaxEfficiency},
+        hi{1e4, 1e4, 1e4, 1e4, 1e4};
     if (!used[4]) lo[4] = hi[4] = 1.0;
     for (size_t j = 0; j < 3; ++j)
       if (!used[j]) lo[j] = hi[j] = 1.0;
@@ -289,7 +292,7 @@ void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostPa
   }
   const bool scores = head_dims.size() >= 2;
   std::vector<bool> used = used_columns(p, 5);
-  std::vector<double> lo{1 / 1.5, 1 / 1.5, 0, 0, 0}, hi{1e5, 1e5, 1e6, 1e6, 1e4};
+  std::vector<double> lo{1 / kMaxEfficiency, 1 / kMaxEfficiency, 0, 0, 0}, hi{1e5, 1e5, 1e6, 1e6, 1e4};
   for (size_t j = 0; j < 2; ++j)
     if (!used[j]) lo[j] = hi[j] = 1.0;
   for (size_t j = 2; j < 4; ++j)
@@ -363,7 +366,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
     p.add(f, s.op->time_us);
   }
   std::vector<bool> used = used_columns(p, n_mem_cols);
-  std::vector<double> lo(n_mem_cols, 1 / 1.5), hi(n_mem_cols, 1e6);
+  std::vector<double> lo(n_mem_cols, 1 / kMaxEfficiency), hi(n_mem_cols, 1e6);
   lo[ovh] = lo[ovh_adam] = 0;
   hi[ovh] = hi[ovh_adam] = 1e4;
   for (size_t j = 0; j < n_mem_cols; ++j)
@@ -400,7 +403,15 @@ void fit_collectives(const std::vector<Sample>& ss, CostParams& fit, Calibration
     for (const auto& s : g) p.add({1.0, static_cast<double>(s.op->bytes) * bus_factor(kind, n) * 1e-3}, s.op->time_us);
     std::vector<double> x = robust_solve(p, {0, 1e-4}, {1e4, 1e4});
     FittedCollective f;
-    f.curve = {kind, n, x[0], 1 / x[1]};
+    f.curve = {kind, n, x[0], 1 / x[1], {}};
+    // The measured curve itself: the median time at each size (the alpha-beta line stays for larger sizes).
+    std::map<int64_t, std::vector<double>> by_size;
+    for (const auto& s : g) by_size[s.op->bytes].push_back(s.op->time_us);
+    for (auto& [bytes, ts] : by_size) {
+      std::sort(ts.begin(), ts.end());
+      const size_t k = ts.size();
+      f.curve.points.push_back({static_cast<double>(bytes), k % 2 ? ts[k / 2] : 0.5 * (ts[k / 2 - 1] + ts[k / 2])});
+    }
     CostParams c = fit;
     c.measured_collectives = {f.curve};
     f.residual = residual_of(fmt::format("{}@{}", to_string(kind), n), g, c);
@@ -444,7 +455,7 @@ void fit_concurrency(const std::vector<Measurements>& ms, const GpuSpec& device,
       const double x = model_time_us(*r.op, *r.m, r.cl, c);
       p.add({r.m->ranks > 1 ? 0 : x, r.m->ranks > 1 ? x : 0, 1.0}, r.op->time_us);
     }
-    std::vector<double> x = robust_solve(p, {1 / 1.5, 1 / 1.5, 0}, {1e4, 1e4, 1e4});
+    std::vector<double> x = robust_solve(p, {1 / kMaxEfficiency, 1 / kMaxEfficiency, 0}, {1e4, 1e4, 1e4});
     const double ssr = capped_ssr(p, x);
     if (ssr < best_ssr) {
       best_ssr = ssr;
@@ -453,6 +464,41 @@ void fit_concurrency(const std::vector<Measurements>& ms, const GpuSpec& device,
   }
   // Time multipliers: 1 / eff alone and 1 / (eff x rate) together.
   put(cal, base, fit, "concurrent_rank_rate", best_x[0] / best_x[1], "gemm");
+}
+
+// oversubscribed_efficiency (fit.h): the sweep of a gemm bench at more ranks than cores against the sweep of the same
+// shapes at no more ranks than cores. Modelled, a sweep of W at full rate takes W / share: share = 1 alone,
+// concurrent_rank_rate with company, times cores / ranks x the efficiency when oversubscribed, so
+//   efficiency = (sweep_ref / sweep_over) x share_ref x ranks / (concurrent_rank_rate x cores).
+// With several oversubscribed sweeps, the median; a reference alone (ranks 1) is preferred to one with company. A
+// sweep under 10 ms is not used: ranks take turns in scheduler slices of a few ms, and a shorter sweep runs in one
+// (measured here: 0.3 ms of GEMMs at 4 ranks on 2 cores in the time of 1 rank alone).
+void fit_oversubscription(const std::vector<Measurements>& ms, const CostParams& base, CostParams& fit,
+                          Calibration& cal) {
+  auto shapes = [](const Measurements& m) {
+    std::vector<std::tuple<int64_t, int64_t, int64_t, DType>> v;
+    for (const auto& o : m.ops) v.emplace_back(o.gemm.m, o.gemm.n, o.gemm.k, o.gemm.a_dtype);
+    return v;
+  };
+  auto is_sweep = [](const Measurements& m) {
+    return m.format == "tptune-bench" && m.sweep_us > 0 && !m.ops.empty() &&
+           m.ops.front().source == MeasuredOp::Source::gemm;
+  };
+  std::vector<double> effs;
+  for (const auto& over : ms) {
+    if (!is_sweep(over) || !oversubscribed(over) || over.sweep_us < 1e4) continue;
+    const Measurements* ref = nullptr;
+    for (const auto& m : ms)
+      if (is_sweep(m) && !oversubscribed(m) && shapes(m) == shapes(over) && (!ref || m.ranks < ref->ranks)) ref = &m;
+    if (!ref) continue;
+    const double share_ref = ref->ranks > 1 ? fit.concurrent_rank_rate : 1.0;
+    const int cores = over.environment["cores"].get<int>();
+    effs.push_back(ref->sweep_us / over.sweep_us * share_ref * over.ranks / (fit.concurrent_rank_rate * cores));
+  }
+  if (effs.empty()) return;
+  std::sort(effs.begin(), effs.end());
+  const size_t n = effs.size();
+  put(cal, base, fit, "oversubscribed_efficiency", n % 2 ? effs[n / 2] : 0.5 * (effs[n / 2 - 1] + effs[n / 2]), "gemm");
 }
 
 }  // namespace
@@ -476,10 +522,18 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   const CostParams base = device_cost_params(device);
   CostParams fit = base;
   fit_concurrency(ms, device, base, fit, cal);
+  fit_oversubscription(ms, base, fit, cal);
   for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m, fit, Timing::serialized));
-  for (size_t i = 0; i < ms.size(); ++i)
+  for (size_t i = 0; i < ms.size(); ++i) {
+    // A GEMM or copy timed alone between barriers while more ranks than cores take turns measures the scheduler
+    // (which rank got a core first), not the op: such benches inform the oversubscribed sweep only. Collectives stay:
+    // a step's collectives at that many ranks pay the same turns.
+    const bool compute_bench = ms[i].format == "tptune-bench" && !ms[i].ops.empty() &&
+                               ms[i].ops.front().source != MeasuredOp::Source::collective;
+    if (compute_bench && oversubscribed(ms[i])) continue;
     for (const auto& o : ms[i].ops)
       if (o.time_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
+  }
   fit_gemm(by_class[OpClass::gemm], tie, base, fit, cal);
   fit_attention(by_class[OpClass::attention], base, fit, cal);
   fit_memory(by_class[OpClass::memory_bound], base, fit, cal);

@@ -19,14 +19,19 @@
 //                      + f_adam x_adam + x_emb_bwd / e_emb) / eff   (copy/add benches: a level of their own, which
 //                                                              anchors eff only without profiles)
 //                     + overhead (+ optimizer_overhead for AdamW instead)
-//   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes
+//   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes; the curve
+//                                                              also keeps the median time at each measured size
+//                                                              (MeasuredCollective::points: interpolated between them,
+//                                                              the line beyond the largest)
 // Before these, concurrent_rank_rate (CostParams) from the GEMMs of the profiles: the median of measured / modelled
 // time of single-rank runs over that of multi-rank runs (>= 5 GEMM samples of each; else the device's value stays),
-// so that the per-class fits below see each run at the rate its ranks had.
+// so that the per-class fits below see each run at the rate its ranks had. Then oversubscribed_efficiency from the
+// sweep (runtime/bench.h) of a gemm bench at more ranks than cores against the same shapes' sweep at no more; the
+// per-op rows of such a bench (GEMMs and copies timed alone while ranks take turns) are not fitted.
 // Rows are weighted by 1/t_i (relative error, so that small and large ops count alike). Robust to stalls of a
 // shared machine: after one solve, rows whose relative residual exceeds max(50%, 4 x the median) are dropped and
 // the rest solved again (the residuals reported still cover every sample). Bounds: efficiencies in
-// (1e-4, 1.5], traffic factors [0.01, 100], overheads and alpha in [0, 1e4] us, busbw in [1e-4, 1e4] GB/s; a
+// (1e-4, 4], traffic factors [0.01, 100], overheads and alpha in [0, 1e4] us, busbw in [1e-4, 1e4] GB/s; a
 // coefficient that leaves its bound is fixed at the bound and the rest re-solved (active set). The residuals are
 // then recomputed with the full model (max with the memory-bound branch included): median and max relative error
 // per class. Classes without samples leave their parameters at the defaults.
@@ -54,9 +59,10 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
 // The cluster a measurement ran on: one node of `ranks` devices. With more than one rank, each rank's compute and
 // memory rates are c.concurrent_rank_rate of the device's (ranks sharing a machine). When the environment says the
 // ranks outnumbered the machine's cores ("cores" < "ranks", CPU ranks oversubscribed), an overlapped step also gets
-// cores/ranks of them (the ranks take turns on the cores); an op timed alone (`serialized`, the profile's per-op
-// times) does not: it runs in one scheduler slice, and the turns the other ranks take land in the next collective's
-// wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured.
+// cores/ranks x c.oversubscribed_efficiency of them (the ranks take turns on the cores); an op timed alone
+// (`serialized`, the profile's per-op times) does not: it runs in one scheduler slice, and the turns the other ranks
+// take land in the next collective's wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate).
+// Collectives are what they measured.
 enum class Timing { overlapped, serialized };
 ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c,
                                 Timing timing = Timing::overlapped);

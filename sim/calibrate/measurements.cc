@@ -106,7 +106,7 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
     if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
       o.collective = c->kind;
       o.bytes = c->bytes;
-      o.group_size = c->group == Group::tp ? p.tp : p.dp;
+      o.group_size = c->group == Group::tp ? p.tp : c->group == Group::dp ? p.dp : p.dp_replicate;
     }
     o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
     m.ops.push_back(std::move(o));
@@ -147,9 +147,21 @@ void load_bench(const Reader& r, const json& j, Measurements& m) {
     }
     m.ops.push_back(std::move(o));
   }
+  if (bench == "gemm" && j.contains("sweep")) {
+    const json& sw = j["sweep"];
+    if (r.integer(sw, "sweep", "gemms") != static_cast<int64_t>(results.size()))
+      r.fail("sweep.gemms", fmt::format("expected {} (one per result)", results.size()));
+    m.sweep_us = r.number(r.field(sw, "sweep", "time_us"), "sweep.time_us", r.stat);
+  }
 }
 
 }  // namespace
+
+bool oversubscribed(const Measurements& m) {
+  const auto cores = m.environment.find("cores");
+  return cores != m.environment.end() && cores->is_number_integer() && cores->get<int>() > 0 &&
+         cores->get<int>() < m.ranks;
+}
 
 std::string environment_key(const json& env) {
   std::string libs;

@@ -42,7 +42,12 @@ struct Measurements {
   std::optional<Program> program;  // profiles
   std::vector<MeasuredOp> ops;
   double step_wall_us = 0;  // profiles: the overlapped step's statistic (0 when absent)
+  // gemm benches: the sweep's statistic, every op's shape once, back to back (runtime/bench.h; 0 when absent)
+  double sweep_us = 0;
 };
+
+// The environment says the ranks outnumbered the machine's cores ("cores" < "ranks": CPU ranks taking turns).
+bool oversubscribed(const Measurements& m);
 
 // `statistic` picks which summary of each record's samples is the measured time: "median" (the default) or "min"
 // (the least-disturbed run, for a machine shared with other work); the step wall time likewise.

@@ -80,6 +80,7 @@ CheckBaseline baseline_from_report(const StepReport& r) {
              {"activation_checkpointing", std::string(to_string(r.activation_checkpointing))},
              {"local_batch_size", std::to_string(r.local_batch_size)},
              {"seq_len", std::to_string(r.seq_len)}};
+  if (r.dp_replicate > 1) b.setup["dp_replicate"] = std::to_string(r.dp_replicate);  // HSDP runs only
   b.step_time_ms = r.step_time_ms;
   b.tokens_per_second_per_gpu = r.tokens_per_second_per_gpu;
   const MemoryReport& m = r.memory;

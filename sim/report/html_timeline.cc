@@ -1,5 +1,6 @@
-// One block's forward and backward on the three streams, for the HTML report (html_report.h). The times are the
-// Timeline's (sim/timeline.h), the same OpTime::start and OpCosts durations chrome_trace() writes.
+// One block's forward and backward on the three streams (four with HSDP's replicate all-reduces), for the HTML report
+// (html_report.h). The times are the Timeline's (sim/timeline.h), the same OpTime::start and OpCosts durations
+// chrome_trace() writes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,7 +16,8 @@ namespace tptune {
 namespace {
 
 std::string op_colour(const Op& op) {
-  if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) return c->group == Group::dp ? "#e15759" : "#f28e2b";
+  if (const auto* c = std::get_if<CollectiveOp>(&op.kind))
+    return c->group == Group::dp ? "#e15759" : c->group == Group::dp_replicate ? "#9c755f" : "#f28e2b";
   if (std::holds_alternative<GemmOp>(op.kind)) return op.phase == Phase::recompute ? "#a0cbe8" : "#4e79a7";
   if (std::holds_alternative<AttentionOp>(op.kind)) return op.phase == Phase::recompute ? "#8cd17d" : "#59a14f";
   if (std::holds_alternative<CastFp8Op>(op.kind)) return "#b07aa1";
@@ -69,7 +71,8 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     span = std::max(span, pn.span);
   }
   constexpr double W = 820, L = 120, R = 800, lane = 26, gap = 64;
-  const double panel_h = 3 * lane;
+  const int lanes_n = p.dp_replicate > 1 ? kStreams : 3;  // the replicate lane only for HSDP plans
+  const double panel_h = lanes_n * lane;
   const double H = 20 + 2 * (panel_h + gap) + 20;
   double lo = 0, hi = span / 1000.0;  // ms
   const auto ticks = svg::nice_ticks(lo, hi, 8);
@@ -80,12 +83,12 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     s.text(L, y - 8,
            fmt::format("{} of layer {}: {:.2f} ms on the compute stream", pn.title, pn.layer, pn.compute_span / 1000.0),
            "start", "label");
-    const char* lanes[] = {"compute", "TP comm", "DP comm"};
-    for (int k = 0; k < 3; ++k) {
+    const char* lanes[] = {"compute", "TP comm", "DP comm", "DP replicate"};
+    for (int k = 0; k < lanes_n; ++k) {
       s.rect(L, y + k * lane, R - L, lane - 4, k % 2 ? "#f4f4f4" : "#fafafa");
       s.text(L - 8, y + k * lane + 16, lanes[k], "end", "small");
     }
-    int done_before[3] = {0, 0, 0};  // prefetched ops that finished before the block started
+    int done_before[kStreams] = {};  // prefetched ops that finished before the block started
     for (const Box& b : pn.boxes) {
       const int k = static_cast<int>(stream_of(*b.op));
       if (b.prefetched && b.start + b.dur <= pn.t0) {
@@ -107,7 +110,7 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
       if (x1 - x0 > 6.0 * static_cast<double>(name.size()) + 4)
         s.text((x0 + x1) / 2, y + k * lane + 15, name, "middle", "tiny");
     }
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < lanes_n; ++k)
       if (done_before[k] > 0)
         s.text(L + 6, y + k * lane + 15,
                fmt::format("{} op{} prefetched by the previous block, done before this one starts", done_before[k],

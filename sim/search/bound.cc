@@ -11,10 +11,10 @@ constexpr double kMargin = 1e-9;
 }  // namespace
 
 double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
-  double busy[kStreams] = {0, 0, 0};
+  double busy[kStreams] = {};
   for (size_t s = 0; s < p.segments.size(); ++s) {
     const Segment& seg = p.segments[s];
-    double per_instance[kStreams] = {0, 0, 0};
+    double per_instance[kStreams] = {};
     for (size_t j = 0; j < seg.ops.size(); ++j)
       per_instance[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
     // Instances as expand() (plans/program.cc) and the schedule count them: n_layers for block segments, else 1.
@@ -22,7 +22,7 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
     const double instances = per_layer ? static_cast<double>(p.model.n_layers) : 1.0;
     for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
   }
-  return std::max({busy[0], busy[1], busy[2]}) * (1 - kMargin);
+  return *std::max_element(busy, busy + kStreams) * (1 - kMargin);
 }
 
 double tokens_per_second_upper_bound(const Program& p, double step_time_lower_bound_us) {

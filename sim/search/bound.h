@@ -2,11 +2,11 @@
 // Branch-and-bound for `tp-plan search`: a lower bound on a candidate's step time from its op costs alone, checked
 // before the schedule (the timeline, then the report), and the best-so-far it is compared with.
 //
-// The bound. schedule() (sim/timeline.h) puts every op on one of three streams (compute, TP, DP) and starts it no
-// earlier than its stream is free and no earlier than 0: `start >= free[stream]`, `end = start + duration`,
-// `free[stream] = end` (Scheduler::run_expanded, and the fast path, which equals it). So each stream's free time
-// after its last op is at least the sum of its ops' durations (instances x per-instance sum for block segments), and
-// step_time_us = max(free[compute], free[tp], free[dp]) >= max over streams of that sum =: step_time_lower_bound_us.
+// The bound. schedule() (sim/timeline.h) puts every op on one of four streams (compute, TP, DP, DP replicate) and
+// starts it no earlier than its stream is free and no earlier than 0: `start >= free[stream]`, `end = start +
+// duration`, `free[stream] = end` (Scheduler::run_expanded, and the fast path, which equals it). So each stream's free
+// time after its last op is at least the sum of its ops' durations (instances x per-instance sum for block segments),
+// and step_time_us = max over streams of free[stream] >= max over streams of that sum =: step_time_lower_bound_us.
 // make_report() (sim/simulate.cc) gives tokens/s per GPU = tokens_per_rank / (tp * step_time_us * 1e-6), decreasing
 // in the step time, so tokens_per_rank / (tp * bound) is an upper bound on the candidate's tokens/s. Both are computed
 // with a relative margin of 1e-9 (far above the rounding of the sums) so that the floating-point results keep the

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "plans/config.h"
+#include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
 #include "runtime/cpu/cpu_backend.h"
@@ -122,4 +123,20 @@ TEST_CASE("the optimizer runs only when asked", "[runtime][executor]") {
   CHECK(w_skip != w_run);
   run.step();
   CHECK(run.loss() < skip.loss());  // one AdamW step on the same batch lowers its loss
+}
+
+TEST_CASE("the executor refuses an HSDP Program: the runtime runs one data-parallel replica", "[runtime][executor]") {
+  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
+  Plan base;
+  base.tp_degree = 1;
+  base.dp_shard = 2;
+  base.dp_replicate = 2;
+  base.local_batch_size = cfg.training.local_batch_size;
+  CpuBackend be;
+  try {
+    Executor ex(lower(cfg.model, cfg.training, preset_plan("vanilla", base)), be, {false, {}});
+    FAIL("expected the executor to refuse dp_replicate 2");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("dp_replicate 2 (HSDP)") != std::string::npos);
+  }
 }

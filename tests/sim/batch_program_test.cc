@@ -140,6 +140,25 @@ TEST_CASE("batch program: at(b) is lower(b), GPT on A100s (layernorm, gelu) and 
   CHECK(check_space(tt, {3, 4}) > 0);
 }
 
+TEST_CASE("batch program: at(b) is lower(b) on HSDP spaces (dp_replicate > 1, torchtitan 0.3 at dp_shard 1)",
+          "[search][batch][hsdp]") {
+  // 8B on 4 nodes x 8: dp_replicate 2 and 4 beside 1; and torchtitan 0.3, whose dp_shard 1 x dp_replicate 32 is
+  // FSDP2's replicate path (all-reduces without reduce-scatters).
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  cfg.cluster.nodes = 4;
+  cfg.search.dp_replicate = {1, 2, 4};
+  cfg.search.float8 = {Float8Recipe::none, Float8Recipe::tensorwise};
+  CHECK(check_space(cfg, {1, 3, 4}) > 50);
+  Config tt = load_config(example("llama3-8b-h100.yaml"));
+  tt.cluster.nodes = 4;
+  tt.search.framework = "torchtitan-0.3";
+  tt.search.float8 = {Float8Recipe::none};
+  tt.search.loss_parallel = {true};
+  tt.search.tp_degrees = {1, 8};
+  tt.search.dp_replicate = {4, 32};
+  CHECK(check_space(tt, {3, 4}) > 0);
+}
+
 TEST_CASE("lower() in two steps: one unfinished Program finished for every policy is lower() of each",
           "[search][batch]") {
   // Every structure of the 8B and GPT spaces (vanilla, sequence parallel, float8, async TP, loss parallel; FSDP and
@@ -332,6 +351,23 @@ TEST_CASE("search fast path == slow path, bit for bit, over every candidate: 8B 
   Config cfg = load_config(example("llama3-8b-h100.yaml"));
   cfg.search.local_batch_sizes = {1, 2, 3, 4, 6, 8, 16};
   check_fast_equals_slow(cfg);
+}
+
+TEST_CASE("search fast path == slow path on HSDP spaces: the 405B HSDP example, 8B with dp_replicate",
+          "[search][batch][hsdp]") {
+  check_fast_equals_slow(load_config(example("llama3-405b-hsdp.yaml")));
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  cfg.cluster.nodes = 4;
+  cfg.search.dp_replicate = {1, 2, 4, 32};  // 32 at tp 1: DDP, pruned
+  cfg.search.local_batch_sizes = {1, 2, 3, 4};
+  check_fast_equals_slow(cfg);
+  // The op-cost memo (keyed by tp, dp and dp_replicate) gives the same numbers.
+  SearchOptions memo, plain;
+  memo.threads = plain.threads = 1;
+  memo.memoize_op_costs = true;
+  const SearchResult a = search(cfg, memo), b = search(cfg, plain);
+  CHECK(a.memo_hits > 0);
+  check_same_search(a, b);
 }
 
 TEST_CASE("search fast path == slow path: 405B on 1024 H100s, 70B, GPT on A100s", "[search][batch]") {

@@ -34,8 +34,8 @@ Config cut(const char* name) {
 TEST_CASE("bisect: peak memory is non-decreasing in the local batch, and bisection equals enumeration",
           "[search][bisect]") {
   constexpr int64_t kMax = 12;  // not a power of two: the bisection's upper end is not a probe of its own
-  for (const char* name :
-       {"llama3-8b-h100.yaml", "llama3-70b-h100.yaml", "llama3-405b-h100.yaml", "gpt-a100.yaml", "tiny-llama.yaml"}) {
+  for (const char* name : {"llama3-8b-h100.yaml", "llama3-70b-h100.yaml", "llama3-405b-h100.yaml", "gpt-a100.yaml",
+                           "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
     INFO(name);
     Config every = cut(name);
     every.search.local_batch_sizes.resize(kMax);

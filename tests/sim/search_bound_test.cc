@@ -2,14 +2,13 @@
 // dominance rule on hand-made values, and with SearchOptions::bound_top = k the first k of the ranking and the Pareto
 // front equal the full search's (itself equal to brute force, tests/sim/search_test.cc) on the example spaces, with
 // 1 and 2 threads, while some candidates are pruned as "bound".
-#include "sim/search/bound.h"
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 
 #include "plans/lower.h"
 #include "sim/search.h"
+#include "sim/search/bound.h"
 #include "sim/search_constraints.h"
 #include "sim/simulate.h"
 
@@ -28,7 +27,8 @@ size_t count(const SearchResult& r, const char* reason) {
 
 TEST_CASE("bound: the op-cost step-time bound is at most the simulated step time, for every feasible candidate",
           "[search][bound]") {
-  for (const char* name : {"llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml", "tiny-llama.yaml"}) {
+  for (const char* name :
+       {"llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml", "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
     const Config cfg = load_config(example(name));
     const SearchResult r = search(cfg, {});
     REQUIRE(!r.ranking.empty());
@@ -65,9 +65,9 @@ TEST_CASE("bound: incumbents prune only below the k-th best and behind a point t
   CHECK_FALSE(in.dominates(799, 40));
   // Needs 60: the 1000 tokens/s point needs 50 <= 60.
   CHECK(in.dominates(799, 60));
-  in.add(900, 30);  // now top 2 = {1000, 900}; front = (30, 900), (50, 1000); (80, 800) is dominated
-  CHECK(in.dominates(899, 40));         // behind (30, 900)
-  CHECK_FALSE(in.dominates(950, 40));   // 950 < 1000 but nothing at <= 40 memory is faster than 950
+  in.add(900, 30);                     // now top 2 = {1000, 900}; front = (30, 900), (50, 1000); (80, 800) is dominated
+  CHECK(in.dominates(899, 40));        // behind (30, 900)
+  CHECK_FALSE(in.dominates(950, 40));  // 950 < 1000 but nothing at <= 40 memory is faster than 950
   CHECK_FALSE(in.dominates(900, 100));  // 900 is not below the 2nd best (900)
   in.add(700, 30);                      // slower at the same memory: changes nothing
   CHECK(in.dominates(899, 40));
@@ -79,7 +79,7 @@ TEST_CASE("bound: incumbents prune only below the k-th best and behind a point t
 TEST_CASE("bound: top k and the Pareto front equal the full search's on the example spaces, over threads",
           "[search][bound]") {
   for (const char* name : {"llama3-8b-h100.yaml", "llama3-70b-h100.yaml", "llama3-405b-h100.yaml", "gpt-a100.yaml",
-                           "tiny-gpt.yaml", "tiny-llama.yaml"}) {
+                           "tiny-gpt.yaml", "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
     const Config cfg = load_config(example(name));
     SearchOptions full;
     full.threads = 1;
@@ -114,8 +114,8 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's on the exam
             CHECK(r.results[i].pruned == ref.results[i].pruned);
           }
         }
-        CHECK(r.feasible + count(r, prune::kBound) == ref.feasible + count(ref, prune::kMinThroughput) -
-                                                          count(r, prune::kMinThroughput));
+        CHECK(r.feasible + count(r, prune::kBound) ==
+              ref.feasible + count(ref, prune::kMinThroughput) - count(r, prune::kMinThroughput));
         pruned_any += count(r, prune::kBound);
       }
     }

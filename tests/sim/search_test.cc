@@ -73,20 +73,22 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r) {
   REQUIRE(cands.size() == r.results.size());
   std::vector<Brute> bf(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) {
-    if (r.results[i].pruned == prune::kWorld) continue;  // there is no plan: dp = world / tp is not whole
+    // There is no plan: dp = world / (tp x dp_replicate) is not whole.
+    if (r.results[i].pruned == prune::kWorld || r.results[i].pruned == prune::kReplicateWorld) continue;
     bf[i] = brute(cfg, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib);
   }
   std::vector<int> bf_feasible;
   for (size_t i = 0; i < cands.size(); ++i) {
     const CandidateResult& s = r.results[i];
     INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail << " | brute: " << bf[i].error);
-    if (s.pruned == prune::kWorld) continue;
+    if (s.pruned == prune::kWorld || s.pruned == prune::kReplicateWorld) continue;
     if (s.pruned == prune::kRedundant) {
       // The same Program as its representative: brute force gives the very same numbers.
       const Candidate rep = tp1_representative(r.space, cands[i]);
       auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
-        return c.tp == 1 && c.family == rep.family && c.float8 == rep.float8 && c.async_tp == rep.async_tp &&
-               c.loss_parallel == rep.loss_parallel && c.ac == rep.ac && c.local_batch_size == rep.local_batch_size;
+        return c.tp == 1 && c.dp_replicate == rep.dp_replicate && c.family == rep.family && c.float8 == rep.float8 &&
+               c.async_tp == rep.async_tp && c.loss_parallel == rep.loss_parallel && c.ac == rep.ac &&
+               c.local_batch_size == rep.local_batch_size;
       });
       REQUIRE(it != cands.end());
       const Brute& same = bf[static_cast<size_t>(it->index)];
@@ -277,6 +279,23 @@ TEST_CASE("search equals brute force: Llama3 405B on 1024 H100s, default space (
   CHECK(r.pruned.at(prune::kKvHeads) == 216);  // every tp-16 candidate: 2 x 3 x 2 x 2 x 3 x 3 minus async rowwise ones
   CHECK(r.pruned.count(prune::kMemory));
   check_against_brute_force(cfg, r);
+}
+
+TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 2, 4, 8)", "[search][brute][hsdp]") {
+  Config cfg = load_config(example("llama3-405b-hsdp.yaml"));
+  SearchResult r = search(cfg, {});
+  CHECK(r.evaluated == 4 * 1080);  // the default space of llama3-405b-h100.yaml, once per replicate degree
+  size_t hsdp = 0;
+  for (int i : r.ranking) hsdp += r.results[static_cast<size_t>(i)].candidate.dp_replicate > 1;
+  CHECK(hsdp > 0);
+  check_against_brute_force(cfg, r);
+  // Awkward replicate degrees on 3 nodes x 8: 5 divides nothing, 3 and 6 only some tp; dp_shard 1 is DDP.
+  Config odd =
+      small(kModel, 3, 8, "{tp_degrees: [1, 2, 4, 8], dp_replicate: [1, 3, 5, 6, 24], local_batch_sizes: [1, 4]}");
+  SearchResult ro = search(odd, {});
+  CHECK(ro.pruned.count(prune::kReplicateWorld));
+  CHECK(ro.pruned.count(prune::kReplicateDdp));
+  check_against_brute_force(odd, ro);
 }
 
 TEST_CASE("search equals brute force: GPT on A100s (no float8) and awkward TP degrees", "[search][brute]") {

@@ -73,6 +73,21 @@ TEST_CASE("two-op overlap: a TP collective runs beside independent compute") {
     CHECK(t.exposed_tp_us == 30);
     CHECK(t.compute_us + t.exposed_tp_us + t.exposed_dp_us == t.step_time_us);
   }
+  SECTION("where collectives cannot overlap compute (CPU ranks), the rank runs them in Program order") {
+    // comm_overlaps_compute 0: mm1 [0, 100], gather [100, 160] on the rank's one thread, mm2 [160, 210]. The
+    // compute stream is busy 150 us and waits 60 us for the gather: all of it is exposed, and the TP stream was
+    // busy 60 us.
+    c.comm_overlaps_compute = 0;
+    Timeline t = schedule(b.p, costs({{100, 60, 50}}), c);
+    CHECK(t.segments[0].time(0, 1).start == 100);
+    CHECK(t.segments[0].time(0, 1).end == 160);
+    CHECK(t.segments[0].time(0, 2).start == 160);
+    CHECK(t.step_time_us == 210);
+    CHECK(t.compute_us == 150);
+    CHECK(t.exposed_tp_us == 60);
+    CHECK(t.busy_us[static_cast<int>(Stream::tp)] == 60);
+    CHECK(t.busy_us[static_cast<int>(Stream::compute)] == 150);
+  }
 }
 
 TEST_CASE("FSDP all-gathers are prefetched one block ahead") {
@@ -229,12 +244,25 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
       t.local_batch_size = 1;
       Program p = lower(small_model(layers), t, preset_plan(k.preset, base));
       ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), k.nodes, k.gpn);
-      CostParams c;
-      OpCosts oc = cost_ops(p, cl, c);
-      Timeline fast = schedule(p, oc, c);
-      Timeline ref = schedule_expanded(p, oc, c);
-      check_same(p, fast, ref);
-      for (const auto& s : fast.segments) extrapolated += s.steady_from >= 0;
+      for (int overlap : {1, 0}) {
+        INFO("comm_overlaps_compute " << overlap);
+        CostParams c;
+        c.comm_overlaps_compute = overlap;
+        OpCosts oc = cost_ops(p, cl, c);
+        Timeline fast = schedule(p, oc, c);
+        Timeline ref = schedule_expanded(p, oc, c);
+        check_same(p, fast, ref);
+        for (const auto& s : fast.segments) extrapolated += s.steady_from >= 0;
+        if (!overlap) {
+          // One stream: the step is every op's duration, once per instance, with no gap; the compute time and the
+          // exposed communication add up to it.
+          double total = 0;
+          for (size_t s = 0; s < p.segments.size(); ++s)
+            for (double d : oc.duration_us[s]) total += d * fast.segments[s].instances;
+          CHECK(fast.step_time_us == Approx(total).epsilon(1e-12));
+          CHECK(fast.compute_us + fast.exposed_tp_us + fast.exposed_dp_us == Approx(total).epsilon(1e-12));
+        }
+      }
     }
   }
   CHECK(extrapolated > 10);  // the comparison exercised the extrapolation

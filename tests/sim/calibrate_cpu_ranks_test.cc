@@ -1,0 +1,177 @@
+// What CPU ranks add to calibration: ranks that outnumber the cores (oversubscribed_efficiency from the gemm bench's
+// sweeps, and the per-op rows such a bench must not feed), measured collective curves kept point by point, and their
+// file format. Expected values are worked out in the comments.
+#include <catch2/catch.hpp>
+#include <functional>
+
+#include "plans/error.h"
+#include "sim/calibrate/calibration.h"
+#include "sim/calibrate/fit.h"
+#include "sim/comm_cost.h"
+#include "sim/cost_param_fields.h"
+
+using namespace tptune;
+using nlohmann::json;
+
+namespace {
+
+// A gemm bench on `ranks` ranks of a `cores`-core machine: four shapes whose per-op medians are `per_op_us` each, and
+// the sweep (the four back to back) taking `sweep_us`.
+json gemm_bench(int ranks, int cores, double per_op_us, double sweep_us) {
+  json rs = json::array();
+  for (int64_t m : {16, 32, 64, 128})
+    rs.push_back({{"m", m},
+                  {"n", 64},
+                  {"k", 64},
+                  {"dtype", "fp32"},
+                  {"b_dtype", "fp32"},
+                  {"c_dtype", "fp32"},
+                  {"time_us", {{"median", per_op_us * static_cast<double>(m) / 16}}}});
+  return {{"format", "tptune-bench"},
+          {"version", 1},
+          {"bench", "gemm"},
+          {"environment",
+           {{"backend", "cpu"},
+            {"device", "test cpu"},
+            {"threads_per_rank", 1},
+            {"ranks", ranks},
+            {"cores", cores},
+            {"libraries", {{"eigen", "3.4.0"}}}}},
+          {"results", rs},
+          {"sweep", {{"gemms", 4}, {"time_us", {{"median", sweep_us}}}}}};
+}
+
+double fitted(const Calibration& cal, const std::string& name) {
+  for (const auto& p : cal.params)
+    if (p.name == name) return p.value;
+  FAIL("parameter " << name << " was not fitted");
+  return 0;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("oversubscribed_efficiency: the sweep at 4 ranks on 2 cores against the sweep alone") {
+  // Alone (1 rank): the sweep takes 10 ms. 4 ranks on 2 cores, each at concurrent_rank_rate (cpu preset 0.7, not
+  // refitted: no profiles here) x 2/4 x efficiency of its rate alone: 10 / (0.7 x 0.5 x e) = 35 ms gives e =
+  // 10 / 35 x 1 x 4 / (0.7 x 2) = 0.8163.
+  const std::vector<Measurements> ms{parse_measurements(gemm_bench(1, 2, 10, 10000), "alone.json"),
+                                     parse_measurements(gemm_bench(4, 2, 10, 35000), "four.json")};
+  CHECK(oversubscribed(ms[1]));
+  CHECK_FALSE(oversubscribed(ms[0]));
+  const Calibration cal = fit_calibration(ms, gpu_preset("cpu"), {});
+  CHECK(fitted(cal, "oversubscribed_efficiency") == Approx(10.0 / 35 * 4 / (0.7 * 2)).epsilon(1e-9));
+  // A sweep shorter than the scheduler's slices (under 10 ms) shows no turns and is not used.
+  const Calibration short_sweep =
+      fit_calibration({ms[0], parse_measurements(gemm_bench(4, 2, 10, 3500), "short.json")}, gpu_preset("cpu"), {});
+  for (const auto& p : short_sweep.params) CHECK(p.name != "oversubscribed_efficiency");
+  // The oversubscribed bench's per-op rows (here 10x slower: ranks waiting for a core inside the timed call) are
+  // not fitted: the GEMM efficiency is the one bench alone gives. Refitting without the 4-rank file must agree.
+  const Calibration alone = fit_calibration({ms[0]}, gpu_preset("cpu"), {});
+  std::vector<Measurements> slow = ms;
+  for (auto& o : slow[1].ops) o.time_us *= 10;
+  const Calibration with_slow = fit_calibration(slow, gpu_preset("cpu"), {});
+  CHECK(fitted(with_slow, "gemm_fp32_efficiency") == fitted(alone, "gemm_fp32_efficiency"));
+  CHECK(fitted(with_slow, "gemm_overhead_us") == fitted(alone, "gemm_overhead_us"));
+
+  // Overlapped steps of such a run get cores/ranks x the efficiency of the rate (x concurrent_rank_rate); ops timed
+  // alone (serialized) only concurrent_rank_rate.
+  CostParams c = device_cost_params(gpu_preset("cpu"));
+  c.concurrent_rank_rate = 0.8;
+  c.oversubscribed_efficiency = 0.9;
+  const double peak = gpu_preset("cpu").fp32_tflops;
+  CHECK(measurement_cluster(gpu_preset("cpu"), ms[1], c).gpu.fp32_tflops == Approx(peak * 0.8 * 0.5 * 0.9));
+  CHECK(measurement_cluster(gpu_preset("cpu"), ms[1], c, Timing::serialized).gpu.fp32_tflops == Approx(peak * 0.8));
+  CHECK(measurement_cluster(gpu_preset("cpu"), ms[0], c).gpu.fp32_tflops == Approx(peak));
+}
+
+TEST_CASE("oversubscribed_efficiency: not fitted without a reference sweep of the same shapes") {
+  json other = gemm_bench(1, 2, 10, 10000);
+  other["results"][0]["m"] = 8;  // another shape list
+  const std::vector<Measurements> ms{parse_measurements(other, "alone.json"),
+                                     parse_measurements(gemm_bench(4, 2, 10, 35000), "four.json")};
+  const Calibration cal = fit_calibration(ms, gpu_preset("cpu"), {});
+  for (const auto& p : cal.params) CHECK(p.name != "oversubscribed_efficiency");
+}
+
+TEST_CASE("bench files: a sweep that does not cover the results is refused") {
+  json j = gemm_bench(1, 2, 10, 1000);
+  j["sweep"]["gemms"] = 3;
+  CHECK(error_of([&] { parse_measurements(j, "g.json"); }) == "g.json: sweep.gemms: expected 4 (one per result)");
+  j["sweep"] = {{"gemms", 4}, {"time_us", {{"median", -1}}}};
+  CHECK(error_of([&] { parse_measurements(j, "g.json"); }) ==
+        "g.json: sweep.time_us.median: expected a non-negative number, got -1");
+}
+
+TEST_CASE("measured collective points: interpolated in the size, the line beyond") {
+  MeasuredCollective m{CollectiveKind::all_reduce, 4, 10, 2.0, {{8, 4}, {16, 6}, {1024, 100}}};
+  CHECK(m.time_us(CollectiveKind::all_reduce, 4) == 4);  // below the first size: the first time
+  CHECK(m.time_us(CollectiveKind::all_reduce, 8) == 4);
+  CHECK(m.time_us(CollectiveKind::all_reduce, 12) == 5);    // halfway between 8 and 16: (4 + 6) / 2
+  CHECK(m.time_us(CollectiveKind::all_reduce, 520) == 53);  // 6 + 94 x (520 - 16) / (1024 - 16) = 6 + 47
+  CHECK(m.time_us(CollectiveKind::all_reduce, 1024) == 100);
+  // Above the last: alpha + S x bus factor / busbw = 10 us + 2048 B x 2 (4 - 1) / 4 / 2 GB/s = 10 + 1.536 us.
+  CHECK(m.time_us(CollectiveKind::all_reduce, 2048) == Approx(11.536));
+  // collective_cost uses it for a group of that size inside a node.
+  CostParams c;
+  c.measured_collectives = {m};
+  const ClusterSpec cl = make_cluster(gpu_preset("cpu"), 1, 4);
+  CHECK(collective_cost(CollectiveKind::all_reduce, 12, {4, 4, 1}, cl, c).time_us == 5);
+}
+
+TEST_CASE("calibrate keeps the measured median at each size of a collective") {
+  json rs = json::array();
+  // Two samples at 1 KiB (10 and 14 us: median 12) and one at 4 KiB (20 us).
+  for (auto [bytes, us] : {std::pair{1024, 10.0}, {1024, 14.0}, {4096, 20.0}})
+    rs.push_back({{"collective", "all_gather"}, {"ranks", 2}, {"bytes", bytes}, {"time_us", {{"median", us}}}});
+  json j = {{"format", "tptune-bench"},
+            {"version", 1},
+            {"bench", "collectives"},
+            {"environment",
+             {{"backend", "cpu"}, {"device", "test cpu"}, {"threads_per_rank", 1}, {"ranks", 2}, {"cores", 2}}},
+            {"results", rs}};
+  const Calibration cal = fit_calibration({parse_measurements(j, "c.json")}, gpu_preset("cpu"), {});
+  REQUIRE(cal.collectives.size() == 1);
+  const auto& pts = cal.collectives[0].curve.points;
+  REQUIRE(pts.size() == 2);
+  CHECK(pts[0] == std::array<double, 2>{1024, 12});
+  CHECK(pts[1] == std::array<double, 2>{4096, 20});
+
+  // The file keeps them: save -> load gives the same points.
+  const std::string path = std::string(TPTUNE_BINARY_DIR) + "/calibrate_points.yaml";
+  save_calibration(cal, path);
+  CHECK(load_calibration(path).collectives[0].curve.points == pts);
+}
+
+TEST_CASE("calibration files: bad collective points get one-line file:line errors") {
+  auto err = [](const std::string& points) {
+    return error_of([&] {
+      parse_calibration(
+          "format: tptune-calibration\nversion: 1\ndevice: cpu\ncollectives:\n  - {collective: "
+          "all_reduce, ranks: 2, alpha_us: 1, busbw_GBps: 3, points: " +
+              points + "}\n",
+          "c.yaml");
+    });
+  };
+  CHECK(err("[[8, 4], [16, 6]]") == "(no error)");
+  CHECK(err("[[16, 4], [8, 6]]") ==
+        "c.yaml:5: collectives[0].points[1][0]: expected a size in bytes from 1 to 1e15, larger than the previous "
+        "point's, got 8");
+  CHECK(err("[[8, -4]]") == "c.yaml:5: collectives[0].points[0][1]: expected a time of 0 .. 1e9 us, got -4");
+  CHECK(err("[[8]]") == "c.yaml:5: collectives[0].points[0]: expected a [bytes, us] pair, got a list");
+  CHECK(err("7").find("c.yaml:5: collectives[0].points: expected a list of [bytes, us] pairs") == 0);
+}
+
+TEST_CASE("cpu device: collectives do not overlap compute; GPU presets keep the overlap") {
+  CHECK(device_cost_params(gpu_preset("cpu")).comm_overlaps_compute == 0);
+  for (const char* gpu : {"h100-sxm", "h200", "a100-sxm-80gb", "b200"})
+    CHECK(device_cost_params(gpu_preset(gpu)).comm_overlaps_compute == 1);
+}
