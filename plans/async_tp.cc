@@ -6,12 +6,26 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
+#include <string_view>
 
 #include "plans/error.h"
 
 namespace tptune {
 
 namespace {
+
+// `s` + what + the decimal j: the names of chunks, ring steps and their tensors (as fmt "{}{}" would print them;
+// appended rather than formatted: the search rewrites a Program per async-TP candidate).
+void append_numbered(std::string& s, std::string_view what, int j) {
+  s += what;
+  s += std::to_string(j);
+}
+std::string numbered(std::string_view what, int j) {
+  std::string s;
+  append_numbered(s, what, j);
+  return s;
+}
 
 bool is_seq_collective(const Op& op, CollectiveKind kind) {
   auto* c = std::get_if<CollectiveOp>(&op.kind);
@@ -51,6 +65,12 @@ class Rewriter {
   std::set<size_t> done;  // collectives already considered and left alone (by position of their output tensor)
   std::set<TensorId> skipped;
 
+  size_t count_readers(TensorId t, size_t from, size_t to) const {
+    size_t n = 0;
+    for (size_t i = from; i < to; ++i)
+      n += std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end();
+    return n;
+  }
   std::vector<size_t> readers(TensorId t, size_t from, size_t to) const {
     std::vector<size_t> r;
     for (size_t i = from; i < to; ++i)
@@ -58,10 +78,9 @@ class Rewriter {
     return r;
   }
   TensorId new_tensor(const TensorDesc& like, const std::string& suffix, const Shape& local) {
-    TensorDesc d = like;
-    d.name = like.name + suffix;
+    TensorDesc& d = p.tensors.emplace_back(like);
+    d.name += suffix;
     d.local_shape = local;
-    p.tensors.push_back(d);
     return static_cast<TensorId>(p.tensors.size() - 1);
   }
   Op collective_step(const Op& base, const std::string& name, int step, int64_t bytes, std::vector<TensorId> in,
@@ -104,6 +123,7 @@ class Rewriter {
     const auto& c = std::get<CollectiveOp>(agop.kind);
     const int64_t chunk_bytes = c.bytes / tp;
     std::vector<Op> seq;
+    seq.reserve(static_cast<size_t>(tp) * (gemms.size() + 1) + 2);
     // Ring steps are issued one ahead of the matmuls so that step j+1 travels while chunk j is multiplied.
     auto p2p = [&](int j) {
       std::vector<TensorId> in = j == 0 ? std::vector<TensorId>{agop.inputs[0]} : std::vector<TensorId>{G};
@@ -117,13 +137,14 @@ class Rewriter {
         Op g = s.ops[gi];
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
-        g.name = fmt::format("{}.chunk{}", g.name, j);
+        append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::all_gather, j, tp};
         seq.push_back(std::move(g));
       }
       if (j + 2 < tp) seq.push_back(p2p(j + 2));
     }
     std::vector<Op> out;
+    out.reserve(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == ag || std::find(gemms.begin(), gemms.end(), i) != gemms.end()) {
         if (i == last) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
@@ -151,7 +172,7 @@ class Rewriter {
       const size_t w_at = static_cast<size_t>(wi);
       const Op& w = s.ops[w_at];
       // The partial must feed nothing else (it is never materialized whole).
-      if (readers(t, 0, s.ops.size()).size() != 1) return void(ok = false);
+      if (count_readers(t, 0, s.ops.size()) != 1) return void(ok = false);
       if (is_row_gemm(w)) return gemms.push_back(w_at);
       auto* e = std::get_if<ElementwiseOp>(&w.kind);
       if (e && e->fn == ElementwiseOp::Fn::add) {
@@ -172,22 +193,23 @@ class Rewriter {
     const TensorDesc out_d = p.tensor(out_t);
     const int64_t chunk_bytes = c.bytes / tp;
     std::vector<Op> seq;
+    seq.reserve(static_cast<size_t>(tp) * (gemms.size() + 2));
     TensorId recv = -1;
     for (int j = 0; j < tp; ++j) {
-      TensorId part = new_tensor(out_d, fmt::format(".partial{}", j), out_d.local_shape);
+      TensorId part = new_tensor(out_d, numbered(".partial", j), out_d.local_shape);
       for (size_t k = 0; k < gemms.size(); ++k) {
         Op g = s.ops[gemms[k]];
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         gm.accumulate = k > 0;
         g.outputs = {part};
-        g.name = fmt::format("{}.chunk{}", g.name, j);
+        append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::reduce_scatter, j, tp};
         seq.push_back(std::move(g));
       }
       TensorId acc = part;
       if (j > 0) {
-        acc = j == tp - 1 ? out_t : new_tensor(out_d, fmt::format(".acc{}", j), out_d.local_shape);
+        acc = j == tp - 1 ? out_t : new_tensor(out_d, numbered(".acc", j), out_d.local_shape);
         Op add;
         add.module = rsop.module;
         add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
@@ -202,7 +224,7 @@ class Rewriter {
         acc = out_t;
       }
       if (j < tp - 1) {
-        recv = new_tensor(out_d, fmt::format(".recv{}", j + 1), out_d.local_shape);
+        recv = new_tensor(out_d, numbered(".recv", j + 1), out_d.local_shape);
         seq.push_back(collective_step(rsop, fmt::format("{}.rs_step{}", rsop.module, j), j, chunk_bytes, {acc}, {recv},
                                       ChunkRef::Pattern::reduce_scatter, c.dtype));
       }
@@ -211,6 +233,7 @@ class Rewriter {
     removed.insert(adds.begin(), adds.end());
     removed.insert(rs);
     std::vector<Op> out;
+    out.reserve(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
       if (!removed.count(i)) out.push_back(std::move(s.ops[i]));
@@ -222,10 +245,11 @@ class Rewriter {
 
 }  // namespace
 
-void apply_async_tp(Program& p) {
-  if (p.tp <= 1) return;
+bool rewrite_async_tp(Program& p, size_t from, size_t to) {
+  if (p.tp <= 1) return false;
   bool any = false;
-  for (Segment& s : p.segments) {
+  for (size_t i = from; i < to && i < p.segments.size(); ++i) {
+    Segment& s = p.segments[i];
     size_t before = 0;
     for (const Op& op : s.ops) before += op.chunk.pattern != ChunkRef::Pattern::none;
     Rewriter(p, s).run();
@@ -233,11 +257,19 @@ void apply_async_tp(Program& p) {
     for (const Op& op : s.ops) after += op.chunk.pattern != ChunkRef::Pattern::none;
     any |= after > before;
   }
-  if (!any)
-    throw Error(
-        fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
-                    "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
-                    p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+  return any;
+}
+
+void throw_no_async_tp(const Program& p) {
+  throw Error(
+      fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
+                  "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
+                  p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+}
+
+void apply_async_tp(Program& p) {
+  if (p.tp <= 1) return;
+  if (!rewrite_async_tp(p, 0, p.segments.size())) throw_no_async_tp(p);
 }
 
 }  // namespace tptune

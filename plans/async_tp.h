@@ -7,10 +7,18 @@
 //  * replaces every TP reduce-scatter along the sequence dim whose input is produced by matmuls (and sums of
 //    matmuls) by tp chunk matmuls whose partial sums travel a ring (fused_matmul_reduce_scatter).
 // The chunk semantics are ChunkRef's (plans/program.h). Applies in forward, backward and recompute alike.
+#include <cstddef>
+
 #include "plans/program.h"
 
 namespace tptune {
 
 void apply_async_tp(Program& p);
+// The rewrite of segments [from, to) only (each segment's rewrite reads only its own ops and the tensors, and appends
+// tensors: rewriting [0, k) and then [k, n) is apply_async_tp()); true when it rewrote anything. apply_async_tp()
+// is this over every segment, throwing when nothing was rewritten (see there).
+bool rewrite_async_tp(Program& p, size_t from, size_t to);
+// The error apply_async_tp() throws when no segment had anything to rewrite.
+[[noreturn]] void throw_no_async_tp(const Program& p);
 
 }  // namespace tptune

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -114,8 +115,8 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
 // chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
 // slots of the same tensor.
-void finalize_deps(Segment& s, size_t n_tensors) {
-  std::vector<int> last(n_tensors, -1);  // by TensorId: the last op of the segment so far that writes it
+// `last`: scratch of at least n_tensors entries, all -1 (left so on return: only the entries set here are reset).
+void finalize_deps(Segment& s, std::vector<int>& last) {
   std::map<std::pair<TensorId, int>, int> slot_writer;
   std::vector<int> deps;
   for (Op& op : s.ops) {
@@ -139,6 +140,8 @@ void finalize_deps(Segment& s, size_t n_tensors) {
     if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
       for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
   }
+  for (const Op& op : s.ops)
+    for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = -1;
 }
 
 // Activation checkpointing: the forward ops to re-run at the start of the block backward.
@@ -166,23 +169,29 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
   }
   for (size_t i = 0; i < fwd.ops.size(); ++i)  // FSDP all-gathers are not part of the checkpointed region
     if (auto* c = std::get_if<CollectiveOp>(&fwd.ops[i].kind); c && c->group == Group::dp) candidate[i] = false;
-  std::map<TensorId, int> writer;
-  for (size_t i = 0; i < fwd.ops.size(); ++i)
-    for (TensorId t : fwd.ops[i].outputs) writer[t] = static_cast<int>(i);
-  std::set<TensorId> needed;
+  // By TensorId (flat vectors: this runs once per candidate policy in the search). `written`: a forward op writes it.
+  TensorId n_tensors = 0;
+  for (const Segment* s : {&fwd, &bwd})
+    for (const Op& op : s->ops) {
+      for (TensorId t : op.inputs) n_tensors = std::max(n_tensors, t + 1);
+      for (TensorId t : op.outputs) n_tensors = std::max(n_tensors, t + 1);
+    }
+  std::vector<char> written(static_cast<size_t>(n_tensors), 0), needed(static_cast<size_t>(n_tensors), 0);
+  for (const Op& op : fwd.ops)
+    for (TensorId t : op.outputs) written[static_cast<size_t>(t)] = 1;
   for (const Op& op : bwd.ops)
     for (TensorId t : op.inputs)
-      if (writer.count(t)) needed.insert(t);
+      if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   std::vector<bool> redo(fwd.ops.size(), false);
   for (size_t i = fwd.ops.size(); i-- > 0;) {
     const Op& op = fwd.ops[i];
     if (!candidate[i]) continue;
     bool useful = !early_stop;
-    for (TensorId t : op.outputs) useful |= needed.count(t) > 0;
+    for (TensorId t : op.outputs) useful |= needed[static_cast<size_t>(t)] != 0;
     if (!useful) continue;
     redo[i] = true;
     for (TensorId t : op.inputs)
-      if (writer.count(t)) needed.insert(t);
+      if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
   std::vector<Op> out;
   for (size_t i = 0; i < fwd.ops.size(); ++i) {
@@ -200,17 +209,22 @@ class Lowerer {
   Lowerer(const Model& m, const Training& t, const Plan& plan)
       : m(m), plan(plan), tp(plan.tp_degree), e(prog, plan.tp_degree), layers(e, m, prog.training, prog.plan) {
     prog.model = m;
+    set_plan(prog, t, plan);
+  }
+
+  // The Program's training and plan fields as lowering `plan` sets them.
+  static void set_plan(Program& prog, const Training& t, const Plan& plan) {
     prog.training = t;
     prog.training.local_batch_size = plan.local_batch_size;
     prog.training.activation_checkpointing = plan.activation_checkpointing;
     prog.plan = plan;
-    if (tp == 1) {
+    if (plan.tp_degree == 1) {
       // At tp 1 torchtitan does not apply TP: no module styles, no TP collectives.
       prog.plan.modules.clear();
       prog.plan.loss_parallel = false;
       prog.plan.async_tp = false;
     }
-    prog.tp = tp;
+    prog.tp = plan.tp_degree;
     prog.dp = plan.dp_shard;
     prog.dp_replicate = plan.dp_replicate;
   }
@@ -314,25 +328,33 @@ class Lowerer {
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
 
-    return std::move(prog);  // finish() adds what depends on activation checkpointing
+    return std::move(prog);  // finish_in_place() adds what depends on activation checkpointing
   }
 
   // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
   // is the same for every policy), then async TP and the deps.
-  static Program finish(Program prog, ActivationCheckpointing ac) {
+  // `prepared`: prepare_async_tp() was applied to prog (its forward and whether it rewrote anything).
+  static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr) {
+    const bool prefix = prepared && prepared->forward;
     prog.training.activation_checkpointing = ac;
     prog.plan.activation_checkpointing = ac;
     // Recompute for activation checkpointing goes first in the block backward.
-    Segment& fwd = prog.segments[1];
+    const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
     Segment& bwd = prog.segments[3];
     auto redo = recompute_ops(fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
     if (!redo.empty()) {
-      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), redo.begin(), redo.end());
+      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
+                     std::make_move_iterator(redo.end()));
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
-    if (prog.plan.async_tp) apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
-    for (Segment& seg : prog.segments) finalize_deps(seg, prog.tensors.size());
-    return prog;
+    if (prog.plan.async_tp && prefix) {  // the segments before block.bwd are rewritten already
+      if (!rewrite_async_tp(prog, 3, prog.segments.size()) && !prepared->rewrote && prog.tp > 1)
+        throw_no_async_tp(prog);
+    } else if (prog.plan.async_tp) {
+      apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
+    }
+    std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
+    for (Segment& seg : prog.segments) finalize_deps(seg, last);
   }
 
  private:
@@ -506,7 +528,45 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
 }
 
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
-  return Lowerer::finish(std::move(p.prog), ac);
+  Lowerer::finish_in_place(p.prog, ac, &p);
+  return std::move(p.prog);
+}
+
+void prepare_async_tp(UnfinishedProgram& u) {
+  if (!u.prog.plan.async_tp || u.prog.tp <= 1 || u.forward) return;
+  u.forward = u.prog.segments[1];
+  u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+}
+
+UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
+                                           const Plan& plan) {
+  check_inputs(model, training, plan);  // what lower_unfinished(model, training, plan) throws
+  if (sibling.forward) return lower_unfinished(model, training, plan);  // prepared for async TP: not a sibling
+  Program& p = sibling.prog;
+  Plan want = plan;  // but async TP and the policy (finish_lowering() sets it), as the sibling was lowered
+  want.async_tp = p.plan.async_tp;
+  want.activation_checkpointing = p.plan.activation_checkpointing;
+  Program expect;
+  Lowerer::set_plan(expect, training, want);
+  const Model& m = p.model;
+  const bool same_model = m.name == model.name && m.dim == model.dim && m.n_layers == model.n_layers &&
+                          m.n_heads == model.n_heads && m.n_kv_heads == model.n_kv_heads &&
+                          m.ffn_dim == model.ffn_dim && m.vocab_size == model.vocab_size && m.mlp == model.mlp &&
+                          m.norm == model.norm && m.norm_eps == model.norm_eps && m.rope_theta == model.rope_theta;
+  const bool same = same_model && p.training.seq_len == expect.training.seq_len &&
+                    p.training.dtype == expect.training.dtype && p.training.compile == expect.training.compile &&
+                    p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&
+                    p.plan.family == expect.plan.family && p.plan.source == expect.plan.source &&
+                    p.plan.provenance == expect.plan.provenance && p.plan.stated == expect.plan.stated &&
+                    p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate;
+  if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
+  Lowerer::set_plan(p, training, plan);
+  return sibling;
+}
+
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {
+  out = p.prog;  // copy-assignment: reuses out's strings, vectors and deque blocks where they are large enough
+  Lowerer::finish_in_place(out, ac, &p);
 }
 
 }  // namespace tptune

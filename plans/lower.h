@@ -27,6 +27,8 @@
 // dim (heads, kv heads, ffn_dim, vocab, the sequence), shapes that do not compose, DTensors meeting plain tensors,
 // loss_parallel without vocab-sharded logits (or the reverse), async TP without sequence-parallel collectives.
 
+#include <optional>
+
 #include "plans/program.h"
 
 namespace tptune {
@@ -41,9 +43,33 @@ Program lower(const Model& model, const Training& training, const Plan& plan);
 // what lower() throws after the lowering proper (async TP without sequence-parallel collectives).
 struct UnfinishedProgram {
   Program prog;
+  // Set by prepare_async_tp(): `prog` has async TP's rewrite of the segments before the block backward done (it is
+  // the same for every policy), `forward` is the block forward before that rewrite (what recompute ops copy), and
+  // `rewrote` says whether it rewrote anything.
+  std::optional<Segment> forward;
+  bool rewrote = false;
 };
 UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
+// Does once, for a caller that finishes `u` under several policies, the part of finish_lowering() that does not
+// depend on the policy: async TP's rewrite of embed.fwd, block.fwd and head (each segment's rewrite reads only its
+// own ops and appends tensors, and the policy's recompute ops go into block.bwd, after them in the Program: the
+// rewrite of [0, 3) then of [3, n) with the recompute ops in is the rewrite of them all, tensor ids included). No-op
+// without async TP or when done. finish_lowering(u, ac) gives the same Program after it as before.
+void prepare_async_tp(UnfinishedProgram& u);
+// lower_unfinished(model, training, plan) from `sibling`, the unfinished Program of a plan that differs from `plan`
+// only in async_tp (and activation checkpointing, which finish_lowering() sets): the lowering proper never reads
+// async_tp (async TP is a rewrite in finish_lowering(); lower_unfinished() reads it only in its checks), so the two
+// Programs are equal but for their plan fields. Runs lower_unfinished()'s checks of `plan` (throwing what it
+// throws), then sets the plan fields; a `sibling` of another plan, model or training is lowered anew instead. The
+// search lowers each sequence-parallel structure once for async TP off and on.
+UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
+                                           const Plan& plan);
+// finish_lowering(p, ac) into `out`, which may hold any earlier Program: the result is the same field for field, but
+// `out`'s buffers (op and tensor names, shapes, op lists, deque blocks) are reused by copy-assignment instead of
+// allocated anew. For the search, which finishes one unfinished Program under several policies and recycles the
+// Programs it has evaluated: a fresh copy and its destruction cost about as much as finishing itself.
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out);
 
 // The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:
 // >= 1, within limits::local_batch_size, and the largest tensor and FLOP counts within limits. When lower() of a plan

@@ -16,26 +16,19 @@ void Emitter::begin_segment(const std::string& name, int repeat, bool reverse) {
   prog.segments.push_back(std::move(s));
 }
 
-std::string Emitter::unique_name(const std::string& name) {
-  std::unordered_set<std::string>& taken = per_layer ? layer_names : global_names;
-  if (taken.insert(name).second) return name;
-  for (int i = 2;; ++i) {
-    std::string n = fmt::format("{}.{}", name, i);
-    if (taken.insert(n).second) return n;
-  }
-}
-
 TensorId Emitter::tensor(const std::string& name, const Shape& local, DType dtype, Placement pl, TensorRole role,
                          Shape global) {
-  TensorDesc d;
-  d.name = unique_name(name);
+  std::unordered_set<std::string_view>& taken = per_layer ? layer_names : global_names;
+  TensorDesc& d = prog.tensors.emplace_back();
+  d.name = name;
+  for (int i = 2; taken.count(d.name); ++i) d.name = fmt::format("{}.{}", name, i);
+  taken.insert(d.name);  // a view of the name in the deque: it neither moves nor changes later
   d.per_layer = per_layer;
   d.local_shape = local;
   d.global_shape = global.empty() ? global_shape(local, pl, tp, name) : std::move(global);
   d.dtype = dtype;
   d.placement = pl;
   d.role = role;
-  prog.tensors.push_back(std::move(d));
   return static_cast<TensorId>(prog.tensors.size() - 1);
 }
 

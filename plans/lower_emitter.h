@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -73,14 +74,13 @@ class Emitter {
   void seed_grad(const Value& of, Value g) { grads[of.node] = g; }
   TensorRole grad_role = TensorRole::gradient;
 
-  // The name a new tensor gets is made unique within its scope (per-layer or global).
-  std::string unique_name(const std::string& name);
-
  private:
   int next_node = 0;
   std::vector<std::function<void()>> tape;
   std::map<int, Value> grads;
-  std::unordered_set<std::string> layer_names, global_names;  // taken, per scope
+  // Tensor names taken, per scope (per-layer or global): a new tensor's name is made unique within its scope
+  // (name, name.2, name.3, ...). Views of the names in prog.tensors (a deque: they never move).
+  std::unordered_set<std::string_view> layer_names, global_names;
 };
 
 // The local compute dtype of an op writing activations.

@@ -12,48 +12,65 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   const size_t nt = p.tensors.size();
   chain_in_.assign(nt, -1);
   chain_sink_.assign(nt, -1);
+  tensor_per_layer_.resize(nt);
+  for (size_t t = 0; t < nt; ++t) tensor_per_layer_[t] = p.tensors[t].per_layer;
   for (size_t i = 0; i < p.chains.size(); ++i) {
     chain_in_[static_cast<size_t>(p.chains[i].in)] = static_cast<int>(i);
     chain_sink_[static_cast<size_t>(p.chains[i].sink)] = static_cast<int>(i);
   }
-  sites_.resize(nt);
   const size_t ns = p.segments.size();
   instances_.resize(ns);
   per_layer_.resize(ns);
-  outside_.resize(ns);
+  reverse_.resize(ns);
+  op_base_.resize(ns + 1, 0);
   for (size_t s = 0; s < ns; ++s) {
     per_layer_[s] = is_per_layer_segment(p.segments[s]);
+    reverse_[s] = p.segments[s].reverse;
     instances_[s] = per_layer_[s] ? L_ : 1;
+    op_base_[s + 1] = op_base_[s] + p.segments[s].ops.size();
   }
+  outside_begin_.reserve(op_base_[ns] + 1);
+  outside_begin_.push_back(0);
+  outside_.reserve(2 * op_base_[ns]);
+  std::vector<std::pair<TensorId, Site>> sites;  // (key tensor, site) in program order
+  sites.reserve(2 * op_base_[ns]);
   std::vector<int> written(nt, -1);  // the segment that last wrote each tensor (first-writer test per segment)
   for (size_t s = 0; s < ns; ++s) {
     const Segment& seg = p.segments[s];
     const int si = static_cast<int>(s);
-    outside_[s].resize(seg.ops.size());
     for (size_t j = 0; j < seg.ops.size(); ++j) {
       const Op& op = seg.ops[j];
-      std::vector<TensorId>& ext = outside_[s][j];
+      const size_t from = outside_.size();
       for (TensorId x : op.inputs)
-        if (written[static_cast<size_t>(x)] != si) ext.push_back(x);
+        if (written[static_cast<size_t>(x)] != si) outside_.push_back(x);
       for (TensorId x : op.outputs)
-        if (written[static_cast<size_t>(x)] != si && std::find(ext.begin(), ext.end(), x) == ext.end())
-          ext.push_back(x);
+        if (written[static_cast<size_t>(x)] != si &&
+            std::find(outside_.begin() + static_cast<std::ptrdiff_t>(from), outside_.end(), x) == outside_.end())
+          outside_.push_back(x);
+      outside_begin_.push_back(static_cast<int>(outside_.size()));
       for (TensorId x : op.outputs) {
         written[static_cast<size_t>(x)] = si;
-        add_sites(si, static_cast<int>(j), x);
+        add_sites(si, static_cast<int>(j), x, sites);
       }
     }
   }
+  // Counting sort by key tensor, stable: each tensor's sites stay in program order.
+  site_begin_.assign(nt + 1, 0);
+  for (const auto& ks : sites) ++site_begin_[static_cast<size_t>(ks.first) + 1];
+  for (size_t t = 0; t < nt; ++t) site_begin_[t + 1] += site_begin_[t];
+  sites_.resize(sites.size());
+  std::vector<int> fill(site_begin_.begin(), site_begin_.end() - 1);
+  for (const auto& ks : sites) sites_[static_cast<size_t>(fill[static_cast<size_t>(ks.first)]++)] = ks.second;
 }
 
-int Dataflow::layer(int seg, int inst) const {
-  return per_layer_[static_cast<size_t>(seg)] ? instance_layer(p_, p_.segments[static_cast<size_t>(seg)], inst) : -1;
+int Dataflow::layer(int seg, int inst) const {  // instance_layer(), from the cached segment flags
+  if (!per_layer_[static_cast<size_t>(seg)]) return -1;
+  return reverse_[static_cast<size_t>(seg)] ? L_ - 1 - inst : inst;
 }
 
 Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {
   if (depth > 8) throw Error("schedule: layer chains alias each other in a cycle");
-  const TensorDesc& d = p_.tensors[static_cast<size_t>(t)];
-  if (!d.per_layer) {
+  if (!tensor_per_layer_[static_cast<size_t>(t)]) {
     int c = chain_sink_[static_cast<size_t>(t)];
     if (c >= 0) return key(chain(c).out, last_layer(chain(c)), depth + 1);
     return {t, -1};
@@ -67,7 +84,7 @@ Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {
   return {t, l};
 }
 
-void Dataflow::add_sites(int seg, int op, TensorId u) {
+void Dataflow::add_sites(int seg, int op, TensorId u, std::vector<std::pair<TensorId, Site>>& out) const {
   const TensorDesc& d = p_.tensor(u);
   Site site;
   site.seg = seg;
@@ -76,7 +93,7 @@ void Dataflow::add_sites(int seg, int op, TensorId u) {
     Key k = key(u, -1);
     site.mode = Site::Mode::every_instance;
     site.key_layer = k.layer;
-    sites_[static_cast<size_t>(k.t)].push_back(site);
+    out.emplace_back(k.t, site);
     return;
   }
   int c = chain_in_[static_cast<size_t>(u)];
@@ -84,23 +101,23 @@ void Dataflow::add_sites(int seg, int op, TensorId u) {
     const LayerChain& ch = chain(c);
     site.mode = Site::Mode::chain_next;
     site.chain = c;
-    sites_[static_cast<size_t>(ch.out)].push_back(site);
+    out.emplace_back(ch.out, site);
     Key k = key(ch.source, -1);
     Site first = site;
     first.mode = Site::Mode::at_layer;
     first.key_layer = k.layer;
     first.layer = first_layer(ch);
-    sites_[static_cast<size_t>(k.t)].push_back(first);
+    out.emplace_back(k.t, first);
     return;
   }
   site.mode = Site::Mode::same_layer;
-  sites_[static_cast<size_t>(u)].push_back(site);
+  out.emplace_back(u, site);
 }
 
 Writer Dataflow::last_writer(TensorId t, int seg, int inst) const {
   const Key k = key(t, layer(seg, inst));
   Writer w;
-  for (const Site& site : sites_[static_cast<size_t>(k.t)]) {
+  for (const Site& site : sites(k.t)) {
     if (site.seg > seg) break;  // sites are in program order
     int wi = -1;
     switch (site.mode) {

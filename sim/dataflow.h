@@ -10,6 +10,7 @@
 // instances earlier: a steady state shifts it along), and gives the writers that may bound an outside value over
 // all instances, so that the scheduler can check a steady state cheaply.
 
+#include <span>
 #include <vector>
 
 #include "plans/program.h"
@@ -30,8 +31,9 @@ class Dataflow {
   // The layer of an instance (-1 outside block segments).
   int layer(int seg, int inst) const;
   // The tensors op `op` of segment `seg` reads or writes with no earlier writer in its instance.
-  const std::vector<TensorId>& outside(int seg, int op) const {
-    return outside_[static_cast<size_t>(seg)][static_cast<size_t>(op)];
+  std::span<const TensorId> outside(int seg, int op) const {
+    const size_t g = op_base_[static_cast<size_t>(seg)] + static_cast<size_t>(op);
+    return {outside_.data() + outside_begin_[g], outside_.data() + outside_begin_[g + 1]};
   }
   // The last writer of template tensor t, as instance `inst` of segment `seg` sees it.
   Writer last_writer(TensorId t, int seg, int inst) const;
@@ -62,37 +64,47 @@ class Dataflow {
   const Program& p_;
   int L_ = 0;
   std::vector<int> chain_in_, chain_sink_;
-  std::vector<std::vector<Site>> sites_;  // by the key's tensor, in program order
-  std::vector<std::vector<std::vector<TensorId>>> outside_;
+  // Flat (compressed rows: one allocation each, however many tensors and ops; the search builds a Dataflow per
+  // candidate it schedules). sites_[site_begin_[t] .. site_begin_[t+1]): the sites of key tensor t, in program order.
+  // outside_[outside_begin_[g] .. outside_begin_[g+1]): outside(seg, op) for the op numbered g = op_base_[seg] + op.
+  std::vector<Site> sites_;
+  std::vector<int> site_begin_;
+  std::vector<TensorId> outside_;
+  std::vector<int> outside_begin_;
+  std::vector<size_t> op_base_;
+  std::span<const Site> sites(TensorId t) const {
+    return {sites_.data() + site_begin_[static_cast<size_t>(t)],
+            sites_.data() + site_begin_[static_cast<size_t>(t) + 1]};
+  }
   std::vector<int> instances_;
-  std::vector<char> per_layer_;
+  std::vector<char> per_layer_, reverse_;  // by segment
+  std::vector<char> tensor_per_layer_;     // by tensor (TensorDesc::per_layer, read on every lookup)
 
   const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
   int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }
   int last_layer(const LayerChain& c) const { return c.reverse ? 0 : L_ - 1; }
   int prev_layer(const LayerChain& c, int l) const { return c.reverse ? l + 1 : l - 1; }
   int next_layer(const LayerChain& c, int l) const { return c.reverse ? l - 1 : l + 1; }
-  int instance_of(int seg, int layer) const {
-    return p_.segments[static_cast<size_t>(seg)].reverse ? L_ - 1 - layer : layer;
-  }
+  int instance_of(int seg, int layer) const { return reverse_[static_cast<size_t>(seg)] ? L_ - 1 - layer : layer; }
   Key key(TensorId t, int l, int depth = 0) const;
-  void add_sites(int seg, int op, TensorId u);
+  // Appends the sites op `op` of segment `seg` writing tensor u adds, with their key tensors, to `out`.
+  void add_sites(int seg, int op, TensorId u, std::vector<std::pair<TensorId, Site>>& out) const;
 };
 
 template <class F>
 void Dataflow::outside_writers(TensorId x, int s, F&& f) const {
   TensorId keys[2] = {-1, -1};
-  const TensorDesc& d = p_.tensors[static_cast<size_t>(x)];
+  const bool per_layer = tensor_per_layer_[static_cast<size_t>(x)];
   int c = chain_in_[static_cast<size_t>(x)];
-  if (d.per_layer && c >= 0) {
+  if (per_layer && c >= 0) {
     keys[0] = key(chain(c).out, 0).t;
     keys[1] = key(chain(c).source, -1).t;
   } else {
-    keys[0] = key(x, d.per_layer ? 0 : -1).t;
+    keys[0] = key(x, per_layer ? 0 : -1).t;
   }
   for (TensorId kt : keys) {
     if (kt < 0) continue;
-    for (const Site& site : sites_[static_cast<size_t>(kt)]) {
+    for (const Site& site : sites(kt)) {
       if (site.seg > s) break;
       if (site.mode == Site::Mode::at_layer)
         f(site.seg, instance_of(site.seg, site.layer), site.op);

@@ -21,8 +21,14 @@ double working_set(const Program& p, const Segment& seg, const std::vector<char>
   const int n = static_cast<int>(seg.ops.size());
   if (n == 0) return 0;
   const size_t nt = p.tensors.size();
-  std::vector<int> first(nt, -1), last(nt, -1);
-  std::vector<char> starts_outside(nt, 0);
+  // Scratch reused across calls on this thread (the search models thousands of Programs; large temporaries cost more
+  // in the allocator than the work).
+  thread_local std::vector<int> first, last;
+  thread_local std::vector<char> starts_outside;
+  thread_local std::vector<double> delta;
+  first.assign(nt, -1);
+  last.assign(nt, -1);
+  starts_outside.assign(nt, 0);
   for (int i = 0; i < n; ++i) {
     const Op& op = seg.ops[static_cast<size_t>(i)];
     for (TensorId t : op.inputs) {
@@ -39,7 +45,7 @@ double working_set(const Program& p, const Segment& seg, const std::vector<char>
       last[u] = i;
     }
   }
-  std::vector<double> delta(static_cast<size_t>(n) + 1, 0.0);
+  delta.assign(static_cast<size_t>(n) + 1, 0.0);
   for (size_t t = 0; t < nt; ++t) {
     if (first[t] < 0 || exclude[t] || is_state(p.tensors[t])) continue;
     int a = starts_outside[t] ? 0 : first[t];

@@ -71,7 +71,11 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   const size_t tasks = cands.size() / per_task;
   auto run_task = [&](size_t t, int w) {
     CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
+    // The structure's unfinished Programs; with async TP on, its async-off sibling's when this worker kept them.
+    const Candidate& head = cands[t * per_task];
     UnfinishedByBatch unfinished;
+    if (o.share_policy_lowering && head.async_tp) unfinished = ev.take_async_sibling(head);
+    const bool keep = o.share_policy_lowering && ev.has_async_sibling(head);
     for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
       const CandidateResult* smaller_oom = nullptr;
       BatchState batch;
@@ -79,8 +83,12 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
         const size_t i = first + j;
         if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
           Candidate c = cands[i];
-          c.local_batch_size = ev.largest_fitting_batch(c, r.space.max_local_batch_size);
-          r.results[i] = ev.evaluate(c);
+          BatchState probes;
+          c.local_batch_size =
+              ev.largest_fitting_batch(c, r.space.max_local_batch_size, o.batch_parametric ? &probes : nullptr,
+                                       o.share_policy_lowering ? &unfinished : nullptr);
+          r.results[i] = ev.evaluate(c, o.batch_parametric ? &probes : nullptr);
+          ev.recycle(probes);
         } else if (smaller_oom && o.skip_larger_batches) {
           // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
           // without the shortcut.
@@ -95,18 +103,39 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
                                    smaller_oom->candidate.local_batch_size, smaller_oom->detail);
           }
         } else {
-          const bool last_policy = first + n_batch == (t + 1) * per_task;
+          const bool last_policy = first + n_batch == (t + 1) * per_task && !keep;
           r.results[i] = ev.evaluate(cands[i], o.batch_parametric ? &batch : nullptr,
                                      o.share_policy_lowering ? &unfinished : nullptr, last_policy);
           if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
         }
         done.fetch_add(1, std::memory_order_relaxed);
       }
+      ev.recycle(batch);
     }
+    if (keep)
+      ev.keep_for_async_sibling(head, std::move(unfinished));
+    else
+      ev.recycle(unfinished);
   };
   std::function<void(size_t, size_t)> progress;
   if (o.progress) progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), cands.size()); };
-  parallel_for(tasks, r.threads, run_task, progress);
+  // Work units: the tasks that share (tp, dp_replicate, family, float8), i.e. async TP off and on, with and without
+  // loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering to its
+  // async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
+  std::vector<size_t> group_begin;
+  for (size_t t = 0; t < tasks; ++t) {
+    const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
+    if (!prev || prev->tp != c.tp || prev->dp_replicate != c.dp_replicate || prev->family != c.family ||
+        prev->float8 != c.float8)
+      group_begin.push_back(t);
+  }
+  group_begin.push_back(tasks);
+  parallel_for(
+      group_begin.size() - 1, r.threads,
+      [&](size_t g, int w) {
+        for (size_t t = group_begin[g]; t < group_begin[g + 1]; ++t) run_task(t, w);
+      },
+      progress);
   for (const auto& w : workers) {
     r.memo_hits += w->memo_hits();
     r.memo_misses += w->memo_misses();

@@ -52,7 +52,10 @@ struct SearchOptions {
   // false: lower every candidate (the reference the tests compare against, and the "before" of bench_search).
   bool batch_parametric = true;
   // Lower each structure but its activation-checkpointing policy once per batch size (lower_unfinished(), plans/
-  // lower.h) and finish it for every policy: the same Programs. false: lower every candidate (with the above).
+  // lower.h) and finish it for every policy, into Programs the evaluator recycles (finish_lowering_into()); and give
+  // a sequence-parallel structure's unfinished Programs with async TP off to its async-on sibling
+  // (unfinished_with_async_tp(): the lowering proper does not read async_tp): the same Programs. false: lower every
+  // candidate (with the above).
   bool share_policy_lowering = true;
   // Branch-and-bound (sim/search/bound.h): > 0 keeps the first `bound_top` of the ranking and the Pareto front exact
   // and prunes (prune::kBound) the candidates whose step-time lower bound, from their op costs, shows they can be in

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/memory.h"
@@ -122,6 +124,22 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     }
   }
   const Plan plan = candidate_plan(space_, c);
+  if (batch && batch->first && !batch->program && batch->first->plan.local_batch_size == c.local_batch_size &&
+      batch->first->plan.activation_checkpointing == c.ac) {
+    // largest_fitting_batch()'s Program at this batch size (its only probe, or one lowered with lower_each).
+    evaluate_program(r, *batch->first, plan.source);
+    return r;
+  }
+  if (batch && batch->second && !batch->program && !batch->lower_each) {
+    PhaseTimer t(phases, SearchPhase::patch);
+    // `plan` differs from the first two candidates' only in the local batch size, which at() sets.
+    batch->program =
+        BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), *batch->second, &batch->why_not);
+    batch->first.reset();
+    recycle(std::move(*batch->second));
+    batch->second.reset();
+    batch->lower_each = !batch->program;
+  }
   if (batch && batch->program) {
     const Program* prog = nullptr;
     try {
@@ -146,11 +164,13 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
         ++lowered;
       }
       PhaseTimer t(phases, SearchPhase::finish);
+      if (!last_use) prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
       if (last_use) {
         prog = finish_lowering(std::move(it->second), c.ac);
         unfinished->erase(it);
       } else {
-        prog = finish_lowering(it->second, c.ac);
+        prog = take_program();
+        finish_lowering_into(it->second, c.ac, prog);
       }
       ++finished;
     } else {
@@ -164,32 +184,140 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     return r;
   }
   evaluate_program(r, prog, plan.source);
-  if (batch && !batch->lower_each) {
-    if (!batch->first) {
-      batch->first = std::move(prog);
-    } else {
-      PhaseTimer t(phases, SearchPhase::patch);
-      batch->program =
-          BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), prog, &batch->why_not);
-      batch->first.reset();
-      batch->lower_each = !batch->program;
-    }
+  if (batch && !batch->lower_each && !batch->second) {
+    (batch->first ? batch->second : batch->first) = std::move(prog);
+    return r;
   }
+  recycle(std::move(prog));
   return r;
 }
 
-int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit) {
+Program CandidateEvaluator::take_program() {
+  if (spare_.empty()) return Program();
+  Program p = std::move(spare_.back());
+  spare_.pop_back();
+  return p;
+}
+
+void CandidateEvaluator::recycle(Program&& p) {
+  if (spare_.size() < kSparePrograms) spare_.push_back(std::move(p));
+}
+
+void CandidateEvaluator::recycle(BatchState& b) {
+  if (b.first) recycle(std::move(*b.first));
+  if (b.second) recycle(std::move(*b.second));
+  if (b.program) recycle(std::move(*b.program).release());
+  b = BatchState();
+}
+
+void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
+  for (auto& [batch, p] : u) recycle(std::move(p.prog));
+  u.clear();
+}
+
+namespace {
+bool same_structure_but_async(const Candidate& a, const Candidate& b) {
+  return a.tp == b.tp && a.dp == b.dp && a.dp_replicate == b.dp_replicate && a.family == b.family &&
+         a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
+}
+}  // namespace
+
+bool CandidateEvaluator::has_async_sibling(const Candidate& c) const {
+  if (c.async_tp || c.tp <= 1 ||
+      std::find(space_.async_tp.begin(), space_.async_tp.end(), true) == space_.async_tp.end())
+    return false;
+  Candidate on = c;
+  on.async_tp = true;
+  return check_static(cfg_, cluster_, space_, on).ok();
+}
+
+void CandidateEvaluator::keep_for_async_sibling(const Candidate& c, UnfinishedByBatch&& u) {
+  if (siblings_.size() == kKeptSiblings) {
+    recycle(siblings_.front().second);
+    siblings_.erase(siblings_.begin());
+  }
+  siblings_.emplace_back(c, std::move(u));
+  u.clear();
+}
+
+UnfinishedByBatch CandidateEvaluator::take_async_sibling(const Candidate& c) {
+  UnfinishedByBatch out;
+  auto it = std::find_if(siblings_.begin(), siblings_.end(), [&](const auto& s) {
+    return !s.first.async_tp && c.async_tp && same_structure_but_async(s.first, c);
+  });
+  if (it == siblings_.end()) return out;
+  out = std::move(it->second);
+  siblings_.erase(it);
+  PhaseTimer t(phases, SearchPhase::lower);
+  for (auto u = out.begin(); u != out.end();) {
+    Candidate x = c;
+    x.local_batch_size = u->first;
+    try {
+      u->second = unfinished_with_async_tp(std::move(u->second), cfg_.model, cfg_.training, candidate_plan(space_, x));
+      ++u;
+    } catch (const Error&) {
+      u = out.erase(u);
+    }
+  }
+  return out;
+}
+
+const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished) {
+  if (batch.program) {
+    PhaseTimer t(phases, SearchPhase::patch);
+    ++patched;
+    return batch.program->at(c.local_batch_size);  // throws what lower() throws at this batch size
+  }
+  const Plan plan = candidate_plan(space_, c);
+  Program p = take_program();
+  if (unfinished) {
+    auto it = unfinished->find(c.local_batch_size);
+    if (it == unfinished->end()) {
+      PhaseTimer t(phases, SearchPhase::lower);
+      it = unfinished->emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+      ++lowered;
+    }
+    PhaseTimer t(phases, SearchPhase::finish);
+    prepare_async_tp(it->second);
+    finish_lowering_into(it->second, c.ac, p);
+    ++finished;
+  } else {
+    PhaseTimer t(phases, SearchPhase::lower);
+    p = lower(cfg_.model, cfg_.training, plan);
+    ++lowered;
+  }
+  if (batch.lower_each) {
+    batch.first = std::move(p);  // the scratch Program of this probe
+    return *batch.first;
+  }
+  if (!batch.first) {
+    batch.first = std::move(p);
+    return *batch.first;
+  }
+  PhaseTimer t(phases, SearchPhase::patch);
+  batch.program = BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch.first), p, &batch.why_not);
+  batch.first.reset();
+  if (!batch.program) {
+    batch.lower_each = true;
+    batch.first = std::move(p);
+    return *batch.first;
+  }
+  recycle(std::move(p));
+  ++patched;
+  return batch.program->at(c.local_batch_size);
+}
+
+int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch,
+                                                  UnfinishedByBatch* unfinished) {
+  BatchState lower_each;  // without `batch`: every probe lowered (the reference the tests compare against)
+  lower_each.lower_each = true;
+  BatchState& bs = batch ? *batch : lower_each;
   auto fits = [&](int64_t b) {
     Candidate x = c;
     x.local_batch_size = b;
     if (!check_static(cfg_, cluster_, space_, x).ok()) return false;
     try {
-      Program p;
-      {
-        PhaseTimer t(phases, SearchPhase::lower);
-        p = lower(cfg_.model, cfg_.training, candidate_plan(space_, x));
-        ++lowered;
-      }
+      const Program& p = program_at(x, bs, unfinished);
       check_supported(p, cluster_);
       PhaseTimer t(phases, SearchPhase::memory);
       return fits_with_headroom(memory_model(p, cluster_.gpu, cost_), space_.memory_headroom_gib);
@@ -197,12 +325,15 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
       return false;
     }
   };
-  if (limit <= 1 || !fits(1)) return 1;
-  int64_t lo = 1, hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
+  int64_t lo = 1;
+  if (limit > 1 && fits(1)) {
+    int64_t hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
   }
+  if (!batch) recycle(lower_each);
   return lo;
 }
 
@@ -229,8 +360,8 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {
         r.pruned = prune::kBound;
-        r.detail = fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub,
-                               incumbents->k());
+        r.detail =
+            fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub, incumbents->k());
         return;
       }
     }

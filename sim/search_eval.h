@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "plans/config.h"
 #include "plans/lower.h"
@@ -66,10 +67,12 @@ OpKey op_key(const Op& op, const Program& p);
 using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
 
 struct BatchState {
-  std::optional<Program> first;             // the first lowered batch size, until the second one is lowered
-  std::unique_ptr<BatchProgram> program;    // from the first two; set to each later batch size
-  bool lower_each = false;                  // BatchProgram::make refused: lower every batch size
-  std::string why_not;                      // its reason
+  std::optional<Program> first;           // the first lowered batch size, until the BatchProgram is made
+  std::optional<Program> second;          // the second, until a third batch size needs the BatchProgram: made then, not
+                                          // before (when the second misses memory, no larger batch size is evaluated)
+  std::unique_ptr<BatchProgram> program;  // from the first two; set to each later batch size
+  bool lower_each = false;                // BatchProgram::make refused: lower every batch size
+  std::string why_not;                    // its reason
 };
 
 class CandidateEvaluator {
@@ -84,14 +87,33 @@ class CandidateEvaluator {
   CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr,
                            bool last_use = false);
   // The largest local batch in 1..limit at which `c` lowers and fits memory with the headroom; 1 when none does
-  // (evaluate() at 1 then says why). Bisection: about log2(limit) lowerings and memory models instead of `limit`.
+  // (evaluate() at 1 then says why). Bisection: about log2(limit) probes instead of `limit`, and each probe is the
+  // batch-parametric Program (sim/search/batch_program.h) set to its batch: the first two probes (1 and the first
+  // midpoint, the same for every policy of a structure) are lowered, finished from `unfinished` when given (shared
+  // with the structure's other policies, as evaluate() shares them), and the others are BatchProgram::at() of the
+  // two: no lowering, and at(b) == lower(b) field for field. With `batch`, the BatchProgram (or the only probe's
+  // Program) is left there, so that evaluate(c at the answer, batch) patches it rather than lowering again. Without
+  // `batch`, every probe is lowered (or finished from `unfinished`): the reference the tests compare against.
   // Exact because "fits" is monotone, true up to some batch and false above it: every tensor of a Program is
   // non-decreasing in the local batch (activations, logits and their gradients scale with it; parameters, gradients
   // and optimizer state do not depend on it) and the op list does not change with it, so memory_model()'s peak is
   // non-decreasing in it; and the batch-dependent refusals of lower() (check_local_batch(): the largest tensor and
   // FLOP counts within limits) hold from some batch upwards. tests/sim/search_bisect_test.cc checks both premises
   // on the example spaces, and the answer against enumerating every size.
-  int64_t largest_fitting_batch(const Candidate& c, int64_t limit);
+  int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch = nullptr,
+                                UnfinishedByBatch* unfinished = nullptr);
+  // Programs this evaluator no longer needs: their buffers are reused by later finish_lowering_into() calls (a fresh
+  // Program and its destruction cost about as much as finishing it). The arguments are left empty.
+  void recycle(Program&& p);
+  void recycle(BatchState& b);
+  void recycle(UnfinishedByBatch& u);
+  // Async TP off and on share their unfinished Programs (plans/lower.h, unfinished_with_async_tp()): the search
+  // keeps a structure's with async TP off (`c` any of its candidates) when its async-TP-on sibling is to be evaluated,
+  // and takes them for that sibling, set to its plan (its checks run; an entry whose check throws is dropped, so that
+  // evaluate() lowers it and reports what lower() throws). Empty when this evaluator kept none for it.
+  bool has_async_sibling(const Candidate& c) const;
+  void keep_for_async_sibling(const Candidate& c, UnfinishedByBatch&& u);
+  UnfinishedByBatch take_async_sibling(const Candidate& c);
   // The memoized equivalent of cost_ops(p, cluster, cost).
   OpCosts cost_ops(const Program& p);
 
@@ -101,7 +123,7 @@ class CandidateEvaluator {
   // Branch-and-bound (sim/search/bound.h): when set, a candidate the incumbents dominate is pruned as prune::kBound
   // after its op costs, before its schedule; every feasible result is added to them. Shared by all evaluators.
   Incumbents* incumbents = nullptr;
-  PhaseTimes phases;      // where this evaluator's time went
+  PhaseTimes phases;                              // where this evaluator's time went
   size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
 
  private:
@@ -110,6 +132,15 @@ class CandidateEvaluator {
   const CostParams& cost_;
   const ResolvedSpace& space_;
   void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source);
+  // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished / lowered (then kept in
+  // `batch` as its first Program, or made into its BatchProgram with the first). Throws what lower() throws.
+  const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished);
+  Program take_program();  // a recycled Program (or an empty one)
+  static constexpr size_t kSparePrograms = 4;
+  std::vector<Program> spare_;
+  static constexpr size_t kKeptSiblings =
+      4;  // structures between a sibling pair in enumeration order: 1 (loss parallel)
+  std::vector<std::pair<Candidate, UnfinishedByBatch>> siblings_;  // oldest first
 
   std::unordered_map<OpKey, double, OpKeyHash> memo_;
   size_t hits_ = 0, misses_ = 0;

@@ -132,8 +132,8 @@ struct TemplateOp {
   Stream label = Stream::compute;   // stream_of(op): what its time counts as (compute, or TP / DP communication)
   double duration = 0;
   const std::vector<int>* deps = nullptr;
-  const std::vector<TensorId>* ext = nullptr;  // inputs and outputs with no earlier writer in the segment
-  bool prefetched = false;                     // issued by the previous unit
+  std::span<const TensorId> ext;  // inputs and outputs with no earlier writer in the segment
+  bool prefetched = false;        // issued by the previous unit
 };
 
 struct Slot {
@@ -162,7 +162,7 @@ class Scheduler {
         t.stream = c.comm_overlaps_compute ? t.label : Stream::compute;
         t.duration = costs.duration_us[s][j];
         t.deps = &op.deps;
-        t.ext = &flow_.outside(static_cast<int>(s), static_cast<int>(j));
+        t.ext = flow_.outside(static_cast<int>(s), static_cast<int>(j));
         t.prefetched = is_prefetched(op);
         if (t.prefetched) {
           pf_[s].push_back(static_cast<int>(j));
@@ -389,8 +389,8 @@ class Scheduler {
     }
     double outside = 0;
     Wait ow = Wait::none;
-    if (!o.ext->empty()) {
-      for (TensorId x : *o.ext) {
+    if (!o.ext.empty()) {
+      for (TensorId x : o.ext) {
         Resolved r = resolve(x, s, i);
         if (!r.found) continue;
         if (r.periodic) {
@@ -498,13 +498,13 @@ class Scheduler {
     const int last = st.instances - 2;
     auto check = [&](int j, int first_inst, int last_inst) {
       const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
-      if (o.ext->empty()) return -1;
+      if (o.ext.empty()) return -1;
       double bound = 0;
-      for (TensorId x : *o.ext) bound = std::max(bound, outside_bound(s, x));
+      for (TensorId x : o.ext) bound = std::max(bound, outside_bound(s, x));
       if (bound <= st.time(first_inst, j).start + kTol) return -1;
       for (int m = first_inst; m <= last_inst; ++m) {
         const double start = st.time(m, j).start;
-        for (TensorId x : *o.ext) {
+        for (TensorId x : o.ext) {
           Resolved r = resolve(x, s, m);
           if (r.found && !r.periodic && r.end > start + kTol) return m;
         }

@@ -42,6 +42,8 @@ class BatchProgram {
                                             Program at_b1, const Program& at_b2, std::string* why_not = nullptr);
 
   const Program& at(int64_t local_batch_size);
+  // Hands the Program it holds to the caller (to recycle its buffers); the BatchProgram is then unusable.
+  Program release() && { return std::move(prog_); }
   size_t batch_dependent_fields() const { return slots_.size(); }
 
   BatchProgram(const BatchProgram&) = delete;  // slots_ point into prog_

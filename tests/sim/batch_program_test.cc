@@ -110,6 +110,14 @@ void check_fast_equals_slow(const Config& cfg, bool expect_patched = true) {
   CHECK(b.finished == 0);
   CHECK(a.finished + a.patched == b.lowered);  // every Program the slow path lowered, the fast path made
   check_same_search(a, b);
+  // On one thread every async-TP-on structure follows its async-off sibling on the same evaluator, which hands it
+  // its unfinished Programs (unfinished_with_async_tp()): the same results, with fewer lowerings.
+  SearchOptions one = fast;
+  one.threads = 1;
+  const SearchResult c = search(cfg, one);
+  CHECK(c.lowered <= a.lowered);
+  CHECK(c.finished + c.patched == b.lowered);
+  check_same_search(c, b);
 }
 
 }  // namespace
@@ -189,11 +197,113 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
         }
         CHECK(finished_error == lowered_error);
         if (lowered_error.empty()) CHECK(program_difference(finished, lowered).empty());
+        // With async TP's policy-free rewrite done once beforehand (prepare_async_tp()), into a recycled Program.
+        UnfinishedProgram prepared = *u;
+        prepare_async_tp(prepared);
+        CHECK(prepared.forward.has_value() == (plan.async_tp && c.tp > 1));
+        std::string prepared_error;
+        Program into;  // holding an earlier Program where there is one
+        try {
+          into = finish_lowering(*u, ActivationCheckpointing::none);
+        } catch (const Error&) {
+        }
+        try {
+          finish_lowering_into(prepared, ac, into);
+        } catch (const Error& e) {
+          prepared_error = e.what();
+        }
+        CHECK(prepared_error == lowered_error);
+        if (lowered_error.empty()) CHECK(program_difference(into, lowered).empty());
         ++compared;
       }
     }
   }
   CHECK(compared > 100);
+}
+
+TEST_CASE("lower() with async TP from its async-off sibling's unfinished Program, and what it throws",
+          "[search][batch]") {
+  // Every async-TP structure of the example spaces (and of torchtitan 0.3, and with compile off, which async TP
+  // refuses), at two batch sizes: unfinished_with_async_tp(lower_unfinished(plan without async TP), plan) is
+  // lower_unfinished(plan) field for field, or throws what it throws; and finished for every policy it is lower().
+  Config off = load_config(example("llama3-8b-h100.yaml"));
+  off.training.compile = false;
+  Config tt = load_config(example("llama3-8b-h100.yaml"));
+  tt.search.framework = "torchtitan-0.3";
+  std::vector<Config> configs = {load_config(example("llama3-8b-h100.yaml")), load_config(example("gpt-a100.yaml")),
+                                 load_config(example("llama3-405b-h100.yaml")), off, tt};
+  size_t compared = 0, refused = 0;
+  for (const Config& cfg : configs) {
+    const ResolvedSpace space = resolve_space(cfg);
+    const ClusterSpec cluster = resolve_cluster(cfg);
+    for (const Candidate& c : enumerate_candidates(space)) {
+      if (!c.async_tp || c.ac != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
+      Candidate sib = c;  // async TP off, lowered for another policy (finish_lowering() sets the policy)
+      sib.async_tp = false;
+      sib.ac = ActivationCheckpointing::none;
+      if (!check_static(cfg, cluster, space, sib).ok()) continue;
+      const Plan plan = candidate_plan(space, c);
+      std::optional<UnfinishedProgram> u;
+      try {
+        u = lower_unfinished(cfg.model, cfg.training, candidate_plan(space, sib));
+      } catch (const Error&) {
+        continue;
+      }
+      INFO(describe(space, c));
+      std::string direct_error, shared_error;
+      std::optional<UnfinishedProgram> direct, shared;
+      try {
+        direct = lower_unfinished(cfg.model, cfg.training, plan);
+      } catch (const Error& e) {
+        direct_error = e.what();
+      }
+      try {
+        shared = unfinished_with_async_tp(*u, cfg.model, cfg.training, plan);
+      } catch (const Error& e) {
+        shared_error = e.what();
+      }
+      CHECK(shared_error == direct_error);
+      if (!direct_error.empty()) {
+        ++refused;
+        continue;
+      }
+      REQUIRE(shared);
+      CHECK(program_difference(shared->prog, direct->prog).empty());
+      for (ActivationCheckpointing ac :
+           {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
+        Plan with = plan;
+        with.activation_checkpointing = ac;
+        std::string lowered_error, finished_error;
+        Program lowered, finished;
+        try {
+          lowered = lower(cfg.model, cfg.training, with);
+        } catch (const Error& e) {
+          lowered_error = e.what();
+        }
+        try {
+          finish_lowering_into(*shared, ac, finished);
+        } catch (const Error& e) {
+          finished_error = e.what();
+        }
+        CHECK(finished_error == lowered_error);
+        if (lowered_error.empty()) CHECK(program_difference(finished, lowered).empty());
+      }
+      ++compared;
+    }
+  }
+  CHECK(compared > 20);
+  CHECK(refused > 0);  // compile off
+  // A Program of another structure is not taken for a sibling: it is lowered anew.
+  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  const ResolvedSpace space = resolve_space(cfg);
+  Candidate c;
+  c.tp = 2, c.dp = 4, c.family = 1, c.async_tp = true, c.ac = ActivationCheckpointing::full;
+  Candidate other = c;
+  other.async_tp = false, other.loss_parallel = true;
+  const UnfinishedProgram u = lower_unfinished(cfg.model, cfg.training, candidate_plan(space, other));
+  CHECK(program_difference(unfinished_with_async_tp(u, cfg.model, cfg.training, candidate_plan(space, c)).prog,
+                           lower_unfinished(cfg.model, cfg.training, candidate_plan(space, c)).prog)
+            .empty());
 }
 
 TEST_CASE("batch program: refuses Programs whose sizes are not affine in the batch, and throws what lower() throws",

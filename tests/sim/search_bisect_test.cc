@@ -49,6 +49,26 @@ TEST_CASE("bisect: peak memory is non-decreasing in the local batch, and bisecti
     bisect.search.local_batch_sizes = {kMax};
     const SearchResult b = search(bisect, {});
     REQUIRE(e.results.size() == b.results.size() * kMax);  // batch is the innermost loop of the enumeration
+    // The probes are BatchProgram::at() of the first two (finished from the structure's shared unfinished
+    // Programs): the same answers and numbers as lowering every probe.
+    SearchOptions lower_each;
+    lower_each.batch_parametric = lower_each.share_policy_lowering = false;
+    const SearchResult slow = search(bisect, lower_each);
+    REQUIRE(slow.results.size() == b.results.size());
+    CHECK(slow.patched == 0);
+    if (slow.lowered > 0) CHECK(b.lowered < slow.lowered);
+    for (size_t g = 0; g < b.results.size(); ++g) {
+      const CandidateResult &x = b.results[g], &y = slow.results[g];
+      INFO(describe(b.space, x.candidate) << ": " << x.pruned << " " << x.detail);
+      CHECK(x.candidate.local_batch_size == y.candidate.local_batch_size);
+      CHECK(x.pruned == y.pruned);
+      CHECK(x.detail == y.detail);
+      CHECK(x.has_memory == y.has_memory);
+      CHECK(x.has_step == y.has_step);
+      CHECK(x.report.memory.peak == y.report.memory.peak);
+      CHECK(x.report.step_time_ms == y.report.step_time_ms);
+      CHECK(x.report.tokens_per_second_per_gpu == y.report.tokens_per_second_per_gpu);
+    }
 
     size_t groups_with_memory = 0, bigger_than_one = 0, not_max = 0;
     for (size_t g = 0; g < b.results.size(); ++g) {
