@@ -131,11 +131,12 @@ std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r,
   const CandidateResult* w = r.winner();
   if (!w) return {};
   return plan_baselines(cfg, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost,
-                        parse_framework(r.space.framework, "search.framework"));
+                        parse_framework(r.space.framework, "search.framework"),
+                        r.space.gradient_accumulation ? r.space.global_batch_size : 0);
 }
 
 std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int winner_tp, double headroom_gib,
-                                     const CostParams& cost, Framework framework) {
+                                     const CostParams& cost, Framework framework, int64_t global_batch_size) {
   std::vector<Baseline> out;
   const int world = cluster.world_size();
   const int seed_tp = std::min(cluster.gpus_per_node, world);
@@ -150,6 +151,10 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
     base.local_batch_size = cfg.training.local_batch_size;
     base.loss_parallel = lp;
     base.framework = framework;  // the baselines of the plan's own family
+    // local batch <= 2^16 and dp_shard <= world <= 2^20: no overflow.
+    if (const int64_t per_microbatch = base.local_batch_size * base.dp_shard;
+        global_batch_size > 0 && global_batch_size % per_microbatch == 0)
+      base.gradient_accumulation_steps = global_batch_size / per_microbatch;
     b.plan = preset_plan(preset, base);
     try {
       const Program p = lower(cfg.model, cfg.training, b.plan);
