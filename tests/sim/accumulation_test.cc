@@ -11,6 +11,8 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "sim/check/baseline.h"
+#include "sim/check/compare.h"
 #include "sim/search.h"
 #include "sim/search_constraints.h"
 #include "sim/search_report.h"
@@ -292,4 +294,18 @@ TEST_CASE("accumulation: a space without gradient_accumulation is unchanged (eve
   for (const CandidateResult& c : r.results) CHECK(c.candidate.gradient_accumulation_steps == 1);
   for (int i : r.ranking) CHECK(r.results[static_cast<size_t>(i)].report.gradient_accumulation_steps == 1);
   CHECK_THAT(search_table(cfg, r, 5), !Contains("gradient accumulation"));
+}
+
+TEST_CASE("accumulation: tp-plan check notices accumulation steps that differ from the baseline's",
+          "[accumulation][check]") {
+  const Program p = hand_built();
+  const Timeline tl = schedule(p, hand_costs(), CostParams{});
+  const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  const CheckBaseline one = baseline_from_report(make_report(p, cl, hand_costs(), tl, MemoryReport{}, 12, 1));
+  const CheckBaseline four = baseline_from_report(make_report(p, cl, hand_costs(), tl, MemoryReport{}, 12, 4));
+  CHECK_FALSE(one.setup.count("gradient_accumulation_steps"));  // baselines of other runs read as before
+  CHECK(four.setup.at("gradient_accumulation_steps") == "4");
+  CHECK(compare(one, four, {0.5, 0.5}).setup_changes == std::vector<std::string>{"gradient_accumulation_steps 1 -> 4"});
+  CHECK(compare(four, one, {0.5, 0.5}).setup_changes == std::vector<std::string>{"gradient_accumulation_steps 4 -> 1"});
+  CHECK(compare(four, four, {0.5, 0.5}).setup_changes.empty());
 }
