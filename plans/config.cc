@@ -184,11 +184,18 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 }
 
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
-  doc.check_map(n, "training", {"seq_len", "local_batch_size", "dtype", "activation_checkpointing", "compile"});
+  doc.check_map(n, "training",
+                {"seq_len", "local_batch_size", "global_batch_size", "dtype", "activation_checkpointing", "compile"});
   Training t;
   if (has(n, "seq_len")) t.seq_len = doc.integer_in(n["seq_len"], "training.seq_len", limits::seq_len);
   if (has(n, "local_batch_size"))
     t.local_batch_size = doc.integer_in(n["local_batch_size"], "training.local_batch_size", limits::local_batch_size);
+  if (has(n, "global_batch_size")) {
+    // torchtitan's -1 (= local_batch_size x dp degree, one microbatch) is "no key" here.
+    t.global_batch_size =
+        doc.integer_in(n["global_batch_size"], "training.global_batch_size", limits::global_batch_size);
+    t.global_batch_size_at = doc.at(n["global_batch_size"]);
+  }
   if (has(n, "dtype"))
     t.dtype = parse_dtype(doc.choice(n["dtype"], "training.dtype", {"bf16", "fp16", "fp32"}),
                           doc.where(n["dtype"], "training.dtype"));
@@ -247,7 +254,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
       n, "search",
       {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
        "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "objective", "memory_headroom_gib",
-       "global_batch_size", "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
+       "global_batch_size", "gradient_accumulation", "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
   SearchSpace s;
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
   const bool tt = s.framework == "torchtitan-0.3";
@@ -323,6 +330,13 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                    "global_batch_size fixes the local batch per dp_shard: use local_batch_sizes, not "
                    "max_local_batch_size");
     s.global_batch_size = doc.integer_in(n["global_batch_size"], "search.global_batch_size", limits::global_batch_size);
+  }
+  if (has(n, "gradient_accumulation")) {
+    s.gradient_accumulation = doc.boolean(n["gradient_accumulation"], "search.gradient_accumulation");
+    if (s.gradient_accumulation && s.global_batch_size == 0)
+      doc.fail_msg(n["gradient_accumulation"], "search.gradient_accumulation",
+                   "true needs search.global_batch_size (the sequences per optimizer step that the microbatches add "
+                   "up to)");
   }
   if (has(n, "min_tokens_per_second_per_gpu"))
     s.min_tokens_per_second_per_gpu = doc.real_in(n["min_tokens_per_second_per_gpu"],

@@ -5,12 +5,12 @@
 //
 //   model:    {preset: llama3-8b} | explicit dims | a preset with overrides (ffn_dim or ffn_dim_multiplier+multiple_of)
 //             | {hf_config: path/to/config.json} (a transformers config, relative to this file; plans/hf_config.h)
-//   training: {seq_len: 8192, local_batch_size: 1, dtype: bf16, activation_checkpointing: none}
+//   training: {seq_len: 8192, local_batch_size: 1, global_batch_size: 64, dtype: bf16, activation_checkpointing: none}
 //   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,   (`device:` is a synonym of `gpu:`)
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
 //   search:   {tp_degrees, presets, plans, float8, async_tp, loss_parallel, activation_checkpointing,
 //              local_batch_sizes | max_local_batch_size, objective, memory_headroom_gib, global_batch_size,
-//              min_tokens_per_second_per_gpu, gpu_hour_price, framework}
+//              gradient_accumulation, min_tokens_per_second_per_gpu, gpu_hour_price, framework}
 
 #include <yaml-cpp/yaml.h>
 
@@ -36,7 +36,13 @@ Float8Recipe parse_float8(std::string_view s, const std::string& where);
 
 struct Training {
   int64_t seq_len = 8192;
-  int64_t local_batch_size = 1;  // sequences per data-parallel rank per step
+  int64_t local_batch_size = 1;  // sequences per data-parallel rank per step (per microbatch)
+  // torchtitan's training.global_batch_size: sequences per optimizer step over all data-parallel ranks; 0 (no key,
+  // torchtitan's -1): local_batch_size x dp degree, one microbatch. The tools turn it into the plan's
+  // gradient_accumulation_steps = global / (local_batch_size x dp_shard x dp_replicate) (tools/plan_options.cc), an
+  // error naming global_batch_size_at ("<file>:<line>") when that is not whole.
+  int64_t global_batch_size = 0;
+  std::string global_batch_size_at;
   DType dtype = DType::bf16;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   // torch.compile of the blocks (torchtitan `--compile.enable`, components model+loss): norms, rope, activations and
@@ -84,11 +90,12 @@ struct SearchSpace {
   int64_t max_local_batch_size = 0;
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
-  // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard (x
-  // dp_replicate) must equal
-  // it (gradient accumulation is not modelled, so that is the only way to reach it). min_tokens_per_second_per_gpu
-  // (0: none): slower plans are pruned after their simulation.
+  // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard x
+  // dp_replicate must equal it, or, with gradient_accumulation true, divide it (the quotient is the candidate's
+  // gradient_accumulation_steps; true needs global_batch_size). min_tokens_per_second_per_gpu (0: none): slower plans
+  // are pruned after their simulation.
   int64_t global_batch_size = 0;
+  bool gradient_accumulation = false;
   double min_tokens_per_second_per_gpu = 0;
   // USD per GPU-hour: objective cost_per_token needs it; with it, reports show the cost per million tokens.
   double gpu_hour_price = 0;

@@ -196,11 +196,16 @@ std::string explain_text(const Program& p) {
   const Model& m = p.model;
   line(
       fmt::format("Plan {} (tp {}, dp_shard {}{}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
-                  "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}",
+                  "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}{}",
                   p.plan.family, p.tp, p.dp, p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : "",
                   to_string(p.plan.float8), p.plan.async_tp ? "on" : "off", p.plan.loss_parallel ? "on" : "off",
                   to_string(p.plan.activation_checkpointing), m.name, m.n_layers, m.dim, m.n_heads, m.n_kv_heads,
-                  m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size));
+                  m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size,
+                  p.plan.gradient_accumulation_steps > 1
+                      ? fmt::format(" x {} microbatches (gradient accumulation: the collectives below are one "
+                                    "microbatch's, the optimizer's once per step)",
+                                    p.plan.gradient_accumulation_steps)
+                      : ""));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
     line(fmt::format("  {:<10} {:<32} {:<15} {:<40} {:<9} {:<18} {:>10}  {}", "phase", "module", "op", "tensor",
                      "dtype", "global shape", "bytes", "group"));

@@ -114,6 +114,11 @@ std::string export_python(const Plan& plan) {
         "# fully_shard on the [dp_replicate, dp_shard] mesh (torchtitan: data_parallel_replicate_degree {}), which\n"
         "# all-reduces each reduce-scattered gradient shard across the replicas.\n",
         plan.dp_replicate, plan.dp_shard, plan.tp_degree, plan.dp_replicate);
+  if (plan.gradient_accumulation_steps > 1)
+    out += fmt::format(
+        "# Gradient accumulation: {} microbatches of local batch {} per optimizer step (torchtitan: "
+        "training.global_batch_size {}); the plan below is the same for each microbatch.\n",
+        plan.gradient_accumulation_steps, plan.local_batch_size, plan.global_batch_size());
   if (plan.tp_degree == 1)
     out += "# At tp 1 torchtitan applies no tensor parallelism; the plan is kept for reference.\n";
   out += "import torch\n";

@@ -73,6 +73,10 @@ std::string export_torchtitan_toml(const Plan& plan) {
 
   out += "\n[training]\n";
   out += fmt::format("local_batch_size = {}\n", plan.local_batch_size);
+  // torchtitan derives gradient_accumulation_steps = global_batch_size // (local_batch_size x dp degree).
+  if (plan.gradient_accumulation_steps > 1)
+    out += fmt::format("global_batch_size = {}  # {} gradient accumulation steps\n", plan.global_batch_size(),
+                       plan.gradient_accumulation_steps);
 
   out += "\n[parallelism]\n";
   // HSDP: torchtitan's ParallelismConfig.data_parallel_replicate_degree (FSDP over dp_shard, replicated over this).

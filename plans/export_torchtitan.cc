@@ -107,6 +107,10 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   // tyro spells the field on the command line.
   add("--parallelism.data-parallel-replicate-degree", std::to_string(plan.dp_replicate));
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));
+  // torchtitan's TrainingConfig.global_batch_size (default -1: local batch x dp degree, no accumulation); train.py
+  // derives gradient_accumulation_steps = global_batch_size // (local_batch_size x dp degree). Only when accumulating.
+  if (plan.gradient_accumulation_steps > 1)
+    add("--training.global-batch-size", std::to_string(plan.global_batch_size()));
   if (ctx.seq_len > 0) add("--training.seq-len", std::to_string(ctx.seq_len));
   add("--loss.num-chunks", std::to_string(plan.chunks()));
   add(compile ? "--compile.enable" : "--compile.no-enable", "");

@@ -41,9 +41,12 @@ inline constexpr RealRange latency_us{0, 1e6, false};
 inline constexpr IntRange degree{1, 1 << 20};
 inline constexpr RealRange memory_headroom_gib{0, 1e6, false};
 // search constraints and prices
+// (also training.global_batch_size, --global-batch-size)
 inline constexpr IntRange global_batch_size{1, int64_t{1} << 36};  // local batch (2^16) x dp (2^20)
-inline constexpr RealRange tokens_per_second{0, 1e12, false};      // search.min_tokens_per_second_per_gpu
-inline constexpr RealRange gpu_hour_price{0, 1e6, true};           // USD per GPU-hour
+// plan gradient_accumulation_steps: microbatches per optimizer step, at most a whole global batch of one sequence each
+inline constexpr IntRange gradient_accumulation_steps{1, int64_t{1} << 36};
+inline constexpr RealRange tokens_per_second{0, 1e12, false};  // search.min_tokens_per_second_per_gpu
+inline constexpr RealRange gpu_hour_price{0, 1e6, true};       // USD per GPU-hour
 // GPU spec figures: TFLOPS, GB/s, GiB (finite, positive; fp8_tflops may be 0: no float8)
 inline constexpr RealRange gpu_figure{0, 1e6, true};
 inline constexpr IntRange sm_count{1, 100000};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 
 namespace tptune {
@@ -99,14 +100,20 @@ const ParallelStyle* Plan::style_for(const std::string& fqn) const {
   return nullptr;
 }
 
+int64_t Plan::global_batch_size() const {
+  return checked_mul({local_batch_size, dp_shard, dp_replicate, gradient_accumulation_steps},
+                     "global batch size (local_batch_size x dp_shard x dp_replicate x gradient_accumulation_steps)");
+}
+
 // Two plans are equal when they parallelize the same way: same toggles and the same entries in the same order.
 // `family` and `source` are labels for reports, and entry lines are provenance; neither takes part.
 bool Plan::operator==(const Plan& o) const {
   return tp_degree == o.tp_degree && dp_shard == o.dp_shard && dp_replicate == o.dp_replicate && float8 == o.float8 &&
          async_tp == o.async_tp && loss_parallel == o.loss_parallel &&
          activation_checkpointing == o.activation_checkpointing && local_batch_size == o.local_batch_size &&
-         modules == o.modules && framework == o.framework && fused_qkv == o.fused_qkv && output_fqn == o.output_fqn &&
-         chunks() == o.chunks() && fsdp_always == o.fsdp_always && ac_early_stop == o.ac_early_stop &&
+         gradient_accumulation_steps == o.gradient_accumulation_steps && modules == o.modules &&
+         framework == o.framework && fused_qkv == o.fused_qkv && output_fqn == o.output_fqn && chunks() == o.chunks() &&
+         fsdp_always == o.fsdp_always && ac_early_stop == o.ac_early_stop &&
          ac_saves_reduce_scatter == o.ac_saves_reduce_scatter;
 }
 

@@ -23,6 +23,7 @@
 //   loss_parallel: true
 //   activation_checkpointing: none
 //   local_batch_size: 1
+//   gradient_accumulation_steps: 4  # microbatches per optimizer step (written only when > 1)
 //   modules:
 //     tok_embeddings: {style: rowwise, input_layouts: R, output_layouts: S(1)}
 //     layers.*.attention: {style: prepare_module_input, input_layouts: S(1), desired_input_layouts: R}
@@ -95,6 +96,10 @@ struct Plan {
   bool loss_parallel = false;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   int64_t local_batch_size = 1;
+  // Microbatches per optimizer step (torchtitan's gradient_accumulation_steps = training.global_batch_size /
+  // (local_batch_size x dp_replicate x dp_shard)). The lowering does not read it: a Program is one microbatch's
+  // forward and backward plus the optimizer, and the simulator repeats the microbatch (sim/accumulation.h).
+  int64_t gradient_accumulation_steps = 1;
   std::vector<PlanEntry> modules;
 
   // ---- What a framework changes, as data the one lowering reads (framework_defaults() fills them) -------------
@@ -129,6 +134,9 @@ struct Plan {
   // nullptr when no entry matches (the module is not parallelized: plain tensors, replicated parameters).
   const ParallelStyle* style_for(const std::string& fqn) const;
   int chunks() const { return loss_chunks > 1 ? loss_chunks : 1; }
+  // Sequences per optimizer step over all data-parallel ranks (torchtitan's training.global_batch_size):
+  // local_batch_size x dp_shard x dp_replicate x gradient_accumulation_steps; tptune::Error when it passes int64.
+  int64_t global_batch_size() const;
   bool operator==(const Plan& o) const;
 };
 

@@ -156,7 +156,8 @@ Plan load(const std::string& text, const std::string& name) {
                             yaml::describe(root)));
   doc.check_map(root, "",
                 {"family", "tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "local_batch_size", "framework", "loss_chunks", "modules"});
+                 "activation_checkpointing", "local_batch_size", "gradient_accumulation_steps", "framework",
+                 "loss_chunks", "modules"});
   Plan p;
   p.source = name;
   auto small_positive = [&](const char* k) { return static_cast<int>(doc.integer_in(root[k], k, limits::degree)); };
@@ -176,6 +177,9 @@ Plan load(const std::string& text, const std::string& name) {
         doc.where(root["activation_checkpointing"], "activation_checkpointing"));
   if (root["local_batch_size"].IsDefined())
     p.local_batch_size = doc.integer_in(root["local_batch_size"], "local_batch_size", limits::local_batch_size);
+  if (root["gradient_accumulation_steps"].IsDefined())
+    p.gradient_accumulation_steps = doc.integer_in(root["gradient_accumulation_steps"], "gradient_accumulation_steps",
+                                                   limits::gradient_accumulation_steps);
   Framework framework = Framework::dtensor;
   if (root["framework"].IsDefined())
     framework = parse_framework(doc.choice(root["framework"], "framework", {"dtensor", "torchtitan-0.3"}),
@@ -190,8 +194,9 @@ Plan load(const std::string& text, const std::string& name) {
                  "torchtitan 0.3 always runs the vocab-parallel loss under TP: expected true or no key");
   apply_framework(p, framework);
   // What the file states, with its line, so that tools take every other value from the config (and say so).
-  for (const char* k : {"tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
-                        "activation_checkpointing", "local_batch_size", "framework", "loss_chunks"})
+  for (const char* k :
+       {"tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
+        "local_batch_size", "gradient_accumulation_steps", "framework", "loss_chunks"})
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
@@ -281,6 +286,9 @@ std::string plan_to_yaml(const Plan& plan) {
   out += fmt::format("loss_parallel: {}\n", plan.loss_parallel);
   out += fmt::format("activation_checkpointing: {}\n", to_string(plan.activation_checkpointing));
   out += fmt::format("local_batch_size: {}\n", plan.local_batch_size);
+  // Only plans that accumulate carry the key, so that every plan written before it existed reads and writes the same.
+  if (plan.gradient_accumulation_steps != 1)
+    out += fmt::format("gradient_accumulation_steps: {}\n", plan.gradient_accumulation_steps);
   if (plan.modules.empty()) return out + "modules: {}\n";
   out += "modules:\n";
   for (const auto& e : plan.modules) out += fmt::format("  {}: {}\n", scalar(e.pattern), style_yaml(e.style));

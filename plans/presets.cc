@@ -154,6 +154,7 @@ Plan preset_plan(const std::string& name, const Plan& base) {
   p.loss_parallel = base.loss_parallel;
   p.activation_checkpointing = base.activation_checkpointing;
   p.local_batch_size = base.local_batch_size;
+  p.gradient_accumulation_steps = base.gradient_accumulation_steps;
   p.provenance = base.provenance;
   p.stated = base.stated;
   p.loss_chunks = base.loss_chunks;

@@ -40,6 +40,12 @@ std::string report_text(const StepReport& r) {
          to_string(r.activation_checkpointing), r.local_batch_size, r.seq_len);
   const MemoryReport& m = r.memory;
   append(o, "  step time          {:10.2f} ms\n", r.step_time_ms);
+  // Only plans that accumulate say so: every other report reads as before.
+  if (r.gradient_accumulation_steps > 1)
+    append(o,
+           "  gradient accum.    {:>10}   microbatches per optimizer step (each microbatch after the first adds the "
+           "time to its last non-DP op; sim/accumulation.h)\n",
+           r.gradient_accumulation_steps);
   append(o, "  tokens/s per GPU   {:>10}\n", thousands(r.tokens_per_second_per_gpu));
   append(o,
          "  MFU                {:10.1f} %   (torchtitan: 6 x non-embedding params + 12 x L x H x D x S, dense bf16)\n",
@@ -106,6 +112,7 @@ nlohmann::json report_json(const StepReport& r) {
                {"activation_checkpointing", std::string(to_string(r.activation_checkpointing))},
                {"local_batch_size", r.local_batch_size},
                {"seq_len", r.seq_len}};
+  if (r.gradient_accumulation_steps > 1) j["plan"]["gradient_accumulation_steps"] = r.gradient_accumulation_steps;
   j["step_time_ms"] = r.step_time_ms;
   j["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
   j["mfu"] = r.mfu;

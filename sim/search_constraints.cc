@@ -21,7 +21,11 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
                 fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
   // local batch (<= 2^16) x dp_shard x dp_replicate (their product <= world <= 2^20): no overflow.
   const int64_t global = c.local_batch_size * c.dp * c.dp_replicate;
-  if (s.global_batch_size > 0 && global != s.global_batch_size)
+  if (s.gradient_accumulation && s.global_batch_size > 0 && s.global_batch_size % global != 0)
+    return fail(prune::kGlobalBatchMultiple,
+                fmt::format("global_batch_size {} vs local batch {} x dp {} x dp_replicate {} = {}",
+                            s.global_batch_size, c.local_batch_size, c.dp, c.dp_replicate, global));
+  if (!s.gradient_accumulation && s.global_batch_size > 0 && global != s.global_batch_size)
     return fail(prune::kGlobalBatch,
                 c.dp_replicate > 1
                     ? fmt::format("local batch {} x dp {} x dp_replicate {} = {} vs global_batch_size {}",

@@ -8,6 +8,10 @@
 //                                              HSDP: dp_shard = world / (tp x dp_replicate) must be whole
 //   local batch x dp is not the global batch   search.global_batch_size: local_batch_size x dp_shard x dp_replicate
 //                                              must equal it
+//   global batch is not a multiple of local batch x dp
+//                                              search.gradient_accumulation true: global_batch_size must be a
+//                                              multiple of local_batch_size x dp_shard x dp_replicate (torchtitan's
+//                                              assertion); the quotient is the candidate's gradient_accumulation_steps
 //   tp group straddles nodes                   tp and gpus_per_node must divide one another (sim/cluster_spec.h)
 //   dp_replicate with dp_shard 1 (DDP)         the DTensor family: torchtitan applies DDP, not HSDP, when dp_shard is
 //                                              1 (the lowering refuses it; plans/lower.cc)
@@ -39,6 +43,8 @@ inline constexpr const char* kWorld = "tp does not divide the world size";
 inline constexpr const char* kReplicateWorld = "tp x dp_replicate does not divide the world size";
 inline constexpr const char* kReplicateDdp = "dp_replicate with dp_shard 1 is DDP (not modelled)";
 inline constexpr const char* kGlobalBatch = "local batch x dp is not search.global_batch_size";
+inline constexpr const char* kGlobalBatchMultiple =
+    "search.global_batch_size is not a multiple of local batch x dp (gradient accumulation)";
 inline constexpr const char* kStraddle = "tp group straddles nodes (tp and gpus_per_node do not divide one another)";
 inline constexpr const char* kFloat8Gpu = "float8 needs a GPU with float8";
 inline constexpr const char* kHeads = "tp does not divide n_heads";

@@ -20,6 +20,14 @@ int64_t dtype_of(const Program& p, const std::vector<TensorId>& ts) {
   return ts.empty() ? -1 : static_cast<int64_t>(p.tensor(ts[0]).dtype);
 }
 
+// The plan the search lowers: one microbatch (gradient accumulation 1), so that the candidates of one structure,
+// whose accumulation steps differ with the local batch, share Programs (BatchProgram, AC and async-TP lowerings);
+// evaluate_program() applies the candidate's steps to the report.
+Plan microbatch_plan(const ResolvedSpace& s, Candidate c) {
+  c.gradient_accumulation_steps = 1;
+  return candidate_plan(s, c);
+}
+
 }  // namespace
 
 size_t OpKeyHash::operator()(const OpKey& k) const {
@@ -123,11 +131,11 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
       return r;
     }
   }
-  const Plan plan = candidate_plan(space_, c);
+  const Plan plan = microbatch_plan(space_, c);
   if (batch && batch->first && !batch->program && batch->first->plan.local_batch_size == c.local_batch_size &&
       batch->first->plan.activation_checkpointing == c.ac) {
     // largest_fitting_batch()'s Program at this batch size (its only probe, or one lowered with lower_each).
-    evaluate_program(r, *batch->first, plan.source);
+    evaluate_program(r, *batch->first, plan.source, c.gradient_accumulation_steps);
     return r;
   }
   if (batch && batch->second && !batch->program && !batch->lower_each) {
@@ -151,7 +159,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
       r.detail = e.what();
       return r;
     }
-    evaluate_program(r, *prog, plan.source);
+    evaluate_program(r, *prog, plan.source, c.gradient_accumulation_steps);
     return r;
   }
   Program prog;
@@ -183,7 +191,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     r.detail = e.what();
     return r;
   }
-  evaluate_program(r, prog, plan.source);
+  evaluate_program(r, prog, plan.source, c.gradient_accumulation_steps);
   if (batch && !batch->lower_each && !batch->second) {
     (batch->first ? batch->second : batch->first) = std::move(prog);
     return r;
@@ -253,7 +261,7 @@ UnfinishedByBatch CandidateEvaluator::take_async_sibling(const Candidate& c) {
     Candidate x = c;
     x.local_batch_size = u->first;
     try {
-      u->second = unfinished_with_async_tp(std::move(u->second), cfg_.model, cfg_.training, candidate_plan(space_, x));
+      u->second = unfinished_with_async_tp(std::move(u->second), cfg_.model, cfg_.training, microbatch_plan(space_, x));
       ++u;
     } catch (const Error&) {
       u = out.erase(u);
@@ -268,7 +276,7 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
     ++patched;
     return batch.program->at(c.local_batch_size);  // throws what lower() throws at this batch size
   }
-  const Plan plan = candidate_plan(space_, c);
+  const Plan plan = microbatch_plan(space_, c);
   Program p = take_program();
   if (unfinished) {
     auto it = unfinished->find(c.local_batch_size);
@@ -337,7 +345,8 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
   return lo;
 }
 
-void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source) {
+void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
+                                          int64_t gradient_accumulation_steps) {
   try {
     check_supported(prog, cluster_);
     {
@@ -356,7 +365,7 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       PhaseTimer t(phases, SearchPhase::cost);
       costs = cost_ops(prog);
     }
-    if (incumbents) {
+    if (incumbents && gradient_accumulation_steps <= 1) {  // the bound is one microbatch's: not applied with ga > 1
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {
         r.pruned = prune::kBound;
@@ -371,7 +380,7 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       tl = schedule(prog, costs, cost_);
     }
     PhaseTimer t(phases, SearchPhase::report);
-    r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0);
+    r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0, gradient_accumulation_steps);
     r.has_step = true;
     if (r.report.tokens_per_second_per_gpu < space_.min_tokens_per_second_per_gpu) {
       r.pruned = prune::kMinThroughput;

@@ -131,7 +131,8 @@ class CandidateEvaluator {
   const ClusterSpec& cluster_;
   const CostParams& cost_;
   const ResolvedSpace& space_;
-  void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source);
+  void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
+                        int64_t gradient_accumulation_steps);
   // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished / lowered (then kept in
   // `batch` as its first Program, or made into its BatchProgram with the first). Throws what lower() throws.
   const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished);

@@ -24,10 +24,11 @@ double exposed_fraction(const StepReport& r) {
 }
 
 // Converts a step's milliseconds into milliseconds per 1000 tokens per GPU: a step moves local_batch x seq_len
-// tokens through each TP group of tp GPUs, i.e. local_batch x seq_len / tp tokens per GPU. Plans with different TP
-// degrees and local batches compare on this scale (its inverse is the throughput).
+// tokens through each TP group of tp GPUs per microbatch, i.e. ga x local_batch x seq_len / tp tokens per GPU. Plans
+// with different TP degrees and local batches compare on this scale (its inverse is the throughput).
 double per_1k_tokens(const StepReport& s) {
-  const double tokens_per_gpu = static_cast<double>(s.local_batch_size * s.seq_len) / std::max(1, s.tp);
+  const double tokens_per_gpu = static_cast<double>(s.gradient_accumulation_steps) *
+                                static_cast<double>(s.local_batch_size * s.seq_len) / std::max(1, s.tp);
   return tokens_per_gpu > 0 ? 1000.0 / tokens_per_gpu : 0;
 }
 
@@ -38,7 +39,8 @@ std::string plan_line(const Plan& p) {
                      p.tp_degree, p.dp_shard,
                      p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : "", p.family,
                      to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
-                     to_string(p.activation_checkpointing), p.local_batch_size);
+                     to_string(p.activation_checkpointing), p.local_batch_size) +
+         (p.gradient_accumulation_steps > 1 ? fmt::format(" x {} microbatches", p.gradient_accumulation_steps) : "");
 }
 
 // What differs between the winner and a baseline, in words.
@@ -59,6 +61,9 @@ std::string changes(const Plan& from, const Plan& to) {
         fmt::format("AC {} -> {}", to_string(from.activation_checkpointing), to_string(to.activation_checkpointing)));
   if (from.local_batch_size != to.local_batch_size)
     c.push_back(fmt::format("local batch {} -> {}", from.local_batch_size, to.local_batch_size));
+  if (from.gradient_accumulation_steps != to.gradient_accumulation_steps)
+    c.push_back(fmt::format("gradient accumulation steps {} -> {}", from.gradient_accumulation_steps,
+                            to.gradient_accumulation_steps));
   return c.empty() ? "nothing (the same program)" : fmt::format("{}", fmt::join(c, ", "));
 }
 
@@ -77,6 +82,13 @@ std::string tp_cell(const ResolvedSpace& s, const Candidate& x) {
   return hsdp_space(s) ? fmt::format("{}x{}", x.tp, x.dp_replicate) : std::to_string(x.tp);
 }
 int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
+// With search.gradient_accumulation the batch column is "local batch x gradient accumulation steps" ("2x8"); other
+// reports read as before.
+std::string batch_cell(const ResolvedSpace& s, const Candidate& x) {
+  return s.gradient_accumulation ? fmt::format("{}x{}", x.local_batch_size, x.gradient_accumulation_steps)
+                                 : std::to_string(x.local_batch_size);
+}
+int batch_width(const ResolvedSpace& s) { return s.gradient_accumulation ? 8 : 5; }
 
 std::string header(const Config& cfg, const SearchResult& r) {
   const ClusterSpec& c = r.cluster;
@@ -89,7 +101,11 @@ std::string header(const Config& cfg, const SearchResult& r) {
   if (r.space.global_batch_size > 0 || r.space.min_tokens_per_second_per_gpu > 0 || r.space.gpu_hour_price > 0) {
     std::vector<std::string> parts;
     if (r.space.global_batch_size > 0)
-      parts.push_back(fmt::format("global batch {} sequences", r.space.global_batch_size));
+      parts.push_back(fmt::format("global batch {} sequences{}", r.space.global_batch_size,
+                                  r.space.gradient_accumulation
+                                      ? " (gradient accumulation: local batch x dp divides it; batch column: local "
+                                        "batch x microbatches)"
+                                      : ""));
     if (r.space.min_tokens_per_second_per_gpu > 0)
       parts.push_back(fmt::format("at least {:g} tokens/s per GPU", r.space.min_tokens_per_second_per_gpu));
     if (r.space.gpu_hour_price > 0) parts.push_back(fmt::format("USD {:g} per GPU-hour", r.space.gpu_hour_price));
@@ -115,11 +131,12 @@ std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r,
   const CandidateResult* w = r.winner();
   if (!w) return {};
   return plan_baselines(cfg, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost,
-                        parse_framework(r.space.framework, "search.framework"));
+                        parse_framework(r.space.framework, "search.framework"),
+                        r.space.gradient_accumulation ? r.space.global_batch_size : 0);
 }
 
 std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int winner_tp, double headroom_gib,
-                                     const CostParams& cost, Framework framework) {
+                                     const CostParams& cost, Framework framework, int64_t global_batch_size) {
   std::vector<Baseline> out;
   const int world = cluster.world_size();
   const int seed_tp = std::min(cluster.gpus_per_node, world);
@@ -134,6 +151,10 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
     base.local_batch_size = cfg.training.local_batch_size;
     base.loss_parallel = lp;
     base.framework = framework;  // the baselines of the plan's own family
+    // local batch <= 2^16 and dp_shard <= world <= 2^20: no overflow.
+    if (const int64_t per_microbatch = base.local_batch_size * base.dp_shard;
+        global_batch_size > 0 && global_batch_size % per_microbatch == 0)
+      base.gradient_accumulation_steps = global_batch_size / per_microbatch;
     b.plan = preset_plan(preset, base);
     try {
       const Program p = lower(cfg.model, cfg.training, b.plan);
@@ -154,17 +175,18 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
   append(o, "\ntop {} of {} by {}:\n", n, r.feasible, to_string(r.space.objective));
   const bool priced = r.space.gpu_hour_price > 0;
   const int tw = tp_width(r.space);
-  append(o, "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", tw,
-         "plan", "float8", "async", "loss", "AC", "batch", "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm",
+  const int bw = batch_width(r.space);
+  append(o, "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", tw,
+         "plan", "float8", "async", "loss", "AC", "batch", bw, "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm",
          priced ? "  USD/1M tok" : "");
   for (size_t i = 0; i < n; ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
     const Candidate& x = c.candidate;
     const StepReport& s = c.report;
     append(o,
-           "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
+           "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
            i + 1, tp_cell(r.space, x), tw, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8),
-           yes_no(x.async_tp), yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, s.step_time_ms,
+           yes_no(x.async_tp), yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, s.step_time_ms,
            s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
            priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
   }
@@ -181,14 +203,15 @@ std::string pareto_text(const SearchResult& r) {
   std::string o;
   append(o, "\nPareto front (no other feasible plan is both faster and smaller), by peak memory:\n");
   const int tw = tp_width(r.space);
-  append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10} {:>8}\n", "tp", tw, "plan", "float8", "async", "loss",
-         "AC", "batch", "tok/s/GPU", "mem GiB");
+  const int bw = batch_width(r.space);
+  append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10} {:>8}\n", "tp", tw, "plan", "float8", "async",
+         "loss", "AC", "batch", bw, "tok/s/GPU", "mem GiB");
   for (int i : r.pareto) {
     const CandidateResult& c = r.results[static_cast<size_t>(i)];
     const Candidate& x = c.candidate;
-    append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>5} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
+    append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
            r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
-           yes_no(x.loss_parallel), to_string(x.ac), x.local_batch_size, c.report.tokens_per_second_per_gpu,
+           yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, c.report.tokens_per_second_per_gpu,
            c.report.memory.peak / kGiB);
   }
   return o;
@@ -257,6 +280,7 @@ nlohmann::json plan_summary_json(const Plan& p) {
                       {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
                       {"local_batch_size", p.local_batch_size}};
   if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
+  if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
   return j;
 }
 

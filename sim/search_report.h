@@ -41,9 +41,11 @@ struct Baseline {
 // The two baselines at the winner's TP degree (see above). Empty when there is no winner.
 std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost);
 // The same two baselines, of `framework`'s plan family, for a plan of TP degree `tp` on `cluster` (tp-plan simulate
-// --report).
+// --report). `global_batch_size` > 0 (a search with gradient_accumulation): each baseline accumulates
+// global / (local batch x dp) microbatches when that is whole, so that it trains the same global batch.
 std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int tp, double headroom_gib,
-                                     const CostParams& cost, Framework framework = Framework::dtensor);
+                                     const CostParams& cost, Framework framework = Framework::dtensor,
+                                     int64_t global_batch_size = 0);
 
 // The plan a candidate stands for (the one --out-plan writes).
 Plan result_plan(const SearchResult& r, int index);

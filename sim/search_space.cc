@@ -51,6 +51,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   r.objective = s.objective;
   r.memory_headroom_gib = s.memory_headroom_gib;
   r.global_batch_size = s.global_batch_size;
+  r.gradient_accumulation = s.gradient_accumulation;
   r.min_tokens_per_second_per_gpu = s.min_tokens_per_second_per_gpu;
   r.gpu_hour_price = s.gpu_hour_price;
   return r;
@@ -97,6 +98,12 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
                   c.loss_parallel = lp;
                   c.ac = ac;
                   c.local_batch_size = lbs;
+                  // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
+                  if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp > 0) {
+                    const int64_t per_microbatch = lbs * c.dp * rep;
+                    if (s.global_batch_size % per_microbatch == 0)
+                      c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+                  }
                   out.push_back(c);
                 }
   return out;
@@ -114,14 +121,17 @@ Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
   p.loss_parallel = c.loss_parallel;
   p.activation_checkpointing = c.ac;
   p.local_batch_size = c.local_batch_size;
+  p.gradient_accumulation_steps = c.gradient_accumulation_steps;
   return f.preset ? preset_plan(f.name, p) : p;
 }
 
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
-  return fmt::format("tp {}{} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}", c.tp,
-                     c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
-                     s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp,
-                     c.loss_parallel, to_string(c.ac), c.local_batch_size);
+  return fmt::format(
+      "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}{}", c.tp,
+      c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
+      s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,
+      to_string(c.ac), c.local_batch_size,
+      c.gradient_accumulation_steps > 1 ? fmt::format(" grad_accum={}", c.gradient_accumulation_steps) : "");
 }
 
 }  // namespace tptune

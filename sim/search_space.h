@@ -46,6 +46,10 @@ struct Candidate {
   bool loss_parallel = false;
   ActivationCheckpointing ac = ActivationCheckpointing::none;
   int64_t local_batch_size = 1;
+  // search.gradient_accumulation: global_batch_size / (local batch x dp x dp_replicate) when that is whole (else 1,
+  // and the static rule prunes the candidate); 1 otherwise. Not part of the Program (a microbatch): the report applies
+  // it (sim/accumulation.h).
+  int64_t gradient_accumulation_steps = 1;
 };
 
 struct ResolvedSpace {
@@ -61,6 +65,7 @@ struct ResolvedSpace {
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   int64_t global_batch_size = 0;             // 0: no constraint (SearchSpace)
+  bool gradient_accumulation = false;        // global batch = a multiple of local batch x dp (SearchSpace)
   double min_tokens_per_second_per_gpu = 0;  // 0: no constraint
   double gpu_hour_price = 0;                 // USD per GPU-hour; 0: no cost reported
   int world_size = 1;
@@ -78,7 +83,8 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);
 // The full Plan of a candidate: the family's module plan with the candidate's toggles.
 Plan candidate_plan(const ResolvedSpace& s, const Candidate& c);
 // One line: "tp 8 sequence_parallel float8=tensorwise async_tp=true ... local_batch=2"; HSDP candidates say
-// "tp 8 dp_replicate 2 sequence_parallel ..." (the key only when dp_replicate > 1).
+// "tp 8 dp_replicate 2 sequence_parallel ..." (the key only when dp_replicate > 1), and candidates that accumulate
+// end in "... local_batch=2 grad_accum=4" (only when > 1).
 std::string describe(const ResolvedSpace& s, const Candidate& c);
 
 }  // namespace tptune

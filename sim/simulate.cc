@@ -6,6 +6,7 @@
 
 #include "plans/checked_math.h"
 #include "plans/error.h"
+#include "sim/accumulation.h"
 
 namespace tptune {
 
@@ -47,7 +48,8 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostP
 }
 
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCosts& costs, const Timeline& tl,
-                       const MemoryReport& memory, size_t top_ops) {
+                       const MemoryReport& memory, size_t top_ops, int64_t gradient_accumulation_steps) {
+  const int64_t ga = gradient_accumulation_steps > 0 ? gradient_accumulation_steps : p.plan.gradient_accumulation_steps;
   StepReport r;
   r.model = p.model.name;
   r.gpu = cluster.gpu.name;
@@ -63,11 +65,15 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.activation_checkpointing = p.training.activation_checkpointing;
   r.local_batch_size = p.training.local_batch_size;
   r.seq_len = p.training.seq_len;
+  r.gradient_accumulation_steps = std::max<int64_t>(ga, 1);
 
-  r.step_time_ms = tl.step_time_us / 1e3;
-  const double step_s = tl.step_time_us * 1e-6;
+  const double step_us = accumulated_step_us(p, tl, ga);
+  r.step_time_ms = step_us / 1e3;
+  const double step_s = step_us * 1e-6;
   if (step_s > 0) {
-    r.tokens_per_second_per_gpu = static_cast<double>(p.tokens_per_rank()) / (p.tp * step_s);
+    // ga x tokens per rank in double: the product may pass int64 for absurd (but in-range) accumulation counts.
+    r.tokens_per_second_per_gpu =
+        static_cast<double>(r.gradient_accumulation_steps) * static_cast<double>(p.tokens_per_rank()) / (p.tp * step_s);
     r.mfu = r.tokens_per_second_per_gpu * p.model.training_flops_per_token(p.training.seq_len) /
             cluster.gpu.peak_flops(DType::bf16);
   }
@@ -77,6 +83,31 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.tp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::tp)] / 1e3;
   r.dp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp)] / 1e3;
   r.dp_replicate_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp_replicate)] / 1e3;
+  // Per-microbatch ops (every segment but the optimizer's) run ga times.
+  auto per_step = [&](const Segment& s) {
+    return is_optimizer_segment(s) ? 1.0 : static_cast<double>(r.gradient_accumulation_steps);
+  };
+  if (r.gradient_accumulation_steps > 1) {
+    const double extra = static_cast<double>(r.gradient_accumulation_steps - 1);
+    double compute = 0, exposed_dp = 0, busy[kStreams] = {};
+    for (size_t s = 0; s < p.segments.size(); ++s) {
+      if (is_optimizer_segment(p.segments[s])) continue;
+      const SegmentTimes& st = tl.segments[s];
+      for (int i = 0; i < st.instances && st.ops > 0; ++i) {
+        compute += st.instance_stats(i).compute_us;
+        exposed_dp += st.instance_stats(i).exposed_dp_us;
+      }
+      for (size_t j = 0; j < p.segments[s].ops.size(); ++j)
+        busy[static_cast<int>(stream_of(p.segments[s].ops[j]))] += costs.duration_us[s][j] * st.instances;
+    }
+    r.compute_ms = (tl.compute_us + extra * compute) / 1e3;
+    r.exposed_dp_comm_ms = (tl.exposed_dp_us + extra * exposed_dp) / 1e3;
+    // The rest of the step: the extra microbatches' compute-stream time not computing nor waiting on DP.
+    r.exposed_tp_comm_ms = std::max(0.0, r.step_time_ms - r.compute_ms - r.exposed_dp_comm_ms);
+    r.tp_comm_busy_ms += extra * busy[static_cast<int>(Stream::tp)] / 1e3;
+    r.dp_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp)] / 1e3;
+    r.dp_replicate_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp_replicate)] / 1e3;
+  }
 
   auto mean_span = [&](const char* name) {
     for (size_t s = 0; s < p.segments.size(); ++s) {
@@ -102,7 +133,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   std::vector<Ref> refs;
   for (size_t s = 0; s < p.segments.size(); ++s)
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j)
-      refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances});
+      refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances * per_step(p.segments[s])});
   const size_t keep = std::min(top_ops, refs.size());
   std::partial_sort(
       refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(), [](const Ref& a, const Ref& b) {
@@ -117,7 +148,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     o.kind = op_kind_label(op);
     o.phase = std::string(to_string(op.phase));
     o.stream = stream_of(op);
-    o.count = tl.segments[refs[k].seg].instances;
+    o.count = static_cast<int64_t>(tl.segments[refs[k].seg].instances * per_step(seg));
     o.time_us = costs.duration_us[refs[k].seg][refs[k].op];
     o.total_us = refs[k].total;
     ops.push_back(std::move(o));

@@ -11,10 +11,12 @@
 // search trying schedule parameters, or writing a trace) can keep the OpCosts and Timeline and call make_report().
 //
 // Conventions (torchtitan's, so that the numbers compare with its logs):
-//   tokens/s per GPU  = local_batch_size x seq_len / (tp x step time)   (TP ranks share their batch)
+//   tokens/s per GPU  = ga x local_batch_size x seq_len / (tp x step time)   (TP ranks share their batch; ga =
+//                       gradient_accumulation_steps, the step time that of ga microbatches: sim/accumulation.h)
 //   MFU               = tokens/s per GPU x Model::training_flops_per_token(seq_len) / dense bf16 peak of the GPU
 //   breakdown         compute (busy compute stream) + exposed TP + exposed DP communication (compute stream idle,
-//                     waiting on that stream) = step time
+//                     waiting on that stream) = step time; with ga > 1 the non-optimizer part counts ga times
+//                     (the extra microbatches' idle compute-stream time beyond their exposed DP time is TP's)
 //   per-block         mean compute-stream wall time of one block's forward / backward instance, exposed
 //                     communication and (in backward) recompute included
 
@@ -35,7 +37,7 @@ struct OpSummary {
   std::string kind;  // gemm | attention | ... | all_gather(tp) ...
   std::string phase;
   Stream stream = Stream::compute;
-  int count = 0;        // instances per step
+  int64_t count = 0;    // instances per step (x gradient_accumulation_steps outside the optimizer)
   double time_us = 0;   // one instance
   double total_us = 0;  // count x time
 };
@@ -49,6 +51,7 @@ struct StepReport {
   bool async_tp = false, loss_parallel = false;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   int64_t local_batch_size = 1, seq_len = 0;
+  int64_t gradient_accumulation_steps = 1;  // microbatches per step (shown only when > 1)
 
   double step_time_ms = 0;
   double tokens_per_second_per_gpu = 0;
@@ -65,8 +68,10 @@ StepReport simulate(const Program& p, const ClusterSpec& cluster, const CostPara
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostParams& c, const OpCosts& costs,
                        const Timeline& timeline, size_t top_ops = 12);
 // The same, with the Program's memory_model() already computed (the search computes it first, to prune on it).
+// `gradient_accumulation_steps` 0: the Program's plan's; the search passes its candidate's, so that Programs it
+// shares between candidates (lowered at ga 1) need not carry it.
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCosts& costs, const Timeline& timeline,
-                       const MemoryReport& memory, size_t top_ops = 12);
+                       const MemoryReport& memory, size_t top_ops = 12, int64_t gradient_accumulation_steps = 0);
 // Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ...").
 void check_supported(const Program& p, const ClusterSpec& cluster);
 

@@ -30,6 +30,9 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
   cmd->add_option("--local-batch-size", o.local_batch_size, "sequences per data-parallel rank");
+  cmd->add_option("--global-batch-size", o.global_batch_size,
+                  "sequences per optimizer step over all data-parallel ranks (torchtitan training.global_batch_size): "
+                  "gradient accumulation steps = it / (local batch x dp-shard x dp-replicate)");
   cmd->add_option("--loss-chunks", o.loss_chunks, "ChunkedLossWrapper chunks (torchtitan-0.3 default 8)");
   cmd->add_flag("--async-tp", o.async_tp, "micro-pipelined (async) TP; needs sequence parallel and compile");
   auto* lp = cmd->add_flag("--loss-parallel", o.loss_parallel, "keep logits vocab-sharded for the loss");
@@ -49,6 +52,32 @@ void check_option(const char* name, const std::optional<T>& v, limits::IntRange 
     throw Error(fmt::format("{}: expected an integer in {}, got {}", name, yaml::range_text(r), *v));
 }
 
+// torchtitan's train.py: global_batch_size (-1: local_batch_size x dp_degree) must be a multiple of local_batch_size x
+// dp_degree (asserted), and gradient_accumulation_steps = global_batch_size // (local_batch_size x dp_degree),
+// dp_degree the size of the data-parallel mesh, dp_replicate x dp_shard. --global-batch-size, else the config's
+// training.global_batch_size unless the plan file states gradient_accumulation_steps (used as is).
+void resolve_gradient_accumulation(const Config& cfg, const PlanOptions& o, Plan& plan) {
+  const bool from_option = o.global_batch_size.has_value();
+  if (!from_option && (cfg.training.global_batch_size <= 0 || plan.stated.count("gradient_accumulation_steps"))) return;
+  const int64_t global = from_option ? *o.global_batch_size : cfg.training.global_batch_size;
+  const std::string where = from_option
+                                ? std::string("--global-batch-size")
+                                : fmt::format("{}: training.global_batch_size", cfg.training.global_batch_size_at);
+  // local batch <= 2^16, each degree <= 2^20: checked anyway (a plan file's degrees are range-checked too).
+  const int64_t per_microbatch = checked_mul({plan.local_batch_size, plan.dp_shard, plan.dp_replicate},
+                                             "local_batch_size x dp_shard x dp_replicate");
+  if (global % per_microbatch != 0)
+    throw Error(fmt::format(
+        "{}: {} is not a multiple of local_batch_size {} x dp_shard {} x dp_replicate {} = {} sequences per microbatch "
+        "(torchtitan asserts global batch size % (local batch size x data-parallel degree) == 0)",
+        where, global, plan.local_batch_size, plan.dp_shard, plan.dp_replicate, per_microbatch));
+  plan.gradient_accumulation_steps = global / per_microbatch;
+  plan.provenance["gradient_accumulation_steps"] =
+      from_option ? fmt::format("option --global-batch-size {} / {}", global, per_microbatch)
+                  : fmt::format("config {} global_batch_size {} / {}", cfg.training.global_batch_size_at, global,
+                                per_microbatch);
+}
+
 }  // namespace
 
 Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
@@ -56,6 +85,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   check_option("--dp-shard", o.dp_shard, limits::degree);
   check_option("--dp-replicate", o.dp_replicate, limits::degree);
   check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
+  check_option("--global-batch-size", o.global_batch_size, limits::global_batch_size);
   const std::string from_config = fmt::format("config {}", cfg.path);
   Plan plan;
   if (!o.plan_file.empty()) {
@@ -140,6 +170,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
       plan.provenance["dp_shard"] = "world size / (tp x dp_replicate)";
     }
   }
+  resolve_gradient_accumulation(cfg, o, plan);
   if (cfg.training.compile) plan.provenance["compile"] = from_config;
   if (o.compile) cfg.training.compile = true, option("compile", "--compile");
   if (o.no_compile) cfg.training.compile = false, option("compile", "--no-compile");
@@ -163,6 +194,9 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
   if (plan.dp_replicate != 1 || plan.provenance.count("dp_replicate"))
     row("dp_replicate", std::to_string(plan.dp_replicate), src("dp_replicate", dflt));
   row("local_batch_size", std::to_string(plan.local_batch_size), src("local_batch_size", dflt));
+  if (plan.gradient_accumulation_steps != 1 || plan.provenance.count("gradient_accumulation_steps"))
+    row("gradient_accumulation_steps", std::to_string(plan.gradient_accumulation_steps),
+        src("gradient_accumulation_steps", dflt));
   row("activation_checkpointing", std::string(to_string(plan.activation_checkpointing)),
       src("activation_checkpointing", dflt));
   row("float8", std::string(to_string(plan.float8)), src("float8", dflt));

@@ -3,12 +3,15 @@
 //   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard
 //   N] [--dp-replicate N]
 //   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
-//   [--ac none|selective|full] [--local-batch-size N] [--loss-chunks N] [--compile | --no-compile]
+//   [--ac none|selective|full] [--local-batch-size N] [--global-batch-size N] [--loss-chunks N]
+//   [--compile | --no-compile]
 // Precedence, for every value: an option, else what the plan file states, else the config (activation
 // checkpointing, local batch size, compile), else the default of a preset: tp the cluster's gpus_per_node (tp-run:
 // the MPI world size), dp_replicate 1, dp_shard world_size / (tp x dp_replicate), loss parallel on for
 // sequence_parallel (torchtitan's default) and off for vanilla (always on for torchtitan-0.3). Plan::provenance records
-// where each value came from.
+// where each value came from. gradient_accumulation_steps: --global-batch-size, else what the plan file states, else
+// the config's training.global_batch_size, divided by local_batch_size x dp_shard x dp_replicate (an error naming the
+// option or the config's file:line when that is not whole), else 1.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,6 +30,7 @@ struct PlanOptions {
   std::optional<int> tp, dp_shard, dp_replicate;
   std::optional<std::string> float8, ac;
   std::optional<int64_t> local_batch_size;
+  std::optional<int64_t> global_batch_size;  // --global-batch-size: the plan's gradient_accumulation_steps from it
   std::optional<std::string> framework;
   std::optional<int> loss_chunks;
   bool async_tp = false;

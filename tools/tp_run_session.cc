@@ -171,6 +171,18 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   const std::optional<int> asked_replicate_value = o.dp_replicate;
   if (o.dp_replicate && *o.dp_replicate >= limits::degree.lo && *o.dp_replicate <= limits::degree.hi)
     o.dp_replicate.reset();
+  // A global batch (--global-batch-size or training.global_batch_size) is noted and dropped too: tp-run runs one
+  // microbatch, and its divisibility by tp-run's own data-parallel degree (1) is not the simulated plan's.
+  std::string asked_global;
+  if (o.global_batch_size && *o.global_batch_size >= limits::global_batch_size.lo &&
+      *o.global_batch_size <= limits::global_batch_size.hi) {
+    asked_global = fmt::format("--global-batch-size {}", *o.global_batch_size);
+    o.global_batch_size.reset();
+  } else if (!o.global_batch_size && s.config.training.global_batch_size > 0) {
+    asked_global = fmt::format("training.global_batch_size {} ({})", s.config.training.global_batch_size,
+                               s.config.training.global_batch_size_at);
+  }
+  s.config.training.global_batch_size = 0;
   // A preset, or a plan file that states no tp_degree, runs at the world size unless told otherwise.
   s.plan = resolve_plan(s.config, o, w.size);
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
@@ -186,6 +198,17 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                     "process per TP rank; HSDP's replicate all-reduces are simulated only)",
                     replicate));
   s.plan.dp_replicate = 1;
+  if (s.plan.gradient_accumulation_steps != 1)
+    s.notes.push_back(fmt::format(
+        "note: gradient_accumulation_steps {} forced to 1: tp-run runs one microbatch (one forward and backward per "
+        "step; accumulation is simulated only)",
+        s.plan.gradient_accumulation_steps));
+  else if (!asked_global.empty())
+    s.notes.push_back(fmt::format(
+        "note: {} not applied: tp-run runs one microbatch (gradient_accumulation_steps 1; accumulation is simulated "
+        "only)",
+        asked_global));
+  s.plan.gradient_accumulation_steps = 1;
   if (w.size == 1 && w.launch.size > 1)
     throw Error(fmt::format(
         "{} started {} processes but MPI sees a world of 1 (this is one of {} singletons): tp-run's MPI library "

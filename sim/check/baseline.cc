@@ -81,6 +81,8 @@ CheckBaseline baseline_from_report(const StepReport& r) {
              {"local_batch_size", std::to_string(r.local_batch_size)},
              {"seq_len", std::to_string(r.seq_len)}};
   if (r.dp_replicate > 1) b.setup["dp_replicate"] = std::to_string(r.dp_replicate);  // HSDP runs only
+  if (r.gradient_accumulation_steps > 1)                                             // runs that accumulate only
+    b.setup["gradient_accumulation_steps"] = std::to_string(r.gradient_accumulation_steps);
   b.step_time_ms = r.step_time_ms;
   b.tokens_per_second_per_gpu = r.tokens_per_second_per_gpu;
   const MemoryReport& m = r.memory;

@@ -94,13 +94,15 @@ CheckResult compare(const CheckBaseline& base, const CheckBaseline& now, const C
     if (it != now.setup.end() && it->second != v)
       r.setup_changes.push_back(fmt::format("{} {} -> {}", k, v, it->second));
   }
-  // dp_replicate is recorded only for HSDP runs (baseline_from_report): absent means 1.
-  auto replicate = [](const CheckBaseline& b) {
-    auto it = b.setup.find("dp_replicate");
-    return it == b.setup.end() ? std::string("1") : it->second;
-  };
-  if (replicate(base) != replicate(now) && !(base.setup.count("dp_replicate") && now.setup.count("dp_replicate")))
-    r.setup_changes.push_back(fmt::format("dp_replicate {} -> {}", replicate(base), replicate(now)));
+  // dp_replicate and gradient_accumulation_steps are recorded only when > 1 (baseline_from_report): absent means 1.
+  for (const char* key : {"dp_replicate", "gradient_accumulation_steps"}) {
+    auto value = [&](const CheckBaseline& b) {
+      auto it = b.setup.find(key);
+      return it == b.setup.end() ? std::string("1") : it->second;
+    };
+    if (value(base) != value(now) && !(base.setup.count(key) && now.setup.count(key)))
+      r.setup_changes.push_back(fmt::format("{} {} -> {}", key, value(base), value(now)));
+  }
 
   r.breakdown = diff_maps(base.breakdown_ms, now.breakdown_ms);
   r.breakdown.erase(std::remove_if(r.breakdown.begin(), r.breakdown.end(), [](const Delta& d) { return !moved(d); }),

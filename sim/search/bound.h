@@ -19,6 +19,9 @@
 // prune::kBound, so the first k of the ranking and the Pareto front equal brute force's, whichever order the worker
 // threads finish in; only which candidates are pruned (the "bound" count) may vary between runs with threads > 1.
 // Valid for the tokens_per_second and cost_per_token objectives (the same order); off for step_time and memory.
+// Gradient accumulation (search.gradient_accumulation): the bound is one microbatch's Program's, and the step of ga
+// microbatches (sim/accumulation.h) is not bounded by it in tokens/s terms without a per-microbatch bound, so the
+// evaluator does not bound-prune a candidate with ga > 1 (it is scheduled; exactness is kept, only the saving lost).
 
 #include <cstddef>
 #include <mutex>

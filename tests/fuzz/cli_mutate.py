@@ -268,7 +268,8 @@ def commands(rng, tp_plan, cfg, plan):
     toggles = rng.pick([[], ["--tp", rng.pick(["1", "2", "4", "8", "16", "3"])], ["--float8", "tensorwise"],
                         ["--async-tp"], ["--ac", "full"], ["--local-batch-size", rng.pick(["1", "4", "1000000"])],
                         ["--dp-shard", rng.pick(["1", "2", "-1", "0"])],
-                        ["--dp-replicate", rng.pick(["1", "2", "3", "-1", "0", "1048577"])], ["--no-loss-parallel"]])
+                        ["--dp-replicate", rng.pick(["1", "2", "3", "-1", "0", "1048577"])],
+                        ["--global-batch-size", rng.pick(["8", "6", "0", "-1", "68719476737"])], ["--no-loss-parallel"]])
     plan_args = ["--plan", plan] if plan else ["--preset", rng.pick(["vanilla", "sequence_parallel"])]
     sub = rng.pick(["explain", "explain-json", "simulate", "simulate-json", "search", "export"] if plan else
                    ["explain", "explain-json", "simulate", "simulate-json", "search"])

@@ -82,6 +82,8 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r) {
     const CandidateResult& s = r.results[i];
     INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail << " | brute: " << bf[i].error);
     if (s.pruned == prune::kWorld || s.pruned == prune::kReplicateWorld) continue;
+    // The global batch is the user's constraint, not something lower() or simulate() refuses.
+    if (s.pruned == prune::kGlobalBatch || s.pruned == prune::kGlobalBatchMultiple) continue;
     if (s.pruned == prune::kRedundant) {
       // The same Program as its representative: brute force gives the very same numbers.
       const Candidate rep = tp1_representative(r.space, cands[i]);
@@ -102,6 +104,7 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r) {
     CHECK(s.feasible() == bf[i].feasible());
     if (s.feasible() && bf[i].feasible()) {
       CHECK(s.report.step_time_ms == bf[i].report.step_time_ms);
+      CHECK(s.report.gradient_accumulation_steps == bf[i].report.gradient_accumulation_steps);
       CHECK(s.report.tokens_per_second_per_gpu == bf[i].report.tokens_per_second_per_gpu);
       CHECK(s.report.mfu == bf[i].report.mfu);
       CHECK(s.report.memory.peak == bf[i].report.memory.peak);
@@ -296,6 +299,24 @@ TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 
   CHECK(ro.pruned.count(prune::kReplicateWorld));
   CHECK(ro.pruned.count(prune::kReplicateDdp));
   check_against_brute_force(odd, ro);
+}
+
+TEST_CASE("search equals brute force: Llama3 70B at a global batch of 256 by gradient accumulation",
+          "[search][brute][accumulation]") {
+  Config cfg = load_config(example("llama3-70b-ga.yaml"));
+  SearchOptions o;
+  o.threads = 2;
+  SearchResult r = search(cfg, o);
+  CHECK(r.evaluated == 960);
+  CHECK(r.pruned.count(prune::kGlobalBatchMultiple));
+  REQUIRE(r.winner());
+  CHECK(r.winner()->candidate.gradient_accumulation_steps > 1);
+  check_against_brute_force(cfg, r);
+  // Branch-and-bound keeps the ranking's head exact (candidates with ga > 1 are not bound-pruned).
+  o.bound_top = 5;
+  SearchResult b = search(cfg, o);
+  REQUIRE(b.ranking.size() >= 5);
+  for (size_t k = 0; k < 5; ++k) CHECK(b.ranking[k] == r.ranking[k]);
 }
 
 TEST_CASE("search equals brute force: GPT on A100s (no float8) and awkward TP degrees", "[search][brute]") {

@@ -1,0 +1,47 @@
+#pragma once
+// Gradient accumulation: a training step of `ga` microbatches (Plan::gradient_accumulation_steps), each a forward
+// and backward of local_batch_size sequences, then one optimizer step (torchtitan's train_step: `for microbatch in
+// range(gradient_accumulation_steps): forward_backward_step(...)`, then clip_grad_norm_ and optimizers.step()).
+//
+// The Program (plans/program.h) is one microbatch plus the optimizer, and its Timeline (sim/timeline.h) is that
+// step with ga = 1. The step with ga microbatches is
+//
+//   step(ga) = step(1) + (ga - 1) x microbatch_us
+//
+// where microbatch_us is when the compute stream could start the next microbatch: the latest end over every op of
+// every segment but the optimizer's ("block.optimizer", "optimizer") that is not a DP-group collective (Group::dp,
+// Group::dp_replicate). FSDP2 reduce-scatters (and HSDP all-reduces) each microbatch's gradients into the same sharded
+// gradient buffers (it does not skip them during accumulation in torchtitan: train_step never calls
+// set_requires_gradient_sync(False)), and they drain on their own streams while the next microbatch computes, so they
+// do not hold the next microbatch back; the last microbatch's do hold the optimizer back, and step(1) has them.
+//
+// The approximation: microbatch k+1's timeline is microbatch 1's shifted by microbatch_us (the steady state of a
+// repeated step, as the timeline's block steady state). Not modelled: the DP stream's contention between the previous
+// microbatch's draining reduce-scatters and the next microbatch's parameter all-gathers (both on FSDP2's streams
+// over the same links), which can delay the next microbatch's first all-gathers; and, on devices whose collectives
+// do not overlap compute (CostParams::comm_overlaps_compute 0), the DP collectives that then sit on the compute
+// stream after the last backward op. Memory is unchanged: FSDP2 accumulates each microbatch's reduce-scattered
+// gradient into the same sharded fp32 .grad (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+// foreach_reduce: `fsdp_param.sharded_param.grad._local_tensor += new_sharded_grad` when a gradient exists; the
+// unsharded gradients are freed after the reduce-scatter copy-in), and a microbatch's
+// activations are freed by its backward before the next forward, so the peak is that of one microbatch.
+//
+// Tokens per step are ga x local_batch_size x seq_len per data-parallel rank, so tokens/s and MFU use
+// ga x tokens_per_rank / step(ga). One function computes the step time for every caller (simulate(), the search's
+// reports, tp-plan explain).
+
+#include <cstdint>
+
+#include "plans/program.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+// "block.optimizer" and "optimizer": what runs once per optimizer step, not per microbatch.
+bool is_optimizer_segment(const Segment& s);
+// When the compute stream could start the next microbatch (see above), microseconds from the start of the step.
+double microbatch_us(const Program& p, const Timeline& tl);
+// step(1) + (ga - 1) x microbatch_us; ga 1 (or less): tl.step_time_us itself.
+double accumulated_step_us(const Program& p, const Timeline& tl, int64_t gradient_accumulation_steps);
+
+}  // namespace tptune
