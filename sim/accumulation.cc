@@ -7,8 +7,9 @@ namespace tptune {
 
 bool is_optimizer_segment(const Segment& s) { return s.name == "optimizer" || s.name == "block.optimizer"; }
 
-double microbatch_us(const Program& p, const Timeline& tl) {
+MicrobatchTimes microbatch_times(const Program& p, const Timeline& tl) {
   double end = 0;
+  double dp_busy[2] = {0, 0};  // per microbatch: Group::dp, Group::dp_replicate
   for (size_t s = 0; s < p.segments.size() && s < tl.segments.size(); ++s) {
     const Segment& seg = p.segments[s];
     if (is_optimizer_segment(seg)) continue;
@@ -18,14 +19,19 @@ double microbatch_us(const Program& p, const Timeline& tl) {
     // covers the extrapolated steady state too.
     const int last = st.instances - 1;
     for (size_t j = 0; j < seg.ops.size() && j < static_cast<size_t>(st.ops); ++j) {
+      const OpTime t = st.time(last, static_cast<int>(j));
       if (const auto* c = std::get_if<CollectiveOp>(&seg.ops[j].kind);
-          c && (c->group == Group::dp || c->group == Group::dp_replicate))
-        continue;
-      end = std::max(end, st.time(last, static_cast<int>(j)).end);
+          c && (c->group == Group::dp || c->group == Group::dp_replicate)) {
+        dp_busy[c->group == Group::dp ? 0 : 1] += (t.end - t.start) * st.instances;
+        if (tl.comm_overlaps_compute) continue;  // else it ran on the compute stream: the next microbatch waits
+      }
+      end = std::max(end, t.end);
     }
   }
-  return end;
+  return {end, std::max(dp_busy[0], dp_busy[1])};
 }
+
+double microbatch_us(const Program& p, const Timeline& tl) { return microbatch_times(p, tl).period_us(); }
 
 double accumulated_step_us(const Program& p, const Timeline& tl, int64_t gradient_accumulation_steps) {
   if (gradient_accumulation_steps <= 1) return tl.step_time_us;

@@ -101,7 +101,10 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
         busy[static_cast<int>(stream_of(p.segments[s].ops[j]))] += costs.duration_us[s][j] * st.instances;
     }
     r.compute_ms = (tl.compute_us + extra * compute) / 1e3;
-    r.exposed_dp_comm_ms = (tl.exposed_dp_us + extra * exposed_dp) / 1e3;
+    // A microbatch held to its DP stream's load (microbatch_times) waits that much longer on DP.
+    const MicrobatchTimes mb = microbatch_times(p, tl);
+    r.exposed_dp_comm_ms =
+        (tl.exposed_dp_us + extra * (exposed_dp + std::max(0.0, mb.dp_busy_us - mb.critical_us))) / 1e3;
     // The rest of the step: the extra microbatches' compute-stream time not computing nor waiting on DP.
     r.exposed_tp_comm_ms = std::max(0.0, r.step_time_ms - r.compute_ms - r.exposed_dp_comm_ms);
     r.tp_comm_busy_ms += extra * busy[static_cast<int>(Stream::tp)] / 1e3;

@@ -565,12 +565,16 @@ class Scheduler {
 
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
   Scheduler s(p, costs, c);
-  return s.run();
+  Timeline tl = s.run();
+  tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
+  return tl;
 }
 
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
   Scheduler s(p, costs, c);
-  return s.run_expanded();
+  Timeline tl = s.run_expanded();
+  tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
+  return tl;
 }
 
 }  // namespace tptune

@@ -108,6 +108,7 @@ struct SegmentTimes {
 struct Timeline {
   std::vector<SegmentTimes> segments;  // parallel to Program::segments
   double step_time_us = 0;
+  bool comm_overlaps_compute = true;  // CostParams::comm_overlaps_compute it was scheduled with
   // Totals over the step (sum over all instances): compute-stream busy time and exposed communication.
   double compute_us = 0, exposed_tp_us = 0, exposed_dp_us = 0;
   // Busy time per stream over the step.

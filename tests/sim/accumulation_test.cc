@@ -147,6 +147,42 @@ TEST_CASE("accumulation: step(ga) = step(1) + (ga - 1) x microbatch, by hand", "
   CHECK_FALSE(report_json(one).at("plan").contains("gradient_accumulation_steps"));
 }
 
+TEST_CASE(
+    "accumulation: a DP stream busier than a microbatch sets the period; CPU ranks wait for their DP "
+    "collectives",
+    "[accumulation][simulate]") {
+  const Program p = hand_built();
+  const ClusterSpec cluster = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  SECTION("the reduce-scatter outlasts the microbatch") {
+    // As above with a 500 us reduce-scatter: grad ends at 380, reduce_scatter [380, 880], adamw [880, 920]: step(1)
+    // 920 us. Each microbatch's reduce-scatter needs the DP stream for 500 us, longer than the 380 us before the next
+    // microbatch could start, so the period is 500: step(4) = 920 + 3 x 500 = 2420 us.
+    const OpCosts c{{{100}, {30, 50}, {200, 500}, {40}}};
+    const Timeline tl = schedule(p, c, CostParams{});
+    REQUIRE(tl.step_time_us == 920);
+    CHECK(microbatch_times(p, tl).critical_us == 380);
+    CHECK(microbatch_times(p, tl).dp_busy_us == 500);
+    CHECK(accumulated_step_us(p, tl, 4) == 2420);
+    // Breakdown: compute 390 + 3 x 350 = 1440; exposed DP 500 (the optimizer's wait) + 3 x (500 - 380) = 860;
+    // exposed TP the rest, 2420 - 1440 - 860 = 120 = 4 x 30.
+    const StepReport r = make_report(p, cluster, c, tl, MemoryReport{}, 12, 4);
+    CHECK(r.compute_ms == Approx(1.440));
+    CHECK(r.exposed_dp_comm_ms == Approx(0.860));
+    CHECK(r.exposed_tp_comm_ms == Approx(0.120));
+  }
+  SECTION("collectives that cannot overlap compute (CPU ranks)") {
+    // comm_overlaps_compute 0, one stream: fwd [0, 100], all_reduce [100, 130], loss [130, 180], grad [180, 380],
+    // reduce_scatter [380, 680], adamw [680, 720]: step(1) 720 us. The next microbatch waits for the reduce-scatter
+    // on the rank's thread: period 680, step(4) = 720 + 3 x 680 = 2760 us.
+    CostParams cpu;
+    cpu.comm_overlaps_compute = 0;
+    const Timeline tl = schedule(p, hand_costs(), cpu);
+    REQUIRE(tl.step_time_us == 720);
+    CHECK(microbatch_us(p, tl) == 680);
+    CHECK(accumulated_step_us(p, tl, 4) == 2760);
+  }
+}
+
 TEST_CASE("accumulation: the microbatch of an extrapolated timeline equals the expanded one's", "[accumulation]") {
   for (int layers : {2, 9, 32}) {
     for (ActivationCheckpointing ac : {ActivationCheckpointing::none, ActivationCheckpointing::full}) {
