@@ -165,12 +165,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
   Program prog;
   try {
     if (unfinished) {
-      auto it = unfinished->find(c.local_batch_size);
-      if (it == unfinished->end()) {
-        PhaseTimer t(phases, SearchPhase::lower);
-        it = unfinished->emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
-        ++lowered;
-      }
+      auto it = unfinished_at(*unfinished, c, plan);
       PhaseTimer t(phases, SearchPhase::finish);
       if (!last_use) prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
       if (last_use) {
@@ -270,6 +265,17 @@ UnfinishedByBatch CandidateEvaluator::take_async_sibling(const Candidate& c) {
   return out;
 }
 
+UnfinishedByBatch::iterator CandidateEvaluator::unfinished_at(UnfinishedByBatch& unfinished, const Candidate& c,
+                                                              const Plan& plan) {
+  auto it = unfinished.find(c.local_batch_size);
+  if (it == unfinished.end()) {
+    PhaseTimer t(phases, SearchPhase::lower);
+    it = unfinished.emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+    ++lowered;
+  }
+  return it;
+}
+
 const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished) {
   if (batch.program) {
     PhaseTimer t(phases, SearchPhase::patch);
@@ -279,12 +285,7 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
   const Plan plan = microbatch_plan(space_, c);
   Program p = take_program();
   if (unfinished) {
-    auto it = unfinished->find(c.local_batch_size);
-    if (it == unfinished->end()) {
-      PhaseTimer t(phases, SearchPhase::lower);
-      it = unfinished->emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
-      ++lowered;
-    }
+    auto it = unfinished_at(*unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
     prepare_async_tp(it->second);
     finish_lowering_into(it->second, c.ac, p);

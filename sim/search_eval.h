@@ -136,6 +136,8 @@ class CandidateEvaluator {
   // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished / lowered (then kept in
   // `batch` as its first Program, or made into its BatchProgram with the first). Throws what lower() throws.
   const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished);
+  // The structure's unfinished Program at `c`'s batch size, lowered from `plan` by the first candidate that needs it.
+  UnfinishedByBatch::iterator unfinished_at(UnfinishedByBatch& unfinished, const Candidate& c, const Plan& plan);
   Program take_program();  // a recycled Program (or an empty one)
   static constexpr size_t kSparePrograms = 4;
   std::vector<Program> spare_;

@@ -91,10 +91,10 @@ int run_bench(const World& w, BenchArgs& a) {
       } else {
         for (const auto& r : j["results"]) {
           if (a.what == "gemm")
-            std::printf("  gemm %6lld x %6lld x %6lld %-8s  %10.2f us  %10.2f GFLOP/s  (%s)\n",
-                        r["m"].get<long long>(), r["n"].get<long long>(), r["k"].get<long long>(),
-                        r["dtype"].get<std::string>().c_str(), r["time_us"]["median"].get<double>(),
-                        r["gflops"].get<double>(), r["source"].get<std::string>().c_str());
+            std::printf("  gemm %6lld x %6lld x %6lld %-8s  %10.2f us  %10.2f GFLOP/s  (%s)\n", r["m"].get<long long>(),
+                        r["n"].get<long long>(), r["k"].get<long long>(), r["dtype"].get<std::string>().c_str(),
+                        r["time_us"]["median"].get<double>(), r["gflops"].get<double>(),
+                        r["source"].get<std::string>().c_str());
           else
             std::printf("  %-5s %12lld B  %10.2f us  %8.2f GB/s\n", r["kernel"].get<std::string>().c_str(),
                         r["bytes"].get<long long>(), r["time_us"]["median"].get<double>(), r["GBps"].get<double>());
