@@ -9,20 +9,13 @@
 #include "plans/explain.h"
 #include "plans/export.h"
 #include "plans/lower.h"
+#include "tests/error_text.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
+using tptune::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string error_of_config(const std::string& yaml) {
   return error_of([&] { load_config_string(yaml, "ga-config.yaml"); });

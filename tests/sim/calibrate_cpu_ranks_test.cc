@@ -9,9 +9,11 @@
 #include "sim/calibrate/fit.h"
 #include "sim/comm_cost.h"
 #include "sim/cost_param_fields.h"
+#include "tests/error_text.h"
 
 using namespace tptune;
 using nlohmann::json;
+using tptune::test::error_of;
 
 namespace {
 
@@ -46,15 +48,6 @@ double fitted(const Calibration& cal, const std::string& name) {
     if (p.name == name) return p.value;
   FAIL("parameter " << name << " was not fitted");
   return 0;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -21,9 +21,11 @@
 #include "sim/cost_param_fields.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "tests/error_text.h"
 
 using namespace tptune;
 using nlohmann::json;
+using tptune::test::error_of;
 
 namespace {
 
@@ -166,15 +168,6 @@ std::vector<Measurements> synthetic_set(double noise) {
           parse_measurements(synthetic_profile("vanilla", c, noise, 2, {8, 4, true}), "float8.json"),
           parse_measurements(synthetic_profile("vanilla", c, noise, 2, {8, 4, false, 1}), "tp1.json"),
           parse_measurements(synthetic_collectives(c, noise), "coll.json")};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -7,18 +7,12 @@
 
 #include "plans/error.h"
 #include "sim/cluster_spec.h"
+#include "tests/error_text.h"
 
 using namespace tptune;
+using tptune::test::error_of;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 const char* kFigures[] = {"bf16_tflops",        "fp16_tflops", "fp8_tflops", "fp32_tflops",
                           "hbm_bandwidth_GBps", "memory_GiB",  "sm_count",   "nvlink_bandwidth_GBps",
                           "nvlink_latency_us",  "nvswitch",    "nvls",       "network_bandwidth_GBps",
