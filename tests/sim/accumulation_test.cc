@@ -18,23 +18,13 @@
 #include "sim/search_report.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "tests/small_model.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
+using tptune::test::small_model;
 
 namespace {
-
-Model small(int layers) {
-  Model m;
-  m.name = "small";
-  m.dim = 512;
-  m.n_layers = layers;
-  m.n_heads = 16;
-  m.n_kv_heads = 8;
-  m.ffn_dim = 1024;
-  m.vocab_size = 1024;
-  return m;
-}
 
 // A tiny hand-built Program (as tests/sim/timeline_test.cc builds them).
 struct Builder {
@@ -79,7 +69,7 @@ Program hand_built() {
   b.op("reduce_scatter", coll(CollectiveKind::reduce_scatter, Group::dp), {g}, {gs}, {0});
   b.segment("optimizer");
   b.op("adamw", ElementwiseOp{}, {gs}, {});
-  b.p.model = small(1);  // for MFU (its ratio is checked)
+  b.p.model = small_model(1);  // for MFU (its ratio is checked)
   b.p.tp = 1;
   b.p.dp = 8;
   b.p.training.seq_len = 1000;
@@ -195,7 +185,7 @@ TEST_CASE("accumulation: the microbatch of an extrapolated timeline equals the e
       base.gradient_accumulation_steps = 8;
       Training t;
       t.seq_len = 256;
-      const Program p = lower(small(layers), t, preset_plan("sequence_parallel", base));
+      const Program p = lower(small_model(layers), t, preset_plan("sequence_parallel", base));
       CHECK(p.plan.gradient_accumulation_steps == 8);  // carried, not read by the lowering
       const ClusterSpec cluster = make_cluster(gpu_preset("h100-sxm"), 1, 8);
       const OpCosts costs = cost_ops(p, cluster, default_cost_params());
@@ -210,7 +200,7 @@ TEST_CASE("accumulation: the microbatch of an extrapolated timeline equals the e
       // The same Program at ga 1: the Program does not depend on it.
       Plan one = base;
       one.gradient_accumulation_steps = 1;
-      const Program p1 = lower(small(layers), t, preset_plan("sequence_parallel", one));
+      const Program p1 = lower(small_model(layers), t, preset_plan("sequence_parallel", one));
       const StepReport r1 = simulate(p1, cluster, default_cost_params());
       CHECK(r1.step_time_ms == Approx(fast.step_time_us / 1e3).epsilon(1e-12));
       CHECK(r.memory.peak == r1.memory.peak);                             // gradients accumulate in the same buffers

@@ -19,27 +19,16 @@
 #include "sim/timeline.h"
 #include "sim/trace.h"
 #include "tests/error_text.h"
+#include "tests/small_model.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
 using tptune::test::error_of;
+using tptune::test::small_model;
 
 namespace {
 
 constexpr int64_t GiB = int64_t{1} << 30;
-
-// dim 512, 16 heads of 32 (8 kv heads), ffn 1024, vocab 1024.
-Model small(int layers = 4) {
-  Model m;
-  m.name = "small";
-  m.dim = 512;
-  m.n_layers = layers;
-  m.n_heads = 16;
-  m.n_kv_heads = 8;
-  m.ffn_dim = 1024;
-  m.vocab_size = 1024;
-  return m;
-}
 
 Program lowered(int tp, int dp, int rep, int layers = 4, int64_t seq = 256,
                 ActivationCheckpointing ac = ActivationCheckpointing::none, bool async_tp = false) {
@@ -53,7 +42,7 @@ Program lowered(int tp, int dp, int rep, int layers = 4, int64_t seq = 256,
   Training t;
   t.seq_len = seq;
   t.local_batch_size = 1;
-  return lower(small(layers), t, preset_plan("sequence_parallel", base));
+  return lower(small_model(layers), t, preset_plan("sequence_parallel", base));
 }
 
 Config small_config(int nodes, int gpn, const std::string& search) {

@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include "plans/lower.h"
+#include "tests/small_model.h"
 
 using namespace tptune;
+using tptune::test::small_model;
 
 namespace {
 
@@ -173,18 +175,6 @@ TEST_CASE("backward: the next block's all-gather goes ahead of this block's redu
 }
 
 namespace {
-
-Model small_model(int layers) {
-  Model m;
-  m.name = "small";
-  m.dim = 512;
-  m.n_layers = layers;
-  m.n_heads = 16;
-  m.n_kv_heads = 8;
-  m.ffn_dim = 1024;
-  m.vocab_size = 1024;
-  return m;
-}
 
 void check_same(const Program& p, const Timeline& fast, const Timeline& ref) {
   REQUIRE(fast.segments.size() == ref.segments.size());
