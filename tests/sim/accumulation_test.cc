@@ -18,39 +18,16 @@
 #include "sim/search_report.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "tests/program_builder.h"
 #include "tests/small_model.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
+using tptune::test::small_config;
 using tptune::test::small_model;
+using Builder = tptune::test::ProgramBuilder;
 
 namespace {
-
-// A tiny hand-built Program (as tests/sim/timeline_test.cc builds them).
-struct Builder {
-  Program p;
-  Builder() { p.model.n_layers = 1; }
-  TensorId tensor(const std::string& name) {
-    TensorDesc d;
-    d.name = name;
-    d.local_shape = d.global_shape = {1};
-    p.tensors.push_back(d);
-    return static_cast<TensorId>(p.tensors.size() - 1);
-  }
-  void segment(const std::string& name) { p.segments.push_back(Segment{name, 1, false, {}}); }
-  void op(const std::string& name, OpKind kind, std::vector<TensorId> in, std::vector<TensorId> out,
-          std::vector<int> deps = {}) {
-    Segment& s = p.segments.back();
-    Op o;
-    o.id = static_cast<int>(s.ops.size());
-    o.name = o.module = name;
-    o.kind = std::move(kind);
-    o.inputs = std::move(in);
-    o.outputs = std::move(out);
-    o.deps = std::move(deps);  // inside a segment instance; across segments the tensors' last writers
-    s.ops.push_back(o);
-  }
-};
 
 CollectiveOp coll(CollectiveKind k, Group g) { return CollectiveOp{k, g}; }
 
@@ -77,15 +54,6 @@ Program hand_built() {
   return b.p;
 }
 OpCosts hand_costs() { return OpCosts{{{100}, {30, 50}, {200, 300}, {40}}}; }
-
-Config small_config(int nodes, int gpn, const std::string& search) {
-  return load_config_string(
-      fmt::format("model: {{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1024}}\n"
-                  "training: {{seq_len: 1024, local_batch_size: 1}}\n"
-                  "cluster: {{gpu: h100-sxm, nodes: {}, gpus_per_node: {}}}\nsearch: {}\n",
-                  nodes, gpn, search),
-      "ga-small.yaml");
-}
 
 }  // namespace
 
@@ -213,7 +181,7 @@ TEST_CASE("accumulation: the search's static rule (a multiple of local batch x d
           "[accumulation][search]") {
   // 1 node x 8: tp 2 -> dp 4, tp 8 -> dp 1. Global batch 24.
   const Config cfg =
-      small_config(1, 8,
+      small_config("ga-small.yaml", 1, 8,
                    "{tp_degrees: [2, 8], presets: [sequence_parallel], float8: [none], async_tp: "
                    "[false], loss_parallel: [true], activation_checkpointing: [none], "
                    "local_batch_sizes: [1, 2, 4, 16], global_batch_size: 24, gradient_accumulation: true}");
@@ -250,7 +218,7 @@ TEST_CASE("accumulation: the search equals brute force (lower + simulate of cand
   // 2 nodes x 8, global batch 96: tp 1 (dp 16), 2 (dp 8), 4 (dp 4), 8 (dp 2), 16 (dp 1) with local batches 1..4, so
   // that the batch-parametric Program, the shared AC lowering and the skip of larger batches all see candidates of
   // one structure with different ga (and some that the rule prunes).
-  const Config cfg = small_config(2, 8,
+  const Config cfg = small_config("ga-small.yaml", 2, 8,
                                   "{tp_degrees: [1, 2, 4, 8, 16], presets: [vanilla, sequence_parallel], float8: "
                                   "[none, tensorwise], async_tp: [false, true], loss_parallel: [true], "
                                   "activation_checkpointing: [none, full], local_batch_sizes: [1, 2, 3, 4], "
@@ -315,7 +283,7 @@ TEST_CASE("accumulation: the search equals brute force (lower + simulate of cand
 
 TEST_CASE("accumulation: a space without gradient_accumulation is unchanged (every candidate at ga 1)",
           "[accumulation][search]") {
-  const Config cfg = small_config(1, 8, "{tp_degrees: [2, 8], local_batch_sizes: [1, 2]}");
+  const Config cfg = small_config("ga-small.yaml", 1, 8, "{tp_degrees: [2, 8], local_batch_sizes: [1, 2]}");
   const SearchResult r = search(cfg, {});
   for (const CandidateResult& c : r.results) CHECK(c.candidate.gradient_accumulation_steps == 1);
   for (int i : r.ranking) CHECK(r.results[static_cast<size_t>(i)].report.gradient_accumulation_steps == 1);

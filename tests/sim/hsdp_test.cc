@@ -24,6 +24,7 @@
 using namespace tptune;
 using Catch::Matchers::Contains;
 using tptune::test::error_of;
+using tptune::test::small_config;
 using tptune::test::small_model;
 
 namespace {
@@ -43,15 +44,6 @@ Program lowered(int tp, int dp, int rep, int layers = 4, int64_t seq = 256,
   t.seq_len = seq;
   t.local_batch_size = 1;
   return lower(small_model(layers), t, preset_plan("sequence_parallel", base));
-}
-
-Config small_config(int nodes, int gpn, const std::string& search) {
-  return load_config_string(
-      fmt::format("model: {{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1024}}\n"
-                  "training: {{seq_len: 1024, local_batch_size: 1}}\n"
-                  "cluster: {{gpu: h100-sxm, nodes: {}, gpus_per_node: {}}}\nsearch: {}\n",
-                  nodes, gpn, search),
-      "hsdp-small.yaml");
 }
 
 }  // namespace
@@ -207,7 +199,7 @@ TEST_CASE("hsdp: simulate refuses a mesh larger than the cluster, naming the thr
 
 TEST_CASE("hsdp: search space, static rules and the plans of replicate candidates", "[hsdp][search]") {
   // 4 nodes x 8 = 32 GPUs; tp [2, 8] x dp_replicate [1, 2, 3, 16]; one preset, one of everything else.
-  const Config cfg = small_config(4, 8,
+  const Config cfg = small_config("hsdp-small.yaml", 4, 8,
                                   "{tp_degrees: [2, 8], dp_replicate: [1, 2, 3, 16], presets: [sequence_parallel], "
                                   "float8: [none], async_tp: [false], loss_parallel: [true], "
                                   "activation_checkpointing: [none], local_batch_sizes: [1, 2]}");
@@ -246,7 +238,7 @@ TEST_CASE("hsdp: search space, static rules and the plans of replicate candidate
 }
 
 TEST_CASE("hsdp: the search ranks replicate candidates like brute force, and reports them", "[hsdp][search]") {
-  const Config cfg = small_config(4, 8,
+  const Config cfg = small_config("hsdp-small.yaml", 4, 8,
                                   "{tp_degrees: [1, 2, 8], dp_replicate: [1, 2, 4, 32], presets: [sequence_parallel],"
                                   " float8: [none, tensorwise], async_tp: [false], loss_parallel: [true], "
                                   "activation_checkpointing: [none, full], local_batch_sizes: [1, 2]}");

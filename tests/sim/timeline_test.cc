@@ -5,43 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include "plans/lower.h"
+#include "tests/program_builder.h"
 #include "tests/small_model.h"
 
 using namespace tptune;
 using tptune::test::small_model;
+using Builder = tptune::test::ProgramBuilder;
 
 namespace {
-
-// A tiny hand-built Program.
-struct Builder {
-  Program p;
-  Builder(int layers) { p.model.n_layers = layers; }
-  TensorId tensor(const std::string& name, bool per_layer) {
-    TensorDesc d;
-    d.name = name;
-    d.per_layer = per_layer;
-    d.local_shape = d.global_shape = {1};
-    p.tensors.push_back(d);
-    return static_cast<TensorId>(p.tensors.size() - 1);
-  }
-  Segment& segment(const std::string& name, int repeat = 1) {
-    p.segments.push_back(Segment{name, repeat, false, {}});
-    return p.segments.back();
-  }
-  int op(const std::string& name, OpKind kind, std::vector<TensorId> in, std::vector<TensorId> out,
-         std::vector<int> deps = {}) {
-    Segment& s = p.segments.back();
-    Op o;
-    o.id = static_cast<int>(s.ops.size());
-    o.name = o.module = name;
-    o.kind = std::move(kind);
-    o.inputs = std::move(in);
-    o.outputs = std::move(out);
-    o.deps = std::move(deps);
-    s.ops.push_back(o);
-    return o.id;
-  }
-};
 
 CollectiveOp coll(Group g) { return CollectiveOp{CollectiveKind::all_gather, g}; }
 
