@@ -97,7 +97,7 @@ CommEstimate collective_cost(CollectiveKind kind, int64_t bytes_i, const GroupLa
   if (n <= 1 || S <= 0) return e;
   const MeasuredCollective* m = g.spans_nodes() ? nullptr : c.measured(kind, n);
   if (m) {
-    e.time_us = m->time_us(kind, S);
+    e.time_us = m->time_us(kind, S) * c.collective_step_factor;
     e.algorithm = CommAlgorithm::measured;
   } else if (kind == CollectiveKind::p2p) {
     const LinkSpec& link = g.spans_nodes() ? cl.inter_node : cl.intra_node;

@@ -22,7 +22,8 @@
 // p2p (async TP ring steps): p2p_latency + S / (link x p2p_bandwidth_efficiency), the link being the NIC when the
 // group spans nodes (its ring crosses them). Group size 1, or 0 bytes: no time.
 // Calibrated: a CostParams::measured_collectives entry for (kind, group size) of an intra-node group replaces all
-// of the above: alpha + S x bus_factor / busbw (algorithm "measured").
+// of the above: the measured curve (MeasuredCollective::time_us) times CostParams::collective_step_factor
+// (algorithm "measured").
 // Times are microseconds.
 
 #include "plans/bus_bandwidth.h"

@@ -75,6 +75,7 @@ const std::vector<CostParamField>& cost_param_fields() {
       TPTUNE_D(concurrent_rank_rate, 0.05, 1.0),
       TPTUNE_D(oversubscribed_efficiency, 0.05, 1.0),
       TPTUNE_I(comm_overlaps_compute, 0, 1),
+      TPTUNE_D(collective_step_factor, 0.1, 10),
       TPTUNE_D(memory_runtime_overhead_GiB, 0, 1e4),
       TPTUNE_D(memory_fragmentation, 0, 10),
       TPTUNE_I(blocks_in_flight, 1, 1024),

@@ -187,6 +187,12 @@ struct CostParams {
   // thread, so a collective takes its time on the rank's one thread: the timeline (sim/timeline.h) then runs
   // collectives on the compute stream, and all their time is exposed.
   int comm_overlaps_compute = 1;
+  // A collective inside a training step over the same collective in `tp-run bench collectives`, for the calibrated
+  // curves (measured_collectives) only. 1 for GPUs. CPU ranks: the benchmark reuses the same buffers, so that its
+  // data sits in the cores' caches, while a step's buffers were last touched by other ops or by the other rank:
+  // measured on the 2-core VM, a 64 KiB reduce-scatter in a step took 1.4-2.5x its benchmark time. Fitted by
+  // `tp-plan calibrate` from the collectives of the profiles against the benchmark's curves (fit.h).
+  double collective_step_factor = 1.0;
 
   // ---- Memory ----------------------------------------------------------------------------------------------------
   // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB

@@ -66,9 +66,8 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       throw Error(
           fmt::format("{}: step_wall_us: missing (profiles from this tp-run version or later have it)", m.path));
     const Program& p = *m.program;
-    const ClusterSpec cl = measurement_cluster(device, m, c);
-    check_supported(p, cl);
-    const OpCosts costs = cost_ops(p, cl, c);
+    check_supported(p, measurement_cluster(device, m, c));
+    const OpCosts costs = measured_run_costs(p, device, m, c, Timing::overlapped);
     const Timeline tl = schedule(p, costs, c);
     StepAccuracy s;
     s.profile = m.path;
@@ -76,8 +75,8 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
     s.predicted_ms = tl.step_time_us / 1e3;
     s.measured_ms = m.step_wall_us / 1e3;
     s.error = (s.predicted_ms - s.measured_ms) / s.measured_ms;
-    // Ops timed one at a time: their own cluster (no oversubscription share; sim/calibrate/fit.h).
-    const OpCosts op_costs = cost_ops(p, measurement_cluster(device, m, c, Timing::serialized), c);
+    // Ops timed one at a time: not slowed by oversubscription (sim/calibrate/fit.h).
+    const OpCosts op_costs = measured_run_costs(p, device, m, c, Timing::serialized);
     double ps = 0, ms = 0, pc = 0, mc = 0;
     for (const auto& o : m.ops) {
       const double t = op_costs.duration_us[size_t(o.segment)][size_t(o.op)];

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <variant>
 
 #include "plans/error.h"
 #include "sim/comm_cost.h"
@@ -17,15 +18,29 @@
 
 namespace tptune {
 
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c, Timing timing) {
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c) {
   GpuSpec d = device;
-  double share = m.ranks > 1 ? c.concurrent_rank_rate : 1.0;
-  if (timing == Timing::overlapped && oversubscribed(m))
-    share *= m.environment["cores"].get<int>() * c.oversubscribed_efficiency / m.ranks;
+  const double share = m.ranks > 1 ? c.concurrent_rank_rate : 1.0;
   if (share != 1.0)
     for (double* f : {&d.bf16_tflops, &d.fp16_tflops, &d.fp8_tflops, &d.fp32_tflops, &d.hbm_bandwidth_GBps})
       *f *= share;
   return make_cluster(d, 1, m.ranks);
+}
+
+double oversubscription_slowdown(const Measurements& m, const CostParams& c) {
+  if (!oversubscribed(m)) return 1.0;
+  return m.ranks / (m.environment["cores"].get<int>() * c.oversubscribed_efficiency);
+}
+
+OpCosts measured_run_costs(const Program& p, const GpuSpec& device, const Measurements& m, const CostParams& c,
+                           Timing timing) {
+  OpCosts costs = cost_ops(p, measurement_cluster(device, m, c), c);
+  const double slowdown = timing == Timing::overlapped ? oversubscription_slowdown(m, c) : 1.0;
+  if (slowdown != 1.0)
+    for (size_t s = 0; s < p.segments.size(); ++s)
+      for (size_t i = 0; i < p.segments[s].ops.size(); ++i)
+        if (!std::holds_alternative<CollectiveOp>(p.segments[s].ops[i].kind)) costs.duration_us[s][i] *= slowdown;
+  return costs;
 }
 
 double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c) {
@@ -37,6 +52,9 @@ double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSp
     case MeasuredOp::Source::gemm:
       return gemm_cost(o.gemm, cl.gpu, c).time_us;
     case MeasuredOp::Source::collective: {
+      // A benchmark's collective is the curve itself (no in-step factor).
+      if (const MeasuredCollective* mc = c.measured(o.collective, o.group_size))
+        return mc->time_us(o.collective, static_cast<double>(o.bytes));
       GroupLayout g{o.group_size, o.group_size, 1};
       return collective_cost(o.collective, o.bytes, g, cl, c).time_us;
     }
@@ -117,6 +135,14 @@ OpClass classify(const MeasuredOp& o, const Measurements& m) {
 
 const Op* program_op(const MeasuredOp& o, const Measurements& m) {
   return o.source == MeasuredOp::Source::program ? &m.program->segments[size_t(o.segment)].ops[size_t(o.op)] : nullptr;
+}
+
+// The median of `v` (reordered), 0 when empty.
+double median_of(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t k = v.size();
+  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
 }
 
 struct Sample {
@@ -388,35 +414,57 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   if (used[ovh_adam]) put(cal, base, fit, "optimizer_overhead_us", x[ovh_adam], "memory_bound");
 }
 
-void fit_collectives(const std::vector<Sample>& ss, CostParams& fit, Calibration& cal) {
+// Per (kind, group size): the curve from the collectives benchmark's samples where it measured two sizes or more,
+// else from every sample of the group (profiles only). Then collective_step_factor: the median, over the profiles'
+// collectives whose group has a benchmark curve (ranks not outnumbering cores: those wait for turns), of measured
+// over curve time, from 5 samples or more. The residuals are those of the final model.
+void fit_collectives(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   std::map<std::pair<int, int>, std::vector<Sample>> groups;  // (kind, n)
   for (const auto& s : ss)
     if (s.op->group_size > 1 && s.op->bytes > 0)
       groups[{static_cast<int>(s.op->collective), s.op->group_size}].push_back(s);
+  auto sizes_of = [](const std::vector<Sample>& g) {
+    std::set<int64_t> sizes;
+    for (const auto& s : g) sizes.insert(s.op->bytes);
+    return sizes.size();
+  };
+  const size_t first = cal.collectives.size();
+  std::set<std::pair<int, int>> from_bench;
   for (const auto& [key, g] : groups) {
     const auto kind = static_cast<CollectiveKind>(key.first);
     const int n = key.second;
-    std::set<int64_t> sizes;
-    for (const auto& s : g) sizes.insert(s.op->bytes);
-    if (sizes.size() < 2) continue;  // alpha and beta need two sizes at least
+    std::vector<Sample> bench;
+    for (const auto& s : g)
+      if (s.op->source == MeasuredOp::Source::collective) bench.push_back(s);
+    if (sizes_of(bench) >= 2) from_bench.insert(key);
+    const std::vector<Sample>& use = from_bench.count(key) ? bench : g;
+    if (sizes_of(use) < 2) continue;  // alpha and beta need two sizes at least
     Problem p;
-    for (const auto& s : g) p.add({1.0, static_cast<double>(s.op->bytes) * bus_factor(kind, n) * 1e-3}, s.op->time_us);
+    for (const auto& s : use)
+      p.add({1.0, static_cast<double>(s.op->bytes) * bus_factor(kind, n) * 1e-3}, s.op->time_us);
     std::vector<double> x = robust_solve(p, {0, 1e-4}, {1e4, 1e4});
     FittedCollective f;
     f.curve = {kind, n, x[0], 1 / x[1], {}};
     // The measured curve itself: the median time at each size (the alpha-beta line stays for larger sizes).
     std::map<int64_t, std::vector<double>> by_size;
-    for (const auto& s : g) by_size[s.op->bytes].push_back(s.op->time_us);
-    for (auto& [bytes, ts] : by_size) {
-      std::sort(ts.begin(), ts.end());
-      const size_t k = ts.size();
-      f.curve.points.push_back({static_cast<double>(bytes), k % 2 ? ts[k / 2] : 0.5 * (ts[k / 2 - 1] + ts[k / 2])});
-    }
-    CostParams c = fit;
-    c.measured_collectives = {f.curve};
-    f.residual = residual_of(fmt::format("{}@{}", to_string(kind), n), g, c);
+    for (const auto& s : use) by_size[s.op->bytes].push_back(s.op->time_us);
+    for (auto& [bytes, ts] : by_size) f.curve.points.push_back({static_cast<double>(bytes), median_of(ts)});
     cal.collectives.push_back(f);
     fit.measured_collectives.push_back(f.curve);
+  }
+  std::vector<double> ratios;
+  for (const auto& s : ss)
+    if (s.op->source == MeasuredOp::Source::program && !oversubscribed(*s.m) &&
+        from_bench.count({static_cast<int>(s.op->collective), s.op->group_size}))
+      if (const MeasuredCollective* c = fit.measured(s.op->collective, s.op->group_size))
+        ratios.push_back(s.op->time_us / c->time_us(s.op->collective, static_cast<double>(s.op->bytes)));
+  if (ratios.size() >= 5) put(cal, base, fit, "collective_step_factor", median_of(ratios), "collective");
+  for (size_t i = first; i < cal.collectives.size(); ++i) {
+    FittedCollective& f = cal.collectives[i];
+    CostParams c = fit;
+    c.measured_collectives = {f.curve};
+    f.residual = residual_of(fmt::format("{}@{}", to_string(f.curve.kind), f.curve.ranks),
+                             groups[{static_cast<int>(f.curve.kind), f.curve.ranks}], c);
   }
 }
 
@@ -438,7 +486,7 @@ void fit_concurrency(const std::vector<Measurements>& ms, const GpuSpec& device,
   int single = 0, multi = 0;
   for (const auto& m : ms) {
     if (!m.program) continue;
-    const ClusterSpec cl = measurement_cluster(device, m, c, Timing::serialized);
+    const ClusterSpec cl = measurement_cluster(device, m, c);
     for (const auto& o : m.ops)
       if (o.time_us > 0 && classify(o, m) == OpClass::gemm) {
         rows.push_back({&o, &m, cl});
@@ -523,7 +571,7 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   CostParams fit = base;
   fit_concurrency(ms, device, base, fit, cal);
   fit_oversubscription(ms, base, fit, cal);
-  for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m, fit, Timing::serialized));
+  for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m, fit));
   for (size_t i = 0; i < ms.size(); ++i) {
     // A GEMM or copy timed alone between barriers while more ranks than cores take turns measures the scheduler
     // (which rank got a core first), not the op: such benches inform the oversubscribed sweep only. Collectives stay:
@@ -537,7 +585,7 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   fit_gemm(by_class[OpClass::gemm], tie, base, fit, cal);
   fit_attention(by_class[OpClass::attention], base, fit, cal);
   fit_memory(by_class[OpClass::memory_bound], base, fit, cal);
-  fit_collectives(by_class[OpClass::collective], fit, cal);
+  fit_collectives(by_class[OpClass::collective], base, fit, cal);
   for (auto [cls, name] :
        {std::pair{OpClass::gemm, "gemm"}, std::pair{OpClass::attention, "attention"},
         std::pair{OpClass::memory_bound, "memory_bound"}, std::pair{OpClass::collective, "collective"}})

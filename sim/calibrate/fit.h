@@ -22,7 +22,11 @@
 //   collective    t = alpha + S x bus_factor(kind, n) / busbw   per (kind, group size n), from >= 2 sizes; the curve
 //                                                              also keeps the median time at each measured size
 //                                                              (MeasuredCollective::points: interpolated between them,
-//                                                              the line beyond the largest)
+//                                                              the line beyond the largest); from the collectives
+//                                                              bench where it measured >= 2 sizes (else from the
+//                                                              profiles); then a profile's collective (a step's,
+//                                                              colder buffers) t = factor x curve(S): one
+//                                                              collective_step_factor, the median ratio
 // Before these, concurrent_rank_rate (CostParams) from the GEMMs of the profiles: the median of measured / modelled
 // time of single-rank runs over that of multi-rank runs (>= 5 GEMM samples of each; else the device's value stays),
 // so that the per-class fits below see each run at the rate its ranks had. Then oversubscribed_efficiency from the
@@ -44,6 +48,7 @@
 #include "sim/calibrate/measurements.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
+#include "sim/timeline.h"
 
 namespace tptune {
 
@@ -57,15 +62,23 @@ struct FitOptions {
 Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options);
 
 // The cluster a measurement ran on: one node of `ranks` devices. With more than one rank, each rank's compute and
-// memory rates are c.concurrent_rank_rate of the device's (ranks sharing a machine). When the environment says the
-// ranks outnumbered the machine's cores ("cores" < "ranks", CPU ranks oversubscribed), an overlapped step also gets
-// cores/ranks x c.oversubscribed_efficiency of them (the ranks take turns on the cores); an op timed alone
-// (`serialized`, the profile's per-op times) does not: it runs in one scheduler slice, and the turns the other ranks
-// take land in the next collective's wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate).
-// Collectives are what they measured.
+// memory rates are c.concurrent_rank_rate of the device's (ranks sharing a machine).
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c);
+// How much longer each compute op of an overlapped step takes when the environment says the ranks outnumbered the
+// machine's cores ("cores" < "ranks", CPU ranks oversubscribed): ranks / (cores x c.oversubscribed_efficiency), the
+// ranks taking turns on the cores; else 1. It slows the whole op, not only its FLOP and byte rates: on a CPU an op's
+// fixed costs (a call, packing, an exp per attention score) are core time too and take their turns like the FLOPs
+// (measured: scaling only the rates left the tp 4 steps of 4 ranks on 2 cores ~10% under their walls, where the
+// attention score terms and GEMM overheads are ~10% of the step).
+double oversubscription_slowdown(const Measurements& m, const CostParams& c);
+// The model's op durations for a measured run: cost_ops() on measurement_cluster(), and for an `overlapped` step
+// every compute op times oversubscription_slowdown(). An op timed alone (`serialized`, the profile's per-op times)
+// is not slowed: it runs in one scheduler slice, and the turns the other ranks take land in the next collective's
+// wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured
+// (the collectives bench ran with the same ranks taking turns).
 enum class Timing { overlapped, serialized };
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c,
-                                Timing timing = Timing::overlapped);
+OpCosts measured_run_costs(const Program& p, const GpuSpec& device, const Measurements& m, const CostParams& c,
+                           Timing timing);
 // The model's time for one measured op.
 double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c);
 

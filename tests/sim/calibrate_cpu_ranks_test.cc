@@ -4,7 +4,10 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
+#include "plans/config.h"
 #include "plans/error.h"
+#include "plans/lower.h"
+#include "plans/plan.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/fit.h"
 #include "sim/comm_cost.h"
@@ -75,15 +78,43 @@ TEST_CASE("oversubscribed_efficiency: the sweep at 4 ranks on 2 cores against th
   CHECK(fitted(with_slow, "gemm_fp32_efficiency") == fitted(alone, "gemm_fp32_efficiency"));
   CHECK(fitted(with_slow, "gemm_overhead_us") == fitted(alone, "gemm_overhead_us"));
 
-  // Overlapped steps of such a run get cores/ranks x the efficiency of the rate (x concurrent_rank_rate); ops timed
-  // alone (serialized) only concurrent_rank_rate.
+  // Ranks sharing a machine run at concurrent_rank_rate of the device's rates, whatever the timing.
   CostParams c = device_cost_params(gpu_preset("cpu"));
   c.concurrent_rank_rate = 0.8;
   c.oversubscribed_efficiency = 0.9;
   const double peak = gpu_preset("cpu").fp32_tflops;
-  CHECK(measurement_cluster(gpu_preset("cpu"), ms[1], c).gpu.fp32_tflops == Approx(peak * 0.8 * 0.5 * 0.9));
-  CHECK(measurement_cluster(gpu_preset("cpu"), ms[1], c, Timing::serialized).gpu.fp32_tflops == Approx(peak * 0.8));
+  CHECK(measurement_cluster(gpu_preset("cpu"), ms[1], c).gpu.fp32_tflops == Approx(peak * 0.8));
   CHECK(measurement_cluster(gpu_preset("cpu"), ms[0], c).gpu.fp32_tflops == Approx(peak));
+  // 4 ranks on 2 cores at efficiency 0.9: every compute op of an overlapped step takes 4 / (2 x 0.9) = 2.2222x.
+  CHECK(oversubscription_slowdown(ms[1], c) == Approx(4.0 / (2 * 0.9)));
+  CHECK(oversubscription_slowdown(ms[0], c) == 1.0);
+}
+
+TEST_CASE("oversubscribed steps: the whole compute op takes its turns, overheads included; collectives as measured") {
+  // tiny-llama SP at tp 4 "measured" with 4 ranks on 2 cores.
+  const Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
+  Plan plan = preset_plan("sequence_parallel", Plan{});
+  plan.tp_degree = 4;
+  plan.dp_shard = 1;
+  Measurements m;
+  m.ranks = 4;
+  m.environment = {{"cores", 2}, {"ranks", 4}};
+  m.program = lower(cfg.model, cfg.training, plan);
+  CostParams c = device_cost_params(gpu_preset("cpu"));
+  c.oversubscribed_efficiency = 0.8;
+  c.gemm_overhead_us = 50;  // large, so that scaling only the rates would show
+  const OpCosts alone = measured_run_costs(*m.program, gpu_preset("cpu"), m, c, Timing::serialized);
+  const OpCosts step = measured_run_costs(*m.program, gpu_preset("cpu"), m, c, Timing::overlapped);
+  size_t compute = 0, collectives = 0;
+  for (size_t s = 0; s < m.program->segments.size(); ++s)
+    for (size_t i = 0; i < m.program->segments[s].ops.size(); ++i) {
+      const bool collective = std::holds_alternative<CollectiveOp>(m.program->segments[s].ops[i].kind);
+      // 4 ranks / (2 cores x 0.8) = 2.5x for compute, 1x for collectives.
+      CHECK(step.duration_us[s][i] == Approx(alone.duration_us[s][i] * (collective ? 1.0 : 2.5)));
+      ++(collective ? collectives : compute);
+    }
+  CHECK(compute > 0);
+  CHECK(collectives > 0);
 }
 
 TEST_CASE("oversubscribed_efficiency: not fitted without a reference sweep of the same shapes") {
@@ -118,6 +149,14 @@ TEST_CASE("measured collective points: interpolated in the size, the line beyond
   c.measured_collectives = {m};
   const ClusterSpec cl = make_cluster(gpu_preset("cpu"), 1, 4);
   CHECK(collective_cost(CollectiveKind::all_reduce, 12, {4, 4, 1}, cl, c).time_us == 5);
+  // In a step (collective_step_factor 1.6): 5 us x 1.6 = 8 us. The analytic model of a GPU ignores the factor.
+  c.collective_step_factor = 1.6;
+  CHECK(collective_cost(CollectiveKind::all_reduce, 12, {4, 4, 1}, cl, c).time_us == Approx(8.0));
+  CostParams gpu;
+  gpu.collective_step_factor = 1.6;
+  const ClusterSpec h100 = make_cluster(gpu_preset("h100-sxm"), 1, 8);
+  CHECK(collective_cost(CollectiveKind::all_reduce, 1 << 20, {8, 8, 1}, h100, gpu).time_us ==
+        collective_cost(CollectiveKind::all_reduce, 1 << 20, {8, 8, 1}, h100, CostParams{}).time_us);
 }
 
 TEST_CASE("calibrate keeps the measured median at each size of a collective") {

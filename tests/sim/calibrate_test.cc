@@ -127,13 +127,14 @@ json synthetic_profile(const std::string& preset, const CostParams& c, double no
           {"step_wall_us", {{"median", schedule(p, costs, c).step_time_us}}}};
 }
 
-// A collectives bench on 2 ranks, 64 B .. 4 MiB, times from `c`.
+// A collectives bench on 2 ranks, 4 B .. 4 MiB (from the profiles' smallest collective, so that the curve's points
+// cover every profile size), times from `c`.
 json synthetic_collectives(const CostParams& c, double noise) {
   ClusterSpec cl = make_cluster(gpu_preset("cpu"), 1, 2);
   json rs = json::array();
   size_t i = 0;
   for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter})
-    for (int64_t s = 64; s <= (4 << 20); s *= 4)
+    for (int64_t s = 4; s <= (4 << 20); s *= 4)
       rs.push_back({{"collective", std::string(to_string(k))},
                     {"ranks", 2},
                     {"bytes", s},
@@ -201,6 +202,35 @@ TEST_CASE("calibrate: a noise-free synthetic profile is fitted back to its param
     CHECK(r.max_rel_error < 1e-6);
     CHECK(r.samples > 0);
   }
+}
+
+TEST_CASE("calibrate: collectives in a step slower than the benchmark's give collective_step_factor") {
+  // The profiles' collectives take 1.8x the benchmark curve (CostParams::collective_step_factor of the synthetic
+  // profiles), the benchmark itself the curve: the curve comes back from the benchmark alone and the factor from the
+  // profiles' samples, every ratio exactly 1.8.
+  CostParams c = truth();
+  c.collective_step_factor = 1.8;
+  std::vector<Measurements> ms{parse_measurements(synthetic_profile("vanilla", c, 0.0), "vanilla.json"),
+                               parse_measurements(synthetic_profile("sequence_parallel", c, 0.0, 4), "sp.json"),
+                               parse_measurements(synthetic_collectives(truth(), 0.0), "coll.json")};
+  const Calibration cal = fit_calibration(ms, gpu_preset("cpu"), {});
+  CHECK(fitted(cal, "collective_step_factor") == Approx(1.8).epsilon(1e-9));
+  CHECK(curve(cal, CollectiveKind::all_reduce).alpha_us == Approx(12).epsilon(1e-6));
+  CHECK(curve(cal, CollectiveKind::all_reduce).busbw_GBps == Approx(0.7).epsilon(1e-6));
+  for (const auto& r : cal.classes)
+    if (r.op_class == "collective") CHECK(r.max_rel_error < 1e-6);  // bench at 1x, profiles at 1.8x: both modelled
+
+  // A profile whose ranks outnumbered the cores waits for turns inside its collectives (here 10x): not fitted.
+  json slow = synthetic_profile("vanilla", c, 0.0);
+  slow["environment"]["cores"] = 1;
+  for (auto& op : slow["ops"])
+    if (op["kind"] == "collective") op["time_us"]["median"] = op["time_us"]["median"].get<double>() * 10;
+  ms.push_back(parse_measurements(slow, "oversubscribed.json"));
+  CHECK(fitted(fit_calibration(ms, gpu_preset("cpu"), {}), "collective_step_factor") == Approx(1.8).epsilon(1e-9));
+
+  // Without a benchmark there is no curve to compare with: the profiles give the curve, and no factor.
+  const Calibration alone = fit_calibration({ms[0], ms[1]}, gpu_preset("cpu"), {});
+  for (const auto& p : alone.params) CHECK(p.name != "collective_step_factor");
 }
 
 TEST_CASE("calibrate: with +-5% deterministic noise the fit stays within tolerance") {
