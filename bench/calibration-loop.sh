@@ -2,7 +2,9 @@
 # The held-out calibration loop on this machine's CPU ranks (issue 10):
 #   1. profile a calibration set: tiny Llamas (64d at head dim 8, seq 32: vanilla tp 1 and 2, SP tp 2, vanilla float8
 #      tensorwise tp 2; vanilla tp 1 of 96d at head dim 12, seq 48, of 128d at head dim 32, seq 48 and of 64d at head
-#      dim 32, seq 96; without --short also 96d SP tp 2) and benchmark the
+#      dim 32, seq 96; SP and vanilla tp 2 of a 3-layer 96d at head dim 12, seq 48, batch 4, whose step's working set
+#      is like the held-out ones' (the caches decide how much slower a step's ops and collectives run than the same
+#      ops benchmarked alone); without --short also 96d SP tp 2) and benchmark the
 #      collectives (np 2 and 4: nccl-tests tables in OUT/collectives-np*.txt), a GEMM grid with the 64d Program's
 #      shapes, and copy/add;
 #   2. fit the cost model to it (tp-plan calibrate);
@@ -16,8 +18,9 @@
 #   bench/calibration-loop.sh [--short] [--build DIR] [--out DIR] [--bound PCT] [--fail-on step|serialized|compute]
 #                             [--statistic median|min]
 #
-# --short is the CI form (15-30 s on 2 cores): fewer iterations and smaller benchmark sizes; the full form takes 1-3
-# minutes on a quiet 2-core machine (bounded well under 8). With --bound, the script fails (exit 1) when a held-out
+# --short is the CI form (15-30 s on 2 cores): fewer iterations and smaller benchmark sizes; the full form (41 timed
+# steps per profile: a shared machine's bursts then move a median less) takes 25-30 s on a quiet 2-core machine
+# (bounded well under 8 minutes). With --bound, the script fails (exit 1) when a held-out
 # calibrated prediction is off by more than PCT percent: the overlapped step's (--fail-on step, the default) or the
 # serialized step's (--fail-on serialized) or its compute ops' (--fail-on compute: what CI bounds,
 # tests/integration/calibration.cmake says why). Times are
@@ -56,7 +59,7 @@ MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to core:overload-allow
 if [[ $SHORT == 1 ]]; then
   ITERS=(--warmup 2 --iters 9); BENCH_ITERS=(--warmup 1 --iters 7); MAXB=1M
 else
-  ITERS=(--warmup 3 --iters 11); BENCH_ITERS=(--warmup 2 --iters 11); MAXB=32M
+  ITERS=(--warmup 3 --iters 41); BENCH_ITERS=(--warmup 2 --iters 11); MAXB=32M
 fi
 rm -rf "$OUT/cal" "$OUT/held"  # stale files of an earlier run would be fitted or compared
 mkdir -p "$OUT/cal" "$OUT/held"
@@ -75,6 +78,7 @@ config cal-a 64 8 4 128 256 32 2 2     # head dim 8
 config cal-b 96 8 4 192 384 48 2 2     # head dim 12
 config cal-c 128 4 2 256 256 48 2 1    # head dim 32: with cal-a and cal-d, separates attention's per-score and FLOP terms
 config cal-d 64 2 2 128 256 96 2 1     # head dim 32 at seq 96
+config cal-e 96 8 4 256 384 48 4 3    # head dim 12, 3 layers at batch 4: a step's working set like the held-out ones
 config held-a 128 8 4 256 512 64 2 2   # head dim 16
 config held-b 80 4 4 224 320 40 4 3    # head dim 20
 
@@ -100,6 +104,8 @@ profile cal a-vanilla-float8-tp2 2 cal-a --preset vanilla --tp 2 --float8 tensor
 profile held a-sp-float8-tp2 2 held-a --preset sequence_parallel --tp 2 --float8 tensorwise
 profile cal b-vanilla-tp1 1 cal-b --preset vanilla --tp 1
 profile cal c-vanilla-tp1 1 cal-c --preset vanilla --tp 1
+profile cal e-sp-tp2 2 cal-e --preset sequence_parallel --tp 2
+profile cal e-vanilla-tp2 2 cal-e --preset vanilla --tp 2
 profile held a-sp-async-tp2 2 held-a --preset sequence_parallel --tp 2 --async-tp
 profile cal d-vanilla-tp1 1 cal-d --preset vanilla --tp 1
 if [[ $SHORT == 0 ]]; then

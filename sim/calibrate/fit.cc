@@ -137,7 +137,7 @@ const Op* program_op(const MeasuredOp& o, const Measurements& m) {
   return o.source == MeasuredOp::Source::program ? &m.program->segments[size_t(o.segment)].ops[size_t(o.op)] : nullptr;
 }
 
-// The median of `v` (reordered), 0 when empty.
+// The median of `v`, which it sorts; 0 when empty.
 double median_of(std::vector<double>& v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -159,9 +159,7 @@ FitResidual residual_of(const std::string& name, const std::vector<Sample>& ss, 
     errs.push_back(std::abs(p - t) / t);
   }
   if (errs.empty()) return r;
-  std::sort(errs.begin(), errs.end());
-  const size_t n = errs.size();
-  r.median_rel_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
+  r.median_rel_error = median_of(errs);  // sorts
   r.max_rel_error = errs.back();
   return r;
 }
@@ -544,9 +542,7 @@ void fit_oversubscription(const std::vector<Measurements>& ms, const CostParams&
     effs.push_back(ref->sweep_us / over.sweep_us * share_ref * over.ranks / (fit.concurrent_rank_rate * cores));
   }
   if (effs.empty()) return;
-  std::sort(effs.begin(), effs.end());
-  const size_t n = effs.size();
-  put(cal, base, fit, "oversubscribed_efficiency", n % 2 ? effs[n / 2] : 0.5 * (effs[n / 2 - 1] + effs[n / 2]), "gemm");
+  put(cal, base, fit, "oversubscribed_efficiency", median_of(effs), "gemm");
 }
 
 }  // namespace
