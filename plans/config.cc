@@ -218,7 +218,8 @@ LinkSpec read_link(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& se
 }
 
 Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
-  doc.check_map(n, "cluster", {"gpu", "device", "nodes", "gpus_per_node", "intra_node", "inter_node"});
+  doc.check_map(n, "cluster",
+                {"gpu", "device", "nodes", "gpus_per_node", "cores_per_node", "intra_node", "inter_node"});
   Cluster c;
   // `device` is a synonym of `gpu` (a CPU rank is a device too: `device: cpu`); one of them, not both.
   if (has(n, "gpu") && has(n, "device"))
@@ -241,6 +242,15 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
     doc.fail_msg(locate(n, has(n, "nodes") ? "nodes" : "gpus_per_node", self), "cluster.nodes",
                  fmt::format("{} nodes x {} GPUs per node = {} GPUs; expected at most {}", c.nodes, c.gpus_per_node,
                              int64_t{c.nodes} * c.gpus_per_node, limits::world_size.hi));
+  if (has(n, "cores_per_node")) {
+    c.cores_per_node =
+        static_cast<int>(doc.integer_in(n["cores_per_node"], "cluster.cores_per_node", limits::gpus_per_node));
+    if (c.gpu != "cpu")
+      doc.fail_msg(key_node(n, "cores_per_node"), "cluster.cores_per_node",
+                   fmt::format("expected only with device: cpu (CPU ranks share a node's cores; a GPU is a device of "
+                               "its own), got device '{}'",
+                               c.gpu.empty() ? std::string("inline spec") : c.gpu));
+  }
   if (has(n, "intra_node"))
     c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
   if (has(n, "inter_node"))

@@ -63,6 +63,9 @@ struct Cluster {
   std::string source;     // "<file>:<line>" of the cluster.gpu key, for errors raised when resolving the spec
   int nodes = 1;
   int gpus_per_node = 8;
+  // CPU ranks only (`device: cpu`): the cores of each node when the ranks outnumber them (they take turns;
+  // sim/shared_machine.h). 0 (absent): one core per rank.
+  int cores_per_node = 0;
   std::optional<LinkSpec> intra_node;  // overrides the preset's NVLink figures
   std::optional<LinkSpec> inter_node;  // per GPU (one NIC per GPU)
   int world_size() const { return nodes * gpus_per_node; }

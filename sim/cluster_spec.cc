@@ -36,6 +36,7 @@ ClusterSpec resolve_cluster(const Config& cfg) {
   ClusterSpec c = make_cluster(gpu, cl.nodes, cl.gpus_per_node);
   if (cl.intra_node) c.intra_node = *cl.intra_node;
   if (cl.inter_node) c.inter_node = *cl.inter_node;
+  c.cores_per_node = cl.cores_per_node;
   return c;
 }
 

@@ -30,6 +30,9 @@ struct ClusterSpec {
   int gpus_per_node = 8;
   LinkSpec intra_node;  // NVLink, per GPU per direction
   LinkSpec inter_node;  // per GPU (one NIC per GPU), per direction
+  // CPU ranks (the cpu device): the cores of each node, when fewer than its ranks (sim/shared_machine.h); 0: a core
+  // (or a GPU) per rank.
+  int cores_per_node = 0;
   int world_size() const { return nodes * gpus_per_node; }
 };
 

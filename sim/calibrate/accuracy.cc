@@ -66,7 +66,7 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       throw Error(
           fmt::format("{}: step_wall_us: missing (profiles from this tp-run version or later have it)", m.path));
     const Program& p = *m.program;
-    check_supported(p, measurement_cluster(device, m, c));
+    check_supported(p, measurement_cluster(device, m));
     const OpCosts costs = measured_run_costs(p, device, m, c, Timing::overlapped);
     const Timeline tl = schedule(p, costs, c);
     StepAccuracy s;

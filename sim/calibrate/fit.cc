@@ -8,39 +8,25 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <variant>
 
 #include "plans/error.h"
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
 #include "sim/cost_param_fields.h"
+#include "sim/shared_machine.h"
 #include "sim/timeline.h"
 
 namespace tptune {
 
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c) {
-  GpuSpec d = device;
-  const double share = m.ranks > 1 ? c.concurrent_rank_rate : 1.0;
-  if (share != 1.0)
-    for (double* f : {&d.bf16_tflops, &d.fp16_tflops, &d.fp8_tflops, &d.fp32_tflops, &d.hbm_bandwidth_GBps})
-      *f *= share;
-  return make_cluster(d, 1, m.ranks);
-}
-
-double oversubscription_slowdown(const Measurements& m, const CostParams& c) {
-  if (!oversubscribed(m)) return 1.0;
-  return m.ranks / (m.environment["cores"].get<int>() * c.oversubscribed_efficiency);
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m) {
+  ClusterSpec cl = make_cluster(device, 1, m.ranks);
+  if (oversubscribed(m)) cl.cores_per_node = m.environment["cores"].get<int>();
+  return cl;
 }
 
 OpCosts measured_run_costs(const Program& p, const GpuSpec& device, const Measurements& m, const CostParams& c,
                            Timing timing) {
-  OpCosts costs = cost_ops(p, measurement_cluster(device, m, c), c);
-  const double slowdown = timing == Timing::overlapped ? oversubscription_slowdown(m, c) : 1.0;
-  if (slowdown != 1.0)
-    for (size_t s = 0; s < p.segments.size(); ++s)
-      for (size_t i = 0; i < p.segments[s].ops.size(); ++i)
-        if (!std::holds_alternative<CollectiveOp>(p.segments[s].ops[i].kind)) costs.duration_us[s][i] *= slowdown;
-  return costs;
+  return step_op_costs(p, measurement_cluster(device, m), c, timing == Timing::overlapped);
 }
 
 double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c) {
@@ -484,7 +470,7 @@ void fit_concurrency(const std::vector<Measurements>& ms, const GpuSpec& device,
   int single = 0, multi = 0;
   for (const auto& m : ms) {
     if (!m.program) continue;
-    const ClusterSpec cl = measurement_cluster(device, m, c);
+    const ClusterSpec cl = at_shared_rates(measurement_cluster(device, m), c);  // c: rate 1 here
     for (const auto& o : m.ops)
       if (o.time_us > 0 && classify(o, m) == OpClass::gemm) {
         rows.push_back({&o, &m, cl});
@@ -567,7 +553,7 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   CostParams fit = base;
   fit_concurrency(ms, device, base, fit, cal);
   fit_oversubscription(ms, base, fit, cal);
-  for (const auto& m : ms) clusters.push_back(measurement_cluster(device, m, fit));
+  for (const auto& m : ms) clusters.push_back(at_shared_rates(measurement_cluster(device, m), fit));
   for (size_t i = 0; i < ms.size(); ++i) {
     // A GEMM or copy timed alone between barriers while more ranks than cores take turns measures the scheduler
     // (which rank got a core first), not the op: such benches inform the oversubscribed sweep only. Collectives stay:

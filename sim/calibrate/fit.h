@@ -61,21 +61,17 @@ struct FitOptions {
 // `device` is the spec the fit is relative to; the defaults are device_cost_params(device).
 Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options);
 
-// The cluster a measurement ran on: one node of `ranks` devices. With more than one rank, each rank's compute and
-// memory rates are c.concurrent_rank_rate of the device's (ranks sharing a machine).
-ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m, const CostParams& c);
-// How much longer each compute op of an overlapped step takes when the environment says the ranks outnumbered the
-// machine's cores ("cores" < "ranks", CPU ranks oversubscribed): ranks / (cores x c.oversubscribed_efficiency), the
-// ranks taking turns on the cores; else 1. It slows the whole op, not only its FLOP and byte rates: on a CPU an op's
-// fixed costs (a call, packing, an exp per attention score) are core time too and take their turns like the FLOPs
-// (measured: scaling only the rates left the tp 4 steps of 4 ranks on 2 cores ~10% under their walls, where the
-// attention score terms and GEMM overheads are ~10% of the step).
-double oversubscription_slowdown(const Measurements& m, const CostParams& c);
-// The model's op durations for a measured run: cost_ops() on measurement_cluster(), and for an `overlapped` step
-// every compute op times oversubscription_slowdown(). An op timed alone (`serialized`, the profile's per-op times)
-// is not slowed: it runs in one scheduler slice, and the turns the other ranks take land in the next collective's
-// wait (measured here: per-op GEMM times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured
-// (the collectives bench ran with the same ranks taking turns).
+// The cluster a measurement ran on: one node of `ranks` devices, with the environment's "cores" as cores_per_node when
+// fewer than the ranks (CPU ranks oversubscribed). Its rates are the device's: sim/shared_machine.h applies
+// concurrent_rank_rate and the turns.
+ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m);
+// The model's op durations for a measured run (sim/shared_machine.h: step_op_costs). An `overlapped` step pays the
+// turns of oversubscribed ranks; an op timed alone (`serialized`, the profile's per-op times) does not: it runs in one
+// scheduler slice, and the turns the other ranks take land in the next collective's wait (measured here: per-op GEMM
+// times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured (the collectives bench ran with
+// the same ranks taking turns). Measured on the held-out tp 4 steps of 4 ranks on 2 cores: slowing only the FLOP and
+// byte rates instead of whole ops left them ~10% under their walls (the GEMM overheads and attention's per-score
+// terms are ~10% of such a step).
 enum class Timing { overlapped, serialized };
 OpCosts measured_run_costs(const Program& p, const GpuSpec& device, const Measurements& m, const CostParams& c,
                            Timing timing);

@@ -10,8 +10,11 @@
 #include "plans/plan.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/fit.h"
+#include "sim/cluster_spec.h"
 #include "sim/comm_cost.h"
 #include "sim/cost_param_fields.h"
+#include "sim/shared_machine.h"
+#include "sim/simulate.h"
 #include "tests/error_text.h"
 
 using namespace tptune;
@@ -83,11 +86,16 @@ TEST_CASE("oversubscribed_efficiency: the sweep at 4 ranks on 2 cores against th
   c.concurrent_rank_rate = 0.8;
   c.oversubscribed_efficiency = 0.9;
   const double peak = gpu_preset("cpu").fp32_tflops;
-  CHECK(measurement_cluster(gpu_preset("cpu"), ms[1], c).gpu.fp32_tflops == Approx(peak * 0.8));
-  CHECK(measurement_cluster(gpu_preset("cpu"), ms[0], c).gpu.fp32_tflops == Approx(peak));
+  const ClusterSpec four = measurement_cluster(gpu_preset("cpu"), ms[1]),
+                    one = measurement_cluster(gpu_preset("cpu"), ms[0]);
+  CHECK(four.gpus_per_node == 4);
+  CHECK(four.cores_per_node == 2);
+  CHECK(one.cores_per_node == 0);
+  CHECK(at_shared_rates(four, c).gpu.fp32_tflops == Approx(peak * 0.8));
+  CHECK(at_shared_rates(one, c).gpu.fp32_tflops == Approx(peak));
   // 4 ranks on 2 cores at efficiency 0.9: every compute op of an overlapped step takes 4 / (2 x 0.9) = 2.2222x.
-  CHECK(oversubscription_slowdown(ms[1], c) == Approx(4.0 / (2 * 0.9)));
-  CHECK(oversubscription_slowdown(ms[0], c) == 1.0);
+  CHECK(oversubscription_slowdown(four, c) == Approx(4.0 / (2 * 0.9)));
+  CHECK(oversubscription_slowdown(one, c) == 1.0);
 }
 
 TEST_CASE("oversubscribed steps: the whole compute op takes its turns, overheads included; collectives as measured") {
@@ -115,6 +123,30 @@ TEST_CASE("oversubscribed steps: the whole compute op takes its turns, overheads
     }
   CHECK(compute > 0);
   CHECK(collectives > 0);
+
+  // The same machine as a user describes it: simulate() schedules those durations, as accuracy() does for the
+  // profile.
+  const Config cpu4 = load_config_string(
+      "model: {preset: llama3-8b}\ncluster: {device: cpu, nodes: 1, gpus_per_node: 4, cores_per_node: 2}\n",
+      "cpu4.yaml");
+  REQUIRE(resolve_cluster(cpu4).cores_per_node == 2);
+  CHECK(simulate(*m.program, resolve_cluster(cpu4), c).step_time_ms * 1e3 ==
+        Approx(schedule(*m.program, step, c).step_time_us).epsilon(1e-12));
+}
+
+TEST_CASE("cluster.cores_per_node: CPU ranks only, in range, file:line errors") {
+  auto err = [](const std::string& cluster) {
+    return error_of([&] { load_config_string("model: {preset: llama3-8b}\ncluster: " + cluster + "\n", "c.yaml"); });
+  };
+  CHECK(err("{gpu: h100-sxm, cores_per_node: 2}") ==
+        "c.yaml:2: cluster.cores_per_node: expected only with device: cpu (CPU ranks share a node's cores; a GPU is a "
+        "device of its own), got device 'h100-sxm'");
+  CHECK(err("{device: cpu, gpus_per_node: 4, cores_per_node: 0}") ==
+        "c.yaml:2: cluster.cores_per_node: expected an integer in 1..1024, got '0'");
+  // As many cores as ranks or more: no turns.
+  const Config c = load_config_string(
+      "model: {preset: llama3-8b}\ncluster: {device: cpu, gpus_per_node: 2, cores_per_node: 8}\n", "c.yaml");
+  CHECK(oversubscription_slowdown(resolve_cluster(c), CostParams{}) == 1.0);
 }
 
 TEST_CASE("oversubscribed_efficiency: not fitted without a reference sweep of the same shapes") {

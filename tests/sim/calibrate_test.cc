@@ -19,6 +19,7 @@
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
 #include "sim/cost_param_fields.h"
+#include "sim/shared_machine.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 #include "tests/error_text.h"
@@ -106,7 +107,7 @@ json synthetic_profile(const std::string& preset, const CostParams& c, double no
   Measurements shell;
   shell.ranks = v.tp;
   shell.environment = env;
-  ClusterSpec cl = measurement_cluster(gpu_preset("cpu"), shell, c);
+  ClusterSpec cl = at_shared_rates(measurement_cluster(gpu_preset("cpu"), shell), c);
   json ops = json::array();
   size_t i = 0;
   for (const auto& seg : p.segments)
@@ -266,13 +267,16 @@ TEST_CASE("calibrate -> YAML -> load -> simulate is a round trip") {
   apply_calibration(from_file, back);
   const Measurements m = parse_measurements(synthetic_profile("vanilla", truth(), 0.0), "vanilla.json");
   // The calibrated simulator predicts the synthetic step it was fitted from (exact data: to 1e-6), on the cluster the
-  // measurement ran on (its ranks at the fitted concurrent_rank_rate), and the uncalibrated defaults do not.
-  const ClusterSpec cl = measurement_cluster(gpu_preset("cpu"), m, from_file);
+  // measurement ran on (its 2 ranks at the fitted concurrent_rank_rate), and the uncalibrated defaults do not.
+  const ClusterSpec cl = measurement_cluster(gpu_preset("cpu"), m);
   const double predicted = simulate(*m.program, cl, from_file).step_time_ms * 1e3;
   CHECK(predicted == Approx(m.step_wall_us).epsilon(1e-6));
+  // The same cluster as a user writes it in a config.
+  const Config cpu2 = load_config_string(
+      "model: {preset: llama3-8b}\ncluster: {device: cpu, nodes: 1, gpus_per_node: 2}\n", "cpu2.yaml");
+  CHECK(simulate(*m.program, resolve_cluster(cpu2), from_file).step_time_ms * 1e3 == Approx(predicted).epsilon(1e-12));
   const CostParams defaults = device_cost_params(gpu_preset("cpu"));
-  const double uncalibrated =
-      simulate(*m.program, measurement_cluster(gpu_preset("cpu"), m, defaults), defaults).step_time_ms * 1e3;
+  const double uncalibrated = simulate(*m.program, cl, defaults).step_time_ms * 1e3;
   CHECK(std::abs(uncalibrated - m.step_wall_us) / m.step_wall_us > 0.05);
 
   // accuracy() agrees: zero error on the exact synthetic profiles.
