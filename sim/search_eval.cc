@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <variant>
 
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/memory.h"
 #include "sim/search_constraints.h"
+#include "sim/shared_machine.h"
 #include "sim/timeline.h"
 
 namespace tptune {
@@ -94,7 +96,12 @@ bool fits_with_headroom(const MemoryReport& m, double headroom_gib) {
 
 CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                        const ResolvedSpace& space)
-    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space) {}
+    : cfg_(cfg),
+      cluster_(cluster),
+      cost_(cost),
+      space_(space),
+      priced_(at_shared_rates(cluster, cost)),
+      compute_slowdown_(oversubscription_slowdown(cluster, cost)) {}
 
 OpCosts CandidateEvaluator::cost_ops(const Program& p) {
   if (!use_memo) return tptune::cost_ops(p, cluster_, cost_);
@@ -107,7 +114,9 @@ OpCosts CandidateEvaluator::cost_ops(const Program& p) {
       OpKey k = op_key(op, p);
       auto [it, inserted] = memo_.try_emplace(k, 0.0);
       if (inserted) {
-        it->second = op_duration_us(op, p, cluster_, cost_);
+        // As tptune::cost_ops() prices it (ranks sharing a machine: sim/shared_machine.h).
+        it->second = op_duration_us(op, p, priced_, cost_) *
+                     (std::holds_alternative<CollectiveOp>(op.kind) ? 1.0 : compute_slowdown_);
         ++misses_;
       } else {
         ++hits_;

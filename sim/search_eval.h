@@ -131,6 +131,8 @@ class CandidateEvaluator {
   const ClusterSpec& cluster_;
   const CostParams& cost_;
   const ResolvedSpace& space_;
+  const ClusterSpec priced_;       // the memo's cluster: cluster_ at its ranks' shared rates (sim/shared_machine.h)
+  const double compute_slowdown_;  // oversubscribed CPU ranks' turns; 1 elsewhere
   void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
                         int64_t gradient_accumulation_steps);
   // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished / lowered (then kept in

@@ -1,11 +1,9 @@
 #pragma once
 // Ranks that share a machine: the cpu device (`tp-run`'s CPU ranks, one MPI process per "gpu" of a node), where the
 // ranks of a node share its caches, memory bandwidth and cores. GPUs have each their own (CostParams
-// concurrent_rank_rate 1 and no cores_per_node: every function here is then the identity).
+// concurrent_rank_rate 1 and no cores_per_node: both functions are then neutral).
 //
-//   OpCosts costs = step_op_costs(program, cluster, cost);   // what simulate() schedules
-//
-// Two terms, both fitted by `tp-plan calibrate` (sim/calibrate/fit.h):
+// Two terms, both fitted by `tp-plan calibrate` (sim/calibrate/fit.h), which cost_ops() (sim/timeline.h) applies:
 //   - with more than one rank per node, each rank computes at CostParams::concurrent_rank_rate of the device's FLOP
 //     and byte rates (ranks running together, against one alone);
 //   - when the ranks outnumber the node's cores (ClusterSpec::cores_per_node, config `cluster.cores_per_node`), they
@@ -15,18 +13,17 @@
 //     of sim/calibrate/fit.h).
 // The report's MFU stays relative to the device's own peak.
 
-#include "plans/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
-#include "sim/timeline.h"
 
 namespace tptune {
 
-// The cluster with each rank's compute and memory rates at concurrent_rank_rate when a node holds more than one rank.
+// Whether a node's ranks run below a lone rank's rates: more than one rank per node and concurrent_rank_rate != 1.
+bool ranks_share_rates(const ClusterSpec& cluster, const CostParams& c);
+// The cluster with each rank's compute and memory rates at concurrent_rank_rate when ranks_share_rates().
 ClusterSpec at_shared_rates(const ClusterSpec& cluster, const CostParams& c);
-// ranks per node / (cores_per_node x oversubscribed_efficiency) when 0 < cores_per_node < gpus_per_node, else 1.
+// ranks per node / (cores_per_node x oversubscribed_efficiency) when 0 < cores_per_node < gpus_per_node, else 1:
+// the factor on every compute op's duration.
 double oversubscription_slowdown(const ClusterSpec& cluster, const CostParams& c);
-// cost_ops() at the shared rates, compute ops times the oversubscription slowdown (when `turns`).
-OpCosts step_op_costs(const Program& p, const ClusterSpec& cluster, const CostParams& c, bool turns = true);
 
 }  // namespace tptune

@@ -7,7 +7,6 @@
 #include "plans/checked_math.h"
 #include "plans/error.h"
 #include "sim/accumulation.h"
-#include "sim/shared_machine.h"
 
 namespace tptune {
 
@@ -163,7 +162,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
 
 StepReport simulate(const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   check_supported(p, cluster);
-  OpCosts costs = step_op_costs(p, cluster, c);
+  OpCosts costs = cost_ops(p, cluster, c);
   Timeline tl = schedule(p, costs, c);
   return make_report(p, cluster, c, costs, tl);
 }

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <variant>
 
 #include "plans/error.h"
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
 #include "sim/dataflow.h"
+#include "sim/shared_machine.h"
 
 namespace tptune {
 
@@ -54,7 +57,11 @@ double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster
   return compute_cost(op, p, cluster.gpu, c).time_us;
 }
 
-OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams& c) {
+OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostParams& c) {
+  std::optional<ClusterSpec> shared;  // a copy only for ranks sharing a machine (the cpu device)
+  if (ranks_share_rates(cluster_as_given, c)) shared = at_shared_rates(cluster_as_given, c);
+  const ClusterSpec& cluster = shared ? *shared : cluster_as_given;
+  const double slowdown = oversubscription_slowdown(cluster_as_given, c);
   OpCosts out;
   out.duration_us.reserve(p.segments.size());
   // Collective costs depend only on (kind, bytes, group); compute costs on the op. Ops repeat little inside a
@@ -62,7 +69,8 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams&
   for (const Segment& s : p.segments) {
     std::vector<double> d;
     d.reserve(s.ops.size());
-    for (const Op& op : s.ops) d.push_back(op_duration_us(op, p, cluster, c));
+    for (const Op& op : s.ops)
+      d.push_back(op_duration_us(op, p, cluster, c) * (std::holds_alternative<CollectiveOp>(op.kind) ? 1.0 : slowdown));
     out.duration_us.push_back(std::move(d));
   }
   return out;

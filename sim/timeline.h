@@ -59,9 +59,12 @@ Stream stream_of(const Op& op);
 struct OpCosts {
   std::vector<std::vector<double>> duration_us;
 };
-// Throws tptune::Error for float8 on a GPU without it, or a mesh that does not fit the cluster.
+// Ranks sharing a machine (the cpu device) are priced as sim/shared_machine.h says: at the shared rates, and compute
+// ops slowed by the turns of ranks outnumbering the cores (GPUs: neither). Throws tptune::Error for float8 on a GPU
+// without it, or a mesh that does not fit the cluster.
 OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams& c);
-// Duration of one op (collectives on their group's layout for the Program's tp x dp mesh).
+// Duration of one op on `cluster` as given (collectives on their group's layout for the Program's tp x dp mesh):
+// cost_ops() prices each op with it, on at_shared_rates(cluster), times oversubscription_slowdown() for compute ops.
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c);
 
 // What held an op back (the last constraint to be met before it started).

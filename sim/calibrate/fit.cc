@@ -26,7 +26,9 @@ ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m) {
 
 OpCosts measured_run_costs(const Program& p, const GpuSpec& device, const Measurements& m, const CostParams& c,
                            Timing timing) {
-  return step_op_costs(p, measurement_cluster(device, m), c, timing == Timing::overlapped);
+  ClusterSpec cl = measurement_cluster(device, m);
+  if (timing == Timing::serialized) cl.cores_per_node = 0;  // no turns
+  return cost_ops(p, cl, c);
 }
 
 double model_time_us(const MeasuredOp& o, const Measurements& m, const ClusterSpec& cl, const CostParams& c) {

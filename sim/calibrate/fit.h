@@ -65,7 +65,7 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
 // fewer than the ranks (CPU ranks oversubscribed). Its rates are the device's: sim/shared_machine.h applies
 // concurrent_rank_rate and the turns.
 ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m);
-// The model's op durations for a measured run (sim/shared_machine.h: step_op_costs). An `overlapped` step pays the
+// The model's op durations for a measured run (cost_ops(), sim/shared_machine.h). An `overlapped` step pays the
 // turns of oversubscribed ranks; an op timed alone (`serialized`, the profile's per-op times) does not: it runs in one
 // scheduler slice, and the turns the other ranks take land in the next collective's wait (measured here: per-op GEMM
 // times at tp 4 on 2 cores at the tp-2 rate). Collectives are what they measured (the collectives bench ran with

@@ -107,7 +107,8 @@ json synthetic_profile(const std::string& preset, const CostParams& c, double no
   Measurements shell;
   shell.ranks = v.tp;
   shell.environment = env;
-  ClusterSpec cl = at_shared_rates(measurement_cluster(gpu_preset("cpu"), shell), c);
+  const ClusterSpec ran_on = measurement_cluster(gpu_preset("cpu"), shell);
+  const ClusterSpec cl = at_shared_rates(ran_on, c);  // one op's rates (cost_ops() applies them itself)
   json ops = json::array();
   size_t i = 0;
   for (const auto& seg : p.segments)
@@ -119,7 +120,7 @@ json synthetic_profile(const std::string& preset, const CostParams& c, double no
                      {"kind", std::string(kind_name(op.kind))},
                      {"time_us", {{"median", t}}}});
     }
-  const OpCosts costs = cost_ops(p, cl, c);
+  const OpCosts costs = cost_ops(p, ran_on, c);
   return {{"format", "tptune-profile"},
           {"version", 1},
           {"environment", env},

@@ -14,6 +14,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/module_names.h"
+#include "sim/cost_param_fields.h"
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
 #include "sim/search_report.h"
@@ -46,10 +47,11 @@ struct Brute {
   bool feasible() const { return ok && fits; }
   bool fits = false;
 };
-Brute brute(const Config& cfg, const ClusterSpec& cl, const Plan& plan, double headroom) {
+Brute brute(const Config& cfg, const ClusterSpec& cl, const Plan& plan, double headroom,
+            const CostParams& cost = default_cost_params()) {
   Brute b;
   try {
-    b.report = simulate(lower(cfg.model, cfg.training, plan), cl, default_cost_params());
+    b.report = simulate(lower(cfg.model, cfg.training, plan), cl, cost);
     b.ok = true;
     b.fits = fits_with_headroom(b.report.memory, headroom);
   } catch (const Error& e) {
@@ -68,14 +70,15 @@ const Candidate* find(const std::vector<Candidate>& cs, int tp, const std::strin
 }
 
 // Checks a search result against brute force over every candidate: same feasibility, same numbers, same ranking.
-void check_against_brute_force(const Config& cfg, const SearchResult& r) {
+void check_against_brute_force(const Config& cfg, const SearchResult& r,
+                               const CostParams& cost = default_cost_params()) {
   const std::vector<Candidate> cands = enumerate_candidates(r.space);
   REQUIRE(cands.size() == r.results.size());
   std::vector<Brute> bf(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) {
     // There is no plan: dp = world / (tp x dp_replicate) is not whole.
     if (r.results[i].pruned == prune::kWorld || r.results[i].pruned == prune::kReplicateWorld) continue;
-    bf[i] = brute(cfg, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib);
+    bf[i] = brute(cfg, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib, cost);
   }
   std::vector<int> bf_feasible;
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -332,6 +335,29 @@ TEST_CASE("search equals brute force: GPT on A100s (no float8) and awkward TP de
   CHECK(ro.pruned.count(prune::kStraddle));
   CHECK(ro.pruned.count(prune::kHeads));
   check_against_brute_force(odd, ro);
+}
+
+TEST_CASE("search equals brute force on CPU ranks sharing 2 cores, with and without the op-cost memo",
+          "[search][brute]") {
+  // tp-run's CPU ranks: 4 per node on 2 cores, at a fitted concurrent_rank_rate and oversubscribed_efficiency, so
+  // that cost_ops() prices every op for a shared machine (sim/shared_machine.h) and the memo must do the same.
+  Config cfg = load_config_string(
+      "model: {dim: 64, n_layers: 2, n_heads: 8, n_kv_heads: 4, ffn_dim: 128, vocab_size: 256}\n"
+      "training: {seq_len: 32, local_batch_size: 2, dtype: fp32}\n"
+      "cluster: {device: cpu, nodes: 1, gpus_per_node: 4, cores_per_node: 2}\n"
+      "search: {float8: [none], local_batch_sizes: [1, 2]}\n",
+      "cpu.yaml");
+  for (bool memo : {false, true}) {
+    SearchOptions o;
+    o.threads = 1;
+    o.memoize_op_costs = memo;
+    o.cost = device_cost_params(gpu_preset("cpu"));
+    o.cost.concurrent_rank_rate = 0.8;
+    o.cost.oversubscribed_efficiency = 0.9;
+    SearchResult r = search(cfg, o);
+    REQUIRE(r.feasible > 0);
+    check_against_brute_force(cfg, r, o.cost);
+  }
 }
 
 TEST_CASE("search is deterministic over threads, the op-cost memo and the batch shortcut", "[search]") {
