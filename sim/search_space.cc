@@ -80,9 +80,10 @@ size_t ResolvedSpace::size() const {
                                      n(activation_checkpointing), n(local_batch_sizes)},
                                     "search space size (the product of the search lists' lengths)");
   if (total > limits::max_search_candidates)
-    throw Error(fmt::format("search space size (the product of the search lists' lengths): {} candidates; expected at "
-                            "most {}: shorten the lists of the search section",
-                            total, limits::max_search_candidates));
+    throw Error(
+        fmt::format("search space size (the product of the search lists' lengths): {} candidates; expected at "
+                    "most {}: shorten the lists of the search section",
+                    total, limits::max_search_candidates));
   return static_cast<size_t>(total);
 }
 
