@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
 
 #include "plans/error.h"
 #include "plans/hf_config.h"
@@ -260,11 +261,11 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
 
 SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                         const std::filesystem::path& base_dir) {
-  doc.check_map(
-      n, "search",
-      {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
-       "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "objective", "memory_headroom_gib",
-       "global_batch_size", "gradient_accumulation", "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
+  doc.check_map(n, "search",
+                {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
+                 "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "seq_lens", "objective",
+                 "memory_headroom_gib", "global_batch_size", "gradient_accumulation", "min_tokens_per_second_per_gpu",
+                 "gpu_hour_price", "framework"});
   SearchSpace s;
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
   const bool tt = s.framework == "torchtitan-0.3";
@@ -325,6 +326,16 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                    "it), not both");
     s.max_local_batch_size = batch(n["max_local_batch_size"], "search.max_local_batch_size");
     s.local_batch_sizes = {s.max_local_batch_size};  // one candidate per plan; its batch is found by the search
+  }
+  if (has(n, "seq_lens")) {
+    const YAML::Node l = n["seq_lens"];
+    auto seq = [&](const YAML::Node& x, const std::string& k) { return doc.integer_in(x, k, limits::seq_len); };
+    s.seq_lens = doc.list(l, "search.seq_lens", seq);
+    std::map<int64_t, size_t> first;  // value -> its first index
+    for (size_t i = 0; i < s.seq_lens.size(); ++i)
+      if (auto [it, fresh] = first.emplace(s.seq_lens[i], i); !fresh)
+        doc.fail_msg(l[i], fmt::format("search.seq_lens[{}]", i),
+                     fmt::format("{} is listed twice (also search.seq_lens[{}])", s.seq_lens[i], it->second));
   }
   if (has(n, "objective")) {
     const std::string o =

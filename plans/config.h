@@ -9,7 +9,7 @@
 //   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,   (`device:` is a synonym of `gpu:`)
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
 //   search:   {tp_degrees, presets, plans, float8, async_tp, loss_parallel, activation_checkpointing,
-//              local_batch_sizes | max_local_batch_size, objective, memory_headroom_gib, global_batch_size,
+//              local_batch_sizes | max_local_batch_size, seq_lens, objective, memory_headroom_gib, global_batch_size,
 //              gradient_accumulation, min_tokens_per_second_per_gpu, gpu_hour_price, framework}
 
 #include <yaml-cpp/yaml.h>
@@ -91,6 +91,11 @@ struct SearchSpace {
   // > 0 (max_local_batch_size: N; instead of local_batch_sizes): each plan at its largest local batch in 1..N that
   // fits memory with the headroom, found by bisection (sim/search.h), not every size enumerated.
   int64_t max_local_batch_size = 0;
+  // Sequence lengths (tokens per sequence) to search: each candidate lowers and simulates with training.seq_len set
+  // to its own. Empty (no key): training.seq_len only. Each in limits::seq_len, no duplicates. Candidates at
+  // different lengths compare per token (tokens/s per GPU, MFU); search.global_batch_size still counts sequences
+  // (torchtitan's training.global_batch_size counts samples).
+  std::vector<int64_t> seq_lens;
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard x

@@ -73,6 +73,8 @@ std::string export_torchtitan_toml(const Plan& plan) {
 
   out += "\n[training]\n";
   out += fmt::format("local_batch_size = {}\n", plan.local_batch_size);
+  // TrainingConfig.seq_len, for a plan chosen for a sequence length (search.seq_lens); else the train config's.
+  if (plan.seq_len > 0) out += fmt::format("seq_len = {}\n", plan.seq_len);
   // torchtitan derives gradient_accumulation_steps = global_batch_size // (local_batch_size x dp degree).
   if (plan.gradient_accumulation_steps > 1)
     out += fmt::format("global_batch_size = {}  # {} gradient accumulation steps\n", plan.global_batch_size(),

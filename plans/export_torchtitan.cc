@@ -111,7 +111,9 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   // derives gradient_accumulation_steps = global_batch_size // (local_batch_size x dp degree). Only when accumulating.
   if (plan.gradient_accumulation_steps > 1)
     add("--training.global-batch-size", std::to_string(plan.global_batch_size()));
-  if (ctx.seq_len > 0) add("--training.seq-len", std::to_string(ctx.seq_len));
+  // The plan's own length (a search over search.seq_lens chose it), else the config's.
+  if (const int64_t seq = plan.seq_len > 0 ? plan.seq_len : ctx.seq_len; seq > 0)
+    add("--training.seq-len", std::to_string(seq));
   add("--loss.num-chunks", std::to_string(plan.chunks()));
   add(compile ? "--compile.enable" : "--compile.no-enable", "");
   if (compile) add("--compile.components", "model,loss");

@@ -47,6 +47,9 @@ inline constexpr IntRange global_batch_size{1, int64_t{1} << 36};  // local batc
 inline constexpr IntRange gradient_accumulation_steps{1, int64_t{1} << 36};
 inline constexpr RealRange tokens_per_second{0, 1e12, false};  // search.min_tokens_per_second_per_gpu
 inline constexpr RealRange gpu_hour_price{0, 1e6, true};       // USD per GPU-hour
+// candidates of one search (the product of the search lists' lengths): each holds a result of a few hundred bytes,
+// so 2^24 is some GiB of memory and minutes of search; far above the examples' spaces (a few thousand)
+inline constexpr int64_t max_search_candidates = int64_t{1} << 24;
 // GPU spec figures: TFLOPS, GB/s, GiB (finite, positive; fp8_tflops may be 0: no float8)
 inline constexpr RealRange gpu_figure{0, 1e6, true};
 inline constexpr IntRange sm_count{1, 100000};

@@ -24,6 +24,7 @@
 //   activation_checkpointing: none
 //   local_batch_size: 1
 //   gradient_accumulation_steps: 4  # microbatches per optimizer step (written only when > 1)
+//   seq_len: 4096             # tokens per sequence the plan was chosen for (written only when set)
 //   modules:
 //     tok_embeddings: {style: rowwise, input_layouts: R, output_layouts: S(1)}
 //     layers.*.attention: {style: prepare_module_input, input_layouts: S(1), desired_input_layouts: R}
@@ -100,6 +101,10 @@ struct Plan {
   // (local_batch_size x dp_replicate x dp_shard)). The lowering does not read it: a Program is one microbatch's
   // forward and backward plus the optimizer, and the simulator repeats the microbatch (sim/accumulation.h).
   int64_t gradient_accumulation_steps = 1;
+  // Tokens per sequence the plan was chosen for (`tp-plan search` with search.seq_lens); 0: the config's
+  // training.seq_len. The lowering reads Training::seq_len, not this: the tools set the config's training.seq_len
+  // from a plan file that states it (tools/plan_options.cc), and the exports pass it to torchtitan.
+  int64_t seq_len = 0;
   std::vector<PlanEntry> modules;
 
   // ---- What a framework changes, as data the one lowering reads (framework_defaults() fills them) -------------

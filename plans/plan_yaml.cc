@@ -156,7 +156,7 @@ Plan load(const std::string& text, const std::string& name) {
                             yaml::describe(root)));
   doc.check_map(root, "",
                 {"family", "tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "local_batch_size", "gradient_accumulation_steps", "framework",
+                 "activation_checkpointing", "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework",
                  "loss_chunks", "modules"});
   Plan p;
   p.source = name;
@@ -180,6 +180,7 @@ Plan load(const std::string& text, const std::string& name) {
   if (root["gradient_accumulation_steps"].IsDefined())
     p.gradient_accumulation_steps = doc.integer_in(root["gradient_accumulation_steps"], "gradient_accumulation_steps",
                                                    limits::gradient_accumulation_steps);
+  if (root["seq_len"].IsDefined()) p.seq_len = doc.integer_in(root["seq_len"], "seq_len", limits::seq_len);
   Framework framework = Framework::dtensor;
   if (root["framework"].IsDefined())
     framework = parse_framework(doc.choice(root["framework"], "framework", {"dtensor", "torchtitan-0.3"}),
@@ -196,7 +197,7 @@ Plan load(const std::string& text, const std::string& name) {
   // What the file states, with its line, so that tools take every other value from the config (and say so).
   for (const char* k :
        {"tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-        "local_batch_size", "gradient_accumulation_steps", "framework", "loss_chunks"})
+        "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks"})
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
@@ -289,6 +290,8 @@ std::string plan_to_yaml(const Plan& plan) {
   // Only plans that accumulate carry the key, so that every plan written before it existed reads and writes the same.
   if (plan.gradient_accumulation_steps != 1)
     out += fmt::format("gradient_accumulation_steps: {}\n", plan.gradient_accumulation_steps);
+  // Only plans chosen for a sequence length (search.seq_lens) carry the key; the others run at the config's.
+  if (plan.seq_len > 0) out += fmt::format("seq_len: {}\n", plan.seq_len);
   if (plan.modules.empty()) return out + "modules: {}\n";
   out += "modules:\n";
   for (const auto& e : plan.modules) out += fmt::format("  {}: {}\n", scalar(e.pattern), style_yaml(e.style));

@@ -155,6 +155,7 @@ Plan preset_plan(const std::string& name, const Plan& base) {
   p.activation_checkpointing = base.activation_checkpointing;
   p.local_batch_size = base.local_batch_size;
   p.gradient_accumulation_steps = base.gradient_accumulation_steps;
+  p.seq_len = base.seq_len;
   p.provenance = base.provenance;
   p.stated = base.stated;
   p.loss_chunks = base.loss_chunks;

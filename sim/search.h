@@ -13,6 +13,8 @@
 // With SearchOptions::bound_top = k, candidates that provably can be neither in the top k nor on the Pareto front are
 // pruned as "bound" before their schedule (sim/search/bound.h); the first k of the ranking and the front are unchanged.
 //
+// With search.seq_lens, each candidate runs at its own sequence length; tokens/s per GPU (and so cost per token) is
+// per token, so candidates at different lengths rank against each other (step time and memory are per step).
 // Ranking by the space's objective, best first; ties broken by the next criterion, then by enumeration order:
 //   tokens_per_second   tokens/s per GPU (higher), then peak memory (lower)
 //   cost_per_token      the same order (search.gpu_hour_price / tokens per GPU-hour), reported in USD per 1M tokens

@@ -48,8 +48,8 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
     if (m.n_kv_heads % tp) return fail(prune::kKvHeads, fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads));
     if (m.ffn_dim % tp) return fail(prune::kFfn, fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim));
     if (m.vocab_size % tp) return fail(prune::kVocab, fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size));
-    if (fam.sequence_parallel && cfg.training.seq_len % tp)
-      return fail(prune::kSeq, fmt::format("tp {} vs seq_len {}", tp, cfg.training.seq_len));
+    if (fam.sequence_parallel && c.seq_len % tp)  // the candidate's (search.seq_lens), not training.seq_len
+      return fail(prune::kSeq, fmt::format("tp {} vs seq_len {}", tp, c.seq_len));
     if (c.async_tp && !fam.sequence_parallel)
       return fail(prune::kAsyncNeedsSp, fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
   }

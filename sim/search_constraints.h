@@ -21,6 +21,7 @@
 //                                              and the vocabulary (embedding rowwise, output colwise) over tp
 //   tp does not divide seq_len (sequence parallel)
 //                                              the sequence-parallel preset shards the residual stream on the sequence
+//                                              (the candidate's seq_len, one of search.seq_lens)
 //   async TP needs sequence parallel           vanilla has no all-gather / reduce-scatter to pipeline
 //   async TP with float8 rowwise               not a combination torchtitan runs (the lowering refuses it)
 //   redundant at tp 1                          without TP, async TP, loss parallel and the module plan change nothing:

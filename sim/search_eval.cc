@@ -100,8 +100,14 @@ CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& clu
       cluster_(cluster),
       cost_(cost),
       space_(space),
+      training_(cfg.training),
       priced_(at_shared_rates(cluster, cost)),
       compute_slowdown_(oversubscription_slowdown(cluster, cost)) {}
+
+const Training& CandidateEvaluator::training(const Candidate& c) {
+  training_.seq_len = c.seq_len;
+  return training_;
+}
 
 OpCosts CandidateEvaluator::cost_ops(const Program& p) {
   if (!use_memo) return tptune::cost_ops(p, cluster_, cost_);
@@ -151,7 +157,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
     PhaseTimer t(phases, SearchPhase::patch);
     // `plan` differs from the first two candidates' only in the local batch size, which at() sets.
     batch->program =
-        BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch->first), *batch->second, &batch->why_not);
+        BatchProgram::make(cfg_.model, training(c), plan, std::move(*batch->first), *batch->second, &batch->why_not);
     batch->first.reset();
     recycle(std::move(*batch->second));
     batch->second.reset();
@@ -187,7 +193,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
       ++finished;
     } else {
       PhaseTimer t(phases, SearchPhase::lower);
-      prog = lower(cfg_.model, cfg_.training, plan);
+      prog = lower(cfg_.model, training(c), plan);
       ++lowered;
     }
   } catch (const Error& e) {
@@ -229,8 +235,8 @@ void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
 
 namespace {
 bool same_structure_but_async(const Candidate& a, const Candidate& b) {
-  return a.tp == b.tp && a.dp == b.dp && a.dp_replicate == b.dp_replicate && a.family == b.family &&
-         a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
+  return a.seq_len == b.seq_len && a.tp == b.tp && a.dp == b.dp && a.dp_replicate == b.dp_replicate &&
+         a.family == b.family && a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
 }
 }  // namespace
 
@@ -265,7 +271,7 @@ UnfinishedByBatch CandidateEvaluator::take_async_sibling(const Candidate& c) {
     Candidate x = c;
     x.local_batch_size = u->first;
     try {
-      u->second = unfinished_with_async_tp(std::move(u->second), cfg_.model, cfg_.training, microbatch_plan(space_, x));
+      u->second = unfinished_with_async_tp(std::move(u->second), cfg_.model, training(x), microbatch_plan(space_, x));
       ++u;
     } catch (const Error&) {
       u = out.erase(u);
@@ -279,7 +285,7 @@ UnfinishedByBatch::iterator CandidateEvaluator::unfinished_at(UnfinishedByBatch&
   auto it = unfinished.find(c.local_batch_size);
   if (it == unfinished.end()) {
     PhaseTimer t(phases, SearchPhase::lower);
-    it = unfinished.emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+    it = unfinished.emplace(c.local_batch_size, lower_unfinished(cfg_.model, training(c), plan)).first;
     ++lowered;
   }
   return it;
@@ -301,7 +307,7 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
     ++finished;
   } else {
     PhaseTimer t(phases, SearchPhase::lower);
-    p = lower(cfg_.model, cfg_.training, plan);
+    p = lower(cfg_.model, training(c), plan);
     ++lowered;
   }
   if (batch.lower_each) {
@@ -313,7 +319,7 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
     return *batch.first;
   }
   PhaseTimer t(phases, SearchPhase::patch);
-  batch.program = BatchProgram::make(cfg_.model, cfg_.training, plan, std::move(*batch.first), p, &batch.why_not);
+  batch.program = BatchProgram::make(cfg_.model, training(c), plan, std::move(*batch.first), p, &batch.why_not);
   batch.first.reset();
   if (!batch.program) {
     batch.lower_each = true;

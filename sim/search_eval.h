@@ -4,6 +4,7 @@
 // The result is exactly what the brute-force path gives (lower(); simulate(); fits = peak + headroom <= capacity),
 // number for number; the evaluator is only faster:
 //  * static constraints (sim/search_constraints.h) refuse a candidate before it is lowered;
+//  * each candidate is lowered with the config's training section at its own seq_len (candidate_training());
 //  * candidates that differ only in local batch size share one lowering (sim/search/batch_program.h): the caller
 //    passes one BatchState through them, smallest batch first; the first two batch sizes are lowered, the others
 //    are the batch-parametric Program set to their batch (no lowering, no allocation);
@@ -61,7 +62,8 @@ struct OpKeyHash {
 };
 OpKey op_key(const Op& op, const Program& p);
 
-// What the candidates of one structure (all but the local batch size equal) share, evaluated smallest batch first.
+// What the candidates of one structure (all but the local batch size equal; the seq_len is part of the structure:
+// Programs at two sequence lengths have other shapes) share, evaluated smallest batch first.
 // Unfinished Programs (plans/lower.h) of one structure but its activation-checkpointing policy, by local batch size:
 // lowered once, finished for every policy.
 using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
@@ -131,6 +133,9 @@ class CandidateEvaluator {
   const ClusterSpec& cluster_;
   const CostParams& cost_;
   const ResolvedSpace& space_;
+  // The config's training section at `c`'s seq_len (candidate_training() without a copy): valid until the next call.
+  const Training& training(const Candidate& c);
+  Training training_;
   const ClusterSpec priced_;       // the memo's cluster: cluster_ at its ranks' shared rates (sim/shared_machine.h)
   const double compute_slowdown_;  // oversubscribed CPU ranks' turns; 1 elsewhere
   void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,

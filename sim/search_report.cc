@@ -40,7 +40,8 @@ std::string plan_line(const Plan& p) {
                      p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : "", p.family,
                      to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
                      to_string(p.activation_checkpointing), p.local_batch_size) +
-         (p.gradient_accumulation_steps > 1 ? fmt::format(" x {} microbatches", p.gradient_accumulation_steps) : "");
+         (p.gradient_accumulation_steps > 1 ? fmt::format(" x {} microbatches", p.gradient_accumulation_steps) : "") +
+         (p.seq_len > 0 ? fmt::format(", seq_len {}", p.seq_len) : "");
 }
 
 // What differs between the winner and a baseline, in words.
@@ -61,6 +62,7 @@ std::string changes(const Plan& from, const Plan& to) {
         fmt::format("AC {} -> {}", to_string(from.activation_checkpointing), to_string(to.activation_checkpointing)));
   if (from.local_batch_size != to.local_batch_size)
     c.push_back(fmt::format("local batch {} -> {}", from.local_batch_size, to.local_batch_size));
+  if (from.seq_len != to.seq_len) c.push_back(fmt::format("seq_len {} -> {}", from.seq_len, to.seq_len));
   if (from.gradient_accumulation_steps != to.gradient_accumulation_steps)
     c.push_back(fmt::format("gradient accumulation steps {} -> {}", from.gradient_accumulation_steps,
                             to.gradient_accumulation_steps));
@@ -89,13 +91,20 @@ std::string batch_cell(const ResolvedSpace& s, const Candidate& x) {
                                  : std::to_string(x.local_batch_size);
 }
 int batch_width(const ResolvedSpace& s) { return s.gradient_accumulation ? 8 : 5; }
+// With more than one search.seq_lens, a `seq` column after the batch; other reports read as before.
+bool seq_column(const ResolvedSpace& s) { return s.seq_lens.size() > 1; }
+std::string seq_head(const ResolvedSpace& s) { return seq_column(s) ? fmt::format(" {:>6}", "seq") : ""; }
+std::string seq_cell(const ResolvedSpace& s, const Candidate& x) {
+  return seq_column(s) ? fmt::format(" {:>6}", x.seq_len) : "";
+}
 
 std::string header(const Config& cfg, const SearchResult& r) {
   const ClusterSpec& c = r.cluster;
   std::string o;
   append(o, "{} (seq {}) on {} x {} ({} node{} x {}): {} candidates, {} feasible, {:.0f} ms on {} thread{}\n",
-         cfg.model.name, cfg.training.seq_len, c.world_size(), c.gpu.name, c.nodes, c.nodes == 1 ? "" : "s",
-         c.gpus_per_node, r.evaluated, r.feasible, r.elapsed_ms, r.threads, r.threads == 1 ? "" : "s");
+         cfg.model.name, fmt::join(r.space.seq_lens, ", "), c.world_size(), c.gpu.name, c.nodes,
+         c.nodes == 1 ? "" : "s", c.gpus_per_node, r.evaluated, r.feasible, r.elapsed_ms, r.threads,
+         r.threads == 1 ? "" : "s");
   append(o, "objective: {}, memory headroom {:g} GiB of {:g} GiB\n", to_string(r.space.objective),
          r.space.memory_headroom_gib, c.gpu.memory_GiB);
   if (r.space.global_batch_size > 0 || r.space.min_tokens_per_second_per_gpu > 0 || r.space.gpu_hour_price > 0) {
@@ -127,12 +136,21 @@ Plan result_plan(const SearchResult& r, int index) {
   return candidate_plan(r.space, r.results.at(static_cast<size_t>(index)).candidate);
 }
 
+Training result_training(const Config& cfg, const SearchResult& r, int index) {
+  return candidate_training(cfg.training, r.results.at(static_cast<size_t>(index)).candidate);
+}
+
 std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r, const CostParams& cost) {
   const CandidateResult* w = r.winner();
   if (!w) return {};
-  return plan_baselines(cfg, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost,
-                        parse_framework(r.space.framework, "search.framework"),
-                        r.space.gradient_accumulation ? r.space.global_batch_size : 0);
+  Config at_winner = cfg;  // the baselines train at the winner's seq_len
+  at_winner.training = result_training(cfg, r, r.ranking[0]);
+  std::vector<Baseline> out = plan_baselines(at_winner, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost,
+                                             parse_framework(r.space.framework, "search.framework"),
+                                             r.space.gradient_accumulation ? r.space.global_batch_size : 0);
+  if (r.space.searches_seq_len())
+    for (Baseline& b : out) b.plan.seq_len = w->candidate.seq_len;
+  return out;
 }
 
 std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& cluster, int winner_tp, double headroom_gib,
@@ -176,19 +194,20 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
   const bool priced = r.space.gpu_hour_price > 0;
   const int tw = tp_width(r.space);
   const int bw = batch_width(r.space);
-  append(o, "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", tw,
-         "plan", "float8", "async", "loss", "AC", "batch", bw, "step ms", "tok/s/GPU", "MFU", "mem GiB", "exp comm",
-         priced ? "  USD/1M tok" : "");
+  append(o, "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", tw,
+         "plan", "float8", "async", "loss", "AC", "batch", bw, seq_head(r.space), "step ms", "tok/s/GPU", "MFU",
+         "mem GiB", "exp comm", priced ? "  USD/1M tok" : "");
   for (size_t i = 0; i < n; ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
     const Candidate& x = c.candidate;
     const StepReport& s = c.report;
-    append(o,
-           "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
-           i + 1, tp_cell(r.space, x), tw, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8),
-           yes_no(x.async_tp), yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, s.step_time_ms,
-           s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
-           priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
+    append(
+        o,
+        "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
+        i + 1, tp_cell(r.space, x), tw, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8),
+        yes_no(x.async_tp), yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, seq_cell(r.space, x),
+        s.step_time_ms, s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
+        priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
   }
   return o;
 }
@@ -204,15 +223,15 @@ std::string pareto_text(const SearchResult& r) {
   append(o, "\nPareto front (no other feasible plan is both faster and smaller), by peak memory:\n");
   const int tw = tp_width(r.space);
   const int bw = batch_width(r.space);
-  append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10} {:>8}\n", "tp", tw, "plan", "float8", "async",
-         "loss", "AC", "batch", bw, "tok/s/GPU", "mem GiB");
+  append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10} {:>8}\n", "tp", tw, "plan", "float8", "async",
+         "loss", "AC", "batch", bw, seq_head(r.space), "tok/s/GPU", "mem GiB");
   for (int i : r.pareto) {
     const CandidateResult& c = r.results[static_cast<size_t>(i)];
     const Candidate& x = c.candidate;
-    append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
+    append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
            r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
-           yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, c.report.tokens_per_second_per_gpu,
-           c.report.memory.peak / kGiB);
+           yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, seq_cell(r.space, x),
+           c.report.tokens_per_second_per_gpu, c.report.memory.peak / kGiB);
   }
   return o;
 }
@@ -281,6 +300,7 @@ nlohmann::json plan_summary_json(const Plan& p) {
                       {"local_batch_size", p.local_batch_size}};
   if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
   if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
+  if (p.seq_len > 0) j["seq_len"] = p.seq_len;  // plans of a search over search.seq_lens: likewise
   return j;
 }
 
@@ -303,6 +323,7 @@ nlohmann::json metrics_json(const StepReport& s) {
 nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& baselines, size_t k) {
   nlohmann::json j;
   j["evaluated"] = r.evaluated;
+  if (r.space.searches_seq_len()) j["seq_lens"] = r.space.seq_lens;
   j["feasible"] = r.feasible;
   j["pruned"] = nlohmann::json::object();
   for (const auto& [reason, n] : r.pruned) j["pruned"][reason] = n;

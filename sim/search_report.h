@@ -2,17 +2,21 @@
 // What `tp-plan search` prints: the ranking table, the winner against two baselines, the JSON, and what to say
 // when nothing fits.
 //
-// Baselines, with the config's training section (activation checkpointing, local batch) and no float8 or async TP —
+// Baselines, with the config's training section (activation checkpointing, local batch) at the winner's seq_len
+// (search.seq_lens: the baselines train what the winner trains, so the speedup is the plan's) and no float8 or
+// async TP —
 // what `tp-plan simulate CONFIG --preset NAME [--tp T]` runs:
 //   vanilla              the seed plan (no sequence parallel, no loss parallel) at its default TP degree,
 //                        gpus_per_node (tp-plan simulate's default)
 //   torchtitan default   sequence_parallel with loss parallel (torchtitan's apply_tp) at the winner's TP degree
+// With more than one search.seq_lens, the tables get a `seq` column, and the header lists the lengths.
 // "Where the time went" compares milliseconds per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x
 // 1000), so that plans with different TP degrees and local batches compare: compute, exposed TP and exposed DP
 // communication, winner vs each baseline (their sum is the inverse of the throughput).
 //
 // JSON (--json):
-//   {"evaluated": N, "feasible": M, "pruned": {"reason": count}, "elapsed_ms": T, "threads": n, "objective": "...",
+//   {"evaluated": N, "seq_lens": [...]? (when search.seq_lens is given), "feasible": M, "pruned": {"reason": count},
+//   "elapsed_ms": T, "threads": n, "objective": "...",
 //    "top": [{"rank": 1, "plan": {...}, "step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib",
 //             "exposed_comm_fraction", "breakdown_ms": {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
 //    "baselines": [{"name", "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
@@ -49,6 +53,8 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
 
 // The plan a candidate stands for (the one --out-plan writes).
 Plan result_plan(const SearchResult& r, int index);
+// The training section a candidate was simulated with: the config's, at the candidate's seq_len.
+Training result_training(const Config& cfg, const SearchResult& r, int index);
 
 // Header (model, cluster, counts, time), pruning reasons, and the top-`k` table.
 std::string search_table(const Config& cfg, const SearchResult& r, size_t k);
@@ -63,7 +69,7 @@ std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k
 
 nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& baselines, size_t k);
 // The plan's toggles as JSON: tp_degree, dp_shard, family, float8, async_tp, loss_parallel, activation_checkpointing,
-// local_batch_size.
+// local_batch_size; dp_replicate, gradient_accumulation_steps and seq_len only when set.
 nlohmann::json plan_summary_json(const Plan& p);
 
 }  // namespace tptune

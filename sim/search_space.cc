@@ -4,6 +4,9 @@
 
 #include <filesystem>
 
+#include "plans/checked_math.h"
+#include "plans/error.h"
+#include "plans/limits.h"
 #include "plans/module_names.h"
 
 namespace tptune {
@@ -48,6 +51,8 @@ ResolvedSpace resolve_space(const Config& cfg) {
   r.activation_checkpointing = s.activation_checkpointing;
   r.local_batch_sizes = s.local_batch_sizes;
   r.max_local_batch_size = s.max_local_batch_size;
+  r.config_seq_len = cfg.training.seq_len;
+  r.seq_lens = s.seq_lens.empty() ? std::vector<int64_t>{cfg.training.seq_len} : s.seq_lens;
   r.objective = s.objective;
   r.memory_headroom_gib = s.memory_headroom_gib;
   r.global_batch_size = s.global_batch_size;
@@ -67,45 +72,56 @@ std::vector<bool> loss_parallel_values(const ResolvedSpace& s, const PlanFamily&
 }  // namespace
 
 size_t ResolvedSpace::size() const {
-  size_t per_family = 0;
-  for (const PlanFamily& f : families) per_family += loss_parallel_values(*this, f).size();
-  return tp_degrees.size() * dp_replicate.size() * per_family * float8.size() * async_tp.size() *
-         activation_checkpointing.size() * local_batch_sizes.size();
+  int64_t per_family = 0;
+  for (const PlanFamily& f : families) per_family += static_cast<int64_t>(loss_parallel_values(*this, f).size());
+  auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  // Lists as long as a config file can make them: a checked product, at most limits::max_search_candidates.
+  const int64_t total = checked_mul({n(seq_lens), n(tp_degrees), n(dp_replicate), per_family, n(float8), n(async_tp),
+                                     n(activation_checkpointing), n(local_batch_sizes)},
+                                    "search space size (the product of the search lists' lengths)");
+  if (total > limits::max_search_candidates)
+    throw Error(
+        fmt::format("search space size (the product of the search lists' lengths): {} candidates; expected at "
+                    "most {}: shorten the lists of the search section",
+                    total, limits::max_search_candidates));
+  return static_cast<size_t>(total);
 }
 
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
   std::vector<Candidate> out;
   out.reserve(s.size());
-  for (int tp : s.tp_degrees)
-    for (int rep : s.dp_replicate)
-      for (size_t fam = 0; fam < s.families.size(); ++fam)
-        for (Float8Recipe f8 : s.float8)
-          for (bool async : s.async_tp)
-            for (bool lp : loss_parallel_values(s, s.families[fam]))
-              for (ActivationCheckpointing ac : s.activation_checkpointing)
-                for (int64_t lbs : s.local_batch_sizes) {
-                  Candidate c;
-                  c.index = static_cast<int>(out.size());
-                  c.tp = tp;
-                  // 0: tp x dp_replicate does not divide the world (tp and rep are at most 2^20: no overflow)
-                  const int64_t per_shard = static_cast<int64_t>(tp) * rep;
-                  c.dp =
-                      per_shard > 0 && s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
-                  c.dp_replicate = rep;
-                  c.family = static_cast<int>(fam);
-                  c.float8 = f8;
-                  c.async_tp = async;
-                  c.loss_parallel = lp;
-                  c.ac = ac;
-                  c.local_batch_size = lbs;
-                  // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
-                  if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp > 0) {
-                    const int64_t per_microbatch = lbs * c.dp * rep;
-                    if (s.global_batch_size % per_microbatch == 0)
-                      c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+  for (int64_t seq : s.seq_lens)
+    for (int tp : s.tp_degrees)
+      for (int rep : s.dp_replicate)
+        for (size_t fam = 0; fam < s.families.size(); ++fam)
+          for (Float8Recipe f8 : s.float8)
+            for (bool async : s.async_tp)
+              for (bool lp : loss_parallel_values(s, s.families[fam]))
+                for (ActivationCheckpointing ac : s.activation_checkpointing)
+                  for (int64_t lbs : s.local_batch_sizes) {
+                    Candidate c;
+                    c.index = static_cast<int>(out.size());
+                    c.tp = tp;
+                    // 0: tp x dp_replicate does not divide the world (tp and rep are at most 2^20: no overflow)
+                    const int64_t per_shard = static_cast<int64_t>(tp) * rep;
+                    c.dp =
+                        per_shard > 0 && s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
+                    c.dp_replicate = rep;
+                    c.family = static_cast<int>(fam);
+                    c.float8 = f8;
+                    c.async_tp = async;
+                    c.loss_parallel = lp;
+                    c.ac = ac;
+                    c.local_batch_size = lbs;
+                    c.seq_len = seq;
+                    // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
+                    if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp > 0) {
+                      const int64_t per_microbatch = lbs * c.dp * rep;
+                      if (s.global_batch_size % per_microbatch == 0)
+                        c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+                    }
+                    out.push_back(c);
                   }
-                  out.push_back(c);
-                }
   return out;
 }
 
@@ -122,15 +138,22 @@ Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
   p.activation_checkpointing = c.ac;
   p.local_batch_size = c.local_batch_size;
   p.gradient_accumulation_steps = c.gradient_accumulation_steps;
+  if (s.searches_seq_len()) p.seq_len = c.seq_len;
   return f.preset ? preset_plan(f.name, p) : p;
+}
+
+Training candidate_training(const Training& t, const Candidate& c) {
+  Training out = t;
+  out.seq_len = c.seq_len;
+  return out;
 }
 
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
   return fmt::format(
-      "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}{}", c.tp,
+      "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={} local_batch={}{}{}", c.tp,
       c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,
-      to_string(c.ac), c.local_batch_size,
+      to_string(c.ac), c.local_batch_size, s.seq_lens.size() > 1 ? fmt::format(" seq={}", c.seq_len) : "",
       c.gradient_accumulation_steps > 1 ? fmt::format(" grad_accum={}", c.gradient_accumulation_steps) : "");
 }
 

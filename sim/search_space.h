@@ -3,10 +3,13 @@
 //
 // A candidate fixes everything a Plan holds: the TP degree, the plan family (a preset's module plan or a user plan
 // file's), HSDP replicate degree, float8 recipe, async TP, loss parallel, activation checkpointing and local batch
-// size; dp_shard is world / (tp x dp_replicate). The space is the Cartesian product of the section's lists,
-// enumerated in a fixed order (tp, dp_replicate, family, float8, async, loss parallel, AC, local batch; the config's
-// list order within each), so that a candidate's index
-// identifies it and ties in the ranking break the same way every run.
+// size; dp_shard is world / (tp x dp_replicate) — and the sequence length it trains at (search.seq_lens). The space is
+// the Cartesian product of the section's lists, enumerated in a fixed order (seq_len, tp, dp_replicate, family, float8,
+// async, loss parallel, AC, local batch; the config's list order within each), so that a candidate's index identifies
+// it and ties in the ranking break the same way every run. The sequence length is outermost: each length's block is
+// the space as it was before the axis existed, in its old order (a one-length space enumerates exactly as before),
+// and everything the search shares between candidates (lowerings, batch-parametric Programs, async-TP siblings) stays
+// within one length, whose Programs have other shapes.
 //
 // Defaults when the config has no `search:` section or leaves a list out are SearchSpace's (plans/config.h), except
 // tp_degrees, whose default is the divisors of the world size up to 2 x gpus_per_node (TP beyond two nodes is never
@@ -46,6 +49,9 @@ struct Candidate {
   bool loss_parallel = false;
   ActivationCheckpointing ac = ActivationCheckpointing::none;
   int64_t local_batch_size = 1;
+  // Tokens per sequence (one of ResolvedSpace::seq_lens): the candidate is lowered and simulated with the config's
+  // training.seq_len set to it (candidate_training()).
+  int64_t seq_len = 0;
   // search.gradient_accumulation: global_batch_size / (local batch x dp x dp_replicate) when that is whole (else 1,
   // and the static rule prunes the candidate); 1 otherwise. Not part of the Program (a microbatch): the report applies
   // it (sim/accumulation.h).
@@ -62,6 +68,8 @@ struct ResolvedSpace {
   std::vector<ActivationCheckpointing> activation_checkpointing;
   std::vector<int64_t> local_batch_sizes;  // {max_local_batch_size} when that is set
   int64_t max_local_batch_size = 0;        // > 0: each candidate's batch is the largest that fits in 1..this
+  std::vector<int64_t> seq_lens;           // search.seq_lens, default {training.seq_len}
+  int64_t config_seq_len = 0;              // the config's training.seq_len
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   int64_t global_batch_size = 0;             // 0: no constraint (SearchSpace)
@@ -72,6 +80,11 @@ struct ResolvedSpace {
   std::string framework = "dtensor";  // the presets' family (SearchSpace::framework)
 
   size_t size() const;  // number of candidates
+  // Whether the space is about sequence lengths (more than one, or one other than training.seq_len): then the
+  // candidates' plans carry their seq_len (Plan::seq_len, for the plan YAML and the exports).
+  bool searches_seq_len() const {
+    return seq_lens.size() > 1 || (seq_lens.size() == 1 && seq_lens[0] != config_seq_len);
+  }
 };
 
 // Divisors of the world size up to 2 x gpus_per_node (at least {1}).
@@ -80,11 +93,15 @@ std::vector<int> default_tp_degrees(const Cluster& c);
 ResolvedSpace resolve_space(const Config& cfg);
 // Every candidate, in enumeration order.
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);
-// The full Plan of a candidate: the family's module plan with the candidate's toggles.
+// The full Plan of a candidate: the family's module plan with the candidate's toggles (and its seq_len when
+// s.searches_seq_len()).
 Plan candidate_plan(const ResolvedSpace& s, const Candidate& c);
+// The training section a candidate runs with: `t` with seq_len set to the candidate's.
+Training candidate_training(const Training& t, const Candidate& c);
 // One line: "tp 8 sequence_parallel float8=tensorwise async_tp=true ... local_batch=2"; HSDP candidates say
 // "tp 8 dp_replicate 2 sequence_parallel ..." (the key only when dp_replicate > 1), and candidates that accumulate
-// end in "... local_batch=2 grad_accum=4" (only when > 1).
+// end in "... local_batch=2 grad_accum=4" (only when > 1); when the space has more than one sequence length,
+// "... local_batch=2 seq=4096".
 std::string describe(const ResolvedSpace& s, const Candidate& c);
 
 }  // namespace tptune

@@ -106,6 +106,12 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
       plan.local_batch_size = cfg.training.local_batch_size;
       plan.provenance["local_batch_size"] = from_config;
     }
+    // A plan chosen for a sequence length (tp-plan search over search.seq_lens) runs at it: the config's
+    // training.seq_len is what the lowering, the reports and the exports read.
+    if (!unstated("seq_len")) {
+      cfg.training.seq_len = plan.seq_len;
+      plan.provenance["training.seq_len"] = plan.provenance["seq_len"];
+    }
   } else {
     if (o.preset.empty()) throw Error("expected --preset NAME or --plan FILE");
     Plan base;
@@ -184,6 +190,7 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
     return it != plan.provenance.end() ? it->second : std::string(fallback);
   };
   const char* dflt = plan.source.starts_with("preset:") ? "preset" : "default (not in the plan file)";
+  const std::string from_config = fmt::format("config {}", cfg.path);
   std::string out = "effective values (value, where it came from):\n";
   auto row = [&](const char* k, const std::string& v, const std::string& from) {
     out += fmt::format("  {:<26} {:<12} {}\n", k, v, from);
@@ -205,7 +212,7 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
       plan.framework == Framework::torchtitan_0_3 ? "torchtitan 0.3 (always on)" : src("loss_parallel", dflt));
   row("loss_chunks", std::to_string(plan.chunks()), src("loss_chunks", "framework default"));
   row("training.dtype", std::string(to_string(cfg.training.dtype)), fmt::format("config {}", cfg.path));
-  row("training.seq_len", std::to_string(cfg.training.seq_len), fmt::format("config {}", cfg.path));
+  row("training.seq_len", std::to_string(cfg.training.seq_len), src("training.seq_len", from_config.c_str()));
   row("training.compile", cfg.training.compiled(plan.async_tp) ? "true" : "false",
       src("compile", "default (torchtitan's llama3 recipes: on exactly with async TP)"));
   return out;

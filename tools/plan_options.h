@@ -11,7 +11,8 @@
 // sequence_parallel (torchtitan's default) and off for vanilla (always on for torchtitan-0.3). Plan::provenance records
 // where each value came from. gradient_accumulation_steps: --global-batch-size, else what the plan file states, else
 // the config's training.global_batch_size, divided by local_batch_size x dp_shard x dp_replicate (an error naming the
-// option or the config's file:line when that is not whole), else 1.
+// option or the config's file:line when that is not whole), else 1. A plan file that states seq_len (a search's winner
+// over search.seq_lens) sets the config's training.seq_len.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>

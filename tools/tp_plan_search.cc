@@ -72,7 +72,7 @@ int run_search(const SearchArgs& a) {
                "  mpirun --oversubscribe -np {} tp-run verify {}{} --plan {} --shrink\n",
                winner.tp_degree, a.config, a.hf_config.empty() ? "" : " --hf-config " + a.hf_config, a.out_plan);
   if (!a.trace.empty()) {
-    const Program p = lower(cfg.model, cfg.training, winner);
+    const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), winner);
     const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
     write_json(chrome_trace(p, costs, schedule(p, costs, opts.cost)), a.trace);
   }

@@ -1,5 +1,6 @@
 // From a search result or a simulated plan to the HTML report's input (html_report.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "plans/error.h"
 #include "plans/lower.h"
@@ -20,9 +21,10 @@ std::vector<ReportPlan> with_baselines(ReportPlan chosen, const std::vector<Base
   return plans;
 }
 
-std::string cluster_fact(const Config& cfg, const ClusterSpec& c) {
+// `seq_len`: the sequence length(s) the facts state ("8192", or a search's "2048, 4096, 8192").
+std::string cluster_fact(const Config& cfg, const ClusterSpec& c, const std::string& seq_len) {
   return fmt::format("cluster: {} node{} x {} {} ({} GPUs); training: seq_len {}, local batch {}, {}", c.nodes,
-                     c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name, c.world_size(), cfg.training.seq_len,
+                     c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name, c.world_size(), seq_len,
                      cfg.training.local_batch_size, to_string(cfg.training.dtype));
 }
 
@@ -39,7 +41,7 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
   if (!w) throw Error("report: no plan fits, so there is no winner to report on");
   HtmlReportInput in;
   in.title = fmt::format("tp-plan search: {} on {} x {}", cfg.model.name, r.cluster.world_size(), r.cluster.gpu.name);
-  in.facts = {model_fact(cfg.model), cluster_fact(cfg, r.cluster),
+  in.facts = {model_fact(cfg.model), cluster_fact(cfg, r.cluster, fmt::format("{}", fmt::join(r.space.seq_lens, ", "))),
               fmt::format("{} candidates, {} feasible, objective {}, memory headroom {:g} GiB; config {}", r.evaluated,
                           r.feasible, to_string(r.space.objective), r.space.memory_headroom_gib, cfg.path)};
   for (const auto& [reason, n] : r.pruned) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
@@ -55,10 +57,11 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
     p.scheduled = c.has_step;
     p.tokens_per_second_per_gpu = c.report.tokens_per_second_per_gpu;
     p.peak_gib = c.report.memory.peak / kGiB;
-    p.label =
-        fmt::format("{} tp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}",
-                    r.space.families[static_cast<size_t>(x.family)].name, x.tp, to_string(x.float8),
-                    x.async_tp ? "async" : "sync", x.loss_parallel ? "on" : "off", to_string(x.ac), x.local_batch_size);
+    p.label = fmt::format("{} tp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}",
+                          r.space.families[static_cast<size_t>(x.family)].name, x.tp, to_string(x.float8),
+                          x.async_tp ? "async" : "sync", x.loss_parallel ? "on" : "off", to_string(x.ac),
+                          x.local_batch_size) +
+              (r.space.seq_lens.size() > 1 ? fmt::format(", seq {}", x.seq_len) : "");
     in.points.push_back(std::move(p));
   }
   in.memory_limit_gib = r.cluster.gpu.memory_bytes() / kGiB - r.space.memory_headroom_gib;
@@ -68,7 +71,7 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
   win.report = w->report;
   in.plans = with_baselines(std::move(win), baselines);
   // The winner's schedule, as --trace writes it.
-  const Program p = lower(cfg.model, cfg.training, result_plan(r, r.ranking[0]));
+  const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), result_plan(r, r.ranking[0]));
   const OpCosts costs = cost_ops(p, r.cluster, cost);
   const Timeline tl = schedule(p, costs, cost);
   in.program = &p;
@@ -81,7 +84,8 @@ std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const C
                           const OpCosts& costs, const Timeline& tl, const StepReport& report) {
   HtmlReportInput in;
   in.title = fmt::format("tp-plan simulate: {} on {} x {}", cfg.model.name, cluster.world_size(), cluster.gpu.name);
-  in.facts = {model_fact(cfg.model), cluster_fact(cfg, cluster), fmt::format("config {}", cfg.path)};
+  in.facts = {model_fact(cfg.model), cluster_fact(cfg, cluster, std::to_string(cfg.training.seq_len)),
+              fmt::format("config {}", cfg.path)};
   ReportPlan mine;
   mine.name = "this plan";
   mine.ok = true;

@@ -78,7 +78,9 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
   for (size_t i = 0; i < cands.size(); ++i) {
     // There is no plan: dp = world / (tp x dp_replicate) is not whole.
     if (r.results[i].pruned == prune::kWorld || r.results[i].pruned == prune::kReplicateWorld) continue;
-    bf[i] = brute(cfg, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib, cost);
+    Config at = cfg;  // the candidate's sequence length (search.seq_lens; training.seq_len by default)
+    at.training = candidate_training(cfg.training, cands[i]);
+    bf[i] = brute(at, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib, cost);
   }
   std::vector<int> bf_feasible;
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -91,9 +93,9 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
       // The same Program as its representative: brute force gives the very same numbers.
       const Candidate rep = tp1_representative(r.space, cands[i]);
       auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
-        return c.tp == 1 && c.dp_replicate == rep.dp_replicate && c.family == rep.family && c.float8 == rep.float8 &&
-               c.async_tp == rep.async_tp && c.loss_parallel == rep.loss_parallel && c.ac == rep.ac &&
-               c.local_batch_size == rep.local_batch_size;
+        return c.tp == 1 && c.seq_len == rep.seq_len && c.dp_replicate == rep.dp_replicate && c.family == rep.family &&
+               c.float8 == rep.float8 && c.async_tp == rep.async_tp && c.loss_parallel == rep.loss_parallel &&
+               c.ac == rep.ac && c.local_batch_size == rep.local_batch_size;
       });
       REQUIRE(it != cands.end());
       const Brute& same = bf[static_cast<size_t>(it->index)];
