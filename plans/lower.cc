@@ -206,10 +206,18 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
 
 class Lowerer {
  public:
-  Lowerer(const Model& m, const Training& t, const Plan& plan)
-      : m(m), plan(plan), tp(plan.tp_degree), e(prog, plan.tp_degree), layers(e, m, prog.training, prog.plan) {
+  // `recycled`: any earlier Program, whose buffers the lowering reuses (Emitter); the result does not depend on it.
+  Lowerer(const Model& m, const Training& t, const Plan& plan, Program recycled = {})
+      : m(m),
+        plan(plan),
+        tp(plan.tp_degree),
+        prog(std::move(recycled)),
+        e(prog, plan.tp_degree),
+        layers(e, m, prog.training, prog.plan) {
     prog.model = m;
     set_plan(prog, t, plan);
+    prog.chains.clear();
+    prog.tokens = prog.targets = prog.loss = -1;
   }
 
   // The Program's training and plan fields as lowering `plan` sets them.
@@ -327,6 +335,7 @@ class Lowerer {
     Params globals = embed_params;
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
+    e.finish();
 
     return std::move(prog);  // finish_in_place() adds what depends on activation checkpointing
   }
@@ -521,9 +530,9 @@ Program lower(const Model& model, const Training& training, const Plan& plan) {
   return finish_lowering(lower_unfinished(model, training, plan), plan.activation_checkpointing);
 }
 
-UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan) {
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan, Program recycled) {
   check_inputs(model, training, plan);
-  Lowerer l(model, training, plan);
+  Lowerer l(model, training, plan, std::move(recycled));
   return UnfinishedProgram{l.run()};
 }
 

@@ -49,7 +49,11 @@ struct UnfinishedProgram {
   std::optional<Segment> forward;
   bool rewrote = false;
 };
-UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
+// `recycled`: any earlier Program (or none), whose buffers (names, shapes, op lists, deque blocks) the lowering
+// reuses instead of allocating them anew: the search lowers into the Programs it has evaluated. The result is the
+// same field for field whatever it holds.
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan,
+                                   Program recycled = {});
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
 // Does once, for a caller that finishes `u` under several policies, the part of finish_lowering() that does not
 // depend on the policy: async TP's rewrite of embed.fwd, block.fwd and head (each segment's rewrite reads only its

@@ -8,28 +8,48 @@ namespace tptune::lowering {
 
 int64_t tensor_bytes(const TensorDesc& t) { return numel(t.local_shape) * bytes_per_element(t.dtype); }
 
+void Emitter::trim_segment() {
+  if (n_segments_ == 0) return;
+  std::vector<Op>& ops = seg().ops;
+  if (ops.size() > n_ops_) ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(n_ops_), ops.end());
+}
+
 void Emitter::begin_segment(const std::string& name, int repeat, bool reverse) {
-  Segment s;
+  trim_segment();
+  if (n_segments_ == prog.segments.size()) prog.segments.emplace_back();
+  Segment& s = prog.segments[n_segments_++];
   s.name = name;
   s.repeat = repeat;
   s.reverse = reverse;
-  prog.segments.push_back(std::move(s));
+  n_ops_ = 0;
+}
+
+void Emitter::finish() {
+  trim_segment();
+  prog.segments.resize(n_segments_);
+  prog.tensors.resize(n_tensors_);
 }
 
 TensorId Emitter::tensor(const std::string& name, const Shape& local, DType dtype, Placement pl, TensorRole role,
                          Shape global) {
   std::unordered_set<std::string_view>& taken = per_layer ? layer_names : global_names;
-  TensorDesc& d = prog.tensors.emplace_back();
+  if (n_tensors_ == prog.tensors.size()) prog.tensors.emplace_back();
+  TensorDesc& d = prog.tensors[n_tensors_];  // a new one, or a recycled Program's: every field is set here
   d.name = name;
   for (int i = 2; taken.count(d.name); ++i) d.name = fmt::format("{}.{}", name, i);
   taken.insert(d.name);  // a view of the name in the deque: it neither moves nor changes later
   d.per_layer = per_layer;
   d.local_shape = local;
-  d.global_shape = global.empty() ? global_shape(local, pl, tp, name) : std::move(global);
+  if (global.empty())
+    d.global_shape = global_shape(local, pl, tp, name);
+  else
+    d.global_shape = std::move(global);
   d.dtype = dtype;
   d.placement = pl;
   d.role = role;
-  return static_cast<TensorId>(prog.tensors.size() - 1);
+  d.param.clear();
+  d.param_shard_dim = -1;
+  return static_cast<TensorId>(n_tensors_++);
 }
 
 Shape Emitter::global_of(const Value& v, const std::string& what) const {
@@ -101,19 +121,24 @@ Value Emitter::redistribute(const Value& v, Placement dst, const std::string& mo
   return out;
 }
 
-int Emitter::op(const std::string& module, const std::string& name, OpKind kind, std::vector<TensorId> inputs,
+int Emitter::op(const std::string& module, std::string name, OpKind kind, std::vector<TensorId> inputs,
                 std::vector<TensorId> outputs, ChunkRef chunk) {
-  Op o;
-  o.id = static_cast<int>(seg().ops.size());
+  std::vector<Op>& ops = seg().ops;
+  if (n_ops_ == ops.size()) ops.emplace_back();
+  Op& o = ops[n_ops_];  // a new one, or a recycled Program's: every field is set here
+  o.id = static_cast<int>(n_ops_++);
   o.module = module;
-  o.name = name;
+  if (o.name.capacity() >= name.size())
+    o.name = name;  // into the recycled buffer
+  else
+    o.name = std::move(name);
   o.phase = phase;
+  o.deps.clear();
   o.kind = std::move(kind);
-  o.inputs = std::move(inputs);
-  o.outputs = std::move(outputs);
+  o.inputs.assign(inputs.begin(), inputs.end());
+  o.outputs.assign(outputs.begin(), outputs.end());
   o.chunk = chunk;
-  seg().ops.push_back(std::move(o));
-  return seg().ops.back().id;
+  return o.id;
 }
 
 TensorId Emitter::collective(const std::string& module, const std::string& label, CollectiveKind kind, Group group,

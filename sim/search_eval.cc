@@ -270,7 +270,8 @@ UnfinishedByBatch::iterator CandidateEvaluator::unfinished_at(UnfinishedByBatch&
   auto it = unfinished.find(c.local_batch_size);
   if (it == unfinished.end()) {
     PhaseTimer t(phases, SearchPhase::lower);
-    it = unfinished.emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan)).first;
+    it =
+        unfinished.emplace(c.local_batch_size, lower_unfinished(cfg_.model, cfg_.training, plan, take_program())).first;
     ++lowered;
   }
   return it;
