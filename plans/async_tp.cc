@@ -64,6 +64,7 @@ class Rewriter {
   const int tp;
   std::set<size_t> done;  // collectives already considered and left alone (by position of their output tensor)
   std::set<TensorId> skipped;
+  std::vector<int> writer_;  // matmul_reduce_scatter()'s scratch
 
   size_t count_readers(TensorId t, size_t from, size_t to) const {
     size_t n = 0;
@@ -103,9 +104,9 @@ class Rewriter {
 
   // all_gather(x) -> G feeding gemms that use G as their row operand A.
   bool all_gather_matmul(size_t ag) {
+    const TensorId G = s.ops[ag].outputs[0];
+    if (skipped.count(G)) return false;  // refused before: checked before copying the op (run() rescans)
     const Op agop = s.ops[ag];
-    const TensorId G = agop.outputs[0];
-    if (skipped.count(G)) return false;
     std::vector<size_t> users = readers(G, ag + 1, s.ops.size());
     std::vector<size_t> gemms;
     for (size_t u : users)
@@ -158,11 +159,12 @@ class Rewriter {
 
   // reduce_scatter(P) where P is a gemm output or a sum (grad_sum adds) of gemm outputs.
   bool matmul_reduce_scatter(size_t rs) {
+    const TensorId P = s.ops[rs].inputs[0];
+    if (skipped.count(P)) return false;  // refused before: checked before copying the op (run() rescans)
     const Op rsop = s.ops[rs];
-    const TensorId P = rsop.inputs[0];
-    if (skipped.count(P)) return false;
     std::vector<size_t> gemms, adds;
-    std::vector<int> writer(p.tensors.size(), -1);  // by TensorId: the last op before rs that writes it
+    std::vector<int>& writer = writer_;  // by TensorId: the last op before rs that writes it
+    writer.assign(p.tensors.size(), -1);
     for (size_t i = 0; i < rs; ++i)
       for (TensorId t : s.ops[i].outputs) writer[static_cast<size_t>(t)] = static_cast<int>(i);
     bool ok = true;
@@ -229,14 +231,15 @@ class Rewriter {
                                       ChunkRef::Pattern::reduce_scatter, c.dtype));
       }
     }
-    std::set<size_t> removed(gemms.begin(), gemms.end());
-    removed.insert(adds.begin(), adds.end());
-    removed.insert(rs);
+    std::vector<char> removed(s.ops.size(), 0);
+    for (size_t i : gemms) removed[i] = 1;
+    for (size_t i : adds) removed[i] = 1;
+    removed[rs] = 1;
     std::vector<Op> out;
     out.reserve(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
-      if (!removed.count(i)) out.push_back(std::move(s.ops[i]));
+      if (!removed[i]) out.push_back(std::move(s.ops[i]));
     }
     s.ops = std::move(out);
     return true;
