@@ -194,12 +194,22 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
   std::vector<Op> out;
+  out.reserve(static_cast<size_t>(std::count(redo.begin(), redo.end(), true)));
   for (size_t i = 0; i < fwd.ops.size(); ++i) {
     if (!redo[i]) continue;
-    Op op = fwd.ops[i];
-    op.phase = Phase::recompute;
+    const Op& f = fwd.ops[i];
+    Op& op = out.emplace_back();
+    op.id = f.id;
+    op.module = f.module;
+    op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
+    op.name = f.name;
     op.name += ".recompute";
-    out.push_back(std::move(op));
+    op.phase = Phase::recompute;
+    op.deps = f.deps;
+    op.inputs = f.inputs;
+    op.outputs = f.outputs;
+    op.kind = f.kind;
+    op.chunk = f.chunk;
   }
   return out;
 }
@@ -574,7 +584,11 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
 }
 
 void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {
-  out = p.prog;  // copy-assignment: reuses out's strings, vectors and deque blocks where they are large enough
+  // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
+  // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
+  if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());
+  for (size_t i = 0; i < p.prog.segments.size(); ++i) out.segments[i].ops.reserve(p.prog.segments[i].ops.size());
+  out = p.prog;
   Lowerer::finish_in_place(out, ac, &p);
 }
 
