@@ -80,7 +80,7 @@ class Rewriter {
   }
   TensorId new_tensor(const TensorDesc& like, const std::string& suffix, const Shape& local) {
     TensorDesc& d = p.tensors.emplace_back(like);
-    d.name += suffix;
+    if (!d.name.empty()) d.name += suffix;  // (empty: lowered without names, lower_unfinished())
     d.local_shape = local;
     return static_cast<TensorId>(p.tensors.size() - 1);
   }
@@ -128,8 +128,8 @@ class Rewriter {
     // Ring steps are issued one ahead of the matmuls so that step j+1 travels while chunk j is multiplied.
     auto p2p = [&](int j) {
       std::vector<TensorId> in = j == 0 ? std::vector<TensorId>{agop.inputs[0]} : std::vector<TensorId>{G};
-      return collective_step(agop, fmt::format("{}.ag_step{}", agop.module, j), j, j == 0 ? 0 : chunk_bytes, in, {G},
-                             ChunkRef::Pattern::all_gather, c.dtype);
+      return collective_step(agop, agop.name.empty() ? std::string() : fmt::format("{}.ag_step{}", agop.module, j), j,
+                             j == 0 ? 0 : chunk_bytes, in, {G}, ChunkRef::Pattern::all_gather, c.dtype);
     };
     seq.push_back(p2p(0));
     if (tp > 1) seq.push_back(p2p(1));
@@ -138,7 +138,7 @@ class Rewriter {
         Op g = s.ops[gi];
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
-        append_numbered(g.name, ".chunk", j);
+        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::all_gather, j, tp};
         seq.push_back(std::move(g));
       }
@@ -205,7 +205,7 @@ class Rewriter {
         gm.m /= tp;
         gm.accumulate = k > 0;
         g.outputs = {part};
-        append_numbered(g.name, ".chunk", j);
+        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::reduce_scatter, j, tp};
         seq.push_back(std::move(g));
       }
@@ -214,7 +214,7 @@ class Rewriter {
         acc = j == tp - 1 ? out_t : new_tensor(out_d, numbered(".acc", j), out_d.local_shape);
         Op add;
         add.module = rsop.module;
-        add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
+        if (!rsop.name.empty()) add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
         add.phase = rsop.phase;
         const int64_t bytes = 3 * numel(out_d.local_shape) * bytes_per_element(out_d.dtype);
         add.kind = ElementwiseOp{ElementwiseOp::Fn::add, bytes, numel(out_d.local_shape)};
@@ -227,8 +227,9 @@ class Rewriter {
       }
       if (j < tp - 1) {
         recv = new_tensor(out_d, numbered(".recv", j + 1), out_d.local_shape);
-        seq.push_back(collective_step(rsop, fmt::format("{}.rs_step{}", rsop.module, j), j, chunk_bytes, {acc}, {recv},
-                                      ChunkRef::Pattern::reduce_scatter, c.dtype));
+        seq.push_back(collective_step(rsop,
+                                      rsop.name.empty() ? std::string() : fmt::format("{}.rs_step{}", rsop.module, j),
+                                      j, chunk_bytes, {acc}, {recv}, ChunkRef::Pattern::reduce_scatter, c.dtype));
       }
     }
     std::vector<char> removed(s.ops.size(), 0);

@@ -28,19 +28,23 @@ namespace {
 void check_sizes(const Model& m, const Training& t, const Plan& plan) {
   using Wide = __int128;
   const Wide b = plan.local_batch_size, s = t.seq_len, tokens = b * s;
-  const std::string shape = fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len);
-  auto elements = [&](Wide n, const std::string& what) {
+  // The messages are formatted only to be thrown (this runs on every lowering and every BatchProgram::at()).
+  auto shape = [&] { return fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len); };
+  auto elements = [&](Wide n, auto what) {
     if (n > limits::max_tensor_elements)
       throw Error(
           fmt::format("{} ({:.3g} elements) is larger than tptune handles (2^48 elements per tensor): reduce "
                       "training.seq_len, the local batch size or the model dims",
-                      what, static_cast<double>(n)));
+                      what(), static_cast<double>(n)));
   };
   elements(tokens * std::max({m.dim, m.ffn_dim, m.n_heads * m.head_dim()}),
-           fmt::format("an activation of {} x dim {} / ffn_dim {}", shape, m.dim, m.ffn_dim));
-  elements(tokens * m.vocab_size, fmt::format("the logits of {} x vocab_size {}", shape, m.vocab_size));
-  elements(Wide{m.vocab_size} * m.dim, fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim));
-  elements(Wide{m.ffn_dim} * m.dim, fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim));
+           [&] { return fmt::format("an activation of {} x dim {} / ffn_dim {}", shape(), m.dim, m.ffn_dim); });
+  elements(tokens * m.vocab_size,
+           [&] { return fmt::format("the logits of {} x vocab_size {}", shape(), m.vocab_size); });
+  elements(Wide{m.vocab_size} * m.dim,
+           [&] { return fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim); });
+  elements(Wide{m.ffn_dim} * m.dim,
+           [&] { return fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim); });
   // FLOPs of one op: the output projection and the feed-forward GEMMs (2 x tokens x dim x max(vocab, ffn)), and
   // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
   const Wide max_flops = std::numeric_limits<int64_t>::max();
@@ -48,12 +52,12 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
     throw Error(
         fmt::format("the FLOPs of one GEMM ({} x dim {} x vocab/ffn) overflow 64-bit integers: reduce "
                     "training.seq_len or the local batch size",
-                    shape, m.dim));
+                    shape(), m.dim));
   if (Wide{5} * b * s * s * m.n_heads * m.head_dim() > max_flops)
     throw Error(
         fmt::format("the FLOPs of attention ({} x seq_len x dim {}) overflow 64-bit integers: reduce "
                     "training.seq_len or the local batch size",
-                    shape, m.dim));
+                    shape(), m.dim));
 }
 
 void in_range(const char* key, int64_t v, limits::IntRange r) {
@@ -201,9 +205,11 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
     Op& op = out.emplace_back();
     op.id = f.id;
     op.module = f.module;
-    op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
-    op.name = f.name;
-    op.name += ".recompute";
+    if (!f.name.empty()) {                  // (empty: lowered without names)
+      op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
+      op.name = f.name;
+      op.name += ".recompute";
+    }
     op.phase = Phase::recompute;
     op.deps = f.deps;
     op.inputs = f.inputs;
@@ -217,7 +223,7 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
 class Lowerer {
  public:
   // `recycled`: any earlier Program, whose buffers the lowering reuses (Emitter); the result does not depend on it.
-  Lowerer(const Model& m, const Training& t, const Plan& plan, Program recycled = {})
+  Lowerer(const Model& m, const Training& t, const Plan& plan, Program recycled = {}, bool names = true)
       : m(m),
         plan(plan),
         tp(plan.tp_degree),
@@ -228,6 +234,7 @@ class Lowerer {
     set_plan(prog, t, plan);
     prog.chains.clear();
     prog.tokens = prog.targets = prog.loss = -1;
+    e.names = names;
   }
 
   // The Program's training and plan fields as lowering `plan` sets them.
@@ -540,9 +547,10 @@ Program lower(const Model& model, const Training& training, const Plan& plan) {
   return finish_lowering(lower_unfinished(model, training, plan), plan.activation_checkpointing);
 }
 
-UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan, Program recycled) {
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan, Program recycled,
+                                   bool names) {
   check_inputs(model, training, plan);
-  Lowerer l(model, training, plan, std::move(recycled));
+  Lowerer l(model, training, plan, std::move(recycled), names);
   return UnfinishedProgram{l.run()};
 }
 

@@ -52,8 +52,13 @@ struct UnfinishedProgram {
 // `recycled`: any earlier Program (or none), whose buffers (names, shapes, op lists, deque blocks) the lowering
 // reuses instead of allocating them anew: the search lowers into the Programs it has evaluated. The result is the
 // same field for field whatever it holds.
+// `names` false: the same Program but for its names, which are empty (TensorDesc::name and param, Op::module and
+// name; also after finish_lowering() and async TP's rewrite, which derive names from these). Names are for people
+// and the runtime: no size, op, dependency or placement of the Program depends on them, so a simulation of the
+// nameless Program gives the same numbers. For the search, which never shows a candidate's ops (explain, tp-run and
+// lower() keep them). An error may name less than lower()'s would: lower again with names to report it.
 UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan,
-                                   Program recycled = {});
+                                   Program recycled = {}, bool names = true);
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
 // Does once, for a caller that finishes `u` under several policies, the part of finish_lowering() that does not
 // depend on the policy: async TP's rewrite of embed.fwd, block.fwd and head (each segment's rewrite reads only its

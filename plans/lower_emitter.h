@@ -40,6 +40,10 @@ class Emitter {
   const int tp;
   bool per_layer = false;        // new tensors are per-layer (inside block segments)
   Phase phase = Phase::forward;  // phase of emitted ops
+  // false: tensors and ops get empty names (TensorDesc::name and param, Op::module and name; see lower_unfinished()).
+  bool names = true;
+  // a + b, the name of a tensor or op; empty without names (tensor() and op() ignore it then: not built for nothing).
+  std::string cat(const std::string& a, const char* b) const { return names ? a + b : std::string(); }
 
   void begin_segment(const std::string& name, int repeat = 1, bool reverse = false);
   Segment& seg() { return prog.segments[n_segments_ - 1]; }
