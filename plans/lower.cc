@@ -380,7 +380,20 @@ class Lowerer {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
     std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
-    for (Segment& seg : prog.segments) finalize_deps(seg, last);
+    const bool deps_prepared = prepared && prepared->deps_prepared;
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+  }
+
+  // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
+  // async TP the segments from it on (their rewrite, which numbers its tensors after the recompute ops').
+  static bool finish_changes(const Program& prog, size_t i) { return i == 3 || (prog.plan.async_tp && i >= 3); }
+  // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
+  // the segment's ops: the same deps as finishing computes).
+  static void prepare_deps(Program& prog) {
+    std::vector<int> last(prog.tensors.size(), -1);
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
   }
 
  private:
@@ -560,9 +573,14 @@ Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
 }
 
 void prepare_async_tp(UnfinishedProgram& u) {
-  if (!u.prog.plan.async_tp || u.prog.tp <= 1 || u.forward) return;
-  u.forward = u.prog.segments[1];
-  u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+  if (u.prog.plan.async_tp && u.prog.tp > 1 && !u.forward) {
+    u.forward = u.prog.segments[1];
+    u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+  }
+  if (!u.deps_prepared) {
+    Lowerer::prepare_deps(u.prog);
+    u.deps_prepared = true;
+  }
 }
 
 UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
@@ -588,6 +606,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
                     p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate;
   if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
   Lowerer::set_plan(p, training, plan);
+  sibling.deps_prepared = false;  // prepared without async TP: with it, finishing changes more segments
   return sibling;
 }
 
