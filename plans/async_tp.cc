@@ -64,6 +64,7 @@ class Rewriter {
   const int tp;
   std::set<size_t> done;  // collectives already considered and left alone (by position of their output tensor)
   std::set<TensorId> skipped;
+  std::vector<int> writer_;  // matmul_reduce_scatter()'s scratch
 
   size_t count_readers(TensorId t, size_t from, size_t to) const {
     size_t n = 0;
@@ -79,7 +80,7 @@ class Rewriter {
   }
   TensorId new_tensor(const TensorDesc& like, const std::string& suffix, const Shape& local) {
     TensorDesc& d = p.tensors.emplace_back(like);
-    d.name += suffix;
+    if (!d.name.empty()) d.name += suffix;  // (empty: lowered without names, lower_unfinished())
     d.local_shape = local;
     return static_cast<TensorId>(p.tensors.size() - 1);
   }
@@ -103,9 +104,9 @@ class Rewriter {
 
   // all_gather(x) -> G feeding gemms that use G as their row operand A.
   bool all_gather_matmul(size_t ag) {
+    const TensorId G = s.ops[ag].outputs[0];
+    if (skipped.count(G)) return false;  // refused before: checked before copying the op (run() rescans)
     const Op agop = s.ops[ag];
-    const TensorId G = agop.outputs[0];
-    if (skipped.count(G)) return false;
     std::vector<size_t> users = readers(G, ag + 1, s.ops.size());
     std::vector<size_t> gemms;
     for (size_t u : users)
@@ -127,8 +128,8 @@ class Rewriter {
     // Ring steps are issued one ahead of the matmuls so that step j+1 travels while chunk j is multiplied.
     auto p2p = [&](int j) {
       std::vector<TensorId> in = j == 0 ? std::vector<TensorId>{agop.inputs[0]} : std::vector<TensorId>{G};
-      return collective_step(agop, fmt::format("{}.ag_step{}", agop.module, j), j, j == 0 ? 0 : chunk_bytes, in, {G},
-                             ChunkRef::Pattern::all_gather, c.dtype);
+      return collective_step(agop, agop.name.empty() ? std::string() : fmt::format("{}.ag_step{}", agop.module, j), j,
+                             j == 0 ? 0 : chunk_bytes, in, {G}, ChunkRef::Pattern::all_gather, c.dtype);
     };
     seq.push_back(p2p(0));
     if (tp > 1) seq.push_back(p2p(1));
@@ -137,7 +138,7 @@ class Rewriter {
         Op g = s.ops[gi];
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
-        append_numbered(g.name, ".chunk", j);
+        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::all_gather, j, tp};
         seq.push_back(std::move(g));
       }
@@ -158,11 +159,12 @@ class Rewriter {
 
   // reduce_scatter(P) where P is a gemm output or a sum (grad_sum adds) of gemm outputs.
   bool matmul_reduce_scatter(size_t rs) {
+    const TensorId P = s.ops[rs].inputs[0];
+    if (skipped.count(P)) return false;  // refused before: checked before copying the op (run() rescans)
     const Op rsop = s.ops[rs];
-    const TensorId P = rsop.inputs[0];
-    if (skipped.count(P)) return false;
     std::vector<size_t> gemms, adds;
-    std::vector<int> writer(p.tensors.size(), -1);  // by TensorId: the last op before rs that writes it
+    std::vector<int>& writer = writer_;  // by TensorId: the last op before rs that writes it
+    writer.assign(p.tensors.size(), -1);
     for (size_t i = 0; i < rs; ++i)
       for (TensorId t : s.ops[i].outputs) writer[static_cast<size_t>(t)] = static_cast<int>(i);
     bool ok = true;
@@ -203,7 +205,7 @@ class Rewriter {
         gm.m /= tp;
         gm.accumulate = k > 0;
         g.outputs = {part};
-        append_numbered(g.name, ".chunk", j);
+        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::reduce_scatter, j, tp};
         seq.push_back(std::move(g));
       }
@@ -212,7 +214,7 @@ class Rewriter {
         acc = j == tp - 1 ? out_t : new_tensor(out_d, numbered(".acc", j), out_d.local_shape);
         Op add;
         add.module = rsop.module;
-        add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
+        if (!rsop.name.empty()) add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
         add.phase = rsop.phase;
         const int64_t bytes = 3 * numel(out_d.local_shape) * bytes_per_element(out_d.dtype);
         add.kind = ElementwiseOp{ElementwiseOp::Fn::add, bytes, numel(out_d.local_shape)};
@@ -225,18 +227,20 @@ class Rewriter {
       }
       if (j < tp - 1) {
         recv = new_tensor(out_d, numbered(".recv", j + 1), out_d.local_shape);
-        seq.push_back(collective_step(rsop, fmt::format("{}.rs_step{}", rsop.module, j), j, chunk_bytes, {acc}, {recv},
-                                      ChunkRef::Pattern::reduce_scatter, c.dtype));
+        seq.push_back(collective_step(rsop,
+                                      rsop.name.empty() ? std::string() : fmt::format("{}.rs_step{}", rsop.module, j),
+                                      j, chunk_bytes, {acc}, {recv}, ChunkRef::Pattern::reduce_scatter, c.dtype));
       }
     }
-    std::set<size_t> removed(gemms.begin(), gemms.end());
-    removed.insert(adds.begin(), adds.end());
-    removed.insert(rs);
+    std::vector<char> removed(s.ops.size(), 0);
+    for (size_t i : gemms) removed[i] = 1;
+    for (size_t i : adds) removed[i] = 1;
+    removed[rs] = 1;
     std::vector<Op> out;
     out.reserve(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
-      if (!removed.count(i)) out.push_back(std::move(s.ops[i]));
+      if (!removed[i]) out.push_back(std::move(s.ops[i]));
     }
     s.ops = std::move(out);
     return true;

@@ -28,19 +28,23 @@ namespace {
 void check_sizes(const Model& m, const Training& t, const Plan& plan) {
   using Wide = __int128;
   const Wide b = plan.local_batch_size, s = t.seq_len, tokens = b * s;
-  const std::string shape = fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len);
-  auto elements = [&](Wide n, const std::string& what) {
+  // The messages are formatted only to be thrown (this runs on every lowering and every BatchProgram::at()).
+  auto shape = [&] { return fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len); };
+  auto elements = [&](Wide n, auto what) {
     if (n > limits::max_tensor_elements)
       throw Error(
           fmt::format("{} ({:.3g} elements) is larger than tptune handles (2^48 elements per tensor): reduce "
                       "training.seq_len, the local batch size or the model dims",
-                      what, static_cast<double>(n)));
+                      what(), static_cast<double>(n)));
   };
   elements(tokens * std::max({m.dim, m.ffn_dim, m.n_heads * m.head_dim()}),
-           fmt::format("an activation of {} x dim {} / ffn_dim {}", shape, m.dim, m.ffn_dim));
-  elements(tokens * m.vocab_size, fmt::format("the logits of {} x vocab_size {}", shape, m.vocab_size));
-  elements(Wide{m.vocab_size} * m.dim, fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim));
-  elements(Wide{m.ffn_dim} * m.dim, fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim));
+           [&] { return fmt::format("an activation of {} x dim {} / ffn_dim {}", shape(), m.dim, m.ffn_dim); });
+  elements(tokens * m.vocab_size,
+           [&] { return fmt::format("the logits of {} x vocab_size {}", shape(), m.vocab_size); });
+  elements(Wide{m.vocab_size} * m.dim,
+           [&] { return fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim); });
+  elements(Wide{m.ffn_dim} * m.dim,
+           [&] { return fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim); });
   // FLOPs of one op: the output projection and the feed-forward GEMMs (2 x tokens x dim x max(vocab, ffn)), and
   // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
   const Wide max_flops = std::numeric_limits<int64_t>::max();
@@ -48,12 +52,12 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
     throw Error(
         fmt::format("the FLOPs of one GEMM ({} x dim {} x vocab/ffn) overflow 64-bit integers: reduce "
                     "training.seq_len or the local batch size",
-                    shape, m.dim));
+                    shape(), m.dim));
   if (Wide{5} * b * s * s * m.n_heads * m.head_dim() > max_flops)
     throw Error(
         fmt::format("the FLOPs of attention ({} x seq_len x dim {}) overflow 64-bit integers: reduce "
                     "training.seq_len or the local batch size",
-                    shape, m.dim));
+                    shape(), m.dim));
 }
 
 void in_range(const char* key, int64_t v, limits::IntRange r) {
@@ -194,22 +198,43 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
   std::vector<Op> out;
+  out.reserve(static_cast<size_t>(std::count(redo.begin(), redo.end(), true)));
   for (size_t i = 0; i < fwd.ops.size(); ++i) {
     if (!redo[i]) continue;
-    Op op = fwd.ops[i];
+    const Op& f = fwd.ops[i];
+    Op& op = out.emplace_back();
+    op.id = f.id;
+    op.module = f.module;
+    if (!f.name.empty()) {                  // (empty: lowered without names)
+      op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
+      op.name = f.name;
+      op.name += ".recompute";
+    }
     op.phase = Phase::recompute;
-    op.name += ".recompute";
-    out.push_back(std::move(op));
+    op.deps = f.deps;
+    op.inputs = f.inputs;
+    op.outputs = f.outputs;
+    op.kind = f.kind;
+    op.chunk = f.chunk;
   }
   return out;
 }
 
 class Lowerer {
  public:
-  Lowerer(const Model& m, const Training& t, const Plan& plan)
-      : m(m), plan(plan), tp(plan.tp_degree), e(prog, plan.tp_degree), layers(e, m, prog.training, prog.plan) {
+  // `recycled`: any earlier Program, whose buffers the lowering reuses (Emitter); the result does not depend on it.
+  Lowerer(const Model& m, const Training& t, const Plan& plan, Program recycled = {}, bool names = true)
+      : m(m),
+        plan(plan),
+        tp(plan.tp_degree),
+        prog(std::move(recycled)),
+        e(prog, plan.tp_degree),
+        layers(e, m, prog.training, prog.plan) {
     prog.model = m;
     set_plan(prog, t, plan);
+    prog.chains.clear();
+    prog.tokens = prog.targets = prog.loss = -1;
+    e.names = names;
   }
 
   // The Program's training and plan fields as lowering `plan` sets them.
@@ -327,6 +352,7 @@ class Lowerer {
     Params globals = embed_params;
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
+    e.finish();
 
     return std::move(prog);  // finish_in_place() adds what depends on activation checkpointing
   }
@@ -354,7 +380,20 @@ class Lowerer {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
     std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
-    for (Segment& seg : prog.segments) finalize_deps(seg, last);
+    const bool deps_prepared = prepared && prepared->deps_prepared;
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+  }
+
+  // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
+  // async TP the segments from it on (their rewrite, which numbers its tensors after the recompute ops').
+  static bool finish_changes(const Program& prog, size_t i) { return i == 3 || (prog.plan.async_tp && i >= 3); }
+  // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
+  // the segment's ops: the same deps as finishing computes).
+  static void prepare_deps(Program& prog) {
+    std::vector<int> last(prog.tensors.size(), -1);
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
   }
 
  private:
@@ -521,9 +560,10 @@ Program lower(const Model& model, const Training& training, const Plan& plan) {
   return finish_lowering(lower_unfinished(model, training, plan), plan.activation_checkpointing);
 }
 
-UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan) {
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan, Program recycled,
+                                   bool names) {
   check_inputs(model, training, plan);
-  Lowerer l(model, training, plan);
+  Lowerer l(model, training, plan, std::move(recycled), names);
   return UnfinishedProgram{l.run()};
 }
 
@@ -533,9 +573,14 @@ Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
 }
 
 void prepare_async_tp(UnfinishedProgram& u) {
-  if (!u.prog.plan.async_tp || u.prog.tp <= 1 || u.forward) return;
-  u.forward = u.prog.segments[1];
-  u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+  if (u.prog.plan.async_tp && u.prog.tp > 1 && !u.forward) {
+    u.forward = u.prog.segments[1];
+    u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+  }
+  if (!u.deps_prepared) {
+    Lowerer::prepare_deps(u.prog);
+    u.deps_prepared = true;
+  }
 }
 
 UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
@@ -561,11 +606,16 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
                     p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate;
   if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
   Lowerer::set_plan(p, training, plan);
+  sibling.deps_prepared = false;  // prepared without async TP: with it, finishing changes more segments
   return sibling;
 }
 
 void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {
-  out = p.prog;  // copy-assignment: reuses out's strings, vectors and deque blocks where they are large enough
+  // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
+  // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
+  if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());
+  for (size_t i = 0; i < p.prog.segments.size(); ++i) out.segments[i].ops.reserve(p.prog.segments[i].ops.size());
+  out = p.prog;
   Lowerer::finish_in_place(out, ac, &p);
 }
 

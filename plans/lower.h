@@ -48,14 +48,27 @@ struct UnfinishedProgram {
   // `rewrote` says whether it rewrote anything.
   std::optional<Segment> forward;
   bool rewrote = false;
+  // Set by prepare_async_tp(): the deps of the segments that finishing does not change are computed (every segment
+  // but the block backward, and without async TP the ones after it), and finishing keeps them.
+  bool deps_prepared = false;
 };
-UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan);
+// `recycled`: any earlier Program (or none), whose buffers (names, shapes, op lists, deque blocks) the lowering
+// reuses instead of allocating them anew: the search lowers into the Programs it has evaluated. The result is the
+// same field for field whatever it holds.
+// `names` false: the same Program but for its names, which are empty (TensorDesc::name and param, Op::module and
+// name; also after finish_lowering() and async TP's rewrite, which derive names from these). Names are for people
+// and the runtime: no size, op, dependency or placement of the Program depends on them, so a simulation of the
+// nameless Program gives the same numbers. For the search, which never shows a candidate's ops (explain, tp-run and
+// lower() keep them). An error may name less than lower()'s would: lower again with names to report it.
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan,
+                                   Program recycled = {}, bool names = true);
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac);
 // Does once, for a caller that finishes `u` under several policies, the part of finish_lowering() that does not
-// depend on the policy: async TP's rewrite of embed.fwd, block.fwd and head (each segment's rewrite reads only its
+// depend on the policy: the deps of the segments finishing does not change, and async TP's rewrite of embed.fwd,
+// block.fwd and head (each segment's rewrite reads only its
 // own ops and appends tensors, and the policy's recompute ops go into block.bwd, after them in the Program: the
 // rewrite of [0, 3) then of [3, n) with the recompute ops in is the rewrite of them all, tensor ids included). No-op
-// without async TP or when done. finish_lowering(u, ac) gives the same Program after it as before.
+// when done. finish_lowering(u, ac) gives the same Program after it as before.
 void prepare_async_tp(UnfinishedProgram& u);
 // lower_unfinished(model, training, plan) from `sibling`, the unfinished Program of a plan that differs from `plan`
 // only in async_tp (and activation checkpointing, which finish_lowering() sets): the lowering proper never reads

@@ -8,28 +8,52 @@ namespace tptune::lowering {
 
 int64_t tensor_bytes(const TensorDesc& t) { return numel(t.local_shape) * bytes_per_element(t.dtype); }
 
+void Emitter::trim_segment() {
+  if (n_segments_ == 0) return;
+  std::vector<Op>& ops = seg().ops;
+  if (ops.size() > n_ops_) ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(n_ops_), ops.end());
+}
+
 void Emitter::begin_segment(const std::string& name, int repeat, bool reverse) {
-  Segment s;
+  trim_segment();
+  if (n_segments_ == prog.segments.size()) prog.segments.emplace_back();
+  Segment& s = prog.segments[n_segments_++];
   s.name = name;
   s.repeat = repeat;
   s.reverse = reverse;
-  prog.segments.push_back(std::move(s));
+  n_ops_ = 0;
+}
+
+void Emitter::finish() {
+  trim_segment();
+  prog.segments.resize(n_segments_);
+  prog.tensors.resize(n_tensors_);
 }
 
 TensorId Emitter::tensor(const std::string& name, const Shape& local, DType dtype, Placement pl, TensorRole role,
                          Shape global) {
   std::unordered_set<std::string_view>& taken = per_layer ? layer_names : global_names;
-  TensorDesc& d = prog.tensors.emplace_back();
-  d.name = name;
-  for (int i = 2; taken.count(d.name); ++i) d.name = fmt::format("{}.{}", name, i);
-  taken.insert(d.name);  // a view of the name in the deque: it neither moves nor changes later
+  if (n_tensors_ == prog.tensors.size()) prog.tensors.emplace_back();
+  TensorDesc& d = prog.tensors[n_tensors_];  // a new one, or a recycled Program's: every field is set here
+  if (names) {
+    d.name = name;
+    for (int i = 2; taken.count(d.name); ++i) d.name = fmt::format("{}.{}", name, i);
+    taken.insert(d.name);  // a view of the name in the deque: it neither moves nor changes later
+  } else {
+    d.name.clear();
+  }
   d.per_layer = per_layer;
   d.local_shape = local;
-  d.global_shape = global.empty() ? global_shape(local, pl, tp, name) : std::move(global);
+  if (global.empty())
+    d.global_shape = global_shape(local, pl, tp, name);
+  else
+    d.global_shape = std::move(global);
   d.dtype = dtype;
   d.placement = pl;
   d.role = role;
-  return static_cast<TensorId>(prog.tensors.size() - 1);
+  d.param.clear();
+  d.param_shard_dim = -1;
+  return static_cast<TensorId>(n_tensors_++);
 }
 
 Shape Emitter::global_of(const Value& v, const std::string& what) const {
@@ -74,13 +98,15 @@ Value Emitter::redistribute_raw(const Value& v, Placement dst, const std::string
   Redistribution r = plan_redistribution(v.pl, dst, ndim, what);
   if (!r.collective && !r.local_slice) return dtensor(v.t, dst, v.scale);
   Shape global = global_shape(local, v.pl, tp, what);
-  Shape out_local = local_shape(global, dst, tp, fmt::format("{}: {} -> {}", what, to_string(v.pl), to_string(dst)));
+  // (the error context only: without names it is not built, and an error is reported by lowering again with names)
+  Shape out_local =
+      local_shape(global, dst, tp, names ? fmt::format("{}: {} -> {}", what, to_string(v.pl), to_string(dst)) : what);
   const TensorDesc& in = desc(v.t);
   TensorRole role = in.role == TensorRole::param_grad ? TensorRole::gradient : in.role;
   if (r.local_slice) {
     TensorId out = tensor(in.name + ".slice", out_local, in.dtype, dst, role, global);
     ElementwiseOp e{ElementwiseOp::Fn::slice, tensor_bytes(in) + tensor_bytes(desc(out)), 0, r.scatter_dim};
-    op(module, fmt::format("{}.{}.slice", module, label), e, {v.t}, {out});
+    op(module, names ? fmt::format("{}.{}.slice", module, label) : std::string(), e, {v.t}, {out});
     return dtensor(out, dst, v.scale);
   }
   TensorId out = collective(module, label, *r.collective, Group::tp, ReduceOp::sum, v.t, out_local, global, in.dtype,
@@ -101,19 +127,44 @@ Value Emitter::redistribute(const Value& v, Placement dst, const std::string& mo
   return out;
 }
 
-int Emitter::op(const std::string& module, const std::string& name, OpKind kind, std::vector<TensorId> inputs,
+int Emitter::op(const std::string& module, std::string name, OpKind kind, std::vector<TensorId> inputs,
                 std::vector<TensorId> outputs, ChunkRef chunk) {
-  Op o;
-  o.id = static_cast<int>(seg().ops.size());
-  o.module = module;
-  o.name = name;
+  std::vector<Op>& ops = seg().ops;
+  const int id = static_cast<int>(n_ops_++);
+  if (static_cast<size_t>(id) == ops.size()) {  // a new op: built before the list grows (`module` may be in it)
+    Op o;
+    o.id = id;
+    if (names) {
+      o.module = module;
+      o.name = std::move(name);
+    }
+    o.phase = phase;
+    o.kind = std::move(kind);
+    o.inputs = std::move(inputs);
+    o.outputs = std::move(outputs);
+    o.chunk = chunk;
+    ops.push_back(std::move(o));
+    return id;
+  }
+  Op& o = ops[static_cast<size_t>(id)];  // a recycled Program's: every field is set here, reusing its buffers
+  o.id = id;
+  if (!names) {
+    o.module.clear();
+    o.name.clear();
+  } else {
+    o.module = module;
+    if (o.name.capacity() >= name.size())
+      o.name = name;  // into the recycled buffer
+    else
+      o.name = std::move(name);
+  }
   o.phase = phase;
+  o.deps.clear();
   o.kind = std::move(kind);
-  o.inputs = std::move(inputs);
-  o.outputs = std::move(outputs);
+  o.inputs.assign(inputs.begin(), inputs.end());
+  o.outputs.assign(outputs.begin(), outputs.end());
   o.chunk = chunk;
-  seg().ops.push_back(std::move(o));
-  return seg().ops.back().id;
+  return id;
 }
 
 TensorId Emitter::collective(const std::string& module, const std::string& label, CollectiveKind kind, Group group,
@@ -121,7 +172,8 @@ TensorId Emitter::collective(const std::string& module, const std::string& label
                              TensorRole role, int gather_dim, int scatter_dim) {
   std::string base = desc(input).name;
   Placement out_pl = kind == CollectiveKind::reduce_scatter ? Placement::S(scatter_dim) : Placement::R();
-  TensorId out = tensor(fmt::format("{}.{}", base, to_string(kind)), out_local, dtype, out_pl, role, global);
+  TensorId out = tensor(names ? fmt::format("{}.{}", base, to_string(kind)) : std::string(), out_local, dtype, out_pl,
+                        role, global);
   CollectiveOp c;
   c.kind = kind;
   c.group = group;
@@ -130,8 +182,9 @@ TensorId Emitter::collective(const std::string& module, const std::string& label
   c.bytes = collective_bytes(global, bytes_per_element(dtype));
   c.gather_dim = gather_dim;
   c.scatter_dim = scatter_dim;
-  std::string name =
-      module.empty() ? std::string(to_string(kind)) : fmt::format("{}.{}.{}", module, label, to_string(kind));
+  std::string name = !names           ? std::string()
+                     : module.empty() ? std::string(to_string(kind))
+                                      : fmt::format("{}.{}.{}", module, label, to_string(kind));
   op(module, name, c, {input}, {out});
   return out;
 }
@@ -163,8 +216,8 @@ void Emitter::add_grad(const Value& of, Value g, const std::string& module) {
   const TensorDesc& a = desc(acc.t);
   TensorId sum = tensor(a.name + ".sum", a.local_shape, a.dtype, a.placement, TensorRole::gradient, a.global_shape);
   ElementwiseOp e{ElementwiseOp::Fn::add, 3 * tensor_bytes(a), numel(a.local_shape)};
-  op(module.empty() ? "grad" : module, fmt::format("{}.grad_sum", module.empty() ? "grad" : module), e, {acc.t, g.t},
-     {sum});
+  op(module.empty() ? "grad" : module,
+     names ? fmt::format("{}.grad_sum", module.empty() ? "grad" : module) : std::string(), e, {acc.t, g.t}, {sum});
   acc = g.dtensor ? dtensor(sum, g.pl) : plain(sum, g.pl);
 }
 

@@ -32,14 +32,23 @@ struct Value {
 
 class Emitter {
  public:
+  // `p` may hold an earlier Program (its model, training and plan fields set, its tensors, segments and ops stale):
+  // the emitter overwrites its elements in place, reusing their strings' and vectors' buffers, instead of appending
+  // new ones, and finish() drops what is left over. The Program it builds is the same either way, field for field.
   Emitter(Program& p, int tp) : prog(p), tp(tp) {}
   Program& prog;
   const int tp;
   bool per_layer = false;        // new tensors are per-layer (inside block segments)
   Phase phase = Phase::forward;  // phase of emitted ops
+  // false: tensors and ops get empty names (TensorDesc::name and param, Op::module and name; see lower_unfinished()).
+  bool names = true;
+  // a + b, the name of a tensor or op; empty without names (tensor() and op() ignore it then: not built for nothing).
+  std::string cat(const std::string& a, const char* b) const { return names ? a + b : std::string(); }
 
   void begin_segment(const std::string& name, int repeat = 1, bool reverse = false);
-  Segment& seg() { return prog.segments.back(); }
+  Segment& seg() { return prog.segments[n_segments_ - 1]; }
+  // Drops the elements of a recycled Program beyond those emitted; call once, after the last op.
+  void finish();
 
   // Tensors. `global` defaults to global_shape(local, pl).
   TensorId tensor(const std::string& name, const Shape& local, DType dtype, Placement pl, TensorRole role,
@@ -59,7 +68,7 @@ class Emitter {
   Value redistribute_raw(const Value& v, Placement dst, const std::string& module, const std::string& label);
 
   // Ops. Returns the op id in the current segment.
-  int op(const std::string& module, const std::string& name, OpKind kind, std::vector<TensorId> inputs,
+  int op(const std::string& module, std::string name, OpKind kind, std::vector<TensorId> inputs,
          std::vector<TensorId> outputs, ChunkRef chunk = {});
   TensorId collective(const std::string& module, const std::string& label, CollectiveKind kind, Group group,
                       ReduceOp reduce, TensorId input, const Shape& out_local, const Shape& global, DType dtype,
@@ -76,6 +85,10 @@ class Emitter {
 
  private:
   int next_node = 0;
+  // Emitted so far: tensors of prog.tensors, segments of prog.segments, ops of the current segment (a recycled
+  // Program holds more, overwritten as the lowering goes and dropped by finish()).
+  size_t n_tensors_ = 0, n_segments_ = 0, n_ops_ = 0;
+  void trim_segment();  // drops the current segment's ops beyond n_ops_
   std::vector<std::function<void()>> tape;
   std::map<int, Value> grads;
   // Tensor names taken, per scope (per-layer or global): a new tensor's name is made unique within its scope

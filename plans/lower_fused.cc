@@ -25,22 +25,22 @@ void Layers::split_qkv(const Name& att, const Value& qkv, Value& q, Value& k, Va
     Shape local = {xl[0], xl[1], groups * heads * hd};
     Shape global = src.global_shape;
     if (global.size() == 3) global[2] = global[2] / xl[2] * local[2];
-    return e.tensor(att.rel + "." + what, local, act(), src.placement, TensorRole::activation, global);
+    return e.tensor(e.cat(att.rel, ".") + what, local, act(), src.placement, TensorRole::activation, global);
   };
   const TensorId tq = make("q", hpk), tk = make("k", 1), tv = make("v", 1);
   // torch.split + .contiguous() of q, k and v: read the fused output once, write it once.
   const int64_t bytes = 2 * numel(xl) * bytes_per_element(act());
-  e.op(att.rel, att.rel + ".split_qkv", ElementwiseOp{ElementwiseOp::Fn::copy, bytes, 0}, {qkv.t}, {tq, tk, tv});
+  e.op(att.rel, e.cat(att.rel, ".split_qkv"), ElementwiseOp{ElementwiseOp::Fn::copy, bytes, 0}, {qkv.t}, {tq, tk, tv});
   auto wrap = [&](TensorId t) { return qkv.dtensor ? e.dtensor(t, qkv.pl) : e.plain(t, qkv.pl); };
   q = wrap(tq), k = wrap(tk), v = wrap(tv);
   e.record([this, att, qkv, q, k, v, xl, src, bytes]() {
     auto gq = e.grad(q), gk = e.grad(k), gv = e.grad(v);
     if (!gq || !gk || !gv) return;
     // The split's backward concatenates the three gradients into the fused layout (torch.cat): another copy.
-    TensorId d = e.tensor(att.rel + ".wqkv.grad_output", xl, act(), gq->dtensor ? gq->pl : src.placement,
+    TensorId d = e.tensor(e.cat(att.rel, ".wqkv.grad_output"), xl, act(), gq->dtensor ? gq->pl : src.placement,
                           TensorRole::gradient, src.global_shape);
-    e.op(att.rel, att.rel + ".concat_qkv_grad", ElementwiseOp{ElementwiseOp::Fn::copy, bytes, 0}, {gq->t, gk->t, gv->t},
-         {d});
+    e.op(att.rel, e.cat(att.rel, ".concat_qkv_grad"), ElementwiseOp{ElementwiseOp::Fn::copy, bytes, 0},
+         {gq->t, gk->t, gv->t}, {d});
     e.add_grad(qkv, gq->dtensor ? e.dtensor(d, gq->pl) : e.plain(d, gq->pl), att.rel);
   });
 }
@@ -79,23 +79,24 @@ Layers::Head Layers::chunked_head(const Name& n, const Value& x_in, int64_t in_f
   const Placement out_pl = colwise ? Placement::S(-1) : Placement::R();
   // GradAccumulator: the chunks' input gradients are written into one fp32 (b, s, dim) buffer.
   const Placement grad_pl = colwise ? Placement::P() : Placement::R();
-  TensorId acc = e.tensor(n.rel + ".grad_accumulator", xl, DType::fp32, grad_pl, TensorRole::gradient);
+  TensorId acc = e.tensor(e.cat(n.rel, ".grad_accumulator"), xl, DType::fp32, grad_pl, TensorRole::gradient);
   auto dw = std::make_shared<TensorId>(-1);  // the weight gradient, created by the first chunk's backward
   TensorId loss = -1;
   for (int c = 0; c < chunks; ++c) {
     e.phase = Phase::forward;
     const size_t mark = e.tape_size();
     // torch.split(..., dim=1) + .contiguous(): one copy of the chunk (read + write).
-    TensorId xc = e.tensor(n.rel + ".chunk", chunk_shape, act(), x.pl, TensorRole::activation, chunk_shape);
-    e.op(n.rel, n.rel + ".chunk", ElementwiseOp{ElementwiseOp::Fn::copy, 2 * numel(chunk_shape) * bpe, 0}, {x.t}, {xc});
+    TensorId xc = e.tensor(e.cat(n.rel, ".chunk"), chunk_shape, act(), x.pl, TensorRole::activation, chunk_shape);
+    e.op(n.rel, e.cat(n.rel, ".chunk"), ElementwiseOp{ElementwiseOp::Fn::copy, 2 * numel(chunk_shape) * bpe, 0}, {x.t},
+         {xc});
     Value xcv = x.dtensor ? e.dtensor(xc, x.pl) : e.plain(xc);
     GemmOp g;
     g.m = tokens, g.n = wl[0], g.k = wl[1], g.trans_b = true;
     g.a_dtype = act(), g.b_dtype = act(), g.c_dtype = act();
     const Shape yl = {xl[0], cs, wl[0]};
-    TensorId y = e.tensor(n.rel + ".out", yl, act(), out_pl, TensorRole::activation,
+    TensorId y = e.tensor(e.cat(n.rel, ".out"), yl, act(), out_pl, TensorRole::activation,
                           colwise ? global_shape(yl, out_pl, e.tp, n.fqn) : yl);
-    e.op(n.rel, n.rel + ".fwd", g, {xc, w}, {y});
+    e.op(n.rel, e.cat(n.rel, ".fwd"), g, {xc, w}, {y});
     Value yv = colwise ? e.dtensor(y, out_pl) : e.plain(y);
     const bool first = c == 0;
     e.record([this, n, xcv, yv, w, wl, yl, tokens, colwise, first, dw]() {
@@ -109,17 +110,17 @@ Layers::Head Layers::chunked_head(const Name& n, const Value& x_in, int64_t in_f
       gi.a_dtype = act(), gi.b_dtype = act(), gi.c_dtype = act();
       const Shape dxl = {yl[0], yl[1], wl[1]};
       const Placement dx_pl = colwise ? Placement::P() : Placement::R();
-      TensorId dx = e.tensor(n.rel + ".grad_input", dxl, act(), dx_pl, TensorRole::gradient,
+      TensorId dx = e.tensor(e.cat(n.rel, ".grad_input"), dxl, act(), dx_pl, TensorRole::gradient,
                              colwise ? global_shape(dxl, dx_pl, e.tp, n.fqn) : dxl);
-      e.op(n.rel, n.rel + ".bwd_input", gi, {dy.t, w}, {dx});
+      e.op(n.rel, e.cat(n.rel, ".bwd_input"), gi, {dy.t, w}, {dx});
       // grad_weight accumulates over the chunks (FSDP keeps lm_head unsharded and reduces once, at the last chunk).
       GemmOp gw;
       gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true, gw.accumulate = !first;
       gw.a_dtype = act(), gw.b_dtype = act(), gw.c_dtype = act();
       if (first)
-        *dw = e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient,
+        *dw = e.tensor(e.cat(n.rel, ".weight.grad"), wl, act(), e.desc(w).placement, TensorRole::gradient,
                        e.desc(w).global_shape);
-      e.op(n.rel, n.rel + ".bwd_weight", gw, {dy.t, xcv.t}, {*dw});
+      e.op(n.rel, e.cat(n.rel, ".bwd_weight"), gw, {dy.t, xcv.t}, {*dw});
       e.add_grad(xcv, colwise ? e.dtensor(dx, dx_pl) : e.plain(dx), n.rel);
     });
     Value logits = yv;
@@ -134,14 +135,14 @@ Layers::Head Layers::chunked_head(const Name& n, const Value& x_in, int64_t in_f
     auto gx = e.grad(xcv);
     if (!gx) throw Error("internal: no gradient reaches the loss chunk");
     // GradAccumulator.add: the chunk's gradient into its slice of the fp32 buffer (read bf16, write fp32).
-    e.op(n.rel, n.rel + ".grad_accumulate",
+    e.op(n.rel, e.cat(n.rel, ".grad_accumulate"),
          ElementwiseOp{ElementwiseOp::Fn::copy, numel(chunk_shape) * (bpe + 4), numel(chunk_shape)}, {gx->t}, {acc});
   }
   // hidden_states.backward(accumulated_grad): the fp32 buffer cast to the activation dtype feeds the decoder.
   e.phase = Phase::backward;
-  TensorId g = e.tensor(n.rel + ".input_grad", xl, act(), grad_pl, TensorRole::gradient,
+  TensorId g = e.tensor(e.cat(n.rel, ".input_grad"), xl, act(), grad_pl, TensorRole::gradient,
                         colwise ? global_shape(xl, grad_pl, e.tp, n.fqn) : xl);
-  e.op(n.rel, n.rel + ".grad_cast", ElementwiseOp{ElementwiseOp::Fn::copy, numel(xl) * (4 + bpe), 0}, {acc}, {g});
+  e.op(n.rel, e.cat(n.rel, ".grad_cast"), ElementwiseOp{ElementwiseOp::Fn::copy, numel(xl) * (4 + bpe), 0}, {acc}, {g});
   e.add_grad(x, x.dtensor ? e.dtensor(g, grad_pl) : e.plain(g), n.rel);
   finish_param_grad(n, w, *dw, false);
   return {loss, backward_end};

@@ -24,7 +24,7 @@ Layers::Name Layers::child(const Name& parent, const std::string& leaf) const {
 TensorId Layers::parameter(const Name& n, const std::string& pname, const Shape& full, int shard_dim) {
   Placement pl = shard_dim >= 0 ? Placement::S(shard_dim) : Placement::R();
   Shape local = local_shape(full, pl, e.tp, n.fqn);
-  TensorId p = e.tensor(n.rel + "." + pname, local, act(), pl, TensorRole::parameter, full);
+  TensorId p = e.tensor(e.cat(n.rel, ".") + pname, local, act(), pl, TensorRole::parameter, full);
   auto& d = e.prog.tensors[static_cast<size_t>(p)];
   d.param = d.name;
   d.param_shard_dim = shard_dim >= 0 ? shard_dim : -1;
@@ -73,20 +73,21 @@ TensorId Layers::cast_float8_tensor(const Name& n, TensorId x, bool sharded, DTy
     Shape rows(xd.local_shape.begin(), xd.local_shape.end() - 1);
     scale = e.tensor(xd.name + ".fp8_scales", rows, DType::fp32, Placement::R(), TensorRole::scale);
     CastFp8Op c{CastFp8Op::Stage::cast, to, elems, true};
-    e.op(n.rel, fmt::format("{}.cast_{}", n.rel, what), c, {x}, {q, scale});
+    e.op(n.rel, e.names ? fmt::format("{}.cast_{}", n.rel, what) : std::string(), c, {x}, {q, scale});
     return q;
   }
   // amax: read x once (bytes = elems * bpe); cast: read x, write 1 byte/element.
   TensorId amax = e.tensor(xd.name + ".amax", {1}, DType::fp32, Placement::R(), TensorRole::scale);
-  e.op(n.rel, fmt::format("{}.amax_{}", n.rel, what), CastFp8Op{CastFp8Op::Stage::amax, to, elems, false}, {x}, {amax});
+  e.op(n.rel, e.names ? fmt::format("{}.amax_{}", n.rel, what) : std::string(),
+       CastFp8Op{CastFp8Op::Stage::amax, to, elems, false}, {x}, {amax});
   if (sharded) {
     // Tensorwise scaling of a sharded tensor needs the global amax: all-reduce(max) of one fp32 over TP.
     amax = e.collective(n.rel, "amax_" + what, CollectiveKind::all_reduce, Group::tp, ReduceOp::max, amax, {1}, {1},
                         DType::fp32, TensorRole::scale);
   }
   scale = e.tensor(xd.name + ".scale", {1}, DType::fp32, Placement::R(), TensorRole::scale);
-  e.op(n.rel, fmt::format("{}.cast_{}", n.rel, what), CastFp8Op{CastFp8Op::Stage::cast, to, elems, false}, {x, amax},
-       {q, scale});
+  e.op(n.rel, e.names ? fmt::format("{}.cast_{}", n.rel, what) : std::string(),
+       CastFp8Op{CastFp8Op::Stage::cast, to, elems, false}, {x, amax}, {q, scale});
   return q;
 }
 
@@ -179,54 +180,54 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   g.m = tokens, g.n = wl[0], g.k = wl[1], g.trans_b = true;
   g.a_dtype = e.desc(x.t).dtype, g.b_dtype = e.desc(wq).dtype, g.c_dtype = act();
   TensorId y =
-      e.tensor(n.rel + ".out", {xl[0], xl[1], wl[0]}, act(), out_pl, TensorRole::activation,
+      e.tensor(e.cat(n.rel, ".out"), {xl[0], xl[1], wl[0]}, act(), out_pl, TensorRole::activation,
                parallel ? global_shape({xl[0], xl[1], wl[0]}, out_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[0]});
   std::vector<TensorId> ins = {x.t, wq};
   if (f8) ins.insert(ins.end(), {x.scale, w_scale});
-  e.op(n.rel, n.rel + ".fwd", g, ins, {y});
+  e.op(n.rel, e.cat(n.rel, ".fwd"), g, ins, {y});
   Value yv = parallel ? e.dtensor(y, out_pl) : e.plain(y);
 
-  e.record([this, n, x, x_hp, yv, w, wq, w_scale, wl, xl, tokens, parallel, colwise, rowwise, f8, f8_tensorwise,
-            gw_hp]() {
-    auto gy = e.grad(yv);
-    if (!gy) return;
-    Value dy = *gy;
-    const int nd = 3;
-    // The local products need dy as S(-1) (colwise) or R (rowwise); DTensor redistributes implicitly otherwise.
-    if (colwise && !(dy.pl.is_shard() && dy.pl.normalized_dim(nd) == nd - 1))
-      dy = e.redistribute_raw(dy, Placement::S(-1), n.rel, "bwd");
-    if (rowwise && !dy.pl.is_replicate()) dy = e.redistribute_raw(dy, Placement::R(), n.rel, "bwd");
-    TensorId dyq = dy.t, dy_scale = -1;
-    if (f8) {
-      bool sharded = f8_tensorwise && dy.dtensor && dy.pl.is_shard() && e.tp > 1;
-      dyq = cast_float8_tensor(n, dy.t, sharded, DType::fp8_e5m2, "grad_output", dy_scale);
-    }
-    // grad_input (tokens, in_l) = dy (tokens, out_l) @ W (out_l, in_l)
-    GemmOp gi;
-    gi.m = tokens, gi.n = wl[1], gi.k = wl[0];
-    gi.a_dtype = e.desc(dyq).dtype, gi.b_dtype = e.desc(wq).dtype, gi.c_dtype = act();
-    Placement dx_pl = colwise ? Placement::P() : rowwise ? Placement::S(-1) : dy.pl;
-    TensorId dx =
-        e.tensor(n.rel + ".grad_input", {xl[0], xl[1], wl[1]}, act(), dx_pl, TensorRole::gradient,
-                 parallel ? global_shape({xl[0], xl[1], wl[1]}, dx_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[1]});
-    std::vector<TensorId> ins = {dyq, wq};
-    if (f8) ins.insert(ins.end(), {dy_scale, w_scale});
-    e.op(n.rel, n.rel + ".bwd_input", gi, ins, {dx});
-    // grad_weight (out_l, in_l) = dy^T (out_l, tokens) @ x (tokens, in_l)
-    // rowwise_with_gw_hp keeps this GEMM in high precision: bf16 dy and the bf16 input.
-    GemmOp gw;
-    gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true;
-    const TensorId gw_a = gw_hp ? dy.t : dyq, gw_b = gw_hp ? x_hp.t : x.t;
-    gw.a_dtype = e.desc(gw_a).dtype, gw.b_dtype = e.desc(gw_b).dtype, gw.c_dtype = act();
-    TensorId dw =
-        e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient, e.desc(w).global_shape);
-    std::vector<TensorId> wins = {gw_a, gw_b};
-    if (f8 && !gw_hp) wins.insert(wins.end(), {dy_scale, x.scale});
-    e.op(n.rel, n.rel + ".bwd_weight", gw, wins, {dw});
-    bool partial = parallel && !colwise && !rowwise && is_token_shard(x.pl, nd);
-    finish_param_grad(n, w, dw, partial);
-    e.add_grad(x, parallel ? e.dtensor(dx, dx_pl) : e.plain(dx), n.rel);
-  });
+  e.record(
+      [this, n, x, x_hp, yv, w, wq, w_scale, wl, xl, tokens, parallel, colwise, rowwise, f8, f8_tensorwise, gw_hp]() {
+        auto gy = e.grad(yv);
+        if (!gy) return;
+        Value dy = *gy;
+        const int nd = 3;
+        // The local products need dy as S(-1) (colwise) or R (rowwise); DTensor redistributes implicitly otherwise.
+        if (colwise && !(dy.pl.is_shard() && dy.pl.normalized_dim(nd) == nd - 1))
+          dy = e.redistribute_raw(dy, Placement::S(-1), n.rel, "bwd");
+        if (rowwise && !dy.pl.is_replicate()) dy = e.redistribute_raw(dy, Placement::R(), n.rel, "bwd");
+        TensorId dyq = dy.t, dy_scale = -1;
+        if (f8) {
+          bool sharded = f8_tensorwise && dy.dtensor && dy.pl.is_shard() && e.tp > 1;
+          dyq = cast_float8_tensor(n, dy.t, sharded, DType::fp8_e5m2, "grad_output", dy_scale);
+        }
+        // grad_input (tokens, in_l) = dy (tokens, out_l) @ W (out_l, in_l)
+        GemmOp gi;
+        gi.m = tokens, gi.n = wl[1], gi.k = wl[0];
+        gi.a_dtype = e.desc(dyq).dtype, gi.b_dtype = e.desc(wq).dtype, gi.c_dtype = act();
+        Placement dx_pl = colwise ? Placement::P() : rowwise ? Placement::S(-1) : dy.pl;
+        TensorId dx =
+            e.tensor(e.cat(n.rel, ".grad_input"), {xl[0], xl[1], wl[1]}, act(), dx_pl, TensorRole::gradient,
+                     parallel ? global_shape({xl[0], xl[1], wl[1]}, dx_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[1]});
+        std::vector<TensorId> ins = {dyq, wq};
+        if (f8) ins.insert(ins.end(), {dy_scale, w_scale});
+        e.op(n.rel, e.cat(n.rel, ".bwd_input"), gi, ins, {dx});
+        // grad_weight (out_l, in_l) = dy^T (out_l, tokens) @ x (tokens, in_l)
+        // rowwise_with_gw_hp keeps this GEMM in high precision: bf16 dy and the bf16 input.
+        GemmOp gw;
+        gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true;
+        const TensorId gw_a = gw_hp ? dy.t : dyq, gw_b = gw_hp ? x_hp.t : x.t;
+        gw.a_dtype = e.desc(gw_a).dtype, gw.b_dtype = e.desc(gw_b).dtype, gw.c_dtype = act();
+        TensorId dw = e.tensor(e.cat(n.rel, ".weight.grad"), wl, act(), e.desc(w).placement, TensorRole::gradient,
+                               e.desc(w).global_shape);
+        std::vector<TensorId> wins = {gw_a, gw_b};
+        if (f8 && !gw_hp) wins.insert(wins.end(), {dy_scale, x.scale});
+        e.op(n.rel, e.cat(n.rel, ".bwd_weight"), gw, wins, {dw});
+        bool partial = parallel && !colwise && !rowwise && is_token_shard(x.pl, nd);
+        finish_param_grad(n, w, dw, partial);
+        e.add_grad(x, parallel ? e.dtensor(dx, dx_pl) : e.plain(dx), n.rel);
+      });
 
   if (!parallel) return yv;
   Value out = yv;
@@ -255,35 +256,37 @@ Value Layers::norm(const Name& n, const Value& x_in) {
   TensorId w = parameter(n, "weight", {m.dim}, -1);
   TensorId b = layernorm ? parameter(n, "bias", {m.dim}, -1) : -1;
   Shape rows = {xl[0], xl[1]};
-  TensorId y = e.tensor(n.rel + ".out", xl, act(), x.dtensor ? x.pl : Placement::R(), TensorRole::activation,
+  TensorId y = e.tensor(e.cat(n.rel, ".out"), xl, act(), x.dtensor ? x.pl : Placement::R(), TensorRole::activation,
                         e.global_of(x, n.fqn));
-  TensorId rstd = e.tensor(n.rel + ".rstd", rows, DType::fp32, Placement::R(), TensorRole::activation);
-  TensorId mean = layernorm ? e.tensor(n.rel + ".mean", rows, DType::fp32, Placement::R(), TensorRole::activation) : -1;
+  TensorId rstd = e.tensor(e.cat(n.rel, ".rstd"), rows, DType::fp32, Placement::R(), TensorRole::activation);
+  TensorId mean =
+      layernorm ? e.tensor(e.cat(n.rel, ".mean"), rows, DType::fp32, Placement::R(), TensorRole::activation) : -1;
   const int64_t bytes = 2 * numel(xl) * bytes_per_element(act());
   // ~4 flops/element (square, sum, scale, weight); layernorm ~7.
   ElementwiseOp op{layernorm ? ElementwiseOp::Fn::layernorm : ElementwiseOp::Fn::rmsnorm, bytes,
                    (layernorm ? 7 : 4) * numel(xl)};
   if (layernorm)
-    e.op(n.rel, n.rel + ".fwd", op, {x.t, w, b}, {y, mean, rstd});
+    e.op(n.rel, e.cat(n.rel, ".fwd"), op, {x.t, w, b}, {y, mean, rstd});
   else
-    e.op(n.rel, n.rel + ".fwd", op, {x.t, w}, {y, rstd});
+    e.op(n.rel, e.cat(n.rel, ".fwd"), op, {x.t, w}, {y, rstd});
   Value yv = sp ? e.dtensor(y, x.pl) : e.plain(y);
   e.record([this, n, x, yv, w, b, rstd, mean, xl, layernorm, sp, bytes]() {
     auto gy = e.grad(yv);
     if (!gy) return;
     Value dy = *gy;
     if (dy.dtensor && !dy.pl.same_as(x.pl, 3)) dy = e.redistribute_raw(dy, x.pl, n.rel, "bwd");
-    TensorId dx = e.tensor(n.rel + ".grad_input", xl, act(), x.dtensor ? x.pl : Placement::R(), TensorRole::gradient,
-                           e.global_of(x, n.fqn));
-    TensorId dw = e.tensor(n.rel + ".weight.grad", {m.dim}, act(), Placement::R(), TensorRole::gradient);
-    TensorId db = layernorm ? e.tensor(n.rel + ".bias.grad", {m.dim}, act(), Placement::R(), TensorRole::gradient) : -1;
+    TensorId dx = e.tensor(e.cat(n.rel, ".grad_input"), xl, act(), x.dtensor ? x.pl : Placement::R(),
+                           TensorRole::gradient, e.global_of(x, n.fqn));
+    TensorId dw = e.tensor(e.cat(n.rel, ".weight.grad"), {m.dim}, act(), Placement::R(), TensorRole::gradient);
+    TensorId db =
+        layernorm ? e.tensor(e.cat(n.rel, ".bias.grad"), {m.dim}, act(), Placement::R(), TensorRole::gradient) : -1;
     // Reads x and dy, writes dx: 3 activations = 1.5x the forward's 2; ~8 flops/element (12 for layernorm).
     ElementwiseOp op{layernorm ? ElementwiseOp::Fn::layernorm_bwd : ElementwiseOp::Fn::rmsnorm_bwd, 3 * bytes / 2,
                      (layernorm ? 12 : 8) * numel(xl)};
     if (layernorm)
-      e.op(n.rel, n.rel + ".bwd", op, {x.t, w, mean, rstd, dy.t}, {dx, dw, db});
+      e.op(n.rel, e.cat(n.rel, ".bwd"), op, {x.t, w, mean, rstd, dy.t}, {dx, dw, db});
     else
-      e.op(n.rel, n.rel + ".bwd", op, {x.t, w, rstd, dy.t}, {dx, dw});
+      e.op(n.rel, e.cat(n.rel, ".bwd"), op, {x.t, w, rstd, dy.t}, {dx, dw});
     bool partial = sp && is_token_shard(x.pl, 3);
     finish_param_grad(n, w, dw, partial);
     if (layernorm) finish_param_grad(n, b, db, partial);
@@ -316,10 +319,10 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
                      : colwise ? Placement::S(-1)
                                : Placement::R();
   Shape out_local = {tl[0], tl[1], wl[1]};
-  TensorId out = e.tensor(n.rel + ".out", out_local, act(), out_pl, TensorRole::activation,
+  TensorId out = e.tensor(e.cat(n.rel, ".out"), out_local, act(), out_pl, TensorRole::activation,
                           s ? global_shape(out_local, out_pl, e.tp, n.fqn) : out_local);
   EmbeddingOp op{tl[0] * tl[1], wl[0], wl[1], sharded_rows, false};
-  e.op(n.rel, n.rel + ".fwd", op, {tok.t, w}, {out});
+  e.op(n.rel, e.cat(n.rel, ".fwd"), op, {tok.t, w}, {out});
   Value ov = s ? e.dtensor(out, out_pl) : e.plain(out);
   e.record([this, n, tok, ov, w, wl, tl, sharded_rows, colwise, rowwise]() {
     auto gy = e.grad(ov);
@@ -328,9 +331,10 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
     if (rowwise && !dy.pl.is_replicate()) dy = e.redistribute_raw(dy, Placement::R(), n.rel, "bwd");
     if (colwise && !(dy.pl.is_shard() && dy.pl.normalized_dim(3) == 2))
       dy = e.redistribute_raw(dy, Placement::S(-1), n.rel, "bwd");
-    TensorId dw =
-        e.tensor(n.rel + ".weight.grad", wl, act(), e.desc(w).placement, TensorRole::gradient, e.desc(w).global_shape);
-    e.op(n.rel, n.rel + ".bwd", EmbeddingOp{tl[0] * tl[1], wl[0], wl[1], sharded_rows, true}, {tok.t, dy.t}, {dw});
+    TensorId dw = e.tensor(e.cat(n.rel, ".weight.grad"), wl, act(), e.desc(w).placement, TensorRole::gradient,
+                           e.desc(w).global_shape);
+    e.op(n.rel, e.cat(n.rel, ".bwd"), EmbeddingOp{tl[0] * tl[1], wl[0], wl[1], sharded_rows, true}, {tok.t, dy.t},
+         {dw});
     finish_param_grad(n, w, dw, false);
   });
   if (!s) return ov;
@@ -347,14 +351,15 @@ Value Layers::rope(const Name& n, const Value& x) {
   const int64_t bytes = 2 * numel(xl) * bytes_per_element(act());
   TensorId y = e.tensor(e.desc(x.t).name + ".rope", xl, act(), e.desc(x.t).placement, TensorRole::activation,
                         e.desc(x.t).global_shape);
-  e.op(n.rel, n.rel + ".rope", ElementwiseOp{ElementwiseOp::Fn::rope, bytes, 3 * numel(xl)}, {x.t}, {y});
+  e.op(n.rel, e.cat(n.rel, ".rope"), ElementwiseOp{ElementwiseOp::Fn::rope, bytes, 3 * numel(xl)}, {x.t}, {y});
   Value yv = x.dtensor ? e.dtensor(y, x.pl) : e.plain(y, x.pl);
   e.record([this, n, x, yv, xl, bytes]() {
     auto g = e.grad(yv);
     if (!g) return;
     TensorId dx = e.tensor(e.desc(g->t).name + ".rope_bwd", xl, act(), e.desc(g->t).placement, TensorRole::gradient,
                            e.desc(g->t).global_shape);
-    e.op(n.rel, n.rel + ".rope_bwd", ElementwiseOp{ElementwiseOp::Fn::rope_bwd, bytes, 3 * numel(xl)}, {g->t}, {dx});
+    e.op(n.rel, e.cat(n.rel, ".rope_bwd"), ElementwiseOp{ElementwiseOp::Fn::rope_bwd, bytes, 3 * numel(xl)}, {g->t},
+         {dx});
     e.add_grad(x, g->dtensor ? e.dtensor(dx, g->pl) : e.plain(dx), n.rel);
   });
   return yv;
@@ -389,10 +394,11 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
     throw ModuleError(n.fqn, "q, k and v must all be plain tensors or all DTensors");
   Value qr = rope(child(n, "q"), q), kr = rope(child(n, "k"), k);
   AttentionOp a{ql[0], ql[1], hq, hkv, hd, true, false};
-  TensorId o =
-      e.tensor(n.rel + ".core.out", ql, act(), e.desc(q.t).placement, TensorRole::activation, e.desc(q.t).global_shape);
-  TensorId lse = e.tensor(n.rel + ".core.lse", {ql[0], hq, ql[1]}, DType::fp32, Placement::R(), TensorRole::activation);
-  e.op(n.rel, n.rel + ".core.fwd", a, {qr.t, kr.t, v.t}, {o, lse});
+  TensorId o = e.tensor(e.cat(n.rel, ".core.out"), ql, act(), e.desc(q.t).placement, TensorRole::activation,
+                        e.desc(q.t).global_shape);
+  TensorId lse =
+      e.tensor(e.cat(n.rel, ".core.lse"), {ql[0], hq, ql[1]}, DType::fp32, Placement::R(), TensorRole::activation);
+  e.op(n.rel, e.cat(n.rel, ".core.fwd"), a, {qr.t, kr.t, v.t}, {o, lse});
   out = q.dtensor ? e.dtensor(o, q.pl) : e.plain(o, q.pl);
   Value ov = out;
   e.record([this, n, qr, kr, v, ov, o, lse, a, ql, kl, vl]() {
@@ -400,13 +406,13 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
     if (!g) return;
     AttentionOp b = a;
     b.backward = true;
-    TensorId dq = e.tensor(n.rel + ".core.grad_q", ql, act(), e.desc(qr.t).placement, TensorRole::gradient,
+    TensorId dq = e.tensor(e.cat(n.rel, ".core.grad_q"), ql, act(), e.desc(qr.t).placement, TensorRole::gradient,
                            e.desc(qr.t).global_shape);
-    TensorId dk = e.tensor(n.rel + ".core.grad_k", kl, act(), e.desc(kr.t).placement, TensorRole::gradient,
+    TensorId dk = e.tensor(e.cat(n.rel, ".core.grad_k"), kl, act(), e.desc(kr.t).placement, TensorRole::gradient,
                            e.desc(kr.t).global_shape);
-    TensorId dv = e.tensor(n.rel + ".core.grad_v", vl, act(), e.desc(v.t).placement, TensorRole::gradient,
+    TensorId dv = e.tensor(e.cat(n.rel, ".core.grad_v"), vl, act(), e.desc(v.t).placement, TensorRole::gradient,
                            e.desc(v.t).global_shape);
-    e.op(n.rel, n.rel + ".core.bwd", b, {qr.t, kr.t, v.t, o, lse, g->t}, {dq, dk, dv});
+    e.op(n.rel, e.cat(n.rel, ".core.bwd"), b, {qr.t, kr.t, v.t, o, lse, g->t}, {dq, dk, dv});
     auto wrap = [&](TensorId t, const Value& like) { return like.dtensor ? e.dtensor(t, like.pl) : e.plain(t); };
     e.add_grad(qr, wrap(dq, qr), n.rel);
     e.add_grad(kr, wrap(dk, kr), n.rel);
@@ -423,20 +429,20 @@ Value Layers::swiglu(const Name& n, const Value& a, const Value& b) {
   check_same_layout(e, n, a, b);
   const Shape s = e.shape(a);
   const int64_t bpe = bytes_per_element(act());
-  TensorId y =
-      e.tensor(n.rel + ".swiglu", s, act(), e.desc(a.t).placement, TensorRole::activation, e.desc(a.t).global_shape);
-  e.op(n.rel, n.rel + ".swiglu", ElementwiseOp{ElementwiseOp::Fn::swiglu, 3 * numel(s) * bpe, 6 * numel(s)}, {a.t, b.t},
-       {y});
+  TensorId y = e.tensor(e.cat(n.rel, ".swiglu"), s, act(), e.desc(a.t).placement, TensorRole::activation,
+                        e.desc(a.t).global_shape);
+  e.op(n.rel, e.cat(n.rel, ".swiglu"), ElementwiseOp{ElementwiseOp::Fn::swiglu, 3 * numel(s) * bpe, 6 * numel(s)},
+       {a.t, b.t}, {y});
   Value yv = a.dtensor ? e.dtensor(y, a.pl) : e.plain(y, a.pl);
   e.record([this, n, a, b, yv, s, bpe]() {
     auto g = e.grad(yv);
     if (!g) return;
-    TensorId da = e.tensor(n.rel + ".swiglu.grad_a", s, act(), e.desc(a.t).placement, TensorRole::gradient,
+    TensorId da = e.tensor(e.cat(n.rel, ".swiglu.grad_a"), s, act(), e.desc(a.t).placement, TensorRole::gradient,
                            e.desc(a.t).global_shape);
-    TensorId db = e.tensor(n.rel + ".swiglu.grad_b", s, act(), e.desc(b.t).placement, TensorRole::gradient,
+    TensorId db = e.tensor(e.cat(n.rel, ".swiglu.grad_b"), s, act(), e.desc(b.t).placement, TensorRole::gradient,
                            e.desc(b.t).global_shape);
-    e.op(n.rel, n.rel + ".swiglu_bwd", ElementwiseOp{ElementwiseOp::Fn::swiglu_bwd, 5 * numel(s) * bpe, 10 * numel(s)},
-         {a.t, b.t, g->t}, {da, db});
+    e.op(n.rel, e.cat(n.rel, ".swiglu_bwd"),
+         ElementwiseOp{ElementwiseOp::Fn::swiglu_bwd, 5 * numel(s) * bpe, 10 * numel(s)}, {a.t, b.t, g->t}, {da, db});
     e.add_grad(a, a.dtensor ? e.dtensor(da, a.pl) : e.plain(da), n.rel);
     e.add_grad(b, b.dtensor ? e.dtensor(db, b.pl) : e.plain(db), n.rel);
   });
@@ -446,17 +452,18 @@ Value Layers::swiglu(const Name& n, const Value& a, const Value& b) {
 Value Layers::gelu(const Name& n, const Value& a) {
   const Shape s = e.shape(a);
   const int64_t bpe = bytes_per_element(act());
-  TensorId y =
-      e.tensor(n.rel + ".gelu", s, act(), e.desc(a.t).placement, TensorRole::activation, e.desc(a.t).global_shape);
-  e.op(n.rel, n.rel + ".gelu", ElementwiseOp{ElementwiseOp::Fn::gelu, 2 * numel(s) * bpe, 8 * numel(s)}, {a.t}, {y});
+  TensorId y = e.tensor(e.cat(n.rel, ".gelu"), s, act(), e.desc(a.t).placement, TensorRole::activation,
+                        e.desc(a.t).global_shape);
+  e.op(n.rel, e.cat(n.rel, ".gelu"), ElementwiseOp{ElementwiseOp::Fn::gelu, 2 * numel(s) * bpe, 8 * numel(s)}, {a.t},
+       {y});
   Value yv = a.dtensor ? e.dtensor(y, a.pl) : e.plain(y, a.pl);
   e.record([this, n, a, yv, s, bpe]() {
     auto g = e.grad(yv);
     if (!g) return;
-    TensorId da =
-        e.tensor(n.rel + ".gelu.grad", s, act(), e.desc(a.t).placement, TensorRole::gradient, e.desc(a.t).global_shape);
-    e.op(n.rel, n.rel + ".gelu_bwd", ElementwiseOp{ElementwiseOp::Fn::gelu_bwd, 3 * numel(s) * bpe, 12 * numel(s)},
-         {a.t, g->t}, {da});
+    TensorId da = e.tensor(e.cat(n.rel, ".gelu.grad"), s, act(), e.desc(a.t).placement, TensorRole::gradient,
+                           e.desc(a.t).global_shape);
+    e.op(n.rel, e.cat(n.rel, ".gelu_bwd"),
+         ElementwiseOp{ElementwiseOp::Fn::gelu_bwd, 3 * numel(s) * bpe, 12 * numel(s)}, {a.t, g->t}, {da});
     e.add_grad(a, a.dtensor ? e.dtensor(da, a.pl) : e.plain(da), n.rel);
   });
   return yv;
@@ -465,9 +472,9 @@ Value Layers::gelu(const Name& n, const Value& a) {
 Value Layers::add(const Name& n, const Value& a, const Value& b) {
   check_same_layout(e, n, a, b);
   const Shape s = e.shape(a);
-  TensorId y =
-      e.tensor(n.rel + ".residual", s, act(), e.desc(a.t).placement, TensorRole::activation, e.desc(a.t).global_shape);
-  e.op(n.rel, n.rel + ".residual",
+  TensorId y = e.tensor(e.cat(n.rel, ".residual"), s, act(), e.desc(a.t).placement, TensorRole::activation,
+                        e.desc(a.t).global_shape);
+  e.op(n.rel, e.cat(n.rel, ".residual"),
        ElementwiseOp{ElementwiseOp::Fn::add, 3 * numel(s) * bytes_per_element(act()), numel(s)}, {a.t, b.t}, {y});
   Value yv = a.dtensor ? e.dtensor(y, a.pl) : e.plain(y, a.pl);
   // d(a+b) passes the gradient unchanged to both operands.
@@ -510,21 +517,21 @@ TensorId Layers::loss(const Name& n, const Value& logits, TensorId targets) {
   };
   using S = CrossEntropyOp::Stage;
   TensorId mx = stat("max");
-  e.op(n.rel, n.rel + ".row_max", CrossEntropyOp{S::row_max, T, V, vp}, {logits.t}, {mx});
+  e.op(n.rel, e.cat(n.rel, ".row_max"), CrossEntropyOp{S::row_max, T, V, vp}, {logits.t}, {mx});
   mx = reduce(mx, ReduceOp::max, "max");
   TensorId se = stat("sumexp");
-  e.op(n.rel, n.rel + ".sum_exp", CrossEntropyOp{S::sum_exp, T, V, vp}, {logits.t, mx}, {se});
+  e.op(n.rel, e.cat(n.rel, ".sum_exp"), CrossEntropyOp{S::sum_exp, T, V, vp}, {logits.t, mx}, {se});
   se = reduce(se, ReduceOp::sum, "sumexp");
   TensorId tl = stat("target_logit");
-  e.op(n.rel, n.rel + ".target_logit", CrossEntropyOp{S::target_logit, T, V, vp}, {logits.t, targets}, {tl});
+  e.op(n.rel, e.cat(n.rel, ".target_logit"), CrossEntropyOp{S::target_logit, T, V, vp}, {logits.t, targets}, {tl});
   tl = reduce(tl, ReduceOp::sum, "target_logit");
   TensorId loss = e.tensor("loss", {1}, DType::fp32, Placement::R(), TensorRole::loss);
-  e.op(n.rel, n.rel + ".loss", CrossEntropyOp{S::loss, T, V, vp}, {mx, se, tl}, {loss});
+  e.op(n.rel, e.cat(n.rel, ".loss"), CrossEntropyOp{S::loss, T, V, vp}, {mx, se, tl}, {loss});
   e.record([this, n, logits, mx, se, targets, ll, T, V, vp]() {
     TensorId d = e.tensor("output.grad_logits", ll, act(), e.desc(logits.t).placement, TensorRole::gradient,
                           e.desc(logits.t).global_shape);
-    e.op(n.rel, n.rel + ".bwd", CrossEntropyOp{CrossEntropyOp::Stage::backward, T, V, vp}, {logits.t, mx, se, targets},
-         {d});
+    e.op(n.rel, e.cat(n.rel, ".bwd"), CrossEntropyOp{CrossEntropyOp::Stage::backward, T, V, vp},
+         {logits.t, mx, se, targets}, {d});
     e.add_grad(logits, logits.dtensor ? e.dtensor(d, logits.pl) : e.plain(d), n.rel);
   });
   return loss;

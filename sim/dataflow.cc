@@ -32,9 +32,12 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   outside_begin_.reserve(op_base_[ns] + 1);
   outside_begin_.push_back(0);
   outside_.reserve(2 * op_base_[ns]);
-  std::vector<std::pair<TensorId, Site>> sites;  // (key tensor, site) in program order
+  // Scratch reused across calls on this thread (the search builds a Dataflow per candidate it schedules).
+  thread_local std::vector<std::pair<TensorId, Site>> sites;  // (key tensor, site) in program order
+  sites.clear();
   sites.reserve(2 * op_base_[ns]);
-  std::vector<int> written(nt, -1);  // the segment that last wrote each tensor (first-writer test per segment)
+  thread_local std::vector<int> written;  // the segment that last wrote each tensor (first-writer test per segment)
+  written.assign(nt, -1);
   for (size_t s = 0; s < ns; ++s) {
     const Segment& seg = p.segments[s];
     const int si = static_cast<int>(s);
@@ -59,7 +62,8 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   for (const auto& ks : sites) ++site_begin_[static_cast<size_t>(ks.first) + 1];
   for (size_t t = 0; t < nt; ++t) site_begin_[t + 1] += site_begin_[t];
   sites_.resize(sites.size());
-  std::vector<int> fill(site_begin_.begin(), site_begin_.end() - 1);
+  thread_local std::vector<int> fill;
+  fill.assign(site_begin_.begin(), site_begin_.end() - 1);
   for (const auto& ks : sites) sites_[static_cast<size_t>(fill[static_cast<size_t>(ks.first)]++)] = ks.second;
 }
 
@@ -85,11 +89,10 @@ Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {
 }
 
 void Dataflow::add_sites(int seg, int op, TensorId u, std::vector<std::pair<TensorId, Site>>& out) const {
-  const TensorDesc& d = p_.tensor(u);
   Site site;
   site.seg = seg;
   site.op = op;
-  if (!d.per_layer || !per_layer_[static_cast<size_t>(seg)]) {
+  if (!tensor_per_layer_[static_cast<size_t>(u)] || !per_layer_[static_cast<size_t>(seg)]) {
     Key k = key(u, -1);
     site.mode = Site::Mode::every_instance;
     site.key_layer = k.layer;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "plans/error.h"
@@ -180,6 +182,14 @@ std::vector<std::string> gpu_preset_names() {
 }
 
 GpuSpec gpu_preset(const std::string& name, const std::string& where) {
+  // Parsed once per process: the presets are constant text, and parsing one cost about as much as a tenth of a
+  // whole 405B search (each search resolves its cluster).
+  static std::mutex mutex;
+  static std::map<std::string, GpuSpec, std::less<>> parsed;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = parsed.find(name); it != parsed.end()) return it->second;
+  }
   for (const auto& p : embedded_gpu_presets()) {
     if (p.name != name) continue;
     YAML::Node node;
@@ -188,7 +198,10 @@ GpuSpec gpu_preset(const std::string& name, const std::string& where) {
     } catch (const YAML::Exception& e) {
       throw Error(fmt::format("{}:{}: {}", p.path, e.mark.line + 1, e.msg));
     }
-    return parse_gpu_spec(node, std::string(p.path));
+    GpuSpec spec = parse_gpu_spec(node, std::string(p.path));
+    std::lock_guard<std::mutex> lock(mutex);
+    parsed.emplace(name, spec);
+    return spec;
   }
   throw Error(fmt::format("{}: unknown GPU preset '{}' (known: {})", where, yaml::shown(name),
                           fmt::join(gpu_preset_names(), ", ")));

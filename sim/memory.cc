@@ -1,7 +1,7 @@
 #include "sim/memory.h"
 
 #include <algorithm>
-#include <set>
+#include <vector>
 
 namespace tptune {
 
@@ -13,14 +13,23 @@ namespace {
 
 bool is_state(const TensorDesc& d) { return d.role == TensorRole::parameter || d.role == TensorRole::optimizer_state; }
 
+// Per-tensor facts memory_model() reads many times, by TensorId (the Program's tensors live in a deque; indexing it
+// and recomputing numel() per use cost more than the model itself in the search).
+struct TensorFacts {
+  std::vector<double> bytes;  // tensor_bytes()
+  std::vector<char> state;    // is_state()
+  std::vector<char> per_layer;
+};
+
 // Peak over the ops of `seg` of the bytes of live tensors, skipping `exclude` and parameters / optimizer states.
 // A tensor lives from its first write in the segment (from the start when it is read before being written: it comes
 // from outside) to its last access (to the end when another segment or the next instance reads it).
-double working_set(const Program& p, const Segment& seg, const std::vector<char>& exclude,
-                   const std::vector<char>& escapes) {
+// `escapes(t)`: another segment or the next instance reads t.
+template <class Escapes>
+double working_set(const TensorFacts& f, const Segment& seg, const std::vector<char>& exclude, Escapes escapes) {
   const int n = static_cast<int>(seg.ops.size());
   if (n == 0) return 0;
-  const size_t nt = p.tensors.size();
+  const size_t nt = f.bytes.size();
   // Scratch reused across calls on this thread (the search models thousands of Programs; large temporaries cost more
   // in the allocator than the work).
   thread_local std::vector<int> first, last;
@@ -47,10 +56,10 @@ double working_set(const Program& p, const Segment& seg, const std::vector<char>
   }
   delta.assign(static_cast<size_t>(n) + 1, 0.0);
   for (size_t t = 0; t < nt; ++t) {
-    if (first[t] < 0 || exclude[t] || is_state(p.tensors[t])) continue;
+    if (first[t] < 0 || exclude[t] || f.state[t]) continue;
     int a = starts_outside[t] ? 0 : first[t];
-    int b = escapes[t] ? n - 1 : last[t];
-    double bytes = tensor_bytes(p.tensors[t]);
+    int b = escapes(t) ? n - 1 : last[t];
+    double bytes = f.bytes[t];
     delta[static_cast<size_t>(a)] += bytes;
     delta[static_cast<size_t>(b) + 1] -= bytes;
   }
@@ -69,13 +78,25 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
   const double L = static_cast<double>(p.model.n_layers);
   const double dp = std::max(1, p.dp);
   const size_t nt = p.tensors.size();
+  // Scratch reused across calls on this thread (see working_set()).
+  thread_local TensorFacts facts;
+  thread_local std::vector<int> reader;
+  thread_local std::vector<char> chain_out, saved, written_fwd, recomputed, fwd_chain_in, exclude_fwd, none;
+  facts.bytes.resize(nt);
+  facts.state.resize(nt);
+  facts.per_layer.resize(nt);
 
   // Model states: 16 B per element of the local TP shard, sharded over dp (fp32 master, fp32 grad, AdamW m, v).
   double elems = 0, block_params = 0;
-  for (const TensorDesc& d : p.tensors) {
+  for (size_t t = 0; t < nt; ++t) {
+    const TensorDesc& d = p.tensors[t];
+    const int64_t n = numel(d.local_shape);
+    facts.bytes[t] = static_cast<double>(n) * bytes_per_element(d.dtype);  // tensor_bytes(d)
+    facts.state[t] = is_state(d);
+    facts.per_layer[t] = d.per_layer;
     if (d.role != TensorRole::parameter) continue;
-    elems += static_cast<double>(numel(d.local_shape)) * (d.per_layer ? L : 1.0);
-    if (d.per_layer) block_params += tensor_bytes(d);
+    elems += static_cast<double>(n) * (d.per_layer ? L : 1.0);
+    if (d.per_layer) block_params += facts.bytes[t];
   }
   r.master_params = 4 * elems / dp;
   r.gradients = 4 * elems / dp;
@@ -86,40 +107,37 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
   const Segment* bwd = p.segment("block.bwd");
   const Segment* head = p.segment("head");
   // The segment reading each tensor: -1 none, -2 several.
-  std::vector<int> reader(nt, -1);
+  reader.assign(nt, -1);
   for (size_t s = 0; s < p.segments.size(); ++s)
     for (const Op& op : p.segments[s].ops)
       for (TensorId t : op.inputs) {
         int& r = reader[static_cast<size_t>(t)];
         r = (r == -1 || r == static_cast<int>(s)) ? static_cast<int>(s) : -2;
       }
-  std::vector<char> chain_out(nt, 0), chain_in(nt, 0);
-  for (const LayerChain& ch : p.chains) {
-    chain_out[static_cast<size_t>(ch.out)] = 1;
-    chain_in[static_cast<size_t>(ch.in)] = 1;
-  }
+  chain_out.assign(nt, 0);
+  for (const LayerChain& ch : p.chains) chain_out[static_cast<size_t>(ch.out)] = 1;
 
   // Saved activations of one block.
-  std::vector<char> saved(nt, 0);
+  saved.assign(nt, 0);
   if (fwd && bwd) {
-    std::vector<char> written_fwd(nt, 0), recomputed(nt, 0);
+    written_fwd.assign(nt, 0);
+    recomputed.assign(nt, 0);
     for (const Op& op : fwd->ops)
       for (TensorId t : op.outputs) written_fwd[static_cast<size_t>(t)] = 1;
     for (const Op& op : bwd->ops)
       if (op.phase == Phase::recompute)
         for (TensorId t : op.outputs) recomputed[static_cast<size_t>(t)] = 1;
-    std::vector<char> fwd_chain_in(nt, 0);
+    fwd_chain_in.assign(nt, 0);
     for (const LayerChain& ch : p.chains)
       if (written_fwd[static_cast<size_t>(ch.out)]) fwd_chain_in[static_cast<size_t>(ch.in)] = 1;
     for (const Op& op : bwd->ops)
       for (TensorId t : op.inputs) {
         auto u = static_cast<size_t>(t);
-        const TensorDesc& d = p.tensors[u];
-        if (saved[u] || !d.per_layer || is_state(d) || recomputed[u]) continue;
+        if (saved[u] || !facts.per_layer[u] || facts.state[u] || recomputed[u]) continue;
         if (written_fwd[u] || fwd_chain_in[u]) saved[u] = 1;
       }
     for (size_t t = 0; t < nt; ++t)
-      if (saved[t]) r.saved_per_block += tensor_bytes(p.tensors[t]);
+      if (saved[t]) r.saved_per_block += facts.bytes[t];
   }
   r.activations = r.saved_per_block * L;
 
@@ -127,27 +145,27 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
   // (the next layer reads it); the forward's chain output is the next layer's saved input, so it is excluded there.
   auto escapes_of = [&](const Segment* s) {
     const int si = static_cast<int>(s - p.segments.data());
-    std::vector<char> e(nt, 0);
-    for (size_t t = 0; t < nt; ++t) e[t] = (reader[t] != -1 && reader[t] != si) || chain_out[t];
-    return e;
+    return [si](size_t t) { return (reader[t] != -1 && reader[t] != si) || chain_out[t]; };
   };
-  std::vector<char> exclude_fwd = saved;
+  exclude_fwd.assign(saved.begin(), saved.end());
   for (size_t t = 0; t < nt; ++t)
     if (chain_out[t] && fwd) exclude_fwd[t] = 1;
-  double ws_fwd = fwd ? working_set(p, *fwd, exclude_fwd, escapes_of(fwd)) : 0;
-  double ws_bwd = bwd ? working_set(p, *bwd, saved, escapes_of(bwd)) : 0;
-  double ws_head = head ? working_set(p, *head, std::vector<char>(nt, 0), escapes_of(head)) : 0;
+  none.assign(nt, 0);
+  double ws_fwd = fwd ? working_set(facts, *fwd, exclude_fwd, escapes_of(fwd)) : 0;
+  double ws_bwd = bwd ? working_set(facts, *bwd, saved, escapes_of(bwd)) : 0;
+  double ws_head = head ? working_set(facts, *head, none, escapes_of(head)) : 0;
 
   // Parameters in flight: unsharded compute copies (the block being computed plus the prefetched ones; the head's
   // own parameters while it runs).
   const double in_flight = std::max(1, c.blocks_in_flight);
   double head_params = 0;
   if (head) {
-    std::set<TensorId> ps;
+    none.assign(nt, 0);  // the head's parameters, each once, summed in TensorId order
     for (const Op& op : head->ops)
       for (TensorId t : op.inputs)
-        if (p.tensor(t).role == TensorRole::parameter) ps.insert(t);
-    for (TensorId t : ps) head_params += tensor_bytes(p.tensor(t));
+        if (p.tensor(t).role == TensorRole::parameter) none[static_cast<size_t>(t)] = 1;
+    for (size_t t = 0; t < nt; ++t)
+      if (none[t]) head_params += facts.bytes[t];
     double logit_elems = 0;
     for (const Op& op : head->ops)  // the logits: what the cross-entropy reads
       if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty()) {

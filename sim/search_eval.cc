@@ -285,7 +285,16 @@ UnfinishedByBatch::iterator CandidateEvaluator::unfinished_at(UnfinishedByBatch&
   auto it = unfinished.find(c.local_batch_size);
   if (it == unfinished.end()) {
     PhaseTimer t(phases, SearchPhase::lower);
-    it = unfinished.emplace(c.local_batch_size, lower_unfinished(cfg_.model, training(c), plan)).first;
+    // Without names (lower_unfinished()): the search never shows a candidate's ops, and their names cost a large part
+    // of lowering, finishing, copying and freeing a Program. An error is reported as lower() words it: lowered again
+    // with names.
+    UnfinishedProgram u;
+    try {
+      u = lower_unfinished(cfg_.model, training(c), plan, take_program(), /*names=*/false);
+    } catch (const Error&) {
+      u = lower_unfinished(cfg_.model, training(c), plan);  // throws lower()'s message
+    }
+    it = unfinished.emplace(c.local_batch_size, std::move(u)).first;
     ++lowered;
   }
   return it;

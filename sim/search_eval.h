@@ -146,7 +146,7 @@ class CandidateEvaluator {
   // The structure's unfinished Program at `c`'s batch size, lowered from `plan` by the first candidate that needs it.
   UnfinishedByBatch::iterator unfinished_at(UnfinishedByBatch& unfinished, const Candidate& c, const Plan& plan);
   Program take_program();  // a recycled Program (or an empty one)
-  static constexpr size_t kSparePrograms = 4;
+  static constexpr size_t kSparePrograms = 8;
   std::vector<Program> spare_;
   static constexpr size_t kKeptSiblings =
       4;  // structures between a sibling pair in enumeration order: 1 (loss parallel)

@@ -221,6 +221,143 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
   CHECK(compared > 100);
 }
 
+TEST_CASE("lower_unfinished() into a recycled Program is lower_unfinished() into a fresh one", "[search][batch]") {
+  // The search lowers into Programs it has evaluated (CandidateEvaluator::take_program()): every candidate of the
+  // example spaces, lowered into the Program of the candidate before it (another plan, larger or smaller: its tensors,
+  // segments and ops are overwritten and the rest dropped), and into the last Program of another config, equals its
+  // lowering into an empty Program field for field, or throws the same.
+  size_t compared = 0;
+  Program other_config;  // the last Program of the previous config: another model
+  for (const char* file : {"tiny-llama.yaml", "llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml",
+                           "llama3-405b-hsdp.yaml", "llama3-70b-ga.yaml", "tiny-gpt.yaml"}) {
+    Config cfg = load_config(example(file));
+    const ResolvedSpace space = resolve_space(cfg);
+    const ClusterSpec cluster = resolve_cluster(cfg);
+    Program previous = other_config;
+    for (const Candidate& c : enumerate_candidates(space)) {
+      if (!check_static(cfg, cluster, space, c).ok()) continue;
+      const Plan plan = candidate_plan(space, c);
+      INFO(file << ": " << describe(space, c));
+      std::string fresh_error, recycled_error, other_error;
+      UnfinishedProgram fresh, recycled, other;
+      try {
+        fresh = lower_unfinished(cfg.model, cfg.training, plan);
+      } catch (const Error& e) {
+        fresh_error = e.what();
+      }
+      try {
+        recycled = lower_unfinished(cfg.model, cfg.training, plan, previous);
+      } catch (const Error& e) {
+        recycled_error = e.what();
+      }
+      try {
+        other = lower_unfinished(cfg.model, cfg.training, plan, other_config);
+      } catch (const Error& e) {
+        other_error = e.what();
+      }
+      CHECK(recycled_error == fresh_error);
+      CHECK(other_error == fresh_error);
+      if (!fresh_error.empty()) continue;
+      CHECK(program_difference(recycled.prog, fresh.prog).empty());
+      CHECK(program_difference(other.prog, fresh.prog).empty());
+      // And finished: the Program lower() gives, or what it throws (async TP without sequence-parallel collectives).
+      std::string lowered_error, finished_error;
+      Program lowered, finished;
+      try {
+        lowered = lower(cfg.model, cfg.training, plan);
+      } catch (const Error& e) {
+        lowered_error = e.what();
+      }
+      try {
+        finished = finish_lowering(recycled, plan.activation_checkpointing);
+      } catch (const Error& e) {
+        finished_error = e.what();
+      }
+      CHECK(finished_error == lowered_error);
+      if (lowered_error.empty()) CHECK(program_difference(finished, lowered).empty());
+      previous = std::move(recycled.prog);
+      ++compared;
+    }
+    other_config = std::move(previous);
+  }
+  CHECK(compared > 500);
+}
+
+// `p` without its names (what lower_unfinished(..., names = false) leaves empty).
+Program without_names(Program p) {
+  for (TensorDesc& t : p.tensors) {
+    t.name.clear();
+    t.param.clear();
+  }
+  for (Segment& s : p.segments)
+    for (Op& op : s.ops) {
+      op.module.clear();
+      op.name.clear();
+    }
+  return p;
+}
+
+TEST_CASE("lower_unfinished() without names is the same Program but for its names", "[search][batch]") {
+  // The search lowers without names: every candidate of the example spaces, lowered without names (into the previous
+  // one's Program, as the search does), equals its lowering with names once those are cleared, unfinished and
+  // finished under every policy (recompute ops and async TP's rewrite derive names, and must derive none); and it
+  // throws exactly when lowering with names throws.
+  size_t compared = 0;
+  for (const char* file : {"tiny-llama.yaml", "llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml",
+                           "llama3-405b-hsdp.yaml", "llama3-70b-ga.yaml", "tiny-gpt.yaml"}) {
+    Config cfg = load_config(example(file));
+    const ResolvedSpace space = resolve_space(cfg);
+    const ClusterSpec cluster = resolve_cluster(cfg);
+    Program previous;
+    for (const Candidate& c : enumerate_candidates(space)) {
+      if (c.ac != ActivationCheckpointing::full || !check_static(cfg, cluster, space, c).ok()) continue;
+      const Plan plan = candidate_plan(space, c);
+      INFO(file << ": " << describe(space, c));
+      bool named_threw = false, nameless_threw = false;
+      UnfinishedProgram named, nameless;
+      try {
+        named = lower_unfinished(cfg.model, cfg.training, plan);
+      } catch (const Error&) {
+        named_threw = true;
+      }
+      try {
+        nameless = lower_unfinished(cfg.model, cfg.training, plan, previous, /*names=*/false);
+      } catch (const Error&) {
+        nameless_threw = true;
+      }
+      REQUIRE(nameless_threw == named_threw);
+      if (named_threw) continue;
+      CHECK(program_difference(nameless.prog, without_names(named.prog)).empty());
+      CHECK(program_difference(nameless.prog, without_names(nameless.prog)).empty());  // no name at all
+      UnfinishedProgram prepared = nameless;
+      prepare_async_tp(prepared);
+      for (ActivationCheckpointing ac :
+           {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
+        INFO("finished as " << to_string(ac));
+        std::string named_error, nameless_error;
+        Program a, b;
+        try {
+          a = finish_lowering(named, ac);
+        } catch (const Error& e) {
+          named_error = e.what();
+        }
+        try {
+          finish_lowering_into(prepared, ac, b);
+        } catch (const Error& e) {
+          nameless_error = e.what();
+        }
+        CHECK(nameless_error == named_error);
+        if (!named_error.empty()) continue;
+        CHECK(program_difference(b, without_names(a)).empty());
+        CHECK(program_difference(b, without_names(b)).empty());
+        ++compared;
+      }
+      previous = std::move(nameless.prog);
+    }
+  }
+  CHECK(compared > 300);
+}
+
 TEST_CASE("lower() with async TP from its async-off sibling's unfinished Program, and what it throws",
           "[search][batch]") {
   // Every async-TP structure of the example spaces (and of torchtitan 0.3, and with compile off, which async TP
