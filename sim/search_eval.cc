@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <variant>
 
 #include "plans/error.h"
 #include "plans/lower.h"
@@ -120,9 +119,7 @@ OpCosts CandidateEvaluator::cost_ops(const Program& p) {
       OpKey k = op_key(op, p);
       auto [it, inserted] = memo_.try_emplace(k, 0.0);
       if (inserted) {
-        // As tptune::cost_ops() prices it (ranks sharing a machine: sim/shared_machine.h).
-        it->second = op_duration_us(op, p, priced_, cost_) *
-                     (std::holds_alternative<CollectiveOp>(op.kind) ? 1.0 : compute_slowdown_);
+        it->second = priced_op_duration_us(op, p, priced_, compute_slowdown_, cost_);  // as tptune::cost_ops()
         ++misses_;
       } else {
         ++hits_;

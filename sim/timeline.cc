@@ -57,6 +57,11 @@ double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster
   return compute_cost(op, p, cluster.gpu, c).time_us;
 }
 
+double priced_op_duration_us(const Op& op, const Program& p, const ClusterSpec& priced, double compute_slowdown,
+                             const CostParams& c) {
+  return op_duration_us(op, p, priced, c) * (std::holds_alternative<CollectiveOp>(op.kind) ? 1.0 : compute_slowdown);
+}
+
 OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostParams& c) {
   std::optional<ClusterSpec> shared;  // a copy only for ranks sharing a machine (the cpu device)
   if (ranks_share_rates(cluster_as_given, c)) shared = at_shared_rates(cluster_as_given, c);
@@ -69,8 +74,7 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const Co
   for (const Segment& s : p.segments) {
     std::vector<double> d;
     d.reserve(s.ops.size());
-    for (const Op& op : s.ops)
-      d.push_back(op_duration_us(op, p, cluster, c) * (std::holds_alternative<CollectiveOp>(op.kind) ? 1.0 : slowdown));
+    for (const Op& op : s.ops) d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
     out.duration_us.push_back(std::move(d));
   }
   return out;

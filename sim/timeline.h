@@ -66,6 +66,11 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams&
 // Duration of one op on `cluster` as given (collectives on their group's layout for the Program's tp x dp mesh):
 // cost_ops() prices each op with it, on at_shared_rates(cluster), times oversubscription_slowdown() for compute ops.
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c);
+// One op as cost_ops() prices it: op_duration_us() on `priced` (at_shared_rates() of the cluster), times
+// `compute_slowdown` (oversubscription_slowdown()) unless the op is a collective. For callers that keep their own
+// per-op cache (the search's memo).
+double priced_op_duration_us(const Op& op, const Program& p, const ClusterSpec& priced, double compute_slowdown,
+                             const CostParams& c);
 
 // What held an op back (the last constraint to be met before it started).
 enum class Wait : uint8_t { none, stream, compute, tp, dp, issue, dp_replicate };
