@@ -52,12 +52,10 @@ std::string human_bytes(int64_t b) {
 // time, so that nothing proportional to the number of layers is held.
 template <class F>
 void for_each_step_collective(const Program& p, F fn) {
-  const int64_t L = p.model.n_layers;
   for (const Segment& s : p.segments) {
-    const bool per_layer = s.name.starts_with("block");
-    const int64_t n = per_layer ? L : 1;
-    for (int64_t i = 0; i < n; ++i) {
-      const int layer = per_layer ? checked_int(s.reverse ? L - 1 - i : i, "layer index") : -1;
+    const int n = segment_instances(p, s);
+    for (int i = 0; i < n; ++i) {
+      const int layer = instance_layer(p, s, i);
       for (const Op& op : s.ops)
         if (op.is_collective()) fn(record_of(p, op, layer));
     }
@@ -70,7 +68,7 @@ using Totals = std::map<std::pair<std::string, std::string>, std::pair<int64_t, 
 Totals step_totals(const Program& p, bool merge_recompute) {
   Totals totals;
   for (const Segment& s : p.segments) {
-    const int64_t n = s.name.starts_with("block") ? p.model.n_layers : 1;
+    const int64_t n = segment_instances(p, s);
     for (const Op& op : s.ops) {
       if (!op.is_collective()) continue;
       const auto& c = std::get<CollectiveOp>(op.kind);

@@ -106,6 +106,18 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
         fmt::format("{}: async_tp needs torch.compile (training.compile: true): the micro-pipelined TP is an "
                     "inductor pass (torchtitan: 'Async TP requires ... --compile.enable')",
                     plan.source));
+  // The provenance of ac_layers ("plan file FILE:LINE", "option --ac-layers") or the plan's source.
+  auto ac_origin = [&] {
+    auto it = plan.provenance.find("ac_layers");
+    return it != plan.provenance.end() ? it->second : plan.source;
+  };
+  if (plan.ac_layers < 0 || plan.ac_layers > m.n_layers)
+    throw Error(fmt::format("{}: ac_layers: expected 1 to {} (the model's n_layers; 0 or absent: every block), got {}",
+                            ac_origin(), m.n_layers, plan.ac_layers));
+  if (plan.ac_layers > 0 && plan.activation_checkpointing == ActivationCheckpointing::none)
+    throw Error(fmt::format("{}: ac_layers {}: checkpoints the first {} blocks with the plan's activation_checkpointing "
+                            "policy, which is none; set activation_checkpointing to selective or full",
+                            ac_origin(), plan.ac_layers, plan.ac_layers));
   if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
   // torchtitan 0.3's 405B recipe pairs async TP with its (rowwise) float8 converter; the 2025 release did not.
@@ -360,14 +372,31 @@ class Lowerer {
   // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
   // is the same for every policy), then async TP and the deps.
   // `prepared`: prepare_async_tp() was applied to prog (its forward and whether it rewrote anything).
-  static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr) {
+  // `ac_layers`: the plan's (Plan::ac_layers), or -1 to keep what prog.plan holds; a policy of none checkpoints no
+  // block (0). With 0 < ac_layers < n_layers and recompute ops, the block backward becomes two segments: the blocks
+  // without recompute (layers L-1 .. ac_layers, run first), then the checkpointed ones (ac_layers-1 .. 0).
+  static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr,
+                              int64_t ac_layers = -1) {
     const bool prefix = prepared && prepared->forward;
     prog.training.activation_checkpointing = ac;
     prog.plan.activation_checkpointing = ac;
+    if (ac_layers >= 0) prog.plan.ac_layers = ac_layers;
+    if (ac == ActivationCheckpointing::none) prog.plan.ac_layers = 0;
     // Recompute for activation checkpointing goes first in the block backward.
     const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
-    Segment& bwd = prog.segments[3];
-    auto redo = recompute_ops(fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    auto redo = recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    const int64_t L = prog.model.n_layers, k = prog.plan.ac_layers;
+    if (!redo.empty() && k > 0 && k < L) {
+      // The blocks without recompute keep the backward as lowered; it runs first (layers L-1 .. k).
+      Segment plain = prog.segments[3];
+      plain.first_layer = static_cast<int>(k);
+      plain.layer_count = plain.repeat = static_cast<int>(L - k);
+      Segment& ckpt = prog.segments[3];
+      ckpt.first_layer = 0;
+      ckpt.layer_count = ckpt.repeat = static_cast<int>(k);
+      prog.segments.insert(prog.segments.begin() + 3, std::move(plain));  // (no reference into segments is held)
+    }
+    Segment& bwd = prog.segments[split(prog) ? 4 : 3];
     if (!redo.empty()) {
       bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
                      std::make_move_iterator(redo.end()));
@@ -387,7 +416,11 @@ class Lowerer {
 
   // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
   // async TP the segments from it on (their rewrite, which numbers its tensors after the recompute ops').
-  static bool finish_changes(const Program& prog, size_t i) { return i == 3 || (prog.plan.async_tp && i >= 3); }
+  static bool finish_changes(const Program& prog, size_t i) {
+    return i == 3 || (i == 4 && split(prog)) || (prog.plan.async_tp && i >= 3);
+  }
+  // Whether the block backward is two segments (ac_layers).
+  static bool split(const Program& prog) { return prog.segments.size() > 4 && prog.segments[4].name == "block.bwd"; }
   // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
   // the segment's ops: the same deps as finishing computes).
   static void prepare_deps(Program& prog) {
@@ -591,6 +624,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   Plan want = plan;  // but async TP and the policy (finish_lowering() sets it), as the sibling was lowered
   want.async_tp = p.plan.async_tp;
   want.activation_checkpointing = p.plan.activation_checkpointing;
+  want.ac_layers = p.plan.ac_layers;
   Program expect;
   Lowerer::set_plan(expect, training, want);
   const Model& m = p.model;
@@ -610,13 +644,13 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   return sibling;
 }
 
-void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out) {
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers) {
   // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
   // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
   if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());
   for (size_t i = 0; i < p.prog.segments.size(); ++i) out.segments[i].ops.reserve(p.prog.segments[i].ops.size());
   out = p.prog;
-  Lowerer::finish_in_place(out, ac, &p);
+  Lowerer::finish_in_place(out, ac, &p, ac_layers);
 }
 
 }  // namespace tptune

@@ -15,7 +15,8 @@
 //    tensor is sharded; loss parallel: vocab-parallel cross-entropy with all-reduces over [batch, seq];
 //  * activation checkpointing adds recompute ops to the block backward (full: the whole forward; selective:
 //    torchtitan's op policy — matmul outputs are saved except every second one, attention and reduce-scatter
-//    outputs are saved, everything else including all-gathers is recomputed);
+//    outputs are saved, everything else including all-gathers is recomputed); with the plan's ac_layers = k only
+//    to the first k blocks: the block backward is then two segments (plans/program.h);
 //  * async TP rewrites all-gathers that feed matmuls and matmuls that feed reduce-scatters into tp-chunk rings;
 //  * dp_shard > 1 adds FSDP parameter all-gathers and gradient reduce-scatters on the dp group.
 //  * dp_replicate > 1 (HSDP) adds, after each gradient reduce-scatter, an fp32 all-reduce of this rank's gradient
@@ -82,7 +83,9 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
 // `out`'s buffers (op and tensor names, shapes, op lists, deque blocks) are reused by copy-assignment instead of
 // allocated anew. For the search, which finishes one unfinished Program under several policies and recycles the
 // Programs it has evaluated: a fresh copy and its destruction cost about as much as finishing itself.
-void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out);
+// `ac_layers`: the plan's Plan::ac_layers to finish with (-1: the one `p` was lowered with).
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out,
+                          int64_t ac_layers = -1);
 
 // The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:
 // >= 1, within limits::local_batch_size, and the largest tensor and FLOP counts within limits. When lower() of a plan

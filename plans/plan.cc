@@ -110,7 +110,8 @@ int64_t Plan::global_batch_size() const {
 bool Plan::operator==(const Plan& o) const {
   return tp_degree == o.tp_degree && dp_shard == o.dp_shard && dp_replicate == o.dp_replicate && float8 == o.float8 &&
          async_tp == o.async_tp && loss_parallel == o.loss_parallel &&
-         activation_checkpointing == o.activation_checkpointing && local_batch_size == o.local_batch_size &&
+         activation_checkpointing == o.activation_checkpointing && ac_layers == o.ac_layers &&
+         local_batch_size == o.local_batch_size &&
          gradient_accumulation_steps == o.gradient_accumulation_steps && seq_len == o.seq_len && modules == o.modules &&
          framework == o.framework && fused_qkv == o.fused_qkv && output_fqn == o.output_fqn && chunks() == o.chunks() &&
          fsdp_always == o.fsdp_always && ac_early_stop == o.ac_early_stop &&

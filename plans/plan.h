@@ -22,6 +22,7 @@
 //   async_tp: false
 //   loss_parallel: true
 //   activation_checkpointing: none
+//   ac_layers: 40             # AC on the first 40 blocks only (written only when set)
 //   local_batch_size: 1
 //   gradient_accumulation_steps: 4  # microbatches per optimizer step (written only when > 1)
 //   seq_len: 4096             # tokens per sequence the plan was chosen for (written only when set)
@@ -96,6 +97,11 @@ struct Plan {
   bool async_tp = false;
   bool loss_parallel = false;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  // Activation checkpointing on the first `ac_layers` blocks only (layers 0 .. ac_layers-1), the others saving every
+  // activation: Megatron-LM's --recompute-method block --recompute-num-layers N. 0: every block (the default).
+  // Only with activation_checkpointing selective or full; at most model.n_layers (lower() checks both, naming the
+  // key's origin). The lowering splits the block backward in two segments (plans/program.h, "Structure").
+  int64_t ac_layers = 0;
   int64_t local_batch_size = 1;
   // Microbatches per optimizer step (torchtitan's gradient_accumulation_steps = training.global_batch_size /
   // (local_batch_size x dp_replicate x dp_shard)). The lowering does not read it: a Program is one microbatch's

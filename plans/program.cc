@@ -116,6 +116,26 @@ std::string layer_fqn(int layer, const std::string& name) {
   return layer < 0 ? name : fmt::format("layers.{}.{}", layer, name);
 }
 
+bool is_per_layer_segment(const Segment& s) { return s.repeat > 1 || s.name.starts_with("block"); }
+
+int segment_instances(const Program& p, const Segment& s) {
+  if (!is_per_layer_segment(s)) return 1;
+  return s.layer_count > 0 ? s.layer_count : static_cast<int>(p.model.n_layers);
+}
+
+int instance_layer(const Program& p, const Segment& s, int i) {
+  if (!is_per_layer_segment(s)) return -1;
+  const int n = segment_instances(p, s);
+  return s.first_layer + (s.reverse ? n - 1 - i : i);
+}
+
+int layer_instance(const Program& p, const Segment& s, int layer) {
+  if (!is_per_layer_segment(s)) return -1;
+  const int n = segment_instances(p, s), i = layer - s.first_layer;
+  if (i < 0 || i >= n) return -1;
+  return s.reverse ? n - 1 - i : i;
+}
+
 FlatProgram expand(const Program& p) {
   FlatProgram flat;
   const int L = static_cast<int>(p.model.n_layers);
@@ -152,10 +172,9 @@ FlatProgram expand(const Program& p) {
 
   std::vector<int> last_writer(flat.tensors.size(), -1);
   for (const auto& seg : p.segments) {
-    const bool per_layer = seg.repeat > 1 || seg.name.starts_with("block");
-    const int n = per_layer ? L : 1;
+    const int n = segment_instances(p, seg);
     for (int i = 0; i < n; ++i) {
-      int layer = per_layer ? (seg.reverse ? L - 1 - i : i) : -1;
+      const int layer = instance_layer(p, seg, i);
       const int base = static_cast<int>(flat.ops.size());
       for (const Op& op : seg.ops) {
         FlatOp f;

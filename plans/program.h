@@ -12,6 +12,8 @@
 //   block.bwd   (xL)   one block's backward, layers L-1..0      [+ recompute, FSDP all-gather and grad reduce-scatter,
 //                                                                  + HSDP all-reduce of the shard when dp_replicate >
 //                                                                  1]
+//               with a plan's ac_layers = k (0 < k < L): two segments, both named block.bwd: layers L-1..k without
+//               recompute (x L-k, first_layer k), then layers k-1..0 with it (x k, first_layer 0)
 //   embed.bwd   (x1)   embedding backward
 //   optimizer   (x1)   data-parallel reduction of non-block gradients, AdamW on every local parameter shard
 // Tensors and ops of a repeated segment are layer-relative: tensor "attention.wq.weight" with per_layer=true is
@@ -226,10 +228,15 @@ struct Op {
 
 struct Segment {
   std::string name;      // embed.fwd | block.fwd | head | block.bwd | embed.bwd | optimizer
-  int repeat = 1;        // n_layers for block segments
+  int repeat = 1;        // n_layers for block segments (layer_count when set)
   bool reverse = false;  // block.bwd runs layers L-1 .. 0
   std::vector<Op> ops;
+  // A block segment that covers part of the layers: layers first_layer .. first_layer + layer_count - 1 (a plan's
+  // ac_layers splits the block backward, see "Structure"). layer_count 0: every layer of the model.
+  int first_layer = 0;
+  int layer_count = 0;
 };
+
 
 struct LayerChain {
   TensorId in = -1, out = -1;       // per-layer tensors
@@ -256,6 +263,16 @@ struct Program {
   const Segment* segment(std::string_view name) const;
   int64_t tokens_per_rank() const { return training.local_batch_size * training.seq_len; }
 };
+
+// expand()'s rule: a segment is instantiated once per layer when it repeats or is a block segment.
+bool is_per_layer_segment(const Segment& s);
+// Instances of a segment: its layers (layer_count, or n_layers) for per-layer segments, else 1.
+int segment_instances(const Program& p, const Segment& s);
+// The layer of instance `i` of segment `s`: first_layer + i, or counting down from its last layer when reverse
+// (-1 outside per-layer segments).
+int instance_layer(const Program& p, const Segment& s, int i);
+// The instance of `s` that runs layer `layer`, -1 when `s` does not cover it.
+int layer_instance(const Program& p, const Segment& s, int layer);
 
 // One op of the expanded step: every layer instantiated, tensor ids global, deps global.
 struct FlatTensor {

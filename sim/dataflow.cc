@@ -22,11 +22,13 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   instances_.resize(ns);
   per_layer_.resize(ns);
   reverse_.resize(ns);
+  first_layer_.resize(ns);
   op_base_.resize(ns + 1, 0);
   for (size_t s = 0; s < ns; ++s) {
     per_layer_[s] = is_per_layer_segment(p.segments[s]);
     reverse_[s] = p.segments[s].reverse;
-    instances_[s] = per_layer_[s] ? L_ : 1;
+    instances_[s] = segment_instances(p, p.segments[s]);
+    first_layer_[s] = per_layer_[s] ? p.segments[s].first_layer : 0;
     op_base_[s + 1] = op_base_[s] + p.segments[s].ops.size();
   }
   outside_begin_.reserve(op_base_[ns] + 1);
@@ -68,8 +70,9 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
 }
 
 int Dataflow::layer(int seg, int inst) const {  // instance_layer(), from the cached segment flags
-  if (!per_layer_[static_cast<size_t>(seg)]) return -1;
-  return reverse_[static_cast<size_t>(seg)] ? L_ - 1 - inst : inst;
+  const auto s = static_cast<size_t>(seg);
+  if (!per_layer_[s]) return -1;
+  return first_layer_[s] + (reverse_[s] ? instances_[s] - 1 - inst : inst);
 }
 
 Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {

@@ -78,6 +78,7 @@ class Dataflow {
   }
   std::vector<int> instances_;
   std::vector<char> per_layer_, reverse_;  // by segment
+  std::vector<int> first_layer_;           // by segment (Segment::first_layer)
   std::vector<char> tensor_per_layer_;     // by tensor (TensorDesc::per_layer, read on every lookup)
 
   const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
@@ -85,7 +86,14 @@ class Dataflow {
   int last_layer(const LayerChain& c) const { return c.reverse ? 0 : L_ - 1; }
   int prev_layer(const LayerChain& c, int l) const { return c.reverse ? l + 1 : l - 1; }
   int next_layer(const LayerChain& c, int l) const { return c.reverse ? l - 1 : l + 1; }
-  int instance_of(int seg, int layer) const { return reverse_[static_cast<size_t>(seg)] ? L_ - 1 - layer : layer; }
+  // The instance of segment `seg` running layer `layer`; -1 when the segment does not cover it (a split block
+  // backward, Segment::first_layer).
+  int instance_of(int seg, int layer) const {
+    const auto s = static_cast<size_t>(seg);
+    const int i = layer - first_layer_[s];
+    if (i < 0 || i >= instances_[s]) return -1;
+    return reverse_[s] ? instances_[s] - 1 - i : i;
+  }
   Key key(TensorId t, int l, int depth = 0) const;
   // Appends the sites op `op` of segment `seg` writing tensor u adds, with their key tensors, to `out`.
   void add_sites(int seg, int op, TensorId u, std::vector<std::pair<TensorId, Site>>& out) const;
@@ -106,9 +114,10 @@ void Dataflow::outside_writers(TensorId x, int s, F&& f) const {
     if (kt < 0) continue;
     for (const Site& site : sites(kt)) {
       if (site.seg > s) break;
-      if (site.mode == Site::Mode::at_layer)
-        f(site.seg, instance_of(site.seg, site.layer), site.op);
-      else if (site.seg != s)  // writers of s itself at a constant offset are periodic
+      if (site.mode == Site::Mode::at_layer) {
+        const int inst = instance_of(site.seg, site.layer);
+        if (inst >= 0) f(site.seg, inst, site.op);
+      } else if (site.seg != s)  // writers of s itself at a constant offset are periodic
         f(site.seg, instances_[static_cast<size_t>(site.seg)] - 1, site.op);  // the latest instance ends last
     }
   }

@@ -73,21 +73,22 @@ double working_set(const TensorFacts& f, const Segment& seg, const std::vector<c
 
 }  // namespace
 
-MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams& c) {
-  MemoryReport r;
+MemoryParts memory_parts(const Program& p, const CostParams& c) {
+  MemoryParts r;
   const double L = static_cast<double>(p.model.n_layers);
   const double dp = std::max(1, p.dp);
   const size_t nt = p.tensors.size();
   // Scratch reused across calls on this thread (see working_set()).
   thread_local TensorFacts facts;
-  thread_local std::vector<int> reader;
-  thread_local std::vector<char> chain_out, saved, written_fwd, recomputed, fwd_chain_in, exclude_fwd, none;
+  thread_local std::vector<int> reader, canonical;
+  thread_local std::vector<char> chain_out, saved, saved_plain, written_fwd, recomputed, fwd_chain_in, exclude_fwd,
+      none;
   facts.bytes.resize(nt);
   facts.state.resize(nt);
   facts.per_layer.resize(nt);
 
   // Model states: 16 B per element of the local TP shard, sharded over dp (fp32 master, fp32 grad, AdamW m, v).
-  double elems = 0, block_params = 0;
+  double elems = 0;
   for (size_t t = 0; t < nt; ++t) {
     const TensorDesc& d = p.tensors[t];
     const int64_t n = numel(d.local_shape);
@@ -96,76 +97,99 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
     facts.per_layer[t] = d.per_layer;
     if (d.role != TensorRole::parameter) continue;
     elems += static_cast<double>(n) * (d.per_layer ? L : 1.0);
-    if (d.per_layer) block_params += facts.bytes[t];
+    if (d.per_layer) r.block_params += facts.bytes[t];
   }
   r.master_params = 4 * elems / dp;
   r.gradients = 4 * elems / dp;
   r.optimizer = 8 * elems / dp;
 
-  // Which segment reads each tensor, for escape analysis.
+  // The block backward: one segment, or two when a plan's ac_layers splits it (the blocks without recompute, then
+  // the checkpointed ones; plans/program.h).
   const Segment* fwd = p.segment("block.fwd");
-  const Segment* bwd = p.segment("block.bwd");
   const Segment* head = p.segment("head");
+  const Segment* bwd[2] = {nullptr, nullptr};
+  for (const Segment& s : p.segments)
+    if (s.name == "block.bwd") bwd[bwd[0] ? 1 : 0] = &s;
+  // Segments of one name (the split backward) count as one reader: the same tensors, read by other layers.
+  canonical.assign(p.segments.size(), 0);
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    canonical[s] = static_cast<int>(s);
+    for (size_t e = 0; e < s; ++e)
+      if (p.segments[e].name == p.segments[s].name) {
+        canonical[s] = static_cast<int>(e);
+        break;
+      }
+  }
   // The segment reading each tensor: -1 none, -2 several.
   reader.assign(nt, -1);
   for (size_t s = 0; s < p.segments.size(); ++s)
     for (const Op& op : p.segments[s].ops)
       for (TensorId t : op.inputs) {
         int& r = reader[static_cast<size_t>(t)];
-        r = (r == -1 || r == static_cast<int>(s)) ? static_cast<int>(s) : -2;
+        r = (r == -1 || r == canonical[s]) ? canonical[s] : -2;
       }
   chain_out.assign(nt, 0);
   for (const LayerChain& ch : p.chains) chain_out[static_cast<size_t>(ch.out)] = 1;
 
-  // Saved activations of one block.
-  saved.assign(nt, 0);
-  if (fwd && bwd) {
+  // Saved activations of one block of a backward segment: what it reads that the forward wrote (or the block input
+  // on the residual chain), unless its recompute ops write it again.
+  if (fwd) {
     written_fwd.assign(nt, 0);
-    recomputed.assign(nt, 0);
     for (const Op& op : fwd->ops)
       for (TensorId t : op.outputs) written_fwd[static_cast<size_t>(t)] = 1;
-    for (const Op& op : bwd->ops)
-      if (op.phase == Phase::recompute)
-        for (TensorId t : op.outputs) recomputed[static_cast<size_t>(t)] = 1;
     fwd_chain_in.assign(nt, 0);
     for (const LayerChain& ch : p.chains)
       if (written_fwd[static_cast<size_t>(ch.out)]) fwd_chain_in[static_cast<size_t>(ch.in)] = 1;
-    for (const Op& op : bwd->ops)
+  }
+  auto saved_by = [&](const Segment* b, std::vector<char>& out) {
+    out.assign(nt, 0);
+    double bytes = 0;
+    if (!fwd || !b) return bytes;
+    recomputed.assign(nt, 0);
+    for (const Op& op : b->ops)
+      if (op.phase == Phase::recompute)
+        for (TensorId t : op.outputs) recomputed[static_cast<size_t>(t)] = 1;
+    for (const Op& op : b->ops)
       for (TensorId t : op.inputs) {
         auto u = static_cast<size_t>(t);
-        if (saved[u] || !facts.per_layer[u] || facts.state[u] || recomputed[u]) continue;
-        if (written_fwd[u] || fwd_chain_in[u]) saved[u] = 1;
+        if (out[u] || !facts.per_layer[u] || facts.state[u] || recomputed[u]) continue;
+        if (written_fwd[u] || fwd_chain_in[u]) out[u] = 1;
       }
     for (size_t t = 0; t < nt; ++t)
-      if (saved[t]) r.saved_per_block += facts.bytes[t];
+      if (out[t]) bytes += facts.bytes[t];
+    return bytes;
+  };
+  r.saved_per_block = saved_by(bwd[0], saved_plain);
+  r.blocks = bwd[0] ? segment_instances(p, *bwd[0]) : static_cast<int>(p.model.n_layers);
+  if (bwd[1]) {
+    r.saved_per_checkpointed_block = saved_by(bwd[1], saved);
+    r.checkpointed_blocks = segment_instances(p, *bwd[1]);
   }
-  r.activations = r.saved_per_block * L;
 
   // Working sets. In a block segment a tensor escapes when another segment reads it or it is on the residual chain
   // (the next layer reads it); the forward's chain output is the next layer's saved input, so it is excluded there.
+  // The forward's last block (layer L-1) saves what the first backward segment reads.
   auto escapes_of = [&](const Segment* s) {
-    const int si = static_cast<int>(s - p.segments.data());
+    const int si = canonical[static_cast<size_t>(s - p.segments.data())];
     return [si](size_t t) { return (reader[t] != -1 && reader[t] != si) || chain_out[t]; };
   };
-  exclude_fwd.assign(saved.begin(), saved.end());
+  exclude_fwd.assign(saved_plain.begin(), saved_plain.end());
   for (size_t t = 0; t < nt; ++t)
     if (chain_out[t] && fwd) exclude_fwd[t] = 1;
   none.assign(nt, 0);
-  double ws_fwd = fwd ? working_set(facts, *fwd, exclude_fwd, escapes_of(fwd)) : 0;
-  double ws_bwd = bwd ? working_set(facts, *bwd, saved, escapes_of(bwd)) : 0;
-  double ws_head = head ? working_set(facts, *head, none, escapes_of(head)) : 0;
+  r.ws_forward = fwd ? working_set(facts, *fwd, exclude_fwd, escapes_of(fwd)) : 0;
+  r.ws_backward = bwd[0] ? working_set(facts, *bwd[0], saved_plain, escapes_of(bwd[0])) : 0;
+  if (bwd[1]) r.ws_checkpointed_backward = working_set(facts, *bwd[1], saved, escapes_of(bwd[1]));
+  r.ws_head = head ? working_set(facts, *head, none, escapes_of(head)) : 0;
 
-  // Parameters in flight: unsharded compute copies (the block being computed plus the prefetched ones; the head's
-  // own parameters while it runs).
-  const double in_flight = std::max(1, c.blocks_in_flight);
-  double head_params = 0;
+  // The head's own parameters (unsharded while it runs) and its logits.
   if (head) {
     none.assign(nt, 0);  // the head's parameters, each once, summed in TensorId order
     for (const Op& op : head->ops)
       for (TensorId t : op.inputs)
         if (p.tensor(t).role == TensorRole::parameter) none[static_cast<size_t>(t)] = 1;
     for (size_t t = 0; t < nt; ++t)
-      if (none[t]) head_params += facts.bytes[t];
+      if (none[t]) r.head_params += facts.bytes[t];
     double logit_elems = 0;
     for (const Op& op : head->ops)  // the logits: what the cross-entropy reads
       if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty()) {
@@ -173,20 +197,41 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
         logit_elems = std::max(logit_elems, static_cast<double>(numel(p.tensor(op.inputs[0]).local_shape)));
       }
     // torchtitan's fp32 loss: an fp32 copy of the logits and an fp32 d_logits on top of the Program's tensors.
-    if (c.loss_in_fp32) ws_head += 8 * logit_elems;
+    if (c.loss_in_fp32) r.ws_head += 8 * logit_elems;
   }
+  return r;
+}
+
+MemoryReport memory_from_parts(const MemoryParts& m, const GpuSpec& gpu, const CostParams& c) {
+  MemoryReport r;
+  r.master_params = m.master_params;
+  r.gradients = m.gradients;
+  r.optimizer = m.optimizer;
+  r.saved_per_block = m.saved_per_block;
+  r.saved_per_checkpointed_block = m.saved_per_checkpointed_block;
+  r.checkpointed_blocks = m.checkpointed_blocks;
+  const double checkpointed = m.saved_per_checkpointed_block * m.checkpointed_blocks;
+  r.activations = m.saved_per_block * m.blocks + checkpointed;
+  r.logits = m.logits;
+  // Parameters in flight: unsharded compute copies (the block being computed plus the prefetched ones; the head's
+  // own parameters while it runs).
+  const double in_flight = std::max(1, c.blocks_in_flight);
   struct Phase {
     const char* name;
-    double working, params;
+    double saved, working, params;
   };
+  // Every block's saved tensors are alive from the end of the forward until the backward reaches the checkpointed
+  // blocks (the last to run backward), which then hold only their own.
   const Phase phases[] = {
-      {"forward", ws_fwd, in_flight * block_params},
-      {"head", ws_head, head_params + (in_flight - 1) * block_params},
-      {"backward", ws_bwd, in_flight * block_params},
+      {"forward", r.activations, m.ws_forward, in_flight * m.block_params},
+      {"head", r.activations, m.ws_head, m.head_params + (in_flight - 1) * m.block_params},
+      {"backward", r.activations, m.ws_backward, in_flight * m.block_params},
+      {"backward", m.checkpointed_blocks > 0 ? checkpointed : 0.0, m.ws_checkpointed_backward,
+       m.checkpointed_blocks > 0 ? in_flight * m.block_params : 0.0},
   };
   double best = -1;
   for (const Phase& ph : phases) {
-    double v = r.activations + ph.working + ph.params;
+    double v = ph.saved + ph.working + ph.params;
     if (v > best) {
       best = v;
       r.peak_phase = ph.name;
@@ -200,6 +245,10 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
   r.capacity = gpu.memory_bytes();
   r.fits = r.peak <= r.capacity;
   return r;
+}
+
+MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams& c) {
+  return memory_from_parts(memory_parts(p, c), gpu, c);
 }
 
 }  // namespace tptune

@@ -32,8 +32,10 @@ struct MemoryReport {
   double optimizer = 0;      // AdamW exp_avg + exp_avg_sq
   double model_states() const { return master_params + gradients + optimizer; }
   // Activations.
-  double saved_per_block = 0;  // saved for backward by one block
-  double activations = 0;      // all blocks (saved_per_block x layers)
+  double saved_per_block = 0;  // saved for backward by one block (one without AC when ac_layers splits them)
+  double saved_per_checkpointed_block = 0;  // with ac_layers: by one of the checkpointed blocks
+  int checkpointed_blocks = 0;              // with ac_layers: how many (0 otherwise)
+  double activations = 0;  // all blocks: saved_per_block x layers, or each kind x its blocks
   // Transient at the peak phase.
   std::string peak_phase;       // "forward" | "head" | "backward"
   double working_set = 0;       // gradients, temporaries, recomputed activations, logits
@@ -48,6 +50,24 @@ struct MemoryReport {
 };
 
 MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams& c);
+
+// memory_model() in two steps: what it reads from the Program, then the peak. A plan's ac_layers = k changes only how
+// many blocks are of each kind (blocks = L - k, checkpointed_blocks = k: the segments' ops are the same for every
+// k), so the search computes the parts once and the report of each k from them (sim/search/ac_layers.h):
+//   memory_model(p) == memory_from_parts(memory_parts(p, c), gpu, c), bit for bit.
+// With ac_layers the peak is the larger of the phases above, the backward of the checkpointed blocks (their own saved
+// tensors, its working set) among them.
+struct MemoryParts {
+  double master_params = 0, gradients = 0, optimizer = 0;  // model states, as in MemoryReport
+  double block_params = 0;                                 // one block's parameters (local shard, bf16)
+  double head_params = 0, logits = 0;
+  double saved_per_block = 0, saved_per_checkpointed_block = 0;
+  int blocks = 0;               // blocks of the first (or only) backward segment
+  int checkpointed_blocks = 0;  // of the second (ac_layers), else 0
+  double ws_forward = 0, ws_head = 0, ws_backward = 0, ws_checkpointed_backward = 0;  // working sets
+};
+MemoryParts memory_parts(const Program& p, const CostParams& c);
+MemoryReport memory_from_parts(const MemoryParts& parts, const GpuSpec& gpu, const CostParams& c);
 
 // Bytes of a tensor's local data.
 double tensor_bytes(const TensorDesc& t);

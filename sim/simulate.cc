@@ -112,16 +112,17 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     r.dp_replicate_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp_replicate)] / 1e3;
   }
 
+  // Over every instance of the segments of that name (a plan's ac_layers splits the block backward in two).
   auto mean_span = [&](const char* name) {
+    double sum = 0;
+    int n = 0;
     for (size_t s = 0; s < p.segments.size(); ++s) {
-      if (p.segments[s].name != name) continue;
       const SegmentTimes& st = tl.segments[s];
-      if (st.ops == 0) return 0.0;
-      double sum = 0;
+      if (p.segments[s].name != name || st.ops == 0) continue;
       for (int i = 0; i < st.instances; ++i) sum += st.instance_stats(i).span_us;
-      return sum / st.instances / 1e3;
+      n += st.instances;
     }
-    return 0.0;
+    return n > 0 ? sum / n / 1e3 : 0.0;
   };
   r.block_forward_ms = mean_span("block.fwd");
   r.block_backward_ms = mean_span("block.bwd");

@@ -41,13 +41,6 @@ Stream stream_of(const Op& op) {
   return Stream::compute;
 }
 
-bool is_per_layer_segment(const Segment& s) { return s.repeat > 1 || s.name.starts_with("block"); }
-
-int instance_layer(const Program& p, const Segment& s, int i) {
-  if (!is_per_layer_segment(s)) return -1;
-  const int L = static_cast<int>(p.model.n_layers);
-  return s.reverse ? L - 1 - i : i;
-}
 
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {

@@ -128,9 +128,6 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c);
 // The reference: every instance of every segment simulated, deps taken from expand(p).
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c);
 
-// expand()'s rule: a segment is instantiated once per layer when it repeats or is a block segment.
-bool is_per_layer_segment(const Segment& s);
-// The layer of instance `i` of segment `s` (-1 outside block segments).
-int instance_layer(const Program& p, const Segment& s, int i);
+// is_per_layer_segment(), segment_instances() and instance_layer(): plans/program.h.
 
 }  // namespace tptune

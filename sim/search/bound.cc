@@ -17,9 +17,8 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
     double per_instance[kStreams] = {};
     for (size_t j = 0; j < seg.ops.size(); ++j)
       per_instance[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
-    // Instances as expand() (plans/program.cc) and the schedule count them: n_layers for block segments, else 1.
-    const bool per_layer = seg.repeat > 1 || seg.name.starts_with("block");
-    const double instances = per_layer ? static_cast<double>(p.model.n_layers) : 1.0;
+    // Instances as expand() (plans/program.cc) and the schedule count them.
+    const double instances = segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
   }
   return *std::max_element(busy, busy + kStreams) * (1 - kMargin);
