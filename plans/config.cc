@@ -260,10 +260,10 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
 }
 
 SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
-                        const std::filesystem::path& base_dir) {
+                        const std::filesystem::path& base_dir, int64_t n_layers) {
   doc.check_map(n, "search",
                 {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "seq_lens", "objective",
+                 "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "seq_lens", "ac_layers", "objective",
                  "memory_headroom_gib", "global_batch_size", "gradient_accumulation", "min_tokens_per_second_per_gpu",
                  "gpu_hour_price", "framework"});
   SearchSpace s;
@@ -337,6 +337,27 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
         doc.fail_msg(l[i], fmt::format("search.seq_lens[{}]", i),
                      fmt::format("{} is listed twice (also search.seq_lens[{}])", s.seq_lens[i], it->second));
   }
+  if (has(n, "ac_layers")) {
+    const YAML::Node l = n["ac_layers"];
+    if (l.IsScalar() && l.Scalar() == "all") {
+      for (int64_t k = 1; k < n_layers; ++k) s.ac_layers.push_back(k);
+    } else {
+      if (!l.IsSequence())
+        doc.fail_msg(l, "search.ac_layers",
+                     fmt::format("expected `all` or a list of block counts in 1..{} (the model's n_layers)", n_layers));
+      auto k = [&](const YAML::Node& x, const std::string& key) {
+        return doc.integer_in(x, key, limits::IntRange{1, std::max<int64_t>(n_layers, 1)});
+      };
+      std::vector<int64_t> ks = doc.list(l, "search.ac_layers", k);
+      std::map<int64_t, size_t> first;  // value -> its first index
+      for (size_t i = 0; i < ks.size(); ++i)
+        if (auto [it, fresh] = first.emplace(ks[i], i); !fresh)
+          doc.fail_msg(l[i], fmt::format("search.ac_layers[{}]", i),
+                       fmt::format("{} is listed twice (also search.ac_layers[{}])", ks[i], it->second));
+      for (auto [v, i] : first)  // ascending; n_layers is every block, which is always searched
+        if (v < n_layers) s.ac_layers.push_back(v);
+    }
+  }
   if (has(n, "objective")) {
     const std::string o =
         doc.choice(n["objective"], "search.objective", {"tokens_per_second", "step_time", "memory", "cost_per_token"});
@@ -395,7 +416,7 @@ Config load(const std::string& text, const std::string& name, const std::filesys
   else
     cfg.cluster.source = name;
   if (has(root, "search")) {
-    cfg.search = read_search(doc, root["search"], key_node(root, "search"), base_dir);
+    cfg.search = read_search(doc, root["search"], key_node(root, "search"), base_dir, cfg.model.n_layers);
     cfg.has_search = true;
   }
   return cfg;

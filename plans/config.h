@@ -96,6 +96,11 @@ struct SearchSpace {
   // different lengths compare per token (tokens/s per GPU, MFU); search.global_batch_size still counts sequences
   // (torchtitan's training.global_batch_size counts samples).
   std::vector<int64_t> seq_lens;
+  // Activation checkpointing on the first k blocks only (Plan::ac_layers), as an axis: every policy but none is
+  // searched on every block and on the first k blocks for each k listed (ascending, each in 1..n_layers - 1; the
+  // config's n_layers itself is every block and is dropped). `all` in the file: every k in 1..n_layers - 1. Empty
+  // (no key): every block only.
+  std::vector<int64_t> ac_layers;
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   // Constraints. global_batch_size (sequences per optimizer step, 0: none): local_batch_size x dp_shard x

@@ -50,6 +50,8 @@ inline constexpr RealRange gpu_hour_price{0, 1e6, true};       // USD per GPU-ho
 // candidates of one search (the product of the search lists' lengths): each holds a result of a few hundred bytes,
 // so 2^24 is some GiB of memory and minutes of search; far above the examples' spaces (a few thousand)
 inline constexpr int64_t max_search_candidates = int64_t{1} << 24;
+// candidates with search.ac_layers swept (not enumerated: a few bytes each unless kept): ~1 hour at 1 M/s
+inline constexpr int64_t max_swept_candidates = int64_t{1} << 32;
 // GPU spec figures: TFLOPS, GB/s, GiB (finite, positive; fp8_tflops may be 0: no float8)
 inline constexpr RealRange gpu_figure{0, 1e6, true};
 inline constexpr IntRange sm_count{1, 100000};

@@ -644,6 +644,20 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   return sibling;
 }
 
+void set_ac_layers(Program& p, int64_t k) {
+  const int64_t L = p.model.n_layers;
+  if (p.segments.size() < 5 || p.segments[3].name != "block.bwd" || p.segments[4].name != "block.bwd")
+    throw Error("internal: set_ac_layers() of a Program whose block backward is not split");
+  if (k < 1 || k >= L) throw Error(fmt::format("internal: set_ac_layers({}) with {} layers", k, L));
+  Segment& plain = p.segments[3];
+  plain.first_layer = static_cast<int>(k);
+  plain.layer_count = plain.repeat = static_cast<int>(L - k);
+  Segment& ckpt = p.segments[4];
+  ckpt.first_layer = 0;
+  ckpt.layer_count = ckpt.repeat = static_cast<int>(k);
+  p.plan.ac_layers = k;
+}
+
 void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers) {
   // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
   // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.

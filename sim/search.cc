@@ -7,6 +7,8 @@
 #include <memory>
 #include <set>
 
+#include "plans/error.h"
+#include "plans/limits.h"
 #include "sim/search/pareto.h"
 #include "sim/search_constraints.h"
 #include "sim/search_parallel.h"
@@ -33,7 +35,8 @@ bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective 
         return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
       break;
   }
-  return a.candidate.index < b.candidate.index;
+  if (a.candidate.index != b.candidate.index) return a.candidate.index < b.candidate.index;
+  return a.candidate.ac_layers < b.candidate.ac_layers;  // the ac_layers sweep's candidates share their index
 }
 
 SearchResult search(const Config& cfg, const SearchOptions& o) {
@@ -42,7 +45,8 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   r.space = resolve_space(cfg);
   r.cluster = resolve_cluster(cfg);
   const std::vector<Candidate> cands = enumerate_candidates(r.space);
-  r.evaluated = cands.size();
+  const int64_t total = r.space.candidates();  // with the ac_layers sweep's
+  r.evaluated = static_cast<size_t>(total);
   r.results.resize(cands.size());
   r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
                                         static_cast<int>(std::max<size_t>(cands.size(), 1))));
@@ -50,7 +54,12 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   // Branch-and-bound only where the tokens/s bound orders candidates as the objective does (sim/search/bound.h).
   const bool bound = o.bound_top > 0 && (r.space.objective == Objective::tokens_per_second ||
                                          r.space.objective == Objective::cost_per_token);
+  if (!bound && total > limits::max_search_candidates)
+    throw Error(fmt::format("{}: {} candidates with search.ac_layers: a full ranking keeps every feasible one (at most "
+                            "{}); use branch-and-bound (--bound), which keeps the top K and the Pareto front exact",
+                            cfg.path, total, limits::max_search_candidates));
   Incumbents incumbents(o.bound_top);
+  std::vector<AcLayersSweep> sweeps(static_cast<size_t>(r.threads));
   std::vector<std::unique_ptr<CandidateEvaluator>> workers;
   for (int w = 0; w < r.threads; ++w) {
     workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
@@ -79,8 +88,14 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
       const CandidateResult* smaller_oom = nullptr;
       BatchState batch;
+      std::vector<char> oom_k;  // the ac_layers sweep's block counts that missed memory at a smaller batch
       for (size_t j : order) {
         const size_t i = first + j;
+        if (!r.space.ac_layers.empty() && cands[i].ac != ActivationCheckpointing::none) {
+          ev.sweep_ac_layers(cands[i], o.share_policy_lowering ? &unfinished : nullptr, oom_k,
+                             sweeps[static_cast<size_t>(w)]);
+          done.fetch_add(r.space.ac_layers.size(), std::memory_order_relaxed);
+        }
         if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
           Candidate c = cands[i];
           BatchState probes;
@@ -118,7 +133,8 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       ev.recycle(unfinished);
   };
   std::function<void(size_t, size_t)> progress;
-  if (o.progress) progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), cands.size()); };
+  if (o.progress)
+    progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), static_cast<size_t>(total)); };
   // Work units: the tasks that share (seq_len, tp, dp_replicate, family, float8), i.e. async TP off and on, with and
   // without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering to
   // its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
@@ -144,6 +160,18 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     r.patched += w->patched;
     r.phases += w->phases;
   }
+  // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
+  // threads did; its pruned ones are counts only.
+  std::vector<CandidateResult> kept;
+  for (AcLayersSweep& s : sweeps) {
+    for (auto& [reason, n] : s.pruned) r.pruned[reason] += n;
+    for (CandidateResult& c : s.kept) kept.push_back(std::move(c));
+  }
+  std::sort(kept.begin(), kept.end(), [](const CandidateResult& a, const CandidateResult& b) {
+    return a.candidate.index != b.candidate.index ? a.candidate.index < b.candidate.index
+                                                  : a.candidate.ac_layers < b.candidate.ac_layers;
+  });
+  for (CandidateResult& c : kept) r.results.push_back(std::move(c));
 
   for (size_t i = 0; i < r.results.size(); ++i) {
     const CandidateResult& c = r.results[i];

@@ -207,6 +207,82 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* bat
   return r;
 }
 
+void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch* unfinished, std::vector<char>& oom,
+                                         AcLayersSweep& out) {
+  const std::vector<int64_t>& ks = space_.ac_layers;
+  if (ks.empty() || c.ac == ActivationCheckpointing::none) return;
+  oom.resize(ks.size(), 0);
+  auto prune_all = [&](const std::string& reason) { out.pruned[reason] += ks.size(); };
+  if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) return prune_all(v.reason);
+  if (std::all_of(oom.begin(), oom.end(), [](char x) { return x != 0; })) return prune_all(prune::kMemory);
+  const Plan plan = microbatch_plan(space_, c);
+  const int64_t L = cfg_.model.n_layers;
+  UnfinishedByBatch local;
+  try {
+    PhaseTimer t(phases, SearchPhase::finish);
+    auto it = unfinished_at(unfinished ? *unfinished : local, c, plan);
+    prepare_async_tp(it->second);
+    finish_lowering_into(it->second, c.ac, sweep_, ks[0]);
+    ++finished;
+  } catch (const Error& e) {
+    recycle(local);
+    return prune_all(error_reason("lowering", e.what(), plan.source));
+  }
+  recycle(local);
+  const bool split = sweep_.segments.size() > 4 && sweep_.segments[4].name == "block.bwd";
+  MemoryParts parts;
+  SplitStreamSums sums;
+  try {
+    check_supported(sweep_, cluster_);
+    PhaseTimer t(phases, SearchPhase::cost);
+    sweep_costs_ = cost_ops(sweep_);
+    if (split) {
+      parts = memory_parts(sweep_, cost_);
+      sums = split_stream_sums(sweep_, sweep_costs_);
+    }
+  } catch (const Error& e) {
+    return prune_all(error_reason("simulation", e.what(), plan.source));
+  }
+  const bool bound = incumbents && c.gradient_accumulation_steps <= 1;  // as evaluate_program()
+  MemoryReport m;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const int64_t k = ks[i];
+    if (oom[i]) {
+      ++out.pruned[prune::kMemory];
+      continue;
+    }
+    if (split) {
+      PhaseTimer t(phases, SearchPhase::sweep);
+      parts.blocks = static_cast<int>(L - k);
+      parts.checkpointed_blocks = static_cast<int>(k);
+      m = memory_from_parts(parts, cluster_.gpu, cost_);  // == memory_model() of the Program at k
+      if (!fits_with_headroom(m, space_.memory_headroom_gib)) {
+        oom[i] = 1;
+        ++out.pruned[prune::kMemory];
+        continue;
+      }
+      if (bound &&
+          incumbents->dominates(tokens_per_second_upper_bound(sweep_, step_time_lower_bound_us(sums, L, k)), m.peak)) {
+        ++out.pruned[prune::kBound];
+        continue;
+      }
+      set_ac_layers(sweep_, k);
+    } else {  // no recompute op (nothing to checkpoint): the Program is the same at every k but for plan.ac_layers
+      sweep_.plan.ac_layers = k;
+    }
+    CandidateResult r;
+    r.candidate = c;
+    r.candidate.ac_layers = k;
+    evaluate_program(r, sweep_, plan.source, c.gradient_accumulation_steps, &sweep_costs_, split ? &m : nullptr);
+    if (r.feasible()) {
+      out.kept.push_back(std::move(r));
+    } else {
+      if (r.pruned == prune::kMemory) oom[i] = 1;
+      ++out.pruned[r.pruned];
+    }
+  }
+}
+
 Program CandidateEvaluator::take_program() {
   if (spare_.empty()) return Program();
   Program p = std::move(spare_.back());
@@ -368,10 +444,13 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
 }
 
 void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
-                                          int64_t gradient_accumulation_steps) {
+                                          int64_t gradient_accumulation_steps, const OpCosts* known_costs,
+                                          const MemoryReport* known_memory) {
   try {
     check_supported(prog, cluster_);
-    {
+    if (known_memory) {
+      r.report.memory = *known_memory;
+    } else {
       PhaseTimer t(phases, SearchPhase::memory);
       r.report.memory = memory_model(prog, cluster_.gpu, cost_);
     }
@@ -383,7 +462,9 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
       return;
     }
     OpCosts costs;
-    {
+    if (known_costs) {
+      costs = *known_costs;
+    } else {
       PhaseTimer t(phases, SearchPhase::cost);
       costs = cost_ops(prog);
     }

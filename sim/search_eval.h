@@ -77,6 +77,12 @@ struct BatchState {
   std::string why_not;                    // its reason
 };
 
+// What sweep_ac_layers() found for one enumerated candidate's block counts.
+struct AcLayersSweep {
+  std::vector<CandidateResult> kept;     // the scheduled feasible ones (candidate.ac_layers = k), k ascending
+  std::map<std::string, size_t> pruned;  // reason -> how many of its block counts
+};
+
 class CandidateEvaluator {
  public:
   CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const ResolvedSpace& space);
@@ -104,6 +110,18 @@ class CandidateEvaluator {
   // on the example spaces, and the answer against enumerating every size.
   int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch = nullptr,
                                 UnfinishedByBatch* unfinished = nullptr);
+  // search.ac_layers: the candidates that are `c` (a policy other than none, on every block) on the first k blocks,
+  // for every k of the space's ac_layers, each exactly as lower() + simulate() of its plan would give, without a
+  // lowering per k. The Program at one k is finished from the structure's unfinished Program at c's batch
+  // (`unfinished`, shared with c's other policies; lowered when absent) and costed once; the Programs at the other
+  // k differ only in two segments' layer ranges (set_ac_layers(), plans/lower.h), so their op costs are the same,
+  // their memory is memory_from_parts() of the same parts with other block counts (sim/memory.h), and their op-cost
+  // bound is the same per-stream sums with other counts (SplitStreamSums, sim/search/bound.h). So every k costs
+  // a memory check, and with `incumbents` a bound check; only the ones these do not prune are scheduled
+  // (evaluate_program()) and, when feasible, kept. `oom`: one flag per k, set when k missed memory at a smaller batch
+  // of this policy (peak memory is non-decreasing in the local batch): those k are pruned without a look, and when
+  // all are set nothing is lowered.
+  void sweep_ac_layers(const Candidate& c, UnfinishedByBatch* unfinished, std::vector<char>& oom, AcLayersSweep& out);
   // Programs this evaluator no longer needs: their buffers are reused by later finish_lowering_into() calls (a fresh
   // Program and its destruction cost about as much as finishing it). The arguments are left empty.
   void recycle(Program&& p);
@@ -138,14 +156,18 @@ class CandidateEvaluator {
   Training training_;
   const ClusterSpec priced_;       // the memo's cluster: cluster_ at its ranks' shared rates (sim/shared_machine.h)
   const double compute_slowdown_;  // oversubscribed CPU ranks' turns; 1 elsewhere
+  // `costs` / `memory`: cost_ops(prog) / memory_model(prog) when the caller has them (the ac_layers sweep).
   void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
-                        int64_t gradient_accumulation_steps);
+                        int64_t gradient_accumulation_steps, const OpCosts* costs = nullptr,
+                        const MemoryReport* memory = nullptr);
+  OpCosts sweep_costs_;  // sweep_ac_layers()'s op costs of sweep_ (the same at every block count)
   // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished / lowered (then kept in
   // `batch` as its first Program, or made into its BatchProgram with the first). Throws what lower() throws.
   const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished);
   // The structure's unfinished Program at `c`'s batch size, lowered from `plan` by the first candidate that needs it.
   UnfinishedByBatch::iterator unfinished_at(UnfinishedByBatch& unfinished, const Candidate& c, const Plan& plan);
   Program take_program();  // a recycled Program (or an empty one)
+  Program sweep_;          // sweep_ac_layers()'s split Program (its buffers reused from one call to the next)
   static constexpr size_t kSparePrograms = 8;
   std::vector<Program> spare_;
   static constexpr size_t kKeptSiblings =

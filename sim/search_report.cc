@@ -39,7 +39,9 @@ std::string plan_line(const Plan& p) {
                      p.tp_degree, p.dp_shard,
                      p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : "", p.family,
                      to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
-                     to_string(p.activation_checkpointing), p.local_batch_size) +
+                     std::string(to_string(p.activation_checkpointing)) +
+                         (p.ac_layers > 0 ? fmt::format(" on the first {} blocks", p.ac_layers) : std::string()),
+                     p.local_batch_size) +
          (p.gradient_accumulation_steps > 1 ? fmt::format(" x {} microbatches", p.gradient_accumulation_steps) : "") +
          (p.seq_len > 0 ? fmt::format(", seq_len {}", p.seq_len) : "");
 }
@@ -60,6 +62,8 @@ std::string changes(const Plan& from, const Plan& to) {
   if (from.activation_checkpointing != to.activation_checkpointing)
     c.push_back(
         fmt::format("AC {} -> {}", to_string(from.activation_checkpointing), to_string(to.activation_checkpointing)));
+  if (from.ac_layers != to.ac_layers)
+    c.push_back(to.ac_layers > 0 ? fmt::format("AC on the first {} blocks", to.ac_layers) : "AC on every block");
   if (from.local_batch_size != to.local_batch_size)
     c.push_back(fmt::format("local batch {} -> {}", from.local_batch_size, to.local_batch_size));
   if (from.seq_len != to.seq_len) c.push_back(fmt::format("seq_len {} -> {}", from.seq_len, to.seq_len));
@@ -205,7 +209,7 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
         o,
         "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
         i + 1, tp_cell(r.space, x), tw, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8),
-        yes_no(x.async_tp), yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, seq_cell(r.space, x),
+        yes_no(x.async_tp), yes_no(x.loss_parallel), ac_label(x), batch_cell(r.space, x), bw, seq_cell(r.space, x),
         s.step_time_ms, s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
         priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
   }
@@ -230,7 +234,7 @@ std::string pareto_text(const SearchResult& r) {
     const Candidate& x = c.candidate;
     append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
            r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
-           yes_no(x.loss_parallel), to_string(x.ac), batch_cell(r.space, x), bw, seq_cell(r.space, x),
+           yes_no(x.loss_parallel), ac_label(x), batch_cell(r.space, x), bw, seq_cell(r.space, x),
            c.report.tokens_per_second_per_gpu, c.report.memory.peak / kGiB);
   }
   return o;
@@ -301,6 +305,7 @@ nlohmann::json plan_summary_json(const Plan& p) {
   if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
   if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;  // plans of a search over search.seq_lens: likewise
+  if (p.ac_layers > 0) j["ac_layers"] = p.ac_layers;  // search.ac_layers: likewise
   return j;
 }
 

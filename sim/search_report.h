@@ -22,7 +22,7 @@
 //    "baselines": [{"name", "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
 //    "pareto": [{"plan", "tokens_per_second_per_gpu", "peak_memory_gib"}]   (by memory ascending; sim/search/pareto.h)
 //    "lowering": {"lowered", "finished", "patched"}   (how the candidates' Programs were made; sim/search.h)
-//    "phases_ms": {"constraints", "lower", "finish", "patch", "memory", "cost", "schedule", "report"}
+//    "phases_ms": {"constraints", "lower", "finish", "patch", "memory", "cost", "schedule", "report", "sweep"}
 //    "closest": [{"plan", "reason", "detail", "peak_memory_gib"?}]   (only when nothing fits)}
 
 #include <nlohmann/json.hpp>

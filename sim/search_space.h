@@ -48,6 +48,9 @@ struct Candidate {
   bool async_tp = false;
   bool loss_parallel = false;
   ActivationCheckpointing ac = ActivationCheckpointing::none;
+  // Plan::ac_layers: the policy on the first k blocks only; 0: every block (what enumerate_candidates() gives; the
+  // search's ac_layers sweep sets k).
+  int64_t ac_layers = 0;
   int64_t local_batch_size = 1;
   // Tokens per sequence (one of ResolvedSpace::seq_lens): the candidate is lowered and simulated with the config's
   // training.seq_len set to it (candidate_training()).
@@ -69,6 +72,10 @@ struct ResolvedSpace {
   std::vector<int64_t> local_batch_sizes;  // {max_local_batch_size} when that is set
   int64_t max_local_batch_size = 0;        // > 0: each candidate's batch is the largest that fits in 1..this
   std::vector<int64_t> seq_lens;           // search.seq_lens, default {training.seq_len}
+  // search.ac_layers: block counts k < n_layers, ascending. Not enumerated: each candidate with a policy other than
+  // none stands for itself (every block) and one candidate per k, which the search sweeps from one lowering
+  // (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h); candidates() counts them all.
+  std::vector<int64_t> ac_layers;
   int64_t config_seq_len = 0;              // the config's training.seq_len
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
@@ -79,7 +86,10 @@ struct ResolvedSpace {
   int world_size = 1;
   std::string framework = "dtensor";  // the presets' family (SearchSpace::framework)
 
-  size_t size() const;  // number of candidates
+  size_t size() const;  // number of enumerated candidates (enumerate_candidates())
+  // Every candidate of the space: size() plus, for each enumerated candidate with a policy other than none, one per
+  // ac_layers value (at most limits::max_swept_candidates).
+  int64_t candidates() const;
   // Whether the space is about sequence lengths (more than one, or one other than training.seq_len): then the
   // candidates' plans carry their seq_len (Plan::seq_len, for the plan YAML and the exports).
   bool searches_seq_len() const {
@@ -103,5 +113,8 @@ Training candidate_training(const Training& t, const Candidate& c);
 // end in "... local_batch=2 grad_accum=4" (only when > 1); when the space has more than one sequence length,
 // "... local_batch=2 seq=4096".
 std::string describe(const ResolvedSpace& s, const Candidate& c);
+// The AC policy for tables: "none", "selective", "full", or with ac_layers k "sel 40" / "full 40" (on the first k
+// blocks).
+std::string ac_label(const Candidate& c);
 
 }  // namespace tptune

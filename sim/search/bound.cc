@@ -24,6 +24,29 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
   return *std::max_element(busy, busy + kStreams) * (1 - kMargin);
 }
 
+SplitStreamSums split_stream_sums(const Program& p, const OpCosts& costs) {
+  SplitStreamSums out;
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    const Segment& seg = p.segments[s];
+    double per_instance[kStreams] = {};
+    for (size_t j = 0; j < seg.ops.size(); ++j)
+      per_instance[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
+    const bool bwd = seg.name == "block.bwd";
+    double* into = !bwd ? out.fixed : seg.first_layer > 0 ? out.plain : out.checkpointed;
+    const double instances = bwd ? 1.0 : segment_instances(p, seg);
+    for (int k = 0; k < kStreams; ++k) into[k] += per_instance[k] * instances;
+  }
+  return out;
+}
+
+double step_time_lower_bound_us(const SplitStreamSums& s, int64_t n_layers, int64_t k) {
+  double busy = 0;
+  const auto plain = static_cast<double>(n_layers - k), ckpt = static_cast<double>(k);
+  for (int i = 0; i < kStreams; ++i)
+    busy = std::max(busy, s.fixed[i] + plain * s.plain[i] + ckpt * s.checkpointed[i]);
+  return busy * (1 - kMargin);
+}
+
 double tokens_per_second_upper_bound(const Program& p, double step_time_lower_bound_us) {
   if (step_time_lower_bound_us <= 0) return 1e300;  // nothing to bound with
   return static_cast<double>(p.tokens_per_rank()) / (p.tp * step_time_lower_bound_us * 1e-6) * (1 + kMargin);

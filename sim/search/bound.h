@@ -34,6 +34,17 @@ namespace tptune {
 
 // max over streams of the summed op durations, microseconds, lowered by the 1e-9 margin: <= schedule()'s step time.
 double step_time_lower_bound_us(const Program& p, const OpCosts& costs);
+// The same bound for every block count k of a Program split by ac_layers (plans/lower.h set_ac_layers()), from one
+// costing: per stream, the segments outside the block backward, plus (L - k) x one block without recompute plus
+// k x one checkpointed block; equal to step_time_lower_bound_us() of the Program at k but for rounding, which the
+// margin covers.
+struct SplitStreamSums {
+  double fixed[kStreams] = {};         // every segment but the two block backward ones, instances included
+  double plain[kStreams] = {};         // one instance of the block backward without recompute
+  double checkpointed[kStreams] = {};  // one instance of the checkpointed block backward
+};
+SplitStreamSums split_stream_sums(const Program& split, const OpCosts& costs);
+double step_time_lower_bound_us(const SplitStreamSums& s, int64_t n_layers, int64_t k);
 // tokens_per_rank / (tp * bound): >= make_report()'s tokens/s per GPU, raised by the 1e-9 margin.
 double tokens_per_second_upper_bound(const Program& p, double step_time_lower_bound_us);
 

@@ -24,6 +24,7 @@ enum class SearchPhase : int {
   cost,         // per-op durations (cost_ops)
   schedule,     // the timeline
   report,       // the StepReport (make_report)
+  sweep,        // search.ac_layers: the memory and bound check of every block count (CandidateEvaluator::sweep_ac_layers)
   count_
 };
 inline constexpr int kSearchPhases = static_cast<int>(SearchPhase::count_);
@@ -75,6 +76,8 @@ inline std::string_view to_string(SearchPhase p) {
       return "schedule";
     case SearchPhase::report:
       return "report";
+    case SearchPhase::sweep:
+      return "sweep";
     case SearchPhase::count_:
       break;
   }
