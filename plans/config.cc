@@ -263,9 +263,9 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                         const std::filesystem::path& base_dir, int64_t n_layers) {
   doc.check_map(n, "search",
                 {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "seq_lens", "ac_layers", "objective",
-                 "memory_headroom_gib", "global_batch_size", "gradient_accumulation", "min_tokens_per_second_per_gpu",
-                 "gpu_hour_price", "framework"});
+                 "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "seq_lens", "ac_layers",
+                 "objective", "memory_headroom_gib", "global_batch_size", "gradient_accumulation",
+                 "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
   SearchSpace s;
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
   const bool tt = s.framework == "torchtitan-0.3";

@@ -115,9 +115,10 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
     throw Error(fmt::format("{}: ac_layers: expected 1 to {} (the model's n_layers; 0 or absent: every block), got {}",
                             ac_origin(), m.n_layers, plan.ac_layers));
   if (plan.ac_layers > 0 && plan.activation_checkpointing == ActivationCheckpointing::none)
-    throw Error(fmt::format("{}: ac_layers {}: checkpoints the first {} blocks with the plan's activation_checkpointing "
-                            "policy, which is none; set activation_checkpointing to selective or full",
-                            ac_origin(), plan.ac_layers, plan.ac_layers));
+    throw Error(
+        fmt::format("{}: ac_layers {}: checkpoints the first {} blocks with the plan's activation_checkpointing "
+                    "policy, which is none; set activation_checkpointing to selective or full",
+                    ac_origin(), plan.ac_layers, plan.ac_layers));
   if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
   // torchtitan 0.3's 405B recipe pairs async TP with its (rowwise) float8 converter; the 2025 release did not.

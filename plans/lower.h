@@ -84,14 +84,13 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
 // allocated anew. For the search, which finishes one unfinished Program under several policies and recycles the
 // Programs it has evaluated: a fresh copy and its destruction cost about as much as finishing itself.
 // `ac_layers`: the plan's Plan::ac_layers to finish with (-1: the one `p` was lowered with).
-void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out,
-                          int64_t ac_layers = -1);
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers = -1);
 
 // A Program whose block backward is split (finished with 0 < ac_layers < n_layers, so that it has recompute ops) at
 // another block count 0 < k < n_layers: the two segments' layer ranges and plan.ac_layers are all that finishing at
 // k changes (the segments' ops are the same for every k), so the result equals finishing at k field for field. For
-// the search's ac_layers sweep (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h). Throws tptune::Error when `p` is not split or k is out of
-// range.
+// the search's ac_layers sweep (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h). Throws tptune::Error when `p`
+// is not split or k is out of range.
 void set_ac_layers(Program& p, int64_t k);
 
 // The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:

@@ -237,7 +237,6 @@ struct Segment {
   int layer_count = 0;
 };
 
-
 struct LayerChain {
   TensorId in = -1, out = -1;       // per-layer tensors
   TensorId source = -1, sink = -1;  // global tensors

@@ -35,7 +35,7 @@ struct MemoryReport {
   double saved_per_block = 0;  // saved for backward by one block (one without AC when ac_layers splits them)
   double saved_per_checkpointed_block = 0;  // with ac_layers: by one of the checkpointed blocks
   int checkpointed_blocks = 0;              // with ac_layers: how many (0 otherwise)
-  double activations = 0;  // all blocks: saved_per_block x layers, or each kind x its blocks
+  double activations = 0;                   // all blocks: saved_per_block x layers, or each kind x its blocks
   // Transient at the peak phase.
   std::string peak_phase;       // "forward" | "head" | "backward"
   double working_set = 0;       // gradients, temporaries, recomputed activations, logits
@@ -53,7 +53,8 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
 
 // memory_model() in two steps: what it reads from the Program, then the peak. A plan's ac_layers = k changes only how
 // many blocks are of each kind (blocks = L - k, checkpointed_blocks = k: the segments' ops are the same for every
-// k), so the search computes the parts once and the report of each k from them (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h):
+// k), so the search computes the parts once and the report of each k from them (CandidateEvaluator::sweep_ac_layers,
+// sim/search_eval.h):
 //   memory_model(p) == memory_from_parts(memory_parts(p, c), gpu, c), bit for bit.
 // With ac_layers the peak is the larger of the phases above, the backward of the checkpointed blocks (their own saved
 // tensors, its working set) among them.

@@ -55,9 +55,10 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   const bool bound = o.bound_top > 0 && (r.space.objective == Objective::tokens_per_second ||
                                          r.space.objective == Objective::cost_per_token);
   if (!bound && total > limits::max_search_candidates)
-    throw Error(fmt::format("{}: {} candidates with search.ac_layers: a full ranking keeps every feasible one (at most "
-                            "{}); use branch-and-bound (--bound), which keeps the top K and the Pareto front exact",
-                            cfg.path, total, limits::max_search_candidates));
+    throw Error(
+        fmt::format("{}: {} candidates with search.ac_layers: a full ranking keeps every feasible one (at most "
+                    "{}); use branch-and-bound (--bound), which keeps the top K and the Pareto front exact",
+                    cfg.path, total, limits::max_search_candidates));
   Incumbents incumbents(o.bound_top);
   std::vector<AcLayersSweep> sweeps(static_cast<size_t>(r.threads));
   std::vector<std::unique_ptr<CandidateEvaluator>> workers;

@@ -304,7 +304,7 @@ nlohmann::json plan_summary_json(const Plan& p) {
                       {"local_batch_size", p.local_batch_size}};
   if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
   if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
-  if (p.seq_len > 0) j["seq_len"] = p.seq_len;  // plans of a search over search.seq_lens: likewise
+  if (p.seq_len > 0) j["seq_len"] = p.seq_len;        // plans of a search over search.seq_lens: likewise
   if (p.ac_layers > 0) j["ac_layers"] = p.ac_layers;  // search.ac_layers: likewise
   return j;
 }

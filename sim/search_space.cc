@@ -56,9 +56,10 @@ ResolvedSpace resolve_space(const Config& cfg) {
   r.seq_lens = s.seq_lens.empty() ? std::vector<int64_t>{cfg.training.seq_len} : s.seq_lens;
   r.ac_layers = s.ac_layers;
   if (!r.ac_layers.empty() && r.max_local_batch_size > 0)
-    throw Error(fmt::format("{}: search.ac_layers with search.max_local_batch_size: not supported (the block-count "
-                            "sweep prices every k from one lowering at a given batch); give local_batch_sizes",
-                            cfg.path));
+    throw Error(
+        fmt::format("{}: search.ac_layers with search.max_local_batch_size: not supported (the block-count "
+                    "sweep prices every k from one lowering at a given batch); give local_batch_sizes",
+                    cfg.path));
   r.objective = s.objective;
   r.memory_headroom_gib = s.memory_headroom_gib;
   r.global_batch_size = s.global_batch_size;
@@ -97,16 +98,17 @@ int64_t ResolvedSpace::candidates() const {
   const int64_t base = static_cast<int64_t>(size());
   if (ac_layers.empty()) return base;
   const int64_t per_policy = base / static_cast<int64_t>(std::max<size_t>(activation_checkpointing.size(), 1));
-  const int64_t policies = static_cast<int64_t>(
-      std::count_if(activation_checkpointing.begin(), activation_checkpointing.end(),
-                    [](ActivationCheckpointing a) { return a != ActivationCheckpointing::none; }));
+  const int64_t policies =
+      static_cast<int64_t>(std::count_if(activation_checkpointing.begin(), activation_checkpointing.end(),
+                                         [](ActivationCheckpointing a) { return a != ActivationCheckpointing::none; }));
   const int64_t swept = checked_mul({per_policy, policies, static_cast<int64_t>(ac_layers.size())},
                                     "search space size with search.ac_layers");
   const int64_t total = checked_add(base, swept, "search space size with search.ac_layers");
   if (total > limits::max_swept_candidates)
-    throw Error(fmt::format("search space size with search.ac_layers: {} candidates; expected at most {}: shorten "
-                            "the lists of the search section",
-                            total, limits::max_swept_candidates));
+    throw Error(
+        fmt::format("search space size with search.ac_layers: {} candidates; expected at most {}: shorten "
+                    "the lists of the search section",
+                    total, limits::max_swept_candidates));
   return total;
 }
 
@@ -182,7 +184,8 @@ std::string describe(const ResolvedSpace& s, const Candidate& c) {
       "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp,
       c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,
-      to_string(c.ac), c.ac_layers > 0 ? fmt::format(" ac_layers={}", c.ac_layers) : "", c.local_batch_size, s.seq_lens.size() > 1 ? fmt::format(" seq={}", c.seq_len) : "",
+      to_string(c.ac), c.ac_layers > 0 ? fmt::format(" ac_layers={}", c.ac_layers) : "", c.local_batch_size,
+      s.seq_lens.size() > 1 ? fmt::format(" seq={}", c.seq_len) : "",
       c.gradient_accumulation_steps > 1 ? fmt::format(" grad_accum={}", c.gradient_accumulation_steps) : "");
 }
 

@@ -76,7 +76,7 @@ struct ResolvedSpace {
   // none stands for itself (every block) and one candidate per k, which the search sweeps from one lowering
   // (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h); candidates() counts them all.
   std::vector<int64_t> ac_layers;
-  int64_t config_seq_len = 0;              // the config's training.seq_len
+  int64_t config_seq_len = 0;  // the config's training.seq_len
   Objective objective = Objective::tokens_per_second;
   double memory_headroom_gib = 2.0;
   int64_t global_batch_size = 0;             // 0: no constraint (SearchSpace)

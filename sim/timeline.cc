@@ -41,7 +41,6 @@ Stream stream_of(const Op& op) {
   return Stream::compute;
 }
 
-
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {
     GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate);

@@ -42,8 +42,7 @@ SplitStreamSums split_stream_sums(const Program& p, const OpCosts& costs) {
 double step_time_lower_bound_us(const SplitStreamSums& s, int64_t n_layers, int64_t k) {
   double busy = 0;
   const auto plain = static_cast<double>(n_layers - k), ckpt = static_cast<double>(k);
-  for (int i = 0; i < kStreams; ++i)
-    busy = std::max(busy, s.fixed[i] + plain * s.plain[i] + ckpt * s.checkpointed[i]);
+  for (int i = 0; i < kStreams; ++i) busy = std::max(busy, s.fixed[i] + plain * s.plain[i] + ckpt * s.checkpointed[i]);
   return busy * (1 - kMargin);
 }
 

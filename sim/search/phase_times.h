@@ -24,7 +24,7 @@ enum class SearchPhase : int {
   cost,         // per-op durations (cost_ops)
   schedule,     // the timeline
   report,       // the StepReport (make_report)
-  sweep,        // search.ac_layers: the memory and bound check of every block count (CandidateEvaluator::sweep_ac_layers)
+  sweep,  // search.ac_layers: the memory and bound check of every block count (CandidateEvaluator::sweep_ac_layers)
   count_
 };
 inline constexpr int kSearchPhases = static_cast<int>(SearchPhase::count_);
