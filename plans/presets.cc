@@ -153,6 +153,7 @@ Plan preset_plan(const std::string& name, const Plan& base) {
   p.async_tp = base.async_tp;
   p.loss_parallel = base.loss_parallel;
   p.activation_checkpointing = base.activation_checkpointing;
+  p.ac_layers = base.ac_layers;
   p.local_batch_size = base.local_batch_size;
   p.gradient_accumulation_steps = base.gradient_accumulation_steps;
   p.seq_len = base.seq_len;
