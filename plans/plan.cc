@@ -100,6 +100,14 @@ const ParallelStyle* Plan::style_for(const std::string& fqn) const {
   return nullptr;
 }
 
+std::string ac_text(ActivationCheckpointing ac, int64_t ac_layers, int64_t n_layers) {
+  const std::string policy(to_string(ac));
+  if (ac == ActivationCheckpointing::none || ac_layers <= 0) return policy;
+  if (n_layers <= 0) return fmt::format("{} on the first {} blocks", policy, ac_layers);
+  if (ac_layers >= n_layers) return fmt::format("{} on all {} blocks", policy, n_layers);
+  return fmt::format("{} on the first {} of {} blocks", policy, ac_layers, n_layers);
+}
+
 int64_t Plan::global_batch_size() const {
   return checked_mul({local_batch_size, dp_shard, dp_replicate, gradient_accumulation_steps},
                      "global batch size (local_batch_size x dp_shard x dp_replicate x gradient_accumulation_steps)");
@@ -111,11 +119,10 @@ bool Plan::operator==(const Plan& o) const {
   return tp_degree == o.tp_degree && dp_shard == o.dp_shard && dp_replicate == o.dp_replicate && float8 == o.float8 &&
          async_tp == o.async_tp && loss_parallel == o.loss_parallel &&
          activation_checkpointing == o.activation_checkpointing && ac_layers == o.ac_layers &&
-         local_batch_size == o.local_batch_size &&
-         gradient_accumulation_steps == o.gradient_accumulation_steps && seq_len == o.seq_len && modules == o.modules &&
-         framework == o.framework && fused_qkv == o.fused_qkv && output_fqn == o.output_fqn && chunks() == o.chunks() &&
-         fsdp_always == o.fsdp_always && ac_early_stop == o.ac_early_stop &&
-         ac_saves_reduce_scatter == o.ac_saves_reduce_scatter;
+         local_batch_size == o.local_batch_size && gradient_accumulation_steps == o.gradient_accumulation_steps &&
+         seq_len == o.seq_len && modules == o.modules && framework == o.framework && fused_qkv == o.fused_qkv &&
+         output_fqn == o.output_fqn && chunks() == o.chunks() && fsdp_always == o.fsdp_always &&
+         ac_early_stop == o.ac_early_stop && ac_saves_reduce_scatter == o.ac_saves_reduce_scatter;
 }
 
 }  // namespace tptune
