@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
+#include "plans/explain.h"
+#include "plans/export.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
 #include "tests/small_model.h"
@@ -130,4 +132,63 @@ TEST_CASE("ac_layers = n_layers lowers as every block (ac_layers 0), but for the
     }
     CHECK(all.plan == every.plan);
   }
+}
+
+TEST_CASE("ac_layers: explain lists the checkpointed blocks' backward apart") {
+  const Program p = lower_split(1, ActivationCheckpointing::full);
+  const std::string text = explain_text(p);
+  CHECK_THAT(text, Contains("AC full on the first 1 of 4 blocks"));
+  CHECK_THAT(text, Contains("One transformer block without activation checkpointing (layers.1; layers 1 to 3"));
+  CHECK_THAT(text, Contains("Backward of a checkpointed block (layers.0; layers 0 to 0"));
+  const nlohmann::json j = explain_json(p);
+  CHECK(j["plan"]["ac_layers"] == 1);
+  // Full AC recomputes the forward's TP collectives but for those whose outputs backward does not read (the last
+  // reduce-scatter, the block's output): the checkpointed backward has more than the others, at most all the forward's.
+  int fwd = 0, bwd = 0, ckpt = 0;
+  for (const auto& [k, v] : j["per_block"]["forward"].items()) fwd += v.get<int>();
+  for (const auto& [k, v] : j["per_block"]["backward"].items()) bwd += v.get<int>();
+  for (const auto& [k, v] : j["per_checkpointed_block"]["backward"].items()) ckpt += v.get<int>();
+  CHECK(ckpt > bwd);
+  CHECK(ckpt <= bwd + fwd);
+  CHECK(!explain_json(lower_split(0, ActivationCheckpointing::full))["plan"].contains("ac_layers"));
+}
+
+TEST_CASE("ac_layers: torchtitan exports map a full-AC prefix of floor(L/N) blocks to every N-th block") {
+  Plan p = plan_text("full", "40");
+  ExportContext ctx;
+  ctx.n_layers = 80;
+  // floor(80 / 2) = 40: selective_ac_option "2" checkpoints layers 1, 3, ..., 79, the same count.
+  std::string toml = export_torchtitan_toml(p, ctx);
+  CHECK_THAT(toml, Contains("mode = \"selective\"") && Contains("selective_ac_option = \"2\"") &&
+                       Contains("layers 1, 3, ..., 79"));
+  // 30 of 80: floor(80/2) = 40 (off by 10), floor(80/3) = 26 (off by 4), floor(80/4) = 20: the nearest is N = 3.
+  p.ac_layers = 30;
+  toml = export_torchtitan_toml(p, ctx);
+  CHECK_THAT(toml, Contains("mode = \"full\"") &&
+                       Contains("NOTE: the plan checkpoints (full) only the first 30 of 80") &&
+                       Contains("selective_ac_option = \"3\" checkpoints (full AC) one block in every 3, 26 of 80"));
+  // Selective AC on a prefix: torchtitan's every-N-th block is full AC, so never exact.
+  p.activation_checkpointing = ActivationCheckpointing::selective;
+  p.ac_layers = 40;
+  toml = export_torchtitan_toml(p, ctx);
+  CHECK_THAT(toml, Contains("selective_ac_option = \"op\"") && Contains("NOTE: the plan checkpoints (selective)"));
+  // torchtitan 0.3 has no layer option: a NOTE.
+  CHECK_THAT(export_torchtitan_cli(p, ctx), Contains("torchtitan 0.3 applies its") && Contains("N = 2 checkpoints"));
+  CHECK_THAT(export_python(p, ctx), Contains("model.layers[0 .. 39]"));
+  // 6 of 7 layers: floor(7/1) = 7 (off by 1), floor(7/2) = 3: the tie-free nearest is N = 1 (all 7).
+  p.activation_checkpointing = ActivationCheckpointing::full;
+  p.ac_layers = 6;
+  const LayerAc a = layer_ac(p, 7);
+  CHECK(a.applies);
+  CHECK(!a.exact);
+  CHECK(a.every == 1);
+  CHECK(a.blocks == 7);
+  // 2 of 6: floor(6/2) = 3 and floor(6/3) = 2: exact at N = 3; 4 of 10: floor(10/2) = 5 and floor(10/3) = 3 tie at 1
+  // off, ties go to more blocks: N = 2.
+  p.ac_layers = 2;
+  CHECK(layer_ac(p, 6).exact);
+  CHECK(layer_ac(p, 6).every == 3);
+  p.ac_layers = 4;
+  CHECK(layer_ac(p, 10).every == 2);
+  CHECK(layer_ac(p, 10).blocks == 5);
 }
