@@ -103,7 +103,7 @@ const ParallelStyle* Plan::style_for(const std::string& fqn) const {
 std::string ac_text(ActivationCheckpointing ac, int64_t ac_layers, int64_t n_layers) {
   const std::string policy(to_string(ac));
   if (ac == ActivationCheckpointing::none || ac_layers <= 0) return policy;
-  if (n_layers <= 0) return fmt::format("{} on the first {} blocks", policy, ac_layers);
+  if (n_layers <= 0) return fmt::format("{} on the first {} block{}", policy, ac_layers, ac_layers == 1 ? "" : "s");
   if (ac_layers >= n_layers) return fmt::format("{} on all {} blocks", policy, n_layers);
   return fmt::format("{} on the first {} of {} blocks", policy, ac_layers, n_layers);
 }

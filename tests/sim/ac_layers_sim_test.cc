@@ -1,6 +1,7 @@
 // A plan's ac_layers in the simulator: the fast schedule against the expanded one on split Programs of the example
 // configs, the memory model's two kinds of block, and the monotonicity of step time and peak memory in k.
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "plans/config.h"
 #include "plans/lower.h"
@@ -104,4 +105,28 @@ TEST_CASE("ac_layers: step time grows with the checkpointed blocks; k = L is ful
     last = t;
   }
   CHECK(last == every);
+}
+
+TEST_CASE("ac_layers: simulate's text and JSON name the checkpointed blocks; top ops count both block backwards") {
+  const Config cfg = example("llama3-8b-h100.yaml");
+  const ClusterSpec cl = resolve_cluster(cfg);
+  const StepReport r =
+      simulate(lower_k(cfg, "sequence_parallel", ActivationCheckpointing::full, 16), cl, default_cost_params());
+  const std::string text = report_text(r);
+  CHECK_THAT(text, Catch::Contains("activation checkpointing full on the first 16 of 32 blocks"));
+  CHECK_THAT(text,
+             Catch::Contains("saved per block without AC x 16") && Catch::Contains("per checkpointed block x 16"));
+  const nlohmann::json j = report_json(r);
+  CHECK(j["plan"]["ac_layers"] == 16);
+  CHECK(j["memory_gib"]["checkpointed_blocks"] == 16);
+  // An op of the block backward is reported once, 32 times per step (16 in each segment), as without the split.
+  std::set<std::string> names;
+  for (const OpSummary& op : r.top_ops) {
+    CHECK(names.insert(op.name).second);
+    if (op.name.starts_with("layers.*.") && op.phase == "backward") CHECK(op.count == 32);
+  }
+  const nlohmann::json every = report_json(
+      simulate(lower_k(cfg, "sequence_parallel", ActivationCheckpointing::full, 0), cl, default_cost_params()));
+  CHECK(!every["plan"].contains("ac_layers"));
+  CHECK(!every["memory_gib"].contains("checkpointed_blocks"));
 }
