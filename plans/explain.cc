@@ -122,12 +122,30 @@ std::vector<CollectiveRecord> step_collectives(const Program& p) {
   return out;
 }
 
+const Segment* checkpointed_block_backward(const Program& p) {
+  const Segment* first = p.segment("block.bwd");
+  for (const Segment& s : p.segments)
+    if (&s != first && s.name == "block.bwd") return &s;
+  return nullptr;
+}
+
 std::vector<CollectiveRecord> block_collectives(const Program& p) {
   std::vector<CollectiveRecord> out;
-  for (const char* name : {"block.fwd", "block.bwd", "block.optimizer"})
-    if (const Segment* s = p.segment(name))
+  // The first block.bwd segment: every block, or with ac_layers the blocks without recompute (from layer k on).
+  const Segment* bwd = p.segment("block.bwd");
+  const int layer = checkpointed_block_backward(p) && bwd ? bwd->first_layer : 0;
+  for (const Segment* s : {p.segment("block.fwd"), bwd, p.segment("block.optimizer")})
+    if (s)
       for (const Op& op : s->ops)
-        if (op.is_collective()) out.push_back(record_of(p, op, 0));
+        if (op.is_collective()) out.push_back(record_of(p, op, layer));
+  return out;
+}
+
+std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p) {
+  std::vector<CollectiveRecord> out;
+  if (const Segment* s = checkpointed_block_backward(p))
+    for (const Op& op : s->ops)
+      if (op.is_collective()) out.push_back(record_of(p, op, s->first_layer));
   return out;
 }
 
@@ -140,17 +158,25 @@ void write_explain_json(const Program& p, std::ostream& out) {
                          {"loss_parallel", p.plan.loss_parallel},
                          {"activation_checkpointing", std::string(to_string(p.plan.activation_checkpointing))},
                          {"local_batch_size", p.plan.local_batch_size}};
-  nlohmann::json per_block;
-  for (const char* phase : {"forward", "backward", "optimizer"}) {
-    nlohmann::json counts;
-    for (const char* k : kKinds) counts[k] = 0;
-    per_block[phase] = counts;
-  }
-  for (const auto& r : block_collectives(p)) {
-    if (r.group != Group::tp) continue;
-    const char* phase = r.phase == Phase::forward ? "forward" : r.phase == Phase::optimizer ? "optimizer" : "backward";
-    per_block[phase][std::string(to_string(r.kind))] = per_block[phase][std::string(to_string(r.kind))].get<int>() + 1;
-  }
+  if (p.plan.ac_layers > 0) plan["ac_layers"] = p.plan.ac_layers;  // only then: other documents read as before
+  // TP collectives per phase of one block (recompute counts as backward).
+  auto per_phase = [](const std::vector<CollectiveRecord>& rs, std::initializer_list<const char*> phases) {
+    nlohmann::json per;
+    for (const char* phase : phases) {
+      nlohmann::json counts;
+      for (const char* k : kKinds) counts[k] = 0;
+      per[phase] = counts;
+    }
+    for (const auto& r : rs) {
+      if (r.group != Group::tp) continue;
+      const char* phase = r.phase == Phase::forward     ? "forward"
+                          : r.phase == Phase::optimizer ? "optimizer"
+                                                        : "backward";
+      per[phase][std::string(to_string(r.kind))] = per[phase][std::string(to_string(r.kind))].get<int>() + 1;
+    }
+    return per;
+  };
+  const nlohmann::json per_block = per_phase(block_collectives(p), {"forward", "backward", "optimizer"});
   std::map<std::string, std::pair<int64_t, int64_t>> per_group;
   for (const auto& [key, v] : step_totals(p, false)) {
     auto& g = per_group[key.first];
@@ -178,8 +204,10 @@ void write_explain_json(const Program& p, std::ostream& out) {
     }
   });
   out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-  out << (first ? "]" : "\n  ]") << ",\n  \"per_block\": " << per_block.dump() << ",\n  \"per_step\": " << step.dump()
-      << "\n}\n";
+  out << (first ? "]" : "\n  ]") << ",\n  \"per_block\": " << per_block.dump();
+  if (checkpointed_block_backward(p))
+    out << ",\n  \"per_checkpointed_block\": " << per_phase(checkpointed_block_collectives(p), {"backward"}).dump();
+  out << ",\n  \"per_step\": " << step.dump() << "\n}\n";
 }
 
 nlohmann::json explain_json(const Program& p) {
@@ -197,8 +225,8 @@ std::string explain_text(const Program& p) {
                   "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}{}",
                   p.plan.family, p.tp, p.dp, p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : "",
                   to_string(p.plan.float8), p.plan.async_tp ? "on" : "off", p.plan.loss_parallel ? "on" : "off",
-                  to_string(p.plan.activation_checkpointing), m.name, m.n_layers, m.dim, m.n_heads, m.n_kv_heads,
-                  m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size,
+                  ac_text(p.plan.activation_checkpointing, p.plan.ac_layers, m.n_layers), m.name, m.n_layers, m.dim,
+                  m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size,
                   p.plan.gradient_accumulation_steps > 1
                       ? fmt::format(" x {} microbatches (gradient accumulation: the collectives below are one "
                                     "microbatch's, the optimizer's once per step)",
@@ -216,8 +244,24 @@ std::string explain_text(const Program& p) {
     if (rs.empty()) line("  (none)");
   };
   line("");
-  line("One transformer block (layers.0; every layer is the same):");
-  table(block_collectives(p));
+  const Segment* ckpt = checkpointed_block_backward(p);
+  if (!ckpt) {
+    line("One transformer block (layers.0; every layer is the same):");
+    table(block_collectives(p));
+  } else {
+    // ac_layers = k: blocks k .. L-1 save every activation, blocks 0 .. k-1 recompute in their backward.
+    const int k = ckpt->layer_count;
+    line(
+        fmt::format("One transformer block without activation checkpointing (layers.{}; layers {} to {} are the same, "
+                    "they save every activation):",
+                    k, k, m.n_layers - 1));
+    table(block_collectives(p));
+    line(
+        fmt::format("Backward of a checkpointed block (layers.0; layers 0 to {} are the same: AC {} recomputes their "
+                    "forward first; their forward is the one above):",
+                    k - 1, to_string(p.plan.activation_checkpointing)));
+    table(checkpointed_block_collectives(p));
+  }
   bool at_optimizer = false;
   for_each_step_collective(
       p, [&](const CollectiveRecord& r) { at_optimizer |= r.phase == Phase::optimizer && r.group == Group::tp; });

@@ -12,6 +12,9 @@
 // all-reduces of the gradient shards, tensor "gradient shards", group "dp_replicate".
 // `collectives` lists every collective of the step in program order, every layer, full FQNs; `bytes` is the full
 // tensor's size (nccl-tests' `size`). per_block counts one block's TP collectives; recompute counts as backward.
+// A plan with ac_layers = k (0 < k < n_layers) adds "ac_layers": k to "plan", and "per_checkpointed_block":
+// {"backward": {...}}: the TP collectives of the backward of one of the checkpointed blocks 0 .. k-1 (recompute
+// included); per_block's backward is then that of the blocks k .. L-1, which recompute nothing.
 
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -38,8 +41,15 @@ struct CollectiveRecord {
 // Every collective of the step, every layer instantiated, in program order.
 std::vector<CollectiveRecord> step_collectives(const Program& p);
 // The collectives of one block template (layer 0 names): forward, backward (recompute included), then those the
-// optimizer step issues per block (Partial gradients all-reduced there when no FSDP wraps the model).
+// optimizer step issues per block (Partial gradients all-reduced there when no FSDP wraps the model). With a plan's
+// ac_layers = k splitting the block backward (plans/program.h), the backward is that of the blocks without recompute
+// and the names are layer k's.
 std::vector<CollectiveRecord> block_collectives(const Program& p);
+// With ac_layers = k splitting the block backward: the collectives of the checkpointed blocks' backward (recompute
+// included; layer 0 names). Empty otherwise.
+std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p);
+// The second block.bwd segment (the checkpointed blocks 0 .. k-1) when ac_layers splits the block backward, else null.
+const Segment* checkpointed_block_backward(const Program& p);
 
 // Writes the JSON document above to `out` one collective at a time: memory stays one block's records plus the
 // output stream, whatever the layer count. explain_json parses what it writes (for tests and small programs).

@@ -14,7 +14,7 @@
 //                                  tensorwise is an error (0.3 has rowwise recipes only).
 //                                  tools/check_torchtitan_export.py feeds it through torchtitan's own ConfigManager.
 //
-//   export_torchtitan_toml(plan)   torchtitan before 0.3 (`--format torchtitan-toml`):   the job-config sections
+//   export_torchtitan_toml(plan, ctx) torchtitan before 0.3 (`--format torchtitan-toml`):   the job-config sections
 //   torchtitan reads for this plan: [parallelism]
 //                                  (tensor_parallel_degree, data_parallel_shard_degree, enable_async_tensor_parallel,
 //                                  disable_loss_parallel), [activation_checkpoint] mode, [training] local_batch_size,
@@ -26,7 +26,7 @@
 //                                  module plan; for any other module plan (vanilla, a custom file) the TOML says so
 //                                  in a NOTE and the python export is the faithful one.
 //
-//   export_python(plan)            the parallelize_module plan dict with its imports: ColwiseParallel(...),
+//   export_python(plan, ctx)       the parallelize_module plan dict with its imports: ColwiseParallel(...),
 //                                  RowwiseParallel(output_layouts=Shard(1)), SequenceParallel(),
 //                                  PrepareModuleInput(...), and torchao's Float8ColwiseParallel /
 //                                  Float8RowwiseParallel / PrepareFloat8ModuleInput for block modules when float8 is
@@ -47,17 +47,36 @@ enum class ExportFormat { torchtitan, torchtitan_toml, python };
 // "torchtitan" | "torchtitan-toml" | "python"; throws tptune::Error naming `where` otherwise.
 ExportFormat parse_export_format(const std::string& s, const std::string& where);
 
-// What the torchtitan 0.3 command needs beyond the plan (from the config, when `tp-plan export --config` names one).
+// What the exports need beyond the plan (from the config, when `tp-plan export --config` names one).
 struct ExportContext {
   std::string model_preset;     // llama3-8b | llama3-70b | llama3-405b picks the recipe; others: a NOTE
   int64_t seq_len = 0;          // 0: the recipe's
   std::optional<bool> compile;  // training.compile; unset: on exactly with async TP
   int nodes = 0, gpus_per_node = 0;
+  int64_t n_layers = 0;  // the model's; 0: not known (a plan's ac_layers is then exported as AC on every block)
 };
 
 std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx);
-std::string export_torchtitan_toml(const Plan& plan);
-std::string export_python(const Plan& plan);
+std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx = {});
+std::string export_python(const Plan& plan, const ExportContext& ctx = {});
+
+// A plan's ac_layers = k (AC on the first k of L blocks) in torchtitan. torchtitan cannot name blocks; before 0.3 its
+// layer-level selective AC (`[activation_checkpoint] mode = "selective"`, `selective_ac_option = "N"`) wraps every
+// N-th block in full checkpointing: a counter incremented per block (layers.0 first) checkpoints when count % N == 0,
+// i.e. layers N-1, 2N-1, ..., floor(L/N) blocks (torchtitan/distributed/activation_checkpoint.py, _apply_layer_sac;
+// earlier _apply_ac_to_transformer_block in parallelize_llama.py). torchtitan 0.3 has no such option (FullAC and
+// SelectiveAC wrap every block). With the full policy and floor(L/N) == k for some N the count, hence the recompute
+// and the saved memory in tptune's model, is the same: `exact`, `every` the smallest such N. Otherwise `every` is the
+// N whose floor(L/N) is closest to k (ties: more blocks), and the exports keep the policy on every block with a NOTE.
+struct LayerAc {
+  bool applies = false;  // 0 < k < L with a policy other than none (L known)
+  bool exact = false;
+  int64_t every = 0;   // N
+  int64_t blocks = 0;  // floor(L / N)
+};
+LayerAc layer_ac(const Plan& plan, int64_t n_layers);
+// The layers that setting checkpoints: "layers 1, 3, ..., 79" (N = 2, 40 blocks), "layer 79".
+std::string every_nth_layers(const LayerAc& a);
 std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& ctx = {});
 
 // True when the plan's modules are exactly torchtitan's apply_tp plan (the `sequence_parallel` preset with the same

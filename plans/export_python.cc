@@ -79,7 +79,7 @@ Rendered render(const PlanEntry& e, bool float8_tensorwise) {
 
 }  // namespace
 
-std::string export_python(const Plan& plan) {
+std::string export_python(const Plan& plan, const ExportContext& ctx) {
   const bool f8 = plan.float8 == Float8Recipe::tensorwise;
   std::vector<std::string> lines;
   std::set<std::string> torch_classes, torchao_classes, placements;
@@ -107,7 +107,14 @@ std::string export_python(const Plan& plan) {
       "# tp {}, dp_shard {}, float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, "
       "local batch size {}.\n",
       plan.tp_degree, plan.dp_shard, to_string(plan.float8), plan.async_tp ? "on" : "off",
-      plan.loss_parallel ? "on" : "off", to_string(plan.activation_checkpointing), plan.local_batch_size);
+      plan.loss_parallel ? "on" : "off", ac_text(plan.activation_checkpointing, plan.ac_layers, ctx.n_layers),
+      plan.local_batch_size);
+  if (plan.ac_layers > 0 && plan.activation_checkpointing != ActivationCheckpointing::none &&
+      (ctx.n_layers <= 0 || plan.ac_layers < ctx.n_layers))
+    out += fmt::format(
+        "# Activation checkpointing on the first {} blocks only: wrap model.layers[0 .. {}] in checkpoint_wrapper\n"
+        "# (torch.distributed.algorithms._checkpoint.checkpoint_wrapper) and leave the others unwrapped.\n",
+        plan.ac_layers, plan.ac_layers - 1);
   if (plan.dp_replicate > 1)
     out += fmt::format(
         "# HSDP: dp_replicate {} x dp_shard {} x tp {}. The TP plan below is the same; data parallelism is FSDP2's\n"

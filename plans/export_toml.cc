@@ -19,11 +19,31 @@ std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& c
     case ExportFormat::torchtitan:
       return export_torchtitan_cli(plan, ctx);
     case ExportFormat::torchtitan_toml:
-      return export_torchtitan_toml(plan);
+      return export_torchtitan_toml(plan, ctx);
     case ExportFormat::python:
-      return export_python(plan);
+      return export_python(plan, ctx);
   }
-  return export_python(plan);
+  return export_python(plan, ctx);
+}
+
+std::string every_nth_layers(const LayerAc& a) {
+  if (a.blocks <= 1) return fmt::format("layer {}", a.every - 1);
+  if (a.blocks == 2) return fmt::format("layers {} and {}", a.every - 1, 2 * a.every - 1);
+  return fmt::format("layers {}, {}, ..., {}", a.every - 1, 2 * a.every - 1, a.blocks * a.every - 1);
+}
+
+LayerAc layer_ac(const Plan& plan, int64_t n_layers) {
+  LayerAc r;
+  const int64_t k = plan.ac_layers, L = n_layers;
+  if (plan.activation_checkpointing == ActivationCheckpointing::none || k <= 0 || L <= 0 || k >= L) return r;
+  r.applies = true;
+  int64_t best = -1;
+  for (int64_t n = 1; n <= L; ++n) {  // floor(L/n) falls as n grows: the first of equal distance has more blocks
+    const int64_t d = L / n > k ? L / n - k : k - L / n;
+    if (best < 0 || d < best) best = d, r.every = n, r.blocks = L / n;
+  }
+  r.exact = best == 0 && plan.activation_checkpointing == ActivationCheckpointing::full;
+  return r;
 }
 
 bool is_torchtitan_module_plan(const Plan& plan) {
@@ -49,7 +69,7 @@ const char* toml_bool(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-std::string export_torchtitan_toml(const Plan& plan) {
+std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   std::string out;
@@ -90,9 +110,37 @@ std::string export_torchtitan_toml(const Plan& plan) {
   out += fmt::format("disable_loss_parallel = {}\n", toml_bool(!plan.loss_parallel));
 
   out += "\n[activation_checkpoint]\n";
-  out += fmt::format("mode = \"{}\"\n", to_string(plan.activation_checkpointing));
-  if (plan.activation_checkpointing == ActivationCheckpointing::selective)
-    out += "selective_ac_option = \"op\"  # the per-op policy tptune simulates (save every second matmul)\n";
+  const LayerAc lac = layer_ac(plan, ctx.n_layers);
+  const int64_t k = plan.ac_layers, L = ctx.n_layers;
+  if (lac.exact) {
+    out += "mode = \"selective\"\n";
+    out += fmt::format(
+        "# The plan checkpoints (full AC) the first {} of {} blocks (ac_layers {}). torchtitan cannot name blocks: "
+        "its\n"
+        "# layer-level selective AC wraps one block in every {} ({}) in full checkpointing instead: the\n"
+        "# same count, {} blocks, so the same recompute and saved memory in tptune's model\n"
+        "# (torchtitan/distributed/activation_checkpoint.py: a per-block counter, checkpointed when count % N == 0).\n",
+        k, L, k, lac.every, every_nth_layers(lac), lac.blocks);
+    out += fmt::format("selective_ac_option = \"{}\"\n", lac.every);
+  } else {
+    out += fmt::format("mode = \"{}\"\n", to_string(plan.activation_checkpointing));
+    if (plan.activation_checkpointing == ActivationCheckpointing::selective)
+      out += "selective_ac_option = \"op\"  # the per-op policy tptune simulates (save every second matmul)\n";
+    if (lac.applies)
+      out += fmt::format(
+          "# NOTE: the plan checkpoints ({}) only the first {} of {} blocks (ac_layers {}); torchtitan cannot express\n"
+          "# k of L blocks, so this checkpoints every block: more recompute and less memory than tptune simulated.\n"
+          "# Nearest: mode = \"selective\", selective_ac_option = \"{}\" checkpoints (full AC) one block in every {}, "
+          "{} "
+          "of {}.\n",
+          to_string(plan.activation_checkpointing), k, L, k, lac.every, lac.every, lac.blocks, L);
+    else if (k > 0 && L <= 0 && plan.activation_checkpointing != ActivationCheckpointing::none)
+      out += fmt::format(
+          "# NOTE: the plan checkpoints only the first {} blocks (ac_layers {}); without --config (the model's layer\n"
+          "# count) this checkpoints every block. torchtitan's selective_ac_option = \"N\" checkpoints every N-th "
+          "block.\n",
+          k, k);
+  }
 
   if (plan.float8 != Float8Recipe::none) {
     const bool tensorwise = plan.float8 == Float8Recipe::tensorwise;

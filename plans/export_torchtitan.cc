@@ -75,6 +75,20 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
     out +=
         "# NOTE: the plan's module styles are neither of torchtitan's (enable_sp on or off); torchtitan runs the\n"
         "# closest, enable_sequence_parallel below. `tp-plan export --format python` prints the exact plan.\n";
+  if (const LayerAc lac = layer_ac(plan, ctx.n_layers); lac.applies)
+    out += fmt::format(
+        "# NOTE: the plan checkpoints ({}) only the first {} of {} blocks (ac_layers {}); torchtitan 0.3 applies its\n"
+        "# AC policy to every block (FullAC / SelectiveAC in torchtitan/distributed/activation_checkpoint.py have no\n"
+        "# layer option), so this run checkpoints all {}: more recompute and less memory than tptune simulated.\n"
+        "# torchtitan before 0.3 can checkpoint one block in every N (--format torchtitan-toml): N = {} checkpoints\n"
+        "# {} of {} ({}).\n",
+        to_string(plan.activation_checkpointing), plan.ac_layers, ctx.n_layers, plan.ac_layers, ctx.n_layers, lac.every,
+        lac.blocks, ctx.n_layers, lac.exact ? "the same count" : "the nearest count");
+  else if (plan.ac_layers > 0 && ctx.n_layers <= 0 && plan.activation_checkpointing != ActivationCheckpointing::none)
+    out += fmt::format(
+        "# NOTE: the plan checkpoints only the first {} blocks (ac_layers {}); torchtitan 0.3 applies its AC policy "
+        "to\n# every block, so this run checkpoints all of them.\n",
+        plan.ac_layers, plan.ac_layers);
   if (python) {
     out += "cat > tptune_torchtitan_config.py <<'PY'\n";
     out += "# A torchtitan 0.3 config function: the recipe with the float8 converter tptune simulated.\n";

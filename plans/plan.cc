@@ -100,6 +100,14 @@ const ParallelStyle* Plan::style_for(const std::string& fqn) const {
   return nullptr;
 }
 
+std::string ac_text(ActivationCheckpointing ac, int64_t ac_layers, int64_t n_layers) {
+  const std::string policy(to_string(ac));
+  if (ac == ActivationCheckpointing::none || ac_layers <= 0) return policy;
+  if (n_layers <= 0) return fmt::format("{} on the first {} block{}", policy, ac_layers, ac_layers == 1 ? "" : "s");
+  if (ac_layers >= n_layers) return fmt::format("{} on all {} blocks", policy, n_layers);
+  return fmt::format("{} on the first {} of {} blocks", policy, ac_layers, n_layers);
+}
+
 int64_t Plan::global_batch_size() const {
   return checked_mul({local_batch_size, dp_shard, dp_replicate, gradient_accumulation_steps},
                      "global batch size (local_batch_size x dp_shard x dp_replicate x gradient_accumulation_steps)");

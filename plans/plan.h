@@ -153,6 +153,11 @@ struct Plan {
 
 bool fqn_matches(const std::string& pattern, const std::string& fqn);
 
+// A plan's activation checkpointing as reports print it: the policy ("none", "full"), and with ac_layers = k (Plan::
+// ac_layers) "full on the first 40 of 126 blocks" ("... of 126" left out when n_layers is 0: not known), "full on all
+// 126 blocks" when k >= n_layers.
+std::string ac_text(ActivationCheckpointing ac, int64_t ac_layers, int64_t n_layers = 0);
+
 // The data of a framework (see Framework): sets framework, fused_qkv, output_fqn, loss_chunks (when 0: torchtitan 0.3
 // its llama3 recipes' 8, dtensor 1), fsdp_always, ac_early_stop, ac_saves_reduce_scatter and, for torchtitan
 // 0.3, loss_parallel (always on under TP).

@@ -156,8 +156,8 @@ Plan load(const std::string& text, const std::string& name) {
                             yaml::describe(root)));
   doc.check_map(root, "",
                 {"family", "tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework",
-                 "loss_chunks", "modules"});
+                 "activation_checkpointing", "ac_layers", "local_batch_size", "gradient_accumulation_steps", "seq_len",
+                 "framework", "loss_chunks", "modules"});
   Plan p;
   p.source = name;
   auto small_positive = [&](const char* k) { return static_cast<int>(doc.integer_in(root[k], k, limits::degree)); };
@@ -175,6 +175,8 @@ Plan load(const std::string& text, const std::string& name) {
     p.activation_checkpointing = parse_activation_checkpointing(
         doc.choice(root["activation_checkpointing"], "activation_checkpointing", {"none", "selective", "full"}),
         doc.where(root["activation_checkpointing"], "activation_checkpointing"));
+  // The model's n_layers bounds it too; lower() checks that (and the policy), naming this line through provenance.
+  if (root["ac_layers"].IsDefined()) p.ac_layers = doc.integer_in(root["ac_layers"], "ac_layers", limits::n_layers);
   if (root["local_batch_size"].IsDefined())
     p.local_batch_size = doc.integer_in(root["local_batch_size"], "local_batch_size", limits::local_batch_size);
   if (root["gradient_accumulation_steps"].IsDefined())
@@ -197,7 +199,7 @@ Plan load(const std::string& text, const std::string& name) {
   // What the file states, with its line, so that tools take every other value from the config (and say so).
   for (const char* k :
        {"tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-        "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks"})
+        "ac_layers", "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks"})
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
@@ -286,6 +288,9 @@ std::string plan_to_yaml(const Plan& plan) {
   out += fmt::format("async_tp: {}\n", plan.async_tp);
   out += fmt::format("loss_parallel: {}\n", plan.loss_parallel);
   out += fmt::format("activation_checkpointing: {}\n", to_string(plan.activation_checkpointing));
+  // Only plans that checkpoint part of the blocks carry the key, so that every plan written before it existed reads and
+  // writes the same.
+  if (plan.ac_layers > 0) out += fmt::format("ac_layers: {}\n", plan.ac_layers);
   out += fmt::format("local_batch_size: {}\n", plan.local_batch_size);
   // Only plans that accumulate carry the key, so that every plan written before it existed reads and writes the same.
   if (plan.gradient_accumulation_steps != 1)

@@ -37,7 +37,7 @@ std::string report_text(const StepReport& r) {
          r.plan);
   append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
          to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
-         to_string(r.activation_checkpointing), r.local_batch_size, r.seq_len);
+         ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers), r.local_batch_size, r.seq_len);
   const MemoryReport& m = r.memory;
   append(o, "  step time          {:10.2f} ms\n", r.step_time_ms);
   // Only plans that accumulate say so: every other report reads as before.
@@ -73,14 +73,25 @@ std::string report_text(const StepReport& r) {
   append(o, "\n  per block                         ms\n");
   append(o, "    forward                 {:10.3f}\n", r.block_forward_ms);
   append(o, "    backward                {:10.3f}{}\n", r.block_backward_ms,
-         r.activation_checkpointing == ActivationCheckpointing::none ? "" : "   (recompute included)");
+         r.activation_checkpointing == ActivationCheckpointing::none ? std::string()
+         : r.ac_layers > 0 && r.ac_layers < r.n_layers
+             ? fmt::format("   (mean of the {} blocks; the {} checkpointed ones include recompute)", r.n_layers,
+                           r.ac_layers)
+             : std::string("   (recompute included)"));
 
   append(o, "\n  memory per GPU                   GiB\n");
   append(o, "    parameters (fp32 master){:10.2f}\n", m.master_params / kGiB);
   append(o, "    gradients (fp32)        {:10.2f}\n", m.gradients / kGiB);
   append(o, "    optimizer (AdamW m, v)  {:10.2f}\n", m.optimizer / kGiB);
-  append(o, "    activations             {:10.2f}   ({:.3f} GiB saved per block)\n", m.activations / kGiB,
-         m.saved_per_block / kGiB);
+  if (m.checkpointed_blocks > 0)  // ac_layers: the blocks without AC and the checkpointed ones save differently
+    append(o,
+           "    activations             {:10.2f}   ({:.3f} GiB saved per block without AC x {}, {:.3f} GiB per "
+           "checkpointed block x {})\n",
+           m.activations / kGiB, m.saved_per_block / kGiB, r.n_layers - m.checkpointed_blocks,
+           m.saved_per_checkpointed_block / kGiB, m.checkpointed_blocks);
+  else
+    append(o, "    activations             {:10.2f}   ({:.3f} GiB saved per block)\n", m.activations / kGiB,
+           m.saved_per_block / kGiB);
   append(o, "    working set ({})  {:10.2f}   (logits {:.2f} GiB)\n", fmt::format("{:>8}", m.peak_phase),
          m.working_set / kGiB, m.logits / kGiB);
   append(o, "    parameters in flight    {:10.2f}\n", m.params_in_flight / kGiB);
@@ -113,6 +124,8 @@ nlohmann::json report_json(const StepReport& r) {
                {"local_batch_size", r.local_batch_size},
                {"seq_len", r.seq_len}};
   if (r.gradient_accumulation_steps > 1) j["plan"]["gradient_accumulation_steps"] = r.gradient_accumulation_steps;
+  // Only plans that checkpoint part of the blocks carry it: every other report reads as before.
+  if (r.ac_layers > 0) j["plan"]["ac_layers"] = r.ac_layers;
   j["step_time_ms"] = r.step_time_ms;
   j["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
   j["mfu"] = r.mfu;
@@ -139,6 +152,10 @@ nlohmann::json report_json(const StepReport& r) {
                      {"params_in_flight", m.params_in_flight / kGiB},
                      {"runtime_overhead", m.runtime_overhead / kGiB},
                      {"peak_phase", m.peak_phase}};
+  if (m.checkpointed_blocks > 0) {
+    j["memory_gib"]["saved_per_checkpointed_block"] = m.saved_per_checkpointed_block / kGiB;
+    j["memory_gib"]["checkpointed_blocks"] = m.checkpointed_blocks;
+  }
   json ops = json::array();
   for (const OpSummary& op : r.top_ops)
     ops.push_back({{"name", op.name},

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "plans/checked_math.h"
 #include "plans/error.h"
@@ -63,6 +65,8 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.async_tp = p.plan.async_tp;
   r.loss_parallel = p.plan.loss_parallel;
   r.activation_checkpointing = p.training.activation_checkpointing;
+  r.ac_layers = p.plan.ac_layers;
+  r.n_layers = p.model.n_layers;
   r.local_batch_size = p.training.local_batch_size;
   r.seq_len = p.training.seq_len;
   r.gradient_accumulation_steps = std::max<int64_t>(ga, 1);
@@ -133,11 +137,40 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   struct Ref {
     size_t seg, op;
     double total;
+    double instances;
   };
   std::vector<Ref> refs;
   for (size_t s = 0; s < p.segments.size(); ++s)
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j)
-      refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances * per_step(p.segments[s])});
+      refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances * per_step(p.segments[s]),
+                      static_cast<double>(tl.segments[s].instances)});
+  // A plan's ac_layers splits the block backward in two segments whose ops are the same but for the recompute: an op
+  // of the checkpointed blocks that has a namesake of the same duration in the others is reported once, with both
+  // counts (as an unsplit report counts it).
+  size_t first_bwd = p.segments.size();
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    if (p.segments[s].name != "block.bwd") continue;
+    if (first_bwd == p.segments.size()) {
+      first_bwd = s;
+      continue;
+    }
+    std::unordered_map<std::string_view, size_t> index;  // op name -> its ref in the first block backward
+    size_t base = 0;
+    for (size_t t = 0; t < first_bwd; ++t) base += p.segments[t].ops.size();
+    for (size_t j = 0; j < p.segments[first_bwd].ops.size(); ++j) index.emplace(p.segments[first_bwd].ops[j].name, j);
+    size_t mine = 0;
+    for (size_t t = 0; t < s; ++t) mine += p.segments[t].ops.size();
+    for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
+      auto it = index.find(p.segments[s].ops[j].name);
+      if (it == index.end() || costs.duration_us[first_bwd][it->second] != costs.duration_us[s][j]) continue;
+      Ref& into = refs[base + it->second];
+      Ref& from = refs[mine + j];
+      into.total += from.total;
+      into.instances += from.instances;
+      from.total = -1;  // ranked last, never reported
+    }
+  }
+  std::erase_if(refs, [](const Ref& r) { return r.total < 0; });
   const size_t keep = std::min(top_ops, refs.size());
   std::partial_sort(
       refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(), [](const Ref& a, const Ref& b) {
@@ -152,7 +185,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     o.kind = op_kind_label(op);
     o.phase = std::string(to_string(op.phase));
     o.stream = stream_of(op);
-    o.count = static_cast<int64_t>(tl.segments[refs[k].seg].instances * per_step(seg));
+    o.count = static_cast<int64_t>(refs[k].instances * per_step(seg));
     o.time_us = costs.duration_us[refs[k].seg][refs[k].op];
     o.total_us = refs[k].total;
     ops.push_back(std::move(o));

@@ -50,6 +50,8 @@ struct StepReport {
   Float8Recipe float8 = Float8Recipe::none;
   bool async_tp = false, loss_parallel = false;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  int64_t ac_layers = 0;  // Plan::ac_layers: AC on the first ac_layers blocks only (0: every block)
+  int64_t n_layers = 0;   // the model's
   int64_t local_batch_size = 1, seq_len = 0;
   int64_t gradient_accumulation_steps = 1;  // microbatches per step (shown only when > 1)
 

@@ -29,6 +29,9 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   }
   cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
+  cmd->add_option("--ac-layers", o.ac_layers,
+                  "checkpoint only the first N blocks (layers 0..N-1; Megatron-LM --recompute-method block "
+                  "--recompute-num-layers N); 0: every block");
   cmd->add_option("--local-batch-size", o.local_batch_size, "sequences per data-parallel rank");
   cmd->add_option("--global-batch-size", o.global_batch_size,
                   "sequences per optimizer step over all data-parallel ranks (torchtitan training.global_batch_size): "
@@ -102,6 +105,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
       plan.activation_checkpointing = cfg.training.activation_checkpointing;
       plan.provenance["activation_checkpointing"] = from_config;
     }
+    // ac_layers has no config key: a file that does not state it checkpoints every block (0).
     if (unstated("local_batch_size")) {
       plan.local_batch_size = cfg.training.local_batch_size;
       plan.provenance["local_batch_size"] = from_config;
@@ -141,6 +145,13 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   if (o.ac)
     plan.activation_checkpointing = parse_activation_checkpointing(*o.ac, "--ac"),
     option("activation_checkpointing", "--ac");
+  // The range against the model's n_layers, and the policy it needs, are lower()'s checks (naming this option).
+  if (o.ac_layers) {
+    if (*o.ac_layers < 0 || *o.ac_layers > limits::n_layers.hi)
+      throw Error(fmt::format("--ac-layers: expected an integer in 0 to {} (0: every block), got {}",
+                              limits::n_layers.hi, *o.ac_layers));
+    plan.ac_layers = *o.ac_layers, option("ac_layers", "--ac-layers");
+  }
   if (o.local_batch_size) plan.local_batch_size = *o.local_batch_size, option("local_batch_size", "--local-batch-size");
   if (o.loss_chunks) {
     if (*o.loss_chunks < 1 || *o.loss_chunks > 4096)
@@ -206,6 +217,8 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
         src("gradient_accumulation_steps", dflt));
   row("activation_checkpointing", std::string(to_string(plan.activation_checkpointing)),
       src("activation_checkpointing", dflt));
+  if (plan.ac_layers > 0 || plan.provenance.count("ac_layers"))
+    row("ac_layers", std::to_string(plan.ac_layers), src("ac_layers", dflt));
   row("float8", std::string(to_string(plan.float8)), src("float8", dflt));
   row("async_tp", plan.async_tp ? "true" : "false", src("async_tp", dflt));
   row("loss_parallel", plan.loss_parallel ? "true" : "false",

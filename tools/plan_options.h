@@ -3,7 +3,7 @@
 //   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard
 //   N] [--dp-replicate N]
 //   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
-//   [--ac none|selective|full] [--local-batch-size N] [--global-batch-size N] [--loss-chunks N]
+//   [--ac none|selective|full] [--ac-layers N] [--local-batch-size N] [--global-batch-size N] [--loss-chunks N]
 //   [--compile | --no-compile]
 // Precedence, for every value: an option, else what the plan file states, else the config (activation
 // checkpointing, local batch size, compile), else the default of a preset: tp the cluster's gpus_per_node (tp-run:
@@ -31,6 +31,7 @@ struct PlanOptions {
   std::optional<int> tp, dp_shard, dp_replicate;
   std::optional<std::string> float8, ac;
   std::optional<int64_t> local_batch_size;
+  std::optional<int64_t> ac_layers;          // --ac-layers: Plan::ac_layers (0: every block)
   std::optional<int64_t> global_batch_size;  // --global-batch-size: the plan's gradient_accumulation_steps from it
   std::optional<std::string> framework;
   std::optional<int> loss_chunks;

@@ -46,6 +46,7 @@ void add_export_command(CLI::App& app, RunFn& run) {
         ctx.compile = cfg.training.compile;
         ctx.nodes = cfg.cluster.nodes;
         ctx.gpus_per_node = cfg.cluster.gpus_per_node;
+        ctx.n_layers = cfg.model.n_layers;  // a plan's ac_layers as torchtitan's every-N-th-block AC
       }
       const std::string text = export_plan(load_plan(args->plan), f, ctx);
       if (args->out.empty()) {

@@ -30,7 +30,8 @@ struct VerifyArgs {
 std::string describe_plan(const Plan& p) {
   return fmt::format("plan {} ({}), tp {}, float8 {}, async_tp {}, loss_parallel {}, ac {}, local batch {}", p.family,
                      p.source, p.tp_degree, to_string(p.float8), p.async_tp ? "on" : "off",
-                     p.loss_parallel ? "on" : "off", to_string(p.activation_checkpointing), p.local_batch_size);
+                     p.loss_parallel ? "on" : "off", ac_text(p.activation_checkpointing, p.ac_layers),
+                     p.local_batch_size);
 }
 
 void write_text(const std::string& path, const std::string& text) {

@@ -41,7 +41,7 @@ svg text.limit { fill: #b00; }
 std::string describe(const StepReport& r) {
   return fmt::format("{} tp {} dp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}", r.plan, r.tp, r.dp,
                      to_string(r.float8), r.async_tp ? "async TP" : "sync TP", r.loss_parallel ? "on" : "off",
-                     to_string(r.activation_checkpointing), r.local_batch_size);
+                     ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers), r.local_batch_size);
 }
 
 std::string summary_table(const std::vector<ReportPlan>& plans) {
