@@ -22,13 +22,16 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
   instances_.resize(ns);
   per_layer_.resize(ns);
   reverse_.resize(ns);
-  first_layer_.resize(ns);
+  layers_.resize(ns);
   op_base_.resize(ns + 1, 0);
   for (size_t s = 0; s < ns; ++s) {
     per_layer_[s] = is_per_layer_segment(p.segments[s]);
     reverse_[s] = p.segments[s].reverse;
     instances_[s] = segment_instances(p, p.segments[s]);
-    first_layer_[s] = per_layer_[s] ? p.segments[s].first_layer : 0;
+    if (per_layer_[s]) {
+      const int first = p.segments[s].first_layer;
+      layers_[s] = reverse_[s] ? Layers{first + instances_[s] - 1, -1} : Layers{first, 1};
+    }
     op_base_[s + 1] = op_base_[s] + p.segments[s].ops.size();
   }
   outside_begin_.reserve(op_base_[ns] + 1);
@@ -72,7 +75,7 @@ Dataflow::Dataflow(const Program& p) : p_(p) {
 int Dataflow::layer(int seg, int inst) const {  // instance_layer(), from the cached segment flags
   const auto s = static_cast<size_t>(seg);
   if (!per_layer_[s]) return -1;
-  return first_layer_[s] + (reverse_[s] ? instances_[s] - 1 - inst : inst);
+  return layers_[s].layer_at_0 + layers_[s].layer_step * inst;
 }
 
 Dataflow::Key Dataflow::key(TensorId t, int l, int depth) const {

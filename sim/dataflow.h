@@ -78,7 +78,12 @@ class Dataflow {
   }
   std::vector<int> instances_;
   std::vector<char> per_layer_, reverse_;  // by segment
-  std::vector<int> first_layer_;           // by segment (Segment::first_layer)
+  // By segment: instance i runs layer `layer_at_0 + layer_step * i` (layer_step -1 when reverse; instance_layer()),
+  // precomputed because the lookups below run for every outside value of every scheduled op.
+  struct Layers {
+    int layer_at_0 = 0, layer_step = 1;
+  };
+  std::vector<Layers> layers_;
   std::vector<char> tensor_per_layer_;     // by tensor (TensorDesc::per_layer, read on every lookup)
 
   const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
@@ -90,9 +95,9 @@ class Dataflow {
   // backward, Segment::first_layer).
   int instance_of(int seg, int layer) const {
     const auto s = static_cast<size_t>(seg);
-    const int i = layer - first_layer_[s];
-    if (i < 0 || i >= instances_[s]) return -1;
-    return reverse_[s] ? instances_[s] - 1 - i : i;
+    const Layers& l = layers_[s];
+    const int i = (layer - l.layer_at_0) * l.layer_step;
+    return static_cast<unsigned>(i) < static_cast<unsigned>(instances_[s]) ? i : -1;
   }
   Key key(TensorId t, int l, int depth = 0) const;
   // Appends the sites op `op` of segment `seg` writing tensor u adds, with their key tensors, to `out`.
