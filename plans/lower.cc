@@ -397,7 +397,7 @@ class Lowerer {
       ckpt.layer_count = ckpt.repeat = static_cast<int>(k);
       prog.segments.insert(prog.segments.begin() + 3, std::move(plain));  // (no reference into segments is held)
     }
-    Segment& bwd = prog.segments[split(prog) ? 4 : 3];
+    Segment& bwd = prog.segments[has_split_backward(prog) ? 4 : 3];
     if (!redo.empty()) {
       bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
                      std::make_move_iterator(redo.end()));
@@ -418,10 +418,8 @@ class Lowerer {
   // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
   // async TP the segments from it on (their rewrite, which numbers its tensors after the recompute ops').
   static bool finish_changes(const Program& prog, size_t i) {
-    return i == 3 || (i == 4 && split(prog)) || (prog.plan.async_tp && i >= 3);
+    return i == 3 || (i == 4 && has_split_backward(prog)) || (prog.plan.async_tp && i >= 3);
   }
-  // Whether the block backward is two segments (ac_layers).
-  static bool split(const Program& prog) { return prog.segments.size() > 4 && prog.segments[4].name == "block.bwd"; }
   // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
   // the segment's ops: the same deps as finishing computes).
   static void prepare_deps(Program& prog) {
@@ -645,10 +643,13 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   return sibling;
 }
 
+bool has_split_backward(const Program& p) {
+  return p.segments.size() > 4 && p.segments[3].name == "block.bwd" && p.segments[4].name == "block.bwd";
+}
+
 void set_ac_layers(Program& p, int64_t k) {
   const int64_t L = p.model.n_layers;
-  if (p.segments.size() < 5 || p.segments[3].name != "block.bwd" || p.segments[4].name != "block.bwd")
-    throw Error("internal: set_ac_layers() of a Program whose block backward is not split");
+  if (!has_split_backward(p)) throw Error("internal: set_ac_layers() of a Program whose block backward is not split");
   if (k < 1 || k >= L) throw Error(fmt::format("internal: set_ac_layers({}) with {} layers", k, L));
   Segment& plain = p.segments[3];
   plain.first_layer = static_cast<int>(k);

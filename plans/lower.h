@@ -92,6 +92,8 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
 // the search's ac_layers sweep (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h). Throws tptune::Error when `p`
 // is not split or k is out of range.
 void set_ac_layers(Program& p, int64_t k);
+// Whether `p`'s block backward is two segments (finished with 0 < ac_layers < n_layers and recompute ops).
+bool has_split_backward(const Program& p);
 
 // The checks of lower() that depend on the plan's local batch size, in lower()'s order and with its messages:
 // >= 1, within limits::local_batch_size, and the largest tensor and FLOP counts within limits. When lower() of a plan

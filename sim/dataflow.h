@@ -84,7 +84,7 @@ class Dataflow {
     int layer_at_0 = 0, layer_step = 1;
   };
   std::vector<Layers> layers_;
-  std::vector<char> tensor_per_layer_;     // by tensor (TensorDesc::per_layer, read on every lookup)
+  std::vector<char> tensor_per_layer_;  // by tensor (TensorDesc::per_layer, read on every lookup)
 
   const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
   int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }

@@ -229,7 +229,7 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch* 
     return prune_all(error_reason("lowering", e.what(), plan.source));
   }
   recycle(local);
-  const bool split = sweep_.segments.size() > 4 && sweep_.segments[4].name == "block.bwd";
+  const bool split = has_split_backward(sweep_);
   MemoryParts parts;
   SplitStreamSums sums;
   try {

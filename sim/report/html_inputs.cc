@@ -57,11 +57,11 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
     p.scheduled = c.has_step;
     p.tokens_per_second_per_gpu = c.report.tokens_per_second_per_gpu;
     p.peak_gib = c.report.memory.peak / kGiB;
-    p.label = fmt::format("{} tp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}",
-                          r.space.families[static_cast<size_t>(x.family)].name, x.tp, to_string(x.float8),
-                          x.async_tp ? "async" : "sync", x.loss_parallel ? "on" : "off", ac_label(x),
-                          x.local_batch_size) +
-              (r.space.seq_lens.size() > 1 ? fmt::format(", seq {}", x.seq_len) : "");
+    p.label =
+        fmt::format("{} tp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}",
+                    r.space.families[static_cast<size_t>(x.family)].name, x.tp, to_string(x.float8),
+                    x.async_tp ? "async" : "sync", x.loss_parallel ? "on" : "off", ac_label(x), x.local_batch_size) +
+        (r.space.seq_lens.size() > 1 ? fmt::format(", seq {}", x.seq_len) : "");
     in.points.push_back(std::move(p));
   }
   in.memory_limit_gib = r.cluster.gpu.memory_bytes() / kGiB - r.space.memory_headroom_gib;
