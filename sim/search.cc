@@ -35,8 +35,12 @@ bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective 
         return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
       break;
   }
-  if (a.candidate.index != b.candidate.index) return a.candidate.index < b.candidate.index;
-  return a.candidate.ac_layers < b.candidate.ac_layers;  // the ac_layers sweep's candidates share their index
+  return enumerated_before(a.candidate, b.candidate);
+}
+
+bool enumerated_before(const Candidate& a, const Candidate& b) {
+  if (a.index != b.index) return a.index < b.index;
+  return a.ac_layers < b.ac_layers;  // the ac_layers sweep's candidates share their index
 }
 
 SearchResult search(const Config& cfg, const SearchOptions& o) {
@@ -169,8 +173,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     for (CandidateResult& c : s.kept) kept.push_back(std::move(c));
   }
   std::sort(kept.begin(), kept.end(), [](const CandidateResult& a, const CandidateResult& b) {
-    return a.candidate.index != b.candidate.index ? a.candidate.index < b.candidate.index
-                                                  : a.candidate.ac_layers < b.candidate.ac_layers;
+    return enumerated_before(a.candidate, b.candidate);
   });
   for (CandidateResult& c : kept) r.results.push_back(std::move(c));
 

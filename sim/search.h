@@ -94,7 +94,11 @@ struct SearchResult {
 
 SearchResult search(const Config& cfg, const SearchOptions& options = {});
 
-// The ranking order: true when `a` is strictly better than `b` under `o` (feasible results only).
+// The ranking order: true when `a` is strictly better than `b` under `o` (feasible results only); ties in enumeration
+// order (enumerated_before).
 bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective o);
+// Enumeration order: the index, then (search.ac_layers' swept candidates, which share their enumerated candidate's
+// index) the block count.
+bool enumerated_before(const Candidate& a, const Candidate& b);
 
 }  // namespace tptune

@@ -461,13 +461,12 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
                              space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
       return;
     }
-    OpCosts costs;
-    if (known_costs) {
-      costs = *known_costs;
-    } else {
+    OpCosts own;
+    if (!known_costs) {
       PhaseTimer t(phases, SearchPhase::cost);
-      costs = cost_ops(prog);
+      own = cost_ops(prog);
     }
+    const OpCosts& costs = known_costs ? *known_costs : own;
     if (incumbents && gradient_accumulation_steps <= 1) {  // the bound is one microbatch's: not applied with ga > 1
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {

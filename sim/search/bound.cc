@@ -8,6 +8,13 @@ namespace {
 // Relative margin of the bounds: a sum of ~1e5 doubles in a different order than the schedule's chain of starts and
 // ends differs by far less than 1e-9 relative (~1e5 roundings of 1.1e-16 each).
 constexpr double kMargin = 1e-9;
+
+// One instance of segment s: its op durations summed per stream.
+void per_stream(const Program& p, const OpCosts& costs, size_t s, double (&out)[kStreams]) {
+  const Segment& seg = p.segments[s];
+  for (size_t j = 0; j < seg.ops.size(); ++j) out[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
+}
+
 }  // namespace
 
 double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
@@ -15,8 +22,7 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
   for (size_t s = 0; s < p.segments.size(); ++s) {
     const Segment& seg = p.segments[s];
     double per_instance[kStreams] = {};
-    for (size_t j = 0; j < seg.ops.size(); ++j)
-      per_instance[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
+    per_stream(p, costs, s, per_instance);
     // Instances as expand() (plans/program.cc) and the schedule count them.
     const double instances = segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
@@ -29,8 +35,7 @@ SplitStreamSums split_stream_sums(const Program& p, const OpCosts& costs) {
   for (size_t s = 0; s < p.segments.size(); ++s) {
     const Segment& seg = p.segments[s];
     double per_instance[kStreams] = {};
-    for (size_t j = 0; j < seg.ops.size(); ++j)
-      per_instance[static_cast<int>(stream_of(seg.ops[j]))] += costs.duration_us[s][j];
+    per_stream(p, costs, s, per_instance);
     const bool bwd = seg.name == "block.bwd";
     double* into = !bwd ? out.fixed : seg.first_layer > 0 ? out.plain : out.checkpointed;
     const double instances = bwd ? 1.0 : segment_instances(p, seg);
