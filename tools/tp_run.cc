@@ -11,6 +11,7 @@
 
 #include "plans/yaml_util.h"
 #include "tools/tp_run_commands.h"
+#include "tools/tp_run_watchdog.h"
 
 namespace {
 
@@ -40,9 +41,23 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  const tptune::tools::World w = tptune::tools::mpi_world();
+  namespace tt = tptune::tools;
+  // The --timeout deadline holds from process start (tools/tp_run_watchdog.h): a rank that never starts keeps its
+  // peers in MPI_Init, which has no timeout of its own.
+  tt::set_process_timeout(tt::timeout_from_argv(argc, argv));
+  const tt::Launch launch = tt::detect_launch();
+  tt::set_process_rank(launch.rank, launch.size);
+  tt::maybe_stop_at("init");
+  {
+    const tt::WatchdogScope watch("MPI_Init (waiting for every rank to start)");
+    MPI_Init(&argc, &argv);
+  }
+  const tt::World w = tt::mpi_world();
   const int code = run_main(argc, argv, w);
-  MPI_Finalize();
+  tt::maybe_stop_at("finalize");
+  {
+    const tt::WatchdogScope watch("MPI_Finalize (waiting for every rank to finish)");
+    MPI_Finalize();
+  }
   return code;
 }

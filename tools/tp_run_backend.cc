@@ -4,6 +4,7 @@
 
 #include "plans/error.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "tools/tp_run_watchdog.h"
 #ifdef TPTUNE_HAVE_CUDA
 #include "runtime/cuda/cuda_backend.h"
 #endif
@@ -39,6 +40,8 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
     // One process per GPU: the local rank's device, or the only visible one (srun --gpus-per-task=1 and
     // CUDA_VISIBLE_DEVICES per rank leave each process one GPU, device 0).
     if (cuda_device_count() == 1) device = 0;
+    // Its NCCL communicator's set-up broadcasts the unique id with a blocking MPI_Bcast: under the watchdog.
+    const WatchdogScope watch("setting up the CUDA backend (NCCL's unique id, broadcast from rank 0)");
     auto be = std::make_unique<CudaBackend>(tp, MPI_COMM_NULL, device);
     be->set_timeout(timeout_s);
     return be;

@@ -49,9 +49,9 @@ int run_profile(const World& w, ProfileArgs& a) {
       }))
     return 2;
   if (!agreed(w, [&] {
-        check_same_everywhere(a.plan.config, s.config.model, s.plan,
-                              fmt::format("profile seed={} warmup={} iters={} backend={}", a.seed, a.warmup, a.iters,
-                                          be.name));
+        check_same_everywhere(
+            w, a.plan.config, s.config.model, s.plan,
+            fmt::format("profile seed={} warmup={} iters={} backend={}", a.seed, a.warmup, a.iters, be.name));
       }))
     return 2;
   if (w.rank == 0) {

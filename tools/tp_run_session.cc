@@ -14,6 +14,7 @@
 #include "plans/lower.h"
 #include "plans/shrink.h"
 #include "plans/yaml_util.h"
+#include "tools/tp_run_watchdog.h"
 
 namespace tptune::tools {
 
@@ -21,9 +22,14 @@ World mpi_world() {
   World w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  set_process_rank(w.rank, w.size);
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node);
+  {
+    const WatchdogScope watch("MPI_Comm_split_type (finding the ranks on this node, collective over every rank)");
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node);
+  }
   MPI_Comm_rank(node, &w.local_rank);
+  MPI_Comm_size(node, &w.local_size);
   MPI_Comm_free(&node);
   w.launch = detect_launch();
   return w;
@@ -37,23 +43,22 @@ void print0(const World& w, const std::string& text) {
 
 namespace {
 
-double g_timeout_s = kDefaultTimeoutS;
-
 // Completes `req` or, after the watchdog timeout, prints one line naming `what` and aborts every rank.
 void wait_or_abort(const World& w, MPI_Request& req, const char* what) {
   using Clock = std::chrono::steady_clock;
-  if (g_timeout_s <= 0) {
+  const double timeout_s = process_timeout();
+  if (timeout_s <= 0) {
     MPI_Wait(&req, MPI_STATUS_IGNORE);
     return;
   }
-  const auto deadline = Clock::now() + std::chrono::duration<double>(g_timeout_s);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   int done = 0;
   while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
     if (Clock::now() > deadline) {
       std::fprintf(stderr,
                    "tp-run: error (rank %d of %d): %s did not complete within %g s (tp-run --timeout): a peer rank "
                    "is stopped, hung or slower than the timeout\n",
-                   w.rank, w.size, what, g_timeout_s);
+                   w.rank, w.size, what, timeout_s);
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -71,10 +76,10 @@ void add_timeout_option(CLI::App* cmd, double& seconds) {
 void set_watchdog_timeout(double seconds) {
   if (!(seconds >= 0 && seconds <= 1e6))
     throw Error(fmt::format("--timeout: expected seconds in [0, 1e6] (0 waits forever), got {}", seconds));
-  g_timeout_s = seconds;
+  set_process_timeout(seconds);
 }
 
-double watchdog_timeout() { return g_timeout_s; }
+double watchdog_timeout() { return process_timeout(); }
 
 bool agree_on_error(const World& w, const std::string& error) {
   int mine = error.empty() ? w.size : w.rank, first = w.size, failed = error.empty() ? 0 : 1, n_failed = 0;
@@ -252,8 +257,9 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   return s;
 }
 
-void check_same_everywhere(const std::string& config_path, const Model& model, const Plan& plan,
+void check_same_everywhere(const World& w, const std::string& config_path, const Model& model, const Plan& plan,
                            const std::string& options) {
+  maybe_stop_at("consistency");
   // Nothing may throw before the broadcast: a rank that skipped it would leave its peers waiting.
   uint64_t mine[3] = {0, 0, 0};
   std::string error;
@@ -270,7 +276,7 @@ void check_same_everywhere(const std::string& config_path, const Model& model, c
   uint64_t root[3] = {mine[0], mine[1], mine[2]};
   MPI_Request req;
   MPI_Ibcast(root, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req);
-  wait_or_abort(mpi_world(), req, "checking that every rank runs the same config (a broadcast from rank 0)");
+  wait_or_abort(w, req, "checking that every rank runs the same config (a broadcast from rank 0)");
   if (!error.empty()) throw Error(error);
   std::vector<std::string> what;
   if (mine[0] != root[0]) what.push_back(fmt::format("the config file {} (or the model it resolves to)", config_path));

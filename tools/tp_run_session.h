@@ -27,8 +27,10 @@ namespace tptune::tools {
 struct World {
   int rank = 0, size = 1;
   int local_rank = 0;  // among the ranks of this node (MPI_COMM_TYPE_SHARED), whatever the launcher
+  int local_size = 1;  // the ranks on this node
   Launch launch;       // what the environment says about the launcher (tools/launcher.h)
 };
+// Collective (MPI_Comm_split_type, under the process watchdog of tools/tp_run_watchdog.h): call it once, in main().
 World mpi_world();
 
 // Runs `fn` on every rank; if it throws on any rank, prints once and returns false on every rank.
@@ -40,8 +42,10 @@ bool agree_on_error(const World& w, const std::string& error);
 void or_abort(const World& w, const std::function<void()>& fn);
 
 // Watchdog (--timeout SECONDS, default 300 like PyTorch's NCCL watchdog; 0 waits forever): every wait of tp-run,
-// the collectives of the step (CpuBackend::set_timeout) and the agreement calls here, gives up after the timeout; the
-// rank prints `tp-run: error (rank r of n): <op or step>: ... did not complete within N s` and aborts every rank.
+// the collectives of the step (CpuBackend::set_timeout), the agreement calls here and, from process start, the MPI
+// calls that block on their own (MPI_Init, MPI_Comm_split_type, MPI_Finalize: tools/tp_run_watchdog.h), gives up
+// after the timeout; the rank prints `tp-run: error (rank r of n): <op or step>: ... did not complete within N s` and
+// every rank ends.
 inline constexpr double kDefaultTimeoutS = 300;
 void add_timeout_option(CLI::App* cmd, double& seconds);
 // Checks the range (0..1e6) and sets the timeout of this file's own MPI waits. Throws tptune::Error.
@@ -73,7 +77,7 @@ RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, co
 // The agreed check that every rank runs the same thing: throws on a rank whose fingerprint differs from rank 0's.
 // The config's fingerprint covers the file's bytes and the model it resolved to (a --hf-config or model.hf_config
 // file that differs between ranks changes the model).
-void check_same_everywhere(const std::string& config_path, const Model& model, const Plan& plan,
+void check_same_everywhere(const World& w, const std::string& config_path, const Model& model, const Plan& plan,
                            const std::string& options);
 
 }  // namespace tptune::tools

@@ -51,7 +51,7 @@ int run_verify(const World& w, VerifyArgs& a) {
       }))
     return 2;
   if (!agreed(w, [&] {
-        check_same_everywhere(a.plan.config, s.config.model, s.plan,
+        check_same_everywhere(w, a.plan.config, s.config.model, s.plan,
                               fmt::format("verify seed={} shrink={} backend={}", a.seed, a.shrink, be.name));
       }))
     return 2;
