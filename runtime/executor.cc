@@ -6,10 +6,35 @@
 #include <cmath>
 #include <map>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 #include "runtime/tensor_init.h"
 
 namespace tptune {
+namespace {
+
+// The storage of a flat tensor's buffer, and whether it has an fp32 master copy too.
+Storage buffer_storage(const TensorDesc& d, const std::function<Storage(DType)>& storage_for) {
+  return d.role == TensorRole::input ? Storage::i32 : storage_for(d.dtype);
+}
+bool has_master(const TensorDesc& d, Storage st) { return d.role == TensorRole::parameter && st != Storage::f32; }
+
+}  // namespace
+
+int64_t executor_buffer_bytes(const Program& program, const std::function<Storage(DType)>& storage_for) {
+  const FlatProgram flat = expand(program);
+  int64_t bytes = 0;
+  for (const FlatTensor& t : flat.tensors) {
+    const TensorDesc& d = program.tensor(t.template_id);
+    const Storage st = buffer_storage(d, storage_for);
+    const int64_t n = numel(d.local_shape);
+    bytes = checked_add(bytes, checked_mul(n, storage_bytes(st), "bytes of the step's buffers"),
+                        "bytes of the step's buffers");
+    if (has_master(d, st))
+      bytes = checked_add(bytes, checked_mul(n, 4, "bytes of the master weights"), "bytes of the step's buffers");
+  }
+  return bytes;
+}
 
 Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
     : program_(std::move(program)), be_(backend), options_(options) {
@@ -35,10 +60,9 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
   masters_.resize(flat_.tensors.size());
   for (size_t t = 0; t < flat_.tensors.size(); ++t) {
     const TensorDesc& d = desc(static_cast<int>(t));
-    const Storage st = d.role == TensorRole::input ? Storage::i32 : be_.storage_for(d.dtype);
+    const Storage st = buffer_storage(d, [this](DType t) { return be_.storage_for(t); });
     buffers_.push_back(be_.alloc(numel(d.local_shape), st));
-    if (d.role == TensorRole::parameter && st != Storage::f32)
-      masters_[t] = be_.alloc(numel(d.local_shape), Storage::f32);
+    if (has_master(d, st)) masters_[t] = be_.alloc(numel(d.local_shape), Storage::f32);
   }
   scratch_.resize(flat_.ops.size());
   loss_ = flat_of(program_.loss, -1);

@@ -42,6 +42,13 @@ struct ExecutorOptions {
   int local_shapes_of_tp = 0;
 };
 
+// What the Executor's constructor allocates for `program` on a backend with `storage_for` (Backend::storage_for),
+// in bytes, without allocating it: one buffer per flat tensor (parameters, gradients, activations, optimizer
+// state, every layer instantiated) in its storage, int32 inputs, and the fp32 master of every parameter stored in
+// another format. The staging buffers collectives allocate on their first step are not counted, so this is a lower
+// bound of the step's memory. Overflow-checked: throws tptune::Error.
+int64_t executor_buffer_bytes(const Program& program, const std::function<Storage(DType)>& storage_for);
+
 class Executor {
  public:
   Executor(Program program, Backend& backend, ExecutorOptions options = {});

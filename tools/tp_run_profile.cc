@@ -14,6 +14,7 @@
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
+#include "tools/tp_run_memory.h"
 
 namespace tptune::tools {
 namespace {
@@ -46,6 +47,11 @@ int run_profile(const World& w, ProfileArgs& a) {
         World shapes = w;
         if (single > 0) shapes.size = single;
         s = make_setup(shapes, a.plan, false, "profile");
+        if (be.name == "cpu")
+          check_fits_in_memory(w, {{&s.sharded, "the sharded step"}}, "profile",
+                               single > 0 ? "profile at the local shapes of a larger tp (--local-shapes-of-tp)"
+                                          : "start more ranks (mpirun -np N with --tp N), or profile one rank's local "
+                                            "shapes with --local-shapes-of-tp N");
       }))
     return 2;
   if (!agreed(w, [&] {

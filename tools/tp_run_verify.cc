@@ -14,6 +14,7 @@
 #include "runtime/verifier.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
+#include "tools/tp_run_memory.h"
 
 namespace tptune::tools {
 namespace {
@@ -48,6 +49,12 @@ int run_verify(const World& w, VerifyArgs& a) {
         set_watchdog_timeout(a.timeout);
         be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
+        if (be.name == "cpu")
+          check_fits_in_memory(w, {{&s.sharded, "the sharded step"}, {&s.reference, "the unsharded reference"}},
+                               "verify",
+                               a.shrink ? "start fewer ranks on this host"
+                                        : "verify the plan on a scaled-down model of the same architecture with "
+                                          "--shrink");
       }))
     return 2;
   if (!agreed(w, [&] {

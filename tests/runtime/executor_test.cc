@@ -140,3 +140,42 @@ TEST_CASE("the executor refuses an HSDP Program: the runtime runs one data-paral
     CHECK(std::string(e.what()).find("dp_replicate 2 (HSDP)") != std::string::npos);
   }
 }
+
+TEST_CASE("executor_buffer_bytes: what the step allocates, before allocating it", "[runtime][executor][memory]") {
+  const auto fp32 = [](DType) { return Storage::f32; };  // the CPU backend's storage_for
+  // tiny-llama at tp 1 (dim 64, 2 layers, 8 heads of 8, 4 kv heads, ffn 128, vocab 256) has
+  //   tok_embeddings 256 x 64 = 16384, output 256 x 64 = 16384, norm 64,
+  //   per layer: wq 64 x 64 = 4096, wk = wv = (4 x 8) x 64 = 2048 each, wo 4096, w1 = w2 = w3 = 128 x 64 = 8192 each,
+  //              two norms of 64 -> 36992; x 2 layers = 73984
+  //   = 106816 parameters. Each has its value, its gradient and two AdamW moments in fp32: 16 x 106816 = 1709056
+  //   bytes, and the activations come on top.
+  const int64_t tiny = executor_buffer_bytes(tiny_program("tiny-llama.yaml"), fp32);
+  CHECK(tiny > 1709056);
+  CHECK(tiny < 64 * 1709056);  // the activations of 2 x 32 tokens are not 60 times the parameters
+
+  // Each block adds the same bytes (every layer is instantiated): linear in n_layers.
+  auto with_layers = [&](int layers) {
+    Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
+    cfg.model.n_layers = layers;
+    Plan base;
+    base.tp_degree = 1;
+    base.local_batch_size = cfg.training.local_batch_size;
+    return executor_buffer_bytes(lower(cfg.model, cfg.training, preset_plan("vanilla", base)), fp32);
+  };
+  const int64_t b1 = with_layers(1), b2 = with_layers(2), b3 = with_layers(3);
+  CHECK(b2 == tiny);
+  CHECK(b2 - b1 > 16 * 36992);  // one block: at least its parameters' four fp32 copies
+  CHECK(b3 - b2 == b2 - b1);
+
+  // bf16 storage (the CUDA backend) halves the floating-point buffers and adds an fp32 master per parameter.
+  const auto bf16 = [](DType t) { return t == DType::fp32 ? Storage::f32 : Storage::bf16; };
+  Config llama = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/llama3-8b-h100.yaml");
+  Plan base;
+  base.tp_degree = 1;
+  base.local_batch_size = llama.training.local_batch_size;
+  const Program p8b = lower(llama.model, llama.training, preset_plan("vanilla", base));
+  // Llama 3 8B has 8030261248 parameters: in fp32 with gradients and two moments, 16 x 8030261248 = 128484179968
+  // bytes (119.7 GiB) before any activation, which is why `tp-run verify` refuses it without --shrink.
+  CHECK(executor_buffer_bytes(p8b, fp32) > 128484179968);
+  CHECK(executor_buffer_bytes(p8b, bf16) < executor_buffer_bytes(p8b, fp32));
+}
