@@ -83,7 +83,8 @@ std::vector<std::string> VerifyReport::failed_params() const {
 }
 
 VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend, Backend& reference_backend,
-                         uint64_t seed, const std::function<void(Executor&)>& before_step) {
+                         uint64_t seed, const std::function<void(Executor&)>& before_step,
+                         const VerifyProgressFn& on_progress) {
   const int tp = backend.group_size(Group::tp);
   ExecutorOptions opts;
   opts.run_optimizer = false;
@@ -92,12 +93,23 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
   ex.init(seed);
   ref.init(seed);
   if (before_step) before_step(ex);
+  const size_t n_sharded = ex.flat().ops.size(), n_reference = ref.flat().ops.size();
+  const size_t progress_total = n_sharded + n_reference + ex.parameters().size();
+  size_t compared = 0;
+  auto progress = [&](size_t done) {
+    if (on_progress) on_progress(done, progress_total);
+  };
+  if (on_progress) ex.set_after_op([&](int op) { progress(static_cast<size_t>(op) + 1); });
   VerifyReport r;
   ex.step();
   const Tolerances tols = tolerances_for(backend.storage_for(sharded.training.dtype));
   Float8Lockstep lockstep(backend, ex, ref, r, tols.float8_noise);
-  if (sharded.plan.float8 != Float8Recipe::none)
-    ref.set_after_op([&lockstep](int op) { lockstep.after_reference_op(op); });
+  const bool lockstep_on = sharded.plan.float8 != Float8Recipe::none;
+  if (lockstep_on || on_progress)
+    ref.set_after_op([&](int op) {
+      if (lockstep_on) lockstep.after_reference_op(op);
+      progress(n_sharded + static_cast<size_t>(op) + 1);
+    });
   ref.step();
 
   r.tp = tp;
@@ -163,6 +175,7 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     }
     c.pass = c.problem.empty() && (tol.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= tol.value;
     r.params.push_back(std::move(c));
+    progress(n_sharded + n_reference + ++compared);
   }
   // Model order: the embedding, the layers in order, then the rest (final norm, output); stable within each.
   auto rank_of = [](const std::string& n) -> int64_t {

@@ -88,8 +88,12 @@ struct VerifyReport {
 };
 
 // `before_step` (tests): called with the sharded executor after its initialization, to corrupt it on purpose.
+// `on_progress(done, total)`: called after every op of the sharded step, then of the reference step, then after
+// every parameter compared (total = both steps' flat ops + the parameters); the tool's progress line.
+using VerifyProgressFn = std::function<void(size_t done, size_t total)>;
 VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend, Backend& reference_backend,
-                         uint64_t seed, const std::function<void(Executor&)>& before_step = nullptr);
+                         uint64_t seed, const std::function<void(Executor&)>& before_step = nullptr,
+                         const VerifyProgressFn& on_progress = nullptr);
 
 // The per-parameter table and a summary line, for people.
 std::string format_report(const VerifyReport& r);

@@ -1,5 +1,6 @@
 // tp-run profile CONFIG (--preset NAME | --plan FILE) [toggles] --out PROFILE.json [--warmup N] [--iters N] [--quiet]
-// A progress line (steps, elapsed, ETA) is drawn on rank 0's terminal; never into a pipe or a file.
+// Rank 0 reports progress (steps, elapsed, ETA): a line redrawn on a terminal, a plain line every 10 s into a pipe or
+// a file (tools/progress.h).
 // Times every op of the sharded Program on the CPU or CUDA backend (--backend) and writes the Profile JSON
 // (runtime/profiler.h). --local-shapes-of-tp N: one process runs rank 0's compute at the local shapes of tp N.
 #include <fmt/format.h>
@@ -34,8 +35,10 @@ int run_profile(const World& w, ProfileArgs& a) {
   RunSetup s;
   BackendChoice be;
   const int single = a.local_shapes_of_tp;
+  double progress_interval = 0;
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
+        progress_interval = progress_interval_s();
         if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
         if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
         be = choose_backend(a.backend);
@@ -73,8 +76,9 @@ int run_profile(const World& w, ProfileArgs& a) {
   or_abort(w, [&] {
     auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
     maybe_inject_failure(w);
-    // Rank 0 draws the progress line (on a terminal, without --quiet); the others stay silent.
-    Progress bar("tp-run profile", w.rank == 0 && Progress::enabled(a.quiet));
+    // Rank 0 reports progress (without --quiet): a bar on a terminal, plain lines into mpirun's pipe or a log; the
+    // others stay silent.
+    Progress bar("tp-run profile", w.rank == 0 ? Progress::style(a.quiet) : Progress::Style::off, progress_interval);
     ProfileOptions po;
     po.warmup = a.warmup, po.iters = a.iters, po.seed = a.seed, po.local_shapes_of_tp = single;
     po.on_step = [&bar](int done, int total) {
@@ -138,7 +142,8 @@ void add_profile_command(CLI::App& app, RunOnWorld& run) {
   cmd->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
   cmd->add_option("--iters", args->iters, "timed steps (default 5)");
   cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
-  cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
+  cmd->add_flag("--quiet", args->quiet,
+                "no progress (a line redrawn on a terminal, a plain line every 10 s into a pipe or a file)");
   add_timeout_option(cmd, args->timeout);
   add_backend_option(cmd, args->backend);
   cmd->add_option("--local-shapes-of-tp", args->local_shapes_of_tp,

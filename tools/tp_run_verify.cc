@@ -12,6 +12,7 @@
 
 #include "plans/error.h"
 #include "runtime/verifier.h"
+#include "tools/progress.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 #include "tools/tp_run_memory.h"
@@ -25,6 +26,7 @@ struct VerifyArgs {
   double timeout = kDefaultTimeoutS;
   std::string json;
   bool shrink = false;
+  bool quiet = false;
   std::string backend = "auto";
 };
 
@@ -45,8 +47,10 @@ void write_text(const std::string& path, const std::string& text) {
 int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
   BackendChoice be;
+  double progress_interval = 0;
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
+        progress_interval = progress_interval_s();
         be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
         if (be.name == "cpu")
@@ -77,7 +81,10 @@ int run_verify(const World& w, VerifyArgs& a) {
     auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
     maybe_inject_failure(w);
     auto reference = make_backend(be, MPI_COMM_NULL, w.local_rank, 0);  // this process alone: the unsharded model
-    report = verify_step(s.sharded, s.reference, *backend, *reference, a.seed);
+    // Rank 0 reports progress: a bar on a terminal, plain lines into mpirun's pipe or a log (tools/progress.h).
+    Progress bar("tp-run verify", w.rank == 0 ? Progress::style(a.quiet) : Progress::Style::off, progress_interval);
+    report = verify_step(s.sharded, s.reference, *backend, *reference, a.seed, nullptr,
+                         [&bar](size_t done, size_t total) { bar.update(done, total, "ops"); });
   });
   if (w.rank == 0) {
     std::fputs(format_report(report).c_str(), text);
@@ -108,6 +115,8 @@ void add_verify_command(CLI::App& app, RunOnWorld& run) {
   add_timeout_option(cmd, args->timeout);
   add_backend_option(cmd, args->backend);
   cmd->add_option("--json", args->json, "also write the report as JSON to FILE ('-': stdout, the table to stderr)");
+  cmd->add_flag("--quiet", args->quiet,
+                "no progress (a line redrawn on a terminal, a plain line every 10 s into a pipe or a file)");
   cmd->add_flag("--shrink", args->shrink,
                 "verify the plan on a scaled-down model of the same architecture (2 layers, small dims; the "
                 "output lists them)");
