@@ -13,8 +13,8 @@
 //   2 GiB).
 // Byte counts are overflow-checked (tptune::Error naming the copy).
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -26,7 +26,7 @@ namespace tptune::cudabe {
 struct CopyPlan {
   enum class Kind { none, contiguous, strided, rows };
   Kind kind = Kind::none;
-  size_t bytes = 0;                // contiguous: everything; otherwise one row's width
+  size_t bytes = 0;                     // contiguous: everything; otherwise one row's width
   size_t dst_pitch = 0, src_pitch = 0;  // bytes
   size_t rows = 0;
 };

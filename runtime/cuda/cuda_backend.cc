@@ -14,8 +14,8 @@
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/elementwise.h"
 #include "plans/error.h"
-#include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/copy_plan.h"
+#include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_dispatch.h"
 #include "runtime/cuda/device_allocator.h"
@@ -56,7 +56,10 @@ CudaBackend::CudaBackend(MPI_Comm tp, MPI_Comm dp, int device) : device_(device)
   check(cudaStreamCreateWithFlags(&p2p_stream_, cudaStreamNonBlocking), "init", "cudaStreamCreate(p2p)");
   allocator_ = cudabe::DeviceAllocator::create({compute_, comm_stream_, p2p_stream_});
   gemm_ = std::make_unique<cudabe::CublasLtGemm>(allocator_);
-  attention_ = std::make_unique<cuda::AttentionPlanCache>();
+  // Kernel scratch and cuDNN's workspace from the caching allocator (kernels/cuda/scratch.h): no cudaMalloc /
+  // cudaFree after the first step, and none of the default pool's release at every synchronize.
+  scratch_ = [a = allocator_](size_t bytes, const char* what) { return a->allocate(bytes, what); };
+  attention_ = std::make_unique<cuda::AttentionPlanCache>(cuda::AttentionImpl::cudnn, scratch_);
   tp_ = std::make_unique<cudabe::NcclComm>(tp, "tp");
   dp_ = std::make_unique<cudabe::NcclComm>(dp, "dp");
   tp_p2p_ = std::make_unique<cudabe::NcclComm>(tp, "tp ring");
