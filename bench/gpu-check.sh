@@ -1,28 +1,73 @@
 #!/usr/bin/env bash
-# bench/gpu-check.sh OUTDIR [BUILD_DIR]: the one-GPU check of the CUDA backend, meant to take under 8 minutes on
-# one H200. It runs, from a build made elsewhere and copied over (bench/gpu-bundle.sh ships the shared libraries
-# the binaries need; see there for what the target must have):
-#   1. the [cuda] tests (kernels against their CPU references; the backend's allocator, transfers, cuBLASLt
-#      GEMMs, verify and profile)                                          -> OUTDIR/cuda-tests.txt
-#   2. tp-run verify of the tiny configs at tp 1 in bf16, with and without float8 tensorwise
-#                                                                          -> OUTDIR/verify-*.json
+# bench/gpu-check.sh [--backend cuda|cpu] OUTDIR [BUILD_DIR]: the one-GPU check of the CUDA backend, sized for one
+# device lease (15 minutes of device time in all, one command of at most 10 minutes, 8 files back from $OUT).
+#
+# Steps (each under `timeout`; a step that fails or times out is recorded and the next one runs):
+#   0. environment: GPU, driver, and the CUDA runtime, cuBLASLt, NCCL and cuDNN versions tp-run really loads (on a
+#      lent machine they come from PyTorch's wheels, not from the versions we compiled against); `ldd tp-run`
+#      finding a library missing stops the run at once (nothing after it could start)
+#   1. the [cuda] tests (kernels against their CPU references; the backend's allocator, copies, GEMMs, verify, profile)
+#   2. tp-run verify of tiny-llama and tiny-gpt at tp 1 in bf16, float8 none and tensorwise
 #   3. tp-run profile of Llama3-8B and -70B blocks (2 layers, seq 8192, batch 1, sequence parallel) at the local
 #      shapes of tp 1, 2, 4 and 8 on this one GPU (tp > 1: collectives not run, recorded as not measured)
-#                                                                          -> OUTDIR/profile-{8b,70b}-tp{N}.json
-#   4. tp-run bench gemm --backend cuda (bf16, fp8_e4m3) on the GEMM shapes of those Programs, and a table of
-#      GEMM and attention TFLOP/s side by side with PyTorch (torch.matmul, torch._scaled_mm,
-#      F.scaled_dot_product_attention) on the same shapes and dtypes    -> OUTDIR/gemm-*.json, OUTDIR/compare.md
-# Needs: an NVIDIA GPU, python3 with torch (CUDA) for step 4 (skipped with a line without it). Exits non-zero if a
-# step fails; every step's log is under OUTDIR.
+#   4. tp-run bench gemm (bf16, fp8_e4m3) on those Programs' GEMM shapes
+#   5. optional: PyTorch on the same GEMM and attention shapes (bench/torch_compare.py), where torch sees a GPU
+# Results: everything in one archive, OUTDIR/gpu-check.tar.gz (logs, configs, Profile and bench JSON, compare.md),
+# and the summary table OUTDIR/summary.md, printed last on stdout too. Nothing else is left in OUTDIR: a lease hands
+# back at most 8 files. The work folder is a temporary one (GPU_CHECK_KEEP=DIR keeps it there instead).
+# GPU_CHECK_STEP_LIMIT=S replaces every step's time limit (a rerun that must fit the time left; the timeout test).
+#
+# --backend cpu is the rehearsal CI runs on every commit (tests/integration: "gpu-check rehearsal"): the same steps,
+# the same config files and the same output layout on the CPU backend, with the Llama configs scaled down (dims,
+# vocab and sequence; see make_configs) so that it takes seconds: the script's mechanics, paths, timeouts and archive
+# are tested before a GPU is ever lent. Its per-step times are CPU times; the device column is this header's estimate.
+#
+# ---- Device budget plan (one H200, 15 min of device time per task, 10 min per command) ---------------------------
+# Estimates (no GPU has run this yet; from FLOPs at ~600 TFLOP/s bf16, CUDA context + cuDNN plan builds ~2-4 s per
+# process, weight initialisation ~1 ns per element on the host after issue 27's fix, and the CPU rehearsal's times
+# for the fixed costs):
+#   step                                         device estimate   limit
+#   0 environment, versions, ldd                           2 s       30 s
+#   1 [cuda] tests (2 binaries)                           60 s      240 s
+#   2 verify x 4 (tiny models)                            20 s   60 s each
+#   3 profile x 8 (8B: 1.5 G params, 70B: 3.8 G)         120 s  150 s each
+#   4 bench gemm x 4                                      40 s   90 s each
+#   5 PyTorch comparison (optional)                       60 s      180 s
+#   total                                               ~5 min  (+ 1-2 min machine start: under 8 min)
+# Steps 0-4 are the first (and normally only) command; step 5 is optional: GPU_CHECK_SKIP_TORCH=1 leaves it out
+# when a rerun must fit the time left. The exact call a session makes (after `cmake --build build` with CUDA and
+# `bench/gpu-bundle.sh --lean build`; the carried paths are ~25 MiB):
+#   run(command = "bench/gpu-check.sh --backend cuda \"$OUT\" build",
+#       carry = ["build/tools/tp-run", "build/tests/kernels/cuda/tptune_kernels_cuda_tests",
+#                "build/tests/runtime/cuda/tptune_runtime_cuda_tests", "build/gpu-bundle"],
+#       timeout_s = 540)
+# then give_back unless rerunning at once. Comes back: gpu-check.tar.gz and summary.md (2 of the 8 files).
+# -------------------------------------------------------------------------------------------------------------------
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:?usage: bench/gpu-check.sh OUTDIR [BUILD_DIR]}"
-build="$(cd "${2:-$here/build}" && pwd)"
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
+backend=cuda
+if [ "${1:-}" = "--backend" ]; then
+  backend="${2:?--backend needs cuda or cpu}"
+  shift 2
+fi
+case "$backend" in cuda | cpu) ;; *) echo "gpu-check: --backend: expected cuda or cpu, got '$backend'" >&2; exit 2 ;; esac
+out="${1:?usage: bench/gpu-check.sh [--backend cuda|cpu] OUTDIR [BUILD_DIR]}"
+build="$(cd "${2:-$here/build}" && pwd)" || { echo "gpu-check: no build folder ${2:-$here/build}" >&2; exit 2; }
+mkdir -p "$out" && out="$(cd "$out" && pwd)"
+if [ -n "${GPU_CHECK_KEEP:-}" ]; then
+  work="$GPU_CHECK_KEEP/gpu-check"
+  rm -rf "$work"
+  mkdir -p "$work"
+else
+  work_parent="$(mktemp -d)"
+  trap 'rm -rf "$work_parent"' EXIT
+  work="$work_parent/gpu-check"
+  mkdir -p "$work"
+fi
 tp_run="$build/tools/tp-run"
 start=$SECONDS
 failed=()
+rows=()
 
 # The shipped libraries (bench/gpu-bundle.sh) when this machine lacks them; one process per GPU without mpirun.
 if [ -d "$build/gpu-bundle/lib" ]; then
@@ -31,89 +76,188 @@ if [ -d "$build/gpu-bundle/lib" ]; then
 fi
 # CUDA libraries from PyTorch's pip wheels (nvidia-cublas, nvidia-nccl-cu13, nvidia-cudnn-cu13, ...), for a lean
 # bundle (bench/gpu-bundle.sh --lean) on a machine whose CUDA libraries come with PyTorch.
-pip_cuda_libs="$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null || true)"
+pip_cuda_libs="$(timeout 30 python3 -c 'import glob, os, nvidia; print(":".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null || true)"
 if [ -n "$pip_cuda_libs" ]; then
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$pip_cuda_libs"
 fi
 export OMPI_MCA_ess_singleton_isolated=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-step() {  # step NAME LOG COMMAND...: runs it, logs it, records a failure
-  local name="$1" log="$2"; shift 2
-  local t0=$SECONDS
-  echo "=== gpu-check: $name"
-  if "$@" >"$log" 2>&1; then
-    echo "    ok ($((SECONDS - t0)) s) -> $log"
+# step NAME LIMIT_S ESTIMATE_S LOG COMMAND...: runs COMMAND under `timeout LIMIT_S` with its output in LOG (relative
+# to the work folder), prints one line, records a row of the summary and any failure.
+step() {
+  local name="$1" limit="$2" estimate="$3" log="$4"
+  shift 4
+  local t0=$EPOCHREALTIME status result
+  limit="${GPU_CHECK_STEP_LIMIT:-$limit}"
+  echo "=== gpu-check: $name (limit ${limit} s)"
+  timeout --kill-after=10 "$limit" "$@" >"$work/$log" 2>&1
+  status=$?
+  if [ $status -eq 0 ]; then
+    result=ok
+  elif [ $status -eq 124 ] || [ $status -eq 137 ]; then
+    result="TIMEOUT after ${limit} s"
   else
-    echo "    FAILED ($((SECONDS - t0)) s), see $log"; tail -5 "$log" | sed 's/^/    | /'
+    result="FAILED (exit $status)"
+  fi
+  local took
+  took="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+  echo "    $result in ${took} s -> $log"
+  if [ "$result" != ok ]; then
+    tail -5 "$work/$log" | sed 's/^/    | /'
     failed+=("$name")
   fi
+  rows+=("| $name | $result | $took | $estimate | $log |")
 }
 
-{
-  echo "# gpu-check environment ($(date -u +%FT%TZ))"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
+# 0. environment. The library versions: the paths ldd resolves for tp-run, loaded with ctypes and asked.
+versions() {
+  ldd "$tp_run" | awk '$3 ~ /^\// {print $1, $3}' | python3 -c '
+import ctypes, sys
+calls = {
+  "libcudart": ("CUDA runtime", lambda l: (lambda v: (l.cudaRuntimeGetVersion(ctypes.byref(v)), v.value)[1])(ctypes.c_int())),
+  "libcublasLt": ("cuBLASLt", lambda l: (setattr(l.cublasLtGetVersion, "restype", ctypes.c_size_t), l.cublasLtGetVersion())[1]),
+  "libnccl": ("NCCL", lambda l: (lambda v: (l.ncclGetVersion(ctypes.byref(v)), v.value)[1])(ctypes.c_int())),
+  "libcudnn.so": ("cuDNN", lambda l: (setattr(l.cudnnGetVersion, "restype", ctypes.c_size_t), l.cudnnGetVersion())[1]),
+}
+seen = set()
+for line in sys.stdin:
+  name, path = line.split()
+  for prefix, (label, ask) in calls.items():
+    if name.startswith(prefix) and label not in seen:
+      seen.add(label)
+      try:
+        print(f"{label}: {ask(ctypes.CDLL(path))} ({path})")
+      except Exception as e:
+        print(f"{label}: cannot ask ({e}) ({path})")
+for prefix, (label, ask) in calls.items():
+  if label not in seen:
+    print(f"{label}: not linked dynamically by tp-run")
+'
+}
+environment() {
+  echo "# gpu-check environment ($(date -u +%FT%TZ)), backend $backend"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv,noheader
+  else
+    echo "nvidia-smi: not found"
+  fi
   echo "build: $build (git $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'))"
-  ldd "$tp_run" | grep "not found" || echo "ldd: every shared library of tp-run found"
-} | tee "$out/environment.txt"
-
-# 1. [cuda] tests
-tests=()
-for t in "$build/tests/kernels/cuda/tptune_kernels_cuda_tests" "$build/tests/runtime/cuda/tptune_runtime_cuda_tests"; do
-  [ -x "$t" ] && tests+=("$t")
-done
-run_tests() { for t in "${tests[@]}"; do echo "## $t"; "$t" --success "[cuda]" -r compact || return 1; done; }
-step "[cuda] tests" "$out/cuda-tests.txt" run_tests
-if grep -q "no CUDA device visible" "$out/cuda-tests.txt"; then
-  echo "gpu-check: the [cuda] tests saw no device: this is not a GPU run (see $out/cuda-tests.txt)"
-  failed+=("no device")
-fi
-
-# Configs: the tiny models in bf16 (their examples are fp32 for the tight CPU tolerance), the Llama blocks.
-cfg="$out/configs"
-mkdir -p "$cfg"
-for m in tiny-llama tiny-gpt; do
-  sed 's/^\(  dtype:\).*/\1 bf16/' "$here/examples/$m.yaml" >"$cfg/$m-bf16.yaml"
-done
-for m in 8b 70b; do
-  sed 's/^\(  preset: llama3-'$m'\b.*\)$/\1\n  n_layers: 2/' "$here/examples/llama3-$m-h100.yaml" >"$cfg/llama3-$m-2layers.yaml"
-done
-
-# 2. verify at tp 1
-for m in tiny-llama tiny-gpt; do
-  for f8 in none tensorwise; do
-    step "verify $m bf16 float8 $f8" "$out/verify-$m-$f8.txt" \
-      "$tp_run" verify "$cfg/$m-bf16.yaml" --preset sequence_parallel --float8 "$f8" --backend cuda \
-      --json "$out/verify-$m-$f8.json"
-  done
-done
-
-# 3. profiles at the local shapes of tp 1, 2, 4, 8
-for m in 8b 70b; do
-  for tp in 1 2 4 8; do
-    step "profile llama3-$m 2 layers, local shapes of tp $tp" "$out/profile-$m-tp$tp.txt" \
-      "$tp_run" profile "$cfg/llama3-$m-2layers.yaml" --preset sequence_parallel --tp "$tp" --local-shapes-of-tp "$tp" \
-      --backend cuda --warmup 1 --iters 3 --quiet --out "$out/profile-$m-tp$tp.json"
-  done
-done
-
-# 4. GEMMs of those Programs through tp-run bench, then PyTorch on the same shapes
-for m in 8b 70b; do
-  for dt in bf16 fp8_e4m3; do
-    step "bench gemm llama3-$m $dt" "$out/gemm-$m-$dt.txt" \
-      "$tp_run" bench gemm --config "$cfg/llama3-$m-2layers.yaml" --preset sequence_parallel --tp 8 --no-grid \
-      --dtype "$dt" --backend cuda --warmup 3 --iters 10 --json "$out/gemm-$m-$dt.json"
-  done
-done
-if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  step "PyTorch comparison" "$out/compare.txt" python3 "$here/bench/torch_compare.py" "$out"
+  versions
+}
+echo "=== gpu-check: environment"
+environment 2>&1 | tee "$work/environment.txt"
+missing="$(ldd "$tp_run" 2>&1 | grep "not found")"
+if [ -n "$missing" ] || [ ! -x "$tp_run" ]; then
+  echo "gpu-check: STOP: tp-run cannot start: ${missing:-$tp_run not built}" | tee -a "$work/environment.txt"
+  failed+=("shared libraries")
+  rows+=("| environment | STOPPED: a library is missing | 0 | 2 | environment.txt |")
+  stop_early=1
 else
-  echo "=== gpu-check: PyTorch comparison skipped: python3 with CUDA torch not found" | tee "$out/compare.txt"
+  rows+=("| environment | ok | 0 | 2 | environment.txt |")
+  stop_early=0
 fi
 
-echo "=== gpu-check: $((SECONDS - start)) s in all; results in $out"
-if [ ${#failed[@]} -gt 0 ]; then
-  printf 'gpu-check: FAILED: %s\n' "${failed[@]}"
-  exit 1
+# Configs: the tiny models in bf16 (their examples are fp32 for the tight CPU tolerance), the Llama blocks with 2
+# layers. The CPU rehearsal scales the Llama blocks down (the same keys and files; head grouping kept).
+make_configs() {
+  local cfg="$work/configs"
+  mkdir -p "$cfg"
+  for m in tiny-llama tiny-gpt; do
+    sed 's/^\(  dtype:\).*/\1 bf16/' "$here/examples/$m.yaml" >"$cfg/$m-bf16.yaml"
+  done
+  local extra='  n_layers: 2'
+  if [ "$backend" = cpu ]; then
+    # 32 query heads of 8 dims (8 kv heads), ffn 384, vocab 1024, 128 tokens: one step in well under a second.
+    extra='  n_layers: 2\n  dim: 256\n  ffn_dim: 384\n  vocab_size: 1024'
+  fi
+  for m in 8b 70b; do
+    sed 's/^\(  preset: llama3-'$m'\b.*\)$/\1\n'"$extra"'/' "$here/examples/llama3-$m-h100.yaml" >"$cfg/llama3-$m-2layers.yaml"
+    [ "$backend" = cpu ] && sed -i 's/^\(  seq_len:\).*/\1 128/' "$cfg/llama3-$m-2layers.yaml"
+  done
+}
+
+if [ "$stop_early" = 0 ]; then
+  make_configs
+  cfg="$work/configs"
+
+  # 1. [cuda] tests: on the CPU rehearsal they skip (no device), which exercises the step. (A function, run by
+  # `timeout` through bash -c.)
+  run_tests() {
+    local any=0
+    for t in "$build/tests/kernels/cuda/tptune_kernels_cuda_tests" "$build/tests/runtime/cuda/tptune_runtime_cuda_tests"; do
+      [ -x "$t" ] || continue
+      any=1
+      echo "## $t"
+      "$t" --success "[cuda]" -r compact || return 1
+    done
+    [ $any = 1 ] && return 0
+    echo "no [cuda] test binary in $build (configure with the CUDA toolkit)"
+    [ "$backend" = cpu ]  # the rehearsal of a build without CUDA: nothing to run, not a failure
+  }
+  export -f run_tests
+  export build backend
+  step "[cuda] tests" 240 60 cuda-tests.txt bash -c run_tests
+  if [ "$backend" = cuda ] && grep -q "no CUDA device visible" "$work/cuda-tests.txt"; then
+    echo "gpu-check: the [cuda] tests saw no device: this is not a GPU run (see cuda-tests.txt)"
+    failed+=("no device")
+  fi
+
+  # 2. verify at tp 1
+  for m in tiny-llama tiny-gpt; do
+    for f8 in none tensorwise; do
+      step "verify $m bf16 float8 $f8" 60 5 "verify-$m-$f8.txt" \
+        "$tp_run" verify "$cfg/$m-bf16.yaml" --preset sequence_parallel --float8 "$f8" --backend "$backend" \
+        --timeout 50 --json "$work/verify-$m-$f8.json"
+    done
+  done
+
+  # 3. profiles at the local shapes of tp 1, 2, 4, 8
+  for m in 8b 70b; do
+    estimate=$([ $m = 8b ] && echo 10 || echo 20)
+    for tp in 1 2 4 8; do
+      step "profile llama3-$m, local shapes of tp $tp" 150 "$estimate" "profile-$m-tp$tp.txt" \
+        "$tp_run" profile "$cfg/llama3-$m-2layers.yaml" --preset sequence_parallel --tp "$tp" --local-shapes-of-tp "$tp" \
+        --backend "$backend" --warmup 1 --iters 3 --quiet --timeout 120 --out "$work/profile-$m-tp$tp.json"
+    done
+  done
+
+  # 4. GEMMs of those Programs through tp-run bench
+  for m in 8b 70b; do
+    for dt in bf16 fp8_e4m3; do
+      step "bench gemm llama3-$m $dt" 90 10 "gemm-$m-$dt.txt" \
+        "$tp_run" bench gemm --config "$cfg/llama3-$m-2layers.yaml" --preset sequence_parallel --tp 8 --no-grid \
+        --dtype "$dt" --backend "$backend" --warmup 3 --iters 10 --json "$work/gemm-$m-$dt.json"
+    done
+  done
+
+  # 5. optional: PyTorch on the same shapes
+  if [ "$backend" = cuda ] && [ -z "${GPU_CHECK_SKIP_TORCH:-}" ] &&
+    timeout 60 python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    step "PyTorch comparison" 180 60 compare.txt python3 "$here/bench/torch_compare.py" "$work"
+  else
+    echo "PyTorch comparison skipped (backend $backend, GPU_CHECK_SKIP_TORCH='${GPU_CHECK_SKIP_TORCH:-}', or no CUDA torch)" >"$work/compare.txt"
+    rows+=("| PyTorch comparison | skipped | 0 | 60 | compare.txt |")
+  fi
 fi
-echo "gpu-check: PASS"
+
+# Summary and archive: the two files that come back.
+{
+  echo "# gpu-check summary: backend $backend, $(date -u +%FT%TZ), $((SECONDS - start)) s in all"
+  echo
+  echo "| step | result | seconds | device estimate (s) | log |"
+  echo "| --- | --- | ---: | ---: | --- |"
+  printf '%s\n' "${rows[@]}"
+  echo
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED: $(IFS=';'; echo "${failed[*]}")"
+  else
+    echo "PASS"
+  fi
+} >"$work/summary.md"
+cp "$work/summary.md" "$out/summary.md"
+tar -C "$(dirname "$work")" -czf "$out/gpu-check.tar.gz" "$(basename "$work")" ||
+  { echo "gpu-check: could not write $out/gpu-check.tar.gz" >&2; failed+=("archive"); }
+echo "=== gpu-check: results in $out/gpu-check.tar.gz ($(du -k "$out/gpu-check.tar.gz" 2>/dev/null | cut -f1) KiB) and $out/summary.md"
+cat "$out/summary.md"
+[ ${#failed[@]} -eq 0 ]

@@ -22,9 +22,9 @@ template <class T>
 void attention_bwd(cudaStream_t stream, AttentionPlanCache& cache, const AttentionDims& s, const T* q, const T* k,
                    const T* v, const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv) {
   if constexpr (std::is_same_v<T, float>)
-    attention_bwd_reference(stream, s, q, k, v, o, lse, d_o, dq, dk, dv);
+    attention_bwd_reference(stream, s, q, k, v, o, lse, d_o, dq, dk, dv, cache.scratch());
   else if (cache.bf16_impl() == AttentionImpl::reference)
-    attention_bwd_reference(stream, s, q, k, v, o, lse, d_o, dq, dk, dv);
+    attention_bwd_reference(stream, s, q, k, v, o, lse, d_o, dq, dk, dv, cache.scratch());
   else
     detail::attention_bwd_cudnn(stream, cache, s, q, k, v, o, lse, d_o, dq, dk, dv);
 }

@@ -26,6 +26,7 @@
 #include <memory>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/scratch.h"
 
 namespace tptune::cuda {
 
@@ -34,15 +35,18 @@ using kernels::AttentionDims;
 // Which kernels run bf16 attention.
 enum class AttentionImpl { cudnn, reference };
 
-// Owns a cuDNN handle, the cuDNN execution plans built per (shape, direction), and one device workspace grown to
-// the largest plan's need. Not thread-safe; one per device (per CUDA backend). The workspace is shared by every
-// call through the cache, so those calls must be ordered: issue them on one stream (the backend's compute stream). It
-// is lazy: nothing is created until the first bf16 attention call through cuDNN (which needs the cuDNN library and a
-// device).
+// Owns a cuDNN handle and the cuDNN execution plans built per (shape, direction). Device scratch (cuDNN's workspace,
+// the reference backward's D) comes from `scratch` (kernels/cuda/scratch.h), taken per call and released after it:
+// the CUDA backend passes its caching allocator, so no call allocates after the first step. Without one (the
+// kernels' tests), the workspace is one cudaMalloc grown to the largest plan's need and D is stream-ordered. Not
+// thread-safe; one per device (per CUDA backend). The workspace is shared by every call through the cache, so those
+// calls must be ordered: issue them on one stream (the backend's compute stream). It is lazy: nothing is created until
+// the first bf16 attention call through cuDNN (which needs the cuDNN library and a device).
 class AttentionPlanCache {
  public:
-  explicit AttentionPlanCache(AttentionImpl bf16 = AttentionImpl::cudnn);
+  explicit AttentionPlanCache(AttentionImpl bf16 = AttentionImpl::cudnn, ScratchAllocator scratch = {});
   AttentionImpl bf16_impl() const { return bf16_; }
+  const ScratchAllocator& scratch() const { return scratch_; }
   ~AttentionPlanCache();
   AttentionPlanCache(const AttentionPlanCache&) = delete;
   AttentionPlanCache& operator=(const AttentionPlanCache&) = delete;
@@ -53,6 +57,7 @@ class AttentionPlanCache {
  private:
   std::unique_ptr<Impl> impl_;
   AttentionImpl bf16_;
+  ScratchAllocator scratch_;
 };
 
 // The cuDNN version the bf16 attention runs on (cudnnGetVersion() of the loaded library, e.g. 91900 for 9.19.0), or
@@ -73,12 +78,13 @@ void attention_bwd(cudaStream_t stream, AttentionPlanCache& cache, const Attenti
 // (batch, head, query row) recomputes the row's scores in each of its passes (max, sum, output); the backward runs
 // one block per query row for dq (and D_i = rowsum(dO * O)), then one block per (batch, kv head, key row) for dk and
 // dv summed over the query heads of the group, so no atomics: deterministic. head_dim <= 512. O(seq^2 * head_dim)
-// work with no tiling: SLOW by design. Scratch: D (batch, n_heads, seq) fp32, a stream-ordered allocation.
+// work with no tiling: SLOW by design. Scratch: D (batch, n_heads, seq) fp32, from `scratch`.
 template <class T>
 void attention_fwd_reference(cudaStream_t stream, const AttentionDims& s, const T* q, const T* k, const T* v, T* o,
                              float* lse);
 template <class T>
 void attention_bwd_reference(cudaStream_t stream, const AttentionDims& s, const T* q, const T* k, const T* v,
-                             const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv);
+                             const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv,
+                             const ScratchAllocator& scratch = {});
 
 }  // namespace tptune::cuda

@@ -253,11 +253,15 @@ struct AttentionPlanCache::Impl {
     return static_cast<char*>(workspace);
   }
 
-  void execute(cudaStream_t stream, const CachedPlan& p, const std::vector<std::pair<int64_t, void*>>& tensors,
-               const char* kernel) {
+  // `alloc` (the backend's caching allocator) gives this call's workspace, held until the execution was issued;
+  // without one, the cache's own grown workspace.
+  void execute(cudaStream_t stream, const ScratchAllocator& alloc, const CachedPlan& p,
+               const std::vector<std::pair<int64_t, void*>>& tensors, const char* kernel) {
     const auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
     const int64_t plan_ws = aligned(p.plan.workspace_bytes), dq_ws = aligned(p.dq_accum_bytes);
-    char* ws = workspace_of(std::max<int64_t>(plan_ws + dq_ws + p.softmax_sum_bytes, 1), kernel);
+    const int64_t ws_bytes = std::max<int64_t>(plan_ws + dq_ws + p.softmax_sum_bytes, 1);
+    const std::shared_ptr<void> call_ws = alloc ? cuda::scratch(alloc, stream, size_t(ws_bytes), kernel) : nullptr;
+    char* ws = call_ws ? static_cast<char*>(call_ws.get()) : workspace_of(ws_bytes, kernel);
     std::vector<int64_t> uids;
     std::vector<void*> ptrs;
     for (const auto& [uid, ptr] : tensors) {
@@ -287,7 +291,8 @@ struct AttentionPlanCache::Impl {
   }
 };
 
-AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16) : bf16_(bf16) {}
+AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16, ScratchAllocator scratch)
+    : bf16_(bf16), scratch_(std::move(scratch)) {}
 AttentionPlanCache::~AttentionPlanCache() = default;
 AttentionPlanCache::Impl& AttentionPlanCache::impl() {
   if (!impl_) impl_ = std::make_unique<Impl>();
@@ -316,7 +321,7 @@ void attention_fwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
   const CachedPlan& p = impl.plan(false, s);
   // Pass-by-value scalars: host memory read when cudnnBackendExecute runs.
   float scale = float(1.0 / std::sqrt(double(s.head_dim))), masked = masked_score_value();
-  impl.execute(stream, p,
+  impl.execute(stream, cache.scratch(), p,
                {{p.uids.q, const_cast<__nv_bfloat16*>(q)},
                 {p.uids.k, const_cast<__nv_bfloat16*>(k)},
                 {p.uids.v, const_cast<__nv_bfloat16*>(v)},
@@ -335,7 +340,7 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
   auto& impl = cache.impl();
   const CachedPlan& p = impl.plan(true, s);
   float scale = float(1.0 / std::sqrt(double(s.head_dim))), masked = masked_score_value(), one = 1.0f;
-  impl.execute(stream, p,
+  impl.execute(stream, cache.scratch(), p,
                {{p.uids.q, const_cast<__nv_bfloat16*>(q)},
                 {p.uids.k, const_cast<__nv_bfloat16*>(k)},
                 {p.uids.v, const_cast<__nv_bfloat16*>(v)},
@@ -357,7 +362,8 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
 
 struct AttentionPlanCache::Impl {};
 int64_t cudnn_version() { return 0; }
-AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16) : bf16_(bf16) {}
+AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16, ScratchAllocator scratch)
+    : bf16_(bf16), scratch_(std::move(scratch)) {}
 AttentionPlanCache::~AttentionPlanCache() = default;
 AttentionPlanCache::Impl& AttentionPlanCache::impl() {
   if (!impl_) impl_ = std::make_unique<Impl>();

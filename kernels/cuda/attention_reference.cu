@@ -210,27 +210,27 @@ void attention_fwd_reference(cudaStream_t stream, const AttentionDims& s, const 
 
 template <class T>
 void attention_bwd_reference(cudaStream_t stream, const AttentionDims& s, const T* q, const T* k, const T* v,
-                             const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv) {
+                             const T* o, const float* lse, const T* d_o, T* dq, T* dk, T* dv,
+                             const ScratchAllocator& alloc) {
   const char* kernel = "attention_bwd_reference";
   const Geometry g = geometry(s, kernel);
   if (g.batch == 0 || g.seq == 0) return;
-  void* D = nullptr;
-  check_cuda(cudaMallocAsync(&D, size_t(g.batch * g.heads * g.seq) * sizeof(float), stream), kernel,
-             "cudaMallocAsync (D)");
+  const std::shared_ptr<void> row_dots =
+      scratch(alloc, stream, size_t(g.batch * g.heads * g.seq) * sizeof(float), kernel);
+  void* D = row_dots.get();
   bwd_dq_kernel<<<dim3(unsigned(g.seq), unsigned(g.heads), unsigned(g.batch)), kChunk, 0, stream>>>(
       g, q, k, v, o, lse, d_o, dq, static_cast<float*>(D));
   check_launch(kernel);
   bwd_dkv_kernel<<<dim3(unsigned(g.seq), unsigned(g.kv_heads), unsigned(g.batch)), kChunk, 0, stream>>>(
       g, q, k, v, lse, d_o, static_cast<const float*>(D), dk, dv);
   check_launch(kernel);
-  check_cuda(cudaFreeAsync(D, stream), kernel, "cudaFreeAsync (D)");
 }
 
 #define TPTUNE_INSTANTIATE(T)                                                                                          \
   template void attention_fwd_reference<T>(cudaStream_t, const AttentionDims&, const T*, const T*, const T*, T*,       \
                                            float*);                                                                    \
   template void attention_bwd_reference<T>(cudaStream_t, const AttentionDims&, const T*, const T*, const T*, const T*, \
-                                           const float*, const T*, T*, T*, T*);
+                                           const float*, const T*, T*, T*, T*, const ScratchAllocator&);
 TPTUNE_INSTANTIATE(float)
 TPTUNE_INSTANTIATE(__nv_bfloat16)
 

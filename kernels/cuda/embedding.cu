@@ -85,7 +85,8 @@ void embedding_fwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
 
 template <class T>
 void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
-                   bool /*vocab_sharded*/, const int32_t* ids, const T* d_out, T* d_weight) {
+                   bool /*vocab_sharded*/, const int32_t* ids, const T* d_out, T* d_weight,
+                   const ScratchAllocator& alloc) {
   const char* kernel = "embedding_bwd";
   check_dims(tokens, vocab_local, dim, vocab_offset, kernel);
   if (vocab_local * dim > 0)
@@ -101,13 +102,12 @@ void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
   // One scratch block: keys in/out, positions in/out (4 bytes each per token), then CUB's temp storage.
   // (rounded up to 256 bytes: CUB's temp storage starts on the alignment of a fresh allocation)
   const size_t arrays = (size_t(tokens) * 4 * sizeof(uint32_t) + 255) / 256 * 256;
-  void* scratch = nullptr;
-  check_cuda(cudaMallocAsync(&scratch, arrays + temp_bytes, stream), kernel, "cudaMallocAsync (sort scratch)");
-  uint32_t* keys_in = static_cast<uint32_t*>(scratch);
+  const std::shared_ptr<void> buffers = scratch(alloc, stream, arrays + temp_bytes, kernel);
+  uint32_t* keys_in = static_cast<uint32_t*>(buffers.get());
   uint32_t* keys_out = keys_in + tokens;
   int32_t* pos_in = reinterpret_cast<int32_t*>(keys_out + tokens);
   int32_t* pos_out = pos_in + tokens;
-  void* temp = static_cast<char*>(scratch) + arrays;
+  void* temp = static_cast<char*>(buffers.get()) + arrays;
   embedding_keys_kernel<<<grid_for(tokens), kThreads, 0, stream>>>(tokens, vocab_local, vocab_offset, ids, keys_in,
                                                                    pos_in);
   check_launch(kernel);
@@ -117,13 +117,13 @@ void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
   embedding_scatter_kernel<<<grid_for(tokens * kThreads), kThreads, 0, stream>>>(tokens, vocab_local, dim, keys_out,
                                                                                  pos_out, d_out, d_weight);
   check_launch(kernel);
-  check_cuda(cudaFreeAsync(scratch, stream), kernel, "cudaFreeAsync (sort scratch)");
 }
 
-#define TPTUNE_INSTANTIATE(T)                                                                                      \
-  template void embedding_fwd<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, bool, const int32_t*, const T*, \
-                                 T*);                                                                              \
-  template void embedding_bwd<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, bool, const int32_t*, const T*, T*);
+#define TPTUNE_INSTANTIATE(T)                                                                                          \
+  template void embedding_fwd<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, bool, const int32_t*, const T*,     \
+                                 T*);                                                                                  \
+  template void embedding_bwd<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, bool, const int32_t*, const T*, T*, \
+                                 const ScratchAllocator&);
 TPTUNE_INSTANTIATE(float)
 TPTUNE_INSTANTIATE(__nv_bfloat16)
 

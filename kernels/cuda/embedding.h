@@ -11,7 +11,7 @@
 // Backward: d_weight is overwritten with the scatter-add of d_out rows, DETERMINISTIC: token indices are sorted by
 // local row (CUB's stable radix sort), then each owned row sums its tokens' d_out rows in token order (float
 // accumulation, as the CPU reference does; with T = float the result equals the CPU's bit-for-bit). The sort's
-// scratch (keys, values, CUB temp storage; ~16 bytes per token) is a stream-ordered allocation on `stream`.
+// scratch (keys, values, CUB temp storage; ~16 bytes per token) comes from `scratch` (kernels/cuda/scratch.h).
 // Cost (napkin): forward moves tokens*dim elements twice; backward writes the table (vocab_local*dim) once and reads
 // tokens*dim elements of d_out.
 
@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/scratch.h"
+
 namespace tptune::cuda {
 
 template <class T>
@@ -27,6 +29,7 @@ void embedding_fwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
                    bool vocab_sharded, const int32_t* ids, const T* weight, T* out);
 template <class T>
 void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
-                   bool vocab_sharded, const int32_t* ids, const T* d_out, T* d_weight);
+                   bool vocab_sharded, const int32_t* ids, const T* d_out, T* d_weight,
+                   const ScratchAllocator& scratch = {});
 
 }  // namespace tptune::cuda

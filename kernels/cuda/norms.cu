@@ -140,15 +140,14 @@ void check_dims(int64_t rows, int64_t dim, const char* kernel) {
 // Row blocks: up to 1024 threads, enough for one element per thread on rows up to 1024 wide.
 unsigned row_threads(int64_t dim) { return unsigned(std::clamp<int64_t>((dim + 31) / 32 * 32, 32, 1024)); }
 
-// dw (and db) = column sums over all rows, deterministic; the partials live in stream-ordered scratch.
+// dw (and db) = column sums over all rows, deterministic; the partials live in scratch (released after the launches).
 template <class T>
 void column_sums(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const float* mean, const float* rstd,
-                 const T* dy, T* dw, T* db, const char* kernel) {
+                 const T* dy, T* dw, T* db, const ScratchAllocator& alloc, const char* kernel) {
   const int64_t slabs = std::max<int64_t>(1, std::min(kSlabs, rows));
   const size_t bytes = size_t(slabs * dim) * sizeof(double) * (db ? 2 : 1);
-  void* scratch = nullptr;
-  check_cuda(cudaMallocAsync(&scratch, bytes, stream), kernel, "cudaMallocAsync (dw partial sums)");
-  double* dw_partial = static_cast<double*>(scratch);
+  const std::shared_ptr<void> partials = scratch(alloc, stream, bytes, kernel);
+  double* dw_partial = static_cast<double*>(partials.get());
   double* db_partial = db ? dw_partial + slabs * dim : nullptr;
   const dim3 grid(unsigned((dim + kThreads - 1) / kThreads), unsigned(slabs));
   norm_dw_partial_kernel<<<grid, kThreads, 0, stream>>>(rows, dim, slabs, x, mean, rstd, dy, dw_partial, db_partial);
@@ -160,7 +159,6 @@ void column_sums(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, con
     sum_slabs_kernel<<<cols, kThreads, 0, stream>>>(dim, slabs, db_partial, db);
     check_launch(kernel);
   }
-  check_cuda(cudaFreeAsync(scratch, stream), kernel, "cudaFreeAsync (dw partial sums)");
 }
 
 }  // namespace
@@ -176,10 +174,10 @@ void rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, con
 
 template <class T>
 void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd, const T* dy,
-                 T* dx, T* dw) {
+                 T* dx, T* dw, const ScratchAllocator& scratch) {
   check_dims(rows, dim, "rmsnorm_bwd");
   // dw first: it reads dy and x, which dx may alias.
-  column_sums<T>(stream, rows, dim, x, nullptr, rstd, dy, dw, nullptr, "rmsnorm_bwd");
+  column_sums<T>(stream, rows, dim, x, nullptr, rstd, dy, dw, nullptr, scratch, "rmsnorm_bwd");
   if (rows > 0) {
     rmsnorm_dx_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, x, w, rstd, dy, dx);
     check_launch("rmsnorm_bwd");
@@ -197,23 +195,24 @@ void layernorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, c
 
 template <class T>
 void layernorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* mean,
-                   const float* rstd, const T* dy, T* dx, T* dw, T* db) {
+                   const float* rstd, const T* dy, T* dx, T* dw, T* db, const ScratchAllocator& scratch) {
   check_dims(rows, dim, "layernorm_bwd");
   // dw, db first: they read dy and x, which dx may alias.
-  column_sums<T>(stream, rows, dim, x, mean, rstd, dy, dw, db, "layernorm_bwd");
+  column_sums<T>(stream, rows, dim, x, mean, rstd, dy, dw, db, scratch, "layernorm_bwd");
   if (rows > 0) {
     layernorm_dx_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, x, w, mean, rstd, dy, dx);
     check_launch("layernorm_bwd");
   }
 }
 
-#define TPTUNE_INSTANTIATE(T)                                                                                       \
-  template void rmsnorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, T*, float*);             \
-  template void rmsnorm_bwd<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const T*, T*, T*); \
-  template void layernorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, const T*, T*, float*,  \
-                                 float*);                                                                           \
-  template void layernorm_bwd<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const float*,    \
-                                 const T*, T*, T*, T*);
+#define TPTUNE_INSTANTIATE(T)                                                                                      \
+  template void rmsnorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, T*, float*);            \
+  template void rmsnorm_bwd<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const T*, T*, T*, \
+                               const ScratchAllocator&);                                                           \
+  template void layernorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, const T*, T*, float*, \
+                                 float*);                                                                          \
+  template void layernorm_bwd<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const float*,   \
+                                 const T*, T*, T*, T*, const ScratchAllocator&);
 TPTUNE_INSTANTIATE(float)
 TPTUNE_INSTANTIATE(__nv_bfloat16)
 

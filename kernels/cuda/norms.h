@@ -10,8 +10,8 @@
 // Precision and determinism: row statistics and the dw/db column sums accumulate in double in a fixed order
 // (one block per row for the row sums; for dw/db, fixed slabs of rows reduced in a second pass), so results are
 // reproducible run to run; they differ from the CPU loop's order by rounding only.
-// Scratch: the backward's dw/db partial sums (slabs x dim doubles, <= 64 x dim) are stream-ordered allocations
-// (cudaMallocAsync / cudaFreeAsync on `stream`, from the device's default memory pool).
+// Scratch: the backward's dw/db partial sums (slabs x dim doubles, <= 64 x dim) come from `scratch`
+// (kernels/cuda/scratch.h: the backend's caching allocator; empty: stream-ordered from the default pool).
 // Cost (napkin): forward reads x once and writes y; backward reads x and dy twice (row pass, column pass).
 
 #include <cuda_bf16.h>
@@ -19,18 +19,20 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/scratch.h"
+
 namespace tptune::cuda {
 
 template <class T>
 void rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* x, const T* w, T* y, float* rstd);
 template <class T>
 void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd, const T* dy,
-                 T* dx, T* dw);
+                 T* dx, T* dw, const ScratchAllocator& scratch = {});
 template <class T>
 void layernorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* x, const T* w, const T* b, T* y,
                    float* mean, float* rstd);
 template <class T>
 void layernorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* mean,
-                   const float* rstd, const T* dy, T* dx, T* dw, T* db);
+                   const float* rstd, const T* dy, T* dx, T* dw, T* db, const ScratchAllocator& scratch = {});
 
 }  // namespace tptune::cuda

@@ -14,6 +14,7 @@
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/elementwise.h"
 #include "plans/error.h"
+#include "runtime/cuda/copy_plan.h"
 #include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_dispatch.h"
@@ -55,7 +56,10 @@ CudaBackend::CudaBackend(MPI_Comm tp, MPI_Comm dp, int device) : device_(device)
   check(cudaStreamCreateWithFlags(&p2p_stream_, cudaStreamNonBlocking), "init", "cudaStreamCreate(p2p)");
   allocator_ = cudabe::DeviceAllocator::create({compute_, comm_stream_, p2p_stream_});
   gemm_ = std::make_unique<cudabe::CublasLtGemm>(allocator_);
-  attention_ = std::make_unique<cuda::AttentionPlanCache>();
+  // Kernel scratch and cuDNN's workspace from the caching allocator (kernels/cuda/scratch.h): no cudaMalloc /
+  // cudaFree after the first step, and none of the default pool's release at every synchronize.
+  scratch_ = [a = allocator_](size_t bytes, const char* what) { return a->allocate(bytes, what); };
+  attention_ = std::make_unique<cuda::AttentionPlanCache>(cuda::AttentionImpl::cudnn, scratch_);
   tp_ = std::make_unique<cudabe::NcclComm>(tp, "tp");
   dp_ = std::make_unique<cudabe::NcclComm>(dp, "dp");
   tp_p2p_ = std::make_unique<cudabe::NcclComm>(tp, "tp ring");
@@ -230,10 +234,25 @@ void CudaBackend::copy2d(DevPtr dst, int64_t dst_ld, DevPtr src, int64_t src_ld,
   if (dst.storage != src.storage)
     throw Error(fmt::format("cuda backend: copy2d from {} into {} storage (convert changes storages)",
                             to_string(src.storage), to_string(dst.storage)));
-  const size_t b = size_t(storage_bytes(dst.storage));
-  check(cudaMemcpy2DAsync(dst.ptr, size_t(dst_ld) * b, src.ptr, size_t(src_ld) * b, size_t(cols) * b, size_t(rows),
-                          cudaMemcpyDeviceToDevice, compute_),
-        "copy2d", "cudaMemcpy2DAsync");
+  const cudabe::CopyPlan p = cudabe::plan_copy2d(dst_ld, src_ld, rows, cols, storage_bytes(dst.storage));
+  auto* d = static_cast<char*>(dst.ptr);
+  const auto* s = static_cast<const char*>(src.ptr);
+  switch (p.kind) {
+    case cudabe::CopyPlan::Kind::none:
+      return;
+    case cudabe::CopyPlan::Kind::contiguous:
+      check(cudaMemcpyAsync(d, s, p.bytes, cudaMemcpyDeviceToDevice, compute_), "copy2d", "cudaMemcpyAsync");
+      return;
+    case cudabe::CopyPlan::Kind::strided:
+      check(cudaMemcpy2DAsync(d, p.dst_pitch, s, p.src_pitch, p.bytes, p.rows, cudaMemcpyDeviceToDevice, compute_),
+            "copy2d", "cudaMemcpy2DAsync");
+      return;
+    case cudabe::CopyPlan::Kind::rows:
+      for (size_t r = 0; r < p.rows; ++r)
+        check(cudaMemcpyAsync(d + r * p.dst_pitch, s + r * p.src_pitch, p.bytes, cudaMemcpyDeviceToDevice, compute_),
+              "copy2d", "cudaMemcpyAsync (row)");
+      return;
+  }
 }
 
 void CudaBackend::convert(DevPtr dst, DevPtr src, int64_t n) {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cuda/scratch.h"
 #include "runtime/backend.h"
 
 namespace tptune::cuda {
@@ -128,6 +129,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   cudaStream_t compute_ = nullptr, comm_stream_ = nullptr, p2p_stream_ = nullptr;
   std::shared_ptr<cudabe::DeviceAllocator> allocator_;
+  cuda::ScratchAllocator scratch_;  // kernel scratch from allocator_
   std::unique_ptr<cudabe::CublasLtGemm> gemm_;
   std::unique_ptr<cuda::AttentionPlanCache> attention_;
   std::unique_ptr<cudabe::NcclComm> tp_, dp_;

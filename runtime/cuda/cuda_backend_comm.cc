@@ -194,13 +194,16 @@ RequestPtr CudaBackend::send_recv(Group g, DevPtr send, int dst, DevPtr recv, in
   cudabe::NcclComm& c = g == Group::tp ? *tp_p2p_ : *dp_;
   if (dst < 0 || dst >= c.size() || src < 0 || src >= c.size())
     throw Error(fmt::format("send_recv: peer ranks {} / {} outside a group of {}", dst, src, c.size()));
+  // Each communicator on one stream only (cuda_backend.h): the tp ring's own communicator on the p2p stream, so
+  // that the next slot travels while the compute stream multiplies this one; the dp communicator on the stream of
+  // the dp collectives, which it shares.
+  cudaStream_t stream = g == Group::tp ? p2p_stream_ : comm_stream_;
   if (!c.get()) {
     copy2d(recv, n, send, n, 1, n);
-    return on_stream(p2p_stream_, what, [](cudaStream_t) {});
+    return on_stream(stream, what, [](cudaStream_t) {});
   }
   const ncclDataType_t t = nccl_type(send.storage, false, what);
-  // A stream of its own, so that the next slot travels while the compute stream multiplies this one.
-  return on_stream(p2p_stream_, what, [&](cudaStream_t s) {
+  return on_stream(stream, what, [&](cudaStream_t s) {
     check(ncclGroupStart(), what.c_str(), "ncclGroupStart");
     check(ncclSend(send.ptr, size_t(n), t, dst, c.get(), s), what.c_str(), "ncclSend");
     check(ncclRecv(recv.ptr, size_t(n), t, src, c.get(), s), what.c_str(), "ncclRecv");

@@ -66,7 +66,8 @@ void CudaBackend::rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, con
   constexpr const char* c = "rmsnorm_bwd";
   floating(x, c, [&](auto t) {
     using T = T_OF(t);
-    cuda::rmsnorm_bwd<T>(compute_, rows, dim, as<T>(x, c), as<T>(w, c), rstd, as<T>(dy, c), as<T>(dx, c), as<T>(dw, c));
+    cuda::rmsnorm_bwd<T>(compute_, rows, dim, as<T>(x, c), as<T>(w, c), rstd, as<T>(dy, c), as<T>(dx, c), as<T>(dw, c),
+                         scratch_);
   });
 }
 
@@ -85,7 +86,7 @@ void CudaBackend::layernorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, c
   floating(x, c, [&](auto t) {
     using T = T_OF(t);
     cuda::layernorm_bwd<T>(compute_, rows, dim, as<T>(x, c), as<T>(w, c), mean, rstd, as<T>(dy, c), as<T>(dx, c),
-                           as<T>(dw, c), as<T>(db, c));
+                           as<T>(dw, c), as<T>(db, c), scratch_);
   });
 }
 
@@ -174,7 +175,7 @@ void CudaBackend::embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim
   floating(d_out, c, [&](auto t) {
     using T = T_OF(t);
     cuda::embedding_bwd<T>(compute_, tokens, vocab_local, dim, vocab_offset, vocab_sharded, ids, as<T>(d_out, c),
-                           as<T>(d_weight, c));
+                           as<T>(d_weight, c), scratch_);
   });
 }
 

@@ -11,6 +11,9 @@ NcclComm::NcclComm(MPI_Comm mpi, const std::string& name) : name_(name) {
   if (mpi == MPI_COMM_NULL) return;
   MPI_Comm_size(mpi, &size_);
   MPI_Comm_rank(mpi, &rank_);
+  // One rank: no communicator (its collectives are local copies). Creating one would cost a second or more of
+  // NCCL bootstrap per group and process for nothing, in every single-process verify and profile.
+  if (size_ == 1) return;
   const std::string where = "nccl " + name;
   ncclUniqueId id{};
   if (rank_ == 0) check(ncclGetUniqueId(&id), where.c_str(), "ncclGetUniqueId");

@@ -1,8 +1,9 @@
 #pragma once
 // One NCCL communicator per Group (tp, dp), bootstrapped over MPI: rank 0 of the group's MPI communicator calls
 // ncclGetUniqueId and broadcasts it (MPI_Bcast), then every rank calls ncclCommInitRank on its device (the CUDA
-// backend has already set it: one process per GPU, device = local rank). A group of size 1 (MPI_COMM_NULL) has no
-// communicator: its collectives are local copies.
+// backend has already set it: one process per GPU, device = local rank). A group of one rank (MPI_COMM_NULL, or an
+// MPI communicator of size 1) has no communicator (get() is null; NCCL is not called at all): its collectives are
+// local copies.
 // Errors name the group and the NCCL call ("cuda backend: nccl tp: ncclCommInitRank: unhandled system error").
 
 #include <mpi.h>

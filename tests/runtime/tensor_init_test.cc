@@ -70,3 +70,25 @@ TEST_CASE("summarize: median and nearest-rank spread", "[runtime][profile]") {
   CHECK(t.samples == std::vector<double>{10, 2, 1, 4, 3});  // raw, in iteration order
   CHECK(summarize({4, 1, 3, 2}).median == 2.5);             // even count: mean of the middle two
 }
+
+TEST_CASE("the per-tensor hash is hoisted without changing a bit: the values every earlier run initialised",
+          "[runtime][init]") {
+  // init_parameter / init_tokens hash the tensor's name once per tensor (issue 27: once per element was 19-22 ns an
+  // element, minutes for a 70B block on the host). Every element must equal the per-element reference draw
+  // (seeded_uniform / seeded_index, which still hash the whole name per call) bit for bit...
+  const std::string name = "layers.0.attention.wq.weight";
+  const auto w = init_parameter(11, name, {8, 4});
+  const float scale = static_cast<float>(std::sqrt(3.0 / 4.0));  // fan_in 4
+  for (int64_t i = 0; i < 32; ++i) CHECK(w[size_t(i)] == scale * seeded_uniform(11, name, i));
+  const auto n = init_parameter(5, "norm.weight", {16});
+  for (int64_t i = 0; i < 16; ++i) CHECK(n[size_t(i)] == 1.0f + 0.1f * seeded_uniform(5, "norm.weight", i));
+  const auto t = init_tokens(3, "tokens", {2, 32}, 50257);
+  for (int64_t i = 0; i < 64; ++i) CHECK(t[size_t(i)] == seeded_index(3, "tokens", i, 50257));
+  // ...and equal what the per-element implementation of main (commit cd4f02d) produced, printed there with %a.
+  CHECK(w[0] == 0x1.03b7b2p-1f);
+  CHECK(w[1] == -0x1.866aaap-1f);
+  CHECK(w[31] == -0x1.7072d2p-1f);
+  CHECK(n[3] == 0x1.ce9662p-1f);
+  CHECK(t[0] == 842);
+  CHECK(t[63] == 19229);
+}

@@ -126,3 +126,25 @@ TEST_CASE("cuBLASLt refuses e5m2 x e5m2 and mixed float8/bf16 in one line", "[cu
   g.b = c.ptr();
   CHECK_THROWS_WITH(be.gemm(g), Catch::Contains("both operands must be float8"));
 }
+
+TEST_CASE("cuda kernel scratch comes from the caching allocator: a second norm backward allocates nothing",
+          "[cuda][runtime]") {
+  TPTUNE_CUDA_OR_SKIP();
+  CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+  const int64_t rows = 64, dim = 256;
+  Buffer x = be.alloc(rows * dim, Storage::bf16), dy = be.alloc(rows * dim, Storage::bf16);
+  Buffer dx = be.alloc(rows * dim, Storage::bf16), w = be.alloc(dim, Storage::bf16), dw = be.alloc(dim, Storage::bf16);
+  Buffer rstd = be.alloc(rows, Storage::f32);
+  be.fill(x.ptr(), rows * dim, 0.5f);
+  be.fill(dy.ptr(), rows * dim, 0.25f);
+  be.fill(w.ptr(), dim, 1.0f);
+  be.fill(rstd.ptr(), rows, 1.0f);
+  be.rmsnorm_bwd(rows, dim, x.ptr(), w.ptr(), rstd.f32(), dy.ptr(), dx.ptr(), dw.ptr());  // dw partials: scratch
+  be.synchronize();
+  const size_t before = be.device_mallocs();
+  for (int i = 0; i < 3; ++i) {
+    be.rmsnorm_bwd(rows, dim, x.ptr(), w.ptr(), rstd.f32(), dy.ptr(), dx.ptr(), dw.ptr());
+    be.synchronize();
+  }
+  CHECK(be.device_mallocs() == before);  // the partial sums' block came back from the cache each time
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# gpu_check_rehearsal.sh SOURCE_DIR BUILD_DIR WORK_DIR: bench/gpu-check.sh rehearsed on the CPU backend (issue 27),
+# so that the device check's mechanics are tested on every commit before a GPU is lent:
+#   1. `--backend cpu` runs every step, passes, and leaves exactly the two files a lease brings back (the archive
+#      and the summary); the archive holds every step's log and result (4 verify, 8 Profile and 4 bench JSON), and
+#      the summary a row per step with its time and the device estimate.
+#   2. a step that hangs is ended at its limit (GPU_CHECK_STEP_LIMIT), recorded as TIMEOUT, and the run still
+#      finishes, writes its two files and exits non-zero: one hang cannot eat the lease.
+set -euo pipefail
+src="$1" build="$2" work="$3"
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "gpu-check rehearsal: $*" >&2; exit 1; }
+
+# 1. the rehearsal
+out="$work/out"
+"$src/bench/gpu-check.sh" --backend cpu "$out" "$build" >"$work/run.txt" 2>&1 || { cat "$work/run.txt"; fail "exit $?"; }
+[ "$(ls "$out" | sort | tr '\n' ' ')" = "gpu-check.tar.gz summary.md " ] || fail "OUTDIR holds $(ls "$out"), expected the archive and the summary only"
+tar -tzf "$out/gpu-check.tar.gz" >"$work/listing.txt"
+for f in environment.txt summary.md cuda-tests.txt configs/llama3-70b-2layers.yaml \
+  verify-tiny-{llama,gpt}-{none,tensorwise}.json profile-{8b,70b}-tp{1,2,4,8}.json gemm-{8b,70b}-{bf16,fp8_e4m3}.json; do
+  grep -qx "gpu-check/$f" "$work/listing.txt" || fail "the archive lacks $f"
+done
+rows="$(grep -c '^| [^s-].* | ok | [0-9.]* | [0-9]* |' "$out/summary.md" || true)"
+[ "$rows" = 18 ] || { cat "$out/summary.md"; fail "$rows steps ok with a time, expected 18 (environment, tests, 4 verify, 8 profiles, 4 gemm)"; }
+grep -q '^| PyTorch comparison | skipped |' "$out/summary.md" || fail "no skipped PyTorch row"
+[ "$(tail -1 "$work/run.txt")" = PASS ] || fail "the summary is not printed last"
+grep -q '^CUDA runtime: \|^CUDA runtime: not linked' "$work/run.txt" || fail "no CUDA runtime version line"
+
+# 2. a hanging step: a tp-run that hangs in verify, under a 2 s limit per step
+fake="$work/fake-build"
+mkdir -p "$fake/tools"
+printf '#!/bin/sh\n[ "$1" = verify ] && exec sleep 600\nexit 0\n' >"$fake/tools/tp-run"
+chmod +x "$fake/tools/tp-run"
+set +e
+GPU_CHECK_STEP_LIMIT=2 timeout 120 "$src/bench/gpu-check.sh" --backend cpu "$work/out-hang" "$fake" >"$work/hang.txt" 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$work/hang.txt"; fail "a hanging step: exit $rc, expected a failure of the check itself"; }
+[ "$(grep -c '| TIMEOUT after 2 s |' "$work/out-hang/summary.md")" = 4 ] || { cat "$work/out-hang/summary.md"; fail "the 4 hanging verify steps are not recorded as TIMEOUT"; }
+[ -s "$work/out-hang/gpu-check.tar.gz" ] || fail "no archive after a hanging step"
+echo "gpu-check rehearsal: ok ($(grep -c '^| ' "$out/summary.md") summary rows; hanging steps ended at their limit)"
