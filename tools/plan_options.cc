@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 
@@ -12,6 +14,34 @@
 
 namespace tptune::tools {
 
+CLI::Validator integer_option(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi)
+          return fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, yaml::shown(text, 40));
+        return {};
+      },
+      fmt::format("INT in {}..{}", lo, hi));
+}
+
+CLI::Validator number_option(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v) || v < lo || v > hi)
+          return fmt::format("expected a number in [{}, {}], got '{}'", lo, hi, yaml::shown(text, 40));
+        return {};
+      },
+      fmt::format("NUMBER in [{}, {}]", lo, hi));
+}
+
+// The plan options' numbers are range-checked in resolve_plan() (check_option(), naming the option); a value that is
+// not a number is CLI11's one-line "Could not convert".
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   cmd->add_option("config", o.config, "config YAML (model, training, cluster)")->required();
   cmd->add_option("--hf-config", o.hf_config, "a Hugging Face config.json that replaces the config's model section");

@@ -41,6 +41,13 @@ struct PlanOptions {
 };
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
+
+// CLI11 validators for numeric options, so that a bad value is one short line (CLI11's own NonNegativeNumber states
+// its range as a 309-digit number):
+//   tp-plan: error: --top: expected an integer in 1..1000000, got 'abc' (see tp-plan --help)
+// integer_option: a whole decimal integer in [lo, hi]; number_option: a finite number in [lo, hi].
+CLI::Validator integer_option(int64_t lo, int64_t hi);
+CLI::Validator number_option(double lo, double hi);
 // Loads the plan the options name (errors are tptune::Error naming the option or file), and applies --compile /
 // --no-compile to cfg.training. `default_tp`: the tp of a preset or plan file that states none (0: the cluster's
 // gpus_per_node).
