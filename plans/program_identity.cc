@@ -94,12 +94,15 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
     }
   }
   if (diffs.empty()) return;
+  // tp-run profiles one data-parallel replica (dp 1): the usual difference on a cluster larger than the TP group.
+  const bool dp_only = diffs.size() == 1 && diffs.front().starts_with("dp ");
+  const std::string hint = dp_only ? "tp-run profiles one data-parallel replica: simulate with --dp-shard 1"
+                                   : "profile the simulated config and plan (tp-run profile CONFIG --plan ...)";
   const size_t shown_diffs = std::min<size_t>(diffs.size(), 4);
-  throw Error(
-      fmt::format("{}: a profile of another model or plan: {}{}; profile the simulated config and plan "
-                  "(tp-run profile CONFIG --plan ...)",
-                  name, fmt::join(diffs.begin(), diffs.begin() + static_cast<long>(shown_diffs), ", "),
-                  diffs.size() > shown_diffs ? fmt::format(" and {} more", diffs.size() - shown_diffs) : ""));
+  throw Error(fmt::format("{}: a profile of another model or plan: {}{}; {}", name,
+                          fmt::join(diffs.begin(), diffs.begin() + static_cast<long>(shown_diffs), ", "),
+                          diffs.size() > shown_diffs ? fmt::format(" and {} more", diffs.size() - shown_diffs) : "",
+                          hint));
 }
 
 }  // namespace tptune

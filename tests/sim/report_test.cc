@@ -214,6 +214,13 @@ TEST_CASE("measured trace: a profile of another model or plan is refused, saying
         "p.json: a profile of another model or plan: model.dim 2048 (profile) vs 4096 (simulated), plan.tp_degree 4 "
         "(profile) vs 2 (simulated), tp 4 (profile) vs 2 (simulated); profile the simulated config and plan (tp-run "
         "profile CONFIG --plan ...)");
+  // tp-run profiles one replica: on a larger cluster only dp differs, and the error says how to simulate the same.
+  nlohmann::json replica = program_identity(s.p);
+  replica["dp"] = 1;
+  const Sim fsdp = simulate_8b(2, 4, false);
+  CHECK(tptune::test::error_of([&] { check_same_program(replica, fsdp.p, "p.json"); }) ==
+        "p.json: a profile of another model or plan: dp 1 (profile) vs 4 (simulated); tp-run profiles one "
+        "data-parallel replica: simulate with --dp-shard 1");
   CHECK(tptune::test::error_of([&] { check_same_program(nlohmann::json(), s.p, "p.json"); }) ==
         "p.json: program: expected the profiled model, training and plan (tp-run profile writes them)");
   // The module styles of the profile's plan_yaml: a vanilla profile beside a sequence-parallel simulation.
