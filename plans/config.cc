@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -9,6 +10,7 @@
 #include "plans/hf_config.h"
 #include "plans/limits.h"
 #include "plans/plan.h"
+#include "plans/spmd_backend.h"
 #include "plans/yaml_util.h"
 
 namespace tptune {
@@ -79,6 +81,19 @@ YAML::Node key_node(const YAML::Node& map, std::string_view key) {
 }
 
 // The node to point at for an error about `key` of `map`: its key when present, else the map's own key `self`.
+// A search axis lists each value once: a repeated value would enumerate (and rank) the same candidates again.
+// Throws "<file>:<line>: search.tp_degrees[2]: 8 is listed twice (also search.tp_degrees[0])" for the first repeat.
+// `values` is what doc.list() read from `l` (a scalar `l` is a one-element list).
+template <class T>
+void refuse_repeats(const YamlDoc& doc, const YAML::Node& l, const std::string& key, const std::vector<T>& values) {
+  if (!l.IsSequence()) return;
+  std::map<T, size_t> first;  // value -> its first index
+  for (size_t i = 0; i < values.size(); ++i)
+    if (auto [it, fresh] = first.emplace(values[i], i); !fresh)
+      doc.fail_msg(l[i], fmt::format("{}[{}]", key, i),
+                   fmt::format("{} is listed twice (also {}[{}])", yaml::shown(l[i].Scalar()), key, it->second));
+}
+
 YAML::Node locate(const YAML::Node& map, std::string_view key, const YAML::Node& self) {
   YAML::Node k = key_node(map, key);
   return k.IsDefined() ? k : self;
@@ -186,7 +201,9 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
   doc.check_map(n, "training",
-                {"seq_len", "local_batch_size", "global_batch_size", "dtype", "activation_checkpointing", "compile"});
+                {"seq_len", "local_batch_size", "global_batch_size", "dtype", "activation_checkpointing", "compile",
+                 "spmd_backend"});
+  if (has(n, "spmd_backend")) read_spmd_backend(doc, n["spmd_backend"], "training.spmd_backend");
   Training t;
   if (has(n, "seq_len")) t.seq_len = doc.integer_in(n["seq_len"], "training.seq_len", limits::seq_len);
   if (has(n, "local_batch_size"))
@@ -281,21 +298,28 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     return doc.integer_in(x, k, limits::local_batch_size);
   };
   auto boolean = [&](const YAML::Node& x, const std::string& k) { return doc.boolean(x, k); };
-  if (has(n, "tp_degrees")) s.tp_degrees = doc.list(n["tp_degrees"], "search.tp_degrees", degree);
-  if (has(n, "dp_replicate")) s.dp_replicate = doc.list(n["dp_replicate"], "search.dp_replicate", degree);
+  // Every list below is an axis of the search: refuse_repeats() keeps one plan from being ranked twice.
+  auto axis = [&](const char* k, auto item) {
+    const std::string key = std::string("search.") + k;
+    auto values = doc.list(n[k], key, item);
+    refuse_repeats(doc, n[k], key, values);
+    return values;
+  };
+  if (has(n, "tp_degrees")) s.tp_degrees = axis("tp_degrees", degree);
+  if (has(n, "dp_replicate")) s.dp_replicate = axis("dp_replicate", degree);
   if (has(n, "presets")) {
     const YAML::Node p = n["presets"];
     const auto names = plan_preset_names();
     auto preset = [&](const YAML::Node& x, const std::string& k) { return doc.choice(x, k, names); };
     // An empty list is allowed here: search only the plan files.
-    s.presets = p.IsSequence() && p.size() == 0 ? std::vector<std::string>{} : doc.list(p, "search.presets", preset);
+    s.presets = p.IsSequence() && p.size() == 0 ? std::vector<std::string>{} : axis("presets", preset);
   }
   if (has(n, "plans")) {
     auto path = [&](const YAML::Node& x, const std::string& k) {
       std::filesystem::path f = doc.string(x, k);
       return (f.is_absolute() ? f : base_dir / f).lexically_normal().string();
     };
-    s.plan_files = doc.list(n["plans"], "search.plans", path);
+    s.plan_files = axis("plans", path);
   }
   if (s.presets.empty() && s.plan_files.empty())
     doc.fail_msg(locate(n, "presets", self), "search.presets", "nothing to search: no presets and no plans");
@@ -304,21 +328,20 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
       if (tt) return parse_float8(doc.choice(x, k, {"none", "rowwise", "rowwise_with_gw_hp"}), doc.where(x, k));
       return parse_float8(doc.choice(x, k, {"none", "tensorwise", "rowwise"}), doc.where(x, k));
     };
-    s.float8 = doc.list(n["float8"], "search.float8", f8);
+    s.float8 = axis("float8", f8);
   }
-  if (has(n, "async_tp")) s.async_tp = doc.list(n["async_tp"], "search.async_tp", boolean);
+  if (has(n, "async_tp")) s.async_tp = axis("async_tp", boolean);
   if (has(n, "loss_parallel") && tt)
     doc.fail_msg(n["loss_parallel"], "search.loss_parallel",
                  "torchtitan 0.3 has no loss-parallel switch (always on under TP): leave the key out");
-  if (has(n, "loss_parallel")) s.loss_parallel = doc.list(n["loss_parallel"], "search.loss_parallel", boolean);
+  if (has(n, "loss_parallel")) s.loss_parallel = axis("loss_parallel", boolean);
   if (has(n, "activation_checkpointing")) {
     auto ac = [&](const YAML::Node& x, const std::string& k) {
       return parse_activation_checkpointing(doc.choice(x, k, {"none", "selective", "full"}), doc.where(x, k));
     };
-    s.activation_checkpointing = doc.list(n["activation_checkpointing"], "search.activation_checkpointing", ac);
+    s.activation_checkpointing = axis("activation_checkpointing", ac);
   }
-  if (has(n, "local_batch_sizes"))
-    s.local_batch_sizes = doc.list(n["local_batch_sizes"], "search.local_batch_sizes", batch);
+  if (has(n, "local_batch_sizes")) s.local_batch_sizes = axis("local_batch_sizes", batch);
   if (has(n, "max_local_batch_size")) {
     if (has(n, "local_batch_sizes"))
       doc.fail_msg(n["max_local_batch_size"], "search.max_local_batch_size",
@@ -328,14 +351,8 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
     s.local_batch_sizes = {s.max_local_batch_size};  // one candidate per plan; its batch is found by the search
   }
   if (has(n, "seq_lens")) {
-    const YAML::Node l = n["seq_lens"];
     auto seq = [&](const YAML::Node& x, const std::string& k) { return doc.integer_in(x, k, limits::seq_len); };
-    s.seq_lens = doc.list(l, "search.seq_lens", seq);
-    std::map<int64_t, size_t> first;  // value -> its first index
-    for (size_t i = 0; i < s.seq_lens.size(); ++i)
-      if (auto [it, fresh] = first.emplace(s.seq_lens[i], i); !fresh)
-        doc.fail_msg(l[i], fmt::format("search.seq_lens[{}]", i),
-                     fmt::format("{} is listed twice (also search.seq_lens[{}])", s.seq_lens[i], it->second));
+    s.seq_lens = axis("seq_lens", seq);
   }
   if (has(n, "ac_layers")) {
     const YAML::Node l = n["ac_layers"];
@@ -348,13 +365,9 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
       auto k = [&](const YAML::Node& x, const std::string& key) {
         return doc.integer_in(x, key, limits::IntRange{1, std::max<int64_t>(n_layers, 1)});
       };
-      std::vector<int64_t> ks = doc.list(l, "search.ac_layers", k);
-      std::map<int64_t, size_t> first;  // value -> its first index
-      for (size_t i = 0; i < ks.size(); ++i)
-        if (auto [it, fresh] = first.emplace(ks[i], i); !fresh)
-          doc.fail_msg(l[i], fmt::format("search.ac_layers[{}]", i),
-                       fmt::format("{} is listed twice (also search.ac_layers[{}])", ks[i], it->second));
-      for (auto [v, i] : first)  // ascending; n_layers is every block, which is always searched
+      std::vector<int64_t> ks = axis("ac_layers", k);
+      std::sort(ks.begin(), ks.end());
+      for (int64_t v : ks)  // ascending; n_layers is every block, which is always searched
         if (v < n_layers) s.ac_layers.push_back(v);
     }
   }

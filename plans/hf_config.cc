@@ -59,26 +59,28 @@ class HfDoc {
     throw Error(fmt::format("{}:{}: {}: {}", name_, it == lines_.end() ? first_line_ : it->second, key, message));
   }
 
-  // A positive integer key; `fallback` < 0 means the key is required.
-  int64_t positive(const json& j, const char* key, int64_t fallback = -1) const {
+  // An integer key within `r`, the range of the config YAML's key of the same meaning (plans/limits.h), so that a
+  // config.json cannot pass what a config YAML may not; `fallback` < 0 means the key is required.
+  int64_t integer_in(const json& j, const char* key, limits::IntRange r, int64_t fallback = -1) const {
     if (!j.contains(key) || j[key].is_null()) {
       if (fallback >= 0) return fallback;
-      fail(key, "missing; expected a positive integer");
+      fail(key, fmt::format("missing; expected an integer in {}", yaml::range_text(r)));
     }
     const json& v = j[key];
-    // 2^24 bounds every dimension of a real model (vocabularies are ~256k) and keeps products of three dims in int64.
-    constexpr int64_t limit = int64_t{1} << 24;
-    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > limit)
-      fail(key, fmt::format("expected a positive integer up to {}, got {}", limit, v.dump()));
+    if (!v.is_number_integer() || v.get<int64_t>() < r.lo || v.get<int64_t>() > r.hi ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(r.hi)))
+      fail(key, fmt::format("expected an integer in {}, got {}", yaml::range_text(r), yaml::shown(v.dump(), 40)));
     return v.get<int64_t>();
   }
 
-  double positive_real(const json& j, const char* key, double fallback) const {
+  // A number key within `r` (the config YAML's range for the same quantity), `fallback` when absent.
+  double real_in(const json& j, const char* key, limits::RealRange r, double fallback) const {
     if (!j.contains(key) || j[key].is_null()) return fallback;
     const json& v = j[key];
-    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-      fail(key, fmt::format("expected a positive number, got {}", v.dump()));
-    return v.get<double>();
+    const double x = v.is_number() ? v.get<double>() : 0;
+    if (!v.is_number() || !std::isfinite(x) || x < r.lo || x > r.hi || (r.lo_open && x == r.lo))
+      fail(key, fmt::format("expected a number in {}, got {}", yaml::range_text(r), yaml::shown(v.dump(), 40)));
+    return x;
   }
 
   // A boolean key that must be false (or absent) because the model cannot represent `true`.
@@ -160,16 +162,17 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
       j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty()
           ? j["_name_or_path"].get<std::string>()
           : name;
-  m.dim = doc.positive(j, "hidden_size");
-  m.n_layers = doc.positive(j, "num_hidden_layers");
-  m.n_heads = doc.positive(j, "num_attention_heads");
-  m.n_kv_heads = doc.positive(j, "num_key_value_heads", m.n_heads);
-  m.ffn_dim = doc.positive(j, "intermediate_size");
-  m.vocab_size = doc.positive(j, "vocab_size");
+  // The ranges of the config YAML's model keys (model.dim, model.n_layers, ...), checked here with file:line.
+  m.dim = doc.integer_in(j, "hidden_size", limits::dim);
+  m.n_layers = doc.integer_in(j, "num_hidden_layers", limits::n_layers);
+  m.n_heads = doc.integer_in(j, "num_attention_heads", limits::n_heads);
+  m.n_kv_heads = doc.integer_in(j, "num_key_value_heads", limits::n_heads, m.n_heads);
+  m.ffn_dim = doc.integer_in(j, "intermediate_size", limits::ffn_dim);
+  m.vocab_size = doc.integer_in(j, "vocab_size", limits::vocab_size);
   m.mlp = Mlp::swiglu;
   m.norm = Norm::rmsnorm;
-  m.norm_eps = doc.positive_real(j, "rms_norm_eps", 1e-6);
-  m.rope_theta = doc.positive_real(j, "rope_theta", 10000.0);
+  m.norm_eps = doc.real_in(j, "rms_norm_eps", limits::norm_eps, 1e-6);
+  m.rope_theta = doc.real_in(j, "rope_theta", limits::rope_theta, 10000.0);
 
   const std::string act = j.contains("hidden_act") ? j["hidden_act"].dump() : "\"silu\"";
   if (act != "\"silu\"")
@@ -180,7 +183,7 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
     doc.fail("num_key_value_heads",
              fmt::format("expected a divisor of num_attention_heads ({}), got {}", m.n_heads, m.n_kv_heads));
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    const int64_t hd = doc.positive(j, "head_dim");
+    const int64_t hd = doc.integer_in(j, "head_dim", limits::dim);
     if (hd != m.dim / m.n_heads)
       doc.fail("head_dim", fmt::format("{} is not supported: tptune's head_dim is hidden_size / num_attention_heads "
                                        "= {}",

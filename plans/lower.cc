@@ -100,6 +100,7 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
                     plan.source, plan.dp_replicate));
   check_sizes(m, t, plan);
   check_plan_modules(plan, m);
+  check_uniform_layers(plan, m);
   check_framework(plan);
   if (plan.async_tp && plan.tp_degree > 1 && t.compile.has_value() && !*t.compile)
     throw Error(
@@ -356,14 +357,16 @@ class Lowerer {
     e.run_backward(embed_tape, embed_tape_end);
     fsdp_reduce(embed_params);
 
+    Params globals = embed_params;
+    globals.insert(globals.end(), head_params.begin(), head_params.end());
+    if (prog.plan.clip_grad_norm) grad_norm(block_params, globals);
+
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
     e.begin_segment("block.optimizer", checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
     optimizer(block_params);
     e.per_layer = false;
     e.begin_segment("optimizer");
-    Params globals = embed_params;
-    globals.insert(globals.end(), head_params.begin(), head_params.end());
     optimizer(globals);
     e.finish();
 
@@ -552,6 +555,55 @@ class Lowerer {
            CollectiveOp{CollectiveKind::all_reduce, Group::dp_replicate, ReduceOp::sum, DType::fp32, shard_bytes, -1,
                         -1},
            grads, grads);
+  }
+
+  // torchtitan's gradient clipping, before the optimizer step (torchtitan/distributed/utils.py clip_grad_norm_,
+  // called by Trainer.train_step with max_norm = training.max_norm, 1.0 by default, foreach=True):
+  //   torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)  (torch/nn/utils/clip_grad.py _get_total_norm):
+  //       torch._foreach_norm over the local gradient shards, one norm per gradient, placed _NormPartial on every mesh
+  //       dim the gradients are sharded on (Replicate on HSDP's dp_replicate); torch.stack of them (n_grads fp32), and
+  //       linalg.vector_norm of the stack, whose DTensor rule first redistributes the stack to Replicate: per
+  //       _NormPartial mesh dim one all_reduce(SUM) of the n_grads squared norms, dp_shard's dim first (mesh order
+  //       [dp_replicate, dp_shard, tp]), then tp's;
+  //   total_norm.full_tensor(): already replicated, no collective;
+  //   torch.nn.utils.clip_grads_with_norm_: clip_coef = clamp(max_norm / (total + 1e-6), max=1), then
+  //       torch._foreach_mul_(grads, clip_coef) on every local shard (always, clipped or not).
+  // Checked on torch 2.15.0 with a fake process group of 8 ranks, mesh [dp_shard 2, tp 4], 4 gradients placed
+  // (S(0), S(0)), (S(0), S(1)), (S(0), R), (S(0), S(0)): funcol.all_reduce of a (4,) fp32 tensor on mesh dim 0, then
+  // on mesh dim 1; on [dp_replicate 2, dp_shard 2, tp 2] the same two (none on dp_replicate); on [tp 8] one.
+  // Ops (one segment "grad_norm", once per step, after every gradient is reduced): grad_norm.local reads every local
+  // gradient shard once (fp32 under FSDP's reduce_dtype: 4 B per element; 2 flops), the all-reduces of 4 B per
+  // gradient, grad_norm.clip reads and writes every shard (8 B per element). They read the embedding's and head's
+  // gradients (the last reduced), so they run after the backward; block gradients are counted in the bytes (a
+  // non-repeated segment cannot name per-layer tensors), and the compute stream runs them before any AdamW.
+  void grad_norm(const Params& block_params, const Params& globals) {
+    e.begin_segment("grad_norm");
+    e.phase = Phase::optimizer;
+    int64_t elems = 0;
+    for (TensorId p : block_params)
+      elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
+    elems = checked_mul(elems, m.n_layers, "gradients");
+    for (TensorId p : globals) elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
+    // One norm per gradient: the block's per layer, then the embedding's and the head's.
+    const int64_t n_grads = checked_add(checked_mul(static_cast<int64_t>(block_params.size()), m.n_layers, "gradients"),
+                                        static_cast<int64_t>(globals.size()), "gradients");
+    Params grads;
+    for (TensorId p : globals) grads.push_back(grad_tensor_of(p));
+    const Shape norms{n_grads}, scalar{1};
+    TensorId norm = e.tensor("grad_norm.norms", norms, DType::fp32, Placement::P(), TensorRole::scale, norms);
+    e.op("grad_norm", "grad_norm.local",
+         ElementwiseOp{ElementwiseOp::Fn::grad_norm, checked_mul(elems, 4, "gradient bytes"), 2 * elems}, grads,
+         {norm});
+    if (prog.dp > 1)
+      norm = e.collective("grad_norm", "dp", CollectiveKind::all_reduce, Group::dp, ReduceOp::sum, norm, norms, norms,
+                          DType::fp32, TensorRole::scale);
+    if (tp > 1)
+      norm = e.collective("grad_norm", "tp", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, norm, norms, norms,
+                          DType::fp32, TensorRole::scale);
+    TensorId coef = e.tensor("grad_norm.clip_coef", scalar, DType::fp32, Placement::R(), TensorRole::scale, scalar);
+    grads.insert(grads.begin(), norm);
+    e.op("grad_norm", "grad_norm.clip",
+         ElementwiseOp{ElementwiseOp::Fn::grad_clip, checked_mul(elems, 8, "gradient bytes"), elems}, grads, {coef});
   }
 
   void optimizer(const Params& params) {

@@ -119,4 +119,56 @@ void check_plan_modules(const Plan& plan, const Model& m) {
   }
 }
 
+namespace {
+
+// Whether `pattern` can select some layers and not others: its block component (`layers.<i>`) is not `*`.
+bool selects_layer_index(std::string_view pattern) {
+  const size_t dot = pattern.find('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view first = pattern.substr(0, dot), rest = pattern.substr(dot + 1);
+  return (first == "layers" || first == "*") && rest.substr(0, rest.find('.')) != "*";
+}
+
+// The index of the entry that decides the style of `fqn` (the last that matches), -1 when none does.
+int deciding_entry(const Plan& plan, const std::string& fqn) {
+  for (size_t i = plan.modules.size(); i-- > 0;)
+    if (fqn_matches(plan.modules[i].pattern, fqn)) return static_cast<int>(i);
+  return -1;
+}
+
+std::string style_text(const Plan& plan, int entry) {
+  return entry < 0 ? std::string("not parallelized (no entry)") : to_string(plan.modules[size_t(entry)].style);
+}
+
+}  // namespace
+
+void check_uniform_layers(const Plan& plan, const Model& m) {
+  // Entries whose block component is `*` select every layer alike: nothing to compare (the search's plans).
+  if (std::none_of(plan.modules.begin(), plan.modules.end(),
+                   [](const PlanEntry& e) { return selects_layer_index(e.pattern); }))
+    return;
+  for (const std::string& name : module_patterns(m)) {
+    if (!name.starts_with("layers.*")) continue;
+    const std::string rel = name.size() > 8 ? name.substr(9) : "";  // "attention.wq"; "" for the block itself
+    auto fqn = [&](int64_t layer) { return fmt::format("layers.{}{}{}", layer, rel.empty() ? "" : ".", rel); };
+    const int first = deciding_entry(plan, fqn(0));
+    const ParallelStyle* style0 = first < 0 ? nullptr : &plan.modules[size_t(first)].style;
+    for (int64_t layer = 1; layer < m.n_layers; ++layer) {
+      const int here = deciding_entry(plan, fqn(layer));
+      const ParallelStyle* style = here < 0 ? nullptr : &plan.modules[size_t(here)].style;
+      if (style == style0 || (style && style0 && *style == *style0)) continue;
+      // The entry to blame: the one deciding this layer unless it also matches layer 0 (then layer 0's is the odd
+      // one: it matches layer 0 and not this layer).
+      const int blame = here >= 0 && !fqn_matches(plan.modules[size_t(here)].pattern, fqn(0)) ? here : first;
+      const PlanEntry& e = plan.modules[size_t(blame)];
+      const std::string where = e.line > 0 ? fmt::format("{}:{}", plan.source, e.line) : plan.source;
+      const std::string what = rel.empty() ? "block" : rel;
+      throw Error(
+          fmt::format("{}: modules.{}: plans that style some layers differently are not supported: the "
+                      "Program repeats one block (layer {}'s {} is {}, layer 0's {})",
+                      where, e.pattern, layer, what, style_text(plan, here), style_text(plan, first)));
+    }
+  }
+}
+
 }  // namespace tptune

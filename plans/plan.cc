@@ -122,7 +122,8 @@ bool Plan::operator==(const Plan& o) const {
          local_batch_size == o.local_batch_size && gradient_accumulation_steps == o.gradient_accumulation_steps &&
          seq_len == o.seq_len && modules == o.modules && framework == o.framework && fused_qkv == o.fused_qkv &&
          output_fqn == o.output_fqn && chunks() == o.chunks() && fsdp_always == o.fsdp_always &&
-         ac_early_stop == o.ac_early_stop && ac_saves_reduce_scatter == o.ac_saves_reduce_scatter;
+         ac_early_stop == o.ac_early_stop && ac_saves_reduce_scatter == o.ac_saves_reduce_scatter &&
+         clip_grad_norm == o.clip_grad_norm;
 }
 
 }  // namespace tptune

@@ -135,6 +135,10 @@ struct Plan {
   // Selective AC saves the outputs of functional reduce_scatter_tensor. torchtitan 0.3's spmd_types backend issues
   // c10d reduce-scatters the policy does not list, so there they are recomputed.
   bool ac_saves_reduce_scatter = true;
+  // torchtitan's trainer clips gradients every step (Trainer.train_step: dist_utils.clip_grad_norm_ with
+  // training.max_norm, default 1.0): a `grad_norm` segment before the optimizer (plans/lower.cc, grad_norm()). The
+  // seed's DTensor plans are a user's own training loop, which need not clip.
+  bool clip_grad_norm = false;
   // Where each value came from, for reports: key (local_batch_size, activation_checkpointing, ...) -> "plan file
   // FILE:LINE" | "config FILE" | "option --x" | "preset" | "default". Not part of equality.
   std::map<std::string, std::string> provenance;

@@ -18,6 +18,7 @@
 
 #include "plans/error.h"
 #include "plans/plan.h"
+#include "plans/spmd_backend.h"
 #include "plans/yaml_util.h"
 
 namespace tptune {
@@ -157,7 +158,8 @@ Plan load(const std::string& text, const std::string& name) {
   doc.check_map(root, "",
                 {"family", "tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
                  "activation_checkpointing", "ac_layers", "local_batch_size", "gradient_accumulation_steps", "seq_len",
-                 "framework", "loss_chunks", "modules"});
+                 "framework", "loss_chunks", "spmd_backend", "modules"});
+  if (root["spmd_backend"].IsDefined()) read_spmd_backend(doc, root["spmd_backend"], "spmd_backend");
   Plan p;
   p.source = name;
   auto small_positive = [&](const char* k) { return static_cast<int>(doc.integer_in(root[k], k, limits::degree)); };

@@ -69,6 +69,10 @@ std::string_view to_string(ElementwiseOp::Fn f) {
       return "adamw";
     case F::copy:
       return "copy";
+    case F::grad_norm:
+      return "grad_norm";
+    case F::grad_clip:
+      return "grad_clip";
   }
   return "?";
 }

@@ -15,6 +15,9 @@
 //               with a plan's ac_layers = k (0 < k < L): two segments, both named block.bwd: layers L-1..k without
 //               recompute (x L-k, first_layer k), then layers k-1..0 with it (x k, first_layer 0)
 //   embed.bwd   (x1)   embedding backward
+//   grad_norm   (x1)   only with Plan::clip_grad_norm: the gradient norm (local norms, all-reduces over tp and dp) and
+//                      the clip of every gradient, before any AdamW
+//   block.optimizer (xL) AdamW on the block's local parameter shards
 //   optimizer   (x1)   data-parallel reduction of non-block gradients, AdamW on every local parameter shard
 // Tensors and ops of a repeated segment are layer-relative: tensor "attention.wq.weight" with per_layer=true is
 // "layers.N.attention.wq.weight" in layer N; op module "attention.wq" is "layers.N.attention.wq".
@@ -123,7 +126,11 @@ struct ElementwiseOp {
     accumulate,
     slice,
     adamw,
-    copy
+    copy,
+    // torch.nn.utils.clip_grad_norm_ (simulator only, like copy): grad_norm is _foreach_norm over every local gradient
+    // shard (read once), grad_clip the _foreach_mul_ by the clip coefficient (read and write each shard).
+    grad_norm,
+    grad_clip
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)

@@ -119,6 +119,8 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       {F::slice, {1, 1}},   {F::adamw, {4, 3}}};
   if (e.fn == F::copy)  // refused before a run (tp-run's refuse_unsupported); said again here for any other caller
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
+  if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
+    fail(op, "gradient clipping (torchtitan 0.3's clip_grad_norm_) is modelled by the simulator only");
   auto [ni, no] = arity.at(e.fn);
   if (op.inputs.size() != ni || op.outputs.size() != no)
     fail(op, fmt::format("{} expects {} inputs and {} outputs, the op has {} and {}", to_string(e.fn), ni, no,
@@ -214,6 +216,8 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       if (!masters_[size_t(op.outputs[0])].empty()) be_.convert(out(0), master(op.outputs[0]), n);
       break;
     case F::copy:
+    case F::grad_norm:
+    case F::grad_clip:
       break;  // refused above
   }
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "plans/error.h"
+#include "plans/program_identity.h"
 #include "runtime/executor.h"
 
 #ifndef TPTUNE_GIT_HASH
@@ -214,32 +215,7 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
   j["format"] = "tptune-profile";
   j["version"] = 1;
   j["environment"] = environment_json(backend);
-  const Model& m = program.model;
-  const Plan& plan = program.plan;
-  j["program"] = {{"model",
-                   {{"name", m.name},
-                    {"dim", m.dim},
-                    {"n_layers", m.n_layers},
-                    {"n_heads", m.n_heads},
-                    {"n_kv_heads", m.n_kv_heads},
-                    {"ffn_dim", m.ffn_dim},
-                    {"vocab_size", m.vocab_size},
-                    {"mlp", std::string(to_string(m.mlp))},
-                    {"norm", std::string(to_string(m.norm))}}},
-                  {"training",
-                   {{"seq_len", program.training.seq_len},
-                    {"local_batch_size", program.training.local_batch_size},
-                    {"dtype", std::string(to_string(program.training.dtype))},
-                    {"activation_checkpointing", std::string(to_string(program.training.activation_checkpointing))}}},
-                  {"plan",
-                   {{"family", plan.family},
-                    {"source", plan.source},
-                    {"tp_degree", plan.tp_degree},
-                    {"float8", std::string(to_string(plan.float8))},
-                    {"async_tp", plan.async_tp},
-                    {"loss_parallel", plan.loss_parallel}}},
-                  {"tp", program.tp},
-                  {"dp", program.dp}};
+  j["program"] = program_identity(program);  // what `tp-plan simulate --measured` compares
   // The loss after the last step (null when it is not finite: the run diverged and its times mean little).
   j["final_loss"] = std::isfinite(loss) && !single ? nlohmann::json(loss) : nlohmann::json(nullptr);
   j["timing"] = {{"warmup", options.warmup}, {"iters", options.iters},     {"unit", "us"},

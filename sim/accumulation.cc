@@ -5,7 +5,9 @@
 
 namespace tptune {
 
-bool is_optimizer_segment(const Segment& s) { return s.name == "optimizer" || s.name == "block.optimizer"; }
+bool is_optimizer_segment(const Segment& s) {
+  return s.name == "optimizer" || s.name == "block.optimizer" || s.name == "grad_norm";
+}
 
 MicrobatchTimes microbatch_times(const Program& p, const Timeline& tl) {
   double end = 0;

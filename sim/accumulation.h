@@ -9,9 +9,9 @@
 //   step(ga) = step(1) + (ga - 1) x microbatch_us
 //
 // where microbatch_us is when the compute stream could start the next microbatch: the latest end over every op of
-// every segment but the optimizer's ("block.optimizer", "optimizer") that is not a DP-group collective (Group::dp,
-// Group::dp_replicate). FSDP2 reduce-scatters (and HSDP all-reduces) each microbatch's gradients into the same sharded
-// gradient buffers (it does not skip them during accumulation in torchtitan: train_step never calls
+// every segment but the optimizer's ("grad_norm", "block.optimizer", "optimizer") that is not a DP-group collective
+// (Group::dp, Group::dp_replicate). FSDP2 reduce-scatters (and HSDP all-reduces) each microbatch's gradients into the
+// same sharded gradient buffers (it does not skip them during accumulation in torchtitan: train_step never calls
 // set_requires_gradient_sync(False)), and they drain on their own streams while the next microbatch computes, so they
 // do not hold the next microbatch back; the last microbatch's do hold the optimizer back, and step(1) has them.
 //
@@ -40,7 +40,8 @@
 
 namespace tptune {
 
-// "block.optimizer" and "optimizer": what runs once per optimizer step, not per microbatch.
+// "grad_norm" (gradient clipping), "block.optimizer" and "optimizer": what runs once per optimizer step, not per
+// microbatch.
 bool is_optimizer_segment(const Segment& s);
 // The two bounds on a microbatch's period (see above), microseconds.
 struct MicrobatchTimes {

@@ -21,7 +21,8 @@ using Occurrences = std::map<std::string, std::vector<double>>;
 
 }  // namespace
 
-std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device) {
+std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device,
+                                          json* program) {
   const json j = parse_json_text(text, name, "a tp-run profile");
   if (!j.is_object() || j.value("format", std::string()) != "tptune-profile")
     throw Error(fmt::format("{}: expected a tp-run profile (\"format\": \"tptune-profile\")", name));
@@ -36,6 +37,7 @@ std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::st
       *device = fmt::format("{}: {}", env.value("backend", std::string("?")), env.value("device", std::string("?")));
     }
   }
+  if (program) *program = j.contains("program") ? j["program"] : json();
   std::vector<ProfiledOp> ops;
   for (size_t i = 0; i < j["ops"].size(); ++i) {
     const json& r = j["ops"][i];
@@ -54,12 +56,12 @@ std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::st
   return ops;
 }
 
-std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device) {
+std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device, json* program) {
   std::ifstream f(path);
   if (!f) throw Error(fmt::format("cannot open profile '{}'", path));
   std::stringstream s;
   s << f.rdbuf();
-  return parse_profile_ops(s.str(), path, device);
+  return parse_profile_ops(s.str(), path, device, program);
 }
 
 json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,

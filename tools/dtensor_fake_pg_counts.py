@@ -7,7 +7,13 @@ A fake process group of 8 ranks runs one simplified block (attention's core repl
 heads, which issues no collective) under CommDebugMode. Output with torch 2.15.0:
     seed vanilla (DTensor):          fwd {'all_reduce': 2}  bwd {'all_reduce': 5}
     0.3 boundary R->R + fused wqkv:  fwd {'all_reduce': 2}  bwd {'all_reduce': 2}
-the counts `tp-plan explain --preset vanilla` gives for the dtensor and the torchtitan-0.3 families.
+the counts `tp-plan explain --preset vanilla` gives for the dtensor and the torchtitan-0.3 families. Then torchtitan's
+gradient clipping (dist_utils.clip_grad_norm_ -> torch.nn.utils.get_total_norm(foreach=True) -> clip_grads_with_norm_)
+on DTensor gradients of a [dp_shard 2, tp 4] mesh: one all_reduce of the stacked per-gradient norms (n_grads fp32) per
+sharded mesh dim, dp_shard's then tp's:
+    clip_grad_norm_ [dp_shard 2, tp 4], 4 grads: all_reduce (4,) torch.float32 on mesh dim 0; all_reduce (4,)
+    torch.float32 on mesh dim 1
+the "grad_norm" segment of the torchtitan-0.3 family (plans/lower.cc, grad_norm()).
 """
 # Counts torch DTensor's collectives for one block on a fake process group of 8 (CPU), for the seed's vanilla plan
 # and for torchtitan 0.3's boundary conversion expressed as PrepareModuleInput(R -> R) with a fused wqkv.
@@ -68,3 +74,22 @@ tt = {"attention": PrepareModuleInput(input_layouts=(Replicate(),), desired_inpu
 print("torch", torch.__version__)
 print("seed vanilla (DTensor):          fwd", count(seed, False)[0], " bwd", count(seed, False)[1])
 print("0.3 boundary R->R + fused wqkv:  fwd", count(tt, True)[0], " bwd", count(tt, True)[1])
+
+# Gradient clipping as torchtitan runs it, on a 2-D mesh of the same 8 fake ranks: which all-reduces, of what size.
+import torch.distributed._functional_collectives as funcol
+from torch.distributed.tensor import distribute_tensor
+mesh2 = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp_shard", "tp"))
+calls, plain_all_reduce = [], funcol.all_reduce
+def spy(t, reduceOp, group, *a, **k):
+    calls.append(f"all_reduce {tuple(t.shape)} {t.dtype} on mesh dim {group[1] if isinstance(group, tuple) else group}")
+    return plain_all_reduce(t, reduceOp, group, *a, **k)
+funcol.all_reduce = spy
+params = []
+for pl in [(Shard(0), Shard(0)), (Shard(0), Shard(1)), (Shard(0), Replicate()), (Shard(0), Shard(0))]:
+    p = nn.Parameter(distribute_tensor(torch.randn(16, 16), mesh2, pl))
+    p.grad = distribute_tensor(torch.randn(16, 16), mesh2, pl)
+    params.append(p)
+total = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, False, True).full_tensor()
+torch.nn.utils.clip_grads_with_norm_(params, 1.0, total, True)
+funcol.all_reduce = plain_all_reduce
+print("clip_grad_norm_ [dp_shard 2, tp 4], 4 grads:", "; ".join(calls))

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "plans/checked_math.h"
 #include "plans/error.h"
@@ -12,7 +15,50 @@
 
 namespace tptune::tools {
 
+CLI::Validator integer_option(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi)
+          return fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, yaml::shown(text, 40));
+        return {};
+      },
+      fmt::format("INT in {}..{}", lo, hi));
+}
+
+CLI::Validator integer_text(int64_t lo, int64_t hi, bool int32) {
+  return CLI::Validator(
+      [lo, hi, int32](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end ||
+            (int32 && (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())))
+          return fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, yaml::shown(text, 40));
+        return {};
+      },
+      fmt::format("INT in {}..{}", lo, hi));
+}
+
+CLI::Validator number_option(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v) || v < lo || v > hi)
+          return fmt::format("expected a number in [{}, {}], got '{}'", lo, hi, yaml::shown(text, 40));
+        return {};
+      },
+      fmt::format("NUMBER in [{}, {}]", lo, hi));
+}
+
+// The plan options' numbers are range-checked in resolve_plan() (check_option(), naming the option); integer_text()
+// refuses here what is not a whole int64 ("abc", 99999999999999999999, which CLI11 would read as INT64_MAX).
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
+  const CLI::Validator degree = integer_text(limits::degree.lo, limits::degree.hi, true);
   cmd->add_option("config", o.config, "config YAML (model, training, cluster)")->required();
   cmd->add_option("--hf-config", o.hf_config, "a Hugging Face config.json that replaces the config's model section");
   auto* preset = cmd->add_option("--preset", o.preset, "plan preset: vanilla | sequence_parallel");
@@ -20,23 +66,29 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   preset->excludes(plan);
   cmd->add_option("--framework", o.framework,
                   "dtensor (parallelize_module, the default) | torchtitan-0.3 (its sharding configs)");
-  cmd->add_option("--tp", o.tp, "tensor-parallel degree");
+  cmd->add_option("--tp", o.tp, "tensor-parallel degree")->check(degree);
   if (with_dp_shard) {
-    cmd->add_option("--dp-shard", o.dp_shard, "data-parallel (FSDP) degree; default world/(tp x dp-replicate)");
+    cmd->add_option("--dp-shard", o.dp_shard, "data-parallel (FSDP) degree; default world/(tp x dp-replicate)")
+        ->check(degree);
     cmd->add_option(
-        "--dp-replicate", o.dp_replicate,
-        "HSDP replicas of the dp-shard-sharded model (torchtitan data_parallel_replicate_degree); default 1");
+           "--dp-replicate", o.dp_replicate,
+           "HSDP replicas of the dp-shard-sharded model (torchtitan data_parallel_replicate_degree); default 1")
+        ->check(degree);
   }
   cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
   cmd->add_option("--ac-layers", o.ac_layers,
                   "checkpoint only the first N blocks (layers 0..N-1; Megatron-LM --recompute-method block "
-                  "--recompute-num-layers N); 0: every block");
-  cmd->add_option("--local-batch-size", o.local_batch_size, "sequences per data-parallel rank");
+                  "--recompute-num-layers N); 0: every block")
+      ->check(integer_text(0, limits::n_layers.hi));
+  cmd->add_option("--local-batch-size", o.local_batch_size, "sequences per data-parallel rank")
+      ->check(integer_text(limits::local_batch_size.lo, limits::local_batch_size.hi));
   cmd->add_option("--global-batch-size", o.global_batch_size,
                   "sequences per optimizer step over all data-parallel ranks (torchtitan training.global_batch_size): "
-                  "gradient accumulation steps = it / (local batch x dp-shard x dp-replicate)");
-  cmd->add_option("--loss-chunks", o.loss_chunks, "ChunkedLossWrapper chunks (torchtitan-0.3 default 8)");
+                  "gradient accumulation steps = it / (local batch x dp-shard x dp-replicate)")
+      ->check(integer_text(limits::global_batch_size.lo, limits::global_batch_size.hi));
+  cmd->add_option("--loss-chunks", o.loss_chunks, "ChunkedLossWrapper chunks (torchtitan-0.3 default 8)")
+      ->check(integer_text(1, 4096, true));
   cmd->add_flag("--async-tp", o.async_tp, "micro-pipelined (async) TP; needs sequence parallel and compile");
   auto* lp = cmd->add_flag("--loss-parallel", o.loss_parallel, "keep logits vocab-sharded for the loss");
   auto* nlp = cmd->add_flag("--no-loss-parallel", o.no_loss_parallel, "gather logits before the loss");

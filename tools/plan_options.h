@@ -41,6 +41,17 @@ struct PlanOptions {
 };
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
+
+// CLI11 validators for numeric options, so that a bad value is one short line (CLI11's own NonNegativeNumber states
+// its range as a 309-digit number):
+//   tp-plan: error: --top: expected an integer in 1..1000000, got 'abc' (see tp-plan --help)
+// integer_option: a whole decimal integer in [lo, hi]; number_option: a finite number in [lo, hi].
+CLI::Validator integer_option(int64_t lo, int64_t hi);
+CLI::Validator number_option(double lo, double hi);
+// A whole decimal integer of int64 (the option's range `lo..hi` is only stated: a later check names the option, as
+// resolve_plan() does for the plan options), so that 99999999999999999999 is not read as INT64_MAX; `int32`: of int
+// (an int option), so that 4294967297 is this message and not CLI11's "Could not convert".
+CLI::Validator integer_text(int64_t lo, int64_t hi, bool int32 = false);
 // Loads the plan the options name (errors are tptune::Error naming the option or file), and applies --compile /
 // --no-compile to cfg.training. `default_tp`: the tp of a preset or plan file that states none (0: the cluster's
 // gpus_per_node).

@@ -20,7 +20,7 @@ struct AccuracyArgs {
   std::string statistic = "median";
   std::vector<std::string> files;
   std::string calibration, device, json;
-  double fail_above = 0;        // percent; 0: never fail
+  double fail_above = 0;         // percent; 0: never fail
   std::string fail_on = "step";  // which error --fail-above bounds: step, serialized or compute (see the option)
 };
 
@@ -40,6 +40,15 @@ int run_accuracy(const AccuracyArgs& a) {
     bool failed = false;
     for (const auto& s : r.steps) {
       const double e = a.fail_on == "serialized" ? s.serial_error : a.fail_on == "compute" ? s.compute_error : s.error;
+      const double measured = a.fail_on == "serialized" ? s.measured_serial_ms
+                              : a.fail_on == "compute"  ? s.measured_compute_ms
+                                                        : s.measured_ms;
+      if (!(measured > 0)) {  // nothing measured to bound (e.g. a profile whose compute ops all took 0): not a pass
+        fmt::print(stderr, "tp-plan accuracy: {}: no measured {} time (0 ms): --fail-above cannot pass it\n", s.profile,
+                   a.fail_on == "step" ? "step" : a.fail_on + " step");
+        failed = true;
+        continue;
+      }
       if (std::abs(e) * 100 <= a.fail_above) continue;
       fmt::print(stderr, "tp-plan accuracy: {}: {} error {:+.1f}% exceeds the bound {:.1f}%\n", s.profile,
                  a.fail_on == "step" ? "step" : a.fail_on + " step", 100 * e, a.fail_above);
@@ -61,7 +70,7 @@ void add_accuracy_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--json", args->json, "write the report as JSON to FILE (- for stdout, instead of the text)");
   cmd->add_option("--fail-above", args->fail_above,
                   "exit 1 when a step's |predicted - measured| / measured exceeds this many percent")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_option(0, 1e6));
   cmd->add_option("--fail-on", args->fail_on,
                   "the error --fail-above bounds: step (overlapped step wall, default), serialized (sum of the op "
                   "times, each timed alone) or compute (the same over the compute ops: free of the overlap's "

@@ -15,6 +15,7 @@
 #include "sim/simulate.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
+#include "tools/tp_plan_cost_params.h"
 
 namespace tptune::tools {
 
@@ -26,6 +27,7 @@ struct CheckArgs {
   std::string max_slowdown = "2%";
   std::string max_memory_growth = "1%";
   bool update = false;
+  std::string calibration;
 };
 
 int run_check(const CheckArgs& a) {
@@ -36,12 +38,12 @@ int run_check(const CheckArgs& a) {
   CheckBaseline base;
   if (!a.update) base = read_baseline(a.baseline);
 
-  Config cfg = load_config(a.plan.config);
-  ClusterSpec cluster = resolve_cluster(cfg);
-  Plan plan = resolve_plan(cfg, a.plan);
-  Program prog = lower(cfg.model, cfg.training, plan);
-  const CostParams& params = default_cost_params();
-  check_supported(prog, cluster);
+  // The same config, plan and cost parameters as simulate (--hf-config, the device preset's cost_params,
+  // --calibration): check gates the step simulate predicts.
+  const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
+  const Program& prog = in.prog;
+  const ClusterSpec& cluster = in.cluster;
+  const CostParams& params = in.resolved.params;
   OpCosts costs = cost_ops(prog, cluster, params);
   Timeline tl = schedule(prog, costs, params);
   CheckBaseline now = baseline_from_report(make_report(prog, cluster, params, costs, tl, kAllOps));
@@ -65,6 +67,7 @@ void add_check_command(CLI::App& app, RunFn& run) {
   CLI::App* cmd = app.add_subcommand(
       "check", "CI gate: fail (exit 1) when a plan's predicted step time, tokens/s or memory regress vs a baseline");
   add_plan_options(cmd, args->plan);
+  add_calibration_option(cmd, args->calibration);
   cmd->add_option("--baseline", args->baseline, "baseline JSON (written by --update)")->required();
   cmd->add_option("--max-slowdown", args->max_slowdown,
                   "largest allowed growth of step time (and drop of tokens/s), e.g. 2% (default)");

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include "plans/error.h"
+#include "plans/lower.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/cost_param_fields.h"
+#include "sim/simulate.h"
 
 namespace tptune::tools {
 
@@ -23,6 +25,17 @@ ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& ca
   apply_calibration(r.params, cal);
   r.terms = calibration_terms(cal);
   return r;
+}
+
+PredictionInputs prediction_inputs(const PlanOptions& options, const std::string& calibration_path) {
+  PredictionInputs in;
+  in.cfg = load_config(options.config, options.hf_config);
+  in.cluster = resolve_cluster(in.cfg);
+  in.plan = resolve_plan(in.cfg, options);
+  in.prog = lower(in.cfg.model, in.cfg.training, in.plan);
+  in.resolved = resolve_cost_params(in.cluster.gpu, calibration_path);
+  check_supported(in.prog, in.cluster);
+  return in;
 }
 
 }  // namespace tptune::tools

@@ -91,7 +91,7 @@ void add_search_command(CLI::App& app, RunFn& run) {
                   "a Hugging Face config.json that replaces the config's model section");
   cmd->add_option("--top", args->top, "rows of the ranking to print")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_option(1, 1000000));
   cmd->add_option("--json", args->json, "write the result as JSON to FILE (- for stdout)");
   cmd->add_option("--out-plan", args->out_plan, "write the winner as a plan YAML (for simulate, explain, tp-run)");
   cmd->add_option("--trace", args->trace, "write the winner's simulated step as a Chrome trace JSON");
@@ -102,7 +102,7 @@ void add_search_command(CLI::App& app, RunFn& run) {
                 "Pareto front (counted as pruned \"bound\"; tokens/s and cost objectives)");
   cmd->add_flag("--quiet", args->quiet, "no progress line on the terminal");
   add_calibration_option(cmd, args->calibration);
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(integer_option(0, 4096));
   cmd->callback([args, &run]() { run = [args]() { return run_search(*args); }; });
 }
 

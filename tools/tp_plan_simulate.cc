@@ -10,6 +10,7 @@
 #include "plans/config.h"
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/program_identity.h"
 #include "sim/cluster_spec.h"
 #include "sim/measured_trace.h"
 #include "sim/report/html_report.h"
@@ -35,15 +36,18 @@ struct SimulateArgs {
 int run_simulate(const SimulateArgs& a) {
   if (!a.measured.empty() && a.trace.empty()) throw Error("--measured PROFILE: expected --trace FILE to write it into");
   std::string device;
+  nlohmann::json profiled;
   const std::vector<ProfiledOp> measured =
-      a.measured.empty() ? std::vector<ProfiledOp>{} : load_profile_ops(a.measured, &device);
-  Config cfg = load_config(a.plan.config, a.plan.hf_config);
-  ClusterSpec cluster = resolve_cluster(cfg);
-  Plan plan = resolve_plan(cfg, a.plan);
-  Program prog = lower(cfg.model, cfg.training, plan);
-  const ResolvedCostParams resolved = resolve_cost_params(cluster.gpu, a.calibration);
+      a.measured.empty() ? std::vector<ProfiledOp>{} : load_profile_ops(a.measured, &device, &profiled);
+  const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
+  const Config& cfg = in.cfg;
+  const ClusterSpec& cluster = in.cluster;
+  const Plan& plan = in.plan;
+  const Program& prog = in.prog;
+  const ResolvedCostParams& resolved = in.resolved;
   const CostParams& params = resolved.params;
-  check_supported(prog, cluster);
+  // A profile of another model or plan pairs nothing meaningful: refused, saying what differs.
+  if (!a.measured.empty()) check_same_program(profiled, prog, a.measured);
   OpCosts costs = cost_ops(prog, cluster, params);
   Timeline tl = schedule(prog, costs, params);
   StepReport r = make_report(prog, cluster, params, costs, tl);

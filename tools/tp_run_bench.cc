@@ -108,8 +108,9 @@ int run_bench(const World& w, BenchArgs& a) {
 
 void add_common(CLI::App* cmd, BenchArgs& a) {
   cmd->add_option("--json", a.json, "write the bench JSON to FILE (- for stdout instead of the table)");
-  cmd->add_option("--warmup", a.options.warmup, "untimed iterations first (default 2)");
-  cmd->add_option("--iters", a.options.iters, "timed iterations (default 10)");
+  cmd->add_option("--warmup", a.options.warmup, "untimed iterations first (default 2)")
+      ->check(integer_option(0, 1000000));
+  cmd->add_option("--iters", a.options.iters, "timed iterations (default 10)")->check(integer_option(1, 1000000));
   add_backend_option(cmd, a.backend);
 }
 
@@ -117,7 +118,8 @@ void add_sizes(CLI::App* cmd, BenchArgs& a) {
   cmd->add_option("--min-bytes", a.options.min_bytes, "smallest size (default 8; 1K, 4M accepted)")
       ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--max-bytes", a.options.max_bytes, "largest size (default 32M)")->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--step-factor", a.options.step_factor, "multiply the size by this between rows (default 2)");
+  cmd->add_option("--step-factor", a.options.step_factor, "multiply the size by this between rows (default 2)")
+      ->check(integer_option(2, 1 << 20));
 }
 
 }  // namespace
@@ -135,7 +137,8 @@ void add_bench_command(CLI::App& app, RunOnWorld& run) {
           ->check(CLI::ExistingFile);
       cmd->add_option("--preset", args->plan.preset, "plan preset (with --config; default vanilla)");
       cmd->add_option("--plan", args->plan.plan_file, "plan YAML (with --config)")->check(CLI::ExistingFile);
-      cmd->add_option("--tp", args->plan.tp, "TP degree of the Program (default: the number of MPI processes)");
+      cmd->add_option("--tp", args->plan.tp, "TP degree of the Program (default: the number of MPI processes)")
+          ->check(integer_option(1, 1 << 20));
       cmd->add_flag("--no-grid", args->no_grid, "only the Program's shapes");
       cmd->add_option("--dtype", args->dtype,
                       "fp32 (default) | bf16 | fp8_e4m3 | fp8_e5m2 (e5m2 x e4m3); bf16 and float8 time x W^T");

@@ -6,11 +6,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "plans/error.h"
+#include "plans/limits.h"
+#include "plans/module_names.h"
 #include "runtime/profiler.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
@@ -103,7 +106,9 @@ int run_profile(const World& w, ProfileArgs& a) {
     std::stringstream text;
     text << cf.rdbuf();
     profile["program"]["config_yaml"] = text.str();
-    profile["program"]["plan_yaml"] = plan_to_yaml(s.plan);
+    // Only the model's modules: a preset carries torchtitan's feed_forward.w3 for every model, which a gelu MLP
+    // lacks, and calibrate/accuracy load this plan as a user's (refusing entries that match no module).
+    profile["program"]["plan_yaml"] = plan_to_yaml(without_unmatched_modules(s.plan, s.config.model));
     std::ofstream out(a.out);
     if (!out) throw Error(fmt::format("{}: cannot write the profile", a.out));
     out << profile.dump(1) << "\n";
@@ -139,16 +144,18 @@ void add_profile_command(CLI::App& app, RunOnWorld& run) {
   CLI::App* cmd = app.add_subcommand("profile", "time every op of the sharded step and write a Profile JSON");
   add_plan_options(cmd, args->plan, true);
   cmd->add_option("--out", args->out, "the Profile JSON to write")->required();
-  cmd->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
-  cmd->add_option("--iters", args->iters, "timed steps (default 5)");
-  cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)");
+  cmd->add_option("--warmup", args->warmup, "untimed steps first (default 2)")->check(integer_option(0, 1000000));
+  cmd->add_option("--iters", args->iters, "timed steps (default 5)")->check(integer_option(1, 1000000));
+  cmd->add_option("--seed", args->seed, "seed of the weights and the batch (default 1)")
+      ->check(integer_option(0, INT64_MAX));
   cmd->add_flag("--quiet", args->quiet,
                 "no progress (a line redrawn on a terminal, a plain line every 10 s into a pipe or a file)");
   add_timeout_option(cmd, args->timeout);
   add_backend_option(cmd, args->backend);
   cmd->add_option("--local-shapes-of-tp", args->local_shapes_of_tp,
                   "one process (one GPU) runs rank 0's compute ops of the Program lowered for tp N; collectives are "
-                  "not run and are recorded as not measured");
+                  "not run and are recorded as not measured")
+      ->check(integer_option(0, limits::degree.hi));
   cmd->callback([args, &run] { run = [args](const World& w) { return run_profile(w, *args); }; });
 }
 

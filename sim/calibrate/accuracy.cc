@@ -63,8 +63,18 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
   for (const auto& m : profiles) {
     if (!m.program) throw Error(fmt::format("{}: a bench file, not a profile: accuracy compares whole steps", m.path));
     if (!(m.step_wall_us > 0))
+      throw Error(m.step_wall_us == 0
+                      ? fmt::format("{}: step_wall_us: missing or 0 (expected the measured step time: profiles of "
+                                    "several ranks from this tp-run version or later have it)",
+                                    m.path)
+                      : fmt::format("{}: step_wall_us: expected a positive time, got {}", m.path, m.step_wall_us));
+    // Nothing measured (every op record 0 or "measured": false): there are no errors to bound, and a --fail-above
+    // gate must not pass on it.
+    if (std::none_of(m.ops.begin(), m.ops.end(), [](const MeasuredOp& o) { return o.time_us > 0; }))
       throw Error(
-          fmt::format("{}: step_wall_us: missing (profiles from this tp-run version or later have it)", m.path));
+          fmt::format("{}: ops: no op has a measured time above 0 ({} timed records, the others not "
+                      "measured): nothing to compare",
+                      m.path, m.ops.size()));
     const Program& p = *m.program;
     check_supported(p, measurement_cluster(device, m));
     const OpCosts costs = measured_run_costs(p, device, m, c, Timing::overlapped);

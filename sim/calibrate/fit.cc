@@ -574,6 +574,16 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
        {std::pair{OpClass::gemm, "gemm"}, std::pair{OpClass::attention, "attention"},
         std::pair{OpClass::memory_bound, "memory_bound"}, std::pair{OpClass::collective, "collective"}})
     if (!by_class[cls].empty()) cal.classes.push_back(residual_of(name, by_class[cls], fit));
+  // What calibrate writes, `--calibration` must load: the fit passes the file's own checks (every parameter within
+  // its field's range, curves and points within theirs) or nothing is written.
+  try {
+    parse_calibration(calibration_yaml(cal), "the fitted calibration");
+  } catch (const Error& e) {
+    throw Error(
+        fmt::format("calibrate: {}: the measurements fit no calibration tptune can use ({}); check that "
+                    "they are times of this device",
+                    fmt::join(cal.files, ", "), e.what()));
+  }
   return cal;
 }
 

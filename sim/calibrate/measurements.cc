@@ -18,6 +18,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr double kMaxTimeUs = 1e9;
+
 struct Reader {
   std::string path;
   const char* stat = "median";
@@ -37,6 +39,10 @@ struct Reader {
     double d = v.get<double>();
     if (!(d >= 0) || (positive && !(d > 0)))
       fail(w, fmt::format("expected a {} number, got {}", positive ? "positive" : "non-negative", d));
+    // Every number read here is a time in us. Past 1000 s per op or step it is not a measurement (and 1e150 us
+    // squared overflowed the fit, which then reported an efficiency at its bound): the calibration file's own bound
+    // on a time (sim/calibrate/calibration.h, collective points 0 .. 1e9 us).
+    if (d > kMaxTimeUs) fail(w, fmt::format("expected a time of 0 .. 1e9 us (1000 s), got {}", d));
     return d;
   }
   int64_t integer(const json& j, const std::string& where, const char* key) const {

@@ -4,6 +4,8 @@
 #   slowdown       vanilla instead of sequence_parallel (8B, full AC): step time +35 % (217.0 -> 293.5 ms), exit 1, the diff names ops that moved
 #   tolerance      the same change within --max-slowdown 40% --max-memory-growth 90% (memory +66 %): exit 0
 #   memory growth  no activation checkpointing instead of full: faster but +41 % memory, exit 1
+#   same as simulate  a cpu-device config with --hf-config: check's step time is simulate's, to the last digit (check
+#                  ignored --hf-config and the device preset's cost parameters: 12.59 ms vs 2.82 ms, issue 21 item 7)
 #   bad input      missing baseline, malformed JSON, a baseline without step_time_ms, a bad percentage: exit 2 with
 #                  one line naming the file (or option) and what was expected
 set -uo pipefail
@@ -51,4 +53,17 @@ expect "bad percentage" 2 "^tp-plan: error: --max-slowdown 2x: expected a percen
   check "$cfg" --preset sequence_parallel --baseline "$b" --max-slowdown 2x
 [ "$(wc -l < <("$tp_plan" check "$cfg" --preset sequence_parallel --baseline "$tmp/malformed.json" 2>&1))" -eq 1 ] ||
   { echo "FAIL: the malformed-baseline error is not one line"; failures=$((failures + 1)); }
+# check predicts the step simulate predicts: same config (a cpu device, whose preset has its own cost parameters),
+# same --hf-config model, same plan. Both JSON files print the double the same way (nlohmann's shortest round trip).
+sed 's/gpu: h100-sxm/gpu: cpu/' "$examples/tiny-llama.yaml" > "$tmp/cpu.yaml"
+plan=(--hf-config "$examples/hf/llama3-8b/config.json" --preset sequence_parallel --tp 2)
+"$tp_plan" check "$tmp/cpu.yaml" "${plan[@]}" --baseline "$tmp/cpu-baseline.json" --update > /dev/null
+check_ms=$(grep -o '"step_time_ms": *[0-9.e+-]*' "$tmp/cpu-baseline.json" | sed 's/.*: *//')
+sim_ms=$("$tp_plan" simulate "$tmp/cpu.yaml" "${plan[@]}" --json - | grep -o '"step_time_ms": *[0-9.e+-]*' | sed 's/.*: *//')
+if [ -n "$check_ms" ] && [ "$check_ms" = "$sim_ms" ]; then
+  echo "ok: check's step time is simulate's ($check_ms ms)"
+else
+  echo "FAIL: check predicts '$check_ms' ms, simulate '$sim_ms' ms for the same config, --hf-config and plan"
+  failures=$((failures + 1))
+fi
 exit $((failures > 0))

@@ -2,6 +2,8 @@
 // names the file, line and key.
 #include "plans/config.h"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -188,6 +190,24 @@ search:
   CHECK(d.search.tp_degrees.empty());
   CHECK(d.search.float8.size() == 3);
   CHECK(d.search.objective == Objective::step_time);
+}
+
+TEST_CASE("search axes list each value once: a repeat would rank one plan twice", "[config]") {
+  // tp_degrees: [8, 8, 8] ranked the same plan three times (issue 21).
+  CHECK(error_of("model: {preset: tiny-llama}\nsearch:\n  tp_degrees: [8, 8, 8]\n") ==
+        "cfg.yaml:3: search.tp_degrees[1]: 8 is listed twice (also search.tp_degrees[0])");
+  CHECK(error_of("model: {preset: tiny-llama}\nsearch:\n  presets: [vanilla,\n    vanilla]\n") ==
+        "cfg.yaml:4: search.presets[1]: vanilla is listed twice (also search.presets[0])");
+  CHECK(error_of("model: {preset: tiny-llama}\nsearch:\n  float8: [none, rowwise, none]\n") ==
+        "cfg.yaml:3: search.float8[2]: none is listed twice (also search.float8[0])");
+  CHECK(error_of("model: {preset: tiny-llama}\nsearch:\n  async_tp: [true, yes]\n") ==
+        "cfg.yaml:3: search.async_tp[1]: yes is listed twice (also search.async_tp[0])");
+  for (const char* key :
+       {"dp_replicate: [2, 2]", "loss_parallel: [false, false]", "activation_checkpointing: [full, full]",
+        "local_batch_sizes: [4, 4]", "plans: [a.yaml, ./a.yaml]"})
+    CHECK_THAT(error_of(fmt::format("model: {{preset: tiny-llama}}\nsearch:\n  {}\n", key)),
+               Contains("[1]: ") && Contains(" is listed twice (also search."));
+  CHECK(error_of("model: {preset: tiny-llama}\nsearch:\n  tp_degrees: [1, 2, 4, 8]\n") == "<no error>");
 }
 
 TEST_CASE("search plans resolve relative to the config file", "[config]") {

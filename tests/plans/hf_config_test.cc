@@ -172,9 +172,25 @@ TEST_CASE("hf_config: what the model cannot represent is a one-line error naming
   CHECK(hf_error(llama_with("  \"sliding_window\": 4096, \"use_sliding_window\": false,")) == "(no error)");
   // (llama_with's own keys come later; JSON's last duplicate wins, so type errors use keys it does not set.)
   CHECK(hf_error(llama_with("  \"head_dim\": \"64\",")) ==
-        "config.json:2: head_dim: expected a positive integer up to 16777216, got \"64\"");
+        "config.json:2: head_dim: expected an integer in 1..1048576, got \"64\"");
   CHECK(hf_error(llama_with("  \"rms_norm_eps\": -1,")) ==
-        "config.json:2: rms_norm_eps: expected a positive number, got -1");
+        "config.json:2: rms_norm_eps: expected a number in (0, 1], got -1");
+  // The config YAML's ranges (model.norm_eps, model.rope_theta, model.dim, ...), with file:line: before issue 21, 1e300
+  // passed, and a size past the YAML range was refused by the lowering without file or line.
+  CHECK(hf_error(llama_with("  \"rms_norm_eps\": 1e300,")) ==
+        "config.json:2: rms_norm_eps: expected a number in (0, 1], got 1e+300");
+  CHECK(hf_error(llama_with("  \"rope_theta\": 1e300,")) ==
+        "config.json:2: rope_theta: expected a number in (0, 1000000000000], got 1e+300");
+  CHECK(hf_error(llama_with("  \"rope_theta\": 500000.0,")) == "(no error)");
+  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 4194304, \"intermediate_size\": 128,\n"
+                 "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 100}") ==
+        "config.json:1: hidden_size: expected an integer in 1..1048576, got 4194304");
+  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                 "\"num_attention_heads\": 4,\n\"num_hidden_layers\": 10001, \"vocab_size\": 100}") ==
+        "config.json:3: num_hidden_layers: expected an integer in 1..10000, got 10001");
+  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                 "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 18446744073709551615}") ==
+        "config.json:2: vocab_size: expected an integer in 1..16777216, got 18446744073709551615");
   CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
                  "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 100,\n"
                  "\"num_key_value_heads\": 3}") ==
@@ -188,7 +204,7 @@ TEST_CASE("hf_config: unsupported architectures and missing keys are named", "[h
   CHECK_THAT(hf_error("{\"hidden_size\": 4}"), Catch::StartsWith("config.json:1: architectures: missing"));
   // hidden_size missing: the error points at the object's opening brace (line 1).
   CHECK(hf_error("{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 10\n}") ==
-        "config.json:1: hidden_size: missing; expected a positive integer");
+        "config.json:1: hidden_size: missing; expected an integer in 1..1048576");
   // nlohmann reports a byte offset; the error says the line (3) instead.
   CHECK_THAT(hf_error("{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 10,,\n}"),
              Catch::StartsWith("config.json:3: invalid JSON: "));

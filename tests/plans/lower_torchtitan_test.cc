@@ -210,3 +210,54 @@ TEST_CASE("torchtitan 0.3 refuses what it cannot do") {
   tr.compile.reset();
   CHECK(lowering_error(llama3_8b(), tr, a) == "<no error>");
 }
+
+TEST_CASE("torchtitan 0.3 clips the gradient norm before the optimizer: an all-reduce on dp, then on tp") {
+  // Trainer.train_step -> dist_utils.clip_grad_norm_(max_norm=1.0) -> get_total_norm: the stack of the per-gradient
+  // norms (_NormPartial on the [dp_shard, tp] mesh) is all-reduced once per sharded mesh dim, 4 B per gradient (torch
+  // 2.15.0 on a fake process group: plans/lower.cc, grad_norm()).
+  Model tiny;
+  REQUIRE(model_preset("tiny-llama", tiny));  // dim 64, 2 layers, 8 heads, 4 kv heads, ffn 128, vocab 256
+  Training tr;
+  tr.seq_len = 32;
+  Plan plan = tt_plan("sequence_parallel", {.tp = 2, .dp = 2}, 2);
+  const Program p = lower(tiny, tr, plan);
+  const Segment* clip = p.segment("grad_norm");
+  REQUIRE(clip != nullptr);
+  CHECK(clip->repeat == 1);
+  REQUIRE(clip->ops.size() == 4);
+  CHECK(clip->ops[0].name == "grad_norm.local");
+  CHECK(clip->ops[3].name == "grad_norm.clip");
+  const auto* dp = std::get_if<CollectiveOp>(&clip->ops[1].kind);
+  const auto* tp = std::get_if<CollectiveOp>(&clip->ops[2].kind);
+  REQUIRE(dp != nullptr);
+  REQUIRE(tp != nullptr);
+  // 17 gradients: 7 per block (attention_norm, wqkv, wo, ffn_norm, w1, w2, w3) x 2 layers + tok_embeddings, norm,
+  // lm_head; one fp32 squared norm each: 68 bytes.
+  CHECK((dp->kind == K::all_reduce && dp->group == Group::dp && dp->bytes == 17 * 4));
+  CHECK((tp->kind == K::all_reduce && tp->group == Group::tp && tp->bytes == 17 * 4));
+  for (const Op& op : clip->ops) CHECK(op.phase == Phase::optimizer);
+  // Local gradient elements per rank (tp 2, then FSDP's dp_shard 2):
+  //   block: attention_norm 64 + wqkv (8 + 2x4) x 8 = 128 x 64 / 2 = 4096 + wo 64 x 64 / 2 = 2048 + ffn_norm 64
+  //          + w1, w3 128 x 64 / 2 = 4096 each + w2 64 x 128 / 2 = 4096  = 18560, / dp 2 = 9280, x 2 layers = 18560
+  //   tok_embeddings 256 x 64 / 2 / 2 = 4096, norm 64 / 2 = 32, lm_head 256 x 64 / 2 / 2 = 4096
+  //   total 26784: norm reads 4 B each (fp32 FSDP gradients), the clip reads and writes them.
+  const auto* local = std::get_if<ElementwiseOp>(&clip->ops[0].kind);
+  const auto* mul = std::get_if<ElementwiseOp>(&clip->ops[3].kind);
+  REQUIRE(local != nullptr);
+  REQUIRE(mul != nullptr);
+  CHECK(local->bytes == 26784 * 4);
+  CHECK(mul->bytes == 26784 * 8);
+  // Before the optimizer's segments, after the backward.
+  size_t at = 0, block_opt = 0;
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    if (p.segments[i].name == "grad_norm") at = i;
+    if (p.segments[i].name == "block.optimizer") block_opt = i;
+  }
+  CHECK(at + 1 == block_opt);
+  CHECK(p.segments[at - 1].name == "embed.bwd");
+  // tp 1, dp 1: no collective, the local norm and the clip still run. The seed (a user's loop) does not clip.
+  const Program one = lower(tiny, tr, tt_plan("vanilla", {.tp = 1}, 2));
+  REQUIRE(one.segment("grad_norm") != nullptr);
+  CHECK(one.segment("grad_norm")->ops.size() == 2);
+  CHECK(lower_preset("sequence_parallel", {.tp = 2}, tiny, 32).segment("grad_norm") == nullptr);
+}

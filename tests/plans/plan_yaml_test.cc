@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "plans/config.h"
 #include "plans/error.h"
 #include "plans/plan.h"
 
@@ -259,4 +260,28 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
 TEST_CASE("a missing plan file", "[plan_yaml][errors]") {
   CHECK_THROWS_WITH(load_plan("no/such/plan.yaml"), "no/such/plan.yaml: no such file (expected a plan YAML file)");
   CHECK_THROWS_WITH(save_plan(Plan{}, "/no/such/dir/plan.yaml"), "cannot write plan '/no/such/dir/plan.yaml'");
+}
+
+TEST_CASE("torchtitan's spmd_backend: spmd_types is what tptune models, the others are refused by name",
+          "[plan_yaml]") {
+  CHECK(error_of("tp_degree: 2\nspmd_backend: spmd_types\n") == "<no error>");
+  CHECK(error_of("tp_degree: 2\nspmd_backend: partial_dtensor\n") ==
+        "plan.yaml:2: spmd_backend: 'partial_dtensor' is not modelled: tptune models torchtitan 0.3's spmd_types "
+        "backend (partial_dtensor and full_dtensor issue other collectives); remove the key or set spmd_types");
+  CHECK_THAT(error_of("spmd_backend: full_dtensor\n"),
+             Catch::StartsWith("plan.yaml:1: spmd_backend: 'full_dtensor' is not modelled"));
+  CHECK_THAT(error_of("spmd_backend: dtensor\n"), Catch::StartsWith("plan.yaml:1: spmd_backend: expected one of"));
+  // In a config: training.spmd_backend.
+  auto config_error = [](const std::string& training) {
+    try {
+      load_config_string("model:\n  preset: tiny-llama\ntraining:\n  seq_len: 32\n" + training, "cfg.yaml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  CHECK(config_error("  spmd_backend: spmd_types\n") == "<no error>");
+  CHECK_THAT(config_error("  spmd_backend: partial_dtensor\n"),
+             Catch::StartsWith("cfg.yaml:5: training.spmd_backend: 'partial_dtensor' is not modelled: tptune models "
+                               "torchtitan 0.3's spmd_types backend"));
 }

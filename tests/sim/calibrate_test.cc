@@ -509,3 +509,57 @@ TEST_CASE("bad measurement and calibration inputs: one line each, naming the fil
   for (const std::string& t : {head + "params:\n  float_storage_bytes: {value: 2.5}\n", head + "params: [1, 2]\n"})
     CHECK(calib(t).find('\n') == std::string::npos);
 }
+
+TEST_CASE("calibrate: absurd times are refused by the record, and a fit is one --calibration loads back") {
+  auto measure = [](const json& j) { return error_of([&] { parse_measurements(j, "p.json"); }); };
+  // 1e150 us per op: squared in the least squares it overflowed, and the fit reported an efficiency of 4 (its bound)
+  // with exit 0 (issue 21). A time is at most 1e9 us (1000 s), as in a calibration file's collective points.
+  json prof = synthetic_profile("vanilla", truth(), 0.0);
+  for (auto& op : prof["ops"]) op["time_us"]["median"] = 1e150;
+  CHECK(measure(prof) == "p.json: ops[0].time_us.median: expected a time of 0 .. 1e9 us (1000 s), got 1e+150");
+  prof = synthetic_profile("vanilla", truth(), 0.0);
+  prof["step_wall_us"]["median"] = 2e9;
+  CHECK(measure(prof) == "p.json: step_wall_us.median: expected a time of 0 .. 1e9 us (1000 s), got 2000000000");
+  json bench = synthetic_collectives(truth(), 0.0);
+  bench["results"][3]["time_us"]["median"] = 1e300;
+  CHECK(measure(bench) == "p.json: results[3].time_us.median: expected a time of 0 .. 1e9 us (1000 s), got 1e+300");
+
+  // Round trip: a fit is a calibration parse_calibration() (what --calibration reads) accepts. Before issue 21 a bench
+  // of 2e9 us collectives was fitted into points of 2e9 us, which --calibration refused (points: 0 .. 1e9 us); now
+  // the time is refused where it is read, and the extremes that are read fit calibrations that load back.
+  bench = synthetic_collectives(truth(), 0.0);
+  for (auto& r : bench["results"]) r["time_us"]["median"] = 2e9;
+  CHECK(measure(bench) == "p.json: results[0].time_us.median: expected a time of 0 .. 1e9 us (1000 s), got 2000000000");
+  for (double t : {1e9, 1e-9}) {
+    for (auto& r : bench["results"]) r["time_us"]["median"] = t;
+    const Calibration cal = fit_calibration({parse_measurements(bench, "b.json")}, gpu_preset("cpu"), {});
+    const Calibration back = parse_calibration(calibration_yaml(cal), "c.yaml");
+    CHECK(back.collectives.size() == cal.collectives.size());
+  }
+  // Every fit of the synthetic sets loads back to the same parameters.
+  for (double noise : {0.0, 0.05}) {
+    const Calibration cal = fit_calibration(synthetic_set(noise), gpu_preset("cpu"), {});
+    const Calibration back = parse_calibration(calibration_yaml(cal), "c.yaml");
+    REQUIRE(back.params.size() == cal.params.size());
+    for (size_t i = 0; i < cal.params.size(); ++i) CHECK(back.params[i].value == Approx(cal.params[i].value));
+  }
+}
+
+TEST_CASE("accuracy: a profile with nothing measured is refused, not passed") {
+  const CostParams c = device_cost_params(gpu_preset("cpu"));
+  json zero = synthetic_profile("vanilla", truth(), 0.0);
+  for (auto& op : zero["ops"]) op["time_us"]["median"] = 0.0;
+  CHECK(error_of([&] { accuracy({parse_measurements(zero, "zero.json")}, gpu_preset("cpu"), c); }) ==
+        fmt::format("zero.json: ops: no op has a measured time above 0 ({} timed records, the others not measured): "
+                    "nothing to compare",
+                    zero["ops"].size()));
+  json unmeasured = synthetic_profile("vanilla", truth(), 0.0);
+  for (auto& op : unmeasured["ops"]) op["measured"] = false;
+  CHECK(error_of([&] { accuracy({parse_measurements(unmeasured, "none.json")}, gpu_preset("cpu"), c); }) ==
+        "none.json: ops: no op has a measured time above 0 (0 timed records, the others not measured): nothing to "
+        "compare");
+  json no_step = synthetic_profile("vanilla", truth(), 0.0);
+  no_step["step_wall_us"]["median"] = 0.0;
+  CHECK_THAT(error_of([&] { accuracy({parse_measurements(no_step, "nostep.json")}, gpu_preset("cpu"), c); }),
+             Catch::StartsWith("nostep.json: step_wall_us: missing or 0"));
+}

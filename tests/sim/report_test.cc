@@ -6,11 +6,13 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/program_identity.h"
 #include "sim/measured_trace.h"
 #include "sim/report/html_report.h"
 #include "sim/report/svg.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
+#include "tests/error_text.h"
 
 using namespace tptune;
 
@@ -193,4 +195,44 @@ TEST_CASE("measured trace: bad profiles are one-line errors", "[report]") {
       "p.json");
   CHECK_THROWS_WITH(chrome_trace_with_measured(s.p, s.costs, s.tl, other, "p.json"),
                     Catch::StartsWith("p.json: none of its 1 op names occurs in the simulated Program"));
+}
+
+TEST_CASE("measured trace: a profile of another model or plan is refused, saying what differs", "[report]") {
+  // Before issue 21, `simulate --measured` paired a profile of another model and plan by op names ("114 of 141 ops
+  // matched", exit 0). The profile's "program" (what tp-run profile writes: program_identity()) must describe the
+  // simulated Program.
+  const Sim s = simulate_8b(2, 1, false);
+  nlohmann::json same = program_identity(s.p);
+  same["model"]["name"] = "my-8b";  // names are not compared
+  same["plan"]["source"] = "best.yaml";
+  CHECK_NOTHROW(check_same_program(same, s.p, "p.json"));
+  nlohmann::json other = program_identity(s.p);
+  other["model"]["dim"] = 2048;
+  other["plan"]["tp_degree"] = 4;
+  other["tp"] = 4;
+  CHECK(tptune::test::error_of([&] { check_same_program(other, s.p, "p.json"); }) ==
+        "p.json: a profile of another model or plan: model.dim 2048 (profile) vs 4096 (simulated), plan.tp_degree 4 "
+        "(profile) vs 2 (simulated), tp 4 (profile) vs 2 (simulated); profile the simulated config and plan (tp-run "
+        "profile CONFIG --plan ...)");
+  // tp-run profiles one replica: on a larger cluster only dp differs, and the error says how to simulate the same.
+  nlohmann::json replica = program_identity(s.p);
+  replica["dp"] = 1;
+  const Sim fsdp = simulate_8b(2, 4, false);
+  CHECK(tptune::test::error_of([&] { check_same_program(replica, fsdp.p, "p.json"); }) ==
+        "p.json: a profile of another model or plan: dp 1 (profile) vs 4 (simulated); tp-run profiles one "
+        "data-parallel replica: simulate with --dp-shard 1");
+  CHECK(tptune::test::error_of([&] { check_same_program(nlohmann::json(), s.p, "p.json"); }) ==
+        "p.json: program: expected the profiled model, training and plan (tp-run profile writes them)");
+  // The module styles of the profile's plan_yaml: a vanilla profile beside a sequence-parallel simulation.
+  Plan base;
+  base.tp_degree = 2;
+  base.loss_parallel = true;
+  nlohmann::json vanilla = program_identity(s.p);
+  vanilla["plan_yaml"] = plan_to_yaml(preset_plan("vanilla", base));
+  CHECK_THAT(tptune::test::error_of([&] { check_same_program(vanilla, s.p, "p.json"); }),
+             Catch::StartsWith("p.json: a profile of another model or plan: tok_embeddings rowwise(") &&
+                 Catch::Contains("(profile) vs rowwise(") && Catch::Contains(" and ") && Catch::Contains(" more; "));
+  nlohmann::json sp = program_identity(s.p);
+  sp["plan_yaml"] = plan_to_yaml(s.p.plan);
+  CHECK_NOTHROW(check_same_program(sp, s.p, "p.json"));
 }
