@@ -20,11 +20,14 @@ struct AccuracyArgs {
   std::string statistic = "median";
   std::vector<std::string> files;
   std::string calibration, device, json;
-  double fail_above = 0;        // percent; 0: never fail
+  double fail_above = 0;         // percent; 0: never fail
   std::string fail_on = "step";  // which error --fail-above bounds: step, serialized or compute (see the option)
 };
 
 int run_accuracy(const AccuracyArgs& a) {
+  std::vector<NamedPath> inputs{{"--calibration", a.calibration}};
+  for (const auto& f : a.files) inputs.push_back({"profile", f});
+  refuse_overwriting_inputs({{"--json", a.json}}, inputs);
   std::vector<Measurements> ms;
   for (const auto& f : a.files) ms.push_back(load_measurements(f, a.statistic));
   const std::string device_name =

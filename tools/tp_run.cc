@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "plans/error.h"
+#include "plans/output_file.h"
 #include "plans/yaml_util.h"
 #include "tools/tp_run_commands.h"
 
@@ -42,7 +44,16 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const tptune::tools::World w = tptune::tools::mpi_world();
-  const int code = run_main(argc, argv, w);
+  int code = run_main(argc, argv, w);
+  // Rank 0 prints: output lost on a full disk or a closed pipe is an error, not success (plans/output_file.h).
+  if (w.rank == 0) {
+    try {
+      tptune::flush_stdout();
+    } catch (const tptune::Error& e) {
+      std::fprintf(stderr, "tp-run: error: %s\n", e.what());
+      code = 2;
+    }
+  }
   MPI_Finalize();
   return code;
 }

@@ -8,9 +8,10 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "plans/error.h"
+#include "plans/json_text.h"
+#include "plans/output_file.h"
 #include "runtime/verifier.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
@@ -34,18 +35,12 @@ std::string describe_plan(const Plan& p) {
                      p.local_batch_size);
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("{}: cannot write the file", path));
-  out << text;
-  if (!out) throw Error(fmt::format("{}: write failed", path));
-}
-
 int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
   BackendChoice be;
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
+        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
         be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
       }))
@@ -81,10 +76,10 @@ int run_verify(const World& w, VerifyArgs& a) {
     j["config"] = a.plan.config;
     j["plan"] = describe_plan(s.plan);
     if (json_stdout) {
-      std::fputs((j.dump(2) + "\n").c_str(), stdout);
+      std::fputs((json_dump(j, 2) + "\n").c_str(), stdout);
       std::fflush(stdout);
     } else {
-      or_abort(w, [&] { write_text(a.json, j.dump(2) + "\n"); });
+      or_abort(w, [&] { write_output("--json", a.json, json_dump(j, 2) + "\n"); });
     }
   }
   return report.pass() ? 0 : 1;

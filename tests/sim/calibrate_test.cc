@@ -355,7 +355,7 @@ TEST_CASE("calibration files: one-line file:line errors") {
         "c.yaml:4: colectives: unknown key");
   CHECK(err("format: [").find("c.yaml:1: not valid YAML") == 0);
   CHECK(error_of([] { load_calibration("/nonexistent/c.yaml"); }) ==
-        "/nonexistent/c.yaml: cannot read the calibration file");
+        "/nonexistent/c.yaml: no such file (expected a calibration YAML file)");
 }
 
 TEST_CASE("bounded least squares: the unconstrained solution, and a bound that binds") {
