@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "plans/error.h"
 #include "plans/yaml_util.h"
@@ -181,7 +182,10 @@ std::string JsonDoc::string_value(const nlohmann::json& v, std::string_view key)
 }
 
 int64_t JsonDoc::integer_value(const nlohmann::json& v, std::string_view key, limits::IntRange r) const {
-  const std::string expected = fmt::format("an integer in {}", yaml::range_text(r));
+  const std::string expected = r.hi < std::numeric_limits<int64_t>::max()
+                                   ? fmt::format("an integer in {}", yaml::range_text(r))
+                               : r.lo == 0 ? std::string("a non-negative integer")
+                                           : fmt::format("an integer of at least {}", r.lo);
   // Unsigned first: get<int64_t>() of a value past INT64_MAX would wrap.
   if (v.is_number_unsigned()) {
     if (r.hi < 0 || v.get<uint64_t>() > static_cast<uint64_t>(r.hi) || static_cast<int64_t>(v.get<uint64_t>()) < r.lo)

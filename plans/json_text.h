@@ -61,7 +61,8 @@ class JsonDoc {
 
   std::string string(const nlohmann::json& obj, std::string_view path, std::string_view key) const;
   bool boolean(const nlohmann::json& obj, std::string_view path, std::string_view key) const;
-  // An integer (no fraction, no exponent) within `r`, checked before it is narrowed.
+  // An integer (no fraction, no exponent) within `r`, checked before it is narrowed ("expected an integer in 1..8";
+  // with r.hi INT64_MAX: "expected a non-negative integer", "expected an integer of at least 1").
   int64_t integer(const nlohmann::json& obj, std::string_view path, std::string_view key, limits::IntRange r) const;
   // A finite number within `r`.
   double number(const nlohmann::json& obj, std::string_view path, std::string_view key, limits::RealRange r) const;

@@ -48,7 +48,8 @@ TEST_CASE("input files: a regular file is read whole", "[input_file]") {
   const std::string at = d.file("at.txt", std::string(1024, 'x'));
   CHECK(read_input_file(at, "test", 1024).size() == 1024);
   const std::string past = d.file("past.txt", std::string(1025, 'x'));
-  CHECK(error_of([&] { read_input_file(past, "test", 1024); }) == past + ": larger than 1 KiB, the most a test file may have");
+  CHECK(error_of([&] { read_input_file(past, "test", 1024); }) ==
+        past + ": larger than 1 KiB, the most a test file may have");
 }
 
 TEST_CASE("input files: an empty file says so (not 'cannot read')", "[input_file]") {
@@ -91,12 +92,12 @@ TEST_CASE("input files: bytes that are not UTF-8 are refused with their line", "
 TEST_CASE("first_invalid_utf8: the byte where UTF-8 breaks", "[input_file]") {
   CHECK(first_invalid_utf8("plain ascii") == std::string_view::npos);
   CHECK(first_invalid_utf8("\xe2\x82\xac euro, \xf0\x9f\x98\x80 emoji") == std::string_view::npos);
-  CHECK(first_invalid_utf8("ab\xff") == 2);                 // never a UTF-8 byte
-  CHECK(first_invalid_utf8("a\xc0\xaf") == 1);              // overlong '/'
-  CHECK(first_invalid_utf8("a\xe0\x80\xaf") == 1);          // overlong, 3 bytes
-  CHECK(first_invalid_utf8("a\xed\xa0\x80") == 1);          // a UTF-16 surrogate (U+D800)
-  CHECK(first_invalid_utf8("a\xf4\x90\x80\x80") == 1);      // past U+10FFFF
-  CHECK(first_invalid_utf8("abc\xe2\x82") == 3);            // cut short at the end
+  CHECK(first_invalid_utf8("ab\xff") == 2);                                          // never a UTF-8 byte
+  CHECK(first_invalid_utf8("a\xc0\xaf") == 1);                                       // overlong '/'
+  CHECK(first_invalid_utf8("a\xe0\x80\xaf") == 1);                                   // overlong, 3 bytes
+  CHECK(first_invalid_utf8("a\xed\xa0\x80") == 1);                                   // a UTF-16 surrogate (U+D800)
+  CHECK(first_invalid_utf8("a\xf4\x90\x80\x80") == 1);                               // past U+10FFFF
+  CHECK(first_invalid_utf8("abc\xe2\x82") == 3);                                     // cut short at the end
   CHECK(first_invalid_utf8(std::string_view("a\0b", 3)) == std::string_view::npos);  // NUL is UTF-8
 }
 

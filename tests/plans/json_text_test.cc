@@ -9,8 +9,8 @@
 #include "plans/hf_config.h"
 
 using namespace tptune;
-using tptune::test::error_of;
 using nlohmann::json;
+using tptune::test::error_of;
 
 namespace {
 
@@ -34,7 +34,8 @@ TEST_CASE("JSON: nesting past the limit is refused while parsing, with its line"
   std::string objects;
   for (int i = 0; i < 70; ++i) objects += "{\"a\":";
   objects += "1" + std::string(70, '}');
-  CHECK(error_of([&] { parse_json_text(objects, "o.json"); }) == "o.json:1: invalid JSON: nested deeper than 64 levels");
+  CHECK(error_of([&] { parse_json_text(objects, "o.json"); }) ==
+        "o.json:1: invalid JSON: nested deeper than 64 levels");
   CHECK(parse_json_text("{\"s\": \"" + std::string(1000, '[') + "\"}", "s.json")["s"].get<std::string>().size() ==
         1000);
 }
@@ -44,25 +45,29 @@ TEST_CASE("JSON: a number past the double range is a parse error with its line",
   CHECK(error_of([] { parse_json_text("{\n  \"hidden_size\": 1e400\n}", "big.json"); }) ==
         "big.json:2: invalid JSON: number overflow parsing '1e400' (a number past the range of a double, about "
         "1.8e308)");
-  CHECK(error_of([] { parse_json_text("[-1e309]", "neg.json"); }).starts_with("neg.json:1: invalid JSON: number "
-                                                                             "overflow parsing '-1e309'"));
+  CHECK(error_of([] { parse_json_text("[-1e309]", "neg.json"); })
+            .starts_with("neg.json:1: invalid JSON: number "
+                         "overflow parsing '-1e309'"));
   // Underflow is a number (0), and the largest double reads.
   CHECK(parse_json_text("1e-400", "tiny.json").get<double>() == 0.0);
   CHECK(parse_json_text("1.7976931348623157e308", "max.json").get<double>() > 1e308);
 }
 
 TEST_CASE("JSON: syntax errors and strings that are not UTF-8 keep their line", "[json]") {
-  CHECK(error_of([] { parse_json_text("{\n\"a\": 1,,\n}", "s.json"); })
-            .starts_with("s.json:2: invalid JSON: syntax error while parsing object key"));
-  CHECK(error_of([] { parse_json_text("{\n\"name\": \"caf\xe9\"\n}", "u.json"); })
-            .starts_with("u.json:2: invalid JSON: syntax error while parsing value - invalid string: ill-formed UTF-8"));
+  CHECK(error_of([] {
+          parse_json_text("{\n\"a\": 1,,\n}", "s.json");
+        }).starts_with("s.json:2: invalid JSON: syntax error while parsing object key"));
+  CHECK(error_of([] {
+          parse_json_text("{\n\"name\": \"caf\xe9\"\n}", "u.json");
+        }).starts_with("u.json:2: invalid JSON: syntax error while parsing value - invalid string: ill-formed UTF-8"));
 }
 
 TEST_CASE("JSON: the HF config reader passes every case on as one line", "[json]") {
   CHECK(error_of([] { parse_hf_config(nested(100000), "c.json"); }) ==
         "c.json:1: invalid JSON: nested deeper than 64 levels");
-  CHECK(error_of([] { parse_hf_config("{\"hidden_size\": 1e400}", "c.json"); })
-            .starts_with("c.json:1: invalid JSON: number overflow parsing '1e400'"));
+  CHECK(error_of([] {
+          parse_hf_config("{\"hidden_size\": 1e400}", "c.json");
+        }).starts_with("c.json:1: invalid JSON: number overflow parsing '1e400'"));
 }
 
 TEST_CASE("json_dump: a string that is not UTF-8 is written, not thrown on", "[json]") {
@@ -81,21 +86,26 @@ TEST_CASE("JsonDoc: wrong types and ranges name the file and the key", "[json]")
       "p.json");
   CHECK(error_of([&] { doc.string(j, "", "format"); }) == "p.json: format: expected a string, got 3");
   // 2^32 + 1: read as an int it is 1. Checked as the 64-bit value it is, it is out of range.
-  CHECK(error_of([&] { doc.integer(j, "", "version", {1, 1}); }) ==
-        "p.json: version: expected an integer in 1..1, got 4294967297");
-  CHECK(error_of([&] { doc.integer(j, "environment", "ranks", limits::world_size); }) ==
+  CHECK(error_of([&] {
+          doc.integer(j, "", "version", {1, 1});
+        }) == "p.json: version: expected an integer in 1..1, got 4294967297");
+  CHECK(error_of([&] { doc.integer(j["environment"], "environment", "ranks", limits::world_size); }) ==
         "p.json: environment.ranks: expected an integer in 1..1048576, got 4294967297");
-  CHECK(error_of([&] { doc.integer(j, "environment", "cores", {0, 1024}); }) ==
-        "p.json: environment.cores: expected an integer in 0..1024, got -1");
+  CHECK(error_of([&] {
+          doc.integer(j["environment"], "environment", "cores", {0, 1024});
+        }) == "p.json: environment.cores: expected an integer in 0..1024, got -1");
   // 2^64 - 1 is a valid JSON unsigned: never wrapped to -1 by a signed read.
-  CHECK(error_of([&] { doc.integer(j, "", "big", {-5, 5}); }) ==
-        "p.json: big: expected an integer in -5..5, got 18446744073709551615");
+  CHECK(error_of([&] {
+          doc.integer(j, "", "big", {-5, 5});
+        }) == "p.json: big: expected an integer in -5..5, got 18446744073709551615");
   CHECK(doc.integer(j, "", "ok", {1, 10}) == 7);
   CHECK(error_of([&] { doc.integer(j, "", "x", {0, 10}); }) == "p.json: x: expected an integer in 0..10, got 1.5");
   CHECK(doc.number(j, "", "x", {0, 2, true}) == 1.5);
-  CHECK(error_of([&] { doc.number(j, "", "inf", {0, 2, true}); }) ==
-        "p.json: inf: expected a number in (0, 2], got \"a\"");
-  CHECK(error_of([&] { doc.member(j, "environment", "backend"); }) == "p.json: environment.backend: missing");
+  CHECK(error_of([&] {
+          doc.number(j, "", "inf", {0, 2, true});
+        }) == "p.json: inf: expected a number in (0, 2], got \"a\"");
+  CHECK(error_of([&] { doc.member(j["environment"], "environment", "backend"); }) ==
+        "p.json: environment.backend: missing");
   CHECK(error_of([&] { doc.boolean(j, "", "flag"); }) == "p.json: flag: expected true or false, got \"yes\"");
   CHECK(error_of([&] { doc.object(j, "", "list"); }) == "p.json: list: expected an object, got [1]");
   CHECK(error_of([&] { doc.member(j["list"], "list", "a"); }) == "p.json: list: expected an object, got [1]");
@@ -103,6 +113,7 @@ TEST_CASE("JsonDoc: wrong types and ranges name the file and the key", "[json]")
   CHECK(doc.string(j, "", "name") == "n");
   // A long value is cut, so that the error stays one short line.
   const json long_value = std::string(500, 'x');
-  CHECK(error_of([&] { doc.integer_value(long_value, "k", {0, 1}); }) ==
-        "p.json: k: expected an integer in 0..1, got \"" + std::string(39, 'x') + "...");
+  CHECK(error_of([&] {
+          doc.integer_value(long_value, "k", {0, 1});
+        }) == "p.json: k: expected an integer in 0..1, got \"" + std::string(39, 'x') + "...");
 }

@@ -170,19 +170,23 @@ TEST_CASE("outputs: an output that is an input is refused, however it is spelled
   const std::string cfg = d.at("c.yaml");
   put(cfg, "model: {preset: tiny-llama}\n");
   const std::vector<NamedPath> inputs{{"config", cfg}, {"--hf-config", ""}};
-  CHECK(error_of([&] { refuse_overwriting_inputs({{"--out-plan", cfg}}, inputs); }) ==
-        "--out-plan " + cfg + ": is also the config " + cfg + "; refusing to overwrite an input (write to another path)");
+  CHECK(error_of([&] {
+          refuse_overwriting_inputs({{"--out-plan", cfg}}, inputs);
+        }) == "--out-plan " + cfg + ": is also the config " + cfg +
+                  "; refusing to overwrite an input (write to another path)");
   const std::string dotted = d.path.string() + "/./c.yaml";
-  CHECK(error_of([&] { refuse_overwriting_inputs({{"--out", dotted}}, inputs); })
-            .starts_with("--out " + dotted + ": is also the config"));
+  CHECK(error_of([&] {
+          refuse_overwriting_inputs({{"--out", dotted}}, inputs);
+        }).starts_with("--out " + dotted + ": is also the config"));
   const std::string hard = d.at("hard.yaml"), soft = d.at("soft.yaml");
   fs::create_hard_link(cfg, hard);
   fs::create_symlink(cfg, soft);
   CHECK(error_of([&] { refuse_overwriting_inputs({{"--json", hard}}, inputs); }).starts_with("--json " + hard));
   CHECK(error_of([&] { refuse_overwriting_inputs({{"--json", soft}}, inputs); }).starts_with("--json " + soft));
   // Two outputs on one path (neither exists yet).
-  CHECK(error_of([&] { refuse_overwriting_inputs({{"--json", d.at("o.json")}, {"--trace", d.at("o.json")}}, inputs); }) ==
-        "--trace " + d.at("o.json") + ": is also the --json output (write each to its own path)");
+  CHECK(error_of([&] {
+          refuse_overwriting_inputs({{"--json", d.at("o.json")}, {"--trace", d.at("o.json")}}, inputs);
+        }) == "--trace " + d.at("o.json") + ": is also the --json output (write each to its own path)");
   // Standard output, devices and distinct files pass.
   CHECK(error_of([&] {
           refuse_overwriting_inputs(
