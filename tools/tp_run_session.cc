@@ -5,9 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "plans/error.h"
 #include "plans/input_file.h"
