@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,7 +32,10 @@
 #include "bench/bench_cases.h"
 #include "bench/bench_environment.h"
 #include "plans/config.h"
+#include "plans/input_file.h"
+#include "plans/json_text.h"
 #include "plans/lower.h"
+#include "plans/output_file.h"
 #include "sim/search.h"
 #include "sim/simulate.h"
 
@@ -98,13 +100,7 @@ int run_item(const std::string& item) {
 
 // ---- --compare BASELINE COUNTS --------------------------------------------------------------------------------
 json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read");
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(path + ": not JSON: " + e.what());
-  }
+  return parse_json_text(read_input_file(path, "JSON", kMaxDataInputBytes), path);
 }
 
 int compare(const std::string& baseline_path, const std::string& counts_path, double tolerance_pct, bool update) {
@@ -118,9 +114,7 @@ int compare(const std::string& baseline_path, const std::string& counts_path, do
     b["note"] =
         "instructions (Ir) of each item's measured region under valgrind --tool=callgrind; written by "
         "bench/update-baseline.sh; counts depend on the compiler and libraries of the CI image";
-    std::ofstream out(baseline_path);
-    out << b.dump(2) << "\n";
-    if (!out) throw std::runtime_error(baseline_path + ": cannot write");
+    write_output("", baseline_path, json_dump(b, 2) + "\n");
     fmt::print("callgrind gate: wrote {} ({} items)\n", baseline_path, counts.at("counts").size());
     return 0;
   }

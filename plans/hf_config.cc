@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
 #include "plans/json_text.h"
 #include "plans/yaml_util.h"
 
@@ -192,6 +193,8 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
   return m;
 }
 
-Model load_hf_config(const std::string& path) { return parse_hf_config(yaml::read_file(path, "hf_config"), path); }
+Model load_hf_config(const std::string& path) {
+  return parse_hf_config(read_input_file(path, "transformers config.json"), path);
+}
 
 }  // namespace tptune

@@ -180,6 +180,7 @@ std::vector<std::string> plan_preset_names();
 Plan load_plan(const std::string& path);
 Plan load_plan_string(const std::string& yaml, const std::string& name = "<string>");
 std::string plan_to_yaml(const Plan& plan);
+// Writes plan_to_yaml(plan) to `path` whole or not at all (plans/output_file.h).
 void save_plan(const Plan& plan, const std::string& path);
 
 }  // namespace tptune

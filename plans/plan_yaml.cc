@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 
 #include "plans/error.h"
+#include "plans/output_file.h"
 #include "plans/plan.h"
 #include "plans/spmd_backend.h"
 #include "plans/yaml_util.h"
@@ -305,12 +305,6 @@ std::string plan_to_yaml(const Plan& plan) {
   return out;
 }
 
-void save_plan(const Plan& plan, const std::string& path) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error(fmt::format("cannot write plan '{}'", path));
-  f << plan_to_yaml(plan);
-  f.close();
-  if (!f) throw Error(fmt::format("cannot write plan '{}'", path));
-}
+void save_plan(const Plan& plan, const std::string& path) { write_output("", path, plan_to_yaml(plan)); }
 
 }  // namespace tptune

@@ -5,12 +5,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
 
 namespace tptune::yaml {
 
@@ -26,18 +24,7 @@ YAML::Node parse(const std::string& text, const std::string& name) {
 }
 
 std::string read_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (status.type() == std::filesystem::file_type::not_found)
-    throw Error(fmt::format("{}: no such file (expected a {} YAML file)", shown(path, 200), what));
-  if (status.type() == std::filesystem::file_type::directory)
-    throw Error(fmt::format("{}: is a directory (expected a {} YAML file)", shown(path, 200), what));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open the {} file", shown(path, 200), what));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad() || ss.fail()) throw Error(fmt::format("{}: cannot read the {} file", shown(path, 200), what));
-  return ss.str();
+  return read_input_file(path, fmt::format("{} YAML", what));
 }
 
 std::string join_key(std::string_view prefix, std::string_view key) {

@@ -30,8 +30,9 @@ bool is_scalar(const YAML::Node& n);
 // Parses YAML text; a syntax error (yaml-cpp's ParserException) becomes tptune::Error "<name>:<line>: invalid YAML:
 // <what yaml-cpp says>".
 YAML::Node parse(const std::string& text, const std::string& name);
-// Reads a whole file; throws tptune::Error "<path>: no such file (expected a <what> YAML file)", "<path>: is a
-// directory ...", or "<path>: cannot open the <what> file" when it cannot be read.
+// Reads a whole YAML file through read_input_file (plans/input_file.h: bounded, regular files only, UTF-8); throws
+// tptune::Error "<path>: no such file (expected a <what> YAML file)", "<path>: is a directory ...", "<path>: empty
+// file ...", ... when it cannot be read.
 std::string read_file(const std::string& path, const std::string& what);
 
 // The file a document came from, used to prefix every error with "<file>:<line>: ".

@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
 #include "plans/json_text.h"
 #include "sim/trace.h"
 
@@ -24,9 +23,14 @@ using Occurrences = std::map<std::string, std::vector<double>>;
 std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device,
                                           json* program) {
   const json j = parse_json_text(text, name, "a tp-run profile");
-  if (!j.is_object() || j.value("format", std::string()) != "tptune-profile")
+  const JsonDoc doc(name);
+  const json* format = j.is_object() ? doc.find(j, "", "format") : nullptr;
+  if (format && !format->is_string()) doc.fail("format", "a string", *format);
+  if (!format || *format != "tptune-profile")
     throw Error(fmt::format("{}: expected a tp-run profile (\"format\": \"tptune-profile\")", name));
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)
+  // Compared as a JSON number, never narrowed first (4294967297 as an int is 1).
+  const json* version = doc.find(j, "", "version");
+  if (!version || !version->is_number_integer() || *version != 1)
     throw Error(fmt::format("{}: version: expected 1 (the profile format this tp-plan reads)", name));
   if (!j.contains("ops") || !j["ops"].is_array() || j["ops"].empty())
     throw Error(fmt::format("{}: ops: expected a non-empty list of op records", name));
@@ -34,7 +38,11 @@ std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::st
     *device = "";
     if (j.contains("environment") && j["environment"].is_object()) {
       const json& env = j["environment"];
-      *device = fmt::format("{}: {}", env.value("backend", std::string("?")), env.value("device", std::string("?")));
+      auto label = [&](const char* key) {
+        const json* v = doc.find(env, "environment", key);
+        return v ? doc.string_value(*v, json_key("environment", key)) : std::string("?");
+      };
+      *device = fmt::format("{}: {}", label("backend"), label("device"));
     }
   }
   if (program) *program = j.contains("program") ? j["program"] : json();
@@ -57,11 +65,7 @@ std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::st
 }
 
 std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device, json* program) {
-  std::ifstream f(path);
-  if (!f) throw Error(fmt::format("cannot open profile '{}'", path));
-  std::stringstream s;
-  s << f.rdbuf();
-  return parse_profile_ops(s.str(), path, device, program);
+  return parse_profile_ops(read_input_file(path, "tp-run profile JSON", kMaxDataInputBytes), path, device, program);
 }
 
 json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,

@@ -7,9 +7,11 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <vector>
 
 #include "plans/checked_math.h"
 #include "plans/error.h"
+#include "plans/json_text.h"
 #include "plans/limits.h"
 #include "plans/yaml_util.h"
 
@@ -283,21 +285,20 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
   return out;
 }
 
-void write_json(const nlohmann::json& j, const std::string& where) {
+std::vector<NamedPath> plan_inputs(const PlanOptions& o) {
+  return {{"config", o.config}, {"--hf-config", o.hf_config}, {"--plan", o.plan_file}};
+}
+
+void write_json(const nlohmann::json& j, const std::string& where, const std::string& option) {
   if (where == "-") {
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_dump(j, 2) << "\n";
     return;
   }
-  std::ofstream f(where);
-  if (!f) throw Error(fmt::format("cannot write JSON to '{}'", where));
-  f << j.dump(2) << "\n";
+  write_output(option, where, json_dump(j, 2) + "\n");
 }
 
 void write_text(const std::string& text, const std::string& where, const std::string& option) {
-  std::ofstream f(where);
-  if (!f) throw Error(fmt::format("{} {}: cannot write the file", option, where));
-  f << text;
-  if (!f) throw Error(fmt::format("{} {}: write failed", option, where));
+  write_output(option, where, text);
 }
 
 }  // namespace tptune::tools

@@ -17,8 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "plans/config.h"
+#include "plans/output_file.h"
 #include "plans/plan.h"
 
 namespace tptune::tools {
@@ -60,9 +62,13 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp = 0);
 // text reports.
 std::string effective_values_text(const Config& cfg, const Plan& plan);
 
-// Writes `j` (indented) to the file `where`, or to stdout for "-"; tptune::Error if it cannot.
-void write_json(const nlohmann::json& j, const std::string& where);
-// Writes `text` to the file `where`; tptune::Error naming `option` if it cannot.
+// The files the plan options name (config, --hf-config, --plan), for refuse_overwriting_inputs (plans/output_file.h).
+std::vector<NamedPath> plan_inputs(const PlanOptions& o);
+
+// Writes `j` (indented) to the file `where`, or to stdout for "-"; the file whole or not at all, tptune::Error naming
+// `option` if it cannot (plans/output_file.h).
+void write_json(const nlohmann::json& j, const std::string& where, const std::string& option = "--json");
+// Writes `text` to the file `where`, whole or not at all; tptune::Error naming `option` if it cannot.
 void write_text(const std::string& text, const std::string& where, const std::string& option);
 
 }  // namespace tptune::tools

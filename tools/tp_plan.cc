@@ -4,10 +4,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <system_error>
 
 #include "plans/error.h"
+#include "plans/output_file.h"
 #include "plans/yaml_util.h"
 #include "tools/tp_plan_commands.h"
+
+using tptune::flush_stdout;
 
 int main(int argc, char** argv) {
   CLI::App app{"tp-plan: which tensor-parallel plan to run, how fast it will be, and why"};
@@ -23,10 +27,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run ? run() : 0;
+    const int code = run ? run() : 0;
+    flush_stdout();  // output lost on a full disk or a closed pipe is an error, not exit 0 (plans/output_file.h)
+    return code;
   } catch (const tptune::Error& e) {
     fmt::print(stderr, "tp-plan: error: {}\n", tptune::yaml::shown(e.what(), 2000));
     return 2;
+  } catch (const std::system_error& e) {
+    // fmt::print throws this when standard output fails (a full disk, a closed pipe): a user's error, not ours.
+    if (std::ferror(stdout)) {
+      fmt::print(stderr, "tp-plan: error: cannot write to standard output: {}\n", e.code().message());
+      return 2;
+    }
+    fmt::print(stderr, "tp-plan: internal error: {}\n", tptune::yaml::shown(e.what(), 2000));
+    return 3;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tp-plan: internal error: {}\n", tptune::yaml::shown(e.what(), 2000));
     return 3;

@@ -25,6 +25,9 @@ struct AccuracyArgs {
 };
 
 int run_accuracy(const AccuracyArgs& a) {
+  std::vector<NamedPath> inputs{{"--calibration", a.calibration}};
+  for (const auto& f : a.files) inputs.push_back({"profile", f});
+  refuse_overwriting_inputs({{"--json", a.json}}, inputs);
   std::vector<Measurements> ms;
   for (const auto& f : a.files) ms.push_back(load_measurements(f, a.statistic));
   const std::string device_name =

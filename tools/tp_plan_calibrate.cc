@@ -7,6 +7,7 @@
 #include <map>
 
 #include "plans/error.h"
+#include "plans/output_file.h"
 #include "sim/calibrate/fit.h"
 #include "sim/gpu_spec.h"
 #include "tools/tp_plan_commands.h"
@@ -25,6 +26,9 @@ struct CalibrateArgs {
 };
 
 int run_calibrate(const CalibrateArgs& a) {
+  std::vector<NamedPath> inputs;
+  for (const auto& f : a.files) inputs.push_back({"profile", f});
+  refuse_overwriting_inputs({{"--out", a.out}}, inputs);
   std::vector<Measurements> all;
   for (const auto& f : a.files) all.push_back(load_measurements(f, a.statistic));
   // Group by environment; files from another device or library version are refused unless asked to fit apart.

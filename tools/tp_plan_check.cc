@@ -36,6 +36,7 @@ int run_check(const CheckArgs& a) {
   tol.max_memory_growth = parse_percent(a.max_memory_growth, "--max-memory-growth");
   // Read the baseline before the (longer) prediction, so that a bad baseline fails fast.
   CheckBaseline base;
+  if (a.update) refuse_overwriting_inputs({{"--baseline", a.baseline}}, plan_inputs(a.plan));
   if (!a.update) base = read_baseline(a.baseline);
 
   // The same config, plan and cost parameters as simulate (--hf-config, the device preset's cost_params,

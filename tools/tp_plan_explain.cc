@@ -1,13 +1,13 @@
 // tp-plan explain CONFIG (--preset NAME | --plan FILE) [toggles] [--json FILE|-]
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 
 #include "plans/config.h"
 #include "plans/error.h"
 #include "plans/explain.h"
 #include "plans/lower.h"
+#include "plans/output_file.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
 
@@ -27,6 +27,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--json", args->json, "write the collectives as JSON to FILE (- for stdout)");
   cmd->callback([args, &run]() {
     run = [args]() {
+      refuse_overwriting_inputs({{"--json", args->json}}, plan_inputs(args->plan));
       Config cfg = load_config(args->plan.config, args->plan.hf_config);
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
@@ -34,10 +35,9 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       if (args->json == "-") {
         write_explain_json(prog, std::cout);  // streamed: no document proportional to the layer count in memory
       } else if (!args->json.empty()) {
-        std::ofstream f(args->json);
-        if (!f) throw Error(fmt::format("cannot write JSON to '{}'", args->json));
-        write_explain_json(prog, f);
-        if (!f) throw Error(fmt::format("{}: write failed", args->json));
+        OutputFile f("--json", args->json);  // streamed too, then renamed over the target (plans/output_file.h)
+        write_explain_json(prog, f.stream());
+        f.commit();
       }
       return 0;
     };

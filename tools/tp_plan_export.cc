@@ -5,11 +5,10 @@
 // job-config TOML of torchtitan before 0.3, or the parallelize_module plan in python (plans/export.h).
 #include <fmt/format.h>
 
-#include <fstream>
-
 #include "plans/config.h"
 #include "plans/error.h"
 #include "plans/export.h"
+#include "plans/output_file.h"
 #include "plans/plan.h"
 #include "tools/tp_plan_commands.h"
 
@@ -38,6 +37,7 @@ void add_export_command(CLI::App& app, RunFn& run) {
   cmd->callback([args, &run]() {
     run = [args]() {
       const ExportFormat f = parse_export_format(args->format, "--format");
+      refuse_overwriting_inputs({{"--out", args->out}}, {{"plan", args->plan}, {"--config", args->config}});
       ExportContext ctx;
       if (!args->config.empty()) {
         const Config cfg = load_config(args->config);
@@ -53,8 +53,7 @@ void add_export_command(CLI::App& app, RunFn& run) {
         fmt::print("{}", text);
         return 0;
       }
-      std::ofstream o(args->out);
-      if (!o || !(o << text)) throw Error(fmt::format("--out: cannot write '{}'", args->out));
+      write_output("--out", args->out, text);
       return 0;
     };
   });

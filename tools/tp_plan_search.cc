@@ -9,6 +9,7 @@
 
 #include "plans/config.h"
 #include "plans/error.h"
+#include "plans/json_text.h"
 #include "plans/lower.h"
 #include "plans/module_names.h"
 #include "sim/report/html_report.h"
@@ -39,6 +40,10 @@ int run_search(const SearchArgs& a) {
   if (a.verify && a.out_plan.empty())
     throw Error("--verify: expected --out-plan FILE too (the printed command verifies that file)");
   const Config cfg = load_config(a.config, a.hf_config);
+  std::vector<NamedPath> inputs{{"config", a.config}, {"--hf-config", a.hf_config}, {"--calibration", a.calibration}};
+  for (const auto& f : cfg.search.plan_files) inputs.push_back({"search.plans file", f});
+  refuse_overwriting_inputs(
+      {{"--out-plan", a.out_plan}, {"--trace", a.trace}, {"--json", a.json}, {"--report", a.report}}, inputs);
   SearchOptions opts;
   opts.threads = a.threads;
   if (a.bound) opts.bound_top = a.top;
@@ -61,23 +66,26 @@ int run_search(const SearchArgs& a) {
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   // A preset keeps torchtitan's w3 entry on a gelu MLP; the file gets only entries that name modules of the model.
   const Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
-  if (!a.out_plan.empty()) {
-    save_plan(winner, a.out_plan);
-    if (text)
-      fmt::print("\nwrote the winner to {} (tp-plan simulate {} --plan {})\n", a.out_plan, a.config, a.out_plan);
+  // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
+  std::vector<OutputText> outputs;
+  if (!a.out_plan.empty()) outputs.push_back({"--out-plan", a.out_plan, plan_to_yaml(winner)});
+  if (!a.trace.empty()) {
+    const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), winner);
+    const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
+    outputs.push_back({"--trace", a.trace, json_dump(chrome_trace(p, costs, schedule(p, costs, opts.cost)), 2) + "\n"});
   }
+  if (!a.json.empty() && a.json != "-")
+    outputs.push_back({"--json", a.json, json_dump(search_json(r, baselines, a.top), 2) + "\n"});
+  if (!a.report.empty()) outputs.push_back({"--report", a.report, search_html(cfg, r, baselines, opts.cost)});
+  write_outputs(outputs);
+  if (!a.out_plan.empty() && text)
+    fmt::print("\nwrote the winner to {} (tp-plan simulate {} --plan {})\n", a.out_plan, a.config, a.out_plan);
   if (a.verify)
     fmt::print(text ? stdout : stderr,
                "\nprove it on CPU ranks (a scaled-down model of the same architecture, same plan):\n"
                "  mpirun --oversubscribe -np {} tp-run verify {}{} --plan {} --shrink\n",
                winner.tp_degree, a.config, a.hf_config.empty() ? "" : " --hf-config " + a.hf_config, a.out_plan);
-  if (!a.trace.empty()) {
-    const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), winner);
-    const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
-    write_json(chrome_trace(p, costs, schedule(p, costs, opts.cost)), a.trace);
-  }
-  if (!a.json.empty()) write_json(search_json(r, baselines, a.top), a.json);
-  if (!a.report.empty()) write_text(search_html(cfg, r, baselines, opts.cost), a.report, "--report");
+  if (a.json == "-") write_json(search_json(r, baselines, a.top), a.json);
   return 0;
 }
 

@@ -5,10 +5,9 @@
 // time goes. The report logic lives in sim/ (simulate.h, trace.h); this file only wires options to it.
 #include <fmt/format.h>
 
-#include <fstream>
-
 #include "plans/config.h"
 #include "plans/error.h"
+#include "plans/json_text.h"
 #include "plans/lower.h"
 #include "plans/program_identity.h"
 #include "sim/cluster_spec.h"
@@ -35,6 +34,10 @@ struct SimulateArgs {
 
 int run_simulate(const SimulateArgs& a) {
   if (!a.measured.empty() && a.trace.empty()) throw Error("--measured PROFILE: expected --trace FILE to write it into");
+  std::vector<NamedPath> inputs = plan_inputs(a.plan);
+  inputs.push_back({"--measured", a.measured});
+  inputs.push_back({"--calibration", a.calibration});
+  refuse_overwriting_inputs({{"--json", a.json}, {"--trace", a.trace}, {"--report", a.report}}, inputs);
   std::string device;
   nlohmann::json profiled;
   const std::vector<ProfiledOp> measured =
@@ -55,22 +58,26 @@ int run_simulate(const SimulateArgs& a) {
     fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   }
+  // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
+  std::vector<OutputText> outputs;
   if (!a.json.empty()) {
     nlohmann::json j = report_json(r);
     if (!a.calibration.empty()) j["calibration"] = {{"file", a.calibration}, {"terms", resolved.terms}};
-    write_json(j, a.json);
+    if (a.json == "-")
+      write_json(j, a.json);
+    else
+      outputs.push_back({"--json", a.json, json_dump(j, 2) + "\n"});
   }
   if (!a.trace.empty()) {
     const nlohmann::json trace = a.measured.empty()
                                      ? chrome_trace(prog, costs, tl)
                                      : chrome_trace_with_measured(prog, costs, tl, measured,
                                                                   fmt::format("{} (measured, {})", a.measured, device));
-    std::ofstream f(a.trace);
-    if (!f) throw Error(fmt::format("--trace {}: cannot write the file", a.trace));
-    f << trace.dump();
-    if (!f) throw Error(fmt::format("--trace {}: write failed", a.trace));
+    outputs.push_back({"--trace", a.trace, json_dump(trace)});
   }
-  if (!a.report.empty()) write_text(simulate_html(cfg, cluster, params, prog, costs, tl, r), a.report, "--report");
+  if (!a.report.empty())
+    outputs.push_back({"--report", a.report, simulate_html(cfg, cluster, params, prog, costs, tl, r)});
+  write_outputs(outputs);
   return 0;
 }
 

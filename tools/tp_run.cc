@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "plans/error.h"
+#include "plans/output_file.h"
 #include "plans/yaml_util.h"
 #include "tools/tp_run_commands.h"
 #include "tools/tp_run_watchdog.h"
@@ -53,7 +55,16 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
   }
   const tt::World w = tt::mpi_world();
-  const int code = run_main(argc, argv, w);
+  int code = run_main(argc, argv, w);
+  // Rank 0 prints: output lost on a full disk or a closed pipe is an error, not success (plans/output_file.h).
+  if (w.rank == 0) {
+    try {
+      tptune::flush_stdout();
+    } catch (const tptune::Error& e) {
+      std::fprintf(stderr, "tp-run: error: %s\n", e.what());
+      code = 2;
+    }
+  }
   tt::maybe_stop_at("finalize");
   {
     const tt::WatchdogScope watch("MPI_Finalize (waiting for every rank to finish)");

@@ -40,6 +40,7 @@ CollectiveKind parse_op(const std::string& s) {
 int run_bench(const World& w, BenchArgs& a) {
   std::vector<GemmShape> shapes;
   if (!agreed(w, [&] {
+        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
         if (!a.ops.empty()) {
           a.options.collectives.clear();
           for (const auto& s : a.ops) a.options.collectives.push_back(parse_op(s));

@@ -8,12 +8,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
+#include "plans/json_text.h"
 #include "plans/limits.h"
 #include "plans/module_names.h"
+#include "plans/output_file.h"
 #include "runtime/profiler.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
@@ -42,6 +43,7 @@ int run_profile(const World& w, ProfileArgs& a) {
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
         progress_interval = progress_interval_s();
+        refuse_overwriting_inputs({{"--out", a.out}}, plan_inputs(a.plan));
         if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
         if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
         be = choose_backend(a.backend);
@@ -102,17 +104,11 @@ int run_profile(const World& w, ProfileArgs& a) {
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
     // The config's text and the resolved plan, so that tp-plan can lower this very Program again.
-    std::ifstream cf(a.plan.config);
-    std::stringstream text;
-    text << cf.rdbuf();
-    profile["program"]["config_yaml"] = text.str();
+    profile["program"]["config_yaml"] = read_input_file(a.plan.config, "config YAML");
     // Only the model's modules: a preset carries torchtitan's feed_forward.w3 for every model, which a gelu MLP
     // lacks, and calibrate/accuracy load this plan as a user's (refusing entries that match no module).
     profile["program"]["plan_yaml"] = plan_to_yaml(without_unmatched_modules(s.plan, s.config.model));
-    std::ofstream out(a.out);
-    if (!out) throw Error(fmt::format("{}: cannot write the profile", a.out));
-    out << profile.dump(1) << "\n";
-    if (!out) throw Error(fmt::format("{}: write failed", a.out));
+    write_output("--out", a.out, json_dump(profile, 1) + "\n");
   });
   // A short summary: step time and the ops that dominate it.
   const auto& ops = profile["ops"];

@@ -5,11 +5,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
 #include "plans/limits.h"
 #include "plans/lower.h"
 #include "plans/shrink.h"
@@ -142,14 +141,6 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xCBF29CE484222325ull) {
   return h;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot read the file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void refuse_unsupported(const Program& p) {
   if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
     throw Error(
@@ -264,10 +255,10 @@ void check_same_everywhere(const World& w, const std::string& config_path, const
   uint64_t mine[3] = {0, 0, 0};
   std::string error;
   try {
-    mine[0] = fnv1a(read_file(config_path) + fmt::format("\nmodel {} {} {} {} {} {} {} {} {} {} {}", model.name,
-                                                         model.dim, model.n_layers, model.n_heads, model.n_kv_heads,
-                                                         model.ffn_dim, model.vocab_size, to_string(model.mlp),
-                                                         to_string(model.norm), model.norm_eps, model.rope_theta));
+    mine[0] = fnv1a(read_input_file(config_path, "config YAML") +
+                    fmt::format("\nmodel {} {} {} {} {} {} {} {} {} {} {}", model.name, model.dim, model.n_layers,
+                                model.n_heads, model.n_kv_heads, model.ffn_dim, model.vocab_size, to_string(model.mlp),
+                                to_string(model.norm), model.norm_eps, model.rope_theta));
     mine[1] = fnv1a(plan_to_yaml(plan));
     mine[2] = fnv1a(options);
   } catch (const std::exception& e) {

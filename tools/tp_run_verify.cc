@@ -8,9 +8,10 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "plans/error.h"
+#include "plans/json_text.h"
+#include "plans/output_file.h"
 #include "runtime/verifier.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
@@ -37,13 +38,6 @@ std::string describe_plan(const Plan& p) {
                      p.local_batch_size);
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("{}: cannot write the file", path));
-  out << text;
-  if (!out) throw Error(fmt::format("{}: write failed", path));
-}
-
 int run_verify(const World& w, VerifyArgs& a) {
   RunSetup s;
   BackendChoice be;
@@ -51,6 +45,7 @@ int run_verify(const World& w, VerifyArgs& a) {
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
         progress_interval = progress_interval_s();
+        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
         be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
         if (be.name == "cpu")
@@ -95,10 +90,10 @@ int run_verify(const World& w, VerifyArgs& a) {
     j["config"] = a.plan.config;
     j["plan"] = describe_plan(s.plan);
     if (json_stdout) {
-      std::fputs((j.dump(2) + "\n").c_str(), stdout);
+      std::fputs((json_dump(j, 2) + "\n").c_str(), stdout);
       std::fflush(stdout);
     } else {
-      or_abort(w, [&] { write_text(a.json, j.dump(2) + "\n"); });
+      or_abort(w, [&] { write_output("--json", a.json, json_dump(j, 2) + "\n"); });
     }
   }
   return report.pass() ? 0 : 1;

@@ -4,10 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
+#include "plans/output_file.h"
 #include "sim/cost_param_fields.h"
 
 namespace tptune {
@@ -172,11 +172,7 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
 }
 
 Calibration load_calibration(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error(fmt::format("{}: cannot read the calibration file", path));
-  std::stringstream s;
-  s << f.rdbuf();
-  return parse_calibration(s.str(), path);
+  return parse_calibration(read_input_file(path, "calibration YAML"), path);
 }
 
 std::string calibration_yaml(const Calibration& c) {
@@ -230,10 +226,7 @@ std::string calibration_yaml(const Calibration& c) {
 }
 
 void save_calibration(const Calibration& c, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw Error(fmt::format("--out {}: cannot write the calibration file", path));
-  f << calibration_yaml(c);
-  if (!f) throw Error(fmt::format("--out {}: write failed", path));
+  write_output("--out", path, calibration_yaml(c));
 }
 
 void apply_calibration(CostParams& c, const Calibration& cal) {

@@ -57,6 +57,7 @@ struct Calibration {
 Calibration load_calibration(const std::string& path);
 Calibration parse_calibration(const std::string& yaml_text, const std::string& name);
 std::string calibration_yaml(const Calibration& c);
+// Writes calibration_yaml(c) to `path` (--out) whole or not at all (plans/output_file.h).
 void save_calibration(const Calibration& c, const std::string& path);
 
 // Applies the fitted params and collective curves over `c` (a curve replaces one of the same kind and group size).

@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <limits>
 #include <map>
-#include <sstream>
 
 #include "plans/config.h"
 #include "plans/error.h"
+#include "plans/input_file.h"
 #include "plans/json_text.h"
+#include "plans/limits.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
 
@@ -20,22 +21,19 @@ using nlohmann::json;
 
 constexpr double kMaxTimeUs = 1e9;
 
+// The typed reads of a profile or bench file: JsonDoc's checks (plans/json_text.h), with the statistic to read.
 struct Reader {
   std::string path;
   const char* stat = "median";
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(fmt::format("{}: {}: {}", path, where, what));
-  }
+  JsonDoc doc{path};
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const { doc.fail(where, what); }
   const json& field(const json& j, const std::string& where, const char* key) const {
-    if (!j.is_object()) fail(where, "expected an object");
-    auto it = j.find(key);
-    if (it == j.end()) fail(where.empty() ? key : where + "." + key, "missing");
-    return *it;
+    return doc.member(j, where, key);
   }
   double number(const json& j, const std::string& where, const char* key, bool positive = false) const {
     const json& v = field(j, where, key);
-    const std::string w = where.empty() ? key : where + "." + key;
-    if (!v.is_number()) fail(w, fmt::format("expected a number, got {}", v.dump().substr(0, 40)));
+    const std::string w = json_key(where, key);
+    if (!v.is_number()) doc.fail(w, "a number", v);
     double d = v.get<double>();
     if (!(d >= 0) || (positive && !(d > 0)))
       fail(w, fmt::format("expected a {} number, got {}", positive ? "positive" : "non-negative", d));
@@ -45,18 +43,13 @@ struct Reader {
     if (d > kMaxTimeUs) fail(w, fmt::format("expected a time of 0 .. 1e9 us (1000 s), got {}", d));
     return d;
   }
-  int64_t integer(const json& j, const std::string& where, const char* key) const {
-    const json& v = field(j, where, key);
-    const std::string w = where.empty() ? key : where + "." + key;
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
-      fail(w, fmt::format("expected a non-negative integer, got {}", v.dump().substr(0, 40)));
-    return v.get<int64_t>();
+  // A non-negative integer, at most `hi` (checked before it is narrowed to an int anywhere).
+  int64_t integer(const json& j, const std::string& where, const char* key,
+                  int64_t hi = std::numeric_limits<int64_t>::max()) const {
+    return doc.integer(j, where, key, {0, hi});
   }
   std::string string(const json& j, const std::string& where, const char* key) const {
-    const json& v = field(j, where, key);
-    if (!v.is_string())
-      fail(where.empty() ? key : where + "." + key, fmt::format("expected a string, got {}", v.dump().substr(0, 40)));
-    return v.get<std::string>();
+    return doc.string(j, where, key);
   }
 };
 
@@ -141,8 +134,7 @@ void load_bench(const Reader& r, const json& j, Measurements& m) {
       o.source = MeasuredOp::Source::collective;
       o.collective = parse_collective(r, w + ".collective", r.string(rec, w, "collective"));
       o.bytes = r.integer(rec, w, "bytes");
-      o.group_size = static_cast<int>(r.integer(rec, w, "ranks"));
-      if (o.group_size < 1 || o.group_size > 1 << 20) r.fail(w + ".ranks", "expected 1 .. 1048576");
+      o.group_size = static_cast<int>(r.doc.integer(rec, w, "ranks", limits::world_size));
       o.name = fmt::format("{} {} B on {}", to_string(o.collective), o.bytes, o.group_size);
     } else if (bench == "memory") {
       o.source = MeasuredOp::Source::memory;
@@ -165,8 +157,8 @@ void load_bench(const Reader& r, const json& j, Measurements& m) {
 
 bool oversubscribed(const Measurements& m) {
   const auto cores = m.environment.find("cores");
-  return cores != m.environment.end() && cores->is_number_integer() && cores->get<int>() > 0 &&
-         cores->get<int>() < m.ranks;
+  // Compared as JSON numbers: a count past INT_MAX must not be narrowed (wrapped) into a small one first.
+  return cores != m.environment.end() && cores->is_number_integer() && *cores > 0 && *cores < m.ranks;
 }
 
 std::string environment_key(const json& env) {
@@ -202,8 +194,7 @@ Measurements parse_measurements(const json& j, const std::string& path, const st
   m.environment = r.field(j, "", "environment");
   r.string(m.environment, "environment", "backend");
   r.string(m.environment, "environment", "device");
-  m.ranks = static_cast<int>(r.integer(m.environment, "environment", "ranks"));
-  if (m.ranks < 1) r.fail("environment.ranks", "expected a positive integer");
+  m.ranks = static_cast<int>(r.doc.integer(m.environment, "environment", "ranks", limits::world_size));
   environment_device(m.environment, path);
   if (m.format == "tptune-profile")
     load_profile(r, j, m);
@@ -213,12 +204,9 @@ Measurements parse_measurements(const json& j, const std::string& path, const st
 }
 
 Measurements load_measurements(const std::string& path, const std::string& statistic) {
-  std::ifstream f(path);
-  if (!f) throw Error(fmt::format("{}: cannot read the file", path));
-  std::stringstream text;
-  text << f.rdbuf();
+  const std::string text = read_input_file(path, "tp-run profile or bench JSON", kMaxDataInputBytes);
   // Syntax errors: "PATH:LINE: invalid JSON (expected ...): what" (plans/json_text.h).
-  return parse_measurements(parse_json_text(text.str(), path, "a tp-run profile or bench file"), path, statistic);
+  return parse_measurements(parse_json_text(text, path, "a tp-run profile or bench file"), path, statistic);
 }
 
 }  // namespace tptune

@@ -4,13 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
+#include "plans/json_text.h"
+#include "plans/output_file.h"
 
 namespace tptune {
 
@@ -35,21 +34,20 @@ const json& member(const json& j, const std::string& key, const std::string& pat
 double number(const json& j, const std::string& key, const std::string& path, const std::string& where,
               const char* expected) {
   const json& v = member(j, key, path, where, expected);
-  if (!v.is_number() || !std::isfinite(v.get<double>()))
-    throw Error(fmt::format("{}: {}{}: expected {}, got {}", where, path, key, expected, v.dump()));
+  if (!v.is_number() || !std::isfinite(v.get<double>())) JsonDoc(where).fail(path + key, expected, v);
   return v.get<double>();
 }
 
 std::string text(const json& j, const std::string& key, const std::string& path, const std::string& where,
                  const char* expected) {
   const json& v = member(j, key, path, where, expected);
-  if (!v.is_string()) throw Error(fmt::format("{}: {}{}: expected {}, got {}", where, path, key, expected, v.dump()));
+  if (!v.is_string()) JsonDoc(where).fail(path + key, expected, v);
   return v.get<std::string>();
 }
 
 const json& object(const json& j, const std::string& key, const std::string& where, const char* expected) {
   const json& v = member(j, key, "", where, expected);
-  if (!v.is_object()) throw Error(fmt::format("{}: {}: expected {}, got {}", where, key, expected, v.dump()));
+  if (!v.is_object()) JsonDoc(where).fail(key, expected, v);
   return v;
 }
 
@@ -57,8 +55,7 @@ std::map<std::string, double> number_map(const json& j, const std::string& key, 
                                          const char* expected) {
   std::map<std::string, double> out;
   for (const auto& [k, v] : object(j, key, where, expected).items()) {
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      throw Error(fmt::format("{}: {}.{}: expected a number, got {}", where, key, k, v.dump()));
+    if (!v.is_number() || !std::isfinite(v.get<double>())) JsonDoc(where).fail(json_key(key, k), "a number", v);
     out[k] = v.get<double>();
   }
   return out;
@@ -134,14 +131,14 @@ CheckBaseline baseline_from_json(const json& j, const std::string& where) {
   if (!j.is_object())
     throw Error(fmt::format("{}: expected a JSON object (a {} file), got {}", where, kFormat, j.type_name()));
   if (text(j, "format", "", where, "the string \"tptune-check-baseline\"") != kFormat)
-    throw Error(fmt::format("{}: format: expected \"{}\", got {}", where, kFormat, j["format"].dump()));
+    JsonDoc(where).fail("format", fmt::format("\"{}\"", kFormat), j["format"]);
   const double version = number(j, "version", "", where, "the format version 1");
   if (version != kVersion)
     throw Error(fmt::format("{}: version: expected {}, got {} (written by another tptune version; {})", where, kVersion,
-                            j["version"].dump(), kHowToWrite));
+                            describe_json(j["version"]), kHowToWrite));
   CheckBaseline b;
   for (const auto& [k, v] : object(j, "setup", where, "an object describing the predicted setup").items())
-    b.setup[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    b.setup[k] = v.is_string() ? v.get<std::string>() : describe_json(v);
   b.step_time_ms = number(j, "step_time_ms", "", where, "a number: the predicted step time in ms");
   b.tokens_per_second_per_gpu =
       number(j, "tokens_per_second_per_gpu", "", where, "a number: the predicted tokens/s per GPU");
@@ -154,17 +151,16 @@ CheckBaseline baseline_from_json(const json& j, const std::string& where) {
                     where, b.step_time_ms, b.tokens_per_second_per_gpu, b.peak_memory_gib));
   const json& fits = member(j, "fits_in_memory", "", where, "true or false");
   if (!fits.is_boolean())
-    throw Error(fmt::format("{}: fits_in_memory: expected true or false, got {}", where, fits.dump()));
+    throw Error(fmt::format("{}: fits_in_memory: expected true or false, got {}", where, describe_json(fits)));
   b.fits_in_memory = fits.get<bool>();
   b.breakdown_ms = number_map(j, "breakdown_ms", where, "an object of times in ms (compute, exposed_tp_comm, ...)");
   b.memory_gib = number_map(j, "memory_gib", where, "an object of sizes in GiB (master_params, activations, ...)");
   b.kind_ms = number_map(j, "kind_ms", where, "an object of times in ms per op class");
   const json& ops = member(j, "ops", "", where, "an array of ops");
-  if (!ops.is_array()) throw Error(fmt::format("{}: ops: expected an array of ops, got {}", where, ops.dump()));
+  if (!ops.is_array()) JsonDoc(where).fail("ops", "an array of ops", ops);
   for (size_t i = 0; i < ops.size(); ++i) {
     const std::string path = fmt::format("ops[{}].", i);
-    if (!ops[i].is_object())
-      throw Error(fmt::format("{}: ops[{}]: expected an object, got {}", where, i, ops[i].dump()));
+    if (!ops[i].is_object()) JsonDoc(where).fail(fmt::format("ops[{}]", i), "an object", ops[i]);
     BaselineOp op;
     op.name = text(ops[i], "name", path, where, "the op's name");
     op.phase = text(ops[i], "phase", path, where, "the op's phase");
@@ -181,28 +177,17 @@ CheckBaseline baseline_from_json(const json& j, const std::string& where) {
 }
 
 CheckBaseline read_baseline(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot read the baseline ({}); {}", path, std::strerror(errno), kHowToWrite));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
+  std::string text;
   try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    std::string what = e.what();
-    const auto at = what.find("parse error");
-    throw Error(fmt::format("{}: not JSON ({}); expected a {} file", path,
-                            at == std::string::npos ? what : what.substr(at), kFormat));
+    text = read_input_file(path, "check baseline JSON");
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}; {}", e.what(), kHowToWrite));
   }
-  return baseline_from_json(j, path);
+  return baseline_from_json(parse_json_text(text, path, fmt::format("a {} file", kFormat)), path);
 }
 
 void write_baseline(const CheckBaseline& b, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("{}: cannot write the baseline ({})", path, std::strerror(errno)));
-  out << to_json(b).dump(2) << "\n";
-  if (!out) throw Error(fmt::format("{}: write failed", path));
+  write_output("--baseline", path, json_dump(to_json(b), 2) + "\n");
 }
 
 }  // namespace tptune

@@ -56,7 +56,8 @@ CheckBaseline baseline_from_json(const nlohmann::json& j, const std::string& whe
 
 // Reads a baseline file; tptune::Error "FILE: ..." when it is missing, not JSON, or not a baseline.
 CheckBaseline read_baseline(const std::string& path);
-// Writes it (indented JSON); tptune::Error when the file cannot be written.
+// Writes it (indented JSON) whole or not at all (plans/output_file.h): a failure leaves the previous baseline as it
+// was; tptune::Error when the file cannot be written.
 void write_baseline(const CheckBaseline& b, const std::string& path);
 
 }  // namespace tptune

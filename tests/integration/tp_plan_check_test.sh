@@ -41,10 +41,10 @@ expect "memory growth fails" 1 "peak memory \(GiB\) .* FAIL" \
   check "$cfg" --preset sequence_parallel --tp 8 --ac none --baseline "$b"
 expect "memory growth: step time is better" 1 "step time \(ms\) .* ok \(better\)" \
   check "$cfg" --preset sequence_parallel --tp 8 --ac none --baseline "$b"
-expect "missing baseline" 2 "^tp-plan: error: .*nope.json: cannot read the baseline .*--update" \
+expect "missing baseline" 2 "^tp-plan: error: .*nope.json: no such file \(expected a check baseline JSON file\); .*--update" \
   check "$cfg" --preset sequence_parallel --baseline "$tmp/nope.json"
 printf '{"format": "tptune-check-baseline",\n "step_time_ms": }\n' > "$tmp/malformed.json"
-expect "malformed baseline" 2 "^tp-plan: error: .*malformed.json: not JSON \(parse error at line 2" \
+expect "malformed baseline" 2 "^tp-plan: error: .*malformed.json:2: invalid JSON \(expected a tptune-check-baseline file\)" \
   check "$cfg" --preset sequence_parallel --baseline "$tmp/malformed.json"
 grep -v '"step_time_ms"' "$b" > "$tmp/incomplete.json"
 expect "baseline without step_time_ms" 2 "^tp-plan: error: .*incomplete.json: step_time_ms: missing \(expected a number" \

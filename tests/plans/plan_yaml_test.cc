@@ -259,7 +259,8 @@ TEST_CASE("plan errors name file, line and key", "[plan_yaml][errors]") {
 
 TEST_CASE("a missing plan file", "[plan_yaml][errors]") {
   CHECK_THROWS_WITH(load_plan("no/such/plan.yaml"), "no/such/plan.yaml: no such file (expected a plan YAML file)");
-  CHECK_THROWS_WITH(save_plan(Plan{}, "/no/such/dir/plan.yaml"), "cannot write plan '/no/such/dir/plan.yaml'");
+  CHECK_THROWS_WITH(save_plan(Plan{}, "/no/such/dir/plan.yaml"),
+                    "/no/such/dir/plan.yaml: cannot write: No such file or directory");
 }
 
 TEST_CASE("torchtitan's spmd_backend: spmd_types is what tptune models, the others are refused by name",

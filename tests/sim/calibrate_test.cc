@@ -355,7 +355,7 @@ TEST_CASE("calibration files: one-line file:line errors") {
         "c.yaml:4: colectives: unknown key");
   CHECK(err("format: [").find("c.yaml:1: not valid YAML") == 0);
   CHECK(error_of([] { load_calibration("/nonexistent/c.yaml"); }) ==
-        "/nonexistent/c.yaml: cannot read the calibration file");
+        "/nonexistent/c.yaml: no such file (expected a calibration YAML file)");
 }
 
 TEST_CASE("bounded least squares: the unconstrained solution, and a bound that binds") {
@@ -464,7 +464,14 @@ TEST_CASE("bad measurement and calibration inputs: one line each, naming the fil
       {[](json& j) { j["results"][2]["collective"] = "broadcast"; },
        "b.json: results[2].collective: expected all_reduce, all_gather, reduce_scatter, all_to_all or p2p, got "
        "'broadcast'"},
-      {[](json& j) { j["results"][0]["ranks"] = 0; }, "b.json: results[0].ranks: expected 1 .. 1048576"},
+      {[](json& j) { j["results"][0]["ranks"] = 0; },
+       "b.json: results[0].ranks: expected an integer in 1..1048576, got 0"},
+      // 2^32 + 1 processes: narrowed to an int before the check, it was 1 and passed.
+      {[](json& j) { j["results"][0]["ranks"] = 4294967297; },
+       "b.json: results[0].ranks: expected an integer in 1..1048576, got 4294967297"},
+      {[](json& j) { j["environment"]["ranks"] = 4294967297; },
+       "b.json: environment.ranks: expected an integer in 1..1048576, got 4294967297"},
+      {[](json& j) { j["format"] = 3; }, "b.json: format: expected a string, got 3"},
       {[](json& j) { j["results"][1]["bytes"] = -5; },
        "b.json: results[1].bytes: expected a non-negative integer, got -5"},
       {[](json& j) { j["results"][1]["time_us"]["median"] = -1.0; },
