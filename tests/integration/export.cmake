@@ -1,7 +1,7 @@
 # tp-plan export (issue 21, items 1, 3, 5): search winners read back and export exactly, every launch argument the
 # cluster needs, no user text as code, and one-line refusals instead of an approximation. Included by CMakeLists.txt.
+set(TPTUNE_TEST_CONFIGS ${CMAKE_CURRENT_SOURCE_DIR}/configs)
 if(TARGET tp-plan)
-  set(TPTUNE_TEST_CONFIGS ${CMAKE_CURRENT_SOURCE_DIR}/configs)
   add_test(NAME "tp-plan export: search winners read back (0.3 and DTensor)"
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/export_round_trip.sh $<TARGET_FILE:tp-plan> ${TPTUNE_TEST_CONFIGS})
   add_test(NAME "tp-plan export: user text never becomes code"
@@ -37,4 +37,13 @@ if(TARGET tp-plan AND TARGET tp-run)
                    $<TARGET_FILE_DIR:tp-run>)
   set_tests_properties("README tour runs as written" PROPERTIES TIMEOUT 300 ENVIRONMENT "${TPTUNE_MPI_ENV}"
                                                                 LABELS "mpi;tp-run;tp-plan")
+endif()
+
+# tp-run on a torchtitan-0.3 search winner: the runtime's deliberate refusal of the family, by name (before issue 21
+# item 1 the file's lm_head entry was "matches no module of the model").
+if(TARGET tp-run)
+  tptune_expect_test("tp-run verify: a torchtitan-0.3 search winner is refused by its family" 2
+                     "tp-run: error: .*tt03_vanilla_winner.yaml: the torchtitan-0.3 plan family .* is simulated and explained only"
+                     ${TPTUNE_MPIRUN} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:tp-run> verify
+                     ${TPTUNE_TEST_CONFIGS}/tt03_vanilla_search.yaml --plan ${TPTUNE_PLANS}/tt03_vanilla_winner.yaml --shrink)
 endif()
