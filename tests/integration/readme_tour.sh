@@ -25,8 +25,8 @@ if [ "$n" -eq 0 ]; then echo "FAIL: no \`\`\`sh block under '## A tour' in $src/
 ln -s "$src/examples" "$tmp/examples"
 cd "$tmp" || exit 1
 export PATH="$tools_path$PATH"
-# mpirun forwards the sanitizer options (set by ctest under -DTPTUNE_SANITIZE) to every rank.
-[ -n "${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-}" ] && export OMPI_MCA_mca_base_env_list="ASAN_OPTIONS;LSAN_OPTIONS;UBSAN_OPTIONS"
+# mpirun's ranks on this machine inherit this environment: ctest's (TPTUNE_MPI_ENV: oversubscription, root allowed,
+# one thread, and the sanitizer options under -DTPTUNE_SANITIZE).
 i=0
 while IFS= read -r cmd; do
   i=$((i + 1))
