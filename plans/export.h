@@ -38,7 +38,8 @@
 //                                  Keys are the plan's FQN patterns; parallelize_module expands `*` itself.
 //                                  Arguments equal to torch's defaults are left out.
 //
-// Both are pure functions of the Plan (no I/O); they never throw for a plan that load_plan accepts.
+// All are pure functions of the Plan and the context (no I/O); the TOML and python exports never throw for a plan
+// that load_plan accepts, the torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
 
 #include <optional>
 #include <string>
@@ -73,8 +74,8 @@ ExportContext export_context(const Config& cfg);
 // outside printable ASCII (newline, carriage return, other control characters, non-ASCII bytes) and the backslash
 // as \xNN, so that the text cannot end the comment and become a line of code, and the file stays ASCII.
 std::string comment_text(std::string_view text);
-// A Python string literal of `text` (double-quoted; quote, backslash and every byte outside printable ASCII
-// escaped as in repr()), so that any text stays inside the literal.
+// A Python string literal of `text`: double-quoted, with the quote, the backslash and every byte outside printable
+// ASCII written as \xNN, so that any text stays inside the literal (plan patterns, its use, are ASCII words).
 std::string python_string(std::string_view text);
 
 std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx);
