@@ -1,10 +1,11 @@
 #pragma once
 // torchtitan 0.3's llama3 recipes: what `torchrun -m torchtitan.train --module llama3 --config <recipe>` trains when
 // the user changes nothing. Read from torchtitan 0.3.0 (PyPI wheel torchtitan-0.3.0-py3-none-any.whl),
-// torchtitan/models/llama3/config_registry.py, functions llama3_8b / llama3_70b / llama3_405b, with the defaults of
-// torchtitan/config/configs.py (ParallelismConfig: tensor_parallel_degree 1, enable_sequence_parallel True,
-// data_parallel_shard_degree -1 = the rest of the world; CompileConfig off) and
-// torchtitan/components/quantization/float8.py (Float8LinearConverter.Config.recipe_name "rowwise"):
+// torchtitan/models/llama3/config_registry.py (byte for byte the file at pytorch/torchtitan commit 203f9a806),
+// functions llama3_8b / llama3_70b / llama3_405b, with the defaults of torchtitan/config/configs.py (ParallelismConfig:
+// tensor_parallel_degree 1, enable_sequence_parallel True, data_parallel_shard_degree -1 = the rest of the world;
+// CompileConfig off) and torchtitan/components/quantization/float8.py (Float8LinearConverter.Config.recipe_name
+// "rowwise"):
 //
 //   recipe        flavor  tp  local batch  seq_len  AC         float8                     compile, async TP
 //   llama3_8b     8B      1   1            8192     selective  none                       off
