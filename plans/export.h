@@ -10,8 +10,12 @@
 //                                  size, --training.seq-len, --loss.num-chunks, --compile.[no-]enable,
 //                                  --compile.[no-]enable-async-tensor-parallel, activation-checkpoint:MODE), and, for
 //                                  what only Python sets (the float8 converter with filter_fqns=["lm_head"]; the 405B
-//                                  recipe's converter), writes a config function wrapping the recipe first. Float8
-//                                  tensorwise is an error (0.3 has rowwise recipes only).
+//                                  recipe's converter), writes a config function wrapping the recipe first. It needs
+//                                  the config (ExportContext): the recipe is the one whose model has the config
+//                                  model's dimensions, torchrun starts nodes x gpus_per_node ranks (with a c10d
+//                                  rendezvous at $MASTER_ADDR on several nodes). Errors, never an approximation:
+//                                  float8 tensorwise (0.3 has rowwise recipes only), a model of no recipe, a world
+//                                  other than the plan's, module styles other than the two of enable_sequence_parallel.
 //                                  tools/check_torchtitan_export.py feeds it through torchtitan's own ConfigManager.
 //
 //   export_torchtitan_toml(plan, ctx) torchtitan before 0.3 (`--format torchtitan-toml`):   the job-config sections
@@ -34,11 +38,15 @@
 //                                  Keys are the plan's FQN patterns; parallelize_module expands `*` itself.
 //                                  Arguments equal to torch's defaults are left out.
 //
-// Both are pure functions of the Plan (no I/O); they never throw for a plan that load_plan accepts.
+// All are pure functions of the Plan and the context (no I/O); the TOML and python exports never throw for a plan
+// that load_plan accepts, the torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
 
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "plans/config.h"
+#include "plans/model.h"
 #include "plans/plan.h"
 
 namespace tptune {
@@ -49,12 +57,26 @@ ExportFormat parse_export_format(const std::string& s, const std::string& where)
 
 // What the exports need beyond the plan (from the config, when `tp-plan export --config` names one).
 struct ExportContext {
-  std::string model_preset;     // llama3-8b | llama3-70b | llama3-405b picks the recipe; others: a NOTE
+  // The config's model. --format torchtitan needs it: the recipe is the torchtitan 0.3 llama3 recipe whose model has
+  // exactly these dimensions (the name is not compared); any other model is refused (one line).
+  std::optional<Model> model;
   int64_t seq_len = 0;          // 0: the recipe's
   std::optional<bool> compile;  // training.compile; unset: on exactly with async TP
+  // The cluster; --format torchtitan needs it, and nodes x gpus_per_node must equal the plan's tp x dp_shard x
+  // dp_replicate (torchrun starts that world).
   int nodes = 0, gpus_per_node = 0;
   int64_t n_layers = 0;  // the model's; 0: not known (a plan's ac_layers is then exported as AC on every block)
 };
+// The context of a config: its model, training seq_len and compile, cluster shape, n_layers.
+ExportContext export_context(const Config& cfg);
+
+// User text (a plan's family, its file name) for a comment line of generated code (shell, Python, TOML): every byte
+// outside printable ASCII (newline, carriage return, other control characters, non-ASCII bytes) and the backslash
+// as \xNN, so that the text cannot end the comment and become a line of code, and the file stays ASCII.
+std::string comment_text(std::string_view text);
+// A Python string literal of `text`: double-quoted, with the quote, the backslash and every byte outside printable
+// ASCII written as \xNN, so that any text stays inside the literal (plan patterns, its use, are ASCII words).
+std::string python_string(std::string_view text);
 
 std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx);
 std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx = {});

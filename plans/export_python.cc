@@ -89,20 +89,20 @@ std::string export_python(const Plan& plan, const ExportContext& ctx) {
       lines.push_back(
           fmt::format("        # \"{}\": not parallelized (no_parallel: replicated parameters, plain "
                       "tensors); parallelize_module needs no entry",
-                      e.pattern));
+                      comment_text(e.pattern)));
       continue;
     }
     (r.klass.rfind("Float8", 0) == 0 || r.klass == "PrepareFloat8ModuleInput" ? torchao_classes : torch_classes)
         .insert(r.klass);
     for (std::string_view p : {"Replicate()", "Shard(", "Partial()"})
       if (r.expr.find(p) != std::string::npos) placements.insert(std::string(p.substr(0, p.find('('))));
-    lines.push_back(fmt::format("        \"{}\": {},", e.pattern, r.expr));
+    lines.push_back(fmt::format("        {}: {},", python_string(e.pattern), r.expr));
   }
   torch_classes.insert("parallelize_module");
 
   std::string out;
   out += fmt::format("# The parallelize_module plan of the tptune plan '{}' ({}), written by `tp-plan export`.\n",
-                     plan.family, plan.source);
+                     comment_text(plan.family), comment_text(plan.source));
   out += fmt::format(
       "# tp {}, dp_shard {}, float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, "
       "local batch size {}.\n",

@@ -26,6 +26,41 @@ std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& c
   return export_python(plan, ctx);
 }
 
+ExportContext export_context(const Config& cfg) {
+  ExportContext ctx;
+  ctx.model = cfg.model;
+  ctx.seq_len = cfg.training.seq_len;
+  ctx.compile = cfg.training.compile;
+  ctx.nodes = cfg.cluster.nodes;
+  ctx.gpus_per_node = cfg.cluster.gpus_per_node;
+  ctx.n_layers = cfg.model.n_layers;  // a plan's ac_layers as torchtitan's every-N-th-block AC
+  return ctx;
+}
+
+std::string comment_text(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f || c == '\\')
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string python_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f || c == '\\' || c == '"')
+      out += fmt::format("\\x{:02x}", u);  // Python reads \xNN in a str literal as that code point
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
 std::string every_nth_layers(const LayerAc& a) {
   if (a.blocks <= 1) return fmt::format("layer {}", a.every - 1);
   if (a.blocks == 2) return fmt::format("layers {} and {}", a.every - 1, 2 * a.every - 1);
@@ -74,7 +109,7 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
   const bool async = tp && plan.async_tp;
   std::string out;
   out += fmt::format("# torchtitan job config for the tptune plan '{}' ({}), written by `tp-plan export`.\n",
-                     plan.family, plan.source);
+                     comment_text(plan.family), comment_text(plan.source));
   out +=
       "# For torchtitan before 0.3 (0.3 has no TOML loader: use --format torchtitan for its command line).\n"
       "# Keys of torchtitan's JobConfig (torchtitan/config/job_config.py, 2025 layout: [quantize.linear.float8],\n"

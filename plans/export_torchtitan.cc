@@ -10,22 +10,25 @@
 
 #include "plans/error.h"
 #include "plans/export.h"
+#include "plans/torchtitan_recipe.h"
+#include "plans/yaml_util.h"
 
 namespace tptune {
 
 namespace {
 
-struct Recipe {
-  const char* function;  // config_registry function
-  const char* flavor;    // model_registry flavor
-};
-
-// The llama3 recipes of torchtitan 0.3 for tptune's model presets.
-std::optional<Recipe> recipe_of(const std::string& model) {
-  if (model == "llama3-8b") return Recipe{"llama3_8b", "8B"};
-  if (model == "llama3-70b") return Recipe{"llama3_70b", "70B"};
-  if (model == "llama3-405b") return Recipe{"llama3_405b", "405B"};
-  return std::nullopt;
+// torchrun's launch arguments for the config's cluster. Several nodes need a rendezvous: torchtitan's own
+// multinode_trainer.slurm (pytorch/torchtitan b5bcd76, `torchrun --nnodes 4 --nproc_per_node 8 --rdzv_id 101
+// --rdzv_backend c10d --rdzv_endpoint "$head_node_ip:29500"`) uses c10d at the first node; the script reads that
+// node's address from MASTER_ADDR (and refuses to start without it) and the port from MASTER_PORT (29500).
+std::string torchrun_launch(const ExportContext& ctx) {
+  if (ctx.nodes <= 1) return fmt::format("torchrun --nnodes 1 --nproc-per-node {}", ctx.gpus_per_node);
+  return fmt::format(
+      "torchrun --nnodes {} --nproc-per-node {} \\\n"
+      "  --rdzv-backend c10d --rdzv-endpoint \"${{MASTER_ADDR:?set MASTER_ADDR to the address of the first node}}:"
+      "${{MASTER_PORT:-29500}}\" --rdzv-id \"${{TPTUNE_RDZV_ID:-tptune}}\" \\\n"
+      "  -m torchtitan.train",
+      ctx.nodes, ctx.gpus_per_node);
 }
 
 }  // namespace
@@ -34,11 +37,32 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   if (plan.float8 == Float8Recipe::tensorwise)
     throw Error(
         fmt::format("{}: float8 tensorwise: torchtitan 0.3's Float8LinearConverter has the recipes rowwise and "
-                    "rowwise_with_gw_hp only; use --format torchtitan-toml (torchtitan before 0.3) or "
-                    "--format python",
-                    plan.source));
-  const auto recipe = recipe_of(ctx.model_preset);
-  const Recipe r = recipe.value_or(Recipe{"llama3_8b", "8B"});
+                    "rowwise_with_gw_hp only; use --format python or --format torchtitan-toml (torchtitan before "
+                    "0.3), or search with search.framework: torchtitan-0.3 for a plan torchtitan 0.3 runs",
+                    yaml::shown(plan.source, 200)));
+  if (!ctx.model || ctx.nodes <= 0 || ctx.gpus_per_node <= 0)
+    throw Error(
+        fmt::format("{}: --format torchtitan needs --config CONFIG: the model (torchtitan's recipe is the one with its "
+                    "dimensions) and the cluster (torchrun's nodes x processes per node)",
+                    yaml::shown(plan.source, 200)));
+  const TorchtitanRecipe* recipe = torchtitan_recipe(*ctx.model);
+  if (!recipe)
+    throw Error(fmt::format(
+        "model '{}' (dim {}, {} layers, {} heads, {} kv heads, ffn_dim {}, vocab {}): not the dimensions of "
+        "torchtitan 0.3's llama3 8B, 70B or 405B recipe, so --format torchtitan cannot name a recipe that trains it; "
+        "--format python prints the plan's parallelize_module dict",
+        yaml::shown(ctx.model->name), ctx.model->dim, ctx.model->n_layers, ctx.model->n_heads, ctx.model->n_kv_heads,
+        ctx.model->ffn_dim, ctx.model->vocab_size));
+  // The plan's world (tp x dp_shard x dp_replicate, at most 2^60: each degree <= 2^20) is the ranks torchrun starts.
+  const int64_t plan_world = int64_t{plan.tp_degree} * plan.dp_shard * plan.dp_replicate;
+  const int64_t cluster_world = int64_t{ctx.nodes} * ctx.gpus_per_node;
+  if (plan_world != cluster_world)
+    throw Error(fmt::format(
+        "{}: the plan runs on tp {} x dp_shard {} x dp_replicate {} = {} GPUs, the config's cluster has {} nodes x "
+        "{} = {}: torchrun would start another world than the plan's degrees",
+        yaml::shown(plan.source, 200), plan.tp_degree, plan.dp_shard, plan.dp_replicate, plan_world, ctx.nodes,
+        ctx.gpus_per_node, cluster_world));
+  const TorchtitanRecipe& r = *recipe;
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   const bool compile = ctx.compile.value_or(async);
@@ -47,34 +71,33 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         fmt::format("{}: async TP needs torch.compile (--compile.enable), but the config sets "
                     "training.compile: false",
                     plan.source));
+  // torchtitan's enable_sequence_parallel picks one of two module plans; any other is refused, never run as the
+  // closest (the plan's own entries, compared with the presets of its framework, so a torchtitan-0.3 vanilla
+  // winner is enable_sp off).
   const bool sp = plan.modules == preset_plan("sequence_parallel", plan).modules;
   const bool vanilla = plan.modules == preset_plan("vanilla", plan).modules;
+  if (tp && !sp && !vanilla)
+    throw Error(fmt::format(
+        "{}: the plan's module styles are neither of torchtitan's (enable_sequence_parallel on or off for framework "
+        "{}), so no torchtitan.train switch runs them; --format python prints the exact parallelize_module plan",
+        yaml::shown(plan.source, 200), to_string(plan.framework)));
   // The 405B recipe builds its model spec with a float8 converter: any other float8 choice rebuilds it in Python.
-  const bool python = plan.float8 != Float8Recipe::none || r.flavor == std::string("405B");
+  const bool python = plan.float8 != Float8Recipe::none || r.float8 != Float8Recipe::none;
   const std::string module = python ? "tptune_torchtitan_config" : "llama3";
   const std::string function = python ? fmt::format("tptune_{}", r.function) : r.function;
 
-  std::string out = "#!/bin/sh\n";
+  std::string out = "#!/bin/sh\nset -e\n";
   out += fmt::format(
       "# torchtitan 0.3 run of the tptune plan '{}' ({}), written by `tp-plan export --format "
       "torchtitan`.\n",
-      plan.family, plan.source);
+      comment_text(plan.family), comment_text(plan.source));
   out += "# The recipe's Python config function plus command-line overrides of torchtitan.train (ConfigManager);\n";
   out += "# for torchtitan before 0.3 (job-config TOML) use --format torchtitan-toml.\n";
-  if (!recipe)
-    out += fmt::format(
-        "# NOTE: model '{}' is not a torchtitan llama3 flavor: the command uses llama3_8b; set your "
-        "model's dimensions in a config function.\n",
-        ctx.model_preset.empty() ? "unknown (no --config)" : ctx.model_preset);
   if (plan.framework != Framework::torchtitan_0_3)
     out +=
         "# NOTE: the plan is a DTensor-family plan (framework: dtensor); torchtitan 0.3 applies its own sharding\n"
         "# configs (fused wqkv, module-boundary conversions, chunked loss): simulate with --framework "
         "torchtitan-0.3.\n";
-  if (tp && !sp && !vanilla)
-    out +=
-        "# NOTE: the plan's module styles are neither of torchtitan's (enable_sp on or off); torchtitan runs the\n"
-        "# closest, enable_sequence_parallel below. `tp-plan export --format python` prints the exact plan.\n";
   if (const LayerAc lac = layer_ac(plan, ctx.n_layers); lac.applies)
     out += fmt::format(
         "# NOTE: the plan checkpoints ({}) only the first {} of {} blocks (ac_layers {}); torchtitan 0.3 applies its\n"
@@ -133,10 +156,8 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   if (compile) add("--compile.components", "model,loss");
   add(async ? "--compile.enable-async-tensor-parallel" : "--compile.no-enable-async-tensor-parallel", "");
   args.push_back(fmt::format("activation-checkpoint:{}", to_string(plan.activation_checkpointing)));
-  const int nproc = ctx.gpus_per_node > 0 ? ctx.gpus_per_node : plan.tp_degree;
-  out += fmt::format("{}torchrun --nnodes {} --nproc-per-node {} -m torchtitan.train",
-                     python ? "PYTHONPATH=\"$PWD${PYTHONPATH:+:$PYTHONPATH}\" " : "", ctx.nodes > 0 ? ctx.nodes : 1,
-                     nproc);
+  out += fmt::format("{}{}", python ? "PYTHONPATH=\"$PWD${PYTHONPATH:+:$PYTHONPATH}\" " : "", torchrun_launch(ctx));
+  if (ctx.nodes <= 1) out += " -m torchtitan.train";
   for (size_t i = 0; i < args.size(); ++i) {
     const bool value = i > 0 && args[i][0] != '-' && args[i - 1][0] == '-' && args[i].find(':') == std::string::npos;
     out += value ? " " + args[i] : " \\\n  " + args[i];

@@ -5,6 +5,11 @@
 // refuses it in a user's plan and suggests the nearest module names (edit distance):
 //   plan.yaml:7: modules.layers.*.attention.wqq: matches no module of the model; did you mean layers.*.attention.wq?
 // The presets are exempt: they carry torchtitan's w3 entry for every model, which a gelu MLP does not have.
+//
+// The names depend on the plan's framework data (Plan::fused_qkv, Plan::output_fqn): the seed's DTensor model has
+// attention.{wq,wk,wv} and `output`; torchtitan 0.3's Llama3Model has one fused attention.wqkv (FusedQKVLinear) and
+// `lm_head` (torchtitan/models/llama3/__init__.py, _build_llama3_layers with fuse_qkv=True;
+// Llama3Model.Config.lm_head). The overloads without a plan name the seed's modules.
 
 #include <string>
 #include <vector>
@@ -17,20 +22,25 @@ namespace tptune {
 // Every module of the model, blocks written `layers.*` ("tok_embeddings", "layers", "layers.*",
 // "layers.*.attention", "layers.*.attention.wq", ..., "norm", "output"), in model order.
 std::vector<std::string> module_patterns(const Model& m);
+std::vector<std::string> module_patterns(const Model& m, const Plan& framework);
 
 // True when `pattern` (`*` = one name) matches a module of `m`; a layer index must be below n_layers.
 bool matches_some_module(const std::string& pattern, const Model& m);
+bool matches_some_module(const std::string& pattern, const Model& m, const Plan& framework);
 
 // The module patterns nearest to `pattern` (smallest edit distance over the whole name or its last component), at
 // most `max` of them; empty when none is close.
 std::vector<std::string> nearest_modules(const std::string& pattern, const Model& m, size_t max = 3);
+std::vector<std::string> nearest_modules(const std::string& pattern, const Model& m, const Plan& framework,
+                                         size_t max = 3);
 
-// `plan` without the entries that match no module of `m` (a preset's w3 entry on a gelu MLP): what to write to a file
-// that a user will load again (tp-plan search --out-plan).
+// `plan` without the entries that match no module of `m` with the plan's own framework names (a preset's w3 entry on a
+// gelu MLP): what to write to a file that a user will load again (tp-plan search --out-plan). A torchtitan-0.3 plan
+// keeps its wqkv and lm_head entries.
 Plan without_unmatched_modules(Plan plan, const Model& m);
 
 // Throws tptune::Error "<source>:<line>: modules.<pattern>: matches no module ..." for the first entry of a user plan
-// that matches nothing. Plans whose source is "preset:..." are not checked.
+// that matches nothing (with the plan's framework names). Plans whose source is "preset:..." are not checked.
 void check_plan_modules(const Plan& plan, const Model& m);
 
 // The lowering emits one block and a repeat count (plans/program.h), styled by layer 0's entries: a plan that styles

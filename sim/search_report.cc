@@ -7,6 +7,7 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/torchtitan_recipe.h"
 
 namespace tptune {
 
@@ -50,6 +51,8 @@ std::string plan_line(const Plan& p) {
 std::string changes(const Plan& from, const Plan& to) {
   std::vector<std::string> c;
   if (from.tp_degree != to.tp_degree) c.push_back(fmt::format("tp {} -> {}", from.tp_degree, to.tp_degree));
+  if (from.framework != to.framework)
+    c.push_back(fmt::format("framework {} -> {}", to_string(from.framework), to_string(to.framework)));
   if (from.dp_replicate != to.dp_replicate)
     c.push_back(fmt::format("dp_replicate {} -> {}", from.dp_replicate, to.dp_replicate));
   // Without TP on both sides, the module plan, async TP and loss parallel change nothing (the lowering drops them).
@@ -162,24 +165,43 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
   std::vector<Baseline> out;
   const int world = cluster.world_size();
   const int seed_tp = std::min(cluster.gpus_per_node, world);
-  for (auto [name, preset, lp, tp] : {std::tuple{"vanilla", "vanilla", false, seed_tp},
-                                      std::tuple{"torchtitan default", "sequence_parallel", true, winner_tp}}) {
+  const TorchtitanRecipe* recipe = torchtitan_recipe(cfg.model);
+  for (const bool is_vanilla : {true, false}) {
     Baseline b;
-    b.name = name;
     Plan base;
-    base.tp_degree = tp;
-    base.dp_shard = std::max(1, world / tp);
+    base.tp_degree = is_vanilla ? seed_tp : winner_tp;
     base.activation_checkpointing = cfg.training.activation_checkpointing;
     base.local_batch_size = cfg.training.local_batch_size;
-    base.loss_parallel = lp;
+    base.loss_parallel = !is_vanilla;
     base.framework = framework;  // the baselines of the plan's own family
+    Training training = cfg.training;
+    if (is_vanilla) {
+      b.name = "vanilla";
+    } else if (recipe) {
+      // What torchtitan 0.3 trains with the model's recipe and nothing changed (plans/torchtitan_recipe.h), in its
+      // own framework, at the run's seq_len (the recipes' 8192 is the data's length, not a parallelism choice).
+      b.name = "torchtitan default";
+      b.recipe = recipe->function;
+      base.framework = Framework::torchtitan_0_3;
+      base.tp_degree = recipe->tp_degree;
+      base.local_batch_size = recipe->local_batch_size;
+      base.activation_checkpointing = recipe->activation_checkpointing;
+      base.float8 = recipe->float8;
+      base.async_tp = recipe->async_tp;
+      training.compile = recipe->compile;
+    } else {
+      // No recipe has this model: the preset torchtitan's apply_tp applies, with the config's training section, at
+      // the winner's TP degree, and named for what it is.
+      b.name = "sequence_parallel preset";
+    }
+    base.dp_shard = std::max(1, world / base.tp_degree);
     // local batch <= 2^16 and dp_shard <= world <= 2^20: no overflow.
     if (const int64_t per_microbatch = base.local_batch_size * base.dp_shard;
         global_batch_size > 0 && global_batch_size % per_microbatch == 0)
       base.gradient_accumulation_steps = global_batch_size / per_microbatch;
-    b.plan = preset_plan(preset, base);
+    b.plan = preset_plan(is_vanilla ? "vanilla" : "sequence_parallel", base);
     try {
-      const Program p = lower(cfg.model, cfg.training, b.plan);
+      const Program p = lower(cfg.model, training, b.plan);
       b.report = simulate(p, cluster, cost);
       b.fits = fits_with_headroom(b.report.memory, headroom_gib);
     } catch (const Error& e) {
@@ -271,7 +293,8 @@ std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& b
     auto delta = [&](const char* what, double from_ms, double to_ms) {
       return fmt::format("{} {:.2f} -> {:.2f} ({:+.2f})", what, from_ms * bk, to_ms * wk, to_ms * wk - from_ms * bk);
     };
-    append(o, "\nvs {}: {:.2f}x tokens/s per GPU; changed: {}\n", bl.name,
+    append(o, "\nvs {}{}: {:.2f}x tokens/s per GPU; changed: {}\n", bl.name,
+           bl.recipe.empty() ? "" : fmt::format(" (torchtitan 0.3's {} recipe)", bl.recipe),
            w->report.tokens_per_second_per_gpu / s.tokens_per_second_per_gpu, changes(bl.plan, wp));
     append(o, "  ms per 1k tokens per GPU: {}; {}; {}\n", delta("compute", s.compute_ms, w->report.compute_ms),
            delta("exposed TP comm", s.exposed_tp_comm_ms, w->report.exposed_tp_comm_ms),
@@ -362,6 +385,7 @@ nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& b
     for (const Baseline& b : baselines) {
       nlohmann::json e = b.error.empty() ? metrics_json(b.report) : nlohmann::json{{"error", b.error}};
       e["name"] = b.name;
+      if (!b.recipe.empty()) e["recipe"] = b.recipe;  // torchtitan 0.3's config_registry function
       e["plan"] = plan_summary_json(b.plan);
       if (b.error.empty()) {
         e["fits_in_memory"] = b.fits;

@@ -2,13 +2,17 @@
 // What `tp-plan search` prints: the ranking table, the winner against two baselines, the JSON, and what to say
 // when nothing fits.
 //
-// Baselines, with the config's training section (activation checkpointing, local batch) at the winner's seq_len
-// (search.seq_lens: the baselines train what the winner trains, so the speedup is the plan's) and no float8 or
-// async TP —
-// what `tp-plan simulate CONFIG --preset NAME [--tp T]` runs:
-//   vanilla              the seed plan (no sequence parallel, no loss parallel) at its default TP degree,
-//                        gpus_per_node (tp-plan simulate's default)
-//   torchtitan default   sequence_parallel with loss parallel (torchtitan's apply_tp) at the winner's TP degree
+// Baselines, at the winner's seq_len (search.seq_lens: the baselines train what the winner trains, so the speedup is
+// the plan's):
+//   vanilla              the seed plan (no sequence parallel, no loss parallel, no float8 or async TP) at its default
+//                        TP degree, gpus_per_node (tp-plan simulate's default), with the config's training section
+//   torchtitan default   when the model is one of torchtitan 0.3's llama3 recipes (plans/torchtitan_recipe.h, by
+//                        dimensions): that recipe as torchtitan 0.3 runs it unchanged, in the torchtitan-0.3 family:
+//                        enable_sp on, its tp, local batch, AC, float8 and compile/async TP (llama3_8b: tp 1, batch 1,
+//                        selective AC; llama3_70b: tp 8, batch 8, full AC; llama3_405b: tp 8, batch 2, full AC, float8
+//                        rowwise, async TP), dp_shard the rest of the world
+//   sequence_parallel preset   otherwise (no recipe trains the model): sequence_parallel with loss parallel at the
+//                        winner's TP degree, the config's training section, the plan's family
 // With more than one search.seq_lens, the tables get a `seq` column, and the header lists the lengths.
 // "Where the time went" compares milliseconds per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x
 // 1000), so that plans with different TP degrees and local batches compare: compute, exposed TP and exposed DP
@@ -19,7 +23,7 @@
 //   "elapsed_ms": T, "threads": n, "objective": "...",
 //    "top": [{"rank": 1, "plan": {...}, "step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib",
 //             "exposed_comm_fraction", "breakdown_ms": {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
-//    "baselines": [{"name", "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
+//    "baselines": [{"name", "recipe"? (torchtitan default), "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
 //    "pareto": [{"plan", "tokens_per_second_per_gpu", "peak_memory_gib"}]   (by memory ascending; sim/search/pareto.h)
 //    "lowering": {"lowered", "finished", "patched"}   (how the candidates' Programs were made; sim/search.h)
 //    "phases_ms": {"constraints", "lower", "finish", "patch", "memory", "cost", "schedule", "report", "sweep"}
@@ -35,7 +39,8 @@
 namespace tptune {
 
 struct Baseline {
-  std::string name;  // "vanilla" | "torchtitan default"
+  std::string name;    // "vanilla" | "torchtitan default" | "sequence_parallel preset"
+  std::string recipe;  // torchtitan default: the recipe's config_registry function ("llama3_70b")
   Plan plan;
   std::string error;  // lowering / simulation error; empty when `report` is set
   StepReport report;

@@ -283,7 +283,9 @@ def commands(rng, tp_plan, cfg, plan):
         return [tp_plan, "simulate", cfg] + plan_args + toggles + ["--json", "-"]
     if sub == "search":
         return [tp_plan, "search", cfg, "--threads", "1", "--top", "3"]
-    return [tp_plan, "export", plan, "--format", rng.pick(["torchtitan", "python"])]
+    # --format torchtitan needs the config (the recipe by the model's dimensions, torchrun's world).
+    return [tp_plan, "export", plan, "--format", rng.pick(["torchtitan", "python", "torchtitan-toml"])] + rng.pick(
+        [["--config", cfg], ["--config", cfg], []])
 
 
 def main():

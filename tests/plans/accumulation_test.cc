@@ -130,7 +130,8 @@ TEST_CASE("accumulation: exports (torchtitan 0.3 --training.global-batch-size, T
   base.framework = Framework::torchtitan_0_3;
   const Plan p = preset_plan("sequence_parallel", base);
   ExportContext ctx;
-  ctx.model_preset = "llama3-405b";
+  ctx.model = Model{};
+  REQUIRE(model_preset("llama3-405b", *ctx.model));
   ctx.nodes = 32;
   ctx.gpus_per_node = 8;
   // G = local 2 x dp_shard 16 x dp_replicate 2 x ga 4 = 256; torchtitan derives ga = 256 // (2 x 32) = 4.

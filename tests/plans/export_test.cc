@@ -283,7 +283,8 @@ TEST_CASE("torchtitan 0.3 export: torchtitan.train overrides and a config functi
   base.async_tp = true;
   base.loss_chunks = 4;
   ExportContext ctx;
-  ctx.model_preset = "llama3-70b";
+  ctx.model = Model{};
+  REQUIRE(model_preset("llama3-70b", *ctx.model));
   ctx.seq_len = 4096;
   ctx.nodes = 1;
   ctx.gpus_per_node = 8;
@@ -309,4 +310,104 @@ TEST_CASE("torchtitan 0.3 export: torchtitan.train overrides and a config functi
   base.float8 = Float8Recipe::tensorwise;
   CHECK_THROWS_WITH(export_torchtitan_cli(preset_plan("vanilla", base), ctx),
                     Contains("has the recipes rowwise and rowwise_with_gw_hp only"));
+}
+
+namespace {
+
+// The context of a config with `model` on nodes x gpus.
+ExportContext context_of(const char* model, int nodes, int gpus) {
+  ExportContext ctx;
+  ctx.model = Model{};
+  REQUIRE(model_preset(model, *ctx.model));
+  ctx.nodes = nodes;
+  ctx.gpus_per_node = gpus;
+  return ctx;
+}
+
+Plan tt03(const char* preset, int tp, int dp) {
+  Plan base;
+  base.framework = Framework::torchtitan_0_3;
+  base.tp_degree = tp;
+  base.dp_shard = dp;
+  return preset_plan(preset, base);
+}
+
+std::string error_of(const Plan& p, const ExportContext& ctx) {
+  try {
+    export_torchtitan_cli(p, ctx);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("torchtitan 0.3 export: enable_sequence_parallel exactly as the plan's modules, or refused", "[export]") {
+  const ExportContext ctx = context_of("llama3-8b", 1, 8);
+  // Issue 21 item 1: a vanilla 0.3 winner (read back from its file) is enable_sp off, never the closest (on).
+  const Plan vanilla = load_plan_string(plan_to_yaml(tt03("vanilla", 4, 2)), "best.yaml");
+  const std::string sh = export_torchtitan_cli(vanilla, ctx);
+  CHECK_THAT(sh, Contains("--parallelism.no-enable-sequence-parallel"));
+  CHECK_THAT(sh, !Contains("--parallelism.enable-sequence-parallel"));
+  CHECK_THAT(sh, !Contains("NOTE"));  // no "neither of torchtitan's" for a 0.3-family winner
+  CHECK_THAT(export_torchtitan_cli(tt03("sequence_parallel", 4, 2), ctx),
+             Contains("--parallelism.enable-sequence-parallel") && !Contains("NOTE"));
+  // Any other module plan: one line, the way to the exact plan.
+  Plan custom = vanilla;
+  custom.modules.pop_back();
+  CHECK(error_of(custom, ctx) ==
+        "best.yaml: the plan's module styles are neither of torchtitan's (enable_sequence_parallel on or off for "
+        "framework torchtitan-0.3), so no torchtitan.train switch runs them; --format python prints the exact "
+        "parallelize_module plan");
+}
+
+TEST_CASE("torchtitan 0.3 export: the config's model and world, or a one-line refusal", "[export]") {
+  const Plan p = tt03("sequence_parallel", 8, 8);  // 64 ranks
+  // Issue 21 item 3: without the config there is no model (recipe) and no world (torchrun's shape).
+  CHECK(error_of(p, {}) ==
+        "preset:sequence_parallel: --format torchtitan needs --config CONFIG: the model (torchtitan's recipe is the "
+        "one with its dimensions) and the cluster (torchrun's nodes x processes per node)");
+  // 70B plan of 64 ranks on one node of 8: not --nproc-per-node 8 beside dp_shard 8.
+  CHECK(error_of(p, context_of("llama3-70b", 1, 8)) ==
+        "preset:sequence_parallel: the plan runs on tp 8 x dp_shard 8 x dp_replicate 1 = 64 GPUs, the config's cluster "
+        "has 1 nodes x 8 = 8: torchrun would start another world than the plan's degrees");
+  // The recipe is the model's: 70B dims -> llama3_70b (not llama3_8b); one layer fewer -> refused.
+  CHECK_THAT(export_torchtitan_cli(p, context_of("llama3-70b", 8, 8)), Contains("--config llama3_70b"));
+  ExportContext other = context_of("llama3-70b", 8, 8);
+  other.model->n_layers = 79;
+  other.model->name = "llama3-70b (modified)";
+  CHECK(error_of(p, other) ==
+        "model 'llama3-70b (modified)' (dim 8192, 79 layers, 64 heads, 8 kv heads, ffn_dim 28672, vocab 128256): not "
+        "the dimensions of torchtitan 0.3's llama3 8B, 70B or 405B recipe, so --format torchtitan cannot name a recipe "
+        "that trains it; --format python prints the plan's parallelize_module dict");
+  // The name does not pick the recipe: the 8B's dimensions under another name are llama3_8b.
+  ExportContext renamed = context_of("llama3-8b", 8, 8);
+  renamed.model->name = "meta-llama/Meta-Llama-3-8B";
+  CHECK_THAT(export_torchtitan_cli(p, renamed), Contains("--config llama3_8b"));
+}
+
+TEST_CASE("torchtitan 0.3 export: torchrun's world and, on several nodes, a c10d rendezvous", "[export]") {
+  // One node: 8 ranks, no rendezvous arguments. Eight nodes: torchtitan's multinode_trainer.slurm arguments.
+  const std::string one = export_torchtitan_cli(tt03("sequence_parallel", 8, 1), context_of("llama3-8b", 1, 8));
+  CHECK_THAT(one, Contains("torchrun --nnodes 1 --nproc-per-node 8 -m torchtitan.train") && !Contains("rdzv"));
+  const std::string many = export_torchtitan_cli(tt03("sequence_parallel", 8, 8), context_of("llama3-70b", 8, 8));
+  CHECK_THAT(many,
+             Contains("torchrun --nnodes 8 --nproc-per-node 8 \\\n  --rdzv-backend c10d --rdzv-endpoint "
+                      "\"${MASTER_ADDR:?set MASTER_ADDR to the address of the first node}:${MASTER_PORT:-29500}\" "
+                      "--rdzv-id \"${TPTUNE_RDZV_ID:-tptune}\" \\\n  -m torchtitan.train"));
+}
+
+TEST_CASE("user text in generated code: comments cannot end their line, strings cannot end their literal", "[export]") {
+  CHECK(comment_text("a\nrm -rf /\r\x01\\é") == "a\\x0arm -rf /\\x0d\\x01\\x5c\\xc3\\xa9");
+  CHECK(python_string("x\"\n\\y") == "\"x\\x22\\x0a\\x5cy\"");
+  Plan p = tt03("vanilla", 8, 1);
+  p.family = "v\nrm -rf /\n#";
+  p.source = "a\nrm -rf /.yaml";
+  for (const std::string& out :
+       {export_torchtitan_cli(p, context_of("llama3-8b", 1, 8)), export_python(p), export_torchtitan_toml(p)}) {
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("rm -rf") != std::string::npos) CHECK(line.rfind('#', 0) == 0);  // only on a comment line
+  }
 }

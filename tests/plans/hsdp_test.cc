@@ -223,7 +223,8 @@ TEST_CASE("hsdp: exports carry the replicate degree (torchtitan 0.3 flag, TOML k
   base.framework = Framework::torchtitan_0_3;
   const Plan p = preset_plan("sequence_parallel", base);
   ExportContext ctx;
-  ctx.model_preset = "llama3-405b";
+  ctx.model = Model{};
+  REQUIRE(model_preset("llama3-405b", *ctx.model));
   ctx.nodes = 128;
   ctx.gpus_per_node = 8;
   const std::string cli = export_torchtitan_cli(p, ctx);
@@ -236,6 +237,7 @@ TEST_CASE("hsdp: exports carry the replicate degree (torchtitan 0.3 flag, TOML k
   // Without HSDP: replicate degree 1, no HSDP comment.
   base.dp_replicate = 1;
   const Plan q = preset_plan("sequence_parallel", base);
+  ctx.nodes = 16;  // tp 8 x dp_shard 16: torchrun starts 16 nodes x 8
   CHECK_THAT(export_torchtitan_cli(q, ctx), Contains("--parallelism.data-parallel-replicate-degree 1"));
   CHECK_THAT(export_python(q), !Contains("HSDP"));
 }

@@ -316,8 +316,10 @@ TEST_CASE("search.seq_lens: the table, the JSON, the winner's plan file and its 
       simulate(lower(cfg.model, result_training(cfg, r, r.ranking[0]), back), r.cluster, default_cost_params());
   check_same_report(s, r.winner()->report);
   // The exports: torchtitan 0.3's command line (TrainingConfig.seq_len as tyro spells it) and the job-config TOML.
-  ExportContext ctx;
+  ExportContext ctx = export_context(cfg);
   ctx.seq_len = cfg.training.seq_len;  // the config's: the plan's own length wins
+  // --format torchtitan names a recipe by the model's dimensions: the flag is what is tested, so the 8B's model.
+  REQUIRE(model_preset("llama3-8b", *ctx.model));
   CHECK_THAT(export_plan(back, ExportFormat::torchtitan, ctx),
              Contains(fmt::format("--training.seq-len {}", w.seq_len)));
   CHECK_THAT(export_plan(back, ExportFormat::torchtitan_toml, ctx), Contains(fmt::format("seq_len = {}\n", w.seq_len)));

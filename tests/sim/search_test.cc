@@ -402,6 +402,31 @@ TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the
   std::filesystem::remove(path);
 }
 
+TEST_CASE("search --out-plan round trip of torchtitan-0.3 winners: wqkv and lm_head stay, the file reads back",
+          "[search]") {
+  // Issue 21 item 1: the filter knew only the DTensor model's names and dropped 0.3's fused wqkv and lm_head, so the
+  // file failed to lower ("layers.0.attention.wqkv: ... not parallelized in the plan").
+  for (const char* preset : {"vanilla", "sequence_parallel"}) {
+    INFO(preset);
+    Config cfg = small(kModel, 1, 8,
+                       fmt::format("{{framework: torchtitan-0.3, presets: [{}], tp_degrees: [2, 4], float8: [none], "
+                                   "async_tp: [false]}}",
+                                   preset));
+    SearchResult r = search(cfg, {});
+    REQUIRE(r.winner());
+    const Plan written = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);  // as --out-plan does
+    CHECK(written.modules == result_plan(r, r.ranking[0]).modules);  // nothing dropped: every entry names a module
+    const std::string yaml = plan_to_yaml(written);
+    CHECK_THAT(yaml, Contains("  layers.*.attention.wqkv: {style: colwise"));
+    CHECK_THAT(yaml, Contains("  lm_head: {style: colwise"));
+    const Plan back = load_plan_string(yaml, "best.yaml");
+    CHECK(back.modules == preset_plan(preset, back).modules);  // the export's test of enable_sequence_parallel
+    const StepReport s = simulate(lower(cfg.model, cfg.training, back), resolve_cluster(cfg), default_cost_params());
+    CHECK(s.step_time_ms == r.winner()->report.step_time_ms);
+    CHECK(s.memory.peak == r.winner()->report.memory.peak);
+  }
+}
+
 TEST_CASE("a user plan file with an entry that matches no module is refused once, not pruned per candidate",
           "[search]") {
   const auto dir = std::filesystem::temp_directory_path() / "tptune_search_typo_plan";
@@ -504,6 +529,9 @@ TEST_CASE("search JSON: counts add up, top entries carry the plan and the number
   REQUIRE(bl.size() == 2);
   CHECK(bl[0].plan.family == "vanilla");
   CHECK(bl[0].plan.tp_degree == 8);  // the seed's default: gpus_per_node
+  // gpt-a100's model is no torchtitan recipe's: the second row is the preset, named so, at the winner's tp.
+  CHECK(bl[1].name == "sequence_parallel preset");
+  CHECK(bl[1].recipe.empty());
   CHECK(bl[1].plan.family == "sequence_parallel");
   CHECK(bl[1].plan.loss_parallel);
   CHECK(bl[1].plan.tp_degree == r.winner()->candidate.tp);
@@ -525,7 +553,7 @@ TEST_CASE("search JSON: counts add up, top entries carry the plan and the number
   CHECK_FALSE(j.contains("closest"));
   const std::string table = search_table(cfg, r, 3);
   CHECK_THAT(table, Contains("384 candidates"));
-  CHECK_THAT(explain_winner(r, bl), Contains("vs torchtitan default:"));
+  CHECK_THAT(explain_winner(r, bl), Contains("vs sequence_parallel preset:"));
 }
 
 TEST_CASE("ranking order per objective", "[search]") {
@@ -557,4 +585,51 @@ TEST_CASE("parallel_for visits every index once and rethrows a worker's exceptio
                                    if (i == 42) throw Error("boom");
                                  }),
                     "boom");
+}
+
+TEST_CASE("the torchtitan default row is torchtitan 0.3's recipe for the model (config_registry.py)", "[search]") {
+  // torchtitan 0.3.0, torchtitan/models/llama3/config_registry.py: llama3_8b (tp 1 = ParallelismConfig's default,
+  // local batch 1, SelectiveAC), llama3_70b (tp 8, local batch 8, FullAC), llama3_405b (tp 8, local batch 2, FullAC,
+  // Float8LinearConverter's default recipe rowwise, compile with async TP). dp_shard: the rest of the world.
+  struct Want {
+    const char* config;
+    const char* recipe;
+    int tp;
+    int64_t batch;
+    ActivationCheckpointing ac;
+    Float8Recipe f8;
+    bool async;
+  };
+  for (const Want& w :
+       {Want{"llama3-8b-h100.yaml", "llama3_8b", 1, 1, ActivationCheckpointing::selective, Float8Recipe::none, false},
+        Want{"llama3-70b-h100.yaml", "llama3_70b", 8, 8, ActivationCheckpointing::full, Float8Recipe::none, false},
+        Want{"llama3-405b-h100.yaml", "llama3_405b", 8, 2, ActivationCheckpointing::full, Float8Recipe::rowwise,
+             true}}) {
+    INFO(w.config);
+    const Config cfg = load_config(example(w.config));
+    const ClusterSpec cl = resolve_cluster(cfg);
+    // The winner's tp (2 here) does not move the recipe's.
+    const std::vector<Baseline> bl = plan_baselines(cfg, cl, 2, 4, default_cost_params());
+    REQUIRE(bl.size() == 2);
+    const Baseline& t = bl[1];
+    CHECK(t.name == "torchtitan default");
+    CHECK(t.recipe == w.recipe);
+    CHECK(t.plan.framework == Framework::torchtitan_0_3);
+    CHECK(t.plan.family == "sequence_parallel");  // enable_sequence_parallel's default, True
+    CHECK(t.plan.tp_degree == w.tp);
+    CHECK(t.plan.dp_shard == cl.world_size() / w.tp);
+    CHECK(t.plan.local_batch_size == w.batch);
+    CHECK(t.plan.activation_checkpointing == w.ac);
+    CHECK(t.plan.float8 == w.f8);
+    CHECK(t.plan.async_tp == w.async);
+    CHECK(t.error.empty());
+  }
+  // The same dimensions from Meta's config.json are the 8B recipe; Mistral 7B's are none (the preset, named so).
+  const Config hf8 = load_config(example("llama3-8b-h100.yaml"), example("hf/llama3-8b/config.json"));
+  CHECK(plan_baselines(hf8, resolve_cluster(hf8), 2, 4, default_cost_params())[1].recipe == "llama3_8b");
+  const Config mistral = load_config(example("llama3-8b-h100.yaml"), example("hf/mistral-7b-v0.3/config.json"));
+  const std::vector<Baseline> bm = plan_baselines(mistral, resolve_cluster(mistral), 2, 4, default_cost_params());
+  CHECK(bm[1].name == "sequence_parallel preset");
+  CHECK(bm[1].plan.tp_degree == 2);
+  CHECK(bm[1].plan.framework == Framework::dtensor);
 }
