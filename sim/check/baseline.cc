@@ -169,7 +169,7 @@ CheckBaseline baseline_from_json(const json& j, const std::string& where) {
     const double count = number(ops[i], "count", path, where, "a non-negative integer (instances per step)");
     if (count < 0 || count != std::floor(count) || count > 1e9)
       throw Error(fmt::format("{}: {}count: expected a non-negative integer, got {}", where, path, count));
-    op.count = static_cast<int>(count);
+    op.count = static_cast<int64_t>(count);
     op.total_ms = number(ops[i], "total_ms", path, where, "a number (ms per step)");
     b.ops.push_back(std::move(op));
   }

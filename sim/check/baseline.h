@@ -29,7 +29,7 @@ struct BaselineOp {
   std::string phase;  // forward | backward | ...
   std::string kind;   // gemm | attention | all_gather(tp) | ...
   std::string stream;
-  int count = 0;        // instances per step
+  int64_t count = 0;    // instances per step
   double total_ms = 0;  // count x one instance's time
   std::string key() const { return name + " [" + phase + "]"; }
 };
