@@ -297,8 +297,4 @@ void write_json(const nlohmann::json& j, const std::string& where, const std::st
   write_output(option, where, json_dump(j, 2) + "\n");
 }
 
-void write_text(const std::string& text, const std::string& where, const std::string& option) {
-  write_output(option, where, text);
-}
-
 }  // namespace tptune::tools

@@ -68,7 +68,5 @@ std::vector<NamedPath> plan_inputs(const PlanOptions& o);
 // Writes `j` (indented) to the file `where`, or to stdout for "-"; the file whole or not at all, tptune::Error naming
 // `option` if it cannot (plans/output_file.h).
 void write_json(const nlohmann::json& j, const std::string& where, const std::string& option = "--json");
-// Writes `text` to the file `where`, whole or not at all; tptune::Error naming `option` if it cannot.
-void write_text(const std::string& text, const std::string& where, const std::string& option);
 
 }  // namespace tptune::tools

@@ -23,8 +23,9 @@ BackendChoice choose_backend(const std::string& requested) {
 #ifdef TPTUNE_HAVE_CUDA
   const std::string missing = cuda_unavailable_reason();
   if (missing.empty())
-    return {"cuda", requested == "cuda" ? "asked for with --backend cuda"
-                                        : fmt::format("{} GPU(s) visible and this build has CUDA", cuda_device_count())};
+    return {"cuda", requested == "cuda"
+                        ? "asked for with --backend cuda"
+                        : fmt::format("{} GPU(s) visible and this build has CUDA", cuda_device_count())};
   if (requested == "cuda") throw Error(fmt::format("--backend cuda: {}", missing));
   return {"cpu", fmt::format("no GPU to use: {}", missing)};
 #else

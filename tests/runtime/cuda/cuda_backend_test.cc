@@ -1,10 +1,11 @@
 // The CUDA backend's own parts on a device: the caching allocator, typed host transfers (bf16 and float8 rounding),
 // and cuBLASLt GEMMs in every layout and type against the CPU backend. [cuda]: skipped without a device.
+#include "runtime/cuda/cuda_backend.h"
+
 #include <cmath>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
-#include "runtime/cuda/cuda_backend.h"
 #include "tests/runtime/cuda/skip.h"
 
 using namespace tptune;
@@ -51,8 +52,7 @@ std::vector<float> grid_values(int64_t n, int seed) {
 
 // C from the CPU backend (fp32, exact for these inputs: every product is a multiple of 1/16 and the sums stay far
 // below 2^24 / 16, so any summation order gives the same fp32 value).
-std::vector<float> cpu_gemm(GemmArgs g, const std::vector<float>& a, const std::vector<float>& b, float sa,
-                            float sb) {
+std::vector<float> cpu_gemm(GemmArgs g, const std::vector<float>& a, const std::vector<float>& b, float sa, float sb) {
   CpuBackend cpu;
   std::vector<float> c(size_t(g.m * g.n)), a2 = a, b2 = b;
   g.a = a2.data(), g.b = b2.data(), g.c = c.data();
@@ -117,8 +117,7 @@ TEST_CASE("cuBLASLt float8 GEMM: e4m3 x e4m3 and e5m2 x e4m3 with scales, any la
 TEST_CASE("cuBLASLt refuses e5m2 x e5m2 and mixed float8/bf16 in one line", "[cuda][runtime][gemm]") {
   TPTUNE_CUDA_OR_SKIP();
   CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
-  Buffer a = be.alloc(16 * 16, Storage::fp8_e5m2), c = be.alloc(16 * 16, Storage::bf16),
-         s = be.alloc(1, Storage::f32);
+  Buffer a = be.alloc(16 * 16, Storage::fp8_e5m2), c = be.alloc(16 * 16, Storage::bf16), s = be.alloc(1, Storage::f32);
   GemmArgs g;
   g.m = g.n = g.k = 16, g.trans_b = true;
   g.a = a.ptr(), g.b = a.ptr(), g.c = c.ptr(), g.scale_a = g.scale_b = s.f32();
