@@ -36,7 +36,7 @@
 #include "plans/json_text.h"
 #include "plans/lower.h"
 #include "plans/output_file.h"
-#include "sim/search.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

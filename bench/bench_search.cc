@@ -9,9 +9,9 @@
 //   build/bench/bench_search --benchmark_filter=405B/threads:1
 //
 // Arguments: threads (0 = all), opt (1: the larger-batch memory shortcut on, as by default; 0: off, every candidate
-// lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search.h),
+// lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search/search.h),
 // fast (1: lowering shared across activation-checkpointing policies and batch-parametric Programs, as by default;
-// 0: every candidate lowered, the "before" of issue 13's fast path; sim/search.h), bound (k > 0: branch-and-bound
+// 0: every candidate lowered, the "before" of issue 13's fast path; sim/search/search.h), bound (k > 0: branch-and-bound
 // keeping the top k exact, SearchOptions::bound_top, as `tp-plan search --bound --top k`; 0: off, the default).
 // Counters: candidates, feasible, pruned_bound (candidates the bound skipped), lowered (lower() or lower_unfinished()
 // calls), finished (finish_lowering()), patched (Programs from a BatchProgram), and the per-phase breakdown of the last
@@ -26,8 +26,8 @@
 
 #include "bench/bench_environment.h"
 #include "plans/config.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
 
 using namespace tptune;
 

@@ -89,7 +89,7 @@ struct SearchSpace {
       ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full};
   std::vector<int64_t> local_batch_sizes = {1, 2, 4};
   // > 0 (max_local_batch_size: N; instead of local_batch_sizes): each plan at its largest local batch in 1..N that
-  // fits memory with the headroom, found by bisection (sim/search.h), not every size enumerated.
+  // fits memory with the headroom, found by bisection (sim/search/search.h), not every size enumerated.
   int64_t max_local_batch_size = 0;
   // Sequence lengths (tokens per sequence) to search: each candidate lowers and simulates with training.seq_len set
   // to its own. Empty (no key): training.seq_len only. Each in limits::seq_len, no duplicates. Candidates at

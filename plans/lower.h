@@ -89,7 +89,7 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
 // A Program whose block backward is split (finished with 0 < ac_layers < n_layers, so that it has recompute ops) at
 // another block count 0 < k < n_layers: the two segments' layer ranges and plan.ac_layers are all that finishing at
 // k changes (the segments' ops are the same for every k), so the result equals finishing at k field for field. For
-// the search's ac_layers sweep (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h). Throws tptune::Error when `p`
+// the search's ac_layers sweep (CandidateEvaluator::sweep_ac_layers, sim/search/eval.h). Throws tptune::Error when `p`
 // is not split or k is out of range.
 void set_ac_layers(Program& p, int64_t k);
 // Whether `p`'s block backward is two segments (finished with 0 < ac_layers < n_layers and recompute ops).

@@ -54,7 +54,7 @@ MemoryReport memory_model(const Program& p, const GpuSpec& gpu, const CostParams
 // memory_model() in two steps: what it reads from the Program, then the peak. A plan's ac_layers = k changes only how
 // many blocks are of each kind (blocks = L - k, checkpointed_blocks = k: the segments' ops are the same for every
 // k), so the search computes the parts once and the report of each k from them (CandidateEvaluator::sweep_ac_layers,
-// sim/search_eval.h):
+// sim/search/eval.h):
 //   memory_model(p) == memory_from_parts(memory_parts(p, c), gpu, c), bit for bit.
 // With ac_layers the peak is the larger of the phases above, the backward of the checkpointed blocks (their own saved
 // tensors, its working set) among them.

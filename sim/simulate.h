@@ -20,7 +20,6 @@
 //   per-block         mean compute-stream wall time of one block's forward / backward instance, exposed
 //                     communication and (in backward) recompute included
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -76,10 +75,5 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
                        const MemoryReport& memory, size_t top_ops = 12, int64_t gradient_accumulation_steps = 0);
 // Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ...").
 void check_supported(const Program& p, const ClusterSpec& cluster);
-
-// Writers. The JSON has at least: step_time_ms, tokens_per_second_per_gpu, mfu, peak_memory_gib, fits_in_memory,
-// breakdown_ms {compute, exposed_tp_comm, exposed_dp_comm}, per_block_ms {forward, backward}.
-std::string report_text(const StepReport& r);
-nlohmann::json report_json(const StepReport& r);
 
 }  // namespace tptune

@@ -2,7 +2,7 @@
 //                [--report FILE.html] [--threads N] [--quiet] [--bound]
 //                [--calibration CALIB.yaml]
 //
-// Ranks every plan of the config's search space (sim/search.h), prints the top K, the winner against the vanilla
+// Ranks every plan of the config's search space (sim/search/search.h), prints the top K, the winner against the vanilla
 // plan and torchtitan's default, and optionally writes the winner as a plan YAML (which explain, simulate and tp-run
 // accept), its simulated step as a Chrome trace, and the whole result as JSON. Exit status 1 when nothing fits.
 #include <fmt/format.h>
@@ -13,9 +13,9 @@
 #include "plans/lower.h"
 #include "plans/module_names.h"
 #include "sim/report/html_report.h"
-#include "sim/search.h"
-#include "sim/search_report.h"
-#include "sim/trace.h"
+#include "sim/search/search.h"
+#include "sim/report/search_report.h"
+#include "sim/report/trace.h"
 #include "tools/plan_options.h"
 #include "tools/progress.h"
 #include "tools/tp_plan_commands.h"

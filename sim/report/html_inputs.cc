@@ -5,9 +5,9 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/report/html_report.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
-#include "sim/search_report.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
+#include "sim/report/search_report.h"
 
 namespace tptune {
 

@@ -8,7 +8,7 @@
 //   2. the chosen plan against vanilla and torchtitan's default: stacked bars of compute, exposed TP and exposed DP
 //      communication in ms per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x 1000);
 //   3. one block's forward and backward on the compute / TP / DP streams, from the same Timeline the Chrome trace
-//      (sim/trace.h) is written from (a steady-state instance: the middle layer);
+//      (sim/report/trace.h) is written from (a steady-state instance: the middle layer);
 //   4. the memory breakdown of the chosen plan's peak against the GPU's capacity.
 
 #include <string>
@@ -61,7 +61,7 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
 std::string html_memory(const MemoryReport& m);
 
 // The two reports the tools write. A search's: every lowered candidate, the winner (rescheduled for its timeline)
-// against its baselines (sim/search_report.h). A simulated plan's: the plan against the same two baselines.
+// against its baselines (sim/report/search_report.h). A simulated plan's: the plan against the same two baselines.
 // Both throw tptune::Error when there is nothing to report (no winner).
 struct SearchResult;
 struct Baseline;

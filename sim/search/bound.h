@@ -13,7 +13,7 @@
 // inequality too; tests/sim/search_bound_test.cc checks bound <= step time for every candidate of the examples.
 //
 // Pruning. A candidate whose tokens/s upper bound is below the tokens/s of k candidates already found feasible can
-// not be in the top k (ranks_before, sim/search.h: tokens/s first); if one of them also needs no more memory than it,
+// not be in the top k (ranks_before, sim/search/search.h: tokens/s first); if one of them also needs no more memory than it,
 // it is not on the Pareto front (sim/search/pareto.h: it is slower than something that needs no more memory) and,
 // being slower, its removal changes no other candidate's place on it. The search prunes such a candidate as
 // prune::kBound, so the first k of the ranking and the Pareto front equal brute force's, whichever order the worker

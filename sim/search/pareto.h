@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "sim/search_eval.h"
+#include "sim/search/eval.h"
 
 namespace tptune {
 

@@ -8,6 +8,7 @@
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/memory.h"
+#include "sim/report/step_report.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 

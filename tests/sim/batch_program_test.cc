@@ -11,8 +11,8 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
 #include "tests/sanitizer_stride.h"
 
 using namespace tptune;

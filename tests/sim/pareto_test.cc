@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/search.h"
-#include "sim/search_report.h"
+#include "sim/search/search.h"
+#include "sim/report/search_report.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

@@ -1,4 +1,4 @@
-// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/measured_trace.h): golden values of
+// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values of
 // the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
 #include <catch2/catch.hpp>
 #include <map>
@@ -7,11 +7,11 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/program_identity.h"
-#include "sim/measured_trace.h"
+#include "sim/report/measured_trace.h"
 #include "sim/report/html_report.h"
 #include "sim/report/svg.h"
 #include "sim/simulate.h"
-#include "sim/trace.h"
+#include "sim/report/trace.h"
 #include "tests/error_text.h"
 
 using namespace tptune;

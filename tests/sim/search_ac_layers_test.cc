@@ -9,8 +9,8 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "plans/error.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "plans/lower.h"
-#include "sim/search.h"
+#include "sim/search/search.h"
 #include "sim/search/bound.h"
-#include "sim/search_constraints.h"
+#include "sim/search/constraints.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

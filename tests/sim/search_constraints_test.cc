@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
-#include "sim/search_report.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
+#include "sim/report/search_report.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

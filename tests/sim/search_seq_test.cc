@@ -11,9 +11,9 @@
 #include "plans/export.h"
 #include "plans/lower.h"
 #include "plans/module_names.h"
-#include "sim/search.h"
-#include "sim/search_constraints.h"
-#include "sim/search_report.h"
+#include "sim/search/search.h"
+#include "sim/search/constraints.h"
+#include "sim/report/search_report.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

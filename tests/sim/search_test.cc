@@ -1,7 +1,7 @@
 // The search: candidate space and defaults, every pruning reason (and that the lowering or the simulator refuses
 // the same candidates), equality with a brute-force loop of lower() + simulate() over every candidate, determinism
 // over thread counts and optimisations, the --out-plan round trip, nothing-fits, and the JSON.
-#include "sim/search.h"
+#include "sim/search/search.h"
 
 #include <fmt/format.h>
 
@@ -15,9 +15,9 @@
 #include "plans/lower.h"
 #include "plans/module_names.h"
 #include "sim/cost_param_fields.h"
-#include "sim/search_constraints.h"
-#include "sim/search_parallel.h"
-#include "sim/search_report.h"
+#include "sim/search/constraints.h"
+#include "sim/search/parallel.h"
+#include "sim/report/search_report.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

@@ -1,5 +1,6 @@
 // simulate(): the report's conventions (torchtitan's tokens/s and MFU, a breakdown that adds up), its JSON and text
 // forms, the Chrome trace, and that it can run on many threads at once.
+#include "sim/report/step_report.h"
 #include "sim/simulate.h"
 
 #include <catch2/catch.hpp>
@@ -8,7 +9,7 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
-#include "sim/trace.h"
+#include "sim/report/trace.h"
 
 using namespace tptune;
 

@@ -4,7 +4,7 @@
 //   SearchResult r = search(cfg, {.threads = 8});
 //   r.ranking[0] is the index (into r.results) of the winner.
 //
-// Candidates (sim/search_space.h) are evaluated in parallel (sim/search_eval.h: constraints, lowering, memory,
+// Candidates (sim/search/space.h) are evaluated in parallel (sim/search/eval.h: constraints, lowering, memory,
 // memoized op costs, schedule), each exactly as lower() + simulate() would, so the ranking equals that of a
 // brute-force loop over every candidate (tests/sim/search_test.cc checks it). Candidates that share a Program at
 // tp 1 with an earlier one are pruned as "redundant at tp 1" (the earlier one is evaluated), and a larger local batch
@@ -34,15 +34,15 @@
 #include "plans/config.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
-#include "sim/search_eval.h"
-#include "sim/search_space.h"
+#include "sim/search/eval.h"
+#include "sim/search/space.h"
 
 namespace tptune {
 
 struct SearchOptions {
   int threads = 0;  // 0: all hardware threads
   CostParams cost = default_cost_params();
-  // Memoize op durations across candidates (sim/search_eval.h). Off by default: measured, it does not pay with
+  // Memoize op durations across candidates (sim/search/eval.h). Off by default: measured, it does not pay with
   // today's cost functions (405B default space on one core: 106 ms with, 104 ms without; 8B: 196 vs 176 ms); it is
   // kept, and tested equal, for cost models that get expensive (calibrated curves).
   bool memoize_op_costs = false;

@@ -25,7 +25,7 @@
 //             "exposed_comm_fraction", "breakdown_ms": {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
 //    "baselines": [{"name", "recipe"? (torchtitan default), "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
 //    "pareto": [{"plan", "tokens_per_second_per_gpu", "peak_memory_gib"}]   (by memory ascending; sim/search/pareto.h)
-//    "lowering": {"lowered", "finished", "patched"}   (how the candidates' Programs were made; sim/search.h)
+//    "lowering": {"lowered", "finished", "patched"}   (how the candidates' Programs were made; sim/search/search.h)
 //    "phases_ms": {"constraints", "lower", "finish", "patch", "memory", "cost", "schedule", "report", "sweep"}
 //    "closest": [{"plan", "reason", "detail", "peak_memory_gib"?}]   (only when nothing fits)}
 
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "plans/config.h"
-#include "sim/search.h"
+#include "sim/search/search.h"
 
 namespace tptune {
 

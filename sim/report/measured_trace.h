@@ -1,6 +1,6 @@
 #pragma once
 // Predicted next to measured: one Chrome / Perfetto trace holding the simulated step (process 0, the tracks of
-// chrome_trace(), sim/trace.h) and a measured Profile (process 1, `tp-run profile --out`, runtime/profiler.h's
+// chrome_trace(), sim/report/trace.h) and a measured Profile (process 1, `tp-run profile --out`, runtime/profiler.h's
 // "tptune-profile" JSON, read here as a file: sim/ does not include runtime/) on one time axis from 0.
 //
 // The profile was measured in serialized mode (each op after the previous one, no overlap), so its track lays the

@@ -1,4 +1,4 @@
-#include "sim/search_constraints.h"
+#include "sim/search/constraints.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,10 @@
-// Text and JSON forms of a StepReport (sim/simulate.h).
+// Text and JSON forms of a StepReport.
+#include "sim/report/step_report.h"
+
 #include <fmt/format.h>
 
 #include <iterator>
 
-#include "sim/simulate.h"
 
 namespace tptune {
 

@@ -74,7 +74,7 @@ struct ResolvedSpace {
   std::vector<int64_t> seq_lens;           // search.seq_lens, default {training.seq_len}
   // search.ac_layers: block counts k < n_layers, ascending. Not enumerated: each candidate with a policy other than
   // none stands for itself (every block) and one candidate per k, which the search sweeps from one lowering
-  // (CandidateEvaluator::sweep_ac_layers, sim/search_eval.h); candidates() counts them all.
+  // (CandidateEvaluator::sweep_ac_layers, sim/search/eval.h); candidates() counts them all.
   std::vector<int64_t> ac_layers;
   int64_t config_seq_len = 0;  // the config's training.seq_len
   Objective objective = Objective::tokens_per_second;

@@ -1,4 +1,4 @@
-#include "sim/trace.h"
+#include "sim/report/trace.h"
 
 #include <fmt/format.h>
 

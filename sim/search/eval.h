@@ -3,7 +3,7 @@
 //
 // The result is exactly what the brute-force path gives (lower(); simulate(); fits = peak + headroom <= capacity),
 // number for number; the evaluator is only faster:
-//  * static constraints (sim/search_constraints.h) refuse a candidate before it is lowered;
+//  * static constraints (sim/search/constraints.h) refuse a candidate before it is lowered;
 //  * each candidate is lowered with the config's training section at its own seq_len (candidate_training());
 //  * candidates that differ only in local batch size share one lowering (sim/search/batch_program.h): the caller
 //    passes one BatchState through them, smallest batch first; the first two batch sizes are lowered, the others
@@ -37,7 +37,7 @@
 #include "sim/search/batch_program.h"
 #include "sim/search/bound.h"
 #include "sim/search/phase_times.h"
-#include "sim/search_space.h"
+#include "sim/search/space.h"
 #include "sim/simulate.h"
 
 namespace tptune {

@@ -35,7 +35,7 @@
 
 #include "plans/config.h"
 #include "sim/cluster_spec.h"
-#include "sim/search_space.h"
+#include "sim/search/space.h"
 
 namespace tptune {
 

@@ -1,4 +1,4 @@
-#include "sim/search.h"
+#include "sim/search/search.h"
 
 #include <fmt/format.h>
 
@@ -10,8 +10,8 @@
 #include "plans/error.h"
 #include "plans/limits.h"
 #include "sim/search/pareto.h"
-#include "sim/search_constraints.h"
-#include "sim/search_parallel.h"
+#include "sim/search/constraints.h"
+#include "sim/search/parallel.h"
 
 namespace tptune {
 

@@ -1,4 +1,4 @@
-#include "sim/measured_trace.h"
+#include "sim/report/measured_trace.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include "plans/error.h"
 #include "plans/input_file.h"
 #include "plans/json_text.h"
-#include "sim/trace.h"
+#include "sim/report/trace.h"
 
 namespace tptune {
 

@@ -1,4 +1,4 @@
-#include "sim/search_report.h"
+#include "sim/report/search_report.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

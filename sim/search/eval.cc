@@ -1,4 +1,4 @@
-#include "sim/search_eval.h"
+#include "sim/search/eval.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/memory.h"
-#include "sim/search_constraints.h"
+#include "sim/search/constraints.h"
 #include "sim/shared_machine.h"
 #include "sim/timeline.h"
 

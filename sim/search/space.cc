@@ -1,4 +1,4 @@
-#include "sim/search_space.h"
+#include "sim/search/space.h"
 
 #include <fmt/format.h>
 
