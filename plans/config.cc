@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "plans/enum_names.h"
 #include "plans/error.h"
 #include "plans/hf_config.h"
 #include "plans/limits.h"
@@ -15,57 +16,31 @@
 
 namespace tptune {
 
-std::string_view to_string(ActivationCheckpointing a) {
-  switch (a) {
-    case ActivationCheckpointing::none:
-      return "none";
-    case ActivationCheckpointing::selective:
-      return "selective";
-    case ActivationCheckpointing::full:
-      return "full";
-  }
-  return "?";
-}
+// ActivationCheckpointing's enumerators, in declaration order.
+constexpr std::string_view kActivationCheckpointingNames[] = {"none", "selective", "full"};
+static_assert(std::size(kActivationCheckpointingNames) == enum_count(ActivationCheckpointing::full));
+
+std::string_view to_string(ActivationCheckpointing a) { return name_of(kActivationCheckpointingNames, a); }
 
 ActivationCheckpointing parse_activation_checkpointing(std::string_view s, const std::string& where) {
-  for (auto a : {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full})
-    if (to_string(a) == s) return a;
-  throw Error(fmt::format("{}: expected one of none, selective, full, got '{}'", where, s));
+  return parse_name<ActivationCheckpointing>(kActivationCheckpointingNames, s, where);
 }
 
-std::string_view to_string(Float8Recipe f) {
-  switch (f) {
-    case Float8Recipe::none:
-      return "none";
-    case Float8Recipe::tensorwise:
-      return "tensorwise";
-    case Float8Recipe::rowwise:
-      return "rowwise";
-    case Float8Recipe::rowwise_with_gw_hp:
-      return "rowwise_with_gw_hp";
-  }
-  return "?";
-}
+// Float8Recipe's enumerators, in declaration order.
+constexpr std::string_view kFloat8RecipeNames[] = {"none", "tensorwise", "rowwise", "rowwise_with_gw_hp"};
+static_assert(std::size(kFloat8RecipeNames) == enum_count(Float8Recipe::rowwise_with_gw_hp));
+
+std::string_view to_string(Float8Recipe f) { return name_of(kFloat8RecipeNames, f); }
 
 Float8Recipe parse_float8(std::string_view s, const std::string& where) {
-  for (auto f : {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp})
-    if (to_string(f) == s) return f;
-  throw Error(fmt::format("{}: expected one of none, tensorwise, rowwise, rowwise_with_gw_hp, got '{}'", where, s));
+  return parse_name<Float8Recipe>(kFloat8RecipeNames, s, where);
 }
 
-std::string_view to_string(Objective o) {
-  switch (o) {
-    case Objective::tokens_per_second:
-      return "tokens_per_second";
-    case Objective::step_time:
-      return "step_time";
-    case Objective::memory:
-      return "memory";
-    case Objective::cost_per_token:
-      return "cost_per_token";
-  }
-  return "?";
-}
+// Objective's enumerators, in declaration order.
+constexpr std::string_view kObjectiveNames[] = {"tokens_per_second", "step_time", "memory", "cost_per_token"};
+static_assert(std::size(kObjectiveNames) == enum_count(Objective::cost_per_token));
+
+std::string_view to_string(Objective o) { return name_of(kObjectiveNames, o); }
 
 namespace {
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "plans/enum_names.h"
 #include "plans/error.h"
 
 namespace tptune {
@@ -22,26 +23,14 @@ int bytes_per_element(DType t) {
 
 bool is_float8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
-std::string_view to_string(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return "bf16";
-    case DType::fp16:
-      return "fp16";
-    case DType::fp32:
-      return "fp32";
-    case DType::fp8_e4m3:
-      return "fp8_e4m3";
-    case DType::fp8_e5m2:
-      return "fp8_e5m2";
-  }
-  return "?";
-}
+// DType's enumerators, in declaration order.
+constexpr std::string_view kDTypeNames[] = {"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"};
+static_assert(std::size(kDTypeNames) == enum_count(DType::fp8_e5m2));
+
+std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 
 DType parse_dtype(std::string_view name, const std::string& where) {
-  for (DType t : {DType::bf16, DType::fp16, DType::fp32, DType::fp8_e4m3, DType::fp8_e5m2})
-    if (to_string(t) == name) return t;
-  throw Error(fmt::format("{}: expected one of bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, got '{}'", where, name));
+  return parse_name<DType>(kDTypeNames, name, where);
 }
 
 }  // namespace tptune

@@ -2,27 +2,21 @@
 
 #include <array>
 
+#include "plans/enum_names.h"
+
 namespace tptune {
 
-std::string_view to_string(Mlp m) {
-  switch (m) {
-    case Mlp::swiglu:
-      return "swiglu";
-    case Mlp::gelu:
-      return "gelu";
-  }
-  return "?";
-}
+// Mlp's enumerators, in declaration order.
+constexpr std::string_view kMlpNames[] = {"swiglu", "gelu"};
+static_assert(std::size(kMlpNames) == enum_count(Mlp::gelu));
 
-std::string_view to_string(Norm n) {
-  switch (n) {
-    case Norm::rmsnorm:
-      return "rmsnorm";
-    case Norm::layernorm:
-      return "layernorm";
-  }
-  return "?";
-}
+std::string_view to_string(Mlp m) { return name_of(kMlpNames, m); }
+
+// Norm's enumerators, in declaration order.
+constexpr std::string_view kNormNames[] = {"rmsnorm", "layernorm"};
+static_assert(std::size(kNormNames) == enum_count(Norm::layernorm));
+
+std::string_view to_string(Norm n) { return name_of(kNormNames, n); }
 
 // Parameters of one norm over `dim`: a weight, and for layernorm also a bias.
 static int64_t norm_parameters(const Model& m) { return (m.norm == Norm::layernorm ? 2 : 1) * m.dim; }

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "plans/enum_names.h"
 #include "plans/error.h"
 #include "plans/limits.h"
 #include "plans/yaml_util.h"
@@ -95,21 +96,11 @@ Shape global_shape(const Shape& local, const Placement& p, int tp, const std::st
   return g;
 }
 
-std::string_view to_string(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::all_reduce:
-      return "all_reduce";
-    case CollectiveKind::all_gather:
-      return "all_gather";
-    case CollectiveKind::reduce_scatter:
-      return "reduce_scatter";
-    case CollectiveKind::all_to_all:
-      return "all_to_all";
-    case CollectiveKind::p2p:
-      return "p2p";
-  }
-  return "?";
-}
+// CollectiveKind's enumerators, in declaration order.
+constexpr std::string_view kCollectiveKindNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"};
+static_assert(std::size(kCollectiveKindNames) == enum_count(CollectiveKind::p2p));
+
+std::string_view to_string(CollectiveKind k) { return name_of(kCollectiveKindNames, k); }
 
 Redistribution plan_redistribution(const Placement& src, const Placement& dst, int ndim, const std::string& what) {
   Redistribution r;

@@ -3,41 +3,27 @@
 #include <fmt/format.h>
 
 #include "plans/checked_math.h"
+#include "plans/enum_names.h"
 #include "plans/error.h"
 
 namespace tptune {
 
-std::string_view to_string(Framework f) {
-  switch (f) {
-    case Framework::dtensor:
-      return "dtensor";
-    case Framework::torchtitan_0_3:
-      return "torchtitan-0.3";
-  }
-  return "?";
-}
+// Framework's enumerators, in declaration order.
+constexpr std::string_view kFrameworkNames[] = {"dtensor", "torchtitan-0.3"};
+static_assert(std::size(kFrameworkNames) == enum_count(Framework::torchtitan_0_3));
+
+std::string_view to_string(Framework f) { return name_of(kFrameworkNames, f); }
 
 Framework parse_framework(std::string_view s, const std::string& where) {
-  for (auto f : {Framework::dtensor, Framework::torchtitan_0_3})
-    if (to_string(f) == s) return f;
-  throw Error(fmt::format("{}: expected one of dtensor, torchtitan-0.3, got '{}'", where, s));
+  return parse_name<Framework>(kFrameworkNames, s, where);
 }
 
-std::string_view to_string(StyleKind k) {
-  switch (k) {
-    case StyleKind::colwise:
-      return "colwise";
-    case StyleKind::rowwise:
-      return "rowwise";
-    case StyleKind::sequence_parallel:
-      return "sequence_parallel";
-    case StyleKind::prepare_module_input:
-      return "prepare_module_input";
-    case StyleKind::no_parallel:
-      return "no_parallel";
-  }
-  return "?";
-}
+// StyleKind's enumerators, in declaration order.
+constexpr std::string_view kStyleKindNames[] = {"colwise", "rowwise", "sequence_parallel", "prepare_module_input",
+                                                "no_parallel"};
+static_assert(std::size(kStyleKindNames) == enum_count(StyleKind::no_parallel));
+
+std::string_view to_string(StyleKind k) { return name_of(kStyleKindNames, k); }
 
 // The defaults of torch.distributed.tensor.parallel's style classes (the shard dims are those of a (b, s, h)
 // activation: S(1) is the sequence dim, S(-1) the hidden/feature dim).

@@ -6,93 +6,36 @@
 #include <map>
 
 #include "plans/checked_math.h"
+#include "plans/enum_names.h"
 #include "plans/error.h"
 
 namespace tptune {
 
-std::string_view to_string(Phase p) {
-  switch (p) {
-    case Phase::forward:
-      return "forward";
-    case Phase::backward:
-      return "backward";
-    case Phase::recompute:
-      return "recompute";
-    case Phase::optimizer:
-      return "optimizer";
-  }
-  return "?";
-}
+// Phase's enumerators, in declaration order.
+constexpr std::string_view kPhaseNames[] = {"forward", "backward", "recompute", "optimizer"};
+static_assert(std::size(kPhaseNames) == enum_count(Phase::optimizer));
 
-std::string_view to_string(Group g) {
-  switch (g) {
-    case Group::tp:
-      return "tp";
-    case Group::dp:
-      return "dp";
-    case Group::dp_replicate:
-      return "dp_replicate";
-  }
-  return "?";
-}
+std::string_view to_string(Phase p) { return name_of(kPhaseNames, p); }
 
-std::string_view to_string(ElementwiseOp::Fn f) {
-  using F = ElementwiseOp::Fn;
-  switch (f) {
-    case F::rmsnorm:
-      return "rmsnorm";
-    case F::rmsnorm_bwd:
-      return "rmsnorm_bwd";
-    case F::layernorm:
-      return "layernorm";
-    case F::layernorm_bwd:
-      return "layernorm_bwd";
-    case F::rope:
-      return "rope";
-    case F::rope_bwd:
-      return "rope_bwd";
-    case F::swiglu:
-      return "swiglu";
-    case F::swiglu_bwd:
-      return "swiglu_bwd";
-    case F::gelu:
-      return "gelu";
-    case F::gelu_bwd:
-      return "gelu_bwd";
-    case F::add:
-      return "add";
-    case F::accumulate:
-      return "accumulate";
-    case F::slice:
-      return "slice";
-    case F::adamw:
-      return "adamw";
-    case F::copy:
-      return "copy";
-    case F::grad_norm:
-      return "grad_norm";
-    case F::grad_clip:
-      return "grad_clip";
-  }
-  return "?";
-}
+// Group's enumerators, in declaration order.
+constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate"};
+static_assert(std::size(kGroupNames) == enum_count(Group::dp_replicate));
 
-std::string_view to_string(CrossEntropyOp::Stage s) {
-  using S = CrossEntropyOp::Stage;
-  switch (s) {
-    case S::row_max:
-      return "row_max";
-    case S::sum_exp:
-      return "sum_exp";
-    case S::target_logit:
-      return "target_logit";
-    case S::loss:
-      return "loss";
-    case S::backward:
-      return "backward";
-  }
-  return "?";
-}
+std::string_view to_string(Group g) { return name_of(kGroupNames, g); }
+
+// ElementwiseOp::Fn's enumerators, in declaration order.
+constexpr std::string_view kElementwiseOpFnNames[] = {
+    "rmsnorm",  "rmsnorm_bwd", "layernorm",  "layernorm_bwd", "rope",  "rope_bwd", "swiglu",    "swiglu_bwd", "gelu",
+    "gelu_bwd", "add",         "accumulate", "slice",         "adamw", "copy",     "grad_norm", "grad_clip"};
+static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::grad_clip));
+
+std::string_view to_string(ElementwiseOp::Fn f) { return name_of(kElementwiseOpFnNames, f); }
+
+// CrossEntropyOp::Stage's enumerators, in declaration order.
+constexpr std::string_view kCrossEntropyOpStageNames[] = {"row_max", "sum_exp", "target_logit", "loss", "backward"};
+static_assert(std::size(kCrossEntropyOpStageNames) == enum_count(CrossEntropyOp::Stage::backward));
+
+std::string_view to_string(CrossEntropyOp::Stage s) { return name_of(kCrossEntropyOpStageNames, s); }
 
 int64_t AttentionOp::flops() const {
   // QK^T and PV: 2 matmuls x 2*s*s*d per head = 4*b*h*s^2*d; causal keeps half: 2*b*h*s^2*d.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "plans/enum_names.h"
 #include "plans/error.h"
 
 namespace tptune {
@@ -21,21 +22,11 @@ int storage_bytes(Storage s) {
   return 4;
 }
 
-std::string_view to_string(Storage s) {
-  switch (s) {
-    case Storage::f32:
-      return "f32";
-    case Storage::bf16:
-      return "bf16";
-    case Storage::fp8_e4m3:
-      return "fp8_e4m3";
-    case Storage::fp8_e5m2:
-      return "fp8_e5m2";
-    case Storage::i32:
-      return "i32";
-  }
-  return "?";
-}
+// Storage's enumerators, in declaration order.
+constexpr std::string_view kStorageNames[] = {"f32", "bf16", "fp8_e4m3", "fp8_e5m2", "i32"};
+static_assert(std::size(kStorageNames) == enum_count(Storage::i32));
+
+std::string_view to_string(Storage s) { return name_of(kStorageNames, s); }
 
 float* DevPtr::f32(const char* what) const {
   if (storage != Storage::f32)

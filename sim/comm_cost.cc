@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plans/enum_names.h"
+
 namespace tptune {
 
 int ring_steps(CollectiveKind k, int n) {
@@ -12,27 +14,12 @@ int ring_steps(CollectiveKind k, int n) {
   return n - 1;
 }
 
-std::string_view to_string(CommAlgorithm a) {
-  switch (a) {
-    case CommAlgorithm::none:
-      return "none";
-    case CommAlgorithm::ring:
-      return "ring";
-    case CommAlgorithm::ring_ll:
-      return "ring_ll";
-    case CommAlgorithm::nvls:
-      return "nvls";
-    case CommAlgorithm::tree:
-      return "tree";
-    case CommAlgorithm::hierarchical:
-      return "hierarchical";
-    case CommAlgorithm::direct:
-      return "direct";
-    case CommAlgorithm::measured:
-      return "measured";
-  }
-  return "?";
-}
+// CommAlgorithm's enumerators, in declaration order.
+constexpr std::string_view kCommAlgorithmNames[] = {"none", "ring",         "ring_ll", "nvls",
+                                                    "tree", "hierarchical", "direct",  "measured"};
+static_assert(std::size(kCommAlgorithmNames) == enum_count(CommAlgorithm::measured));
+
+std::string_view to_string(CommAlgorithm a) { return name_of(kCommAlgorithmNames, a); }
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <variant>
 
+#include "plans/enum_names.h"
 #include "plans/error.h"
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
@@ -13,19 +14,11 @@
 
 namespace tptune {
 
-std::string_view to_string(Stream s) {
-  switch (s) {
-    case Stream::compute:
-      return "compute";
-    case Stream::tp:
-      return "tp comm";
-    case Stream::dp:
-      return "dp comm";
-    case Stream::dp_replicate:
-      return "dp_replicate comm";
-  }
-  return "?";
-}
+// Stream's enumerators, in declaration order.
+constexpr std::string_view kStreamNames[] = {"compute", "tp comm", "dp comm", "dp_replicate comm"};
+static_assert(std::size(kStreamNames) == enum_count(Stream::dp_replicate));
+
+std::string_view to_string(Stream s) { return name_of(kStreamNames, s); }
 
 Stream stream_of(const Op& op) {
   if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {

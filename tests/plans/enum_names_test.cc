@@ -1,0 +1,75 @@
+// Every enum printed or parsed through a name table (plans/enum_names.h) has a complete table: each enumerator has
+// a name of its own, the value past the last one has none ("?"), and the parsable ones read back what they print.
+#include "plans/enum_names.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+
+#include "../error_text.h"
+#include "plans/config.h"
+#include "plans/dtype.h"
+#include "plans/model.h"
+#include "plans/placement.h"
+#include "plans/plan.h"
+#include "plans/program.h"
+
+using namespace tptune;
+
+namespace {
+
+// `last` is the enum's last enumerator (declaration order): the table must name 0..last and nothing after.
+template <typename E>
+std::set<std::string> check_complete(E last) {
+  const int count = static_cast<int>(last) + 1;
+  std::set<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    const std::string name(to_string(static_cast<E>(i)));
+    INFO("enumerator " << i << " is named '" << name << "'");
+    CHECK(name != "?");
+    CHECK(names.insert(name).second);  // distinct
+  }
+  CHECK(to_string(static_cast<E>(count)) == "?");
+  return names;
+}
+
+template <typename E, typename Parse>
+void check_round_trip(E last, Parse parse) {
+  for (int i = 0; i <= static_cast<int>(last); ++i) {
+    const E e = static_cast<E>(i);
+    CHECK(parse(to_string(e), "k") == e);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
+  check_complete(ActivationCheckpointing::full);
+  check_complete(Float8Recipe::rowwise_with_gw_hp);
+  check_complete(Objective::cost_per_token);
+  check_complete(DType::fp8_e5m2);
+  check_complete(Mlp::gelu);
+  check_complete(Norm::layernorm);
+  check_complete(CollectiveKind::p2p);
+  check_complete(Framework::torchtitan_0_3);
+  check_complete(StyleKind::no_parallel);
+  check_complete(Phase::optimizer);
+  check_complete(Group::dp_replicate);
+  check_complete(ElementwiseOp::Fn::grad_clip);
+  check_complete(CrossEntropyOp::Stage::backward);
+}
+
+TEST_CASE("parsable enums read back what they print", "[enum_names]") {
+  check_round_trip(ActivationCheckpointing::full, parse_activation_checkpointing);
+  check_round_trip(Float8Recipe::rowwise_with_gw_hp, parse_float8);
+  check_round_trip(Framework::torchtitan_0_3, parse_framework);
+  check_round_trip(DType::fp8_e5m2, parse_dtype);
+}
+
+TEST_CASE("an unknown name is refused with the list of names", "[enum_names]") {
+  // The message lists the table's names in declaration order: none, selective, full.
+  CHECK(test::error_of([] { parse_activation_checkpointing("some", "plan.yaml:3: activation_checkpointing"); }) ==
+        "plan.yaml:3: activation_checkpointing: expected one of none, selective, full, got 'some'");
+  CHECK(test::error_of([] { parse_framework("torchtitan", "f"); }) ==
+        "f: expected one of dtensor, torchtitan-0.3, got 'torchtitan'");
+}
