@@ -1,7 +1,8 @@
-// Storage names and sizes, and the checked fp32 view of a DevPtr (runtime/backend.h).
+// Storage names and sizes, the checked fp32 view of a DevPtr, the MPI library version (runtime/backend.h).
 #include "runtime/backend.h"
 
 #include <fmt/format.h>
+#include <mpi.h>
 
 #include "plans/enum_names.h"
 #include "plans/error.h"
@@ -32,6 +33,19 @@ float* DevPtr::f32(const char* what) const {
   if (storage != Storage::f32)
     throw Error(fmt::format("{}: expected an f32 tensor, got {} storage", what, to_string(storage)));
   return static_cast<float*>(ptr);
+}
+
+std::string mpi_library_version() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return "";
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  std::string v(version, static_cast<size_t>(len));
+  if (auto comma = v.find(','); comma != std::string::npos) v.resize(comma);  // "Open MPI v4.1.4, package: ..."
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
 }
 
 }  // namespace tptune

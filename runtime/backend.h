@@ -139,6 +139,10 @@ struct BackendEnvironment {
   std::vector<std::pair<std::string, std::string>> libraries;  // {"eigen", "3.4.0"}, {"mpi", "Open MPI v4.1.4"}
 };
 
+// "Open MPI v4.1.4": the MPI library's name and version (MPI_Get_library_version up to its first comma), or "" before
+// MPI_Init. Both backends list it among their libraries: the ranks are MPI processes either way.
+std::string mpi_library_version();
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -39,17 +39,7 @@ BackendEnvironment CpuBackend::environment() const {
   e.threads = Eigen::nbThreads();
   e.libraries.emplace_back("eigen",
                            fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION));
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) {
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(version, &len);
-    std::string v(version, static_cast<size_t>(len));
-    if (auto comma = v.find(','); comma != std::string::npos) v.resize(comma);  // "Open MPI v4.1.4, package: ..."
-    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
-    e.libraries.emplace_back("mpi", v);
-  }
+  if (std::string mpi = mpi_library_version(); !mpi.empty()) e.libraries.emplace_back("mpi", mpi);
   e.libraries.emplace_back("fmt",
                            fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100));
   return e;

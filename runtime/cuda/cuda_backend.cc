@@ -118,17 +118,7 @@ BackendEnvironment CudaBackend::environment() const {
   const int64_t dnn = cuda::cudnn_version();  // cuDNN 9: major*10000 + minor*100 + patch; 0 without cuDNN
   e.libraries.emplace_back("cudnn", dnn > 0 ? fmt::format("{}.{}.{}", dnn / 10000, dnn / 100 % 100, dnn % 100)
                                             : std::string("not built in (bf16 attention unavailable)"));
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) {
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(version, &len);
-    std::string v(version, static_cast<size_t>(len));
-    if (auto comma = v.find(','); comma != std::string::npos) v.resize(comma);
-    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
-    e.libraries.emplace_back("mpi", v);
-  }
+  if (std::string mpi = mpi_library_version(); !mpi.empty()) e.libraries.emplace_back("mpi", mpi);
   return e;
 }
 

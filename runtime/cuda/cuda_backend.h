@@ -122,6 +122,12 @@ class CudaBackend final : public Backend {
   // Orders `stream` after the compute issued so far, runs `issue(stream)`, records completion: the Request.
   template <class Issue>
   RequestPtr on_stream(cudaStream_t stream, std::string what, Issue&& issue);
+  // The collective `what` of n elements per rank from `in` to `out` on `c`, on `stream`: on a one-rank group a copy
+  // of `in` to `out` (none in place); else `call(comm, nccl_type, stream)` issues the NCCL calls. `reduces`: the
+  // collective adds (float8 refused).
+  template <class Call>
+  RequestPtr nccl_collective(cudabe::NcclComm& c, cudaStream_t stream, DevPtr in, DevPtr out, int64_t n, bool reduces,
+                             const std::string& what, Call&& call);
   void poll_in_flight(bool block);
   // The fp32 staging buffer of a host transfer or a float8 fill.
   std::shared_ptr<void> staging(int64_t n);

@@ -126,62 +126,53 @@ void CudaBackend::poll_in_flight(bool block) {
   }
 }
 
-RequestPtr CudaBackend::all_reduce(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = fmt::format("all_reduce ({}, {} x {})", to_string(g), n, to_string(in.storage));
+template <class Call>
+RequestPtr CudaBackend::nccl_collective(cudabe::NcclComm& c, cudaStream_t stream, DevPtr in, DevPtr out, int64_t n,
+                                        bool reduces, const std::string& what, Call&& call) {
   same_storage(in, out, what);
-  cudabe::NcclComm& c = comm(g);
   if (!c.get()) {
     copy2d(out, n, in, n, in.ptr == out.ptr ? 0 : 1, n);
-    return on_stream(comm_stream_, what, [](cudaStream_t) {});
+    return on_stream(stream, what, [](cudaStream_t) {});
   }
-  const ncclDataType_t t = nccl_type(in.storage, true, what);
-  return on_stream(comm_stream_, what, [&](cudaStream_t s) {
-    check(ncclAllReduce(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c.get(), s), what.c_str(), "ncclAllReduce");
+  const ncclDataType_t t = nccl_type(in.storage, reduces, what);
+  return on_stream(stream, what, [&](cudaStream_t s) { call(c.get(), t, s); });
+}
+
+namespace {
+std::string collective_text(std::string_view name, Group g, int64_t n, DevPtr in) {
+  return fmt::format("{} ({}, {} x {})", name, to_string(g), n, to_string(in.storage));
+}
+}  // namespace
+
+RequestPtr CudaBackend::all_reduce(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) {
+  const std::string what = collective_text("all_reduce", g, n, in);
+  return nccl_collective(comm(g), comm_stream_, in, out, n, true, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
+    check(ncclAllReduce(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c, s), what.c_str(), "ncclAllReduce");
   });
 }
 
 RequestPtr CudaBackend::all_gather(Group g, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = fmt::format("all_gather ({}, {} x {})", to_string(g), n, to_string(in.storage));
-  same_storage(in, out, what);
-  cudabe::NcclComm& c = comm(g);
-  if (!c.get()) {
-    copy2d(out, n, in, n, 1, n);
-    return on_stream(comm_stream_, what, [](cudaStream_t) {});
-  }
-  const ncclDataType_t t = nccl_type(in.storage, false, what);
-  return on_stream(comm_stream_, what, [&](cudaStream_t s) {
-    check(ncclAllGather(in.ptr, out.ptr, size_t(n), t, c.get(), s), what.c_str(), "ncclAllGather");
+  const std::string what = collective_text("all_gather", g, n, in);
+  return nccl_collective(comm(g), comm_stream_, in, out, n, false, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
+    check(ncclAllGather(in.ptr, out.ptr, size_t(n), t, c, s), what.c_str(), "ncclAllGather");
   });
 }
 
 RequestPtr CudaBackend::reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = fmt::format("reduce_scatter ({}, {} x {})", to_string(g), n, to_string(in.storage));
-  same_storage(in, out, what);
-  cudabe::NcclComm& c = comm(g);
-  if (!c.get()) {
-    copy2d(out, n, in, n, 1, n);
-    return on_stream(comm_stream_, what, [](cudaStream_t) {});
-  }
-  const ncclDataType_t t = nccl_type(in.storage, true, what);
-  return on_stream(comm_stream_, what, [&](cudaStream_t s) {
-    check(ncclReduceScatter(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c.get(), s), what.c_str(), "ncclReduceScatter");
+  const std::string what = collective_text("reduce_scatter", g, n, in);
+  return nccl_collective(comm(g), comm_stream_, in, out, n, true, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
+    check(ncclReduceScatter(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c, s), what.c_str(), "ncclReduceScatter");
   });
 }
 
 RequestPtr CudaBackend::all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = fmt::format("all_to_all ({}, {} x {})", to_string(g), n, to_string(in.storage));
-  same_storage(in, out, what);
-  cudabe::NcclComm& c = comm(g);
-  if (!c.get()) {
-    copy2d(out, n, in, n, 1, n);
-    return on_stream(comm_stream_, what, [](cudaStream_t) {});
-  }
-  const ncclDataType_t t = nccl_type(in.storage, false, what);
-  return on_stream(comm_stream_, what, [&](cudaStream_t s) {
+  const std::string what = collective_text("all_to_all", g, n, in);
+  const int ranks = comm(g).size();
+  return nccl_collective(comm(g), comm_stream_, in, out, n, false, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
     check(ncclGroupStart(), what.c_str(), "ncclGroupStart");
-    for (int peer = 0; peer < c.size(); ++peer) {
-      check(ncclSend(in.at(peer * n).ptr, size_t(n), t, peer, c.get(), s), what.c_str(), "ncclSend");
-      check(ncclRecv(out.at(peer * n).ptr, size_t(n), t, peer, c.get(), s), what.c_str(), "ncclRecv");
+    for (int peer = 0; peer < ranks; ++peer) {
+      check(ncclSend(in.at(peer * n).ptr, size_t(n), t, peer, c, s), what.c_str(), "ncclSend");
+      check(ncclRecv(out.at(peer * n).ptr, size_t(n), t, peer, c, s), what.c_str(), "ncclRecv");
     }
     check(ncclGroupEnd(), what.c_str(), "ncclGroupEnd");
   });
@@ -190,23 +181,17 @@ RequestPtr CudaBackend::all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) {
 RequestPtr CudaBackend::send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) {
   const std::string what =
       fmt::format("send_recv ({}, {} x {}, to {} from {})", to_string(g), n, to_string(send.storage), dst, src);
-  same_storage(send, recv, what);
-  cudabe::NcclComm& c = g == Group::tp ? *tp_p2p_ : *dp_;
-  if (dst < 0 || dst >= c.size() || src < 0 || src >= c.size())
-    throw Error(fmt::format("send_recv: peer ranks {} / {} outside a group of {}", dst, src, c.size()));
+  cudabe::NcclComm& ring = g == Group::tp ? *tp_p2p_ : *dp_;
+  if (dst < 0 || dst >= ring.size() || src < 0 || src >= ring.size())
+    throw Error(fmt::format("send_recv: peer ranks {} / {} outside a group of {}", dst, src, ring.size()));
   // Each communicator on one stream only (cuda_backend.h): the tp ring's own communicator on the p2p stream, so
   // that the next slot travels while the compute stream multiplies this one; the dp communicator on the stream of
   // the dp collectives, which it shares.
   cudaStream_t stream = g == Group::tp ? p2p_stream_ : comm_stream_;
-  if (!c.get()) {
-    copy2d(recv, n, send, n, 1, n);
-    return on_stream(stream, what, [](cudaStream_t) {});
-  }
-  const ncclDataType_t t = nccl_type(send.storage, false, what);
-  return on_stream(stream, what, [&](cudaStream_t s) {
+  return nccl_collective(ring, stream, send, recv, n, false, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
     check(ncclGroupStart(), what.c_str(), "ncclGroupStart");
-    check(ncclSend(send.ptr, size_t(n), t, dst, c.get(), s), what.c_str(), "ncclSend");
-    check(ncclRecv(recv.ptr, size_t(n), t, src, c.get(), s), what.c_str(), "ncclRecv");
+    check(ncclSend(send.ptr, size_t(n), t, dst, c, s), what.c_str(), "ncclSend");
+    check(ncclRecv(recv.ptr, size_t(n), t, src, c, s), what.c_str(), "ncclRecv");
     check(ncclGroupEnd(), what.c_str(), "ncclGroupEnd");
   });
 }
