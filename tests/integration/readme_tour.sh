@@ -79,10 +79,8 @@ def match(quote, out):
         last = ci == len(chunks) - 1
         if ci == 0 and anchored_start:
             starts = [0]
-        elif last and anchored_end:
-            starts = [len(out) - len(chunk)] if len(out) - len(chunk) >= pos else [pos]
-        else:
-            starts = range(pos, len(out) - len(chunk) + 1)
+        else:  # the last chunk of a quote anchored at the end must also end where the output ends (checked below)
+            starts = range(pos, max(pos, len(out) - len(chunk)) + 1)
         best = None  # (lines matched, start) of the closest attempt, for the message
         for s in starts:
             n = 0
@@ -97,7 +95,7 @@ def match(quote, out):
             n, s = best if best else (0, pos)
             printed = out[s + n] if s + n < len(out) else "(end of output)"
             if n == len(chunk):  # matched, but the output goes on where the quote ends
-                return (qi + n - 1, "(end of output)", printed)
+                return (qi + n - 1, "(end of output after this line)", printed)
             return (qi + n, chunk[n], printed)
         qi += len(chunk) + 1
     return None
