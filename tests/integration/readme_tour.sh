@@ -9,7 +9,8 @@
 #              order written). A line `...` stands for any number of lines (none included). The quoted lines are
 #              compared in order with what the commands printed, exactly after trailing spaces are removed: the
 #              first quoted line is the output's first line unless the quote starts with `...`, the last is its
-#              last line unless the quote ends with `...`.
+#              last line unless the quote ends with `...`. Under mpirun, the ranks' stdout and stderr reach the
+#              pipe in no fixed order: quote only lines whose place does not depend on it.
 # Any other fenced block in the tour (```yaml, ```json, ...) is left alone. Commands run with the build's tp-plan and
 # tp-run first on PATH, in a scratch folder where `examples` and `tests` are the repository's, so a later block can use
 # what an earlier one wrote (best.yaml). The test fails, naming the command and the first quoted line that differs
