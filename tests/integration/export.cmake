@@ -29,8 +29,9 @@ if(TARGET tp-plan)
                     ${TP_PLAN} export ${P}/per_linear_gather.yaml --config ${TPTUNE_EXAMPLES}/llama3-8b-h100.yaml)
 endif()
 
-# The README's tour, as written, with the build's tools (tests/integration/readme_tour.sh). Its mpirun commands get
-# the MPI tests' environment (oversubscription and root allowed, one thread per rank).
+# The README's tour, as written, with the build's tools, and every output it quotes compared with what the commands
+# print (tests/integration/readme_tour.sh; python3, as .ci/install-deps installs). Its mpirun commands get the MPI
+# tests' environment (oversubscription and root allowed, one thread per rank).
 if(TARGET tp-plan AND TARGET tp-run)
   add_test(NAME "README tour runs as written"
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/readme_tour.sh ${CMAKE_SOURCE_DIR} $<TARGET_FILE_DIR:tp-plan>
