@@ -1,7 +1,7 @@
 # gperftools' tcmalloc (the minimal library: malloc only, no profiler) for tp-plan and bench_search. The search
-# builds and frees a Program per candidate and the allocator is about a third of its instructions (README,
-# "Measurements"); with tcmalloc the default 405B search measured 21.1 -> 14.0 ms on one thread and 11.7 -> 8.1 ms on
-# two (bench_search, medians of 5, same machine). Predictions do not change: only the allocator does.
+# builds and frees a Program per candidate, and the allocator is a large share of its instructions (bench_search
+# measures the difference; the commit that added this file quotes it). Predictions do not change: only the allocator
+# does.
 #
 # -DTPTUNE_TCMALLOC=AUTO (default: when pkg-config finds libtcmalloc_minimal, Debian's libgoogle-perftools-dev),
 # ON (required), OFF. Never with sanitizers (ASan brings its own allocator). tp-run, the tests and the callgrind gate

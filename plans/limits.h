@@ -3,7 +3,7 @@
 // so that an error names the file:line or the option. Generous but physical: each range is far above any model or
 // cluster built so far (Llama 3 405B: dim 16384, 126 layers, 128 heads, ffn 53248, vocab 128256) and low enough that
 // the products the lowering and simulator form fit 64-bit integers or fail with a clear error (plans/checked_math.h).
-// The README's "Config YAML" section lists the same ranges.
+// docs/file-formats.md ("Config YAML") lists the same ranges.
 
 #include <cstdint>
 

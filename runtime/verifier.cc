@@ -36,7 +36,7 @@ constexpr double kMaxRel = 1e-4;
 // noise of its inputs), so bf16 bounds the l2 relative error: 5e-2, three times the estimate. A wrong plan (a missing
 // all-reduce halves a gradient at tp 2, a wrong shard permutes it) gives 0.1 to 1 and still fails, as the
 // integration tests' wrong plans do. The loss is a mean of fp32 statistics over bf16 logits: 1e-2.
-// These are estimates from the rounding arithmetic; the GPU runs have not been measured yet (README).
+// These are estimates from the rounding arithmetic; the GPU runs have not been measured yet (docs/gpu-backend.md).
 constexpr double kBf16RelL2 = 5e-2, kBf16Loss = 1e-2;
 
 struct Tolerances {

@@ -1,4 +1,4 @@
-// verify and profile through the CUDA backend, at tp 1 on one GPU (the multi-GPU runs are mpirun jobs: README).
+// verify and profile through the CUDA backend, at tp 1 on one GPU (the multi-GPU runs are mpirun jobs: docs/gpu-backend.md).
 // [cuda]: skipped without a device.
 #include <cmath>
 
