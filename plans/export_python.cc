@@ -35,18 +35,7 @@ struct Rendered {
 // The style's constructor call; arguments equal to torch's defaults are left out.
 Rendered render(const PlanEntry& e, bool float8_tensorwise) {
   const ParallelStyle& s = e.style;
-  const ParallelStyle def = [&] {
-    switch (s.kind) {
-      case StyleKind::colwise:
-        return ParallelStyle::colwise();
-      case StyleKind::rowwise:
-        return ParallelStyle::rowwise();
-      case StyleKind::sequence_parallel:
-        return ParallelStyle::sequence_parallel();
-      default:
-        return ParallelStyle::no_parallel();
-    }
-  }();
+  const ParallelStyle def = ParallelStyle::defaults(s.kind);
   // torchtitan swaps in torchao's float8 styles for the block linears only (embedding and output stay bf16).
   const bool f8 = float8_tensorwise && in_block(e.pattern);
   std::vector<std::string> args;

@@ -48,6 +48,21 @@ ParallelStyle ParallelStyle::no_parallel() {
   return {StyleKind::no_parallel, Placement::R(), Placement::R(), Placement::R(), true};
 }
 
+ParallelStyle ParallelStyle::defaults(StyleKind k) {
+  switch (k) {
+    case StyleKind::colwise:
+      return colwise();
+    case StyleKind::rowwise:
+      return rowwise();
+    case StyleKind::sequence_parallel:
+      return sequence_parallel();
+    case StyleKind::prepare_module_input:
+    case StyleKind::no_parallel:
+      break;
+  }
+  return no_parallel();
+}
+
 std::string to_string(const ParallelStyle& s) {
   const char* local = s.use_local_output ? ", local" : "";
   switch (s.kind) {

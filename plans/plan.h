@@ -71,6 +71,9 @@ struct ParallelStyle {
   static ParallelStyle sequence_parallel();
   static ParallelStyle prepare_module_input(Placement input, Placement desired);
   static ParallelStyle no_parallel();
+  // The style of kind `k` with torch's constructor defaults; prepare_module_input has no defaults (its layouts are
+  // required) and gives no_parallel().
+  static ParallelStyle defaults(StyleKind k);
   bool operator==(const ParallelStyle&) const = default;
 };
 // Canonical one-line form: "rowwise(input R, output S(1), local)".

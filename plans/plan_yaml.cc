@@ -90,18 +90,9 @@ bool valid_pattern(const std::string& p) {
 ParallelStyle read_style(const YamlDoc& doc, const YAML::Node& n, const std::string& key) {
   if (yaml::is_scalar(n)) {  // bare style name
     const StyleKind k = parse_style_kind(doc.choice(n, key + ".style", style_names()));
-    switch (k) {
-      case StyleKind::colwise:
-        return ParallelStyle::colwise();
-      case StyleKind::rowwise:
-        return ParallelStyle::rowwise();
-      case StyleKind::sequence_parallel:
-        return ParallelStyle::sequence_parallel();
-      case StyleKind::no_parallel:
-        return ParallelStyle::no_parallel();
-      case StyleKind::prepare_module_input:
-        doc.fail_msg(n, key, "prepare_module_input needs input_layouts and desired_input_layouts; write it as a map");
-    }
+    if (k == StyleKind::prepare_module_input)
+      doc.fail_msg(n, key, "prepare_module_input needs input_layouts and desired_input_layouts; write it as a map");
+    return ParallelStyle::defaults(k);
   }
   if (!n.IsMap()) doc.fail(n, key, "a style name or a map {style: ..., <layouts>}");
   doc.check_map(n, key, {"style", "input_layouts", "desired_input_layouts", "output_layouts", "use_local_output"});
@@ -118,25 +109,11 @@ ParallelStyle read_style(const YamlDoc& doc, const YAML::Node& n, const std::str
                      : fmt::format("{} does not take {}; it takes {}", to_string(kind), k, fmt::join(takes, ", ")));
   }
 
-  ParallelStyle s;
-  switch (kind) {
-    case StyleKind::colwise:
-      s = ParallelStyle::colwise();
-      break;
-    case StyleKind::rowwise:
-      s = ParallelStyle::rowwise();
-      break;
-    case StyleKind::sequence_parallel:
-      s = ParallelStyle::sequence_parallel();
-      break;
-    case StyleKind::no_parallel:
-      s = ParallelStyle::no_parallel();
-      break;
-    case StyleKind::prepare_module_input:
-      for (const char* k : {"input_layouts", "desired_input_layouts"})
-        if (!n[k].IsDefined()) doc.fail_msg(n, key + "." + k, "missing; prepare_module_input needs both layouts");
-      s = ParallelStyle::prepare_module_input(Placement::R(), Placement::R());  // both read below
-      break;
+  ParallelStyle s = ParallelStyle::defaults(kind);
+  if (kind == StyleKind::prepare_module_input) {
+    for (const char* k : {"input_layouts", "desired_input_layouts"})
+      if (!n[k].IsDefined()) doc.fail_msg(n, key + "." + k, "missing; prepare_module_input needs both layouts");
+    s = ParallelStyle::prepare_module_input(Placement::R(), Placement::R());  // both read below
   }
   // colwise and rowwise redistribute the declared input to the layout they compute on, which the style fixes; only
   // prepare_module_input has a desired layout of its own.
