@@ -53,7 +53,7 @@ bool CandidateEvaluator::evaluate_from_batch(CandidateResult& r, const Candidate
                                              BatchState& batch) {
   if (batch.first && !batch.program && batch.first->plan.local_batch_size == c.local_batch_size &&
       batch.first->plan.activation_checkpointing == c.ac) {
-    // largest_fitting_batch()'s Program at this batch size (its only probe, or one lowered with lower_each).
+    // largest_fitting_batch()'s Program at this batch size (its only probe, or its last one with lower_each).
     evaluate_into(r, *batch.first, plan.source, c.gradient_accumulation_steps);
     return true;
   }
