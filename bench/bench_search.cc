@@ -8,11 +8,8 @@
 //   ninja -C build bench_search && build/bench/bench_search
 //   build/bench/bench_search --benchmark_filter=405B/threads:1
 //
-// Arguments: threads (0 = all), opt (1: the larger-batch memory shortcut on, as by default; 0: off, every candidate
-// lowered — the "before" of that optimisation), memo (1: op-cost memo on; off by default, see sim/search/search.h),
-// fast (1: lowering shared across activation-checkpointing policies and batch-parametric Programs, as by default;
-// 0: every candidate lowered, the "before" of issue 13's fast path; sim/search/search.h), bound (k > 0: branch-and-bound
-// keeping the top k exact, SearchOptions::bound_top, as `tp-plan search --bound --top k`; 0: off, the default).
+// Arguments: threads (0 = all), bound (k > 0: branch-and-bound keeping the top k exact, SearchOptions::bound_top, as
+// `tp-plan search --bound --top k`; 0: off, the default).
 // Counters: candidates, feasible, pruned_bound (candidates the bound skipped), lowered (lower() or lower_unfinished()
 // calls), finished (finish_lowering()), patched (Programs from a BatchProgram), and the per-phase breakdown of the last
 // search in ms summed over threads (ms_constraints, ms_lower, ms_finish, ms_patch, ms_memory, ms_cost, ms_schedule,
@@ -26,8 +23,8 @@
 
 #include "bench/bench_environment.h"
 #include "plans/config.h"
-#include "sim/search/search.h"
 #include "sim/search/constraints.h"
+#include "sim/search/search.h"
 
 using namespace tptune;
 
@@ -40,10 +37,7 @@ Config example_config(const char* example) {
 void run(benchmark::State& state, const Config& cfg) {
   SearchOptions o;
   o.threads = static_cast<int>(state.range(0));
-  o.skip_larger_batches = state.range(1) != 0;
-  o.memoize_op_costs = state.range(2) != 0;
-  o.batch_parametric = o.share_policy_lowering = state.range(3) != 0;
-  o.bound_top = static_cast<size_t>(state.range(4));
+  o.bound_top = static_cast<size_t>(state.range(1));
   SearchResult r;
   for (auto _ : state) {
     r = search(cfg, o);
@@ -51,7 +45,8 @@ void run(benchmark::State& state, const Config& cfg) {
   }
   state.counters["candidates"] = static_cast<double>(r.evaluated);
   state.counters["feasible"] = static_cast<double>(r.feasible);
-  state.counters["pruned_bound"] = static_cast<double>(r.pruned.count(prune::kBound) ? r.pruned.at(prune::kBound) : 0);
+  const auto n = [&](PruneReason reason) { return r.pruned.count(reason) ? r.pruned.at(reason) : size_t{0}; };
+  state.counters["pruned_bound"] = static_cast<double>(n(PruneReason::bound));
   state.counters["lowered"] = static_cast<double>(r.lowered);
   state.counters["finished"] = static_cast<double>(r.finished);
   state.counters["patched"] = static_cast<double>(r.patched);
@@ -64,14 +59,10 @@ void run(benchmark::State& state, const Config& cfg) {
   // The candidates the simulator decided (feasible, or proved out of memory, below the bound or below the minimum
   // throughput), leaving out those a static rule refused before any model ran (divisibility, async TP without
   // sequence parallel, redundant at tp 1, ...).
-  const auto n = [&](const char* reason) { return r.pruned.count(reason) ? r.pruned.at(reason) : size_t{0}; };
-  const size_t decided = r.feasible + n(prune::kMemory) + n(prune::kBound) + n(prune::kMinThroughput);
+  const size_t decided = r.feasible + n(PruneReason::memory) + n(PruneReason::bound) + n(PruneReason::min_throughput);
   state.counters["decided"] = static_cast<double>(decided);
   state.counters["decided_per_s"] = benchmark::Counter(
       static_cast<double>(decided) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  if (r.memo_hits + r.memo_misses)
-    state.counters["memo_hit_pct"] =
-        100.0 * static_cast<double>(r.memo_hits) / static_cast<double>(r.memo_hits + r.memo_misses);
 }
 
 void BM_Search405B(benchmark::State& state) { run(state, example_config("llama3-405b-h100.yaml")); }
@@ -82,18 +73,15 @@ void BM_Search8BSeq(benchmark::State& state) {
   run(state, cfg);
 }
 
-// threads (0 = all), opt, memo, fast, bound: the default search, then each optimisation off or on, then 2 threads and
-// every core, then branch-and-bound for the top 10 (tp-plan search's default --top) on 1 and 2 threads.
+// threads (0 = all), bound: the default search on 1 and 2 threads and every core, then branch-and-bound for the top 10
+// (tp-plan search's default --top) on 1 and 2 threads.
 void search_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"threads", "opt", "memo", "fast", "bound"})
-      ->Args({1, 1, 0, 1, 0})
-      ->Args({1, 1, 0, 0, 0})
-      ->Args({1, 0, 0, 1, 0})
-      ->Args({1, 1, 1, 1, 0})
-      ->Args({2, 1, 0, 1, 0})
-      ->Args({0, 1, 0, 1, 0})
-      ->Args({1, 1, 0, 1, 10})
-      ->Args({2, 1, 0, 1, 10})
+  b->ArgNames({"threads", "bound"})
+      ->Args({1, 0})
+      ->Args({2, 0})
+      ->Args({0, 0})
+      ->Args({1, 10})
+      ->Args({2, 10})
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
       ->MinTime(2.0);
@@ -105,9 +93,9 @@ BENCHMARK(BM_Search8BSeq)->Apply(search_args);
 // 1-8, local batch 1-24), with branch-and-bound for the top 10 as the example says to run it, on 1 and 2 threads.
 void BM_Search405BAcLayers(benchmark::State& state) { run(state, example_config("llama3-405b-ac-layers.yaml")); }
 BENCHMARK(BM_Search405BAcLayers)
-    ->ArgNames({"threads", "opt", "memo", "fast", "bound"})
-    ->Args({1, 1, 0, 1, 10})
-    ->Args({2, 1, 0, 1, 10})
+    ->ArgNames({"threads", "bound"})
+    ->Args({1, 10})
+    ->Args({2, 10})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

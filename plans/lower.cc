@@ -12,6 +12,7 @@
 #include "plans/checked_math.h"
 #include "plans/error.h"
 #include "plans/limits.h"
+#include "plans/lower_incremental.h"
 #include "plans/lower_layers.h"
 #include "plans/module_names.h"
 

@@ -5,9 +5,9 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/report/html_report.h"
-#include "sim/search/search.h"
-#include "sim/search/constraints.h"
 #include "sim/report/search_report.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
 
 namespace tptune {
 
@@ -44,11 +44,11 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
   in.facts = {model_fact(cfg.model), cluster_fact(cfg, r.cluster, fmt::format("{}", fmt::join(r.space.seq_lens, ", "))),
               fmt::format("{} candidates, {} feasible, objective {}, memory headroom {:g} GiB; config {}", r.evaluated,
                           r.feasible, to_string(r.space.objective), r.space.memory_headroom_gib, cfg.path)};
-  for (const auto& [reason, n] : r.pruned) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
+  for (const auto& [reason, n] : pruned_by_text(r)) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
   for (const CandidateResult& c : r.results) {
     // Lowered candidates; not those the branch-and-bound skipped (`--bound`): they have a memory but no schedule, and
     // are not over the limit, so they have no point to draw (the facts above count them).
-    if (!c.has_memory || c.pruned == prune::kBound) continue;
+    if (!c.has_memory || c.pruned == PruneReason::bound) continue;
     const Candidate& x = c.candidate;
     ReportPoint p;
     p.tp = x.tp;

@@ -76,8 +76,9 @@ std::string changes(const Plan& from, const Plan& to) {
   return c.empty() ? "nothing (the same program)" : fmt::format("{}", fmt::join(c, ", "));
 }
 
+// By count, largest first; ties by text.
 std::string pruned_lines(const SearchResult& r) {
-  std::vector<std::pair<std::string, size_t>> v(r.pruned.begin(), r.pruned.end());
+  std::vector<std::pair<std::string, size_t>> v = pruned_by_text(r);
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string o;
   for (const auto& [reason, n] : v) append(o, "  {:6}  {}\n", n, reason);
@@ -303,6 +304,13 @@ std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& b
   return o;
 }
 
+std::vector<std::pair<std::string, size_t>> pruned_by_text(const SearchResult& r) {
+  std::vector<std::pair<std::string, size_t>> v;
+  for (const auto& [cause, n] : r.pruned) v.emplace_back(to_string(cause), n);
+  std::sort(v.begin(), v.end());  // the texts are distinct
+  return v;
+}
+
 std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k) {
   std::string o = header(cfg, r);
   append(o, "\nno candidate fits: every one of the {} was pruned.\n", r.evaluated);
@@ -311,7 +319,7 @@ std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k
   const size_t n = std::min(k, r.closest.size());
   for (size_t i = 0; i < n; ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.closest[i])];
-    append(o, "  {}\n    {}: {}\n", describe(r.space, c.candidate), c.pruned, c.detail);
+    append(o, "  {}\n    {}: {}\n", describe(r.space, c.candidate), to_string(c.pruned), c.detail);
   }
   return o;
 }
@@ -354,7 +362,7 @@ nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& b
   if (r.space.searches_seq_len()) j["seq_lens"] = r.space.seq_lens;
   j["feasible"] = r.feasible;
   j["pruned"] = nlohmann::json::object();
-  for (const auto& [reason, n] : r.pruned) j["pruned"][reason] = n;
+  for (const auto& [reason, n] : r.pruned) j["pruned"][to_string(reason)] = n;
   j["elapsed_ms"] = r.elapsed_ms;
   j["threads"] = r.threads;
   j["objective"] = std::string(to_string(r.space.objective));
@@ -399,8 +407,9 @@ nlohmann::json search_json(const SearchResult& r, const std::vector<Baseline>& b
     j["closest"] = nlohmann::json::array();
     for (size_t i = 0; i < std::min(k, r.closest.size()); ++i) {
       const CandidateResult& c = r.results[static_cast<size_t>(r.closest[i])];
-      nlohmann::json e{
-          {"plan", plan_summary_json(result_plan(r, r.closest[i]))}, {"reason", c.pruned}, {"detail", c.detail}};
+      nlohmann::json e{{"plan", plan_summary_json(result_plan(r, r.closest[i]))},
+                       {"reason", to_string(c.pruned)},
+                       {"detail", c.detail}};
       if (c.has_memory) e["peak_memory_gib"] = c.report.memory.peak / kGiB;
       j["closest"].push_back(std::move(e));
     }

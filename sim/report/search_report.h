@@ -69,6 +69,8 @@ double cost_per_million_tokens(const StepReport& s, double gpu_hour_price);
 std::string pareto_text(const SearchResult& r);
 // The winner against the baselines: a table and the per-sequence time deltas.
 std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& baselines);
+// The pruned counts as printed: (reason text, candidates) in the order of the text (to_string(PruneCause)).
+std::vector<std::pair<std::string, size_t>> pruned_by_text(const SearchResult& r);
 // When nothing is feasible: why, and the `k` closest candidates with their reasons.
 std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k);
 

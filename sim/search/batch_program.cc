@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower_incremental.h"
 
 namespace tptune {
 

@@ -13,12 +13,12 @@
 // inequality too; tests/sim/search_bound_test.cc checks bound <= step time for every candidate of the examples.
 //
 // Pruning. A candidate whose tokens/s upper bound is below the tokens/s of k candidates already found feasible can
-// not be in the top k (ranks_before, sim/search/search.h: tokens/s first); if one of them also needs no more memory than it,
-// it is not on the Pareto front (sim/search/pareto.h: it is slower than something that needs no more memory) and,
-// being slower, its removal changes no other candidate's place on it. The search prunes such a candidate as
-// prune::kBound, so the first k of the ranking and the Pareto front equal brute force's, whichever order the worker
-// threads finish in; only which candidates are pruned (the "bound" count) may vary between runs with threads > 1.
-// Valid for the tokens_per_second and cost_per_token objectives (the same order); off for step_time and memory.
+// not be in the top k (ranks_before, sim/search/search.h: tokens/s first); if one of them also needs no more memory
+// than it, it is not on the Pareto front (sim/search/pareto.h: it is slower than something that needs no more memory)
+// and, being slower, its removal changes no other candidate's place on it. The search prunes such a candidate as
+// PruneReason::bound, so the first k of the ranking and the Pareto front equal brute force's, whichever order the
+// worker threads finish in; only which candidates are pruned (the "bound" count) may vary between runs with threads
+// > 1. Valid for the tokens_per_second and cost_per_token objectives (the same order); off for step_time and memory.
 // Gradient accumulation (search.gradient_accumulation): the bound is one microbatch's Program's, and the step of ga
 // microbatches (sim/accumulation.h) is not bounded by it in tokens/s terms without a per-microbatch bound, so the
 // evaluator does not bound-prune a candidate with ga > 1 (it is scheduled; exactness is kept, only the saving lost).
@@ -34,9 +34,9 @@ namespace tptune {
 
 // max over streams of the summed op durations, microseconds, lowered by the 1e-9 margin: <= schedule()'s step time.
 double step_time_lower_bound_us(const Program& p, const OpCosts& costs);
-// The same bound for every block count k of a Program split by ac_layers (plans/lower.h set_ac_layers()), from one
-// costing: per stream, the segments outside the block backward, plus (L - k) x one block without recompute plus
-// k x one checkpointed block; equal to step_time_lower_bound_us() of the Program at k but for rounding, which the
+// The same bound for every block count k of a Program split by ac_layers (plans/lower_incremental.h set_ac_layers()),
+// from one costing: per stream, the segments outside the block backward, plus (L - k) x one block without recompute
+// plus k x one checkpointed block; equal to step_time_lower_bound_us() of the Program at k but for rounding, which the
 // margin covers.
 struct SplitStreamSums {
   double fixed[kStreams] = {};         // every segment but the two block backward ones, instances included

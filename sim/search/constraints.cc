@@ -8,57 +8,60 @@ namespace tptune {
 
 namespace {
 
-Verdict fail(const char* reason, std::string detail) { return Verdict{reason, std::move(detail)}; }
+Verdict fail(PruneReason reason, std::string detail) { return Verdict{reason, std::move(detail)}; }
 
 }  // namespace
 
 Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c) {
   const Model& m = cfg.model;
   const int tp = c.tp, gpn = cluster.gpus_per_node;
-  if (tp <= 0 || s.world_size % tp != 0) return fail(prune::kWorld, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
+  if (tp <= 0 || s.world_size % tp != 0)
+    return fail(PruneReason::world, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
   if (c.dp <= 0)
-    return fail(c.dp_replicate > 1 ? prune::kReplicateWorld : prune::kWorld,
+    return fail(c.dp_replicate > 1 ? PruneReason::replicate_world : PruneReason::world,
                 fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
   // local batch (<= 2^16) x dp_shard x dp_replicate (their product <= world <= 2^20): no overflow.
   const int64_t global = c.local_batch_size * c.dp * c.dp_replicate;
   if (s.gradient_accumulation && s.global_batch_size > 0 && s.global_batch_size % global != 0)
-    return fail(prune::kGlobalBatchMultiple,
+    return fail(PruneReason::global_batch_multiple,
                 fmt::format("global_batch_size {} vs local batch {} x dp {} x dp_replicate {} = {}",
                             s.global_batch_size, c.local_batch_size, c.dp, c.dp_replicate, global));
   if (!s.gradient_accumulation && s.global_batch_size > 0 && global != s.global_batch_size)
-    return fail(prune::kGlobalBatch,
+    return fail(PruneReason::global_batch,
                 c.dp_replicate > 1
                     ? fmt::format("local batch {} x dp {} x dp_replicate {} = {} vs global_batch_size {}",
                                   c.local_batch_size, c.dp, c.dp_replicate, global, s.global_batch_size)
                     : fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp,
                                   global, s.global_batch_size));
-  if (tp % gpn != 0 && gpn % tp != 0) return fail(prune::kStraddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
+  if (tp % gpn != 0 && gpn % tp != 0)
+    return fail(PruneReason::straddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
   const PlanFamily& family = s.families.at(static_cast<size_t>(c.family));
   const bool fsdp_always = family.preset ? s.framework != "dtensor" : family.file_plan.fsdp_always;
   if (c.dp_replicate > 1 && c.dp == 1 && !fsdp_always)
-    return fail(prune::kReplicateDdp,
+    return fail(PruneReason::replicate_ddp,
                 fmt::format("dp_replicate {} x dp_shard 1: torchtitan applies DDP", c.dp_replicate));
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
-    return fail(prune::kFloat8Gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
+    return fail(PruneReason::float8_gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
   const PlanFamily& fam = s.families.at(static_cast<size_t>(c.family));
   if (tp > 1 && fam.preset) {
     // What both presets shard over tp: heads (wq/wk/wv colwise, wo rowwise), the MLP hidden dim (w1/w3 colwise, w2
     // rowwise), the vocabulary (tok_embeddings rowwise on rows, output colwise on its vocab outputs).
-    if (m.n_heads % tp) return fail(prune::kHeads, fmt::format("tp {} vs n_heads {}", tp, m.n_heads));
-    if (m.n_kv_heads % tp) return fail(prune::kKvHeads, fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads));
-    if (m.ffn_dim % tp) return fail(prune::kFfn, fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim));
-    if (m.vocab_size % tp) return fail(prune::kVocab, fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size));
+    if (m.n_heads % tp) return fail(PruneReason::heads, fmt::format("tp {} vs n_heads {}", tp, m.n_heads));
+    if (m.n_kv_heads % tp) return fail(PruneReason::kv_heads, fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads));
+    if (m.ffn_dim % tp) return fail(PruneReason::ffn, fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim));
+    if (m.vocab_size % tp) return fail(PruneReason::vocab, fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size));
     if (fam.sequence_parallel && c.seq_len % tp)  // the candidate's (search.seq_lens), not training.seq_len
-      return fail(prune::kSeq, fmt::format("tp {} vs seq_len {}", tp, c.seq_len));
+      return fail(PruneReason::seq, fmt::format("tp {} vs seq_len {}", tp, c.seq_len));
     if (c.async_tp && !fam.sequence_parallel)
-      return fail(prune::kAsyncNeedsSp, fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
+      return fail(PruneReason::async_needs_sp,
+                  fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
   }
   if (tp > 1 && c.async_tp && is_rowwise(c.float8) && s.framework == "dtensor")
-    return fail(prune::kAsyncRowwise, "torchtitan pairs async TP with bf16 or float8 tensorwise");
+    return fail(PruneReason::async_rowwise, "torchtitan pairs async TP with bf16 or float8 tensorwise");
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);
     if (rep.family != c.family || rep.async_tp != c.async_tp || rep.loss_parallel != c.loss_parallel)
-      return fail(prune::kRedundant,
+      return fail(PruneReason::redundant,
                   fmt::format("same program as tp 1 {} async_tp={} loss_parallel={}",
                               s.families.at(static_cast<size_t>(rep.family)).name, rep.async_tp, rep.loss_parallel));
   }
@@ -77,7 +80,7 @@ Candidate tp1_representative(const ResolvedSpace& s, const Candidate& c) {
   return r;
 }
 
-std::string error_reason(const std::string& stage, const std::string& message, const std::string& plan_source) {
+PruneCause error_reason(PruneReason stage, const std::string& message, const std::string& plan_source) {
   std::string m = message;
   if (!plan_source.empty() && m.rfind(plan_source + ": ", 0) == 0) m = m.substr(plan_source.size() + 2);
   // Keep "<module>: <first clause>", or just the first clause when the message does not start with a module FQN
@@ -99,7 +102,7 @@ std::string error_reason(const std::string& stage, const std::string& message, c
       out += m[i];
     }
   }
-  return stage + ": " + out;
+  return PruneCause(stage, std::move(out));
 }
 
 }  // namespace tptune

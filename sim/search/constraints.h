@@ -29,44 +29,21 @@
 //                                              first async and loss-parallel values of the space), which is evaluated
 // Late reasons: `out of memory` (peak + memory_headroom_gib > capacity), `below min tokens/s`
 // (search.min_tokens_per_second_per_gpu, after the simulation), and any tptune::Error of the lowering or
-// the cost model, counted by its class (lowering_reason()).
+// the cost model, counted by its class (error_reason()). Each reason is a PruneReason (sim/search/prune_reason.h).
 
 #include <string>
 
 #include "plans/config.h"
 #include "sim/cluster_spec.h"
+#include "sim/search/prune_reason.h"
 #include "sim/search/space.h"
 
 namespace tptune {
 
-namespace prune {
-inline constexpr const char* kWorld = "tp does not divide the world size";
-inline constexpr const char* kReplicateWorld = "tp x dp_replicate does not divide the world size";
-inline constexpr const char* kReplicateDdp = "dp_replicate with dp_shard 1 is DDP (not modelled)";
-inline constexpr const char* kGlobalBatch = "local batch x dp is not search.global_batch_size";
-inline constexpr const char* kGlobalBatchMultiple =
-    "search.global_batch_size is not a multiple of local batch x dp (gradient accumulation)";
-inline constexpr const char* kStraddle = "tp group straddles nodes (tp and gpus_per_node do not divide one another)";
-inline constexpr const char* kFloat8Gpu = "float8 needs a GPU with float8";
-inline constexpr const char* kHeads = "tp does not divide n_heads";
-inline constexpr const char* kKvHeads = "tp does not divide n_kv_heads";
-inline constexpr const char* kFfn = "tp does not divide ffn_dim";
-inline constexpr const char* kVocab = "tp does not divide vocab_size";
-inline constexpr const char* kSeq = "tp does not divide seq_len (sequence parallel)";
-inline constexpr const char* kAsyncNeedsSp = "async TP needs sequence parallel";
-inline constexpr const char* kAsyncRowwise = "async TP with float8 rowwise is not supported";
-inline constexpr const char* kRedundant = "redundant at tp 1 (same program as another candidate)";
-inline constexpr const char* kMemory = "out of memory (with the headroom)";
-inline constexpr const char* kMinThroughput = "below search.min_tokens_per_second_per_gpu";
-// Branch-and-bound (SearchOptions::bound_top; sim/search/bound.h): its step-time lower bound shows that it is neither
-// in the top k nor on the Pareto front, so it is not scheduled.
-inline constexpr const char* kBound = "bound";
-}  // namespace prune
-
 struct Verdict {
-  const char* reason = nullptr;  // one of prune::k*, or nullptr when the candidate passes
-  std::string detail;            // one line with the numbers ("tp 16 vs n_kv_heads 8")
-  bool ok() const { return reason == nullptr; }
+  PruneReason reason = PruneReason::none;  // a static reason, or none when the candidate passes
+  std::string detail;                      // one line with the numbers ("tp 16 vs n_kv_heads 8")
+  bool ok() const { return reason == PruneReason::none; }
 };
 
 // The static checks above, in that order (the first failing one is the reason).
@@ -76,9 +53,10 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
 // its own representative.
 Candidate tp1_representative(const ResolvedSpace& s, const Candidate& c);
 
-// The class of a lowering or simulation error message, for counting: the plan's source prefix dropped, the module
-// and the first clause kept, numbers replaced by N. "layers.0.attention.wk: tp 16 does not divide the 8 heads: ..."
-// -> "lowering: layers.N.attention.wk: tp N does not divide the N heads".
-std::string error_reason(const std::string& stage, const std::string& message, const std::string& plan_source);
+// The cause of a lowering or simulation error (`stage`: PruneReason::lowering or ::simulation) with the class of its
+// message, for counting: the plan's source prefix dropped, the module and the first clause kept, numbers replaced by
+// N. "layers.0.attention.wk: tp 16 does not divide the 8 heads: ..." -> class "layers.N.attention.wk: tp N does not
+// divide the N heads", printed "lowering: layers.N.attention.wk: tp N does not divide the N heads".
+PruneCause error_reason(PruneReason stage, const std::string& message, const std::string& plan_source);
 
 }  // namespace tptune

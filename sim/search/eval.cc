@@ -6,9 +6,9 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/lower_incremental.h"
 #include "sim/memory.h"
 #include "sim/search/constraints.h"
-#include "sim/shared_machine.h"
 #include "sim/timeline.h"
 
 namespace tptune {
@@ -17,13 +17,9 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-int64_t dtype_of(const Program& p, const std::vector<TensorId>& ts) {
-  return ts.empty() ? -1 : static_cast<int64_t>(p.tensor(ts[0]).dtype);
-}
-
 // The plan the search lowers: one microbatch (gradient accumulation 1), so that the candidates of one structure,
 // whose accumulation steps differ with the local batch, share Programs (BatchProgram, AC and async-TP lowerings);
-// evaluate_program() applies the candidate's steps to the report.
+// evaluate_into() applies the candidate's steps to the report.
 Plan microbatch_plan(const ResolvedSpace& s, Candidate c) {
   c.gradient_accumulation_steps = 1;
   return candidate_plan(s, c);
@@ -31,224 +27,170 @@ Plan microbatch_plan(const ResolvedSpace& s, Candidate c) {
 
 }  // namespace
 
-size_t OpKeyHash::operator()(const OpKey& k) const {
-  // 64-bit mix of every field (splitmix64 finalizer over a running combination).
-  uint64_t h = 0x9e3779b97f4a7c15ull;
-  for (int64_t x : k.v) {
-    h ^= static_cast<uint64_t>(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-    h ^= h >> 31;
-  }
-  return static_cast<size_t>(h);
-}
-
-OpKey op_key(const Op& op, const Program& p) {
-  OpKey k;
-  auto& v = k.v;
-  v[0] = static_cast<int64_t>(op.kind.index());
-  v[1] = dtype_of(p, op.inputs);   // compute_cost reads the first input's dtype (attention, loss, casts)
-  v[2] = dtype_of(p, op.outputs);  // ... and the first output's (embedding)
-  // The fallback dtype when an op has no tensors, and the program-wide switches compute_cost reads: compile (fused
-  // elementwise traffic, fused amax) and rowwise float8 (the rowwise GEMM factor).
-  v[3] = static_cast<int64_t>(p.training.dtype) | (p.training.compiled(p.plan.async_tp) ? 1 << 8 : 0) |
-         (is_rowwise(p.plan.float8) ? 1 << 9 : 0);
-  v[4] = static_cast<int64_t>(op.chunk.pattern);
-  v[5] = op.chunk.step;
-  v[6] = op.chunk.count;
-  std::visit(
-      [&](const auto& o) {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, GemmOp>) {
-          v[7] = o.m, v[8] = o.n, v[9] = o.k;
-          v[10] = static_cast<int64_t>(o.a_dtype), v[11] = static_cast<int64_t>(o.b_dtype);
-          v[12] = static_cast<int64_t>(o.c_dtype);
-          v[13] = (o.trans_a ? 1 : 0) | (o.trans_b ? 2 : 0) | (o.accumulate ? 4 : 0);
-        } else if constexpr (std::is_same_v<T, AttentionOp>) {
-          v[7] = o.batch, v[8] = o.seq, v[9] = o.n_heads, v[10] = o.n_kv_heads, v[11] = o.head_dim;
-          v[12] = (o.causal ? 1 : 0) | (o.backward ? 2 : 0);
-        } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
-          v[7] = static_cast<int64_t>(o.fn), v[8] = o.bytes, v[9] = o.flops, v[10] = o.dim;
-        } else if constexpr (std::is_same_v<T, EmbeddingOp>) {
-          v[7] = o.tokens, v[8] = o.vocab_local, v[9] = o.dim_local;
-          v[10] = (o.vocab_sharded ? 1 : 0) | (o.backward ? 2 : 0);
-        } else if constexpr (std::is_same_v<T, CrossEntropyOp>) {
-          v[7] = static_cast<int64_t>(o.stage), v[8] = o.tokens, v[9] = o.vocab_local, v[10] = o.vocab_sharded;
-        } else if constexpr (std::is_same_v<T, CastFp8Op>) {
-          v[7] = static_cast<int64_t>(o.stage), v[8] = static_cast<int64_t>(o.to), v[9] = o.elements;
-          v[10] = o.rowwise;
-        } else if constexpr (std::is_same_v<T, CollectiveOp>) {
-          v[7] = static_cast<int64_t>(o.kind), v[8] = static_cast<int64_t>(o.group);
-          v[9] = static_cast<int64_t>(o.reduce), v[10] = static_cast<int64_t>(o.dtype), v[11] = o.bytes;
-          v[12] = o.gather_dim, v[13] = o.scatter_dim;
-          // The group layout on the cluster: tp, dp_shard and (HSDP) dp_replicate, each at most 2^20.
-          v[14] = p.tp | (static_cast<int64_t>(p.dp_replicate) << 32), v[15] = p.dp;
-        }
-      },
-      op.kind);
-  return k;
-}
-
 bool fits_with_headroom(const MemoryReport& m, double headroom_gib) {
   return m.peak + headroom_gib * kGiB <= m.capacity;
 }
 
 CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                        const ResolvedSpace& space)
-    : cfg_(cfg),
-      cluster_(cluster),
-      cost_(cost),
-      space_(space),
-      training_(cfg.training),
-      priced_(at_shared_rates(cluster, cost)),
-      compute_slowdown_(oversubscription_slowdown(cluster, cost)) {}
+    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space), training_(cfg.training) {}
 
 const Training& CandidateEvaluator::training(const Candidate& c) {
   training_.seq_len = c.seq_len;
   return training_;
 }
 
-OpCosts CandidateEvaluator::cost_ops(const Program& p) {
-  if (!use_memo) return tptune::cost_ops(p, cluster_, cost_);
-  OpCosts out;
-  out.duration_us.reserve(p.segments.size());
-  for (const Segment& s : p.segments) {
-    std::vector<double> d;
-    d.reserve(s.ops.size());
-    for (const Op& op : s.ops) {
-      OpKey k = op_key(op, p);
-      auto [it, inserted] = memo_.try_emplace(k, 0.0);
-      if (inserted) {
-        it->second = priced_op_duration_us(op, p, priced_, compute_slowdown_, cost_);  // as tptune::cost_ops()
-        ++misses_;
-      } else {
-        ++hits_;
-      }
-      d.push_back(it->second);
-    }
-    out.duration_us.push_back(std::move(d));
-  }
-  return out;
+bool CandidateEvaluator::refused(CandidateResult& r, const Candidate& c) {
+  PhaseTimer t(phases, SearchPhase::constraints);
+  Verdict v = check_static(cfg_, cluster_, space_, c);
+  if (v.ok()) return false;
+  r.pruned = v.reason;
+  r.detail = std::move(v.detail);
+  return true;
 }
 
-CandidateResult CandidateEvaluator::evaluate(const Candidate& c, BatchState* batch, UnfinishedByBatch* unfinished,
-                                             bool last_use) {
-  CandidateResult r;
-  r.candidate = c;
-  {
-    PhaseTimer t(phases, SearchPhase::constraints);
-    if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) {
-      r.pruned = v.reason;
-      r.detail = std::move(v.detail);
-      return r;
-    }
+bool CandidateEvaluator::evaluate_from_batch(CandidateResult& r, const Candidate& c, const Plan& plan,
+                                             BatchState& batch) {
+  if (batch.first && !batch.program && batch.first->plan.local_batch_size == c.local_batch_size &&
+      batch.first->plan.activation_checkpointing == c.ac) {
+    // largest_fitting_batch()'s Program at this batch size (its only probe, or its last one with lower_each).
+    evaluate_into(r, *batch.first, plan.source, c.gradient_accumulation_steps);
+    return true;
   }
-  const Plan plan = microbatch_plan(space_, c);
-  if (batch && batch->first && !batch->program && batch->first->plan.local_batch_size == c.local_batch_size &&
-      batch->first->plan.activation_checkpointing == c.ac) {
-    // largest_fitting_batch()'s Program at this batch size (its only probe, or one lowered with lower_each).
-    evaluate_program(r, *batch->first, plan.source, c.gradient_accumulation_steps);
-    return r;
-  }
-  if (batch && batch->second && !batch->program && !batch->lower_each) {
+  if (batch.second && !batch.program && !batch.lower_each) {
     PhaseTimer t(phases, SearchPhase::patch);
     // `plan` differs from the first two candidates' only in the local batch size, which at() sets.
-    batch->program =
-        BatchProgram::make(cfg_.model, training(c), plan, std::move(*batch->first), *batch->second, &batch->why_not);
-    batch->first.reset();
-    recycle(std::move(*batch->second));
-    batch->second.reset();
-    batch->lower_each = !batch->program;
+    batch.program =
+        BatchProgram::make(cfg_.model, training(c), plan, std::move(*batch.first), *batch.second, &batch.why_not);
+    batch.first.reset();
+    recycle(std::move(*batch.second));
+    batch.second.reset();
+    batch.lower_each = !batch.program;
   }
-  if (batch && batch->program) {
-    const Program* prog = nullptr;
-    try {
-      PhaseTimer t(phases, SearchPhase::patch);
-      prog = &batch->program->at(c.local_batch_size);
-      ++patched;
-    } catch (const Error& e) {  // what lower() throws at this batch size (check_local_batch)
-      r.pruned = error_reason("lowering", e.what(), plan.source);
-      r.detail = e.what();
-      return r;
-    }
-    evaluate_program(r, *prog, plan.source, c.gradient_accumulation_steps);
-    return r;
+  if (!batch.program) return false;
+  const Program* prog = nullptr;
+  try {
+    PhaseTimer t(phases, SearchPhase::patch);
+    prog = &batch.program->at(c.local_batch_size);
+    ++patched;
+  } catch (const Error& e) {  // what lower() throws at this batch size (check_local_batch)
+    r.pruned = error_reason(PruneReason::lowering, e.what(), plan.source);
+    r.detail = e.what();
+    return true;
   }
+  evaluate_into(r, *prog, plan.source, c.gradient_accumulation_steps);
+  return true;
+}
+
+CandidateResult CandidateEvaluator::evaluate(const Candidate& c, StructureLowering& s) {
+  CandidateResult r;
+  r.candidate = c;
+  if (refused(r, c)) return r;
+  const Plan plan = microbatch_plan(space_, c);
+  BatchState& batch = s.batch;
+  if (evaluate_from_batch(r, c, plan, batch)) return r;
   Program prog;
   try {
-    if (unfinished) {
-      auto it = unfinished_at(*unfinished, c, plan);
-      PhaseTimer t(phases, SearchPhase::finish);
-      if (!last_use) prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
-      if (last_use) {
-        prog = finish_lowering(std::move(it->second), c.ac);
-        unfinished->erase(it);
-      } else {
-        prog = take_program();
-        finish_lowering_into(it->second, c.ac, prog);
-      }
-      ++finished;
+    auto it = unfinished_at(s.unfinished, c, plan);
+    PhaseTimer t(phases, SearchPhase::finish);
+    if (s.last_policy) {
+      prog = finish_lowering(std::move(it->second), c.ac);
+      s.unfinished.erase(it);
     } else {
-      PhaseTimer t(phases, SearchPhase::lower);
-      prog = lower(cfg_.model, training(c), plan);
-      ++lowered;
+      prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
+      prog = take_program();
+      finish_lowering_into(it->second, c.ac, prog);
     }
+    ++finished;
   } catch (const Error& e) {
-    r.pruned = error_reason("lowering", e.what(), plan.source);
+    r.pruned = error_reason(PruneReason::lowering, e.what(), plan.source);
     r.detail = e.what();
     return r;
   }
-  evaluate_program(r, prog, plan.source, c.gradient_accumulation_steps);
-  if (batch && !batch->lower_each && !batch->second) {
-    (batch->first ? batch->second : batch->first) = std::move(prog);
+  evaluate_into(r, prog, plan.source, c.gradient_accumulation_steps);
+  if (!batch.lower_each && !batch.second) {
+    (batch.first ? batch.second : batch.first) = std::move(prog);
     return r;
   }
   recycle(std::move(prog));
   return r;
 }
 
-void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch* unfinished, std::vector<char>& oom,
+CandidateResult CandidateEvaluator::evaluate_largest_fitting(const Candidate& c, int64_t limit,
+                                                             UnfinishedByBatch& unfinished) {
+  BatchState probes;
+  CandidateResult r;
+  r.candidate = c;
+  r.candidate.local_batch_size = largest_fitting_batch(c, limit, probes, unfinished);
+  const Candidate& at = r.candidate;
+  if (!refused(r, at)) {
+    const Plan plan = microbatch_plan(space_, at);
+    if (!evaluate_from_batch(r, at, plan, probes)) {  // no probe at the answer (limit 1, or lower_each)
+      try {
+        Program prog;
+        {
+          PhaseTimer t(phases, SearchPhase::lower);
+          prog = lower(cfg_.model, training(at), plan);
+          ++lowered;
+        }
+        evaluate_into(r, prog, plan.source, at.gradient_accumulation_steps);
+        recycle(std::move(prog));
+      } catch (const Error& e) {
+        r.pruned = error_reason(PruneReason::lowering, e.what(), plan.source);
+        r.detail = e.what();
+      }
+    }
+  }
+  recycle(probes);
+  return r;
+}
+
+CandidateResult CandidateEvaluator::evaluate_program(const Candidate& c, const Program& prog) {
+  CandidateResult r;
+  r.candidate = c;
+  evaluate_into(r, prog, microbatch_plan(space_, c).source, c.gradient_accumulation_steps);
+  return r;
+}
+
+void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& unfinished, std::vector<char>& oom,
                                          AcLayersSweep& out) {
   const std::vector<int64_t>& ks = space_.ac_layers;
   if (ks.empty() || c.ac == ActivationCheckpointing::none) return;
   oom.resize(ks.size(), 0);
-  auto prune_all = [&](const std::string& reason) { out.pruned[reason] += ks.size(); };
+  auto prune_all = [&](const PruneCause& reason) { out.pruned[reason] += ks.size(); };
   if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) return prune_all(v.reason);
-  if (std::all_of(oom.begin(), oom.end(), [](char x) { return x != 0; })) return prune_all(prune::kMemory);
+  if (std::all_of(oom.begin(), oom.end(), [](char x) { return x != 0; })) return prune_all(PruneReason::memory);
   const Plan plan = microbatch_plan(space_, c);
   const int64_t L = cfg_.model.n_layers;
-  UnfinishedByBatch local;
   try {
     PhaseTimer t(phases, SearchPhase::finish);
-    auto it = unfinished_at(unfinished ? *unfinished : local, c, plan);
+    auto it = unfinished_at(unfinished, c, plan);
     prepare_async_tp(it->second);
     finish_lowering_into(it->second, c.ac, sweep_, ks[0]);
     ++finished;
   } catch (const Error& e) {
-    recycle(local);
-    return prune_all(error_reason("lowering", e.what(), plan.source));
+    return prune_all(error_reason(PruneReason::lowering, e.what(), plan.source));
   }
-  recycle(local);
   const bool split = has_split_backward(sweep_);
   MemoryParts parts;
   SplitStreamSums sums;
   try {
     check_supported(sweep_, cluster_);
     PhaseTimer t(phases, SearchPhase::cost);
-    sweep_costs_ = cost_ops(sweep_);
+    sweep_costs_ = cost_ops(sweep_, cluster_, cost_);
     if (split) {
       parts = memory_parts(sweep_, cost_);
       sums = split_stream_sums(sweep_, sweep_costs_);
     }
   } catch (const Error& e) {
-    return prune_all(error_reason("simulation", e.what(), plan.source));
+    return prune_all(error_reason(PruneReason::simulation, e.what(), plan.source));
   }
-  const bool bound = incumbents && c.gradient_accumulation_steps <= 1;  // as evaluate_program()
+  const bool bound = incumbents && c.gradient_accumulation_steps <= 1;  // as evaluate_into()
   MemoryReport m;
   for (size_t i = 0; i < ks.size(); ++i) {
     const int64_t k = ks[i];
     if (oom[i]) {
-      ++out.pruned[prune::kMemory];
+      ++out.pruned[PruneReason::memory];
       continue;
     }
     if (split) {
@@ -258,12 +200,12 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch* 
       m = memory_from_parts(parts, cluster_.gpu, cost_);  // == memory_model() of the Program at k
       if (!fits_with_headroom(m, space_.memory_headroom_gib)) {
         oom[i] = 1;
-        ++out.pruned[prune::kMemory];
+        ++out.pruned[PruneReason::memory];
         continue;
       }
       if (bound &&
           incumbents->dominates(tokens_per_second_upper_bound(sweep_, step_time_lower_bound_us(sums, L, k)), m.peak)) {
-        ++out.pruned[prune::kBound];
+        ++out.pruned[PruneReason::bound];
         continue;
       }
       set_ac_layers(sweep_, k);
@@ -273,11 +215,11 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch* 
     CandidateResult r;
     r.candidate = c;
     r.candidate.ac_layers = k;
-    evaluate_program(r, sweep_, plan.source, c.gradient_accumulation_steps, &sweep_costs_, split ? &m : nullptr);
+    evaluate_into(r, sweep_, plan.source, c.gradient_accumulation_steps, &sweep_costs_, split ? &m : nullptr);
     if (r.feasible()) {
       out.kept.push_back(std::move(r));
     } else {
-      if (r.pruned == prune::kMemory) oom[i] = 1;
+      if (r.pruned == PruneReason::memory) oom[i] = 1;
       ++out.pruned[r.pruned];
     }
   }
@@ -373,7 +315,7 @@ UnfinishedByBatch::iterator CandidateEvaluator::unfinished_at(UnfinishedByBatch&
   return it;
 }
 
-const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished) {
+const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch& unfinished) {
   if (batch.program) {
     PhaseTimer t(phases, SearchPhase::patch);
     ++patched;
@@ -381,16 +323,12 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
   }
   const Plan plan = microbatch_plan(space_, c);
   Program p = take_program();
-  if (unfinished) {
-    auto it = unfinished_at(*unfinished, c, plan);
+  {
+    auto it = unfinished_at(unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
     prepare_async_tp(it->second);
     finish_lowering_into(it->second, c.ac, p);
     ++finished;
-  } else {
-    PhaseTimer t(phases, SearchPhase::lower);
-    p = lower(cfg_.model, training(c), plan);
-    ++lowered;
   }
   if (batch.lower_each) {
     batch.first = std::move(p);  // the scratch Program of this probe
@@ -413,17 +351,14 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
   return batch.program->at(c.local_batch_size);
 }
 
-int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch,
-                                                  UnfinishedByBatch* unfinished) {
-  BatchState lower_each;  // without `batch`: every probe lowered (the reference the tests compare against)
-  lower_each.lower_each = true;
-  BatchState& bs = batch ? *batch : lower_each;
+int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t limit, BatchState& probes,
+                                                  UnfinishedByBatch& unfinished) {
   auto fits = [&](int64_t b) {
     Candidate x = c;
     x.local_batch_size = b;
     if (!check_static(cfg_, cluster_, space_, x).ok()) return false;
     try {
-      const Program& p = program_at(x, bs, unfinished);
+      const Program& p = program_at(x, probes, unfinished);
       check_supported(p, cluster_);
       PhaseTimer t(phases, SearchPhase::memory);
       return fits_with_headroom(memory_model(p, cluster_.gpu, cost_), space_.memory_headroom_gib);
@@ -439,13 +374,12 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
       (fits(mid) ? lo : hi) = mid;
     }
   }
-  if (!batch) recycle(lower_each);
   return lo;
 }
 
-void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
-                                          int64_t gradient_accumulation_steps, const OpCosts* known_costs,
-                                          const MemoryReport* known_memory) {
+void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, const std::string& plan_source,
+                                       int64_t gradient_accumulation_steps, const OpCosts* known_costs,
+                                       const MemoryReport* known_memory) {
   try {
     check_supported(prog, cluster_);
     if (known_memory) {
@@ -456,7 +390,7 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
     }
     r.has_memory = true;
     if (!fits_with_headroom(r.report.memory, space_.memory_headroom_gib)) {
-      r.pruned = prune::kMemory;
+      r.pruned = PruneReason::memory;
       r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
                              space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
       return;
@@ -464,13 +398,13 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
     OpCosts own;
     if (!known_costs) {
       PhaseTimer t(phases, SearchPhase::cost);
-      own = cost_ops(prog);
+      own = cost_ops(prog, cluster_, cost_);
     }
     const OpCosts& costs = known_costs ? *known_costs : own;
     if (incumbents && gradient_accumulation_steps <= 1) {  // the bound is one microbatch's: not applied with ga > 1
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {
-        r.pruned = prune::kBound;
+        r.pruned = PruneReason::bound;
         r.detail =
             fmt::format("at most {:.0f} tokens/s per GPU (op-cost bound) < the {}th best found", ub, incumbents->k());
         return;
@@ -485,14 +419,14 @@ void CandidateEvaluator::evaluate_program(CandidateResult& r, const Program& pro
     r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0, gradient_accumulation_steps);
     r.has_step = true;
     if (r.report.tokens_per_second_per_gpu < space_.min_tokens_per_second_per_gpu) {
-      r.pruned = prune::kMinThroughput;
+      r.pruned = PruneReason::min_throughput;
       r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
                              space_.min_tokens_per_second_per_gpu);
     } else if (incumbents) {
       incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
     }
   } catch (const Error& e) {
-    r.pruned = error_reason("simulation", e.what(), plan_source);
+    r.pruned = error_reason(PruneReason::simulation, e.what(), plan_source);
     r.detail = e.what();
   }
 }

@@ -5,38 +5,33 @@
 // number for number; the evaluator is only faster:
 //  * static constraints (sim/search/constraints.h) refuse a candidate before it is lowered;
 //  * each candidate is lowered with the config's training section at its own seq_len (candidate_training());
-//  * candidates that differ only in local batch size share one lowering (sim/search/batch_program.h): the caller
-//    passes one BatchState through them, smallest batch first; the first two batch sizes are lowered, the others
-//    are the batch-parametric Program set to their batch (no lowering, no allocation);
+//  * candidates that differ only in activation checkpointing share one lowering per local batch size
+//    (lower_unfinished(), plans/lower_incremental.h), finished for each policy; an async-TP-on structure takes its
+//    async-off sibling's (unfinished_with_async_tp());
+//  * candidates that differ only in local batch size share one Program (sim/search/batch_program.h): the caller
+//    passes one StructureLowering through them, smallest batch first; the first two batch sizes are finished, the
+//    others are the batch-parametric Program set to their batch (no lowering, no allocation);
 //  * the memory model runs before the schedule, and a candidate that does not fit is not scheduled (its StepReport
 //    then holds the memory only);
-//  * optionally (use_memo; SearchOptions::memoize_op_costs, off by default because today's cost functions are as
-//    cheap as the lookup), op durations are memoized by everything op_duration_us() reads (OpKey below): GEMM,
-//    attention, embedding,
-//    loss and cast shapes with their operand dtypes; collective kind, bytes and group layout (tp, dp,
-//    dp_replicate) — so the
-//    forward GEMMs shared by three AC settings and three float8 recipes, or the collectives shared by two local
-//    batch sizes' embedding backward, are costed once per search. What changes between candidates (shapes with the
-//    local batch, dtypes with float8, the op list with AC and async TP) is in the key, so a hit is the same number.
+// tests/sim/search_reference.h is the reference these are checked against: every candidate lowered with lower().
 // One evaluator per worker thread (no locking); each is used by one thread at a time.
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "plans/config.h"
-#include "plans/lower.h"
+#include "plans/lower_incremental.h"
 #include "plans/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/search/batch_program.h"
 #include "sim/search/bound.h"
 #include "sim/search/phase_times.h"
+#include "sim/search/prune_reason.h"
 #include "sim/search/space.h"
 #include "sim/simulate.h"
 
@@ -44,30 +39,19 @@ namespace tptune {
 
 struct CandidateResult {
   Candidate candidate;
-  std::string pruned;       // the reason (prune::k* or "lowering: <class>"); empty when feasible
+  PruneCause pruned;        // why it was pruned (sim/search/prune_reason.h); PruneReason::none when feasible
   std::string detail;       // the numbers behind the reason, or the full error message
   bool has_memory = false;  // report.memory is set (the candidate was lowered)
   bool has_step = false;    // the whole report is set (feasible)
   StepReport report;
-  bool feasible() const { return pruned.empty(); }
+  bool feasible() const { return pruned.none(); }
 };
 
-// Everything op_duration_us() depends on besides the cluster and cost parameters (fixed for one search).
-struct OpKey {
-  std::array<int64_t, 16> v{};
-  bool operator==(const OpKey&) const = default;
-};
-struct OpKeyHash {
-  size_t operator()(const OpKey& k) const;
-};
-OpKey op_key(const Op& op, const Program& p);
-
-// What the candidates of one structure (all but the local batch size equal; the seq_len is part of the structure:
-// Programs at two sequence lengths have other shapes) share, evaluated smallest batch first.
-// Unfinished Programs (plans/lower.h) of one structure but its activation-checkpointing policy, by local batch size:
-// lowered once, finished for every policy.
+// Unfinished Programs (plans/lower_incremental.h) of one structure but its activation-checkpointing policy, by local
+// batch size: lowered once, finished for every policy.
 using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
 
+// The Programs of one policy of a structure, evaluated smallest batch first (see CandidateEvaluator::evaluate).
 struct BatchState {
   std::optional<Program> first;           // the first lowered batch size, until the BatchProgram is made
   std::optional<Program> second;          // the second, until a third batch size needs the BatchProgram: made then, not
@@ -77,71 +61,78 @@ struct BatchState {
   std::string why_not;                    // its reason
 };
 
+// What the candidates of one structure share while the search evaluates them (all but the activation-checkpointing
+// policy and the local batch size equal; the seq_len is part of the structure: Programs at two sequence lengths have
+// other shapes), one policy after the other, each smallest batch first.
+struct StructureLowering {
+  UnfinishedByBatch unfinished;  // by local batch size: lowered by the first policy that needs it, finished for each
+  BatchState batch;              // the current policy's; the caller recycles it (CandidateEvaluator::recycle) before
+                                 // the next policy
+  bool last_policy = false;      // the current policy is the structure's last and `unfinished` is not kept for an
+                                 // async-TP sibling: its Programs are finished in place rather than copied
+};
+
 // What sweep_ac_layers() found for one enumerated candidate's block counts.
 struct AcLayersSweep {
-  std::vector<CandidateResult> kept;     // the scheduled feasible ones (candidate.ac_layers = k), k ascending
-  std::map<std::string, size_t> pruned;  // reason -> how many of its block counts
+  std::vector<CandidateResult> kept;    // the scheduled feasible ones (candidate.ac_layers = k), k ascending
+  std::map<PruneCause, size_t> pruned;  // reason -> how many of its block counts
 };
 
 class CandidateEvaluator {
  public:
   CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const ResolvedSpace& space);
 
-  // Evaluates `c` (not its tp-1 representative: the caller copies that result). With `batch`, `c` is the next
-  // batch size of that structure (see BatchState); with `unfinished`, its Program is finished from the structure's
-  // unfinished Program at its batch size, lowered by the first policy that needs it; without either, it is lowered.
-  // `last_use`: no later candidate needs `unfinished`'s Program at this batch size (the structure's last policy), so
-  // it is finished in place rather than copied.
-  CandidateResult evaluate(const Candidate& c, BatchState* batch = nullptr, UnfinishedByBatch* unfinished = nullptr,
-                           bool last_use = false);
-  // The largest local batch in 1..limit at which `c` lowers and fits memory with the headroom; 1 when none does
-  // (evaluate() at 1 then says why). Bisection: about log2(limit) probes instead of `limit`, and each probe is the
-  // batch-parametric Program (sim/search/batch_program.h) set to its batch: the first two probes (1 and the first
-  // midpoint, the same for every policy of a structure) are lowered, finished from `unfinished` when given (shared
-  // with the structure's other policies, as evaluate() shares them), and the others are BatchProgram::at() of the
-  // two: no lowering, and at(b) == lower(b) field for field. With `batch`, the BatchProgram (or the only probe's
-  // Program) is left there, so that evaluate(c at the answer, batch) patches it rather than lowering again. Without
-  // `batch`, every probe is lowered (or finished from `unfinished`): the reference the tests compare against.
+  // Evaluates `c` (not its tp-1 representative: the caller copies that result), the next candidate of structure `s`:
+  // its Program is the BatchProgram of `s.batch` set to its batch size once the policy's first two batch sizes were
+  // evaluated, else finished from the structure's unfinished Program at its batch size (lowered by the first policy
+  // that needs it). Exactly lower() + simulate() of its plan, whichever way its Program was made.
+  CandidateResult evaluate(const Candidate& c, StructureLowering& s);
+  // `c` at the largest local batch in 1..limit at which it lowers and fits memory with the headroom, evaluated there
+  // (at 1 when none does: the result then says why). Bisection: about log2(limit) probes instead of `limit`, and each
+  // probe is the batch-parametric Program (sim/search/batch_program.h) set to its batch: the first two probes (1 and
+  // the first midpoint, the same for every policy of a structure) are finished from `unfinished` (the structure's,
+  // shared with its other policies as evaluate() shares them), and the others are BatchProgram::at() of the two: no
+  // lowering, and at(b) == lower(b) field for field; the evaluation at the answer reuses the probes' Program.
   // Exact because "fits" is monotone, true up to some batch and false above it: every tensor of a Program is
   // non-decreasing in the local batch (activations, logits and their gradients scale with it; parameters, gradients
   // and optimizer state do not depend on it) and the op list does not change with it, so memory_model()'s peak is
   // non-decreasing in it; and the batch-dependent refusals of lower() (check_local_batch(): the largest tensor and
   // FLOP counts within limits) hold from some batch upwards. tests/sim/search_bisect_test.cc checks both premises
-  // on the example spaces, and the answer against enumerating every size.
-  int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState* batch = nullptr,
-                                UnfinishedByBatch* unfinished = nullptr);
+  // on the example spaces, and the answer against enumerating every size and against lowering every probe.
+  CandidateResult evaluate_largest_fitting(const Candidate& c, int64_t limit, UnfinishedByBatch& unfinished);
+  // `c` evaluated from `prog`, the Program its caller made for it (lower() of candidate_plan() of `c` at one
+  // microbatch, gradient_accumulation_steps 1, under candidate_training()): what evaluate() does once it has the
+  // Program (memory, op costs, bound, schedule, report). For a caller that lowers every candidate itself: the tests'
+  // reference search (tests/sim/search_reference.h), which checks the evaluator's ways of making Programs.
+  CandidateResult evaluate_program(const Candidate& c, const Program& prog);
   // search.ac_layers: the candidates that are `c` (a policy other than none, on every block) on the first k blocks,
   // for every k of the space's ac_layers, each exactly as lower() + simulate() of its plan would give, without a
   // lowering per k. The Program at one k is finished from the structure's unfinished Program at c's batch
-  // (`unfinished`, shared with c's other policies; lowered when absent) and costed once; the Programs at the other
-  // k differ only in two segments' layer ranges (set_ac_layers(), plans/lower.h), so their op costs are the same,
-  // their memory is memory_from_parts() of the same parts with other block counts (sim/memory.h), and their op-cost
-  // bound is the same per-stream sums with other counts (SplitStreamSums, sim/search/bound.h). So every k costs
-  // a memory check, and with `incumbents` a bound check; only the ones these do not prune are scheduled
+  // (`unfinished`, shared with c's other policies; lowered by the first that needs it) and costed once; the Programs at
+  // the other k differ only in two segments' layer ranges (set_ac_layers(), plans/lower_incremental.h), so their op
+  // costs are the same, their memory is memory_from_parts() of the same parts with other block counts (sim/memory.h),
+  // and their op-cost bound is the same per-stream sums with other counts (SplitStreamSums, sim/search/bound.h). So
+  // every k costs a memory check, and with `incumbents` a bound check; only the ones these do not prune are scheduled
   // (evaluate_program()) and, when feasible, kept. `oom`: one flag per k, set when k missed memory at a smaller batch
   // of this policy (peak memory is non-decreasing in the local batch): those k are pruned without a look, and when
   // all are set nothing is lowered.
-  void sweep_ac_layers(const Candidate& c, UnfinishedByBatch* unfinished, std::vector<char>& oom, AcLayersSweep& out);
+  void sweep_ac_layers(const Candidate& c, UnfinishedByBatch& unfinished, std::vector<char>& oom, AcLayersSweep& out);
   // Programs this evaluator no longer needs: their buffers are reused by later finish_lowering_into() calls (a fresh
   // Program and its destruction cost about as much as finishing it). The arguments are left empty.
   void recycle(Program&& p);
   void recycle(BatchState& b);
   void recycle(UnfinishedByBatch& u);
-  // Async TP off and on share their unfinished Programs (plans/lower.h, unfinished_with_async_tp()): the search
-  // keeps a structure's with async TP off (`c` any of its candidates) when its async-TP-on sibling is to be evaluated,
-  // and takes them for that sibling, set to its plan (its checks run; an entry whose check throws is dropped, so that
-  // evaluate() lowers it and reports what lower() throws). Empty when this evaluator kept none for it.
+  // Async TP off and on share their unfinished Programs (plans/lower_incremental.h, unfinished_with_async_tp()): the
+  // search keeps a structure's with async TP off (`c` any of its candidates) when its async-TP-on sibling is to be
+  // evaluated, and takes them for that sibling, set to its plan (its checks run; an entry whose check throws is
+  // dropped, so that evaluate() lowers it anew and reports what lower() throws). Empty when this evaluator kept none
+  // for it.
   bool has_async_sibling(const Candidate& c) const;
   void keep_for_async_sibling(const Candidate& c, UnfinishedByBatch&& u);
   UnfinishedByBatch take_async_sibling(const Candidate& c);
-  // The memoized equivalent of cost_ops(p, cluster, cost).
-  OpCosts cost_ops(const Program& p);
-
-  size_t memo_hits() const { return hits_; }
-  size_t memo_misses() const { return misses_; }
-  bool use_memo = false;  // true: memoize op durations across candidates
-  // Branch-and-bound (sim/search/bound.h): when set, a candidate the incumbents dominate is pruned as prune::kBound
-  // after its op costs, before its schedule; every feasible result is added to them. Shared by all evaluators.
+  // Branch-and-bound (sim/search/bound.h): when set, a candidate the incumbents dominate is pruned as
+  // PruneReason::bound after its op costs, before its schedule; every feasible result is added to them. Shared by all
+  // evaluators.
   Incumbents* incumbents = nullptr;
   PhaseTimes phases;                              // where this evaluator's time went
   size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
@@ -154,16 +145,24 @@ class CandidateEvaluator {
   // The config's training section at `c`'s seq_len (candidate_training() without a copy): valid until the next call.
   const Training& training(const Candidate& c);
   Training training_;
-  const ClusterSpec priced_;       // the memo's cluster: cluster_ at its ranks' shared rates (sim/shared_machine.h)
-  const double compute_slowdown_;  // oversubscribed CPU ranks' turns; 1 elsewhere
-  // `costs` / `memory`: cost_ops(prog) / memory_model(prog) when the caller has them (the ac_layers sweep).
-  void evaluate_program(CandidateResult& r, const Program& prog, const std::string& plan_source,
-                        int64_t gradient_accumulation_steps, const OpCosts* costs = nullptr,
-                        const MemoryReport* memory = nullptr);
+  // evaluate_program() into `r` (its candidate set); `costs` / `memory`: cost_ops(prog) / memory_model(prog) when
+  // the caller has them (the ac_layers sweep).
+  void evaluate_into(CandidateResult& r, const Program& prog, const std::string& plan_source,
+                     int64_t gradient_accumulation_steps, const OpCosts* costs = nullptr,
+                     const MemoryReport* memory = nullptr);
+  // Whether a static constraint refuses `c` (then `r` says which).
+  bool refused(CandidateResult& r, const Candidate& c);
+  // Evaluates `c` into `r` from the Programs `batch` already holds (its first Program when it is at c's batch and
+  // policy; its BatchProgram, made from its first two Programs when there are two), or returns false when it holds
+  // none that serves `c`.
+  bool evaluate_from_batch(CandidateResult& r, const Candidate& c, const Plan& plan, BatchState& batch);
+  // The largest local batch in 1..limit at which `c` lowers and fits (evaluate_largest_fitting()); the probes'
+  // Programs are left in `probes`.
+  int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState& probes, UnfinishedByBatch& unfinished);
   OpCosts sweep_costs_;  // sweep_ac_layers()'s op costs of sweep_ (the same at every block count)
-  // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished / lowered (then kept in
-  // `batch` as its first Program, or made into its BatchProgram with the first). Throws what lower() throws.
-  const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch* unfinished);
+  // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished (then kept in `batch` as
+  // its first Program, or made into its BatchProgram with the first). Throws what lower() throws.
+  const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch& unfinished);
   // The structure's unfinished Program at `c`'s batch size, lowered from `plan` by the first candidate that needs it.
   UnfinishedByBatch::iterator unfinished_at(UnfinishedByBatch& unfinished, const Candidate& c, const Plan& plan);
   Program take_program();  // a recycled Program (or an empty one)
@@ -173,9 +172,6 @@ class CandidateEvaluator {
   static constexpr size_t kKeptSiblings =
       4;  // structures between a sibling pair in enumeration order: 1 (loss parallel)
   std::vector<std::pair<Candidate, UnfinishedByBatch>> siblings_;  // oldest first
-
-  std::unordered_map<OpKey, double, OpKeyHash> memo_;
-  size_t hits_ = 0, misses_ = 0;
 };
 
 // peak + headroom <= capacity: the search's memory constraint.

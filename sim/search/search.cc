@@ -9,9 +9,9 @@
 
 #include "plans/error.h"
 #include "plans/limits.h"
-#include "sim/search/pareto.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
+#include "sim/search/pareto.h"
 
 namespace tptune {
 
@@ -43,140 +43,7 @@ bool enumerated_before(const Candidate& a, const Candidate& b) {
   return a.ac_layers < b.ac_layers;  // the ac_layers sweep's candidates share their index
 }
 
-SearchResult search(const Config& cfg, const SearchOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  SearchResult r;
-  r.space = resolve_space(cfg);
-  r.cluster = resolve_cluster(cfg);
-  const std::vector<Candidate> cands = enumerate_candidates(r.space);
-  const int64_t total = r.space.candidates();  // with the ac_layers sweep's
-  r.evaluated = static_cast<size_t>(total);
-  r.results.resize(cands.size());
-  r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
-                                        static_cast<int>(std::max<size_t>(cands.size(), 1))));
-
-  // Branch-and-bound only where the tokens/s bound orders candidates as the objective does (sim/search/bound.h).
-  const bool bound = o.bound_top > 0 && (r.space.objective == Objective::tokens_per_second ||
-                                         r.space.objective == Objective::cost_per_token);
-  if (!bound && total > limits::max_search_candidates)
-    throw Error(
-        fmt::format("{}: {} candidates with search.ac_layers: a full ranking keeps every feasible one (at most "
-                    "{}); use branch-and-bound (--bound), which keeps the top K and the Pareto front exact",
-                    cfg.path, total, limits::max_search_candidates));
-  Incumbents incumbents(o.bound_top);
-  std::vector<AcLayersSweep> sweeps(static_cast<size_t>(r.threads));
-  std::vector<std::unique_ptr<CandidateEvaluator>> workers;
-  for (int w = 0; w < r.threads; ++w) {
-    workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
-    workers.back()->use_memo = o.memoize_op_costs;
-    if (bound) workers.back()->incumbents = &incumbents;
-  }
-  // Tasks: the candidates that differ only in activation checkpointing and local batch size (consecutive: the two
-  // innermost loops), one policy after the other, each smallest batch first. Every tensor of a Program grows or stays
-  // with the local batch and the op list does not change, so peak memory is non-decreasing in it: once a batch misses
-  // the budget, the policy's larger ones are pruned without lowering them (the brute-force test checks this too).
-  const size_t n_batch = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
-  const size_t per_task = n_batch * std::max<size_t>(r.space.activation_checkpointing.size(), 1);
-  std::vector<size_t> order(n_batch);
-  for (size_t j = 0; j < n_batch; ++j) order[j] = j;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b]; });
-  std::atomic<size_t> done{0};
-  const size_t tasks = cands.size() / per_task;
-  auto run_task = [&](size_t t, int w) {
-    CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
-    // The structure's unfinished Programs; with async TP on, its async-off sibling's when this worker kept them.
-    const Candidate& head = cands[t * per_task];
-    UnfinishedByBatch unfinished;
-    if (o.share_policy_lowering && head.async_tp) unfinished = ev.take_async_sibling(head);
-    const bool keep = o.share_policy_lowering && ev.has_async_sibling(head);
-    for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
-      const CandidateResult* smaller_oom = nullptr;
-      BatchState batch;
-      std::vector<char> oom_k;  // the ac_layers sweep's block counts that missed memory at a smaller batch
-      for (size_t j : order) {
-        const size_t i = first + j;
-        if (!r.space.ac_layers.empty() && cands[i].ac != ActivationCheckpointing::none) {
-          ev.sweep_ac_layers(cands[i], o.share_policy_lowering ? &unfinished : nullptr, oom_k,
-                             sweeps[static_cast<size_t>(w)]);
-          done.fetch_add(r.space.ac_layers.size(), std::memory_order_relaxed);
-        }
-        if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
-          Candidate c = cands[i];
-          BatchState probes;
-          c.local_batch_size =
-              ev.largest_fitting_batch(c, r.space.max_local_batch_size, o.batch_parametric ? &probes : nullptr,
-                                       o.share_policy_lowering ? &unfinished : nullptr);
-          r.results[i] = ev.evaluate(c, o.batch_parametric ? &probes : nullptr);
-          ev.recycle(probes);
-        } else if (smaller_oom && o.skip_larger_batches) {
-          // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
-          // without the shortcut.
-          CandidateResult& c = r.results[i];
-          c.candidate = cands[i];
-          if (Verdict v = check_static(cfg, r.cluster, r.space, cands[i]); !v.ok()) {
-            c.pruned = v.reason;
-            c.detail = std::move(v.detail);
-          } else {
-            c.pruned = prune::kMemory;
-            c.detail = fmt::format("local batch {} already misses the memory budget ({})",
-                                   smaller_oom->candidate.local_batch_size, smaller_oom->detail);
-          }
-        } else {
-          const bool last_policy = first + n_batch == (t + 1) * per_task && !keep;
-          r.results[i] = ev.evaluate(cands[i], o.batch_parametric ? &batch : nullptr,
-                                     o.share_policy_lowering ? &unfinished : nullptr, last_policy);
-          if (r.results[i].pruned == prune::kMemory) smaller_oom = &r.results[i];
-        }
-        done.fetch_add(1, std::memory_order_relaxed);
-      }
-      ev.recycle(batch);
-    }
-    if (keep)
-      ev.keep_for_async_sibling(head, std::move(unfinished));
-    else
-      ev.recycle(unfinished);
-  };
-  std::function<void(size_t, size_t)> progress;
-  if (o.progress)
-    progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), static_cast<size_t>(total)); };
-  // Work units: the tasks that share (seq_len, tp, dp_replicate, family, float8), i.e. async TP off and on, with and
-  // without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering to
-  // its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
-  std::vector<size_t> group_begin;
-  for (size_t t = 0; t < tasks; ++t) {
-    const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
-    if (!prev || prev->seq_len != c.seq_len || prev->tp != c.tp || prev->dp_replicate != c.dp_replicate ||
-        prev->family != c.family || prev->float8 != c.float8)
-      group_begin.push_back(t);
-  }
-  group_begin.push_back(tasks);
-  parallel_for(
-      group_begin.size() - 1, r.threads,
-      [&](size_t g, int w) {
-        for (size_t t = group_begin[g]; t < group_begin[g + 1]; ++t) run_task(t, w);
-      },
-      progress);
-  for (const auto& w : workers) {
-    r.memo_hits += w->memo_hits();
-    r.memo_misses += w->memo_misses();
-    r.lowered += w->lowered;
-    r.finished += w->finished;
-    r.patched += w->patched;
-    r.phases += w->phases;
-  }
-  // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
-  // threads did; its pruned ones are counts only.
-  std::vector<CandidateResult> kept;
-  for (AcLayersSweep& s : sweeps) {
-    for (auto& [reason, n] : s.pruned) r.pruned[reason] += n;
-    for (CandidateResult& c : s.kept) kept.push_back(std::move(c));
-  }
-  std::sort(kept.begin(), kept.end(), [](const CandidateResult& a, const CandidateResult& b) {
-    return enumerated_before(a.candidate, b.candidate);
-  });
-  for (CandidateResult& c : kept) r.results.push_back(std::move(c));
-
+void rank_results(SearchResult& r) {
   for (size_t i = 0; i < r.results.size(); ++i) {
     const CandidateResult& c = r.results[i];
     if (c.feasible())
@@ -205,11 +72,136 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     });
     r.closest = mem;
     // Then one example of every other reason, so that the user sees why the rest failed.
-    std::set<std::string> seen;
+    std::set<PruneCause> seen;
     for (int i : mem) seen.insert(r.results[static_cast<size_t>(i)].pruned);
     for (size_t i = 0; i < r.results.size(); ++i)
       if (!r.results[i].has_memory && seen.insert(r.results[i].pruned).second) r.closest.push_back(static_cast<int>(i));
   }
+}
+
+SearchResult search(const Config& cfg, const SearchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult r;
+  r.space = resolve_space(cfg);
+  r.cluster = resolve_cluster(cfg);
+  const std::vector<Candidate> cands = enumerate_candidates(r.space);
+  const int64_t total = r.space.candidates();  // with the ac_layers sweep's
+  r.evaluated = static_cast<size_t>(total);
+  r.results.resize(cands.size());
+  r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
+                                        static_cast<int>(std::max<size_t>(cands.size(), 1))));
+
+  // Branch-and-bound only where the tokens/s bound orders candidates as the objective does (sim/search/bound.h).
+  const bool bound = o.bound_top > 0 && (r.space.objective == Objective::tokens_per_second ||
+                                         r.space.objective == Objective::cost_per_token);
+  if (!bound && total > limits::max_search_candidates)
+    throw Error(
+        fmt::format("{}: {} candidates with search.ac_layers: a full ranking keeps every feasible one (at most "
+                    "{}); use branch-and-bound (--bound), which keeps the top K and the Pareto front exact",
+                    cfg.path, total, limits::max_search_candidates));
+  Incumbents incumbents(o.bound_top);
+  std::vector<AcLayersSweep> sweeps(static_cast<size_t>(r.threads));
+  std::vector<std::unique_ptr<CandidateEvaluator>> workers;
+  for (int w = 0; w < r.threads; ++w) {
+    workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
+    if (bound) workers.back()->incumbents = &incumbents;
+  }
+  // Tasks: the candidates that differ only in activation checkpointing and local batch size (consecutive: the two
+  // innermost loops), one policy after the other, each smallest batch first. Every tensor of a Program grows or stays
+  // with the local batch and the op list does not change, so peak memory is non-decreasing in it: once a batch misses
+  // the budget, the policy's larger ones are pruned without lowering them (the brute-force test checks this too).
+  const size_t n_batch = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
+  const size_t per_task = n_batch * std::max<size_t>(r.space.activation_checkpointing.size(), 1);
+  std::vector<size_t> order(n_batch);
+  for (size_t j = 0; j < n_batch; ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b]; });
+  std::atomic<size_t> done{0};
+  const size_t tasks = cands.size() / per_task;
+  auto run_task = [&](size_t t, int w) {
+    CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
+    // The structure's unfinished Programs; with async TP on, its async-off sibling's when this worker kept them.
+    const Candidate& head = cands[t * per_task];
+    StructureLowering s;
+    if (head.async_tp) s.unfinished = ev.take_async_sibling(head);
+    const bool keep = ev.has_async_sibling(head);
+    for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
+      const CandidateResult* smaller_oom = nullptr;
+      std::vector<char> oom_k;  // the ac_layers sweep's block counts that missed memory at a smaller batch
+      s.last_policy = first + n_batch == (t + 1) * per_task && !keep;
+      for (size_t j : order) {
+        const size_t i = first + j;
+        if (!r.space.ac_layers.empty() && cands[i].ac != ActivationCheckpointing::none) {
+          ev.sweep_ac_layers(cands[i], s.unfinished, oom_k, sweeps[static_cast<size_t>(w)]);
+          done.fetch_add(r.space.ac_layers.size(), std::memory_order_relaxed);
+        }
+        if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
+          r.results[i] = ev.evaluate_largest_fitting(cands[i], r.space.max_local_batch_size, s.unfinished);
+        } else if (smaller_oom) {
+          // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
+          // without the shortcut.
+          CandidateResult& c = r.results[i];
+          c.candidate = cands[i];
+          if (Verdict v = check_static(cfg, r.cluster, r.space, cands[i]); !v.ok()) {
+            c.pruned = v.reason;
+            c.detail = std::move(v.detail);
+          } else {
+            c.pruned = PruneReason::memory;
+            c.detail = fmt::format("local batch {} already misses the memory budget ({})",
+                                   smaller_oom->candidate.local_batch_size, smaller_oom->detail);
+          }
+        } else {
+          r.results[i] = ev.evaluate(cands[i], s);
+          if (r.results[i].pruned == PruneReason::memory) smaller_oom = &r.results[i];
+        }
+        done.fetch_add(1, std::memory_order_relaxed);
+      }
+      ev.recycle(s.batch);
+    }
+    if (keep)
+      ev.keep_for_async_sibling(head, std::move(s.unfinished));
+    else
+      ev.recycle(s.unfinished);
+  };
+  std::function<void(size_t, size_t)> progress;
+  if (o.progress)
+    progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), static_cast<size_t>(total)); };
+  // Work units: the tasks that share (seq_len, tp, dp_replicate, family, float8), i.e. async TP off and on, with and
+  // without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering to
+  // its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
+  std::vector<size_t> group_begin;
+  for (size_t t = 0; t < tasks; ++t) {
+    const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
+    if (!prev || prev->seq_len != c.seq_len || prev->tp != c.tp || prev->dp_replicate != c.dp_replicate ||
+        prev->family != c.family || prev->float8 != c.float8)
+      group_begin.push_back(t);
+  }
+  group_begin.push_back(tasks);
+  parallel_for(
+      group_begin.size() - 1, r.threads,
+      [&](size_t g, int w) {
+        for (size_t t = group_begin[g]; t < group_begin[g + 1]; ++t) run_task(t, w);
+      },
+      progress);
+  for (const auto& w : workers) {
+    r.lowered += w->lowered;
+    r.finished += w->finished;
+    r.patched += w->patched;
+    r.phases += w->phases;
+  }
+  // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
+  // threads did; its pruned ones are counts only.
+  std::vector<CandidateResult> kept;
+  for (AcLayersSweep& s : sweeps) {
+    for (auto& [reason, n] : s.pruned) r.pruned[reason] += n;
+    for (CandidateResult& c : s.kept) kept.push_back(std::move(c));
+  }
+  std::sort(kept.begin(), kept.end(), [](const CandidateResult& a, const CandidateResult& b) {
+    return enumerated_before(a.candidate, b.candidate);
+  });
+  for (CandidateResult& c : kept) r.results.push_back(std::move(c));
+
+  rank_results(r);
   r.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -13,10 +13,10 @@
 #include "plans/lower.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/search/search.h"
-#include "sim/search/constraints.h"
 #include "sim/report/search_report.h"
 #include "sim/report/step_report.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 #include "tests/program_builder.h"
@@ -198,7 +198,7 @@ TEST_CASE("accumulation: the search's static rule (a multiple of local batch x d
     CHECK(cs[i].gradient_accumulation_steps == expect_ga[i]);
     const Verdict v = check_static(cfg, cl, s, cs[i]);
     CHECK(v.ok() == (expect_ga[i] > 1));
-    if (!v.ok()) CHECK(v.reason == std::string(prune::kGlobalBatchMultiple));
+    if (!v.ok()) CHECK(v.reason == PruneReason::global_batch_multiple);
     if (v.ok()) CHECK(candidate_plan(s, cs[i]).gradient_accumulation_steps == expect_ga[i]);
   }
   CHECK(check_static(cfg, cl, s, cs[2]).detail == "global_batch_size 24 vs local batch 4 x dp 4 x dp_replicate 1 = 16");
@@ -210,7 +210,7 @@ TEST_CASE("accumulation: the search's static rule (a multiple of local batch x d
   const ResolvedSpace se = resolve_space(eq);
   for (const Candidate& c : enumerate_candidates(se)) {
     CHECK(c.gradient_accumulation_steps == 1);
-    CHECK(check_static(eq, cl, se, c).reason == std::string(prune::kGlobalBatch));
+    CHECK(check_static(eq, cl, se, c).reason == PruneReason::global_batch);
   }
 }
 
@@ -229,17 +229,17 @@ TEST_CASE("accumulation: the search equals brute force (lower + simulate of cand
     SearchOptions o;
     o.threads = 2;
     o.bound_top = bound;
-    o.memoize_op_costs = bound > 0;
     const SearchResult r = search(cfg, o);
     const std::vector<Candidate> cands = enumerate_candidates(r.space);
     REQUIRE(cands.size() == r.results.size());
-    CHECK(r.pruned.count(prune::kGlobalBatchMultiple));
-    CHECK(r.pruned.count(prune::kBound) == 0);  // every feasible candidate here accumulates: none is bound-pruned
+    CHECK(r.pruned.count(PruneReason::global_batch_multiple));
+    CHECK(r.pruned.count(PruneReason::bound) == 0);  // every feasible candidate here accumulates: none is bound-pruned
     size_t accumulating = 0;
     for (size_t i = 0; i < cands.size(); ++i) {
       const CandidateResult& s = r.results[i];
       INFO(describe(r.space, cands[i]) << " | " << s.pruned << " " << s.detail);
-      if (s.pruned == prune::kWorld || s.pruned == prune::kGlobalBatchMultiple || s.pruned == prune::kRedundant)
+      if (s.pruned == PruneReason::world || s.pruned == PruneReason::global_batch_multiple ||
+          s.pruned == PruneReason::redundant)
         continue;
       const Plan plan = candidate_plan(r.space, cands[i]);
       CHECK(plan.global_batch_size() == 96);

@@ -12,13 +12,13 @@
 #include "sim/check/compare.h"
 #include "sim/comm_cost.h"
 #include "sim/memory.h"
-#include "sim/search/search.h"
-#include "sim/search/constraints.h"
 #include "sim/report/search_report.h"
 #include "sim/report/step_report.h"
+#include "sim/report/trace.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
-#include "sim/report/trace.h"
 #include "tests/error_text.h"
 #include "tests/small_model.h"
 
@@ -217,10 +217,10 @@ TEST_CASE("hsdp: search space, static rules and the plans of replicate candidate
   CHECK((cands[14].tp == 8 && cands[14].dp_replicate == 16 && cands[14].dp == 0));  // 8 x 16 > 32
   const ClusterSpec cl = resolve_cluster(cfg);
   Verdict v = check_static(cfg, cl, s, cands[4]);
-  CHECK(v.reason == std::string(prune::kReplicateWorld));
+  CHECK(v.reason == PruneReason::replicate_world);
   CHECK(v.detail == "tp 2 x dp_replicate 3 vs 32 GPUs");
   v = check_static(cfg, cl, s, cands[6]);  // dp_shard 1 in the DTensor family: DDP
-  CHECK(v.reason == std::string(prune::kReplicateDdp));
+  CHECK(v.reason == PruneReason::replicate_ddp);
   CHECK(check_static(cfg, cl, s, cands[2]).ok());
   // The candidate's plan and one line.
   const Plan p = candidate_plan(s, cands[2]);
@@ -233,7 +233,7 @@ TEST_CASE("hsdp: search space, static rules and the plans of replicate candidate
   gb.search.global_batch_size = 32;
   const ResolvedSpace sg = resolve_space(gb);
   v = check_static(gb, cl, sg, cands[2]);  // 1 x 8 x 2 = 16
-  CHECK(v.reason == std::string(prune::kGlobalBatch));
+  CHECK(v.reason == PruneReason::global_batch);
   CHECK(v.detail == "local batch 1 x dp 8 x dp_replicate 2 = 16 vs global_batch_size 32");
   CHECK(check_static(gb, cl, sg, cands[3]).ok());  // 2 x 8 x 2 = 32
 }
@@ -251,7 +251,7 @@ TEST_CASE("hsdp: the search ranks replicate candidates like brute force, and rep
   for (size_t i = 0; i < r.results.size(); ++i) {
     const CandidateResult& c = r.results[i];
     INFO(describe(r.space, c.candidate) << " | " << c.pruned << " " << c.detail);
-    if (c.pruned == prune::kReplicateWorld || c.pruned == prune::kWorld) continue;
+    if (c.pruned == PruneReason::replicate_world || c.pruned == PruneReason::world) continue;
     const Plan plan = candidate_plan(r.space, c.candidate);
     CHECK(static_cast<int64_t>(plan.tp_degree) * plan.dp_shard * plan.dp_replicate == 32);
     bool ok = false;
@@ -261,11 +261,11 @@ TEST_CASE("hsdp: the search ranks replicate candidates like brute force, and rep
       ok = true;
     } catch (const Error&) {
     }
-    if (c.pruned == prune::kReplicateDdp) {
+    if (c.pruned == PruneReason::replicate_ddp) {
       CHECK_FALSE(ok);  // the lowering refuses it too
       continue;
     }
-    CHECK(ok == (c.feasible() || c.pruned == prune::kMemory));
+    CHECK(ok == (c.feasible() || c.pruned == PruneReason::memory));
     if (c.feasible()) {
       CHECK(c.report.step_time_ms == b.step_time_ms);
       CHECK(c.report.memory.peak == b.memory.peak);

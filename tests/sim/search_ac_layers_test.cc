@@ -9,8 +9,9 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
-#include "sim/search/search.h"
+#include "plans/lower_incremental.h"
 #include "sim/search/constraints.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
 
 using namespace tptune;
@@ -87,7 +88,7 @@ TEST_CASE("ac_layers sweep: every candidate and block count equals lower() + sim
     }
     CHECK(kept.size() == brute_feasible);
     CHECK(brute_feasible > 50);  // the sweep has work: most block counts fit at batch 1 and 2
-    CHECK(r.pruned.at(prune::kMemory) > 0);
+    CHECK(r.pruned.at(PruneReason::memory) > 0);
   }
 }
 
@@ -121,7 +122,7 @@ TEST_CASE("ac_layers sweep: branch-and-bound keeps the top k and the Pareto fron
       size_t pruned = 0;
       for (const auto& [reason, n] : r.pruned) pruned += n;
       CHECK(r.feasible + pruned == r.evaluated);
-      bound_pruned += r.pruned.count(prune::kBound) ? r.pruned.at(prune::kBound) : 0;
+      bound_pruned += r.pruned.count(PruneReason::bound) ? r.pruned.at(PruneReason::bound) : 0;
     }
   }
   CHECK(bound_pruned > 0);

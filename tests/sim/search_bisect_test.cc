@@ -1,5 +1,5 @@
 // search.max_local_batch_size: each plan at its largest local batch that fits memory, by bisection
-// (CandidateEvaluator::largest_fitting_batch). Checks the two premises that make bisection exact on the example
+// (CandidateEvaluator::evaluate_largest_fitting). Checks the two premises that make bisection exact on the example
 // spaces (peak memory non-decreasing in the local batch; "fits" true up to some batch and false above), that the
 // bisection's batch and numbers equal enumerating every size 1..N and taking the largest that fits, and the config
 // errors of the key.
@@ -10,8 +10,9 @@
 #include <string>
 
 #include "plans/error.h"
-#include "sim/search/search.h"
 #include "sim/search/constraints.h"
+#include "sim/search/search.h"
+#include "tests/sim/search_reference.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -40,9 +41,8 @@ TEST_CASE("bisect: peak memory is non-decreasing in the local batch, and bisecti
     Config every = cut(name);
     every.search.local_batch_sizes.resize(kMax);
     std::iota(every.search.local_batch_sizes.begin(), every.search.local_batch_sizes.end(), int64_t{1});
-    SearchOptions all;
-    all.skip_larger_batches = false;  // lower every size: the premises are checked, not assumed
-    const SearchResult e = search(every, all);
+    // Every size lowered (the reference, tests/sim/search_reference.h): the premises are checked, not assumed.
+    const SearchResult e = test::reference_search(every);
 
     Config bisect = cut(name);
     bisect.search.max_local_batch_size = kMax;
@@ -50,10 +50,8 @@ TEST_CASE("bisect: peak memory is non-decreasing in the local batch, and bisecti
     const SearchResult b = search(bisect, {});
     REQUIRE(e.results.size() == b.results.size() * kMax);  // batch is the innermost loop of the enumeration
     // The probes are BatchProgram::at() of the first two (finished from the structure's shared unfinished
-    // Programs): the same answers and numbers as lowering every probe.
-    SearchOptions lower_each;
-    lower_each.batch_parametric = lower_each.share_policy_lowering = false;
-    const SearchResult slow = search(bisect, lower_each);
+    // Programs): the same answers and numbers as lowering every probe (the reference).
+    const SearchResult slow = test::reference_search(bisect);
     REQUIRE(slow.results.size() == b.results.size());
     CHECK(slow.patched == 0);
     if (slow.lowered > 0) CHECK(b.lowered < slow.lowered);
@@ -82,7 +80,7 @@ TEST_CASE("bisect: peak memory is non-decreasing in the local batch, and bisecti
         const CandidateResult& x = e.results[g * kMax + static_cast<size_t>(k)];
         REQUIRE(x.candidate.local_batch_size == k + 1);
         // A candidate fits when it was lowered and not refused for memory (min-throughput comes after the fit).
-        const bool fits = x.has_memory && x.pruned != prune::kMemory;
+        const bool fits = x.has_memory && x.pruned != PruneReason::memory;
         if (x.has_memory) {
           CHECK(x.report.memory.peak >= prev_peak);  // premise 1
           prev_peak = x.report.memory.peak;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "plans/lower.h"
-#include "sim/search/search.h"
 #include "sim/search/bound.h"
 #include "sim/search/constraints.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
 
 using namespace tptune;
@@ -18,7 +18,7 @@ namespace {
 
 std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
 
-size_t count(const SearchResult& r, const char* reason) {
+size_t count(const SearchResult& r, PruneReason reason) {
   auto it = r.pruned.find(reason);
   return it == r.pruned.end() ? 0 : it->second;
 }
@@ -84,7 +84,7 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's on the exam
     SearchOptions full;
     full.threads = 1;
     const SearchResult ref = search(cfg, full);
-    CHECK(count(ref, prune::kBound) == 0);  // off by default
+    CHECK(count(ref, PruneReason::bound) == 0);  // off by default
     size_t pruned_any = 0;
     for (size_t k : {size_t{1}, size_t{5}, size_t{10}}) {
       for (int threads : {1, 2}) {
@@ -106,17 +106,17 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's on the exam
         const std::vector<int> top(ref.ranking.begin(),
                                    ref.ranking.begin() + static_cast<long>(std::min(k, ref.ranking.size())));
         for (size_t i = 0; i < r.results.size(); ++i) {
-          if (r.results[i].pruned == prune::kBound) {
-            CHECK((ref.results[i].feasible() || ref.results[i].pruned == prune::kMinThroughput));
+          if (r.results[i].pruned == PruneReason::bound) {
+            CHECK((ref.results[i].feasible() || ref.results[i].pruned == PruneReason::min_throughput));
             CHECK(std::find(top.begin(), top.end(), static_cast<int>(i)) == top.end());
             CHECK(std::find(ref.pareto.begin(), ref.pareto.end(), static_cast<int>(i)) == ref.pareto.end());
           } else {
             CHECK(r.results[i].pruned == ref.results[i].pruned);
           }
         }
-        CHECK(r.feasible + count(r, prune::kBound) ==
-              ref.feasible + count(ref, prune::kMinThroughput) - count(r, prune::kMinThroughput));
-        pruned_any += count(r, prune::kBound);
+        CHECK(r.feasible + count(r, PruneReason::bound) ==
+              ref.feasible + count(ref, PruneReason::min_throughput) - count(r, PruneReason::min_throughput));
+        pruned_any += count(r, PruneReason::bound);
       }
     }
     // The 8B space (385 feasible) has plenty to prune at k = 1: the test would notice a bound that never fires.
@@ -131,6 +131,6 @@ TEST_CASE("bound: off for the step_time and memory objectives", "[search][bound]
     SearchOptions o;
     o.bound_top = 1;
     const SearchResult r = search(cfg, o);
-    CHECK(count(r, prune::kBound) == 0);
+    CHECK(count(r, PruneReason::bound) == 0);
   }
 }

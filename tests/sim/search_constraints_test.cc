@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
-#include "sim/search/search.h"
-#include "sim/search/constraints.h"
 #include "sim/report/search_report.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -63,7 +63,7 @@ TEST_CASE("search.global_batch_size keeps exactly the candidates with local batc
   // 8 GPUs: tp 1 (dp 8) needs local batch 1, tp 2 (dp 4) batch 2, tp 4 (dp 2) batch 4; tp 8 (dp 1) batch 8 is not in
   // [1, 2, 4]. 216 candidates per tp degree (864 / 4): two thirds of tp 1, 2 and 4 and all of tp 8 are pruned,
   // 3 x 144 + 216 = 648, counted before the redundant-at-tp-1 rule.
-  CHECK(r.pruned.at(prune::kGlobalBatch) == 648);
+  CHECK(r.pruned.at(PruneReason::global_batch) == 648);
   std::vector<int> expect;
   for (int i : feasible_sorted(all)) {
     const Candidate& c = all.results[static_cast<size_t>(i)].candidate;
@@ -81,9 +81,8 @@ TEST_CASE("search.min_tokens_per_second_per_gpu prunes exactly the slower feasib
   REQUIRE(all.ranking.size() > 10);
   // The threshold: the 10th best throughput, so exactly the top 10 (and ties with the 10th) remain.
   const double min_tps = all.results[static_cast<size_t>(all.ranking[9])].report.tokens_per_second_per_gpu;
-  const SearchResult r =
-      search(with_search(fmt::format("  local_batch_sizes: [1, 2]\n  min_tokens_per_second_per_gpu: {}\n", min_tps)),
-             {});
+  const SearchResult r = search(
+      with_search(fmt::format("  local_batch_sizes: [1, 2]\n  min_tokens_per_second_per_gpu: {}\n", min_tps)), {});
   CHECK(r.space.min_tokens_per_second_per_gpu == Approx(min_tps).epsilon(1e-12));
   std::vector<int> expect;
   for (int i : feasible_sorted(all))
@@ -91,7 +90,7 @@ TEST_CASE("search.min_tokens_per_second_per_gpu prunes exactly the slower feasib
       expect.push_back(i);
   CHECK(feasible_sorted(r) == expect);
   CHECK(expect.size() >= 9);  // the 10th too unless the threshold read back a hair above it
-  CHECK(r.pruned.at(prune::kMinThroughput) == all.feasible - expect.size());
+  CHECK(r.pruned.at(PruneReason::min_throughput) == all.feasible - expect.size());
   CHECK(r.ranking == std::vector<int>(all.ranking.begin(), all.ranking.begin() + static_cast<long>(expect.size())));
 }
 

@@ -11,10 +11,11 @@
 #include "plans/export.h"
 #include "plans/lower.h"
 #include "plans/module_names.h"
-#include "sim/search/search.h"
-#include "sim/search/constraints.h"
 #include "sim/report/search_report.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
+#include "tests/sim/search_reference.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -72,7 +73,7 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r, size_t 
     const CandidateResult& s = r.results[i];
     INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail);
     CHECK(s.candidate.seq_len == cands[i].seq_len);
-    if (s.pruned == prune::kWorld || s.pruned == prune::kRedundant) continue;
+    if (s.pruned == PruneReason::world || s.pruned == PruneReason::redundant) continue;
     Training t = cfg.training;
     t.seq_len = cands[i].seq_len;
     CandidateResult b;
@@ -89,9 +90,9 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r, size_t 
       check_same_report(s.report, b.report);
       CHECK(s.report.seq_len == cands[i].seq_len);
     } else if (fits) {
-      CHECK(s.pruned == prune::kBound);
+      CHECK(s.pruned == PruneReason::bound);
     } else {
-      CHECK(s.pruned == prune::kMemory);
+      CHECK(s.pruned == PruneReason::memory);
     }
     if (fits) feasible.push_back(b);
   }
@@ -106,22 +107,7 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r, size_t 
 SearchOptions all_fast(int threads, size_t bound_top) {
   SearchOptions o;
   o.threads = threads;
-  o.batch_parametric = true;
-  o.share_policy_lowering = true;
-  o.skip_larger_batches = true;
-  o.memoize_op_costs = true;
   o.bound_top = bound_top;
-  return o;
-}
-
-SearchOptions none_fast(int threads) {
-  SearchOptions o;
-  o.threads = threads;
-  o.batch_parametric = false;
-  o.share_policy_lowering = false;
-  o.skip_larger_batches = false;
-  o.memoize_op_costs = false;
-  o.bound_top = 0;
   return o;
 }
 
@@ -201,14 +187,14 @@ TEST_CASE("search.seq_lens: sequence parallel is pruned at the lengths tp does n
     const bool sp = r.space.families[static_cast<size_t>(x.family)].sequence_parallel;
     const bool expect = sp && x.tp == 8 && x.seq_len == 1020;
     INFO(describe(r.space, x) << ": " << c.pruned << " " << c.detail);
-    CHECK((c.pruned == prune::kSeq) == expect);
+    CHECK((c.pruned == PruneReason::seq) == expect);
     if (expect) {
       CHECK(c.detail == "tp 8 vs seq_len 1020");
       ++seq_pruned;
     }
   }
   CHECK(seq_pruned == 2 * 3 * 2);  // sequence_parallel at tp 8 and 1020: async x AC x loss parallel
-  CHECK(r.pruned.at(prune::kSeq) == seq_pruned);
+  CHECK(r.pruned.at(PruneReason::seq) == seq_pruned);
   // Vanilla at tp 8 runs at 1020 (it does not split the sequence): the lowering agrees.
   bool vanilla_1020 = false;
   for (int i : r.ranking) {
@@ -219,11 +205,11 @@ TEST_CASE("search.seq_lens: sequence parallel is pruned at the lengths tp does n
   check_against_brute_force(cfg, r);
 }
 
-TEST_CASE("search.seq_lens: search equals brute force bit for bit, every fast path on and off",
+TEST_CASE("search.seq_lens: search equals brute force bit for bit, and the reference that lowers every candidate",
           "[search][seq][brute]") {
   const Config cfg = seq_config(kSpace);
-  const SearchResult slow = search(cfg, none_fast(2));
-  CHECK(slow.pruned.count(prune::kMemory));  // 16384 x 16 sequences does not fit
+  const SearchResult slow = test::reference_search(cfg, 2);
+  CHECK(slow.pruned.count(PruneReason::memory));  // 16384 x 16 sequences does not fit
   REQUIRE(slow.winner());
   check_against_brute_force(cfg, slow);
   // Every length has feasible candidates: the ranking compares them per token.
@@ -260,7 +246,7 @@ TEST_CASE("search.seq_lens: a search over lengths is the one-length searches of 
     for (size_t k = 0; k < 2; ++k) {
       const int64_t seq = all.space.seq_lens[k];
       const Config one = seq_config(fmt::format("{{float8: [none], {}}}", extra), seq);
-      const SearchResult r = search(one, none_fast(1));
+      const SearchResult r = test::reference_search(one, 1);
       REQUIRE(r.results.size() == block);
       for (size_t i = 0; i < block; ++i) {
         const CandidateResult &a = all.results[k * block + i], &b = r.results[i];

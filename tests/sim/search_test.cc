@@ -15,10 +15,11 @@
 #include "plans/lower.h"
 #include "plans/module_names.h"
 #include "sim/cost_param_fields.h"
+#include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
-#include "sim/report/search_report.h"
 #include "sim/simulate.h"
+#include "tests/sim/search_reference.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -77,7 +78,7 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
   std::vector<Brute> bf(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) {
     // There is no plan: dp = world / (tp x dp_replicate) is not whole.
-    if (r.results[i].pruned == prune::kWorld || r.results[i].pruned == prune::kReplicateWorld) continue;
+    if (r.results[i].pruned == PruneReason::world || r.results[i].pruned == PruneReason::replicate_world) continue;
     Config at = cfg;  // the candidate's sequence length (search.seq_lens; training.seq_len by default)
     at.training = candidate_training(cfg.training, cands[i]);
     bf[i] = brute(at, r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib, cost);
@@ -86,10 +87,10 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
   for (size_t i = 0; i < cands.size(); ++i) {
     const CandidateResult& s = r.results[i];
     INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail << " | brute: " << bf[i].error);
-    if (s.pruned == prune::kWorld || s.pruned == prune::kReplicateWorld) continue;
+    if (s.pruned == PruneReason::world || s.pruned == PruneReason::replicate_world) continue;
     // The global batch is the user's constraint, not something lower() or simulate() refuses.
-    if (s.pruned == prune::kGlobalBatch || s.pruned == prune::kGlobalBatchMultiple) continue;
-    if (s.pruned == prune::kRedundant) {
+    if (s.pruned == PruneReason::global_batch || s.pruned == PruneReason::global_batch_multiple) continue;
+    if (s.pruned == PruneReason::redundant) {
       // The same Program as its representative: brute force gives the very same numbers.
       const Candidate rep = tp1_representative(r.space, cands[i]);
       auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
@@ -117,12 +118,12 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
       CHECK(s.report.exposed_dp_comm_ms == bf[i].report.exposed_dp_comm_ms);
       bf_feasible.push_back(static_cast<int>(i));
     }
-    if (s.pruned == prune::kMemory) {
+    if (s.pruned == PruneReason::memory) {
       CHECK(bf[i].ok);
       CHECK_FALSE(bf[i].fits);
       if (s.has_memory) CHECK(s.report.memory.peak == bf[i].report.memory.peak);
     }
-    if (!s.feasible() && s.pruned != prune::kMemory) CHECK_FALSE(bf[i].ok);  // refused by lowering or simulation
+    if (!s.feasible() && s.pruned != PruneReason::memory) CHECK_FALSE(bf[i].ok);  // refused by lowering or simulation
   }
   // The ranking is brute force's, sorted by the objective.
   std::vector<CandidateResult> as_results;
@@ -189,27 +190,27 @@ TEST_CASE("every pruning reason, and the lowering or simulator refuses the same 
     bool async;
     const char* gpu;
     int64_t seq;
-    const char* reason;
+    PruneReason reason;
   };
   const Float8Recipe none = Float8Recipe::none;
   const Case cases[] = {
-      {kModel, 3, 8, 5, "vanilla", none, false, "h100-sxm", 1024, prune::kWorld},
-      {kModel, 3, 8, 6, "vanilla", none, false, "h100-sxm", 1024, prune::kStraddle},
-      {kModel, 1, 8, 2, "vanilla", Float8Recipe::tensorwise, false, "a100-sxm-80gb", 1024, prune::kFloat8Gpu},
+      {kModel, 3, 8, 5, "vanilla", none, false, "h100-sxm", 1024, PruneReason::world},
+      {kModel, 3, 8, 6, "vanilla", none, false, "h100-sxm", 1024, PruneReason::straddle},
+      {kModel, 1, 8, 2, "vanilla", Float8Recipe::tensorwise, false, "a100-sxm-80gb", 1024, PruneReason::float8_gpu},
       {"{dim: 768, n_layers: 2, n_heads: 12, n_kv_heads: 12, ffn_dim: 1536, vocab_size: 1024}", 1, 8, 8, "vanilla",
-       none, false, "h100-sxm", 1024, prune::kHeads},
+       none, false, "h100-sxm", 1024, PruneReason::heads},
       {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 2, ffn_dim: 1536, vocab_size: 1024}", 1, 8, 4,
-       "sequence_parallel", none, false, "h100-sxm", 1024, prune::kKvHeads},
+       "sequence_parallel", none, false, "h100-sxm", 1024, PruneReason::kv_heads},
       {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1540, vocab_size: 1024}", 1, 8, 8, "vanilla", none,
-       false, "h100-sxm", 1024, prune::kFfn},
+       false, "h100-sxm", 1024, PruneReason::ffn},
       {"{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1001}", 1, 8, 2,
-       "sequence_parallel", none, false, "h100-sxm", 1024, prune::kVocab},
-      {kModel, 1, 8, 8, "sequence_parallel", none, false, "h100-sxm", 1028, prune::kSeq},
-      {kModel, 1, 8, 2, "vanilla", none, true, "h100-sxm", 1024, prune::kAsyncNeedsSp},
-      {kModel, 1, 8, 2, "sequence_parallel", Float8Recipe::rowwise, true, "h100-sxm", 1024, prune::kAsyncRowwise},
+       "sequence_parallel", none, false, "h100-sxm", 1024, PruneReason::vocab},
+      {kModel, 1, 8, 8, "sequence_parallel", none, false, "h100-sxm", 1028, PruneReason::seq},
+      {kModel, 1, 8, 2, "vanilla", none, true, "h100-sxm", 1024, PruneReason::async_needs_sp},
+      {kModel, 1, 8, 2, "sequence_parallel", Float8Recipe::rowwise, true, "h100-sxm", 1024, PruneReason::async_rowwise},
   };
   for (const Case& k : cases) {
-    INFO(k.reason);
+    INFO(to_string(k.reason));
     Config cfg = small(k.model, k.nodes, k.gpn, fmt::format("{{tp_degrees: [{}]}}", k.tp), k.gpu, k.seq);
     ResolvedSpace s = resolve_space(cfg);
     ClusterSpec cl = resolve_cluster(cfg);
@@ -218,17 +219,17 @@ TEST_CASE("every pruning reason, and the lowering or simulator refuses the same 
     REQUIRE(c);
     Verdict v = check_static(cfg, cl, s, *c);
     REQUIRE_FALSE(v.ok());
-    CHECK(std::string(v.reason) == k.reason);
+    CHECK(v.reason == k.reason);
     CHECK_FALSE(v.detail.empty());
-    if (std::string(k.reason) == prune::kWorld) continue;  // no plan exists
+    if (k.reason == PruneReason::world) continue;  // no plan exists
     // The brute-force path refuses it too: the lowering (divisibility, async TP) or the simulator (layout, float8).
     Brute b = brute(cfg, cl, candidate_plan(s, *c), s.memory_headroom_gib);
     CHECK_FALSE(b.ok);
     CHECK_FALSE(b.error.empty());
     // ... and the same candidate without the offending choice passes the static checks.
     const Candidate* vanilla_ok = find(cs, k.tp, "vanilla", s, none, false, false);
-    if (std::string(k.reason) == prune::kAsyncNeedsSp || std::string(k.reason) == prune::kAsyncRowwise ||
-        std::string(k.reason) == prune::kFloat8Gpu || std::string(k.reason) == prune::kSeq)
+    if (k.reason == PruneReason::async_needs_sp || k.reason == PruneReason::async_rowwise ||
+        k.reason == PruneReason::float8_gpu || k.reason == PruneReason::seq)
       CHECK(check_static(cfg, cl, s, *vanilla_ok).ok());
   }
 }
@@ -247,7 +248,7 @@ TEST_CASE("redundant tp-1 candidates share their representative's program", "[se
     if (c.ac != rep->ac || c.local_batch_size != rep->local_batch_size || c.index == rep->index) continue;
     Verdict v = check_static(cfg, cl, s, c);
     REQUIRE_FALSE(v.ok());
-    CHECK(std::string(v.reason) == prune::kRedundant);
+    CHECK(v.reason == PruneReason::redundant);
     ++redundant;
     Brute b = brute(cfg, cl, candidate_plan(s, c), 2);
     REQUIRE(b.ok);
@@ -258,14 +259,20 @@ TEST_CASE("redundant tp-1 candidates share their representative's program", "[se
 }
 
 TEST_CASE("error classes drop the plan source and numbers", "[search]") {
-  CHECK(error_reason("lowering",
-                     "layers.0.attention.wk: tp 16 does not divide the 8 heads: the local output has 64 features, 0.5 "
-                     "heads of head_dim 128",
-                     "preset:vanilla") == "lowering: layers.N.attention.wk: tp N does not divide the N heads");
-  CHECK(error_reason("lowering", "my.yaml: async_tp needs sequence-parallel collectives: none", "my.yaml") ==
-        "lowering: async_tp needs sequence-parallel collectives");
-  CHECK(error_reason("simulation", "plan: tp 3 x dp_shard 8 = 24 GPUs", "") ==
+  const PruneCause heads = error_reason(PruneReason::lowering,
+                                        "layers.0.attention.wk: tp 16 does not divide the 8 heads: the local output "
+                                        "has 64 features, 0.5 heads of head_dim 128",
+                                        "preset:vanilla");
+  CHECK(heads.reason == PruneReason::lowering);
+  CHECK(heads.error_class == "layers.N.attention.wk: tp N does not divide the N heads");
+  CHECK(to_string(heads) == "lowering: layers.N.attention.wk: tp N does not divide the N heads");
+  CHECK(to_string(error_reason(PruneReason::lowering, "my.yaml: async_tp needs sequence-parallel collectives: none",
+                               "my.yaml")) == "lowering: async_tp needs sequence-parallel collectives");
+  CHECK(to_string(error_reason(PruneReason::simulation, "plan: tp 3 x dp_shard 8 = 24 GPUs", "")) ==
         "simulation: plan: tp N x dp_shard N = N GPUs");
+  // Two classes of one stage are counted apart; a class compares with its reason.
+  CHECK(heads != error_reason(PruneReason::lowering, "x: tp 2 does not divide the 3 heads: y", ""));
+  CHECK(heads == PruneReason::lowering);
 }
 
 TEST_CASE("search equals brute force: Llama3 8B on 8 H100s, the example's full space", "[search][brute]") {
@@ -284,8 +291,9 @@ TEST_CASE("search equals brute force: Llama3 8B on 8 H100s, the example's full s
 TEST_CASE("search equals brute force: Llama3 405B on 1024 H100s, default space (memory decides)", "[search][brute]") {
   Config cfg = load_config(example("llama3-405b-h100.yaml"));
   SearchResult r = search(cfg, {});
-  CHECK(r.pruned.at(prune::kKvHeads) == 216);  // every tp-16 candidate: 2 x 3 x 2 x 2 x 3 x 3 minus async rowwise ones
-  CHECK(r.pruned.count(prune::kMemory));
+  CHECK(r.pruned.at(PruneReason::kv_heads) ==
+        216);  // every tp-16 candidate: 2 x 3 x 2 x 2 x 3 x 3 minus async rowwise ones
+  CHECK(r.pruned.count(PruneReason::memory));
   check_against_brute_force(cfg, r);
 }
 
@@ -301,8 +309,8 @@ TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 
   Config odd =
       small(kModel, 3, 8, "{tp_degrees: [1, 2, 4, 8], dp_replicate: [1, 3, 5, 6, 24], local_batch_sizes: [1, 4]}");
   SearchResult ro = search(odd, {});
-  CHECK(ro.pruned.count(prune::kReplicateWorld));
-  CHECK(ro.pruned.count(prune::kReplicateDdp));
+  CHECK(ro.pruned.count(PruneReason::replicate_world));
+  CHECK(ro.pruned.count(PruneReason::replicate_ddp));
   check_against_brute_force(odd, ro);
 }
 
@@ -313,7 +321,7 @@ TEST_CASE("search equals brute force: Llama3 70B at a global batch of 256 by gra
   o.threads = 2;
   SearchResult r = search(cfg, o);
   CHECK(r.evaluated == 960);
-  CHECK(r.pruned.count(prune::kGlobalBatchMultiple));
+  CHECK(r.pruned.count(PruneReason::global_batch_multiple));
   REQUIRE(r.winner());
   CHECK(r.winner()->candidate.gradient_accumulation_steps > 1);
   check_against_brute_force(cfg, r);
@@ -327,63 +335,62 @@ TEST_CASE("search equals brute force: Llama3 70B at a global batch of 256 by gra
 TEST_CASE("search equals brute force: GPT on A100s (no float8) and awkward TP degrees", "[search][brute]") {
   Config gpt = load_config(example("gpt-a100.yaml"));
   SearchResult r = search(gpt, {});
-  CHECK(r.pruned.at(prune::kFloat8Gpu) == r.evaluated / 2);  // float8: [none, tensorwise]
+  CHECK(r.pruned.at(PruneReason::float8_gpu) == r.evaluated / 2);  // float8: [none, tensorwise]
   check_against_brute_force(gpt, r);
   // 3 nodes x 8: tp 3, 6, 12 straddle nodes, tp 5 does not divide 24; heads 12 are not divisible by 8.
   Config odd = small("{dim: 768, n_layers: 2, n_heads: 12, n_kv_heads: 4, ffn_dim: 3072, vocab_size: 1000}", 3, 8,
                      "{tp_degrees: [1, 2, 3, 4, 5, 6, 8, 12], local_batch_sizes: [1, 8]}");
   SearchResult ro = search(odd, {});
-  CHECK(ro.pruned.count(prune::kWorld));
-  CHECK(ro.pruned.count(prune::kStraddle));
-  CHECK(ro.pruned.count(prune::kHeads));
+  CHECK(ro.pruned.count(PruneReason::world));
+  CHECK(ro.pruned.count(PruneReason::straddle));
+  CHECK(ro.pruned.count(PruneReason::heads));
   check_against_brute_force(odd, ro);
 }
 
-TEST_CASE("search equals brute force on CPU ranks sharing 2 cores, with and without the op-cost memo",
-          "[search][brute]") {
+TEST_CASE("search equals brute force on CPU ranks sharing 2 cores", "[search][brute]") {
   // tp-run's CPU ranks: 4 per node on 2 cores, at a fitted concurrent_rank_rate and oversubscribed_efficiency, so
-  // that cost_ops() prices every op for a shared machine (sim/shared_machine.h) and the memo must do the same.
+  // that cost_ops() prices every op for a shared machine (sim/shared_machine.h).
   Config cfg = load_config_string(
       "model: {dim: 64, n_layers: 2, n_heads: 8, n_kv_heads: 4, ffn_dim: 128, vocab_size: 256}\n"
       "training: {seq_len: 32, local_batch_size: 2, dtype: fp32}\n"
       "cluster: {device: cpu, nodes: 1, gpus_per_node: 4, cores_per_node: 2}\n"
       "search: {float8: [none], local_batch_sizes: [1, 2]}\n",
       "cpu.yaml");
-  for (bool memo : {false, true}) {
-    SearchOptions o;
-    o.threads = 1;
-    o.memoize_op_costs = memo;
-    o.cost = device_cost_params(gpu_preset("cpu"));
-    o.cost.concurrent_rank_rate = 0.8;
-    o.cost.oversubscribed_efficiency = 0.9;
-    SearchResult r = search(cfg, o);
-    REQUIRE(r.feasible > 0);
-    check_against_brute_force(cfg, r, o.cost);
-  }
+  SearchOptions o;
+  o.threads = 1;
+  o.cost = device_cost_params(gpu_preset("cpu"));
+  o.cost.concurrent_rank_rate = 0.8;
+  o.cost.oversubscribed_efficiency = 0.9;
+  SearchResult r = search(cfg, o);
+  REQUIRE(r.feasible > 0);
+  check_against_brute_force(cfg, r, o.cost);
 }
 
-TEST_CASE("search is deterministic over threads, the op-cost memo and the batch shortcut", "[search]") {
+TEST_CASE("search is deterministic over threads, and the batch shortcut changes no result", "[search]") {
+  // The search on 1 and 3 threads, and the reference (tests/sim/search_reference.h: every candidate lowered, no
+  // larger batch skipped after a smaller one missed memory) on 3.
   Config cfg = load_config(example("llama3-70b-h100.yaml"));
   SearchOptions one;
   one.threads = 1;
-  one.memoize_op_costs = true;
-  SearchOptions plain;
-  plain.threads = 3;
-  plain.memoize_op_costs = false;
-  plain.skip_larger_batches = false;
-  SearchResult a = search(cfg, one), b = search(cfg, plain);
+  SearchOptions three;
+  three.threads = 3;
+  SearchResult a = search(cfg, one), b = search(cfg, three), ref = test::reference_search(cfg, 3);
   CHECK(a.threads == 1);
   CHECK(b.threads == 3);
-  CHECK(a.memo_hits > a.memo_misses);  // most op shapes repeat between candidates
-  CHECK(b.memo_hits == 0);
-  REQUIRE(a.ranking == b.ranking);
-  for (int i : a.ranking) {
-    CHECK(a.results[static_cast<size_t>(i)].report.step_time_ms ==
-          b.results[static_cast<size_t>(i)].report.step_time_ms);
-    CHECK(a.results[static_cast<size_t>(i)].report.memory.peak == b.results[static_cast<size_t>(i)].report.memory.peak);
+  for (const SearchResult* x : {&b, &ref}) {
+    REQUIRE(a.ranking == x->ranking);
+    for (int i : a.ranking) {
+      CHECK(a.results[static_cast<size_t>(i)].report.step_time_ms ==
+            x->results[static_cast<size_t>(i)].report.step_time_ms);
+      CHECK(a.results[static_cast<size_t>(i)].report.memory.peak ==
+            x->results[static_cast<size_t>(i)].report.memory.peak);
+    }
+    CHECK(a.pruned == x->pruned);
+    CHECK(a.feasible == x->feasible);
   }
-  CHECK(a.pruned == b.pruned);
-  CHECK(a.feasible == b.feasible);
+  size_t shortcut = 0;
+  for (const CandidateResult& c : a.results) shortcut += test::pruned_by_larger_batch_shortcut(c);
+  CHECK(shortcut > 0);  // the shortcut was taken, and changed no count above
 }
 
 TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the same numbers", "[search]") {
@@ -500,7 +507,7 @@ search: {memory_headroom_gib: 3}
   CHECK(r.winner() == nullptr);
   REQUIRE_FALSE(r.closest.empty());
   double last = -1e300;
-  std::set<std::string> reasons;
+  std::set<PruneCause> reasons;
   for (int i : r.closest) {
     const CandidateResult& c = r.results[static_cast<size_t>(i)];
     if (!c.has_memory) {
@@ -511,14 +518,14 @@ search: {memory_headroom_gib: 3}
     CHECK(over >= last);
     last = over;
   }
-  CHECK(reasons.count(prune::kFloat8Gpu));  // one example of each other reason follows the memory misses
+  CHECK(reasons.count(PruneReason::float8_gpu));  // one example of each other reason follows the memory misses
   const std::string text = nothing_fits_text(cfg, r, 5);
   CHECK_THAT(text, Contains("no candidate fits"));
-  CHECK_THAT(text, Contains(prune::kMemory));
+  CHECK_THAT(text, Contains(std::string(to_string(PruneReason::memory))));
   nlohmann::json j = search_json(r, {}, 5);
   CHECK(j["top"].empty());
   REQUIRE(j["closest"].size() == 5);
-  CHECK(j["closest"][0]["reason"] == prune::kMemory);
+  CHECK(j["closest"][0]["reason"] == std::string(to_string(PruneReason::memory)));
   CHECK(j["closest"][0]["peak_memory_gib"].get<double>() > 1.0);
 }
 

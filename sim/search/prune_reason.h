@@ -1,0 +1,66 @@
+#pragma once
+// Why the search pruned a candidate, as a value: results hold it, the search compares and counts it, and only the
+// reports print it (to_string(); the texts are those the search has always printed). The static reasons are decided
+// before lowering (sim/search/constraints.h says what each checks); the late ones after it.
+
+#include <compare>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+namespace tptune {
+
+enum class PruneReason : uint8_t {
+  none,  // not pruned: feasible
+  // Static (sim/search/constraints.h, in the order check_static() tries them).
+  world,                  // tp does not divide the world size
+  replicate_world,        // tp x dp_replicate does not divide the world size
+  global_batch_multiple,  // search.global_batch_size is not a multiple of local batch x dp (gradient accumulation)
+  global_batch,           // local batch x dp is not search.global_batch_size
+  straddle,               // tp group straddles nodes
+  replicate_ddp,          // dp_replicate with dp_shard 1 is DDP (not modelled)
+  float8_gpu,             // float8 needs a GPU with float8
+  heads,                  // tp does not divide n_heads
+  kv_heads,               // tp does not divide n_kv_heads
+  ffn,                    // tp does not divide ffn_dim
+  vocab,                  // tp does not divide vocab_size
+  seq,                    // tp does not divide seq_len (sequence parallel)
+  async_needs_sp,         // async TP needs sequence parallel
+  async_rowwise,          // async TP with float8 rowwise is not supported
+  redundant,              // redundant at tp 1 (same program as another candidate)
+  // Late.
+  memory,          // out of memory (peak + search.memory_headroom_gib > capacity)
+  min_throughput,  // below search.min_tokens_per_second_per_gpu
+  // Branch-and-bound (SearchOptions::bound_top; sim/search/bound.h): its step-time lower bound shows that it is
+  // neither in the top k nor on the Pareto front, so it is not scheduled.
+  bound,
+  lowering,    // the lowering threw tptune::Error (PruneCause::error_class says which kind)
+  simulation,  // the cost model threw tptune::Error
+};
+
+// The printed text: "tp does not divide the world size", "out of memory (with the headroom)", "bound", "lowering".
+std::string_view to_string(PruneReason r);
+
+// A reason as the search counts it: for `lowering` and `simulation` with the class of the error (error_reason(),
+// sim/search/constraints.h: "layers.N.attention.wk: tp N does not divide the N heads"), so that each kind of error is
+// counted apart; empty for the others. Ordered by (reason, class): a map of counts lists them in that order, and a
+// report that wants them by text sorts them (to_string()).
+struct PruneCause {
+  PruneReason reason = PruneReason::none;
+  std::string error_class;
+
+  PruneCause() = default;
+  PruneCause(PruneReason r) : reason(r) {}  // NOLINT(google-explicit-constructor): a reason is a cause
+  PruneCause(PruneReason r, std::string cls) : reason(r), error_class(std::move(cls)) {}
+  bool operator==(const PruneCause&) const = default;
+  std::strong_ordering operator<=>(const PruneCause&) const = default;
+  bool operator==(PruneReason r) const { return reason == r; }  // whatever the class
+  bool none() const { return reason == PruneReason::none; }
+};
+
+// "lowering: <class>" for an error, to_string(reason) otherwise; empty for PruneReason::none.
+std::string to_string(const PruneCause& c);
+std::ostream& operator<<(std::ostream& out, const PruneCause& c);  // to_string(c), for test messages
+
+}  // namespace tptune
