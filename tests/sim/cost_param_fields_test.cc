@@ -4,8 +4,8 @@
 
 #include "sim/cost_param_fields.h"
 
-#include <catch2/catch_test_macros.hpp>
 #include <algorithm>
+#include <catch2/catch_test_macros.hpp>
 #include <cmath>
 #include <set>
 #include <string>
