@@ -5,7 +5,7 @@
 #include "sim/cost_param_fields.h"
 
 #include <algorithm>
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
 #include <string>

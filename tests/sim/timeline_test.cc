@@ -155,7 +155,8 @@ void check_same(const Program& p, const Timeline& fast, const Timeline& ref) {
     REQUIRE(f.instances == r.instances);
     for (int i = 0; i < f.instances; ++i)
       for (int j = 0; j < f.ops; ++j) {
-        INFO(p.segments[s].name << " instance " << i << " op " << p.segments[s].ops[static_cast<size_t>(j)].name);
+        INFO(to_string(p.segments[s].kind)
+             << " instance " << i << " op " << p.segments[s].ops[static_cast<size_t>(j)].name);
         REQUIRE(f.time(i, j).start == Approx(r.time(i, j).start).margin(1e-6));
         REQUIRE(f.time(i, j).end == Approx(r.time(i, j).end).margin(1e-6));
       }
