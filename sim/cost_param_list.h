@@ -23,7 +23,7 @@
 // ---- Compute: GEMMs --------------------------------------------------------------------------------------------
 // Fraction of the dense peak a large, well-shaped GEMM reaches, before the shape terms below (wave quantization
 // and the per-tile k overhead take another ~4% at 8192^3). bf16/fp16: an 8192^3 bf16 GEMM measured ~790 TFLOP/s on
-// an H200 (80% of 989; REFERENCE.md), and public cuBLAS H100 runs land at 70-80%.
+// an H200 (80% of 989), and public cuBLAS H100 runs land at 70-80%.
 TPTUNE_COST_PARAM(double, gemm_efficiency, 0.84, 1e-4, 4.0);
 // float8 (e4m3/e5m2 operands) on the fp8 peak: public cuBLASLt H100 measurements reach ~1.2-1.45 PFLOP/s at 8192^3
 // (about 65-73% of 1979); the cast/scale kernels are separate ops in the Program and costed as memory-bound.
@@ -70,7 +70,7 @@ TPTUNE_COST_PARAM(double, attention_bwd_score_ns, 0, 0, 1e6);
 
 // ---- Compute: memory-bound ops (norms, rope, activations, residual adds, casts, embedding, loss) ---------------
 // Fraction of datasheet HBM bandwidth. A device-to-device copy reached 4.3 of 4.8 TB/s on an H200 (0.9,
-// REFERENCE.md); eager norm/activation kernels with reductions land lower.
+// measured); eager norm/activation kernels with reductions land lower.
 TPTUNE_COST_PARAM(double, memory_bound_efficiency, 0.80, 1e-4, 4.0);
 // Launch overhead per memory-bound kernel (3-5 us on Hopper with the CPU ahead of the GPU).
 TPTUNE_COST_PARAM(double, memory_bound_overhead_us, 4.0, 0, 1e6);
