@@ -123,18 +123,18 @@ std::vector<CollectiveRecord> step_collectives(const Program& p) {
 }
 
 const Segment* checkpointed_block_backward(const Program& p) {
-  const Segment* first = p.segment("block.bwd");
+  const Segment* first = p.segment(SegmentKind::block_bwd);
   for (const Segment& s : p.segments)
-    if (&s != first && s.name == "block.bwd") return &s;
+    if (&s != first && s.kind == SegmentKind::block_bwd) return &s;
   return nullptr;
 }
 
 std::vector<CollectiveRecord> block_collectives(const Program& p) {
   std::vector<CollectiveRecord> out;
   // The first block.bwd segment: every block, or with ac_layers the blocks without recompute (from layer k on).
-  const Segment* bwd = p.segment("block.bwd");
+  const Segment* bwd = p.segment(SegmentKind::block_bwd);
   const int layer = checkpointed_block_backward(p) && bwd ? bwd->first_layer : 0;
-  for (const Segment* s : {p.segment("block.fwd"), bwd, p.segment("block.optimizer")})
+  for (const Segment* s : {p.segment(SegmentKind::block_fwd), bwd, p.segment(SegmentKind::block_optimizer)})
     if (s)
       for (const Op& op : s->ops)
         if (op.is_collective()) out.push_back(record_of(p, op, layer));
@@ -295,7 +295,7 @@ std::string explain_text(const Program& p) {
   line("Top-level modules (embedding, final norm, output, loss) and FSDP traffic outside the blocks:");
   std::vector<CollectiveRecord> top;
   for (const Segment& s : p.segments) {
-    if (s.name.starts_with("block")) continue;
+    if (is_block(s.kind)) continue;
     for (const Op& op : s.ops)
       if (op.is_collective()) top.push_back(record_of(p, op, -1));
   }

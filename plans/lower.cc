@@ -272,7 +272,7 @@ class Lowerer {
   Program run() {
     const int64_t b = prog.training.local_batch_size, s = prog.training.seq_len;
     // --- embedding forward ---
-    e.begin_segment("embed.fwd");
+    e.begin_segment(SegmentKind::embed_fwd);
     prog.tokens = e.tensor("tokens", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
     prog.targets = e.tensor("targets", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
     size_t embed_tape = e.tape_size();
@@ -285,7 +285,7 @@ class Lowerer {
     size_t embed_tape_end = e.tape_size();
 
     // --- one block, forward ---
-    e.begin_segment("block.fwd", checked_int(m.n_layers, "model.n_layers"));
+    e.begin_segment(SegmentKind::block_fwd, checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
     TensorId x_in = e.tensor("input", e.desc(x0.t).local_shape, e.desc(x0.t).dtype, e.desc(x0.t).placement,
                              TensorRole::activation, e.desc(x0.t).global_shape);
@@ -306,7 +306,7 @@ class Lowerer {
     e.per_layer = false;
 
     // --- head: final norm, output, loss, and their backward ---
-    e.begin_segment("head");
+    e.begin_segment(SegmentKind::head);
     TensorId h_in = e.tensor("norm.input", e.desc(x_in).local_shape, e.desc(x_in).dtype, e.desc(x_in).placement,
                              TensorRole::activation, e.desc(x_in).global_shape);
     prog.chains.push_back({x_in, xout.t, x0.t, h_in, false});
@@ -336,7 +336,7 @@ class Lowerer {
     if (!g_hin) throw Error("internal: no gradient reaches the last block");
 
     // --- one block, backward (with recompute) ---
-    e.begin_segment("block.bwd", checked_int(m.n_layers, "model.n_layers"), true);
+    e.begin_segment(SegmentKind::block_bwd, checked_int(m.n_layers, "model.n_layers"), true);
     e.per_layer = true;
     TensorId g_out = e.tensor("output.grad", e.desc(g_hin->t).local_shape, e.desc(g_hin->t).dtype,
                               e.desc(g_hin->t).placement, TensorRole::gradient, e.desc(g_hin->t).global_shape);
@@ -349,7 +349,7 @@ class Lowerer {
     e.per_layer = false;
 
     // --- embedding backward ---
-    e.begin_segment("embed.bwd");
+    e.begin_segment(SegmentKind::embed_bwd);
     TensorId g_emb = e.tensor("tok_embeddings.out.grad", e.desc(g_xin->t).local_shape, e.desc(g_xin->t).dtype,
                               e.desc(g_xin->t).placement, TensorRole::gradient, e.desc(g_xin->t).global_shape);
     prog.chains.push_back({g_out, g_xin->t, g_hin->t, g_emb, true});
@@ -363,11 +363,11 @@ class Lowerer {
     if (prog.plan.clip_grad_norm) grad_norm(block_params, globals);
 
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
-    e.begin_segment("block.optimizer", checked_int(m.n_layers, "model.n_layers"));
+    e.begin_segment(SegmentKind::block_optimizer, checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
     optimizer(block_params);
     e.per_layer = false;
-    e.begin_segment("optimizer");
+    e.begin_segment(SegmentKind::optimizer);
     optimizer(globals);
     e.finish();
 
@@ -578,7 +578,7 @@ class Lowerer {
   // gradients (the last reduced), so they run after the backward; block gradients are counted in the bytes (a
   // non-repeated segment cannot name per-layer tensors), and the compute stream runs them before any AdamW.
   void grad_norm(const Params& block_params, const Params& globals) {
-    e.begin_segment("grad_norm");
+    e.begin_segment(SegmentKind::grad_norm);
     e.phase = Phase::optimizer;
     int64_t elems = 0;
     for (TensorId p : block_params)
@@ -697,7 +697,8 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
 }
 
 bool has_split_backward(const Program& p) {
-  return p.segments.size() > 4 && p.segments[3].name == "block.bwd" && p.segments[4].name == "block.bwd";
+  return p.segments.size() > 4 && p.segments[3].kind == SegmentKind::block_bwd &&
+         p.segments[4].kind == SegmentKind::block_bwd;
 }
 
 void set_ac_layers(Program& p, int64_t k) {

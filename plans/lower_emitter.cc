@@ -14,11 +14,11 @@ void Emitter::trim_segment() {
   if (ops.size() > n_ops_) ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(n_ops_), ops.end());
 }
 
-void Emitter::begin_segment(const std::string& name, int repeat, bool reverse) {
+void Emitter::begin_segment(SegmentKind kind, int repeat, bool reverse) {
   trim_segment();
   if (n_segments_ == prog.segments.size()) prog.segments.emplace_back();
   Segment& s = prog.segments[n_segments_++];
-  s.name = name;
+  s.kind = kind;
   s.repeat = repeat;
   s.reverse = reverse;
   n_ops_ = 0;

@@ -45,7 +45,7 @@ class Emitter {
   // a + b, the name of a tensor or op; empty without names (tensor() and op() ignore it then: not built for nothing).
   std::string cat(const std::string& a, const char* b) const { return names ? a + b : std::string(); }
 
-  void begin_segment(const std::string& name, int repeat = 1, bool reverse = false);
+  void begin_segment(SegmentKind kind, int repeat = 1, bool reverse = false);
   Segment& seg() { return prog.segments[n_segments_ - 1]; }
   // Drops the elements of a recycled Program beyond those emitted; call once, after the last op.
   void finish();

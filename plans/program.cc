@@ -53,9 +53,9 @@ std::string_view kind_name(const OpKind& k) {
   return names[k.index()];
 }
 
-const Segment* Program::segment(std::string_view name) const {
+const Segment* Program::segment(SegmentKind kind) const {
   for (const auto& s : segments)
-    if (s.name == name) return &s;
+    if (s.kind == kind) return &s;
   return nullptr;
 }
 
@@ -63,7 +63,7 @@ std::string layer_fqn(int layer, const std::string& name) {
   return layer < 0 ? name : fmt::format("layers.{}.{}", layer, name);
 }
 
-bool is_per_layer_segment(const Segment& s) { return s.repeat > 1 || s.name.starts_with("block"); }
+bool is_per_layer_segment(const Segment& s) { return s.repeat > 1 || is_block(s.kind); }
 
 int segment_instances(const Program& p, const Segment& s) {
   if (!is_per_layer_segment(s)) return 1;

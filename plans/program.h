@@ -12,7 +12,7 @@
 //   block.bwd   (xL)   one block's backward, layers L-1..0      [+ recompute, FSDP all-gather and grad reduce-scatter,
 //                                                                  + HSDP all-reduce of the shard when dp_replicate >
 //                                                                  1]
-//               with a plan's ac_layers = k (0 < k < L): two segments, both named block.bwd: layers L-1..k without
+//               with a plan's ac_layers = k (0 < k < L): two segments, both of kind block.bwd: layers L-1..k without
 //               recompute (x L-k, first_layer k), then layers k-1..0 with it (x k, first_layer 0)
 //   embed.bwd   (x1)   embedding backward
 //   grad_norm   (x1)   only with Plan::clip_grad_norm: the gradient norm (local norms, all-reduces over tp and dp) and
@@ -44,6 +44,7 @@
 #include "plans/model.h"
 #include "plans/placement.h"
 #include "plans/plan.h"
+#include "plans/segment_kind.h"
 
 namespace tptune {
 
@@ -234,7 +235,7 @@ struct Op {
 };
 
 struct Segment {
-  std::string name;      // embed.fwd | block.fwd | head | block.bwd | embed.bwd | optimizer
+  SegmentKind kind = SegmentKind::embed_fwd;
   int repeat = 1;        // n_layers for block segments (layer_count when set)
   bool reverse = false;  // block.bwd runs layers L-1 .. 0
   std::vector<Op> ops;
@@ -266,7 +267,7 @@ struct Program {
   TensorId tokens = -1, targets = -1, loss = -1;
 
   const TensorDesc& tensor(TensorId id) const { return tensors.at(static_cast<size_t>(id)); }
-  const Segment* segment(std::string_view name) const;
+  const Segment* segment(SegmentKind kind) const;  // the first segment of that kind, or nullptr
   int64_t tokens_per_rank() const { return training.local_batch_size * training.seq_len; }
 };
 

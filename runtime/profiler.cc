@@ -246,7 +246,7 @@ nlohmann::json profile_program(const Program& program, Backend& backend, const P
     const Op& op = *f.op;
     std::string segment;
     for (const Segment& s : ex.program().segments)  // FlatOp::op points into the executor's copy
-      if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) segment = s.name;
+      if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) segment = to_string(s.kind);
     json rec = {{"index", i},
                 {"name", f.name},
                 {"module", f.module},

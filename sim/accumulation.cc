@@ -5,9 +5,7 @@
 
 namespace tptune {
 
-bool is_optimizer_segment(const Segment& s) {
-  return s.name == "optimizer" || s.name == "block.optimizer" || s.name == "grad_norm";
-}
+bool is_optimizer_segment(const Segment& s) { return is_optimizer_step(s.kind); }
 
 MicrobatchTimes microbatch_times(const Program& p, const Timeline& tl) {
   double end = 0;

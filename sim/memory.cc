@@ -105,17 +105,17 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
 
   // The block backward: one segment, or two when a plan's ac_layers splits it (the blocks without recompute, then
   // the checkpointed ones; plans/program.h).
-  const Segment* fwd = p.segment("block.fwd");
-  const Segment* head = p.segment("head");
+  const Segment* fwd = p.segment(SegmentKind::block_fwd);
+  const Segment* head = p.segment(SegmentKind::head);
   const Segment* bwd[2] = {nullptr, nullptr};
   for (const Segment& s : p.segments)
-    if (s.name == "block.bwd") bwd[bwd[0] ? 1 : 0] = &s;
-  // Segments of one name (the split backward) count as one reader: the same tensors, read by other layers.
+    if (s.kind == SegmentKind::block_bwd) bwd[bwd[0] ? 1 : 0] = &s;
+  // Segments of one kind (the split backward) count as one reader: the same tensors, read by other layers.
   canonical.assign(p.segments.size(), 0);
   for (size_t s = 0; s < p.segments.size(); ++s) {
     canonical[s] = static_cast<int>(s);
     for (size_t e = 0; e < s; ++e)
-      if (p.segments[e].name == p.segments[s].name) {
+      if (p.segments[e].kind == p.segments[s].kind) {
         canonical[s] = static_cast<int>(e);
         break;
       }

@@ -116,20 +116,20 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     r.dp_replicate_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp_replicate)] / 1e3;
   }
 
-  // Over every instance of the segments of that name (a plan's ac_layers splits the block backward in two).
-  auto mean_span = [&](const char* name) {
+  // Over every instance of the segments of that kind (a plan's ac_layers splits the block backward in two).
+  auto mean_span = [&](SegmentKind kind) {
     double sum = 0;
     int n = 0;
     for (size_t s = 0; s < p.segments.size(); ++s) {
       const SegmentTimes& st = tl.segments[s];
-      if (p.segments[s].name != name || st.ops == 0) continue;
+      if (p.segments[s].kind != kind || st.ops == 0) continue;
       for (int i = 0; i < st.instances; ++i) sum += st.instance_stats(i).span_us;
       n += st.instances;
     }
     return n > 0 ? sum / n / 1e3 : 0.0;
   };
-  r.block_forward_ms = mean_span("block.fwd");
-  r.block_backward_ms = mean_span("block.bwd");
+  r.block_forward_ms = mean_span(SegmentKind::block_fwd);
+  r.block_backward_ms = mean_span(SegmentKind::block_bwd);
 
   r.memory = memory;
 
@@ -149,7 +149,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   // counts (as an unsplit report counts it).
   size_t first_bwd = p.segments.size();
   for (size_t s = 0; s < p.segments.size(); ++s) {
-    if (p.segments[s].name != "block.bwd") continue;
+    if (p.segments[s].kind != SegmentKind::block_bwd) continue;
     if (first_bwd == p.segments.size()) {
       first_bwd = s;
       continue;

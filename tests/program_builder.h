@@ -21,8 +21,8 @@ struct ProgramBuilder {
     p.tensors.push_back(d);
     return static_cast<TensorId>(p.tensors.size() - 1);
   }
-  Segment& segment(const std::string& name, int repeat = 1) {
-    p.segments.push_back(Segment{name, repeat, false, {}});
+  Segment& segment(SegmentKind kind, int repeat = 1) {
+    p.segments.push_back(Segment{kind, repeat, false, {}});
     return p.segments.back();
   }
   // Appends to the last segment; `deps` are ops of the same segment instance (across segments, the tensors' last

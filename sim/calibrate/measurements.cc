@@ -78,7 +78,8 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   if (!single && p.tp * p.dp != m.ranks)
     r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
   std::map<std::string, int> seg_index;
-  for (size_t s = 0; s < p.segments.size(); ++s) seg_index[p.segments[s].name] = static_cast<int>(s);
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    seg_index[std::string(to_string(p.segments[s].kind))] = static_cast<int>(s);
   const json& ops = r.field(j, "", "ops");
   if (!ops.is_array() || ops.empty()) r.fail("ops", "expected a non-empty list of op records");
   for (size_t i = 0; i < ops.size(); ++i) {

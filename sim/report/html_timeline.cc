@@ -34,19 +34,19 @@ struct Box {
 
 std::string html_block_timeline(const Program& p, const OpCosts& costs, const Timeline& tl) {
   struct Panel {
-    const char* segment;
+    SegmentKind segment;
     const char* title;
     std::vector<Box> boxes;
     double t0 = 0, span = 0, compute_span = 0;
     int layer = 0;
   };
-  Panel panels[] = {{"block.fwd", "forward", {}}, {"block.bwd", "backward", {}}};
+  Panel panels[] = {{SegmentKind::block_fwd, "forward", {}}, {SegmentKind::block_bwd, "backward", {}}};
   double span = 0;
   for (Panel& pn : panels) {
     size_t s = 0;
-    while (s < p.segments.size() && p.segments[s].name != pn.segment) ++s;
+    while (s < p.segments.size() && p.segments[s].kind != pn.segment) ++s;
     if (s == p.segments.size() || s >= tl.segments.size())
-      throw Error(fmt::format("report: the Program has no {} segment", pn.segment));
+      throw Error(fmt::format("report: the Program has no {} segment", to_string(pn.segment)));
     const Segment& seg = p.segments[s];
     const SegmentTimes& st = tl.segments[s];
     const int inst = st.instances / 2;  // a steady-state layer, away from the first and last blocks

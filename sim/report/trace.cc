@@ -53,7 +53,7 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
         OpTime t = st.time(i, j);
         json args = {{"phase", std::string(to_string(op.phase))},
                      {"kind", std::string(kind_name(op.kind))},
-                     {"segment", seg.name},
+                     {"segment", to_string(seg.kind)},
                      {"waited_for", std::string(wait_name(t.wait))}};
         if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
           args["collective"] = std::string(to_string(c->kind));

@@ -136,8 +136,9 @@ class Matcher {
     for (size_t s = 0; ok() && s < a.segments.size(); ++s) {
       Segment& x = a.segments[s];
       const Segment& y = b.segments[s];
-      same(x.name, y.name, "segment", "name"), same(x.repeat, y.repeat, x.name, "repeat");
-      same(x.reverse, y.reverse, x.name, "reverse"), same(x.ops.size(), y.ops.size(), x.name, "op count");
+      const std::string_view n = to_string(x.kind);
+      same(x.kind, y.kind, "segment", "name"), same(x.repeat, y.repeat, n, "repeat");
+      same(x.reverse, y.reverse, n, "reverse"), same(x.ops.size(), y.ops.size(), n, "op count");
       for (size_t j = 0; ok() && j < x.ops.size(); ++j) op(x.ops[j], y.ops[j]);
     }
     same(a.chains.size(), b.chains.size(), "chains");

@@ -36,7 +36,7 @@ SplitStreamSums split_stream_sums(const Program& p, const OpCosts& costs) {
     const Segment& seg = p.segments[s];
     double per_instance[kStreams] = {};
     per_stream(p, costs, s, per_instance);
-    const bool bwd = seg.name == "block.bwd";
+    const bool bwd = seg.kind == SegmentKind::block_bwd;
     double* into = !bwd ? out.fixed : seg.first_layer > 0 ? out.plain : out.checkpointed;
     const double instances = bwd ? 1.0 : segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) into[k] += per_instance[k] * instances;

@@ -59,9 +59,9 @@ TEST_CASE("with FSDP (dp_shard > 1) the Partial norm-weight gradients are all-re
 TEST_CASE("expand() instantiates every layer and links the residual stream across layers") {
   Program p = lower_preset("vanilla", {.tp = 2}, llama3_8b(), 512);
   FlatProgram f = expand(p);
-  size_t per_block_fwd = p.segment("block.fwd")->ops.size();
+  size_t per_block_fwd = p.segment(SegmentKind::block_fwd)->ops.size();
   size_t total = 0;
-  for (const auto& s : p.segments) total += s.ops.size() * (s.name.starts_with("block") ? 32 : 1);
+  for (const auto& s : p.segments) total += s.ops.size() * (is_block(s.kind) ? 32 : 1);
   CHECK(f.ops.size() == total);
   // The first op of layer 1 reads what the last op of layer 0 wrote (the residual), and depends on it.
   const FlatOp& last0 = f.ops[1 + per_block_fwd];  // 1 embedding op... find by name instead:

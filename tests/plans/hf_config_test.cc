@@ -55,7 +55,7 @@ std::vector<std::string> fingerprint(const Program& p) {
                               fmt::join(t.local_shape, ","), fmt::join(t.global_shape, ","), to_string(t.dtype),
                               to_string(t.placement), static_cast<int>(t.role), t.param, t.param_shard_dim));
   for (const auto& s : p.segments) {
-    out.push_back(fmt::format("segment {} x{} {}", s.name, s.repeat, s.reverse));
+    out.push_back(fmt::format("segment {} x{} {}", to_string(s.kind), s.repeat, s.reverse));
     for (const auto& o : s.ops)
       out.push_back(fmt::format("op {} {} {} {} deps[{}] in[{}] out[{}] chunk {} {} {} | {}", o.id, o.module, o.name,
                                 to_string(o.phase), fmt::join(o.deps, ","), fmt::join(o.inputs, ","),

@@ -117,7 +117,7 @@ TEST_CASE("tp 2 moves the same full-tensor bytes with half-size local shards") {
   REQUIRE(b2.size() == b8.size());
   for (size_t i = 0; i < b2.size(); ++i) CHECK(b2[i].bytes == b8[i].bytes);
   // wq at tp 2: colwise weight (4096, 4096) -> local (2048, 4096); gemm m = 8192 tokens (gathered), n = 2048, k = 4096.
-  const Segment* fwd = p2.segment("block.fwd");
+  const Segment* fwd = p2.segment(SegmentKind::block_fwd);
   bool found = false;
   for (const Op& op : fwd->ops)
     if (op.name == "attention.wq.fwd") {
@@ -151,7 +151,7 @@ TEST_CASE("float8 tensorwise on sequence_parallel: fp8 all-gathers and amax all-
   CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::max) == 5);
   CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::sum) == 2);
   // The three GEMMs of a linear run in float8.
-  for (const Op& op : p.segment("block.bwd")->ops)
+  for (const Op& op : p.segment(SegmentKind::block_bwd)->ops)
     if (op.name == "attention.wq.bwd_input") {
       auto g = std::get<GemmOp>(op.kind);
       CHECK(g.a_dtype == DType::fp8_e5m2);
@@ -202,7 +202,7 @@ TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
     if (r.kind == K::p2p && r.bytes > 0) CHECK(r.bytes == kAct / 4);
   // wq's forward is 4 chunk GEMMs of 8192 / 4 = 2048 tokens.
   int chunks = 0;
-  for (const Op& op : p.segment("block.fwd")->ops)
+  for (const Op& op : p.segment(SegmentKind::block_fwd)->ops)
     if (op.module == "attention.wq" && std::holds_alternative<GemmOp>(op.kind)) {
       CHECK(std::get<GemmOp>(op.kind).m == 2048);
       CHECK(op.chunk.pattern == ChunkRef::Pattern::all_gather);

@@ -23,7 +23,7 @@ int check_ops(const Program& p, std::string_view name_part) {
     for (const Op& op : s.ops) {
       if (op.name.find(name_part) == std::string::npos) continue;
       ++seen;
-      INFO(s.name << ": " << op.name);
+      INFO(to_string(s.kind) << ": " << op.name);
       const TensorDesc& y = out0(p, op);
       CHECK_FALSE(y.name.empty());
       if (auto* e = std::get_if<ElementwiseOp>(&op.kind)) {

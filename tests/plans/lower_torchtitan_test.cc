@@ -137,7 +137,7 @@ TEST_CASE("torchtitan 0.3 with sequence parallel: the seed's SP collectives, FSD
 TEST_CASE("torchtitan 0.3 fuses q, k, v into one wqkv GEMM of the summed width") {
   Program p = lower_tt("sequence_parallel", {.tp = 8});
   // (32 + 2 x 8) heads x 128 / tp 8 = 768 local outputs, one GEMM; no wq/wk/wv.
-  const Segment* fwd = p.segment("block.fwd");
+  const Segment* fwd = p.segment(SegmentKind::block_fwd);
   REQUIRE(fwd);
   int wqkv = 0, separate = 0;
   for (const auto& op : fwd->ops) {
@@ -190,7 +190,7 @@ TEST_CASE("torchtitan 0.3 float8: rowwise recipes only, bf16 TP collectives, no 
   }
   // rowwise_with_gw_hp keeps the weight-gradient GEMMs in bf16; rowwise runs them in float8.
   auto gw_dtype = [](const Program& p) {
-    for (const auto& op : p.segment("block.bwd")->ops)
+    for (const auto& op : p.segment(SegmentKind::block_bwd)->ops)
       if (auto* g = std::get_if<GemmOp>(&op.kind); g && op.name == "feed_forward.w1.bwd_weight") return g->a_dtype;
     return DType::fp32;
   };
@@ -221,7 +221,7 @@ TEST_CASE("torchtitan 0.3 clips the gradient norm before the optimizer: an all-r
   tr.seq_len = 32;
   Plan plan = tt_plan("sequence_parallel", {.tp = 2, .dp = 2}, 2);
   const Program p = lower(tiny, tr, plan);
-  const Segment* clip = p.segment("grad_norm");
+  const Segment* clip = p.segment(SegmentKind::grad_norm);
   REQUIRE(clip != nullptr);
   CHECK(clip->repeat == 1);
   REQUIRE(clip->ops.size() == 4);
@@ -250,14 +250,14 @@ TEST_CASE("torchtitan 0.3 clips the gradient norm before the optimizer: an all-r
   // Before the optimizer's segments, after the backward.
   size_t at = 0, block_opt = 0;
   for (size_t i = 0; i < p.segments.size(); ++i) {
-    if (p.segments[i].name == "grad_norm") at = i;
-    if (p.segments[i].name == "block.optimizer") block_opt = i;
+    if (p.segments[i].kind == SegmentKind::grad_norm) at = i;
+    if (p.segments[i].kind == SegmentKind::block_optimizer) block_opt = i;
   }
   CHECK(at + 1 == block_opt);
-  CHECK(p.segments[at - 1].name == "embed.bwd");
+  CHECK(p.segments[at - 1].kind == SegmentKind::embed_bwd);
   // tp 1, dp 1: no collective, the local norm and the clip still run. The seed (a user's loop) does not clip.
   const Program one = lower(tiny, tr, tt_plan("vanilla", {.tp = 1}, 2));
-  REQUIRE(one.segment("grad_norm") != nullptr);
-  CHECK(one.segment("grad_norm")->ops.size() == 2);
-  CHECK(lower_preset("sequence_parallel", {.tp = 2}, tiny, 32).segment("grad_norm") == nullptr);
+  REQUIRE(one.segment(SegmentKind::grad_norm) != nullptr);
+  CHECK(one.segment(SegmentKind::grad_norm)->ops.size() == 2);
+  CHECK(lower_preset("sequence_parallel", {.tp = 2}, tiny, 32).segment(SegmentKind::grad_norm) == nullptr);
 }

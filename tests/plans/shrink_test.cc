@@ -32,7 +32,7 @@ Plan plan_at(int tp, const char* family = "sequence_parallel", bool async_tp = t
 std::vector<std::string> structure(const Program& p) {
   std::vector<std::string> out;
   for (const Segment& s : p.segments) {
-    out.push_back(s.name);
+    out.push_back(std::string(to_string(s.kind)));
     for (const Op& op : s.ops) {
       std::string k(kind_name(op.kind));
       if (const auto* c = std::get_if<CollectiveOp>(&op.kind))

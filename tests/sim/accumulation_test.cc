@@ -37,15 +37,15 @@ CollectiveOp coll(CollectiveKind k, Group g) { return CollectiveOp{k, g}; }
 Program hand_built() {
   Builder b;
   const TensorId a = b.tensor("a"), r = b.tensor("r"), l = b.tensor("l"), g = b.tensor("g"), gs = b.tensor("gs");
-  b.segment("embed.fwd");
+  b.segment(SegmentKind::embed_fwd);
   b.op("fwd", ElementwiseOp{}, {}, {a});
-  b.segment("head");
+  b.segment(SegmentKind::head);
   b.op("all_reduce", coll(CollectiveKind::all_reduce, Group::tp), {a}, {r});
   b.op("loss", ElementwiseOp{}, {r}, {l}, {0});
-  b.segment("embed.bwd");
+  b.segment(SegmentKind::embed_bwd);
   b.op("grad", ElementwiseOp{}, {l}, {g});
   b.op("reduce_scatter", coll(CollectiveKind::reduce_scatter, Group::dp), {g}, {gs}, {0});
-  b.segment("optimizer");
+  b.segment(SegmentKind::optimizer);
   b.op("adamw", ElementwiseOp{}, {gs}, {});
   b.p.model = small_model(1);  // for MFU (its ratio is checked)
   b.p.tp = 1;

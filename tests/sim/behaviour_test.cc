@@ -49,7 +49,7 @@ StepReport run(const Setup& s, const char* gpu, int nodes, int gpn) {
 }
 
 // Bus bytes (nccl-tests: size x bus factor) of the TP collectives of one segment.
-double tp_bus_bytes(const Program& p, const char* segment) {
+double tp_bus_bytes(const Program& p, SegmentKind segment) {
   double bus = 0;
   for (const Op& op : p.segment(segment)->ops)
     if (auto* c = std::get_if<CollectiveOp>(&op.kind); c && c->group == Group::tp)
@@ -67,13 +67,13 @@ TEST_CASE("sequence parallel moves the same bytes as the all-reduces, with less 
   Program psp = lowered(sp), pva = lowered(va);
   // Forward of a block: vanilla all-reduces (b, s, h) twice (2 x S x 2(n-1)/n); sequence parallel all-gathers and
   // reduce-scatters it twice each (4 x S x (n-1)/n): the same bus bytes.
-  CHECK(tp_bus_bytes(psp, "block.fwd") == tp_bus_bytes(pva, "block.fwd"));
+  CHECK(tp_bus_bytes(psp, SegmentKind::block_fwd) == tp_bus_bytes(pva, SegmentKind::block_fwd));
   // Backward: the same again, plus the all-reduce of the two sequence-sharded norm weights' gradients
   // (2 x 4096 x 2 B x 2 x 7/8 = 28672 B), which at dp_shard 1 (no FSDP) DTensor issues at the optimizer step; the
   // vanilla seed plan re-wraps plain tensors and all-reduces more.
-  CHECK(tp_bus_bytes(psp, "block.bwd") == tp_bus_bytes(psp, "block.fwd"));
-  CHECK(tp_bus_bytes(psp, "block.optimizer") == 28672);
-  CHECK(tp_bus_bytes(pva, "block.bwd") > tp_bus_bytes(psp, "block.bwd"));
+  CHECK(tp_bus_bytes(psp, SegmentKind::block_bwd) == tp_bus_bytes(psp, SegmentKind::block_fwd));
+  CHECK(tp_bus_bytes(psp, SegmentKind::block_optimizer) == 28672);
+  CHECK(tp_bus_bytes(pva, SegmentKind::block_bwd) > tp_bus_bytes(psp, SegmentKind::block_bwd));
   ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
   StepReport rsp = simulate(psp, c, default_cost_params()), rva = simulate(pva, c, default_cost_params());
   CHECK(rsp.memory.saved_per_block < rva.memory.saved_per_block);

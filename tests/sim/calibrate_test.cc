@@ -115,7 +115,7 @@ json synthetic_profile(const std::string& preset, const CostParams& c, double no
     for (const auto& op : seg.ops) {
       const double t = op_duration_us(op, p, cl, c) * jitter(i++, noise);
       ops.push_back({{"name", op.name},
-                     {"segment", seg.name},
+                     {"segment", to_string(seg.kind)},
                      {"template_op", op.id},
                      {"kind", std::string(kind_name(op.kind))},
                      {"time_us", {{"median", t}}}});

@@ -78,10 +78,10 @@ TEST_CASE("report: the block timeline draws every op of one block, forward and b
   // Every op has its box, except ops the previous block issued (FSDP's all-gather, async TP's first chunk) that
   // were done before this block started: those are counted in a note on their stream's lane.
   size_t drawn = 0, prefetched = 0;
-  for (const char* seg : {"block.fwd", "block.bwd"}) {
+  for (SegmentKind seg : {SegmentKind::block_fwd, SegmentKind::block_bwd}) {
     const Segment* g = s.p.segment(seg);
     REQUIRE(g);
-    const int layer = std::string(seg) == "block.fwd" ? 16 : 15;
+    const int layer = seg == SegmentKind::block_fwd ? 16 : 15;
     for (const Op& op : g->ops) {
       INFO(op.name);
       const bool has = svg.find("<title>" + svg::escape(layer_fqn(layer, op.name)) + " (") != std::string::npos;
@@ -91,8 +91,9 @@ TEST_CASE("report: the block timeline draws every op of one block, forward and b
     }
   }
   CHECK(count(svg, "<title>layers.") == drawn);
-  CHECK(drawn + prefetched >= s.p.segment("block.fwd")->ops.size() + s.p.segment("block.bwd")->ops.size());
-  if (drawn < s.p.segment("block.fwd")->ops.size() + s.p.segment("block.bwd")->ops.size())
+  CHECK(drawn + prefetched >=
+        s.p.segment(SegmentKind::block_fwd)->ops.size() + s.p.segment(SegmentKind::block_bwd)->ops.size());
+  if (drawn < s.p.segment(SegmentKind::block_fwd)->ops.size() + s.p.segment(SegmentKind::block_bwd)->ops.size())
     CHECK(svg.find("prefetched by the previous block, done before this one starts") != std::string::npos);
 }
 

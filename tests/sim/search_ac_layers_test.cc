@@ -164,8 +164,8 @@ TEST_CASE("set_ac_layers() gives the Program that finishing at that block count 
   base.ac_layers = 3;
   Plan plan = preset_plan("sequence_parallel", base);
   Program p = lower(cfg.model, cfg.training, plan);
-  REQUIRE(p.segments[3].name == "block.bwd");
-  REQUIRE(p.segments[4].name == "block.bwd");
+  REQUIRE(p.segments[3].kind == SegmentKind::block_bwd);
+  REQUIRE(p.segments[4].kind == SegmentKind::block_bwd);
   set_ac_layers(p, 20);
   plan.ac_layers = 20;
   const Program want = lower(cfg.model, cfg.training, plan);

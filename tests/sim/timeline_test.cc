@@ -23,7 +23,7 @@ OpCosts costs(std::vector<std::vector<double>> d) { return OpCosts{std::move(d)}
 TEST_CASE("two-op overlap: a TP collective runs beside independent compute") {
   Builder b(1);
   TensorId x = b.tensor("x", false), a = b.tensor("a", false), g = b.tensor("g", false), o = b.tensor("o", false);
-  b.segment("step");
+  b.segment(SegmentKind::head);
   b.op("mm1", GemmOp{}, {x}, {a});
   b.op("gather", coll(Group::tp), {x}, {g});
   b.op("mm2", GemmOp{}, {a, g}, {o}, {0, 1});
@@ -71,12 +71,12 @@ TEST_CASE("FSDP all-gathers are prefetched one block ahead") {
     Builder b(layers);
     TensorId src = b.tensor("x0", false), sink = b.tensor("xL", false);
     TensorId in = b.tensor("input", true), w = b.tensor("w", true), out = b.tensor("output", true);
-    b.segment("embed");
+    b.segment(SegmentKind::embed_fwd);
     b.op("embed", ElementwiseOp{}, {}, {src});
-    b.segment("block.fwd", layers);
+    b.segment(SegmentKind::block_fwd, layers);
     b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
     b.op("mm", GemmOp{}, {in, w}, {out}, {0});
-    b.segment("head");
+    b.segment(SegmentKind::head);
     b.op("head", ElementwiseOp{}, {sink}, {});
     b.p.chains.push_back({in, out, src, sink, false});
     return b.p;
@@ -127,7 +127,7 @@ TEST_CASE("backward: the next block's all-gather goes ahead of this block's redu
   // single DP stream in Program order instead, AG(k+1) would wait for RS(k) and the matmuls would stall.
   Builder b(4);
   TensorId w = b.tensor("w", true), g = b.tensor("g", true);
-  b.segment("block.bwd", 4);
+  b.segment(SegmentKind::block_bwd, 4);
   b.p.segments.back().reverse = true;
   b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
   b.op("mm", GemmOp{}, {w}, {g}, {0});
@@ -155,7 +155,8 @@ void check_same(const Program& p, const Timeline& fast, const Timeline& ref) {
     REQUIRE(f.instances == r.instances);
     for (int i = 0; i < f.instances; ++i)
       for (int j = 0; j < f.ops; ++j) {
-        INFO(p.segments[s].name << " instance " << i << " op " << p.segments[s].ops[static_cast<size_t>(j)].name);
+        INFO(to_string(p.segments[s].kind)
+             << " instance " << i << " op " << p.segments[s].ops[static_cast<size_t>(j)].name);
         REQUIRE(f.time(i, j).start == Approx(r.time(i, j).start).margin(1e-6));
         REQUIRE(f.time(i, j).end == Approx(r.time(i, j).end).margin(1e-6));
       }
@@ -239,14 +240,14 @@ TEST_CASE("extrapolation stops where a later instance waits for a value from ano
   TensorId src = b.tensor("x0", false), sink = b.tensor("xL", false);
   TensorId in = b.tensor("input", true), out = b.tensor("output", true), s = b.tensor("s", true);
   TensorId g = b.tensor("g", true);
-  b.segment("embed");
+  b.segment(SegmentKind::embed_fwd);
   b.op("embed", ElementwiseOp{}, {}, {src});
-  b.segment("block.fwd", 5);
+  b.segment(SegmentKind::block_fwd, 5);
   b.op("mm", GemmOp{}, {in}, {out});
   b.op("stat", coll(Group::dp), {out}, {s}, {0});
-  b.segment("head");
+  b.segment(SegmentKind::head);
   b.op("head", ElementwiseOp{}, {sink}, {});
-  b.segment("block.bwd", 5);
+  b.segment(SegmentKind::block_bwd, 5);
   b.op("use", ElementwiseOp{}, {s}, {g});
   b.p.chains.push_back({in, out, src, sink, false});
   CostParams c;
