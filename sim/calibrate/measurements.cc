@@ -66,7 +66,7 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}: program: cannot lower the profiled Program again: {}", m.path, e.what()));
   }
-  // A single-GPU profile of tp N local shapes (runtime/profiler.h, local_shapes_of_tp) ran on one process.
+  // A single-GPU profile of tp N local shapes (plans/profile_format.h, local_shapes_of_tp) ran on one process.
   const bool single = prof.local_shapes_of_tp.has_value();
   if (!single && p.tp * p.dp != m.ranks)
     r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
