@@ -1,8 +1,8 @@
 // The per-element formulas the CUDA kernels share with the host (kernels/formulas/{activation,rope,adamw,
 // cross_entropy,norm}.h), run here in the CPU reference's loop order and compared BIT FOR BIT with the reference:
 // these tests prove the formulas were transcribed with the reference's operations and their order. The CPU kernels
-// of activations and AdamW call the formulas themselves, so they are compared with the math written out below
-// (namespace reference); rope, cross-entropy and the norms with kernels/cpu. (On the device
+// of activations, AdamW and RoPE call the formulas themselves, so they are compared with the math written out here
+// (namespace reference, and in the RoPE case); cross-entropy and the norms with kernels/cpu. (On the device
 // the reductions add in another order and the transcendentals come from CUDA's libm; the [cuda] tests bound that.)
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -162,7 +162,7 @@ TEST_CASE("activation formulas in float (the bf16 kernels' compute type) are wit
   test::check_close("gelu_bwd<float>", got, want, 2e-5, 2e-6);
 }
 
-TEST_CASE("rope formulas equal the CPU reference bit for bit", "[cuda-math]") {
+TEST_CASE("rope formulas (what the CPU kernel computes) equal the written-out math bit for bit", "[cuda-math]") {
   // Llama 3 (theta 500000, head_dim 128) at a sequence-shard offset, and a small odd case (theta 10000, hd 6).
   struct Case {
     int64_t batch, seq, heads, hd, offset;
@@ -172,24 +172,26 @@ TEST_CASE("rope formulas equal the CPU reference bit for bit", "[cuda-math]") {
     const int64_t n = c.batch * c.seq * c.heads * c.hd, half = c.hd / 2;
     const std::vector<float> x = test::randn(size_t(n), 31);
     for (double sign : {1.0, -1.0}) {
-      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
       if (sign > 0)
-        kernels::rope(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, want.data());
+        kernels::rope(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, got.data());
       else
-        kernels::rope_bwd(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, want.data());
+        kernels::rope_bwd(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, got.data());
       for (int64_t t = 0; t < c.batch * c.seq; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          const double a = formulas::rope_angle(c.offset + t % c.seq, i, c.hd, c.theta);
+          // The written-out math: theta^(-2i/hd) at the global position, the pair rotated in double.
+          const double inv_freq = std::pow(c.theta, -2.0 * double(i) / double(c.hd));
+          const double a = double(c.offset + t % c.seq) * inv_freq;
           const double cs = std::cos(a), sn = sign * std::sin(a);
           for (int64_t h = 0; h < c.heads; ++h) {
             const int64_t j = (t * c.heads + h) * c.hd + 2 * i;
-            const auto p = formulas::rope_rotate(x[size_t(j)], x[size_t(j + 1)], cs, sn);
-            got[size_t(j)] = float(p.y0);
-            got[size_t(j + 1)] = float(p.y1);
+            const double x0 = x[size_t(j)], x1 = x[size_t(j + 1)];
+            want[size_t(j)] = float(x0 * cs - x1 * sn);
+            want[size_t(j + 1)] = float(x0 * sn + x1 * cs);
           }
         }
       }
-      check_bits(sign > 0 ? "rope" : "rope_bwd", got, want);
+      check_bits(sign > 0 ? "rope" : "rope_bwd", want, got);
     }
   }
 }
