@@ -2,7 +2,7 @@
 // Micro-benchmarks of what the cost model needs (`tp-run bench gemm|collectives|memory`), on any Backend, written as
 // bench JSON that `tp-plan calibrate` fits (sim/calibrate/measurements.h reads it):
 //   {"format": "tptune-bench", "version": 1, "bench": "gemm" | "collectives" | "memory",
-//    "environment": {...as in a Profile (runtime/profiler.h)...},
+//    "environment": {...as in a Profile (plans/profile_format.h)...},
 //    "timing": {"warmup": W, "iters": N, "unit": "us", "reduce_over_ranks": "max"},
 //    "results": [
 //      gemm:        {"m", "n", "k", "dtype": "fp32" (A's dtype), "b_dtype", "c_dtype", "trans_b", "source": "program" |

@@ -7,37 +7,10 @@
 // iteration is the maximum over the TP group (a collective ends when its slowest rank ends). Each record carries the
 // median over iterations and its spread (min, p10, p90, max) and the raw samples.
 //
-// Profile JSON (format "tptune-profile", version 1):
-//   {
-//     "format": "tptune-profile", "version": 1,
-//     "environment": {"backend": "cpu", "device": "<CPU model>", "threads_per_rank": 1, "ranks": 2,
-//                     "libraries": {"eigen": "3.4.0", "mpi": "Open MPI v4.1.4", "fmt": "9.1.0"},
-//                     "git_hash": "1a2b3c4", "build_type": "Release"},
-//     "program": {"model": {...}, "training": {...}, "plan": {...}, "tp": 2, "dp": 1},
-//     "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max",
-//                "step_wall_mode": "overlapped"},
-//     "final_loss": 5.61 (null when the run diverged to NaN/inf),
-//     "step_wall_us": {"median", "min", "p10", "p90", "max"}: `iters` further whole steps run with the overlap the
-//                     Program allows (collectives in flight while compute runs), each the slowest rank's wall
-//                     time, after a synchronizing all-reduce; "step_wall_samples_us": [...] the raw samples.
-//     "program" also carries "config_yaml" and "plan_yaml" when the tool adds them (tp-run profile does), so that
-//     `tp-plan accuracy` and `calibrate` can lower the very Program again.
-//     "ops": [ one record per op of expand(Program), in execution order:
-//       {"index": 0, "name": "tok_embeddings.fwd", "module": "tok_embeddings", "segment": "embed.fwd", "layer": -1,
-//        "template_op": 0, "phase": "forward", "kind": "embedding",
-//        "op": {kind fields: gemm {m, n, k, a_dtype, b_dtype, c_dtype, trans_a, trans_b, accumulate, flops},
-//               attention {batch, seq, n_heads, n_kv_heads, head_dim, causal, backward, flops},
-//               elementwise {fn, bytes, flops, dim}, embedding {tokens, vocab_local, dim_local, vocab_sharded,
-//               backward}, cross_entropy {stage, tokens, vocab_local, vocab_sharded},
-//               cast_fp8 {stage, to, elements, rowwise},
-//               collective {collective, group, group_size, reduce, dtype, bytes, gather_dim, scatter_dim}},
-//        "chunk": {"pattern": "all_gather", "step": 1, "count": 2}            (async TP ops only)
-//        "inputs": [{"name": "tokens", "shape": [2, 32], "global_shape": [2, 32], "dtype": "fp32",
-//                    "placement": "R", "role": "input"}], "outputs": [...],
-//        "time_us": {"median": 12.5, "min": 11.9, "p10": 12.0, "p90": 13.1, "max": 14.2}, "samples_us": [...]}
-//     ]
-//   }
-// Optimizer ops are included ("phase": "optimizer").
+// The result is a Profile (plans/profile_format.h: the file's one schema, written with profile_json()): one record
+// per op of expand(Program) in execution order, optimizer ops included ("phase": "optimizer"), and the whole step's
+// wall time: `iters` further steps run with the overlap the Program allows (collectives in flight while compute
+// runs), each the slowest rank's wall time, after a synchronizing all-reduce.
 
 #include <cstdint>
 #include <functional>
@@ -45,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "plans/profile_format.h"
 #include "plans/program.h"
 #include "runtime/backend.h"
 
@@ -71,14 +45,12 @@ struct OpTiming {
 // two).
 OpTiming summarize(std::vector<double> samples);
 
-// Runs the Program on `backend` (collective over its TP group) and returns the Profile JSON.
-nlohmann::json profile_program(const Program& program, Backend& backend, const ProfileOptions& options);
+// Runs the Program on `backend` (collective over its TP group) and returns its Profile (the caller adds the config's
+// and plan's YAML to `program`).
+Profile profile_program(const Program& program, Backend& backend, const ProfileOptions& options);
 
 // The "environment" block every Profile and bench JSON starts with (backend, device, threads_per_rank, ranks,
 // cores (the machine's hardware threads: ranks beyond them share cores), libraries, git_hash, build_type).
 nlohmann::json environment_json(Backend& backend);
-
-// The IR descriptor of one op kind (the "op" object above).
-nlohmann::json describe_kind(const OpKind& kind, int group_size);
 
 }  // namespace tptune

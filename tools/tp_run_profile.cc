@@ -77,7 +77,7 @@ int run_profile(const World& w, ProfileArgs& a) {
                    "collectives are not run (recorded as not measured)\n",
                    single, "TP");
   }
-  nlohmann::json profile;
+  Profile profile;
   or_abort(w, [&] {
     auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
     maybe_inject_failure(w);
@@ -94,7 +94,7 @@ int run_profile(const World& w, ProfileArgs& a) {
   // The loss is replicated, so every rank reaches the same verdict. (Not in the single-GPU mode: its values mean
   // nothing without the collectives.)
   if (!agreed(w, [&] {
-        if (single == 0 && !profile["final_loss"].is_number())
+        if (single == 0 && !profile.final_loss)
           throw Error(
               fmt::format("the loss is not finite after {} steps: the run diverged (NaN/inf), so its times "
                           "are not written",
@@ -104,30 +104,30 @@ int run_profile(const World& w, ProfileArgs& a) {
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
     // The config's text and the resolved plan, so that tp-plan can lower this very Program again.
-    profile["program"]["config_yaml"] = read_input_file(a.plan.config, "config YAML");
+    profile.config_yaml = read_input_file(a.plan.config, "config YAML");
     // Only the model's modules: a preset carries torchtitan's feed_forward.w3 for every model, which a gelu MLP
     // lacks, and calibrate/accuracy load this plan as a user's (refusing entries that match no module).
-    profile["program"]["plan_yaml"] = plan_to_yaml(without_unmatched_modules(s.plan, s.config.model));
-    write_output("--out", a.out, json_dump(profile, 1) + "\n");
+    profile.plan_yaml = plan_to_yaml(without_unmatched_modules(s.plan, s.config.model));
+    write_output("--out", a.out, json_dump(profile_json(profile), 1) + "\n");
   });
   // A short summary: step time and the ops that dominate it.
-  const auto& ops = profile["ops"];
+  const auto& ops = profile.ops;
   double total = 0;
   std::vector<std::pair<double, std::string>> top;
   for (const auto& op : ops) {
-    if (!op["time_us"].is_object()) continue;  // a collective the single-GPU mode did not run
-    double t = op["time_us"]["median"].get<double>();
+    if (!op.time_us) continue;  // a collective the single-GPU mode did not run
+    double t = op.time_us->median.value_or(0);
     total += t;
-    top.emplace_back(t, op["name"].get<std::string>());
+    top.emplace_back(t, op.name);
   }
   std::sort(top.rbegin(), top.rend());
-  const bool whole = profile.contains("step_wall_us");
+  const bool whole = profile.step_wall.has_value();
   std::printf(
       "tp-run profile: %zu ops, tp %d%s, %d warm-up + %d timed steps; sum of op medians %.1f us, %s median %.1f us "
       "-> %s\n",
       ops.size(), s.plan.tp_degree, whole ? "" : " (local shapes on one process, collectives not run)", a.warmup,
       a.iters, total, whole ? "overlapped step" : "compute-only step",
-      profile[whole ? "step_wall_us" : "compute_wall_us"]["median"].get<double>(), a.out.c_str());
+      (whole ? profile.step_wall : profile.compute_wall)->time_us.median.value_or(0), a.out.c_str());
   for (size_t i = 0; i < std::min<size_t>(5, top.size()); ++i)
     std::printf("  %10.1f us  %s\n", top[i].first, top[i].second.c_str());
   return 0;

@@ -1,9 +1,12 @@
-// RoPE CPU reference; see rope.h for the convention.
+// RoPE CPU reference; see rope.h for the convention. The angle and the rotation are the CUDA kernel's formulas
+// (kernels/formulas/rope.h); cos and sin once per (token, pair), as there.
 #include "kernels/cpu/rope.h"
 
 #include <cmath>
 #include <stdexcept>
 #include <vector>
+
+#include "kernels/formulas/rope.h"
 
 namespace tptune::kernels {
 namespace {
@@ -19,8 +22,7 @@ void rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t h
   std::vector<double> cs(size_t(seq * half)), sn(size_t(seq * half));
   for (int64_t s = 0; s < seq; ++s) {
     for (int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(theta, -2.0 * double(i) / double(head_dim));
-      const double a = double(offset + s) * inv_freq;
+      const double a = formulas::rope_angle(offset + s, i, head_dim, theta);
       cs[size_t(s * half + i)] = std::cos(a);
       sn[size_t(s * half + i)] = sign * std::sin(a);
     }
@@ -35,9 +37,9 @@ void rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t h
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t i = 0; i < half; ++i) {
           const int64_t j = h * head_dim + 2 * i;
-          const double x0 = xr[j], x1 = xr[j + 1];  // read both before writing: y may alias x
-          yr[j] = float(x0 * c[i] - x1 * sv[i]);
-          yr[j + 1] = float(x0 * sv[i] + x1 * c[i]);
+          const auto p = formulas::rope_rotate(xr[j], xr[j + 1], c[i], sv[i]);  // both read first: y may alias x
+          yr[j] = float(p.y0);
+          yr[j + 1] = float(p.y1);
         }
       }
     }

@@ -5,11 +5,13 @@
 #include <string>
 
 #include "kernels/cuda/adamw.h"
-#include "kernels/cuda/adamw_math.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
+#include "kernels/formulas/adamw.h"
 
 namespace tptune::cuda {
+
+using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
 using detail::kThreads;

@@ -6,9 +6,9 @@
 // hold n elements each; p, m, v are updated in place for the 1-based `step` (std::invalid_argument if < 1).
 // Each launch takes up to kAdamWMaxTensorsPerLaunch tensors (their pointers travel in the kernel's parameter
 // block, no device-side table to allocate); a longer list takes ceil(count / that) launches.
-// Precision: double per element, the CPU reference's operations in order (adamw_math.h); with FMA contraction
-// off the fp32-gradient result is bit-identical to the CPU's.
-// Cost (napkin): reads p, g, m, v and writes p, m, v: 26 bytes per parameter with a bf16 gradient, 28 with fp32.
+// Precision: double per element, the CPU reference's operations in order (kernels/formulas/adamw.h); with FMA
+// contraction off the fp32-gradient result is bit-identical to the CPU's. Cost (napkin): reads p, g, m, v and writes p,
+// m, v: 26 bytes per parameter with a bf16 gradient, 28 with fp32.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -7,8 +7,8 @@
 // convert: y[i] = x[i] converted from From to To, for From, To in {float, __nv_bfloat16, __nv_fp8_e4m3,
 //         __nv_fp8_e5m2} (uploads of fp32 host data into bf16/fp8 storage, dtype changes between ops, downloads
 //         through fp32). Widening is exact; narrowing rounds to nearest even: to bf16 as __float2bfloat16_rn (NaN
-//         stays NaN, overflow to inf), to float8 SATURATING (bf16_math.h / float8_math.h, bit-identical to the CPU
-//         emulation; no scale: a scaled cast is fp8_cast). From == To is a copy.
+//         stays NaN, overflow to inf), to float8 SATURATING (kernels/formulas/bf16.h, float8.h: bit-identical to the
+//         CPU emulation; no scale: a scaled cast is fp8_cast). From == To is a copy.
 // fill is in elementwise.h.
 
 #include <cuda_bf16.h>

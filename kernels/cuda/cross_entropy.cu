@@ -3,10 +3,12 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cross_entropy.h"
-#include "kernels/cuda/cross_entropy_math.h"
 #include "kernels/cuda/device_element.cuh"
+#include "kernels/formulas/cross_entropy.h"
 
 namespace tptune::cuda {
+
+using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
 using detail::block_max;

@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/bf16_math.h"
-#include "kernels/cuda/float8_math.h"
+#include "kernels/formulas/bf16.h"
+#include "kernels/formulas/float8.h"
 
 namespace tptune::cuda::detail {
+
+using namespace tptune::formulas;  // bf16 and float8 as bit patterns (kernels/formulas/)
 
 // Widening (exact).
 __device__ __forceinline__ float to_float(float x) { return x; }

@@ -1,10 +1,12 @@
 // Elementwise CUDA kernels; see elementwise.h.
-#include "kernels/cuda/activation_math.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/formulas/activation.h"
 
 namespace tptune::cuda {
+
+using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
 using detail::Compute;

@@ -6,7 +6,7 @@
 // written, never accumulated into (accumulate excepted: y += a), and may alias inputs of the same element.
 // Every call is stream-ordered on `stream` and returns before the work is done.
 // Precision: bf16 operands are widened to float exactly; SwiGLU/GELU compute in double for T = float (the CPU
-// reference's arithmetic, kernels/cuda/activation_math.h) and in float for T = bf16; each result is rounded once
+// reference's arithmetic, kernels/formulas/activation.h) and in float for T = bf16; each result is rounded once
 // to T (bf16: round to nearest even). add/accumulate compute a + b in float and round once.
 // Cost (napkin): memory-bound; swiglu reads 2n and writes n elements (6 bytes per element in bf16).
 

@@ -2,9 +2,11 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
 #include "kernels/cuda/float8.h"
-#include "kernels/cuda/float8_math.h"
+#include "kernels/formulas/float8.h"
 
 namespace tptune::cuda {
+
+using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
 using detail::fp8_format_of;

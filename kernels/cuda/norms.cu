@@ -1,17 +1,19 @@
 // RMSNorm / LayerNorm CUDA kernels; see norms.h.
 //
 // Forward: one block per row; the row sums in double (block_sum: fixed order), then every element through
-// norm_math.h. Backward: one block per row for dx (the row's dots), then the dw/db column sums in two deterministic
-// passes: slab s of the rows (kSlabs fixed slabs) sums its rows per column into partial[s][col], then one thread per
-// column adds the slabs in order.
+// kernels/formulas/norm.h. Backward: one block per row for dx (the row's dots), then the dw/db column sums in two
+// deterministic passes: slab s of the rows (kSlabs fixed slabs) sums its rows per column into partial[s][col], then one
+// thread per column adds the slabs in order.
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
-#include "kernels/cuda/norm_math.h"
 #include "kernels/cuda/norms.h"
+#include "kernels/formulas/norm.h"
 
 namespace tptune::cuda {
+
+using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
 using detail::block_sum;

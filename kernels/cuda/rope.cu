@@ -5,9 +5,11 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
 #include "kernels/cuda/rope.h"
-#include "kernels/cuda/rope_math.h"
+#include "kernels/formulas/rope.h"
 
 namespace tptune::cuda {
+
+using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
 using detail::from_double;

@@ -4,8 +4,8 @@
 // Contract: the Backend calls rope_fwd/rope_bwd (runtime/backend.h, RopeShape) and the CPU reference
 // kernels/cpu/rope.h: x (batch, seq, heads * head_dim) of T (float or __nv_bfloat16), adjacent pairs
 // (x[2i], x[2i+1]) rotated by pos * theta^(-2i/head_dim), pos = offset + s; backward rotates by the opposite
-// angle. y may alias x. Angles, cos/sin and the rotation in double (the CPU's arithmetic, rope_math.h), computed
-// once per (token, pair) and applied to every head. Throws std::invalid_argument for an odd or non-positive
+// angle. y may alias x. Angles, cos/sin and the rotation in double (the CPU's arithmetic, kernels/formulas/rope.h),
+// computed once per (token, pair) and applied to every head. Throws std::invalid_argument for an odd or non-positive
 // head_dim or theta <= 0, as the CPU reference does.
 
 #include <cuda_bf16.h>

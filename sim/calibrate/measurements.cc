@@ -12,14 +12,13 @@
 #include "plans/limits.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
+#include "plans/profile_format.h"
 
 namespace tptune {
 
 namespace {
 
 using nlohmann::json;
-
-constexpr double kMaxTimeUs = 1e9;
 
 // The typed reads of a profile or bench file: JsonDoc's checks (plans/json_text.h), with the statistic to read.
 struct Reader {
@@ -30,18 +29,9 @@ struct Reader {
   const json& field(const json& j, const std::string& where, const char* key) const {
     return doc.member(j, where, key);
   }
-  double number(const json& j, const std::string& where, const char* key, bool positive = false) const {
-    const json& v = field(j, where, key);
-    const std::string w = json_key(where, key);
-    if (!v.is_number()) doc.fail(w, "a number", v);
-    double d = v.get<double>();
-    if (!(d >= 0) || (positive && !(d > 0)))
-      fail(w, fmt::format("expected a {} number, got {}", positive ? "positive" : "non-negative", d));
-    // Every number read here is a time in us. Past 1000 s per op or step it is not a measurement (and 1e150 us
-    // squared overflowed the fit, which then reported an efficiency at its bound): the calibration file's own bound
-    // on a time (sim/calibrate/calibration.h, collective points 0 .. 1e9 us).
-    if (d > kMaxTimeUs) fail(w, fmt::format("expected a time of 0 .. 1e9 us (1000 s), got {}", d));
-    return d;
+  // A time in us (plans/profile_format.h: 0 .. 1e9 us, the calibration file's own bound on a time too).
+  double number(const json& j, const std::string& where, const char* key) const {
+    return measured_time_us(doc, field(j, where, key), json_key(where, key));
   }
   // A non-negative integer, at most `hi` (checked before it is narrowed to an int anywhere).
   int64_t integer(const json& j, const std::string& where, const char* key,
@@ -61,10 +51,13 @@ CollectiveKind parse_collective(const Reader& r, const std::string& where, const
   r.fail(where, fmt::format("expected all_reduce, all_gather, reduce_scatter, all_to_all or p2p, got '{}'", s));
 }
 
+// A profile (read by plans/profile_format.h) becomes its Program again, each timed record one of its template ops.
 void load_profile(const Reader& r, const json& j, Measurements& m) {
-  const json& prog = r.field(j, "", "program");
-  const std::string config_yaml = r.string(prog, "program", "config_yaml");
-  const std::string plan_yaml = r.string(prog, "program", "plan_yaml");
+  const Profile prof = parse_profile(j, m.path);
+  const JsonDoc& doc = r.doc;
+  if (prof.program.is_null()) doc.fail("program", "missing");
+  const std::string& config_yaml = require(prof.config_yaml, doc, "program.config_yaml");
+  const std::string& plan_yaml = require(prof.plan_yaml, doc, "program.plan_yaml");
   Program p;
   try {
     Config cfg = load_config_string(config_yaml, m.path + " (program.config_yaml)");
@@ -73,45 +66,43 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}: program: cannot lower the profiled Program again: {}", m.path, e.what()));
   }
-  // A single-GPU profile of tp N local shapes (runtime/profiler.h, local_shapes_of_tp) ran on one process.
-  const bool single = j.contains("local_shapes_of_tp");
+  // A single-GPU profile of tp N local shapes (plans/profile_format.h, local_shapes_of_tp) ran on one process.
+  const bool single = prof.local_shapes_of_tp.has_value();
   if (!single && p.tp * p.dp != m.ranks)
     r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
   std::map<std::string, int> seg_index;
   for (size_t s = 0; s < p.segments.size(); ++s)
     seg_index[std::string(to_string(p.segments[s].kind))] = static_cast<int>(s);
-  const json& ops = r.field(j, "", "ops");
-  if (!ops.is_array() || ops.empty()) r.fail("ops", "expected a non-empty list of op records");
-  for (size_t i = 0; i < ops.size(); ++i) {
+  for (size_t i = 0; i < prof.ops.size(); ++i) {
     const std::string w = fmt::format("ops[{}]", i);
-    const json& rec = ops[i];
-    if (rec.contains("measured") && rec["measured"].is_boolean() && !rec["measured"].get<bool>())
-      continue;  // a collective a single-GPU profile could not run: nothing to fit
+    const ProfileOp& rec = prof.ops[i];
+    if (!rec.measured) continue;  // a collective a single-GPU profile could not run: nothing to fit
     MeasuredOp o;
     o.source = MeasuredOp::Source::program;
-    o.name = r.string(rec, w, "name");
-    const std::string seg = r.string(rec, w, "segment");
+    o.name = rec.name;
+    const std::string& seg = require(rec.segment, doc, w + ".segment");
     auto it = seg_index.find(seg);
     if (it == seg_index.end()) r.fail(w + ".segment", fmt::format("'{}' is not a segment of the Program", seg));
     o.segment = it->second;
-    const int64_t t = r.integer(rec, w, "template_op");
+    const int64_t t = require(rec.template_op, doc, w + ".template_op");
     if (t >= static_cast<int64_t>(p.segments[size_t(o.segment)].ops.size()))
       r.fail(w + ".template_op",
              fmt::format("{} is past the {} ops of segment {}", t, p.segments[size_t(o.segment)].ops.size(), seg));
     o.op = static_cast<int>(t);
     const Op& op = p.segments[size_t(o.segment)].ops[size_t(o.op)];
-    if (r.string(rec, w, "kind") != kind_name(op.kind))
-      r.fail(w + ".kind", fmt::format("'{}' but the Program's op {} is a {}", r.string(rec, w, "kind"), op.name,
-                                      kind_name(op.kind)));
+    const std::string& kind = require(rec.kind, doc, w + ".kind");
+    if (kind != kind_name(op.kind))
+      r.fail(w + ".kind", fmt::format("'{}' but the Program's op {} is a {}", kind, op.name, kind_name(op.kind)));
     if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
       o.collective = c->kind;
       o.bytes = c->bytes;
       o.group_size = c->group == Group::tp ? p.tp : c->group == Group::dp ? p.dp : p.dp_replicate;
     }
-    o.time_us = r.number(r.field(rec, w, "time_us"), w + ".time_us", r.stat);
+    o.time_us = require(*rec.time_us->statistic(r.stat), doc, json_key(w + ".time_us", r.stat));
     m.ops.push_back(std::move(o));
   }
-  if (j.contains("step_wall_us")) m.step_wall_us = r.number(j["step_wall_us"], "step_wall_us", r.stat);
+  if (prof.step_wall)
+    m.step_wall_us = require(*prof.step_wall->time_us.statistic(r.stat), doc, json_key("step_wall_us", r.stat));
   m.program = std::move(p);
 }
 

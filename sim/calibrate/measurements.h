@@ -1,6 +1,7 @@
 #pragma once
-// Measurements the calibration fit and the accuracy report read: Profile JSON (`tp-run profile`, runtime/profiler.h)
-// and bench JSON (`tp-run bench`, runtime/bench.h). sim/ never includes runtime/: these files are the interface.
+// Measurements the calibration fit and the accuracy report read: Profile JSON (`tp-run profile`, read by
+// plans/profile_format.h) and bench JSON (`tp-run bench`, runtime/bench.h). sim/ never includes runtime/: these files
+// are the interface.
 //
 //   Measurements m = load_measurements(path);   // either kind, told apart by "format"
 //

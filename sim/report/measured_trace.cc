@@ -5,8 +5,8 @@
 #include <map>
 
 #include "plans/error.h"
-#include "plans/input_file.h"
 #include "plans/json_text.h"
+#include "plans/profile_format.h"
 #include "sim/report/trace.h"
 
 namespace tptune {
@@ -18,54 +18,34 @@ using nlohmann::json;
 // name -> the durations of its occurrences, in order (an op name recurs only across steps of a chunked op).
 using Occurrences = std::map<std::string, std::vector<double>>;
 
-}  // namespace
-
-std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device,
-                                          json* program) {
-  const json j = parse_json_text(text, name, "a tp-run profile");
+// The trace's view of a profile (plans/profile_format.h reads it): each record's name, phase, kind and median.
+std::vector<ProfiledOp> profiled_ops(const Profile& prof, const std::string& name, std::string* device, json* program) {
   const JsonDoc doc(name);
-  const json* format = j.is_object() ? doc.find(j, "", "format") : nullptr;
-  if (format && !format->is_string()) doc.fail("format", "a string", *format);
-  if (!format || *format != "tptune-profile")
-    throw Error(fmt::format("{}: expected a tp-run profile (\"format\": \"tptune-profile\")", name));
-  // Compared as a JSON number, never narrowed first (4294967297 as an int is 1).
-  const json* version = doc.find(j, "", "version");
-  if (!version || !version->is_number_integer() || *version != 1)
-    throw Error(fmt::format("{}: version: expected 1 (the profile format this tp-plan reads)", name));
-  if (!j.contains("ops") || !j["ops"].is_array() || j["ops"].empty())
-    throw Error(fmt::format("{}: ops: expected a non-empty list of op records", name));
-  if (device) {
-    *device = "";
-    if (j.contains("environment") && j["environment"].is_object()) {
-      const json& env = j["environment"];
-      auto label = [&](const char* key) {
-        const json* v = doc.find(env, "environment", key);
-        return v ? doc.string_value(*v, json_key("environment", key)) : std::string("?");
-      };
-      *device = fmt::format("{}: {}", label("backend"), label("device"));
-    }
-  }
-  if (program) *program = j.contains("program") ? j["program"] : json();
+  if (device)
+    *device =
+        prof.environment.is_null() ? "" : fmt::format("{}: {}", prof.backend.value_or("?"), prof.device.value_or("?"));
+  if (program) *program = prof.program;
   std::vector<ProfiledOp> ops;
-  for (size_t i = 0; i < j["ops"].size(); ++i) {
-    const json& r = j["ops"][i];
-    if (!r.is_object() || !r.contains("name") || !r["name"].is_string())
-      throw Error(fmt::format("{}: ops[{}].name: expected a string", name, i));
-    if (!r.contains("time_us") || !r["time_us"].is_object() || !r["time_us"].contains("median") ||
-        !r["time_us"]["median"].is_number() || r["time_us"]["median"].get<double>() < 0)
-      throw Error(fmt::format("{}: ops[{}].time_us.median: expected a non-negative number", name, i));
-    ProfiledOp m;
-    m.name = r["name"].get<std::string>();
-    m.phase = r.contains("phase") && r["phase"].is_string() ? r["phase"].get<std::string>() : "";
-    m.kind = r.contains("kind") && r["kind"].is_string() ? r["kind"].get<std::string>() : "";
-    m.median_us = r["time_us"]["median"].get<double>();
-    ops.push_back(std::move(m));
+  ops.reserve(prof.ops.size());
+  for (size_t i = 0; i < prof.ops.size(); ++i) {
+    const ProfileOp& r = prof.ops[i];
+    // Every record is laid on the track by its median (a single-GPU profile's unmeasured collectives have none).
+    const double median =
+        require(r.time_us.value_or(TimeSummary{}).median, doc, fmt::format("ops[{}].time_us.median", i));
+    ops.push_back({r.name, r.phase, r.kind.value_or(""), median});
   }
   return ops;
 }
 
+}  // namespace
+
+std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device,
+                                          json* program) {
+  return profiled_ops(parse_profile_text(text, name), name, device, program);
+}
+
 std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device, json* program) {
-  return parse_profile_ops(read_input_file(path, "tp-run profile JSON", kMaxDataInputBytes), path, device, program);
+  return profiled_ops(load_profile(path), path, device, program);
 }
 
 json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,

@@ -1,7 +1,7 @@
 #pragma once
 // Predicted next to measured: one Chrome / Perfetto trace holding the simulated step (process 0, the tracks of
-// chrome_trace(), sim/report/trace.h) and a measured Profile (process 1, `tp-run profile --out`, runtime/profiler.h's
-// "tptune-profile" JSON, read here as a file: sim/ does not include runtime/) on one time axis from 0.
+// chrome_trace(), sim/report/trace.h) and a measured Profile (process 1, `tp-run profile --out`, the "tptune-profile"
+// JSON of plans/profile_format.h, which reads it) on one time axis from 0.
 //
 // The profile was measured in serialized mode (each op after the previous one, no overlap), so its track lays the
 // ops end to end by their median time, in the profile's execution order. Both processes name an op the same way
@@ -12,7 +12,7 @@
 //   tp-plan simulate CONFIG --plan best.yaml --trace both.json --measured profile.json
 //
 // Errors (tptune::Error, one line): the file is not JSON ("<file>:<line>: invalid JSON"), not a tptune profile,
-// a record lacks name or time_us.median ("<file>: ops[i].time_us.median: expected a number"), the profile is of another
+// a record lacks name or time_us.median ("<file>: ops[i].time_us.median: missing"), the profile is of another
 // model, training or plan (check_same_program(), plans/program_identity.h: "<file>: a profile of another model or
 // plan: model.dim 256 (profile) vs 512 (simulated)"), or no op name of the profile occurs in the simulated Program.
 

@@ -39,7 +39,8 @@ TEST_CASE("the CPU backend stores every float as fp32 and refuses other storages
   CHECK_THROWS_WITH(be.upload(b.ptr(), host.data(), 4),
                     "cpu backend: upload: expected an f32 tensor, got bf16 storage");
   Buffer x = be.alloc(4, Storage::f32), y = be.alloc(4, Storage::fp8_e4m3);
-  CHECK_THROWS_WITH(be.add(4, x.ptr(), x.ptr(), y.ptr()), "cpu backend: add: expected an f32 tensor, got fp8_e4m3 storage");
+  CHECK_THROWS_WITH(be.add(4, x.ptr(), x.ptr(), y.ptr()),
+                    "cpu backend: add: expected an f32 tensor, got fp8_e4m3 storage");
 }
 
 namespace {
@@ -58,7 +59,7 @@ TEST_CASE("local shapes of tp 2 on one process: rank 0's compute runs, collectiv
   const Program p = tiny_tp(2);
   ProfileOptions o;
   o.warmup = 0, o.iters = 1, o.local_shapes_of_tp = 2;
-  auto j = profile_program(p, be, o);
+  auto j = profile_json(profile_program(p, be, o));
   CHECK(j["local_shapes_of_tp"] == 2);
   CHECK(j["collectives"].get<std::string>().find("not run") != std::string::npos);
   CHECK_FALSE(j.contains("step_wall_us"));  // no whole step ran

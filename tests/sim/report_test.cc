@@ -1,5 +1,5 @@
-// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values of
-// the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
+// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values
+// of the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
 #include <catch2/catch.hpp>
 #include <map>
 #include <regex>
@@ -7,11 +7,11 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/program_identity.h"
-#include "sim/report/measured_trace.h"
 #include "sim/report/html_report.h"
+#include "sim/report/measured_trace.h"
 #include "sim/report/svg.h"
-#include "sim/simulate.h"
 #include "sim/report/trace.h"
+#include "sim/simulate.h"
 #include "tests/error_text.h"
 
 using namespace tptune;
@@ -188,8 +188,11 @@ TEST_CASE("measured trace: bad profiles are one-line errors", "[report]") {
   CHECK(err(R"({"format": "other"})") == "p.json: expected a tp-run profile (\"format\": \"tptune-profile\")");
   CHECK(err(R"({"format": "tptune-profile", "version": 2})") ==
         "p.json: version: expected 1 (the profile format this tp-plan reads)");
+  // Read by the one Profile reader (plans/profile_format.h): its messages are calibration's.
   CHECK(err(R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "x", "time_us": {}}]})") ==
-        "p.json: ops[0].time_us.median: expected a non-negative number");
+        "p.json: ops[0].time_us.median: missing");
+  CHECK(err(R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "x", "time_us": {"median": -1}}]})") ==
+        "p.json: ops[0].time_us.median: expected a non-negative number, got -1");
   const Sim s = simulate_8b(2, 1, false);
   const auto other = parse_profile_ops(
       R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "nowhere.fwd", "time_us": {"median": 1}}]})",

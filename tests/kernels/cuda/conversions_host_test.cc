@@ -1,5 +1,5 @@
-// The shared bf16 / float8 formulas (kernels/cuda/bf16_math.h, float8_math.h; the CPU emulation of
-// kernels/cpu/float8 computes the same float8 codes, tests/kernels/cuda_math_float8_test.cc) against NVIDIA's own
+// The shared bf16 / float8 formulas (kernels/formulas/bf16.h, float8.h; the CPU emulation of
+// kernels/cpu/float8 computes the same float8 codes, tests/kernels/formulas_float8_test.cc) against NVIDIA's own
 // host implementations in cuda_bf16.h / cuda_fp8.h, on the host: no device needed, so these run wherever the
 // toolkit is (CI included). They tie our emulation to the conversions the GPU's cvt instructions implement.
 //   bf16: __float2bfloat16_rn on every tie and near-tie of every bf16 value and a stride-1021 sweep of all floats:
@@ -16,8 +16,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/bf16_math.h"
-#include "kernels/cuda/float8_math.h"
+#include "kernels/formulas/bf16.h"
+#include "kernels/formulas/float8.h"
 
 using namespace tptune;
 
@@ -25,8 +25,8 @@ namespace {
 
 uint16_t nvidia_bf16(float x) { return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x; }
 
-uint8_t nvidia_fp8(float x, cuda::Fp8 f) {
-  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, f == cuda::Fp8::e4m3 ? __NV_E4M3 : __NV_E5M2);
+uint8_t nvidia_fp8(float x, formulas::Fp8 f) {
+  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, f == formulas::Fp8::e4m3 ? __NV_E4M3 : __NV_E5M2);
 }
 
 template <class F>
@@ -41,11 +41,11 @@ void sweep(F&& check) {
 TEST_CASE("bf16 rounding equals cuda_bf16.h's __float2bfloat16_rn", "[cuda-math]") {
   int64_t bad = 0;
   sweep([&](uint32_t u) {
-    const float x = cuda::bits_float(u);
-    const uint16_t ours = cuda::float_to_bf16_bits(x), theirs = nvidia_bf16(x);
-    const bool ok = std::isnan(x)
-                        ? std::isnan(cuda::bf16_bits_to_float(ours)) && std::isnan(cuda::bf16_bits_to_float(theirs))
-                        : ours == theirs;
+    const float x = formulas::bits_float(u);
+    const uint16_t ours = formulas::float_to_bf16_bits(x), theirs = nvidia_bf16(x);
+    const bool ok = std::isnan(x) ? std::isnan(formulas::bf16_bits_to_float(ours)) &&
+                                        std::isnan(formulas::bf16_bits_to_float(theirs))
+                                  : ours == theirs;
     if (!ok && bad++ < 5)
       UNSCOPED_INFO("float bits 0x" << std::hex << u << ": ours 0x" << ours << ", cuda 0x" << theirs);
   });
@@ -53,13 +53,13 @@ TEST_CASE("bf16 rounding equals cuda_bf16.h's __float2bfloat16_rn", "[cuda-math]
 }
 
 TEST_CASE("float8 saturating casts equal cuda_fp8.h's __nv_cvt_float_to_fp8 (NaN sign aside)", "[cuda-math]") {
-  for (cuda::Fp8 f : {cuda::Fp8::e4m3, cuda::Fp8::e5m2}) {
+  for (formulas::Fp8 f : {formulas::Fp8::e4m3, formulas::Fp8::e5m2}) {
     int64_t bad = 0, nan_code_differs = 0;
     auto check = [&](uint32_t u) {
-      const float x = cuda::bits_float(u);
-      const uint8_t ours = cuda::fp8_encode(x, f), theirs = nvidia_fp8(x, f);
+      const float x = formulas::bits_float(u);
+      const uint8_t ours = formulas::fp8_encode(x, f), theirs = nvidia_fp8(x, f);
       if (std::isnan(x)) {
-        if (!std::isnan(cuda::fp8_decode(ours, f)) || !std::isnan(cuda::fp8_decode(theirs, f))) ++bad;
+        if (!std::isnan(formulas::fp8_decode(ours, f)) || !std::isnan(formulas::fp8_decode(theirs, f))) ++bad;
         if (ours != theirs) ++nan_code_differs;
         return;
       }
@@ -69,9 +69,9 @@ TEST_CASE("float8 saturating casts equal cuda_fp8.h's __nv_cvt_float_to_fp8 (NaN
     };
     sweep(check);
     for (int c = 0; c < 0x100; ++c) {  // every code's value and the midpoints towards the next code
-      const float v = cuda::fp8_decode(uint8_t(c), f), next = cuda::fp8_decode(uint8_t(c + 1), f);
-      check(cuda::float_bits(v));
-      if (std::isfinite(v) && std::isfinite(next)) check(cuda::float_bits(float((double(v) + next) / 2)));
+      const float v = formulas::fp8_decode(uint8_t(c), f), next = formulas::fp8_decode(uint8_t(c + 1), f);
+      check(formulas::float_bits(v));
+      if (std::isfinite(v) && std::isfinite(next)) check(formulas::float_bits(float((double(v) + next) / 2)));
     }
     CHECK(bad == 0);
     CHECK(nan_code_differs > 0);  // the documented difference is real (negative NaNs are in the sweep)

@@ -39,7 +39,7 @@ TEST_CASE("cuda convert narrows and widens bit-exactly", "[cuda]") {
   TPTUNE_CUDA_TEST_OR_SKIP();
   // A sweep of float patterns (stride 65599 over 2^32: all exponents, both signs, NaN, inf, subnormals).
   std::vector<float> x;
-  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65599) x.push_back(cuda::bits_float(uint32_t(u)));
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65599) x.push_back(formulas::bits_float(uint32_t(u)));
   DeviceArray<float> dx(x);
   DeviceArray<__nv_bfloat16> dbf(x.size());
   DeviceArray<__nv_fp8_e4m3> d43(x.size());
@@ -54,7 +54,7 @@ TEST_CASE("cuda convert narrows and widens bit-exactly", "[cuda]") {
   for (size_t i = 0; i < x.size(); ++i) {
     const uint16_t got = __nv_bfloat16_raw(bf[i]).x, want = __nv_bfloat16_raw(__float2bfloat16_rn(x[i])).x;
     // A NaN stays a NaN (NVIDIA's canonical NaN is 0x7FFF, ours keeps the sign: conversions_host_test.cc).
-    if (std::isnan(x[i]) ? !std::isnan(cuda::bf16_bits_to_float(got)) : got != want) ++bad_bf;
+    if (std::isnan(x[i]) ? !std::isnan(formulas::bf16_bits_to_float(got)) : got != want) ++bad_bf;
     if (e43[i].__x != kernels::encode_e4m3(x[i])) ++bad_43;
     if (e52[i].__x != kernels::encode_e5m2(x[i])) ++bad_52;
   }
@@ -74,5 +74,5 @@ TEST_CASE("cuda convert narrows and widens bit-exactly", "[cuda]") {
   cuda::convert<__nv_bfloat16, float>(nullptr, int64_t(x.size()), dbf.get(), back.get());
   const auto wb = back.floats();
   for (size_t i = 0; i < x.size(); ++i)
-    if (!std::isnan(x[i])) REQUIRE(cuda::float_bits(wb[i]) == uint32_t(__nv_bfloat16_raw(bf[i]).x) << 16);
+    if (!std::isnan(x[i])) REQUIRE(formulas::float_bits(wb[i]) == uint32_t(__nv_bfloat16_raw(bf[i]).x) << 16);
 }

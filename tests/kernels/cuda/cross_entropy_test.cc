@@ -62,7 +62,7 @@ TEMPLATE_TEST_CASE("cuda cross-entropy stages match the CPU", "[cuda]", float, _
   }
   // sumexp: double sums of exp (16032 terms) in another order, stored as float, then two float partials added:
   // a few float ulps (1e-6). With bf16 logits the exps are float (expf, <= 2.7e-6 relative for these logits,
-  // cross_entropy_math.h): 3e-6. tlogit: one shard contributes the logit, the other 0.0: exact.
+  // kernels/formulas/cross_entropy.h): 3e-6. tlogit: one shard contributes the logit, the other 0.0: exact.
   test::check_close("sumexp", gsum, sumexp, 0.0, std::is_same_v<T, float> ? 1e-6 : 3e-6);
   test::check_close("tlogit", gt, tlogit, 0.0, 0.0);
   DeviceArray<float> dgsum(gsum), dgt(gt), dloss(1);

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/bf16_math.h"
-#include "kernels/cuda/float8_math.h"
+#include "kernels/formulas/bf16.h"
+#include "kernels/formulas/float8.h"
 
 namespace tptune::test {
 
@@ -45,15 +45,15 @@ T to_elem(float x) {
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __nv_bfloat16(__nv_bfloat16_raw{cuda::float_to_bf16_bits(x)});
+    return __nv_bfloat16(__nv_bfloat16_raw{formulas::float_to_bf16_bits(x)});
   } else if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
     T r;
-    r.__x = cuda::fp8_encode(x, cuda::Fp8::e4m3);
+    r.__x = formulas::fp8_encode(x, formulas::Fp8::e4m3);
     return r;
   } else {
     static_assert(std::is_same_v<T, __nv_fp8_e5m2>);
     T r;
-    r.__x = cuda::fp8_encode(x, cuda::Fp8::e5m2);
+    r.__x = formulas::fp8_encode(x, formulas::Fp8::e5m2);
     return r;
   }
 }
@@ -62,11 +62,11 @@ float from_elem(T x) {
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return cuda::bf16_bits_to_float(__nv_bfloat16_raw(x).x);
+    return formulas::bf16_bits_to_float(__nv_bfloat16_raw(x).x);
   } else if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
-    return cuda::fp8_decode(x.__x, cuda::Fp8::e4m3);
+    return formulas::fp8_decode(x.__x, formulas::Fp8::e4m3);
   } else {
-    return cuda::fp8_decode(x.__x, cuda::Fp8::e5m2);
+    return formulas::fp8_decode(x.__x, formulas::Fp8::e5m2);
   }
 }
 

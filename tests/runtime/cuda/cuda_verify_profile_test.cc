@@ -76,7 +76,7 @@ TEST_CASE("cuda profile: Profile JSON with the GPU environment and overlapped st
   CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
   ProfileOptions o;
   o.warmup = 1, o.iters = 2;
-  auto j = profile_program(tiny("tiny-llama.yaml", DType::bf16), be, o);
+  auto j = profile_json(profile_program(tiny("tiny-llama.yaml", DType::bf16), be, o));
   CHECK(j["environment"]["backend"] == "cuda");
   CHECK(j["environment"].contains("sm_count"));
   for (const char* lib : {"cuda_driver", "cuda_runtime", "cublaslt", "nccl", "cudnn"})
@@ -95,7 +95,7 @@ TEST_CASE("cuda profile of tp 2 local shapes on one GPU: collectives not measure
   CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
   ProfileOptions o;
   o.warmup = 1, o.iters = 2, o.local_shapes_of_tp = 2;
-  auto j = profile_program(tiny("tiny-llama.yaml", DType::bf16, 2), be, o);
+  auto j = profile_json(profile_program(tiny("tiny-llama.yaml", DType::bf16, 2), be, o));
   CHECK(j["local_shapes_of_tp"] == 2);
   CHECK_FALSE(j.contains("step_wall_us"));
   int collectives = 0;

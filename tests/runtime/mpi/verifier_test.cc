@@ -113,7 +113,7 @@ TEST_CASE("a NaN on one rank fails the same way on every rank", "[mpi][verify]")
 TEST_CASE("a profile has one record per op of the expanded Program", "[mpi][profile]") {
   auto p = tiny("sequence_parallel", Float8Recipe::none, true);
   CpuBackend be(MPI_COMM_WORLD);
-  nlohmann::json prof = profile_program(p.sharded, be, {1, 3, 1});
+  nlohmann::json prof = profile_json(profile_program(p.sharded, be, {1, 3, 1}));
   FlatProgram flat = expand(p.sharded);
   const auto& ops = prof["ops"];
   REQUIRE(ops.size() == flat.ops.size());

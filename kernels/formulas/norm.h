@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 // 1 / sqrt(mean + eps), mean = sum / dim (of x^2 for RMSNorm, of (x - mean)^2 for LayerNorm).
 TPTUNE_HD double norm_rstd(double sum, int64_t dim, float eps) { return 1.0 / ::sqrt(sum / double(dim) + double(eps)); }
@@ -41,4 +41,4 @@ TPTUNE_HD double layernorm_dx(float w, float dy, double xhat, double r, double m
   return r * (double(dy) * double(w) - mg - xhat * mgx);
 }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas

@@ -1,12 +1,15 @@
-// The per-element formulas the CUDA kernels share with the host (kernels/cuda/{activation,rope,adamw,
-// cross_entropy,norm}_math.h), run here in the CPU reference's loop order and compared with kernels/cpu BIT FOR BIT:
-// these tests prove the formulas were transcribed with the reference's operations and their order. (On the device
+// The per-element formulas the CUDA kernels share with the host (kernels/formulas/{activation,rope,adamw,
+// cross_entropy,norm}.h), run here in the CPU reference's loop order and compared BIT FOR BIT with the reference:
+// these tests prove the formulas were transcribed with the reference's operations and their order. The CPU kernels
+// of activations, AdamW and RoPE call the formulas themselves, so they are compared with the math written out here
+// (namespace reference, and in the RoPE case); cross-entropy and the norms with kernels/cpu. (On the device
 // the reductions add in another order and the transcendentals come from CUDA's libm; the [cuda] tests bound that.)
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <numbers>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/activations.h"
@@ -14,11 +17,11 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/norms.h"
 #include "kernels/cpu/rope.h"
-#include "kernels/cuda/activation_math.h"
-#include "kernels/cuda/adamw_math.h"
-#include "kernels/cuda/cross_entropy_math.h"
-#include "kernels/cuda/norm_math.h"
-#include "kernels/cuda/rope_math.h"
+#include "kernels/formulas/activation.h"
+#include "kernels/formulas/adamw.h"
+#include "kernels/formulas/cross_entropy.h"
+#include "kernels/formulas/norm.h"
+#include "kernels/formulas/rope.h"
 #include "tests/kernels/compare.h"
 
 using namespace tptune;
@@ -39,6 +42,43 @@ void check_bits(const std::string& what, const std::vector<float>& got, const st
   CHECK(bad == 0);
 }
 
+// The math written out in the reference's operations and order, apart from kernels/formulas/ (which the CPU kernels
+// call): what the formulas must reproduce bit for bit.
+namespace reference {
+
+constexpr double kGeluC = 0.044715;
+const double kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
+
+double sigmoid(double a) { return 1.0 / (1.0 + std::exp(-a)); }
+double swiglu(double x, double b) { return x * sigmoid(x) * b; }
+std::pair<double, double> swiglu_bwd(double x, double b, double g) {
+  const double s = sigmoid(x);
+  return {g * b * s * (1.0 + x * (1.0 - s)), g * x * s};
+}
+double gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x))); }
+double gelu_bwd(double x, double dy) {
+  const double t = std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x));
+  const double d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * x * x);
+  return dy * d;
+}
+
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, const kernels::AdamWConfig& c, int64_t step) {
+  const double bc1 = 1.0 - std::pow(c.beta1, double(step));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, double(step)));
+  const double step_size = c.lr / bc1;
+  const double decay = 1.0 - c.lr * c.weight_decay;
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[i];
+    const double mi = c.beta1 * m[i] + (1.0 - c.beta1) * gi;
+    const double vi = c.beta2 * v[i] + (1.0 - c.beta2) * gi * gi;
+    m[i] = float(mi);
+    v[i] = float(vi);
+    p[i] = float(double(p[i]) * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + c.eps));
+  }
+}
+
+}  // namespace reference
+
 // Activation inputs: a fine grid over [-40, 40] (exp/tanh saturation on both sides), N(0, 3) samples, and
 // specials (zeros, tiny, huge, infinities).
 std::vector<float> activation_inputs() {
@@ -54,32 +94,33 @@ std::vector<float> activation_inputs() {
 
 }  // namespace
 
-TEST_CASE("activation formulas in double equal the CPU reference bit for bit", "[cuda-math]") {
-  CHECK(cuda::kSqrt2OverPi == std::sqrt(2.0 / std::numbers::pi));
+TEST_CASE("activation formulas in double (what the CPU kernels compute) equal the written-out math bit for bit",
+          "[cuda-math]") {
+  CHECK(formulas::kSqrt2OverPi == std::sqrt(2.0 / std::numbers::pi));
   const std::vector<float> a = activation_inputs();
   const size_t n = a.size();
   std::vector<float> b = test::randn(n, 12), dy = test::randn(n, 13);
   std::vector<float> want(n), want2(n), got(n), got2(n);
 
-  kernels::swiglu(a.data(), b.data(), int64_t(n), want.data());
-  for (size_t i = 0; i < n; ++i) got[i] = float(cuda::swiglu_fwd_elem<double>(a[i], b[i]));
+  kernels::swiglu(a.data(), b.data(), int64_t(n), got.data());
+  for (size_t i = 0; i < n; ++i) want[i] = float(reference::swiglu(a[i], b[i]));
   check_bits("swiglu", got, want);
 
-  kernels::swiglu_bwd(a.data(), b.data(), dy.data(), int64_t(n), want.data(), want2.data());
+  kernels::swiglu_bwd(a.data(), b.data(), dy.data(), int64_t(n), got.data(), got2.data());
   for (size_t i = 0; i < n; ++i) {
-    const auto g = cuda::swiglu_bwd_elem<double>(a[i], b[i], dy[i]);
-    got[i] = float(g.da);
-    got2[i] = float(g.db);
+    const auto [da, db] = reference::swiglu_bwd(a[i], b[i], dy[i]);
+    want[i] = float(da);
+    want2[i] = float(db);
   }
   check_bits("swiglu_bwd da", got, want);
   check_bits("swiglu_bwd db", got2, want2);
 
-  kernels::gelu(a.data(), int64_t(n), want.data());
-  for (size_t i = 0; i < n; ++i) got[i] = float(cuda::gelu_fwd_elem<double>(a[i]));
+  kernels::gelu(a.data(), int64_t(n), got.data());
+  for (size_t i = 0; i < n; ++i) want[i] = float(reference::gelu(a[i]));
   check_bits("gelu", got, want);
 
-  kernels::gelu_bwd(a.data(), dy.data(), int64_t(n), want.data());
-  for (size_t i = 0; i < n; ++i) got[i] = float(cuda::gelu_bwd_elem<double>(a[i], dy[i]));
+  kernels::gelu_bwd(a.data(), dy.data(), int64_t(n), got.data());
+  for (size_t i = 0; i < n; ++i) want[i] = float(reference::gelu_bwd(a[i], dy[i]));
   check_bits("gelu_bwd", got, want);
 }
 
@@ -94,25 +135,25 @@ TEST_CASE("activation formulas in float (the bf16 kernels' compute type) are wit
   std::vector<float> got(n), got_db(n);
   std::vector<double> want(n), want_db(n);
   for (size_t i = 0; i < n; ++i) {
-    got[i] = cuda::swiglu_fwd_elem<float>(a[i], b[i]);
-    want[i] = cuda::swiglu_fwd_elem<double>(a[i], b[i]);
+    got[i] = formulas::swiglu_fwd_elem<float>(a[i], b[i]);
+    want[i] = formulas::swiglu_fwd_elem<double>(a[i], b[i]);
   }
   test::check_close("swiglu<float>", got, want, 1e-6, 2e-6);
   for (size_t i = 0; i < n; ++i) {
-    const auto g = cuda::swiglu_bwd_elem<float>(a[i], b[i], dy[i]);
-    const auto w = cuda::swiglu_bwd_elem<double>(a[i], b[i], dy[i]);
+    const auto g = formulas::swiglu_bwd_elem<float>(a[i], b[i], dy[i]);
+    const auto w = formulas::swiglu_bwd_elem<double>(a[i], b[i], dy[i]);
     got[i] = g.da, got_db[i] = g.db, want[i] = w.da, want_db[i] = w.db;
   }
   test::check_close("swiglu_bwd<float> da", got, want, 1e-6, 2e-6);
   test::check_close("swiglu_bwd<float> db", got_db, want_db, 1e-6, 2e-6);
   for (size_t i = 0; i < n; ++i) {
-    got[i] = cuda::gelu_fwd_elem<float>(a[i]);
-    want[i] = cuda::gelu_fwd_elem<double>(a[i]);
+    got[i] = formulas::gelu_fwd_elem<float>(a[i]);
+    want[i] = formulas::gelu_fwd_elem<double>(a[i]);
   }
   test::check_close("gelu<float>", got, want, 1e-6, 2e-6);
   for (size_t i = 0; i < n; ++i) {
-    got[i] = cuda::gelu_bwd_elem<float>(a[i], dy[i]);
-    want[i] = cuda::gelu_bwd_elem<double>(a[i], dy[i]);
+    got[i] = formulas::gelu_bwd_elem<float>(a[i], dy[i]);
+    want[i] = formulas::gelu_bwd_elem<double>(a[i], dy[i]);
   }
   // gelu' in float: for a < -5, tanh(u) rounds to -1 in float, so 1 + t and 1 - t^2 cancel to 0 while the true
   // derivative is ~1e-6: an absolute error of ulp(1) = 1.2e-7 times the factor 0.5 |a| k (1 + 3c a^2) <= 40 on
@@ -121,7 +162,7 @@ TEST_CASE("activation formulas in float (the bf16 kernels' compute type) are wit
   test::check_close("gelu_bwd<float>", got, want, 2e-5, 2e-6);
 }
 
-TEST_CASE("rope formulas equal the CPU reference bit for bit", "[cuda-math]") {
+TEST_CASE("rope formulas (what the CPU kernel computes) equal the written-out math bit for bit", "[cuda-math]") {
   // Llama 3 (theta 500000, head_dim 128) at a sequence-shard offset, and a small odd case (theta 10000, hd 6).
   struct Case {
     int64_t batch, seq, heads, hd, offset;
@@ -131,29 +172,31 @@ TEST_CASE("rope formulas equal the CPU reference bit for bit", "[cuda-math]") {
     const int64_t n = c.batch * c.seq * c.heads * c.hd, half = c.hd / 2;
     const std::vector<float> x = test::randn(size_t(n), 31);
     for (double sign : {1.0, -1.0}) {
-      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
       if (sign > 0)
-        kernels::rope(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, want.data());
+        kernels::rope(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, got.data());
       else
-        kernels::rope_bwd(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, want.data());
+        kernels::rope_bwd(x.data(), c.batch, c.seq, c.heads, c.hd, c.offset, c.theta, got.data());
       for (int64_t t = 0; t < c.batch * c.seq; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          const double a = cuda::rope_angle(c.offset + t % c.seq, i, c.hd, c.theta);
+          // The written-out math: theta^(-2i/hd) at the global position, the pair rotated in double.
+          const double inv_freq = std::pow(c.theta, -2.0 * double(i) / double(c.hd));
+          const double a = double(c.offset + t % c.seq) * inv_freq;
           const double cs = std::cos(a), sn = sign * std::sin(a);
           for (int64_t h = 0; h < c.heads; ++h) {
             const int64_t j = (t * c.heads + h) * c.hd + 2 * i;
-            const auto p = cuda::rope_rotate(x[size_t(j)], x[size_t(j + 1)], cs, sn);
-            got[size_t(j)] = float(p.y0);
-            got[size_t(j + 1)] = float(p.y1);
+            const double x0 = x[size_t(j)], x1 = x[size_t(j + 1)];
+            want[size_t(j)] = float(x0 * cs - x1 * sn);
+            want[size_t(j + 1)] = float(x0 * sn + x1 * cs);
           }
         }
       }
-      check_bits(sign > 0 ? "rope" : "rope_bwd", got, want);
+      check_bits(sign > 0 ? "rope" : "rope_bwd", want, got);
     }
   }
 }
 
-TEST_CASE("adamw formula equals the CPU reference bit for bit", "[cuda-math]") {
+TEST_CASE("adamw formula (what the CPU kernel computes) equals the written-out update bit for bit", "[cuda-math]") {
   const size_t n = 50000;
   kernels::AdamWConfig cfg;
   cfg.lr = 3e-4, cfg.beta1 = 0.9, cfg.beta2 = 0.95, cfg.eps = 1e-8, cfg.weight_decay = 0.1;
@@ -163,9 +206,8 @@ TEST_CASE("adamw formula equals the CPU reference bit for bit", "[cuda-math]") {
     for (auto& x : v) x = std::fabs(x);
     if (step == 1) std::fill(m.begin(), m.end(), 0.0f), std::fill(v.begin(), v.end(), 0.0f);
     std::vector<float> p2 = p, m2 = m, v2 = v;
-    kernels::adamw(p.data(), g.data(), m.data(), v.data(), int64_t(n), cfg, step);
-    const auto c = cuda::adamw_constants(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step);
-    for (size_t i = 0; i < n; ++i) cuda::adamw_elem(c, p2[i], g[i], m2[i], v2[i]);
+    kernels::adamw(p2.data(), g.data(), m2.data(), v2.data(), int64_t(n), cfg, step);  // the formula's update
+    reference::adamw(p.data(), g.data(), m.data(), v.data(), int64_t(n), cfg, step);
     INFO("step " << step);
     check_bits("adamw p", p2, p);
     check_bits("adamw m", m2, m);
@@ -189,11 +231,12 @@ TEST_CASE("cross-entropy pieces equal the CPU reference stages bit for bit", "[c
   double total = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
     double s = 0.0;
-    for (int64_t j = 0; j < vocab; ++j) s += cuda::ce_exp_term<double>(logits[size_t(t * vocab + j)], max[size_t(t)]);
+    for (int64_t j = 0; j < vocab; ++j)
+      s += formulas::ce_exp_term<double>(logits[size_t(t * vocab + j)], max[size_t(t)]);
     got_sum[size_t(t)] = float(s);
-    const int64_t col = cuda::ce_local_column(targets[size_t(t)], vocab, offset);
+    const int64_t col = formulas::ce_local_column(targets[size_t(t)], vocab, offset);
     got_t[size_t(t)] = col < 0 ? 0.0f : logits[size_t(t * vocab + col)];
-    total += cuda::ce_token_loss(max[size_t(t)], sumexp[size_t(t)], tlogit[size_t(t)]);
+    total += formulas::ce_token_loss(max[size_t(t)], sumexp[size_t(t)], tlogit[size_t(t)]);
   }
   check_bits("sumexp", got_sum, sumexp);
   check_bits("tlogit", got_t, tlogit);
@@ -204,10 +247,10 @@ TEST_CASE("cross-entropy pieces equal the CPU reference stages bit for bit", "[c
                              want.data());
   for (int64_t t = 0; t < tokens; ++t) {
     const double inv_sum = 1.0 / double(sumexp[size_t(t)]), inv_tokens = 1.0 / double(tokens);
-    const int64_t col = cuda::ce_local_column(targets[size_t(t)], vocab, offset);
+    const int64_t col = formulas::ce_local_column(targets[size_t(t)], vocab, offset);
     for (int64_t j = 0; j < vocab; ++j)
-      got[size_t(t * vocab + j)] =
-          float(cuda::ce_grad<double>(logits[size_t(t * vocab + j)], max[size_t(t)], inv_sum, j == col, inv_tokens));
+      got[size_t(t * vocab + j)] = float(
+          formulas::ce_grad<double>(logits[size_t(t * vocab + j)], max[size_t(t)], inv_sum, j == col, inv_tokens));
   }
   check_bits("d_logits", got, want);
 }
@@ -223,11 +266,11 @@ TEST_CASE("cross-entropy pieces in float (the bf16 kernels' compute type) are wi
   for (size_t k = 0; k < maxes.size(); ++k) {
     for (int i = 0; i <= 400; ++i) {
       const float m = maxes[k], logit = m - float(i) * 0.1f;
-      got.push_back(cuda::ce_exp_term<float>(logit, m));
-      want.push_back(cuda::ce_exp_term<double>(logit, m));
+      got.push_back(formulas::ce_exp_term<float>(logit, m));
+      want.push_back(formulas::ce_exp_term<double>(logit, m));
       const bool target = i % 7 == 0;
-      got_g.push_back(cuda::ce_grad<float>(logit, m, 0.5f, target, 1.0f));
-      want_g.push_back(cuda::ce_grad<double>(logit, m, 0.5, target, 1.0));
+      got_g.push_back(formulas::ce_grad<float>(logit, m, 0.5f, target, 1.0f));
+      want_g.push_back(formulas::ce_grad<double>(logit, m, 0.5, target, 1.0));
     }
   }
   test::check_close("ce_exp_term<float>", got, want, 0.0, 3e-6);
@@ -249,21 +292,21 @@ TEST_CASE("norm formulas equal the CPU reference bit for bit", "[cuda-math]") {
   for (int64_t t = 0; t < rows; ++t) {
     double ss = 0.0;
     for (int64_t i = 0; i < dim; ++i) ss += double(x[size_t(t * dim + i)]) * x[size_t(t * dim + i)];
-    const double r = cuda::norm_rstd(ss, dim, eps);
+    const double r = formulas::norm_rstd(ss, dim, eps);
     grstd[size_t(t)] = float(r);
     for (int64_t i = 0; i < dim; ++i)
-      gy[size_t(t * dim + i)] = float(cuda::rmsnorm_y(x[size_t(t * dim + i)], r, w[size_t(i)]));
+      gy[size_t(t * dim + i)] = float(formulas::rmsnorm_y(x[size_t(t * dim + i)], r, w[size_t(i)]));
     const double rb = rstd[size_t(t)];
     double dot = 0.0;
     for (int64_t i = 0; i < dim; ++i) {
       const size_t k = size_t(t * dim + i);
-      dot += cuda::rmsnorm_dot_term(x[k], w[size_t(i)], dy[k], rb);
-      dw_acc[size_t(i)] += cuda::rmsnorm_dw_term(x[k], dy[k], rb);
+      dot += formulas::rmsnorm_dot_term(x[k], w[size_t(i)], dy[k], rb);
+      dw_acc[size_t(i)] += formulas::rmsnorm_dw_term(x[k], dy[k], rb);
     }
     const double c = dot / double(dim);
     for (int64_t i = 0; i < dim; ++i) {
       const size_t k = size_t(t * dim + i);
-      gdx[k] = float(cuda::rmsnorm_dx(x[k], w[size_t(i)], dy[k], rb, c));
+      gdx[k] = float(formulas::rmsnorm_dx(x[k], w[size_t(i)], dy[k], rb, c));
     }
   }
   for (int64_t i = 0; i < dim; ++i) gdw[size_t(i)] = float(dw_acc[size_t(i)]);
@@ -286,16 +329,16 @@ TEST_CASE("norm formulas equal the CPU reference bit for bit", "[cuda-math]") {
     const double mu = s / double(dim);
     double ss = 0.0;
     for (int64_t i = 0; i < dim; ++i) ss += (x[size_t(t * dim + i)] - mu) * (x[size_t(t * dim + i)] - mu);
-    const double r = cuda::norm_rstd(ss, dim, eps);
+    const double r = formulas::norm_rstd(ss, dim, eps);
     gmean[size_t(t)] = float(mu);
     grstd[size_t(t)] = float(r);
     for (int64_t i = 0; i < dim; ++i)
-      gy[size_t(t * dim + i)] = float(cuda::layernorm_y(x[size_t(t * dim + i)], mu, r, w[size_t(i)], b[size_t(i)]));
+      gy[size_t(t * dim + i)] = float(formulas::layernorm_y(x[size_t(t * dim + i)], mu, r, w[size_t(i)], b[size_t(i)]));
     const double mb = mean[size_t(t)], rb = rstd[size_t(t)];
     double sg = 0.0, sgx = 0.0;
     for (int64_t i = 0; i < dim; ++i) {
       const size_t k = size_t(t * dim + i);
-      const double xhat = cuda::layernorm_xhat(x[k], mb, rb), g = double(dy[k]) * w[size_t(i)];
+      const double xhat = formulas::layernorm_xhat(x[k], mb, rb), g = double(dy[k]) * w[size_t(i)];
       sg += g;
       sgx += g * xhat;
       dw_acc[size_t(i)] += double(dy[k]) * xhat;
@@ -304,7 +347,7 @@ TEST_CASE("norm formulas equal the CPU reference bit for bit", "[cuda-math]") {
     const double mg = sg / double(dim), mgx = sgx / double(dim);
     for (int64_t i = 0; i < dim; ++i) {
       const size_t k = size_t(t * dim + i);
-      gdx[k] = float(cuda::layernorm_dx(w[size_t(i)], dy[k], cuda::layernorm_xhat(x[k], mb, rb), rb, mg, mgx));
+      gdx[k] = float(formulas::layernorm_dx(w[size_t(i)], dy[k], formulas::layernorm_xhat(x[k], mb, rb), rb, mg, mgx));
     }
   }
   for (int64_t i = 0; i < dim; ++i)

@@ -1,4 +1,4 @@
-// kernels/cuda/float8_math.h (what the CUDA float8 kernels compute) against the CPU emulation of kernels/cpu/float8.h,
+// kernels/formulas/float8.h (what the CUDA float8 kernels compute) against the CPU emulation of kernels/cpu/float8.h,
 // bit for bit: all 256 codes of each format, every midpoint between neighbouring values and its float neighbours,
 // a stride-1021 sweep over all 2^32 float patterns (4.2 million per format) (NaNs, infinities, float subnormals,
 // saturation included), and the tensorwise scale and cast.
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "kernels/cpu/float8.h"
-#include "kernels/cuda/float8_math.h"
+#include "kernels/formulas/float8.h"
 
 using namespace tptune;
-using cuda::Fp8;
+using formulas::Fp8;
 
 namespace {
 
@@ -23,23 +23,23 @@ kernels::Float8Format cpu_format(Fp8 f) {
 // Same float bits, or both NaN (the CPU's NaN and ours are both 0x7FC00000 for values, but NaN-ness is the contract).
 bool same_value(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  return cuda::float_bits(a) == cuda::float_bits(b);
+  return formulas::float_bits(a) == formulas::float_bits(b);
 }
 
 struct Mismatches {
   int64_t count = 0;
   void add(float x, int got, int want) {
     if (count < 5)
-      UNSCOPED_INFO("x = " << x << " (bits 0x" << std::hex << cuda::float_bits(x) << "): got 0x" << got << ", want 0x"
-                           << want);
+      UNSCOPED_INFO("x = " << x << " (bits 0x" << std::hex << formulas::float_bits(x) << "): got 0x" << got
+                           << ", want 0x" << want);
     ++count;
   }
 };
 
 void check_encode(float x, Fp8 f, Mismatches& m) {
-  const uint8_t got = cuda::fp8_encode(x, f), want = kernels::encode_float8(x, cpu_format(f));
+  const uint8_t got = formulas::fp8_encode(x, f), want = kernels::encode_float8(x, cpu_format(f));
   if (got != want) m.add(x, got, want);
-  if (!same_value(cuda::fp8_round(x, f), kernels::round_to_float8(x, cpu_format(f)))) m.add(x, -1, -1);
+  if (!same_value(formulas::fp8_round(x, f), kernels::round_to_float8(x, cpu_format(f)))) m.add(x, -1, -1);
 }
 
 }  // namespace
@@ -48,11 +48,11 @@ TEST_CASE("float8: every code decodes as the CPU emulation decodes it", "[cuda-m
   for (Fp8 f : {Fp8::e4m3, Fp8::e5m2}) {
     for (int c = 0; c < 256; ++c) {
       INFO("format " << int(f) << ", code 0x" << std::hex << c);
-      CHECK(same_value(cuda::fp8_decode(uint8_t(c), f), kernels::decode_float8(uint8_t(c), cpu_format(f))));
+      CHECK(same_value(formulas::fp8_decode(uint8_t(c), f), kernels::decode_float8(uint8_t(c), cpu_format(f))));
     }
   }
-  CHECK(cuda::fp8_max(Fp8::e4m3) == 448.0f);
-  CHECK(cuda::fp8_max(Fp8::e5m2) == 57344.0f);
+  CHECK(formulas::fp8_max(Fp8::e4m3) == 448.0f);
+  CHECK(formulas::fp8_max(Fp8::e5m2) == 57344.0f);
 }
 
 TEST_CASE("float8: encoding equals the CPU emulation on codes, midpoints and their neighbours", "[cuda-math]") {
@@ -60,7 +60,7 @@ TEST_CASE("float8: encoding equals the CPU emulation on codes, midpoints and the
     Mismatches m;
     std::vector<float> values;  // finite non-negative values, ascending (codes 0x00..0x7F ascend in value)
     for (int c = 0; c < 0x80; ++c) {
-      const float v = cuda::fp8_decode(uint8_t(c), f);
+      const float v = formulas::fp8_decode(uint8_t(c), f);
       if (std::isfinite(v)) values.push_back(v);
     }
     values.push_back(2.0f * values.back() - values[values.size() - 2]);  // the next grid point past max (saturates)
@@ -84,8 +84,8 @@ TEST_CASE("float8: encoding equals the CPU emulation over a sweep of all float p
                                       -inf,
                                       std::numeric_limits<float>::quiet_NaN(),
                                       -std::numeric_limits<float>::quiet_NaN(),
-                                      cuda::bits_float(0x7F800001u),
-                                      cuda::bits_float(0xFFBFFFFFu),
+                                      formulas::bits_float(0x7F800001u),
+                                      formulas::bits_float(0xFFBFFFFFu),
                                       std::numeric_limits<float>::max(),
                                       std::numeric_limits<float>::min(),
                                       std::numeric_limits<float>::denorm_min(),
@@ -101,28 +101,28 @@ TEST_CASE("float8: encoding equals the CPU emulation over a sweep of all float p
   for (Fp8 f : {Fp8::e4m3, Fp8::e5m2}) {
     Mismatches m;
     for (float x : special) check_encode(x, f, m);
-    for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 1021) check_encode(cuda::bits_float(uint32_t(u)), f, m);
+    for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 1021) check_encode(formulas::bits_float(uint32_t(u)), f, m);
     CHECK(m.count == 0);
   }
 }
 
 TEST_CASE("float8: hand-checked codes", "[cuda-math]") {
-  CHECK(cuda::fp8_encode(448.0f, Fp8::e4m3) == 0x7E);
-  CHECK(cuda::fp8_encode(1e9f, Fp8::e4m3) == 0x7E);  // saturates
-  CHECK(cuda::fp8_encode(-INFINITY, Fp8::e4m3) == 0xFE);
-  CHECK(cuda::fp8_encode(-NAN, Fp8::e4m3) == 0xFF);  // NaN keeps its sign: S.1111.111
-  CHECK(cuda::fp8_encode(NAN, Fp8::e5m2) == 0x7E);
-  CHECK(cuda::fp8_encode(57344.0f, Fp8::e5m2) == 0x7B);
-  CHECK(cuda::fp8_encode(-0.0f, Fp8::e5m2) == 0x80);
+  CHECK(formulas::fp8_encode(448.0f, Fp8::e4m3) == 0x7E);
+  CHECK(formulas::fp8_encode(1e9f, Fp8::e4m3) == 0x7E);  // saturates
+  CHECK(formulas::fp8_encode(-INFINITY, Fp8::e4m3) == 0xFE);
+  CHECK(formulas::fp8_encode(-NAN, Fp8::e4m3) == 0xFF);  // NaN keeps its sign: S.1111.111
+  CHECK(formulas::fp8_encode(NAN, Fp8::e5m2) == 0x7E);
+  CHECK(formulas::fp8_encode(57344.0f, Fp8::e5m2) == 0x7B);
+  CHECK(formulas::fp8_encode(-0.0f, Fp8::e5m2) == 0x80);
   // 2^-10 is half the smallest e4m3 subnormal 2^-9: a tie between 0 (even) and 0x01 -> 0.
-  CHECK(cuda::fp8_encode(std::ldexp(1.0f, -10), Fp8::e4m3) == 0x00);
+  CHECK(formulas::fp8_encode(std::ldexp(1.0f, -10), Fp8::e4m3) == 0x00);
   // 3 * 2^-10 is halfway between 0x01 (odd) and 0x02 -> 0x02.
-  CHECK(cuda::fp8_encode(3 * std::ldexp(1.0f, -10), Fp8::e4m3) == 0x02);
+  CHECK(formulas::fp8_encode(3 * std::ldexp(1.0f, -10), Fp8::e4m3) == 0x02);
   // 1.0625 is halfway between 1.0 (0x38) and 1.125 (0x39) -> 0x38; 1.1875 between 0x39 and 0x3A -> 0x3A.
-  CHECK(cuda::fp8_encode(1.0625f, Fp8::e4m3) == 0x38);
-  CHECK(cuda::fp8_encode(1.1875f, Fp8::e4m3) == 0x3A);
+  CHECK(formulas::fp8_encode(1.0625f, Fp8::e4m3) == 0x38);
+  CHECK(formulas::fp8_encode(1.1875f, Fp8::e4m3) == 0x3A);
   // 15/16 rounds up across the binade to 1.0 (0x38): the carry from mantissa 111 + 1 into the exponent.
-  CHECK(cuda::fp8_encode(0.96875f, Fp8::e4m3) == 0x38);
+  CHECK(formulas::fp8_encode(0.96875f, Fp8::e4m3) == 0x38);
 }
 
 TEST_CASE("float8: tensorwise scale and cast equal the CPU's", "[cuda-math]") {
@@ -136,14 +136,14 @@ TEST_CASE("float8: tensorwise scale and cast equal the CPU's", "[cuda-math]") {
   for (Fp8 f : {Fp8::e4m3, Fp8::e5m2}) {
     const kernels::Float8Format cf = cpu_format(f);
     for (float amax : {kernels::amax(x.data(), int64_t(x.size())), 0.0f, 1.0f, 3e-5f, 1e20f, NAN}) {
-      const float scale = cuda::fp8_scale(amax, f);
+      const float scale = formulas::fp8_scale(amax, f);
       CHECK(same_value(scale, kernels::float8_scale(amax, cf)));
       std::vector<float> q(x.size());
       const float cpu_scale = kernels::cast_to_float8(x.data(), int64_t(x.size()), amax, cf, q.data());
       CHECK(same_value(cpu_scale, scale));
       int64_t bad = 0;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!same_value(cuda::fp8_decode(cuda::fp8_quantize(x[i], scale, f), f), q[i])) ++bad;
+        if (!same_value(formulas::fp8_decode(formulas::fp8_quantize(x[i], scale, f), f), q[i])) ++bad;
       INFO("amax " << amax);
       CHECK(bad == 0);
     }

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 // sqrt(2/pi) as std::sqrt(2.0 / std::numbers::pi) rounds it (the host test checks the constant).
 constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;
@@ -54,4 +54,4 @@ TPTUNE_HD C gelu_bwd_elem(C a, C dy) {
   return dy * d;
 }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas

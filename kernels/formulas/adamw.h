@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 struct AdamWConstants {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
@@ -43,4 +43,4 @@ TPTUNE_HD void adamw_elem(const AdamWConstants& c, float& p, double g, float& m,
   p = float(double(p) * c.decay - c.step_size * mi / (::sqrt(vi) / c.bc2_sqrt + c.eps));
 }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas

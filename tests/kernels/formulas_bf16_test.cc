@@ -1,4 +1,4 @@
-// kernels/cuda/bf16_math.h on the host (no CUDA toolkit needed): every one of the 65536 bf16 patterns widens and
+// kernels/formulas/bf16.h on the host (no CUDA toolkit needed): every one of the 65536 bf16 patterns widens and
 // narrows back to itself, and float -> bf16 rounding matches a brute-force nearest-value oracle on every tie,
 // near-tie and truncation point of every bf16 value (6 x 65536 floats) plus a stride sweep of 2^32 / 1021 (4.2 million)
 // floats.
@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/cuda/bf16_math.h"
+#include "kernels/formulas/bf16.h"
 
-using namespace tptune::cuda;
+using namespace tptune::formulas;
 
 namespace {
 

@@ -20,10 +20,10 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/bf16_math.h"
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/bf16.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 enum class Fp8 { e4m3, e5m2 };
 
@@ -104,4 +104,4 @@ TPTUNE_HD uint8_t fp8_quantize(float x, float scale, Fp8 f) {
 #endif
 }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas

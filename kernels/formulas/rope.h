@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 // theta^(-2i/head_dim).
 TPTUNE_HD double rope_inv_freq(int64_t i, int64_t head_dim, double theta) {
@@ -32,4 +32,4 @@ TPTUNE_HD RopePair rope_rotate(double x0, double x1, double c, double sn) {
   return {x0 * c - x1 * sn, x0 * sn + x1 * c};
 }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas

@@ -12,9 +12,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 // One addend of sumexp_t: exp(logit - max_t).
 template <class C>
@@ -40,4 +40,4 @@ TPTUNE_HD C ce_grad(float logit, float max, C inv_sum, bool is_target, C inv_tok
   return (is_target ? p - C(1) : p) * inv_tokens;
 }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas

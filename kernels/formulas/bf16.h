@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/formulas/host_device.h"
 
-namespace tptune::cuda {
+namespace tptune::formulas {
 
 TPTUNE_HD uint32_t float_bits(float x) {
 #if defined(__CUDA_ARCH__)
@@ -51,4 +51,4 @@ TPTUNE_HD float bf16_bits_to_float(uint16_t b) { return bits_float(uint32_t(b) <
 // The float nearest to x that bf16 represents (what storing x in a bf16 tensor keeps).
 TPTUNE_HD float round_to_bf16(float x) { return bf16_bits_to_float(float_to_bf16_bits(x)); }
 
-}  // namespace tptune::cuda
+}  // namespace tptune::formulas
