@@ -13,14 +13,14 @@
 #include "plans/lower.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/search/search.h"
-#include "sim/search/constraints.h"
 #include "sim/report/search_report.h"
 #include "sim/report/step_report.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "tests/fixtures.h"
 #include "tests/program_builder.h"
-#include "tests/small_model.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

@@ -1,5 +1,5 @@
-// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values of
-// the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
+// The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values
+// of the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
 #include <catch2/catch.hpp>
 #include <map>
 #include <regex>
@@ -7,11 +7,11 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/program_identity.h"
-#include "sim/report/measured_trace.h"
 #include "sim/report/html_report.h"
+#include "sim/report/measured_trace.h"
 #include "sim/report/svg.h"
-#include "sim/simulate.h"
 #include "sim/report/trace.h"
+#include "sim/simulate.h"
 #include "tests/error_text.h"
 
 using namespace tptune;
@@ -62,7 +62,7 @@ TEST_CASE("report helpers: ticks, labels, escaping, ms per 1000 tokens", "[repor
   CHECK(svg::tick_label(2.5) == "2.5");
   CHECK(svg::escape("a<b & \"c\" 'd'>") == "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
   StepReport r;
-  r.tp = 8;
+  r.tp_degree = 8;
   r.local_batch_size = 1;
   r.seq_len = 8192;
   // 1000 ms x tp 8 / 8192 tokens x 1000 = 976.5625 ms per 1000 tokens per GPU.
