@@ -117,11 +117,7 @@ int64_t Plan::global_batch_size() const {
 // Two plans are equal when they parallelize the same way: same toggles and the same entries in the same order.
 // `family` and `source` are labels for reports, and entry lines are provenance; neither takes part.
 bool Plan::operator==(const Plan& o) const {
-  return tp_degree == o.tp_degree && dp_shard == o.dp_shard && dp_replicate == o.dp_replicate && float8 == o.float8 &&
-         async_tp == o.async_tp && loss_parallel == o.loss_parallel &&
-         activation_checkpointing == o.activation_checkpointing && ac_layers == o.ac_layers &&
-         local_batch_size == o.local_batch_size && gradient_accumulation_steps == o.gradient_accumulation_steps &&
-         seq_len == o.seq_len && modules == o.modules && framework == o.framework && fused_qkv == o.fused_qkv &&
+  return toggles() == o.toggles() && modules == o.modules && framework == o.framework && fused_qkv == o.fused_qkv &&
          output_fqn == o.output_fqn && chunks() == o.chunks() && fsdp_always == o.fsdp_always &&
          ac_early_stop == o.ac_early_stop && ac_saves_reduce_scatter == o.ac_saves_reduce_scatter &&
          clip_grad_norm == o.clip_grad_norm;

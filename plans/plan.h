@@ -40,6 +40,7 @@
 
 #include "plans/config.h"
 #include "plans/placement.h"
+#include "plans/plan_toggles.h"
 
 namespace tptune {
 
@@ -86,34 +87,10 @@ struct PlanEntry {
   bool operator==(const PlanEntry& o) const { return pattern == o.pattern && style == o.style; }
 };
 
-struct Plan {
+// The module plan and the framework's data, over the step-wide toggles (plans/plan_toggles.h).
+struct Plan : PlanToggles {
   std::string family = "custom";  // vanilla | sequence_parallel | custom (user file) — for reports
   std::string source;             // the file it was loaded from, or "preset:<name>"
-  int tp_degree = 1;
-  int dp_shard = 1;
-  // HSDP (torchtitan's data_parallel_replicate_degree): the mesh is [dp_replicate, dp_shard, tp], tp innermost.
-  // Parameters, gradients and optimizer state are sharded over dp_shard and replicated over dp_replicate; FSDP2
-  // all-reduces each reduce-scattered gradient shard across the dp_replicate group (plans/lower.cc fsdp_reduce).
-  // 1: plain FSDP over dp_shard.
-  int dp_replicate = 1;
-  Float8Recipe float8 = Float8Recipe::none;
-  bool async_tp = false;
-  bool loss_parallel = false;
-  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
-  // Activation checkpointing on the first `ac_layers` blocks only (layers 0 .. ac_layers-1), the others saving every
-  // activation: Megatron-LM's --recompute-method block --recompute-num-layers N. 0: every block (the default).
-  // Only with activation_checkpointing selective or full; at most model.n_layers (lower() checks both, naming the
-  // key's origin). The lowering splits the block backward in two segments (plans/program.h, "Structure").
-  int64_t ac_layers = 0;
-  int64_t local_batch_size = 1;
-  // Microbatches per optimizer step (torchtitan's gradient_accumulation_steps = training.global_batch_size /
-  // (local_batch_size x dp_replicate x dp_shard)). The lowering does not read it: a Program is one microbatch's
-  // forward and backward plus the optimizer, and the simulator repeats the microbatch (sim/accumulation.h).
-  int64_t gradient_accumulation_steps = 1;
-  // Tokens per sequence the plan was chosen for (`tp-plan search` with search.seq_lens); 0: the config's
-  // training.seq_len. The lowering reads Training::seq_len, not this: the tools set the config's training.seq_len
-  // from a plan file that states it (tools/plan_options.cc), and the exports pass it to torchtitan.
-  int64_t seq_len = 0;
   std::vector<PlanEntry> modules;
 
   // ---- What a framework changes, as data the one lowering reads (framework_defaults() fills them) -------------
@@ -174,7 +151,7 @@ void apply_framework(Plan& plan, Framework f);
 void check_framework(const Plan& plan);
 
 // Presets. `vanilla`: the seed plan (apply_tp without sequence parallel); `sequence_parallel`: torchtitan's default.
-// The toggles (tp, float8, async, loss parallel, AC, local batch, framework, loss_chunks) are taken from `base`;
+// The toggles (PlanToggles), provenance, framework and loss_chunks are taken from `base`;
 // with base.framework torchtitan-0.3 the presets are torchtitan 0.3's llama3 sharding with enable_sp false / true.
 Plan preset_plan(const std::string& name, const Plan& base);
 std::vector<std::string> plan_preset_names();

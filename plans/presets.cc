@@ -147,17 +147,7 @@ Plan preset_plan(const std::string& name, const Plan& base) {
   Plan p;
   p.family = name;
   p.source = "preset:" + name;
-  p.tp_degree = base.tp_degree;
-  p.dp_shard = base.dp_shard;
-  p.dp_replicate = base.dp_replicate;
-  p.float8 = base.float8;
-  p.async_tp = base.async_tp;
-  p.loss_parallel = base.loss_parallel;
-  p.activation_checkpointing = base.activation_checkpointing;
-  p.ac_layers = base.ac_layers;
-  p.local_batch_size = base.local_batch_size;
-  p.gradient_accumulation_steps = base.gradient_accumulation_steps;
-  p.seq_len = base.seq_len;
+  p.toggles() = base.toggles();
   p.provenance = base.provenance;
   p.stated = base.stated;
   p.loss_chunks = base.loss_chunks;

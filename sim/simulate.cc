@@ -56,19 +56,16 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.model = p.model.name;
   r.gpu = cluster.gpu.name;
   r.plan = p.plan.family + (p.plan.source.empty() ? "" : " (" + p.plan.source + ")");
-  r.tp = p.tp;
-  r.dp = p.dp;
+  r.toggles() = p.plan.toggles();
+  r.tp_degree = p.tp;
+  r.dp_shard = p.dp;
   r.dp_replicate = p.dp_replicate;
-  r.nodes = cluster.nodes;
-  r.gpus_per_node = cluster.gpus_per_node;
-  r.float8 = p.plan.float8;
-  r.async_tp = p.plan.async_tp;
-  r.loss_parallel = p.plan.loss_parallel;
   r.activation_checkpointing = p.training.activation_checkpointing;
-  r.ac_layers = p.plan.ac_layers;
-  r.n_layers = p.model.n_layers;
   r.local_batch_size = p.training.local_batch_size;
   r.seq_len = p.training.seq_len;
+  r.nodes = cluster.nodes;
+  r.gpus_per_node = cluster.gpus_per_node;
+  r.n_layers = p.model.n_layers;
   r.gradient_accumulation_steps = std::max<int64_t>(ga, 1);
 
   const double step_us = accumulated_step_us(p, tl, ga);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "plans/plan_toggles.h"
 #include "plans/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
@@ -41,18 +42,13 @@ struct OpSummary {
   double total_us = 0;  // count x time
 };
 
-struct StepReport {
-  // What was simulated.
+// What was simulated: the toggles (PlanToggles, plans/plan_toggles.h) as the Program ran them (its tp, dp_shard and
+// dp_replicate, its training's activation checkpointing, local batch and seq_len, the plan's other toggles, the
+// gradient_accumulation_steps applied; shown only when > 1), then the prediction.
+struct StepReport : PlanToggles {
   std::string model, gpu, plan;  // plan: family and source
-  int tp = 1, dp = 1, nodes = 1, gpus_per_node = 1;
-  int dp_replicate = 1;  // HSDP replicas (dp is dp_shard)
-  Float8Recipe float8 = Float8Recipe::none;
-  bool async_tp = false, loss_parallel = false;
-  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
-  int64_t ac_layers = 0;  // Plan::ac_layers: AC on the first ac_layers blocks only (0: every block)
-  int64_t n_layers = 0;   // the model's
-  int64_t local_batch_size = 1, seq_len = 0;
-  int64_t gradient_accumulation_steps = 1;  // microbatches per step (shown only when > 1)
+  int nodes = 1, gpus_per_node = 1;
+  int64_t n_layers = 0;  // the model's
 
   double step_time_ms = 0;
   double tokens_per_second_per_gpu = 0;

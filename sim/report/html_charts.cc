@@ -26,7 +26,7 @@ int shape_of(bool float8, bool async_tp) { return (float8 ? 1 : 0) + (async_tp ?
 
 double ms_per_1k_tokens(const StepReport& r, double ms) {
   const double tokens = static_cast<double>(r.local_batch_size) * static_cast<double>(r.seq_len);
-  return tokens > 0 ? ms * r.tp / tokens * 1000.0 : 0;
+  return tokens > 0 ? ms * r.tp_degree / tokens * 1000.0 : 0;
 }
 
 std::string html_scatter(const std::vector<ReportPoint>& points, double memory_limit_gib,

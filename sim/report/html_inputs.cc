@@ -51,7 +51,7 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
     if (!c.has_memory || c.pruned == PruneReason::bound) continue;
     const Candidate& x = c.candidate;
     ReportPoint p;
-    p.tp = x.tp;
+    p.tp = x.tp_degree;
     p.float8 = x.float8 != Float8Recipe::none;
     p.async_tp = x.async_tp;
     p.scheduled = c.has_step;
@@ -59,7 +59,7 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
     p.peak_gib = c.report.memory.peak / kGiB;
     p.label =
         fmt::format("{} tp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}",
-                    r.space.families[static_cast<size_t>(x.family)].name, x.tp, to_string(x.float8),
+                    r.space.families[static_cast<size_t>(x.family)].name, x.tp_degree, to_string(x.float8),
                     x.async_tp ? "async" : "sync", x.loss_parallel ? "on" : "off", ac_label(x), x.local_batch_size) +
         (r.space.seq_lens.size() > 1 ? fmt::format(", seq {}", x.seq_len) : "");
     in.points.push_back(std::move(p));

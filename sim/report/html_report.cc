@@ -39,9 +39,10 @@ svg text.limit { fill: #b00; }
 )";
 
 std::string describe(const StepReport& r) {
-  return fmt::format("{} tp {} dp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}", r.plan, r.tp, r.dp,
-                     to_string(r.float8), r.async_tp ? "async TP" : "sync TP", r.loss_parallel ? "on" : "off",
-                     ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers), r.local_batch_size);
+  return fmt::format("{} tp {} dp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}", r.plan, r.tp_degree,
+                     r.dp_shard, to_string(r.float8), r.async_tp ? "async TP" : "sync TP",
+                     r.loss_parallel ? "on" : "off", ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers),
+                     r.local_batch_size);
 }
 
 std::string summary_table(const std::vector<ReportPlan>& plans) {

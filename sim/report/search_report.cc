@@ -29,7 +29,7 @@ double exposed_fraction(const StepReport& r) {
 // with different TP degrees and local batches compare on this scale (its inverse is the throughput).
 double per_1k_tokens(const StepReport& s) {
   const double tokens_per_gpu = static_cast<double>(s.gradient_accumulation_steps) *
-                                static_cast<double>(s.local_batch_size * s.seq_len) / std::max(1, s.tp);
+                                static_cast<double>(s.local_batch_size * s.seq_len) / std::max(1, s.tp_degree);
   return tokens_per_gpu > 0 ? 1000.0 / tokens_per_gpu : 0;
 }
 
@@ -89,7 +89,7 @@ std::string pruned_lines(const SearchResult& r) {
 // tp column as "tp x dp_replicate" ("8x2"); other reports read as before.
 bool hsdp_space(const ResolvedSpace& s) { return s.dp_replicate.size() > 1 || s.dp_replicate.front() != 1; }
 std::string tp_cell(const ResolvedSpace& s, const Candidate& x) {
-  return hsdp_space(s) ? fmt::format("{}x{}", x.tp, x.dp_replicate) : std::to_string(x.tp);
+  return hsdp_space(s) ? fmt::format("{}x{}", x.tp_degree, x.dp_replicate) : std::to_string(x.tp_degree);
 }
 int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
 // With search.gradient_accumulation the batch column is "local batch x gradient accumulation steps" ("2x8"); other
@@ -153,8 +153,8 @@ std::vector<Baseline> search_baselines(const Config& cfg, const SearchResult& r,
   if (!w) return {};
   Config at_winner = cfg;  // the baselines train at the winner's seq_len
   at_winner.training = result_training(cfg, r, r.ranking[0]);
-  std::vector<Baseline> out = plan_baselines(at_winner, r.cluster, w->candidate.tp, r.space.memory_headroom_gib, cost,
-                                             parse_framework(r.space.framework, "search.framework"),
+  std::vector<Baseline> out = plan_baselines(at_winner, r.cluster, w->candidate.tp_degree, r.space.memory_headroom_gib,
+                                             cost, parse_framework(r.space.framework, "search.framework"),
                                              r.space.gradient_accumulation ? r.space.global_batch_size : 0);
   if (r.space.searches_seq_len())
     for (Baseline& b : out) b.plan.seq_len = w->candidate.seq_len;

@@ -5,7 +5,6 @@
 
 #include <iterator>
 
-
 namespace tptune {
 
 namespace {
@@ -34,8 +33,8 @@ void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
 std::string report_text(const StepReport& r) {
   std::string o;
   const std::string hsdp = r.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", r.dp_replicate) : "";
-  append(o, "{} on {} x {} {} (tp {}, dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp, r.dp, hsdp,
-         r.plan);
+  append(o, "{} on {} x {} {} (tp {}, dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp_degree,
+         r.dp_shard, hsdp, r.plan);
   append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
          to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
          ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers), r.local_batch_size, r.seq_len);
@@ -116,8 +115,8 @@ nlohmann::json report_json(const StepReport& r) {
   j["nodes"] = r.nodes;
   j["gpus_per_node"] = r.gpus_per_node;
   j["plan"] = {{"name", r.plan},
-               {"tp_degree", r.tp},
-               {"dp_shard", r.dp},
+               {"tp_degree", r.tp_degree},
+               {"dp_shard", r.dp_shard},
                {"float8", std::string(to_string(r.float8))},
                {"async_tp", r.async_tp},
                {"loss_parallel", r.loss_parallel},

@@ -14,30 +14,30 @@ Verdict fail(PruneReason reason, std::string detail) { return Verdict{reason, st
 
 Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c) {
   const Model& m = cfg.model;
-  const int tp = c.tp, gpn = cluster.gpus_per_node;
+  const int tp = c.tp_degree, gpn = cluster.gpus_per_node;
   if (tp <= 0 || s.world_size % tp != 0)
     return fail(PruneReason::world, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
-  if (c.dp <= 0)
+  if (c.dp_shard <= 0)
     return fail(c.dp_replicate > 1 ? PruneReason::replicate_world : PruneReason::world,
                 fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
   // local batch (<= 2^16) x dp_shard x dp_replicate (their product <= world <= 2^20): no overflow.
-  const int64_t global = c.local_batch_size * c.dp * c.dp_replicate;
+  const int64_t global = c.local_batch_size * c.dp_shard * c.dp_replicate;
   if (s.gradient_accumulation && s.global_batch_size > 0 && s.global_batch_size % global != 0)
     return fail(PruneReason::global_batch_multiple,
                 fmt::format("global_batch_size {} vs local batch {} x dp {} x dp_replicate {} = {}",
-                            s.global_batch_size, c.local_batch_size, c.dp, c.dp_replicate, global));
+                            s.global_batch_size, c.local_batch_size, c.dp_shard, c.dp_replicate, global));
   if (!s.gradient_accumulation && s.global_batch_size > 0 && global != s.global_batch_size)
     return fail(PruneReason::global_batch,
                 c.dp_replicate > 1
                     ? fmt::format("local batch {} x dp {} x dp_replicate {} = {} vs global_batch_size {}",
-                                  c.local_batch_size, c.dp, c.dp_replicate, global, s.global_batch_size)
-                    : fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp,
+                                  c.local_batch_size, c.dp_shard, c.dp_replicate, global, s.global_batch_size)
+                    : fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp_shard,
                                   global, s.global_batch_size));
   if (tp % gpn != 0 && gpn % tp != 0)
     return fail(PruneReason::straddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
   const PlanFamily& family = s.families.at(static_cast<size_t>(c.family));
   const bool fsdp_always = family.preset ? s.framework != "dtensor" : family.file_plan.fsdp_always;
-  if (c.dp_replicate > 1 && c.dp == 1 && !fsdp_always)
+  if (c.dp_replicate > 1 && c.dp_shard == 1 && !fsdp_always)
     return fail(PruneReason::replicate_ddp,
                 fmt::format("dp_replicate {} x dp_shard 1: torchtitan applies DDP", c.dp_replicate));
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
@@ -69,7 +69,7 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
 }
 
 Candidate tp1_representative(const ResolvedSpace& s, const Candidate& c) {
-  if (c.tp != 1) return c;
+  if (c.tp_degree != 1) return c;
   Candidate r = c;
   r.family = 0;
   r.async_tp = s.async_tp.front();

@@ -52,7 +52,7 @@ bool CandidateEvaluator::refused(CandidateResult& r, const Candidate& c) {
 bool CandidateEvaluator::evaluate_from_batch(CandidateResult& r, const Candidate& c, const Plan& plan,
                                              BatchState& batch) {
   if (batch.first && !batch.program && batch.first->plan.local_batch_size == c.local_batch_size &&
-      batch.first->plan.activation_checkpointing == c.ac) {
+      batch.first->plan.activation_checkpointing == c.activation_checkpointing) {
     // largest_fitting_batch()'s Program at this batch size (its only probe, or its last one with lower_each).
     evaluate_into(r, *batch.first, plan.source, c.gradient_accumulation_steps);
     return true;
@@ -94,12 +94,12 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, StructureLoweri
     auto it = unfinished_at(s.unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
     if (s.last_policy) {
-      prog = finish_lowering(std::move(it->second), c.ac);
+      prog = finish_lowering(std::move(it->second), c.activation_checkpointing);
       s.unfinished.erase(it);
     } else {
       prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
       prog = take_program();
-      finish_lowering_into(it->second, c.ac, prog);
+      finish_lowering_into(it->second, c.activation_checkpointing, prog);
     }
     ++finished;
   } catch (const Error& e) {
@@ -155,7 +155,7 @@ CandidateResult CandidateEvaluator::evaluate_program(const Candidate& c, const P
 void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& unfinished, std::vector<char>& oom,
                                          AcLayersSweep& out) {
   const std::vector<int64_t>& ks = space_.ac_layers;
-  if (ks.empty() || c.ac == ActivationCheckpointing::none) return;
+  if (ks.empty() || c.activation_checkpointing == ActivationCheckpointing::none) return;
   oom.resize(ks.size(), 0);
   auto prune_all = [&](const PruneCause& reason) { out.pruned[reason] += ks.size(); };
   if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) return prune_all(v.reason);
@@ -166,7 +166,7 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& 
     PhaseTimer t(phases, SearchPhase::finish);
     auto it = unfinished_at(unfinished, c, plan);
     prepare_async_tp(it->second);
-    finish_lowering_into(it->second, c.ac, sweep_, ks[0]);
+    finish_lowering_into(it->second, c.activation_checkpointing, sweep_, ks[0]);
     ++finished;
   } catch (const Error& e) {
     return prune_all(error_reason(PruneReason::lowering, e.what(), plan.source));
@@ -250,13 +250,14 @@ void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
 
 namespace {
 bool same_structure_but_async(const Candidate& a, const Candidate& b) {
-  return a.seq_len == b.seq_len && a.tp == b.tp && a.dp == b.dp && a.dp_replicate == b.dp_replicate &&
-         a.family == b.family && a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
+  return a.seq_len == b.seq_len && a.tp_degree == b.tp_degree && a.dp_shard == b.dp_shard &&
+         a.dp_replicate == b.dp_replicate && a.family == b.family && a.float8 == b.float8 &&
+         a.loss_parallel == b.loss_parallel;
 }
 }  // namespace
 
 bool CandidateEvaluator::has_async_sibling(const Candidate& c) const {
-  if (c.async_tp || c.tp <= 1 ||
+  if (c.async_tp || c.tp_degree <= 1 ||
       std::find(space_.async_tp.begin(), space_.async_tp.end(), true) == space_.async_tp.end())
     return false;
   Candidate on = c;
@@ -327,7 +328,7 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
     auto it = unfinished_at(unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
     prepare_async_tp(it->second);
-    finish_lowering_into(it->second, c.ac, p);
+    finish_lowering_into(it->second, c.activation_checkpointing, p);
     ++finished;
   }
   if (batch.lower_each) {

@@ -172,7 +172,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::vector<size_t> group_begin;
   for (size_t t = 0; t < tasks; ++t) {
     const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
-    if (!prev || prev->seq_len != c.seq_len || prev->tp != c.tp || prev->dp_replicate != c.dp_replicate ||
+    if (!prev || prev->seq_len != c.seq_len || prev->tp != c.tp_degree || prev->dp_replicate != c.dp_replicate ||
         prev->family != c.family || prev->float8 != c.float8)
       group_begin.push_back(t);
   }

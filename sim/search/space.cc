@@ -24,9 +24,10 @@ std::vector<int> default_tp_degrees(const Cluster& c) {
 ResolvedSpace resolve_space(const Config& cfg) {
   const SearchSpace& s = cfg.search;
   ResolvedSpace r;
+  static_cast<SearchSpace&>(r) = s;
   r.world_size = cfg.cluster.world_size();
-  r.tp_degrees = s.tp_degrees.empty() ? default_tp_degrees(cfg.cluster) : s.tp_degrees;
-  r.dp_replicate = s.dp_replicate.empty() ? std::vector<int>{1} : s.dp_replicate;
+  if (r.tp_degrees.empty()) r.tp_degrees = default_tp_degrees(cfg.cluster);
+  if (r.dp_replicate.empty()) r.dp_replicate = {1};
   for (const std::string& p : s.presets) {
     PlanFamily f;
     f.name = p;
@@ -45,27 +46,13 @@ ResolvedSpace resolve_space(const Config& cfg) {
     f.file_plan.family = f.name;
     r.families.push_back(std::move(f));
   }
-  r.framework = s.framework;
-  r.float8 = s.float8;
-  r.async_tp = s.async_tp;
-  r.loss_parallel = s.loss_parallel;
-  r.activation_checkpointing = s.activation_checkpointing;
-  r.local_batch_sizes = s.local_batch_sizes;
-  r.max_local_batch_size = s.max_local_batch_size;
   r.config_seq_len = cfg.training.seq_len;
-  r.seq_lens = s.seq_lens.empty() ? std::vector<int64_t>{cfg.training.seq_len} : s.seq_lens;
-  r.ac_layers = s.ac_layers;
+  if (r.seq_lens.empty()) r.seq_lens = {cfg.training.seq_len};
   if (!r.ac_layers.empty() && r.max_local_batch_size > 0)
     throw Error(
         fmt::format("{}: search.ac_layers with search.max_local_batch_size: not supported (the block-count "
                     "sweep prices every k from one lowering at a given batch); give local_batch_sizes",
                     cfg.path));
-  r.objective = s.objective;
-  r.memory_headroom_gib = s.memory_headroom_gib;
-  r.global_batch_size = s.global_batch_size;
-  r.gradient_accumulation = s.gradient_accumulation;
-  r.min_tokens_per_second_per_gpu = s.min_tokens_per_second_per_gpu;
-  r.gpu_hour_price = s.gpu_hour_price;
   return r;
 }
 
@@ -126,22 +113,22 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
                   for (int64_t lbs : s.local_batch_sizes) {
                     Candidate c;
                     c.index = static_cast<int>(out.size());
-                    c.tp = tp;
+                    c.tp_degree = tp;
                     // 0: tp x dp_replicate does not divide the world (tp and rep are at most 2^20: no overflow)
                     const int64_t per_shard = static_cast<int64_t>(tp) * rep;
-                    c.dp =
+                    c.dp_shard =
                         per_shard > 0 && s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
                     c.dp_replicate = rep;
                     c.family = static_cast<int>(fam);
                     c.float8 = f8;
                     c.async_tp = async;
                     c.loss_parallel = lp;
-                    c.ac = ac;
+                    c.activation_checkpointing = ac;
                     c.local_batch_size = lbs;
                     c.seq_len = seq;
                     // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
-                    if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp > 0) {
-                      const int64_t per_microbatch = lbs * c.dp * rep;
+                    if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
+                      const int64_t per_microbatch = lbs * c.dp_shard * rep;
                       if (s.global_batch_size % per_microbatch == 0)
                         c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
                     }
@@ -154,17 +141,10 @@ Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
   const PlanFamily& f = s.families.at(static_cast<size_t>(c.family));
   Plan p = f.preset ? Plan{} : f.file_plan;
   if (f.preset) p.framework = parse_framework(s.framework, "search.framework");
-  p.tp_degree = c.tp;
-  p.dp_shard = std::max(c.dp, 1);
-  p.dp_replicate = c.dp_replicate;
-  p.float8 = c.float8;
-  p.async_tp = c.async_tp;
-  p.loss_parallel = c.loss_parallel;
-  p.activation_checkpointing = c.ac;
-  p.ac_layers = c.ac_layers;
-  p.local_batch_size = c.local_batch_size;
-  p.gradient_accumulation_steps = c.gradient_accumulation_steps;
-  if (s.searches_seq_len()) p.seq_len = c.seq_len;
+  const int64_t file_seq_len = p.seq_len;
+  p.toggles() = c.toggles();
+  p.dp_shard = std::max(c.dp_shard, 1);
+  if (!s.searches_seq_len()) p.seq_len = file_seq_len;  // the family's own (0 for presets)
   return f.preset ? preset_plan(f.name, p) : p;
 }
 
@@ -175,17 +155,18 @@ Training candidate_training(const Training& t, const Candidate& c) {
 }
 
 std::string ac_label(const Candidate& c) {
-  if (c.ac_layers <= 0) return std::string(to_string(c.ac));
-  return fmt::format("{} {}", c.ac == ActivationCheckpointing::selective ? "sel" : "full", c.ac_layers);
+  if (c.ac_layers <= 0) return std::string(to_string(c.activation_checkpointing));
+  return fmt::format("{} {}", c.activation_checkpointing == ActivationCheckpointing::selective ? "sel" : "full",
+                     c.ac_layers);
 }
 
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
   return fmt::format(
-      "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp,
+      "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp_degree,
       c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,
-      to_string(c.ac), c.ac_layers > 0 ? fmt::format(" ac_layers={}", c.ac_layers) : "", c.local_batch_size,
-      s.seq_lens.size() > 1 ? fmt::format(" seq={}", c.seq_len) : "",
+      to_string(c.activation_checkpointing), c.ac_layers > 0 ? fmt::format(" ac_layers={}", c.ac_layers) : "",
+      c.local_batch_size, s.seq_lens.size() > 1 ? fmt::format(" seq={}", c.seq_len) : "",
       c.gradient_accumulation_steps > 1 ? fmt::format(" grad_accum={}", c.gradient_accumulation_steps) : "");
 }
 

@@ -25,6 +25,7 @@
 
 #include "plans/config.h"
 #include "plans/plan.h"
+#include "plans/plan_toggles.h"
 
 namespace tptune {
 
@@ -38,53 +39,30 @@ struct PlanFamily {
   bool sequence_parallel = false;
 };
 
-struct Candidate {
-  int index = 0;  // position in enumeration order
-  int tp = 1;
-  int dp = 1;            // dp_shard = world / (tp x dp_replicate); 0 when that is not whole
-  int dp_replicate = 1;  // HSDP replicas (search.dp_replicate)
-  int family = 0;        // into ResolvedSpace::families
-  Float8Recipe float8 = Float8Recipe::none;
-  bool async_tp = false;
-  bool loss_parallel = false;
-  ActivationCheckpointing ac = ActivationCheckpointing::none;
-  // Plan::ac_layers: the policy on the first k blocks only; 0: every block (what enumerate_candidates() gives; the
-  // search's ac_layers sweep sets k).
-  int64_t ac_layers = 0;
-  int64_t local_batch_size = 1;
-  // Tokens per sequence (one of ResolvedSpace::seq_lens): the candidate is lowered and simulated with the config's
-  // training.seq_len set to it (candidate_training()).
-  int64_t seq_len = 0;
-  // search.gradient_accumulation: global_batch_size / (local batch x dp x dp_replicate) when that is whole (else 1,
-  // and the static rule prunes the candidate); 1 otherwise. Not part of the Program (a microbatch): the report applies
-  // it (sim/accumulation.h).
-  int64_t gradient_accumulation_steps = 1;
+// A candidate: its plan's toggles (PlanToggles, plans/plan_toggles.h) and its family. Each holder's reading of a
+// toggle: dp_shard is world / (tp_degree x dp_replicate), 0 when that is not whole; ac_layers is 0 (every block) as
+// enumerate_candidates() gives it, and the search's ac_layers sweep sets k; seq_len is one of ResolvedSpace::seq_lens
+// (the candidate is lowered and simulated with the config's training.seq_len set to it: candidate_training());
+// gradient_accumulation_steps, with search.gradient_accumulation, is global_batch_size / (local batch x dp_shard x
+// dp_replicate) when that is whole (else 1, and the static rule prunes the candidate), 1 otherwise; it is not part of
+// the Program (a microbatch): the report applies it (sim/accumulation.h).
+struct Candidate : PlanToggles {
+  int index = 0;   // position in enumeration order
+  int family = 0;  // into ResolvedSpace::families
 };
 
-struct ResolvedSpace {
-  std::vector<int> tp_degrees;
-  std::vector<int> dp_replicate = {1};
-  std::vector<PlanFamily> families;
-  std::vector<Float8Recipe> float8;
-  std::vector<bool> async_tp;
-  std::vector<bool> loss_parallel;
-  std::vector<ActivationCheckpointing> activation_checkpointing;
-  std::vector<int64_t> local_batch_sizes;  // {max_local_batch_size} when that is set
-  int64_t max_local_batch_size = 0;        // > 0: each candidate's batch is the largest that fits in 1..this
-  std::vector<int64_t> seq_lens;           // search.seq_lens, default {training.seq_len}
-  // search.ac_layers: block counts k < n_layers, ascending. Not enumerated: each candidate with a policy other than
-  // none stands for itself (every block) and one candidate per k, which the search sweeps from one lowering
+// The config's `search:` section (SearchSpace, plans/config.h: the axes' lists, the objective and the constraints) with
+// the defaults filled in (tp_degrees, dp_replicate, seq_lens), and what resolving adds: the families (presets and
+// loaded plan files, in that order), the world size and the config's seq_len.
+struct ResolvedSpace : SearchSpace {
+  std::vector<PlanFamily> families;  // the presets, then the plan files (loaded)
+  // max_local_batch_size > 0: local_batch_sizes is {max_local_batch_size}, and each candidate's batch is the largest
+  // that fits in 1..max_local_batch_size.
+  // ac_layers: block counts k < n_layers, ascending. Not enumerated: each candidate with a policy other than none
+  // stands for itself (every block) and one candidate per k, which the search sweeps from one lowering
   // (CandidateEvaluator::sweep_ac_layers, sim/search/eval.h); candidates() counts them all.
-  std::vector<int64_t> ac_layers;
   int64_t config_seq_len = 0;  // the config's training.seq_len
-  Objective objective = Objective::tokens_per_second;
-  double memory_headroom_gib = 2.0;
-  int64_t global_batch_size = 0;             // 0: no constraint (SearchSpace)
-  bool gradient_accumulation = false;        // global batch = a multiple of local batch x dp (SearchSpace)
-  double min_tokens_per_second_per_gpu = 0;  // 0: no constraint
-  double gpu_hour_price = 0;                 // USD per GPU-hour; 0: no cost reported
   int world_size = 1;
-  std::string framework = "dtensor";  // the presets' family (SearchSpace::framework)
 
   size_t size() const;  // number of enumerated candidates (enumerate_candidates())
   // Every candidate of the space: size() plus, for each enumerated candidate with a policy other than none, one per

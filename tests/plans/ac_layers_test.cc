@@ -7,7 +7,7 @@
 #include "plans/export.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
-#include "tests/small_model.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Contains;
@@ -21,24 +21,18 @@ Plan plan_text(const std::string& ac, const std::string& ac_layers) {
       "p.yaml");
 }
 
-Training training() {
-  Training t;
-  t.seq_len = 256;
-  t.local_batch_size = 1;
-  t.compile = true;  // async TP needs it
-  return t;
-}
+// async TP needs compile.
+const Training kTraining{.seq_len = 256, .local_batch_size = 1, .compile = true};
 
 // 4 layers, tp 2, dp_shard 2, sequence parallel with async TP and loss parallel.
 Program lower_split(int64_t k, ActivationCheckpointing ac, int layers = 4) {
-  Plan base;
-  base.tp_degree = 2;
-  base.dp_shard = 2;
-  base.async_tp = true;
-  base.loss_parallel = true;
-  base.activation_checkpointing = ac;
-  base.ac_layers = k;
-  return lower(test::small_model(layers), training(), preset_plan("sequence_parallel", base));
+  return lower(test::small_model(layers), kTraining,
+               test::make_plan("sequence_parallel", {.tp_degree = 2,
+                                                     .dp_shard = 2,
+                                                     .async_tp = true,
+                                                     .loss_parallel = true,
+                                                     .activation_checkpointing = ac,
+                                                     .ac_layers = k}));
 }
 
 bool has_recompute(const Segment& s) {
@@ -68,10 +62,10 @@ TEST_CASE("ac_layers: errors name the plan file line") {
   CHECK_THROWS_WITH(plan_text("full", "abc"), "p.yaml:4: ac_layers: expected an integer in 1..10000, got 'abc'");
   // The model's layer count and the policy are lower()'s checks, naming the line through the provenance.
   CHECK_THROWS_WITH(
-      lower(test::small_model(4), training(), plan_text("full", "5")),
+      lower(test::small_model(4), kTraining, plan_text("full", "5")),
       "plan p.yaml:4: ac_layers: expected 1 to 4 (the model's n_layers; 0 or absent: every block), got 5");
   CHECK_THROWS_WITH(
-      lower(test::small_model(4), training(), plan_text("none", "2")),
+      lower(test::small_model(4), kTraining, plan_text("none", "2")),
       Contains("plan p.yaml:4: ac_layers 2: checkpoints the first 2 blocks") && Contains("which is none"));
 }
 

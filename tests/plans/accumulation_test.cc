@@ -10,6 +10,7 @@
 #include "plans/export.h"
 #include "plans/lower.h"
 #include "tests/error_text.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -19,17 +20,6 @@ namespace {
 
 std::string error_of_config(const std::string& yaml) {
   return error_of([&] { load_config_string(yaml, "ga-config.yaml"); });
-}
-
-Plan sp(int tp, int dp_shard, int dp_replicate, int64_t local, int64_t ga) {
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = dp_shard;
-  base.dp_replicate = dp_replicate;
-  base.local_batch_size = local;
-  base.gradient_accumulation_steps = ga;
-  base.loss_parallel = true;
-  return preset_plan("sequence_parallel", base);
 }
 
 }  // namespace
@@ -54,7 +44,9 @@ TEST_CASE("accumulation: plan YAML reads and writes gradient_accumulation_steps,
   other.gradient_accumulation_steps = 2;
   CHECK_FALSE(other == p);  // part of the plan's identity
   // Presets keep it.
-  CHECK(sp(8, 2, 1, 1, 4).gradient_accumulation_steps == 4);
+  CHECK(test::make_plan("sequence_parallel",
+                        {.tp_degree = 8, .dp_shard = 2, .loss_parallel = true, .gradient_accumulation_steps = 4})
+            .gradient_accumulation_steps == 4);
 }
 
 TEST_CASE("accumulation: bad gradient_accumulation_steps values are one-line errors naming file:line",
@@ -69,11 +61,20 @@ TEST_CASE("accumulation: bad gradient_accumulation_steps values are one-line err
 }
 
 TEST_CASE("accumulation: Plan::global_batch_size is overflow-checked", "[accumulation][plan]") {
-  Plan p = sp(8, 1 << 20, 1 << 20, 1 << 16, int64_t{1} << 36);
+  Plan p = test::make_plan("sequence_parallel", {.tp_degree = 8,
+                                                 .dp_shard = 1 << 20,
+                                                 .dp_replicate = 1 << 20,
+                                                 .loss_parallel = true,
+                                                 .local_batch_size = 1 << 16,
+                                                 .gradient_accumulation_steps = int64_t{1} << 36});
   const std::string e = error_of([&] { (void)p.global_batch_size(); });
   CHECK_THAT(e, Contains("global batch size"));
   CHECK(e.find('\n') == std::string::npos);
-  CHECK(sp(8, 16, 8, 1, 4).global_batch_size() == 512);
+  CHECK(
+      test::make_plan(
+          "sequence_parallel",
+          {.tp_degree = 8, .dp_shard = 16, .dp_replicate = 8, .loss_parallel = true, .gradient_accumulation_steps = 4})
+          .global_batch_size() == 512);
 }
 
 TEST_CASE("accumulation: training.global_batch_size and search.gradient_accumulation in the config",
@@ -109,8 +110,12 @@ TEST_CASE("accumulation: training.global_batch_size and search.gradient_accumula
 
 TEST_CASE("accumulation: the lowering does not read it (one microbatch)", "[accumulation][lower]") {
   Config cfg = load_config_string("model: {preset: tiny-llama}\ntraining: {seq_len: 32}\n");
-  const Program a = lower(cfg.model, cfg.training, sp(2, 2, 1, 1, 1));
-  const Program b = lower(cfg.model, cfg.training, sp(2, 2, 1, 1, 8));
+  const Program a = lower(cfg.model, cfg.training,
+                          test::make_plan("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true}));
+  const Program b =
+      lower(cfg.model, cfg.training,
+            test::make_plan("sequence_parallel",
+                            {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true, .gradient_accumulation_steps = 8}));
   CHECK(b.plan.gradient_accumulation_steps == 8);
   REQUIRE(a.segments.size() == b.segments.size());
   for (size_t s = 0; s < a.segments.size(); ++s) CHECK(a.segments[s].ops.size() == b.segments[s].ops.size());
@@ -150,7 +155,14 @@ TEST_CASE("accumulation: exports (torchtitan 0.3 --training.global-batch-size, T
 
 TEST_CASE("accumulation: explain names the microbatches", "[accumulation][explain]") {
   Config cfg = load_config_string("model: {preset: tiny-llama}\ntraining: {seq_len: 32}\n");
-  CHECK_THAT(explain_text(lower(cfg.model, cfg.training, sp(2, 2, 1, 1, 8))),
-             Contains("seq 32 x local batch 1 x 8 microbatches (gradient accumulation"));
-  CHECK_THAT(explain_text(lower(cfg.model, cfg.training, sp(2, 2, 1, 1, 1))), !Contains("microbatches"));
+  CHECK_THAT(
+      explain_text(lower(
+          cfg.model, cfg.training,
+          test::make_plan("sequence_parallel",
+                          {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true, .gradient_accumulation_steps = 8}))),
+      Contains("seq 32 x local batch 1 x 8 microbatches (gradient accumulation"));
+  CHECK_THAT(
+      explain_text(lower(cfg.model, cfg.training,
+                         test::make_plan("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true}))),
+      !Contains("microbatches"));
 }

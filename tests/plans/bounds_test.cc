@@ -49,10 +49,8 @@ std::string config(const std::string& model_extra, const std::string& seq_len = 
 
 // Lowers a loaded config with the sequence-parallel preset at tp 8.
 Program lower_config(const Config& c) {
-  Plan base;
-  base.tp_degree = 8;
-  base.local_batch_size = c.training.local_batch_size;
-  return lower(c.model, c.training, preset_plan("sequence_parallel", base));
+  return lower(c.model, c.training,
+               test::make_plan("sequence_parallel", {.tp_degree = 8, .local_batch_size = c.training.local_batch_size}));
 }
 
 }  // namespace
@@ -167,7 +165,7 @@ TEST_CASE("sizes in range whose products are too large are refused by lowering, 
   // A Model built in code is range-checked too (n_layers was cast to int and crashed).
   Model m = testing::llama3_8b();
   m.n_layers = int64_t{1} << 31;
-  CHECK(error_of([&] { testing::lower_preset("vanilla", {.tp = 8}, m); }) ==
+  CHECK(error_of([&] { testing::lower_preset("vanilla", {.tp_degree = 8}, m); }) ==
         "model.n_layers: expected an integer in 1..10000, got 2147483648");
 }
 
@@ -274,7 +272,7 @@ TEST_CASE("a plan entry that matches no module is an error naming it and the nea
 }
 
 TEST_CASE("explain streams its JSON: the same document, one record at a time") {
-  Program p = testing::lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true});
+  Program p = testing::lower_preset("sequence_parallel", {.tp_degree = 8, .loss_parallel = true});
   std::ostringstream out;
   write_explain_json(p, out);
   const auto j = nlohmann::json::parse(out.str());

@@ -11,6 +11,7 @@
 
 #include "plans/error.h"
 #include "plans/plan.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -28,8 +29,6 @@ std::string error_of(const std::string& yaml) {
   }
   return "<no error>";
 }
-
-std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
 
 // A fresh directory under the system temp dir, removed at scope exit.
 struct TempDir {
@@ -225,7 +224,7 @@ TEST_CASE("search plans resolve relative to the config file", "[config]") {
 }
 
 TEST_CASE("the example configs load", "[config][examples]") {
-  const Config big = load_config(example("llama3-8b-h100.yaml"));
+  const Config big = test::example_config("llama3-8b-h100.yaml");
   CHECK(big.model.name == "llama3-8b");
   CHECK(big.model.total_parameters() == 8'030'261'248);
   CHECK(big.cluster.gpu == "h100-sxm");
@@ -234,7 +233,7 @@ TEST_CASE("the example configs load", "[config][examples]") {
   CHECK(big.has_search);
 
   for (const char* name : {"tiny-llama.yaml", "tiny-gpt.yaml"}) {
-    const Config c = load_config(example(name));
+    const Config c = test::example_config(name);
     const bool gpt = std::string(name) == "tiny-gpt.yaml";
     Model m;
     REQUIRE(model_preset(gpt ? "tiny-gpt" : "tiny-llama", m));

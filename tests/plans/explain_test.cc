@@ -7,7 +7,7 @@ using namespace tptune;
 using namespace tptune::testing;
 
 TEST_CASE("explain JSON lists every collective of the step with full FQNs, in program order") {
-  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true});
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 8, .loss_parallel = true});
   auto j = explain_json(p);
   CHECK(j["tp_degree"] == 8);
   const auto& list = j["collectives"];
@@ -49,7 +49,7 @@ TEST_CASE("explain JSON lists every collective of the step with full FQNs, in pr
 TEST_CASE("with FSDP (dp_shard > 1) the Partial norm-weight gradients are all-reduced in backward") {
   // FSDP2's post-backward redistributes a Partial gradient to the parameter's Replicate placement
   // (FSDPParam._get_grad_inner_tensor), so with dp_shard 2 the two per-block all-reduces are backward ops.
-  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .dp = 2});
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 8, .dp_shard = 2, .loss_parallel = true});
   const auto j = explain_json(p);
   const auto& pb = j["per_block"];
   CHECK(pb["backward"]["all_reduce"] == 2);
@@ -57,7 +57,7 @@ TEST_CASE("with FSDP (dp_shard > 1) the Partial norm-weight gradients are all-re
 }
 
 TEST_CASE("expand() instantiates every layer and links the residual stream across layers") {
-  Program p = lower_preset("vanilla", {.tp = 2}, llama3_8b(), 512);
+  Program p = lower_preset("vanilla", {.tp_degree = 2}, llama3_8b(), 512);
   FlatProgram f = expand(p);
   size_t per_block_fwd = p.segment(SegmentKind::block_fwd)->ops.size();
   size_t total = 0;

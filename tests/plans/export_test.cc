@@ -12,24 +12,13 @@
 
 #include "plans/error.h"
 #include "plans/plan.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
+using tptune::test::make_plan;
 
 namespace {
-
-Plan make(const std::string& family, int tp, int dp, Float8Recipe f8, bool async, bool lp,
-          ActivationCheckpointing ac = ActivationCheckpointing::none, int64_t lbs = 1) {
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = dp;
-  base.float8 = f8;
-  base.async_tp = async;
-  base.loss_parallel = lp;
-  base.activation_checkpointing = ac;
-  base.local_batch_size = lbs;
-  return preset_plan(family, base);
-}
 
 // A minimal TOML reader for what export_torchtitan_toml writes: "[a.b]" sections and "key = value" lines, comments
 // after '#'. Returns "section.key" -> raw value text. Fails the test on a repeated key or a line it cannot read.
@@ -137,8 +126,13 @@ std::vector<PlanEntry> read_python_plan(const std::string& text) {
 }  // namespace
 
 TEST_CASE("torchtitan TOML of torchtitan's default plan with every toggle on", "[export]") {
-  Plan p =
-      make("sequence_parallel", 8, 16, Float8Recipe::tensorwise, true, true, ActivationCheckpointing::selective, 2);
+  Plan p = make_plan("sequence_parallel", {.tp_degree = 8,
+                                           .dp_shard = 16,
+                                           .float8 = Float8Recipe::tensorwise,
+                                           .async_tp = true,
+                                           .loss_parallel = true,
+                                           .activation_checkpointing = ActivationCheckpointing::selective,
+                                           .local_batch_size = 2});
   const std::string toml = export_torchtitan_toml(p);
   auto kv = read_toml(toml);
   CHECK(kv.at("model.converters") == "[\"quantize.linear.float8\"]");
@@ -167,7 +161,13 @@ TEST_CASE("torchtitan TOML round trip: keys give back the toggles, for every com
           for (bool lp : {false, true})
             for (auto ac :
                  {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
-              Plan p = make(fam, tp, 64 / tp, f8, async, lp, ac, 4);
+              Plan p = make_plan(fam, {.tp_degree = tp,
+                                       .dp_shard = 64 / tp,
+                                       .float8 = f8,
+                                       .async_tp = async,
+                                       .loss_parallel = lp,
+                                       .activation_checkpointing = ac,
+                                       .local_batch_size = 4});
               INFO(fam << " tp " << tp << " f8 " << to_string(f8) << " async " << async << " lp " << lp);
               auto kv = read_toml(export_torchtitan_toml(p));
               CHECK(kv.at("parallelism.tensor_parallel_degree") == std::to_string(tp));
@@ -187,19 +187,19 @@ TEST_CASE("torchtitan TOML round trip: keys give back the toggles, for every com
 }
 
 TEST_CASE("torchtitan TOML notes a module plan that apply_tp does not produce", "[export]") {
-  Plan v = make("vanilla", 8, 8, Float8Recipe::none, false, false);
+  Plan v = make_plan("vanilla", {.tp_degree = 8, .dp_shard = 8});
   CHECK_FALSE(is_torchtitan_module_plan(v));
   CHECK_THAT(export_torchtitan_toml(v), Contains("NOTE: this plan's module styles are not torchtitan's apply_tp"));
   // At tp 1 nothing is parallelized, by torchtitan or by the plan: no note.
-  CHECK(is_torchtitan_module_plan(make("vanilla", 1, 8, Float8Recipe::none, false, false)));
+  CHECK(is_torchtitan_module_plan(make_plan("vanilla", {.tp_degree = 1, .dp_shard = 8})));
   // A sequence-parallel plan with one style changed is custom.
-  Plan sp = make("sequence_parallel", 8, 8, Float8Recipe::none, false, true);
+  Plan sp = make_plan("sequence_parallel", {.tp_degree = 8, .dp_shard = 8, .loss_parallel = true});
   sp.modules[0].style.output_layout = Placement::R();
   CHECK_FALSE(is_torchtitan_module_plan(sp));
 }
 
 TEST_CASE("python export of torchtitan's plan: the lines of apply_tp", "[export]") {
-  Plan p = make("sequence_parallel", 8, 8, Float8Recipe::none, false, true);
+  Plan p = make_plan("sequence_parallel", {.tp_degree = 8, .dp_shard = 8, .loss_parallel = true});
   const std::string py = export_python(p);
   CHECK_THAT(py, Contains("\"tok_embeddings\": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),"));
   CHECK_THAT(py, Contains("\"norm\": SequenceParallel(),"));
@@ -219,7 +219,8 @@ TEST_CASE("python export of torchtitan's plan: the lines of apply_tp", "[export]
 }
 
 TEST_CASE("python export: float8 tensorwise swaps in torchao's styles for block modules only", "[export]") {
-  Plan p = make("sequence_parallel", 4, 2, Float8Recipe::tensorwise, true, false);
+  Plan p = make_plan("sequence_parallel",
+                     {.tp_degree = 4, .dp_shard = 2, .float8 = Float8Recipe::tensorwise, .async_tp = true});
   const std::string py = export_python(p);
   CHECK_THAT(py, Contains("\"layers.*.attention.wq\": Float8ColwiseParallel(),"));
   CHECK_THAT(py, Contains("\"layers.*.feed_forward.w2\": Float8RowwiseParallel(output_layouts=Shard(1)),"));
@@ -229,7 +230,8 @@ TEST_CASE("python export: float8 tensorwise swaps in torchao's styles for block 
   CHECK_THAT(py, Contains("from torchao.float8.float8_tensor_parallel import ("));
   CHECK_THAT(py, Contains("torch._inductor.config._micro_pipeline_tp = True"));
   // rowwise float8 keeps bf16 collectives and torch's own styles
-  const std::string row = export_python(make("sequence_parallel", 4, 2, Float8Recipe::rowwise, false, false));
+  const std::string row =
+      export_python(make_plan("sequence_parallel", {.tp_degree = 4, .dp_shard = 2, .float8 = Float8Recipe::rowwise}));
   CHECK_THAT(row, !Contains("Float8"));
 }
 
@@ -237,7 +239,7 @@ TEST_CASE("python export round trip: the plan dict gives back the plan's module 
   for (const char* fam : {"vanilla", "sequence_parallel"})
     for (bool lp : {false, true})
       for (auto f8 : {Float8Recipe::none, Float8Recipe::tensorwise}) {
-        Plan p = make(fam, 8, 8, f8, false, lp);
+        Plan p = make_plan(fam, {.tp_degree = 8, .dp_shard = 8, .float8 = f8, .loss_parallel = lp});
         INFO(fam << " lp " << lp << " f8 " << to_string(f8));
         CHECK(read_python_plan(export_python(p)) == p.modules);
       }
@@ -324,14 +326,6 @@ ExportContext context_of(const char* model, int nodes, int gpus) {
   return ctx;
 }
 
-Plan tt03(const char* preset, int tp, int dp) {
-  Plan base;
-  base.framework = Framework::torchtitan_0_3;
-  base.tp_degree = tp;
-  base.dp_shard = dp;
-  return preset_plan(preset, base);
-}
-
 std::string error_of(const Plan& p, const ExportContext& ctx) {
   try {
     export_torchtitan_cli(p, ctx);
@@ -346,12 +340,14 @@ std::string error_of(const Plan& p, const ExportContext& ctx) {
 TEST_CASE("torchtitan 0.3 export: enable_sequence_parallel exactly as the plan's modules, or refused", "[export]") {
   const ExportContext ctx = context_of("llama3-8b", 1, 8);
   // Issue 21 item 1: a vanilla 0.3 winner (read back from its file) is enable_sp off, never the closest (on).
-  const Plan vanilla = load_plan_string(plan_to_yaml(tt03("vanilla", 4, 2)), "best.yaml");
+  const Plan vanilla = load_plan_string(
+      plan_to_yaml(make_plan("vanilla", {.tp_degree = 4, .dp_shard = 2}, Framework::torchtitan_0_3)), "best.yaml");
   const std::string sh = export_torchtitan_cli(vanilla, ctx);
   CHECK_THAT(sh, Contains("--parallelism.no-enable-sequence-parallel"));
   CHECK_THAT(sh, !Contains("--parallelism.enable-sequence-parallel"));
   CHECK_THAT(sh, !Contains("NOTE"));  // no "neither of torchtitan's" for a 0.3-family winner
-  CHECK_THAT(export_torchtitan_cli(tt03("sequence_parallel", 4, 2), ctx),
+  CHECK_THAT(export_torchtitan_cli(
+                 make_plan("sequence_parallel", {.tp_degree = 4, .dp_shard = 2}, Framework::torchtitan_0_3), ctx),
              Contains("--parallelism.enable-sequence-parallel") && !Contains("NOTE"));
   // Any other module plan: one line, the way to the exact plan.
   Plan custom = vanilla;
@@ -363,7 +359,8 @@ TEST_CASE("torchtitan 0.3 export: enable_sequence_parallel exactly as the plan's
 }
 
 TEST_CASE("torchtitan 0.3 export: the config's model and world, or a one-line refusal", "[export]") {
-  const Plan p = tt03("sequence_parallel", 8, 8);  // 64 ranks
+  const Plan p =
+      make_plan("sequence_parallel", {.tp_degree = 8, .dp_shard = 8}, Framework::torchtitan_0_3);  // 64 ranks
   // Issue 21 item 3: without the config there is no model (recipe) and no world (torchrun's shape).
   CHECK(error_of(p, {}) ==
         "preset:sequence_parallel: --format torchtitan needs --config CONFIG: the model (torchtitan's recipe is the "
@@ -389,9 +386,13 @@ TEST_CASE("torchtitan 0.3 export: the config's model and world, or a one-line re
 
 TEST_CASE("torchtitan 0.3 export: torchrun's world and, on several nodes, a c10d rendezvous", "[export]") {
   // One node: 8 ranks, no rendezvous arguments. Eight nodes: torchtitan's multinode_trainer.slurm arguments.
-  const std::string one = export_torchtitan_cli(tt03("sequence_parallel", 8, 1), context_of("llama3-8b", 1, 8));
+  const std::string one =
+      export_torchtitan_cli(make_plan("sequence_parallel", {.tp_degree = 8, .dp_shard = 1}, Framework::torchtitan_0_3),
+                            context_of("llama3-8b", 1, 8));
   CHECK_THAT(one, Contains("torchrun --nnodes 1 --nproc-per-node 8 -m torchtitan.train") && !Contains("rdzv"));
-  const std::string many = export_torchtitan_cli(tt03("sequence_parallel", 8, 8), context_of("llama3-70b", 8, 8));
+  const std::string many =
+      export_torchtitan_cli(make_plan("sequence_parallel", {.tp_degree = 8, .dp_shard = 8}, Framework::torchtitan_0_3),
+                            context_of("llama3-70b", 8, 8));
   CHECK_THAT(many,
              Contains("torchrun --nnodes 8 --nproc-per-node 8 \\\n  --rdzv-backend c10d --rdzv-endpoint "
                       "\"${MASTER_ADDR:?set MASTER_ADDR to the address of the first node}:${MASTER_PORT:-29500}\" "
@@ -401,7 +402,7 @@ TEST_CASE("torchtitan 0.3 export: torchrun's world and, on several nodes, a c10d
 TEST_CASE("user text in generated code: comments cannot end their line, strings cannot end their literal", "[export]") {
   CHECK(comment_text("a\nrm -rf /\r\x01\\é") == "a\\x0arm -rf /\\x0d\\x01\\x5c\\xc3\\xa9");
   CHECK(python_string("x\"\n\\y") == "\"x\\x22\\x0a\\x5cy\"");
-  Plan p = tt03("vanilla", 8, 1);
+  Plan p = make_plan("vanilla", {.tp_degree = 8, .dp_shard = 1}, Framework::torchtitan_0_3);
   p.family = "v\nrm -rf /\n#";
   p.source = "a\nrm -rf /.yaml";
   for (const std::string& out :

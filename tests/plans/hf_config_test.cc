@@ -10,6 +10,7 @@
 #include "plans/config.h"
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
@@ -67,16 +68,15 @@ std::vector<std::string> fingerprint(const Program& p) {
   return out;
 }
 
-Program lower_with(const Model& m, const std::string& preset, int tp, bool sp_toggles) {
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = 2;
-  base.loss_parallel = sp_toggles;
-  base.async_tp = sp_toggles;
-  base.float8 = sp_toggles ? Float8Recipe::tensorwise : Float8Recipe::none;
-  Training tr;
-  tr.seq_len = 4096;
-  return lower(m, tr, preset_plan(preset, base));
+// `preset` at tp 8, dp_shard 2, with (`sp_toggles`) or without float8 tensorwise, async TP and loss parallel.
+Program lower_with(const Model& m, const std::string& preset, bool sp_toggles) {
+  return test::lower_preset(preset,
+                            {.tp_degree = 8,
+                             .dp_shard = 2,
+                             .float8 = sp_toggles ? Float8Recipe::tensorwise : Float8Recipe::none,
+                             .async_tp = sp_toggles,
+                             .loss_parallel = sp_toggles},
+                            m, 4096);
 }
 
 std::string hf_error(const std::string& json_text) {
@@ -113,8 +113,8 @@ TEST_CASE("hf_config: the bundled Llama 3 configs give exactly the presets' Prog
       for (bool toggles : {false, true}) {
         if (toggles && std::string(plan) == "vanilla") continue;  // async TP needs sequence parallel
         INFO(plan << " toggles " << toggles);
-        const auto a = fingerprint(lower_with(hf, plan, 8, toggles));
-        const auto b = fingerprint(lower_with(preset, plan, 8, toggles));
+        const auto a = fingerprint(lower_with(hf, plan, toggles));
+        const auto b = fingerprint(lower_with(preset, plan, toggles));
         REQUIRE(a.size() == b.size());
         for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);
       }

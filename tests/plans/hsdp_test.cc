@@ -8,6 +8,7 @@
 #include "plans/explain.h"
 #include "plans/export.h"
 #include "plans/lower.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -45,16 +46,9 @@ Model tiny() {
   return m;
 }
 
-Program lower_tiny(int dp_shard, int dp_replicate, Framework f = Framework::dtensor) {
-  Plan base;
-  base.tp_degree = 2;
-  base.dp_shard = dp_shard;
-  base.dp_replicate = dp_replicate;
-  base.loss_parallel = true;
-  base.framework = f;
-  Training t;
-  t.seq_len = 32;
-  return lower(tiny(), t, preset_plan("sequence_parallel", base));
+// The sequence-parallel preset on tiny() at seq 32.
+Program lower_tiny(PlanToggles t, Framework f = Framework::dtensor) {
+  return lower(tiny(), Training{.seq_len = 32}, test::make_plan("sequence_parallel", t, f));
 }
 
 struct Tally {
@@ -126,7 +120,8 @@ TEST_CASE("hsdp: search.dp_replicate defaults to [1] and is range-checked with f
 
 TEST_CASE("hsdp: the lowering adds one fp32 all-reduce of the padded gradient shard per FSDP reduce-scatter",
           "[hsdp][lower]") {
-  const Program fsdp = lower_tiny(3, 1), hsdp = lower_tiny(3, 2);
+  const Program fsdp = lower_tiny({.tp_degree = 2, .dp_shard = 3, .dp_replicate = 1, .loss_parallel = true}),
+                hsdp = lower_tiny({.tp_degree = 2, .dp_shard = 3, .dp_replicate = 2, .loss_parallel = true});
   CHECK(hsdp.dp == 3);
   CHECK(hsdp.dp_replicate == 2);
   CHECK(replicate_all_reduces(fsdp).count == 0);
@@ -167,14 +162,15 @@ TEST_CASE("hsdp: the lowering adds one fp32 all-reduce of the padded gradient sh
 TEST_CASE("hsdp: dp_shard 1 is DDP for the DTensor family (refused) and FSDP2's replicate path for torchtitan 0.3",
           "[hsdp][lower]") {
   try {
-    lower_tiny(1, 4);
+    lower_tiny({.tp_degree = 2, .dp_shard = 1, .dp_replicate = 4, .loss_parallel = true});
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK_THAT(std::string(e.what()), Contains("dp_replicate 4 with dp_shard 1: torchtitan applies DDP"));
   }
   // torchtitan 0.3 always applies fully_shard: no reduce-scatter at dp_shard 1, the all-reduce of the whole local
   // gradient (ceil(d0 / 1) = d0): 18560 x 4 per block (fused wqkv holds the same elements), + 8192 x 4 + 8256 x 4.
-  const Program tt = lower_tiny(1, 4, Framework::torchtitan_0_3);
+  const Program tt =
+      lower_tiny({.tp_degree = 2, .dp_shard = 1, .dp_replicate = 4, .loss_parallel = true}, Framework::torchtitan_0_3);
   const Tally t = replicate_all_reduces(tt);
   CHECK(t.count == 4);
   CHECK(t.bytes == 2 * 74240 + 32768 + 33024);
@@ -198,7 +194,7 @@ TEST_CASE("hsdp: a Plan built in code is range-checked by the lowering", "[hsdp]
 }
 
 TEST_CASE("hsdp: explain lists the replicate all-reduces and says why", "[hsdp][explain]") {
-  const Program p = lower_tiny(3, 2);
+  const Program p = lower_tiny({.tp_degree = 2, .dp_shard = 3, .dp_replicate = 2, .loss_parallel = true});
   const std::string text = explain_text(p);
   CHECK_THAT(text, Contains("dp_shard 3, dp_replicate 2"));
   CHECK_THAT(text, Contains("HSDP, dp_replicate 2"));
@@ -208,7 +204,8 @@ TEST_CASE("hsdp: explain lists the replicate all-reduces and says why", "[hsdp][
   CHECK(j.at("per_step").at("dp_replicate").at("count") == 4);
   CHECK(j.at("per_step").at("dp_replicate").at("bytes") == 73656);
   // Plans without HSDP keep their documents as they were.
-  const nlohmann::json plain = explain_json(lower_tiny(3, 1));
+  const nlohmann::json plain =
+      explain_json(lower_tiny({.tp_degree = 2, .dp_shard = 3, .dp_replicate = 1, .loss_parallel = true}));
   CHECK_FALSE(plain.contains("dp_replicate"));
   CHECK_FALSE(plain.at("per_step").contains("dp_replicate"));
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -66,11 +65,10 @@ TEST_CASE("input files: missing, a directory, a device, a FIFO", "[input_file]")
         "no/such.yaml: no such file (expected a config YAML file)");
   CHECK(error_of([&] { read_input_file(d.path.string(), "plan YAML"); }) ==
         d.path.string() + ": is a directory (expected a plan YAML file)");
-  // /dev/zero never ends: it is refused before a byte is read, not read until memory runs out.
-  const auto t0 = std::chrono::steady_clock::now();
+  // /dev/zero never ends: it is refused before a byte is read, not read until memory runs out. The message says so:
+  // a reader that read it would stop at the size bound and say "larger than 16 MiB" instead.
   CHECK(error_of([&] { read_input_file("/dev/zero", "config YAML"); }) ==
         "/dev/zero: not a regular file (a character device; expected a config YAML file)");
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   // A FIFO without a writer: opening it for reading would block forever without O_NONBLOCK.
   const std::string fifo = (d.path / "pipe").string();
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);

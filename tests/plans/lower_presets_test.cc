@@ -18,7 +18,7 @@ using K = CollectiveKind;
 constexpr int64_t kAct = 67108864, kAct8 = 33554432, kLogits = 2101346304, kStat = 32768, kNormW = 8192;
 
 TEST_CASE("vanilla, tp 8, loss parallel off: all-reduces, more in backward than forward") {
-  Program p = lower_preset("vanilla", {.tp = 8});
+  Program p = lower_preset("vanilla", {.tp_degree = 8});
   // Forward: wo and w2 are rowwise with output R: their local products are P -> all-reduce each.
   CHECK(block_count(p, "forward", K::all_reduce) == 2);
   CHECK(block_count(p, "forward", K::all_gather) == 0);
@@ -58,7 +58,7 @@ TEST_CASE("vanilla, tp 8, loss parallel off: all-reduces, more in backward than 
 }
 
 TEST_CASE("vanilla with loss parallel keeps the logits sharded") {
-  Program p = lower_preset("vanilla", {.tp = 8, .loss_parallel = true});
+  Program p = lower_preset("vanilla", {.tp_degree = 8, .loss_parallel = true});
   auto out = top_level(p, "output");
   REQUIRE(out.size() == 1);  // no logits all-gather; the backward all-reduce of the input gradient stays
   CHECK(out[0].kind == K::all_reduce);
@@ -70,7 +70,7 @@ TEST_CASE("vanilla with loss parallel keeps the logits sharded") {
 }
 
 TEST_CASE("sequence_parallel, tp 8, loss parallel on: the torchtitan default") {
-  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true});
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 8, .loss_parallel = true});
   // Forward: attention and feed_forward PrepareModuleInput S(1) -> R all-gather; wo, w2 rowwise P -> S(1)
   // reduce-scatter.
   CHECK(block_count(p, "forward", K::all_gather) == 2);
@@ -102,7 +102,7 @@ TEST_CASE("sequence_parallel, tp 8, loss parallel on: the torchtitan default") {
 }
 
 TEST_CASE("sequence_parallel without loss parallel gathers the logits") {
-  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = false});
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 8, .loss_parallel = false});
   auto out = top_level(p, "output");
   REQUIRE(out.size() == 3);  // input AG, logits S(-1) -> R AG forward; input RS backward
   CHECK(out[1].kind == K::all_gather);
@@ -111,8 +111,8 @@ TEST_CASE("sequence_parallel without loss parallel gathers the logits") {
 }
 
 TEST_CASE("tp 2 moves the same full-tensor bytes with half-size local shards") {
-  Program p2 = lower_preset("sequence_parallel", {.tp = 2, .loss_parallel = true});
-  Program p8 = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true});
+  Program p2 = lower_preset("sequence_parallel", {.tp_degree = 2, .loss_parallel = true});
+  Program p8 = lower_preset("sequence_parallel", {.tp_degree = 8, .loss_parallel = true});
   auto b2 = block_collectives(p2), b8 = block_collectives(p8);
   REQUIRE(b2.size() == b8.size());
   for (size_t i = 0; i < b2.size(); ++i) CHECK(b2[i].bytes == b8[i].bytes);
@@ -134,7 +134,8 @@ TEST_CASE("tp 2 moves the same full-tensor bytes with half-size local shards") {
 }
 
 TEST_CASE("float8 tensorwise on sequence_parallel: fp8 all-gathers and amax all-reduces") {
-  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .float8 = Float8Recipe::tensorwise});
+  Program p =
+      lower_preset("sequence_parallel", {.tp_degree = 8, .float8 = Float8Recipe::tensorwise, .loss_parallel = true});
   // PrepareFloat8ModuleInput casts the S(1) input to e4m3 before gathering: the all-gathers move 1 B/element.
   for (const auto& r : block_collectives(p))
     if (r.kind == K::all_gather && r.phase == Phase::forward) {
@@ -160,7 +161,7 @@ TEST_CASE("float8 tensorwise on sequence_parallel: fp8 all-gathers and amax all-
 }
 
 TEST_CASE("float8 tensorwise on vanilla: replicated inputs need no amax reduction") {
-  Program p = lower_preset("vanilla", {.tp = 8, .float8 = Float8Recipe::tensorwise});
+  Program p = lower_preset("vanilla", {.tp_degree = 8, .float8 = Float8Recipe::tensorwise});
   // Forward all-reduce(max): 7 sharded weights + the 2 rowwise S(-1) inputs = 9; the colwise inputs are R.
   CHECK(block_count(p, "forward", K::all_reduce, ReduceOp::max) == 9);
   CHECK(block_count(p, "forward", K::all_reduce, ReduceOp::sum) == 2);
@@ -169,12 +170,13 @@ TEST_CASE("float8 tensorwise on vanilla: replicated inputs need no amax reductio
 }
 
 TEST_CASE("tp 1 is the unsharded model: no TP collectives at all") {
-  Program p = lower_preset("sequence_parallel", {.tp = 1, .loss_parallel = true, .float8 = Float8Recipe::tensorwise});
+  Program p =
+      lower_preset("sequence_parallel", {.tp_degree = 1, .float8 = Float8Recipe::tensorwise, .loss_parallel = true});
   for (const auto& r : step_collectives(p)) CHECK(r.group != Group::tp);
 }
 
 TEST_CASE("FSDP adds one parameter all-gather per block forward and backward and one gradient reduce-scatter") {
-  Program p = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .dp = 4});
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 8, .dp_shard = 4, .loss_parallel = true});
   int ag_fwd = 0, ag_bwd = 0, rs = 0;
   int64_t bytes = 0;
   for (const auto& r : block_collectives(p)) {
@@ -192,7 +194,7 @@ TEST_CASE("FSDP adds one parameter all-gather per block forward and backward and
 }
 
 TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
-  Program p = lower_preset("sequence_parallel", {.tp = 4, .loss_parallel = true, .async_tp = true});
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 4, .async_tp = true, .loss_parallel = true});
   // No plain sequence all-gather / reduce-scatter is left in the block forward; each becomes tp p2p steps
   // (all-gather: step 0 is the local copy, 3 transfers of 64 MiB / 4; reduce-scatter: 3 transfers).
   CHECK(block_count(p, "forward", K::all_gather) == 0);
@@ -213,13 +215,15 @@ TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
 
 TEST_CASE("activation checkpointing re-runs the forward in the block backward") {
   Program full =
-      lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .ac = ActivationCheckpointing::full});
+      lower_preset("sequence_parallel",
+                   {.tp_degree = 8, .loss_parallel = true, .activation_checkpointing = ActivationCheckpointing::full});
   // full: the recomputed forward repeats its all-gathers and reduce-scatters (those feeding saved-for-backward
   // values): backward = 2 AG + 2 RS (own) + forward's 2 AG + 1 RS (wo's; w2's output feeds only the next block).
   CHECK(block_count(full, "backward", K::all_gather) == 4);
   CHECK(block_count(full, "backward", K::reduce_scatter) == 3);
-  Program sel =
-      lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true, .ac = ActivationCheckpointing::selective});
+  Program sel = lower_preset(
+      "sequence_parallel",
+      {.tp_degree = 8, .loss_parallel = true, .activation_checkpointing = ActivationCheckpointing::selective});
   // selective (torchtitan's op policy): reduce-scatter outputs are saved, all-gathers are recomputed.
   CHECK(block_count(sel, "backward", K::all_gather) == 4);
   CHECK(block_count(sel, "backward", K::reduce_scatter) == 2);

@@ -54,7 +54,7 @@ int check_ops(const Program& p, std::string_view name_part) {
 TEST_CASE("gradient sums keep the shape and name of what they sum (Emitter::add_grad)") {
   // The vanilla plan at tp 8: wq/wk/wv share one plain input, so its gradient is summed from three all-reduced
   // addends per block (and the residual stream adds more).
-  Program p = lower_preset("vanilla", {.tp = 8});
+  Program p = lower_preset("vanilla", {.tp_degree = 8});
   CHECK(check_ops(p, "grad_sum") > 0);
 }
 
@@ -69,7 +69,7 @@ TEST_CASE("sequence-parallel layernorm weights and biases all-reduce their parti
   m.norm = Norm::layernorm;
   // dp 2: FSDP wraps the model, so the Partial gradients are all-reduced in backward by finish_param_grad (at dp 1
   // DTensor leaves them Partial until the optimizer step, lower.cc's optimizer()).
-  Program p = lower_preset("sequence_parallel", {.tp = 2, .dp = 2}, m, 32);
+  Program p = lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2}, m, 32);
   // attention_norm and ffn_norm: weight and bias each = 4 all-reduces per block; the final norm 2 more.
   CHECK(block_count(p, "backward", CollectiveKind::all_reduce) == 4);
   CHECK(check_ops(p, "norm.bwd.all_reduce") >= 4);

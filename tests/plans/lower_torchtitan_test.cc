@@ -14,22 +14,15 @@ namespace {
 
 constexpr int64_t kAct = int64_t{8192} * 4096 * 2;  // one (1, 8192, 4096) bf16 activation: 64 MiB
 
-Plan tt_plan(const std::string& preset, Toggles t, int chunks = 0) {
-  Plan base;
-  base.framework = Framework::torchtitan_0_3;
-  base.tp_degree = t.tp;
-  base.float8 = t.float8;
-  base.async_tp = t.async_tp;
-  base.activation_checkpointing = t.ac;
-  base.dp_shard = t.dp;
+// torchtitan 0.3's preset `preset` with the toggles `t` and ChunkedLossWrapper's `chunks` (0: the framework's 8).
+Plan tt_plan(const std::string& preset, PlanToggles t, int chunks = 0) {
+  Plan base = test::toggles_plan(t, Framework::torchtitan_0_3);
   base.loss_chunks = chunks;
   return preset_plan(preset, base);
 }
 
-Program lower_tt(const std::string& preset, Toggles t, int chunks = 0, int64_t seq = 8192) {
-  Training tr;
-  tr.seq_len = seq;
-  return lower(llama3_8b(), tr, tt_plan(preset, t, chunks));
+Program lower_tt(const std::string& preset, PlanToggles t, int chunks = 0, int64_t seq = 8192) {
+  return lower(llama3_8b(), Training{.seq_len = seq}, tt_plan(preset, t, chunks));
 }
 
 int count(const std::vector<CollectiveRecord>& rs, K kind, Phase phase) {
@@ -48,7 +41,7 @@ int gemms_named(const Program& p, const std::string& name) {
 }  // namespace
 
 TEST_CASE("torchtitan 0.3 without sequence parallel converts once per module boundary: 2 backward all-reduces") {
-  Program p = lower_tt("vanilla", {.tp = 8});
+  Program p = lower_tt("vanilla", {.tp_degree = 8});
   // Forward: wo and w2 out_src P -> out_dst I: one all-reduce each.
   CHECK(block_count(p, "forward", K::all_reduce) == 2);
   // Backward: attention and feed_forward in_src I -> in_dst R is a no-op whose backward all-reduces the Partial
@@ -58,7 +51,7 @@ TEST_CASE("torchtitan 0.3 without sequence parallel converts once per module bou
   CHECK(block_count(p, "backward", K::all_gather) == 0);
   CHECK(block_count(p, "backward", K::reduce_scatter) == 0);
   for (const auto& r : block_collectives(p)) CHECK(r.bytes == kAct);
-  Program seed = lower_preset("vanilla", {.tp = 8, .loss_parallel = true});
+  Program seed = lower_preset("vanilla", {.tp_degree = 8, .loss_parallel = true});
   CHECK(block_count(seed, "backward", K::all_reduce) == 5);
   // Top level: embedding P -> I all-reduce forward; lm_head's input I -> R once (before chunking) -> one backward
   // all-reduce of the accumulated gradient; no norm all-reduces (norms are not parallelized without SP).
@@ -75,7 +68,7 @@ TEST_CASE("torchtitan 0.3 without sequence parallel converts once per module bou
 
 TEST_CASE("torchtitan 0.3's chunked loss: 3 all-reduces per chunk, each over its share of the rows") {
   for (int chunks : {8, 4, 1}) {
-    Program p = lower_tt("sequence_parallel", {.tp = 8}, chunks);
+    Program p = lower_tt("sequence_parallel", {.tp_degree = 8}, chunks);
     auto loss = top_level(p, "loss");
     // _LossParallelCrossEntropy.forward: all-reduce(max), all-reduce(sum) of the shifted sum-exp, all-reduce(sum)
     // of the target log-prob; backward none. Each over [1, 8192 / chunks] fp32.
@@ -95,16 +88,16 @@ TEST_CASE("torchtitan 0.3's chunked loss: 3 all-reduces per chunk, each over its
         }
   }
   // Defaults: the llama3 recipes' ChunkedLossWrapper.Config.num_chunks = 8.
-  CHECK(tt_plan("sequence_parallel", {.tp = 8}).chunks() == 8);
+  CHECK(tt_plan("sequence_parallel", {.tp_degree = 8}).chunks() == 8);
   // Equal chunks or an error naming the module.
   Training tr;
   tr.seq_len = 8190;
-  CHECK_THAT(lowering_error(llama3_8b(), tr, tt_plan("sequence_parallel", {.tp = 2})),
+  CHECK_THAT(lowering_error(llama3_8b(), tr, tt_plan("sequence_parallel", {.tp_degree = 2})),
              Catch::Contains("lm_head: the sequence (8190) is not divisible by loss_chunks 8"));
 }
 
 TEST_CASE("torchtitan 0.3 with sequence parallel: the seed's SP collectives, FSDP reduces the norm gradients") {
-  Program p = lower_tt("sequence_parallel", {.tp = 8});
+  Program p = lower_tt("sequence_parallel", {.tp_degree = 8});
   CHECK(block_count(p, "forward", K::all_gather) == 2);
   CHECK(block_count(p, "forward", K::reduce_scatter) == 2);
   CHECK(block_count(p, "backward", K::all_gather) == 2);
@@ -119,7 +112,7 @@ TEST_CASE("torchtitan 0.3 with sequence parallel: the seed's SP collectives, FSD
   CHECK(bwd_ar == 2);
   CHECK(opt_ar == 0);
   // The seed at dp_shard 1 (no FSDP): the same two all-reduces, at the optimizer step.
-  Program seed = lower_preset("sequence_parallel", {.tp = 8, .loss_parallel = true});
+  Program seed = lower_preset("sequence_parallel", {.tp_degree = 8, .loss_parallel = true});
   int seed_bwd = 0, seed_opt = 0;
   for (const auto& r : block_collectives(seed)) {
     seed_bwd += r.kind == K::all_reduce && r.phase == Phase::backward;
@@ -135,7 +128,7 @@ TEST_CASE("torchtitan 0.3 with sequence parallel: the seed's SP collectives, FSD
 }
 
 TEST_CASE("torchtitan 0.3 fuses q, k, v into one wqkv GEMM of the summed width") {
-  Program p = lower_tt("sequence_parallel", {.tp = 8});
+  Program p = lower_tt("sequence_parallel", {.tp_degree = 8});
   // (32 + 2 x 8) heads x 128 / tp 8 = 768 local outputs, one GEMM; no wq/wk/wv.
   const Segment* fwd = p.segment(SegmentKind::block_fwd);
   REQUIRE(fwd);
@@ -154,7 +147,7 @@ TEST_CASE("torchtitan 0.3 fuses q, k, v into one wqkv GEMM of the summed width")
   CHECK(separate == 0);
   // A colwise shard of the fused weight must hold whole kv groups: tp 16 with 8 kv heads cannot.
   Training tr;
-  CHECK_THAT(lowering_error(llama3_8b(), tr, tt_plan("sequence_parallel", {.tp = 16})),
+  CHECK_THAT(lowering_error(llama3_8b(), tr, tt_plan("sequence_parallel", {.tp_degree = 16})),
              Catch::Contains("layers.0.attention.wqkv: tp 16 does not divide the 8 kv heads"));
 }
 
@@ -162,7 +155,8 @@ TEST_CASE("torchtitan 0.3 activation checkpointing: no early stop, reduce-scatte
   // full: early_stop=False re-runs the whole block, both reduce-scatters included: backward = own 2 AG + 2 RS plus
   // the recomputed 2 AG + 2 RS. The seed (early stop) recomputes only wo's reduce-scatter (w2's output feeds only the
   // next block): 4 AG + 3 RS.
-  Program full = lower_tt("sequence_parallel", {.tp = 8, .ac = ActivationCheckpointing::full});
+  Program full =
+      lower_tt("sequence_parallel", {.tp_degree = 8, .activation_checkpointing = ActivationCheckpointing::full});
   CHECK(block_count(full, "backward", K::all_gather) == 4);
   CHECK(block_count(full, "backward", K::reduce_scatter) == 4);
   int recomputed_rs = 0;
@@ -171,18 +165,19 @@ TEST_CASE("torchtitan 0.3 activation checkpointing: no early stop, reduce-scatte
   CHECK(recomputed_rs == 2);
   // selective: the policy saves functional reduce_scatter_tensor outputs, which spmd_types does not issue, so the
   // reduce-scatters are recomputed too: 4 AG + 4 RS (the seed: 4 AG + 2 RS).
-  Program sel = lower_tt("sequence_parallel", {.tp = 8, .ac = ActivationCheckpointing::selective});
+  Program sel =
+      lower_tt("sequence_parallel", {.tp_degree = 8, .activation_checkpointing = ActivationCheckpointing::selective});
   CHECK(block_count(sel, "backward", K::all_gather) == 4);
   CHECK(block_count(sel, "backward", K::reduce_scatter) == 4);
 }
 
 TEST_CASE("torchtitan 0.3 float8: rowwise recipes only, bf16 TP collectives, no amax all-reduces") {
   Training tr;
-  CHECK_THAT(
-      lowering_error(llama3_8b(), tr, tt_plan("sequence_parallel", {.tp = 8, .float8 = Float8Recipe::tensorwise})),
-      Catch::Contains("Float8LinearConverter has the recipes rowwise and rowwise_with_gw_hp only"));
+  CHECK_THAT(lowering_error(llama3_8b(), tr,
+                            tt_plan("sequence_parallel", {.tp_degree = 8, .float8 = Float8Recipe::tensorwise})),
+             Catch::Contains("Float8LinearConverter has the recipes rowwise and rowwise_with_gw_hp only"));
   for (Float8Recipe f : {Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp}) {
-    Program p = lower_tt("sequence_parallel", {.tp = 8, .float8 = f});
+    Program p = lower_tt("sequence_parallel", {.tp_degree = 8, .float8 = f});
     for (const auto& r : step_collectives(p)) {
       CHECK((r.reduce == ReduceOp::sum || r.module == "loss"));  // the loss's max is the only max reduction
       if (r.kind == K::all_gather) CHECK(r.dtype == DType::bf16);
@@ -194,17 +189,18 @@ TEST_CASE("torchtitan 0.3 float8: rowwise recipes only, bf16 TP collectives, no 
       if (auto* g = std::get_if<GemmOp>(&op.kind); g && op.name == "feed_forward.w1.bwd_weight") return g->a_dtype;
     return DType::fp32;
   };
-  CHECK(gw_dtype(lower_tt("sequence_parallel", {.tp = 8, .float8 = Float8Recipe::rowwise_with_gw_hp})) == DType::bf16);
-  CHECK(is_float8(gw_dtype(lower_tt("sequence_parallel", {.tp = 8, .float8 = Float8Recipe::rowwise}))));
+  CHECK(gw_dtype(lower_tt("sequence_parallel", {.tp_degree = 8, .float8 = Float8Recipe::rowwise_with_gw_hp})) ==
+        DType::bf16);
+  CHECK(is_float8(gw_dtype(lower_tt("sequence_parallel", {.tp_degree = 8, .float8 = Float8Recipe::rowwise}))));
 }
 
 TEST_CASE("torchtitan 0.3 refuses what it cannot do") {
-  Plan p = tt_plan("sequence_parallel", {.tp = 8});
+  Plan p = tt_plan("sequence_parallel", {.tp_degree = 8});
   p.loss_parallel = false;
   Training tr;
   CHECK_THAT(lowering_error(llama3_8b(), tr, p), Catch::Contains("always runs the vocab-parallel loss under TP"));
   // Async TP is an inductor pass: explicit compile false is an error (unset means: compiled, as the 405B recipe).
-  Plan a = tt_plan("sequence_parallel", {.tp = 8, .async_tp = true});
+  Plan a = tt_plan("sequence_parallel", {.tp_degree = 8, .async_tp = true});
   tr.compile = false;
   CHECK_THAT(lowering_error(llama3_8b(), tr, a), Catch::Contains("async_tp needs torch.compile"));
   tr.compile.reset();
@@ -219,7 +215,7 @@ TEST_CASE("torchtitan 0.3 clips the gradient norm before the optimizer: an all-r
   REQUIRE(model_preset("tiny-llama", tiny));  // dim 64, 2 layers, 8 heads, 4 kv heads, ffn 128, vocab 256
   Training tr;
   tr.seq_len = 32;
-  Plan plan = tt_plan("sequence_parallel", {.tp = 2, .dp = 2}, 2);
+  Plan plan = tt_plan("sequence_parallel", {.tp_degree = 2, .dp_shard = 2}, 2);
   const Program p = lower(tiny, tr, plan);
   const Segment* clip = p.segment(SegmentKind::grad_norm);
   REQUIRE(clip != nullptr);
@@ -256,8 +252,8 @@ TEST_CASE("torchtitan 0.3 clips the gradient norm before the optimizer: an all-r
   CHECK(at + 1 == block_opt);
   CHECK(p.segments[at - 1].kind == SegmentKind::embed_bwd);
   // tp 1, dp 1: no collective, the local norm and the clip still run. The seed (a user's loop) does not clip.
-  const Program one = lower(tiny, tr, tt_plan("vanilla", {.tp = 1}, 2));
+  const Program one = lower(tiny, tr, tt_plan("vanilla", {.tp_degree = 1}, 2));
   REQUIRE(one.segment(SegmentKind::grad_norm) != nullptr);
   CHECK(one.segment(SegmentKind::grad_norm)->ops.size() == 2);
-  CHECK(lower_preset("sequence_parallel", {.tp = 2}, tiny, 32).segment(SegmentKind::grad_norm) == nullptr);
+  CHECK(lower_preset("sequence_parallel", {.tp_degree = 2}, tiny, 32).segment(SegmentKind::grad_norm) == nullptr);
 }

@@ -31,16 +31,11 @@ modules:
   layers.*.feed_forward.w2: {style: rowwise, output_layouts: S(1)}
 )";
 
-Training seq(int64_t s) {
-  Training t;
-  t.seq_len = s;
-  return t;
-}
 }  // namespace
 
 TEST_CASE("a hand-written plan lowers by the rules: one all-gather per colwise linear") {
   Plan plan = load_plan_string(kPerLinearGather, "megatron.yaml");
-  Program p = lower(llama3_8b(), seq(8192), plan);
+  Program p = lower(llama3_8b(), Training{.seq_len = 8192}, plan);
   // The norms hand DTensors S(1) to wq/wk/wv; each colwise declares input S(1) != desired R and redistributes on
   // its own: 3 all-gathers for attention + 2 for w1/w3 = 5 (the presets share one per module: 2).
   CHECK(block_count(p, "forward", K::all_gather) == 5);
@@ -55,37 +50,37 @@ TEST_CASE("a hand-written plan lowers by the rules: one all-gather per colwise l
 TEST_CASE("a TP degree that does not divide the heads names the projection") {
   Plan base;
   base.tp_degree = 16;  // 8 kv heads: wk's local output is 1024 / 16 = 64 features, half a 128-wide head
-  std::string err = lowering_error(llama3_8b(), seq(8192), preset_plan("sequence_parallel", base));
+  std::string err = lowering_error(llama3_8b(), Training{.seq_len = 8192}, preset_plan("sequence_parallel", base));
   CHECK_THAT(err, Contains("layers.0.attention.wk") && Contains("tp 16 does not divide the 8 heads"));
   base.tp_degree = 64;  // 32 query heads: 4096 / 64 = 64 features
-  err = lowering_error(llama3_8b(), seq(8192), preset_plan("vanilla", base));
+  err = lowering_error(llama3_8b(), Training{.seq_len = 8192}, preset_plan("vanilla", base));
   CHECK_THAT(err, Contains("layers.0.attention.wq") && Contains("does not divide the 32 heads"));
 }
 
 TEST_CASE("a TP degree that does not divide a sharded dim names the module and the sizes") {
   Plan base;
   base.tp_degree = 3;  // vocab 128256 = 3 * 42752 divides; wq's 4096 outputs do not
-  std::string err = lowering_error(llama3_8b(), seq(8192), preset_plan("vanilla", base));
+  std::string err = lowering_error(llama3_8b(), Training{.seq_len = 8192}, preset_plan("vanilla", base));
   CHECK_THAT(err, Contains("layers.0.attention.wq") && Contains("4096") && Contains("tp=3"));
   Model m = llama3_8b();
   m.ffn_dim = 1000;  // 1000 % 16 = 8
   base.tp_degree = 16;
   m.n_kv_heads = 16;
-  err = lowering_error(m, seq(8192), preset_plan("vanilla", base));
+  err = lowering_error(m, Training{.seq_len = 8192}, preset_plan("vanilla", base));
   CHECK_THAT(err, Contains("layers.0.feed_forward.w1") && Contains("1000"));
   m = llama3_8b();
   m.vocab_size = 128257;  // odd vocab: the vocab-sharded embedding cannot split it
   base.tp_degree = 2;
-  err = lowering_error(m, seq(8192), preset_plan("vanilla", base));
+  err = lowering_error(m, Training{.seq_len = 8192}, preset_plan("vanilla", base));
   CHECK_THAT(err, Contains("tok_embeddings") && Contains("128257"));
 }
 
 TEST_CASE("sequence parallel needs seq_len divisible by the TP degree") {
   Plan base;
   base.tp_degree = 2;
-  std::string err = lowering_error(llama3_8b(), seq(1001), preset_plan("sequence_parallel", base));
+  std::string err = lowering_error(llama3_8b(), Training{.seq_len = 1001}, preset_plan("sequence_parallel", base));
   CHECK_THAT(err, Contains("tok_embeddings") && Contains("1001") && Contains("S(1)"));
-  CHECK(lowering_error(llama3_8b(), seq(1001), preset_plan("vanilla", base)) == "<no error>");
+  CHECK(lowering_error(llama3_8b(), Training{.seq_len = 1001}, preset_plan("vanilla", base)) == "<no error>");
 }
 
 TEST_CASE("layouts that cannot compose are errors naming the module and placements") {
@@ -97,7 +92,7 @@ TEST_CASE("layouts that cannot compose are errors naming the module and placemen
     Plan p = preset_plan("vanilla", base);
     p.modules.push_back({"layers.*.attention.wo", ParallelStyle::rowwise(), 0});
     p.modules.back().style.input_layout = Placement::R();
-    std::string err = lowering_error(llama3_8b(), seq(8192), p);
+    std::string err = lowering_error(llama3_8b(), Training{.seq_len = 8192}, p);
     CHECK_THAT(err, Contains("layers.0.attention.wo") && Contains("S(-1)") && Contains("[1, 8192, 256]") &&
                         Contains("expects 1024"));
   }
@@ -110,33 +105,34 @@ TEST_CASE("layouts that cannot compose are errors naming the module and placemen
     for (auto& e : p.modules)
       if (e.pattern.find("feed_forward") == std::string::npos) kept.push_back(e);
     p.modules = kept;
-    std::string err = lowering_error(llama3_8b(), seq(8192), p);
+    std::string err = lowering_error(llama3_8b(), Training{.seq_len = 8192}, p);
     CHECK_THAT(err, Contains("layers.0.feed_forward.w1") && Contains("DTensor S(1)") &&
                         Contains("mixed torch.Tensor and DTensor"));
   }
   SECTION("a colwise style on a norm") {
     Plan p = preset_plan("vanilla", base);
     p.modules.push_back({"layers.*.ffn_norm", ParallelStyle::colwise(), 0});
-    CHECK_THAT(lowering_error(llama3_8b(), seq(8192), p),
+    CHECK_THAT(lowering_error(llama3_8b(), Training{.seq_len = 8192}, p),
                Contains("layers.0.ffn_norm") && Contains("colwise") && Contains("not to a norm"));
   }
   SECTION("loss parallel without vocab-sharded logits") {
     Plan p = preset_plan("sequence_parallel", base);
     p.loss_parallel = true;  // modules were made for loss_parallel = false: output R, local
-    CHECK_THAT(lowering_error(llama3_8b(), seq(8192), p), Contains("output") && Contains("loss_parallel needs"));
+    CHECK_THAT(lowering_error(llama3_8b(), Training{.seq_len = 8192}, p),
+               Contains("output") && Contains("loss_parallel needs"));
   }
   SECTION("sharded logits without loss parallel") {
     Plan lp = base;
     lp.loss_parallel = true;
     Plan p = preset_plan("sequence_parallel", lp);
     p.loss_parallel = false;
-    CHECK_THAT(lowering_error(llama3_8b(), seq(8192), p),
+    CHECK_THAT(lowering_error(llama3_8b(), Training{.seq_len = 8192}, p),
                Contains("output") && Contains("S(-1)") && Contains("loss_parallel is off"));
   }
   SECTION("async TP without sequence parallel") {
     Plan a = base;
     a.async_tp = true;
-    CHECK_THAT(lowering_error(llama3_8b(), seq(8192), preset_plan("vanilla", a)),
+    CHECK_THAT(lowering_error(llama3_8b(), Training{.seq_len = 8192}, preset_plan("vanilla", a)),
                Contains("async_tp needs sequence-parallel collectives"));
   }
 }
@@ -149,7 +145,7 @@ TEST_CASE("a wrong declaration whose shapes compose lowers (DTensor trusts from_
   Plan p = preset_plan("vanilla", base);
   p.modules.push_back({"layers.*.attention.wo", ParallelStyle::rowwise(), 0});
   p.modules.back().style.output_layout = Placement::P();
-  Program prog = lower(llama3_8b(), seq(8192), p);
+  Program prog = lower(llama3_8b(), Training{.seq_len = 8192}, p);
   CHECK(block_count(prog, "forward", K::all_reduce) == 1);  // only w2's
 }
 
@@ -164,6 +160,6 @@ modules:
   layers.*.attention.wv: {style: colwise, output_layouts: R}
   layers.*.attention.wo: rowwise
 )";
-  std::string err = lowering_error(llama3_8b(), seq(8192), load_plan_string(plan_yaml, "kv.yaml"));
+  std::string err = lowering_error(llama3_8b(), Training{.seq_len = 8192}, load_plan_string(plan_yaml, "kv.yaml"));
   CHECK_THAT(err, Contains("layers.0.attention") && Contains("local key heads (4) and value heads (8) differ"));
 }

@@ -1,41 +1,19 @@
 #pragma once
-// Shared helpers for the lowering tests: lower a preset on Llama3-8B and count collectives.
+// Shared helpers for the lowering tests: count collectives, a lowering's error (the plans and models they lower come
+// from tests/fixtures.h).
 #include <string>
 #include <vector>
 
 #include "plans/error.h"
 #include "plans/explain.h"
 #include "plans/lower.h"
+#include "tests/fixtures.h"
 
 namespace tptune::testing {
 
-inline Model llama3_8b() {
-  Model m;
-  model_preset("llama3-8b", m);
-  return m;
-}
-
-struct Toggles {
-  int tp = 8;
-  bool loss_parallel = false;
-  Float8Recipe float8 = Float8Recipe::none;
-  bool async_tp = false;
-  ActivationCheckpointing ac = ActivationCheckpointing::none;
-  int dp = 1;
-};
-
-inline Program lower_preset(const std::string& preset, Toggles t, Model m = llama3_8b(), int64_t seq = 8192) {
-  Plan base;
-  base.tp_degree = t.tp;
-  base.loss_parallel = t.loss_parallel;
-  base.float8 = t.float8;
-  base.async_tp = t.async_tp;
-  base.activation_checkpointing = t.ac;
-  base.dp_shard = t.dp;
-  Training tr;
-  tr.seq_len = seq;
-  return lower(m, tr, preset_plan(preset, base));
-}
+using test::llama3_8b;
+using test::lower_preset;
+using test::make_plan;
 
 // Collectives of one block on the TP group: (phase "forward"/"backward", kind) -> count.
 inline int block_count(const Program& p, const char* phase, CollectiveKind kind, ReduceOp reduce = ReduceOp::sum) {

@@ -3,15 +3,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/fixtures.h"
+
 using namespace tptune;
 
-namespace {
-Model preset(const char* name) {
-  Model m;
-  REQUIRE(model_preset(name, m));
-  return m;
-}
-}  // namespace
+using test::model_named;
 
 TEST_CASE("mlp and norm kinds print their config names", "[model]") {
   CHECK(to_string(Mlp::swiglu) == "swiglu");
@@ -34,7 +30,7 @@ TEST_CASE("torchtitan_ffn_dim reproduces the Llama 3 hidden sizes", "[model]") {
 }
 
 TEST_CASE("Llama 3 presets have torchtitan's dimensions", "[model]") {
-  const Model m8 = preset("llama3-8b");
+  const Model m8 = model_named("llama3-8b");
   CHECK(m8.name == "llama3-8b");
   CHECK(m8.dim == 4096);
   CHECK(m8.n_layers == 32);
@@ -47,7 +43,7 @@ TEST_CASE("Llama 3 presets have torchtitan's dimensions", "[model]") {
   CHECK(m8.norm == Norm::rmsnorm);
   CHECK(m8.head_dim() == 128);
 
-  const Model m70 = preset("llama3-70b");
+  const Model m70 = model_named("llama3-70b");
   CHECK(m70.dim == 8192);
   CHECK(m70.n_layers == 80);
   CHECK(m70.n_heads == 64);
@@ -55,7 +51,7 @@ TEST_CASE("Llama 3 presets have torchtitan's dimensions", "[model]") {
   CHECK(m70.ffn_dim == 28672);
   CHECK(m70.vocab_size == 128256);
 
-  const Model m405 = preset("llama3-405b");
+  const Model m405 = model_named("llama3-405b");
   CHECK(m405.dim == 16384);
   CHECK(m405.n_layers == 126);
   CHECK(m405.n_heads == 128);
@@ -64,7 +60,7 @@ TEST_CASE("Llama 3 presets have torchtitan's dimensions", "[model]") {
 }
 
 TEST_CASE("tiny presets match the example configs", "[model]") {
-  const Model l = preset("tiny-llama");
+  const Model l = model_named("tiny-llama");
   CHECK(l.dim == 64);
   CHECK(l.n_layers == 2);
   CHECK(l.n_heads == 8);
@@ -73,7 +69,7 @@ TEST_CASE("tiny presets match the example configs", "[model]") {
   CHECK(l.vocab_size == 256);
   CHECK(l.mlp == Mlp::swiglu);
   CHECK(l.norm == Norm::rmsnorm);
-  const Model g = preset("tiny-gpt");
+  const Model g = model_named("tiny-gpt");
   CHECK(g.n_kv_heads == g.n_heads);
   CHECK(g.mlp == Mlp::gelu);
   CHECK(g.norm == Norm::layernorm);
@@ -103,7 +99,7 @@ TEST_CASE("presets carry the ffn rule they were defined with", "[model]") {
 }
 
 TEST_CASE("Llama 3 8B has 8,030,261,248 parameters", "[model]") {
-  const Model m = preset("llama3-8b");
+  const Model m = model_named("llama3-8b");
   // head_dim 128. Attention: wq 4096x4096 + wk, wv 2 x (1024x4096) = 4096 x (32 + 2*8) x 128 = 25,165,824;
   // wo 4096 x 4096 = 16,777,216; together 41,943,040.
   // MLP: 3 x 4096 x 14336 = 176,160,768. Norms: 2 x 4096 = 8,192. Block: 218,112,000.
@@ -115,7 +111,7 @@ TEST_CASE("Llama 3 8B has 8,030,261,248 parameters", "[model]") {
 }
 
 TEST_CASE("Llama 3 70B has 70,553,706,496 parameters", "[model]") {
-  const Model m = preset("llama3-70b");
+  const Model m = model_named("llama3-70b");
   // Attention: 8192 x (64 + 16) x 128 = 83,886,080 + wo 8192 x 8192 = 67,108,864 -> 150,994,944.
   // MLP: 3 x 8192 x 28672 = 704,643,072. Norms 16,384. Block: 855,654,400.
   CHECK(m.block_parameters() == 855'654'400);
@@ -124,12 +120,12 @@ TEST_CASE("Llama 3 70B has 70,553,706,496 parameters", "[model]") {
 }
 
 TEST_CASE("tiny models: gelu drops w3, layernorm adds biases", "[model]") {
-  const Model l = preset("tiny-llama");
+  const Model l = model_named("tiny-llama");
   // head_dim 8. Attention 64 x (8 + 2*4) x 8 = 8,192 + wo 64 x 64 = 4,096. MLP 3 x 64 x 128 = 24,576.
   // Norms 2 x 64 = 128. Block 36,992. Total 256x64 + 2 x 36,992 + 64 + 256x64 = 16,384 + 73,984 + 64 + 16,384.
   CHECK(l.block_parameters() == 36'992);
   CHECK(l.total_parameters() == 106'816);
-  const Model g = preset("tiny-gpt");
+  const Model g = model_named("tiny-gpt");
   // Attention 64 x (4 + 8) x 16 = 12,288 + 4,096 = 16,384. MLP 2 x 64 x 128 = 16,384. Norms 2 x (64 + 64) = 256.
   // Block 33,024. Total 16,384 + 2 x 33,024 + 128 + 16,384 = 98,944.
   CHECK(g.block_parameters() == 33'024);
@@ -137,7 +133,7 @@ TEST_CASE("tiny models: gelu drops w3, layernorm adds biases", "[model]") {
 }
 
 TEST_CASE("training flops per token follow torchtitan's MFU convention", "[model]") {
-  const Model m = preset("llama3-8b");
+  const Model m = model_named("llama3-8b");
   // 6 x (8,030,261,248 - 525,336,576) = 6 x 7,504,924,672 = 45,029,548,032
   // 12 x 32 layers x 32 heads x 128 x 8192 = 12,884,901,888; sum 57,914,449,920.
   CHECK(m.training_flops_per_token(8192) == 57'914'449'920.0);

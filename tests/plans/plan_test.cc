@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using P = Placement;
@@ -32,14 +33,13 @@ ParallelStyle style(const Plan& p, const std::string& fqn) {
 }
 
 Plan base_plan() {
-  Plan b;
-  b.tp_degree = 4;
-  b.dp_shard = 2;
-  b.float8 = Float8Recipe::tensorwise;
-  b.async_tp = true;
-  b.loss_parallel = false;
-  b.activation_checkpointing = ActivationCheckpointing::selective;
-  b.local_batch_size = 3;
+  Plan b = test::toggles_plan({.tp_degree = 4,
+                               .dp_shard = 2,
+                               .float8 = Float8Recipe::tensorwise,
+                               .async_tp = true,
+                               .loss_parallel = false,
+                               .activation_checkpointing = ActivationCheckpointing::selective,
+                               .local_batch_size = 3});
   b.family = "ignored";
   b.modules = {{"x", ParallelStyle::colwise()}};
   return b;

@@ -6,27 +6,11 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
 namespace {
-
-Model preset(const char* name) {
-  Model m;
-  REQUIRE(model_preset(name, m));
-  return m;
-}
-
-Plan plan_at(int tp, const char* family = "sequence_parallel", bool async_tp = true) {
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = 1;
-  base.loss_parallel = true;
-  base.async_tp = async_tp;
-  base.float8 = Float8Recipe::tensorwise;
-  base.activation_checkpointing = ActivationCheckpointing::selective;
-  return preset_plan(family, base);
-}
 
 // Each segment's ops as "name kind [collective kind, group]": what the shrunk model must share with the real one.
 std::vector<std::string> structure(const Program& p) {
@@ -47,7 +31,13 @@ std::vector<std::string> structure(const Program& p) {
 
 TEST_CASE("shrink: the dims of Llama 3 70B at tp 8", "[shrink]") {
   Training t;  // seq 8192
-  const Shrunk s = shrink_for_verify(preset("llama3-70b"), t, plan_at(8));
+  const Shrunk s = shrink_for_verify(
+      test::model_named("llama3-70b"), t,
+      test::make_plan("sequence_parallel", {.tp_degree = 8,
+                                            .float8 = Float8Recipe::tensorwise,
+                                            .async_tp = true,
+                                            .loss_parallel = true,
+                                            .activation_checkpointing = ActivationCheckpointing::selective}));
   // kv 8: tp 8 divides it -> 8; heads 8 x (64 / 8) = 64; head_dim 8 -> dim 512; ffn 3/2 x 512 = 768 (a multiple of
   // 8, as 28672 is); vocab 40 x 8 = 320 (128256 = 8 x 16032); seq 4 x 8 = 32.
   CHECK(s.model.n_layers == 2);
@@ -64,7 +54,13 @@ TEST_CASE("shrink: the dims of Llama 3 70B at tp 8", "[shrink]") {
 
 TEST_CASE("shrink: Llama 3 8B at tp 2 keeps the 4:1 head grouping", "[shrink]") {
   Training t;
-  const Shrunk s = shrink_for_verify(preset("llama3-8b"), t, plan_at(2));
+  const Shrunk s = shrink_for_verify(
+      test::model_named("llama3-8b"), t,
+      test::make_plan("sequence_parallel", {.tp_degree = 2,
+                                            .float8 = Float8Recipe::tensorwise,
+                                            .async_tp = true,
+                                            .loss_parallel = true,
+                                            .activation_checkpointing = ActivationCheckpointing::selective}));
   // kv 8 -> tp 2; heads 2 x 4 = 8; dim 8 x 8 = 64; ffn 96; vocab 80; seq 8.
   CHECK(s.model.n_kv_heads == 2);
   CHECK(s.model.n_heads == 8);
@@ -75,11 +71,17 @@ TEST_CASE("shrink: Llama 3 8B at tp 2 keeps the 4:1 head grouping", "[shrink]") 
 }
 
 TEST_CASE("shrink: a dim tp does not divide stays indivisible", "[shrink]") {
-  Model m = preset("llama3-8b");
+  Model m = test::model_named("llama3-8b");
   m.vocab_size = 128257;  // odd
   Training t;
   t.seq_len = 8191;
-  const Shrunk s = shrink_for_verify(m, t, plan_at(8));
+  const Shrunk s = shrink_for_verify(
+      m, t,
+      test::make_plan("sequence_parallel", {.tp_degree = 8,
+                                            .float8 = Float8Recipe::tensorwise,
+                                            .async_tp = true,
+                                            .loss_parallel = true,
+                                            .activation_checkpointing = ActivationCheckpointing::selective}));
   CHECK(s.model.vocab_size == 321);
   CHECK(s.training.seq_len == 33);
 }
@@ -90,8 +92,12 @@ TEST_CASE("shrink: the shrunk Program has the real one's ops and collectives, in
       for (const char* family : {"vanilla", "sequence_parallel"}) {
         INFO(name << " tp " << tp << " " << family);
         const bool sp = std::string(family) == "sequence_parallel";
-        const Plan plan = plan_at(tp, family, sp);
-        const Model m = preset(name);
+        const Plan plan = test::make_plan(family, {.tp_degree = tp,
+                                                   .float8 = Float8Recipe::tensorwise,
+                                                   .async_tp = sp,
+                                                   .loss_parallel = true,
+                                                   .activation_checkpointing = ActivationCheckpointing::selective});
+        const Model m = test::model_named(name);
         Training t;
         const Shrunk s = shrink_for_verify(m, t, plan);
         Model real = m;
@@ -101,9 +107,14 @@ TEST_CASE("shrink: the shrunk Program has the real one's ops and collectives, in
 }
 
 TEST_CASE("shrink: what the real model refuses, the shrunk one refuses too", "[shrink]") {
-  Model m = preset("tiny-llama");  // 8 heads, 4 kv heads: tp 8 cannot shard wk
+  Model m = test::model_named("tiny-llama");  // 8 heads, 4 kv heads: tp 8 cannot shard wk
   Training t;
-  const Plan plan = plan_at(8);
+  const Plan plan =
+      test::make_plan("sequence_parallel", {.tp_degree = 8,
+                                            .float8 = Float8Recipe::tensorwise,
+                                            .async_tp = true,
+                                            .loss_parallel = true,
+                                            .activation_checkpointing = ActivationCheckpointing::selective});
   CHECK_THROWS_AS(lower(m, t, plan), Error);
   const Shrunk s = shrink_for_verify(m, t, plan);
   CHECK(s.model.n_kv_heads == 4);

@@ -11,18 +11,11 @@
 #include "plans/lower.h"
 #include "plans/plan.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
 namespace {
-Program tiny_program(const std::string& config, const std::string& preset = "vanilla") {
-  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + config);
-  Plan base;
-  base.tp_degree = 1;
-  base.local_batch_size = cfg.training.local_batch_size;
-  return lower(cfg.model, cfg.training, preset_plan(preset, base));
-}
-
 const Executor::Param& param(const std::vector<Executor::Param>& ps, const std::string& name) {
   for (const auto& p : ps)
     if (p.name == name) return p;
@@ -33,7 +26,7 @@ const Executor::Param& param(const std::vector<Executor::Param>& ps, const std::
 
 TEST_CASE("tp 1 step: loss near log(vocab) and deterministic in the seed", "[runtime][executor]") {
   CpuBackend be;
-  Executor ex(tiny_program("tiny-llama.yaml"), be, {false, {}});
+  Executor ex(test::lower_example("tiny-llama.yaml", "vanilla"), be, {false, {}});
   ex.init(1);
   ex.step();
   const float l1 = ex.loss();
@@ -54,7 +47,7 @@ TEST_CASE("tp 1 step: loss near log(vocab) and deterministic in the seed", "[run
 TEST_CASE("every parameter gets a gradient", "[runtime][executor]") {
   for (const char* cfg : {"tiny-llama.yaml", "tiny-gpt.yaml"}) {
     CpuBackend be;
-    Executor ex(tiny_program(cfg), be, {false, {}});
+    Executor ex(test::lower_example(cfg, "vanilla"), be, {false, {}});
     ex.init(3);
     ex.step();
     auto ps = ex.parameters();
@@ -77,7 +70,7 @@ TEST_CASE("every parameter gets a gradient", "[runtime][executor]") {
 TEST_CASE("gradients match central finite differences of the loss", "[runtime][executor]") {
   for (const char* cfg : {"tiny-llama.yaml", "tiny-gpt.yaml"}) {
     CpuBackend be;
-    Executor ex(tiny_program(cfg), be, {false, {}});
+    Executor ex(test::lower_example(cfg, "vanilla"), be, {false, {}});
     ex.init(5);
     ex.step();
     auto ps = ex.parameters();
@@ -110,7 +103,7 @@ TEST_CASE("gradients match central finite differences of the loss", "[runtime][e
 
 TEST_CASE("the optimizer runs only when asked", "[runtime][executor]") {
   CpuBackend be;
-  Program prog = tiny_program("tiny-llama.yaml");
+  Program prog = test::lower_example("tiny-llama.yaml", "vanilla");
   Executor skip(prog, be, {false, {}});
   Executor run(prog, be, {true, {}});
   skip.init(7);
@@ -149,7 +142,7 @@ TEST_CASE("executor_buffer_bytes: what the step allocates, before allocating it"
   //              two norms of 64 -> 36992; x 2 layers = 73984
   //   = 106816 parameters. Each has its value, its gradient and two AdamW moments in fp32: 16 x 106816 = 1709056
   //   bytes, and the activations come on top.
-  const int64_t tiny = executor_buffer_bytes(tiny_program("tiny-llama.yaml"), fp32);
+  const int64_t tiny = executor_buffer_bytes(test::lower_example("tiny-llama.yaml", "vanilla"), fp32);
   CHECK(tiny > 1709056);
   CHECK(tiny < 64 * 1709056);  // the activations of 2 x 32 tokens are not 60 times the parameters
 

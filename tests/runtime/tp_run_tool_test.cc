@@ -11,6 +11,7 @@
 #include "plans/config.h"
 #include "plans/lower.h"
 #include "plans/plan.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
@@ -24,17 +25,6 @@ nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
-}
-
-Program program(const std::string& config, const std::string& preset, int tp, bool loss_parallel, bool async_tp) {
-  Config cfg = load_config(kSource + "/examples/" + config);
-  Plan base;
-  base.tp_degree = tp;
-  base.local_batch_size = cfg.training.local_batch_size;
-  base.activation_checkpointing = cfg.training.activation_checkpointing;
-  base.loss_parallel = loss_parallel;
-  base.async_tp = async_tp;
-  return lower(cfg.model, cfg.training, preset_plan(preset, base));
 }
 
 void check_one_to_one(const nlohmann::json& prof, const Program& p) {
@@ -79,7 +69,7 @@ TEST_CASE("tp-run profile at tp 1 writes one record per op of the Program", "[ru
   CHECK(prof["environment"]["libraries"].contains("eigen"));
   CHECK(prof["environment"]["git_hash"].get<std::string>().size() > 0);
   CHECK(prof["timing"]["iters"] == 2);
-  check_one_to_one(prof, program("tiny-gpt.yaml", "vanilla", 1, false, false));
+  check_one_to_one(prof, test::lower_example("tiny-gpt.yaml", "vanilla", {.tp_degree = 1}));
   // The optimizer runs in a profile.
   bool adamw = false;
   for (const auto& op : prof["ops"]) adamw |= op["phase"] == "optimizer" && op["op"]["fn"] == "adamw";
@@ -110,5 +100,6 @@ TEST_CASE("a profile written under mpirun -np 2 matches its Program", "[.profile
   REQUIRE(path != nullptr);
   nlohmann::json prof = read_json(path);
   CHECK(prof["environment"]["ranks"] == 2);
-  check_one_to_one(prof, program("tiny-llama.yaml", "sequence_parallel", 2, true, true));
+  check_one_to_one(prof, test::lower_example("tiny-llama.yaml", "sequence_parallel",
+                                             {.tp_degree = 2, .async_tp = true, .loss_parallel = true}));
 }

@@ -9,6 +9,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
 #include "runtime/profiler.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
@@ -43,20 +44,10 @@ TEST_CASE("the CPU backend stores every float as fp32 and refuses other storages
                     "cpu backend: add: expected an f32 tensor, got fp8_e4m3 storage");
 }
 
-namespace {
-Program tiny_tp(int tp) {
-  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
-  Plan base;
-  base.tp_degree = tp;
-  base.local_batch_size = cfg.training.local_batch_size;
-  return lower(cfg.model, cfg.training, preset_plan("sequence_parallel", base));
-}
-}  // namespace
-
 TEST_CASE("local shapes of tp 2 on one process: rank 0's compute runs, collectives are recorded as not measured",
           "[runtime][profile]") {
   CpuBackend be;  // a TP group of one
-  const Program p = tiny_tp(2);
+  const Program p = test::lower_example("tiny-llama.yaml", "sequence_parallel", {.tp_degree = 2});
   ProfileOptions o;
   o.warmup = 0, o.iters = 1, o.local_shapes_of_tp = 2;
   auto j = profile_json(profile_program(p, be, o));
@@ -90,5 +81,6 @@ TEST_CASE("local shapes mode needs a TP group of one process", "[runtime][profil
   CpuBackend be;
   ExecutorOptions o;
   o.local_shapes_of_tp = 2;
-  CHECK_THROWS_WITH(Executor(tiny_tp(4), be, o), Catch::Contains("lowered for tp 4"));
+  CHECK_THROWS_WITH(Executor(test::lower_example("tiny-llama.yaml", "sequence_parallel", {.tp_degree = 4}), be, o),
+                    Catch::Contains("lowered for tp 4"));
 }

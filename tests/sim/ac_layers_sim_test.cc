@@ -11,29 +11,29 @@
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
 namespace {
 
-Config example(const char* name) { return load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name); }
-
+// The example's cluster at tp = gpus per node, dp_shard the rest; loss parallel with sequence parallel.
 Program lower_k(const Config& cfg, const char* preset, ActivationCheckpointing ac, int64_t k) {
-  Plan base;
-  base.tp_degree = cfg.cluster.gpus_per_node;
-  base.dp_shard = static_cast<int>(cfg.cluster.world_size() / base.tp_degree);
-  base.loss_parallel = std::string(preset) == "sequence_parallel";
-  base.activation_checkpointing = ac;
-  base.local_batch_size = cfg.training.local_batch_size;
-  base.ac_layers = k;
-  return lower(cfg.model, cfg.training, preset_plan(preset, base));
+  const int tp = cfg.cluster.gpus_per_node;
+  return lower(cfg.model, cfg.training,
+               test::make_plan(preset, {.tp_degree = tp,
+                                        .dp_shard = cfg.cluster.world_size() / tp,
+                                        .loss_parallel = std::string(preset) == "sequence_parallel",
+                                        .activation_checkpointing = ac,
+                                        .ac_layers = k,
+                                        .local_batch_size = cfg.training.local_batch_size}));
 }
 
 }  // namespace
 
 TEST_CASE("ac_layers: the fast schedule equals the expanded one on split Programs of the examples") {
   for (const char* file : {"tiny-llama.yaml", "llama3-8b-h100.yaml"}) {
-    const Config cfg = example(file);
+    const Config cfg = test::example_config(file);
     const ClusterSpec cl = resolve_cluster(cfg);
     const int64_t L = cfg.model.n_layers;
     for (const char* preset : {"sequence_parallel", "vanilla"})
@@ -61,7 +61,7 @@ TEST_CASE("ac_layers: the fast schedule equals the expanded one on split Program
 }
 
 TEST_CASE("ac_layers: activations are (L-k) blocks without AC plus k checkpointed blocks; the peak falls with k") {
-  const Config cfg = example("llama3-8b-h100.yaml");
+  const Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ClusterSpec cl = resolve_cluster(cfg);
   const CostParams& c = default_cost_params();
   const int64_t L = cfg.model.n_layers;
@@ -90,7 +90,7 @@ TEST_CASE("ac_layers: activations are (L-k) blocks without AC plus k checkpointe
 }
 
 TEST_CASE("ac_layers: step time grows with the checkpointed blocks; k = L is full AC on every block") {
-  const Config cfg = example("llama3-8b-h100.yaml");
+  const Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ClusterSpec cl = resolve_cluster(cfg);
   const CostParams& c = default_cost_params();
   const int64_t L = cfg.model.n_layers;
@@ -109,7 +109,7 @@ TEST_CASE("ac_layers: step time grows with the checkpointed blocks; k = L is ful
 }
 
 TEST_CASE("ac_layers: simulate's text and JSON name the checkpointed blocks; top ops count both block backwards") {
-  const Config cfg = example("llama3-8b-h100.yaml");
+  const Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ClusterSpec cl = resolve_cluster(cfg);
   const StepReport r =
       simulate(lower_k(cfg, "sequence_parallel", ActivationCheckpointing::full, 16), cl, default_cost_params());

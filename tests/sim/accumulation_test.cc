@@ -19,8 +19,8 @@
 #include "sim/search/search.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
+#include "tests/fixtures.h"
 #include "tests/program_builder.h"
-#include "tests/small_model.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

@@ -14,6 +14,7 @@
 #include "plans/lower_incremental.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
+#include "tests/fixtures.h"
 #include "tests/sanitizer_stride.h"
 #include "tests/sim/search_reference.h"
 
@@ -21,8 +22,6 @@ using namespace tptune;
 using Catch::Matchers::Contains;
 
 namespace {
-
-std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
 
 Plan at_batch(Plan p, int64_t b) {
   p.local_batch_size = b;
@@ -139,15 +138,15 @@ void check_fast_equals_slow(const Config& cfg, bool expect_patched = true) {
 TEST_CASE("batch program: at(b) is lower(b) field for field, every structure of the 8B space", "[search][batch]") {
   // 4 tp degrees x 2 presets x ...: every structure that lowers; batch sizes in and beyond the space (3 and 16: not
   // the two it was made from).
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   CHECK(check_space(cfg, {1, 2, 3, 4, 16}) > 50);
 }
 
 TEST_CASE("batch program: at(b) is lower(b), GPT on A100s (layernorm, gelu) and torchtitan 0.3 405B",
           "[search][batch]") {
-  CHECK(check_space(load_config(example("gpt-a100.yaml")), {1, 5, 8}) > 0);
+  CHECK(check_space(test::example_config("gpt-a100.yaml"), {1, 5, 8}) > 0);
   // torchtitan 0.3: fused wqkv, chunked loss, FSDP always.
-  Config tt = load_config(example("llama3-8b-h100.yaml"));
+  Config tt = test::example_config("llama3-8b-h100.yaml");
   tt.search.framework = "torchtitan-0.3";
   tt.search.float8 = {Float8Recipe::none, Float8Recipe::rowwise};
   tt.search.loss_parallel = {true};
@@ -158,12 +157,12 @@ TEST_CASE("batch program: at(b) is lower(b) on HSDP spaces (dp_replicate > 1, to
           "[search][batch][hsdp]") {
   // 8B on 4 nodes x 8: dp_replicate 2 and 4 beside 1; and torchtitan 0.3, whose dp_shard 1 x dp_replicate 32 is
   // FSDP2's replicate path (all-reduces without reduce-scatters).
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   cfg.cluster.nodes = 4;
   cfg.search.dp_replicate = {1, 2, 4};
   cfg.search.float8 = {Float8Recipe::none, Float8Recipe::tensorwise};
   CHECK(check_space(cfg, {1, 3, 4}) > 50);
-  Config tt = load_config(example("llama3-8b-h100.yaml"));
+  Config tt = test::example_config("llama3-8b-h100.yaml");
   tt.cluster.nodes = 4;
   tt.search.framework = "torchtitan-0.3";
   tt.search.float8 = {Float8Recipe::none};
@@ -179,11 +178,11 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
   // not), at two batch sizes: finish_lowering(lower_unfinished(plan with policy A), B) == lower(plan with policy B).
   size_t compared = 0;
   for (const char* file : {"llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml"}) {
-    Config cfg = load_config(example(file));
+    Config cfg = test::example_config(file);
     const ResolvedSpace space = resolve_space(cfg);
     const ClusterSpec cluster = resolve_cluster(cfg);
     for (const Candidate& c : enumerate_candidates(space)) {
-      if (c.ac != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
+      if (c.activation_checkpointing != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
       if (!check_static(cfg, cluster, space, c).ok()) continue;
       const Plan plan = candidate_plan(space, c);
       std::optional<UnfinishedProgram> u;
@@ -214,7 +213,7 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
         // With async TP's policy-free rewrite done once beforehand (prepare_async_tp()), into a recycled Program.
         UnfinishedProgram prepared = *u;
         prepare_async_tp(prepared);
-        CHECK(prepared.forward.has_value() == (plan.async_tp && c.tp > 1));
+        CHECK(prepared.forward.has_value() == (plan.async_tp && c.tp_degree > 1));
         std::string prepared_error;
         Program into;  // holding an earlier Program where there is one
         try {
@@ -244,7 +243,7 @@ TEST_CASE("lower_unfinished() into a recycled Program is lower_unfinished() into
   Program other_config;  // the last Program of the previous config: another model
   for (const char* file : {"tiny-llama.yaml", "llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml",
                            "llama3-405b-hsdp.yaml", "llama3-70b-ga.yaml", "tiny-gpt.yaml"}) {
-    Config cfg = load_config(example(file));
+    Config cfg = test::example_config(file);
     const ResolvedSpace space = resolve_space(cfg);
     const ClusterSpec cluster = resolve_cluster(cfg);
     Program previous = other_config;
@@ -319,12 +318,12 @@ TEST_CASE("lower_unfinished() without names is the same Program but for its name
   size_t compared = 0;
   for (const char* file : {"tiny-llama.yaml", "llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml",
                            "llama3-405b-hsdp.yaml", "llama3-70b-ga.yaml", "tiny-gpt.yaml"}) {
-    Config cfg = load_config(example(file));
+    Config cfg = test::example_config(file);
     const ResolvedSpace space = resolve_space(cfg);
     const ClusterSpec cluster = resolve_cluster(cfg);
     Program previous;
     for (const Candidate& c : enumerate_candidates(space)) {
-      if (c.ac != ActivationCheckpointing::full || c.index % test::kSanitizerStride ||
+      if (c.activation_checkpointing != ActivationCheckpointing::full || c.index % test::kSanitizerStride ||
           !check_static(cfg, cluster, space, c).ok())
         continue;
       const Plan plan = candidate_plan(space, c);
@@ -379,21 +378,22 @@ TEST_CASE("lower() with async TP from its async-off sibling's unfinished Program
   // Every async-TP structure of the example spaces (and of torchtitan 0.3, and with compile off, which async TP
   // refuses), at two batch sizes: unfinished_with_async_tp(lower_unfinished(plan without async TP), plan) is
   // lower_unfinished(plan) field for field, or throws what it throws; and finished for every policy it is lower().
-  Config off = load_config(example("llama3-8b-h100.yaml"));
+  Config off = test::example_config("llama3-8b-h100.yaml");
   off.training.compile = false;
-  Config tt = load_config(example("llama3-8b-h100.yaml"));
+  Config tt = test::example_config("llama3-8b-h100.yaml");
   tt.search.framework = "torchtitan-0.3";
-  std::vector<Config> configs = {load_config(example("llama3-8b-h100.yaml")), load_config(example("gpt-a100.yaml")),
-                                 load_config(example("llama3-405b-h100.yaml")), off, tt};
+  std::vector<Config> configs = {test::example_config("llama3-8b-h100.yaml"), test::example_config("gpt-a100.yaml"),
+                                 test::example_config("llama3-405b-h100.yaml"), off, tt};
   size_t compared = 0, refused = 0;
   for (const Config& cfg : configs) {
     const ResolvedSpace space = resolve_space(cfg);
     const ClusterSpec cluster = resolve_cluster(cfg);
     for (const Candidate& c : enumerate_candidates(space)) {
-      if (!c.async_tp || c.ac != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
+      if (!c.async_tp || c.activation_checkpointing != ActivationCheckpointing::full || c.local_batch_size > 2)
+        continue;
       Candidate sib = c;  // async TP off, lowered for another policy (finish_lowering() sets the policy)
       sib.async_tp = false;
-      sib.ac = ActivationCheckpointing::none;
+      sib.activation_checkpointing = ActivationCheckpointing::none;
       if (!check_static(cfg, cluster, space, sib).ok()) continue;
       const Plan plan = candidate_plan(space, c);
       std::optional<UnfinishedProgram> u;
@@ -447,10 +447,11 @@ TEST_CASE("lower() with async TP from its async-off sibling's unfinished Program
   CHECK(compared > 20);
   CHECK(refused > 0);  // compile off
   // A Program of another structure is not taken for a sibling: it is lowered anew.
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ResolvedSpace space = resolve_space(cfg);
   Candidate c;
-  c.tp = 2, c.dp = 4, c.family = 1, c.async_tp = true, c.ac = ActivationCheckpointing::full;
+  c.tp_degree = 2, c.dp_shard = 4, c.family = 1, c.async_tp = true,
+  c.activation_checkpointing = ActivationCheckpointing::full;
   Candidate other = c;
   other.async_tp = false, other.loss_parallel = true;
   const UnfinishedProgram u = lower_unfinished(cfg.model, cfg.training, candidate_plan(space, other));
@@ -461,7 +462,7 @@ TEST_CASE("lower() with async TP from its async-off sibling's unfinished Program
 
 TEST_CASE("batch program: refuses Programs whose sizes are not affine in the batch, and throws what lower() throws",
           "[search][batch]") {
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   Plan plan = candidate_plan(resolve_space(cfg), enumerate_candidates(resolve_space(cfg))[0]);
   const Program p1 = lower(cfg.model, cfg.training, at_batch(plan, 1));
   const Program p3 = lower(cfg.model, cfg.training, at_batch(plan, 3));
@@ -501,15 +502,15 @@ TEST_CASE("batch program: refuses Programs whose sizes are not affine in the bat
 
 TEST_CASE("search fast path == slow path, bit for bit, over every candidate: 8B on 8 H100s with 7 batch sizes",
           "[search][batch]") {
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   cfg.search.local_batch_sizes = {1, 2, 3, 4, 6, 8, 16};
   check_fast_equals_slow(cfg);
 }
 
 TEST_CASE("search fast path == slow path on HSDP spaces: the 405B HSDP example, 8B with dp_replicate",
           "[search][batch][hsdp]") {
-  check_fast_equals_slow(load_config(example("llama3-405b-hsdp.yaml")));
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  check_fast_equals_slow(test::example_config("llama3-405b-hsdp.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   cfg.cluster.nodes = 4;
   cfg.search.dp_replicate = {1, 2, 4, 32};  // 32 at tp 1: DDP, pruned
   cfg.search.local_batch_sizes = {1, 2, 3, 4};
@@ -517,7 +518,7 @@ TEST_CASE("search fast path == slow path on HSDP spaces: the 405B HSDP example, 
 }
 
 TEST_CASE("search fast path == slow path: 405B on 1024 H100s, 70B, GPT on A100s", "[search][batch]") {
-  check_fast_equals_slow(load_config(example("llama3-405b-h100.yaml")));
-  check_fast_equals_slow(load_config(example("llama3-70b-h100.yaml")));
-  check_fast_equals_slow(load_config(example("gpt-a100.yaml")));
+  check_fast_equals_slow(test::example_config("llama3-405b-h100.yaml"));
+  check_fast_equals_slow(test::example_config("llama3-70b-h100.yaml"));
+  check_fast_equals_slow(test::example_config("gpt-a100.yaml"));
 }

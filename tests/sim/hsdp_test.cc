@@ -20,7 +20,7 @@
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 #include "tests/error_text.h"
-#include "tests/small_model.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -31,21 +31,6 @@ using tptune::test::small_model;
 namespace {
 
 constexpr int64_t GiB = int64_t{1} << 30;
-
-Program lowered(int tp, int dp, int rep, int layers = 4, int64_t seq = 256,
-                ActivationCheckpointing ac = ActivationCheckpointing::none, bool async_tp = false) {
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = dp;
-  base.dp_replicate = rep;
-  base.loss_parallel = true;
-  base.activation_checkpointing = ac;
-  base.async_tp = async_tp;
-  Training t;
-  t.seq_len = seq;
-  t.local_batch_size = 1;
-  return lower(small_model(layers), t, preset_plan("sequence_parallel", base));
-}
 
 }  // namespace
 
@@ -106,9 +91,18 @@ TEST_CASE("hsdp: model states are sharded over dp_shard only", "[hsdp][memory]")
   // AdamW m, v) / dp_shard 2 = 41979904 bytes, whatever dp_replicate is.
   const GpuSpec h100 = gpu_preset("h100-sxm");
   const CostParams& P = default_cost_params();
-  const MemoryReport fsdp = memory_model(lowered(2, 2, 1), h100, P);
-  const MemoryReport hsdp = memory_model(lowered(2, 2, 4), h100, P);
-  const MemoryReport wide = memory_model(lowered(2, 8, 1), h100, P);
+  const MemoryReport fsdp = memory_model(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 1, .loss_parallel = true},
+                         small_model(4), 256),
+      h100, P);
+  const MemoryReport hsdp = memory_model(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 4, .loss_parallel = true},
+                         small_model(4), 256),
+      h100, P);
+  const MemoryReport wide = memory_model(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 8, .dp_replicate = 1, .loss_parallel = true},
+                         small_model(4), 256),
+      h100, P);
   CHECK(fsdp.model_states() == 41979904.0);
   CHECK(hsdp.model_states() == fsdp.model_states());
   CHECK(hsdp.peak == fsdp.peak);  // the all-reduce works in place on the reduce-scatter output
@@ -123,7 +117,9 @@ TEST_CASE("hsdp: the all-reduces run on their own stream after their reduce-scat
   // tp 2 x dp_shard 2 x dp_replicate 4 on 2 nodes of 8: the replicate group crosses nodes.
   const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 2, 8);
   const CostParams& P = default_cost_params();
-  const Program p = lowered(2, 2, 4, 4, 2048);
+  const Program p =
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 4, .loss_parallel = true},
+                         small_model(4), 2048);
   const OpCosts oc = cost_ops(p, cl, P);
   const Timeline tl = schedule(p, oc, P);
   int seen = 0;
@@ -144,7 +140,9 @@ TEST_CASE("hsdp: the all-reduces run on their own stream after their reduce-scat
   CHECK(seen == 4 + 2);
   CHECK(tl.busy_us[static_cast<int>(Stream::dp_replicate)] > 0);
   // Adding the all-reduces on a stream of their own changes no compute op's duration, and the step is no shorter.
-  const Program plain = lowered(2, 2, 1, 4, 2048);
+  const Program plain =
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 1, .loss_parallel = true},
+                         small_model(4), 2048);
   const Timeline tp = schedule(plain, cost_ops(plain, cl, P), P);
   CHECK(tl.compute_us == Approx(tp.compute_us).epsilon(1e-12));
   CHECK(tl.step_time_us >= tp.step_time_us);
@@ -174,7 +172,14 @@ TEST_CASE("hsdp: the fast schedule equals the expanded one on HSDP Programs", "[
   for (const Case& k : cases)
     for (int layers : {1, 2, 7}) {
       INFO("tp " << k.tp << " dp " << k.dp << " rep " << k.rep << " layers " << layers);
-      const Program p = lowered(k.tp, k.dp, k.rep, layers, 2048, k.ac, k.async_tp);
+      const Program p = test::lower_preset("sequence_parallel",
+                                           {.tp_degree = k.tp,
+                                            .dp_shard = k.dp,
+                                            .dp_replicate = k.rep,
+                                            .async_tp = k.async_tp,
+                                            .loss_parallel = true,
+                                            .activation_checkpointing = k.ac},
+                                           small_model(layers), 2048);
       const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), k.nodes, 8);
       const OpCosts oc = cost_ops(p, cl, P);
       const Timeline fast = schedule(p, oc, P), ref = schedule_expanded(p, oc, P);
@@ -193,9 +198,19 @@ TEST_CASE("hsdp: the fast schedule equals the expanded one on HSDP Programs", "[
 
 TEST_CASE("hsdp: simulate refuses a mesh larger than the cluster, naming the three degrees", "[hsdp][simulate]") {
   const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 1, 8);
-  CHECK_THAT(error_of([&] { simulate(lowered(2, 2, 4), cl, default_cost_params()); }),
+  CHECK_THAT(error_of([&] {
+               simulate(test::lower_preset("sequence_parallel",
+                                           {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 4, .loss_parallel = true},
+                                           small_model(4), 256),
+                        cl, default_cost_params());
+             }),
              Contains("tp 2 x dp_shard 2 x dp_replicate 4 = 16 GPUs, but the cluster has 8 (1 nodes x 8)"));
-  CHECK(error_of([&] { simulate(lowered(2, 2, 2), cl, default_cost_params()); }) == "(no error)");
+  CHECK(error_of([&] {
+          simulate(test::lower_preset("sequence_parallel",
+                                      {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 2, .loss_parallel = true},
+                                      small_model(4), 256),
+                   cl, default_cost_params());
+        }) == "(no error)");
 }
 
 TEST_CASE("hsdp: search space, static rules and the plans of replicate candidates", "[hsdp][search]") {
@@ -210,11 +225,11 @@ TEST_CASE("hsdp: search space, static rules and the plans of replicate candidate
   const std::vector<Candidate> cands = enumerate_candidates(s);
   REQUIRE(cands.size() == 16);
   // Enumeration order: tp, then dp_replicate, then the rest (local batch innermost).
-  CHECK((cands[0].tp == 2 && cands[0].dp_replicate == 1 && cands[0].dp == 16));
-  CHECK((cands[2].tp == 2 && cands[2].dp_replicate == 2 && cands[2].dp == 8));
-  CHECK((cands[4].dp_replicate == 3 && cands[4].dp == 0));  // 32 / (2 x 3) is not whole
-  CHECK((cands[6].dp_replicate == 16 && cands[6].dp == 1));
-  CHECK((cands[14].tp == 8 && cands[14].dp_replicate == 16 && cands[14].dp == 0));  // 8 x 16 > 32
+  CHECK((cands[0].tp_degree == 2 && cands[0].dp_replicate == 1 && cands[0].dp_shard == 16));
+  CHECK((cands[2].tp_degree == 2 && cands[2].dp_replicate == 2 && cands[2].dp_shard == 8));
+  CHECK((cands[4].dp_replicate == 3 && cands[4].dp_shard == 0));  // 32 / (2 x 3) is not whole
+  CHECK((cands[6].dp_replicate == 16 && cands[6].dp_shard == 1));
+  CHECK((cands[14].tp_degree == 8 && cands[14].dp_replicate == 16 && cands[14].dp_shard == 0));  // 8 x 16 > 32
   const ClusterSpec cl = resolve_cluster(cfg);
   Verdict v = check_static(cfg, cl, s, cands[4]);
   CHECK(v.reason == PruneReason::replicate_world);
@@ -310,10 +325,14 @@ TEST_CASE("hsdp: the Chrome trace has a track for the replicate stream only for 
     }
     return std::pair{names, on_replicate};
   };
-  const auto [hsdp_names, hsdp_ops] = tracks(lowered(2, 2, 4));
+  const auto [hsdp_names, hsdp_ops] = tracks(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 4, .loss_parallel = true},
+                         small_model(4), 256));
   CHECK(hsdp_names == std::vector<std::string>{"compute", "tp comm", "dp comm", "dp_replicate comm"});
   CHECK(hsdp_ops == 4 + 2);
-  const auto [plain_names, plain_ops] = tracks(lowered(2, 2, 1));
+  const auto [plain_names, plain_ops] = tracks(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 1, .loss_parallel = true},
+                         small_model(4), 256));
   CHECK(plain_names == std::vector<std::string>{"compute", "tp comm", "dp comm"});
   CHECK(plain_ops == 0);
 }
@@ -321,9 +340,18 @@ TEST_CASE("hsdp: the Chrome trace has a track for the replicate stream only for 
 TEST_CASE("hsdp: tp-plan check notices a replicate degree that differs from the baseline's", "[hsdp][check]") {
   const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 2, 8);
   const CostParams& P = default_cost_params();
-  const CheckBaseline plain = baseline_from_report(simulate(lowered(2, 2, 1), cl, P));
-  const CheckBaseline hsdp = baseline_from_report(simulate(lowered(2, 2, 4), cl, P));
-  const CheckBaseline hsdp2 = baseline_from_report(simulate(lowered(2, 2, 2), cl, P));
+  const CheckBaseline plain = baseline_from_report(simulate(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 1, .loss_parallel = true},
+                         small_model(4), 256),
+      cl, P));
+  const CheckBaseline hsdp = baseline_from_report(simulate(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 4, .loss_parallel = true},
+                         small_model(4), 256),
+      cl, P));
+  const CheckBaseline hsdp2 = baseline_from_report(simulate(
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .dp_replicate = 2, .loss_parallel = true},
+                         small_model(4), 256),
+      cl, P));
   CHECK_FALSE(plain.setup.count("dp_replicate"));  // baselines of other plans read as before
   CHECK(hsdp.setup.at("dp_replicate") == "4");
   CHECK(compare(plain, hsdp, {0.5, 0.5}).setup_changes == std::vector<std::string>{"dp_replicate 1 -> 4"});

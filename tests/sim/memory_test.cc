@@ -4,41 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include "plans/lower.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
-namespace {
-
-// dim 512, 16 heads of 32 (8 kv heads), ffn 1024, vocab 1024, 4 layers; seq 256, batch 1, bf16.
-Model small() {
-  Model m;
-  m.name = "small";
-  m.dim = 512;
-  m.n_layers = 4;
-  m.n_heads = 16;
-  m.n_kv_heads = 8;
-  m.ffn_dim = 1024;
-  m.vocab_size = 1024;
-  return m;
-}
-
-Program lowered(const char* preset, int tp, int dp, ActivationCheckpointing ac = ActivationCheckpointing::none,
-                bool loss_parallel = true) {
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = dp;
-  base.activation_checkpointing = ac;
-  base.loss_parallel = loss_parallel;
-  Training t;
-  t.seq_len = 256;
-  t.local_batch_size = 1;
-  return lower(small(), t, preset_plan(preset, base));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("memory totals of a small model, sequence parallel, tp 2, dp 2") {
-  Program p = lowered("sequence_parallel", 2, 2);
+  Program p = test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true},
+                                 test::small_model(), 256);
   GpuSpec h100 = gpu_preset("h100-sxm");
   CostParams c;
   MemoryReport m = memory_model(p, h100, c);
@@ -67,12 +41,23 @@ TEST_CASE("memory totals of a small model, sequence parallel, tp 2, dp 2") {
 }
 
 TEST_CASE("full activation checkpointing saves only each block's input") {
-  Program p = lowered("sequence_parallel", 2, 2, ActivationCheckpointing::full);
+  Program p = test::lower_preset(
+      "sequence_parallel",
+      {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true, .activation_checkpointing = ActivationCheckpointing::full},
+      test::small_model(), 256);
   MemoryReport m = memory_model(p, gpu_preset("h100-sxm"), CostParams{});
   // (1, 128, 512) bf16 = 131072 B: Korthikanti's 2sbh, divided by tp with sequence parallel.
   CHECK(m.saved_per_block == 131072);
-  MemoryReport none = memory_model(lowered("sequence_parallel", 2, 2), gpu_preset("h100-sxm"), CostParams{});
-  MemoryReport sel = memory_model(lowered("sequence_parallel", 2, 2, ActivationCheckpointing::selective),
+  MemoryReport none =
+      memory_model(test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 2, .loss_parallel = true},
+                                      test::small_model(), 256),
+                   gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport sel = memory_model(test::lower_preset("sequence_parallel",
+                                                     {.tp_degree = 2,
+                                                      .dp_shard = 2,
+                                                      .loss_parallel = true,
+                                                      .activation_checkpointing = ActivationCheckpointing::selective},
+                                                     test::small_model(), 256),
                                   gpu_preset("h100-sxm"), CostParams{});
   CHECK(sel.saved_per_block < none.saved_per_block);
   CHECK(sel.saved_per_block > m.saved_per_block);
@@ -81,9 +66,13 @@ TEST_CASE("full activation checkpointing saves only each block's input") {
 }
 
 TEST_CASE("sequence parallel saves less activation memory than vanilla TP") {
-  MemoryReport sp = memory_model(lowered("sequence_parallel", 2, 1), gpu_preset("h100-sxm"), CostParams{});
-  MemoryReport va = memory_model(lowered("vanilla", 2, 1, ActivationCheckpointing::none, false), gpu_preset("h100-sxm"),
-                                 CostParams{});
+  MemoryReport sp =
+      memory_model(test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = true},
+                                      test::small_model(), 256),
+                   gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport va = memory_model(
+      test::lower_preset("vanilla", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = false}, test::small_model(), 256),
+      gpu_preset("h100-sxm"), CostParams{});
   CHECK(sp.saved_per_block < va.saved_per_block);
   // Vanilla keeps the block input, the residual and the norm statistics replicated: (1, 256, 512) instead of
   // (1, 128, 512) for input and residual (2 x 131072 more), rstd (1, 256) instead of (1, 128) fp32 (2 x 512 more).
@@ -91,16 +80,22 @@ TEST_CASE("sequence parallel saves less activation memory than vanilla TP") {
 }
 
 TEST_CASE("loss parallel keeps the logits vocab-sharded") {
-  MemoryReport lp = memory_model(lowered("sequence_parallel", 2, 1), gpu_preset("h100-sxm"), CostParams{});
-  MemoryReport no = memory_model(lowered("sequence_parallel", 2, 1, ActivationCheckpointing::none, false),
-                                 gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport lp =
+      memory_model(test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = true},
+                                      test::small_model(), 256),
+                   gpu_preset("h100-sxm"), CostParams{});
+  MemoryReport no =
+      memory_model(test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = false},
+                                      test::small_model(), 256),
+                   gpu_preset("h100-sxm"), CostParams{});
   // Logits (1, 256, 1024 / 2) bf16 = 262144 B with loss parallel; gathered (1, 256, 1024) = 524288 B without.
   CHECK(lp.logits == 262144);
   CHECK(no.logits == 524288);
 }
 
 TEST_CASE("a plan that does not fit says by how much") {
-  Program p = lowered("sequence_parallel", 2, 1);
+  Program p = test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = true},
+                                 test::small_model(), 256);
   GpuSpec tiny = gpu_preset("h100-sxm");
   tiny.memory_GiB = 1.0;  // less than the runtime overhead alone
   MemoryReport m = memory_model(p, tiny, CostParams{});

@@ -62,7 +62,7 @@ TEST_CASE("report helpers: ticks, labels, escaping, ms per 1000 tokens", "[repor
   CHECK(svg::tick_label(2.5) == "2.5");
   CHECK(svg::escape("a<b & \"c\" 'd'>") == "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
   StepReport r;
-  r.tp = 8;
+  r.tp_degree = 8;
   r.local_batch_size = 1;
   r.seq_len = 8192;
   // 1000 ms x tp 8 / 8192 tokens x 1000 = 976.5625 ms per 1000 tokens per GPU.

@@ -13,6 +13,7 @@
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -21,11 +22,7 @@ namespace {
 
 // Llama 3 8B (32 layers) on 8 H100s: memory binds at local batch 2-4, so every k has a say.
 Config config(const std::string& search) {
-  return load_config_string(
-      fmt::format("model: {{preset: llama3-8b}}\ntraining: {{seq_len: 8192, local_batch_size: 1}}\n"
-                  "cluster: {{gpu: h100-sxm, nodes: 1, gpus_per_node: 8}}\nsearch: {}\n",
-                  search),
-      "acl.yaml");
+  return test::make_config({.model = "{preset: llama3-8b}", .seq_len = 8192, .search = search, .file = "acl.yaml"});
 }
 const char* kSpace =
     "{tp_degrees: [2, 4], presets: [vanilla, sequence_parallel], float8: [none, tensorwise], async_tp: [false, true], "
@@ -56,7 +53,7 @@ TEST_CASE("ac_layers sweep: every candidate and block count equals lower() + sim
       if (c.candidate.ac_layers > 0) kept[{c.candidate.index, c.candidate.ac_layers}] = &c;
     size_t brute_feasible = 0;
     for (const Candidate& base : cands) {
-      if (base.ac == ActivationCheckpointing::none) continue;
+      if (base.activation_checkpointing == ActivationCheckpointing::none) continue;
       const bool static_ok = check_static(cfg, r.cluster, r.space, base).ok();
       for (int64_t k : r.space.ac_layers) {
         Candidate c = base;

@@ -12,6 +12,7 @@
 #include "plans/error.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
+#include "tests/fixtures.h"
 #include "tests/sim/search_reference.h"
 
 using namespace tptune;
@@ -19,12 +20,10 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
-
 // The example's space cut to keep the enumeration of every batch size short: loss parallel on, float8 none or
 // tensorwise (rowwise where that is all the GPU has is pruned the same way in both searches).
 Config cut(const char* name) {
-  Config cfg = load_config(example(name));
+  Config cfg = test::example_config(name);
   cfg.search.loss_parallel = {true};
   cfg.search.float8 = {Float8Recipe::none, Float8Recipe::tensorwise};
   return cfg;

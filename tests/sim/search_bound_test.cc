@@ -11,12 +11,11 @@
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
 namespace {
-
-std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
 
 size_t count(const SearchResult& r, PruneReason reason) {
   auto it = r.pruned.find(reason);
@@ -29,7 +28,7 @@ TEST_CASE("bound: the op-cost step-time bound is at most the simulated step time
           "[search][bound]") {
   for (const char* name :
        {"llama3-8b-h100.yaml", "gpt-a100.yaml", "llama3-405b-h100.yaml", "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
-    const Config cfg = load_config(example(name));
+    const Config cfg = test::example_config(name);
     const SearchResult r = search(cfg, {});
     REQUIRE(!r.ranking.empty());
     const CostParams cost = default_cost_params();
@@ -80,7 +79,7 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's on the exam
           "[search][bound]") {
   for (const char* name : {"llama3-8b-h100.yaml", "llama3-70b-h100.yaml", "llama3-405b-h100.yaml", "gpt-a100.yaml",
                            "tiny-gpt.yaml", "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
-    const Config cfg = load_config(example(name));
+    const Config cfg = test::example_config(name);
     SearchOptions full;
     full.threads = 1;
     const SearchResult ref = search(cfg, full);
@@ -126,7 +125,7 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's on the exam
 
 TEST_CASE("bound: off for the step_time and memory objectives", "[search][bound]") {
   for (Objective objective : {Objective::step_time, Objective::memory}) {
-    Config cfg = load_config(example("llama3-8b-h100.yaml"));
+    Config cfg = test::example_config("llama3-8b-h100.yaml");
     cfg.search.objective = objective;
     SearchOptions o;
     o.bound_top = 1;

@@ -9,6 +9,7 @@
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -17,11 +18,8 @@ namespace {
 
 // The 8B example with extra search keys (its space: 864 candidates on 8 H100s).
 Config with_search(const std::string& search) {
-  return load_config_string(
-      fmt::format("model: {{preset: llama3-8b}}\ntraining: {{seq_len: 8192, local_batch_size: 1}}\n"
-                  "cluster: {{gpu: h100-sxm, nodes: 1, gpus_per_node: 8}}\nsearch:\n{}",
-                  search),
-      "goals.yaml");
+  return test::make_config(
+      {.model = "{preset: llama3-8b}", .seq_len = 8192, .search = "\n" + search, .file = "goals.yaml"});
 }
 
 std::string error_of(const std::string& search) {
@@ -67,7 +65,7 @@ TEST_CASE("search.global_batch_size keeps exactly the candidates with local batc
   std::vector<int> expect;
   for (int i : feasible_sorted(all)) {
     const Candidate& c = all.results[static_cast<size_t>(i)].candidate;
-    if (c.local_batch_size * c.dp == 8) expect.push_back(i);
+    if (c.local_batch_size * c.dp_shard == 8) expect.push_back(i);
   }
   REQUIRE(!expect.empty());
   CHECK(feasible_sorted(r) == expect);

@@ -15,6 +15,7 @@
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
+#include "tests/fixtures.h"
 #include "tests/sim/search_reference.h"
 
 using namespace tptune;
@@ -22,16 +23,13 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
-
 // A 4-layer Llama-like model on 1 node x 8 H100s, trained at seq 2048, with the `search:` flow map `search`.
 Config seq_config(const std::string& search, int64_t seq = 2048) {
-  return load_config_string(
-      fmt::format("model: {{dim: 1024, n_layers: 4, n_heads: 16, n_kv_heads: 8, ffn_dim: 3584, vocab_size: 32000}}\n"
-                  "training: {{seq_len: {}, local_batch_size: 1}}\n"
-                  "cluster: {{gpu: h100-sxm, nodes: 1, gpus_per_node: 8}}\nsearch: {}\n",
-                  seq, search),
-      "seq.yaml");
+  return test::make_config(
+      {.model = "{dim: 1024, n_layers: 4, n_heads: 16, n_kv_heads: 8, ffn_dim: 3584, vocab_size: 32000}",
+       .seq_len = seq,
+       .search = search,
+       .file = "seq.yaml"});
 }
 
 std::string error_of(const std::string& search) {
@@ -141,8 +139,9 @@ TEST_CASE("search.seq_lens: the default is training.seq_len, and the space enume
     CHECK(cs[i].seq_len == s.seq_lens[i / block]);
     // Within a length, the candidates of the one-length space in its order.
     const Candidate& first = cs[i % block];
-    CHECK((cs[i].tp == first.tp && cs[i].family == first.family && cs[i].float8 == first.float8 &&
-           cs[i].async_tp == first.async_tp && cs[i].loss_parallel == first.loss_parallel && cs[i].ac == first.ac &&
+    CHECK((cs[i].tp_degree == first.tp_degree && cs[i].family == first.family && cs[i].float8 == first.float8 &&
+           cs[i].async_tp == first.async_tp && cs[i].loss_parallel == first.loss_parallel &&
+           cs[i].activation_checkpointing == first.activation_checkpointing &&
            cs[i].local_batch_size == first.local_batch_size));
   }
   CHECK_THAT(describe(s, cs[block]), Contains("local_batch=1 seq=4096"));
@@ -185,7 +184,7 @@ TEST_CASE("search.seq_lens: sequence parallel is pruned at the lengths tp does n
   for (const CandidateResult& c : r.results) {
     const Candidate& x = c.candidate;
     const bool sp = r.space.families[static_cast<size_t>(x.family)].sequence_parallel;
-    const bool expect = sp && x.tp == 8 && x.seq_len == 1020;
+    const bool expect = sp && x.tp_degree == 8 && x.seq_len == 1020;
     INFO(describe(r.space, x) << ": " << c.pruned << " " << c.detail);
     CHECK((c.pruned == PruneReason::seq) == expect);
     if (expect) {
@@ -199,7 +198,7 @@ TEST_CASE("search.seq_lens: sequence parallel is pruned at the lengths tp does n
   bool vanilla_1020 = false;
   for (int i : r.ranking) {
     const Candidate& x = r.results[static_cast<size_t>(i)].candidate;
-    vanilla_1020 |= x.tp == 8 && x.seq_len == 1020;
+    vanilla_1020 |= x.tp_degree == 8 && x.seq_len == 1020;
   }
   CHECK(vanilla_1020);
   check_against_brute_force(cfg, r);
@@ -314,7 +313,7 @@ TEST_CASE("search.seq_lens: the table, the JSON, the winner's plan file and its 
 }
 
 TEST_CASE("search.seq_lens: the example config searches three lengths", "[search][seq][examples]") {
-  const Config cfg = load_config(example("llama3-70b-seq.yaml"));
+  const Config cfg = test::example_config("llama3-70b-seq.yaml");
   REQUIRE(cfg.search.seq_lens.size() == 3);
   const SearchResult r = search(cfg, {});
   REQUIRE(r.winner());

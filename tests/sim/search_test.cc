@@ -19,6 +19,7 @@
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
 #include "sim/simulate.h"
+#include "tests/fixtures.h"
 #include "tests/sim/search_reference.h"
 
 using namespace tptune;
@@ -28,16 +29,7 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-std::string example(const char* name) { return std::string(TPTUNE_SOURCE_DIR) + "/examples/" + name; }
-
-// A small Llama-like model on `nodes` x `gpn` H100s; `model` and `search` are YAML flow maps.
-Config small(const std::string& model, int nodes, int gpn, const std::string& search = "{}",
-             const std::string& gpu = "h100-sxm", int64_t seq = 1024) {
-  return load_config_string(fmt::format("model: {}\ntraining: {{seq_len: {}, local_batch_size: 1}}\n"
-                                        "cluster: {{gpu: {}, nodes: {}, gpus_per_node: {}}}\nsearch: {}\n",
-                                        model, seq, gpu, nodes, gpn, search),
-                            "small.yaml");
-}
+// The default model of test::ConfigText.
 const char* kModel = "{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1024}";
 
 // The brute-force path: the candidate's plan, lower(), simulate(), and the search's memory rule.
@@ -64,7 +56,7 @@ Brute brute(const Config& cfg, const ClusterSpec& cl, const Plan& plan, double h
 const Candidate* find(const std::vector<Candidate>& cs, int tp, const std::string& family, const ResolvedSpace& s,
                       Float8Recipe f8, bool async, bool lp) {
   for (const Candidate& c : cs)
-    if (c.tp == tp && s.families[static_cast<size_t>(c.family)].name == family && c.float8 == f8 &&
+    if (c.tp_degree == tp && s.families[static_cast<size_t>(c.family)].name == family && c.float8 == f8 &&
         c.async_tp == async && c.loss_parallel == lp)
       return &c;
   return nullptr;
@@ -94,9 +86,10 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
       // The same Program as its representative: brute force gives the very same numbers.
       const Candidate rep = tp1_representative(r.space, cands[i]);
       auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
-        return c.tp == 1 && c.seq_len == rep.seq_len && c.dp_replicate == rep.dp_replicate && c.family == rep.family &&
-               c.float8 == rep.float8 && c.async_tp == rep.async_tp && c.loss_parallel == rep.loss_parallel &&
-               c.ac == rep.ac && c.local_batch_size == rep.local_batch_size;
+        return c.tp_degree == 1 && c.seq_len == rep.seq_len && c.dp_replicate == rep.dp_replicate &&
+               c.family == rep.family && c.float8 == rep.float8 && c.async_tp == rep.async_tp &&
+               c.loss_parallel == rep.loss_parallel && c.activation_checkpointing == rep.activation_checkpointing &&
+               c.local_batch_size == rep.local_batch_size;
       });
       REQUIRE(it != cands.end());
       const Brute& same = bf[static_cast<size_t>(it->index)];
@@ -156,7 +149,7 @@ TEST_CASE("default TP degrees: divisors of the world size up to two nodes", "[se
 }
 
 TEST_CASE("the space: defaults without a search section, product size, enumeration order", "[search]") {
-  Config cfg = load_config(example("llama3-405b-h100.yaml"));
+  Config cfg = test::example_config("llama3-405b-h100.yaml");
   CHECK_FALSE(cfg.has_search);
   ResolvedSpace s = resolve_space(cfg);
   // 5 tp x 2 presets x 3 float8 x 2 async x 2 loss parallel x 3 AC x 3 local batches = 1080
@@ -164,11 +157,11 @@ TEST_CASE("the space: defaults without a search section, product size, enumerati
   std::vector<Candidate> cs = enumerate_candidates(s);
   REQUIRE(cs.size() == 1080);
   for (size_t i = 0; i < cs.size(); ++i) CHECK(cs[i].index == static_cast<int>(i));
-  CHECK(cs[0].tp == 1);
-  CHECK(cs[0].dp == 1024);
+  CHECK(cs[0].tp_degree == 1);
+  CHECK(cs[0].dp_shard == 1024);
   CHECK(cs[1].local_batch_size == 2);  // the innermost loop
-  CHECK(cs.back().tp == 16);
-  CHECK(cs.back().dp == 64);
+  CHECK(cs.back().tp_degree == 16);
+  CHECK(cs.back().dp_shard == 64);
   Plan p = candidate_plan(s, cs.back());
   CHECK(p.family == "sequence_parallel");
   CHECK(p.tp_degree == 16);
@@ -211,7 +204,13 @@ TEST_CASE("every pruning reason, and the lowering or simulator refuses the same 
   };
   for (const Case& k : cases) {
     INFO(to_string(k.reason));
-    Config cfg = small(k.model, k.nodes, k.gpn, fmt::format("{{tp_degrees: [{}]}}", k.tp), k.gpu, k.seq);
+    Config cfg = test::make_config({.model = k.model,
+                                    .seq_len = k.seq,
+                                    .gpu = k.gpu,
+                                    .nodes = k.nodes,
+                                    .gpus_per_node = k.gpn,
+                                    .search = fmt::format("{{tp_degrees: [{}]}}", k.tp),
+                                    .file = "small.yaml"});
     ResolvedSpace s = resolve_space(cfg);
     ClusterSpec cl = resolve_cluster(cfg);
     std::vector<Candidate> cs = enumerate_candidates(s);
@@ -235,7 +234,7 @@ TEST_CASE("every pruning reason, and the lowering or simulator refuses the same 
 }
 
 TEST_CASE("redundant tp-1 candidates share their representative's program", "[search]") {
-  Config cfg = small(kModel, 1, 8, "{tp_degrees: [1], float8: [none]}");
+  Config cfg = test::make_config({.search = "{tp_degrees: [1], float8: [none]}", .file = "small.yaml"});
   ResolvedSpace s = resolve_space(cfg);
   ClusterSpec cl = resolve_cluster(cfg);
   std::vector<Candidate> cs = enumerate_candidates(s);
@@ -245,7 +244,9 @@ TEST_CASE("redundant tp-1 candidates share their representative's program", "[se
   int redundant = 0;
   const Brute rb = brute(cfg, cl, candidate_plan(s, *rep), 2);
   for (const Candidate& c : cs) {
-    if (c.ac != rep->ac || c.local_batch_size != rep->local_batch_size || c.index == rep->index) continue;
+    if (c.activation_checkpointing != rep->activation_checkpointing || c.local_batch_size != rep->local_batch_size ||
+        c.index == rep->index)
+      continue;
     Verdict v = check_static(cfg, cl, s, c);
     REQUIRE_FALSE(v.ok());
     CHECK(v.reason == PruneReason::redundant);
@@ -276,7 +277,7 @@ TEST_CASE("error classes drop the plan source and numbers", "[search]") {
 }
 
 TEST_CASE("search equals brute force: Llama3 8B on 8 H100s, the example's full space", "[search][brute]") {
-  Config cfg = load_config(example("llama3-8b-h100.yaml"));
+  Config cfg = test::example_config("llama3-8b-h100.yaml");
   SearchOptions o;
   o.threads = 2;
   SearchResult r = search(cfg, o);
@@ -289,7 +290,7 @@ TEST_CASE("search equals brute force: Llama3 8B on 8 H100s, the example's full s
 }
 
 TEST_CASE("search equals brute force: Llama3 405B on 1024 H100s, default space (memory decides)", "[search][brute]") {
-  Config cfg = load_config(example("llama3-405b-h100.yaml"));
+  Config cfg = test::example_config("llama3-405b-h100.yaml");
   SearchResult r = search(cfg, {});
   CHECK(r.pruned.at(PruneReason::kv_heads) ==
         216);  // every tp-16 candidate: 2 x 3 x 2 x 2 x 3 x 3 minus async rowwise ones
@@ -298,7 +299,7 @@ TEST_CASE("search equals brute force: Llama3 405B on 1024 H100s, default space (
 }
 
 TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 2, 4, 8)", "[search][brute][hsdp]") {
-  Config cfg = load_config(example("llama3-405b-hsdp.yaml"));
+  Config cfg = test::example_config("llama3-405b-hsdp.yaml");
   SearchResult r = search(cfg, {});
   CHECK(r.evaluated == 4 * 1080);  // the default space of llama3-405b-h100.yaml, once per replicate degree
   size_t hsdp = 0;
@@ -306,8 +307,10 @@ TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 
   CHECK(hsdp > 0);
   check_against_brute_force(cfg, r);
   // Awkward replicate degrees on 3 nodes x 8: 5 divides nothing, 3 and 6 only some tp; dp_shard 1 is DDP.
-  Config odd =
-      small(kModel, 3, 8, "{tp_degrees: [1, 2, 4, 8], dp_replicate: [1, 3, 5, 6, 24], local_batch_sizes: [1, 4]}");
+  Config odd = test::make_config(
+      {.nodes = 3,
+       .search = "{tp_degrees: [1, 2, 4, 8], dp_replicate: [1, 3, 5, 6, 24], local_batch_sizes: [1, 4]}",
+       .file = "small.yaml"});
   SearchResult ro = search(odd, {});
   CHECK(ro.pruned.count(PruneReason::replicate_world));
   CHECK(ro.pruned.count(PruneReason::replicate_ddp));
@@ -316,7 +319,7 @@ TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 
 
 TEST_CASE("search equals brute force: Llama3 70B at a global batch of 256 by gradient accumulation",
           "[search][brute][accumulation]") {
-  Config cfg = load_config(example("llama3-70b-ga.yaml"));
+  Config cfg = test::example_config("llama3-70b-ga.yaml");
   SearchOptions o;
   o.threads = 2;
   SearchResult r = search(cfg, o);
@@ -333,13 +336,16 @@ TEST_CASE("search equals brute force: Llama3 70B at a global batch of 256 by gra
 }
 
 TEST_CASE("search equals brute force: GPT on A100s (no float8) and awkward TP degrees", "[search][brute]") {
-  Config gpt = load_config(example("gpt-a100.yaml"));
+  Config gpt = test::example_config("gpt-a100.yaml");
   SearchResult r = search(gpt, {});
   CHECK(r.pruned.at(PruneReason::float8_gpu) == r.evaluated / 2);  // float8: [none, tensorwise]
   check_against_brute_force(gpt, r);
   // 3 nodes x 8: tp 3, 6, 12 straddle nodes, tp 5 does not divide 24; heads 12 are not divisible by 8.
-  Config odd = small("{dim: 768, n_layers: 2, n_heads: 12, n_kv_heads: 4, ffn_dim: 3072, vocab_size: 1000}", 3, 8,
-                     "{tp_degrees: [1, 2, 3, 4, 5, 6, 8, 12], local_batch_sizes: [1, 8]}");
+  Config odd = test::make_config(
+      {.model = "{dim: 768, n_layers: 2, n_heads: 12, n_kv_heads: 4, ffn_dim: 3072, vocab_size: 1000}",
+       .nodes = 3,
+       .search = "{tp_degrees: [1, 2, 3, 4, 5, 6, 8, 12], local_batch_sizes: [1, 8]}",
+       .file = "small.yaml"});
   SearchResult ro = search(odd, {});
   CHECK(ro.pruned.count(PruneReason::world));
   CHECK(ro.pruned.count(PruneReason::straddle));
@@ -369,7 +375,7 @@ TEST_CASE("search equals brute force on CPU ranks sharing 2 cores", "[search][br
 TEST_CASE("search is deterministic over threads, and the batch shortcut changes no result", "[search]") {
   // The search on 1 and 3 threads, and the reference (tests/sim/search_reference.h: every candidate lowered, no
   // larger batch skipped after a smaller one missed memory) on 3.
-  Config cfg = load_config(example("llama3-70b-h100.yaml"));
+  Config cfg = test::example_config("llama3-70b-h100.yaml");
   SearchOptions one;
   one.threads = 1;
   SearchOptions three;
@@ -394,7 +400,7 @@ TEST_CASE("search is deterministic over threads, and the batch shortcut changes 
 }
 
 TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the same numbers", "[search]") {
-  Config cfg = load_config(example("gpt-a100.yaml"));
+  Config cfg = test::example_config("gpt-a100.yaml");
   SearchResult r = search(cfg, {});
   REQUIRE(r.winner());
   const auto path = std::filesystem::temp_directory_path() / "tptune_search_winner.yaml";
@@ -404,8 +410,8 @@ TEST_CASE("search --out-plan round trip: the winner's plan file simulates to the
   CHECK(s.step_time_ms == r.winner()->report.step_time_ms);
   CHECK(s.tokens_per_second_per_gpu == r.winner()->report.tokens_per_second_per_gpu);
   CHECK(s.memory.peak == r.winner()->report.memory.peak);
-  CHECK(back.tp_degree == r.winner()->candidate.tp);
-  CHECK(back.dp_shard == r.winner()->candidate.dp);
+  CHECK(back.tp_degree == r.winner()->candidate.tp_degree);
+  CHECK(back.dp_shard == r.winner()->candidate.dp_shard);
   std::filesystem::remove(path);
 }
 
@@ -415,10 +421,11 @@ TEST_CASE("search --out-plan round trip of torchtitan-0.3 winners: wqkv and lm_h
   // file failed to lower ("layers.0.attention.wqkv: ... not parallelized in the plan").
   for (const char* preset : {"vanilla", "sequence_parallel"}) {
     INFO(preset);
-    Config cfg = small(kModel, 1, 8,
-                       fmt::format("{{framework: torchtitan-0.3, presets: [{}], tp_degrees: [2, 4], float8: [none], "
-                                   "async_tp: [false]}}",
-                                   preset));
+    Config cfg = test::make_config(
+        {.search = fmt::format("{{framework: torchtitan-0.3, presets: [{}], tp_degrees: [2, 4], float8: [none], "
+                               "async_tp: [false]}}",
+                               preset),
+         .file = "small.yaml"});
     SearchResult r = search(cfg, {});
     REQUIRE(r.winner());
     const Plan written = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);  // as --out-plan does
@@ -479,8 +486,9 @@ TEST_CASE("user plan files join the space with their own loss-parallel setting",
   for (const CandidateResult& c : r.results) {
     if (c.candidate.family != 1 || !c.feasible()) continue;
     for (const CandidateResult& d : r.results)
-      if (d.candidate.family == 0 && !d.candidate.loss_parallel && d.candidate.tp == c.candidate.tp &&
-          d.candidate.async_tp == c.candidate.async_tp && d.candidate.ac == c.candidate.ac &&
+      if (d.candidate.family == 0 && !d.candidate.loss_parallel && d.candidate.tp_degree == c.candidate.tp_degree &&
+          d.candidate.async_tp == c.candidate.async_tp &&
+          d.candidate.activation_checkpointing == c.candidate.activation_checkpointing &&
           d.candidate.local_batch_size == c.candidate.local_batch_size)
         CHECK(d.report.step_time_ms == c.report.step_time_ms);
   }
@@ -530,7 +538,7 @@ search: {memory_headroom_gib: 3}
 }
 
 TEST_CASE("search JSON: counts add up, top entries carry the plan and the numbers", "[search]") {
-  Config cfg = load_config(example("gpt-a100.yaml"));
+  Config cfg = test::example_config("gpt-a100.yaml");
   SearchResult r = search(cfg, {});
   std::vector<Baseline> bl = search_baselines(cfg, r, default_cost_params());
   REQUIRE(bl.size() == 2);
@@ -541,7 +549,7 @@ TEST_CASE("search JSON: counts add up, top entries carry the plan and the number
   CHECK(bl[1].recipe.empty());
   CHECK(bl[1].plan.family == "sequence_parallel");
   CHECK(bl[1].plan.loss_parallel);
-  CHECK(bl[1].plan.tp_degree == r.winner()->candidate.tp);
+  CHECK(bl[1].plan.tp_degree == r.winner()->candidate.tp_degree);
   nlohmann::json j = search_json(r, bl, 3);
   CHECK(j["evaluated"] == r.evaluated);
   size_t pruned = 0;
@@ -549,7 +557,7 @@ TEST_CASE("search JSON: counts add up, top entries carry the plan and the number
   CHECK(j["feasible"].get<size_t>() + pruned == r.evaluated);
   REQUIRE(j["top"].size() == 3);
   const auto& t = j["top"][0];
-  CHECK(t["plan"]["tp_degree"] == r.winner()->candidate.tp);
+  CHECK(t["plan"]["tp_degree"] == r.winner()->candidate.tp_degree);
   CHECK(t["step_time_ms"].get<double>() == r.winner()->report.step_time_ms);
   CHECK(t["peak_memory_gib"].get<double>() == Approx(r.winner()->report.memory.peak / kGiB));
   CHECK(t.contains("tokens_per_second_per_gpu"));
@@ -613,7 +621,7 @@ TEST_CASE("the torchtitan default row is torchtitan 0.3's recipe for the model (
         Want{"llama3-405b-h100.yaml", "llama3_405b", 8, 2, ActivationCheckpointing::full, Float8Recipe::rowwise,
              true}}) {
     INFO(w.config);
-    const Config cfg = load_config(example(w.config));
+    const Config cfg = test::example_config(w.config);
     const ClusterSpec cl = resolve_cluster(cfg);
     // The winner's tp (2 here) does not move the recipe's.
     const std::vector<Baseline> bl = plan_baselines(cfg, cl, 2, 4, default_cost_params());
@@ -632,9 +640,11 @@ TEST_CASE("the torchtitan default row is torchtitan 0.3's recipe for the model (
     CHECK(t.error.empty());
   }
   // The same dimensions from Meta's config.json are the 8B recipe; Mistral 7B's are none (the preset, named so).
-  const Config hf8 = load_config(example("llama3-8b-h100.yaml"), example("hf/llama3-8b/config.json"));
+  const Config hf8 =
+      load_config(test::example_path("llama3-8b-h100.yaml"), test::example_path("hf/llama3-8b/config.json"));
   CHECK(plan_baselines(hf8, resolve_cluster(hf8), 2, 4, default_cost_params())[1].recipe == "llama3_8b");
-  const Config mistral = load_config(example("llama3-8b-h100.yaml"), example("hf/mistral-7b-v0.3/config.json"));
+  const Config mistral =
+      load_config(test::example_path("llama3-8b-h100.yaml"), test::example_path("hf/mistral-7b-v0.3/config.json"));
   const std::vector<Baseline> bm = plan_baselines(mistral, resolve_cluster(mistral), 2, 4, default_cost_params());
   CHECK(bm[1].name == "sequence_parallel preset");
   CHECK(bm[1].plan.tp_degree == 2);

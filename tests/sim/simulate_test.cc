@@ -1,6 +1,5 @@
 // simulate(): the report's conventions (torchtitan's tokens/s and MFU, a breakdown that adds up), its JSON and text
 // forms, the Chrome trace, and that it can run on many threads at once.
-#include "sim/report/step_report.h"
 #include "sim/simulate.h"
 
 #include <catch2/catch.hpp>
@@ -9,32 +8,17 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "sim/report/step_report.h"
 #include "sim/report/trace.h"
+#include "tests/fixtures.h"
 
 using namespace tptune;
 
-namespace {
-
-Program llama8b(int tp, int dp, bool async_tp = false, int64_t seq = 8192) {
-  Model m;
-  REQUIRE(model_preset("llama3-8b", m));
-  Training t;
-  t.seq_len = seq;
-  Plan base;
-  base.tp_degree = tp;
-  base.dp_shard = dp;
-  base.loss_parallel = true;
-  base.async_tp = async_tp;
-  return lower(m, t, preset_plan("sequence_parallel", base));
-}
-
-ClusterSpec h100(int nodes, int gpn = 8) { return make_cluster(gpu_preset("h100-sxm"), nodes, gpn); }
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("report conventions: tokens/s per GPU, MFU, a breakdown that adds up") {
-  Program p = llama8b(4, 4);
-  StepReport r = simulate(p, h100(2), default_cost_params());
+  Program p = test::lower_preset("sequence_parallel", {.tp_degree = 4, .dp_shard = 4, .loss_parallel = true});
+  StepReport r = simulate(p, test::cluster_of("h100-sxm", 2), default_cost_params());
   // tokens/s per GPU = local batch 1 x 8192 / (tp 4 x step time).
   CHECK(r.tokens_per_second_per_gpu == Approx(8192.0 / (4 * r.step_time_ms * 1e-3)));
   // MFU = tokens/s x (6 x non-embedding params + 12 x L x H x D x S) / 989 TFLOP/s.
@@ -52,7 +36,9 @@ TEST_CASE("report conventions: tokens/s per GPU, MFU, a breakdown that adds up")
 }
 
 TEST_CASE("JSON report has the documented keys") {
-  StepReport r = simulate(llama8b(8, 1), h100(1), default_cost_params());
+  StepReport r =
+      simulate(test::lower_preset("sequence_parallel", {.tp_degree = 8, .dp_shard = 1, .loss_parallel = true}),
+               test::cluster_of("h100-sxm", 1), default_cost_params());
   nlohmann::json j = report_json(r);
   for (const char* k : {"step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib", "fits_in_memory",
                         "breakdown_ms", "per_block_ms"})
@@ -68,7 +54,9 @@ TEST_CASE("JSON report has the documented keys") {
 }
 
 TEST_CASE("text report: the headline figures, and a plan that does not fit says by how much") {
-  StepReport r = simulate(llama8b(8, 1), h100(1), default_cost_params());
+  StepReport r =
+      simulate(test::lower_preset("sequence_parallel", {.tp_degree = 8, .dp_shard = 1, .loss_parallel = true}),
+               test::cluster_of("h100-sxm", 1), default_cost_params());
   std::string t = report_text(r);
   CHECK_THAT(t, Catch::Contains("step time"));
   CHECK_THAT(t, Catch::Contains("MFU"));
@@ -80,7 +68,7 @@ TEST_CASE("text report: the headline figures, and a plan that does not fit says 
   Plan base;
   base.tp_degree = 8;
   Program big = lower(m, Training{}, preset_plan("sequence_parallel", base));
-  StepReport over = simulate(big, h100(1), default_cost_params());
+  StepReport over = simulate(big, test::cluster_of("h100-sxm", 1), default_cost_params());
   CHECK_FALSE(over.memory.fits);
   CHECK_THAT(report_text(over), Catch::Contains("DOES NOT FIT, over by"));
   CHECK(report_json(over)["memory_headroom_gib"].get<double>() < 0);
@@ -102,13 +90,16 @@ TEST_CASE("simulating a float8 plan on A100 is refused, naming the plan and the 
 }
 
 TEST_CASE("a mesh larger than the cluster is an error") {
-  Program p = llama8b(8, 4);
-  CHECK_THROWS_WITH(simulate(p, h100(2), default_cost_params()), Catch::Contains("but the cluster has 16"));
+  Program p = test::lower_preset("sequence_parallel", {.tp_degree = 8, .dp_shard = 4, .loss_parallel = true});
+  CHECK_THROWS_WITH(simulate(p, test::cluster_of("h100-sxm", 2), default_cost_params()),
+                    Catch::Contains("but the cluster has 16"));
 }
 
 TEST_CASE("Chrome trace: one track per stream, every op instance named by FQN and phase") {
-  Program p = llama8b(4, 2, /*async_tp=*/true, 2048);
-  ClusterSpec c = h100(1);
+  Program p =
+      test::lower_preset("sequence_parallel", {.tp_degree = 4, .dp_shard = 2, .async_tp = true, .loss_parallel = true},
+                         test::llama3_8b(), 2048);
+  ClusterSpec c = test::cluster_of("h100-sxm", 1);
   const CostParams& params = default_cost_params();
   OpCosts costs = cost_ops(p, c, params);
   Timeline tl = schedule(p, costs, params);
@@ -137,8 +128,11 @@ TEST_CASE("Chrome trace: one track per stream, every op instance named by FQN an
 }
 
 TEST_CASE("simulate is thread-safe: concurrent runs give the sequential results") {
-  std::vector<Program> programs = {llama8b(8, 1), llama8b(4, 2, true), llama8b(2, 4)};
-  ClusterSpec c = h100(1);
+  std::vector<Program> programs = {
+      test::lower_preset("sequence_parallel", {.tp_degree = 8, .dp_shard = 1, .loss_parallel = true}),
+      test::lower_preset("sequence_parallel", {.tp_degree = 4, .dp_shard = 2, .async_tp = true, .loss_parallel = true}),
+      test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 4, .loss_parallel = true})};
+  ClusterSpec c = test::cluster_of("h100-sxm", 1);
   std::vector<double> expected;
   for (const Program& p : programs) expected.push_back(simulate(p, c, default_cost_params()).step_time_ms);
   std::vector<std::vector<double>> got(4);

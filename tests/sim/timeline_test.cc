@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "plans/lower.h"
+#include "tests/fixtures.h"
 #include "tests/program_builder.h"
-#include "tests/small_model.h"
 
 using namespace tptune;
 using tptune::test::small_model;
@@ -194,18 +194,15 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
   for (const Case& k : cases) {
     for (int layers : {1, 2, 7}) {
       INFO(k.preset << " tp " << k.tp << " dp " << k.dp << " layers " << layers);
-      Plan base;
-      base.tp_degree = k.tp;
-      base.dp_shard = k.dp;
-      base.activation_checkpointing = k.ac;
-      base.loss_parallel = std::string(k.preset) == "sequence_parallel";
-      base.async_tp = k.async_tp;
-      base.float8 = k.float8;
-      Training t;
-      t.seq_len = k.seq;
-      t.local_batch_size = 1;
-      Program p = lower(small_model(layers), t, preset_plan(k.preset, base));
-      ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), k.nodes, k.gpn);
+      Program p = test::lower_preset(k.preset,
+                                     {.tp_degree = k.tp,
+                                      .dp_shard = k.dp,
+                                      .float8 = k.float8,
+                                      .async_tp = k.async_tp,
+                                      .loss_parallel = std::string(k.preset) == "sequence_parallel",
+                                      .activation_checkpointing = k.ac},
+                                     small_model(layers), k.seq);
+      ClusterSpec cl = test::cluster_of("h100-sxm", k.nodes, k.gpn);
       for (int overlap : {1, 0}) {
         INFO("comm_overlaps_compute " << overlap);
         CostParams c;
