@@ -131,7 +131,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       s.last_policy = first + n_batch == (t + 1) * per_task && !keep;
       for (size_t j : order) {
         const size_t i = first + j;
-        if (!r.space.ac_layers.empty() && cands[i].ac != ActivationCheckpointing::none) {
+        if (!r.space.ac_layers.empty() && cands[i].activation_checkpointing != ActivationCheckpointing::none) {
           ev.sweep_ac_layers(cands[i], s.unfinished, oom_k, sweeps[static_cast<size_t>(w)]);
           done.fetch_add(r.space.ac_layers.size(), std::memory_order_relaxed);
         }
@@ -172,7 +172,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::vector<size_t> group_begin;
   for (size_t t = 0; t < tasks; ++t) {
     const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
-    if (!prev || prev->seq_len != c.seq_len || prev->tp != c.tp_degree || prev->dp_replicate != c.dp_replicate ||
+    if (!prev || prev->seq_len != c.seq_len || prev->tp_degree != c.tp_degree || prev->dp_replicate != c.dp_replicate ||
         prev->family != c.family || prev->float8 != c.float8)
       group_begin.push_back(t);
   }
