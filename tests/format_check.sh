@@ -48,7 +48,8 @@ if [ ${#differ[@]} -eq 0 ]; then
   echo "format-check: ${#files[@]} files formatted as .clang-format says ($("$clang_format" --version | head -1))"
   exit 0
 fi
-echo "format-check: ${#differ[@]} of ${#files[@]} files differ from .clang-format ($("$clang_format" --version | head -1)):"
+version="$("$clang_format" --version | head -1)"
+echo "format-check: ${#differ[@]} of ${#files[@]} files differ from .clang-format ($version):"
 printf '  %s\n' "${differ[@]}"
 echo "format-check: fix them with: (cd $root && $clang_format -i ${differ[*]})"
 exit 1
