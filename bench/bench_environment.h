@@ -1,5 +1,5 @@
 #pragma once
-// What every benchmark prints first (DESIGN.md): CPU, hardware threads, build type (with a warning on a debug
+// What every benchmark prints first: CPU, hardware threads, build type (with a warning on a debug
 // build), compiler and library versions.
 #include <fmt/format.h>
 

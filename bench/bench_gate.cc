@@ -36,6 +36,7 @@
 #include "plans/json_text.h"
 #include "plans/lower.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
 
@@ -114,6 +115,7 @@ int compare(const std::string& baseline_path, const std::string& counts_path, do
     b["note"] =
         "instructions (Ir) of each item's measured region under valgrind --tool=callgrind; written by "
         "bench/update-baseline.sh; counts depend on the compiler and libraries of the CI image";
+    stamp_version(b);
     write_output("", baseline_path, json_dump(b, 2) + "\n");
     fmt::print("callgrind gate: wrote {} ({} items)\n", baseline_path, counts.at("counts").size());
     return 0;

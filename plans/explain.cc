@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "plans/checked_math.h"
+#include "plans/version.h"
 
 namespace tptune {
 
@@ -207,7 +208,8 @@ void write_explain_json(const Program& p, std::ostream& out) {
   out << (first ? "]" : "\n  ]") << ",\n  \"per_block\": " << per_block.dump();
   if (checkpointed_block_backward(p))
     out << ",\n  \"per_checkpointed_block\": " << per_phase(checkpointed_block_collectives(p), {"backward"}).dump();
-  out << ",\n  \"per_step\": " << step.dump() << "\n}\n";
+  out << ",\n  \"per_step\": " << step.dump() << ",\n  \"" << kVersionStampKey << "\": " << version_stamp().dump()
+      << "\n}\n";
 }
 
 nlohmann::json explain_json(const Program& p) {

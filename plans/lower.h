@@ -1,7 +1,7 @@
 #pragma once
 // Lowering: Model x Training x Plan -> the per-rank Program of one training step (plans/program.h).
 //
-// The lowering follows DTensor's rules (DESIGN.md) rather than a table per preset, so hand-written plans lower
+// The lowering follows DTensor's rules (plans/placement.h) rather than a table per preset, so hand-written plans lower
 // correctly too. It traces the model the way torch would run it under `parallelize_module`:
 //  * every module's style prepares its input (plain tensor -> DTensor.from_local(input_layout); float8 styles cast to
 //    e4m3 here; redistribution to the desired layout), runs the local computation with DTensor's placement rules for

@@ -8,7 +8,7 @@
 // Canonical printed form: "R", "S(1)", "S(-1)", "P". `parse_placement` accepts exactly what `to_string` prints
 // (spaces ignored) plus the long names Replicate(), Shard(d), Partial().
 //
-// Redistribution src -> dst (DESIGN.md):
+// Redistribution src -> dst:
 //   P -> R     all-reduce          P -> S(d)  reduce-scatter      S(d) -> R  all-gather
 //   R -> S(d)  local slice         S(d) -> S(e) all-to-all        equal      nothing
 // Backward of a redistribution src -> dst moves the gradient from the placement it arrives in back to

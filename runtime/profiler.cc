@@ -8,11 +8,9 @@
 
 #include "plans/error.h"
 #include "plans/program_identity.h"
+#include "plans/version.h"
 #include "runtime/executor.h"
 
-#ifndef TPTUNE_GIT_HASH
-#define TPTUNE_GIT_HASH "unknown"
-#endif
 #ifndef TPTUNE_BUILD_TYPE
 #define TPTUNE_BUILD_TYPE "unknown"
 #endif
@@ -59,7 +57,7 @@ nlohmann::json environment_json(Backend& backend) {
                         {"ranks", backend.group_size(Group::tp) * backend.group_size(Group::dp)},
                         {"cores", static_cast<int>(std::thread::hardware_concurrency())},
                         {"libraries", libs},
-                        {"git_hash", TPTUNE_GIT_HASH},
+                        {"git_hash", std::string(git_hash())},
                         {"build_type", TPTUNE_BUILD_TYPE}};
   // Device facts (GPU: sm_count, compute_capability, memory_bytes; device_preset when the GPU is one the simulator
   // has a preset for, which `tp-plan calibrate` fits against).

@@ -3,8 +3,8 @@
 //
 // Hardware peaks live in the GPU specs (sim/gpus/*.yaml); this struct says how much of them real kernels and
 // collectives reach, and what fixed costs they pay. The defaults below are what we believe for Hopper-class GPUs
-// from public measurements (each with its source); calibration (`tp-plan calibrate`, a later issue) replaces them
-// with a fit of measured profiles. All times are in microseconds.
+// from public measurements (each with its source); calibration (`tp-plan calibrate`, sim/calibrate/) replaces
+// them with a fit of measured profiles. All times are in microseconds.
 
 #include <array>
 #include <cstdint>

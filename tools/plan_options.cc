@@ -13,6 +13,7 @@
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/limits.h"
+#include "plans/version.h"
 #include "plans/yaml_util.h"
 
 namespace tptune::tools {
@@ -290,11 +291,12 @@ std::vector<NamedPath> plan_inputs(const PlanOptions& o) {
 }
 
 void write_json(const nlohmann::json& j, const std::string& where, const std::string& option) {
+  const std::string text = json_dump(with_version_stamp(j), 2) + "\n";
   if (where == "-") {
-    std::cout << json_dump(j, 2) << "\n";
+    std::cout << text;
     return;
   }
-  write_output(option, where, json_dump(j, 2) + "\n");
+  write_output(option, where, text);
 }
 
 }  // namespace tptune::tools

@@ -65,8 +65,8 @@ std::string effective_values_text(const Config& cfg, const Plan& plan);
 // The files the plan options name (config, --hf-config, --plan), for refuse_overwriting_inputs (plans/output_file.h).
 std::vector<NamedPath> plan_inputs(const PlanOptions& o);
 
-// Writes `j` (indented) to the file `where`, or to stdout for "-"; the file whole or not at all, tptune::Error naming
-// `option` if it cannot (plans/output_file.h).
+// Writes `j` (indented, with the version stamp of plans/version.h) to the file `where`, or to stdout for "-"; the file
+// whole or not at all, tptune::Error naming `option` if it cannot (plans/output_file.h).
 void write_json(const nlohmann::json& j, const std::string& where, const std::string& option = "--json");
 
 }  // namespace tptune::tools

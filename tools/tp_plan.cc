@@ -8,6 +8,7 @@
 
 #include "plans/error.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 #include "plans/yaml_util.h"
 #include "tools/tp_plan_commands.h"
 
@@ -16,12 +17,13 @@ using tptune::flush_stdout;
 int main(int argc, char** argv) {
   CLI::App app{"tp-plan: which tensor-parallel plan to run, how fast it will be, and why"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", tptune::version_line("tp-plan"), "print the version and git commit, then exit");
   std::function<int()> run;
   tptune::tools::register_tp_plan_commands(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, like every other error: CLI11's own report adds a second line and exits with its codes (105, ...).
     fmt::print(stderr, "tp-plan: error: {} (see tp-plan --help)\n", tptune::yaml::shown(e.what(), 500));
     return 2;

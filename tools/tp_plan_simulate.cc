@@ -10,6 +10,7 @@
 #include "plans/json_text.h"
 #include "plans/lower.h"
 #include "plans/program_identity.h"
+#include "plans/version.h"
 #include "sim/cluster_spec.h"
 #include "sim/report/measured_trace.h"
 #include "sim/report/html_report.h"
@@ -62,7 +63,7 @@ int run_simulate(const SimulateArgs& a) {
   // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   if (!a.json.empty()) {
-    nlohmann::json j = report_json(r);
+    nlohmann::json j = with_version_stamp(report_json(r));
     if (!a.calibration.empty()) j["calibration"] = {{"file", a.calibration}, {"terms", resolved.terms}};
     if (a.json == "-")
       write_json(j, a.json);
@@ -70,10 +71,11 @@ int run_simulate(const SimulateArgs& a) {
       outputs.push_back({"--json", a.json, json_dump(j, 2) + "\n"});
   }
   if (!a.trace.empty()) {
-    const nlohmann::json trace = a.measured.empty()
+    nlohmann::json trace = a.measured.empty()
                                      ? chrome_trace(prog, costs, tl)
                                      : chrome_trace_with_measured(prog, costs, tl, measured,
                                                                   fmt::format("{} (measured, {})", a.measured, device));
+    stamp_version(trace);
     outputs.push_back({"--trace", a.trace, json_dump(trace)});
   }
   if (!a.report.empty())

@@ -11,6 +11,7 @@
 
 #include "plans/error.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 #include "plans/yaml_util.h"
 #include "tools/tp_run_commands.h"
 #include "tools/tp_run_watchdog.h"
@@ -22,6 +23,7 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
       "tp-run: run a tensor-parallel plan on real kernels (one MPI process per TP rank), check that it "
       "computes the unsharded model, and profile its ops"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", tptune::version_line("tp-run"), "print the version and git commit, then exit");
   tptune::tools::RunOnWorld run;
   tptune::tools::add_verify_command(app, run);
   tptune::tools::add_profile_command(app, run);
@@ -30,7 +32,7 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help: the same on every rank, no agreement needed
+    if (e.get_exit_code() == 0) {  // --help, --version: the same on every rank, no agreement needed
       if (w.rank == 0) app.exit(e);
       return 0;
     }

@@ -48,6 +48,7 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
     return be;
   }
 #else
+  (void)choice;  // without the CUDA backend every choice is the CPU
   (void)device;
 #endif
   auto be = std::make_unique<CpuBackend>(tp);

@@ -15,6 +15,7 @@
 #include "plans/limits.h"
 #include "plans/module_names.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 #include "runtime/profiler.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
@@ -108,7 +109,9 @@ int run_profile(const World& w, ProfileArgs& a) {
     // Only the model's modules: a preset carries torchtitan's feed_forward.w3 for every model, which a gelu MLP
     // lacks, and calibrate/accuracy load this plan as a user's (refusing entries that match no module).
     profile.plan_yaml = plan_to_yaml(without_unmatched_modules(s.plan, s.config.model));
-    write_output("--out", a.out, json_dump(profile_json(profile), 1) + "\n");
+    nlohmann::json out = profile_json(profile);
+    stamp_version(out);
+    write_output("--out", a.out, json_dump(out, 1) + "\n");
   });
   // A short summary: step time and the ops that dominate it.
   const auto& ops = profile.ops;

@@ -12,6 +12,7 @@
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 #include "runtime/verifier.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
@@ -89,6 +90,7 @@ int run_verify(const World& w, VerifyArgs& a) {
     auto j = to_json(report);
     j["config"] = a.plan.config;
     j["plan"] = describe_plan(s.plan);
+    stamp_version(j);
     if (json_stdout) {
       std::fputs((json_dump(j, 2) + "\n").c_str(), stdout);
       std::fflush(stdout);

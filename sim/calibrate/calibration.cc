@@ -8,6 +8,7 @@
 #include "plans/error.h"
 #include "plans/input_file.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 #include "sim/cost_param_fields.h"
 
 namespace tptune {
@@ -78,7 +79,8 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
     throw Error(fmt::format("{}:{}: not valid YAML: {}", name, e.mark.line + 1, e.msg));
   }
   if (!root.IsMap()) throw Error(fmt::format("{}: expected a calibration map (format: tptune-calibration)", name));
-  d.keys(root, "", {"format", "version", "device", "environment", "files", "params", "collectives", "classes"});
+  d.keys(root, "",
+         {"format", "version", "device", "environment", "files", "params", "collectives", "classes", "tptune"});
   if (!root["format"] || d.string(root["format"], "format") != "tptune-calibration")
     throw Error(fmt::format("{}: format: expected tptune-calibration, got {}",
                             root["format"] ? d.at(root["format"]) : name, Doc::shown(root["format"])));
@@ -220,6 +222,10 @@ std::string calibration_yaml(const Calibration& c) {
     y << YAML::EndMap;
   }
   y << YAML::EndSeq;
+  y << YAML::Key << kVersionStampKey << YAML::Value << YAML::Flow << YAML::BeginMap;
+  y << YAML::Key << "version" << YAML::Value << YAML::DoubleQuoted << std::string(version());
+  y << YAML::Key << "git_hash" << YAML::Value << YAML::DoubleQuoted << std::string(git_hash());
+  y << YAML::EndMap;
   y << YAML::EndMap;
   return std::string("# Written by tp-plan calibrate (sim/calibrate/calibration.h describes the format).\n") +
          y.c_str() + "\n";

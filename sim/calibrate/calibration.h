@@ -15,8 +15,10 @@
 //        samples: 14, median_rel_error: 0.04, max_rel_error: 0.21}   # points: optional, MeasuredCollective
 //   classes:                          # the fit's residuals per op class
 //     - {class: gemm, samples: 96, median_rel_error: 0.05, max_rel_error: 0.3}
+//   tptune: {version: "0.1.0", git_hash: "1a2b3c4"}   # the build that wrote the file (plans/version.h)
 // Only `format`, `version`, `device` are required; `params` and `collectives` are what apply_calibration uses, the
-// rest is the fit's record. Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ..." (one line).
+// rest is the fit's record (`tptune` is read by nobody). Errors are tptune::Error "<file>:<line>: <key>: expected ...,
+// got ..." (one line).
 
 #include <string>
 #include <vector>

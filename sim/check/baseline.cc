@@ -10,6 +10,7 @@
 #include "plans/input_file.h"
 #include "plans/json_text.h"
 #include "plans/output_file.h"
+#include "plans/version.h"
 
 namespace tptune {
 
@@ -187,7 +188,7 @@ CheckBaseline read_baseline(const std::string& path) {
 }
 
 void write_baseline(const CheckBaseline& b, const std::string& path) {
-  write_output("--baseline", path, json_dump(to_json(b), 2) + "\n");
+  write_output("--baseline", path, json_dump(with_version_stamp(to_json(b)), 2) + "\n");
 }
 
 }  // namespace tptune

@@ -10,8 +10,9 @@
 // peak memory, whether it fits), the step time's breakdown (compute, exposed TP and DP communication: they add up
 // to the step time), the memory breakdown, the total time per op class (gemm, attention, all_gather(tp), ...) and
 // per op (every op of the Program's template: "layers.*.attention.wq.fwd", its count per step and total time), so
-// that a later check can say which ops explain a change. Unknown keys are ignored (a newer tptune may add some);
-// missing or mistyped keys are errors naming the file and the key.
+// that a later check can say which ops explain a change. write_baseline adds the version stamp "tptune"
+// (plans/version.h; not part of CheckBaseline). Unknown keys are ignored (a newer tptune may add some; older files lack
+// the stamp); missing or mistyped keys are errors naming the file and the key.
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>

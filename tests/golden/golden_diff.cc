@@ -7,6 +7,8 @@
 //                         exact 0 compared absolutely against tol), a string or boolean changed, a case of
 //                         CASES_FILE has no golden file, or a golden file's case is no longer in CASES_FILE
 //   reports only          JSON fields that were added or removed (a newer report format; the lead regenerates)
+//   ignores               the version stamp "tptune" ({"version", "git_hash"} of plans/version.h): it names the
+//                         build, not the prediction, and changes with every commit
 //   --report-only         prints the same summary and exits 0 (tests/golden/regenerate.sh)
 //
 // Arrays of objects that carry a "name" (top_ops) are matched by name and phase, not by position, so that a reordered
@@ -116,14 +118,18 @@ void diff(const json& o, const json& n, const std::string& path, CaseDiff& d) {
   if (o != n) d.moved.push_back({path, short_value(o), short_value(n), NAN});
 }
 
+// A golden or fresh output without its version stamp (the top-level "tptune" object: which build wrote it).
 json read(const fs::path& p) {
   std::ifstream in(p);
   if (!in) throw std::runtime_error(p.string() + ": cannot read");
+  json j;
   try {
-    return json::parse(in);
+    j = json::parse(in);
   } catch (const json::parse_error& e) {
     throw std::runtime_error(p.string() + ": not JSON: " + e.what());
   }
+  if (j.is_object()) j.erase("tptune");
+  return j;
 }
 
 std::vector<std::string> read_cases(const std::string& file) {

@@ -1,5 +1,5 @@
 // Lowering of the two presets on Llama3-8B (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256),
-// seq 8192, local batch 1, bf16. Every expectation below is derived by hand from DESIGN.md's DTensor rules.
+// seq 8192, local batch 1, bf16. Every expectation below is derived by hand from DTensor's rules (plans/placement.h).
 //
 // Sizes used throughout:
 //   activation [1, 8192, 4096] bf16 = 8192 * 4096 * 2        = 67,108,864 B (64 MiB)

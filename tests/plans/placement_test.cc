@@ -1,4 +1,4 @@
-// Placement algebra: canonical form, shapes, redistribution and its backward (DESIGN.md's table), bytes.
+// Placement algebra: canonical form, shapes, redistribution and its backward (plans/placement.h's table), bytes.
 #include "plans/placement.h"
 
 #include <catch2/catch.hpp>

@@ -19,8 +19,13 @@ std::vector<std::string> structure(const Program& p) {
     out.push_back(std::string(to_string(s.kind)));
     for (const Op& op : s.ops) {
       std::string k(kind_name(op.kind));
-      if (const auto* c = std::get_if<CollectiveOp>(&op.kind))
-        k += " " + std::string(to_string(c->kind)) + " " + std::string(to_string(c->group));
+      // Appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on " " + std::string(...).
+      if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+        k += ' ';
+        k += to_string(c->kind);
+        k += ' ';
+        k += to_string(c->group);
+      }
       out.push_back(op.name + " " + k);
     }
   }

@@ -150,7 +150,7 @@ TEST_CASE("a training step with TP across nodes is much slower than inside a nod
 TEST_CASE("defaults land near torchtitan's published A100 throughput") {
   // pytorch/torchtitan docs/performance.md, Llama 3 with FSDP on 64 A100 80GB, local batch 1, seq 8192:
   //   8B, selective op AC: 2973 tokens/s per GPU (58.2% MFU); 70B, full AC: 331 tokens/s per GPU (51.7% MFU).
-  // The simulator should be within 20% (calibration, a later issue, fits the rest).
+  // The simulator should be within 20% (calibration, `tp-plan calibrate`, fits the rest).
   Setup s8;
   s8.tp = 1;
   s8.dp = 64;
