@@ -14,9 +14,9 @@
 #include "plans/module_names.h"
 #include "plans/version.h"
 #include "sim/report/html_report.h"
-#include "sim/search/search.h"
 #include "sim/report/search_report.h"
 #include "sim/report/trace.h"
+#include "sim/search/search.h"
 #include "tools/plan_options.h"
 #include "tools/progress.h"
 #include "tools/tp_plan_commands.h"
@@ -73,7 +73,8 @@ int run_search(const SearchArgs& a) {
   if (!a.trace.empty()) {
     const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), winner);
     const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
-    outputs.push_back({"--trace", a.trace, json_dump(with_version_stamp(chrome_trace(p, costs, schedule(p, costs, opts.cost))), 2) + "\n"});
+    outputs.push_back({"--trace", a.trace,
+                       json_dump(with_version_stamp(chrome_trace(p, costs, schedule(p, costs, opts.cost))), 2) + "\n"});
   }
   if (!a.json.empty() && a.json != "-")
     outputs.push_back({"--json", a.json, json_dump(with_version_stamp(search_json(r, baselines, a.top)), 2) + "\n"});

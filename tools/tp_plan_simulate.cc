@@ -12,11 +12,11 @@
 #include "plans/program_identity.h"
 #include "plans/version.h"
 #include "sim/cluster_spec.h"
-#include "sim/report/measured_trace.h"
 #include "sim/report/html_report.h"
+#include "sim/report/measured_trace.h"
 #include "sim/report/step_report.h"
-#include "sim/simulate.h"
 #include "sim/report/trace.h"
+#include "sim/simulate.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
 #include "tools/tp_plan_cost_params.h"
@@ -72,9 +72,9 @@ int run_simulate(const SimulateArgs& a) {
   }
   if (!a.trace.empty()) {
     nlohmann::json trace = a.measured.empty()
-                                     ? chrome_trace(prog, costs, tl)
-                                     : chrome_trace_with_measured(prog, costs, tl, measured,
-                                                                  fmt::format("{} (measured, {})", a.measured, device));
+                               ? chrome_trace(prog, costs, tl)
+                               : chrome_trace_with_measured(prog, costs, tl, measured,
+                                                            fmt::format("{} (measured, {})", a.measured, device));
     stamp_version(trace);
     outputs.push_back({"--trace", a.trace, json_dump(trace)});
   }

@@ -5,7 +5,6 @@
 // breakdown_ms {compute, exposed_tp_comm, exposed_dp_comm}, per_block_ms {forward, backward}.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "sim/simulate.h"

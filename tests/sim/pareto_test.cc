@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/search/search.h"
 #include "sim/report/search_report.h"
+#include "sim/search/search.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -60,9 +60,9 @@ TEST_CASE("pareto front of a search: the definition, and the text and JSON repor
       // Off the front: dominated by a member, or equal on both to one.
       bool equal = false;
       for (int j : r.pareto)
-        equal |= r.results[static_cast<size_t>(j)].report.tokens_per_second_per_gpu ==
-                     c.report.tokens_per_second_per_gpu &&
-                 r.results[static_cast<size_t>(j)].report.memory.peak == c.report.memory.peak;
+        equal |=
+            r.results[static_cast<size_t>(j)].report.tokens_per_second_per_gpu == c.report.tokens_per_second_per_gpu &&
+            r.results[static_cast<size_t>(j)].report.memory.peak == c.report.memory.peak;
       CHECK((by_member || equal));
     }
   }

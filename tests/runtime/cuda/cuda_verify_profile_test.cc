@@ -1,5 +1,5 @@
-// verify and profile through the CUDA backend, at tp 1 on one GPU (the multi-GPU runs are mpirun jobs: docs/gpu-backend.md).
-// [cuda]: skipped without a device.
+// verify and profile through the CUDA backend, at tp 1 on one GPU (the multi-GPU runs are mpirun jobs:
+// docs/gpu-backend.md). [cuda]: skipped without a device.
 #include <cmath>
 
 #include "plans/config.h"

@@ -5,10 +5,10 @@
 
 #include "runtime/cuda/cuda_backend.h"
 
-#define TPTUNE_CUDA_OR_SKIP()                                                                \
-  do {                                                                                       \
-    if (::tptune::cuda_device_count() == 0) {                                                \
+#define TPTUNE_CUDA_OR_SKIP()                                                                  \
+  do {                                                                                         \
+    if (::tptune::cuda_device_count() == 0) {                                                  \
       WARN("no CUDA device visible: skipped (" << ::tptune::cuda_unavailable_reason() << ")"); \
-      return;                                                                                \
-    }                                                                                        \
+      return;                                                                                  \
+    }                                                                                          \
   } while (0)
