@@ -9,16 +9,13 @@
 //
 // The enum's values must be 0, 1, 2, ... (the default numbering); the static_assert against the last enumerator keeps
 // a table from falling behind its enum, and tests/plans/enum_names_test.cc checks every table round-trips.
-// name_of() returns "?" for a value past the table (a cast from a bad integer).
-
-#include <fmt/format.h>
+// name_of() returns "?" for a value past the table (a cast from a bad integer). The header includes no fmt, so that
+// nvcc-compiled sources may include the headers that use it.
 
 #include <cstddef>
 #include <iterator>
 #include <string>
 #include <string_view>
-
-#include "plans/error.h"
 
 namespace tptune {
 
@@ -34,18 +31,18 @@ constexpr std::string_view name_of(const std::string_view (&names)[N], E value) 
   return index < N ? names[index] : std::string_view("?");
 }
 
-// "a, b, c": the names in table order, for error messages and help text.
-template <size_t N>
-std::string names_list(const std::string_view (&names)[N]) {
-  return fmt::format("{}", fmt::join(names, ", "));
-}
+// "a, b, c": names[0..n) in order, for error messages and help text.
+std::string names_list(const std::string_view* names, size_t n);
+// Throws tptune::Error "WHERE: expected one of a, b, c, got 'NAME'" (the list: names[0..n)).
+[[noreturn]] void throw_unknown_name(const std::string_view* names, size_t n, std::string_view name,
+                                     const std::string& where);
 
 // The enumerator named `name`; throws tptune::Error "WHERE: expected one of a, b, c, got 'NAME'" otherwise.
 template <typename E, size_t N>
 E parse_name(const std::string_view (&names)[N], std::string_view name, const std::string& where) {
   for (size_t i = 0; i < N; ++i)
     if (names[i] == name) return static_cast<E>(i);
-  throw Error(fmt::format("{}: expected one of {}, got '{}'", where, names_list(names), name));
+  throw_unknown_name(names, N, name, where);
 }
 
 }  // namespace tptune

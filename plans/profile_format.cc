@@ -7,6 +7,7 @@
 #include <utility>
 #include <variant>
 
+#include "plans/enum_names.h"
 #include "plans/error.h"
 #include "plans/input_file.h"
 
@@ -18,27 +19,12 @@ using nlohmann::json;
 
 constexpr limits::IntRange kNonNegative{0, std::numeric_limits<int64_t>::max()};
 
-std::string_view role_name(TensorRole r) {
-  switch (r) {
-    case TensorRole::input:
-      return "input";
-    case TensorRole::activation:
-      return "activation";
-    case TensorRole::gradient:
-      return "gradient";
-    case TensorRole::parameter:
-      return "parameter";
-    case TensorRole::param_grad:
-      return "param_grad";
-    case TensorRole::scale:
-      return "scale";
-    case TensorRole::loss:
-      return "loss";
-    case TensorRole::optimizer_state:
-      return "optimizer_state";
-  }
-  return "?";
-}
+// TensorRole's enumerators, in declaration order.
+constexpr std::string_view kTensorRoleNames[] = {"input",      "activation", "gradient", "parameter",
+                                                 "param_grad", "scale",      "loss",     "optimizer_state"};
+static_assert(std::size(kTensorRoleNames) == enum_count(TensorRole::optimizer_state));
+
+std::string_view role_name(TensorRole r) { return name_of(kTensorRoleNames, r); }
 
 json summary_json(const TimeSummary& t) {
   json out = json::object();

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "plans/enum_names.h"
+
 namespace tptune {
 
 // In Program order (a Program holds each kind once, except block_bwd: a plan's ac_layers splits it in two).
@@ -20,27 +22,12 @@ enum class SegmentKind : uint8_t {
   optimizer,        // optimizer: reduction of non-block gradients, AdamW on every local parameter shard
 };
 
-constexpr std::string_view to_string(SegmentKind k) {
-  switch (k) {
-    case SegmentKind::embed_fwd:
-      return "embed.fwd";
-    case SegmentKind::block_fwd:
-      return "block.fwd";
-    case SegmentKind::head:
-      return "head";
-    case SegmentKind::block_bwd:
-      return "block.bwd";
-    case SegmentKind::embed_bwd:
-      return "embed.bwd";
-    case SegmentKind::grad_norm:
-      return "grad_norm";
-    case SegmentKind::block_optimizer:
-      return "block.optimizer";
-    case SegmentKind::optimizer:
-      return "optimizer";
-  }
-  return "?";
-}
+// SegmentKind's enumerators, in declaration order.
+inline constexpr std::string_view kSegmentKindNames[] = {
+    "embed.fwd", "block.fwd", "head", "block.bwd", "embed.bwd", "grad_norm", "block.optimizer", "optimizer"};
+static_assert(std::size(kSegmentKindNames) == enum_count(SegmentKind::optimizer));
+
+constexpr std::string_view to_string(SegmentKind k) { return name_of(kSegmentKindNames, k); }
 
 // The block segments: templates repeated once per layer (is_per_layer_segment(), plans/program.h).
 constexpr bool is_block(SegmentKind k) {

@@ -2,29 +2,23 @@
 
 #include <fmt/format.h>
 
+#include "plans/enum_names.h"
+
 namespace tptune {
 
 namespace {
 
-std::string_view wait_name(Wait w) {
-  switch (w) {
-    case Wait::none:
-      return "none";
-    case Wait::stream:
-      return "stream";
-    case Wait::compute:
-      return "compute";
-    case Wait::tp:
-      return "tp comm";
-    case Wait::dp:
-      return "dp comm";
-    case Wait::issue:
-      return "issued by the previous block (fsdp prefetch)";
-    case Wait::dp_replicate:
-      return "dp_replicate comm";
-  }
-  return "?";
-}
+// Wait's enumerators, in declaration order.
+constexpr std::string_view kWaitNames[] = {"none",
+                                           "stream",
+                                           "compute",
+                                           "tp comm",
+                                           "dp comm",
+                                           "issued by the previous block (fsdp prefetch)",
+                                           "dp_replicate comm"};
+static_assert(std::size(kWaitNames) == enum_count(Wait::dp_replicate));
+
+std::string_view wait_name(Wait w) { return name_of(kWaitNames, w); }
 
 }  // namespace
 

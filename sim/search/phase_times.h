@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "plans/enum_names.h"
+
 namespace tptune {
 
 enum class SearchPhase : int {
@@ -58,30 +60,11 @@ class PhaseTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-inline std::string_view to_string(SearchPhase p) {
-  switch (p) {
-    case SearchPhase::constraints:
-      return "constraints";
-    case SearchPhase::lower:
-      return "lower";
-    case SearchPhase::finish:
-      return "finish";
-    case SearchPhase::patch:
-      return "patch";
-    case SearchPhase::memory:
-      return "memory";
-    case SearchPhase::cost:
-      return "cost";
-    case SearchPhase::schedule:
-      return "schedule";
-    case SearchPhase::report:
-      return "report";
-    case SearchPhase::sweep:
-      return "sweep";
-    case SearchPhase::count_:
-      break;
-  }
-  return "?";
-}
+// SearchPhase's enumerators, in declaration order (count_ has no name).
+inline constexpr std::string_view kSearchPhaseNames[] = {"constraints", "lower",    "finish", "patch", "memory",
+                                                         "cost",        "schedule", "report", "sweep"};
+static_assert(std::size(kSearchPhaseNames) == kSearchPhases);
+
+inline std::string_view to_string(SearchPhase p) { return name_of(kSearchPhaseNames, p); }
 
 }  // namespace tptune

@@ -13,6 +13,7 @@
 #include "plans/placement.h"
 #include "plans/plan.h"
 #include "plans/program.h"
+#include "plans/segment_kind.h"
 
 using namespace tptune;
 
@@ -57,6 +58,7 @@ TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
   check_complete(Group::dp_replicate);
   check_complete(ElementwiseOp::Fn::grad_clip);
   check_complete(CrossEntropyOp::Stage::backward);
+  check_complete(SegmentKind::optimizer);
 }
 
 TEST_CASE("parsable enums read back what they print", "[enum_names]") {
