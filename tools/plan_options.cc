@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "plans/checked_math.h"
@@ -18,15 +19,29 @@
 
 namespace tptune::tools {
 
+namespace {
+
+// The whole of `text` as a T (std::from_chars: no leading '+' or spaces, nothing after the number), or nothing.
+template <class T>
+std::optional<T> whole_number(const std::string& text) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+
+std::string integer_error(int64_t lo, int64_t hi, const std::string& text) {
+  return fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, yaml::shown(text, 40));
+}
+
+}  // namespace
+
 CLI::Validator integer_option(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {
-        int64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi)
-          return fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, yaml::shown(text, 40));
-        return {};
+        const std::optional<int64_t> v = whole_number<int64_t>(text);
+        return v && *v >= lo && *v <= hi ? std::string() : integer_error(lo, hi, text);
       },
       fmt::format("INT in {}..{}", lo, hi));
 }
@@ -34,13 +49,10 @@ CLI::Validator integer_option(int64_t lo, int64_t hi) {
 CLI::Validator integer_text(int64_t lo, int64_t hi, bool int32) {
   return CLI::Validator(
       [lo, hi, int32](std::string& text) -> std::string {
-        int64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end ||
-            (int32 && (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())))
-          return fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, yaml::shown(text, 40));
-        return {};
+        const std::optional<int64_t> v = whole_number<int64_t>(text);
+        const bool fits =
+            v && (!int32 || (*v >= std::numeric_limits<int>::min() && *v <= std::numeric_limits<int>::max()));
+        return fits ? std::string() : integer_error(lo, hi, text);
       },
       fmt::format("INT in {}..{}", lo, hi));
 }
@@ -48,12 +60,9 @@ CLI::Validator integer_text(int64_t lo, int64_t hi, bool int32) {
 CLI::Validator number_option(double lo, double hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {
-        double v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v) || v < lo || v > hi)
-          return fmt::format("expected a number in [{}, {}], got '{}'", lo, hi, yaml::shown(text, 40));
-        return {};
+        const std::optional<double> v = whole_number<double>(text);
+        if (v && std::isfinite(*v) && *v >= lo && *v <= hi) return {};
+        return fmt::format("expected a number in [{}, {}], got '{}'", lo, hi, yaml::shown(text, 40));
       },
       fmt::format("NUMBER in [{}, {}]", lo, hi));
 }
