@@ -61,7 +61,7 @@ class AttentionPlanCache {
 };
 
 // The cuDNN version the bf16 attention runs on (cudnnGetVersion() of the loaded library, e.g. 91900 for 9.19.0), or
-// 0 when tptune_kernels_cuda was built without cuDNN. For the Profile's environment.
+// 0 when tptune_kernels was built without cuDNN. For the Profile's environment.
 int64_t cudnn_version();
 
 // The dispatching launchers: T = float runs the reference kernels below; T = __nv_bfloat16 runs cuDNN (throws

@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA kernels of tptune (library tptune_kernels_cuda, namespace tptune::cuda), one header per concept. Each
+// The CUDA kernels of tptune (the CUDA sources of tptune_kernels, namespace tptune::cuda), one header per concept. Each
 // launcher mirrors a Backend call of runtime/backend.h with typed device pointers and a stream first; each kernel
 // has its CPU reference in kernels/cpu/ and a [cuda] test in tests/kernels/cuda/. Built only when the CUDA toolkit
 // is found (cmake/cuda.cmake sets TPTUNE_HAVE_CUDA).
