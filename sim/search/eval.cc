@@ -367,15 +367,7 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
       return false;
     }
   };
-  int64_t lo = 1;
-  if (limit > 1 && fits(1)) {
-    int64_t hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      (fits(mid) ? lo : hi) = mid;
-    }
-  }
-  return lo;
+  return largest_fitting(limit, fits);
 }
 
 void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, const std::string& plan_source,

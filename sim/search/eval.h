@@ -37,6 +37,21 @@
 
 namespace tptune {
 
+// The largest b in 1..limit with fits(b), by bisection, for `fits` monotone (true up to some b, false after); 1 when
+// fits(1) is false. The search's and its test reference's largest-fitting-batch both bisect with it.
+template <class Fits>
+int64_t largest_fitting(int64_t limit, Fits&& fits) {
+  int64_t lo = 1;
+  if (limit > 1 && fits(1)) {
+    int64_t hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
+  }
+  return lo;
+}
+
 struct CandidateResult {
   Candidate candidate;
   PruneCause pruned;        // why it was pruned (sim/search/prune_reason.h); PruneReason::none when feasible

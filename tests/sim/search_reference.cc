@@ -67,15 +67,7 @@ struct Reference {
         return false;
       }
     };
-    int64_t lo = 1;
-    if (limit > 1 && fits(1)) {
-      int64_t hi = limit + 1;  // fits(lo); hi == limit + 1 or !fits(hi)
-      while (hi - lo > 1) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        (fits(mid) ? lo : hi) = mid;
-      }
-    }
-    return lo;
+    return largest_fitting(limit, fits);
   }
 };
 
