@@ -70,9 +70,18 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   const bool single = prof.local_shapes_of_tp.has_value();
   if (!single && p.tp * p.dp != m.ranks)
     r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
-  std::map<std::string, int> seg_index;
-  for (size_t s = 0; s < p.segments.size(); ++s)
-    seg_index[std::string(to_string(p.segments[s].kind))] = static_cast<int>(s);
+  // A record's segment is named by its kind; a plan with ac_layers has two block.bwd segments (the layers without
+  // recompute, then the checkpointed ones), told apart by the record's layer.
+  auto segment_of = [&p](const std::string& name, int64_t layer) {
+    for (size_t s = 0; s < p.segments.size(); ++s) {
+      const Segment& seg = p.segments[s];
+      if (to_string(seg.kind) != name) continue;
+      if (layer < 0 || !is_per_layer_segment(seg) ||
+          (layer <= std::numeric_limits<int>::max() && layer_instance(p, seg, static_cast<int>(layer)) >= 0))
+        return static_cast<int>(s);
+    }
+    return -1;
+  };
   for (size_t i = 0; i < prof.ops.size(); ++i) {
     const std::string w = fmt::format("ops[{}]", i);
     const ProfileOp& rec = prof.ops[i];
@@ -81,9 +90,11 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
     o.source = MeasuredOp::Source::program;
     o.name = rec.name;
     const std::string& seg = require(rec.segment, doc, w + ".segment");
-    auto it = seg_index.find(seg);
-    if (it == seg_index.end()) r.fail(w + ".segment", fmt::format("'{}' is not a segment of the Program", seg));
-    o.segment = it->second;
+    o.segment = segment_of(seg, rec.layer);
+    if (o.segment < 0)
+      r.fail(w + ".segment", rec.layer < 0
+                                 ? fmt::format("'{}' is not a segment of the Program", seg)
+                                 : fmt::format("'{}' of layer {} is not a segment of the Program", seg, rec.layer));
     const int64_t t = require(rec.template_op, doc, w + ".template_op");
     if (t >= static_cast<int64_t>(p.segments[size_t(o.segment)].ops.size()))
       r.fail(w + ".template_op",

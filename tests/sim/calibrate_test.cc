@@ -338,6 +338,66 @@ TEST_CASE("measurements: bad profiles get one-line errors naming the file and th
         }).find(path + ":1: invalid JSON (expected a tp-run profile or bench file)") == 0);
 }
 
+TEST_CASE("measurements: with ac_layers each block.bwd record maps to the segment of its layer") {
+  // tiny-llama has 2 layers; full AC on the first 1 splits the block backward into two segments of kind block.bwd:
+  // layer 1 without recompute (run first), then layer 0 with the recompute ops in front. A record names its segment
+  // by kind and carries its layer, as tp-run profile writes it; the reader must pick the segment covering the layer.
+  const std::string cfg_text = read_text(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
+  const Config cfg = load_config_string(cfg_text);
+  Plan base;
+  base.tp_degree = 2;
+  base.dp_shard = 1;
+  base.activation_checkpointing = ActivationCheckpointing::full;
+  base.ac_layers = 1;
+  const Plan plan = preset_plan("vanilla", base);
+  const Program p = lower(cfg.model, cfg.training, plan);
+  std::vector<size_t> bwd;
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    if (p.segments[s].kind == SegmentKind::block_bwd) bwd.push_back(s);
+  REQUIRE(bwd.size() == 2);
+  REQUIRE(p.segments[bwd[0]].ops.size() != p.segments[bwd[1]].ops.size());  // the recompute ops differ
+  json ops = json::array();
+  std::vector<std::pair<int, int>> expected;  // (segment, op) of each record
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    const Segment& seg = p.segments[s];
+    for (int i = 0; i < segment_instances(p, seg); ++i)
+      for (const Op& op : seg.ops) {
+        ops.push_back({{"name", op.name},
+                       {"segment", to_string(seg.kind)},
+                       {"layer", instance_layer(p, seg, i)},
+                       {"template_op", op.id},
+                       {"kind", std::string(kind_name(op.kind))},
+                       {"time_us", {{"median", 1.0}}}});
+        expected.emplace_back(static_cast<int>(s), op.id);
+      }
+  }
+  const json prof = {{"format", "tptune-profile"},
+                     {"version", 1},
+                     {"environment", environment()},
+                     {"program", {{"config_yaml", cfg_text}, {"plan_yaml", plan_to_yaml(plan)}}},
+                     {"ops", ops}};
+  const Measurements m = parse_measurements(prof, "ac.json");
+  REQUIRE(m.ops.size() == expected.size());
+  int in_first = 0, in_second = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CHECK(m.ops[i].segment == expected[i].first);
+    CHECK(m.ops[i].op == expected[i].second);
+    in_first += m.ops[i].segment == static_cast<int>(bwd[0]);
+    in_second += m.ops[i].segment == static_cast<int>(bwd[1]);
+  }
+  CHECK(in_first == static_cast<int>(p.segments[bwd[0]].ops.size()));  // one layer each
+  CHECK(in_second == static_cast<int>(p.segments[bwd[1]].ops.size()));
+  // A layer no block.bwd segment covers is an error naming it.
+  json bad = prof;
+  for (auto& rec : bad["ops"])
+    if (rec["segment"] == "block.bwd") {
+      rec["layer"] = 7;
+      break;
+    }
+  CHECK(error_of([&] { parse_measurements(bad, "ac.json"); }).find("'block.bwd' of layer 7 is not a segment") !=
+        std::string::npos);
+}
+
 TEST_CASE("calibration files: one-line file:line errors") {
   auto err = [](const std::string& text) { return error_of([&] { parse_calibration(text, "c.yaml"); }); };
   CHECK(err("format: tptune-calibration\nversion: 1\ndevice: cpu\nparams:\n  gemm_efficency: 0.5\n")
