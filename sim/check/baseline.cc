@@ -81,6 +81,7 @@ CheckBaseline baseline_from_report(const StepReport& r) {
   if (r.dp_replicate > 1) b.setup["dp_replicate"] = std::to_string(r.dp_replicate);  // HSDP runs only
   if (r.gradient_accumulation_steps > 1)                                             // runs that accumulate only
     b.setup["gradient_accumulation_steps"] = std::to_string(r.gradient_accumulation_steps);
+  b.written_by = this_build();
   b.step_time_ms = r.step_time_ms;
   b.tokens_per_second_per_gpu = r.tokens_per_second_per_gpu;
   const MemoryReport& m = r.memory;
@@ -125,6 +126,7 @@ nlohmann::json to_json(const CheckBaseline& b) {
                    {"count", op.count},
                    {"total_ms", op.total_ms}});
   j["ops"] = ops;
+  if (b.written_by) j[kVersionStampKey] = to_json(*b.written_by);
   return j;
 }
 
@@ -138,6 +140,7 @@ CheckBaseline baseline_from_json(const json& j, const std::string& where) {
     throw Error(fmt::format("{}: version: expected {}, got {} (written by another tptune version; {})", where, kVersion,
                             describe_json(j["version"]), kHowToWrite));
   CheckBaseline b;
+  b.written_by = read_build_stamp(j, where);
   for (const auto& [k, v] : object(j, "setup", where, "an object describing the predicted setup").items())
     b.setup[k] = v.is_string() ? v.get<std::string>() : describe_json(v);
   b.step_time_ms = number(j, "step_time_ms", "", where, "a number: the predicted step time in ms");

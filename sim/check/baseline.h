@@ -10,14 +10,17 @@
 // peak memory, whether it fits), the step time's breakdown (compute, exposed TP and DP communication: they add up
 // to the step time), the memory breakdown, the total time per op class (gemm, attention, all_gather(tp), ...) and
 // per op (every op of the Program's template: "layers.*.attention.wq.fwd", its count per step and total time), so
-// that a later check can say which ops explain a change. write_baseline adds the version stamp "tptune"
-// (plans/version.h; not part of CheckBaseline). Unknown keys are ignored (a newer tptune may add some; older files lack
-// the stamp); missing or mistyped keys are errors naming the file and the key.
+// that a later check can say which ops explain a change, and the version stamp "tptune" of the build that wrote it
+// (plans/version.h; `written_by`, sim/check/tool_build.h), so that a check can say when the baseline's predictions
+// came from another tptune. Unknown keys are ignored (a newer tptune may add some); a file without the stamp (written
+// before it existed) reads with no `written_by`; missing or mistyped keys are errors naming the file and the key.
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/check/tool_build.h"
 #include "sim/simulate.h"
 
 namespace tptune {
@@ -47,18 +50,22 @@ struct CheckBaseline {
   std::map<std::string, double> memory_gib;    // master_params, gradients, optimizer, activations, ...
   std::map<std::string, double> kind_ms;       // total time per op class
   std::vector<BaselineOp> ops;                 // every template op, longest total first
+  // The tptune that predicted it: this_build() from baseline_from_report, the file's stamp from baseline_from_json
+  // (nullopt when it has none).
+  std::optional<ToolBuild> written_by;
 };
 
 CheckBaseline baseline_from_report(const StepReport& r);
 
+// The baseline's JSON, with `written_by` as its "tptune" stamp when set.
 nlohmann::json to_json(const CheckBaseline& b);
 // `where` names the source in errors ("plan-baseline.json").
 CheckBaseline baseline_from_json(const nlohmann::json& j, const std::string& where);
 
 // Reads a baseline file; tptune::Error "FILE: ..." when it is missing, not JSON, or not a baseline.
 CheckBaseline read_baseline(const std::string& path);
-// Writes it (indented JSON) whole or not at all (plans/output_file.h): a failure leaves the previous baseline as it
-// was; tptune::Error when the file cannot be written.
+// Writes it (indented JSON, stamped with this build: plans/version.h) whole or not at all (plans/output_file.h): a
+// failure leaves the previous baseline as it was; tptune::Error when the file cannot be written.
 void write_baseline(const CheckBaseline& b, const std::string& path);
 
 }  // namespace tptune

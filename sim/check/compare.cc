@@ -1,4 +1,4 @@
-// `tp-plan check`'s comparison and its one-screen report (sim/check/compare.h).
+// `tp-plan check`'s comparison (sim/check/compare.h); its reports are sim/check/check_report*.cc.
 #include "sim/check/compare.h"
 
 #include <fmt/format.h>
@@ -6,27 +6,27 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <iterator>
 #include <map>
 
 #include "plans/error.h"
+#include "sim/check/check_noise.h"
 
 namespace tptune {
 
 namespace {
 
-// Relative changes below this are floating-point noise, not a change of the prediction.
-constexpr double kNoise = 1e-9;
-
-MetricCheck metric(const char* name, double base, double now, double worse, double limit) {
+MetricCheck metric(const char* name, double base, double now, double worse_fraction, double limit_percent,
+                   const char* worse_word, const char* better_word) {
   MetricCheck m;
   m.name = name;
   m.base = base;
   m.now = now;
-  m.change = base != 0 ? now / base - 1 : 0;
-  m.worse = worse;
-  m.limit = limit;
-  m.fail = worse > limit + kNoise;
+  m.change_percent = base != 0 ? 100 * (now / base - 1) : 0;
+  m.worse_percent = 100 * worse_fraction;
+  m.limit_percent = limit_percent;
+  m.fail = m.worse_percent > limit_percent + kNoisePercent;
+  m.worse_word = worse_word;
+  m.better_word = better_word;
   return m;
 }
 
@@ -52,38 +52,22 @@ void sort_by_size(std::vector<Delta>& d) {
                    [](const Delta& a, const Delta& b) { return std::abs(a.delta()) > std::abs(b.delta()); });
 }
 
-template <typename... T>
-void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
-  fmt::format_to(std::back_inserter(o), f, std::forward<T>(args)...);
-}
-
-std::string signed_pct(double fraction) { return fmt::format("{:+.2f}%", 100 * fraction); }
-
-std::string clip(const std::string& s, size_t width) { return s.size() > width ? s.substr(0, width - 3) + "..." : s; }
-
-void append_deltas(std::string& o, const char* title, const std::vector<Delta>& d, size_t top_n, int precision) {
-  if (d.empty()) return;
-  append(o, "\n  {:<52} {:>11} {:>11} {:>11}\n", title, "baseline", "now", "delta");
-  for (size_t i = 0; i < d.size() && i < top_n; ++i) {
-    const Delta& x = d[i];
-    const char* tag = x.only_base ? "  (gone)" : x.only_now ? "  (new)" : "";
-    append(o, "    {:<50} {:>11.{}f} {:>11.{}f} {:>+11.{}f}{}\n", clip(x.what, 50), x.base, precision, x.now, precision,
-           x.delta(), precision, tag);
-  }
-  if (d.size() > top_n) append(o, "    ... and {} more\n", d.size() - top_n);
-}
-
 }  // namespace
 
 CheckResult compare(const CheckBaseline& base, const CheckBaseline& now, const CheckTolerances& tol) {
   CheckResult r;
   r.tolerances = tol;
+  r.baseline_build = base.written_by;
+  r.now_build = now.written_by.value_or(this_build());
+  r.setup = now.setup;
   r.metrics.push_back(metric("step time (ms)", base.step_time_ms, now.step_time_ms,
-                             now.step_time_ms / base.step_time_ms - 1, tol.max_slowdown));
+                             now.step_time_ms / base.step_time_ms - 1, tol.max_slowdown_percent, "slower", "faster"));
   r.metrics.push_back(metric("tokens/s per GPU", base.tokens_per_second_per_gpu, now.tokens_per_second_per_gpu,
-                             base.tokens_per_second_per_gpu / now.tokens_per_second_per_gpu - 1, tol.max_slowdown));
+                             base.tokens_per_second_per_gpu / now.tokens_per_second_per_gpu - 1,
+                             tol.max_slowdown_percent, "slower per token", "faster per token"));
   r.metrics.push_back(metric("peak memory (GiB)", base.peak_memory_gib, now.peak_memory_gib,
-                             now.peak_memory_gib / base.peak_memory_gib - 1, tol.max_memory_growth));
+                             now.peak_memory_gib / base.peak_memory_gib - 1, tol.max_memory_growth_percent, "larger",
+                             "smaller"));
   r.base_fits = base.fits_in_memory;
   r.now_fits = now.fits_in_memory;
   r.pass = !(base.fits_in_memory && !now.fits_in_memory);
@@ -119,45 +103,15 @@ CheckResult compare(const CheckBaseline& base, const CheckBaseline& now, const C
   return r;
 }
 
-std::string format_check(const CheckResult& r, const std::string& baseline_path, size_t top_n) {
-  std::string o;
-  append(o, "tp-plan check: {} against {} (max slowdown {:.2f}%, max memory growth {:.2f}%)\n",
-         r.pass ? "PASS" : "FAIL", baseline_path, 100 * r.tolerances.max_slowdown,
-         100 * r.tolerances.max_memory_growth);
-  if (!r.setup_changes.empty()) {
-    append(o, "  setup changed:");
-    for (size_t i = 0; i < r.setup_changes.size(); ++i) append(o, "{} {}", i ? ";" : "", r.setup_changes[i]);
-    append(o, "\n");
-  }
-  append(o, "\n  {:<20} {:>12} {:>12} {:>9} {:>9}\n", "", "baseline", "now", "change", "limit");
-  for (const MetricCheck& m : r.metrics) {
-    const bool lower_is_better = m.name.rfind("tokens", 0) != 0;
-    const std::string limit = fmt::format("{}{:.2f}%", lower_is_better ? "+" : "-", 100 * m.limit);
-    const char* verdict = m.fail ? "FAIL" : m.worse < -kNoise ? "ok (better)" : "ok";
-    append(o, "  {:<20} {:>12.2f} {:>12.2f} {:>9} {:>9}  {}\n", m.name, m.base, m.now, signed_pct(m.change), limit,
-           verdict);
-  }
-  append(o, "  {:<20} {:>12} {:>12} {:>9} {:>9}  {}\n", "fits in memory", r.base_fits ? "yes" : "no",
-         r.now_fits ? "yes" : "no", "", "", r.base_fits && !r.now_fits ? "FAIL" : "ok");
-
-  append_deltas(o, "where the step time moved (ms: these add up to it)", r.breakdown, top_n, 2);
-  append_deltas(o, "op classes that moved most (busy ms per step)", r.kinds, top_n, 2);
-  append_deltas(o, "ops that moved most (ms per step, all instances)", r.ops, top_n, 3);
-  append_deltas(o, "memory that moved (GiB per GPU)", r.memory, top_n, 3);
-  if (r.pass && (!r.breakdown.empty() || !r.memory.empty()))
-    append(o, "\n  the prediction moved within the tolerances; refresh the baseline with --update if intended\n");
-  if (!r.pass) append(o, "\n  if this change is intended, write the new baseline with --update and commit it\n");
-  return o;
-}
-
 double parse_percent(const std::string& text, const std::string& option) {
   std::string s = text;
   while (!s.empty() && (s.back() == ' ' || s.back() == '%')) s.pop_back();
   char* end = nullptr;
   const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 || v > 1000)
-    throw Error(fmt::format("{} {}: expected a percentage between 0 and 1000, such as 2%", option, text));
-  return v / 100;
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 || v > kMaxTolerancePercent)
+    throw Error(fmt::format("{} {}: expected a percentage from 0 to {:g} (5 means 5 %, not 0.05), such as 2% or 2",
+                            option, text, kMaxTolerancePercent));
+  return v;
 }
 
 }  // namespace tptune

@@ -5,9 +5,11 @@
 #     version and hash for both tools;
 #   - each output carries "tptune": {"version": X.Y.Z, "git_hash": HASH} with that version and hash: tp-plan simulate
 #     (--json FILE and -, --trace), search (--json FILE and -, --trace), explain (--json FILE and -), check --update's
-#     baseline, accuracy --json, calibrate's YAML; tp-run profile --out, verify --json, bench memory --json; the
-#     callgrind baseline bench_gate --update writes (bench/update-baseline.sh), when BENCH_GATE is given;
-#   - a check baseline without the stamp (written before it existed) still reads: check passes against it.
+#     baseline and check --format json, accuracy --json, calibrate's YAML; tp-run profile --out, verify --json, bench
+#     memory --json; the callgrind baseline bench_gate --update writes (bench/update-baseline.sh), when BENCH_GATE
+#     is given;
+#   - a check baseline without the stamp (written before it existed) still reads: check passes against it (with a
+#     note that it may come from another tptune: tests/integration/tp_plan_check_test.sh).
 # Runs tp-run as one process (no mpirun). Needs python3 to read the JSON (exit 77, skipped, without it).
 set -euo pipefail
 tp_plan="$1"; tp_run="$2"; examples="$3"; bench_gate="${4:-}"
@@ -62,6 +64,9 @@ stamped "$tmp/explain-stdout.json"
 stamped "$tmp/baseline.json"
 "$tp_plan" check "$cfg" --preset vanilla --tp 2 --baseline "$tmp/baseline.json" > /dev/null ||
   fail "check against its own stamped baseline"
+"$tp_plan" check "$cfg" --preset vanilla --tp 2 --baseline "$tmp/baseline.json" --format json > "$tmp/check.json" ||
+  fail "check --format json against its own stamped baseline"
+stamped "$tmp/check.json"
 # A baseline written before the stamp existed: the same file without it still reads, and passes.
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); del j["tptune"]; json.dump(j, open(sys.argv[2], "w"))' \
   "$tmp/baseline.json" "$tmp/baseline-unstamped.json"
