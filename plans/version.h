@@ -12,7 +12,8 @@
 //   version_stamp()           {"version": "0.1.0", "git_hash": "1a2b3c4"}
 //   stamp_version(doc)        doc["tptune"] = version_stamp(), for a JSON object the tools write
 //
-// Readers ignore the "tptune" key, so files written before it existed read as before. tptune's own JSON keeps its
+// Readers ignore the "tptune" key (files written before it existed read as before), except `tp-plan check`, which
+// compares a baseline's stamp with its own build (sim/check/tool_build.h). tptune's own JSON keeps its
 // other keys unchanged (the profile's environment also carries "git_hash", as it did before the stamp).
 #include <nlohmann/json.hpp>
 #include <string>
