@@ -89,6 +89,14 @@ edited gpn_sp 't = t.replace("gpus_per_node: 8", "gpus_per_node: 4").replace("pr
 search yaml_gpn "$dir/gpn_sp.yaml"
 same opt_gpn yaml_gpn
 
+# --plan FILE: that file's family only (no presets), as search.plans: [FILE] with presets: [] says.
+plan=$(dirname "$0")/plans/megatron_no_toggles.yaml
+plan=$(cd "$(dirname "$plan")" && pwd)/$(basename "$plan")
+edited plan "t = t.replace('presets: [vanilla, sequence_parallel]', 'presets: []\n  plans: [$plan]')"
+search opt_plan "$cfg" --plan "$plan" --tp 8
+search yaml_plan "$dir/plan.yaml" --tp 8
+same opt_plan yaml_plan
+
 # --framework: the config lists tensorwise, which torchtitan 0.3 has not: an error naming the option and the line.
 search tt_bad "$cfg" --framework torchtitan-0.3
 [ "$(cat "$dir/tt_bad.rc")" = 2 ] && [ "$(wc -l < "$dir/tt_bad.err")" = 1 ] &&
