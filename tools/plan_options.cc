@@ -113,7 +113,8 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
 }
 
 void add_config_overrides(CLI::App* cmd, ConfigOverrides& o) {
-  cmd->add_option("--gpu", o.gpu, "GPU preset replacing the config's cluster.gpu (h100-sxm, a100-80g, ...; cpu)");
+  cmd->add_option("--gpu", o.gpu,
+                  "GPU preset replacing the config's cluster.gpu (h100-sxm, h200, b200, a100-sxm-80gb, cpu)");
   cmd->add_option("--nodes", o.nodes, "nodes, replacing the config's cluster.nodes")
       ->check(integer_text(limits::nodes.lo, limits::nodes.hi, true));
   cmd->add_option("--gpus-per-node", o.gpus_per_node, "GPUs per node, replacing the config's cluster.gpus_per_node")

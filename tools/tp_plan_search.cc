@@ -125,6 +125,9 @@ void add_search_command(CLI::App& app, RunFn& run) {
   // The options of simulate, as restrictions of the space (tools/tp_plan_search_overrides.h).
   add_plan_options(cmd, args->plan);
   add_config_overrides(cmd, args->plan.overrides);
+  cmd->get_option("config")->description("config YAML (model, training, cluster, search)");
+  for (const char* refused : {"--dp-shard", "--ac-layers", "--loss-chunks"})
+    cmd->get_option(refused)->description("not a restriction of the search space: refused");
   cmd->add_option("--top", args->top, "rows of the ranking to print")
       ->capture_default_str()
       ->check(integer_option(1, 1000000));
