@@ -89,6 +89,13 @@ edited gpn_sp 't = t.replace("gpus_per_node: 8", "gpus_per_node: 4").replace("pr
 search yaml_gpn "$dir/gpn_sp.yaml"
 same opt_gpn yaml_gpn
 
+# --global-batch-size G: simulate's gradient accumulation, as search.global_batch_size with gradient_accumulation.
+edited ga 't = t.replace("memory_headroom_gib: 2 ", "memory_headroom_gib: 2\n  global_batch_size: 32\n  gradient_accumulation: true\n ")'
+search opt_ga "$cfg" --global-batch-size 32 --async-tp --no-compile
+edited ga_async 't = t.replace("memory_headroom_gib: 2 ", "memory_headroom_gib: 2\n  global_batch_size: 32\n  gradient_accumulation: true\n ").replace("async_tp: [false, true]", "async_tp: [true]").replace("activation_checkpointing: none ", "activation_checkpointing: none\n  compile: false\n ")'
+search yaml_ga "$dir/ga_async.yaml"
+same opt_ga yaml_ga
+
 # --plan FILE: that file's family only (no presets), as search.plans: [FILE] with presets: [] says.
 plan=$(dirname "$0")/plans/megatron_no_toggles.yaml
 plan=$(cd "$(dirname "$plan")" && pwd)/$(basename "$plan")
