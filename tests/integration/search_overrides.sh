@@ -83,6 +83,14 @@ same opt_cluster yaml_cluster
 grep -q "^seq_len: 4096$" "$dir/cluster-best.yaml" || fail "--seq-len 4096: the winner's plan file does not state it"
 grep -q -- "--plan $dir/cluster-best.yaml --gpu h200 --nodes 2 --seq-len 4096)" "$dir/opt_cluster.txt" ||
   fail "--out-plan: the simulate command lacks the overrides: $(grep 'wrote the winner' "$dir/opt_cluster.txt")"
+# The winner's file, simulated with the printed command (--seq-len is in the file), is the search's winner.
+"$tp_plan" simulate "$cfg" --plan "$dir/cluster-best.yaml" --gpu h200 --nodes 2 --json "$dir/winner.json" > /dev/null ||
+  fail "simulate of the winner's plan file"
+python3 - "$dir/opt_cluster.json" "$dir/winner.json" << 'EOF' || fail "the winner's plan file simulates to another step"
+import json, sys
+s, w = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert abs(s["top"][0]["step_time_ms"] - w["step_time_ms"]) <= 1e-9 * w["step_time_ms"], (s["top"][0], w["step_time_ms"])
+EOF
 edited gpn 't = t.replace("gpus_per_node: 8", "gpus_per_node: 4")'
 search opt_gpn "$cfg" --gpus-per-node 4 --preset sequence_parallel --ac full --local-batch-size 2
 edited gpn_sp 't = t.replace("gpus_per_node: 8", "gpus_per_node: 4").replace("presets: [vanilla, sequence_parallel]", "presets: [sequence_parallel]").replace("activation_checkpointing: [none, selective, full]", "activation_checkpointing: [full]").replace("local_batch_sizes: [1, 2, 4]", "local_batch_sizes: [2]")'
