@@ -259,6 +259,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                  "objective", "memory_headroom_gib", "global_batch_size", "gradient_accumulation",
                  "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
   SearchSpace s;
+  for (auto it = n.begin(); it != n.end(); ++it) s.stated_at[it->first.Scalar()] = doc.at(it->first);
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
   const bool tt = s.framework == "torchtitan-0.3";
   if (tt) {

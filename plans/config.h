@@ -14,6 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -117,6 +118,9 @@ struct SearchSpace {
   // refused), and the presets are its sharding with enable_sp false / true; compile follows training.compile (async
   // TP candidates compile).
   std::string framework = "dtensor";
+  // The keys the config's search section states, each with "<file>:<line>" of the key: the others hold the defaults
+  // above. For tools that replace a key's value with an option (tp-plan search --tp 4) and say what they replaced.
+  std::map<std::string, std::string> stated_at;
 };
 
 struct Config {

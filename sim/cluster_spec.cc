@@ -19,7 +19,10 @@ ClusterSpec make_cluster(const GpuSpec& gpu, int nodes, int gpus_per_node) {
 
 ClusterSpec resolve_cluster(const Config& cfg) {
   const Cluster& cl = cfg.cluster;
-  std::string where = cl.source.empty() ? (cfg.path + ": cluster.gpu") : (cl.source + ": cluster.gpu");
+  // source "--gpu": the option replaced the key (tools/plan_options.h), and errors name the option.
+  std::string where = cl.source.empty()             ? (cfg.path + ": cluster.gpu")
+                      : cl.source.starts_with("--") ? cl.source
+                                                    : (cl.source + ": cluster.gpu");
   GpuSpec gpu;
   if (!cl.gpu.empty()) {
     gpu = gpu_preset(cl.gpu, where);

@@ -101,13 +101,26 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
       ->check(integer_text(limits::global_batch_size.lo, limits::global_batch_size.hi));
   cmd->add_option("--loss-chunks", o.loss_chunks, "ChunkedLossWrapper chunks (torchtitan-0.3 default 8)")
       ->check(integer_text(1, 4096, true));
-  cmd->add_flag("--async-tp", o.async_tp, "micro-pipelined (async) TP; needs sequence parallel and compile");
+  auto* at = cmd->add_flag("--async-tp", o.async_tp, "micro-pipelined (async) TP; needs sequence parallel and compile");
+  auto* nat = cmd->add_flag("--no-async-tp", o.no_async_tp, "no async TP (over a plan file's async_tp: true)");
+  at->excludes(nat);
   auto* lp = cmd->add_flag("--loss-parallel", o.loss_parallel, "keep logits vocab-sharded for the loss");
   auto* nlp = cmd->add_flag("--no-loss-parallel", o.no_loss_parallel, "gather logits before the loss");
   lp->excludes(nlp);
   auto* c = cmd->add_flag("--compile", o.compile, "torch.compile the blocks (fused norms, rope, activations)");
   auto* nc = cmd->add_flag("--no-compile", o.no_compile, "eager blocks");
   c->excludes(nc);
+}
+
+void add_config_overrides(CLI::App* cmd, ConfigOverrides& o) {
+  cmd->add_option("--gpu", o.gpu,
+                  "GPU preset replacing the config's cluster.gpu (h100-sxm, h200, b200, a100-sxm-80gb, cpu)");
+  cmd->add_option("--nodes", o.nodes, "nodes, replacing the config's cluster.nodes")
+      ->check(integer_text(limits::nodes.lo, limits::nodes.hi, true));
+  cmd->add_option("--gpus-per-node", o.gpus_per_node, "GPUs per node, replacing the config's cluster.gpus_per_node")
+      ->check(integer_text(limits::gpus_per_node.lo, limits::gpus_per_node.hi, true));
+  cmd->add_option("--seq-len", o.seq_len, "tokens per sequence, replacing the config's training.seq_len")
+      ->check(integer_text(limits::seq_len.lo, limits::seq_len.hi));
 }
 
 namespace {
@@ -118,6 +131,84 @@ void check_option(const char* name, const std::optional<T>& v, limits::IntRange 
   if (v && (*v < r.lo || *v > r.hi))
     throw Error(fmt::format("{}: expected an integer in {}, got {}", name, yaml::range_text(r), *v));
 }
+
+// "<file>" when the config does not state the key (its default), "<file>:<line>" when known.
+std::string config_at(const Config& cfg, const std::string& at) { return at.empty() ? cfg.path : at; }
+
+}  // namespace
+
+std::vector<AppliedOverride> apply_config_overrides(Config& cfg, const ConfigOverrides& o) {
+  check_option("--nodes", o.nodes, limits::nodes);
+  check_option("--gpus-per-node", o.gpus_per_node, limits::gpus_per_node);
+  check_option("--seq-len", o.seq_len, limits::seq_len);
+  std::vector<AppliedOverride> applied;
+  Cluster& c = cfg.cluster;
+  if (o.gpu) {
+    if (o.gpu->empty()) throw Error("--gpu: expected a GPU preset name, got ''");
+    if (c.cores_per_node > 0 && *o.gpu != "cpu")
+      throw Error(fmt::format("--gpu {}: the config {} sets cluster.cores_per_node, which is for device: cpu only",
+                              yaml::shown(*o.gpu), cfg.path));
+    const std::string was = c.gpu.empty() ? std::string("inline spec") : c.gpu;
+    applied.push_back({"--gpu", *o.gpu, "cluster.gpu", fmt::format("{} ({})", was, config_at(cfg, c.source))});
+    c.gpu = *o.gpu;
+    c.gpu_inline = YAML::Node();
+    c.source = "--gpu";  // resolve_cluster() names it in its errors
+  }
+  if (o.nodes) {
+    applied.push_back(
+        {"--nodes", std::to_string(*o.nodes), "cluster.nodes", fmt::format("{} ({})", c.nodes, cfg.path)});
+    c.nodes = *o.nodes;
+  }
+  if (o.gpus_per_node) {
+    applied.push_back({"--gpus-per-node", std::to_string(*o.gpus_per_node), "cluster.gpus_per_node",
+                       fmt::format("{} ({})", c.gpus_per_node, cfg.path)});
+    c.gpus_per_node = *o.gpus_per_node;
+  }
+  if ((o.nodes || o.gpus_per_node) && int64_t{c.nodes} * c.gpus_per_node > limits::world_size.hi)
+    throw Error(fmt::format("{}: {} nodes x {} GPUs per node = {} GPUs; expected at most {}",
+                            o.nodes ? "--nodes" : "--gpus-per-node", c.nodes, c.gpus_per_node,
+                            int64_t{c.nodes} * c.gpus_per_node, limits::world_size.hi));
+  if (o.seq_len) {
+    applied.push_back({"--seq-len", std::to_string(*o.seq_len), "training.seq_len",
+                       fmt::format("{} ({})", cfg.training.seq_len, cfg.path)});
+    cfg.training.seq_len = *o.seq_len;
+    // A search at this length only: search.seq_lens, when the config lists lengths, is replaced too.
+    if (auto it = cfg.search.stated_at.find("seq_lens"); it != cfg.search.stated_at.end())
+      applied.push_back({"--seq-len", std::to_string(*o.seq_len), "search.seq_lens",
+                         fmt::format("[{}] ({})", fmt::join(cfg.search.seq_lens, ", "), it->second)});
+    cfg.search.seq_lens.clear();
+  }
+  return applied;
+}
+
+Config load_options_config(const PlanOptions& o) {
+  Config cfg = load_config(o.config, o.hf_config);
+  apply_config_overrides(cfg, o.overrides);
+  return cfg;
+}
+
+std::string config_override_args(const ConfigOverrides& o) {
+  std::string out;
+  if (o.gpu) out += " --gpu " + *o.gpu;
+  if (o.nodes) out += fmt::format(" --nodes {}", *o.nodes);
+  if (o.gpus_per_node) out += fmt::format(" --gpus-per-node {}", *o.gpus_per_node);
+  if (o.seq_len) out += fmt::format(" --seq-len {}", *o.seq_len);
+  return out;
+}
+
+void check_plan_option_ranges(const PlanOptions& o) {
+  check_option("--tp", o.tp, limits::degree);
+  check_option("--dp-shard", o.dp_shard, limits::degree);
+  check_option("--dp-replicate", o.dp_replicate, limits::degree);
+  check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
+  check_option("--global-batch-size", o.global_batch_size, limits::global_batch_size);
+}
+
+void refuse_no_loss_parallel_under_torchtitan() {
+  throw Error("--no-loss-parallel: torchtitan 0.3 always runs the vocab-parallel loss under TP (no switch)");
+}
+
+namespace {
 
 // torchtitan's train.py: global_batch_size (-1: local_batch_size x dp_degree) must be a multiple of local_batch_size x
 // dp_degree (asserted), and gradient_accumulation_steps = global_batch_size // (local_batch_size x dp_degree),
@@ -148,11 +239,7 @@ void resolve_gradient_accumulation(const Config& cfg, const PlanOptions& o, Plan
 }  // namespace
 
 Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
-  check_option("--tp", o.tp, limits::degree);
-  check_option("--dp-shard", o.dp_shard, limits::degree);
-  check_option("--dp-replicate", o.dp_replicate, limits::degree);
-  check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
-  check_option("--global-batch-size", o.global_batch_size, limits::global_batch_size);
+  check_plan_option_ranges(o);
   const std::string from_config = fmt::format("config {}", cfg.path);
   Plan plan;
   if (!o.plan_file.empty()) {
@@ -176,7 +263,8 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
     }
     // A plan chosen for a sequence length (tp-plan search over search.seq_lens) runs at it: the config's
     // training.seq_len is what the lowering, the reports and the exports read.
-    if (!unstated("seq_len")) {
+    // --seq-len (ConfigOverrides, applied to cfg already) takes precedence, as every option does.
+    if (!unstated("seq_len") && !o.overrides.seq_len) {
       cfg.training.seq_len = plan.seq_len;
       plan.provenance["training.seq_len"] = plan.provenance["seq_len"];
     }
@@ -223,10 +311,14 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
     plan.loss_chunks = *o.loss_chunks, option("loss_chunks", "--loss-chunks");
   }
   if (o.async_tp) plan.async_tp = true, option("async_tp", "--async-tp");
+  if (o.no_async_tp) plan.async_tp = false, option("async_tp", "--no-async-tp");
+  if (o.overrides.seq_len) {
+    if (plan.seq_len > 0) plan.seq_len = *o.overrides.seq_len;  // the plan file's is replaced
+    option("training.seq_len", "--seq-len");
+  }
   if (o.loss_parallel) plan.loss_parallel = true, option("loss_parallel", "--loss-parallel");
   if (o.no_loss_parallel) {
-    if (plan.framework == Framework::torchtitan_0_3)
-      throw Error("--no-loss-parallel: torchtitan 0.3 always runs the vocab-parallel loss under TP (no switch)");
+    if (plan.framework == Framework::torchtitan_0_3) refuse_no_loss_parallel_under_torchtitan();
     plan.loss_parallel = false, option("loss_parallel", "--no-loss-parallel");
   }
   if (o.dp_replicate) plan.dp_replicate = *o.dp_replicate, option("dp_replicate", "--dp-replicate");

@@ -25,6 +25,23 @@
 
 namespace tptune::tools {
 
+// The config values an option replaces, for `tp-plan explain|simulate|search` (add_config_overrides()):
+//   [--gpu NAME] [--nodes N] [--gpus-per-node N] [--seq-len N]
+// Each replaces the config's cluster.gpu, cluster.nodes, cluster.gpus_per_node or training.seq_len, with the range
+// checks of the same YAML key (plans/limits.h); --seq-len also replaces search.seq_lens (the search runs at that
+// length only) and takes precedence over the seq_len a plan file states.
+struct ConfigOverrides {
+  std::optional<std::string> gpu;
+  std::optional<int> nodes, gpus_per_node;
+  std::optional<int64_t> seq_len;
+};
+
+// One value an option replaced: option "--tp", value "4", replaces "search.tp_degrees", was "[1, 2, 4, 8] (default)" or
+// "[2, 8] (x.yaml:14)". What the search prints and writes into its JSON, so that a saved result says how it was made.
+struct AppliedOverride {
+  std::string option, value, replaces, was;
+};
+
 struct PlanOptions {
   std::string config;
   std::string hf_config;  // --hf-config: a transformers config.json replacing the config's model section
@@ -37,12 +54,28 @@ struct PlanOptions {
   std::optional<int64_t> global_batch_size;  // --global-batch-size: the plan's gradient_accumulation_steps from it
   std::optional<std::string> framework;
   std::optional<int> loss_chunks;
-  bool async_tp = false;
+  bool async_tp = false, no_async_tp = false;
   bool loss_parallel = false, no_loss_parallel = false;
   bool compile = false, no_compile = false;
+  ConfigOverrides overrides;  // empty unless the command registers add_config_overrides()
 };
 
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
+// --gpu, --nodes, --gpus-per-node, --seq-len (ConfigOverrides).
+void add_config_overrides(CLI::App* cmd, ConfigOverrides& o);
+// The config the options name (CONFIG, --hf-config) with o.overrides applied (apply_config_overrides()).
+Config load_options_config(const PlanOptions& o);
+// Replaces the config's values with the options' (tptune::Error naming the option when a value is out of the key's
+// range or conflicts with the config); returns what each replaced, in option order. The GPU name is checked where the
+// cluster is resolved (sim/cluster_spec.h: "--gpu: unknown GPU preset ...").
+std::vector<AppliedOverride> apply_config_overrides(Config& cfg, const ConfigOverrides& o);
+// The options again, as they would be typed (" --gpu h200 --nodes 2"; empty when none), for printed commands.
+std::string config_override_args(const ConfigOverrides& o);
+// The range checks of the numeric plan options (--tp, --dp-shard, --dp-replicate, --local-batch-size,
+// --global-batch-size): "--tp: expected an integer in 1..1048576, got 0". resolve_plan() runs them first.
+void check_plan_option_ranges(const PlanOptions& o);
+// Throws the error of --no-loss-parallel under torchtitan 0.3 (which has no such switch).
+[[noreturn]] void refuse_no_loss_parallel_under_torchtitan();
 
 // CLI11 validators for numeric options, so that a bad value is one short line (CLI11's own NonNegativeNumber states
 // its range as a 309-digit number):

@@ -29,7 +29,7 @@ ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& ca
 
 PredictionInputs prediction_inputs(const PlanOptions& options, const std::string& calibration_path) {
   PredictionInputs in;
-  in.cfg = load_config(options.config, options.hf_config);
+  in.cfg = load_options_config(options);
   in.cluster = resolve_cluster(in.cfg);
   in.plan = resolve_plan(in.cfg, options);
   in.prog = lower(in.cfg.model, in.cfg.training, in.plan);

@@ -24,11 +24,12 @@ void add_explain_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<ExplainArgs>();
   CLI::App* cmd = app.add_subcommand("explain", "list the collectives a plan issues, per block and per step");
   add_plan_options(cmd, args->plan);
+  add_config_overrides(cmd, args->plan.overrides);
   cmd->add_option("--json", args->json, "write the collectives as JSON to FILE (- for stdout)");
   cmd->callback([args, &run]() {
     run = [args]() {
       refuse_overwriting_inputs({{"--json", args->json}}, plan_inputs(args->plan));
-      Config cfg = load_config(args->plan.config, args->plan.hf_config);
+      Config cfg = load_options_config(args->plan);
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
       if (args->json != "-") fmt::print("{}\n{}", explain_text(prog), effective_values_text(cfg, plan));

@@ -1,10 +1,13 @@
-// tp-plan search CONFIG [--hf-config FILE] [--top K] [--json FILE|-] [--out-plan FILE [--verify]] [--trace FILE]
-//                [--report FILE.html] [--threads N] [--quiet] [--bound]
-//                [--calibration CALIB.yaml]
+// tp-plan search CONFIG [--hf-config FILE] [plan options as restrictions] [--gpu NAME] [--nodes N]
+//                [--gpus-per-node N] [--seq-len N] [--top K] [--json FILE|-] [--out-plan FILE [--verify]]
+//                [--trace FILE] [--report FILE.html] [--threads N] [--quiet] [--bound] [--calibration CALIB.yaml]
 //
 // Ranks every plan of the config's search space (sim/search/search.h), prints the top K, the winner against the vanilla
 // plan and torchtitan's default, and optionally writes the winner as a plan YAML (which explain, simulate and tp-run
-// accept), its simulated step as a Chrome trace, and the whole result as JSON. Exit status 1 when nothing fits.
+// accept), its simulated step as a Chrome trace, and the whole result as JSON. The plan options of simulate (--tp,
+// --float8, ...) restrict the space and the config overrides replace the cluster and training values
+// (tools/tp_plan_search_overrides.h); the text and the JSON ("overrides") say what each replaced. Exit status 1 when
+// nothing fits.
 #include <fmt/format.h>
 
 #include "plans/config.h"
@@ -21,13 +24,14 @@
 #include "tools/progress.h"
 #include "tools/tp_plan_commands.h"
 #include "tools/tp_plan_cost_params.h"
+#include "tools/tp_plan_search_overrides.h"
 
 namespace tptune::tools {
 
 namespace {
 
 struct SearchArgs {
-  std::string config, hf_config;
+  PlanOptions plan;  // CONFIG, --hf-config, and the options that restrict the space
   size_t top = 10;
   std::string json, out_plan, trace, report;
   int threads = 0;
@@ -40,8 +44,10 @@ struct SearchArgs {
 int run_search(const SearchArgs& a) {
   if (a.verify && a.out_plan.empty())
     throw Error("--verify: expected --out-plan FILE too (the printed command verifies that file)");
-  const Config cfg = load_config(a.config, a.hf_config);
-  std::vector<NamedPath> inputs{{"config", a.config}, {"--hf-config", a.hf_config}, {"--calibration", a.calibration}};
+  Config cfg = load_config(a.plan.config, a.plan.hf_config);
+  const std::vector<AppliedOverride> applied = restrict_search_space(cfg, a.plan);
+  std::vector<NamedPath> inputs = plan_inputs(a.plan);
+  inputs.push_back({"--calibration", a.calibration});
   for (const auto& f : cfg.search.plan_files) inputs.push_back({"search.plans file", f});
   refuse_overwriting_inputs(
       {{"--out-plan", a.out_plan}, {"--trace", a.trace}, {"--json", a.json}, {"--report", a.report}}, inputs);
@@ -56,9 +62,22 @@ int run_search(const SearchArgs& a) {
   bar.clear();
   const bool text = a.json != "-";
   const std::vector<Baseline> baselines = search_baselines(cfg, r, opts.cost);
+  // The result with the overrides that made its space: a saved JSON says that --tp 4 was given.
+  auto result_json = [&]() {
+    nlohmann::json j = search_json(r, baselines, a.top);
+    j["overrides"] = nlohmann::json::array();
+    for (const AppliedOverride& o : applied)
+      j["overrides"].push_back({{"option", o.option}, {"value", o.value}, {"replaces", o.replaces}, {"was", o.was}});
+    return j;
+  };
+  if (text) fmt::print("{}", overrides_text(applied));
   if (!r.winner()) {
     if (text) fmt::print("{}", nothing_fits_text(cfg, r, a.top));
-    if (!a.json.empty()) write_json(search_json(r, baselines, a.top), a.json);
+    if (text && !applied.empty())
+      fmt::print(
+          "the overrides above restricted the space; the pruned counts say which constraint removed each "
+          "candidate\n");
+    if (!a.json.empty()) write_json(result_json(), a.json);
     fmt::print(stderr, "tp-plan: no plan fits (see the closest candidates{})\n", text ? " above" : " in the JSON");
     return 1;
   }
@@ -66,7 +85,9 @@ int run_search(const SearchArgs& a) {
   if (text)
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   // A preset keeps torchtitan's w3 entry on a gelu MLP; the file gets only entries that name modules of the model.
-  const Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
+  Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
+  // Chosen at --seq-len N: the file states it, so that simulate, explain and tp-run run it at that length.
+  if (a.plan.overrides.seq_len && winner.seq_len == 0) winner.seq_len = cfg.training.seq_len;
   // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   if (!a.out_plan.empty()) outputs.push_back({"--out-plan", a.out_plan, plan_to_yaml(winner)});
@@ -77,17 +98,22 @@ int run_search(const SearchArgs& a) {
                        json_dump(with_version_stamp(chrome_trace(p, costs, schedule(p, costs, opts.cost))), 2) + "\n"});
   }
   if (!a.json.empty() && a.json != "-")
-    outputs.push_back({"--json", a.json, json_dump(with_version_stamp(search_json(r, baselines, a.top)), 2) + "\n"});
+    outputs.push_back({"--json", a.json, json_dump(with_version_stamp(result_json()), 2) + "\n"});
   if (!a.report.empty()) outputs.push_back({"--report", a.report, search_html(cfg, r, baselines, opts.cost)});
   write_outputs(outputs);
+  const std::string hf = a.plan.hf_config.empty() ? "" : " --hf-config " + a.plan.hf_config;
   if (!a.out_plan.empty() && text)
-    fmt::print("\nwrote the winner to {} (tp-plan simulate {} --plan {})\n", a.out_plan, a.config, a.out_plan);
+    fmt::print("\nwrote the winner to {} (tp-plan simulate {}{} --plan {}{}{})\n", a.out_plan, a.plan.config, hf,
+               a.out_plan, config_override_args(a.plan.overrides),
+               a.plan.compile      ? " --compile"
+               : a.plan.no_compile ? " --no-compile"
+                                   : "");
   if (a.verify)
     fmt::print(text ? stdout : stderr,
                "\nprove it on CPU ranks (a scaled-down model of the same architecture, same plan):\n"
                "  mpirun --oversubscribe -np {} tp-run verify {}{} --plan {} --shrink\n",
-               winner.tp_degree, a.config, a.hf_config.empty() ? "" : " --hf-config " + a.hf_config, a.out_plan);
-  if (a.json == "-") write_json(search_json(r, baselines, a.top), a.json);
+               winner.tp_degree, a.plan.config, hf, a.out_plan);
+  if (a.json == "-") write_json(result_json(), a.json);
   return 0;
 }
 
@@ -96,9 +122,12 @@ int run_search(const SearchArgs& a) {
 void add_search_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<SearchArgs>();
   CLI::App* cmd = app.add_subcommand("search", "rank every plan of the config's search space and explain the winner");
-  cmd->add_option("config", args->config, "config YAML (model, training, cluster, search)")->required();
-  cmd->add_option("--hf-config", args->hf_config,
-                  "a Hugging Face config.json that replaces the config's model section");
+  // The options of simulate, as restrictions of the space (tools/tp_plan_search_overrides.h).
+  add_plan_options(cmd, args->plan);
+  add_config_overrides(cmd, args->plan.overrides);
+  cmd->get_option("config")->description("config YAML (model, training, cluster, search)");
+  for (const char* refused : {"--dp-shard", "--ac-layers", "--loss-chunks"})
+    cmd->get_option(refused)->description("not a restriction of the search space: refused");
   cmd->add_option("--top", args->top, "rows of the ranking to print")
       ->capture_default_str()
       ->check(integer_option(1, 1000000));

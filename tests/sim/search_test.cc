@@ -372,6 +372,39 @@ TEST_CASE("search equals brute force on CPU ranks sharing 2 cores", "[search][br
   check_against_brute_force(cfg, r, o.cost);
 }
 
+TEST_CASE("search equals brute force and the reference on the spaces command-line overrides make", "[search][brute]") {
+  // tp-plan search --tp 4 | --gpu h200 --nodes 2 --seq-len 4096 --float8 rowwise | --framework torchtitan-0.3
+  // --float8 rowwise (tools/tp_plan_search_overrides.h) replace these values of the config before search() sees it;
+  // tests/integration/search_overrides.sh checks that the tool's results equal those of the edited YAML.
+  const Config base = test::example_config("llama3-8b-h100.yaml");
+  CHECK(base.search.stated_at.at("tp_degrees") == test::example_path("llama3-8b-h100.yaml") + ":32");
+  CHECK(base.search.stated_at.count("seq_lens") == 0);  // a default: the key is not in the file
+  Config tp4 = base;
+  tp4.search.tp_degrees = {4};
+  Config cluster = base;
+  cluster.cluster.gpu = "h200";
+  cluster.cluster.nodes = 2;
+  cluster.training.seq_len = 4096;
+  cluster.search.float8 = {Float8Recipe::rowwise};
+  Config tt = base;
+  tt.search.framework = "torchtitan-0.3";
+  tt.search.float8 = {Float8Recipe::rowwise};
+  tt.search.loss_parallel = {true};
+  for (const Config* cfg : {&tp4, &cluster, &tt}) {
+    const SearchResult r = search(*cfg, {}), ref = test::reference_search(*cfg, 2);
+    REQUIRE(r.feasible > 0);
+    check_against_brute_force(*cfg, r);
+    REQUIRE(r.ranking == ref.ranking);
+    for (int i : r.ranking)
+      CHECK(r.results[static_cast<size_t>(i)].report.step_time_ms ==
+            ref.results[static_cast<size_t>(i)].report.step_time_ms);
+    CHECK(r.pruned == ref.pruned);
+  }
+  // 4 tp x 2 presets x 3 float8 x 2 async x 2 loss x 3 AC x 3 batches = 864, each list cut to one value.
+  CHECK(search(tp4, {}).evaluated == 864 / 4);
+  CHECK(search(cluster, {}).evaluated == 864 / 3);
+}
+
 TEST_CASE("search is deterministic over threads, and the batch shortcut changes no result", "[search]") {
   // The search on 1 and 3 threads, and the reference (tests/sim/search_reference.h: every candidate lowered, no
   // larger batch skipped after a smaller one missed memory) on 3.
