@@ -95,6 +95,7 @@ void add_check_command(CLI::App& app, RunFn& run) {
                                      "a baseline (4 when the baseline "
                                      "was written by another tptune)");
   add_plan_options(cmd, args->plan);
+  add_config_overrides(cmd, args->plan.overrides);  // --gpu, --nodes, --gpus-per-node, --seq-len, as simulate
   add_calibration_option(cmd, args->calibration);
   cmd->add_option("--baseline", args->baseline, "baseline JSON (written by --update)")->required();
   cmd->add_option("--max-slowdown", args->max_slowdown,
