@@ -116,8 +116,8 @@ constexpr KnownArchitecture kNotModelled[] = {
      "GeGLU MLPs (gelu_pytorch_tanh), RMSNorm with (1 + weight) and tied embeddings scaled by "
      "sqrt(hidden)"},
     {"Phi3ForCausalLM",
-     "fused qkv_proj and gate_up_proj are the same matrices as wq/wk/wv and w1/w3, but Phi-3 configs use "
-     "sliding-window attention, partial rotary (partial_rotary_factor) on some sizes and longrope scaling"},
+     "sliding-window attention (sliding_window), partial rotary (partial_rotary_factor) on some sizes and longrope "
+     "scaling (its fused qkv_proj and gate_up_proj alone would be fine: they are wq/wk/wv and w1/w3)"},
     {"PhiForCausalLM",
      "LayerNorm with biases, a parallel attention/MLP block, partial rotary (partial_rotary_factor), "
      "a GELU MLP with biases and a bias on the output projection"},

@@ -242,7 +242,7 @@ TEST_CASE("hf_config: unsupported architectures and missing keys are named", "[h
         "(gelu_pytorch_tanh), extra post-attention/post-MLP norms and tied embeddings scaled by sqrt(hidden)");
   CHECK_THAT(hf_error("{\n  \"architectures\": [\"Phi3ForCausalLM\"]\n}"),
              Catch::StartsWith("config.json:2: architectures: 'Phi3ForCausalLM' is not supported: tptune does not "
-                               "model its fused qkv_proj and gate_up_proj are the same matrices"));
+                               "model its sliding-window attention (sliding_window), partial rotary"));
   CHECK(hf_error("{\n  \"architectures\": [\"FalconForCausalLM\"]\n}") ==
         "config.json:2: architectures: 'FalconForCausalLM' is not supported: tptune models LlamaForCausalLM, "
         "MistralForCausalLM and Qwen2ForCausalLM (pre-norm RMSNorm, SwiGLU MLP, full causal GQA attention with "
