@@ -91,9 +91,10 @@ Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesyst
 Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                  const std::filesystem::path& base_dir) {
   if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
-  doc.check_map(n, "model",
-                {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
-                 "ffn_dim_multiplier", "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta"});
+  doc.check_map(
+      n, "model",
+      {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier",
+       "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta", "head_dim", "qkv_bias"});
   Model m;
   std::string preset;
   if (has(n, "preset")) {
@@ -155,22 +156,34 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
         doc.choice(n["norm"], "model.norm", {"rmsnorm", "layernorm"}) == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
   if (has(n, "norm_eps")) m.norm_eps = doc.real_in(n["norm_eps"], "model.norm_eps", limits::norm_eps);
   if (has(n, "rope_theta")) m.rope_theta = doc.real_in(n["rope_theta"], "model.rope_theta", limits::rope_theta);
+  if (has(n, "head_dim")) {
+    m.explicit_head_dim = doc.integer_in(n["head_dim"], "model.head_dim", limits::head_dim);
+    if (m.explicit_head_dim % 2 != 0)
+      doc.fail_msg(n["head_dim"], "model.head_dim",
+                   fmt::format("expected an even size (rotary embedding rotates pairs), got {}", m.explicit_head_dim));
+  }
+  if (has(n, "qkv_bias")) m.qkv_bias = doc.boolean(n["qkv_bias"], "model.qkv_bias");
 
   if (has(n, "name")) {
     m.name = doc.string(n["name"], "model.name");
   } else if (!preset.empty()) {
     for (const char* k : {"dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier", "multiple_of",
-                          "vocab_size", "mlp", "norm"})
+                          "vocab_size", "mlp", "norm", "head_dim", "qkv_bias"})
       if (has(n, k)) m.name = preset + " (modified)";
   }
 
-  // Attention shapes: heads split dim evenly, and query heads form whole groups over the kv heads.
+  // Attention shapes: heads split dim evenly (unless head_dim is given), and query heads form whole groups over the kv
+  // heads.
   if (m.n_heads % m.n_kv_heads != 0)
     doc.fail_msg(locate(n, has(n, "n_kv_heads") ? "n_kv_heads" : "n_heads", self), "model.n_kv_heads",
                  fmt::format("expected a divisor of n_heads ({}), got {}", m.n_heads, m.n_kv_heads));
-  if (m.dim % m.n_heads != 0)
+  if (m.explicit_head_dim == 0 && m.dim % m.n_heads != 0)
     doc.fail_msg(locate(n, has(n, "dim") ? "dim" : "n_heads", self), "model.dim",
-                 fmt::format("expected a multiple of n_heads ({}), got {}", m.n_heads, m.dim));
+                 fmt::format("expected a multiple of n_heads ({}), got {} (or give model.head_dim)", m.n_heads, m.dim));
+  if (m.explicit_head_dim == 0 && m.head_dim() % 2 != 0)
+    doc.fail_msg(locate(n, has(n, "dim") ? "dim" : "n_heads", self), "model.dim",
+                 fmt::format("dim / n_heads = {} / {} = {}: expected an even head_dim (rotary embedding rotates pairs)",
+                             m.dim, m.n_heads, m.head_dim()));
   return m;
 }
 

@@ -38,8 +38,12 @@
 //                                  Keys are the plan's FQN patterns; parallelize_module expands `*` itself.
 //                                  Arguments equal to torch's defaults are left out.
 //
-// All are pure functions of the Plan and the context (no I/O); the TOML and python exports never throw for a plan
-// that load_plan accepts, the torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
+// All are pure functions of the Plan and the context (no I/O). A config model torchtitan's llama3 cannot express
+// (a head_dim other than dim / n_heads, q/k/v biases: torchtitan_llama3_lacks in plans/torchtitan_recipe.h) is
+// refused by both torchtitan exports (one line naming the feature): they would train another model. The python
+// export is the parallelize_module dict, which holds for such a model too (ColwiseParallel shards a bias S(0) with
+// its weight); it never throws for a plan that load_plan accepts, and neither does the TOML export for a model
+// torchtitan expresses. The torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
 
 #include <optional>
 #include <string>

@@ -4,6 +4,8 @@
 
 #include "plans/error.h"
 #include "plans/export.h"
+#include "plans/torchtitan_recipe.h"
+#include "plans/yaml_util.h"
 
 namespace tptune {
 
@@ -105,6 +107,12 @@ const char* toml_bool(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
+  if (ctx.model)
+    if (const std::string lacks = torchtitan_llama3_lacks(*ctx.model); !lacks.empty())
+      throw Error(
+          fmt::format("model '{}': torchtitan's llama3 model cannot express {}, so a torchtitan job config "
+                      "would train another model; --format python prints the plan's parallelize_module dict",
+                      yaml::shown(ctx.model->name), lacks));
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   std::string out;

@@ -45,6 +45,11 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         fmt::format("{}: --format torchtitan needs --config CONFIG: the model (torchtitan's recipe is the one with its "
                     "dimensions) and the cluster (torchrun's nodes x processes per node)",
                     yaml::shown(plan.source, 200)));
+  if (const std::string lacks = torchtitan_llama3_lacks(*ctx.model); !lacks.empty())
+    throw Error(
+        fmt::format("model '{}': torchtitan's llama3 model cannot express {}, so --format torchtitan would "
+                    "train another model; --format python prints the plan's parallelize_module dict",
+                    yaml::shown(ctx.model->name), lacks));
   const TorchtitanRecipe* recipe = torchtitan_recipe(*ctx.model);
   if (!recipe)
     throw Error(fmt::format(

@@ -97,55 +97,128 @@ class HfDoc {
   int first_line_ = 1;
 };
 
-enum class Family { llama, mistral };
+enum class Family { llama, mistral, qwen2 };
+
+// What tptune lacks for an architecture transformers has, by its config class (transformers/models/*/
+// configuration_*.py and modeling_*.py); one line each.
+struct KnownArchitecture {
+  const char* name;
+  const char* missing;
+};
+constexpr KnownArchitecture kNotModelled[] = {
+    {"Gemma2ForCausalLM",
+     "soft-capping (attn_logit_softcapping, final_logit_softcapping), sliding-window attention on every other layer, "
+     "GeGLU MLPs (gelu_pytorch_tanh), extra post-attention/post-MLP norms and tied embeddings scaled by sqrt(hidden)"},
+    {"Gemma3ForCausalLM",
+     "sliding-window attention on 5 of 6 layers, q/k norms, GeGLU MLPs (gelu_pytorch_tanh), extra post-attention/"
+     "post-MLP norms and tied embeddings scaled by sqrt(hidden)"},
+    {"GemmaForCausalLM",
+     "GeGLU MLPs (gelu_pytorch_tanh), RMSNorm with (1 + weight) and tied embeddings scaled by "
+     "sqrt(hidden)"},
+    {"Phi3ForCausalLM",
+     "sliding-window attention (sliding_window), partial rotary (partial_rotary_factor) on some sizes and longrope "
+     "scaling (its fused qkv_proj and gate_up_proj alone would be fine: they are wq/wk/wv and w1/w3)"},
+    {"PhiForCausalLM",
+     "LayerNorm with biases, a parallel attention/MLP block, partial rotary (partial_rotary_factor), "
+     "a GELU MLP with biases and a bias on the output projection"},
+    {"Qwen3ForCausalLM", "RMSNorm on q and k per head (q_norm, k_norm) before rotary embedding"},
+    {"Qwen2MoeForCausalLM", "mixture-of-experts MLPs with a shared expert"},
+    {"Qwen3MoeForCausalLM", "mixture-of-experts MLPs and q/k norms"},
+    {"MixtralForCausalLM", "mixture-of-experts MLPs (num_local_experts)"},
+    {"DeepseekV3ForCausalLM", "multi-head latent attention and mixture-of-experts MLPs"},
+    {"Starcoder2ForCausalLM", "LayerNorm with biases, a GELU MLP with biases and sliding-window attention"},
+    {"GPTNeoXForCausalLM", "LayerNorm with biases, a parallel attention/MLP block, partial rotary and biases"},
+    {"OlmoForCausalLM", "non-parametric LayerNorm (no weight) and q/k/v clipping (clip_qkv)"},
+    {"Olmo2ForCausalLM", "norms after attention and MLP instead of before, and q/k norms"},
+    {"CohereForCausalLM", "LayerNorm, a parallel attention/MLP block and logit scaling (logit_scale)"},
+};
+
+constexpr const char* kModelled =
+    "tptune models LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM (pre-norm RMSNorm, SwiGLU MLP, full "
+    "causal GQA attention with rotary embedding)";
 
 Family read_family(const HfDoc& doc, const json& j) {
-  auto from_name = [&](const std::string& key, const std::string& v) {
-    if (v == "LlamaForCausalLM" || v == "llama") return Family::llama;
-    if (v == "MistralForCausalLM" || v == "mistral") return Family::mistral;
-    if (v == "Qwen2ForCausalLM" || v == "qwen2")
-      doc.fail(key,
-               fmt::format("'{}' is not supported: transformers hard-wires biases on Qwen2's q/k/v projections, and "
-                           "tptune's attention has no biases",
-                           v));
-    doc.fail(key, fmt::format("'{}' is not supported; expected LlamaForCausalLM or MistralForCausalLM", v));
-  };
-  if (j.contains("architectures")) {
-    const json& a = j["architectures"];
-    if (!a.is_array() || a.size() != 1 || !a[0].is_string())
-      doc.fail("architectures", fmt::format("expected a list of one architecture name, got {}", a.dump()));
-    return from_name("architectures", a[0].get<std::string>());
+  if (!j.contains("architectures")) {
+    std::string type;  // appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on " " + std::string
+    if (j.contains("model_type")) type.append(" ").append(j["model_type"].dump());
+    doc.fail("architectures",
+             fmt::format("missing; expected [\"LlamaForCausalLM\"], [\"MistralForCausalLM\"] or [\"Qwen2ForCausalLM\"] "
+                         "(model_type{} alone does not say which model class transformers builds)",
+                         type));
   }
-  if (j.contains("model_type") && j["model_type"].is_string())
-    return from_name("model_type", j["model_type"].get<std::string>());
-  doc.fail("architectures", "missing (and no model_type); expected [\"LlamaForCausalLM\"] or [\"MistralForCausalLM\"]");
+  const json& a = j["architectures"];
+  if (!a.is_array() || a.size() != 1 || !a[0].is_string())
+    doc.fail("architectures", fmt::format("expected a list of one architecture name, got {}", a.dump()));
+  const std::string v = a[0].get<std::string>();
+  if (v == "LlamaForCausalLM") return Family::llama;
+  if (v == "MistralForCausalLM") return Family::mistral;
+  if (v == "Qwen2ForCausalLM") return Family::qwen2;
+  for (const KnownArchitecture& k : kNotModelled)
+    if (v == k.name)
+      doc.fail("architectures", fmt::format("'{}' is not supported: tptune does not model its {}", v, k.missing));
+  doc.fail("architectures", fmt::format("'{}' is not supported: {}", yaml::shown(v, 80), kModelled));
+}
+
+// A key that must be absent, null, false or zero: its presence with another value selects something tptune does not
+// model (`what`).
+void must_be_off(const HfDoc& doc, const json& j, const char* key, std::string_view what) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  const json& v = j[key];
+  const bool off = (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v.get<double>() == 0);
+  if (!off) doc.fail(key, fmt::format("{} is not supported: {}", yaml::shown(v.dump(), 40), what));
 }
 
 void reject_unsupported(const HfDoc& doc, const json& j, Family family) {
-  for (const char* key :
-       {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"}) {
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+                          "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
     if (!j[key].is_number() || j[key].get<double>() != 0)
       doc.fail(key, fmt::format("mixture-of-experts ({} = {}) is not supported; tptune models dense MLPs", key,
                                 j[key].dump()));
   }
-  // Sliding-window attention: Qwen-style configs say whether the window is used; Mistral's is on whenever set, and
-  // transformers' MistralConfig defaults it to 4096 when the key is absent.
+  // Sliding-window attention: Qwen-style configs say whether the window is used (use_sliding_window; then
+  // max_window_layers says which layers, irrelevant when it is off); Mistral's is on whenever set, and transformers'
+  // MistralConfig defaults it to 4096 when the key is absent.
   bool window_used = j.contains("sliding_window") && !j["sliding_window"].is_null();
   if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean())
     window_used = window_used && j["use_sliding_window"].get<bool>();
   if (window_used)
-    doc.fail("sliding_window", fmt::format("sliding-window attention ({}) is not supported; tptune models full causal "
-                                           "attention (set it to null if the window is not used)",
-                                           j["sliding_window"].dump()));
+    doc.fail(j.contains("use_sliding_window") ? "use_sliding_window" : "sliding_window",
+             fmt::format("sliding-window attention ({} tokens) is not supported; tptune models full causal attention "
+                         "({})",
+                         j["sliding_window"].dump(),
+                         j.contains("use_sliding_window") ? "set use_sliding_window to false"
+                                                          : "set sliding_window to null if the window is not used"));
   if (family == Family::mistral && !j.contains("sliding_window"))
     doc.fail("sliding_window",
              "missing; transformers' MistralConfig then uses a 4096-token sliding window, which tptune does not "
              "model; set it to null for full attention");
-  doc.must_be_false(j, "attention_bias", "tptune's attention projections have no biases");
+  // transformers' LlamaAttention puts attention_bias on q, k, v AND o_proj; tptune biases q, k and v only (the
+  // Qwen2 family), so a Llama with attention_bias is a model with an o_proj bias it does not represent.
+  doc.must_be_false(j, "attention_bias",
+                    "transformers' LlamaAttention then biases q_proj, k_proj, v_proj and o_proj; tptune models "
+                    "biases on q, k and v only (Qwen2ForCausalLM)");
   doc.must_be_false(j, "mlp_bias", "tptune's MLP projections have no biases");
   doc.must_be_false(j, "tie_word_embeddings",
                     "tptune models the output projection as its own parameter (untied), as torchtitan's Llama does");
+  must_be_off(doc, j, "attn_logit_softcapping", "attention soft-capping (Gemma 2's tanh cap on the scores)");
+  must_be_off(doc, j, "final_logit_softcapping", "logit soft-capping (Gemma 2's tanh cap on the output logits)");
+  if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() &&
+      !(j["partial_rotary_factor"].is_number() && j["partial_rotary_factor"].get<double>() == 1.0))
+    doc.fail("partial_rotary_factor",
+             fmt::format("{} is not supported: tptune rotates the whole head (partial rotary, as Phi uses, is not "
+                         "modelled)",
+                         j["partial_rotary_factor"].dump()));
+  for (const char* key : {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"})
+    if (j.contains(key) && !j[key].is_null())
+      doc.fail(key,
+               "LayerNorm is not supported for this architecture: tptune's Llama family uses RMSNorm "
+               "(rms_norm_eps)");
+  if (j.contains("hidden_activation") && !j["hidden_activation"].is_null() && j["hidden_activation"] != "silu")
+    doc.fail("hidden_activation",
+             fmt::format("{} is not supported: a GELU-gated MLP (GeGLU, Gemma's); tptune models SwiGLU (silu)",
+                         yaml::shown(j["hidden_activation"].dump(), 40)));
+  must_be_off(doc, j, "use_qk_norm", "q/k norms before rotary embedding");
 }
 
 }  // namespace
@@ -178,18 +251,26 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
   const std::string act = j.contains("hidden_act") ? j["hidden_act"].dump() : "\"silu\"";
   if (act != "\"silu\"")
     doc.fail("hidden_act", fmt::format("expected \"silu\" (the SwiGLU MLP of the Llama family), got {}", act));
-  if (m.dim % m.n_heads != 0)
-    doc.fail("hidden_size", fmt::format("expected a multiple of num_attention_heads ({}), got {}", m.n_heads, m.dim));
   if (m.n_heads % m.n_kv_heads != 0)
     doc.fail("num_key_value_heads",
              fmt::format("expected a divisor of num_attention_heads ({}), got {}", m.n_heads, m.n_kv_heads));
+  // head_dim: transformers' Llama, Mistral and Qwen2 attention use config.head_dim when set, else hidden_size /
+  // num_attention_heads. A head_dim equal to that quotient is the default (kept implicit, as a config YAML would).
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    const int64_t hd = doc.integer_in(j, "head_dim", limits::dim);
-    if (hd != m.dim / m.n_heads)
-      doc.fail("head_dim", fmt::format("{} is not supported: tptune's head_dim is hidden_size / num_attention_heads "
-                                       "= {}",
-                                       hd, m.dim / m.n_heads));
+    const int64_t hd = doc.integer_in(j, "head_dim", limits::head_dim);
+    if (hd % 2 != 0)
+      doc.fail("head_dim", fmt::format("expected an even size (rotary embedding rotates pairs), got {}", hd));
+    if (m.dim % m.n_heads != 0 || hd != m.dim / m.n_heads) m.explicit_head_dim = hd;
+  } else if (m.dim % m.n_heads != 0) {
+    doc.fail("hidden_size", fmt::format("expected a multiple of num_attention_heads ({}), got {} (or a head_dim key)",
+                                        m.n_heads, m.dim));
+  } else if (m.head_dim() % 2 != 0) {
+    doc.fail("hidden_size", fmt::format("hidden_size / num_attention_heads = {}: expected an even head_dim (rotary "
+                                        "embedding rotates pairs)",
+                                        m.head_dim()));
   }
+  // Qwen2Attention builds q_proj, k_proj and v_proj with bias=True (no key turns it off); o_proj has none.
+  m.qkv_bias = family == Family::qwen2;
   return m;
 }
 

@@ -21,6 +21,7 @@ struct RealRange {
 inline constexpr IntRange dim{1, 1 << 20};          // 1,048,576
 inline constexpr IntRange n_layers{1, 10000};       // real models: up to ~200
 inline constexpr IntRange n_heads{1, 1 << 16};      // 65,536 (also n_kv_heads)
+inline constexpr IntRange head_dim{2, 1 << 16};     // 65,536; even (rope rotates pairs), checked with it
 inline constexpr IntRange ffn_dim{1, 1 << 22};      // 4,194,304
 inline constexpr IntRange vocab_size{1, 1 << 24};   // 16,777,216
 inline constexpr IntRange multiple_of{1, 1 << 20};  // 1,048,576

@@ -46,10 +46,14 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
            [&] { return fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim); });
   elements(Wide{m.ffn_dim} * m.dim,
            [&] { return fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim); });
-  // FLOPs of one op: the output projection and the feed-forward GEMMs (2 x tokens x dim x max(vocab, ffn)), and
+  elements(Wide{m.n_heads} * m.head_dim() * m.dim, [&] {
+    return fmt::format("the q projection of n_heads {} x head_dim {} x dim {}", m.n_heads, m.head_dim(), m.dim);
+  });
+  // FLOPs of one op: the output projection, the feed-forward and q/o GEMMs (2 x tokens x dim x max(vocab, ffn,
+  // heads x head_dim)), and
   // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
   const Wide max_flops = std::numeric_limits<int64_t>::max();
-  if (Wide{2} * tokens * m.dim * std::max(m.vocab_size, m.ffn_dim) > max_flops)
+  if (Wide{2} * tokens * m.dim * std::max({m.vocab_size, m.ffn_dim, m.n_heads * m.head_dim()}) > max_flops)
     throw Error(
         fmt::format("the FLOPs of one GEMM ({} x dim {} x vocab/ffn) overflow 64-bit integers: reduce "
                     "training.seq_len or the local batch size",
@@ -456,12 +460,13 @@ class Lowerer {
                           fmt::format("tp {} does not divide the {} kv heads: a fused wqkv's colwise shard must hold "
                                       "whole kv groups",
                                       tp, m.n_kv_heads));
-      Value qkv = layers.linear(layers.child(att, "wqkv"), a_in, m.dim, (m.n_heads + 2 * m.n_kv_heads) * hd, true);
+      Value qkv =
+          layers.linear(layers.child(att, "wqkv"), a_in, m.dim, (m.n_heads + 2 * m.n_kv_heads) * hd, true, m.qkv_bias);
       layers.split_qkv(att, qkv, q, k, v);
     } else {
-      q = layers.linear(layers.child(att, "wq"), a_in, m.dim, m.n_heads * hd, true);
-      k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true);
-      v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true);
+      q = layers.linear(layers.child(att, "wq"), a_in, m.dim, m.n_heads * hd, true, m.qkv_bias);
+      k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true, m.qkv_bias);
+      v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true, m.qkv_bias);
     }
     Value o;
     layers.attention_core(att, q, k, v, o);

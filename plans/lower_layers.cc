@@ -133,8 +133,8 @@ const ParallelStyle* Layers::leaf_style(const Name& n, Value& x) {
   return s && s->kind == StyleKind::no_parallel ? nullptr : s;
 }
 
-Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int64_t out_features,
-                     bool float8_eligible) {
+Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int64_t out_features, bool float8_eligible,
+                     bool bias) {
   Value x = x_in;
   const ParallelStyle* s = leaf_style(n, x);
   const bool colwise = s && s->kind == StyleKind::colwise;
@@ -143,6 +143,9 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   const int shard_dim = colwise ? 0 : rowwise ? 1 : -1;
   TensorId w = parameter(n, "weight", {out_features, in_features}, shard_dim);
   const Shape wl = e.desc(w).local_shape;  // (out_l, in_l)
+  // torch's _partition_linear_fn: ColwiseParallel shards the bias S(0) like the weight's rows, RowwiseParallel keeps
+  // it Replicate.
+  const TensorId b = bias ? parameter(n, "bias", {out_features}, colwise ? 0 : -1) : -1;
   const bool f8 = plan.float8 != Float8Recipe::none && float8_eligible;
   const bool f8_tensorwise = f8 && plan.float8 == Float8Recipe::tensorwise;
 
@@ -179,55 +182,75 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   GemmOp g;
   g.m = tokens, g.n = wl[0], g.k = wl[1], g.trans_b = true;
   g.a_dtype = e.desc(x.t).dtype, g.b_dtype = e.desc(wq).dtype, g.c_dtype = act();
-  TensorId y =
-      e.tensor(e.cat(n.rel, ".out"), {xl[0], xl[1], wl[0]}, act(), out_pl, TensorRole::activation,
-               parallel ? global_shape({xl[0], xl[1], wl[0]}, out_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[0]});
+  const Shape yl = {xl[0], xl[1], wl[0]};
+  const Shape yg = parallel ? global_shape(yl, out_pl, e.tp, n.fqn) : yl;
+  TensorId y = e.tensor(e.cat(n.rel, bias ? ".mm" : ".out"), yl, act(), out_pl, TensorRole::activation, yg);
   std::vector<TensorId> ins = {x.t, wq};
   if (f8) ins.insert(ins.end(), {x.scale, w_scale});
   e.op(n.rel, e.cat(n.rel, ".fwd"), g, ins, {y});
+  if (bias) {
+    // y + b, after the (float8 or bf16) matmul; reads y and b, writes the output. On a Partial output (rowwise) each
+    // rank adds b / tp, so that the reduction holds b once.
+    const TensorId yb = e.tensor(e.cat(n.rel, ".out"), yl, act(), out_pl, TensorRole::activation, yg);
+    ElementwiseOp bias_op{ElementwiseOp::Fn::bias_add, (2 * numel(yl) + wl[0]) * bytes_per_element(act()), numel(yl)};
+    bias_op.bias_split = out_pl.is_partial() && e.tp > 1 ? e.tp : 1;
+    e.op(n.rel, e.cat(n.rel, ".bias_add"), bias_op, {y, b}, {yb});
+    y = yb;
+  }
   Value yv = parallel ? e.dtensor(y, out_pl) : e.plain(y);
 
-  e.record(
-      [this, n, x, x_hp, yv, w, wq, w_scale, wl, xl, tokens, parallel, colwise, rowwise, f8, f8_tensorwise, gw_hp]() {
-        auto gy = e.grad(yv);
-        if (!gy) return;
-        Value dy = *gy;
-        const int nd = 3;
-        // The local products need dy as S(-1) (colwise) or R (rowwise); DTensor redistributes implicitly otherwise.
-        if (colwise && !(dy.pl.is_shard() && dy.pl.normalized_dim(nd) == nd - 1))
-          dy = e.redistribute_raw(dy, Placement::S(-1), n.rel, "bwd");
-        if (rowwise && !dy.pl.is_replicate()) dy = e.redistribute_raw(dy, Placement::R(), n.rel, "bwd");
-        TensorId dyq = dy.t, dy_scale = -1;
-        if (f8) {
-          bool sharded = f8_tensorwise && dy.dtensor && dy.pl.is_shard() && e.tp > 1;
-          dyq = cast_float8_tensor(n, dy.t, sharded, DType::fp8_e5m2, "grad_output", dy_scale);
-        }
-        // grad_input (tokens, in_l) = dy (tokens, out_l) @ W (out_l, in_l)
-        GemmOp gi;
-        gi.m = tokens, gi.n = wl[1], gi.k = wl[0];
-        gi.a_dtype = e.desc(dyq).dtype, gi.b_dtype = e.desc(wq).dtype, gi.c_dtype = act();
-        Placement dx_pl = colwise ? Placement::P() : rowwise ? Placement::S(-1) : dy.pl;
-        TensorId dx =
-            e.tensor(e.cat(n.rel, ".grad_input"), {xl[0], xl[1], wl[1]}, act(), dx_pl, TensorRole::gradient,
-                     parallel ? global_shape({xl[0], xl[1], wl[1]}, dx_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[1]});
-        std::vector<TensorId> ins = {dyq, wq};
-        if (f8) ins.insert(ins.end(), {dy_scale, w_scale});
-        e.op(n.rel, e.cat(n.rel, ".bwd_input"), gi, ins, {dx});
-        // grad_weight (out_l, in_l) = dy^T (out_l, tokens) @ x (tokens, in_l)
-        // rowwise_with_gw_hp keeps this GEMM in high precision: bf16 dy and the bf16 input.
-        GemmOp gw;
-        gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true;
-        const TensorId gw_a = gw_hp ? dy.t : dyq, gw_b = gw_hp ? x_hp.t : x.t;
-        gw.a_dtype = e.desc(gw_a).dtype, gw.b_dtype = e.desc(gw_b).dtype, gw.c_dtype = act();
-        TensorId dw = e.tensor(e.cat(n.rel, ".weight.grad"), wl, act(), e.desc(w).placement, TensorRole::gradient,
-                               e.desc(w).global_shape);
-        std::vector<TensorId> wins = {gw_a, gw_b};
-        if (f8 && !gw_hp) wins.insert(wins.end(), {dy_scale, x.scale});
-        e.op(n.rel, e.cat(n.rel, ".bwd_weight"), gw, wins, {dw});
-        bool partial = parallel && !colwise && !rowwise && is_token_shard(x.pl, nd);
-        finish_param_grad(n, w, dw, partial);
-        e.add_grad(x, parallel ? e.dtensor(dx, dx_pl) : e.plain(dx), n.rel);
-      });
+  e.record([this, n, x, x_hp, yv, w, b, wq, w_scale, wl, xl, tokens, parallel, colwise, rowwise, f8, f8_tensorwise,
+            gw_hp]() {
+    auto gy = e.grad(yv);
+    if (!gy) return;
+    Value dy = *gy;
+    const int nd = 3;
+    // The local products need dy as S(-1) (colwise) or R (rowwise); DTensor redistributes implicitly otherwise.
+    if (colwise && !(dy.pl.is_shard() && dy.pl.normalized_dim(nd) == nd - 1))
+      dy = e.redistribute_raw(dy, Placement::S(-1), n.rel, "bwd");
+    if (rowwise && !dy.pl.is_replicate()) dy = e.redistribute_raw(dy, Placement::R(), n.rel, "bwd");
+    const bool partial = parallel && !colwise && !rowwise && is_token_shard(x.pl, nd);
+    if (b >= 0) {
+      // The bias gradient: dy (high precision, as autograd sees torchao's `output + bias`) summed over tokens;
+      // S(0) like the bias when colwise (dy is S(-1)), Replicate when rowwise (dy is R).
+      const TensorDesc bd = e.desc(b);
+      TensorId db = e.tensor(e.cat(n.rel, ".bias.grad"), bd.local_shape, act(), bd.placement, TensorRole::gradient,
+                             bd.global_shape);
+      ElementwiseOp sum{ElementwiseOp::Fn::bias_grad, (tokens * wl[0] + wl[0]) * bytes_per_element(act()),
+                        tokens * wl[0]};
+      e.op(n.rel, e.cat(n.rel, ".bwd_bias"), sum, {dy.t}, {db});
+      finish_param_grad(n, b, db, partial);
+    }
+    TensorId dyq = dy.t, dy_scale = -1;
+    if (f8) {
+      bool sharded = f8_tensorwise && dy.dtensor && dy.pl.is_shard() && e.tp > 1;
+      dyq = cast_float8_tensor(n, dy.t, sharded, DType::fp8_e5m2, "grad_output", dy_scale);
+    }
+    // grad_input (tokens, in_l) = dy (tokens, out_l) @ W (out_l, in_l)
+    GemmOp gi;
+    gi.m = tokens, gi.n = wl[1], gi.k = wl[0];
+    gi.a_dtype = e.desc(dyq).dtype, gi.b_dtype = e.desc(wq).dtype, gi.c_dtype = act();
+    Placement dx_pl = colwise ? Placement::P() : rowwise ? Placement::S(-1) : dy.pl;
+    TensorId dx =
+        e.tensor(e.cat(n.rel, ".grad_input"), {xl[0], xl[1], wl[1]}, act(), dx_pl, TensorRole::gradient,
+                 parallel ? global_shape({xl[0], xl[1], wl[1]}, dx_pl, e.tp, n.fqn) : Shape{xl[0], xl[1], wl[1]});
+    std::vector<TensorId> ins = {dyq, wq};
+    if (f8) ins.insert(ins.end(), {dy_scale, w_scale});
+    e.op(n.rel, e.cat(n.rel, ".bwd_input"), gi, ins, {dx});
+    // grad_weight (out_l, in_l) = dy^T (out_l, tokens) @ x (tokens, in_l)
+    // rowwise_with_gw_hp keeps this GEMM in high precision: bf16 dy and the bf16 input.
+    GemmOp gw;
+    gw.m = wl[0], gw.n = wl[1], gw.k = tokens, gw.trans_a = true;
+    const TensorId gw_a = gw_hp ? dy.t : dyq, gw_b = gw_hp ? x_hp.t : x.t;
+    gw.a_dtype = e.desc(gw_a).dtype, gw.b_dtype = e.desc(gw_b).dtype, gw.c_dtype = act();
+    TensorId dw = e.tensor(e.cat(n.rel, ".weight.grad"), wl, act(), e.desc(w).placement, TensorRole::gradient,
+                           e.desc(w).global_shape);
+    std::vector<TensorId> wins = {gw_a, gw_b};
+    if (f8 && !gw_hp) wins.insert(wins.end(), {dy_scale, x.scale});
+    e.op(n.rel, e.cat(n.rel, ".bwd_weight"), gw, wins, {dw});
+    finish_param_grad(n, w, dw, partial);
+    e.add_grad(x, parallel ? e.dtensor(dx, dx_pl) : e.plain(dx), n.rel);
+  });
 
   if (!parallel) return yv;
   Value out = yv;

@@ -27,7 +27,12 @@ class Layers {
 
   // PrepareModuleInput (and the input half of any style on a non-leaf module).
   Value module_input(const Name& n, const Value& x);
-  Value linear(const Name& n, const Value& x, int64_t in_features, int64_t out_features, bool float8_eligible);
+  // A Linear y = x W^T (+ b when `bias`). Its parameters are sharded as torch's _partition_linear_fn does: colwise
+  // weight and bias S(0); rowwise weight S(1), bias Replicate, added once to the Partial output (bias_add divides it
+  // by tp, as DTensor's Replicate -> Partial does). Float8 linears keep the bias in high precision, added after the
+  // scaled matmul (torchao's Float8Linear).
+  Value linear(const Name& n, const Value& x, int64_t in_features, int64_t out_features, bool float8_eligible,
+               bool bias = false);
   Value norm(const Name& n, const Value& x);
   Value embedding(const Name& n, const Value& tokens);
   // Rotary embedding, attention core and activations on local heads/features.

@@ -25,11 +25,13 @@ int64_t Model::block_parameters() const {
   const int64_t hd = head_dim();
   // wq (n_heads*hd, dim), wk and wv (n_kv_heads*hd, dim), wo (dim, n_heads*hd).
   const int64_t attention = dim * (n_heads + 2 * n_kv_heads) * hd + n_heads * hd * dim;
+  // q, k and v biases (n_heads*hd, n_kv_heads*hd, n_kv_heads*hd) when qkv_bias.
+  const int64_t biases = qkv_bias ? (n_heads + 2 * n_kv_heads) * hd : 0;
   // swiglu: w1, w3 (ffn_dim, dim) and w2 (dim, ffn_dim); gelu: w1 and w2.
   const int64_t mlp_matrices = mlp == Mlp::swiglu ? 3 : 2;
   const int64_t feed_forward = mlp_matrices * dim * ffn_dim;
   // attention_norm and ffn_norm.
-  return attention + feed_forward + 2 * norm_parameters(*this);
+  return attention + biases + feed_forward + 2 * norm_parameters(*this);
 }
 
 int64_t Model::total_parameters() const {

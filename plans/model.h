@@ -1,14 +1,18 @@
 #pragma once
 // The model: a decoder-only transformer named as torchtitan names it.
 //
-//   tok_embeddings                      Embedding(vocab_size, dim)
-//   layers.N.attention_norm             RMSNorm/LayerNorm(dim)
-//   layers.N.attention.{wq,wk,wv,wo}    wq (n_heads*head_dim, dim), wk/wv (n_kv_heads*head_dim, dim), wo (dim,
-//   n_heads*head_dim) layers.N.ffn_norm                   norm(dim) layers.N.feed_forward.{w1,w2,w3}    swiglu: w1/w3
-//   (ffn_dim, dim), w2 (dim, ffn_dim); gelu: w1, w2 only norm                                norm(dim) output
-//   Linear(dim -> vocab_size), weight (vocab_size, dim)
-// Linear weights are (out_features, in_features), as in torch.nn.Linear; no biases (Llama); layernorm has weight
-// and bias.
+//   tok_embeddings                       Embedding(vocab_size, dim)
+//   layers.N.attention_norm              RMSNorm/LayerNorm(dim)
+//   layers.N.attention.{wq,wk,wv,wo}     wq (n_heads*head_dim, dim), wk/wv (n_kv_heads*head_dim, dim),
+//                                        wo (dim, n_heads*head_dim)
+//   layers.N.ffn_norm                    norm(dim)
+//   layers.N.feed_forward.{w1,w2,w3}     swiglu: w1/w3 (ffn_dim, dim), w2 (dim, ffn_dim); gelu: w1, w2 only
+//   norm                                 norm(dim)
+//   output                               Linear(dim -> vocab_size), weight (vocab_size, dim)
+// Linear weights are (out_features, in_features), as in torch.nn.Linear. head_dim is dim / n_heads unless the model
+// sets it (Mistral Nemo: dim 5120, 32 heads of 128), so n_heads*head_dim may differ from dim. Linears have no biases
+// (Llama) except wq, wk, wv when qkv_bias (the Qwen2 family): a bias (out_features) each. Layernorm has weight and
+// bias.
 
 #include <cstdint>
 #include <string>
@@ -34,10 +38,16 @@ struct Model {
   Norm norm = Norm::rmsnorm;
   double norm_eps = 1e-5;
   double rope_theta = 500000.0;
+  // The config's head_dim (YAML model.head_dim, config.json head_dim); 0: dim / n_heads, the Llama rule.
+  int64_t explicit_head_dim = 0;
+  // Biases on the q, k and v projections (YAML model.qkv_bias; Qwen2ForCausalLM hard-wires them).
+  bool qkv_bias = false;
 
-  int64_t head_dim() const { return dim / n_heads; }
-  // Parameters of one transformer block: attention (dim*(n_heads + 2*n_kv_heads)*head_dim + n_heads*head_dim*dim),
-  // MLP (3 or 2 matrices of dim*ffn_dim), norms (dim each; layernorm also a bias).
+  // The width of one attention head: explicit_head_dim, or dim / n_heads.
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
+  // Parameters of one transformer block: attention (dim*(n_heads + 2*n_kv_heads)*head_dim + n_heads*head_dim*dim,
+  // plus (n_heads + 2*n_kv_heads)*head_dim bias elements when qkv_bias), MLP (3 or 2 matrices of dim*ffn_dim), norms
+  // (dim each; layernorm also a bias).
   int64_t block_parameters() const;
   int64_t embedding_parameters() const { return vocab_size * dim; }
   // Everything: embedding + blocks + final norm + output projection (untied).

@@ -106,6 +106,10 @@ struct AttentionOp {
 //   swiglu         {a, b} -> {y = silu(a) * b}      swiglu_bwd     {a, b, dy} -> {da, db}
 //   gelu           {a} -> {y} (tanh approximation)  gelu_bwd       {a, dy} -> {da}
 //   add            {a, b} -> {y = a + b}            accumulate     {a, y} -> {y += a}
+//   bias_add       {x, b} -> {y = x + b / bias_split}: x (b, s, n) a linear's output, b (n) its bias broadcast over
+//                  tokens; bias_split is tp when x is a Partial sum over TP (a rowwise linear: DTensor redistributes
+//                  the Replicate bias to Partial by dividing it, so the reduced output holds it once), else 1
+//   bias_grad      {dy} -> {db}: db (n) = the sum of dy (b, s, n) over its tokens
 //   slice          {x} -> {y}: this rank's slice of `dim` (R -> S(dim) redistribution)
 //   adamw          {p, g, m, v} -> {p, m, v}
 //   copy           {x...} -> {y...}: a contiguous copy of views (torchtitan 0.3's fused-wqkv split and concat, the
@@ -125,6 +129,8 @@ struct ElementwiseOp {
     gelu_bwd,
     add,
     accumulate,
+    bias_add,
+    bias_grad,
     slice,
     adamw,
     copy,
@@ -136,7 +142,8 @@ struct ElementwiseOp {
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
   int64_t flops = 0;
-  int dim = -1;  // slice: the dim (normalized)
+  int dim = -1;        // slice: the dim (normalized)
+  int bias_split = 1;  // bias_add: the bias is divided by it (tp for a Partial output, see bias_add)
 };
 std::string_view to_string(ElementwiseOp::Fn f);
 

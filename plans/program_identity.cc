@@ -13,30 +13,35 @@ namespace tptune {
 nlohmann::json program_identity(const Program& p) {
   const Model& m = p.model;
   const Plan& plan = p.plan;
-  return {{"model",
-           {{"name", m.name},
-            {"dim", m.dim},
-            {"n_layers", m.n_layers},
-            {"n_heads", m.n_heads},
-            {"n_kv_heads", m.n_kv_heads},
-            {"ffn_dim", m.ffn_dim},
-            {"vocab_size", m.vocab_size},
-            {"mlp", std::string(to_string(m.mlp))},
-            {"norm", std::string(to_string(m.norm))}}},
-          {"training",
-           {{"seq_len", p.training.seq_len},
-            {"local_batch_size", p.training.local_batch_size},
-            {"dtype", std::string(to_string(p.training.dtype))},
-            {"activation_checkpointing", std::string(to_string(p.training.activation_checkpointing))}}},
-          {"plan",
-           {{"family", plan.family},
-            {"source", plan.source},
-            {"tp_degree", plan.tp_degree},
-            {"float8", std::string(to_string(plan.float8))},
-            {"async_tp", plan.async_tp},
-            {"loss_parallel", plan.loss_parallel}}},
-          {"tp", p.tp},
-          {"dp", p.dp}};
+  nlohmann::json id = {{"model",
+                        {{"name", m.name},
+                         {"dim", m.dim},
+                         {"n_layers", m.n_layers},
+                         {"n_heads", m.n_heads},
+                         {"n_kv_heads", m.n_kv_heads},
+                         {"ffn_dim", m.ffn_dim},
+                         {"vocab_size", m.vocab_size},
+                         {"mlp", std::string(to_string(m.mlp))},
+                         {"norm", std::string(to_string(m.norm))}}},
+                       {"training",
+                        {{"seq_len", p.training.seq_len},
+                         {"local_batch_size", p.training.local_batch_size},
+                         {"dtype", std::string(to_string(p.training.dtype))},
+                         {"activation_checkpointing", std::string(to_string(p.training.activation_checkpointing))}}},
+                       {"plan",
+                        {{"family", plan.family},
+                         {"source", plan.source},
+                         {"tp_degree", plan.tp_degree},
+                         {"float8", std::string(to_string(plan.float8))},
+                         {"async_tp", plan.async_tp},
+                         {"loss_parallel", plan.loss_parallel}}},
+                       {"tp", p.tp},
+                       {"dp", p.dp}};
+  // A head_dim of its own and q/k/v biases only when the model has them, so that the identity of every other model
+  // (and the profiles written before them) reads as it did.
+  if (m.explicit_head_dim > 0) id["model"]["head_dim"] = m.explicit_head_dim;
+  if (m.qkv_bias) id["model"]["qkv_bias"] = true;
+  return id;
 }
 
 namespace {

@@ -37,13 +37,22 @@ Shrunk shrink_for_verify(const Model& m, const Training& t, const Plan& plan) {
   o.n_heads = o.n_kv_heads * group;
   // head_dim: 8, or the next even size that gives dim' the real dim's divisibility by tp (colwise embeddings shard
   // dim); n_heads' x 8 already has it whenever the heads shard. The real head_dim when nothing smaller does.
+  // A model with its own head_dim (n_heads x head_dim != dim) keeps one: head_dim' 8 (or the real one when smaller)
+  // and dim' the next size above n_heads' x 8 with the real dim's divisibility by tp, so that the q/k/v/o shapes still
+  // differ from (dim, dim). q/k/v biases (qkv_bias) are kept as they are.
   int64_t head_dim = m.head_dim();
-  for (int64_t hd = std::min<int64_t>(8, m.head_dim()); hd < m.head_dim(); hd += 2)
-    if ((m.dim % tp == 0) == (o.n_heads * hd % tp == 0)) {
-      head_dim = hd;
-      break;
-    }
-  o.dim = o.n_heads * head_dim;
+  if (m.explicit_head_dim > 0) {
+    head_dim = std::min<int64_t>(8, m.head_dim());
+    o.explicit_head_dim = head_dim;
+    o.dim = like(o.n_heads * head_dim + 1, tp, m.dim % tp == 0);
+  } else {
+    for (int64_t hd = std::min<int64_t>(8, m.head_dim()); hd < m.head_dim(); hd += 2)
+      if ((m.dim % tp == 0) == (o.n_heads * hd % tp == 0)) {
+        head_dim = hd;
+        break;
+      }
+    o.dim = o.n_heads * head_dim;
+  }
   o.ffn_dim = keep_smaller(m.ffn_dim, like(o.dim * 3 / 2, tp, m.ffn_dim % tp == 0));
   o.vocab_size = keep_smaller(m.vocab_size, like(40 * tp, tp, m.vocab_size % tp == 0));
   s.training.seq_len = keep_smaller(t.seq_len, like(4 * tp, tp, t.seq_len % tp == 0));

@@ -15,6 +15,8 @@
 // Each flavor's model (models/llama3/__init__.py _8b/_70b/_405b: dims, fused wqkv, RMSNorm eps 1e-5, rope theta
 // 500000) is tptune's llama3-8b/70b/405b preset; a model is a recipe's only when every dimension equals it.
 
+#include <string>
+
 #include "plans/model.h"
 #include "plans/plan.h"
 
@@ -36,5 +38,11 @@ struct TorchtitanRecipe {
 // MLP, norm, eps, rope theta; not the name: an HF config.json of Meta-Llama-3-8B is llama3_8b through its
 // dimensions), or nullptr.
 const TorchtitanRecipe* torchtitan_recipe(const Model& m);
+
+// What torchtitan's llama3 model (models/llama3/model/args.py TransformerModelArgs: head_dim is always dim //
+// n_heads, every Linear is bias=False) cannot express in `m`, as one phrase naming the feature ("head_dim 128 (dim
+// 5120 / 32 heads = 160)", "biases on q/k/v (qkv_bias)"), or "" when it can. The torchtitan exports refuse such a
+// model rather than emit a config that trains another one.
+std::string torchtitan_llama3_lacks(const Model& m);
 
 }  // namespace tptune

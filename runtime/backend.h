@@ -187,6 +187,10 @@ class Backend {
   virtual void gelu_bwd(int64_t n, DevPtr a, DevPtr dy, DevPtr da) = 0;
   virtual void add(int64_t n, DevPtr a, DevPtr b, DevPtr y) = 0;  // y = a + b
   virtual void accumulate(int64_t n, DevPtr a, DevPtr y) = 0;     // y += a
+  // A Linear's bias (ElementwiseOp bias_add / bias_grad): y (rows, n) = x + b / split with b (n) broadcast over the
+  // rows; db (n) = the column sums of dy (rows, n).
+  virtual void bias_add(int64_t rows, int64_t n, int split, DevPtr x, DevPtr b, DevPtr y) = 0;
+  virtual void bias_grad(int64_t rows, int64_t n, DevPtr dy, DevPtr db) = 0;
   // AdamW on fp32 master weights p with fp32 moments m, v; the gradient g in its storage.
   virtual void adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) = 0;
   // Embedding: out (tokens, dim) = rows of weight (vocab_local, dim) for ids in [vocab_offset, +vocab_local), zero

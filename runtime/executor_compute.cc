@@ -116,7 +116,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       {F::rmsnorm, {2, 2}}, {F::rmsnorm_bwd, {4, 2}}, {F::layernorm, {3, 3}}, {F::layernorm_bwd, {5, 3}},
       {F::rope, {1, 1}},    {F::rope_bwd, {1, 1}},    {F::swiglu, {2, 1}},    {F::swiglu_bwd, {3, 2}},
       {F::gelu, {1, 1}},    {F::gelu_bwd, {2, 1}},    {F::add, {2, 1}},       {F::accumulate, {2, 1}},
-      {F::slice, {1, 1}},   {F::adamw, {4, 3}}};
+      {F::slice, {1, 1}},   {F::adamw, {4, 3}},       {F::bias_add, {2, 1}},  {F::bias_grad, {1, 1}}};
   if (e.fn == F::copy)  // refused before a run (tp-run's refuse_unsupported); said again here for any other caller
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
@@ -192,6 +192,23 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       if (op.outputs[0] != op.inputs[1]) be_.copy2d(out(0), n, in(1), n, 1, n);
       be_.accumulate(n, in(0), out(0));
       break;
+    case F::bias_add: {
+      // x (rows, n) and the bias b (n): its local shard, as wide as x's last dim.
+      const int64_t width = numel(desc(op.inputs[1]).local_shape);
+      if (width != last_dim(x) || numel(desc(op.outputs[0]).local_shape) != n)
+        fail(op, fmt::format("bias_add: bias of local shape {} on an output of local shape {}",
+                             to_string(desc(op.inputs[1]).local_shape), to_string(x.local_shape)));
+      be_.bias_add(rows_of(x), width, e.bias_split, in(0), in(1), out(0));
+      break;
+    }
+    case F::bias_grad: {
+      const int64_t width = numel(desc(op.outputs[0]).local_shape);
+      if (width != last_dim(x))
+        fail(op, fmt::format("bias_grad: bias gradient of local shape {} from a gradient of local shape {}",
+                             to_string(desc(op.outputs[0]).local_shape), to_string(x.local_shape)));
+      be_.bias_grad(rows_of(x), width, in(0), out(0));
+      break;
+    }
     case F::slice: {
       const TensorDesc& y = desc(op.outputs[0]);
       const int nd = static_cast<int>(x.local_shape.size());

@@ -9,7 +9,7 @@
 // Scales (a well-conditioned step, not a trained model):
 //   linear and embedding weights (out, in):  u * sqrt(3 / in)    variance 1/in, so activations stay O(1)
 //   norm weights (dim):                      1 + 0.1 u           ~1, but not exactly 1, so that dw matters
-//   norm biases (dim):                       0.1 u
+//   norm and linear biases (dim, out):       0.1 u
 //   tokens and targets (b, s):               hash mod vocab      in [0, vocab)
 
 #include <cstdint>

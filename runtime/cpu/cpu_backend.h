@@ -54,6 +54,8 @@ class CpuBackend final : public Backend {
   void gelu_bwd(int64_t n, DevPtr a, DevPtr dy, DevPtr da) override;
   void add(int64_t n, DevPtr a, DevPtr b, DevPtr y) override;
   void accumulate(int64_t n, DevPtr a, DevPtr y) override;
+  void bias_add(int64_t rows, int64_t n, int split, DevPtr x, DevPtr b, DevPtr y) override;
+  void bias_grad(int64_t rows, int64_t n, DevPtr dy, DevPtr db) override;
   void adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) override;
   void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
                      const int32_t* ids, DevPtr weight, DevPtr out) override;

@@ -5,6 +5,7 @@
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/bias.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/float8.h"
@@ -89,6 +90,12 @@ void CpuBackend::accumulate(int64_t n, DevPtr ap, DevPtr yp) {
   float* y = F(yp);
   for (int64_t i = 0; i < n; ++i) y[i] += a[i];
 }
+#undef CALL
+#define CALL "bias"
+void CpuBackend::bias_add(int64_t rows, int64_t n, int split, DevPtr x, DevPtr b, DevPtr y) {
+  kernels::bias_add(F(x), F(b), rows, n, split, F(y));
+}
+void CpuBackend::bias_grad(int64_t rows, int64_t n, DevPtr dy, DevPtr db) { kernels::bias_grad(F(dy), rows, n, F(db)); }
 #undef CALL
 #define CALL "adamw"
 void CpuBackend::adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) {

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/bias.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
@@ -146,6 +147,22 @@ void CudaBackend::accumulate(int64_t n, DevPtr a, DevPtr y) {
   floating(a, "accumulate", [&](auto t) {
     using T = T_OF(t);
     cuda::accumulate<T>(compute_, n, as<T>(a, "accumulate"), as<T>(y, "accumulate"));
+  });
+}
+
+void CudaBackend::bias_add(int64_t rows, int64_t n, int split, DevPtr x, DevPtr b, DevPtr y) {
+  constexpr const char* c = "bias_add";
+  floating(x, c, [&](auto t) {
+    using T = T_OF(t);
+    cuda::bias_add<T>(compute_, rows, n, split, as<T>(x, c), as<T>(b, c), as<T>(y, c));
+  });
+}
+
+void CudaBackend::bias_grad(int64_t rows, int64_t n, DevPtr dy, DevPtr db) {
+  constexpr const char* c = "bias_grad";
+  floating(dy, c, [&](auto t) {
+    using T = T_OF(t);
+    cuda::bias_grad<T>(compute_, rows, n, as<T>(dy, c), as<T>(db, c));
   });
 }
 

@@ -23,6 +23,15 @@ if(TARGET tp-plan)
                     "^tp-plan: error: model 'mistralai/Mistral-7B-v0.3' \\(dim 4096, 32 layers, 32 heads, 8 kv heads, ffn_dim 14336, vocab 32768\\): not the dimensions of torchtitan 0.3's llama3 8B, 70B or 405B recipe"
                     ${TP_PLAN} export ${P}/tt03_8b_tp8.yaml --config ${TPTUNE_EXAMPLES}/llama3-8b-h100.yaml
                     --hf-config ${TPTUNE_EXAMPLES}/hf/mistral-7b-v0.3/config.json)
+  # Models torchtitan's llama3 cannot express (q/k/v biases, a head_dim other than dim / n_heads): refused by both
+  # torchtitan exports, naming the feature; never exported as the llama3 model they are not.
+  tptune_error_test("tp-plan export: torchtitan refuses q/k/v biases"
+                    "^tp-plan: error: model 'Qwen/Qwen2.5-7B': torchtitan's llama3 model cannot express biases on q/k/v"
+                    ${TP_PLAN} export ${P}/tt03_8b_tp8.yaml --config ${TPTUNE_EXAMPLES}/qwen2.5-7b-hf.yaml)
+  tptune_error_test("tp-plan export: torchtitan-toml refuses a free head_dim"
+                    "^tp-plan: error: model 'mistralai/Mistral-Nemo-Base-2407': torchtitan's llama3 model cannot express head_dim 128"
+                    ${TP_PLAN} export ${P}/tt03_8b_tp8.yaml --format torchtitan-toml
+                    --config ${TPTUNE_EXAMPLES}/mistral-nemo-12b-hf.yaml)
   # A module plan that is neither of enable_sequence_parallel's: refused, never exported as the closest.
   tptune_error_test("tp-plan export: module styles of no torchtitan switch"
                     "^tp-plan: error: .*per_linear_gather.yaml: the plan's module styles are neither of torchtitan's"

@@ -139,7 +139,7 @@ TEST_CASE("hf_config: Mistral 7B v0.3 reads its own dims", "[hf_config]") {
 TEST_CASE("hf_config: defaults follow transformers' LlamaConfig", "[hf_config]") {
   // No num_key_value_heads, rope_theta, rms_norm_eps: transformers uses n_heads, 10000 and 1e-6.
   const Model m = parse_hf_config(
-      R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+      R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
           "num_hidden_layers": 2, "vocab_size": 100})",
       "c.json");
   CHECK(m.n_kv_heads == 4);
@@ -163,16 +163,21 @@ TEST_CASE("hf_config: what the model cannot represent is a one-line error naming
   CHECK(hf_error(llama_with("  \"tie_word_embeddings\": false,")) == "(no error)");
   CHECK_THAT(hf_error(llama_with("  \"hidden_act\": \"gelu\",")),
              Catch::StartsWith("config.json:2: hidden_act: expected \"silu\""));
-  // head_dim 128 with hidden 256 / 4 heads = 64.
-  CHECK(hf_error(llama_with("  \"head_dim\": 128,")) ==
-        "config.json:2: head_dim: 128 is not supported: tptune's head_dim is hidden_size / num_attention_heads = 64");
-  CHECK(hf_error(llama_with("  \"head_dim\": 64,")) == "(no error)");
-  CHECK_THAT(hf_error(llama_with("  \"sliding_window\": 4096,")),
-             Catch::StartsWith("config.json:2: sliding_window: sliding-window attention (4096) is not supported"));
+  // head_dim 128 with hidden 256 / 4 heads = 64: a head_dim of its own (Mistral Nemo's case); 64 is the default.
+  CHECK(parse_hf_config(llama_with("  \"head_dim\": 128,"), "c.json").explicit_head_dim == 128);
+  CHECK(parse_hf_config(llama_with("  \"head_dim\": 64,"), "c.json").explicit_head_dim == 0);
+  CHECK(hf_error(llama_with("  \"head_dim\": 63,")) ==
+        "config.json:2: head_dim: expected an even size (rotary embedding rotates pairs), got 63");
+  CHECK(hf_error(llama_with("  \"sliding_window\": 4096,")) ==
+        "config.json:2: sliding_window: sliding-window attention (4096 tokens) is not supported; tptune models full "
+        "causal attention (set sliding_window to null if the window is not used)");
+  CHECK(hf_error(llama_with("  \"sliding_window\": 4096, \"use_sliding_window\": true,")) ==
+        "config.json:2: use_sliding_window: sliding-window attention (4096 tokens) is not supported; tptune models "
+        "full causal attention (set use_sliding_window to false)");
   CHECK(hf_error(llama_with("  \"sliding_window\": 4096, \"use_sliding_window\": false,")) == "(no error)");
   // (llama_with's own keys come later; JSON's last duplicate wins, so type errors use keys it does not set.)
   CHECK(hf_error(llama_with("  \"head_dim\": \"64\",")) ==
-        "config.json:2: head_dim: expected an integer in 1..1048576, got \"64\"");
+        "config.json:2: head_dim: expected an integer in 2..65536, got \"64\"");
   CHECK(hf_error(llama_with("  \"rms_norm_eps\": -1,")) ==
         "config.json:2: rms_norm_eps: expected a number in (0, 1], got -1");
   // The config YAML's ranges (model.norm_eps, model.rope_theta, model.dim, ...), with file:line: before issue 21, 1e300
@@ -182,31 +187,76 @@ TEST_CASE("hf_config: what the model cannot represent is a one-line error naming
   CHECK(hf_error(llama_with("  \"rope_theta\": 1e300,")) ==
         "config.json:2: rope_theta: expected a number in (0, 1000000000000], got 1e+300");
   CHECK(hf_error(llama_with("  \"rope_theta\": 500000.0,")) == "(no error)");
-  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 4194304, \"intermediate_size\": 128,\n"
+  CHECK(hf_error("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 4194304, \"intermediate_size\": 128,\n"
                  "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 100}") ==
         "config.json:1: hidden_size: expected an integer in 1..1048576, got 4194304");
-  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+  CHECK(hf_error("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128,\n"
                  "\"num_attention_heads\": 4,\n\"num_hidden_layers\": 10001, \"vocab_size\": 100}") ==
         "config.json:3: num_hidden_layers: expected an integer in 1..10000, got 10001");
-  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+  CHECK(hf_error("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128,\n"
                  "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 18446744073709551615}") ==
         "config.json:2: vocab_size: expected an integer in 1..16777216, got 18446744073709551615");
-  CHECK(hf_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+  CHECK(hf_error("{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128,\n"
                  "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 100,\n"
                  "\"num_key_value_heads\": 3}") ==
         "config.json:3: num_key_value_heads: expected a divisor of num_attention_heads (4), got 3");
 }
 
+TEST_CASE("hf_config: refusals name the key and the feature, one line each", "[hf_config]") {
+  CHECK(hf_error(llama_with("  \"attn_logit_softcapping\": 50.0,")) ==
+        "config.json:2: attn_logit_softcapping: 50.0 is not supported: attention soft-capping (Gemma 2's tanh cap on "
+        "the scores)");
+  CHECK(hf_error(llama_with("  \"final_logit_softcapping\": 30.0,")) ==
+        "config.json:2: final_logit_softcapping: 30.0 is not supported: logit soft-capping (Gemma 2's tanh cap on the "
+        "output logits)");
+  CHECK(hf_error(llama_with("  \"final_logit_softcapping\": null,")) == "(no error)");
+  CHECK(hf_error(llama_with("  \"partial_rotary_factor\": 0.5,")) ==
+        "config.json:2: partial_rotary_factor: 0.5 is not supported: tptune rotates the whole head (partial rotary, "
+        "as Phi uses, is not modelled)");
+  CHECK(hf_error(llama_with("  \"layer_norm_eps\": 1e-5,")) ==
+        "config.json:2: layer_norm_eps: LayerNorm is not supported for this architecture: tptune's Llama family uses "
+        "RMSNorm (rms_norm_eps)");
+  CHECK(hf_error(llama_with("  \"hidden_activation\": \"gelu_pytorch_tanh\",")) ==
+        "config.json:2: hidden_activation: \"gelu_pytorch_tanh\" is not supported: a GELU-gated MLP (GeGLU, Gemma's); "
+        "tptune models SwiGLU (silu)");
+  CHECK(hf_error(llama_with("  \"hidden_act\": \"gelu_pytorch_tanh\",")) ==
+        "config.json:2: hidden_act: expected \"silu\" (the SwiGLU MLP of the Llama family), got \"gelu_pytorch_tanh\"");
+  CHECK(hf_error(llama_with("  \"n_shared_experts\": 2,")) ==
+        "config.json:2: n_shared_experts: mixture-of-experts (n_shared_experts = 2) is not supported; tptune models "
+        "dense MLPs");
+  // attention_bias: LlamaAttention biases q, k, v and o_proj; tptune has no o_proj bias, so it stays refused.
+  CHECK(hf_error(llama_with("  \"attention_bias\": true,")) ==
+        "config.json:2: attention_bias: true is not supported: transformers' LlamaAttention then biases q_proj, "
+        "k_proj, v_proj and o_proj; tptune models biases on q, k and v only (Qwen2ForCausalLM)");
+  CHECK(hf_error(llama_with("  \"use_qk_norm\": true,")) ==
+        "config.json:2: use_qk_norm: true is not supported: q/k norms before rotary embedding");
+}
+
 TEST_CASE("hf_config: unsupported architectures and missing keys are named", "[hf_config]") {
   CHECK(hf_error("{\n  \"architectures\": [\"MixtralForCausalLM\"]\n}") ==
-        "config.json:2: architectures: 'MixtralForCausalLM' is not supported; expected LlamaForCausalLM or "
-        "MistralForCausalLM");
+        "config.json:2: architectures: 'MixtralForCausalLM' is not supported: tptune does not model its "
+        "mixture-of-experts MLPs (num_local_experts)");
+  CHECK(hf_error("{\n  \"architectures\": [\"Gemma2ForCausalLM\"]\n}") ==
+        "config.json:2: architectures: 'Gemma2ForCausalLM' is not supported: tptune does not model its soft-capping "
+        "(attn_logit_softcapping, final_logit_softcapping), sliding-window attention on every other layer, GeGLU MLPs "
+        "(gelu_pytorch_tanh), extra post-attention/post-MLP norms and tied embeddings scaled by sqrt(hidden)");
+  CHECK_THAT(hf_error("{\n  \"architectures\": [\"Phi3ForCausalLM\"]\n}"),
+             Catch::StartsWith("config.json:2: architectures: 'Phi3ForCausalLM' is not supported: tptune does not "
+                               "model its sliding-window attention (sliding_window), partial rotary"));
+  CHECK(hf_error("{\n  \"architectures\": [\"FalconForCausalLM\"]\n}") ==
+        "config.json:2: architectures: 'FalconForCausalLM' is not supported: tptune models LlamaForCausalLM, "
+        "MistralForCausalLM and Qwen2ForCausalLM (pre-norm RMSNorm, SwiGLU MLP, full causal GQA attention with "
+        "rotary embedding)");
   CHECK_THAT(hf_error("{\"hidden_size\": 4}"), Catch::StartsWith("config.json:1: architectures: missing"));
+  // model_type alone no longer passes: it does not say which model class transformers builds.
+  CHECK(hf_error("{\n  \"model_type\": \"llama\", \"hidden_size\": 64\n}") ==
+        "config.json:1: architectures: missing; expected [\"LlamaForCausalLM\"], [\"MistralForCausalLM\"] or "
+        "[\"Qwen2ForCausalLM\"] (model_type \"llama\" alone does not say which model class transformers builds)");
   // hidden_size missing: the error points at the object's opening brace (line 1).
-  CHECK(hf_error("{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 10\n}") ==
+  CHECK(hf_error("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"vocab_size\": 10\n}") ==
         "config.json:1: hidden_size: missing; expected an integer in 1..1048576");
   // nlohmann reports a byte offset; the error says the line (3) instead.
-  CHECK_THAT(hf_error("{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 10,,\n}"),
+  CHECK_THAT(hf_error("{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"vocab_size\": 10,,\n}"),
              Catch::StartsWith("config.json:3: invalid JSON: "));
   CHECK(hf_error("[1, 2]") == "config.json:1: expected a JSON object (a transformers config.json)");
 }
@@ -220,13 +270,12 @@ TEST_CASE("hf_config: the bundled refused configs say why", "[hf_config]") {
     }
     return std::string("(no error)");
   };
-  // Qwen2 7B: `architectures` is on line 3 of the file (after "{" and "_name_or_path").
-  CHECK(err("tests/plans/hf_configs/qwen2-7b.json") ==
-        source("tests/plans/hf_configs/qwen2-7b.json") +
-            ":3: architectures: 'Qwen2ForCausalLM' is not supported: transformers hard-wires biases on Qwen2's q/k/v "
-            "projections, and tptune's attention has no biases");
+  // Qwen2 7B: accepted, with the q/k/v biases transformers' Qwen2Attention hard-wires (sliding_window 131072 is set
+  // but use_sliding_window false: full attention).
+  CHECK(err("tests/plans/hf_configs/qwen2-7b.json") == "(no error)");
+  CHECK(load_hf_config(source("tests/plans/hf_configs/qwen2-7b.json")).qkv_bias);
   CHECK_THAT(err("tests/plans/hf_configs/mistral-7b-v0.1.json"),
-             Catch::Contains(":20: sliding_window: sliding-window attention (4096) is not supported"));
+             Catch::Contains(":20: sliding_window: sliding-window attention (4096 tokens) is not supported"));
 }
 
 TEST_CASE("hf_config: config YAML reads model.hf_config relative to itself, and --hf-config replaces model",
