@@ -129,6 +129,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.block_backward_ms = mean_span(SegmentKind::block_bwd);
 
   r.memory = memory;
+  r.parameters = parameter_count(p);
 
   // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
   struct Ref {
