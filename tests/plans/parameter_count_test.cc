@@ -41,9 +41,14 @@ TEST_CASE("per rank at tp 8 x dp_shard N: FSDP2 chunks each local shard along di
   CHECK(parameter_count(lower_preset("vanilla", {.tp_degree = 8, .dp_shard = 3})).per_rank == 335026902);
 }
 
-TEST_CASE("per rank at tp 1 without FSDP is the whole model") {
-  const Program p = lower_preset("vanilla", {.tp_degree = 1});
-  CHECK(parameter_count(p).per_rank == parameter_count(p).total);
+TEST_CASE("per rank at tp 1 without FSDP is the whole model, for every model preset") {
+  // The lowering's parameter tensors and Model::total_parameters() agree on every architecture (rmsnorm / layernorm
+  // with its bias, swiglu / gelu).
+  for (const std::string& name : model_preset_names()) {
+    CAPTURE(name);
+    const Program p = lower_preset("vanilla", {.tp_degree = 1}, test::model_named(name), 128);
+    CHECK(parameter_count(p).per_rank == parameter_count(p).total);
+  }
 }
 
 TEST_CASE("counts print with thousands separators") {
