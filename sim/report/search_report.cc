@@ -131,12 +131,11 @@ std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) 
 std::string header(const Config& cfg, const SearchResult& r) {
   const ClusterSpec& c = r.cluster;
   std::string o;
-  append(o,
-         "{} ({} parameters, seq {}) on {} x {} ({} node{} x {}): {} candidates, {} feasible, {:.0f} ms on {} "
-         "thread{}\n",
-         cfg.model.name, with_thousands(cfg.model.total_parameters()), fmt::join(r.space.seq_lens, ", "),
-         c.world_size(), c.gpu.name, c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, r.evaluated, r.feasible,
-         r.elapsed_ms, r.threads, r.threads == 1 ? "" : "s");
+  append(o, "{} (seq {}) on {} x {} ({} node{} x {}): {} candidates, {} feasible, {:.0f} ms on {} thread{}\n",
+         cfg.model.name, fmt::join(r.space.seq_lens, ", "), c.world_size(), c.gpu.name, c.nodes,
+         c.nodes == 1 ? "" : "s", c.gpus_per_node, r.evaluated, r.feasible, r.elapsed_ms, r.threads,
+         r.threads == 1 ? "" : "s");
+  append(o, "parameters: {} in the model\n", with_thousands(cfg.model.total_parameters()));
   append(o, "objective: {}, memory headroom {:g} GiB of {:g} GiB\n", to_string(r.space.objective),
          r.space.memory_headroom_gib, c.gpu.memory_GiB);
   if (r.space.global_batch_size > 0 || r.space.min_tokens_per_second_per_gpu > 0 || r.space.gpu_hour_price > 0) {

@@ -13,7 +13,7 @@
 //                        rowwise, async TP), dp_shard the rest of the world
 //   sequence_parallel preset   otherwise (no recipe trains the model): sequence_parallel with loss parallel at the
 //                        winner's TP degree, the config's training section, the plan's family
-// The header gives the model's parameter count, the winner's lines the parameters one GPU holds
+// The header's second line gives the model's parameter count, the winner's lines the parameters one GPU holds
 // (plans/parameter_count.h).
 // With more than one search.seq_lens, the tables get a `seq` column, and the header lists the lengths.
 // "Where the time went" compares milliseconds per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x
