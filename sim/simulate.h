@@ -35,7 +35,8 @@
 namespace tptune {
 
 struct OpSummary {
-  std::string name;  // "layers.*.attention.wq.fwd" for block ops
+  std::string name;  // "layers.*.attention.wq.fwd" for block ops; "fsdp.all_gather (head)": the segment, when two
+                     // reported ops of different segments share a name and a phase
   std::string kind;  // gemm | attention | ... | all_gather(tp) ...
   std::string phase;
   Stream stream = Stream::compute;
