@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 namespace tptune::svg {
 
@@ -62,23 +63,24 @@ Box text_box(double x, double y, std::string_view s, double px, std::string_view
 Placed place_label(double x, double y, double r, std::string_view s, double px, const std::vector<Box>& avoid,
                    const Box& area) {
   const double w = text_box(0, 0, s, px).x1, gap = r + 3;
-  std::vector<Placed> tried;
+  std::optional<Placed> first;  // what to return when no place is free
   for (int ring = 0; ring < 8; ++ring) {
     const double d = ring * 0.9 * px;  // further out, one line at a time
-    // Baseline positions: right of the marker (level, below, above), left, then centred above and below.
+    // Baselines: right of the marker (level with it, or lower by d), then above it; the same on the left; then
+    // centred above and below.
     const std::pair<double, double> at[] = {{x + gap, y + 0.35 * px + d},         {x + gap, y - d + 0.35 * px - px},
                                             {x - gap - w, y + 0.35 * px + d},     {x - gap - w, y - d + 0.35 * px - px},
                                             {x - w / 2, y - gap - 0.25 * px - d}, {x - w / 2, y + gap + 0.8 * px + d}};
     for (const auto& [tx, ty] : at) {
       const Placed p{tx, ty, text_box(tx, ty, s, px)};
-      tried.push_back(p);
+      if (!first) first = p;
       if (!p.box.inside(area)) continue;
       bool free = true;
       for (const Box& b : avoid) free = free && !p.box.intersects(b);
       if (free) return p;
     }
   }
-  return tried.front();
+  return *first;
 }
 
 Svg::Svg(double width, double height, std::string_view title) {
