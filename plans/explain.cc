@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "plans/checked_math.h"
+#include "plans/parameter_count.h"
+#include "plans/text_table.h"
 #include "plans/version.h"
 
 namespace tptune {
@@ -192,7 +194,10 @@ void write_explain_json(const Program& p, std::ostream& out) {
   // The collectives list is written one record at a time; the small parts around it with nlohmann::json.
   out << "{\n  \"tp_degree\": " << p.tp << ",\n  \"dp_shard\": " << p.dp;
   if (p.dp_replicate > 1) out << ",\n  \"dp_replicate\": " << p.dp_replicate;
-  out << ",\n  \"plan\": " << plan.dump() << ",\n  \"collectives\": [";
+  const ParameterCount params = parameter_count(p);
+  out << ",\n  \"plan\": " << plan.dump() << ",\n  \"parameters\": {\"per_gpu\":" << params.per_rank
+      << ",\"total\":" << params.total << "}"
+      << ",\n  \"collectives\": [";
   bool first = true;
   fmt::memory_buffer buf;
   for_each_step_collective(p, [&](const CollectiveRecord& r) {
@@ -234,15 +239,26 @@ std::string explain_text(const Program& p) {
                                     "microbatch's, the optimizer's once per step)",
                                     p.plan.gradient_accumulation_steps)
                       : ""));
+  const ParameterCount params = parameter_count(p);
+  line(fmt::format("Parameters: {} in the model, {} per GPU ({})", with_thousands(params.total),
+                   with_thousands(params.per_rank), shard_text(p.tp, p.dp)));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
-    line(fmt::format("  {:<10} {:<32} {:<15} {:<40} {:<9} {:<18} {:>10}  {}", "phase", "module", "op", "tensor",
-                     "dtype", "global shape", "bytes", "group"));
-    for (const auto& r : rs) {
-      std::string op = std::string(to_string(r.kind)) + (r.reduce == ReduceOp::max ? "(max)" : "");
-      line(fmt::format("  {:<10} {:<32} {:<15} {:<40} {:<9} {:<18} {:>10}  {}", to_string(r.phase), r.module, op,
-                       r.tensor, to_string(r.dtype), to_string(r.global_shape), human_bytes(r.bytes),
-                       to_string(r.group)));
-    }
+    // Each column as wide as its longest cell (plans/text_table.h): a long module or tensor name never shifts the
+    // columns after it.
+    TextTable t({{"phase", 10},
+                 {"module", 32},
+                 {"op", 15},
+                 {"tensor", 40},
+                 {"dtype", 9},
+                 {"global shape", 18},
+                 {"bytes", 10, Align::right},
+                 {"group", 0, Align::left, 2}});
+    for (const auto& r : rs)
+      t.row({std::string(to_string(r.phase)), r.module,
+             std::string(to_string(r.kind)) + (r.reduce == ReduceOp::max ? "(max)" : ""), r.tensor,
+             std::string(to_string(r.dtype)), to_string(r.global_shape), human_bytes(r.bytes),
+             std::string(to_string(r.group))});
+    out += t.str("  ");
     if (rs.empty()) line("  (none)");
   };
   line("");

@@ -2,13 +2,15 @@
 // `tp-plan explain`: the collectives a Program issues, per block and per step, as text and JSON.
 //
 // JSON (`explain_json`):
-//   {"tp_degree": 8, "dp_shard": 1, "plan": "...",
+//   {"tp_degree": 8, "dp_shard": 1, "plan": "...", "parameters": {"per_gpu": 1004015616, "total": 8030261248},
 //    "collectives": [{"phase": "forward", "module": "layers.0.attention.wo", "op": "reduce_scatter",
 //                     "tensor": "layers.0.attention.wo.out", "dtype": "bf16", "global_shape": [1, 8192, 4096],
 //                     "bytes": 67108864, "group": "tp"}, ...],
 //    "per_block": {"forward": {"all_reduce": 0, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 0}, "backward":
 //    ...}, "per_step": {"tp": {"count": N, "bytes": B}, "dp": {...}},
 //    "tptune": {"version": "0.1.0", "git_hash": "1a2b3c4"}}   (plans/version.h's stamp)
+// `parameters` counts elements: the model's total, and what one GPU holds (its TP shard, chunked over dp_shard by
+// FSDP; plans/parameter_count.h).
 // HSDP plans (dp_replicate > 1) add "dp_replicate": N after dp_shard and per_step "dp_replicate": {...}: the fp32
 // all-reduces of the gradient shards, tensor "gradient shards", group "dp_replicate".
 // `collectives` lists every collective of the step in program order, every layer, full FQNs; `bytes` is the full

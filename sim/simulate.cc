@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <string_view>
 #include <unordered_map>
 
@@ -129,6 +130,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.block_backward_ms = mean_span(SegmentKind::block_bwd);
 
   r.memory = memory;
+  r.parameters = parameter_count(p);
 
   // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
   struct Ref {
@@ -187,6 +189,13 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     o.total_us = refs[k].total;
     ops.push_back(std::move(o));
   }
+  // Ops of different segments may share a name and a phase (FSDP's all-gather of the embedding's unit in embed.fwd and
+  // of the output's in head): those rows say their segment, "fsdp.all_gather (head)".
+  std::map<std::pair<std::string, std::string>, int> rows_named;
+  for (const OpSummary& o : ops) ++rows_named[{o.name, o.phase}];
+  for (size_t k = 0; k < ops.size(); ++k)
+    if (rows_named[{ops[k].name, ops[k].phase}] > 1)
+      ops[k].name += fmt::format(" ({})", to_string(p.segments[refs[k].seg].kind));
   r.top_ops = std::move(ops);
   return r;
 }

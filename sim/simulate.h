@@ -19,10 +19,12 @@
 //                     (the extra microbatches' idle compute-stream time beyond their exposed DP time is TP's)
 //   per-block         mean compute-stream wall time of one block's forward / backward instance, exposed
 //                     communication and (in backward) recompute included
+//   parameters        the model's total and one rank's TP and FSDP shard, in elements (plans/parameter_count.h)
 
 #include <string>
 #include <vector>
 
+#include "plans/parameter_count.h"
 #include "plans/plan_toggles.h"
 #include "plans/program.h"
 #include "sim/cluster_spec.h"
@@ -33,7 +35,8 @@
 namespace tptune {
 
 struct OpSummary {
-  std::string name;  // "layers.*.attention.wq.fwd" for block ops
+  std::string name;  // "layers.*.attention.wq.fwd" for block ops; "fsdp.all_gather (head)": the segment, when two
+                     // reported ops of different segments share a name and a phase
   std::string kind;  // gemm | attention | ... | all_gather(tp) ...
   std::string phase;
   Stream stream = Stream::compute;
@@ -57,6 +60,7 @@ struct StepReport : PlanToggles {
   double tp_comm_busy_ms = 0, dp_comm_busy_ms = 0;  // communication stream busy time (overlapped or not)
   double dp_replicate_comm_busy_ms = 0;             // HSDP's replicate all-reduce stream
   double block_forward_ms = 0, block_backward_ms = 0;
+  ParameterCount parameters;  // the model's, and one rank's after TP and FSDP sharding (plans/parameter_count.h)
   MemoryReport memory;
   std::vector<OpSummary> top_ops;  // by total time, longest first
 };

@@ -91,11 +91,13 @@ int run_search(const SearchArgs& a) {
   // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   if (!a.out_plan.empty()) outputs.push_back({"--out-plan", a.out_plan, plan_to_yaml(winner)});
+  size_t trace_events = 0;
   if (!a.trace.empty()) {
     const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), winner);
     const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
-    outputs.push_back({"--trace", a.trace,
-                       json_dump(with_version_stamp(chrome_trace(p, costs, schedule(p, costs, opts.cost))), 2) + "\n"});
+    const nlohmann::json trace = with_version_stamp(chrome_trace(p, costs, schedule(p, costs, opts.cost)));
+    trace_events = trace["traceEvents"].size();
+    outputs.push_back({"--trace", a.trace, json_dump(trace, 2) + "\n"});
   }
   if (!a.json.empty() && a.json != "-")
     outputs.push_back({"--json", a.json, json_dump(with_version_stamp(result_json()), 2) + "\n"});
@@ -108,6 +110,9 @@ int run_search(const SearchArgs& a) {
                a.plan.compile      ? " --compile"
                : a.plan.no_compile ? " --no-compile"
                                    : "");
+  if (!a.trace.empty())  // the number of events says that it holds the step (Perfetto opens it)
+    fmt::print(text ? stdout : stderr, "{}wrote {} ({} events)\n", text && a.out_plan.empty() ? "\n" : "", a.trace,
+               trace_events);
   if (a.verify)
     fmt::print(text ? stdout : stderr,
                "\nprove it on CPU ranks (a scaled-down model of the same architecture, same plan):\n"

@@ -62,6 +62,7 @@ int run_simulate(const SimulateArgs& a) {
   }
   // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
+  size_t trace_events = 0;
   if (!a.json.empty()) {
     nlohmann::json j = with_version_stamp(report_json(r));
     if (!a.calibration.empty()) j["calibration"] = {{"file", a.calibration}, {"terms", resolved.terms}};
@@ -76,11 +77,13 @@ int run_simulate(const SimulateArgs& a) {
                                : chrome_trace_with_measured(prog, costs, tl, measured,
                                                             fmt::format("{} (measured, {})", a.measured, device));
     stamp_version(trace);
+    trace_events = trace["traceEvents"].size();
     outputs.push_back({"--trace", a.trace, json_dump(trace)});
   }
   if (!a.report.empty())
     outputs.push_back({"--report", a.report, simulate_html(cfg, cluster, params, prog, costs, tl, r)});
   write_outputs(outputs);
+  if (!a.trace.empty()) fmt::print(a.json == "-" ? stderr : stdout, "wrote {} ({} events)\n", a.trace, trace_events);
   return 0;
 }
 

@@ -27,7 +27,7 @@ BackendChoice choose_backend(const std::string& requested) {
                         ? "asked for with --backend cuda"
                         : fmt::format("{} GPU(s) visible and this build has CUDA", cuda_device_count())};
   if (requested == "cuda") throw Error(fmt::format("--backend cuda: {}", missing));
-  return {"cpu", fmt::format("no GPU to use: {}", missing)};
+  return {"cpu", missing};  // "backend: cpu (no GPU visible)"
 #else
   if (requested == "cuda")
     throw Error("--backend cuda: this build has no CUDA backend (configure with the CUDA toolkit, TPTUNE_CUDA=ON)");

@@ -2,7 +2,8 @@
 // `tp-run verify|profile|bench --backend auto|cpu|cuda`: which Backend runs the Program, and why.
 //
 // auto (the default) picks cuda when this build has the CUDA backend (TPTUNE_HAVE_CUDA) and a GPU is visible, else
-// cpu; the reason is printed ("backend: cpu (this build has no CUDA backend)"). An explicit `cuda` without either is
+// cpu; the reason is printed ("backend: cpu (this build has no CUDA backend)", "backend: cpu (no GPU visible)" on a
+// machine without a GPU: runtime/cuda/cuda_backend.h cuda_unavailable_reason()). An explicit `cuda` without either is
 // an error saying which is missing. On cuda every process uses the GPU of its local rank (one process per GPU), or
 // the only GPU it sees (one GPU per task).
 

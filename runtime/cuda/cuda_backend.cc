@@ -36,12 +36,26 @@ int cuda_device_count() {
 
 std::string cuda_unavailable_reason() {
   int n = 0;
-  cudaError_t s = cudaGetDeviceCount(&n);
-  if (s != cudaSuccess) {
-    cudaGetLastError();
-    return fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(s));
+  const cudaError_t s = cudaGetDeviceCount(&n);
+  if (s == cudaSuccess) return n == 0 ? "no GPU visible" : "";
+  cudaGetLastError();
+  // A machine without a GPU has no NVIDIA driver either: the runtime then answers cudaErrorInsufficientDriver, whose
+  // text ("CUDA driver version is insufficient for CUDA runtime version") reads as a broken install. The driver's
+  // version is 0 exactly when no driver is loaded (cudaDriverGetVersion).
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  cudaGetLastError();
+  if (s == cudaErrorNoDevice) return "no GPU visible";
+  if (s == cudaErrorInsufficientDriver && driver == 0) return "no GPU visible: no NVIDIA driver is loaded";
+  if (s == cudaErrorInsufficientDriver) {
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    return fmt::format(
+        "the NVIDIA driver supports CUDA {}.{}, older than this build's CUDA runtime {}.{}: update the "
+        "driver",
+        driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
   }
-  return n == 0 ? "no CUDA device is visible" : "";
+  return fmt::format("no usable GPU: cudaGetDeviceCount: {}", cudaGetErrorString(s));
 }
 
 CudaBackend::CudaBackend(MPI_Comm tp, MPI_Comm dp, int device) : device_(device) {

@@ -45,8 +45,9 @@ namespace tptune {
 
 // Number of visible CUDA devices; 0 when none is visible or the driver is missing (never throws).
 int cuda_device_count();
-// A one-line reason why no device is usable ("cudaGetDeviceCount: no CUDA-capable device is detected"), empty when
-// one is.
+// A one-line reason why no device is usable, empty when one is: "no GPU visible" (none, or CUDA_VISIBLE_DEVICES hides
+// them), "no GPU visible: no NVIDIA driver is loaded" (a machine without a GPU), the driver older than the runtime,
+// or "no usable GPU: cudaGetDeviceCount: <CUDA's text>".
 std::string cuda_unavailable_reason();
 
 class CudaBackend final : public Backend {

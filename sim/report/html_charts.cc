@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "sim/report/html_report.h"
+#include "sim/report/step_report.h"
 #include "sim/report/svg.h"
 
 namespace tptune {
@@ -30,7 +32,7 @@ double ms_per_1k_tokens(const StepReport& r, double ms) {
 }
 
 std::string html_scatter(const std::vector<ReportPoint>& points, double memory_limit_gib,
-                         const std::vector<ReportPlan>& plans) {
+                         const std::vector<ReportPlan>& plans, size_t out_of_memory) {
   constexpr double W = 820, H = 470, L = 80, R = 630, T = 20, B = 400;
   double max_mem = memory_limit_gib, max_tps = 0;
   for (const auto& p : points) {
@@ -63,13 +65,25 @@ std::string html_scatter(const std::vector<ReportPoint>& points, double memory_l
   s.text(x.at(memory_limit_gib) - 4, T + 12, fmt::format("memory limit {:.1f} GiB", memory_limit_gib), "end",
          "small limit");
 
-  // Candidates over the limit were never scheduled: ticks on the x axis at their peak memory.
-  int over = 0;
+  // Candidates over the limit were never scheduled: ticks on the x axis at their peak memory, one per pixel column
+  // (those past the axis at its end), taller where several coincide, the tooltip counting them.
+  std::map<long, std::pair<size_t, double>> columns;  // pixel column -> (candidates, largest peak)
+  size_t ticked = 0;
   for (const auto& p : points)
     if (!p.scheduled && p.peak_gib > 0) {
-      ++over;
-      s.line(x.at(std::min(p.peak_gib, x_hi)), B - 8, x.at(std::min(p.peak_gib, x_hi)), B, "#999", 1);
+      auto& c = columns[std::lround(x.at(std::min(p.peak_gib, x_hi)))];
+      ++c.first;
+      c.second = std::max(c.second, p.peak_gib);
+      ++ticked;
     }
+  auto tick_height = [](size_t n) { return 8 + 3 * std::log2(static_cast<double>(n)); };
+  for (const auto& [px, c] : columns) {
+    const double h = tick_height(c.first);
+    s.rect(static_cast<double>(px) - 0.5, B - h, 1, h, "#999",
+           fmt::format("{} over the limit {} {:.1f} GiB", c.first, c.second > x_hi ? "past the axis, up to" : "at",
+                       c.second));
+  }
+  const size_t over = std::max(out_of_memory, ticked);
   // The Pareto front: more throughput for more memory, nothing better on both.
   std::vector<const ReportPoint*> sched;
   for (const auto& p : points)
@@ -92,17 +106,35 @@ std::string html_scatter(const std::vector<ReportPoint>& points, double memory_l
         "#fff",
         fmt::format("{}: {:.0f} tokens/s per GPU, {:.1f} GiB", p->label, p->tokens_per_second_per_gpu, p->peak_gib));
 
-  // The chosen plan and the baselines.
+  // The chosen plan and the baselines: their markers, then each one's name where it covers no marker, no other name
+  // and not the memory limit's (svg::place_label).
+  std::vector<svg::Box> taken;
+  for (const ReportPoint* p : sched)
+    taken.push_back(svg::marker_box(x.at(p->peak_gib), y.at(p->tokens_per_second_per_gpu), 4.2));
+  for (const auto& [px, c] : columns)
+    taken.push_back({static_cast<double>(px) - 1, B - tick_height(c.first), static_cast<double>(px) + 1, B});
+  taken.push_back(svg::text_box(x.at(memory_limit_gib) - 4, T + 12,
+                                fmt::format("memory limit {:.1f} GiB", memory_limit_gib), 11, "end"));
+  struct Mark {
+    size_t plan;
+    double px, py, r;
+  };
+  std::vector<Mark> marks;
   for (size_t i = 0; i < plans.size(); ++i) {
     if (!plans[i].ok) continue;
     const double px = x.at(plans[i].report.memory.peak / kGiB), py = y.at(plans[i].report.tokens_per_second_per_gpu);
-    if (i == 0) {
-      s.marker(0, px, py, 9, "none", "#000");
-      s.text(px + 12, py - 8, plans[i].name, "start", "label");
-    } else {
-      s.marker(4, px, py, 8, "#ffd700", "#000");
-      s.text(px + 10, py + 16 + 12 * static_cast<double>(i - 1), plans[i].name, "start", "label");
-    }
+    const double r = i == 0 ? 9 : 8;
+    if (i == 0)
+      s.marker(0, px, py, r, "none", "#000");
+    else
+      s.marker(4, px, py, r, "#ffd700", "#000");
+    taken.push_back(svg::marker_box(px, py, r));
+    marks.push_back({i, px, py, r});
+  }
+  for (const Mark& m : marks) {
+    const svg::Placed at = svg::place_label(m.px, m.py, m.r, plans[m.plan].name, 12, taken, {L, T, R, B});
+    s.text(at.x, at.y, plans[m.plan].name, "start", "label");
+    taken.push_back(at.box);
   }
 
   // Legend.
@@ -139,7 +171,13 @@ std::string html_scatter(const std::vector<ReportPoint>& points, double memory_l
   s.line(lx + 6, ly - 9, lx + 6, ly + 1, "#999", 1);
   s.text(lx + 18, ly, fmt::format("{} over the limit", over), "start", "small");
   ly += 14;
-  s.text(lx + 18, ly, "(not scheduled)", "start", "small");
+  if (over > ticked) {
+    s.text(lx + 18, ly, fmt::format("({} as ticks at their peak,", ticked), "start", "small");
+    ly += 14;
+    s.text(lx + 18, ly, fmt::format("{} larger batches not lowered)", over - ticked), "start", "small");
+  } else {
+    s.text(lx + 18, ly, "(not scheduled)", "start", "small");
+  }
   if (max_mem > x_hi) {
     ly += 14;
     s.text(lx + 18, ly, fmt::format("up to {:.0f} GiB", max_mem), "start", "small");
@@ -219,7 +257,7 @@ std::string html_memory(const MemoryReport& m) {
   }
   s.line(x.at(cap), T, x.at(cap), T + 42, "#b00", 2, "5 3");
   s.text(x.at(cap) - 4, T + 54, fmt::format("capacity {:.1f} GiB", cap), "end", "small limit");
-  s.text(x.at(peak), T - 6, fmt::format("peak {:.1f} GiB ({})", peak, m.peak_phase),
+  s.text(x.at(peak), T - 6, fmt::format("peak {:.1f} GiB, during {}", peak, peak_phase_text(m.peak_phase)),
          x.at(peak) > (L + R) / 2 ? "end" : "start", "small");
   s.x_axis(x, ticks, T + 62, T + 62, "GiB per GPU");
   double lx = L, ly = T + 62 + 58;

@@ -65,6 +65,8 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
     in.points.push_back(std::move(p));
   }
   in.memory_limit_gib = r.cluster.gpu.memory_bytes() / kGiB - r.space.memory_headroom_gib;
+  for (const auto& [cause, n] : r.pruned)
+    if (cause == PruneReason::memory) in.out_of_memory += n;
   ReportPlan win;
   win.name = "winner";
   win.ok = true;

@@ -82,7 +82,7 @@ std::string html_report(const HtmlReportInput& in) {
 
   if (!in.points.empty()) {
     o += "<h2>Every evaluated candidate</h2>\n";
-    o += html_scatter(in.points, in.memory_limit_gib, in.plans);
+    o += html_scatter(in.points, in.memory_limit_gib, in.plans, in.out_of_memory);
     o += "<p class=\"note\">Up and to the left is better. Candidates pruned before lowering (constraints, redundant "
          "at tp 1) are not drawn; their counts are in the facts above.</p>\n";
   }

@@ -40,10 +40,13 @@ struct ReportPlan {
 };
 
 struct HtmlReportInput {
-  std::string title;                 // "tp-plan search: llama3-8b on 8 x h100-sxm"
-  std::vector<std::string> facts;    // lines under the title (config, cluster, counts)
-  std::vector<ReportPoint> points;   // empty for simulate: no scatter
-  double memory_limit_gib = 0;       // capacity - headroom: the feasibility line of the scatter
+  std::string title;                // "tp-plan search: llama3-8b on 8 x h100-sxm"
+  std::vector<std::string> facts;   // lines under the title (config, cluster, counts)
+  std::vector<ReportPoint> points;  // empty for simulate: no scatter
+  double memory_limit_gib = 0;      // capacity - headroom: the feasibility line of the scatter
+  // Candidates pruned as out of memory (the search's count): those among `points` (lowered, their peak known) and the
+  // larger batches of plans already over the limit, which the search never lowers (sim/search/search.h).
+  size_t out_of_memory = 0;
   std::vector<ReportPlan> plans;     // plans[0] is the chosen plan (winner / simulated plan); then the baselines
   const Program* program = nullptr;  // the chosen plan's Program, costs and timeline (for the block timeline)
   const OpCosts* costs = nullptr;
@@ -54,8 +57,12 @@ struct HtmlReportInput {
 std::string html_report(const HtmlReportInput& in);
 
 // Parts (each an <svg> element), for the report and its tests.
+// The scatter: `out_of_memory` as in HtmlReportInput (at least the unscheduled points). Unscheduled points are ticks on
+// the x axis, one per pixel column they fall in (taller where several coincide, each tick's tooltip counting its
+// candidates; those past the axis at its end), and the legend's count is `out_of_memory`, split into the ticks' and
+// the never-lowered ones. The plans' names are placed where they cover no marker (svg::place_label).
 std::string html_scatter(const std::vector<ReportPoint>& points, double memory_limit_gib,
-                         const std::vector<ReportPlan>& plans);
+                         const std::vector<ReportPlan>& plans, size_t out_of_memory = 0);
 std::string html_breakdown_bars(const std::vector<ReportPlan>& plans);
 std::string html_block_timeline(const Program& p, const OpCosts& costs, const Timeline& tl);
 std::string html_memory(const MemoryReport& m);

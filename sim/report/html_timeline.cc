@@ -41,16 +41,24 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     int layer = 0;
   };
   Panel panels[] = {{SegmentKind::block_fwd, "forward", {}}, {SegmentKind::block_bwd, "backward", {}}};
-  double span = 0;
+  int layer = -1;  // the forward's layer, whose backward the second panel shows
   for (Panel& pn : panels) {
-    size_t s = 0;
-    while (s < p.segments.size() && p.segments[s].kind != pn.segment) ++s;
-    if (s == p.segments.size() || s >= tl.segments.size())
+    // The forward: a steady-state layer, away from the first and last blocks (the middle instance). The backward:
+    // the same layer's, from the block.bwd segment that runs it (a plan's ac_layers splits them in two).
+    size_t s = p.segments.size();
+    int inst = -1;
+    for (size_t k = 0; k < p.segments.size() && k < tl.segments.size() && inst < 0; ++k) {
+      if (p.segments[k].kind != pn.segment) continue;
+      s = k;
+      inst = layer < 0 ? tl.segments[k].instances / 2 : layer_instance(p, p.segments[k], layer);
+    }
+    if (s == p.segments.size())
       throw Error(fmt::format("report: the Program has no {} segment", to_string(pn.segment)));
+    if (inst < 0) inst = tl.segments[s].instances / 2;  // not reached: every block's backward is in one segment
     const Segment& seg = p.segments[s];
     const SegmentTimes& st = tl.segments[s];
-    const int inst = st.instances / 2;  // a steady-state layer, away from the first and last blocks
     pn.layer = instance_layer(p, seg, inst);
+    if (layer < 0) layer = pn.layer;
     // Time 0 is the block's first op that the block issues itself; ops the previous block issued for it (FSDP's
     // prefetched all-gather, SegmentTimes::prefetched) are drawn from 0 and say so, or noted when already done.
     double lo = std::numeric_limits<double>::infinity(), any_lo = lo, hi = -lo;
@@ -68,18 +76,19 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     pn.t0 = pn.boxes.empty() ? 0 : lo;
     pn.span = pn.boxes.empty() ? 0 : hi - lo;
     pn.compute_span = st.instance_stats(inst).span_us;
-    span = std::max(span, pn.span);
   }
   constexpr double W = 820, L = 120, R = 800, lane = 26, gap = 64;
   const int lanes_n = p.dp_replicate > 1 ? kStreams : 3;  // the replicate lane only for HSDP plans
   const double panel_h = lanes_n * lane;
   const double H = 20 + 2 * (panel_h + gap) + 20;
-  double lo = 0, hi = span / 1000.0;  // ms
-  const auto ticks = svg::nice_ticks(lo, hi, 8);
-  const svg::Axis x{lo, hi, L, R};
   svg::Svg s(W, H, "one transformer block, forward and backward, on the compute, TP and DP streams");
   double y = 24;
   for (const Panel& pn : panels) {
+    // Each panel's axis fitted to its own content: the backward takes about twice the forward's time, and a shared
+    // axis left the forward in a third of its width.
+    double lo = 0, hi = pn.span / 1000.0;  // ms
+    const auto ticks = svg::nice_ticks(lo, hi, 8);
+    const svg::Axis x{lo, hi, L, R};
     s.text(L, y - 8,
            fmt::format("{} of layer {}: {:.2f} ms on the compute stream", pn.title, pn.layer, pn.compute_span / 1000.0),
            "start", "label");

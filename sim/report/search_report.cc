@@ -7,6 +7,8 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/parameter_count.h"
+#include "plans/text_table.h"
 #include "plans/torchtitan_recipe.h"
 
 namespace tptune {
@@ -80,9 +82,9 @@ std::string changes(const Plan& from, const Plan& to) {
 std::string pruned_lines(const SearchResult& r) {
   std::vector<std::pair<std::string, size_t>> v = pruned_by_text(r);
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::string o;
-  for (const auto& [reason, n] : v) append(o, "  {:6}  {}\n", n, reason);
-  return o;
+  TextTable t({{"count", 6, Align::right}, {"reason", 0, Align::left, 2}});
+  for (const auto& [reason, n] : v) t.row({std::to_string(n), reason});
+  return t.str("  ", false);
 }
 
 // Whether the space searches HSDP replicate degrees (search.dp_replicate other than [1]): the tables then show the
@@ -101,9 +103,29 @@ std::string batch_cell(const ResolvedSpace& s, const Candidate& x) {
 int batch_width(const ResolvedSpace& s) { return s.gradient_accumulation ? 8 : 5; }
 // With more than one search.seq_lens, a `seq` column after the batch; other reports read as before.
 bool seq_column(const ResolvedSpace& s) { return s.seq_lens.size() > 1; }
-std::string seq_head(const ResolvedSpace& s) { return seq_column(s) ? fmt::format(" {:>6}", "seq") : ""; }
-std::string seq_cell(const ResolvedSpace& s, const Candidate& x) {
-  return seq_column(s) ? fmt::format(" {:>6}", x.seq_len) : "";
+
+// The columns the ranking and the Pareto front share, from tp to batch (and seq), and their cells for a candidate.
+std::vector<TextColumn> plan_columns(const ResolvedSpace& s) {
+  std::vector<TextColumn> c = {{"tp", static_cast<size_t>(tp_width(s)), Align::right},
+                               {"plan", 18, Align::left, 2},
+                               {"float8", 10},
+                               {"async", 5},
+                               {"loss", 5},
+                               {"AC", 9},
+                               {"batch", static_cast<size_t>(batch_width(s)), Align::right}};
+  if (seq_column(s)) c.push_back({"seq", 6, Align::right});
+  return c;
+}
+std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) {
+  std::vector<std::string> c = {tp_cell(s, x),
+                                s.families[static_cast<size_t>(x.family)].name,
+                                std::string(to_string(x.float8)),
+                                yes_no(x.async_tp),
+                                yes_no(x.loss_parallel),
+                                ac_label(x),
+                                batch_cell(s, x)};
+  if (seq_column(s)) c.push_back(std::to_string(x.seq_len));
+  return c;
 }
 
 std::string header(const Config& cfg, const SearchResult& r) {
@@ -113,6 +135,7 @@ std::string header(const Config& cfg, const SearchResult& r) {
          cfg.model.name, fmt::join(r.space.seq_lens, ", "), c.world_size(), c.gpu.name, c.nodes,
          c.nodes == 1 ? "" : "s", c.gpus_per_node, r.evaluated, r.feasible, r.elapsed_ms, r.threads,
          r.threads == 1 ? "" : "s");
+  append(o, "parameters: {} in the model\n", with_thousands(cfg.model.total_parameters()));
   append(o, "objective: {}, memory headroom {:g} GiB of {:g} GiB\n", to_string(r.space.objective),
          r.space.memory_headroom_gib, c.gpu.memory_GiB);
   if (r.space.global_batch_size > 0 || r.space.min_tokens_per_second_per_gpu > 0 || r.space.gpu_hour_price > 0) {
@@ -219,24 +242,26 @@ std::string search_table(const Config& cfg, const SearchResult& r, size_t k) {
   const size_t n = std::min(k, r.ranking.size());
   append(o, "\ntop {} of {} by {}:\n", n, r.feasible, to_string(r.space.objective));
   const bool priced = r.space.gpu_hour_price > 0;
-  const int tw = tp_width(r.space);
-  const int bw = batch_width(r.space);
-  append(o, "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10} {:>10} {:>6} {:>8} {:>8}{}\n", "#", "tp", tw,
-         "plan", "float8", "async", "loss", "AC", "batch", bw, seq_head(r.space), "step ms", "tok/s/GPU", "MFU",
-         "mem GiB", "exp comm", priced ? "  USD/1M tok" : "");
+  std::vector<TextColumn> columns = {{"#", 4, Align::right}};
+  for (TextColumn& c : plan_columns(r.space)) columns.push_back(std::move(c));
+  for (const char* h : {"step ms", "tok/s/GPU"}) columns.push_back({h, 10, Align::right});
+  columns.push_back({"MFU", 6, Align::right});
+  for (const char* h : {"mem GiB", "exp comm"}) columns.push_back({h, 8, Align::right});
+  if (priced) columns.push_back({"USD/1M tok", 11, Align::right});
+  TextTable t(std::move(columns));
   for (size_t i = 0; i < n; ++i) {
     const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[i])];
-    const Candidate& x = c.candidate;
     const StepReport& s = c.report;
-    append(
-        o,
-        "{:>4} {:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10.1f} {:>10.0f} {:>5.1f}% {:>8.1f} {:>7.1f}%{}\n",
-        i + 1, tp_cell(r.space, x), tw, r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8),
-        yes_no(x.async_tp), yes_no(x.loss_parallel), ac_label(x), batch_cell(r.space, x), bw, seq_cell(r.space, x),
-        s.step_time_ms, s.tokens_per_second_per_gpu, 100 * s.mfu, s.memory.peak / kGiB, 100 * exposed_fraction(s),
-        priced ? fmt::format(" {:>11.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)) : "");
+    std::vector<std::string> cells = {std::to_string(i + 1)};
+    for (std::string& v : plan_cells(r.space, c.candidate)) cells.push_back(std::move(v));
+    for (std::string v : {fmt::format("{:.1f}", s.step_time_ms), fmt::format("{:.0f}", s.tokens_per_second_per_gpu),
+                          fmt::format("{:.1f}%", 100 * s.mfu), fmt::format("{:.1f}", s.memory.peak / kGiB),
+                          fmt::format("{:.1f}%", 100 * exposed_fraction(s))})
+      cells.push_back(std::move(v));
+    if (priced) cells.push_back(fmt::format("{:.3f}", cost_per_million_tokens(s, r.space.gpu_hour_price)));
+    t.row(std::move(cells));
   }
-  return o;
+  return o + t.str();
 }
 
 double cost_per_million_tokens(const StepReport& s, double gpu_hour_price) {
@@ -248,19 +273,18 @@ std::string pareto_text(const SearchResult& r) {
   if (r.pareto.empty()) return {};
   std::string o;
   append(o, "\nPareto front (no other feasible plan is both faster and smaller), by peak memory:\n");
-  const int tw = tp_width(r.space);
-  const int bw = batch_width(r.space);
-  append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10} {:>8}\n", "tp", tw, "plan", "float8", "async",
-         "loss", "AC", "batch", bw, seq_head(r.space), "tok/s/GPU", "mem GiB");
+  std::vector<TextColumn> columns = plan_columns(r.space);
+  columns.push_back({"tok/s/GPU", 10, Align::right});
+  columns.push_back({"mem GiB", 8, Align::right});
+  TextTable t(std::move(columns));
   for (int i : r.pareto) {
     const CandidateResult& c = r.results[static_cast<size_t>(i)];
-    const Candidate& x = c.candidate;
-    append(o, "{:>{}}  {:<18} {:<10} {:<5} {:<5} {:<9} {:>{}}{} {:>10.0f} {:>8.1f}\n", tp_cell(r.space, x), tw,
-           r.space.families[static_cast<size_t>(x.family)].name, to_string(x.float8), yes_no(x.async_tp),
-           yes_no(x.loss_parallel), ac_label(x), batch_cell(r.space, x), bw, seq_cell(r.space, x),
-           c.report.tokens_per_second_per_gpu, c.report.memory.peak / kGiB);
+    std::vector<std::string> cells = plan_cells(r.space, c.candidate);
+    cells.push_back(fmt::format("{:.0f}", c.report.tokens_per_second_per_gpu));
+    cells.push_back(fmt::format("{:.1f}", c.report.memory.peak / kGiB));
+    t.row(std::move(cells));
   }
-  return o;
+  return o + t.str();
 }
 
 std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& baselines) {
@@ -269,6 +293,8 @@ std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& b
   const Plan wp = result_plan(r, r.ranking[0]);
   std::string o;
   append(o, "\nwinner: {}\n", plan_line(wp));
+  append(o, "parameters per GPU: {} of {} ({})\n", with_thousands(w->report.parameters.per_rank),
+         with_thousands(w->report.parameters.total), shard_text(wp.tp_degree, wp.dp_shard));
   append(o, "\n{:<26} {:>10} {:>10} {:>6} {:>8}   ms per 1k tokens per GPU: {:>8} {:>11} {:>11}\n", "", "step ms",
          "tok/s/GPU", "MFU", "mem GiB", "compute", "exposed TP", "exposed DP");
   auto row = [&](const std::string& name, const StepReport& s, bool fits) {
@@ -347,6 +373,7 @@ nlohmann::json metrics_json(const StepReport& s) {
           {"tokens_per_second_per_gpu", s.tokens_per_second_per_gpu},
           {"mfu", s.mfu},
           {"peak_memory_gib", s.memory.peak / kGiB},
+          {"parameters", {{"total", s.parameters.total}, {"per_gpu", s.parameters.per_rank}}},
           {"exposed_comm_fraction", exposed_fraction(s)},
           {"breakdown_ms",
            {{"compute", s.compute_ms},

@@ -13,6 +13,8 @@
 //                        rowwise, async TP), dp_shard the rest of the world
 //   sequence_parallel preset   otherwise (no recipe trains the model): sequence_parallel with loss parallel at the
 //                        winner's TP degree, the config's training section, the plan's family
+// The header's second line gives the model's parameter count, the winner's lines the parameters one GPU holds
+// (plans/parameter_count.h).
 // With more than one search.seq_lens, the tables get a `seq` column, and the header lists the lengths.
 // "Where the time went" compares milliseconds per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x
 // 1000), so that plans with different TP degrees and local batches compare: compute, exposed TP and exposed DP
@@ -22,7 +24,8 @@
 //   {"evaluated": N, "seq_lens": [...]? (when search.seq_lens is given), "feasible": M, "pruned": {"reason": count},
 //   "elapsed_ms": T, "threads": n, "objective": "...",
 //    "top": [{"rank": 1, "plan": {...}, "step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib",
-//             "exposed_comm_fraction", "breakdown_ms": {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
+//             "parameters": {"total", "per_gpu"} (plans/parameter_count.h), "exposed_comm_fraction", "breakdown_ms":
+//             {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
 //    "baselines": [{"name", "recipe"? (torchtitan default), "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
 //    "pareto": [{"plan", "tokens_per_second_per_gpu", "peak_memory_gib"}]   (by memory ascending; sim/search/pareto.h)
 //    "lowering": {"lowered", "finished", "patched"}   (how the candidates' Programs were made; sim/search/search.h)

@@ -5,6 +5,8 @@
 
 #include <iterator>
 
+#include "plans/text_table.h"
+
 namespace tptune {
 
 namespace {
@@ -30,6 +32,13 @@ void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
 
 }  // namespace
 
+std::string peak_phase_text(std::string_view phase) {
+  if (phase == "forward") return "a block's forward";
+  if (phase == "backward") return "a block's backward";
+  if (phase == "head") return "the output layer and loss";
+  return std::string(phase);
+}
+
 std::string report_text(const StepReport& r) {
   std::string o;
   const std::string hsdp = r.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", r.dp_replicate) : "";
@@ -50,6 +59,8 @@ std::string report_text(const StepReport& r) {
   append(o,
          "  MFU                {:10.1f} %   (torchtitan: 6 x non-embedding params + 12 x L x H x D x S, dense bf16)\n",
          100 * r.mfu);
+  append(o, "  parameters         {} (per GPU {}: {})\n", with_thousands(r.parameters.total),
+         with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard));
   if (m.fits)
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB, {:.2f} GiB free\n", m.peak / kGiB, m.capacity / kGiB,
            m.headroom() / kGiB);
@@ -92,17 +103,30 @@ std::string report_text(const StepReport& r) {
   else
     append(o, "    activations             {:10.2f}   ({:.3f} GiB saved per block)\n", m.activations / kGiB,
            m.saved_per_block / kGiB);
-  append(o, "    working set ({})  {:10.2f}   (logits {:.2f} GiB)\n", fmt::format("{:>8}", m.peak_phase),
-         m.working_set / kGiB, m.logits / kGiB);
+  append(o,
+         "    working set             {:10.2f}   (temporaries at the peak, during {}; logits "
+         "{:.2f} GiB)\n",
+         m.working_set / kGiB, peak_phase_text(m.peak_phase), m.logits / kGiB);
   append(o, "    parameters in flight    {:10.2f}\n", m.params_in_flight / kGiB);
   append(o, "    runtime and allocator   {:10.2f}\n", m.runtime_overhead / kGiB);
   append(o, "    peak                    {:10.2f}\n", m.peak / kGiB);
 
-  append(o, "\n  top ops by time                                     count    each us   total ms  % step  stream\n");
+  // One row per op of the Program: an op that runs in forward and again in backward (FSDP's all-gather of a block's
+  // parameters) has a row per phase, told apart by the phase column. Names are whole, the column as wide as the
+  // longest.
+  TextTable ops({{"top ops by time", 50},
+                 {"phase", 9},
+                 {"count", 5, Align::right},
+                 {"each us", 10, Align::right},
+                 {"total ms", 10, Align::right},
+                 {"% step", 7, Align::right},
+                 {"stream", 0, Align::left, 2}});
   for (const OpSummary& op : r.top_ops)
-    append(o, "    {:<48} {:5} {:10.1f} {:10.2f} {:7.1f}  {}\n",
-           op.name.size() > 48 ? op.name.substr(0, 45) + "..." : op.name, op.count, op.time_us, op.total_us / 1e3,
-           100 * op.total_us / 1e3 / step, to_string(op.stream));
+    ops.row({fmt::format("  {}", op.name), op.phase, std::to_string(op.count), fmt::format("{:.1f}", op.time_us),
+             fmt::format("{:.2f}", op.total_us / 1e3), fmt::format("{:.1f}", 100 * op.total_us / 1e3 / step),
+             std::string(to_string(op.stream))});
+  o += '\n';
+  o += ops.str("  ");
   return o;
 }
 
@@ -129,6 +153,7 @@ nlohmann::json report_json(const StepReport& r) {
   j["step_time_ms"] = r.step_time_ms;
   j["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
   j["mfu"] = r.mfu;
+  j["parameters"] = {{"total", r.parameters.total}, {"per_gpu", r.parameters.per_rank}};
   j["peak_memory_gib"] = m.peak / kGiB;
   j["memory_capacity_gib"] = m.capacity / kGiB;
   j["memory_headroom_gib"] = m.headroom() / kGiB;

@@ -2,10 +2,12 @@
 // What `tp-plan simulate` prints for one StepReport (sim/simulate.h): the text summary and the JSON.
 //
 // The JSON has at least: step_time_ms, tokens_per_second_per_gpu, mfu, peak_memory_gib, fits_in_memory,
-// breakdown_ms {compute, exposed_tp_comm, exposed_dp_comm}, per_block_ms {forward, backward}.
+// breakdown_ms {compute, exposed_tp_comm, exposed_dp_comm}, per_block_ms {forward, backward}, parameters {total,
+// per_gpu} (elements: the model's, and one GPU's TP shard chunked over dp_shard by FSDP; plans/parameter_count.h).
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "sim/simulate.h"
 
@@ -13,5 +15,8 @@ namespace tptune {
 
 std::string report_text(const StepReport& r);
 nlohmann::json report_json(const StepReport& r);
+// MemoryReport::peak_phase in words: "forward" -> "a block's forward", "head" -> "the output layer and loss",
+// "backward" -> "a block's backward".
+std::string peak_phase_text(std::string_view phase);
 
 }  // namespace tptune

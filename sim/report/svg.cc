@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 namespace tptune::svg {
 
@@ -51,6 +52,35 @@ std::vector<double> nice_ticks(double& lo, double& hi, int n) {
 std::string tick_label(double v, bool compact) {
   if (compact && std::abs(v) >= 1000) return fmt::format("{:g}k", v / 1000);
   return fmt::format("{:g}", v);
+}
+
+Box text_box(double x, double y, std::string_view s, double px, std::string_view anchor) {
+  const double w = 0.68 * px * static_cast<double>(s.size());
+  const double x0 = anchor == "middle" ? x - w / 2 : anchor == "end" ? x - w : x;
+  return {x0, y - 0.8 * px, x0 + w, y + 0.25 * px};
+}
+
+Placed place_label(double x, double y, double r, std::string_view s, double px, const std::vector<Box>& avoid,
+                   const Box& area) {
+  const double w = text_box(0, 0, s, px).x1, gap = r + 3;
+  std::optional<Placed> first;  // what to return when no place is free
+  for (int ring = 0; ring < 8; ++ring) {
+    const double d = ring * 0.9 * px;  // further out, one line at a time
+    // Baselines: right of the marker (level with it, or lower by d), then above it; the same on the left; then
+    // centred above and below.
+    const std::pair<double, double> at[] = {{x + gap, y + 0.35 * px + d},         {x + gap, y - d + 0.35 * px - px},
+                                            {x - gap - w, y + 0.35 * px + d},     {x - gap - w, y - d + 0.35 * px - px},
+                                            {x - w / 2, y - gap - 0.25 * px - d}, {x - w / 2, y + gap + 0.8 * px + d}};
+    for (const auto& [tx, ty] : at) {
+      const Placed p{tx, ty, text_box(tx, ty, s, px)};
+      if (!first) first = p;
+      if (!p.box.inside(area)) continue;
+      bool free = true;
+      for (const Box& b : avoid) free = free && !p.box.intersects(b);
+      if (free) return p;
+    }
+  }
+  return *first;
 }
 
 Svg::Svg(double width, double height, std::string_view title) {

@@ -29,6 +29,27 @@ std::vector<double> nice_ticks(double& lo, double& hi, int n = 6);
 // A tick label: no trailing zeros, thousands as "12k" when `compact`.
 std::string tick_label(double v, bool compact = false);
 
+// An axis-aligned box of pixels: x0 <= x1, y0 <= y1 (y grows downwards).
+struct Box {
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  bool intersects(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+  bool inside(const Box& o) const { return x0 >= o.x0 && x1 <= o.x1 && y0 >= o.y0 && y1 <= o.y1; }
+};
+// The box of Svg::marker(shape, x, y, r) whatever its shape (the diamond reaches 1.2 r).
+inline Box marker_box(double x, double y, double r) { return {x - 1.2 * r, y - 1.2 * r, x + 1.2 * r, y + 1.2 * r}; }
+// The box a text takes when drawn by Svg::text at (x, y) with `anchor` (start | middle | end) at font size `px`: an
+// upper bound for DejaVu Sans / Helvetica (0.68 em per character, bold included; ascent 0.8 em, descent 0.25 em).
+Box text_box(double x, double y, std::string_view s, double px, std::string_view anchor = "start");
+// Where to write `s` (font size `px`, anchor start) as the label of a marker at (x, y) of radius `r`: the first of
+// the places around it (right, left, above, below, then the same further out) whose text box meets none of `avoid`
+// and lies inside `area`. Returns the text's (x, y) and its box; when no place is free, the first place tried.
+struct Placed {
+  double x = 0, y = 0;
+  Box box;
+};
+Placed place_label(double x, double y, double r, std::string_view s, double px, const std::vector<Box>& avoid,
+                   const Box& area);
+
 class Svg {
  public:
   Svg(double width, double height, std::string_view title);

@@ -288,9 +288,9 @@ TEST_CASE("explain streams its JSON: the same document, one record at a time") {
   // per_step is computed from the block templates x n_layers; it must equal the sum over the expanded list.
   CHECK(j["per_step"]["tp"]["bytes"] == tp_bytes);
   CHECK(j["per_step"]["tp"]["count"] == static_cast<int64_t>(records.size()));  // no FSDP at dp 1
-  // One collective record per line: the output grows with the layer count, nothing else does (10 lines: the braces,
-  // the keys around the list and the version stamp).
+  // One collective record per line: the output grows with the layer count, nothing else does (11 lines: the braces,
+  // the keys around the list, the parameter counts and the version stamp).
   const std::string text = out.str();
-  CHECK(std::count(text.begin(), text.end(), '\n') == static_cast<long>(records.size()) + 10);
+  CHECK(std::count(text.begin(), text.end(), '\n') == static_cast<long>(records.size()) + 11);
   CHECK(j.at("tptune") == version_stamp());
 }

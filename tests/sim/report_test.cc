@@ -1,8 +1,10 @@
 // The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values
 // of the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include "plans/error.h"
 #include "plans/lower.h"
@@ -72,16 +74,17 @@ TEST_CASE("report helpers: ticks, labels, escaping, ms per 1000 tokens", "[repor
 TEST_CASE("report: the block timeline draws every op of one block, forward and backward", "[report]") {
   const Sim s = simulate_8b(8, 2, true);
   const std::string svg = html_block_timeline(s.p, s.costs, s.tl);
-  // 32 layers: the middle instance is 16 in forward; backward runs 31..0, instance 16 is layer 15.
+  // 32 layers: the middle instance is layer 16 in forward; the backward panel shows the same layer (backward runs
+  // 31..0: its instance 15).
   CHECK(svg.find("forward of layer 16") != std::string::npos);
-  CHECK(svg.find("backward of layer 15") != std::string::npos);
+  CHECK(svg.find("backward of layer 16") != std::string::npos);
   // Every op has its box, except ops the previous block issued (FSDP's all-gather, async TP's first chunk) that
   // were done before this block started: those are counted in a note on their stream's lane.
   size_t drawn = 0, prefetched = 0;
   for (SegmentKind seg : {SegmentKind::block_fwd, SegmentKind::block_bwd}) {
     const Segment* g = s.p.segment(seg);
     REQUIRE(g);
-    const int layer = seg == SegmentKind::block_fwd ? 16 : 15;
+    const int layer = 16;
     for (const Op& op : g->ops) {
       INFO(op.name);
       const bool has = svg.find("<title>" + svg::escape(layer_fqn(layer, op.name)) + " (") != std::string::npos;
@@ -239,4 +242,153 @@ TEST_CASE("measured trace: a profile of another model or plan is refused, saying
   nlohmann::json sp = program_identity(s.p);
   sp["plan_yaml"] = plan_to_yaml(s.p.plan);
   CHECK_NOTHROW(check_same_program(sp, s.p, "p.json"));
+}
+
+namespace {
+
+// Boxes of the SVG's markers (<circle>, <polygon>, <rect> with a stroke-width 1: svg::Svg::marker) and the boxes of
+// its <text class="label"> elements named in `names` (svg::text_box at 12 px, the CSS of the class).
+std::vector<svg::Box> marker_boxes(const std::string& svg) {
+  std::vector<svg::Box> out;
+  const std::regex circle(R"re(<circle cx="([-\d.]+)" cy="([-\d.]+)" r="([-\d.]+)")re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), circle); it != std::sregex_iterator(); ++it) {
+    const double x = std::stod((*it)[1]), y = std::stod((*it)[2]), r = std::stod((*it)[3]);
+    out.push_back({x - r, y - r, x + r, y + r});
+  }
+  const std::regex polygon(R"re(<polygon points="([^"]+)")re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), polygon); it != std::sregex_iterator(); ++it) {
+    std::string pts = (*it)[1];
+    std::replace(pts.begin(), pts.end(), ',', ' ');
+    std::istringstream in(pts);
+    svg::Box b{1e9, 1e9, -1e9, -1e9};
+    for (double x, y; in >> x >> y;) b = {std::min(b.x0, x), std::min(b.y0, y), std::max(b.x1, x), std::max(b.y1, y)};
+    out.push_back(b);
+  }
+  const std::regex square(
+      R"re(<rect x="([-\d.]+)" y="([-\d.]+)" width="([-\d.]+)" height="([-\d.]+)" fill="[^"]*" stroke="[^"]*" stroke-width="1")re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), square); it != std::sregex_iterator(); ++it) {
+    const double x = std::stod((*it)[1]), y = std::stod((*it)[2]);
+    out.push_back({x, y, x + std::stod((*it)[3]), y + std::stod((*it)[4])});
+  }
+  return out;
+}
+
+std::map<std::string, svg::Box> label_boxes(const std::string& svg, const std::vector<std::string>& names) {
+  std::map<std::string, svg::Box> out;
+  const std::regex label(R"re(<text x="([-\d.]+)" y="([-\d.]+)" text-anchor="start" class="label">([^<]+)</text>)re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[3];
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      out[name] = svg::text_box(std::stod((*it)[1]), std::stod((*it)[2]), name, 12);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report: a label goes where it covers no marker", "[report]") {
+  const svg::Box area{0, 0, 400, 300};
+  // Nothing around: right of the marker, level with it.
+  const svg::Placed free = svg::place_label(100, 100, 5, "vanilla", 12, {}, area);
+  CHECK(free.box.x0 > 105);
+  CHECK(free.box.y0 < 100);
+  CHECK(free.box.y1 > 100);
+  // Markers filling the right side: it goes to another side, clear of all of them, inside the area.
+  std::vector<svg::Box> taken;
+  for (double x = 108; x < 260; x += 10)
+    for (double y = 70; y < 130; y += 10) taken.push_back(svg::marker_box(x, y, 4));
+  const svg::Placed moved = svg::place_label(100, 100, 5, "torchtitan default", 12, taken, area);
+  for (const svg::Box& b : taken) CHECK_FALSE(moved.box.intersects(b));
+  CHECK(moved.box.inside(area));
+  // The text's box: 0.68 em a character, ascent 0.8 em above the baseline.
+  const svg::Box t = svg::text_box(10, 20, "abcde", 10);
+  CHECK(t.x0 == 10);
+  CHECK(t.x1 == Approx(10 + 5 * 6.8));
+  CHECK(t.y0 == Approx(12));
+}
+
+TEST_CASE("report: in a crowded scatter the plans' names cover no point and no other name", "[report]") {
+  const Sim s = simulate_8b(8, 2, false);
+  const double tps = s.r.tokens_per_second_per_gpu, gib = s.r.memory.peak / 1073741824.0;
+  ReportPlan winner{"winner", "", true, "", s.r};
+  ReportPlan vanilla{"vanilla", "", true, "", s.r}, titan{"torchtitan default", "", true, "", s.r};
+  vanilla.report.tokens_per_second_per_gpu = 0.8 * tps;
+  vanilla.report.memory.peak *= 0.8;
+  titan.report.tokens_per_second_per_gpu = 0.82 * tps;  // close to vanilla: their names compete for one place
+  titan.report.memory.peak *= 0.83;
+  // Candidates all around each plan, densest on the right, where the names used to go.
+  std::vector<ReportPoint> pts;
+  for (const ReportPlan* pl : {&winner, &vanilla, &titan})
+    for (int i = 1; i <= 6; ++i)
+      for (int j = -2; j <= 2; ++j)
+        pts.push_back({"p", 8, false, false, true, pl->report.tokens_per_second_per_gpu * (1 + 0.004 * j),
+                       pl->report.memory.peak / 1073741824.0 * (1 + 0.006 * i)});
+  const std::string svg = html_scatter(pts, gib * 1.5, {winner, vanilla, titan});
+  const auto labels = label_boxes(svg, {"winner", "vanilla", "torchtitan default"});
+  REQUIRE(labels.size() == 3);
+  const std::vector<svg::Box> markers = marker_boxes(svg);
+  REQUIRE(markers.size() >= pts.size() + 3);
+  for (const auto& [name, box] : labels) {
+    CAPTURE(name, box.x0, box.y0, box.x1, box.y1);
+    for (const svg::Box& m : markers) CHECK_FALSE(box.intersects(m));
+    for (const auto& [other, b] : labels)
+      if (other != name) CHECK_FALSE(box.intersects(b));
+  }
+}
+
+TEST_CASE("report: each timeline panel's axis ends within one tick of its content", "[report]") {
+  const Sim s = simulate_8b(8, 2, true);
+  const std::string svg = html_block_timeline(s.p, s.costs, s.tl);
+  // Panels are drawn one after the other: the op boxes (rects with a <title>) then the axis (its tick labels, text
+  // class small, anchor middle, under the lanes). Split at each axis label.
+  const std::string axis_label = "ms from the block&#39;s start";
+  const std::regex box(
+      R"re(<rect x="([-\d.]+)" y="[-\d.]+" width="([-\d.]+)" height="[-\d.]+" fill="#[0-9a-f]+" stroke="#fff" stroke-width="0.3"><title>)re");
+  const std::regex tick(R"re(<text x="([-\d.]+)" y="[-\d.]+" text-anchor="middle" class="small">[-\d.k]+</text>)re");
+  size_t from = 0;
+  int panels = 0;
+  for (size_t at = svg.find(axis_label); at != std::string::npos; at = svg.find(axis_label, at + 1)) {
+    const std::string part = svg.substr(from, at - from);
+    from = at + 1;
+    ++panels;
+    double content_end = 0;
+    for (auto it = std::sregex_iterator(part.begin(), part.end(), box); it != std::sregex_iterator(); ++it)
+      content_end = std::max(content_end, std::stod((*it)[1]) + std::stod((*it)[2]));
+    std::vector<double> tick_px;
+    for (auto it = std::sregex_iterator(part.begin(), part.end(), tick); it != std::sregex_iterator(); ++it)
+      tick_px.push_back(std::stod((*it)[1]));
+    CAPTURE(panels, content_end);
+    REQUIRE(tick_px.size() >= 3);
+    const double step = tick_px[1] - tick_px[0];
+    // The last tick is the axis' end: the content reaches past the tick before it.
+    CHECK(content_end > tick_px.back() - step);
+    CHECK(content_end <= tick_px.back() + 0.5);
+  }
+  CHECK(panels == 2);
+}
+
+TEST_CASE("report: the scatter's out-of-memory count agrees with its ticks", "[report]") {
+  const Sim s = simulate_8b(8, 2, false);
+  const double gib = s.r.memory.peak / 1073741824.0;
+  // Three candidates over the limit at one peak (one pixel column), one at another; the search pruned 10 as out of
+  // memory: 4 lowered (the ticks) and 6 larger batches it never lowered.
+  std::vector<ReportPoint> pts = {{"a", 8, false, false, true, 1000, gib * 0.5},
+                                  {"b", 8, false, false, false, 0, gib * 1.3},
+                                  {"c", 8, false, false, false, 0, gib * 1.3},
+                                  {"d", 8, false, false, false, 0, gib * 1.3},
+                                  {"e", 8, false, false, false, 0, gib * 1.2}};
+  ReportPlan w{"winner", "", true, "", s.r};
+  const std::string svg = html_scatter(pts, gib * 1.1, {w}, 10);
+  CHECK(svg.find(">10 over the limit<") != std::string::npos);
+  CHECK(svg.find(">(4 as ticks at their peak,<") != std::string::npos);
+  CHECK(svg.find(">6 larger batches not lowered)<") != std::string::npos);
+  // One tick per pixel column, its tooltip counting its candidates: 3 + 1, the ticks drawn.
+  const std::regex tick(R"re(<title>(\d+) over the limit (at|past the axis, up to) [\d.]+ GiB</title>)re");
+  std::vector<int> counts;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator(); ++it)
+    counts.push_back(std::stoi((*it)[1]));
+  std::sort(counts.begin(), counts.end());
+  CHECK(counts == std::vector<int>{1, 3});
+  // Without a count from the search (the points alone), the legend counts the ticks' candidates.
+  CHECK(html_scatter(pts, gib * 1.1, {w}).find(">4 over the limit<") != std::string::npos);
 }
