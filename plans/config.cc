@@ -91,9 +91,10 @@ Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesyst
 Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                  const std::filesystem::path& base_dir) {
   if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
-  doc.check_map(n, "model",
-                {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
-                 "ffn_dim_multiplier", "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta"});
+  doc.check_map(
+      n, "model",
+      {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier",
+       "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta", "tie_word_embeddings"});
   Model m;
   std::string preset;
   if (has(n, "preset")) {
@@ -155,6 +156,8 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
         doc.choice(n["norm"], "model.norm", {"rmsnorm", "layernorm"}) == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
   if (has(n, "norm_eps")) m.norm_eps = doc.real_in(n["norm_eps"], "model.norm_eps", limits::norm_eps);
   if (has(n, "rope_theta")) m.rope_theta = doc.real_in(n["rope_theta"], "model.rope_theta", limits::rope_theta);
+  if (has(n, "tie_word_embeddings"))
+    m.tie_word_embeddings = doc.boolean(n["tie_word_embeddings"], "model.tie_word_embeddings");
 
   if (has(n, "name")) {
     m.name = doc.string(n["name"], "model.name");

@@ -38,8 +38,14 @@
 //                                  Keys are the plan's FQN patterns; parallelize_module expands `*` itself.
 //                                  Arguments equal to torch's defaults are left out.
 //
-// All are pure functions of the Plan and the context (no I/O); the TOML and python exports never throw for a plan
-// that load_plan accepts, the torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
+// A model with tied embeddings (Model::tie_word_embeddings) is refused by both torchtitan formats, naming the feature:
+// torchtitan before 0.3 has no tying in llama3, and 0.3 ties only its 1B and 3B flavors, which no recipe trains. The
+// python export (the parallelize_module dict) is the way out: a tied model's plan shards tok_embeddings and the output
+// alike (the lowering refuses any other).
+//
+// All are pure functions of the Plan and the context (no I/O); the python export never throws for a plan that
+// load_plan accepts, nor the TOML one without a tied context model; the torchtitan 0.3 command throws tptune::Error
+// (one line) for what it cannot run exactly.
 
 #include <optional>
 #include <string>

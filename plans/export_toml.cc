@@ -4,6 +4,7 @@
 
 #include "plans/error.h"
 #include "plans/export.h"
+#include "plans/yaml_util.h"
 
 namespace tptune {
 
@@ -105,6 +106,12 @@ const char* toml_bool(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
+  if (ctx.model && ctx.model->tie_word_embeddings)
+    throw Error(fmt::format(
+        "model '{}': tied input/output embeddings (tie_word_embeddings): torchtitan's llama3 before 0.3 has no weight "
+        "tying, so this job config would train another (untied) model; --format python prints the plan's "
+        "parallelize_module dict",
+        yaml::shown(ctx.model->name)));
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   std::string out;

@@ -45,6 +45,13 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         fmt::format("{}: --format torchtitan needs --config CONFIG: the model (torchtitan's recipe is the one with its "
                     "dimensions) and the cluster (torchrun's nodes x processes per node)",
                     yaml::shown(plan.source, 200)));
+  if (ctx.model->tie_word_embeddings)
+    throw Error(fmt::format(
+        "model '{}': tied input/output embeddings (tie_word_embeddings): torchtitan 0.3 ties them only in its llama3 "
+        "1B and 3B flavors, for which it has no recipe (config_registry: llama3_8b, llama3_70b, llama3_405b), so "
+        "--format torchtitan cannot name one that trains this model; --format python prints the plan's "
+        "parallelize_module dict",
+        yaml::shown(ctx.model->name)));
   const TorchtitanRecipe* recipe = torchtitan_recipe(*ctx.model);
   if (!recipe)
     throw Error(fmt::format(

@@ -144,8 +144,6 @@ void reject_unsupported(const HfDoc& doc, const json& j, Family family) {
              "model; set it to null for full attention");
   doc.must_be_false(j, "attention_bias", "tptune's attention projections have no biases");
   doc.must_be_false(j, "mlp_bias", "tptune's MLP projections have no biases");
-  doc.must_be_false(j, "tie_word_embeddings",
-                    "tptune models the output projection as its own parameter (untied), as torchtitan's Llama does");
 }
 
 }  // namespace
@@ -174,6 +172,13 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
   m.norm = Norm::rmsnorm;
   m.norm_eps = doc.real_in(j, "rms_norm_eps", limits::norm_eps, 1e-6);
   m.rope_theta = doc.real_in(j, "rope_theta", limits::rope_theta, 10000.0);
+  // Tied input/output embeddings (plans/model.h); absent or null: false, the default of transformers' LlamaConfig,
+  // MistralConfig and Qwen2Config.
+  if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      doc.fail("tie_word_embeddings", fmt::format("expected true or false, got {}", j["tie_word_embeddings"].dump()));
+    m.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
 
   const std::string act = j.contains("hidden_act") ? j["hidden_act"].dump() : "\"silu\"";
   if (act != "\"silu\"")
