@@ -10,6 +10,7 @@
 #include "plans/config.h"
 #include "plans/export.h"
 #include "plans/hf_config.h"
+#include "plans/shrink.h"
 #include "tests/plans/lowering_helpers.h"
 
 using namespace tptune;
@@ -141,7 +142,7 @@ TEST_CASE("tied embeddings: the two uses must place the one weight alike", "[low
   SECTION("tok_embeddings colwise holds it S(1), output colwise S(0)") {
     Plan plan = make_plan("sequence_parallel", {.tp_degree = 2});
     for (PlanEntry& e : plan.modules)
-      if (e.pattern == "tok_embeddings") e.style = ParallelStyle::colwise();
+      if (e.pattern == "tok_embeddings") e.style.kind = StyleKind::colwise;  // output S(-1) -> S(1): all-to-all
     CHECK(lowering_error(tied_tiny(), t, plan) ==
           "output: its weight is tok_embeddings.weight (tie_word_embeddings), which tok_embeddings holds on the model "
           "dim (S(1)) but this style would hold on the vocab dim (S(0)): a tied weight is one parameter with one "
@@ -283,4 +284,14 @@ TEST_CASE("tied embeddings: the torchtitan exports refuse a tied model, naming t
   ctx.model->tie_word_embeddings = false;
   CHECK(err(ExportFormat::torchtitan_toml) == "<no error>");
   CHECK_THAT(err(ExportFormat::torchtitan), Catch::Contains("not the dimensions of torchtitan 0.3's llama3"));
+}
+
+TEST_CASE("tied embeddings: --shrink keeps the tie", "[shrink][tied]") {
+  const Model b3 = load_hf_config(source("examples/hf/llama3.2-3b/config.json"));
+  const Shrunk s = shrink_for_verify(b3, Training{.seq_len = 8192}, make_plan("sequence_parallel", {.tp_degree = 2}));
+  CHECK(s.model.tie_word_embeddings);
+  // The shrunk model (24 heads / 8 kv heads: 2 kv heads, 6 heads of 8, dim 48; vocab 80) still lowers with one table.
+  const Program p = lower(s.model, s.training, make_plan("sequence_parallel", {.tp_degree = 2}));
+  CHECK(params_named(p, "tok_embeddings.weight").size() == 1);
+  CHECK(program_parameters(p) == s.model.total_parameters());
 }
