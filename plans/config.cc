@@ -91,10 +91,10 @@ Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesyst
 Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                  const std::filesystem::path& base_dir) {
   if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
-  doc.check_map(
-      n, "model",
-      {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "ffn_dim_multiplier",
-       "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta", "head_dim", "qkv_bias"});
+  doc.check_map(n, "model",
+                {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
+                 "ffn_dim_multiplier", "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta", "head_dim",
+                 "qkv_bias", "tie_word_embeddings"});
   Model m;
   std::string preset;
   if (has(n, "preset")) {
@@ -163,6 +163,8 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
                    fmt::format("expected an even size (rotary embedding rotates pairs), got {}", m.explicit_head_dim));
   }
   if (has(n, "qkv_bias")) m.qkv_bias = doc.boolean(n["qkv_bias"], "model.qkv_bias");
+  if (has(n, "tie_word_embeddings"))
+    m.tie_word_embeddings = doc.boolean(n["tie_word_embeddings"], "model.tie_word_embeddings");
 
   if (has(n, "name")) {
     m.name = doc.string(n["name"], "model.name");

@@ -44,6 +44,11 @@
 // export is the parallelize_module dict, which holds for such a model too (ColwiseParallel shards a bias S(0) with
 // its weight); it never throws for a plan that load_plan accepts, and neither does the TOML export for a model
 // torchtitan expresses. The torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
+//
+// A model with tied embeddings (Model::tie_word_embeddings) is refused by both torchtitan formats, naming the feature:
+// torchtitan before 0.3 has no tying in llama3, and 0.3 ties only its 1B and 3B flavors, which no recipe trains. The
+// python export (the parallelize_module dict) is the way out: a tied model's plan shards tok_embeddings and the output
+// alike (the lowering refuses any other).
 
 #include <optional>
 #include <string>

@@ -113,6 +113,12 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
           fmt::format("model '{}': torchtitan's llama3 model cannot express {}, so a torchtitan job config "
                       "would train another model; --format python prints the plan's parallelize_module dict",
                       yaml::shown(ctx.model->name), lacks));
+  if (ctx.model && ctx.model->tie_word_embeddings)
+    throw Error(fmt::format(
+        "model '{}': tied input/output embeddings (tie_word_embeddings): torchtitan's llama3 before 0.3 has no weight "
+        "tying, so this job config would train another (untied) model; --format python prints the plan's "
+        "parallelize_module dict",
+        yaml::shown(ctx.model->name)));
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   std::string out;

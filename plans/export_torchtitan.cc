@@ -50,6 +50,13 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         fmt::format("model '{}': torchtitan's llama3 model cannot express {}, so --format torchtitan would "
                     "train another model; --format python prints the plan's parallelize_module dict",
                     yaml::shown(ctx.model->name), lacks));
+  if (ctx.model->tie_word_embeddings)
+    throw Error(fmt::format(
+        "model '{}': tied input/output embeddings (tie_word_embeddings): torchtitan 0.3 ties them only in its llama3 "
+        "1B and 3B flavors, for which it has no recipe (config_registry: llama3_8b, llama3_70b, llama3_405b), so "
+        "--format torchtitan cannot name one that trains this model; --format python prints the plan's "
+        "parallelize_module dict",
+        yaml::shown(ctx.model->name)));
   const TorchtitanRecipe* recipe = torchtitan_recipe(*ctx.model);
   if (!recipe)
     throw Error(fmt::format(

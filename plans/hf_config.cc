@@ -199,8 +199,6 @@ void reject_unsupported(const HfDoc& doc, const json& j, Family family) {
                     "transformers' LlamaAttention then biases q_proj, k_proj, v_proj and o_proj; tptune models "
                     "biases on q, k and v only (Qwen2ForCausalLM)");
   doc.must_be_false(j, "mlp_bias", "tptune's MLP projections have no biases");
-  doc.must_be_false(j, "tie_word_embeddings",
-                    "tptune models the output projection as its own parameter (untied), as torchtitan's Llama does");
   must_be_off(doc, j, "attn_logit_softcapping", "attention soft-capping (Gemma 2's tanh cap on the scores)");
   must_be_off(doc, j, "final_logit_softcapping", "logit soft-capping (Gemma 2's tanh cap on the output logits)");
   if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() &&
@@ -247,6 +245,13 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
   m.norm = Norm::rmsnorm;
   m.norm_eps = doc.real_in(j, "rms_norm_eps", limits::norm_eps, 1e-6);
   m.rope_theta = doc.real_in(j, "rope_theta", limits::rope_theta, 10000.0);
+  // Tied input/output embeddings (plans/model.h); absent or null: false, the default of transformers' LlamaConfig,
+  // MistralConfig and Qwen2Config.
+  if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      doc.fail("tie_word_embeddings", fmt::format("expected true or false, got {}", j["tie_word_embeddings"].dump()));
+    m.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
 
   const std::string act = j.contains("hidden_act") ? j["hidden_act"].dump() : "\"silu\"";
   if (act != "\"silu\"")

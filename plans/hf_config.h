@@ -14,10 +14,10 @@
 //   rope_theta -> rope_theta (default 10000)                            hidden_act "silu" -> mlp swiglu, norm rmsnorm
 //   head_dim -> head_dim (when it differs from hidden_size / num_attention_heads: Mistral Nemo's 128 with 5120 / 32)
 //   Qwen2ForCausalLM -> qkv_bias (transformers' Qwen2Attention hard-wires biases on q/k/v_proj, none on o_proj)
+//   tie_word_embeddings -> tie_word_embeddings (default false; Llama 3.2 1B/3B, small Qwen2.5)
 //
 // What the Model cannot represent is an error naming the file, the key's line and the key, never an approximation:
-// any other hidden_act (or Gemma's hidden_activation); tie_word_embeddings true (tptune's output projection is its
-// own parameter); attention_bias true (LlamaAttention then biases o_proj too, which tptune does not model) and
+// any other hidden_act (or Gemma's hidden_activation); attention_bias true (LlamaAttention then biases o_proj too, which tptune does not model) and
 // mlp_bias true; an odd head_dim; mixture-of-experts keys (num_local_experts, num_experts, n_routed_experts,
 // num_experts_per_tok, moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size) with a non-zero
 // value; sliding-window attention in use (sliding_window not null, unless use_sliding_window is false, as Qwen2

@@ -285,6 +285,7 @@ class Lowerer {
     Value tok = e.plain(prog.tokens);
     Value x0 = layers.embedding(emb, tok);
     fsdp_gather_end(mark);
+    const int embed_gather = fsdp_op;  // the embedding group's FSDP all-gather (op of segment 0), -1 without FSDP
     Params embed_params = params_since(mark);
     size_t embed_tape_end = e.tape_size();
 
@@ -316,7 +317,14 @@ class Lowerer {
     prog.chains.push_back({x_in, xout.t, x0.t, h_in, false});
     Value hin = xin.dtensor ? e.dtensor(h_in, xin.pl) : e.plain(h_in, xin.pl);
     size_t head_tape = e.tape_size();
-    mark = fsdp_gather_begin();
+    // Tied embeddings: torchtitan (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder, 0.3) shards tok_embeddings,
+    // norm and the output as one FSDP unit, fully_shard([tok_embeddings, norm, lm_head]) with reshard_after_forward
+    // only under the "always" policy: its one all-gather (the embedding's, completed below with the head's
+    // parameters) runs before the embedding, the parameters stay unsharded through the step (no gather before the
+    // head or the embedding backward), and its one reduce-scatter runs after the last backward of the unit, the
+    // embedding's.
+    const bool tied_unit = m.tie_word_embeddings;
+    mark = tied_unit ? layers.params.size() : fsdp_gather_begin();
     Value hn = layers.norm({"norm", "norm"}, hin);
     const Layers::Name out_name{prog.plan.output_fqn, prog.plan.output_fqn};
     size_t head_tape_end = 0;
@@ -327,15 +335,16 @@ class Lowerer {
     }
     Value logits;
     if (prog.plan.chunks() <= 1) logits = layers.linear(out_name, hn, m.dim, m.vocab_size, false);
-    fsdp_gather_end(mark);
+    if (!tied_unit) fsdp_gather_end(mark);
     Params head_params = params_since(mark);
+    if (tied_unit) add_to_gather(0, embed_gather, head_params);
     if (prog.plan.chunks() <= 1) {
       prog.loss = layers.loss({"loss", "loss"}, logits, prog.targets);
       head_tape_end = e.tape_size();
     }
     e.phase = Phase::backward;
     e.run_backward(head_tape, head_tape_end);
-    fsdp_reduce(head_params);
+    if (!tied_unit) fsdp_reduce(head_params);
     auto g_hin = e.grad(hin);
     if (!g_hin) throw Error("internal: no gradient reaches the last block");
 
@@ -357,13 +366,13 @@ class Lowerer {
     TensorId g_emb = e.tensor("tok_embeddings.out.grad", e.desc(g_xin->t).local_shape, e.desc(g_xin->t).dtype,
                               e.desc(g_xin->t).placement, TensorRole::gradient, e.desc(g_xin->t).global_shape);
     prog.chains.push_back({g_out, g_xin->t, g_hin->t, g_emb, true});
-    fsdp_gather(embed_params);
+    if (!tied_unit) fsdp_gather(embed_params);
     e.seed_grad(x0, g_xin->dtensor ? e.dtensor(g_emb, g_xin->pl) : e.plain(g_emb, g_xin->pl));
     e.run_backward(embed_tape, embed_tape_end);
-    fsdp_reduce(embed_params);
-
     Params globals = embed_params;
     globals.insert(globals.end(), head_params.begin(), head_params.end());
+    fsdp_reduce(tied_unit ? globals : embed_params);
+
     if (prog.plan.clip_grad_norm) grad_norm(block_params, globals);
 
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
@@ -523,6 +532,14 @@ class Lowerer {
     Params ps = params_since(mark);
     std::get<CollectiveOp>(op.kind).bytes = fsdp_param_bytes(ps);
     op.outputs.assign(ps.begin(), ps.end());
+  }
+  // Adds `params` to the FSDP all-gather `op` of segment `segment` (one unit over modules of several segments).
+  void add_to_gather(size_t segment, int op, const Params& params) {
+    if (op < 0) return;
+    Op& g = prog.segments.at(segment).ops.at(static_cast<size_t>(op));
+    g.outputs.insert(g.outputs.end(), params.begin(), params.end());
+    Params all(g.outputs.begin(), g.outputs.end());
+    std::get<CollectiveOp>(g.kind).bytes = fsdp_param_bytes(all);
   }
   void fsdp_gather(const Params& params) {
     if (prog.dp <= 1) return;
@@ -688,7 +705,8 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   const bool same_model = m.name == model.name && m.dim == model.dim && m.n_layers == model.n_layers &&
                           m.n_heads == model.n_heads && m.n_kv_heads == model.n_kv_heads &&
                           m.ffn_dim == model.ffn_dim && m.vocab_size == model.vocab_size && m.mlp == model.mlp &&
-                          m.norm == model.norm && m.norm_eps == model.norm_eps && m.rope_theta == model.rope_theta;
+                          m.norm == model.norm && m.norm_eps == model.norm_eps && m.rope_theta == model.rope_theta &&
+                          m.tie_word_embeddings == model.tie_word_embeddings;
   const bool same = same_model && p.training.seq_len == expect.training.seq_len &&
                     p.training.dtype == expect.training.dtype && p.training.compile == expect.training.compile &&
                     p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&

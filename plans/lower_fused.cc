@@ -54,7 +54,7 @@ Layers::Head Layers::chunked_head(const Name& n, const Value& x_in, int64_t in_f
                                          "(vocab-sharded weight) or not parallelized, the plan says {}",
                                          chunks, to_string(s->kind)));
   const bool colwise = s != nullptr;
-  TensorId w = parameter(n, "weight", {out_features, in_features}, colwise ? 0 : -1);
+  TensorId w = linear_weight(n, {out_features, in_features}, colwise ? 0 : -1);
   const Shape wl = e.desc(w).local_shape;  // (vocab_l, dim)
   if (colwise) {
     // The input is prepared once for all chunks: the root norm's out_dst (R) in torchtitan 0.3.

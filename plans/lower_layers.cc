@@ -32,8 +32,35 @@ TensorId Layers::parameter(const Name& n, const std::string& pname, const Shape&
   return p;
 }
 
+namespace {
+std::string placement_words(int shard_dim) {
+  return shard_dim == 0 ? "on the vocab dim (S(0))" : shard_dim == 1 ? "on the model dim (S(1))" : "replicated (R)";
+}
+}  // namespace
+
+TensorId Layers::linear_weight(const Name& n, const Shape& full, int shard_dim) {
+  if (tied_weight < 0 || n.fqn != plan.output_fqn) return parameter(n, "weight", full, shard_dim);
+  const TensorDesc& w = e.desc(tied_weight);
+  if (w.param_shard_dim != shard_dim)
+    throw ModuleError(
+        n.fqn, fmt::format("its weight is tok_embeddings.weight (tie_word_embeddings), which tok_embeddings holds {} "
+                           "but this style would hold {}: a tied weight is one parameter with one placement "
+                           "(torchtitan refuses a tied parameter with conflicting sharding configs); make "
+                           "tok_embeddings rowwise and {} colwise (both S(0)), or parallelize neither",
+                           placement_words(w.param_shard_dim), placement_words(shard_dim), n.fqn));
+  if (w.global_shape != full)
+    throw ModuleError(n.fqn, fmt::format("its weight is tok_embeddings.weight {} (tie_word_embeddings) but it needs {}",
+                                         to_string(w.global_shape), to_string(full)));
+  return tied_weight;
+}
+
 void Layers::finish_param_grad(const Name& n, TensorId p, TensorId g, bool partial) {
   TensorId final_grad = g;
+  if (p == tied_weight && partial && e.tp > 1 && plan.dp_shard <= 1 && !plan.fsdp_always)
+    throw ModuleError(n.fqn,
+                      "its gradient of the tied tok_embeddings.weight is a partial sum over TP, which only the "
+                      "optimizer step would all-reduce, while the other use's is not: tptune does not model "
+                      "summing the two; parallelize the output colwise or not at all");
   if (partial && e.tp > 1) {
     if (plan.dp_shard <= 1 && !plan.fsdp_always) {
       // DTensor without FSDP: the gradient stays Partial until the optimizer step reads it (Lowerer::optimizer).
@@ -47,6 +74,19 @@ void Layers::finish_param_grad(const Name& n, TensorId p, TensorId g, bool parti
     // torchtitan 0.3's norm_config: "pending BWD AR handled by FSDP"), as Megatron's allreduce_layernorm_grads.
     final_grad = e.collective(n.rel, "bwd", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, g, gd.local_shape,
                               gd.global_shape, gd.dtype, TensorRole::param_grad);
+  }
+  if (p == tied_weight) {
+    if (tied_first_grad_ < 0) {  // the first use: held (a plain gradient) until the other use's is made
+      tied_first_grad_ = final_grad;
+      e.prog.tensors[static_cast<size_t>(final_grad)].role = TensorRole::gradient;
+      return;
+    }
+    // The second use: y += the first's. Reads both, writes one: 3 x the gradient's bytes, one add per element.
+    const TensorDesc gd = e.desc(final_grad);
+    const int64_t elems = numel(gd.local_shape);
+    e.op(n.rel, e.cat(n.rel, ".weight.grad_tied_add"),
+         ElementwiseOp{ElementwiseOp::Fn::accumulate, 3 * elems * bytes_per_element(gd.dtype), elems},
+         {tied_first_grad_, final_grad}, {final_grad});
   }
   set_param_grad(p, final_grad);
 }
@@ -141,7 +181,7 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   const bool rowwise = s && s->kind == StyleKind::rowwise;
   const bool parallel = s != nullptr;
   const int shard_dim = colwise ? 0 : rowwise ? 1 : -1;
-  TensorId w = parameter(n, "weight", {out_features, in_features}, shard_dim);
+  TensorId w = linear_weight(n, {out_features, in_features}, shard_dim);
   const Shape wl = e.desc(w).local_shape;  // (out_l, in_l)
   // torch's _partition_linear_fn: ColwiseParallel shards the bias S(0) like the weight's rows, RowwiseParallel keeps
   // it Replicate.
@@ -328,6 +368,7 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
   const bool rowwise = s && s->kind == StyleKind::rowwise;
   const bool colwise = s && s->kind == StyleKind::colwise;
   TensorId w = parameter(n, "weight", {m.vocab_size, m.dim}, rowwise ? 0 : colwise ? 1 : -1);
+  if (m.tie_word_embeddings) tied_weight = w;
   const Shape wl = e.desc(w).local_shape;
   Value tok = tokens_in;
   if (s) {

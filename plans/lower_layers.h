@@ -67,6 +67,16 @@ class Layers {
   std::vector<TensorId> params;
   std::map<TensorId, TensorId> grad_of;
 
+  // Weight tying (Model::tie_word_embeddings): embedding() sets this to its weight, tok_embeddings.weight, and the
+  // output projection (the plan's output_fqn, in linear() or chunked_head()) uses that tensor instead of a weight of
+  // its own: one parameter, one placement. The two uses must shard it alike (embedding rowwise = S(0) with output
+  // colwise = S(0), or neither parallelized = R), else ModuleError naming the output: torchtitan 0.3's
+  // Module._distribute_states refuses "a tied parameter ... referenced by two modules with conflicting sharding
+  // configs" instead of redistributing it. The first use's gradient to be finished (the head's, whose backward runs
+  // first) is held; the second's adds it (an `accumulate` op, as autograd's AccumulateGrad sums both into .grad) and
+  // is the parameter's gradient, before any FSDP reduce-scatter or optimizer step reads it.
+  TensorId tied_weight = -1;
+
  private:
   Emitter& e;
   const Model& m;
@@ -80,6 +90,10 @@ class Layers {
   const ParallelStyle* leaf_style(const Name& n, Value& x);
   // Makes the final gradient of parameter `p` from a local gradient `g` that is `partial` over TP.
   void finish_param_grad(const Name& n, TensorId p, TensorId g, bool partial);
+  // The weight of Linear `n` (global shape `full`, sharded on `shard_dim`): a new parameter, or tied_weight for the
+  // output projection of a tied model (checked to have the same placement).
+  TensorId linear_weight(const Name& n, const Shape& full, int shard_dim);
+  TensorId tied_first_grad_ = -1;  // the tied weight's first finished gradient, waiting for the second
   // Float8 tensorwise cast of a value (amax, all-reduce(max) if sharded, cast); returns the float8 value.
   Value cast_float8(const Name& n, const Value& x, DType to, const std::string& what);
   TensorId cast_float8_tensor(const Name& n, TensorId x, bool sharded, DType to, const std::string& what,

@@ -35,8 +35,10 @@ int64_t Model::block_parameters() const {
 }
 
 int64_t Model::total_parameters() const {
-  // tok_embeddings (vocab, dim) + blocks + final norm + output (vocab, dim), untied.
-  return embedding_parameters() + n_layers * block_parameters() + norm_parameters(*this) + vocab_size * dim;
+  // tok_embeddings (vocab, dim) + blocks + final norm + output (vocab, dim); tied, the output's weight is the
+  // embedding's and is not counted again.
+  const int64_t output = tie_word_embeddings ? 0 : vocab_size * dim;
+  return embedding_parameters() + n_layers * block_parameters() + norm_parameters(*this) + output;
 }
 
 double Model::training_flops_per_token(int64_t seq_len) const {
@@ -44,7 +46,10 @@ double Model::training_flops_per_token(int64_t seq_len) const {
   // except the embedding lookup (torchtitan's convention, which also counts the small norm weights), plus attention:
   // per layer the scores q k^T and the weighted sum p v are 2 x (2 x seq x heads x head_dim) forward flops per token,
   // times 3 for forward + backward: 12 x layers x heads x head_dim x seq.
-  const double dense = 6.0 * static_cast<double>(total_parameters() - embedding_parameters());
+  // Tied, the one table is also the output projection's weight: every parameter counts (torchtitan's
+  // nparams_for_matmul = nparams when enable_weight_tying).
+  const int64_t matmul_params = tie_word_embeddings ? total_parameters() : total_parameters() - embedding_parameters();
+  const double dense = 6.0 * static_cast<double>(matmul_params);
   const double attention = 12.0 * static_cast<double>(n_layers) * static_cast<double>(n_heads) *
                            static_cast<double>(head_dim()) * static_cast<double>(seq_len);
   return dense + attention;

@@ -13,6 +13,10 @@
 // sets it (Mistral Nemo: dim 5120, 32 heads of 128), so n_heads*head_dim may differ from dim. Linears have no biases
 // (Llama) except wq, wk, wv when qkv_bias (the Qwen2 family): a bias (out_features) each. Layernorm has weight and
 // bias.
+// Tied embeddings (tie_word_embeddings: Llama 3.2 1B/3B, small Qwen2.5): one parameter, tok_embeddings.weight
+// (vocab_size, dim), is both the embedding table and the output projection's weight; there is no output.weight, and
+// its gradient is the sum of the two uses' gradients (torchtitan's Decoder: `tok_embeddings.weight = lm_head.weight`;
+// named_parameters() yields it once, as tok_embeddings.weight).
 
 #include <cstdint>
 #include <string>
@@ -42,6 +46,9 @@ struct Model {
   int64_t explicit_head_dim = 0;
   // Biases on the q, k and v projections (YAML model.qkv_bias; Qwen2ForCausalLM hard-wires them).
   bool qkv_bias = false;
+  // The output projection reuses tok_embeddings.weight (see above). YAML model.tie_word_embeddings, HF
+  // tie_word_embeddings; default false (torchtitan's enable_weight_tying default).
+  bool tie_word_embeddings = false;
 
   // The width of one attention head: explicit_head_dim, or dim / n_heads.
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
@@ -50,9 +57,12 @@ struct Model {
   // (dim each; layernorm also a bias).
   int64_t block_parameters() const;
   int64_t embedding_parameters() const { return vocab_size * dim; }
-  // Everything: embedding + blocks + final norm + output projection (untied).
+  // Everything: embedding + blocks + final norm + output projection; with tie_word_embeddings the shared weight is
+  // counted once (embedding + blocks + final norm), as torch's model.parameters() de-duplicates it.
   int64_t total_parameters() const;
-  // torchtitan's MFU convention: 6 x (parameters without the embedding) + 12 x layers x heads x head_dim x seq_len.
+  // torchtitan's MFU convention: 6 x (parameters without the embedding) + 12 x layers x heads x head_dim x seq_len;
+  // tied, 6 x every parameter (torchtitan/models/utils.py get_dense_model_nparams_and_flops: the shared weight still
+  // takes part in the output matmul, so it is not subtracted).
   double training_flops_per_token(int64_t seq_len) const;
 };
 

@@ -19,7 +19,7 @@ const TorchtitanRecipe* torchtitan_recipe(const Model& m) {
     if (m.dim == p.dim && m.n_layers == p.n_layers && m.n_heads == p.n_heads && m.n_kv_heads == p.n_kv_heads &&
         m.ffn_dim == p.ffn_dim && m.vocab_size == p.vocab_size && m.mlp == p.mlp && m.norm == p.norm &&
         m.norm_eps == p.norm_eps && m.rope_theta == p.rope_theta && m.head_dim() == p.head_dim() &&
-        m.qkv_bias == p.qkv_bias)
+        m.qkv_bias == p.qkv_bias && m.tie_word_embeddings == p.tie_word_embeddings)
       return &r;
   }
   return nullptr;

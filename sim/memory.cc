@@ -190,6 +190,7 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
         if (p.tensor(t).role == TensorRole::parameter) none[static_cast<size_t>(t)] = 1;
     for (size_t t = 0; t < nt; ++t)
       if (none[t]) r.head_params += facts.bytes[t];
+    if (p.model.tie_word_embeddings && p.dp > 1) r.resident_params = r.head_params;
     double logit_elems = 0;
     for (const Op& op : head->ops)  // the logits: what the cross-entropy reads
       if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty()) {
@@ -223,11 +224,11 @@ MemoryReport memory_from_parts(const MemoryParts& m, const GpuSpec& gpu, const C
   // Every block's saved tensors are alive from the end of the forward until the backward reaches the checkpointed
   // blocks (the last to run backward), which then hold only their own.
   const Phase phases[] = {
-      {"forward", r.activations, m.ws_forward, in_flight * m.block_params},
+      {"forward", r.activations, m.ws_forward, in_flight * m.block_params + m.resident_params},
       {"head", r.activations, m.ws_head, m.head_params + (in_flight - 1) * m.block_params},
-      {"backward", r.activations, m.ws_backward, in_flight * m.block_params},
+      {"backward", r.activations, m.ws_backward, in_flight * m.block_params + m.resident_params},
       {"backward", m.checkpointed_blocks > 0 ? checkpointed : 0.0, m.ws_checkpointed_backward,
-       m.checkpointed_blocks > 0 ? in_flight * m.block_params : 0.0},
+       m.checkpointed_blocks > 0 ? in_flight * m.block_params + m.resident_params : 0.0},
   };
   double best = -1;
   for (const Phase& ph : phases) {

@@ -62,6 +62,11 @@ struct MemoryParts {
   double master_params = 0, gradients = 0, optimizer = 0;  // model states, as in MemoryReport
   double block_params = 0;                                 // one block's parameters (local shard, bf16)
   double head_params = 0, logits = 0;
+  // Parameters unsharded through the whole step: with tied embeddings under FSDP (dp_shard > 1) the unit
+  // [tok_embeddings, norm, output] is gathered once before the embedding and not resharded after forward
+  // (plans/lower.cc), so the head's parameters (the tied table and the norm) are in flight in every phase, not only
+  // in the head's. 0 otherwise.
+  double resident_params = 0;
   double saved_per_block = 0, saved_per_checkpointed_block = 0;
   int blocks = 0;               // blocks of the first (or only) backward segment
   int checkpointed_blocks = 0;  // of the second (ac_layers), else 0

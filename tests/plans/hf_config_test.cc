@@ -158,8 +158,8 @@ TEST_CASE("hf_config: what the model cannot represent is a one-line error naming
   CHECK_THAT(hf_error(llama_with("  \"attention_bias\": true,")),
              Catch::StartsWith("config.json:2: attention_bias: true is not supported"));
   CHECK_THAT(hf_error(llama_with("  \"mlp_bias\": true,")), Catch::StartsWith("config.json:2: mlp_bias: true is not"));
-  CHECK_THAT(hf_error(llama_with("  \"tie_word_embeddings\": true,")),
-             Catch::StartsWith("config.json:2: tie_word_embeddings: true is not supported"));
+  CHECK(hf_error(llama_with("  \"tie_word_embeddings\": \"yes\",")) ==
+        "config.json:2: tie_word_embeddings: expected true or false, got \"yes\"");
   CHECK(hf_error(llama_with("  \"tie_word_embeddings\": false,")) == "(no error)");
   CHECK_THAT(hf_error(llama_with("  \"hidden_act\": \"gelu\",")),
              Catch::StartsWith("config.json:2: hidden_act: expected \"silu\""));

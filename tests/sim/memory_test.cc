@@ -102,3 +102,36 @@ TEST_CASE("a plan that does not fit says by how much") {
   CHECK_FALSE(m.fits);
   CHECK(m.headroom() < 0);
 }
+
+TEST_CASE("tied embeddings: one weight's model states, and the FSDP unit stays unsharded all step") {
+  Model tied = test::model_named("tiny-llama");  // dim 64, 2 layers, vocab 256: block 36,992 parameters
+  tied.tie_word_embeddings = true;
+  Model untied = tied;
+  untied.tie_word_embeddings = false;
+  const Training t{.seq_len = 16};
+  const Plan plan = test::make_plan("sequence_parallel", {.tp_degree = 1, .dp_shard = 2});
+  const CostParams c;
+  const MemoryParts pt = memory_parts(lower(tied, t, plan), c);
+  const MemoryParts pu = memory_parts(lower(untied, t, plan), c);
+  // Elements: tied 256x64 + 2 x 36,992 + 64 = 90,432; untied + 256x64 = 106,816. fp32 master and gradient 4 B each,
+  // AdamW 8 B, over dp 2: tied 180,864 / 180,864 / 361,728 B; untied 213,632 / 213,632 / 427,264 B.
+  CHECK(pt.master_params == 180'864);
+  CHECK(pt.gradients == 180'864);
+  CHECK(pt.optimizer == 361'728);
+  CHECK(pu.master_params == 213'632);
+  CHECK(pu.optimizer == 427'264);
+  // The head reads the table and the final norm (bf16, unsharded while it runs): (16,384 + 64) x 2 B = 32,896 B in
+  // both; untied it reads output.weight, as large.
+  CHECK(pt.head_params == 32'896);
+  CHECK(pu.head_params == 32'896);
+  // Tied, the unit [tok_embeddings, norm, output] is not resharded after forward (torchtitan), so those 32,896 B are
+  // in flight in the forward and backward phases too; untied nothing is.
+  CHECK(pt.resident_params == 32'896);
+  CHECK(pu.resident_params == 0);
+  const GpuSpec gpu = gpu_preset("h100-sxm");
+  const MemoryReport mt = memory_from_parts(pt, gpu, c);
+  if (mt.peak_phase == "forward")
+    CHECK(mt.params_in_flight == std::max(1, c.blocks_in_flight) * pt.block_params + 32'896);
+  // Without FSDP nothing is resharded anyway: no resident term.
+  CHECK(memory_parts(lower(tied, t, test::make_plan("sequence_parallel", {.tp_degree = 1})), c).resident_params == 0);
+}
