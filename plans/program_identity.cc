@@ -37,10 +37,11 @@ nlohmann::json program_identity(const Program& p) {
                          {"loss_parallel", plan.loss_parallel}}},
                        {"tp", p.tp},
                        {"dp", p.dp}};
-  // A head_dim of its own and q/k/v biases only when the model has them, so that the identity of every other model
-  // (and the profiles written before them) reads as it did.
+  // A head_dim of its own, q/k/v biases and tied embeddings only when the model has them, so that the identity of
+  // every other model (and the profiles written before them) reads as it did.
   if (m.explicit_head_dim > 0) id["model"]["head_dim"] = m.explicit_head_dim;
   if (m.qkv_bias) id["model"]["qkv_bias"] = true;
+  if (m.tie_word_embeddings) id["model"]["tie_word_embeddings"] = true;
   return id;
 }
 
@@ -77,6 +78,12 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
       compare(section + "." + key, want, theirs && theirs->contains(key) ? &(*theirs)[key] : nullptr);
     }
   }
+  // The model features written only when present: a profile that has one the simulated model lacks differs too.
+  if (profiled.contains("model") && profiled["model"].is_object())
+    for (const char* key : {"head_dim", "qkv_bias", "tie_word_embeddings"})
+      if (profiled["model"].contains(key) && !mine["model"].contains(key))
+        diffs.push_back(
+            fmt::format("model.{} {} (profile) vs none (simulated)", key, value_text(profiled["model"][key])));
   // The module styles of the profiled plan (tp-run profile writes the resolved plan) against the simulated one's.
   if (diffs.empty() && profiled.contains("plan_yaml") && profiled["plan_yaml"].is_string()) {
     Plan theirs;

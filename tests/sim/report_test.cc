@@ -221,6 +221,12 @@ TEST_CASE("measured trace: a profile of another model or plan is refused, saying
         "p.json: a profile of another model or plan: model.dim 2048 (profile) vs 4096 (simulated), plan.tp_degree 4 "
         "(profile) vs 2 (simulated), tp 4 (profile) vs 2 (simulated); profile the simulated config and plan (tp-run "
         "profile CONFIG --plan ...)");
+  // A model feature the profile has and the simulated model lacks (written only when present) differs as well.
+  nlohmann::json tied = program_identity(s.p);
+  tied["model"]["tie_word_embeddings"] = true;
+  CHECK(tptune::test::error_of([&] { check_same_program(tied, s.p, "p.json"); }) ==
+        "p.json: a profile of another model or plan: model.tie_word_embeddings true (profile) vs none (simulated); "
+        "profile the simulated config and plan (tp-run profile CONFIG --plan ...)");
   // tp-run profiles one replica: on a larger cluster only dp differs, and the error says how to simulate the same.
   nlohmann::json replica = program_identity(s.p);
   replica["dp"] = 1;
