@@ -57,7 +57,8 @@ std::string report_text(const StepReport& r) {
            r.gradient_accumulation_steps);
   append(o, "  tokens/s per GPU   {:>10}\n", thousands(r.tokens_per_second_per_gpu));
   append(o,
-         "  MFU                {:10.1f} %   (torchtitan: 6 x non-embedding params + 12 x L x H x D x S, dense bf16)\n",
+         "  MFU                {:10.1f} %   (torchtitan: 6 x P + 12 x L x H x D x S, P = params but an untied "
+         "embedding; dense bf16)\n",
          100 * r.mfu);
   append(o, "  parameters         {} (per GPU {}: {})\n", with_thousands(r.parameters.total),
          with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard));
