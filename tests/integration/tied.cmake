@@ -17,6 +17,15 @@ if(TARGET tp-plan AND TARGET tp-run)
                        ${TPTUNE_MPIRUN} -np 2 ${TP_RUN} verify ${TPTUNE_EXAMPLES}/llama3-8b-h100.yaml --hf-config ${hf}
                        --plan ${TPTUNE_PLANS}/wrong_tied_placement.yaml --backend cpu --shrink)
   endforeach()
+  # Qwen2.5 0.5B: tied embeddings and q/k/v biases together (14 heads, 2 kv heads: tp 2 divides both).
+  tptune_expect_test("tp-run verify --shrink: Qwen2.5 0.5B (tied, q/k/v biases) at tp 2" 0 "verify: PASS"
+                     ${TPTUNE_MPIRUN} -np 2 ${TP_RUN} verify ${TPTUNE_EXAMPLES}/llama3-8b-h100.yaml
+                     --hf-config ${TPTUNE_EXAMPLES}/hf/qwen2.5-0.5b/config.json --preset sequence_parallel
+                     --backend cpu --shrink)
+  tptune_expect_test("tp-run verify --shrink: wrong_qkv_partial fails on Qwen2.5 0.5B" 1 "verify: FAIL"
+                     ${TPTUNE_MPIRUN} -np 2 ${TP_RUN} verify ${TPTUNE_EXAMPLES}/llama3-8b-h100.yaml
+                     --hf-config ${TPTUNE_EXAMPLES}/hf/qwen2.5-0.5b/config.json
+                     --plan ${TPTUNE_PLANS}/wrong_qkv_partial.yaml --backend cpu --shrink)
   tptune_expect_test("tp-plan simulate: Llama 3.2 1B (tied) simulates" 0 "meta-llama/Llama-3\\.2-1B on"
                      $<TARGET_FILE:tp-plan> simulate ${TPTUNE_EXAMPLES}/llama3-8b-h100.yaml
                      --hf-config ${TPTUNE_EXAMPLES}/hf/llama3.2-1b/config.json --preset sequence_parallel)

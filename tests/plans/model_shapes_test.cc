@@ -74,6 +74,19 @@ TEST_CASE("model shapes: parameter counts of the bundled configs equal the model
   CHECK(qwen.total_parameters() == 7615616512);
   CHECK(qwen.total_parameters() - 2 * qwen.embedding_parameters() == 6525621760);
 
+  // Qwen/Qwen2.5-0.5B: both features at once, q/k/v biases and tied embeddings. dim 896, 24 layers, 14 heads of 64,
+  // 2 kv heads, ffn 4864, vocab 151936.
+  //   attention 896 x (14 + 2x2) x 64 + 14 x 64 x 896 = 1,032,192 + 802,816 = 1,835,008; q/k/v biases (14 + 4) x 64
+  //   = 1,152; MLP 3 x 896 x 4864 = 13,074,432; norms 1,792; block 14,912,384 x 24 = 357,897,216
+  //   embedding (the output's weight too) 151936 x 896 = 136,134,656; final norm 896
+  //   total 494,032,768: the card's 0.49B (0.36B non-embedding: 357,898,112).
+  const Model small = load_hf_config(source("examples/hf/qwen2.5-0.5b/config.json"));
+  CHECK(small.qkv_bias);
+  CHECK(small.tie_word_embeddings);
+  CHECK(small.block_parameters() == 14912384);
+  CHECK(small.total_parameters() == 494032768);
+  CHECK(small.total_parameters() - small.embedding_parameters() == 357898112);
+
   // mistralai/Mistral-Nemo-Base-2407: dim 5120, 40 layers, 32 heads of 128 (not 5120 / 32 = 160), 8 kv heads,
   // ffn 14336, vocab 131072, untied head.
   //   attention 5120 x (32 + 2x8) x 128 + 32 x 128 x 5120 = 31,457,280 + 20,971,520 = 52,428,800
