@@ -17,15 +17,16 @@
 //   tie_word_embeddings -> tie_word_embeddings (default false; Llama 3.2 1B/3B, small Qwen2.5)
 //
 // What the Model cannot represent is an error naming the file, the key's line and the key, never an approximation:
-// any other hidden_act (or Gemma's hidden_activation); attention_bias true (LlamaAttention then biases o_proj too, which tptune does not model) and
-// mlp_bias true; an odd head_dim; mixture-of-experts keys (num_local_experts, num_experts, n_routed_experts,
-// num_experts_per_tok, moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size) with a non-zero
-// value; sliding-window attention in use (sliding_window not null, unless use_sliding_window is false, as Qwen2
-// configs say; a Mistral config without the key gets transformers' default window of 4096, so it must say null);
-// soft-capping (attn_logit_softcapping, final_logit_softcapping); partial rotary (partial_rotary_factor < 1);
-// LayerNorm keys (layer_norm_eps, layer_norm_epsilon, norm_epsilon); use_qk_norm. Other architectures are refused
-// naming what tptune lacks for them (Gemma2ForCausalLM: soft-capping and sliding-window layers; Phi3ForCausalLM,
-// Qwen3ForCausalLM, Mixtral... see hf_config.cc), and unknown ones with the list of what tptune models.
+// any other hidden_act (or Gemma's hidden_activation); attention_bias true (LlamaAttention then biases o_proj too,
+// which tptune does not model) and mlp_bias true; an odd head_dim; mixture-of-experts keys (num_local_experts,
+// num_experts, n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts,
+// shared_expert_intermediate_size) with a non-zero value; sliding-window attention in use (sliding_window not null,
+// unless use_sliding_window is false, as Qwen2 configs say; a Mistral config without the key gets transformers' default
+// window of 4096, so it must say null); soft-capping (attn_logit_softcapping, final_logit_softcapping); partial rotary
+// (partial_rotary_factor < 1); LayerNorm keys (layer_norm_eps, layer_norm_epsilon, norm_epsilon); use_qk_norm. Other
+// architectures are refused naming what tptune lacks for them (Gemma2ForCausalLM: soft-capping and sliding-window
+// layers; Phi3ForCausalLM, Qwen3ForCausalLM, Mixtral... see hf_config.cc), and unknown ones with the list of what
+// tptune models.
 //
 // `rope_scaling` (Llama 3.1's "llama3" type, for example) is accepted: it changes only rope's frequency table, not
 // a shape, an op or a byte of the Program, and tp-run's verify compares sharded and unsharded runs of the same

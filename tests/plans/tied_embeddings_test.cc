@@ -239,7 +239,7 @@ TEST_CASE("tied embeddings: the Llama 3.2 1B and 3B config.json have the model c
 
 TEST_CASE("tied embeddings: tie_word_embeddings from config.json and the config YAML", "[hf_config][tied]") {
   const std::string base =
-      R"("model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+      R"("architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
           "num_hidden_layers": 2, "vocab_size": 100)";
   CHECK(parse_hf_config("{" + base + ", \"tie_word_embeddings\": true}", "c.json").tie_word_embeddings);
   CHECK_FALSE(parse_hf_config("{" + base + ", \"tie_word_embeddings\": false}", "c.json").tie_word_embeddings);
