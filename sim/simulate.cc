@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <string_view>
 #include <unordered_map>
 
@@ -191,11 +190,13 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   }
   // Ops of different segments may share a name and a phase (FSDP's all-gather of the embedding's unit in embed.fwd and
   // of the output's in head): those rows say their segment, "fsdp.all_gather (head)".
-  std::map<std::pair<std::string, std::string>, int> rows_named;
-  for (const OpSummary& o : ops) ++rows_named[{o.name, o.phase}];
+  // (A few rows: compared pairwise, before any name changes.)
+  std::vector<char> shared(ops.size(), 0);
+  for (size_t a = 0; a < ops.size(); ++a)
+    for (size_t b = a + 1; b < ops.size(); ++b)
+      if (ops[a].name == ops[b].name && ops[a].phase == ops[b].phase) shared[a] = shared[b] = 1;
   for (size_t k = 0; k < ops.size(); ++k)
-    if (rows_named[{ops[k].name, ops[k].phase}] > 1)
-      ops[k].name += fmt::format(" ({})", to_string(p.segments[refs[k].seg].kind));
+    if (shared[k]) ops[k].name += fmt::format(" ({})", to_string(p.segments[refs[k].seg].kind));
   r.top_ops = std::move(ops);
   return r;
 }
