@@ -263,7 +263,12 @@ def signature(why, stderr):
     return re.sub(r"\d+", "N", why) + " | " + re.sub(r"\d+", "N", first)[:120]
 
 
-def commands(rng, tp_plan, cfg, plan):
+# Examples whose search space is meant for branch-and-bound (their header says `--bound`): the exhaustive search of
+# llama3-405b-ac-layers.yaml (11.7 million candidates) alone takes about the time limit, mutated or not.
+BOUND_CONFIGS = {"llama3-405b-ac-layers.yaml"}
+
+
+def commands(rng, tp_plan, cfg, plan, cfg_src=""):
     """The commands of one run: tp-plan subcommands on the (possibly mutated) config and plan."""
     toggles = rng.pick([[], ["--tp", rng.pick(["1", "2", "4", "8", "16", "3"])], ["--float8", "tensorwise"],
                         ["--async-tp"], ["--ac", "full"], ["--local-batch-size", rng.pick(["1", "4", "1000000"])],
@@ -282,7 +287,8 @@ def commands(rng, tp_plan, cfg, plan):
     if sub == "simulate-json":
         return [tp_plan, "simulate", cfg] + plan_args + toggles + ["--json", "-"]
     if sub == "search":
-        return [tp_plan, "search", cfg, "--threads", "1", "--top", "3"]
+        bound = ["--bound"] if os.path.basename(cfg_src) in BOUND_CONFIGS else []
+        return [tp_plan, "search", cfg, "--threads", "1", "--top", "3"] + bound
     # --format torchtitan needs the config (the recipe by the model's dimensions, torchrun's world).
     return [tp_plan, "export", plan, "--format", rng.pick(["torchtitan", "python", "torchtitan-toml"])] + rng.pick(
         [["--config", cfg], ["--config", cfg], []])
@@ -321,7 +327,7 @@ def main():
                     data = f.read()
                 with open(plan, "wb") as f:
                     f.write(mutate(rng, data.decode()) if target == "plan" else data)
-            cmd = commands(rng, tp_plan, cfg, plan)
+            cmd = commands(rng, tp_plan, cfg, plan, cfg_src)
             rc, out, err, elapsed, timed_out = run(cmd)
             counts[f"exit {rc}" if not timed_out else "timeout"] += 1
             why = judge(rc, err, timed_out, elapsed)
