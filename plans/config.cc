@@ -32,6 +32,11 @@ static_assert(std::size(kFloat8RecipeNames) == enum_count(Float8Recipe::rowwise_
 
 std::string_view to_string(Float8Recipe f) { return name_of(kFloat8RecipeNames, f); }
 
+std::vector<Float8Recipe> search_float8_recipes(bool torchtitan_0_3) {
+  if (torchtitan_0_3) return {Float8Recipe::none, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp};
+  return {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise};
+}
+
 Float8Recipe parse_float8(std::string_view s, const std::string& where) {
   return parse_name<Float8Recipe>(kFloat8RecipeNames, s, where);
 }
@@ -279,7 +284,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   const bool tt = s.framework == "torchtitan-0.3";
   if (tt) {
     // torchtitan 0.3's real knobs: its float8 recipes, and no loss-parallel switch (always on under TP).
-    s.float8 = {Float8Recipe::none, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp};
+    s.float8 = search_float8_recipes(true);
     s.loss_parallel = {true};
   }
   auto degree = [&](const YAML::Node& x, const std::string& k) {
@@ -315,9 +320,10 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   if (s.presets.empty() && s.plan_files.empty())
     doc.fail_msg(locate(n, "presets", self), "search.presets", "nothing to search: no presets and no plans");
   if (has(n, "float8")) {
+    std::vector<std::string> recipes;
+    for (Float8Recipe f : search_float8_recipes(tt)) recipes.emplace_back(to_string(f));
     auto f8 = [&](const YAML::Node& x, const std::string& k) {
-      if (tt) return parse_float8(doc.choice(x, k, {"none", "rowwise", "rowwise_with_gw_hp"}), doc.where(x, k));
-      return parse_float8(doc.choice(x, k, {"none", "tensorwise", "rowwise"}), doc.where(x, k));
+      return parse_float8(doc.choice(x, k, recipes), doc.where(x, k));
     };
     s.float8 = axis("float8", f8);
   }

@@ -34,6 +34,9 @@ std::string_view to_string(Float8Recipe f);
 // rowwise and rowwise_with_gw_hp: per-row scales computed locally, bf16 collectives.
 inline bool is_rowwise(Float8Recipe f) { return f == Float8Recipe::rowwise || f == Float8Recipe::rowwise_with_gw_hp; }
 Float8Recipe parse_float8(std::string_view s, const std::string& where);
+// The float8 recipes search.float8 takes, and its default list: the dtensor presets' none, tensorwise and rowwise;
+// torchtitan 0.3's none, rowwise and rowwise_with_gw_hp (its Float8LinearConverter has no tensorwise TP styles).
+std::vector<Float8Recipe> search_float8_recipes(bool torchtitan_0_3);
 
 struct Training {
   int64_t seq_len = 8192;
@@ -83,7 +86,7 @@ struct SearchSpace {
   std::vector<int> dp_replicate = {1};
   std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
   std::vector<std::string> plan_files;  // user plan files, resolved relative to the config file
-  std::vector<Float8Recipe> float8 = {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise};
+  std::vector<Float8Recipe> float8 = search_float8_recipes(false);
   std::vector<bool> async_tp = {false, true};
   std::vector<bool> loss_parallel = {false, true};
   std::vector<ActivationCheckpointing> activation_checkpointing = {

@@ -35,12 +35,6 @@ std::string bools_text(const std::vector<bool>& v) {
   return list_text(names);
 }
 
-// The float8 recipes search.float8 takes for each framework (plans/config.cc reads the key with these).
-std::vector<Float8Recipe> search_float8_recipes(bool torchtitan) {
-  if (torchtitan) return {Float8Recipe::none, Float8Recipe::rowwise, Float8Recipe::rowwise_with_gw_hp};
-  return {Float8Recipe::none, Float8Recipe::tensorwise, Float8Recipe::rowwise};
-}
-
 bool holds(const std::vector<Float8Recipe>& v, Float8Recipe f) { return std::find(v.begin(), v.end(), f) != v.end(); }
 
 // --framework F: the space's framework, with that framework's defaults for the float8 and loss_parallel lists the

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <iterator>
 
+#include "plans/parameter_count.h"
 #include "plans/text_table.h"
 
 namespace tptune {
@@ -13,16 +15,10 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
+// A rate rounded as "{:.0f}" does (to nearest, ties to even), with thousands separators (plans/parameter_count.h).
 std::string thousands(double v) {
-  std::string s = fmt::format("{:.0f}", v);
-  std::string out;
-  int n = 0;
-  for (auto it = s.rbegin(); it != s.rend(); ++it) {
-    if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
-    out.insert(out.begin(), *it);
-    ++n;
-  }
-  return out;
+  if (!std::isfinite(v) || std::fabs(v) >= 9e18) return fmt::format("{:.0f}", v);
+  return with_thousands(static_cast<int64_t>(std::nearbyint(v)));
 }
 
 template <typename... T>
