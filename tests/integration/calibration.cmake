@@ -19,7 +19,9 @@
 # on the float8 run), attention proportional to its FLOPs with ranks that do not share the machine (-31% to -35% on
 # every run: at the bound, so caught only together with anything else). The
 # calibrated collectives are checked by the unit tests (synthetic data fitted back), the overlapped steps and the
-# Kendall tau by bench/calibration-loop.sh on a quiet machine (its summary table). Override with
+# Kendall tau by bench/calibration-loop.sh on a quiet machine (its summary table). Two attempts (--attempts 2): the
+# test fails only when both exceed the bound, as a model error does; one CI run on a loaded 2-core runner exceeded 35%
+# once where the same build measured 17.7% at worst here. Override with
 # -DTPTUNE_CALIBRATION_COMPUTE_BOUND_PCT=N, or turn the test off with -DTPTUNE_SKIP_CALIBRATION_LOOP=ON.
 # (An option and a bound of their own, not the old opt-in TPTUNE_CALIBRATION_LOOP and TPTUNE_CALIBRATION_BOUND_PCT,
 # whose values stay in the caches of build directories configured before: OFF and 35 on the serialized step.)
@@ -37,7 +39,7 @@ if(NOT TPTUNE_SKIP_CALIBRATION_LOOP)
   add_test(NAME "calibration: held-out loop (short)"
            COMMAND ${CMAKE_SOURCE_DIR}/bench/calibration-loop.sh --short --statistic min --build ${CMAKE_BINARY_DIR}
                    --out ${CMAKE_BINARY_DIR}/calibration-loop-ci --bound ${tptune_calibration_bound}
-                   --fail-on compute)
+                   --fail-on compute --attempts 2)
   set_tests_properties("calibration: held-out loop (short)" PROPERTIES LABELS "calibration;mpi;tp-run" TIMEOUT 600
                        RUN_SERIAL TRUE)
 endif()
