@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "plans/config_node.h"
 #include "plans/enum_names.h"
 #include "plans/error.h"
 #include "plans/hf_config.h"
@@ -404,10 +405,9 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   return s;
 }
 
-Config load(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
-            const std::string& hf_config) {
+Config load_node(const YAML::Node& root, const std::string& name, const std::filesystem::path& base_dir,
+                 const std::string& hf_config) {
   const YamlDoc doc(name);
-  const YAML::Node root = yaml::parse(text, name);
   if (!root.IsDefined() || !root.IsMap())
     throw Error(fmt::format("{}: expected a map with keys model, training, cluster, search; got {}", doc.at(root),
                             yaml::describe(root)));
@@ -436,11 +436,15 @@ Config load(const std::string& text, const std::string& name, const std::filesys
 
 Config load_config(const std::string& path, const std::string& hf_config) {
   const std::string text = yaml::read_file(path, "config");
-  return load(text, path, std::filesystem::path(path).parent_path(), hf_config);
+  return load_node(yaml::parse(text, path), path, std::filesystem::path(path).parent_path(), hf_config);
 }
 
 Config load_config_string(const std::string& yaml, const std::string& name, const std::string& base_dir) {
-  return load(yaml, name, base_dir, {});
+  return load_node(yaml::parse(yaml, name), name, base_dir, {});
+}
+
+Config load_config_node(const YAML::Node& root, const std::string& name, const std::string& base_dir) {
+  return load_node(root, name, base_dir, {});
 }
 
 }  // namespace tptune

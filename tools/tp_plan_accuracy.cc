@@ -1,13 +1,20 @@
 // tp-plan accuracy PROFILE.json... [--calibration CALIB.yaml] [--device NAME] [--json FILE|-] [--fail-above PCT]
 //                  [--fail-on step|serialized|compute]
-// Predicted vs measured, per op and per step, and the ranking of the profiled plans (sim/calibrate/accuracy.h).
+// tp-plan accuracy --published DIR [--calibration CALIB.yaml] [--json FILE|-] [--fail-above-committed FILE]
+// Predicted vs measured, per op and per step, and the ranking of the profiled plans (sim/calibrate/accuracy.h); with
+// --published, of the public record's runs (sim/calibrate/published_accuracy.h).
 #include <fmt/format.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
 #include "sim/calibrate/accuracy.h"
+#include "sim/calibrate/calibration.h"
 #include "sim/calibrate/fit.h"
+#include "sim/calibrate/published_accuracy.h"
+#include "sim/cost_param_fields.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
 #include "tools/tp_plan_cost_params.h"
@@ -22,9 +29,53 @@ struct AccuracyArgs {
   std::string calibration, device, json;
   double fail_above = 0;         // percent; 0: never fail
   std::string fail_on = "step";  // which error --fail-above bounds: step, serialized or compute (see the option)
+  std::string published;         // --published DIR: the public record instead of profiles
+  std::string committed;         // --fail-above-committed FILE (with --published)
 };
 
+// The public record (sim/calibrate/published_accuracy.h). A calibration applies to the runs on its device; the other
+// runs keep their presets' parameters.
+int run_published_accuracy(const AccuracyArgs& a) {
+  refuse_overwriting_inputs({{"--json", a.json}},
+                            {{"--calibration", a.calibration}, {"--fail-above-committed", a.committed}});
+  const std::vector<PublishedSource> sources = load_published_record(a.published);
+  const PreparedRecord rec = prepare_published(sources);
+  std::optional<Calibration> cal;
+  if (!a.calibration.empty()) cal = load_calibration(a.calibration);
+  PublishedAccuracy r = published_accuracy(sources, rec, [&](const GpuSpec& gpu) {
+    CostParams c = device_cost_params(gpu);
+    if (cal && cal->device == gpu.name) apply_calibration(c, *cal);
+    return c;
+  });
+  if (cal) {
+    r.terms = calibration_terms(*cal);
+    r.terms.push_back(fmt::format("(on the runs of {}; the other GPUs' runs: their presets' values)", cal->device));
+  }
+  if (a.json != "-") fmt::print("{}", published_accuracy_text(r));
+  if (!a.json.empty()) write_json(published_accuracy_json(r), a.json);
+  if (!a.committed.empty()) {
+    nlohmann::json committed;
+    try {
+      committed = nlohmann::json::parse(read_input_file(a.committed, "committed accuracy JSON"));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: invalid JSON: {}", a.committed, e.what()));
+    }
+    const std::vector<std::string> worse = figures_worse_than(r, committed, a.committed);
+    for (const auto& w : worse) fmt::print(stderr, "tp-plan accuracy: worse than committed: {}\n", w);
+    if (!worse.empty()) return 1;
+    fmt::print(a.json == "-" ? stderr : stdout, "no figure worse than {}\n", a.committed);
+  }
+  return 0;
+}
+
 int run_accuracy(const AccuracyArgs& a) {
+  if (!a.published.empty()) {
+    if (!a.files.empty())
+      throw Error(fmt::format("--published {}: give either profile files or --published DIR, not both", a.published));
+    return run_published_accuracy(a);
+  }
+  if (!a.committed.empty()) throw Error("--fail-above-committed: expected --published DIR (the record it bounds)");
+  if (a.files.empty()) throw Error("expected PROFILE.json files (tp-run profile) or --published DIR");
   std::vector<NamedPath> inputs{{"--calibration", a.calibration}};
   for (const auto& f : a.files) inputs.push_back({"profile", f});
   refuse_overwriting_inputs({{"--json", a.json}}, inputs);
@@ -67,13 +118,19 @@ int run_accuracy(const AccuracyArgs& a) {
 void add_accuracy_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<AccuracyArgs>();
   CLI::App* cmd = app.add_subcommand("accuracy", "compare predicted and measured step and op times of profiles");
-  cmd->add_option("profiles", args->files, "Profile JSON files (tp-run profile)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("profiles", args->files, "Profile JSON files (tp-run profile)")->check(CLI::ExistingFile);
+  auto* published = cmd->add_option("--published", args->published,
+                                    "the public record's folder (profiles/published): predict its runs instead");
+  cmd->add_option("--fail-above-committed", args->committed,
+                  "with --published: exit 1 when a source's figure is worse than in this JSON (an earlier --json)");
   add_calibration_option(cmd, args->calibration);
-  cmd->add_option("--device", args->device, "device preset to predict with (default: from the environment)");
+  cmd->add_option("--device", args->device, "device preset to predict with (default: from the environment)")
+      ->excludes(published);
   cmd->add_option("--json", args->json, "write the report as JSON to FILE (- for stdout, instead of the text)");
   cmd->add_option("--fail-above", args->fail_above,
                   "exit 1 when a step's |predicted - measured| / measured exceeds this many percent")
-      ->check(number_option(0, 1e6));
+      ->check(number_option(0, 1e6))
+      ->excludes(published);
   cmd->add_option("--fail-on", args->fail_on,
                   "the error --fail-above bounds: step (overlapped step wall, default), serialized (sum of the op "
                   "times, each timed alone) or compute (the same over the compute ops: free of the overlap's "

@@ -105,11 +105,12 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
       FittedParam p;
       p.name = k;
       if (kv.second.IsMap()) {
-        d.keys(kv.second, key, {"value", "default", "class"});
+        d.keys(kv.second, key, {"value", "default", "class", "source"});
         if (!kv.second["value"]) d.fail(kv.second, key, "expected {value: V, default: D, class: C}, got no value");
         p.value = d.number(kv.second["value"], key + ".value");
         if (kv.second["default"]) p.default_value = d.number(kv.second["default"], key + ".default");
         if (kv.second["class"]) p.op_class = d.string(kv.second["class"], key + ".class");
+        if (kv.second["source"]) p.source = d.string(kv.second["source"], key + ".source");
       } else {
         p.value = d.number(kv.second, key);
       }
@@ -191,6 +192,7 @@ std::string calibration_yaml(const Calibration& c) {
     y << YAML::Key << "value" << YAML::Value << p.value;
     y << YAML::Key << "default" << YAML::Value << p.default_value;
     y << YAML::Key << "class" << YAML::Value << p.op_class;
+    if (!p.source.empty()) y << YAML::Key << "source" << YAML::Value << YAML::DoubleQuoted << p.source;
     y << YAML::EndMap;
   }
   y << YAML::EndMap;

@@ -10,6 +10,7 @@
 //   files: [cal/a.json, cal/b.json]   # the measurements fitted
 //   params:                           # CostParams fields (sim/cost_param_fields.h), each with its op class
 //     gemm_fp32_efficiency: {value: 0.52, default: 0.6, class: gemm}
+//     gemm_efficiency: {value: 0.7, default: 0.84, class: gemm, source: "fitted to 24 runs of ..."}  # source: optional
 //   collectives:                      # measured alpha-beta per collective and group size (CostParams)
 //     - {collective: all_reduce, ranks: 2, alpha_us: 6.1, busbw_GBps: 2.9, points: [[8, 4.1], [16, 4.3], ...],
 //        samples: 14, median_rel_error: 0.04, max_rel_error: 0.21}   # points: optional, MeasuredCollective
@@ -32,6 +33,7 @@ struct FittedParam {
   double value = 0;
   double default_value = 0;
   std::string op_class;  // gemm | attention | memory_bound | collective
+  std::string source;    // what it was fitted to, when the fit says (tp-plan calibrate --published); may be empty
 };
 
 struct FitResidual {
