@@ -1,0 +1,30 @@
+# The public record (issue 22): tp-plan accuracy --published against the committed figures
+# (tests/integration/published_accuracy.sh says how to regenerate them), and the one-line errors of both --published
+# commands. Included by CMakeLists.txt.
+if(TARGET tp-plan)
+  add_test(NAME "published: accuracy not worse than committed"
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/published_accuracy.sh $<TARGET_FILE:tp-plan> ${CMAKE_SOURCE_DIR})
+  set_tests_properties("published: accuracy not worse than committed" PROPERTIES TIMEOUT 120 LABELS tp-plan)
+  set(TPTUNE_RECORD ${CMAKE_SOURCE_DIR}/profiles/published)
+  tptune_error_test("published: a run's bad config key names its file, line and key"
+                    "^tp-plan: error: .*bad_seq_len.yaml:9: runs\\[0\\]\\.config\\.training\\.seq_len: expected an integer"
+                    ${TP_PLAN} accuracy --published ${TPTUNE_BAD}/published)
+  tptune_error_test("published: accuracy takes profiles or --published, not both"
+                    "^tp-plan: error: --published .*: give either profile files or --published DIR, not both"
+                    ${TP_PLAN} accuracy ${TPTUNE_RECORD}/README.md --published ${TPTUNE_RECORD})
+  tptune_error_test("published: --fail-above-committed needs --published"
+                    "^tp-plan: error: --fail-above-committed: expected --published DIR"
+                    ${TP_PLAN} accuracy ${TPTUNE_RECORD}/README.md --fail-above-committed ${TPTUNE_RECORD}/README.md)
+  tptune_error_test("published: calibrate --published needs --gpu"
+                    "^tp-plan: error: --published: expected --gpu PRESET"
+                    ${TP_PLAN} calibrate --published ${TPTUNE_RECORD} --fit gemm_efficiency)
+  tptune_error_test("published: calibrate --gpu only with --published"
+                    "^tp-plan: error: --gpu: expected only with --published DIR"
+                    ${TP_PLAN} calibrate ${TPTUNE_RECORD}/README.md --out x.yaml --gpu h100-sxm)
+  tptune_error_test("published: calibrate refuses an unknown parameter name"
+                    "^tp-plan: error: --fit gemm_eficiency: unknown cost parameter; expected one of gemm_efficiency, "
+                    ${TP_PLAN} calibrate --published ${TPTUNE_RECORD} --gpu a100-sxm-80gb --fit gemm_eficiency)
+  tptune_error_test("published: calibrate refuses a GPU without runs"
+                    "^tp-plan: error: --gpu b200: no predicted run of the record runs on it \\(its runs' GPUs: a100-sxm-80gb"
+                    ${TP_PLAN} calibrate --published ${TPTUNE_RECORD} --gpu b200 --fit gemm_efficiency)
+endif()

@@ -1,0 +1,205 @@
+// The public record's reader (sim/calibrate/published_record.h): the real folder read whole, every check's one-line
+// error on a hand-written bad file, and a run's plan resolved as tp-plan simulate resolves it.
+#include "sim/calibrate/published_record.h"
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "plans/error.h"
+#include "sim/calibrate/published_predict.h"
+#include "tests/error_text.h"
+
+using namespace tptune;
+using tptune::test::error_of;
+
+namespace {
+
+// A valid file with two expressible runs, one not expressible, one ratio; `extra_run` is appended to the runs and
+// `extra_top` to the document.
+std::string record(const std::string& extra_run = "", const std::string& extra_top = "") {
+  return std::string(R"(source:
+  id: test-source
+  citation: "a test"
+  repository: pytorch/torchtitan
+  path: benchmarks/x.md
+  commit: b5bcd76c66d0acb1a08b176d9639425bc55e0b2a
+runs:
+  - id: a
+    table: "T1"
+    quote: "| a | 100 |"
+    config:
+      model: {preset: llama3-8b}
+      training: {seq_len: 8192, local_batch_size: 2, activation_checkpointing: selective, compile: false}
+      cluster: {gpu: h100-sxm, nodes: 2, gpus_per_node: 8}
+    plan: {tp: 1, float8: none, async_tp: false}
+    measured: {tokens_per_second_per_gpu: 5762, peak_memory_gib: 82.4}
+  - id: b
+    table: "T1"
+    quote: "| b | 200 |"
+    config:
+      model: {preset: llama3-8b}
+      training: {seq_len: 8192, local_batch_size: 2, activation_checkpointing: full, compile: true}
+      cluster: {gpu: h100-sxm, nodes: 2, gpus_per_node: 8}
+    plan: {tp: 8, float8: tensorwise, async_tp: true, ac_layers: 16}
+    measured: {tokens_per_second_per_gpu: 800, mfu: 0.4}
+  - {id: c, table: "T2", quote: "| c |", not_expressible: "context parallelism (CP 2)"}
+)") + extra_run + "ratios:\n  - {
+name:
+  \"b/a\", numerator: b, denominator: a}\n" + extra_top;
+}
+
+PublishedSource parse(const std::string& text) { return parse_published_source(text, "bad.yaml"); }
+
+}  // namespace
+
+TEST_CASE("published record: a valid file reads every field") {
+  const PublishedSource s = parse(record());
+  CHECK(s.id == "test-source");
+  CHECK(s.commit == "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a");
+  REQUIRE(s.runs.size() == 3);
+  const PublishedRun& a = s.runs[0];
+  CHECK(a.at == "bad.yaml:9");
+  CHECK(a.config.cluster.world_size() == 16);
+  CHECK(a.config.training.local_batch_size == 2);
+  CHECK(a.config.training.compile == false);
+  CHECK(a.plan.tp == 1);
+  CHECK(a.measured.tokens_per_second_per_gpu == 5762);
+  CHECK(*a.measured.peak_memory_gib == 82.4);
+  CHECK(!a.measured.mfu);
+  const PublishedRun& b = s.runs[1];
+  CHECK(b.plan.float8 == Float8Recipe::tensorwise);
+  CHECK(b.plan.async_tp);
+  CHECK(b.plan.ac_layers == 16);
+  CHECK(*b.measured.mfu == 0.4);
+  CHECK(b.plan.summary() == "tp 8 tensorwise async ac_layers 16");
+  CHECK(!s.runs[2].expressible());
+  CHECK(s.runs[2].not_expressible == "context parallelism (CP 2)");
+  REQUIRE(s.ratios.size() == 1);
+  CHECK(s.ratios[0].numerator == "b");
+}
+
+TEST_CASE("published record: a run's plan is tp-plan simulate's --preset sequence_parallel --tp --float8 ...") {
+  const PublishedSource s = parse(record());
+  // a: 16 GPUs, tp 1 -> dp_shard 16 = world / tp; sequence_parallel's loss parallel on (torchtitan's default).
+  const Plan a = published_run_plan(s.runs[0]);
+  CHECK(a.tp_degree == 1);
+  CHECK(a.dp_shard == 16);
+  CHECK(a.loss_parallel);
+  CHECK(a.local_batch_size == 2);
+  CHECK(a.activation_checkpointing == ActivationCheckpointing::selective);
+  CHECK(a.gradient_accumulation_steps == 1);
+  // b: tp 8 -> dp_shard 2; the toggles of its plan.
+  const Plan b = published_run_plan(s.runs[1]);
+  CHECK(b.tp_degree == 8);
+  CHECK(b.dp_shard == 2);
+  CHECK(b.float8 == Float8Recipe::tensorwise);
+  CHECK(b.async_tp);
+  CHECK(b.ac_layers == 16);
+  CHECK(b.activation_checkpointing == ActivationCheckpointing::full);
+  // A global batch of 64 sequences over dp_shard 16 x local batch 2 = 32 per microbatch: 2 microbatches.
+  std::string text = record();
+  text.replace(text.find("local_batch_size: 2, activation_checkpointing: selective"), 19,
+               "local_batch_size: 2, global_batch_size: 64");
+  CHECK(published_run_plan(parse(text).runs[0]).gradient_accumulation_steps == 2);
+  // tp 3 does not divide 16 GPUs.
+  text = record();
+  text.replace(text.find("plan: {tp: 1"), 12, "plan: {tp: 3");
+  CHECK(error_of([&] { published_run_plan(parse(text).runs[0]); }) ==
+        "bad.yaml:9: plan.tp: 3 does not divide the cluster's 16 GPUs (2 nodes x 8)");
+}
+
+TEST_CASE("published record: every check is one line naming the file, line and key") {
+  CHECK(error_of([] { parse(record("", "colour: red\n")); }) ==
+        "bad.yaml:34: colour: unknown key; expected one of source, runs, ratios");
+  CHECK(error_of([] { parse("runs: []\n"); }) ==
+        "bad.yaml:1: source: missing; expected the citation map (id, citation, ...)");
+  // A config key is checked by the config reader, its key prefixed with the run's.
+  std::string text = record();
+  text.replace(text.find("seq_len: 8192"), 13, "seq_len: abc");
+  CHECK(error_of([&] { parse(text); }) ==
+        "bad.yaml:14: runs[0].config.training.seq_len: expected an integer in 1..16777216, got 'abc'");
+  text = record();
+  text.replace(text.find("model: {preset: llama3-8b}"), 26, "model: {preset: llama3-8b, colour: red}");
+  CHECK(error_of([&] { parse(text); }).starts_with("bad.yaml:13: runs[0].config.model.colour: unknown key;"));
+  // config + not_expressible, a missing measured, measured tokens/s 0, an unknown plan key.
+  CHECK(error_of([] { parse(record("  - {id: d, table: t, quote: q, not_expressible: PP, plan: {tp: 1}}\n")); }) ==
+        "bad.yaml:31: runs[3].plan: a run has either config + plan + measured or not_expressible, not both");
+  text = record();
+  text.replace(text.find("    measured: {tokens_per_second_per_gpu: 800, mfu: 0.4}\n"), 57, "");
+  CHECK(error_of([&] { parse(text); }) ==
+        "bad.yaml:18: runs[1].measured: missing; a run has config + plan + measured, or not_expressible with the "
+        "reason");
+  text = record();
+  text.replace(text.find("tokens_per_second_per_gpu: 5762"), 31, "tokens_per_second_per_gpu: 0");
+  CHECK(error_of([&] { parse(text); }) ==
+        "bad.yaml:17: runs[0].measured.tokens_per_second_per_gpu: expected a number in (0, 1e+12], got '0'");
+  text = record();
+  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, pp: 2}");
+  CHECK(error_of([&] { parse(text); }) ==
+        "bad.yaml:16: runs[0].plan.pp: unknown key; expected one of preset, tp, float8, async_tp, ac_layers");
+  // Run ids unique in a file.
+  CHECK(error_of([] { parse(record("  - {id: a, table: t, quote: q, not_expressible: PP}\n")); }) ==
+        "bad.yaml:31: runs[3].id: 'a' is also runs[0]'s id; run ids are unique in a file");
+  // A ratio names expressible runs of the same file.
+  text = record();
+  text.replace(text.find("numerator: b"), 12, "numerator: z");
+  CHECK(error_of([&] { parse(text); }) == "bad.yaml:32: ratios[0].numerator: 'z' is no run of this file");
+  text = record();
+  text.replace(text.find("denominator: a"), 14, "denominator: c");
+  CHECK(error_of([&] { parse(text); }) ==
+        "bad.yaml:32: ratios[0].denominator: 'c' is not expressible (context parallelism (CP 2)): a ratio compares "
+        "predicted runs");
+  // A citation: a repository names its commit.
+  text = record();
+  text.replace(text.find("commit: b5bcd76c"), 16, "commit: main");
+  CHECK(
+      error_of([&] { parse(text); }).starts_with("bad.yaml:6: source.commit: expected a commit hash of 40 hex digits"));
+}
+
+TEST_CASE("published record: source ids are unique over the folder, which holds *.yaml") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tptune_published_record_test";
+  std::filesystem::remove_all(dir);
+  CHECK(error_of([&] { load_published_record(dir.string()); }) ==
+        fmt::format("{}: no such folder (expected the public record's folder of *.yaml files)", dir.string()));
+  std::filesystem::create_directories(dir);
+  CHECK(error_of([&] { load_published_record(dir.string()); }) ==
+        fmt::format("{}: no *.yaml files (expected the public record, one file per source)", dir.string()));
+  for (const char* name : {"a.yaml", "b.yaml"}) std::ofstream(dir / name) << record();
+  CHECK(error_of([&] { load_published_record(dir.string()); }) ==
+        fmt::format("{}:2: source.id: 'test-source' is also the id of {}; source ids are unique over the folder",
+                    (dir / "b.yaml").string(), (dir / "a.yaml").string()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("published record: the real folder reads whole") {
+  const auto sources = load_published_record(std::string(TPTUNE_SOURCE_DIR) + "/profiles/published");
+  REQUIRE(sources.size() == 3);
+  // Sorted by file name.
+  CHECK(sources[0].id == "torchtitan-asynctp-h100-202506");
+  CHECK(sources[1].id == "torchtitan-h100-202412");
+  CHECK(sources[2].id == "torchtitan-performance-md");
+  int expressible = 0, not_expressible = 0, ratios = 0;
+  for (const auto& s : sources) {
+    for (const auto& r : s.runs) {
+      (r.expressible() ? expressible : not_expressible) += 1;
+      // The H100 runs name the 500 W HBM2e part (or h100-sxm in a copy made before that preset existed).
+      if (r.expressible() && r.config.cluster.gpu != "a100-sxm-80gb")
+        CHECK((r.config.cluster.gpu == "h100-sxm-hbm2e-500w" || r.config.cluster.gpu == "h100-sxm"));
+    }
+    ratios += static_cast<int>(s.ratios.size());
+  }
+  CHECK(expressible == 27);
+  CHECK(not_expressible == 11);
+  CHECK(ratios == 18);
+  // One run's transcription, as quoted: "| FSDP | 5,762 | 82.4 |".
+  const PublishedRun* t1 = sources[1].run("t1-fsdp");
+  REQUIRE(t1 != nullptr);
+  CHECK(t1->measured.tokens_per_second_per_gpu == 5762);
+  CHECK(*t1->measured.peak_memory_gib == 82.4);
+  CHECK(t1->config.training.seq_len == 8192);
+  CHECK(t1->config.model.n_layers == 32);
+  CHECK(published_run_plan(*t1).dp_shard == 8);
+}
