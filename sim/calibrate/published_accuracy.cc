@@ -123,12 +123,15 @@ std::string published_accuracy_text(const PublishedAccuracy& a) {
                  {"error", 0, Align::right},
                  {"memory GiB measured", 0, Align::right, 2},
                  {"predicted", 0, Align::right},
-                 {"error", 0, Align::right}});
+                 {"error", 0, Align::right},
+                 {"MFU measured", 0, Align::right, 2},
+                 {"predicted", 0, Align::right}});
     for (const auto& r : a.runs) {
       if (r.source != s.id) continue;
       t.row({r.id, r.plan, r.gpu, fmt::format("{:.1f}", r.measured), fmt::format("{:.1f}", r.predicted), pct(r.error),
              r.measured_memory_gib ? fmt::format("{:.1f}", *r.measured_memory_gib) : "-",
-             fmt::format("{:.1f}", r.predicted_memory_gib), r.memory_error ? pct(*r.memory_error) : "-"});
+             fmt::format("{:.1f}", r.predicted_memory_gib), r.memory_error ? pct(*r.memory_error) : "-",
+             r.measured_mfu ? abs_pct(*r.measured_mfu) : "-", abs_pct(r.predicted_mfu)});
     }
     out += t.str("  ");
     out += fmt::format("  {}\n\n", summary_line(s.summary));
