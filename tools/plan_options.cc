@@ -10,10 +10,10 @@
 #include <optional>
 #include <vector>
 
-#include "plans/checked_math.h"
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/limits.h"
+#include "plans/plan_resolve.h"
 #include "plans/version.h"
 #include "plans/yaml_util.h"
 
@@ -208,36 +208,6 @@ void refuse_no_loss_parallel_under_torchtitan() {
   throw Error("--no-loss-parallel: torchtitan 0.3 always runs the vocab-parallel loss under TP (no switch)");
 }
 
-namespace {
-
-// torchtitan's train.py: global_batch_size (-1: local_batch_size x dp_degree) must be a multiple of local_batch_size x
-// dp_degree (asserted), and gradient_accumulation_steps = global_batch_size // (local_batch_size x dp_degree),
-// dp_degree the size of the data-parallel mesh, dp_replicate x dp_shard. --global-batch-size, else the config's
-// training.global_batch_size unless the plan file states gradient_accumulation_steps (used as is).
-void resolve_gradient_accumulation(const Config& cfg, const PlanOptions& o, Plan& plan) {
-  const bool from_option = o.global_batch_size.has_value();
-  if (!from_option && (cfg.training.global_batch_size <= 0 || plan.stated.count("gradient_accumulation_steps"))) return;
-  const int64_t global = from_option ? *o.global_batch_size : cfg.training.global_batch_size;
-  const std::string where = from_option
-                                ? std::string("--global-batch-size")
-                                : fmt::format("{}: training.global_batch_size", cfg.training.global_batch_size_at);
-  // local batch <= 2^16, each degree <= 2^20: checked anyway (a plan file's degrees are range-checked too).
-  const int64_t per_microbatch = checked_mul({plan.local_batch_size, plan.dp_shard, plan.dp_replicate},
-                                             "local_batch_size x dp_shard x dp_replicate");
-  if (global % per_microbatch != 0)
-    throw Error(fmt::format(
-        "{}: {} is not a multiple of local_batch_size {} x dp_shard {} x dp_replicate {} = {} sequences per microbatch "
-        "(torchtitan asserts global batch size % (local batch size x data-parallel degree) == 0)",
-        where, global, plan.local_batch_size, plan.dp_shard, plan.dp_replicate, per_microbatch));
-  plan.gradient_accumulation_steps = global / per_microbatch;
-  plan.provenance["gradient_accumulation_steps"] =
-      from_option ? fmt::format("option --global-batch-size {} / {}", global, per_microbatch)
-                  : fmt::format("config {} global_batch_size {} / {}", cfg.training.global_batch_size_at, global,
-                                per_microbatch);
-}
-
-}  // namespace
-
 Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   check_plan_option_ranges(o);
   const std::string from_config = fmt::format("config {}", cfg.path);
@@ -270,16 +240,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
     }
   } else {
     if (o.preset.empty()) throw Error("expected --preset NAME or --plan FILE");
-    Plan base;
-    base.tp_degree = default_tp > 0 ? default_tp : cfg.cluster.gpus_per_node;
-    base.provenance["tp_degree"] = default_tp > 0 ? "MPI world size" : "cluster.gpus_per_node of the config";
-    base.loss_parallel = o.preset == "sequence_parallel";
-    base.activation_checkpointing = cfg.training.activation_checkpointing;
-    base.local_batch_size = cfg.training.local_batch_size;
-    base.provenance["activation_checkpointing"] = from_config;
-    base.provenance["local_batch_size"] = from_config;
-    plan = preset_plan(o.preset, base);
-    plan.dp_shard = 0;  // filled below
+    plan = preset_base_plan(cfg, o.preset, default_tp);  // dp_shard 0: filled below
   }
   auto option = [&](const char* key, const char* flag) { plan.provenance[key] = fmt::format("option {}", flag); };
   if (o.framework) {
@@ -323,27 +284,8 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   }
   if (o.dp_replicate) plan.dp_replicate = *o.dp_replicate, option("dp_replicate", "--dp-replicate");
   if (o.dp_shard) plan.dp_shard = *o.dp_shard, option("dp_shard", "--dp-shard");
-  if (plan.dp_shard <= 0) {
-    const int64_t world = cfg.cluster.world_size();
-    if (plan.dp_replicate <= 1) {
-      if (world % plan.tp_degree != 0)
-        throw Error(fmt::format("--tp {}: does not divide the cluster's {} GPUs ({} nodes x {})", plan.tp_degree, world,
-                                cfg.cluster.nodes, cfg.cluster.gpus_per_node));
-      plan.dp_shard = static_cast<int>(world / plan.tp_degree);
-      plan.provenance["dp_shard"] = "world size / tp";
-    } else {
-      // Both degrees are at most 2^20 (checked above or when the plan file was read): the product fits int64.
-      const int64_t per_shard = checked_mul(plan.tp_degree, plan.dp_replicate, "tp x dp_replicate");
-      if (world % per_shard != 0)
-        throw Error(fmt::format(
-            "tp {} x dp_replicate {} = {}: does not divide the cluster's {} GPUs ({} nodes x {}), "
-            "so dp_shard = world / (tp x dp_replicate) is not whole",
-            plan.tp_degree, plan.dp_replicate, per_shard, world, cfg.cluster.nodes, cfg.cluster.gpus_per_node));
-      plan.dp_shard = static_cast<int>(world / per_shard);
-      plan.provenance["dp_shard"] = "world size / (tp x dp_replicate)";
-    }
-  }
-  resolve_gradient_accumulation(cfg, o, plan);
+  resolve_dp_shard(cfg, plan, "--tp");
+  resolve_gradient_accumulation(cfg, o.global_batch_size, plan);
   if (cfg.training.compile) plan.provenance["compile"] = from_config;
   if (o.compile) cfg.training.compile = true, option("compile", "--compile");
   if (o.no_compile) cfg.training.compile = false, option("compile", "--no-compile");

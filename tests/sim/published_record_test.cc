@@ -107,7 +107,7 @@ TEST_CASE("published record: a run's plan is tp-plan simulate's --preset sequenc
   text = record();
   text.replace(text.find("plan: {tp: 1"), 12, "plan: {tp: 3");
   CHECK(error_of([&] { published_run_plan(parse(text).runs[0]); }) ==
-        "bad.yaml:8: plan.tp: 3 does not divide the cluster's 16 GPUs (2 nodes x 8)");
+        "bad.yaml:8: plan.tp 3: does not divide the cluster's 16 GPUs (2 nodes x 8)");
 }
 
 TEST_CASE("published record: every check is one line naming the file, line and key") {
