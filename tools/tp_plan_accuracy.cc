@@ -5,6 +5,7 @@
 // --published, of the public record's runs (sim/calibrate/published_accuracy.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,10 @@ int run_published_accuracy(const AccuracyArgs& a) {
     return c;
   });
   if (cal) {
+    if (std::none_of(rec.runs.begin(), rec.runs.end(),
+                     [&](const auto& p) { return p.cluster.gpu.name == cal->device; }))
+      throw Error(fmt::format("{}: device: fitted for '{}', on which no predicted run of {} ran", a.calibration,
+                              cal->device, a.published));
     r.terms = calibration_terms(*cal);
     r.terms.push_back(fmt::format("(on the runs of {}; the other GPUs' runs: their presets' values)", cal->device));
   }

@@ -27,4 +27,8 @@ if(TARGET tp-plan)
   tptune_error_test("published: calibrate refuses a GPU without runs"
                     "^tp-plan: error: --gpu b200: no predicted run of the record runs on it \\(its runs' GPUs: a100-sxm-80gb"
                     ${TP_PLAN} calibrate --published ${TPTUNE_RECORD} --gpu b200 --fit gemm_efficiency)
+  tptune_error_test("published: accuracy refuses a calibration of a GPU without runs"
+                    "^tp-plan: error: .*published_b200_calibration.yaml: device: fitted for 'b200', on which no predicted run"
+                    ${TP_PLAN} accuracy --published ${TPTUNE_RECORD} --calibration
+                    ${TPTUNE_BAD}/published_b200_calibration.yaml)
 endif()
