@@ -75,7 +75,7 @@ int run_search(const SearchArgs& a) {
   };
   if (text) fmt::print("{}", overrides_text(applied));
   if (!r.winner()) {
-    if (text) fmt::print("{}", nothing_fits_text(cfg, r, a.top));
+    if (text) fmt::print("{}trust: {}\n", nothing_fits_text(cfg, r, a.top), trust_text(r.trust));
     if (text && !applied.empty())
       fmt::print(
           "the overrides above restricted the space; the pruned counts say which constraint removed each "
