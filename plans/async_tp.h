@@ -7,6 +7,15 @@
 //  * replaces every TP reduce-scatter along the sequence dim whose input is produced by matmuls (and sums of
 //    matmuls) by tp chunk matmuls whose partial sums travel a ring (fused_matmul_reduce_scatter).
 // The chunk semantics are ChunkRef's (plans/program.h). Applies in forward, backward and recompute alike.
+//
+// float8: a matmul's scales are inputs of its chunk matmuls. Tensorwise casts before the redistribution
+// (Float8ColwiseParallel), so the all-gather moves float8 data and feeds the matmuls: both sides are pipelined
+// (fused_all_gather_scaled_matmul, fused_scaled_matmul_reduce_scatter). Rowwise (torchao's Float8Linear under plain
+// ColwiseParallel/RowwiseParallel) gathers the bf16 input and casts it after the gather, one scale per row: the
+// gathered tensor feeds the cast, not a matmul, so that all-gather stays a collective, as inductor leaves it
+// (pytorch/pytorch#149990: with rowwise scales the all-gather-matmuls do not fuse); the matmul -> reduce-scatter
+// side is pipelined, each chunk matmul taking its rows' scales (fused_scaled_matmul_reduce_scatter's rowwise mode,
+// pytorch/pytorch#149247). torchtitan's June 2025 async TP benchmark ran float8 rowwise this way.
 #include <cstddef>
 
 #include "plans/program.h"

@@ -152,7 +152,7 @@ std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p) {
   return out;
 }
 
-void write_explain_json(const Program& p, std::ostream& out) {
+void write_explain_json(const Program& p, std::ostream& out, const nlohmann::json& extra) {
   nlohmann::json plan = {{"family", p.plan.family},
                          {"framework", std::string(to_string(p.plan.framework))},
                          {"loss_chunks", p.plan.chunks()},
@@ -213,8 +213,10 @@ void write_explain_json(const Program& p, std::ostream& out) {
   out << (first ? "]" : "\n  ]") << ",\n  \"per_block\": " << per_block.dump();
   if (checkpointed_block_backward(p))
     out << ",\n  \"per_checkpointed_block\": " << per_phase(checkpointed_block_collectives(p), {"backward"}).dump();
-  out << ",\n  \"per_step\": " << step.dump() << ",\n  \"" << kVersionStampKey << "\": " << version_stamp().dump()
-      << "\n}\n";
+  out << ",\n  \"per_step\": " << step.dump();
+  if (extra.is_object())
+    for (const auto& [key, value] : extra.items()) out << ",\n  " << nlohmann::json(key).dump() << ": " << value.dump();
+  out << ",\n  \"" << kVersionStampKey << "\": " << version_stamp().dump() << "\n}\n";
 }
 
 nlohmann::json explain_json(const Program& p) {

@@ -56,7 +56,8 @@ const Segment* checkpointed_block_backward(const Program& p);
 
 // Writes the JSON document above to `out` one collective at a time: memory stays one block's records plus the
 // output stream, whatever the layer count. explain_json parses what it writes (for tests and small programs).
-void write_explain_json(const Program& p, std::ostream& out);
+// `extra`: members a caller adds (an object; tp-plan explain's "trust", sim/trust.h), after per_step.
+void write_explain_json(const Program& p, std::ostream& out, const nlohmann::json& extra = nlohmann::json::object());
 nlohmann::json explain_json(const Program& p);
 std::string explain_text(const Program& p);
 

@@ -127,12 +127,6 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
                     ac_origin(), plan.ac_layers, plan.ac_layers));
   if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
-  // torchtitan 0.3's 405B recipe pairs async TP with its (rowwise) float8 converter; the 2025 release did not.
-  if (plan.async_tp && plan.tp_degree > 1 && is_rowwise(plan.float8) && plan.framework == Framework::dtensor)
-    throw Error(
-        fmt::format("{}: async_tp with float8 rowwise is not supported (torchtitan pairs async TP with "
-                    "tensorwise or bf16)",
-                    plan.source));
 }
 
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather

@@ -55,7 +55,8 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
        gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, c.gemm_k_overhead),
        c.gemm_small_tile_efficiency * gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile, c.gemm_small_tile,
                                                             gpu.sm_count, c.gemm_k_overhead)});
-  double eff = base * shape;
+  // Tensor-core GEMMs run at the sustained clock a power cap leaves (CostParams::tensor_clock_fraction).
+  double eff = base * shape * (op_type == DType::fp32 ? 1.0 : c.tensor_clock_fraction);
   double t_flops = e.flops / (peak * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.gemm_memory_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;
@@ -72,8 +73,8 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   e.bytes = static_cast<double>((2 * qo + 2 * kv) * (a.backward ? 2 : 1) * bytes_per_element(dtype));
   if (e.flops <= 0) return e;
   int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
-  double eff =
-      (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) * wave_utilisation(ctas, gpu.sm_count);
+  double eff = (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) *
+               wave_utilisation(ctas, gpu.sm_count) * (dtype == DType::fp32 ? 1.0 : c.tensor_clock_fraction);
   double t_flops = e.flops / (gpu.peak_flops(dtype) * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;

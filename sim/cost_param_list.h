@@ -34,6 +34,12 @@ TPTUNE_COST_PARAM(double, gemm_fp8_efficiency, 0.72, 1e-4, 4.0);
 TPTUNE_COST_PARAM(double, gemm_fp8_rowwise_factor, 0.9, 1e-3, 2.0);
 // fp32 GEMMs (CUDA-core rate; fp32 training is for CPU verification, rarely simulated).
 TPTUNE_COST_PARAM(double, gemm_fp32_efficiency, 0.80, 1e-4, 4.0);
+// Sustained tensor-core clock over the clock of the datasheet's dense peak: a power-capped part (torchtitan's 500 W
+// HBM2e H100 against the 700 W SXM5 the figures describe) throttles its clocks under dense matmul load, so every
+// tensor-core rate (bf16/fp16/float8 GEMMs and attention, not fp32 CUDA-core GEMMs or memory-bound kernels) runs at
+// this fraction of the spec's peak. 1: the part runs at the clock its datasheet figures assume. A preset sets it
+// (sim/gpus/h100-sxm-hbm2e-500w.yaml), and `tp-plan calibrate` can fit it by name like any cost parameter.
+TPTUNE_COST_PARAM(double, tensor_clock_fraction, 1.0, 0.1, 1.0);
 // Output tile of one CTA (cuBLAS/CUTLASS Hopper kernels use 128x128 .. 128x256 tiles); tiles are spread in waves
 // over the GPU's SMs, and a partial last wave wastes the idle SMs (wave quantization). Both orientations of the
 // tile are tried and the better one is taken (cuBLAS heuristics pick per shape).

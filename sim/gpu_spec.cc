@@ -117,6 +117,66 @@ struct Reader {
   }
 };
 
+// The `calibration` block (sim/gpu_spec.h): runs, sources, mean_error, loso_mean_error; every key checked.
+PresetCalibration parse_calibration_block(const YAML::Node& cb, const Reader& r) {
+  if (!cb.IsMap())
+    throw Error(fmt::format("{}: calibration: expected a map {{runs, sources, mean_error, loso_mean_error}}, got {}",
+                            r.where(cb), cb.IsScalar() ? "'" + r.text(cb) + "'" : r.text(cb)));
+  PresetCalibration c;
+  auto fraction = [&](const char* key) {
+    const YAML::Node v = cb[key];
+    double d = -1;
+    bool ok = v.IsScalar();
+    if (ok) {
+      try {
+        d = v.as<double>();
+      } catch (const YAML::Exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || !std::isfinite(d) || d < 0 || d > 10)
+      throw Error(fmt::format("{}: calibration.{}: expected a fraction in [0, 10] (0.09 = 9 %), got {}", r.where(v),
+                              key, v.IsScalar() ? "'" + r.text(v) + "'" : r.text(v)));
+    return d;
+  };
+  for (const auto& kv : cb) {
+    const std::string k = r.key_name(kv.first);
+    if (k != "runs" && k != "sources" && k != "mean_error" && k != "loso_mean_error")
+      throw Error(fmt::format("{}: calibration.{}: unknown key, expected runs, sources, mean_error or loso_mean_error",
+                              r.where(kv.first), yaml::shown(k)));
+  }
+  for (const char* key : {"runs", "sources", "mean_error"})
+    if (!cb[key])
+      throw Error(fmt::format("{}: calibration: {}: missing (a calibration block states runs, sources and mean_error)",
+                              r.where(cb), key));
+  const YAML::Node runs = cb["runs"];
+  int64_t n = 0;
+  bool ok = runs.IsScalar();
+  if (ok) {
+    try {
+      n = runs.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || n < 1 || n > 1000000)
+    throw Error(fmt::format("{}: calibration.runs: expected an integer in [1, 1000000], got {}", r.where(runs),
+                            runs.IsScalar() ? "'" + r.text(runs) + "'" : r.text(runs)));
+  c.runs = static_cast<int>(n);
+  const YAML::Node src = cb["sources"];
+  if (!src.IsSequence() || src.size() == 0)
+    throw Error(fmt::format("{}: calibration.sources: expected a list of one or more source ids, got {}", r.where(src),
+                            r.text(src)));
+  for (const auto& e : src) {
+    if (!e.IsScalar() || e.Scalar().empty())
+      throw Error(fmt::format("{}: calibration.sources: expected source ids (strings), got {}", r.where(e), r.text(e)));
+    c.sources.push_back(e.Scalar());
+  }
+  c.mean_error = fraction("mean_error");
+  if (cb["loso_mean_error"]) c.loso_mean_error = fraction("loso_mean_error");
+  return c;
+}
+
 }  // namespace
 
 GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
@@ -163,6 +223,10 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
       s.cost_params.emplace_back(k, v);
       if (scratch.sources.count(k)) s.sources["cost_params." + k] = scratch.sources[k];
     }
+  }
+  if (node["calibration"]) {
+    r.seen.insert("calibration");
+    s.calibration = parse_calibration_block(node["calibration"], r);
   }
   for (const auto& kv : node) {
     const std::string k = r.key_name(kv.first);

@@ -14,6 +14,12 @@
 //   network_bandwidth_GBps, network_latency_us          per GPU (one NIC each), per direction; per-hop latency
 //   cost_params (optional)                              map of CostParams fields this device changes
 //                                                       (sim/cost_param_fields.h names them): {value, source} each
+//   calibration (optional)                              what the preset's figures were fitted to (absent:
+//                                                       uncalibrated), the line every prediction prints (sim/trust.h):
+//     runs: N                                           measured runs the fit used (an integer >= 1)
+//     sources: [id, ...]                                their sources (profiles/published ids), one or more
+//     mean_error: F                                     mean |error| of tokens/s over those runs, a fraction
+//     loso_mean_error: F (optional)                     the same, each source predicted by a fit without it
 // Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ...".
 
 #include <yaml-cpp/yaml.h>
@@ -25,6 +31,15 @@
 #include "plans/dtype.h"
 
 namespace tptune {
+
+// The `calibration` block of a spec: what its figures were fitted to. `runs` 0: absent (uncalibrated).
+struct PresetCalibration {
+  int runs = 0;
+  std::vector<std::string> sources;
+  double mean_error = 0;        // fraction (0.05 = 5 %)
+  double loso_mean_error = -1;  // fraction; < 0: not given
+  bool present() const { return runs > 0; }
+};
 
 struct GpuSpec {
   std::string name;
@@ -38,6 +53,7 @@ struct GpuSpec {
   double network_bandwidth_GBps = 0, network_latency_us = 0;
   // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost_param_fields.h).
   std::vector<std::pair<std::string, double>> cost_params;
+  PresetCalibration calibration;
   std::map<std::string, std::string> sources;  // key -> source line (empty for plain inline values)
   std::string origin;                          // "sim/gpus/h100-sxm.yaml" or "config.yaml:12" for inline specs
 

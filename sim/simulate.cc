@@ -67,6 +67,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.gpus_per_node = cluster.gpus_per_node;
   r.n_layers = p.model.n_layers;
   r.gradient_accumulation_steps = std::max<int64_t>(ga, 1);
+  r.trust = prediction_trust(cluster.gpu);
 
   const double step_us = accumulated_step_us(p, tl, ga);
   r.step_time_ms = step_us / 1e3;

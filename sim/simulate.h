@@ -31,6 +31,7 @@
 #include "sim/cost_params.h"
 #include "sim/memory.h"
 #include "sim/timeline.h"
+#include "sim/trust.h"
 
 namespace tptune {
 
@@ -63,6 +64,9 @@ struct StepReport : PlanToggles {
   ParameterCount parameters;  // the model's, and one rank's after TP and FSDP sharding (plans/parameter_count.h)
   MemoryReport memory;
   std::vector<OpSummary> top_ops;  // by total time, longest first
+  // How far to trust it (sim/trust.h): from the cluster's device spec; a caller that applied a --calibration file
+  // replaces it (prediction_trust(gpu, file)).
+  PredictionTrust trust;
 };
 
 StepReport simulate(const Program& p, const ClusterSpec& cluster, const CostParams& c);

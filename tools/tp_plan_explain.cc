@@ -8,6 +8,8 @@
 #include "plans/explain.h"
 #include "plans/lower.h"
 #include "plans/output_file.h"
+#include "sim/cluster_spec.h"
+#include "sim/trust.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
 
@@ -32,12 +34,17 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       Config cfg = load_options_config(args->plan);
       Plan plan = resolve_plan(cfg, args->plan);
       Program prog = lower(cfg.model, cfg.training, plan);
-      if (args->json != "-") fmt::print("{}\n{}", explain_text(prog), effective_values_text(cfg, plan));
+      // The collectives do not depend on the device; the line says how far the figures of the device the config
+      // names are fitted (sim/trust.h), as simulate and search say it.
+      const PredictionTrust trust = prediction_trust(resolve_cluster(cfg).gpu);
+      if (args->json != "-")
+        fmt::print("{}\n{}trust: {}\n", explain_text(prog), effective_values_text(cfg, plan), trust_text(trust));
+      const nlohmann::json extra = {{"trust", trust_json(trust)}};
       if (args->json == "-") {
-        write_explain_json(prog, std::cout);  // streamed: no document proportional to the layer count in memory
+        write_explain_json(prog, std::cout, extra);  // streamed: no document proportional to the layer count in memory
       } else if (!args->json.empty()) {
         OutputFile f("--json", args->json);  // streamed too, then renamed over the target (plans/output_file.h)
-        write_explain_json(prog, f.stream());
+        write_explain_json(prog, f.stream(), extra);
         f.commit();
       }
       return 0;

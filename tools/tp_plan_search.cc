@@ -20,6 +20,7 @@
 #include "sim/report/search_report.h"
 #include "sim/report/trace.h"
 #include "sim/search/search.h"
+#include "sim/trust.h"
 #include "tools/plan_options.h"
 #include "tools/progress.h"
 #include "tools/tp_plan_commands.h"
@@ -58,13 +59,15 @@ int run_search(const SearchArgs& a) {
   opts.cost = resolved.params;
   Progress bar("search", Progress::enabled(a.quiet));
   opts.progress = [&bar](size_t done, size_t total) { bar.update(done, total, "candidates"); };
-  const SearchResult r = search(cfg, opts);
+  SearchResult r = search(cfg, opts);
+  if (!a.calibration.empty()) r.trust = prediction_trust(r.cluster.gpu, a.calibration);
   bar.clear();
   const bool text = a.json != "-";
   const std::vector<Baseline> baselines = search_baselines(cfg, r, opts.cost);
   // The result with the overrides that made its space: a saved JSON says that --tp 4 was given.
   auto result_json = [&]() {
     nlohmann::json j = search_json(r, baselines, a.top);
+    j["trust"] = trust_json(r.trust);
     j["overrides"] = nlohmann::json::array();
     for (const AppliedOverride& o : applied)
       j["overrides"].push_back({{"option", o.option}, {"value", o.value}, {"replaces", o.replaces}, {"was", o.was}});
@@ -72,7 +75,7 @@ int run_search(const SearchArgs& a) {
   };
   if (text) fmt::print("{}", overrides_text(applied));
   if (!r.winner()) {
-    if (text) fmt::print("{}", nothing_fits_text(cfg, r, a.top));
+    if (text) fmt::print("{}trust: {}\n", nothing_fits_text(cfg, r, a.top), trust_text(r.trust));
     if (text && !applied.empty())
       fmt::print(
           "the overrides above restricted the space; the pruned counts say which constraint removed each "
@@ -81,7 +84,9 @@ int run_search(const SearchArgs& a) {
     fmt::print(stderr, "tp-plan: no plan fits (see the closest candidates{})\n", text ? " above" : " in the JSON");
     return 1;
   }
-  if (text) fmt::print("{}{}{}", search_table(cfg, r, a.top), pareto_text(r), explain_winner(r, baselines));
+  if (text)
+    fmt::print("{}trust: {}\n{}{}", search_table(cfg, r, a.top), trust_text(r.trust), pareto_text(r),
+               explain_winner(r, baselines));
   if (text)
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   // A preset keeps torchtitan's w3 entry on a gelu MLP; the file gets only entries that name modules of the model.

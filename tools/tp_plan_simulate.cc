@@ -56,6 +56,7 @@ int run_simulate(const SimulateArgs& a) {
   OpCosts costs = cost_ops(prog, cluster, params);
   Timeline tl = schedule(prog, costs, params);
   StepReport r = make_report(prog, cluster, params, costs, tl);
+  if (!a.calibration.empty()) r.trust = prediction_trust(cluster.gpu, a.calibration);
   if (a.json != "-") {
     fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);

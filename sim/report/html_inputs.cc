@@ -44,6 +44,7 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
   in.facts = {model_fact(cfg.model), cluster_fact(cfg, r.cluster, fmt::format("{}", fmt::join(r.space.seq_lens, ", "))),
               fmt::format("{} candidates, {} feasible, objective {}, memory headroom {:g} GiB; config {}", r.evaluated,
                           r.feasible, to_string(r.space.objective), r.space.memory_headroom_gib, cfg.path)};
+  in.facts.push_back(trust_text(r.trust));
   for (const auto& [reason, n] : pruned_by_text(r)) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
   for (const CandidateResult& c : r.results) {
     // Lowered candidates; not those the branch-and-bound skipped (`--bound`): they have a memory but no schedule, and
@@ -87,7 +88,7 @@ std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const C
   HtmlReportInput in;
   in.title = fmt::format("tp-plan simulate: {} on {} x {}", cfg.model.name, cluster.world_size(), cluster.gpu.name);
   in.facts = {model_fact(cfg.model), cluster_fact(cfg, cluster, std::to_string(cfg.training.seq_len)),
-              fmt::format("config {}", cfg.path)};
+              fmt::format("config {}", cfg.path), trust_text(report.trust)};
   ReportPlan mine;
   mine.name = "this plan";
   mine.ok = true;

@@ -64,6 +64,7 @@ std::string report_text(const StepReport& r) {
   else
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB: DOES NOT FIT, over by {:.2f} GiB\n", m.peak / kGiB,
            m.capacity / kGiB, -m.headroom() / kGiB);
+  append(o, "  trust              {}\n", trust_text(r.trust));
 
   const double step = r.step_time_ms > 0 ? r.step_time_ms : 1;
   append(o, "\n  time breakdown                    ms       %\n");
@@ -155,6 +156,7 @@ nlohmann::json report_json(const StepReport& r) {
   j["memory_capacity_gib"] = m.capacity / kGiB;
   j["memory_headroom_gib"] = m.headroom() / kGiB;
   j["fits_in_memory"] = m.fits;
+  j["trust"] = trust_json(r.trust);
   j["breakdown_ms"] = {
       {"compute", r.compute_ms}, {"exposed_tp_comm", r.exposed_tp_comm_ms}, {"exposed_dp_comm", r.exposed_dp_comm_ms}};
   j["comm_busy_ms"] = {{"tp", r.tp_comm_busy_ms}, {"dp", r.dp_comm_busy_ms}};

@@ -56,8 +56,6 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
       return fail(PruneReason::async_needs_sp,
                   fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
   }
-  if (tp > 1 && c.async_tp && is_rowwise(c.float8) && s.framework == "dtensor")
-    return fail(PruneReason::async_rowwise, "torchtitan pairs async TP with bf16 or float8 tensorwise");
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);
     if (rep.family != c.family || rep.async_tp != c.async_tp || rep.loss_parallel != c.loss_parallel)

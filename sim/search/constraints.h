@@ -23,7 +23,6 @@
 //                                              the sequence-parallel preset shards the residual stream on the sequence
 //                                              (the candidate's seq_len, one of search.seq_lens)
 //   async TP needs sequence parallel           vanilla has no all-gather / reduce-scatter to pipeline
-//   async TP with float8 rowwise               not a combination torchtitan runs (the lowering refuses it)
 //   redundant at tp 1                          without TP, async TP, loss parallel and the module plan change nothing:
 //                                              the candidate's Program is that of its representative (first family,
 //                                              first async and loss-parallel values of the space), which is evaluated

@@ -22,7 +22,6 @@ constexpr std::string_view kPruneReasonNames[] = {
     "tp does not divide vocab_size",
     "tp does not divide seq_len (sequence parallel)",
     "async TP needs sequence parallel",
-    "async TP with float8 rowwise is not supported",
     "redundant at tp 1 (same program as another candidate)",
     "out of memory (with the headroom)",
     "below search.min_tokens_per_second_per_gpu",

@@ -27,7 +27,6 @@ enum class PruneReason : uint8_t {
   vocab,                  // tp does not divide vocab_size
   seq,                    // tp does not divide seq_len (sequence parallel)
   async_needs_sp,         // async TP needs sequence parallel
-  async_rowwise,          // async TP with float8 rowwise is not supported
   redundant,              // redundant at tp 1 (same program as another candidate)
   // Late.
   memory,          // out of memory (peak + search.memory_headroom_gib > capacity)

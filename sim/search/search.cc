@@ -84,6 +84,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   SearchResult r;
   r.space = resolve_space(cfg);
   r.cluster = resolve_cluster(cfg);
+  r.trust = prediction_trust(r.cluster.gpu);
   const std::vector<Candidate> cands = enumerate_candidates(r.space);
   const int64_t total = r.space.candidates();  // with the ac_layers sweep's
   r.evaluated = static_cast<size_t>(total);

@@ -37,6 +37,7 @@
 #include "sim/cost_params.h"
 #include "sim/search/eval.h"
 #include "sim/search/space.h"
+#include "sim/trust.h"
 
 namespace tptune {
 
@@ -69,6 +70,9 @@ struct SearchResult {
   std::vector<int> ranking;              // feasible candidates, best first
   std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
   std::vector<int> pareto;               // feasible, tokens/s vs peak memory (sim/search/pareto.h), memory ascending
+  // How far to trust the ranking's numbers (sim/trust.h): the cluster's device spec; a caller that searched with a
+  // --calibration file's parameters replaces it.
+  PredictionTrust trust;
 
   const CandidateResult* winner() const {
     return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])];

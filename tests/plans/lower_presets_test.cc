@@ -213,6 +213,55 @@ TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
   CHECK(chunks == 4);
 }
 
+TEST_CASE("async TP with float8 rowwise pipelines the reduce-scatters; the bf16 all-gathers feed the casts") {
+  // What inductor's micro-pipeline pass does with torchao's rowwise Float8Linear (plans/async_tp.h): the input is
+  // gathered in bf16 and cast after the gather (one scale per token row), so the all-gather is not fused; each
+  // matmul -> reduce-scatter becomes tp chunk matmuls on float8 rows with their row scales and a ring of bf16
+  // partials.
+  Program p = lower_preset("sequence_parallel",
+                           {.tp_degree = 4, .float8 = Float8Recipe::rowwise, .async_tp = true, .loss_parallel = true});
+  // Forward: the attention and feed_forward inputs are gathered whole, in bf16 (64 MiB each, as without async TP).
+  CHECK(block_count(p, "forward", K::all_gather) == 2);
+  for (const auto& r : block_collectives(p))
+    if (r.kind == K::all_gather && r.group == Group::tp && r.phase == Phase::forward) {
+      CHECK(r.dtype == DType::bf16);
+      CHECK(r.bytes == kAct);
+    }
+  // wo and w2's reduce-scatters are rings: 3 bf16 transfers of 64 MiB / 4 each, no reduce-scatter left.
+  CHECK(block_count(p, "forward", K::reduce_scatter) == 0);
+  CHECK(block_count(p, "forward", K::p2p) == 2 * 3);
+  for (const auto& r : block_collectives(p))
+    if (r.kind == K::p2p && r.phase == Phase::forward) {
+      CHECK(r.dtype == DType::bf16);
+      CHECK(r.bytes == kAct / 4);
+    }
+  // Rowwise scaling needs no amax all-reduce (scales are per row, computed locally).
+  CHECK(block_count(p, "forward", K::all_reduce, ReduceOp::max) == 0);
+  // wo's forward: 4 chunk GEMMs of 8192 / 4 = 2048 token rows, float8 operands, reading the float8 input, the
+  // float8 weight and both scale tensors; the input's scales hold one fp32 per token row of the whole sequence
+  // (1 x 8192), of which a chunk uses its 2048 rows.
+  int chunks = 0;
+  for (const Op& op : p.segment(SegmentKind::block_fwd)->ops)
+    if (op.module == "attention.wo" && std::holds_alternative<GemmOp>(op.kind)) {
+      const auto& g = std::get<GemmOp>(op.kind);
+      CHECK(g.m == 2048);
+      CHECK(g.a_dtype == DType::fp8_e4m3);
+      CHECK(g.b_dtype == DType::fp8_e4m3);
+      CHECK(op.chunk.pattern == ChunkRef::Pattern::reduce_scatter);
+      REQUIRE(op.inputs.size() == 4);
+      CHECK(p.tensor(op.inputs[2]).role == TensorRole::scale);
+      CHECK(p.tensor(op.inputs[2]).local_shape == Shape{1, 8192});
+      ++chunks;
+    }
+  CHECK(chunks == 4);
+  // The colwise linears (wq wk wv, w1 w3) are not chunked in forward: their input comes from the cast.
+  for (const Op& op : p.segment(SegmentKind::block_fwd)->ops)
+    if (op.module == "attention.wq" && std::holds_alternative<GemmOp>(op.kind)) {
+      CHECK(op.chunk.pattern == ChunkRef::Pattern::none);
+      CHECK(std::get<GemmOp>(op.kind).m == 8192);
+    }
+}
+
 TEST_CASE("activation checkpointing re-runs the forward in the block backward") {
   Program full =
       lower_preset("sequence_parallel",

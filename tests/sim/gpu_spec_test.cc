@@ -21,7 +21,7 @@ const char* kFigures[] = {"bf16_tflops",        "fp16_tflops", "fp8_tflops", "fp
 
 TEST_CASE("every GPU preset loads, and every figure has a source") {
   auto names = gpu_preset_names();
-  for (const char* want : {"h100-sxm", "h200", "a100-sxm-80gb", "b200"})
+  for (const char* want : {"h100-sxm", "h100-sxm-hbm2e-500w", "h200", "a100-sxm-80gb", "b200"})
     CHECK(std::find(names.begin(), names.end(), want) != names.end());
   for (const auto& n : names) {
     INFO(n);
@@ -56,6 +56,13 @@ TEST_CASE("preset figures match the datasheets") {
   GpuSpec b200 = gpu_preset("b200");
   CHECK(b200.bf16_tflops == 2250);
   CHECK(b200.nvlink_bandwidth_GBps == 900);
+  // As the part reports itself: 7680-bit bus x 3996 MHz x 2 / 8 = 7.672 TB/s; 183359 MiB / 1024 = 179.06 GiB.
+  CHECK(b200.hbm_bandwidth_GBps == 7672);
+  CHECK(b200.memory_GiB == Approx(183359.0 / 1024).epsilon(1e-4));
+  // nvidia-smi's totals: H100 81559 MiB (79.65 GiB), H200 143771 MiB (140.40 GiB), A100 81920 MiB (80 GiB).
+  CHECK(h100.memory_GiB == Approx(81559.0 / 1024).epsilon(1e-3));
+  CHECK(h200.memory_GiB == Approx(143771.0 / 1024).epsilon(1e-3));
+  CHECK(a100.memory_GiB == 80);
 }
 
 TEST_CASE("float8 on a GPU without float8 is an error that says so") {
