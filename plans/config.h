@@ -43,7 +43,7 @@ struct Training {
   int64_t local_batch_size = 1;  // sequences per data-parallel rank per step (per microbatch)
   // torchtitan's training.global_batch_size: sequences per optimizer step over all data-parallel ranks; 0 (no key,
   // torchtitan's -1): local_batch_size x dp degree, one microbatch. The tools turn it into the plan's
-  // gradient_accumulation_steps = global / (local_batch_size x dp_shard x dp_replicate) (tools/plan_options.cc), an
+  // gradient_accumulation_steps = global / (local_batch_size x dp_shard x dp_replicate) (plans/plan_resolve.h), an
   // error naming global_batch_size_at ("<file>:<line>") when that is not whole.
   int64_t global_batch_size = 0;
   std::string global_batch_size_at;

@@ -22,7 +22,7 @@ if(TARGET tp-plan)
                     "^tp-plan: error: --gpu: expected only with --published DIR"
                     ${TP_PLAN} calibrate ${TPTUNE_RECORD}/README.md --out x.yaml --gpu h100-sxm)
   tptune_error_test("published: calibrate refuses an unknown parameter name"
-                    "^tp-plan: error: --fit gemm_eficiency: unknown cost parameter; expected one of gemm_efficiency, "
+                    "^tp-plan: error: --fit gemm_eficiency: unknown cost parameter. expected one of gemm_efficiency, "
                     ${TP_PLAN} calibrate --published ${TPTUNE_RECORD} --gpu a100-sxm-80gb --fit gemm_eficiency)
   tptune_error_test("published: calibrate refuses a GPU without runs"
                     "^tp-plan: error: --gpu b200: no predicted run of the record runs on it \\(its runs' GPUs: a100-sxm-80gb"
