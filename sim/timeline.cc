@@ -144,9 +144,10 @@ struct TemplateOp {
   double contention = 0;          // a collective's slowdown of the compute it overlaps (CostParams)
 };
 
-// A collective running on a communication stream, slowing compute by `s` while it runs.
+// A collective running on a communication stream, slowing compute by `s` while it runs; `seg`: its segment.
 struct Busy {
   double start = 0, end = 0, s = 0;
+  int seg = -1;
 };
 
 struct Slot {
@@ -251,6 +252,7 @@ class Scheduler {
       if (f.op != &p_.segments[static_cast<size_t>(s)].ops[static_cast<size_t>(j)])
         throw Error("schedule_expanded: expand() visited ops in an unexpected order");
       const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+      current_seg_ = s;
       double t = free[static_cast<int>(o.stream)];
       Wait w = Wait::stream;
       for (int d : f.deps) {
@@ -345,7 +347,7 @@ class Scheduler {
       return t + o.duration + extra;
     }
     const double end = t + o.duration;
-    if (o.contention > 0 && o.stream != Stream::compute) remember(Busy{t, end, o.contention});
+    if (o.contention > 0 && o.stream != Stream::compute) remember(Busy{t, end, o.contention, current_seg_});
     return end;
   }
 
@@ -377,6 +379,7 @@ class Scheduler {
     running_.push_back(b);
   }
   double compute_free_ = 0;  // the compute stream's free time, for remember()'s pruning
+  int current_seg_ = -1;     // the segment of the op being scheduled (Busy::seg)
 
   // A collective scheduled on the compute stream (comm_overlaps_compute 0): charged as exposed communication to the
   // unit that issues it, prefetched all-gathers included.
@@ -459,6 +462,7 @@ class Scheduler {
   // start). `stats`: the unit it belongs to, for compute accounting (null for prefetched ops).
   void process(int s, int i, int j, double bound, double* free, InstanceStats& unit, bool own, bool& first_compute) {
     const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+    current_seg_ = s;
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
     double t = free[static_cast<int>(o.stream)];
     Wait w = Wait::stream;
@@ -582,6 +586,10 @@ class Scheduler {
     // The host issues a unit in unit_dispatch(s): a period shorter than that lets the host fall behind unit by unit
     // until it holds the GPU back, which the shifted units would not show.
     if (P + kTol < unit_dispatch(s)) return k + 1;
+    // A collective of another segment still running at unit k-1 slows some units and not others.
+    const double unit_start = own.empty() ? at(k, pf[0]).start : at(k - 1, own[0]).start;
+    for (const Busy& b : running_)
+      if (b.seg != s && b.end > unit_start + kTol) return k + 1;
     // Tentatively extrapolate, then check the outside values of units k+1 .. R-2 (own ops of their instance, and the
     // prefetched ops they issue for the next): first against an upper bound of what any instance could read
     // (cheap, and enough when the writers are long done), else one by one.
@@ -641,7 +649,7 @@ class Scheduler {
       const TemplateOp& o = ops[static_cast<size_t>(j)];
       if (o.contention <= 0 || o.stream == Stream::compute) return;
       const OpTime t = st.time(inst, j);
-      if (t.end > compute_free_) remember(Busy{t.start, t.end, o.contention});
+      if (t.end > compute_free_) remember(Busy{t.start, t.end, o.contention, s});
     };
     for (int m = k + 1; m <= u; ++m) {
       for (int j : own_[static_cast<size_t>(s)]) add(m, j);
