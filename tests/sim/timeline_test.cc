@@ -280,3 +280,25 @@ TEST_CASE("extrapolation stops where a later instance waits for a value from ano
   CHECK(ref.step_time_us == 540);
   CHECK(ref.segments[3].time(3, 0).start == 410);
 }
+
+TEST_CASE("the fast schedule equals the expanded one on full-size Programs, compute slowed beside collectives") {
+  // The goldens' shapes: Llama 3 8B (32 layers) with FSDP beside TP, where the DP collectives of one segment still
+  // run while the next one starts (the fast path must not extrapolate over their contention).
+  struct Case {
+    int tp, dp;
+    Float8Recipe float8;
+    bool async_tp;
+  };
+  for (const Case& k : {Case{4, 2, Float8Recipe::tensorwise, false}, Case{1, 8, Float8Recipe::none, false},
+                        Case{4, 2, Float8Recipe::none, true}}) {
+    INFO("tp " << k.tp << " dp " << k.dp);
+    Program p = test::lower_preset(
+        "sequence_parallel",
+        {.tp_degree = k.tp, .dp_shard = k.dp, .float8 = k.float8, .async_tp = k.async_tp, .loss_parallel = true},
+        test::llama3_8b(), 8192);
+    ClusterSpec cl = test::cluster_of("h100-sxm", 1, 8);
+    CostParams c;
+    OpCosts oc = cost_ops(p, cl, c);
+    check_same(p, schedule(p, oc, c), schedule_expanded(p, oc, c));
+  }
+}
