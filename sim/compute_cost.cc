@@ -207,4 +207,20 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   throw Error(std::string("compute_cost: ") + op.name + " is a collective");
 }
 
+int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
+  const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
+  if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
+    if (compiled || ew->fn == ElementwiseOp::Fn::adamw) return 1;
+    return std::max(1, static_cast<int>(std::lround(traffic_factor(ew->fn, c, false))));
+  }
+  if (auto* cf = std::get_if<CastFp8Op>(&op.kind))
+    if (cf->stage == CastFp8Op::Stage::amax && compiled && c.compiled_fuses_amax) return 0;
+  return 1;
+}
+
+double dispatch_us(const Op& op, const Program& p, const CostParams& c) {
+  const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
+  return launched_kernels(op, p, c) * (compiled ? c.compiled_dispatch_us : c.eager_dispatch_us);
+}
+
 }  // namespace tptune

@@ -153,9 +153,46 @@ TPTUNE_COST_PARAM(double, nvls_latency_us, 30.0, 0, 1e6);
 // bandwidth reached by one peer-to-peer transfer.
 TPTUNE_COST_PARAM(double, p2p_latency_us, 5.0, 0, 1e6);
 TPTUNE_COST_PARAM(double, p2p_bandwidth_efficiency, 0.80, 1e-4, 10);
+// Compute slowed while a collective runs beside it (sim/timeline.h): a compute op's progress runs at 1 / (1 + s) for
+// the part of it that overlaps a collective issued before it (s summed over the collectives running), so one fully
+// overlapped takes (1 + s) x its time. NCCL kernels run one CTA per channel on SMs a GEMM then cannot use (a GEMM
+// CTA of Hopper's 128x256 kernels holds a whole SM) and move their bytes through HBM: on an H100 NVLink node NCCL
+// launches 16-32 channels (NCCL_MIN_CTAS / NCCL_MAX_CTAS; an FSDP all-gather beside a 132-CTA GEMM ran 24 CTAs in
+// an Nsight trace on NVIDIA's developer forum, 18% of the 132 SMs), and a kernel-level study of compute beside
+// communication on H100 and A100 (arXiv 2507.03114, "Characterizing Compute-Communication Overlap in
+// GPU-Accelerated Distributed Deep Learning") measured compute kernels 18.9% slower on average (40% at most).
+TPTUNE_COST_PARAM(double, overlap_compute_slowdown, 0.18, 0, 4);
+// The same for async TP's ring steps (CollectiveKind::p2p): torch's micro-pipelined TP moves shards with
+// Tensor.copy_ between symmetric-memory buffers (torch/distributed/_symmetric_memory/__init__.py,
+// _pipelined_multi_all_gather_and_consume and _pipelined_produce_and_all2all: "p2p copies from different streams
+// cannot overlap"), contiguous same-dtype copies that PyTorch issues as cudaMemcpyAsync on the copy engine: no SMs
+// taken, only HBM traffic (a pull at ~360 GB/s of NVLink writes ~11% of an H100's 3.35 TB/s), which compute-bound
+// GEMMs barely feel. The DMA-engine study of concurrent computation and communication (arXiv 2412.14335, ConCCL)
+// finds copy-engine collectives remove most of the interference of SM-based ones.
+TPTUNE_COST_PARAM(double, overlap_p2p_compute_slowdown, 0.03, 0, 4);
 // Calibrated curves (empty by default): where one matches a collective's kind and group size inside a node, it
 // replaces the algorithm model above (sim/comm_cost.h).
 TPTUNE_COST_FIELD(std::vector<MeasuredCollective>, measured_collectives);
+
+// FSDP2's copy kernels around its collectives (sim/fsdp_copies.h: all-gather copy-in and copy-out, the
+// reduce-scatter's chunk_cat, as _fsdp_collectives.py runs them) over the bytes that file counts: 1 where each is
+// one memory-bound kernel reading and writing its bytes once (GPUs); 0 prices none (the cpu device, whose MPI
+// collectives work on the tensors in place).
+TPTUNE_COST_PARAM(double, fsdp_copy_traffic_factor, 1.0, 0, 100);
+
+// ---- Host dispatch ---------------------------------------------------------------------------------------------
+// Host time to issue one kernel (sim/timeline.h: the host issues the step's ops in order, each after the previous
+// one's dispatch, independent of the GPU, and no kernel starts before the host has issued it; a step of kernels
+// shorter than this is host bound). Eager PyTorch goes through Python, the pybind11 boundary, autocast and
+// autograd's VariableType layer, the ATen dispatcher and the backend's launch: ~1 + 1 + 1-3 + 1-2 + 1-5 + 1-3 us,
+// 5-25 us of CPU per op (the layer costs of the PyTorch dispatch path; Horace He's "Making Deep Learning Go Brrrr
+// From First Principles" for the overhead-bound regime). Eager composite modules launch several kernels per op of
+// the Program (sim/compute_cost.h: launched_kernels).
+TPTUNE_COST_PARAM(double, eager_dispatch_us, 10.0, 0, 1e6);
+// With torch.compile (training.compile) inductor's generated wrapper calls its Triton launchers and the extern
+// kernels (cuBLAS, flash attention) directly, without Python ops or the dispatcher per kernel, and fuses the
+// composite modules into one kernel each: what remains is the launch itself (cudaLaunchKernel ~2-3 us).
+TPTUNE_COST_PARAM(double, compiled_dispatch_us, 3.0, 0, 1e6);
 
 // ---- Devices that share a machine (CPU ranks) -------------------------------------------------------------------
 // Compute and memory rate of one rank while every core of its machine runs a rank, over its rate alone. 1 for GPUs
@@ -183,8 +220,16 @@ TPTUNE_COST_PARAM(double, collective_step_factor, 1.0, 0.1, 10);
 
 // ---- Memory ----------------------------------------------------------------------------------------------------
 // Memory the training process holds besides tensors: CUDA context, cuBLAS workspaces and NCCL buffers (~1-2 GiB
-// on Hopper), plus caching-allocator fragmentation as a fraction of the tensor peak.
+// on Hopper).
 TPTUNE_COST_PARAM(double, memory_runtime_overhead_GiB, 1.5, 0, 1e4);
+// What PyTorch's caching allocator reserves beyond the tensors it hands out, as a fraction of the tensor peak
+// (MemoryReport::allocator_reserved = tensors x (1 + this), the figure torchtitan logs). c10/cuda/
+// CUDACachingAllocator.cpp rounds every block up to 512 B (kMinBlockSize), serves requests under 1 MiB from 2 MiB
+// segments (kSmallBuffer), requests of 1-10 MiB from 20 MiB segments (kLargeBuffer) and larger ones rounded up to 2
+// MiB (kRoundLarge); it keeps freed segments reserved, pools them per stream (FSDP2's all-gather and reduce-scatter
+// buffers are allocated on their own streams), and splits cached blocks, so the reserved peak exceeds the
+// allocated one. No public kernel-level measurement gives the ratio for a training step: the default is a prior
+// for the fit (tp-plan calibrate --published).
 TPTUNE_COST_PARAM(double, memory_fragmentation, 0.05, 0, 10);
 // Unsharded compute copies of block parameters alive at once: the block being computed and the one FSDP
 // prefetches (the schedule issues each block's all-gather one block ahead).

@@ -1,6 +1,7 @@
 #include "sim/memory.h"
 
 #include <algorithm>
+#include <variant>
 #include <vector>
 
 namespace tptune {
@@ -182,6 +183,17 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   if (bwd[1]) r.ws_checkpointed_backward = working_set(facts, *bwd[1], saved, escapes_of(bwd[1]));
   r.ws_head = head ? working_set(facts, *head, none, escapes_of(head)) : 0;
 
+  // FSDP2's reduce-scatter input: foreach_reduce chunk_cats a unit's gradients into a reduce_dtype (fp32) buffer on
+  // the compute stream and frees the gradients; the buffer is kept (FSDPCommContext.reduce_scatter_state) until the
+  // next unit's post-backward waits for that reduce-scatter, so one unit's fp32 gradients stay alive through the
+  // backward beside the Program's tensors.
+  if (p.dp > 1)
+    for (const Segment& s : p.segments)
+      for (const Op& op : s.ops)
+        if (auto* col = std::get_if<CollectiveOp>(&op.kind);
+            col && col->group == Group::dp && col->kind == CollectiveKind::reduce_scatter)
+          r.fsdp_reduce_scatter_input = std::max(r.fsdp_reduce_scatter_input, static_cast<double>(col->bytes));
+
   // The head's own parameters (unsharded while it runs) and its logits.
   if (head) {
     none.assign(nt, 0);  // the head's parameters, each once, summed in TensorId order
@@ -226,8 +238,10 @@ MemoryReport memory_from_parts(const MemoryParts& m, const GpuSpec& gpu, const C
   const Phase phases[] = {
       {"forward", r.activations, m.ws_forward, in_flight * m.block_params + m.resident_params},
       {"head", r.activations, m.ws_head, m.head_params + (in_flight - 1) * m.block_params},
-      {"backward", r.activations, m.ws_backward, in_flight * m.block_params + m.resident_params},
-      {"backward", m.checkpointed_blocks > 0 ? checkpointed : 0.0, m.ws_checkpointed_backward,
+      {"backward", r.activations, m.ws_backward + m.fsdp_reduce_scatter_input,
+       in_flight * m.block_params + m.resident_params},
+      {"backward", m.checkpointed_blocks > 0 ? checkpointed : 0.0,
+       m.checkpointed_blocks > 0 ? m.ws_checkpointed_backward + m.fsdp_reduce_scatter_input : 0.0,
        m.checkpointed_blocks > 0 ? in_flight * m.block_params + m.resident_params : 0.0},
   };
   double best = -1;
@@ -241,6 +255,7 @@ MemoryReport memory_from_parts(const MemoryParts& m, const GpuSpec& gpu, const C
     }
   }
   double tensors = r.model_states() + best;
+  r.allocator_reserved = tensors * (1 + c.memory_fragmentation);
   r.runtime_overhead = c.memory_runtime_overhead_GiB * 1073741824.0 + c.memory_fragmentation * tensors;
   r.peak = tensors + r.runtime_overhead;
   r.capacity = gpu.memory_bytes();

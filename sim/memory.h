@@ -14,8 +14,12 @@
 // recomputed activations, logits and their gradient; with CostParams::loss_in_fp32 also torchtitan's fp32 copy of
 // the logits and their fp32 gradient, 8 B per logit) plus the unsharded compute copies of parameters in flight
 // (CostParams::blocks_in_flight: the block being computed and the prefetched one; the head's own parameters).
+// FSDP2's buffers: the all-gather output and the unsharded parameters it is copied into are the blocks_in_flight
+// copies above (the prefetched unit's all-gather output while the current unit computes); in backward, the fp32
+// reduce-scatter input of one unit (FSDP2 keeps it until the next unit's reduce-scatter is issued).
 // Peak = model states + max over phases (saved activations alive then + transient), then the runtime overhead
 // (CUDA context, workspaces, NCCL buffers) and allocator fragmentation (CostParams). fits = peak <= capacity.
+// allocator_reserved is the caching allocator's share: what torchtitan logs as its memory.
 
 #include <string>
 
@@ -44,6 +48,10 @@ struct MemoryReport {
   // Totals.
   double runtime_overhead = 0;  // CUDA context, NCCL buffers, fragmentation
   double peak = 0;
+  // What PyTorch's caching allocator holds at the peak: the tensors x (1 + memory_fragmentation), without the CUDA
+  // context and NCCL's buffers, which live outside it. torchtitan's logged memory is this figure (its
+  // DeviceMemoryMonitor reads torch.cuda.memory_stats()["reserved_bytes.all.peak"], torchtitan/components/metrics.py).
+  double allocator_reserved = 0;
   double capacity = 0;
   bool fits = true;
   double headroom() const { return capacity - peak; }  // negative: over by this much
@@ -71,6 +79,8 @@ struct MemoryParts {
   int blocks = 0;               // blocks of the first (or only) backward segment
   int checkpointed_blocks = 0;  // of the second (ac_layers), else 0
   double ws_forward = 0, ws_head = 0, ws_backward = 0, ws_checkpointed_backward = 0;  // working sets
+  // FSDP2's fp32 reduce-scatter input of one unit, alive through the backward phases (dp_shard > 1; memory.cc).
+  double fsdp_reduce_scatter_input = 0;
 };
 MemoryParts memory_parts(const Program& p, const CostParams& c);
 MemoryReport memory_from_parts(const MemoryParts& parts, const GpuSpec& gpu, const CostParams& c);

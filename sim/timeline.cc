@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <variant>
 
@@ -10,6 +11,7 @@
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
 #include "sim/dataflow.h"
+#include "sim/fsdp_copies.h"
 #include "sim/shared_machine.h"
 
 namespace tptune {
@@ -61,6 +63,13 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const Co
     d.reserve(s.ops.size());
     for (const Op& op : s.ops) d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
     out.duration_us.push_back(std::move(d));
+  }
+  add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us);
+  for (const Segment& s : p.segments) {
+    double per_instance = 0;
+    for (const Op& op : s.ops) per_instance += dispatch_us(op, p, c);
+    out.segment_dispatch_us.push_back(per_instance);
+    out.host_dispatch_us += per_instance * segment_instances(p, s);
   }
   return out;
 }
@@ -131,6 +140,14 @@ struct TemplateOp {
   const std::vector<int>* deps = nullptr;
   std::span<const TensorId> ext;  // inputs and outputs with no earlier writer in the segment
   bool prefetched = false;        // issued by the previous unit
+  double dispatch = 0;            // host time to issue it (dispatch_us)
+  double contention = 0;          // a collective's slowdown of the compute it overlaps (CostParams)
+};
+
+// A collective running on a communication stream, slowing compute by `s` while it runs; `seg`: its segment.
+struct Busy {
+  double start = 0, end = 0, s = 0;
+  int seg = -1;
 };
 
 struct Slot {
@@ -161,6 +178,9 @@ class Scheduler {
         t.deps = &op.deps;
         t.ext = flow_.outside(static_cast<int>(s), static_cast<int>(j));
         t.prefetched = is_prefetched(op);
+        t.dispatch = dispatch_us(op, p, c);
+        if (auto* col = std::get_if<CollectiveOp>(&op.kind); col && c.comm_overlaps_compute)
+          t.contention = col->kind == CollectiveKind::p2p ? c.overlap_p2p_compute_slowdown : c.overlap_compute_slowdown;
         if (t.prefetched) {
           pf_[s].push_back(static_cast<int>(j));
         } else {
@@ -204,6 +224,7 @@ class Scheduler {
           // Steady: units k+1 .. R-2 are extrapolated; resume with the state after unit R-2, then simulate R-1.
           st.tail.assign(static_cast<size_t>(st.ops), OpTime{});
           end_state(s, R - 2, free);
+          extrapolated_host_and_running(s, k, R - 2, free);
           k = R - 2;
         }
       }
@@ -231,6 +252,7 @@ class Scheduler {
       if (f.op != &p_.segments[static_cast<size_t>(s)].ops[static_cast<size_t>(j)])
         throw Error("schedule_expanded: expand() visited ops in an unexpected order");
       const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+      current_seg_ = s;
       double t = free[static_cast<int>(o.stream)];
       Wait w = Wait::stream;
       for (int d : f.deps) {
@@ -246,9 +268,15 @@ class Scheduler {
         t = bound;
         w = Wait::issue;
       }
-      OpTime ot{t, t + o.duration, w};
-      if (stats && (own || is_serialized_comm(o))) account(o, ot, free, *stats, first_compute);
+      if (issue_on_host(o) > t) {
+        t = host_;
+        w = Wait::host;
+      }
+      double extra = 0;
+      OpTime ot{t, finish(o, t, extra), w};
+      if (stats && (own || is_serialized_comm(o))) account(o, ot, extra, free, *stats, first_compute);
       free[static_cast<int>(o.stream)] = ot.end;
+      compute_free_ = free[0];
       ft[idx] = ot;
       done[idx] = 1;
       SegmentTimes& st = tl.segments[static_cast<size_t>(s)];
@@ -300,6 +328,58 @@ class Scheduler {
   std::vector<int> instances_;
   std::vector<SegmentTimes>* times_ = nullptr;
   InstanceStats before_first_;  // the first segment's prefetched all-gathers, issued before any unit
+  double host_ = 0;             // when the host has issued every op processed so far
+  std::vector<Busy> running_;   // collectives that may still run beside the next compute op
+
+  // The host issues `o` after everything before it: returns the time it is issued (host_ after it).
+  double issue_on_host(const TemplateOp& o) {
+    host_ += o.dispatch;
+    return host_;
+  }
+
+  // When `o`, starting at t, ends. A compute op progresses at 1 / (1 + sum of s) while collectives issued before it
+  // run (`extra`: the time that adds); a collective that slows compute is remembered.
+  double finish(const TemplateOp& o, double t, double& extra) {
+    extra = 0;
+    if (o.label == Stream::compute) {
+      const double end = stretched_end(t, o.duration);
+      if (end != t + o.duration) extra = end - (t + o.duration);
+      return t + o.duration + extra;
+    }
+    const double end = t + o.duration;
+    if (o.contention > 0 && o.stream != Stream::compute) remember(Busy{t, end, o.contention, current_seg_});
+    return end;
+  }
+
+  double stretched_end(double t, double work) const {
+    double cur = t, left = work;
+    for (;;) {
+      double s = 0, next = std::numeric_limits<double>::infinity();
+      for (const Busy& b : running_) {
+        if (b.end <= cur) continue;
+        if (b.start <= cur) {
+          s += b.s;
+          next = std::min(next, b.end);
+        } else {
+          next = std::min(next, b.start);
+        }
+      }
+      const double need = left * (1 + s);
+      if (cur + need <= next) return cur + need;
+      left -= (next - cur) / (1 + s);
+      cur = next;
+    }
+  }
+
+  void remember(const Busy& b) {
+    if (running_.size() >= 64) {  // drop what ended before any later compute op can start
+      const double floor = compute_free_;
+      std::erase_if(running_, [floor](const Busy& x) { return x.end <= floor; });
+    }
+    running_.push_back(b);
+  }
+  double compute_free_ = 0;  // the compute stream's free time, for remember()'s pruning
+  int current_seg_ = -1;     // the segment of the op being scheduled (Busy::seg)
 
   // A collective scheduled on the compute stream (comm_overlaps_compute 0): charged as exposed communication to the
   // unit that issues it, prefetched all-gathers included.
@@ -341,7 +421,7 @@ class Scheduler {
     return r;
   }
 
-  void account(const TemplateOp& o, const OpTime& ot, const double* free, InstanceStats& stats,
+  void account(const TemplateOp& o, const OpTime& ot, double extra, const double* free, InstanceStats& stats,
                bool& first_compute) const {
     if (o.stream != Stream::compute) return;
     if (o.label != Stream::compute) {  // a collective on the compute stream: the stream waits for all of it
@@ -356,8 +436,16 @@ class Scheduler {
     if (gap > 0) {
       if (ot.wait == Wait::tp) stats.exposed_tp_us += gap;
       if (ot.wait == Wait::dp || ot.wait == Wait::dp_replicate || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
+      if (ot.wait == Wait::host) {
+        stats.host_wait_us += gap;
+        stats.compute_us += gap;
+      }
     }
     stats.compute_us += o.duration;
+    if (extra != 0) {
+      stats.contention_us += extra;
+      stats.compute_us += extra;
+    }
   }
 
   // Where op j of instance i is written: the tail row for the last instance's own ops in a steady segment.
@@ -374,6 +462,7 @@ class Scheduler {
   // start). `stats`: the unit it belongs to, for compute accounting (null for prefetched ops).
   void process(int s, int i, int j, double bound, double* free, InstanceStats& unit, bool own, bool& first_compute) {
     const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
+    current_seg_ = s;
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
     double t = free[static_cast<int>(o.stream)];
     Wait w = Wait::stream;
@@ -405,14 +494,20 @@ class Scheduler {
       t = bound;
       w = Wait::issue;
     }
+    if (issue_on_host(o) > t) {
+      t = host_;
+      w = Wait::host;
+    }
     if (outside > t) {
       t = outside;
       w = ow;
       unit.held_by_outside = true;
     }
-    OpTime ot{t, t + o.duration, w};
-    if (own || is_serialized_comm(o)) account(o, ot, free, unit, first_compute);
+    double extra = 0;
+    OpTime ot{t, finish(o, t, extra), w};
+    if (own || is_serialized_comm(o)) account(o, ot, extra, free, unit, first_compute);
     free[static_cast<int>(o.stream)] = ot.end;
+    compute_free_ = free[0];
     slot(s, i, j) = ot;
   }
 
@@ -481,11 +576,20 @@ class Scheduler {
     const double P =
         own.empty() ? at(k + 1, pf[0]).start - at(k, pf[0]).start : at(k, own[0]).start - at(k - 1, own[0]).start;
     for (int j : own)
-      if (std::abs((at(k, j).start - at(k - 1, j).start) - P) > kTol || at(k, j).wait != at(k - 1, j).wait)
+      if (std::abs((at(k, j).start - at(k - 1, j).start) - P) > kTol ||
+          std::abs((at(k, j).end - at(k - 1, j).end) - P) > kTol || at(k, j).wait != at(k - 1, j).wait)
         return k + 1;
     for (int j : pf)
-      if (std::abs((at(k + 1, j).start - at(k, j).start) - P) > kTol || at(k + 1, j).wait != at(k, j).wait)
+      if (std::abs((at(k + 1, j).start - at(k, j).start) - P) > kTol ||
+          std::abs((at(k + 1, j).end - at(k, j).end) - P) > kTol || at(k + 1, j).wait != at(k, j).wait)
         return k + 1;
+    // The host issues a unit in unit_dispatch(s): a period shorter than that lets the host fall behind unit by unit
+    // until it holds the GPU back, which the shifted units would not show.
+    if (P + kTol < unit_dispatch(s)) return k + 1;
+    // A collective of another segment still running at unit k-1 slows some units and not others.
+    const double unit_start = own.empty() ? at(k, pf[0]).start : at(k - 1, own[0]).start;
+    for (const Busy& b : running_)
+      if (b.seg != s && b.end > unit_start + kTol) return k + 1;
     // Tentatively extrapolate, then check the outside values of units k+1 .. R-2 (own ops of their instance, and the
     // prefetched ops they issue for the next): first against an upper bound of what any instance could read
     // (cheap, and enough when the writers are long done), else one by one.
@@ -526,6 +630,33 @@ class Scheduler {
     return -1;
   }
 
+  // Host time to issue one unit of segment s: its own ops and the next instance's prefetched all-gathers.
+  double unit_dispatch(int s) const {
+    double d = 0;
+    for (int j : own_[static_cast<size_t>(s)]) d += ops_[static_cast<size_t>(s)][static_cast<size_t>(j)].dispatch;
+    for (int j : pf_[static_cast<size_t>(s)]) d += ops_[static_cast<size_t>(s)][static_cast<size_t>(j)].dispatch;
+    return d;
+  }
+
+  // After units k+1 .. u of segment s were extrapolated: the host has issued them too, and their collectives may still
+  // run beside the next compute ops.
+  void extrapolated_host_and_running(int s, int k, int u, const double* free) {
+    host_ += (u - k) * unit_dispatch(s);
+    compute_free_ = free[0];
+    const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
+    const std::vector<TemplateOp>& ops = ops_[static_cast<size_t>(s)];
+    auto add = [&](int inst, int j) {
+      const TemplateOp& o = ops[static_cast<size_t>(j)];
+      if (o.contention <= 0 || o.stream == Stream::compute) return;
+      const OpTime t = st.time(inst, j);
+      if (t.end > compute_free_) remember(Busy{t.start, t.end, o.contention, s});
+    };
+    for (int m = k + 1; m <= u; ++m) {
+      for (int j : own_[static_cast<size_t>(s)]) add(m, j);
+      for (int j : pf_[static_cast<size_t>(s)]) add(m + 1, j);
+    }
+  }
+
   // An upper bound of the time at which any instance of segment s finds the outside value of template tensor x
   // ready: the latest end of any op of an earlier segment (or pinned instance of s) that writes a flat tensor x can
   // alias. Writers of s itself at a constant instance offset are periodic and not outside.
@@ -551,7 +682,13 @@ class Scheduler {
         tl.exposed_dp_us += x.exposed_dp_us;
       }
       for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.label)] += o.duration * st.instances;
+      for (int i = 0; i < st.instances; ++i) {
+        const InstanceStats& x = st.instance_stats(i);
+        tl.contention_us += x.contention_us;
+        tl.host_wait_us += x.host_wait_us;
+      }
     }
+    tl.busy_us[static_cast<int>(Stream::compute)] += tl.contention_us;
     // Communication still running after the last compute op is exposed too.
     double tail = tl.step_time_us - free[0];
     if (tail > 0) (std::max(free[2], free[3]) >= free[1] ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;

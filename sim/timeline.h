@@ -58,6 +58,11 @@ Stream stream_of(const Op& op);
 // a caller that schedules the same Program again (other CostParams' schedule fields, or a trace) can keep them.
 struct OpCosts {
   std::vector<std::vector<double>> duration_us;
+  // The host's time to issue one instance of each segment's ops (dispatch_us(), [segment]), and every op of the step
+  // once (over every instance): no step is shorter (the search's bound, sim/search/bound.h). Empty and 0 where not
+  // computed (hand-set costs).
+  std::vector<double> segment_dispatch_us;
+  double host_dispatch_us = 0;
 };
 // Ranks sharing a machine (the cpu device) are priced as sim/shared_machine.h says: at the shared rates, and compute
 // ops slowed by the turns of ranks outnumbering the cores (GPUs: neither). Throws tptune::Error for float8 on a GPU
@@ -73,7 +78,8 @@ double priced_op_duration_us(const Op& op, const Program& p, const ClusterSpec& 
                              const CostParams& c);
 
 // What held an op back (the last constraint to be met before it started).
-enum class Wait : uint8_t { none, stream, compute, tp, dp, issue, dp_replicate };
+// host: the host had not issued it yet (CostParams::eager_dispatch_us / compiled_dispatch_us).
+enum class Wait : uint8_t { none, stream, compute, tp, dp, issue, dp_replicate, host };
 
 // FSDP parameter all-gathers that the previous instance issues (see "Issue order").
 bool is_prefetched(const Op& op);
@@ -86,7 +92,9 @@ struct OpTime {
 // The compute-stream accounting of one segment instance: busy time, and idle time on the compute stream charged to
 // the communication stream that held the next compute op back (exposed communication).
 struct InstanceStats {
-  double compute_us = 0;
+  double compute_us = 0;     // kernels (stretched by contention) and waits for the host: contention_us + host_wait_us
+  double contention_us = 0;  // compute time added by collectives running beside it
+  double host_wait_us = 0;   // compute stream idle until the host issued its next kernel
   double exposed_tp_us = 0;
   double exposed_dp_us = 0;  // DP and DP-replicate (HSDP) streams
   double span_us = 0;  // compute-stream wall time: from the compute stream's free time before the instance to after it
@@ -117,8 +125,10 @@ struct Timeline {
   std::vector<SegmentTimes> segments;  // parallel to Program::segments
   double step_time_us = 0;
   bool comm_overlaps_compute = true;  // CostParams::comm_overlaps_compute it was scheduled with
-  // Totals over the step (sum over all instances): compute-stream busy time and exposed communication.
+  // Totals over the step (sum over all instances): compute-stream time (kernels, stretched by contention, and waits
+  // for the host) and exposed communication; of compute_us, what contention added and the waits for the host.
   double compute_us = 0, exposed_tp_us = 0, exposed_dp_us = 0;
+  double contention_us = 0, host_wait_us = 0;
   // Busy time per stream over the step.
   double busy_us[kStreams] = {};
 };

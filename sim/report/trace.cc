@@ -15,8 +15,9 @@ constexpr std::string_view kWaitNames[] = {"none",
                                            "tp comm",
                                            "dp comm",
                                            "issued by the previous block (fsdp prefetch)",
-                                           "dp_replicate comm"};
-static_assert(std::size(kWaitNames) == enum_count(Wait::dp_replicate));
+                                           "dp_replicate comm",
+                                           "host dispatch"};
+static_assert(std::size(kWaitNames) == enum_count(Wait::host));
 
 std::string_view wait_name(Wait w) { return name_of(kWaitNames, w); }
 

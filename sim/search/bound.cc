@@ -27,7 +27,8 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
     const double instances = segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
   }
-  return *std::max_element(busy, busy + kStreams) * (1 - kMargin);
+  // The host issues every op before it can run (sim/timeline.h).
+  return std::max(*std::max_element(busy, busy + kStreams), costs.host_dispatch_us) * (1 - kMargin);
 }
 
 SplitStreamSums split_stream_sums(const Program& p, const OpCosts& costs) {
@@ -40,6 +41,10 @@ SplitStreamSums split_stream_sums(const Program& p, const OpCosts& costs) {
     double* into = !bwd ? out.fixed : seg.first_layer > 0 ? out.plain : out.checkpointed;
     const double instances = bwd ? 1.0 : segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) into[k] += per_instance[k] * instances;
+    if (s < costs.segment_dispatch_us.size())
+      (!bwd                  ? out.host_fixed
+       : seg.first_layer > 0 ? out.host_plain
+                             : out.host_checkpointed) += costs.segment_dispatch_us[s] * instances;
   }
   return out;
 }
@@ -48,6 +53,7 @@ double step_time_lower_bound_us(const SplitStreamSums& s, int64_t n_layers, int6
   double busy = 0;
   const auto plain = static_cast<double>(n_layers - k), ckpt = static_cast<double>(k);
   for (int i = 0; i < kStreams; ++i) busy = std::max(busy, s.fixed[i] + plain * s.plain[i] + ckpt * s.checkpointed[i]);
+  busy = std::max(busy, s.host_fixed + plain * s.host_plain + ckpt * s.host_checkpointed);
   return busy * (1 - kMargin);
 }
 

@@ -6,7 +6,9 @@
 // starts it no earlier than its stream is free and no earlier than 0: `start >= free[stream]`, `end = start +
 // duration`, `free[stream] = end` (Scheduler::run_expanded, and the fast path, which equals it). So each stream's free
 // time after its last op is at least the sum of its ops' durations (instances x per-instance sum for block segments),
-// and step_time_us = max over streams of free[stream] >= max over streams of that sum =: step_time_lower_bound_us.
+// and step_time_us = max over streams of free[stream] >= max over streams of that sum. No op starts before the host
+// has issued it, after every op before it (CostParams::eager_dispatch_us), so the last op starts no earlier than the
+// host's time for the whole step (OpCosts::host_dispatch_us); the larger of the two is step_time_lower_bound_us.
 // make_report() (sim/simulate.cc) gives tokens/s per GPU = tokens_per_rank / (tp * step_time_us * 1e-6), decreasing
 // in the step time, so tokens_per_rank / (tp * bound) is an upper bound on the candidate's tokens/s. Both are computed
 // with a relative margin of 1e-9 (far above the rounding of the sums) so that the floating-point results keep the
@@ -32,7 +34,8 @@
 
 namespace tptune {
 
-// max over streams of the summed op durations, microseconds, lowered by the 1e-9 margin: <= schedule()'s step time.
+// max over streams of the summed op durations and the host's dispatch of the step, microseconds, lowered by the 1e-9
+// margin: <= schedule()'s step time.
 double step_time_lower_bound_us(const Program& p, const OpCosts& costs);
 // The same bound for every block count k of a Program split by ac_layers (plans/lower_incremental.h set_ac_layers()),
 // from one costing: per stream, the segments outside the block backward, plus (L - k) x one block without recompute
@@ -42,6 +45,7 @@ struct SplitStreamSums {
   double fixed[kStreams] = {};         // every segment but the two block backward ones, instances included
   double plain[kStreams] = {};         // one instance of the block backward without recompute
   double checkpointed[kStreams] = {};  // one instance of the checkpointed block backward
+  double host_fixed = 0, host_plain = 0, host_checkpointed = 0;  // the host's dispatch, the same way
 };
 SplitStreamSums split_stream_sums(const Program& split, const OpCosts& costs);
 double step_time_lower_bound_us(const SplitStreamSums& s, int64_t n_layers, int64_t k);

@@ -56,12 +56,20 @@ Program hand_built() {
 }
 OpCosts hand_costs() { return OpCosts{{{100}, {30, 50}, {200, 300}, {40}}}; }
 
+// The schedule of the hand-set durations alone: no host dispatch, no compute slowed beside collectives.
+CostParams schedule_only() {
+  CostParams c;
+  c.eager_dispatch_us = c.compiled_dispatch_us = 0;
+  c.overlap_compute_slowdown = c.overlap_p2p_compute_slowdown = 0;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("accumulation: step(ga) = step(1) + (ga - 1) x microbatch, by hand", "[accumulation][simulate]") {
   const Program p = hand_built();
   const OpCosts c = hand_costs();
-  const Timeline tl = schedule(p, c, CostParams{});
+  const Timeline tl = schedule(p, c, schedule_only());
   // fwd [0, 100]; all_reduce [100, 130] on the TP stream; loss [130, 180] (30 us exposed TP); grad [180, 380];
   // reduce_scatter [380, 680] on the DP stream; adamw waits for it: [680, 720]. step(1) = 720 us.
   REQUIRE(tl.step_time_us == 720);
@@ -117,7 +125,7 @@ TEST_CASE(
     // 920 us. Each microbatch's reduce-scatter needs the DP stream for 500 us, longer than the 380 us before the next
     // microbatch could start, so the period is 500: step(4) = 920 + 3 x 500 = 2420 us.
     const OpCosts c{{{100}, {30, 50}, {200, 500}, {40}}};
-    const Timeline tl = schedule(p, c, CostParams{});
+    const Timeline tl = schedule(p, c, schedule_only());
     REQUIRE(tl.step_time_us == 920);
     CHECK(microbatch_times(p, tl).critical_us == 380);
     CHECK(microbatch_times(p, tl).dp_busy_us == 500);
@@ -133,7 +141,7 @@ TEST_CASE(
     // comm_overlaps_compute 0, one stream: fwd [0, 100], all_reduce [100, 130], loss [130, 180], grad [180, 380],
     // reduce_scatter [380, 680], adamw [680, 720]: step(1) 720 us. The next microbatch waits for the reduce-scatter
     // on the rank's thread: period 680, step(4) = 720 + 3 x 680 = 2760 us.
-    CostParams cpu;
+    CostParams cpu = schedule_only();
     cpu.comm_overlaps_compute = 0;
     const Timeline tl = schedule(p, hand_costs(), cpu);
     REQUIRE(tl.step_time_us == 720);
@@ -294,7 +302,7 @@ TEST_CASE("accumulation: a space without gradient_accumulation is unchanged (eve
 TEST_CASE("accumulation: tp-plan check notices accumulation steps that differ from the baseline's",
           "[accumulation][check]") {
   const Program p = hand_built();
-  const Timeline tl = schedule(p, hand_costs(), CostParams{});
+  const Timeline tl = schedule(p, hand_costs(), schedule_only());
   const ClusterSpec cl = make_cluster(gpu_preset("h100-sxm"), 1, 8);
   const CheckBaseline one = baseline_from_report(make_report(p, cl, hand_costs(), tl, MemoryReport{}, 12, 1));
   const CheckBaseline four = baseline_from_report(make_report(p, cl, hand_costs(), tl, MemoryReport{}, 12, 4));

@@ -18,6 +18,15 @@ CollectiveOp coll(Group g) { return CollectiveOp{CollectiveKind::all_gather, g};
 
 OpCosts costs(std::vector<std::vector<double>> d) { return OpCosts{std::move(d)}; }
 
+// The schedule alone: no host dispatch, no slowdown of compute beside collectives (contention_dispatch_test.cc
+// tests those), so that the times below are sums of the given durations.
+CostParams schedule_only() {
+  CostParams c;
+  c.eager_dispatch_us = c.compiled_dispatch_us = 0;
+  c.overlap_compute_slowdown = c.overlap_p2p_compute_slowdown = 0;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("two-op overlap: a TP collective runs beside independent compute") {
@@ -27,7 +36,7 @@ TEST_CASE("two-op overlap: a TP collective runs beside independent compute") {
   b.op("mm1", GemmOp{}, {x}, {a});
   b.op("gather", coll(Group::tp), {x}, {g});
   b.op("mm2", GemmOp{}, {a, g}, {o}, {0, 1});
-  CostParams c;
+  CostParams c = schedule_only();
   SECTION("the collective hides behind the first matmul") {
     // mm1 [0, 100] on compute, gather [0, 60] on the TP stream, mm2 waits for both: [100, 150].
     Timeline t = schedule(b.p, costs({{100, 60, 50}}), c);
@@ -81,7 +90,7 @@ TEST_CASE("FSDP all-gathers are prefetched one block ahead") {
     b.p.chains.push_back({in, out, src, sink, false});
     return b.p;
   };
-  CostParams c;
+  CostParams c = schedule_only();
   SECTION("compute-bound: only the first all-gather is exposed") {
     // embed [0, 10]; it issues layer 0's all-gather when it starts: [0, 40]. Layer 0: mm [40, 140] (30 us exposed
     // after embed); it issues layer 1's all-gather when mm starts: [40, 80]; mm [140, 240]. Layer 2: all-gather
@@ -132,7 +141,7 @@ TEST_CASE("backward: the next block's all-gather goes ahead of this block's redu
   b.op("fsdp.all_gather", coll(Group::dp), {}, {w});
   b.op("mm", GemmOp{}, {w}, {g}, {0});
   b.op("fsdp.reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, Group::dp}, {g}, {g}, {1});
-  CostParams c;
+  CostParams c = schedule_only();
   OpCosts oc = costs({{30, 100, 50}});
   Timeline t = schedule(b.p, oc, c);
   const SegmentTimes& s = t.segments[0];
@@ -165,6 +174,8 @@ void check_same(const Program& p, const Timeline& fast, const Timeline& ref) {
   CHECK(fast.compute_us == Approx(ref.compute_us).margin(1e-6));
   CHECK(fast.exposed_tp_us == Approx(ref.exposed_tp_us).margin(1e-6));
   CHECK(fast.exposed_dp_us == Approx(ref.exposed_dp_us).margin(1e-6));
+  CHECK(fast.contention_us == Approx(ref.contention_us).margin(1e-6));
+  CHECK(fast.host_wait_us == Approx(ref.host_wait_us).margin(1e-6));
 }
 
 }  // namespace
@@ -190,7 +201,7 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
       {"sequence_parallel", 8, 2, 2, 8, ActivationCheckpointing::selective, 8192, true},
       {"vanilla", 4, 2, 1, 8, ActivationCheckpointing::none, 1024, false, Float8Recipe::tensorwise},
   };
-  int extrapolated = 0;
+  int extrapolated = 0, contended = 0, host_bound = 0;
   for (const Case& k : cases) {
     for (int layers : {1, 2, 7}) {
       INFO(k.preset << " tp " << k.tp << " dp " << k.dp << " layers " << layers);
@@ -203,15 +214,22 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
                                       .activation_checkpointing = k.ac},
                                      small_model(layers), k.seq);
       ClusterSpec cl = test::cluster_of("h100-sxm", k.nodes, k.gpn);
-      for (int overlap : {1, 0}) {
-        INFO("comm_overlaps_compute " << overlap);
+      // 0: the defaults (compute slowed beside collectives, eager or compiled host dispatch); 1: a host so slow
+      // that it bounds every unit (the steady state's period is its dispatch); 2: no overlap (CPU ranks), no dispatch.
+      for (int mode : {0, 1, 2}) {
+        INFO("mode " << mode);
+        const int overlap = mode == 2 ? 0 : 1;
         CostParams c;
         c.comm_overlaps_compute = overlap;
+        if (mode == 1) c.eager_dispatch_us = c.compiled_dispatch_us = 400;
+        if (mode == 2) c.eager_dispatch_us = c.compiled_dispatch_us = 0;
         OpCosts oc = cost_ops(p, cl, c);
         Timeline fast = schedule(p, oc, c);
         Timeline ref = schedule_expanded(p, oc, c);
         check_same(p, fast, ref);
         for (const auto& s : fast.segments) extrapolated += s.steady_from >= 0;
+        contended += fast.contention_us > 0;
+        host_bound += mode == 1 && fast.host_wait_us > 0;
         if (!overlap) {
           // One stream: the step is every op's duration, once per instance, with no gap; the compute time and the
           // exposed communication add up to it.
@@ -225,6 +243,8 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
     }
   }
   CHECK(extrapolated > 10);  // the comparison exercised the extrapolation
+  CHECK(contended > 10);     // compute slowed beside collectives
+  CHECK(host_bound > 10);    // and steps held back by the host
 }
 
 TEST_CASE("extrapolation stops where a later instance waits for a value from another segment") {
@@ -247,7 +267,7 @@ TEST_CASE("extrapolation stops where a later instance waits for a value from ano
   b.segment(SegmentKind::block_bwd, 5);
   b.op("use", ElementwiseOp{}, {s}, {g});
   b.p.chains.push_back({in, out, src, sink, false});
-  CostParams c;
+  CostParams c = schedule_only();
   OpCosts oc = costs({{0}, {10, 100}, {200}, {30}});
   Timeline fast = schedule(b.p, oc, c);
   Timeline ref = schedule_expanded(b.p, oc, c);
@@ -259,4 +279,26 @@ TEST_CASE("extrapolation stops where a later instance waits for a value from ano
   CHECK(fast.step_time_us == 540);
   CHECK(ref.step_time_us == 540);
   CHECK(ref.segments[3].time(3, 0).start == 410);
+}
+
+TEST_CASE("the fast schedule equals the expanded one on full-size Programs, compute slowed beside collectives") {
+  // The goldens' shapes: Llama 3 8B (32 layers) with FSDP beside TP, where the DP collectives of one segment still
+  // run while the next one starts (the fast path must not extrapolate over their contention).
+  struct Case {
+    int tp, dp;
+    Float8Recipe float8;
+    bool async_tp;
+  };
+  for (const Case& k : {Case{4, 2, Float8Recipe::tensorwise, false}, Case{1, 8, Float8Recipe::none, false},
+                        Case{4, 2, Float8Recipe::none, true}}) {
+    INFO("tp " << k.tp << " dp " << k.dp);
+    Program p = test::lower_preset(
+        "sequence_parallel",
+        {.tp_degree = k.tp, .dp_shard = k.dp, .float8 = k.float8, .async_tp = k.async_tp, .loss_parallel = true},
+        test::llama3_8b(), 8192);
+    ClusterSpec cl = test::cluster_of("h100-sxm", 1, 8);
+    CostParams c;
+    OpCosts oc = cost_ops(p, cl, c);
+    check_same(p, schedule(p, oc, c), schedule_expanded(p, oc, c));
+  }
 }

@@ -1,0 +1,168 @@
+// Two mechanisms of the timeline (sim/timeline.h) on hand-built Programs with hand-set durations: compute slowed
+// while a collective runs beside it (CostParams::overlap_compute_slowdown, overlap_p2p_compute_slowdown), and the host
+// issuing kernels (CostParams::eager_dispatch_us, compiled_dispatch_us). Expected times are worked out in comments.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+
+#include "sim/compute_cost.h"
+#include "sim/timeline.h"
+#include "tests/program_builder.h"
+
+using namespace tptune;
+using Builder = tptune::test::ProgramBuilder;
+
+namespace {
+
+OpCosts costs(std::vector<std::vector<double>> d) { return OpCosts{std::move(d)}; }
+
+// Contention only: no host dispatch.
+CostParams contention(double s, double s_p2p = 0) {
+  CostParams c;
+  c.eager_dispatch_us = c.compiled_dispatch_us = 0;
+  c.overlap_compute_slowdown = s;
+  c.overlap_p2p_compute_slowdown = s_p2p;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("contention: compute beside a collective issued before it runs at 1 / (1 + s)") {
+  Builder b(1);
+  TensorId x = b.tensor("x"), g = b.tensor("g"), a = b.tensor("a"), o = b.tensor("o");
+  b.segment(SegmentKind::head);
+  b.op("gather", CollectiveOp{CollectiveKind::all_gather, Group::tp}, {x}, {g});
+  b.op("mm1", GemmOp{}, {x}, {a});
+  b.op("mm2", GemmOp{}, {a, g}, {o}, {0, 1});
+  SECTION("a compute op fully overlapped takes (1 + s) x its time") {
+    // gather [0, 200] on the TP stream; mm1 (100 us of work) runs beside it all along at 1/1.18: [0, 118]. mm2
+    // (50 us) waits for the gather and is not slowed: [200, 250]. The compute stream ran 150 us of work in 168 us and
+    // waited 82 us for the gather.
+    Timeline t = schedule(b.p, costs({{200, 100, 50}}), contention(0.18));
+    CHECK(t.segments[0].time(0, 1).end == Approx(118));
+    CHECK(t.segments[0].time(0, 2).start == Approx(200));
+    CHECK(t.segments[0].time(0, 2).end == Approx(250));
+    CHECK(t.step_time_us == Approx(250));
+    CHECK(t.contention_us == Approx(18));
+    CHECK(t.compute_us == Approx(168));  // 100 + 50 of work, 18 lost to the gather
+    CHECK(t.exposed_tp_us == Approx(82));
+    CHECK(t.busy_us[static_cast<int>(Stream::compute)] == Approx(168));
+  }
+  SECTION("partly overlapped: slowed only while the collective runs") {
+    // gather [0, 60]: mm1 does 60 / 1.18 = 50.847 us of its work by 60, the other 49.153 at full rate: ends at
+    // 60 + 100 - 60 / 1.18 = 109.153. mm2 [109.153, 159.153]: the two-op step by hand.
+    Timeline t = schedule(b.p, costs({{60, 100, 50}}), contention(0.18));
+    const double mm1_end = 60 + 100 - 60 / 1.18;
+    CHECK(t.segments[0].time(0, 1).end == Approx(mm1_end));
+    CHECK(t.step_time_us == Approx(mm1_end + 50));
+    CHECK(t.contention_us == Approx(60 - 60 / 1.18));
+  }
+  SECTION("s = 0: the schedule of the durations as given") {
+    Timeline t = schedule(b.p, costs({{60, 100, 50}}), contention(0));
+    CHECK(t.segments[0].time(0, 1).end == 100);
+    CHECK(t.step_time_us == 150);
+    CHECK(t.contention_us == 0);
+  }
+  SECTION("collectives that cannot overlap compute (CPU ranks) slow nothing") {
+    // comm_overlaps_compute 0: gather [0, 100], mm1 [100, 200], mm2 [200, 250] on the one stream.
+    CostParams c = contention(0.18);
+    c.comm_overlaps_compute = 0;
+    Timeline t = schedule(b.p, costs({{100, 100, 50}}), c);
+    CHECK(t.step_time_us == 250);
+    CHECK(t.contention_us == 0);
+  }
+}
+
+TEST_CASE("contention: async TP's copy-engine p2p steps have their own slowdown, and concurrent ones add") {
+  Builder b(1);
+  TensorId x = b.tensor("x"), g = b.tensor("g"), h = b.tensor("h"), a = b.tensor("a");
+  b.segment(SegmentKind::head);
+  SECTION("a p2p step slows compute by overlap_p2p_compute_slowdown, not by the NCCL figure") {
+    b.op("ring_step", CollectiveOp{CollectiveKind::p2p, Group::tp}, {x}, {g});
+    b.op("mm", GemmOp{}, {x}, {a});
+    // ring_step [0, 200] beside mm's 100 us: 100 x 1.03 = 103.
+    Timeline t = schedule(b.p, costs({{200, 100}}), contention(0.18, 0.03));
+    CHECK(t.segments[0].time(0, 1).end == Approx(103));
+  }
+  SECTION("a TP and a DP collective at once: s adds up") {
+    b.op("tp_gather", CollectiveOp{CollectiveKind::all_gather, Group::tp}, {x}, {g});
+    b.op("dp_gather", CollectiveOp{CollectiveKind::all_gather, Group::dp}, {x}, {h});
+    b.op("mm", GemmOp{}, {x}, {a});
+    // Both [0, 200]: mm's 100 us at 1 / (1 + 0.18 + 0.18) = 136 us.
+    Timeline t = schedule(b.p, costs({{200, 200, 100}}), contention(0.18));
+    CHECK(t.segments[0].time(0, 2).end == Approx(136));
+  }
+}
+
+TEST_CASE("host dispatch: no kernel starts before the host has issued it") {
+  // n ops in a chain (each reads the previous one's output), one kernel each (residual adds).
+  auto chain = [](int n, bool compiled) {
+    Builder b(1);
+    b.p.training.compile = compiled;
+    std::vector<TensorId> t{b.tensor("t0")};
+    b.segment(SegmentKind::head);
+    for (int i = 0; i < n; ++i) {
+      t.push_back(b.tensor(fmt::format("t{}", i + 1)));
+      b.op(fmt::format("add{}", i), ElementwiseOp{ElementwiseOp::Fn::add, 0}, {t[static_cast<size_t>(i)]}, {t.back()},
+           i > 0 ? std::vector<int>{i - 1} : std::vector<int>{});
+    }
+    return b.p;
+  };
+  CostParams c;
+  c.eager_dispatch_us = 10;
+  c.compiled_dispatch_us = 3;
+  SECTION("a Program of tiny kernels is host bound: step = n x dispatch (+ the last kernel)") {
+    // Op i is issued at (i + 1) x 10 us and runs 1 us: the last starts at 100, ends at 101. The stream waited
+    // 10 + 9 x 9 = 91 us for the host; compute (kernels + waits) is the whole step.
+    Program p = chain(10, false);
+    Timeline t = schedule(p, costs({std::vector<double>(10, 1.0)}), c);
+    CHECK(t.segments[0].time(0, 9).start == Approx(100));
+    CHECK(t.step_time_us == Approx(101));
+    CHECK(t.host_wait_us == Approx(91));
+    CHECK(t.compute_us == Approx(101));
+    CHECK(t.segments[0].time(0, 9).wait == Wait::host);
+  }
+  SECTION("compiled: the per-kernel cost is compiled_dispatch_us") {
+    Program p = chain(10, true);
+    Timeline t = schedule(p, costs({std::vector<double>(10, 1.0)}), c);
+    CHECK(t.step_time_us == Approx(10 * 3 + 1));
+  }
+  SECTION("a Program of large kernels is not: only the first dispatch shows") {
+    // The host issues op i at (i + 1) x 10 us, long before op i - 1 ends: step = 10 + 10 x 1000.
+    Program p = chain(10, false);
+    Timeline t = schedule(p, costs({std::vector<double>(10, 1000.0)}), c);
+    CHECK(t.step_time_us == Approx(10 + 10 * 1000));
+    CHECK(t.host_wait_us == Approx(10));
+  }
+}
+
+TEST_CASE("host dispatch: kernels launched per op, eager composite modules and compiled ones") {
+  Builder b(1);
+  TensorId x = b.tensor("x"), y = b.tensor("y");
+  b.segment(SegmentKind::head);
+  b.op("norm", ElementwiseOp{ElementwiseOp::Fn::rmsnorm, 0}, {x}, {y});
+  b.op("act", ElementwiseOp{ElementwiseOp::Fn::swiglu, 0}, {x}, {y});
+  b.op("rope", ElementwiseOp{ElementwiseOp::Fn::rope, 0}, {x}, {y});
+  b.op("mm", GemmOp{}, {x}, {y});
+  b.op("amax", CastFp8Op{CastFp8Op::Stage::amax}, {x}, {y});
+  b.op("gather", CollectiveOp{CollectiveKind::all_gather, Group::tp}, {x}, {y});
+  const auto& ops = b.p.segments[0].ops;
+  CostParams c;
+  SECTION("eager: the traffic factor's kernels (RMSNorm 6, SiLU x b 2, rope 4), else one") {
+    b.p.training.compile = false;
+    CHECK(launched_kernels(ops[0], b.p, c) == 6);
+    CHECK(launched_kernels(ops[1], b.p, c) == 2);
+    CHECK(launched_kernels(ops[2], b.p, c) == 4);
+    CHECK(launched_kernels(ops[3], b.p, c) == 1);
+    CHECK(launched_kernels(ops[4], b.p, c) == 1);
+    CHECK(launched_kernels(ops[5], b.p, c) == 1);
+    CHECK(dispatch_us(ops[0], b.p, c) == 6 * c.eager_dispatch_us);
+  }
+  SECTION("compiled: one fused kernel each, the amax fused into its producer") {
+    b.p.training.compile = true;
+    CHECK(launched_kernels(ops[0], b.p, c) == 1);
+    CHECK(launched_kernels(ops[1], b.p, c) == 1);
+    CHECK(launched_kernels(ops[4], b.p, c) == 0);
+    CHECK(dispatch_us(ops[0], b.p, c) == c.compiled_dispatch_us);
+  }
+}
