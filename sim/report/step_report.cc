@@ -175,6 +175,7 @@ nlohmann::json report_json(const StepReport& r) {
                      {"logits", m.logits / kGiB},
                      {"params_in_flight", m.params_in_flight / kGiB},
                      {"runtime_overhead", m.runtime_overhead / kGiB},
+                     {"allocator_reserved", m.allocator_reserved / kGiB},
                      {"peak_phase", m.peak_phase}};
   if (m.checkpointed_blocks > 0) {
     j["memory_gib"]["saved_per_checkpointed_block"] = m.saved_per_checkpointed_block / kGiB;

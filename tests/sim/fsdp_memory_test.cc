@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "sim/memory.h"
+#include "sim/report/step_report.h"
+#include "sim/simulate.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;
@@ -50,4 +52,14 @@ TEST_CASE("fsdp memory: the allocator reserves the tensors x (1 + memory_fragmen
   const double tensors = (r.peak - 1.5 * 1073741824.0) / 1.10;
   CHECK(r.allocator_reserved == Approx(1.10 * tensors).epsilon(1e-12));
   CHECK(r.allocator_reserved == Approx(r.peak - 1.5 * 1073741824.0).epsilon(1e-12));
+}
+
+TEST_CASE("fsdp memory: simulate's JSON carries the allocator's reserved figure") {
+  const StepReport r =
+      simulate(test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 4}, small_model(2), 256),
+               test::cluster_of("h100-sxm", 1, 8), default_cost_params());
+  const nlohmann::json j = report_json(r);
+  CHECK(j["memory_gib"]["allocator_reserved"].get<double>() == r.memory.allocator_reserved / 1073741824.0);
+  CHECK(r.memory.allocator_reserved > 0);
+  CHECK(r.memory.allocator_reserved < r.memory.peak);  // no CUDA context, no NCCL buffers
 }
