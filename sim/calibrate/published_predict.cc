@@ -59,7 +59,7 @@ PreparedRecord prepare_published(const std::vector<PublishedSource>& sources) {
 
 PublishedPrediction predict_run(const PreparedRun& run, const CostParams& c) {
   const StepReport r = simulate(run.prog, run.cluster, c);
-  return {r.tokens_per_second_per_gpu, r.memory.peak / kGiB, r.mfu};
+  return {r.tokens_per_second_per_gpu, r.memory.allocator_reserved / kGiB, r.mfu};
 }
 
 }  // namespace tptune

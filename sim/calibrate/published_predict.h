@@ -47,6 +47,9 @@ PreparedRecord prepare_published(const std::vector<PublishedSource>& sources);
 
 struct PublishedPrediction {
   double tokens_per_second_per_gpu = 0;
+  // What the caching allocator reserves at the step's peak (MemoryReport::allocator_reserved): the figure torchtitan
+  // logs as its memory (torch.cuda memory_stats' reserved_bytes.all.peak, torchtitan/components/metrics.py), which
+  // leaves out the CUDA context and NCCL's own buffers that MemoryReport::peak adds.
   double peak_memory_gib = 0;
   double mfu = 0;  // fraction
 };
