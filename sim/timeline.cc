@@ -584,12 +584,30 @@ class Scheduler {
           std::abs((at(k + 1, j).end - at(k, j).end) - P) > kTol || at(k + 1, j).wait != at(k, j).wait)
         return k + 1;
     // The host issues a unit in unit_dispatch(s): a period shorter than that lets the host fall behind unit by unit
-    // until it holds the GPU back, which the shifted units would not show.
-    if (P + kTol < unit_dispatch(s)) return k + 1;
-    // A collective of another segment still running at unit k-1 slows some units and not others.
+    // until it holds the GPU back, which the shifted units would not show. It is ahead of the GPU by its lead after
+    // unit k (host_: the time it issued unit k's last op) and loses D - P per unit, so the shifted copies hold while
+    // it still issues every op of the last extrapolated unit before that unit's first op starts on the GPU:
+    // host_ + (R-2-k) D <= (first start of unit k) + (R-2-k) P, with D an upper bound of any op's issue offset
+    // inside its unit. (A short segment after long ones, e.g. 405B's per-block ops after the attention, has ms of lead.)
+    const double D = unit_dispatch(s);
+    if (P + kTol < D) {
+      double first = std::numeric_limits<double>::infinity();
+      for (int j : own) first = std::min(first, at(k, j).start);
+      for (int j : pf) first = std::min(first, at(k + 1, j).start - P);
+      const double units = st.instances - 2 - k;
+      if (host_ + units * D > first + units * P - kTol) return k + 1;
+    }
+    // A collective of another segment running beside units k-1 .. R-2 slows them alike only when it runs through all
+    // of them (started before unit k-1, ends after unit R-2: FSDP's reduce-scatters of the backward beside 405B's
+    // short per-block segment); one that starts or ends among them slows some units and not others.
     const double unit_start = own.empty() ? at(k, pf[0]).start : at(k - 1, own[0]).start;
+    double window_end = 0;
+    const double shift = (st.instances - 2 - k) * P;
+    for (int j : own) window_end = std::max(window_end, at(k, j).end + shift);
+    for (int j : pf) window_end = std::max(window_end, at(k + 1, j).end + shift - P);
     for (const Busy& b : running_)
-      if (b.seg != s && b.end > unit_start + kTol) return k + 1;
+      if (b.seg != s && b.end > unit_start + kTol && (b.start > unit_start + kTol || b.end < window_end + kTol))
+        return k + 1;
     // Tentatively extrapolate, then check the outside values of units k+1 .. R-2 (own ops of their instance, and the
     // prefetched ops they issue for the next): first against an upper bound of what any instance could read
     // (cheap, and enough when the writers are long done), else one by one.
