@@ -588,7 +588,8 @@ class Scheduler {
     // unit k (host_: the time it issued unit k's last op) and loses D - P per unit, so the shifted copies hold while
     // it still issues every op of the last extrapolated unit before that unit's first op starts on the GPU:
     // host_ + (R-2-k) D <= (first start of unit k) + (R-2-k) P, with D an upper bound of any op's issue offset
-    // inside its unit. (A short segment after long ones, e.g. 405B's per-block ops after the attention, has ms of lead.)
+    // inside its unit. (A short segment after long ones, e.g. 405B's per-block ops after the attention, has ms of
+    // lead.)
     const double D = unit_dispatch(s);
     if (P + kTol < D) {
       double first = std::numeric_limits<double>::infinity();

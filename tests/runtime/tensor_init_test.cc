@@ -47,7 +47,7 @@ TEST_CASE("initial scales: 1/sqrt(fan_in) for matrices, ~1 for norm weights, ~0 
   for (float x : init_parameter(1, "norm.bias", {64})) CHECK(std::abs(x) <= 0.1f);
 }
 
-TEST_CASE("tokens lie in [0, vocab)", "[runtime][init]") {
+TEST_CASE("tokens lie in 0 .. vocab - 1", "[runtime][init]") {
   auto t = init_tokens(3, "tokens", {2, 32}, 7);
   bool seen_last = false;
   for (int32_t x : t) {

@@ -67,7 +67,7 @@ TEST_CASE("tensor_clock_fraction scales tensor-core GEMMs and attention, not fp3
   CHECK(t_capped == Approx(t_full / 0.9));
 }
 
-TEST_CASE("tensor_clock_fraction is a cost parameter a calibration sets by name, in (0.1, 1]") {
+TEST_CASE("tensor_clock_fraction is a cost parameter a calibration sets by name, from 0.1 to 1") {
   CostParams c = default_cost_params();
   set_cost_param(c, "tensor_clock_fraction", 0.85, "calib.yaml:3");
   CHECK(c.tensor_clock_fraction == 0.85);

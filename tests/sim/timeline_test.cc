@@ -303,8 +303,9 @@ TEST_CASE("the fast schedule equals the expanded one on full-size Programs, comp
   }
 }
 
-TEST_CASE("405B beside FSDP's long collectives: the fast schedule extrapolates every block segment, and equals the "
-          "expanded one") {
+TEST_CASE(
+    "405B beside FSDP's long collectives: the fast schedule extrapolates every block segment, and equals the "
+    "expanded one") {
   // The search's and the callgrind gate's workload: Llama 3 405B at tp 8 over 128 FSDP ranks. The DP reduce-scatters
   // of the backward run through all 126 units of the short per-block segment that follows, and eager dispatch issues
   // that segment's units slower than the GPU runs them (the host's lead from the long segments covers it): neither
