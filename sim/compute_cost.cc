@@ -11,6 +11,15 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether torch.compile's fusion applies to this Program on this device (training.compile, implied by async TP; and
+// CostParams::compile_fuses: not on the cpu device, whose runtime executes the Program's kernels one by one).
+bool compile_fuses(const Program& p, const CostParams& c) {
+  return c.compile_fuses && p.training.compiled(p.plan.async_tp);
+}
+
+// The sustained clock's share of a tensor-core rate (CostParams::tensor_clock_fraction); fp32 runs on CUDA cores.
+double tensor_clock(DType dtype, const CostParams& c) { return dtype == DType::fp32 ? 1.0 : c.tensor_clock_fraction; }
+
 // Fraction of `sms` x waves slots doing useful work when `ctas` equal CTAs run in waves.
 double wave_utilisation(int64_t ctas, int sms) {
   if (ctas <= 0) return 1.0;
@@ -56,7 +65,7 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
        c.gemm_small_tile_efficiency * gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile, c.gemm_small_tile,
                                                             gpu.sm_count, c.gemm_k_overhead)});
   // Tensor-core GEMMs run at the sustained clock a power cap leaves (CostParams::tensor_clock_fraction).
-  double eff = base * shape * (op_type == DType::fp32 ? 1.0 : c.tensor_clock_fraction);
+  double eff = base * shape * tensor_clock(op_type, c);
   double t_flops = e.flops / (peak * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.gemm_memory_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;
@@ -74,7 +83,7 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   if (e.flops <= 0) return e;
   int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
   double eff = (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) *
-               wave_utilisation(ctas, gpu.sm_count) * (dtype == DType::fp32 ? 1.0 : c.tensor_clock_fraction);
+               wave_utilisation(ctas, gpu.sm_count) * tensor_clock(dtype, c);
   double t_flops = e.flops / (gpu.peak_flops(dtype) * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;
@@ -144,7 +153,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
-    const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
+    const bool compiled = compile_fuses(p, c);
     ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c, compiled), eff,
                                           adam ? c.optimizer_overhead_us : ovh, gpu);
     e.flops = 0;
@@ -198,7 +207,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     double bytes = cf->stage == CastFp8Op::Stage::amax ? n * src
                    : cf->rowwise                       ? n * (2 * src + 2 * dst) * c.fp8_cast_traffic_factor
                                                        : n * (src + dst) * c.fp8_cast_traffic_factor;
-    const bool fused = c.compile_fuses && c.compiled_fuses_amax && p.training.compiled(p.plan.async_tp);
+    const bool fused = c.compiled_fuses_amax && compile_fuses(p, c);
     if (cf->stage == CastFp8Op::Stage::amax && fused)
       return ComputeEstimate{};  // fused into the producer's kernel (see CostParams::compiled_fuses_amax)
     if (cf->rowwise && fused) bytes = n * (src + 2 * dst) * c.fp8_cast_traffic_factor;  // row max + cast: x read once
@@ -208,7 +217,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
 }
 
 int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
-  const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
+  const bool compiled = compile_fuses(p, c);
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     if (compiled || ew->fn == ElementwiseOp::Fn::adamw) return 1;
     return std::max(1, static_cast<int>(std::lround(traffic_factor(ew->fn, c, false))));
@@ -219,8 +228,7 @@ int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
 }
 
 double dispatch_us(const Op& op, const Program& p, const CostParams& c) {
-  const bool compiled = c.compile_fuses && p.training.compiled(p.plan.async_tp);
-  return launched_kernels(op, p, c) * (compiled ? c.compiled_dispatch_us : c.eager_dispatch_us);
+  return launched_kernels(op, p, c) * (compile_fuses(p, c) ? c.compiled_dispatch_us : c.eager_dispatch_us);
 }
 
 }  // namespace tptune

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "plans/error.h"
@@ -34,6 +35,17 @@ double GpuSpec::peak_flops(DType t) const {
 }
 
 namespace {
+
+// `v` read as T when it is a scalar yaml-cpp reads as T, else nothing (the caller's error says what was expected).
+template <class T>
+std::optional<T> scalar_as(const YAML::Node& v) {
+  if (!v.IsScalar()) return std::nullopt;
+  try {
+    return v.as<T>();
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+}
 
 struct Reader {
   const YAML::Node& root;
@@ -85,17 +97,10 @@ struct Reader {
   double number(const std::string& key, GpuSpec& spec, bool allow_zero = false,
                 limits::RealRange range = limits::gpu_figure) {
     YAML::Node v = figure(key, spec);
-    double d = 0;
-    bool ok = v.IsScalar();
-    if (ok) {
-      try {
-        d = v.as<double>();
-      } catch (const YAML::Exception&) {
-        ok = false;
-      }
-    }
+    const std::optional<double> read = scalar_as<double>(v);
+    const double d = read.value_or(0);
     if (allow_zero) range.lo_open = false;
-    if (!ok || !std::isfinite(d) || d > range.hi || d < range.lo || (range.lo_open && d == range.lo))
+    if (!read || !std::isfinite(d) || d > range.hi || d < range.lo || (range.lo_open && d == range.lo))
       throw Error(fmt::format("{}: {}: expected a number in {}, got {}", where(v), key, yaml::range_text(range),
                               v.IsScalar() ? "'" + text(v) + "'" : text(v)));
     return d;
@@ -125,16 +130,8 @@ PresetCalibration parse_calibration_block(const YAML::Node& cb, const Reader& r)
   PresetCalibration c;
   auto fraction = [&](const char* key) {
     const YAML::Node v = cb[key];
-    double d = -1;
-    bool ok = v.IsScalar();
-    if (ok) {
-      try {
-        d = v.as<double>();
-      } catch (const YAML::Exception&) {
-        ok = false;
-      }
-    }
-    if (!ok || !std::isfinite(d) || d < 0 || d > 10)
+    const double d = scalar_as<double>(v).value_or(-1);
+    if (!std::isfinite(d) || d < 0 || d > 10)
       throw Error(fmt::format("{}: calibration.{}: expected a fraction in [0, 10] (0.09 = 9 %), got {}", r.where(v),
                               key, v.IsScalar() ? "'" + r.text(v) + "'" : r.text(v)));
     return d;
@@ -150,16 +147,8 @@ PresetCalibration parse_calibration_block(const YAML::Node& cb, const Reader& r)
       throw Error(fmt::format("{}: calibration: {}: missing (a calibration block states runs, sources and mean_error)",
                               r.where(cb), key));
   const YAML::Node runs = cb["runs"];
-  int64_t n = 0;
-  bool ok = runs.IsScalar();
-  if (ok) {
-    try {
-      n = runs.as<int64_t>();
-    } catch (const YAML::Exception&) {
-      ok = false;
-    }
-  }
-  if (!ok || n < 1 || n > 1000000)
+  const int64_t n = scalar_as<int64_t>(runs).value_or(0);
+  if (n < 1 || n > 1000000)
     throw Error(fmt::format("{}: calibration.runs: expected an integer in [1, 1000000], got {}", r.where(runs),
                             runs.IsScalar() ? "'" + r.text(runs) + "'" : r.text(runs)));
   c.runs = static_cast<int>(n);

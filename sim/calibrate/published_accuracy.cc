@@ -34,6 +34,36 @@ ErrorSummary summarize_errors(const std::vector<const PublishedRunResult*>& runs
   return s;
 }
 
+PublishedRunResult run_result(const PreparedRun& run, const PublishedPrediction& prediction) {
+  PublishedRunResult r;
+  r.source = run.source;
+  r.id = run.run->id;
+  r.plan = run.run->plan.summary();
+  r.gpu = run.cluster.gpu.name;
+  r.measured = run.run->measured.tokens_per_second_per_gpu;
+  r.predicted = prediction.tokens_per_second_per_gpu;
+  r.error = (r.predicted - r.measured) / r.measured;
+  r.measured_memory_gib = run.run->measured.peak_memory_gib;
+  r.predicted_memory_gib = prediction.peak_memory_gib;
+  if (r.measured_memory_gib)
+    r.memory_error = (r.predicted_memory_gib - *r.measured_memory_gib) / *r.measured_memory_gib;
+  r.measured_mfu = run.run->measured.mfu;
+  r.predicted_mfu = prediction.mfu;
+  return r;
+}
+
+std::vector<PublishedSourceResult> summarize_sources(const std::vector<PublishedRunResult>& results,
+                                                     const std::vector<std::string>& ids) {
+  std::vector<PublishedSourceResult> out;
+  for (const auto& id : ids) {
+    std::vector<const PublishedRunResult*> mine;
+    for (const auto& r : results)
+      if (r.source == id) mine.push_back(&r);
+    if (!mine.empty()) out.push_back({id, summarize_errors(mine)});
+  }
+  return out;
+}
+
 PublishedAccuracy published_accuracy(const std::vector<PublishedSource>& sources, const PreparedRecord& rec,
                                      const std::vector<PublishedPrediction>& predictions) {
   if (predictions.size() != rec.runs.size())
@@ -42,33 +72,16 @@ PublishedAccuracy published_accuracy(const std::vector<PublishedSource>& sources
   a.not_predicted = rec.not_predicted;
   std::map<std::pair<std::string, std::string>, size_t> index;  // (source, run id) -> its row in a.runs
   for (size_t i = 0; i < rec.runs.size(); ++i) {
-    const PreparedRun& p = rec.runs[i];
-    const PublishedPrediction& q = predictions[i];
-    PublishedRunResult r;
-    r.source = p.source;
-    r.id = p.run->id;
-    r.plan = p.run->plan.summary();
-    r.gpu = p.cluster.gpu.name;
-    r.measured = p.run->measured.tokens_per_second_per_gpu;
-    r.predicted = q.tokens_per_second_per_gpu;
-    r.error = (r.predicted - r.measured) / r.measured;
-    r.measured_memory_gib = p.run->measured.peak_memory_gib;
-    r.predicted_memory_gib = q.peak_memory_gib;
-    if (r.measured_memory_gib)
-      r.memory_error = (r.predicted_memory_gib - *r.measured_memory_gib) / *r.measured_memory_gib;
-    r.measured_mfu = p.run->measured.mfu;
-    r.predicted_mfu = q.mfu;
-    index[{r.source, r.id}] = a.runs.size();
-    a.runs.push_back(std::move(r));
+    a.runs.push_back(run_result(rec.runs[i], predictions[i]));
+    index[{a.runs.back().source, a.runs.back().id}] = i;
   }
   std::vector<const PublishedRunResult*> all;
   for (const auto& r : a.runs) all.push_back(&r);
   a.overall = summarize_errors(all);
+  std::vector<std::string> ids;
+  for (const auto& s : sources) ids.push_back(s.id);
+  a.sources = summarize_sources(a.runs, ids);
   for (const auto& s : sources) {
-    std::vector<const PublishedRunResult*> mine;
-    for (const auto& r : a.runs)
-      if (r.source == s.id) mine.push_back(&r);
-    if (!mine.empty()) a.sources.push_back({s.id, summarize_errors(mine)});
     for (const auto& r : s.runs)
       if (!r.expressible()) a.not_expressible.push_back({s.id, r.id, r.not_expressible});
     for (const auto& q : s.ratios) {

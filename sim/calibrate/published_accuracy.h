@@ -76,8 +76,13 @@ PublishedAccuracy published_accuracy(const std::vector<PublishedSource>& sources
 // Predicts every prepared run with params_for(its GPU) and summarises.
 PublishedAccuracy published_accuracy(const std::vector<PublishedSource>& sources, const PreparedRecord& rec,
                                      const CostParamsFor& params_for);
+// One run's prediction against what its source measured.
+PublishedRunResult run_result(const PreparedRun& run, const PublishedPrediction& prediction);
 // The summary of some runs' results (tau over them as one series).
 ErrorSummary summarize_errors(const std::vector<const PublishedRunResult*>& runs);
+// Per source id of `ids` (in that order) with runs among `results`, their summary.
+std::vector<PublishedSourceResult> summarize_sources(const std::vector<PublishedRunResult>& results,
+                                                     const std::vector<std::string>& ids);
 
 std::string published_accuracy_text(const PublishedAccuracy& a);
 // {"runs": [{"source", "id", "plan", "gpu", "measured_tokens_per_second_per_gpu",

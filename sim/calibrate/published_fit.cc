@@ -58,7 +58,7 @@ std::vector<Axis> make_axes(const CostParams& prior, const PublishedFitOptions& 
   return axes;
 }
 
-// The runs of rec on GPU `gpu`, optionally without (or only) one source.
+// The runs of rec on GPU `gpu`.
 std::vector<const PreparedRun*> runs_on(const PreparedRecord& rec, const std::string& gpu) {
   std::vector<const PreparedRun*> out;
   for (const auto& r : rec.runs)
@@ -154,20 +154,7 @@ SearchResult search(const std::vector<const PreparedRun*>& runs, const CostParam
 std::vector<PublishedRunResult> results(const std::vector<const PreparedRun*>& runs,
                                         const std::vector<PublishedPrediction>& p) {
   std::vector<PublishedRunResult> out;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    PublishedRunResult r;
-    r.source = runs[i]->source;
-    r.id = runs[i]->run->id;
-    r.measured = runs[i]->run->measured.tokens_per_second_per_gpu;
-    r.predicted = p[i].tokens_per_second_per_gpu;
-    r.error = (r.predicted - r.measured) / r.measured;
-    if (const auto& mm = runs[i]->run->measured.peak_memory_gib) {
-      r.measured_memory_gib = mm;
-      r.predicted_memory_gib = p[i].peak_memory_gib;
-      r.memory_error = (p[i].peak_memory_gib - *mm) / *mm;
-    }
-    out.push_back(std::move(r));
-  }
+  for (size_t i = 0; i < runs.size(); ++i) out.push_back(run_result(*runs[i], p[i]));
   return out;
 }
 
@@ -180,17 +167,10 @@ std::vector<std::string> source_ids(const std::vector<const PreparedRun*>& runs)
 
 std::vector<PublishedSourceResult> per_source(const std::vector<PublishedRunResult>& rs,
                                               const std::vector<std::string>& ids, ErrorSummary& overall) {
-  std::vector<PublishedSourceResult> out;
   std::vector<const PublishedRunResult*> all;
   for (const auto& r : rs) all.push_back(&r);
   overall = summarize_errors(all);
-  for (const auto& id : ids) {
-    std::vector<const PublishedRunResult*> mine;
-    for (const auto& r : rs)
-      if (r.source == id) mine.push_back(&r);
-    out.push_back({id, summarize_errors(mine)});
-  }
-  return out;
+  return summarize_sources(rs, ids);
 }
 
 PublishedFit fit_runs(const std::vector<const PreparedRun*>& runs, const PublishedFitOptions& o,
