@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "plans/error.h"
 
 namespace tptune::lowering {
@@ -125,6 +127,13 @@ Value Emitter::redistribute(const Value& v, Placement dst, const std::string& mo
     add_grad(v, redistribute_raw(gd, gradient_target(src), module, "bwd"), module);
   });
   return out;
+}
+
+const Op* Emitter::last_writer(TensorId t) const {
+  const auto& ops = prog.segments[n_segments_ - 1].ops;
+  for (size_t i = n_ops_; i-- > 0;)
+    if (std::find(ops[i].outputs.begin(), ops[i].outputs.end(), t) != ops[i].outputs.end()) return &ops[i];
+  return nullptr;
 }
 
 int Emitter::op(const std::string& module, std::string name, OpKind kind, std::vector<TensorId> inputs,

@@ -67,6 +67,9 @@ class Emitter {
   Value redistribute(const Value& v, Placement dst, const std::string& module);
   Value redistribute_raw(const Value& v, Placement dst, const std::string& module, const std::string& label);
 
+  // The op emitted so far in the current segment that last wrote t, or nullptr (t comes from an earlier segment).
+  const Op* last_writer(TensorId t) const;
+
   // Ops. Returns the op id in the current segment.
   int op(const std::string& module, std::string name, OpKind kind, std::vector<TensorId> inputs,
          std::vector<TensorId> outputs, ChunkRef chunk = {});

@@ -118,8 +118,10 @@ TensorId Layers::cast_float8_tensor(const Name& n, TensorId x, bool sharded, DTy
   }
   // amax: read x once (bytes = elems * bpe); cast: read x, write 1 byte/element.
   TensorId amax = e.tensor(xd.name + ".amax", {1}, DType::fp32, Placement::R(), TensorRole::scale);
-  e.op(n.rel, e.names ? fmt::format("{}.amax_{}", n.rel, what) : std::string(),
-       CastFp8Op{CastFp8Op::Stage::amax, to, elems, false}, {x}, {amax});
+  CastFp8Op amax_op{CastFp8Op::Stage::amax, to, elems, false};
+  const Op* producer = e.last_writer(x);
+  amax_op.producer_elementwise = producer && std::holds_alternative<ElementwiseOp>(producer->kind);
+  e.op(n.rel, e.names ? fmt::format("{}.amax_{}", n.rel, what) : std::string(), amax_op, {x}, {amax});
   if (sharded) {
     // Tensorwise scaling of a sharded tensor needs the global amax: all-reduce(max) of one fp32 over TP.
     amax = e.collective(n.rel, "amax_" + what, CollectiveKind::all_reduce, Group::tp, ReduceOp::max, amax, {1}, {1},

@@ -182,6 +182,11 @@ struct CastFp8Op {
   DType to = DType::fp8_e4m3;
   int64_t elements = 0;
   bool rowwise = false;
+  // Tensorwise amax stage: x is written in the same segment by an elementwise op (a norm, activation, rope or their
+  // backward: a kernel torch.compile generates, which can fold the amax reduction into its own pass over x). False
+  // when x comes from a GEMM, attention or a collective (library kernels, which inductor does not extend) or from an
+  // earlier segment: then the amax is a reduction kernel of its own that reads x once more.
+  bool producer_elementwise = false;
 };
 
 // tp: the TP group (consecutive ranks). dp: FSDP's shard group (dp_shard ranks, stride tp). dp_replicate: HSDP's

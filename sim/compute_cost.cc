@@ -40,6 +40,13 @@ double gemm_shape_efficiency(int64_t m, int64_t n, int64_t k, int64_t tm, int64_
   return padding * wave_utilisation(ctas, sms) * (kk / (kk + k0));
 }
 
+// How many times faster float8 operands stream k than bf16 ones: peak(fp8) / peak(bf16), at least 1 (the cpu
+// device emulates float8 at its fp32 rate).
+double float8_k_rate(const GpuSpec& gpu) {
+  const double bf16 = gpu.peak_flops(DType::bf16), fp8 = gpu.peak_flops(DType::fp8_e4m3);
+  return bf16 > 0 && fp8 > bf16 ? fp8 / bf16 : 1.0;
+}
+
 }  // namespace
 
 ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams& c) {
@@ -59,11 +66,15 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
     e.time_us = 0;
     return e;
   }
-  double shape = std::max(
-      {gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, c.gemm_k_overhead),
-       gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, c.gemm_k_overhead),
-       c.gemm_small_tile_efficiency * gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile, c.gemm_small_tile,
-                                                            gpu.sm_count, c.gemm_k_overhead)});
+  // The per-tile fixed work (prologue, epilogue: the bf16 output tile is written at the same speed whatever the
+  // operands) takes a fixed time, which gemm_k_overhead states in k at the bf16 rate. float8 operands stream k at
+  // peak(fp8) / peak(bf16) times that rate (2 on Hopper), so the same time is that many times more k: a float8 GEMM's
+  // gain shrinks as k does (k 512: bf16 512/640 = 0.80 of the large-k rate, float8 512/768 = 0.67).
+  const double k0 = is_float8(op_type) ? c.gemm_k_overhead * float8_k_rate(gpu) : c.gemm_k_overhead;
+  double shape = std::max({gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, k0),
+                           gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, k0),
+                           c.gemm_small_tile_efficiency * gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile,
+                                                                                c.gemm_small_tile, gpu.sm_count, k0)});
   // Tensor-core GEMMs run at the sustained clock a power cap leaves (CostParams::tensor_clock_fraction).
   double eff = base * shape * tensor_clock(op_type, c);
   double t_flops = e.flops / (peak * eff) * 1e6;
@@ -208,7 +219,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
                    : cf->rowwise                       ? n * (2 * src + 2 * dst) * c.fp8_cast_traffic_factor
                                                        : n * (src + dst) * c.fp8_cast_traffic_factor;
     const bool fused = c.compiled_fuses_amax && compile_fuses(p, c);
-    if (cf->stage == CastFp8Op::Stage::amax && fused)
+    if (cf->stage == CastFp8Op::Stage::amax && fused && cf->producer_elementwise)
       return ComputeEstimate{};  // fused into the producer's kernel (see CostParams::compiled_fuses_amax)
     if (cf->rowwise && fused) bytes = n * (src + 2 * dst) * c.fp8_cast_traffic_factor;  // row max + cast: x read once
     return memory_bound_cost(bytes, eff, ovh, gpu);
@@ -223,7 +234,7 @@ int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
     return std::max(1, static_cast<int>(std::lround(traffic_factor(ew->fn, c, false))));
   }
   if (auto* cf = std::get_if<CastFp8Op>(&op.kind))
-    if (cf->stage == CastFp8Op::Stage::amax && compiled && c.compiled_fuses_amax) return 0;
+    if (cf->stage == CastFp8Op::Stage::amax && compiled && c.compiled_fuses_amax && cf->producer_elementwise) return 0;
   return 1;
 }
 

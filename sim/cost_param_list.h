@@ -49,8 +49,10 @@ TPTUNE_COST_PARAM(int, gemm_tile_n, 256, 1, 4096);
 // less of the peak than the large tile (less reuse per loaded operand).
 TPTUNE_COST_PARAM(int, gemm_small_tile, 128, 1, 4096);
 TPTUNE_COST_PARAM(double, gemm_small_tile_efficiency, 0.90, 1e-3, 1.5);
-// Per-tile fixed work (prologue, epilogue, pipeline fill) in units of k: efficiency x k / (k + gemm_k_overhead).
-// Small-k GEMMs (weight gradients of thin layers, attention projections of few heads) run far below peak.
+// Per-tile fixed work (prologue, epilogue, pipeline fill) in units of k at the bf16 rate: efficiency x k / (k +
+// gemm_k_overhead). Small-k GEMMs (weight gradients of thin layers, attention projections of few heads) run far below
+// peak. The work is a time: float8 operands stream k peak(fp8)/peak(bf16) times faster, so for them it counts that
+// many times more k (sim/compute_cost.cc), and float8's gain shrinks with k.
 TPTUNE_COST_PARAM(double, gemm_k_overhead, 128, 0, 1e6);
 // Fraction of HBM bandwidth a GEMM's operand traffic reaches when it is memory-bound (skinny GEMMs).
 TPTUNE_COST_PARAM(double, gemm_memory_efficiency, 0.85, 1e-4, 1.5);
@@ -112,12 +114,16 @@ TPTUNE_COST_FIELD(double, compiled_activation_traffic_factor, 1.0);
 // amax below apply when training.compile is on, or implied by async TP). 0 on the cpu device: tp-run executes the
 // Program's kernels one by one, compiled or not.
 TPTUNE_COST_PARAM(int, compile_fuses, 1, 0, 1);
-// Compiled float8 casts: inductor fuses the tensorwise amax reduction into the kernel that produces the tensor
-// (norm, activation, or the previous GEMM's epilogue for gradients), so the amax stage neither re-reads the tensor
-// nor launches a kernel; the cast itself (which needs the global scale first) stays one read + one 1-byte write.
+// Compiled float8 casts: inductor fuses the tensorwise amax reduction into the kernel that produces the tensor when
+// it generates that kernel (a norm, activation or rope, forward or backward: CastFp8Op::producer_elementwise), so the
+// amax stage neither re-reads the tensor nor launches a kernel. A tensor from a cuBLAS GEMM, the attention kernel or
+// a collective (the wo input, the gradients arriving by all-gather) gets its own amax reduction: inductor calls those
+// kernels as they are (no max-autotune epilogues in torchtitan's compile). The cast itself (which needs the global
+// scale first) stays one read + one 1-byte write.
 TPTUNE_COST_FIELD(bool, compiled_fuses_amax, true);
 // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,
-// after a cast pass, and an fp32 copy of the logits and of their gradient live through the head's backward.
+// after a cast pass, and fp32 tensors of the logits' size live through the head's backward (sim/memory.cc: three with
+// aten's loss, four with loss_parallel's).
 TPTUNE_COST_PARAM(bool, loss_in_fp32, true, 0, 1);
 // AdamW runs as a multi-tensor (foreach/fused) kernel: one launch covers many parameters, so the launch cost per
 // parameter tensor is small.

@@ -204,13 +204,21 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
       if (none[t]) r.head_params += facts.bytes[t];
     if (p.model.tie_word_embeddings && p.dp > 1) r.resident_params = r.head_params;
     double logit_elems = 0;
+    bool loss_parallel = false;
     for (const Op& op : head->ops)  // the logits: what the cross-entropy reads
-      if (std::holds_alternative<CrossEntropyOp>(op.kind) && !op.inputs.empty()) {
+      if (const auto* ce = std::get_if<CrossEntropyOp>(&op.kind); ce && !op.inputs.empty()) {
         r.logits = std::max(r.logits, tensor_bytes(p.tensor(op.inputs[0])));
         logit_elems = std::max(logit_elems, static_cast<double>(numel(p.tensor(op.inputs[0]).local_shape)));
+        loss_parallel = loss_parallel || ce->vocab_sharded;
       }
-    // torchtitan's fp32 loss: an fp32 copy of the logits and an fp32 d_logits on top of the Program's tensors.
-    if (c.loss_in_fp32) r.ws_head += 8 * logit_elems;
+    // torchtitan's fp32 loss (cross_entropy(pred.float(), ...)), per logit element at the loss backward's peak, on top
+    // of the Program's bf16 logits and d_logits (2 + 2 bytes):
+    //   aten (one rank holds the vocabulary): the saved fp32 log-probs, nll_loss's fp32 gradient and
+    //   log_softmax_backward's fp32 output: 4 + 4 + 4 = 12 bytes, 8 beyond the Program's 4;
+    //   loss_parallel (vocab-sharded DTensor; torch/distributed/tensor/parallel/loss.py,
+    //   _nll_loss_and_log_softmax_backward): the saved fp32 log-probs, grad_input = zeros_like (4), exp(x) (4) and
+    //   grad_input + exp(x) (4) live together before the product: 16 bytes, 12 beyond.
+    if (c.loss_in_fp32) r.ws_head += (loss_parallel ? 12 : 8) * logit_elems;
   }
   return r;
 }

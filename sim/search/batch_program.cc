@@ -106,6 +106,7 @@ class Matcher {
             size(x.tokens, y.tokens, n, "tokens"), size(x.vocab_local, y.vocab_local, n, "vocab");
           } else if constexpr (std::is_same_v<T, CastFp8Op>) {
             same(x.stage, y.stage, n, "stage"), same(x.to, y.to, n), same(x.rowwise, y.rowwise, n);
+            same(x.producer_elementwise, y.producer_elementwise, n);
             size(x.elements, y.elements, n, "elements");
           } else if constexpr (std::is_same_v<T, CollectiveOp>) {
             same(x.kind, y.kind, n, "kind"), same(x.group, y.group, n, "group");

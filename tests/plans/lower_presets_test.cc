@@ -8,6 +8,7 @@
 //   loss statistics [1, 8192] fp32   = 8192 * 4               = 32,768 B
 //   norm weight [4096] bf16          = 4096 * 2               = 8,192 B
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "lowering_helpers.h"
 
@@ -151,6 +152,33 @@ TEST_CASE("float8 tensorwise on sequence_parallel: fp8 all-gathers and amax all-
   // arrive R (no reduction); plus the 2 norm-weight sum all-reduces.
   CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::max) == 5);
   CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::sum) == 2);
+  // Which amax reductions torch.compile can fold into the kernel that produces their tensor: the norm outputs
+  // (attention and feed_forward inputs), the SwiGLU output (w2's input) and its backward (w1/w3's gradients), rope's
+  // backward (wq/wk's gradients); not the attention output (wo's input), the gradients arriving by all-gather (wo,
+  // w2), attention's dV (wv), or the weights (FSDP's all-gather or the parameter itself).
+  std::map<std::string, bool> fused;
+  for (SegmentKind k : {SegmentKind::block_fwd, SegmentKind::block_bwd})
+    for (const Op& op : p.segment(k)->ops)
+      if (const auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->stage == CastFp8Op::Stage::amax)
+        fused[op.name] = c->producer_elementwise;
+  const std::map<std::string, bool> want = {{"attention.amax_input", true},
+                                            {"feed_forward.amax_input", true},
+                                            {"feed_forward.w2.amax_input", true},
+                                            {"attention.wo.amax_input", false},
+                                            {"attention.wq.amax_weight", false},
+                                            {"feed_forward.w2.amax_weight", false},
+                                            {"feed_forward.w1.amax_grad_output", true},
+                                            {"feed_forward.w3.amax_grad_output", true},
+                                            {"attention.wq.amax_grad_output", true},
+                                            {"attention.wk.amax_grad_output", true},
+                                            {"attention.wv.amax_grad_output", false},
+                                            {"attention.wo.amax_grad_output", false},
+                                            {"feed_forward.w2.amax_grad_output", false}};
+  for (const auto& [name, elementwise] : want) {
+    INFO(name);
+    REQUIRE(fused.count(name) == 1);
+    CHECK(fused.at(name) == elementwise);
+  }
   // The three GEMMs of a linear run in float8.
   for (const Op& op : p.segment(SegmentKind::block_bwd)->ops)
     if (op.name == "attention.wq.bwd_input") {

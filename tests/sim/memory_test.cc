@@ -93,6 +93,25 @@ TEST_CASE("loss parallel keeps the logits vocab-sharded") {
   CHECK(no.logits == 524288);
 }
 
+TEST_CASE("torchtitan's fp32 loss: what its backward holds beyond the Program's bf16 logits") {
+  auto head_ws = [](bool loss_parallel, bool fp32) {
+    CostParams c;
+    c.loss_in_fp32 = fp32;
+    return memory_parts(
+               test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = loss_parallel},
+                                  test::small_model(), 256),
+               c)
+        .ws_head;
+  };
+  // aten's fused loss (the full vocabulary on every rank): saved fp32 log-probs, nll's fp32 gradient and
+  // log_softmax_backward's output, 12 B per logit, of which the Program's bf16 logits and d_logits hold 4: 8 more
+  // per element of (1, 256, 1024) = 8 x 262144 = 2097152 B.
+  CHECK(head_ws(false, true) - head_ws(false, false) == 2097152);
+  // loss_parallel's backward (torch/distributed/tensor/parallel/loss.py): saved log-probs, zeros_like, exp and their
+  // sum live together, 16 B: 12 more per element of the vocab-sharded (1, 256, 512) = 12 x 131072 = 1572864 B.
+  CHECK(head_ws(true, true) - head_ws(true, false) == 1572864);
+}
+
 TEST_CASE("a plan that does not fit says by how much") {
   Program p = test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 1, .loss_parallel = true},
                                  test::small_model(), 256);
