@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_block.h"
+#include "plans/checked_math.h"
 #include "plans/error.h"
 #include "runtime/ring_schedule.h"
 
@@ -102,10 +103,12 @@ class KvRotation {
   // Called at the start of step `step` (> 0): waits for that step's shard.
   void advance(int step) {
     pending_.wait();
-    if (ring_.options.rotate == RotateMethod::allgather)
+    if (ring_.options.rotate == RotateMethod::allgather) {
       held_ = gathered_.data() + size_t(ring_.gathered_slot(step)) * 2 * kv_elems_;
-    else
-      std::swap(cur_, next_), held_ = cur_.data();
+    } else {
+      std::swap(cur_, next_);
+      held_ = cur_.data();
+    }
   }
   // Called after advance() at a step that is not the last: starts moving the held shard along the ring.
   void send_on(int step) {
@@ -127,6 +130,15 @@ class KvRotation {
 
 kernels::BlockHeads heads(const RingAttentionShape& s) { return {s.batch, s.n_heads, s.n_kv_heads, s.head_dim}; }
 
+// Element counts of the local tensors, overflow-checked (plans/checked_math.h).
+struct Sizes {
+  size_t q, kv, lse;
+  explicit Sizes(const RingAttentionShape& s)
+      : q(size_t(checked_mul({s.batch, s.s_local, s.n_heads, s.head_dim}, "ring attention: elements of q"))),
+        kv(size_t(checked_mul({s.batch, s.s_local, s.n_kv_heads, s.head_dim}, "ring attention: elements of k"))),
+        lse(size_t(checked_mul({s.batch, s.n_heads, s.s_local}, "ring attention: elements of lse"))) {}
+};
+
 kernels::SeqRows rows(int64_t s_local, int64_t begin, int64_t len) {
   // The causal mask is only used on the local diagonal (step 0), where local row order is global order.
   return {s_local, begin, len, begin};
@@ -138,9 +150,8 @@ void ring_attention_fwd(MPI_Comm comm, const RingAttentionShape& s, const RingOp
                         const float* k, const float* v, float* o, float* lse) {
   const Ring ring = make_ring(comm, s, options);
   const kernels::BlockHeads h = heads(s);
-  const size_t q_elems = size_t(s.batch * s.s_local * s.n_heads * s.head_dim);
-  const size_t kv_elems = size_t(s.batch * s.s_local * s.n_kv_heads * s.head_dim);
-  const size_t lse_elems = size_t(s.batch * s.n_heads * s.s_local);
+  const Sizes n(s);
+  const size_t q_elems = n.q, kv_elems = n.kv, lse_elems = n.lse;
   std::fill(o, o + q_elems, 0.0f);  // the empty accumulation: o = 0, lse = -inf
   std::fill(lse, lse + lse_elems, -std::numeric_limits<float>::infinity());
   std::vector<float> o_part(q_elems), lse_part(lse_elems);
@@ -162,8 +173,8 @@ void ring_attention_bwd(MPI_Comm comm, const RingAttentionShape& s, const RingOp
                         float* dk, float* dv) {
   const Ring ring = make_ring(comm, s, options);
   const kernels::BlockHeads h = heads(s);
-  const size_t q_elems = size_t(s.batch * s.s_local * s.n_heads * s.head_dim);
-  const size_t kv_elems = size_t(s.batch * s.s_local * s.n_kv_heads * s.head_dim);
+  const Sizes sizes(s);
+  const size_t q_elems = sizes.q, kv_elems = sizes.kv;
   std::fill(dq, dq + q_elems, 0.0f);
   // part: this step's dk/dv share of the held shard; outgoing: the shard's accumulated dk/dv sent on;
   // incoming: the accumulator of the next held shard, from the previous rank.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -161,4 +162,17 @@ TEST_CASE("ring attention: a ring rotating the other way fails the comparison (n
       else  // on a ring of 2 (or 1) rank + 1 is rank - 1: both directions are the same ring, and must pass
         CHECK(ratio <= 1.0);
     }
+}
+
+TEST_CASE("ring attention: shapes it cannot run are one-line errors", "[mpi][cp]") {
+  std::vector<float> x(4096);
+  float* p = x.data();
+  const RingOptions head_tail{RotateMethod::allgather, SeqLayout::head_tail, RingFault::none};
+  CHECK_THROWS_WITH(ring_attention_fwd(MPI_COMM_WORLD, {1, 5, 2, 1, 4}, head_tail, p, p, p, p, p),
+                    "ring attention: head_tail layout needs an even local sequence, got 5");
+  CHECK_THROWS_WITH(ring_attention_fwd(MPI_COMM_WORLD, {1, 4, 3, 2, 4}, head_tail, p, p, p, p, p),
+                    "ring attention: batch 1, local sequence 4, 3 heads on 2 kv heads of 4: expected positive sizes "
+                    "and n_heads a multiple of n_kv_heads");
+  CHECK_THROWS_WITH(ring_attention_bwd(MPI_COMM_NULL, {1, 4, 2, 1, 4}, head_tail, p, p, p, p, p, p, p, p, p),
+                    "ring attention: no CP communicator (MPI_COMM_NULL)");
 }
