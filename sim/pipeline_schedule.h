@@ -17,6 +17,9 @@
 //   ZBVZeroBubble          r and 2pp-1-r ("v")                        ScheduleZBVZeroBubble._calculate_single_...
 //   DualPipeV              r and 2pp-1-r ("v")                        ScheduleDualPipeV._calculate_single_rank_...
 //
+// The lists equal the order torch 2.15 executes (recorded per rank under gloo by tools/check_pipeline_schedule.py
+// into tests/sim/pipeline_schedule_torch.txt, which tests/sim/pipeline_schedule_test.cc compares).
+//
 // Actions: F (forward of one stage on one microbatch), B (its full backward), and for the zero-bubble schedules the
 // backward split into I (gradient of the stage's input, which the previous stage waits for) and W (gradient of its
 // weights, which nothing waits for). Each (stage, microbatch) gets one F and either one B or one I then one W.
