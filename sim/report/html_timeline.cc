@@ -78,7 +78,8 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     pn.compute_span = st.instance_stats(inst).span_us;
   }
   constexpr double W = 820, L = 120, R = 800, lane = 26, gap = 64;
-  const int lanes_n = p.dp_replicate > 1 ? kStreams : 3;  // the replicate lane only for HSDP plans
+  // the replicate lane only for HSDP plans, the cp lane only for context-parallel ones
+  const int lanes_n = p.cp > 1 ? kStreams : p.dp_replicate > 1 ? 4 : 3;
   const double panel_h = lanes_n * lane;
   const double H = 20 + 2 * (panel_h + gap) + 20;
   svg::Svg s(W, H, "one transformer block, forward and backward, on the compute, TP and DP streams");
