@@ -120,7 +120,7 @@ std::vector<TextColumn> plan_columns(const ResolvedSpace& s) {
                                {"AC", 9},
                                {"batch", static_cast<size_t>(batch_width(s)), Align::right}};
   if (seq_column(s)) c.push_back({"seq", 6, Align::right});
-  if (cp_space(s)) c.insert(c.begin() + 1, {"cp", 2, Align::right});
+  if (cp_space(s)) c.insert(c.begin() + 1, TextColumn{"cp", 2, Align::right});
   return c;
 }
 std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) {
@@ -302,7 +302,7 @@ std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& b
   std::string o;
   append(o, "\nwinner: {}\n", plan_line(wp));
   append(o, "parameters per GPU: {} of {} ({})\n", with_thousands(w->report.parameters.per_rank),
-         with_thousands(w->report.parameters.total), shard_text(wp.tp_degree, wp.dp_shard));
+         with_thousands(w->report.parameters.total), shard_text(wp.tp_degree, wp.dp_shard, wp.cp_degree));
   append(o, "\n{:<26} {:>10} {:>10} {:>6} {:>8}   ms per 1k tokens per GPU: {:>8} {:>11} {:>11}\n", "", "step ms",
          "tok/s/GPU", "MFU", "mem GiB", "compute", "exposed TP", "exposed DP");
   auto row = [&](const std::string& name, const StepReport& s, bool fits) {

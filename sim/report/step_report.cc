@@ -61,7 +61,7 @@ std::string report_text(const StepReport& r) {
          "embedding; dense bf16)\n",
          100 * r.mfu);
   append(o, "  parameters         {} (per GPU {}: {})\n", with_thousands(r.parameters.total),
-         with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard));
+         with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard, r.cp_degree));
   if (m.fits)
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB, {:.2f} GiB free\n", m.peak / kGiB, m.capacity / kGiB,
            m.headroom() / kGiB);
