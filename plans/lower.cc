@@ -96,9 +96,19 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   in("cp_degree", plan.cp_degree, limits::degree);
   if (plan.cp_degree > 1) {
     auto it = plan.provenance.find("cp_degree");
-    check_cp_seq_len(
-        t.seq_len, plan.cp_degree, plan.cp_load_balance,
-        fmt::format("{}: cp_degree {}", it != plan.provenance.end() ? it->second : plan.source, plan.cp_degree));
+    // torchtitan's trainer counts tp in when sequence parallelism is on (a SequenceParallel style in the plan).
+    const bool sp = plan.tp_degree > 1 && std::any_of(plan.modules.begin(), plan.modules.end(), [](const PlanEntry& e) {
+                      return e.style.kind == StyleKind::sequence_parallel;
+                    });
+    const std::string where =
+        fmt::format("{}: cp_degree {}", it != plan.provenance.end() ? it->second : plan.source, plan.cp_degree);
+    check_cp_seq_len(t.seq_len, plan.cp_degree, plan.cp_load_balance, where);
+    const int64_t chunks = (plan.cp_load_balance ? 2 : 1) * int64_t{plan.cp_degree} * plan.tp_degree;
+    if (sp && t.seq_len % chunks != 0)
+      throw Error(
+          fmt::format("{}: seq_len {} is not divisible by tp {} x {}cp_degree = {}: sequence parallelism "
+                      "splits each cp chunk over tp (torchtitan's trainer refuses it)",
+                      where, t.seq_len, plan.tp_degree, plan.cp_load_balance ? "2 x " : "", chunks));
   }
   // torchtitan (the DTensor family's 2025 parallelize_llama) applies FSDP only when dp_shard > 1; with dp_shard 1
   // and dp_replicate > 1 it applies DDP instead, which it refuses beside TP ("DDP has not supported > 1D

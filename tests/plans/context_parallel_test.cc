@@ -236,3 +236,15 @@ TEST_CASE("context parallel: the sequence must split into 2 x cp chunks (cp with
         "plan cp.yaml:3: cp_degree 4: seq_len 34 is not divisible by cp_degree 4: each cp rank holds seq_len / cp "
         "tokens");
 }
+
+TEST_CASE("context parallel: with sequence parallelism tp x 2 x cp must divide the sequence", "[cp][errors]") {
+  // torchtitan's trainer: seq_len % (tp x 2 cp) under sequence parallelism. 36 splits into 2 x 2 chunks of 9, but
+  // tp 2 x 4 = 8 does not divide it; without sequence parallelism (the vanilla plan) it lowers.
+  Plan sp = test::make_plan("sequence_parallel", {.tp_degree = 2, .loss_parallel = true, .cp_degree = 2});
+  sp.provenance["cp_degree"] = "option --cp";
+  CHECK(error_of([&] { lower(tiny(), Training{.seq_len = 36}, sp); }) ==
+        "option --cp: cp_degree 2: seq_len 36 is not divisible by tp 2 x 2 x cp_degree = 8: sequence parallelism "
+        "splits each cp chunk over tp (torchtitan's trainer refuses it)");
+  CHECK_NOTHROW(lower(tiny(), Training{.seq_len = 36}, test::make_plan("vanilla", {.tp_degree = 2, .cp_degree = 2})));
+  CHECK_NOTHROW(lower(tiny(), Training{.seq_len = 40}, sp));
+}
