@@ -9,6 +9,8 @@
 #include "plans/lower.h"
 #include "sim/comm_cost.h"
 #include "sim/memory.h"
+#include "sim/report/html_report.h"
+#include "sim/report/trace.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
@@ -98,6 +100,21 @@ TEST_CASE("context parallel: what overlaps on the timeline, per rotate method", 
     CHECK(r.cp_comm_busy_ms > 0);
     CHECK(r.tp_comm_busy_ms == 0);  // tp 1
   }
+}
+
+TEST_CASE("context parallel: the trace and the HTML timeline have a cp lane", "[cp][report]") {
+  const ClusterSpec cl = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  const Program p = lower_cp({.tp_degree = 2, .dp_shard = 2, .cp_degree = 2, .cp_rotate = CpRotate::alltoall}, 4096);
+  const OpCosts oc = cost_ops(p, cl, P);
+  const Timeline tl = schedule(p, oc, P);
+  // Five lanes: compute, TP, DP, DP replicate (empty here) and CP, named as the streams are.
+  const std::string svg = html_block_timeline(p, oc, tl);
+  CHECK(svg.find("CP comm") != std::string::npos);
+  const nlohmann::json trace = chrome_trace(p, oc, tl);
+  bool cp_track = false;
+  for (const auto& e : trace["traceEvents"]) cp_track |= e["name"] == "thread_name" && e["args"]["name"] == "cp comm";
+  CHECK(cp_track);
 }
 
 TEST_CASE("context parallel: activations / cp, tokens per GPU over tp x cp", "[cp][memory]") {
