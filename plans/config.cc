@@ -275,10 +275,26 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
 SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                         const std::filesystem::path& base_dir, int64_t n_layers) {
   doc.check_map(n, "search",
-                {"tp_degrees", "dp_replicate", "presets", "plans", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "local_batch_sizes", "max_local_batch_size", "seq_lens", "ac_layers",
-                 "objective", "memory_headroom_gib", "global_batch_size", "gradient_accumulation",
-                 "min_tokens_per_second_per_gpu", "gpu_hour_price", "framework"});
+                {"tp_degrees",
+                 "dp_replicate",
+                 "cp_degrees",
+                 "presets",
+                 "plans",
+                 "float8",
+                 "async_tp",
+                 "loss_parallel",
+                 "activation_checkpointing",
+                 "local_batch_sizes",
+                 "max_local_batch_size",
+                 "seq_lens",
+                 "ac_layers",
+                 "objective",
+                 "memory_headroom_gib",
+                 "global_batch_size",
+                 "gradient_accumulation",
+                 "min_tokens_per_second_per_gpu",
+                 "gpu_hour_price",
+                 "framework"});
   SearchSpace s;
   for (auto it = n.begin(); it != n.end(); ++it) s.stated_at[it->first.Scalar()] = doc.at(it->first);
   if (has(n, "framework")) s.framework = doc.choice(n["framework"], "search.framework", {"dtensor", "torchtitan-0.3"});
@@ -304,6 +320,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   };
   if (has(n, "tp_degrees")) s.tp_degrees = axis("tp_degrees", degree);
   if (has(n, "dp_replicate")) s.dp_replicate = axis("dp_replicate", degree);
+  if (has(n, "cp_degrees")) s.cp_degrees = axis("cp_degrees", degree);
   if (has(n, "presets")) {
     const YAML::Node p = n["presets"];
     const auto names = plan_preset_names();

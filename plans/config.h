@@ -84,6 +84,10 @@ struct SearchSpace {
   // HSDP replicate degrees (torchtitan's data_parallel_replicate_degree): each candidate's dp_shard is world / (tp x
   // dp_replicate). Default {1}: FSDP over the whole data-parallel dimension, as before HSDP existed.
   std::vector<int> dp_replicate = {1};
+  // Context-parallel degrees (torchtitan's context_parallel_degree; plans/context_parallel.h): each candidate's
+  // dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load balancing.
+  // Default {1}: no CP, the space as before CP existed.
+  std::vector<int> cp_degrees = {1};
   std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
   std::vector<std::string> plan_files;  // user plan files, resolved relative to the config file
   std::vector<Float8Recipe> float8 = search_float8_recipes(false);

@@ -190,10 +190,15 @@ void write_explain_json(const Program& p, std::ostream& out, const nlohmann::jso
   for (const char* g : {"tp", "dp"}) step[g] = {{"count", per_group[g].first}, {"bytes", per_group[g].second}};
   if (p.dp_replicate > 1)  // HSDP plans only: other plans' documents read as before
     step["dp_replicate"] = {{"count", per_group["dp_replicate"].first}, {"bytes", per_group["dp_replicate"].second}};
+  if (p.cp > 1)  // likewise context-parallel plans only: ring attention's K/V and dK/dV transfers
+    step["cp"] = {{"count", per_group["cp"].first}, {"bytes", per_group["cp"].second}};
 
   // The collectives list is written one record at a time; the small parts around it with nlohmann::json.
-  out << "{\n  \"tp_degree\": " << p.tp << ",\n  \"dp_shard\": " << p.dp;
+  out << "{\n  \"tp_degree\": " << p.tp << ",\n  \"dp_shard\": " << p.dp / p.cp;
   if (p.dp_replicate > 1) out << ",\n  \"dp_replicate\": " << p.dp_replicate;
+  if (p.cp > 1)
+    out << ",\n  \"cp_degree\": " << p.cp << ",\n  \"cp_rotate_method\": \"" << to_string(p.plan.cp_rotate)
+        << "\",\n  \"cp_load_balance\": " << (p.plan.cp_load_balance ? "true" : "false");
   const ParameterCount params = parameter_count(p);
   out << ",\n  \"plan\": " << plan.dump() << ",\n  \"parameters\": {\"per_gpu\":" << params.per_rank
       << ",\"total\":" << params.total << "}"
@@ -232,7 +237,9 @@ std::string explain_text(const Program& p) {
   line(
       fmt::format("Plan {} (tp {}, dp_shard {}{}, float8 {}, async_tp {}, loss_parallel {}, AC {}) on {} "
                   "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}{}",
-                  p.plan.family, p.tp, p.dp, p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : "",
+                  p.plan.family, p.tp, p.dp / p.cp,
+                  (p.cp > 1 ? fmt::format(", cp {}", p.cp) : std::string()) +
+                      (p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : std::string()),
                   to_string(p.plan.float8), p.plan.async_tp ? "on" : "off", p.plan.loss_parallel ? "on" : "off",
                   ac_text(p.plan.activation_checkpointing, p.plan.ac_layers, m.n_layers), m.name, m.n_layers, m.dim,
                   m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size,
@@ -243,7 +250,7 @@ std::string explain_text(const Program& p) {
                       : ""));
   const ParameterCount params = parameter_count(p);
   line(fmt::format("Parameters: {} in the model, {} per GPU ({})", with_thousands(params.total),
-                   with_thousands(params.per_rank), shard_text(p.tp, p.dp)));
+                   with_thousands(params.per_rank), shard_text(p.tp, p.dp / p.cp, p.cp)));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
     // Each column as wide as its longest cell (plans/text_table.h): a long module or tensor name never shifts the
     // columns after it.
@@ -311,6 +318,25 @@ std::string explain_text(const Program& p) {
         "replicas (group dp_replicate: ranks {} apart), on its own stream, overlapping the next block's backward)",
         p.dp_replicate, p.dp, p.dp_replicate, p.dp > 1 ? "" : " (a local copy at dp_shard 1)",
         static_cast<int64_t>(p.tp) * p.dp));
+  if (p.cp > 1) {
+    const bool ring = p.plan.cp_rotate == CpRotate::alltoall;
+    line(fmt::format(
+        "  (context parallelism, cp {}: each rank holds {} of the {} tokens of a sequence ({}), so every token-wise op "
+        "and activation is 1/{}; attention is torch's ring over the cp group (ranks {} apart): {}, {} attention "
+        "blocks per direction, {}; backward rotates K/V again and passes the fp32 dK/dV accumulators around the ring "
+        "({} p2p); FSDP shards over dp_shard {} x cp {} = {} ranks)",
+        p.cp, p.local_seq_len(), p.training.seq_len,
+        p.plan.cp_load_balance ? "its head and tail chunks: load-balanced" : "one contiguous chunk: not balanced", p.cp,
+        p.tp,
+        ring
+            ? fmt::format("K/V passed to the next rank in {} p2p steps, each overlapping the block before it", p.cp - 1)
+            : "K/V all-gathered once, overlapping only the diagonal block",
+        p.cp,
+        p.plan.cp_load_balance
+            ? fmt::format("each rank's attention FLOPs the causal total / {}", p.cp)
+            : fmt::format("rank {} computes the most ({} whole blocks beside the diagonal)", p.cp - 1, p.cp - 1),
+        p.cp, p.dp / p.cp, p.cp, p.dp));
+  }
   line("");
   line("Top-level modules (embedding, final norm, output, loss) and FSDP traffic outside the blocks:");
   std::vector<CollectiveRecord> top;

@@ -119,6 +119,13 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
         "tying, so this job config would train another (untied) model; --format python prints the plan's "
         "parallelize_module dict",
         yaml::shown(ctx.model->name)));
+  // Off, torchtitan's job config needs context_parallel_load_balancer = None (0a2107f, 2025), which TOML cannot write,
+  // and before that key torch's head-tail balancing was always on.
+  if (plan.cp_degree > 1 && !plan.cp_load_balance)
+    throw Error(
+        fmt::format("{}: cp_load_balance false: a torchtitan job config (TOML) cannot turn the head-tail load "
+                    "balancer off (its key takes None, which TOML has no value for); use --format torchtitan",
+                    plan.source));
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   std::string out;
@@ -154,6 +161,12 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
   out += fmt::format("data_parallel_replicate_degree = {}\n", plan.dp_replicate);
   out += fmt::format("data_parallel_shard_degree = {}\n", plan.dp_shard);
   out += fmt::format("tensor_parallel_degree = {}\n", plan.tp_degree);
+  // Context parallelism (CP plans only): the degree and the rotate method of torchtitan's job config (from 9dec370 to
+  // the TOML loader's removal); the head-tail load balancer is the default there (refused above when off).
+  if (plan.cp_degree > 1) {
+    out += fmt::format("context_parallel_degree = {}\n", plan.cp_degree);
+    out += fmt::format("context_parallel_rotate_method = \"{}\"\n", to_string(plan.cp_rotate));
+  }
   out += fmt::format("enable_async_tensor_parallel = {}\n", toml_bool(async));
   // torchtitan applies loss parallel whenever TP is on unless it is disabled.
   out += fmt::format("disable_loss_parallel = {}\n", toml_bool(!plan.loss_parallel));

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 #include "plans/export.h"
 #include "plans/torchtitan_recipe.h"
@@ -65,14 +66,16 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         "--format python prints the plan's parallelize_module dict",
         yaml::shown(ctx.model->name), ctx.model->dim, ctx.model->n_layers, ctx.model->n_heads, ctx.model->n_kv_heads,
         ctx.model->ffn_dim, ctx.model->vocab_size));
-  // The plan's world (tp x dp_shard x dp_replicate, at most 2^60: each degree <= 2^20) is the ranks torchrun starts.
-  const int64_t plan_world = int64_t{plan.tp_degree} * plan.dp_shard * plan.dp_replicate;
+  // The plan's world (tp x dp_shard x dp_replicate (x cp), each degree <= 2^20: checked product) is the ranks
+  // torchrun starts.
+  const int64_t plan_world = checked_mul({plan.tp_degree, plan.dp_shard, plan.dp_replicate, plan.cp_degree}, "world");
   const int64_t cluster_world = int64_t{ctx.nodes} * ctx.gpus_per_node;
   if (plan_world != cluster_world)
     throw Error(fmt::format(
-        "{}: the plan runs on tp {} x dp_shard {} x dp_replicate {} = {} GPUs, the config's cluster has {} nodes x "
+        "{}: the plan runs on tp {} x dp_shard {} x dp_replicate {}{} = {} GPUs, the config's cluster has {} nodes x "
         "{} = {}: torchrun would start another world than the plan's degrees",
-        yaml::shown(plan.source, 200), plan.tp_degree, plan.dp_shard, plan.dp_replicate, plan_world, ctx.nodes,
+        yaml::shown(plan.source, 200), plan.tp_degree, plan.dp_shard, plan.dp_replicate,
+        plan.cp_degree > 1 ? fmt::format(" x cp {}", plan.cp_degree) : std::string(), plan_world, ctx.nodes,
         ctx.gpus_per_node, cluster_world));
   const TorchtitanRecipe& r = *recipe;
   const bool tp = plan.tp_degree > 1;
@@ -98,6 +101,14 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   const std::string module = python ? "tptune_torchtitan_config" : "llama3";
   const std::string function = python ? fmt::format("tptune_{}", r.function) : r.function;
 
+  // torchtitan 0.3 has no rotate-method key: ring attention uses torch's default rotater, allgather (the key
+  // parallelism.context_parallel_rotate_method was removed in pytorch/torchtitan 8e55544).
+  if (plan.cp_degree > 1 && plan.cp_rotate != CpRotate::allgather)
+    throw Error(fmt::format(
+        "{}: cp_rotate_method {}: torchtitan 0.3 has no rotate-method key (its ring attention uses torch's default, "
+        "allgather); use --format torchtitan-toml (torchtitan before 0.3 has context_parallel_rotate_method) or "
+        "cp_rotate_method: allgather",
+        plan.source, to_string(plan.cp_rotate)));
   std::string out = "#!/bin/sh\nset -e\n";
   out += fmt::format(
       "# torchtitan 0.3 run of the tptune plan '{}' ({}), written by `tp-plan export --format "
@@ -155,6 +166,12 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   // torchtitan/config/configs.py ParallelismConfig.data_parallel_replicate_degree (HSDP when dp_shard > 1 too), as
   // tyro spells the field on the command line.
   add("--parallelism.data-parallel-replicate-degree", std::to_string(plan.dp_replicate));
+  // ParallelismConfig.context_parallel_degree and context_parallel_load_balancer ("headtail", the default | None),
+  // only for CP plans.
+  if (plan.cp_degree > 1) {
+    add("--parallelism.context-parallel-degree", std::to_string(plan.cp_degree));
+    add("--parallelism.context-parallel-load-balancer", plan.cp_load_balance ? "headtail" : "None");
+  }
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));
   // torchtitan's TrainingConfig.global_batch_size (default -1: local batch x dp degree, no accumulation); train.py
   // derives gradient_accumulation_steps = global_batch_size // (local_batch_size x dp degree). Only when accumulating.

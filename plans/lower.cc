@@ -93,6 +93,23 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   in("tp_degree", plan.tp_degree, limits::degree);
   in("dp_shard", plan.dp_shard, limits::degree);
   in("dp_replicate", plan.dp_replicate, limits::degree);
+  in("cp_degree", plan.cp_degree, limits::degree);
+  if (plan.cp_degree > 1) {
+    auto it = plan.provenance.find("cp_degree");
+    // torchtitan's trainer counts tp in when sequence parallelism is on (a SequenceParallel style in the plan).
+    const bool sp = plan.tp_degree > 1 && std::any_of(plan.modules.begin(), plan.modules.end(), [](const PlanEntry& e) {
+                      return e.style.kind == StyleKind::sequence_parallel;
+                    });
+    const std::string where =
+        fmt::format("{}: cp_degree {}", it != plan.provenance.end() ? it->second : plan.source, plan.cp_degree);
+    check_cp_seq_len(t.seq_len, plan.cp_degree, plan.cp_load_balance, where);
+    const int64_t chunks = (plan.cp_load_balance ? 2 : 1) * int64_t{plan.cp_degree} * plan.tp_degree;
+    if (sp && t.seq_len % chunks != 0)
+      throw Error(
+          fmt::format("{}: seq_len {} is not divisible by tp {} x {}cp_degree = {}: sequence parallelism "
+                      "splits each cp chunk over tp (torchtitan's trainer refuses it)",
+                      where, t.seq_len, plan.tp_degree, plan.cp_load_balance ? "2 x " : "", chunks));
+  }
   // torchtitan (the DTensor family's 2025 parallelize_llama) applies FSDP only when dp_shard > 1; with dp_shard 1
   // and dp_replicate > 1 it applies DDP instead, which it refuses beside TP ("DDP has not supported > 1D
   // parallelism") and runs without mixed precision: not a plan tptune models. torchtitan 0.3 always applies
@@ -178,6 +195,11 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       const Op& op = fwd.ops[i];
       if (std::holds_alternative<GemmOp>(op.kind)) candidate[i] = (++mm % 2 == 0);
       if (std::holds_alternative<AttentionOp>(op.kind)) candidate[i] = false;
+      // Ring attention (context parallelism) runs inside the one SDPA op the policy saves: its K/V transfers and
+      // merges are part of the saved attention, not recomputed.
+      if (auto* el = std::get_if<ElementwiseOp>(&op.kind); el && el->fn == ElementwiseOp::Fn::attention_merge)
+        candidate[i] = false;
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind); c && c->group == Group::cp) candidate[i] = false;
       if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
         if ((c->kind == CollectiveKind::reduce_scatter && saves_rs) || c->reduce == ReduceOp::max) candidate[i] = false;
       }
@@ -263,12 +285,16 @@ class Lowerer {
       prog.plan.async_tp = false;
     }
     prog.tp = plan.tp_degree;
-    prog.dp = plan.dp_shard;
+    // FSDP shards over dp_shard x cp (torchtitan's flattened "fsdp" mesh); the cp ranks split each sequence.
+    prog.dp = plan.dp_shard * plan.cp_degree;
     prog.dp_replicate = plan.dp_replicate;
+    prog.cp = plan.cp_degree;
   }
 
   Program run() {
-    const int64_t b = prog.training.local_batch_size, s = prog.training.seq_len;
+    // Context parallelism: tokens and targets are this cp rank's seq/cp (its head and tail chunks), and so is every
+    // token-wise op after them.
+    const int64_t b = prog.training.local_batch_size, s = prog.local_seq_len();
     // --- embedding forward ---
     e.begin_segment(SegmentKind::embed_fwd);
     prog.tokens = e.tensor("tokens", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
@@ -707,7 +733,8 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
                     p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&
                     p.plan.family == expect.plan.family && p.plan.source == expect.plan.source &&
                     p.plan.provenance == expect.plan.provenance && p.plan.stated == expect.plan.stated &&
-                    p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate;
+                    p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate &&
+                    p.cp == expect.cp;
   if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
   Lowerer::set_plan(p, training, plan);
   sibling.deps_prepared = false;  // prepared without async TP: with it, finishing changes more segments

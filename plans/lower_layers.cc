@@ -410,10 +410,12 @@ Value Layers::embedding(const Name& n, const Value& tokens_in) {
 
 Value Layers::rope(const Name& n, const Value& x) {
   const Shape xl = e.shape(x);
-  if (xl[1] != t.seq_len)
+  // With context parallelism the "whole sequence" is this cp rank's shard, at the positions of its head and tail
+  // chunks (torchtitan shards the rope positions with the inputs): the same op on seq/cp tokens.
+  if (xl[1] != local_seq())
     throw ModuleError(n.fqn, fmt::format("rotary embedding and attention need the whole sequence but receive a {} "
                                          "(sequence {} of {}): the input must be all-gathered (R) before attention",
-                                         describe(e, x), xl[1], t.seq_len));
+                                         describe(e, x), xl[1], local_seq()));
   const int64_t bytes = 2 * numel(xl) * bytes_per_element(act());
   TensorId y = e.tensor(e.desc(x.t).name + ".rope", xl, act(), e.desc(x.t).placement, TensorRole::activation,
                         e.desc(x.t).global_shape);
@@ -459,6 +461,7 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
   if (q.dtensor != k.dtensor || q.dtensor != v.dtensor)
     throw ModuleError(n.fqn, "q, k and v must all be plain tensors or all DTensors");
   Value qr = rope(child(n, "q"), q), kr = rope(child(n, "k"), k);
+  if (plan.cp_degree > 1) return ring_attention(n, qr, kr, v, hq, hkv, out);
   AttentionOp a{ql[0], ql[1], hq, hkv, hd, true, false};
   TensorId o = e.tensor(e.cat(n.rel, ".core.out"), ql, act(), e.desc(q.t).placement, TensorRole::activation,
                         e.desc(q.t).global_shape);

@@ -38,6 +38,13 @@ class Layers {
   // Rotary embedding, attention core and activations on local heads/features.
   Value rope(const Name& n, const Value& x);
   void attention_core(const Name& n, const Value& q, const Value& k, const Value& v, Value& out);
+  // Context parallelism (plan.cp_degree > 1): the attention core as torch's ring over the cp group
+  // (plans/context_parallel.h; plans/lower_ring.cc), on the rope'd q, k and v of this rank's seq/cp tokens with hq
+  // query and hkv key/value heads; `out` as attention_core's.
+  void ring_attention(const Name& n, const Value& q, const Value& k, const Value& v, int64_t hq, int64_t hkv,
+                      Value& out);
+  // Tokens of each sequence this rank holds: seq_len / cp (the Program's local_seq_len()).
+  int64_t local_seq() const { return t.seq_len / plan.cp_degree; }
   Value swiglu(const Name& n, const Value& a, const Value& b);
   Value gelu(const Name& n, const Value& a);
   Value add(const Name& n, const Value& a, const Value& b);

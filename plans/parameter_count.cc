@@ -27,8 +27,9 @@ ParameterCount parameter_count(const Program& p) {
   return {p.model.total_parameters(), per_rank};
 }
 
-std::string shard_text(int tp, int dp_shard) {
+std::string shard_text(int tp, int dp_shard, int cp) {
   const std::string shard = tp > 1 ? fmt::format("its tp {} shard", tp) : "all of them";
+  if (cp > 1) return fmt::format("{}, chunked over dp_shard {} x cp {} by FSDP", shard, dp_shard, cp);
   return dp_shard > 1 ? fmt::format("{}, chunked over dp_shard {} by FSDP", shard, dp_shard) : shard;
 }
 

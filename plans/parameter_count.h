@@ -27,7 +27,8 @@ struct ParameterCount {
 ParameterCount parameter_count(const Program& p);
 
 // How one GPU's share is cut, for the reports: "its tp 8 shard, chunked over dp_shard 4 by FSDP", "all of them".
-std::string shard_text(int tp, int dp_shard);
+// With context parallelism FSDP's group is dp_shard x cp: "..., chunked over dp_shard 2 x cp 8 by FSDP".
+std::string shard_text(int tp, int dp_shard, int cp = 1);
 
 // "8,030,261,248": a count with thousands separators, as the reports print it.
 std::string with_thousands(int64_t v);

@@ -25,7 +25,19 @@ Plan preset_base_plan(const Config& cfg, const std::string& preset, int default_
 void resolve_dp_shard(const Config& cfg, Plan& plan, const std::string& tp_label) {
   if (plan.dp_shard > 0) return;
   const int64_t world = cfg.cluster.world_size();
-  if (plan.dp_replicate <= 1) {
+  if (plan.cp_degree > 1) {
+    // torchtitan's mesh [dp_replicate, dp_shard, cp, tp]: dp_shard is what the other degrees leave of the world.
+    const int64_t per_shard =
+        checked_mul({plan.tp_degree, plan.cp_degree, plan.dp_replicate}, "tp x cp x dp_replicate");
+    if (world % per_shard != 0)
+      throw Error(
+          fmt::format("tp {} x cp {} x dp_replicate {} = {}: does not divide the cluster's {} GPUs ({} nodes x {}), "
+                      "so dp_shard = world / (tp x cp x dp_replicate) is not whole",
+                      plan.tp_degree, plan.cp_degree, plan.dp_replicate, per_shard, world, cfg.cluster.nodes,
+                      cfg.cluster.gpus_per_node));
+    plan.dp_shard = static_cast<int>(world / per_shard);
+    plan.provenance["dp_shard"] = "world size / (tp x cp x dp_replicate)";
+  } else if (plan.dp_replicate <= 1) {
     if (world % plan.tp_degree != 0)
       throw Error(fmt::format("{} {}: does not divide the cluster's {} GPUs ({} nodes x {})", tp_label, plan.tp_degree,
                               world, cfg.cluster.nodes, cfg.cluster.gpus_per_node));

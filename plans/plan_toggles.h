@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "plans/config.h"
+#include "plans/context_parallel.h"
 
 namespace tptune {
 
@@ -57,6 +58,16 @@ struct PlanToggles {
   // training.seq_len from a plan file that states it (tools/plan_options.cc), and the exports pass it to torchtitan.
   // A Candidate's and a StepReport's: always the length it is lowered and simulated at.
   int64_t seq_len = 0;
+  // Context parallelism (plans/context_parallel.h): every sequence sharded over cp_degree ranks, attention as a ring
+  // of key/value shards. The mesh is [dp_replicate, dp_shard, cp, tp]; FSDP shards over dp_shard x cp. A Candidate's
+  // dp_shard is world / (tp x cp x dp_replicate). 1: no CP (the Program is the one without these fields).
+  int cp_degree = 1;
+  // How K/V travel (torch's _RotateMethod; torchtitan's context_parallel_rotate_method before 0.3): allgather, torch's
+  // and torchtitan's default, or alltoall (a ring of cp-1 transfers).
+  CpRotate cp_rotate = CpRotate::allgather;
+  // torch's head-tail load balancer for causal attention (torchtitan's context_parallel_load_balancer "headtail",
+  // the default; off: None).
+  bool cp_load_balance = true;
 
   PlanToggles& toggles() { return *this; }
   const PlanToggles& toggles() const { return *this; }

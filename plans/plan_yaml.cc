@@ -133,9 +133,9 @@ Plan load(const std::string& text, const std::string& name) {
     throw Error(fmt::format("{}: expected a plan (a map with tp_degree, ..., modules), got {}", doc.at(root),
                             yaml::describe(root)));
   doc.check_map(root, "",
-                {"family", "tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel",
-                 "activation_checkpointing", "ac_layers", "local_batch_size", "gradient_accumulation_steps", "seq_len",
-                 "framework", "loss_chunks", "spmd_backend", "modules"});
+                {"family", "tp_degree", "dp_shard", "dp_replicate", "cp_degree", "cp_rotate_method", "cp_load_balance",
+                 "float8", "async_tp", "loss_parallel", "activation_checkpointing", "ac_layers", "local_batch_size",
+                 "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks", "spmd_backend", "modules"});
   if (root["spmd_backend"].IsDefined()) read_spmd_backend(doc, root["spmd_backend"], "spmd_backend");
   Plan p;
   p.source = name;
@@ -144,6 +144,11 @@ Plan load(const std::string& text, const std::string& name) {
   if (root["tp_degree"].IsDefined()) p.tp_degree = small_positive("tp_degree");
   if (root["dp_shard"].IsDefined()) p.dp_shard = small_positive("dp_shard");
   if (root["dp_replicate"].IsDefined()) p.dp_replicate = small_positive("dp_replicate");
+  if (root["cp_degree"].IsDefined()) p.cp_degree = small_positive("cp_degree");
+  if (root["cp_rotate_method"].IsDefined())
+    p.cp_rotate = parse_cp_rotate(doc.choice(root["cp_rotate_method"], "cp_rotate_method", {"allgather", "alltoall"}),
+                                  doc.where(root["cp_rotate_method"], "cp_rotate_method"));
+  if (root["cp_load_balance"].IsDefined()) p.cp_load_balance = doc.boolean(root["cp_load_balance"], "cp_load_balance");
   if (root["float8"].IsDefined())
     p.float8 =
         parse_float8(doc.choice(root["float8"], "float8", {"none", "tensorwise", "rowwise", "rowwise_with_gw_hp"}),
@@ -176,9 +181,9 @@ Plan load(const std::string& text, const std::string& name) {
                  "torchtitan 0.3 always runs the vocab-parallel loss under TP: expected true or no key");
   apply_framework(p, framework);
   // What the file states, with its line, so that tools take every other value from the config (and say so).
-  for (const char* k :
-       {"tp_degree", "dp_shard", "dp_replicate", "float8", "async_tp", "loss_parallel", "activation_checkpointing",
-        "ac_layers", "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks"})
+  for (const char* k : {"tp_degree", "dp_shard", "dp_replicate", "cp_degree", "cp_rotate_method", "cp_load_balance",
+                        "float8", "async_tp", "loss_parallel", "activation_checkpointing", "ac_layers",
+                        "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks"})
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
@@ -263,6 +268,12 @@ std::string plan_to_yaml(const Plan& plan) {
   out += fmt::format("dp_shard: {}\n", plan.dp_shard);
   // Only HSDP plans carry the key, so that every plan written before it existed reads and writes the same.
   if (plan.dp_replicate != 1) out += fmt::format("dp_replicate: {}\n", plan.dp_replicate);
+  // Likewise only CP plans carry the cp keys (all three, so that the file states how its ring runs).
+  if (plan.cp_degree != 1) {
+    out += fmt::format("cp_degree: {}\n", plan.cp_degree);
+    out += fmt::format("cp_rotate_method: {}\n", to_string(plan.cp_rotate));
+    out += fmt::format("cp_load_balance: {}\n", plan.cp_load_balance);
+  }
   out += fmt::format("float8: {}\n", to_string(plan.float8));
   out += fmt::format("async_tp: {}\n", plan.async_tp);
   out += fmt::format("loss_parallel: {}\n", plan.loss_parallel);

@@ -18,17 +18,17 @@ static_assert(std::size(kPhaseNames) == enum_count(Phase::optimizer));
 std::string_view to_string(Phase p) { return name_of(kPhaseNames, p); }
 
 // Group's enumerators, in declaration order.
-constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate"};
-static_assert(std::size(kGroupNames) == enum_count(Group::dp_replicate));
+constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate", "cp"};
+static_assert(std::size(kGroupNames) == enum_count(Group::cp));
 
 std::string_view to_string(Group g) { return name_of(kGroupNames, g); }
 
 // ElementwiseOp::Fn's enumerators, in declaration order.
 constexpr std::string_view kElementwiseOpFnNames[] = {
-    "rmsnorm",    "rmsnorm_bwd", "layernorm", "layernorm_bwd", "rope",       "rope_bwd", "swiglu",
-    "swiglu_bwd", "gelu",        "gelu_bwd",  "add",           "accumulate", "bias_add", "bias_grad",
-    "slice",      "adamw",       "copy",      "grad_norm",     "grad_clip"};
-static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::grad_clip));
+    "rmsnorm",    "rmsnorm_bwd", "layernorm", "layernorm_bwd", "rope",       "rope_bwd",       "swiglu",
+    "swiglu_bwd", "gelu",        "gelu_bwd",  "add",           "accumulate", "bias_add",       "bias_grad",
+    "slice",      "adamw",       "copy",      "grad_norm",     "grad_clip",  "attention_merge"};
+static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::attention_merge));
 
 std::string_view to_string(ElementwiseOp::Fn f) { return name_of(kElementwiseOpFnNames, f); }
 
@@ -41,7 +41,7 @@ std::string_view to_string(CrossEntropyOp::Stage s) { return name_of(kCrossEntro
 int64_t AttentionOp::flops() const {
   // QK^T and PV: 2 matmuls x 2*s*s*d per head = 4*b*h*s^2*d; causal keeps half: 2*b*h*s^2*d.
   // Backward recomputes P and does 4 more matmuls (dV, dP, dQ, dK): 2.5x the forward.
-  int64_t fwd = checked_mul({causal ? 2 : 4, batch, n_heads, seq, seq, head_dim},
+  int64_t fwd = checked_mul({causal ? 2 : 4, batch, n_heads, seq, keys(), head_dim},
                             "attention FLOPs (batch x heads x seq^2 x head_dim)");
   return backward ? checked_mul(fwd / 2, 5, "attention backward FLOPs") : fwd;  // fwd is even
 }

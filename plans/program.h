@@ -90,11 +90,17 @@ struct GemmOp {
 
 // Causal grouped-query flash attention on local heads. Forward inputs {q, k, v} (b, s, heads*head_dim), outputs
 // {o, lse} with lse (b, n_heads, s) fp32. Backward inputs {q, k, v, o, lse, d_o}, outputs {dq, dk, dv}.
+// A block of ring attention (context parallelism, plans/context_parallel.h) attends `seq` queries to `kv_seq` keys
+// (0: seq), causal only on the diagonal block (kv_seq == seq); its k/v input is the received K/V buffer. Simulated
+// only: the CPU runtime refuses context parallelism.
 struct AttentionOp {
   int64_t batch = 0, seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   bool causal = true;
   bool backward = false;
-  // Causal FLOPs: forward 2 matmuls of 2*b*h*s*s*d, halved by the mask = 2*b*h*s*s*d; backward 2.5x forward.
+  int64_t kv_seq = 0;
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
+  // FLOPs: forward 2 matmuls of 2*b*h*s*kv*d = 4*b*h*s*kv*d, halved by the causal mask (kv = s) = 2*b*h*s*s*d;
+  // backward 2.5x forward.
   int64_t flops() const;
 };
 
@@ -137,7 +143,10 @@ struct ElementwiseOp {
     // torch.nn.utils.clip_grad_norm_ (simulator only, like copy): grad_norm is _foreach_norm over every local gradient
     // shard (read once), grad_clip the _foreach_mul_ by the clip coefficient (read and write each shard).
     grad_norm,
-    grad_clip
+    grad_clip,
+    // Ring attention's merge of one block's output and lse into the running ones (torch's _SDPAMerger, fp32;
+    // simulator only): {o, lse, block_o, block_lse} -> {o, lse}.
+    attention_merge
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
@@ -189,9 +198,11 @@ struct CastFp8Op {
   bool producer_elementwise = false;
 };
 
-// tp: the TP group (consecutive ranks). dp: FSDP's shard group (dp_shard ranks, stride tp). dp_replicate: HSDP's
-// replicate group (dp_replicate ranks, stride tp x dp_shard), which all-reduces the reduce-scattered gradient shards.
-enum class Group { tp, dp, dp_replicate };
+// tp: the TP group (consecutive ranks). dp: FSDP's shard group (dp_shard x cp ranks, stride tp: torchtitan flattens
+// dp_shard and cp into FSDP's mesh). dp_replicate: HSDP's replicate group (dp_replicate ranks, stride tp x dp_shard x
+// cp), which all-reduces the reduce-scattered gradient shards. cp: the context-parallel group (cp ranks, stride tp),
+// which passes the key/value shards of ring attention (plans/context_parallel.h).
+enum class Group { tp, dp, dp_replicate, cp };
 std::string_view to_string(Group g);
 enum class ReduceOp { sum, max };
 
@@ -268,8 +279,13 @@ struct Program {
   Training training;  // local_batch_size and activation_checkpointing as the plan sets them
   Plan plan;
   int tp = 1;
-  int dp = 1;            // dp_shard: parameters, gradients and optimizer state are sharded over it
-  int dp_replicate = 1;  // HSDP replicas (Plan::dp_replicate); the mesh is [dp_replicate, dp, tp]
+  // FSDP's shard group, dp_shard x cp (Plan::dp_shard x Plan::cp_degree): parameters, gradients and optimizer state
+  // are sharded over it.
+  int dp = 1;
+  int dp_replicate = 1;  // HSDP replicas (Plan::dp_replicate); the mesh is [dp_replicate, dp_shard, cp, tp]
+  // Context parallelism (Plan::cp_degree): the Program is one cp rank's, holding seq_len / cp tokens of each sequence
+  // (training.seq_len stays the whole sequence's length).
+  int cp = 1;
   // Tensors live in a deque: appending never moves the existing ones, so a `const TensorDesc&` taken before the
   // lowering adds a tensor stays valid after it (holding such references across appends once read freed memory
   // and changed predictions). Index with TensorId; never erase or insert in the middle.
@@ -280,7 +296,10 @@ struct Program {
 
   const TensorDesc& tensor(TensorId id) const { return tensors.at(static_cast<size_t>(id)); }
   const Segment* segment(SegmentKind kind) const;  // the first segment of that kind, or nullptr
-  int64_t tokens_per_rank() const { return training.local_batch_size * training.seq_len; }
+  // Tokens of each sequence this rank holds: seq_len / cp.
+  int64_t local_seq_len() const { return training.seq_len / cp; }
+  // Tokens this rank computes per microbatch: local_batch_size x seq_len / cp (a TP group shares them).
+  int64_t tokens_per_rank() const { return training.local_batch_size * local_seq_len(); }
 };
 
 // expand()'s rule: a segment is instantiated once per layer when it repeats or is a block segment.

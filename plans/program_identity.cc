@@ -42,6 +42,12 @@ nlohmann::json program_identity(const Program& p) {
   if (m.explicit_head_dim > 0) id["model"]["head_dim"] = m.explicit_head_dim;
   if (m.qkv_bias) id["model"]["qkv_bias"] = true;
   if (m.tie_word_embeddings) id["model"]["tie_word_embeddings"] = true;
+  // Likewise context parallelism only for CP Programs (their dp is FSDP's dp_shard x cp).
+  if (p.cp > 1) {
+    id["cp"] = p.cp;
+    id["plan"]["cp_rotate_method"] = std::string(to_string(plan.cp_rotate));
+    id["plan"]["cp_load_balance"] = plan.cp_load_balance;
+  }
   return id;
 }
 

@@ -121,6 +121,8 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
     fail(op, "gradient clipping (torchtitan 0.3's clip_grad_norm_) is modelled by the simulator only");
+  if (e.fn == F::attention_merge)  // context parallelism: refused by tp-run before a run
+    fail(op, "ring attention's merge (context parallelism) is modelled by the simulator only");
   auto [ni, no] = arity.at(e.fn);
   if (op.inputs.size() != ni || op.outputs.size() != no)
     fail(op, fmt::format("{} expects {} inputs and {} outputs, the op has {} and {}", to_string(e.fn), ni, no,
@@ -235,6 +237,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     case F::copy:
     case F::grad_norm:
     case F::grad_clip:
+    case F::attention_merge:
       break;  // refused above
   }
 }

@@ -43,7 +43,7 @@ ClusterSpec resolve_cluster(const Config& cfg) {
   return c;
 }
 
-GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate) {
+GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate, int cp) {
   const int gpn = c.gpus_per_node;
   if (tp < 1 || dp < 1 || dp_replicate < 1)
     throw Error(fmt::format("mesh [dp_replicate {}, dp {}, tp {}]: expected positive degrees", dp_replicate, dp, tp));
@@ -69,8 +69,11 @@ GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_r
   // DP: ranks t, t + tp, t + 2tp, ...: gpn/tp of them per node when tp < gpn. Replicate (HSDP): ranks with stride
   // tp x dp (one replica's ranks), so gpn / (tp x dp) per node when a replica is smaller than a node, else one per
   // node: typically one GPU in each of dp_replicate nodes, the NIC-bound inter-node all-reduce.
-  const int64_t stride = g == Group::dp ? tp : shard_ranks;
-  l.size = g == Group::dp ? dp : dp_replicate;
+  // CP: ranks t, t + tp, ..., cp of them (the innermost cp ranks of the FSDP group dp, whose members are stride tp).
+  if (g == Group::cp && (cp < 1 || dp % cp != 0))
+    throw Error(fmt::format("mesh [dp {}, cp {}, tp {}]: cp must divide FSDP's dp_shard x cp group", dp, cp, tp));
+  const int64_t stride = g == Group::dp || g == Group::cp ? tp : shard_ranks;
+  l.size = g == Group::dp ? dp : g == Group::cp ? cp : dp_replicate;
   const int members_per_node = stride < gpn ? static_cast<int>(gpn / stride) : 1;
   if (l.size <= members_per_node) {
     l.per_node = l.size;

@@ -7,10 +7,13 @@
 //               for large messages (NCCL's Simple protocol; small-message protocols scale it, see CostParams).
 //   inter_node  one NIC per GPU: bandwidth per GPU per direction; latency per hop as above.
 //
-// Process groups (torchtitan's device mesh [dp_replicate, dp_shard, tp], tp innermost):
+// Process groups (torchtitan's device mesh [dp_replicate, dp_shard, cp, tp], row-major, tp innermost):
 //   TP group   consecutive ranks: inside one node when tp <= gpus_per_node, else tp/gpus_per_node whole nodes.
-//   DP group   ranks with stride tp: gpus_per_node/tp members in each node it touches (one per node when
-//              tp >= gpus_per_node), spanning dp / members-per-node nodes.
+//   DP group   FSDP's group, dp_shard x cp ranks (torchtitan flattens them): ranks with stride tp, gpus_per_node/tp
+//              members in each node it touches (one per node when tp >= gpus_per_node), spanning dp /
+//              members-per-node nodes.
+//   CP group   (context parallelism, cp > 1) cp ranks with stride tp: the first cp members of a DP group, so inside
+//              one node when cp x tp <= gpus_per_node, else spanning cp / (gpus_per_node / tp) nodes.
 //   replicate  (HSDP, dp_replicate > 1) ranks with stride tp x dp_shard: gpus_per_node / (tp x dp_shard) members in
 //              each node when one replica is smaller than a node, else one per node (the usual HSDP layout: shard
 //              inside a node or a few, replicate across nodes). When tp x dp_shard and gpus_per_node do not divide
@@ -49,9 +52,9 @@ struct GroupLayout {
   int nodes = 1;
   bool spans_nodes() const { return nodes > 1; }
 };
-// Layout of the TP (size tp), DP (size dp) or replicate (size dp_replicate) group of a [dp_replicate, dp, tp] mesh
-// on the cluster. Throws tptune::Error when the mesh needs more GPUs than the cluster has, or when tp and
-// gpus_per_node do not divide one another (a TP group would straddle a node boundary).
-GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate = 1);
+// Layout of the TP (size tp), DP (size dp = dp_shard x cp), replicate (size dp_replicate) or CP (size cp) group of a
+// [dp_replicate, dp_shard, cp, tp] mesh on the cluster. Throws tptune::Error when the mesh needs more GPUs than the
+// cluster has, or when tp and gpus_per_node do not divide one another (a TP group would straddle a node boundary).
+GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate = 1, int cp = 1);
 
 }  // namespace tptune

@@ -89,7 +89,8 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   ComputeEstimate e;
   e.flops = static_cast<double>(a.flops());
   // q, o (and their gradients in backward) at n_heads; k, v at n_kv_heads: b*s*d per head each.
-  int64_t qo = a.batch * a.seq * a.n_heads * a.head_dim, kv = a.batch * a.seq * a.n_kv_heads * a.head_dim;
+  // A ring-attention block (kv_seq set) reads keys() keys and values.
+  int64_t qo = a.batch * a.seq * a.n_heads * a.head_dim, kv = a.batch * a.keys() * a.n_kv_heads * a.head_dim;
   e.bytes = static_cast<double>((2 * qo + 2 * kv) * (a.backward ? 2 : 1) * bytes_per_element(dtype));
   if (e.flops <= 0) return e;
   int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
@@ -102,7 +103,7 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   // Per-score cost (CostParams::attention_{fwd,bwd}_score_ns; 0 on GPUs): b x heads x s(s+1)/2 causal pairs.
   const double score_ns = a.backward ? c.attention_bwd_score_ns : c.attention_fwd_score_ns;
   const double scores = static_cast<double>(a.batch) * static_cast<double>(a.n_heads) * static_cast<double>(a.seq) *
-                        static_cast<double>(a.causal ? a.seq + 1 : 2 * a.seq) / 2;
+                        static_cast<double>(a.causal ? a.seq + 1 : 2 * a.keys()) / 2;
   e.time_us = std::max(t_flops, t_bytes) + scores * score_ns * 1e-3 + c.attention_overhead_us;
   return e;
 }

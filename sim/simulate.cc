@@ -58,7 +58,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.plan = p.plan.family + (p.plan.source.empty() ? "" : " (" + p.plan.source + ")");
   r.toggles() = p.plan.toggles();
   r.tp_degree = p.tp;
-  r.dp_shard = p.dp;
+  r.dp_shard = p.dp / p.cp;  // p.dp is FSDP's group, dp_shard x cp
   r.dp_replicate = p.dp_replicate;
   r.activation_checkpointing = p.training.activation_checkpointing;
   r.local_batch_size = p.training.local_batch_size;
@@ -85,6 +85,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.tp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::tp)] / 1e3;
   r.dp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp)] / 1e3;
   r.dp_replicate_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp_replicate)] / 1e3;
+  r.cp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::cp)] / 1e3;
   // Per-microbatch ops (every segment but the optimizer's) run ga times.
   auto per_step = [&](const Segment& s) {
     return is_optimizer_segment(s) ? 1.0 : static_cast<double>(r.gradient_accumulation_steps);
@@ -112,6 +113,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     r.tp_comm_busy_ms += extra * busy[static_cast<int>(Stream::tp)] / 1e3;
     r.dp_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp)] / 1e3;
     r.dp_replicate_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp_replicate)] / 1e3;
+    r.cp_comm_busy_ms += extra * busy[static_cast<int>(Stream::cp)] / 1e3;
   }
 
   // Over every instance of the segments of that kind (a plan's ac_layers splits the block backward in two).

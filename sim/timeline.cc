@@ -17,8 +17,8 @@
 namespace tptune {
 
 // Stream's enumerators, in declaration order.
-constexpr std::string_view kStreamNames[] = {"compute", "tp comm", "dp comm", "dp_replicate comm"};
-static_assert(std::size(kStreamNames) == enum_count(Stream::dp_replicate));
+constexpr std::string_view kStreamNames[] = {"compute", "tp comm", "dp comm", "dp_replicate comm", "cp comm"};
+static_assert(std::size(kStreamNames) == enum_count(Stream::cp));
 
 std::string_view to_string(Stream s) { return name_of(kStreamNames, s); }
 
@@ -31,6 +31,8 @@ Stream stream_of(const Op& op) {
         return Stream::dp;
       case Group::dp_replicate:
         return Stream::dp_replicate;
+      case Group::cp:
+        return Stream::cp;
     }
   }
   return Stream::compute;
@@ -38,7 +40,7 @@ Stream stream_of(const Op& op) {
 
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {
-    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate);
+    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate, p.cp);
     return collective_cost(col->kind, stored_bytes(col->bytes, col->dtype, c), g, cluster, c).time_us;
   }
   return compute_cost(op, p, cluster.gpu, c).time_us;
@@ -120,6 +122,8 @@ Wait wait_of(Stream s) {
       return Wait::dp;
     case Stream::dp_replicate:
       return Wait::dp_replicate;
+    case Stream::cp:
+      return Wait::cp;
   }
   return Wait::none;
 }
@@ -425,7 +429,8 @@ class Scheduler {
                bool& first_compute) const {
     if (o.stream != Stream::compute) return;
     if (o.label != Stream::compute) {  // a collective on the compute stream: the stream waits for all of it
-      (o.label == Stream::tp ? stats.exposed_tp_us : stats.exposed_dp_us) += std::max(0.0, ot.end - free[0]);
+      (o.label == Stream::tp || o.label == Stream::cp ? stats.exposed_tp_us : stats.exposed_dp_us) +=
+          std::max(0.0, ot.end - free[0]);
       return;
     }
     if (first_compute) {
@@ -434,7 +439,7 @@ class Scheduler {
     }
     double gap = ot.start - free[0];
     if (gap > 0) {
-      if (ot.wait == Wait::tp) stats.exposed_tp_us += gap;
+      if (ot.wait == Wait::tp || ot.wait == Wait::cp) stats.exposed_tp_us += gap;
       if (ot.wait == Wait::dp || ot.wait == Wait::dp_replicate || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
       if (ot.wait == Wait::host) {
         stats.host_wait_us += gap;
@@ -710,7 +715,8 @@ class Scheduler {
     tl.busy_us[static_cast<int>(Stream::compute)] += tl.contention_us;
     // Communication still running after the last compute op is exposed too.
     double tail = tl.step_time_us - free[0];
-    if (tail > 0) (std::max(free[2], free[3]) >= free[1] ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;
+    if (tail > 0)
+      (std::max(free[2], free[3]) >= std::max(free[1], free[4]) ? tl.exposed_dp_us : tl.exposed_tp_us) += tail;
   }
 };
 

@@ -45,6 +45,10 @@ CASES = [
      "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",
      "  compile: false\n",
      dict(tp=8, sp=True, dp=32, lbs=1, compile=False, async_tp=False, ac="FullAC", chunks=8, float8=None)),
+    ("8B SP tp2 x cp2 x dp2 (context parallelism)", "llama3-8b", (1, 8),
+     "tp_degrees: [2]\n  cp_degrees: [2]\n  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
+     "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",
+     "", dict(tp=2, sp=True, dp=2, cp=2, lbs=1, compile=False, async_tp=False, ac="FullAC", chunks=8)),
 ]
 
 
@@ -121,6 +125,8 @@ def check_case(tp_plan, case, workdir):
     expect("parallelism.tensor_parallel_degree", p.tensor_parallel_degree, want["tp"])
     expect("parallelism.enable_sequence_parallel", p.enable_sequence_parallel, want["sp"])
     expect("parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree, want["dp"])
+    expect("parallelism.context_parallel_degree", p.context_parallel_degree, want.get("cp", 1))
+    expect("parallelism.context_parallel_load_balancer", p.context_parallel_load_balancer, "headtail")
     expect("training.local_batch_size", cfg_tt.training.local_batch_size, want["lbs"])
     expect("training.seq_len", cfg_tt.training.seq_len, 8192)
     expect("compile.enable", cfg_tt.compile.enable, want["compile"])

@@ -87,6 +87,12 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
            "HSDP replicas of the dp-shard-sharded model (torchtitan data_parallel_replicate_degree); default 1")
         ->check(degree);
   }
+  cmd->add_option("--cp", o.cp, "context-parallel degree (torchtitan context_parallel_degree); default 1")
+      ->check(degree);
+  cmd->add_option("--cp-rotate", o.cp_rotate,
+                  "how ring attention moves K/V: allgather (torch's default) | alltoall (a ring of cp-1 transfers)");
+  cmd->add_flag("--no-cp-load-balance", o.no_cp_load_balance,
+                "no head-tail load balancing of causal attention (torchtitan context_parallel_load_balancer None)");
   cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
   cmd->add_option("--ac-layers", o.ac_layers,
@@ -200,6 +206,7 @@ void check_plan_option_ranges(const PlanOptions& o) {
   check_option("--tp", o.tp, limits::degree);
   check_option("--dp-shard", o.dp_shard, limits::degree);
   check_option("--dp-replicate", o.dp_replicate, limits::degree);
+  check_option("--cp", o.cp, limits::degree);
   check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
   check_option("--global-batch-size", o.global_batch_size, limits::global_batch_size);
 }
@@ -284,6 +291,10 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   }
   if (o.dp_replicate) plan.dp_replicate = *o.dp_replicate, option("dp_replicate", "--dp-replicate");
   if (o.dp_shard) plan.dp_shard = *o.dp_shard, option("dp_shard", "--dp-shard");
+  if (o.cp) plan.cp_degree = *o.cp, option("cp_degree", "--cp");
+  if (o.cp_rotate)
+    plan.cp_rotate = parse_cp_rotate(*o.cp_rotate, "--cp-rotate"), option("cp_rotate_method", "--cp-rotate");
+  if (o.no_cp_load_balance) plan.cp_load_balance = false, option("cp_load_balance", "--no-cp-load-balance");
   resolve_dp_shard(cfg, plan, "--tp");
   resolve_gradient_accumulation(cfg, o.global_batch_size, plan);
   if (cfg.training.compile) plan.provenance["compile"] = from_config;
@@ -309,6 +320,11 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
   row("dp_shard", std::to_string(plan.dp_shard), src("dp_shard", dflt));
   if (plan.dp_replicate != 1 || plan.provenance.count("dp_replicate"))
     row("dp_replicate", std::to_string(plan.dp_replicate), src("dp_replicate", dflt));
+  if (plan.cp_degree != 1 || plan.provenance.count("cp_degree")) {
+    row("cp_degree", std::to_string(plan.cp_degree), src("cp_degree", dflt));
+    row("cp_rotate_method", std::string(to_string(plan.cp_rotate)), src("cp_rotate_method", dflt));
+    row("cp_load_balance", plan.cp_load_balance ? "true" : "false", src("cp_load_balance", dflt));
+  }
   row("local_batch_size", std::to_string(plan.local_batch_size), src("local_batch_size", dflt));
   if (plan.gradient_accumulation_steps != 1 || plan.provenance.count("gradient_accumulation_steps"))
     row("gradient_accumulation_steps", std::to_string(plan.gradient_accumulation_steps),

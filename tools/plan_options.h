@@ -1,13 +1,13 @@
 #pragma once
 // The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
 //   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard
-//   N] [--dp-replicate N]
+//   N] [--dp-replicate N] [--cp N] [--cp-rotate allgather|alltoall] [--no-cp-load-balance]
 //   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
 //   [--ac none|selective|full] [--ac-layers N] [--local-batch-size N] [--global-batch-size N] [--loss-chunks N]
 //   [--compile | --no-compile]
 // Precedence, for every value: an option, else what the plan file states, else the config (activation
 // checkpointing, local batch size, compile), else the default of a preset: tp the cluster's gpus_per_node (tp-run:
-// the MPI world size), dp_replicate 1, dp_shard world_size / (tp x dp_replicate), loss parallel on for
+// the MPI world size), dp_replicate 1, cp 1, dp_shard world_size / (tp x cp x dp_replicate), loss parallel on for
 // sequence_parallel (torchtitan's default) and off for vanilla (always on for torchtitan-0.3). Plan::provenance records
 // where each value came from. gradient_accumulation_steps: --global-batch-size, else what the plan file states, else
 // the config's training.global_batch_size, divided by local_batch_size x dp_shard x dp_replicate (an error naming the
@@ -48,6 +48,9 @@ struct PlanOptions {
   std::string preset;
   std::string plan_file;
   std::optional<int> tp, dp_shard, dp_replicate;
+  std::optional<int> cp;                 // --cp: Plan::cp_degree
+  std::optional<std::string> cp_rotate;  // --cp-rotate: Plan::cp_rotate
+  bool no_cp_load_balance = false;       // --no-cp-load-balance: Plan::cp_load_balance false
   std::optional<std::string> float8, ac;
   std::optional<int64_t> local_batch_size;
   std::optional<int64_t> ac_layers;          // --ac-layers: Plan::ac_layers (0: every block)

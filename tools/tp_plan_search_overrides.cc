@@ -84,6 +84,11 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
         "(write it in the config's search section); restrict the policy with --ac");
   if (o.loss_chunks)
     throw Error("--loss-chunks: not searched: the search's candidates use their framework's loss chunks");
+  if (o.cp_rotate || o.no_cp_load_balance)
+    throw Error(
+        fmt::format("{}: not searched: the search's context-parallel candidates run torchtitan's defaults "
+                    "(allgather, load-balanced); simulate a plan with it instead",
+                    o.cp_rotate ? "--cp-rotate" : "--no-cp-load-balance"));
   check_plan_option_ranges(o);
   std::vector<AppliedOverride> applied = apply_config_overrides(cfg, o.overrides);
   SearchSpace& s = cfg.search;
@@ -104,6 +109,11 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
     applied.push_back({"--dp-replicate", std::to_string(*o.dp_replicate), "search.dp_replicate",
                        was(s, "dp_replicate", list_text(s.dp_replicate))});
     s.dp_replicate = {*o.dp_replicate};
+  }
+  if (o.cp) {
+    applied.push_back(
+        {"--cp", std::to_string(*o.cp), "search.cp_degrees", was(s, "cp_degrees", list_text(s.cp_degrees))});
+    s.cp_degrees = {*o.cp};
   }
   if (!o.preset.empty()) {
     (void)preset_plan(o.preset, Plan{});  // the name, checked as simulate checks it

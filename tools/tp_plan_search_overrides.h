@@ -4,6 +4,7 @@
 //
 // Each option replaces one key of the config's `search:` section with exactly its value, as if the YAML said so:
 //   --tp N                  search.tp_degrees: [N]        --dp-replicate N     search.dp_replicate: [N]
+//   --cp N                  search.cp_degrees: [N]
 //   --preset NAME           search.presets: [NAME], no plan files
 //   --plan FILE             search.plans: [FILE], no presets
 //   --framework F           search.framework: F (and the framework's float8 and loss_parallel defaults when the
@@ -24,7 +25,8 @@
 // checks, the same text), those the search's YAML key refuses (--float8 rowwise_with_gw_hp with the dtensor presets,
 // whose search.float8 has none, tensorwise and rowwise), and the options that are not a restriction of the space:
 // --dp-shard (world / (tp x dp_replicate) for every candidate), --ac-layers (search.ac_layers adds block counts next
-// to every block; a search of the first N blocks only is not expressible) and --loss-chunks (not searched).
+// to every block; a search of the first N blocks only is not expressible), --loss-chunks, --cp-rotate and
+// --no-cp-load-balance (not searched: CP candidates run torchtitan's defaults).
 #include <string>
 #include <vector>
 

@@ -181,6 +181,11 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   s.config.training.global_batch_size = 0;
   // A preset, or a plan file that states no tp_degree, runs at the world size unless told otherwise.
   s.plan = resolve_plan(s.config, o, w.size);
+  if (s.plan.cp_degree > 1) {
+    auto it = s.plan.provenance.find("cp_degree");
+    throw Error(fmt::format("{}: cp_degree {}: context parallelism is simulated, not executed by tp-run yet",
+                            it != s.plan.provenance.end() ? it->second : s.plan.source, s.plan.cp_degree));
+  }
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
     s.notes.push_back(
         fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "

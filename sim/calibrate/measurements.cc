@@ -107,7 +107,10 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
     if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
       o.collective = c->kind;
       o.bytes = c->bytes;
-      o.group_size = c->group == Group::tp ? p.tp : c->group == Group::dp ? p.dp : p.dp_replicate;
+      o.group_size = c->group == Group::tp   ? p.tp
+                     : c->group == Group::dp ? p.dp
+                     : c->group == Group::cp ? p.cp
+                                             : p.dp_replicate;
     }
     o.time_us = require(*rec.time_us->statistic(r.stat), doc, json_key(w + ".time_us", r.stat));
     m.ops.push_back(std::move(o));

@@ -16,8 +16,8 @@ constexpr double kGiB = 1073741824.0;
 }  // namespace
 
 // The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/plan_resolve.h), with the options
-// --preset, --tp, --float8, --ac-layers and --async-tp and no other (tests/integration/published_accuracy.sh compares
-// every run's prediction with tp-plan simulate's).
+// --preset, --tp, --float8, --ac-layers, --async-tp and --cp and no other (tests/integration/published_accuracy.sh
+// compares every run's prediction with tp-plan simulate's).
 Plan published_run_plan(const PublishedRun& run) {
   const Config& cfg = run.config;
   const PublishedPlan& p = run.plan;
@@ -27,6 +27,7 @@ Plan published_run_plan(const PublishedRun& run) {
   plan.float8 = p.float8, plan.provenance["float8"] = from_record;
   if (p.ac_layers > 0) plan.ac_layers = p.ac_layers, plan.provenance["ac_layers"] = from_record;
   if (p.async_tp) plan.async_tp = true, plan.provenance["async_tp"] = from_record;
+  if (p.cp > 1) plan.cp_degree = p.cp, plan.provenance["cp_degree"] = from_record;
   resolve_dp_shard(cfg, plan, fmt::format("{}: plan.tp", run.at));
   resolve_gradient_accumulation(cfg, std::nullopt, plan);
   if (cfg.training.compile) plan.provenance["compile"] = fmt::format("config {}", cfg.path);

@@ -18,6 +18,7 @@ std::string PublishedPlan::summary() const {
   std::string s = fmt::format("tp {} {}", tp, float8 == Float8Recipe::none ? "bf16" : std::string(to_string(float8)));
   if (async_tp) s += " async";
   if (ac_layers > 0) s += fmt::format(" ac_layers {}", ac_layers);
+  if (cp > 1) s += fmt::format(" cp {}", cp);
   if (preset != "sequence_parallel") s += " " + preset;
   return s;
 }
@@ -56,7 +57,7 @@ std::string prefixed_config_error(const std::string& message, const std::string&
 }
 
 PublishedPlan read_plan(const YamlDoc& doc, const YAML::Node& n, const std::string& key, const YAML::Node& self) {
-  doc.check_map(n, key, {"preset", "tp", "float8", "async_tp", "ac_layers"});
+  doc.check_map(n, key, {"preset", "tp", "float8", "async_tp", "ac_layers", "cp"});
   PublishedPlan p;
   if (!has(n, "tp")) doc.fail_msg(self, key + ".tp", "missing; expected the tensor-parallel degree");
   p.tp = static_cast<int>(doc.integer_in(n["tp"], key + ".tp", limits::degree));
@@ -68,6 +69,7 @@ PublishedPlan read_plan(const YamlDoc& doc, const YAML::Node& n, const std::stri
   if (has(n, "async_tp")) p.async_tp = doc.boolean(n["async_tp"], key + ".async_tp");
   if (has(n, "ac_layers"))
     p.ac_layers = doc.integer_in(n["ac_layers"], key + ".ac_layers", limits::IntRange{0, limits::n_layers.hi});
+  if (has(n, "cp")) p.cp = static_cast<int>(doc.integer_in(n["cp"], key + ".cp", limits::degree));
   return p;
 }
 

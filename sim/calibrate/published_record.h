@@ -31,8 +31,11 @@ struct PublishedPlan {
   int tp = 1;
   Float8Recipe float8 = Float8Recipe::none;
   bool async_tp = false;
-  int64_t ac_layers = 0;        // 0: every block
-  std::string summary() const;  // "tp 8 float8 tensorwise async" / "tp 1 bf16"
+  int64_t ac_layers = 0;  // 0: every block
+  // Context parallelism (torchtitan's context_parallel_degree), with torchtitan's defaults: allgather rotation and
+  // head-tail load balancing. 1: none.
+  int cp = 1;
+  std::string summary() const;  // "tp 8 float8 tensorwise async" / "tp 1 bf16" / "tp 1 float8 tensorwise cp 4"
 };
 
 struct PublishedMeasured {

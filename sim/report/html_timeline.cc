@@ -17,7 +17,10 @@ namespace {
 
 std::string op_colour(const Op& op) {
   if (const auto* c = std::get_if<CollectiveOp>(&op.kind))
-    return c->group == Group::dp ? "#e15759" : c->group == Group::dp_replicate ? "#9c755f" : "#f28e2b";
+    return c->group == Group::dp             ? "#e15759"
+           : c->group == Group::dp_replicate ? "#9c755f"
+           : c->group == Group::cp           ? "#76b7b2"
+                                             : "#f28e2b";
   if (std::holds_alternative<GemmOp>(op.kind)) return op.phase == Phase::recompute ? "#a0cbe8" : "#4e79a7";
   if (std::holds_alternative<AttentionOp>(op.kind)) return op.phase == Phase::recompute ? "#8cd17d" : "#59a14f";
   if (std::holds_alternative<CastFp8Op>(op.kind)) return "#b07aa1";
@@ -78,7 +81,8 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     pn.compute_span = st.instance_stats(inst).span_us;
   }
   constexpr double W = 820, L = 120, R = 800, lane = 26, gap = 64;
-  const int lanes_n = p.dp_replicate > 1 ? kStreams : 3;  // the replicate lane only for HSDP plans
+  // the replicate lane only for HSDP plans, the cp lane only for context-parallel ones
+  const int lanes_n = p.cp > 1 ? kStreams : p.dp_replicate > 1 ? 4 : 3;
   const double panel_h = lanes_n * lane;
   const double H = 20 + 2 * (panel_h + gap) + 20;
   svg::Svg s(W, H, "one transformer block, forward and backward, on the compute, TP and DP streams");
@@ -92,7 +96,7 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     s.text(L, y - 8,
            fmt::format("{} of layer {}: {:.2f} ms on the compute stream", pn.title, pn.layer, pn.compute_span / 1000.0),
            "start", "label");
-    const char* lanes[] = {"compute", "TP comm", "DP comm", "DP replicate"};
+    const char* lanes[kStreams] = {"compute", "TP comm", "DP comm", "DP replicate", "CP comm"};
     for (int k = 0; k < lanes_n; ++k) {
       s.rect(L, y + k * lane, R - L, lane - 4, k % 2 ? "#f4f4f4" : "#fafafa");
       s.text(L - 8, y + k * lane + 16, lanes[k], "end", "small");

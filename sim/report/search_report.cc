@@ -40,8 +40,10 @@ const char* yes_no(bool b) { return b ? "yes" : "no"; }
 std::string plan_line(const Plan& p) {
   return fmt::format("tp {} x dp {}{}, {}, float8 {}, async TP {}, loss parallel {}, AC {}, local batch {}",
                      p.tp_degree, p.dp_shard,
-                     p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : "", p.family,
-                     to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
+                     (p.cp_degree > 1 ? fmt::format(" x cp {} (ring {})", p.cp_degree, to_string(p.cp_rotate))
+                                      : std::string()) +
+                         (p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : ""),
+                     p.family, to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
                      std::string(to_string(p.activation_checkpointing)) +
                          (p.ac_layers > 0 ? fmt::format(" on the first {} blocks", p.ac_layers) : std::string()),
                      p.local_batch_size) +
@@ -57,6 +59,7 @@ std::string changes(const Plan& from, const Plan& to) {
     c.push_back(fmt::format("framework {} -> {}", to_string(from.framework), to_string(to.framework)));
   if (from.dp_replicate != to.dp_replicate)
     c.push_back(fmt::format("dp_replicate {} -> {}", from.dp_replicate, to.dp_replicate));
+  if (from.cp_degree != to.cp_degree) c.push_back(fmt::format("cp {} -> {}", from.cp_degree, to.cp_degree));
   // Without TP on both sides, the module plan, async TP and loss parallel change nothing (the lowering drops them).
   const bool tp = from.tp_degree > 1 || to.tp_degree > 1;
   if (tp && from.family != to.family) c.push_back(fmt::format("{} -> {}", from.family, to.family));
@@ -94,6 +97,9 @@ std::string tp_cell(const ResolvedSpace& s, const Candidate& x) {
   return hsdp_space(s) ? fmt::format("{}x{}", x.tp_degree, x.dp_replicate) : std::to_string(x.tp_degree);
 }
 int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
+// Whether the space searches context-parallel degrees (search.cp_degrees other than [1]): the tables then have a `cp`
+// column after tp; other reports read as before.
+bool cp_space(const ResolvedSpace& s) { return s.cp_degrees.size() > 1 || s.cp_degrees.front() != 1; }
 // With search.gradient_accumulation the batch column is "local batch x gradient accumulation steps" ("2x8"); other
 // reports read as before.
 std::string batch_cell(const ResolvedSpace& s, const Candidate& x) {
@@ -114,6 +120,7 @@ std::vector<TextColumn> plan_columns(const ResolvedSpace& s) {
                                {"AC", 9},
                                {"batch", static_cast<size_t>(batch_width(s)), Align::right}};
   if (seq_column(s)) c.push_back({"seq", 6, Align::right});
+  if (cp_space(s)) c.insert(c.begin() + 1, TextColumn{"cp", 2, Align::right});
   return c;
 }
 std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) {
@@ -125,6 +132,7 @@ std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) 
                                 ac_label(x),
                                 batch_cell(s, x)};
   if (seq_column(s)) c.push_back(std::to_string(x.seq_len));
+  if (cp_space(s)) c.insert(c.begin() + 1, std::to_string(x.cp_degree));
   return c;
 }
 
@@ -294,7 +302,7 @@ std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& b
   std::string o;
   append(o, "\nwinner: {}\n", plan_line(wp));
   append(o, "parameters per GPU: {} of {} ({})\n", with_thousands(w->report.parameters.per_rank),
-         with_thousands(w->report.parameters.total), shard_text(wp.tp_degree, wp.dp_shard));
+         with_thousands(w->report.parameters.total), shard_text(wp.tp_degree, wp.dp_shard, wp.cp_degree));
   append(o, "\n{:<26} {:>10} {:>10} {:>6} {:>8}   ms per 1k tokens per GPU: {:>8} {:>11} {:>11}\n", "", "step ms",
          "tok/s/GPU", "MFU", "mem GiB", "compute", "exposed TP", "exposed DP");
   auto row = [&](const std::string& name, const StepReport& s, bool fits) {
@@ -360,6 +368,11 @@ nlohmann::json plan_summary_json(const Plan& p) {
                       {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
                       {"local_batch_size", p.local_batch_size}};
   if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
+  if (p.cp_degree > 1) {                                       // CP plans only, likewise
+    j["cp_degree"] = p.cp_degree;
+    j["cp_rotate_method"] = std::string(to_string(p.cp_rotate));
+    j["cp_load_balance"] = p.cp_load_balance;
+  }
   if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;        // plans of a search over search.seq_lens: likewise
   if (p.ac_layers > 0) j["ac_layers"] = p.ac_layers;  // search.ac_layers: likewise

@@ -38,7 +38,11 @@ std::string peak_phase_text(std::string_view phase) {
 std::string report_text(const StepReport& r) {
   std::string o;
   const std::string hsdp = r.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", r.dp_replicate) : "";
-  append(o, "{} on {} x {} {} (tp {}, dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp_degree,
+  // Context-parallel plans only: "cp 4 (ring allgather, load-balanced), ".
+  const std::string cp = r.cp_degree > 1 ? fmt::format("cp {} (ring {}{}), ", r.cp_degree, to_string(r.cp_rotate),
+                                                       r.cp_load_balance ? ", load-balanced" : "")
+                                         : "";
+  append(o, "{} on {} x {} {} (tp {}, {}dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp_degree, cp,
          r.dp_shard, hsdp, r.plan);
   append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
          to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
@@ -57,7 +61,7 @@ std::string report_text(const StepReport& r) {
          "embedding; dense bf16)\n",
          100 * r.mfu);
   append(o, "  parameters         {} (per GPU {}: {})\n", with_thousands(r.parameters.total),
-         with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard));
+         with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard, r.cp_degree));
   if (m.fits)
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB, {:.2f} GiB free\n", m.peak / kGiB, m.capacity / kGiB,
            m.headroom() / kGiB);
@@ -76,6 +80,11 @@ std::string report_text(const StepReport& r) {
            "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms, DP replicate {:.2f} ms; the rest overlaps "
            "compute)\n",
            r.tp_comm_busy_ms, r.dp_comm_busy_ms, r.dp_replicate_comm_busy_ms);
+  else if (r.cp_degree > 1)
+    append(o,
+           "    (communication streams busy: TP {:.2f} ms, CP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute; "
+           "exposed CP time counts as TP's)\n",
+           r.tp_comm_busy_ms, r.cp_comm_busy_ms, r.dp_comm_busy_ms);
   else
     append(o, "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute)\n",
            r.tp_comm_busy_ms, r.dp_comm_busy_ms);
@@ -164,6 +173,13 @@ nlohmann::json report_json(const StepReport& r) {
   if (r.dp_replicate > 1) {
     j["plan"]["dp_replicate"] = r.dp_replicate;
     j["comm_busy_ms"]["dp_replicate"] = r.dp_replicate_comm_busy_ms;
+  }
+  // CP keys only for context-parallel plans, likewise.
+  if (r.cp_degree > 1) {
+    j["plan"]["cp_degree"] = r.cp_degree;
+    j["plan"]["cp_rotate_method"] = std::string(to_string(r.cp_rotate));
+    j["plan"]["cp_load_balance"] = r.cp_load_balance;
+    j["comm_busy_ms"]["cp"] = r.cp_comm_busy_ms;
   }
   j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
   j["memory_gib"] = {{"master_params", m.master_params / kGiB},

@@ -16,8 +16,9 @@ constexpr std::string_view kWaitNames[] = {"none",
                                            "dp comm",
                                            "issued by the previous block (fsdp prefetch)",
                                            "dp_replicate comm",
-                                           "host dispatch"};
-static_assert(std::size(kWaitNames) == enum_count(Wait::host));
+                                           "host dispatch",
+                                           "cp comm"};
+static_assert(std::size(kWaitNames) == enum_count(Wait::cp));
 
 std::string_view wait_name(Wait w) { return name_of(kWaitNames, w); }
 
@@ -28,7 +29,10 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0 (simulated)"}}}});
   // The HSDP replicate stream's track only when the Program has one (traces of other plans stay as they were).
-  const int streams = p.dp_replicate > 1 ? kStreams : static_cast<int>(Stream::dp) + 1;
+  // Likewise the CP stream's only for context-parallel Programs.
+  const int streams = p.cp > 1             ? kStreams
+                      : p.dp_replicate > 1 ? static_cast<int>(Stream::dp_replicate) + 1
+                                           : static_cast<int>(Stream::dp) + 1;
   for (int s = 0; s < streams; ++s) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},

@@ -120,6 +120,7 @@ class Matcher {
 
   void program(Program& a, const Program& b) {
     same(a.tp, b.tp, "tp"), same(a.dp, b.dp, "dp"), same(a.dp_replicate, b.dp_replicate, "dp_replicate");
+    same(a.cp, b.cp, "cp");
     same(a.tokens, b.tokens, "tokens"), same(a.targets, b.targets, "targets"), same(a.loss, b.loss, "loss");
     same(a.training.seq_len, b.training.seq_len, "seq_len"), same(a.training.dtype, b.training.dtype, "dtype");
     same(a.training.activation_checkpointing, b.training.activation_checkpointing, "activation checkpointing");

@@ -19,7 +19,9 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
     return fail(PruneReason::world, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
   if (c.dp_shard <= 0)
     return fail(c.dp_replicate > 1 ? PruneReason::replicate_world : PruneReason::world,
-                fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
+                c.cp_degree > 1 ? fmt::format("tp {} x cp {} x dp_replicate {} vs {} GPUs", tp, c.cp_degree,
+                                              c.dp_replicate, s.world_size)
+                                : fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
   // local batch (<= 2^16) x dp_shard x dp_replicate (their product <= world <= 2^20): no overflow.
   const int64_t global = c.local_batch_size * c.dp_shard * c.dp_replicate;
   if (s.gradient_accumulation && s.global_batch_size > 0 && s.global_batch_size % global != 0)
@@ -40,6 +42,13 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
   if (c.dp_replicate > 1 && c.dp_shard == 1 && !fsdp_always)
     return fail(PruneReason::replicate_ddp,
                 fmt::format("dp_replicate {} x dp_shard 1: torchtitan applies DDP", c.dp_replicate));
+  if (c.cp_degree > 1) {
+    // torchtitan's trainer: seq_len % ((tp with sequence parallel, else 1) x 2 cp) under the head-tail balancer.
+    const PlanFamily& f = s.families.at(static_cast<size_t>(c.family));
+    const int64_t sp = tp > 1 && f.sequence_parallel ? tp : 1;
+    const int64_t chunks = (c.cp_load_balance ? 2 : 1) * int64_t{c.cp_degree} * sp;
+    if (c.seq_len % chunks) return fail(PruneReason::cp_seq, fmt::format("seq_len {} vs {}", c.seq_len, chunks));
+  }
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
     return fail(PruneReason::float8_gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
   const PlanFamily& fam = s.families.at(static_cast<size_t>(c.family));

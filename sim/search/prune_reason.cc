@@ -21,6 +21,7 @@ constexpr std::string_view kPruneReasonNames[] = {
     "tp does not divide ffn_dim",
     "tp does not divide vocab_size",
     "tp does not divide seq_len (sequence parallel)",
+    "2 x cp (x tp with sequence parallel) does not divide seq_len (context parallel)",
     "async TP needs sequence parallel",
     "redundant at tp 1 (same program as another candidate)",
     "out of memory (with the headroom)",

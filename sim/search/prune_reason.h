@@ -26,6 +26,7 @@ enum class PruneReason : uint8_t {
   ffn,                    // tp does not divide ffn_dim
   vocab,                  // tp does not divide vocab_size
   seq,                    // tp does not divide seq_len (sequence parallel)
+  cp_seq,                 // the sequence does not split into 2 x cp chunks (x tp with sequence parallel)
   async_needs_sp,         // async TP needs sequence parallel
   redundant,              // redundant at tp 1 (same program as another candidate)
   // Late.

@@ -167,14 +167,14 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::function<void(size_t, size_t)> progress;
   if (o.progress)
     progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), static_cast<size_t>(total)); };
-  // Work units: the tasks that share (seq_len, tp, dp_replicate, family, float8), i.e. async TP off and on, with and
-  // without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering to
-  // its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
+  // Work units: the tasks that share (seq_len, tp, dp_replicate, cp, family, float8), i.e. async TP off and on, with
+  // and without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering
+  // to its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
   std::vector<size_t> group_begin;
   for (size_t t = 0; t < tasks; ++t) {
     const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
     if (!prev || prev->seq_len != c.seq_len || prev->tp_degree != c.tp_degree || prev->dp_replicate != c.dp_replicate ||
-        prev->family != c.family || prev->float8 != c.float8)
+        prev->cp_degree != c.cp_degree || prev->family != c.family || prev->float8 != c.float8)
       group_begin.push_back(t);
   }
   group_begin.push_back(tasks);

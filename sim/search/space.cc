@@ -28,6 +28,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   r.world_size = cfg.cluster.world_size();
   if (r.tp_degrees.empty()) r.tp_degrees = default_tp_degrees(cfg.cluster);
   if (r.dp_replicate.empty()) r.dp_replicate = {1};
+  if (r.cp_degrees.empty()) r.cp_degrees = {1};
   for (const std::string& p : s.presets) {
     PlanFamily f;
     f.name = p;
@@ -70,8 +71,8 @@ size_t ResolvedSpace::size() const {
   for (const PlanFamily& f : families) per_family += static_cast<int64_t>(loss_parallel_values(*this, f).size());
   auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
   // Lists as long as a config file can make them: a checked product, at most limits::max_search_candidates.
-  const int64_t total = checked_mul({n(seq_lens), n(tp_degrees), n(dp_replicate), per_family, n(float8), n(async_tp),
-                                     n(activation_checkpointing), n(local_batch_sizes)},
+  const int64_t total = checked_mul({n(seq_lens), n(tp_degrees), n(dp_replicate), n(cp_degrees), per_family, n(float8),
+                                     n(async_tp), n(activation_checkpointing), n(local_batch_sizes)},
                                     "search space size (the product of the search lists' lengths)");
   if (total > limits::max_search_candidates)
     throw Error(
@@ -105,35 +106,38 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
   for (int64_t seq : s.seq_lens)
     for (int tp : s.tp_degrees)
       for (int rep : s.dp_replicate)
-        for (size_t fam = 0; fam < s.families.size(); ++fam)
-          for (Float8Recipe f8 : s.float8)
-            for (bool async : s.async_tp)
-              for (bool lp : loss_parallel_values(s, s.families[fam]))
-                for (ActivationCheckpointing ac : s.activation_checkpointing)
-                  for (int64_t lbs : s.local_batch_sizes) {
-                    Candidate c;
-                    c.index = static_cast<int>(out.size());
-                    c.tp_degree = tp;
-                    // 0: tp x dp_replicate does not divide the world (tp and rep are at most 2^20: no overflow)
-                    const int64_t per_shard = static_cast<int64_t>(tp) * rep;
-                    c.dp_shard =
-                        per_shard > 0 && s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
-                    c.dp_replicate = rep;
-                    c.family = static_cast<int>(fam);
-                    c.float8 = f8;
-                    c.async_tp = async;
-                    c.loss_parallel = lp;
-                    c.activation_checkpointing = ac;
-                    c.local_batch_size = lbs;
-                    c.seq_len = seq;
-                    // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
-                    if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
-                      const int64_t per_microbatch = lbs * c.dp_shard * rep;
-                      if (s.global_batch_size % per_microbatch == 0)
-                        c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+        for (int cp : s.cp_degrees)
+          for (size_t fam = 0; fam < s.families.size(); ++fam)
+            for (Float8Recipe f8 : s.float8)
+              for (bool async : s.async_tp)
+                for (bool lp : loss_parallel_values(s, s.families[fam]))
+                  for (ActivationCheckpointing ac : s.activation_checkpointing)
+                    for (int64_t lbs : s.local_batch_sizes) {
+                      Candidate c;
+                      c.index = static_cast<int>(out.size());
+                      c.tp_degree = tp;
+                      // 0: tp x cp x dp_replicate does not divide the world (each at most 2^20: no overflow)
+                      const int64_t per_shard = static_cast<int64_t>(tp) * rep * cp;
+                      c.dp_shard = per_shard > 0 && s.world_size % per_shard == 0
+                                       ? static_cast<int>(s.world_size / per_shard)
+                                       : 0;
+                      c.dp_replicate = rep;
+                      c.cp_degree = cp;
+                      c.family = static_cast<int>(fam);
+                      c.float8 = f8;
+                      c.async_tp = async;
+                      c.loss_parallel = lp;
+                      c.activation_checkpointing = ac;
+                      c.local_batch_size = lbs;
+                      c.seq_len = seq;
+                      // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
+                      if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
+                        const int64_t per_microbatch = lbs * c.dp_shard * rep;
+                        if (s.global_batch_size % per_microbatch == 0)
+                          c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+                      }
+                      out.push_back(c);
                     }
-                    out.push_back(c);
-                  }
   return out;
 }
 
@@ -162,7 +166,8 @@ std::string ac_label(const Candidate& c) {
 
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
   return fmt::format(
-      "tp {}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp_degree,
+      "tp {}{}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp_degree,
+      c.cp_degree > 1 ? fmt::format(" cp {}", c.cp_degree) : "",
       c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,
       to_string(c.activation_checkpointing), c.ac_layers > 0 ? fmt::format(" ac_layers={}", c.ac_layers) : "",

@@ -104,6 +104,12 @@ edited ga_async 't = t.replace("memory_headroom_gib: 2 ", "memory_headroom_gib: 
 search yaml_ga "$dir/ga_async.yaml"
 same opt_ga yaml_ga
 
+# --cp N: search.cp_degrees: [N] (context parallelism; the example's 8192 tokens split into 2 x 2 chunks).
+edited cp2 't = t.replace("tp_degrees: [1, 2, 4, 8]", "tp_degrees: [1, 2, 4, 8]\n  cp_degrees: [2]")'
+search opt_cp2 "$cfg" --cp 2
+search yaml_cp2 "$dir/cp2.yaml"
+same opt_cp2 yaml_cp2
+
 # --plan FILE: that file's family only (no presets), as search.plans: [FILE] with presets: [] says.
 plan=$(dirname "$0")/plans/megatron_no_toggles.yaml
 plan=$(cd "$(dirname "$plan")" && pwd)/$(basename "$plan")
@@ -144,7 +150,7 @@ for bad in "--tp 0" "--float8 bf8" "--ac some" "--framework megatron" "--nodes 0
   cmp -s "$dir/sim.err" "$dir/search.err" || fail "$bad: simulate said '$(cat "$dir/sim.err")'"
 done
 # The options that are not a restriction of the space: refused, naming the option.
-for bad in "--dp-shard 2" "--ac-layers 4" "--loss-chunks 4"; do
+for bad in "--dp-shard 2" "--ac-layers 4" "--loss-chunks 4" "--cp-rotate alltoall" "--no-cp-load-balance"; do
   # shellcheck disable=SC2086
   "$tp_plan" search "$cfg" $bad --quiet > "$dir/search.out" 2> "$dir/search.err"
   rc=$?

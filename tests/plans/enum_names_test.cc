@@ -55,8 +55,9 @@ TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
   check_complete(Framework::torchtitan_0_3);
   check_complete(StyleKind::no_parallel);
   check_complete(Phase::optimizer);
-  check_complete(Group::dp_replicate);
-  check_complete(ElementwiseOp::Fn::grad_clip);
+  check_complete(Group::cp);
+  check_complete(ElementwiseOp::Fn::attention_merge);
+  check_complete(CpRotate::alltoall);
   check_complete(CrossEntropyOp::Stage::backward);
   check_complete(SegmentKind::optimizer);
 }
@@ -66,6 +67,7 @@ TEST_CASE("parsable enums read back what they print", "[enum_names]") {
   check_round_trip(Float8Recipe::rowwise_with_gw_hp, parse_float8);
   check_round_trip(Framework::torchtitan_0_3, parse_framework);
   check_round_trip(DType::fp8_e5m2, parse_dtype);
+  check_round_trip(CpRotate::alltoall, parse_cp_rotate);
 }
 
 TEST_CASE("an unknown name is refused with the list of names", "[enum_names]") {

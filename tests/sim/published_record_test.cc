@@ -138,7 +138,7 @@ TEST_CASE("published record: every check is one line naming the file, line and k
   text = record();
   text.replace(text.find("async_tp: false}"), 16, "async_tp: false, pp: 2}");
   CHECK(error_of([&] { parse(text); }) ==
-        "bad.yaml:15: runs[0].plan.pp: unknown key; expected one of preset, tp, float8, async_tp, ac_layers");
+        "bad.yaml:15: runs[0].plan.pp: unknown key; expected one of preset, tp, float8, async_tp, ac_layers, cp");
   // Run ids unique in a file.
   CHECK(error_of([] { parse(record("  - {id: a, table: t, quote: q, not_expressible: PP}\n")); }) ==
         "bad.yaml:27: runs[3].id: 'a' is also runs[0]'s id; run ids are unique in a file");
@@ -190,10 +190,18 @@ TEST_CASE("published record: the real folder reads whole") {
     }
     ratios += static_cast<int>(s.ratios.size());
   }
-  CHECK(expressible == 27);
-  // torchtitan-h100-202412's tables 2, 5 and 6: 3 CP rows, 2 PP rows, 4 PP (+ CP) rows; the other files have none.
-  CHECK(not_expressible == 9);
+  CHECK(expressible == 30);
+  // torchtitan-h100-202412's tables 5 and 6: 2 PP rows, 4 PP (+ CP) rows (Table 2's 3 CP rows are expressible); the
+  // other files have none.
+  CHECK(not_expressible == 6);
   CHECK(ratios == 18);
+  // A context-parallel run of Table 2, as quoted: "| FSDP 4, CP 2 | 65536 | 2,540 | 84.2 |".
+  const PublishedRun* t2 = sources[1].run("t2-fsdp4-cp2");
+  REQUIRE(t2 != nullptr);
+  CHECK(t2->plan.cp == 2);
+  CHECK(t2->config.training.seq_len == 65536);
+  CHECK(t2->measured.tokens_per_second_per_gpu == 2540);
+  CHECK(t2->plan.summary() == "tp 1 tensorwise cp 2");
   // One run's transcription, as quoted: "| FSDP | 5,762 | 82.4 |".
   const PublishedRun* t1 = sources[1].run("t1-fsdp");
   REQUIRE(t1 != nullptr);

@@ -87,9 +87,9 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r,
       const Candidate rep = tp1_representative(r.space, cands[i]);
       auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
         return c.tp_degree == 1 && c.seq_len == rep.seq_len && c.dp_replicate == rep.dp_replicate &&
-               c.family == rep.family && c.float8 == rep.float8 && c.async_tp == rep.async_tp &&
-               c.loss_parallel == rep.loss_parallel && c.activation_checkpointing == rep.activation_checkpointing &&
-               c.local_batch_size == rep.local_batch_size;
+               c.cp_degree == rep.cp_degree && c.family == rep.family && c.float8 == rep.float8 &&
+               c.async_tp == rep.async_tp && c.loss_parallel == rep.loss_parallel &&
+               c.activation_checkpointing == rep.activation_checkpointing && c.local_batch_size == rep.local_batch_size;
       });
       REQUIRE(it != cands.end());
       const Brute& same = bf[static_cast<size_t>(it->index)];
@@ -313,6 +313,28 @@ TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 
   CHECK(ro.pruned.count(PruneReason::replicate_world));
   CHECK(ro.pruned.count(PruneReason::replicate_ddp));
   check_against_brute_force(odd, ro);
+}
+
+TEST_CASE("search equals brute force with context parallelism (cp 1, 2, 3, 4, 8)", "[search][brute][cp]") {
+  // 2 nodes x 8: cp 3 divides no world share (pruned, world); cp 8 with tp 4 spans both nodes; seq 1000 splits into
+  // 2 x cp chunks for cp 1, 2 only (cp_seq for 4 and 8 at tp 1; with sequence parallel tp x 2 cp must divide it).
+  for (int64_t seq : {1024, 1000}) {
+    INFO("seq " << seq);
+    Config cfg = test::make_config(
+        {.seq_len = seq,
+         .nodes = 2,
+         .search = "{tp_degrees: [1, 2, 4], cp_degrees: [1, 2, 3, 4, 8], float8: [none], activation_checkpointing: "
+                   "[none, full], local_batch_sizes: [1, 2]}",
+         .file = "cp.yaml"});
+    SearchResult r = search(cfg, {});
+    CHECK(r.evaluated == 3 * 5 * 2 * 2 * 2 * 2 * 2);  // tp x cp x families x async x loss x AC x batch
+    CHECK(r.pruned.count(PruneReason::world));
+    if (seq == 1000) CHECK(r.pruned.count(PruneReason::cp_seq));
+    size_t cp = 0;
+    for (int i : r.ranking) cp += r.results[static_cast<size_t>(i)].candidate.cp_degree > 1;
+    CHECK(cp > 0);
+    check_against_brute_force(cfg, r);
+  }
 }
 
 TEST_CASE("search equals brute force: Llama3 70B at a global batch of 256 by gradient accumulation",
