@@ -50,6 +50,19 @@ inline Model model_named(const std::string& preset) {
 inline Model llama3_8b() { return model_named("llama3-8b"); }
 
 // A small Llama-like model for simulator tests: dim 512, 16 heads of 32 (8 kv heads), ffn 1024, vocab 1024.
+// examples/tiny-llama.yaml's dims: dim 64, 2 layers, 8 heads / 4 kv (head_dim 8), ffn 128, vocab 256.
+inline Model tiny_llama_model() {
+  Model m;
+  m.name = "tiny";
+  m.dim = 64;
+  m.n_layers = 2;
+  m.n_heads = 8;
+  m.n_kv_heads = 4;
+  m.ffn_dim = 128;
+  m.vocab_size = 256;
+  return m;
+}
+
 inline Model small_model(int layers = 4) {
   Model m;
   m.name = "small";

@@ -16,8 +16,9 @@
 // dk and dv sum over the n_heads / n_kv_heads query heads sharing a kv head. All outputs are written (dk, dv are
 // zeroed first), never accumulated into across calls.
 //
-// Implementation: O(seq^2) with Eigen float matmuls, one block of 64 query rows at a time (scores are a
-// (64, keys) block, so memory stays O(64 * seq); a causal block only multiplies the keys it can see). Softmax
+// Implementation: the whole sequence as one block of attention_block.h (ring attention's building block): O(seq^2)
+// with Eigen float matmuls, 64 query rows at a time (scores are a (64, keys) block, so memory stays O(64 * seq); a
+// causal block only multiplies the keys it can see). Softmax
 // statistics are float; the error is that of float dot products of head_dim and seq terms (see the tests).
 // FLOPs (napkin, causal): forward 2 matmuls x 2*b*h*s*s*d / 2 (mask) = 2*b*h*s^2*d; backward ~2.5x forward.
 // Preconditions (std::invalid_argument otherwise): positive dims, n_heads % n_kv_heads == 0.

@@ -4,9 +4,9 @@
 // merge exactly into the attention over their union; the backward of a block, given the FINAL o and lse of its
 // query rows, gives that block's share of dq, dk and dv, which sum over the blocks to the full gradients.
 //
-// It is kernels/cpu/attention.h cut into blocks: the same layout, GQA rule and formulas
-// (s_ij = scale q_i . k_j, p_ij = exp(s_ij - lse_i), D_i = rowsum(dO * O), ds_ij = p_ij (dp_ij - D_i)).
-// This is what PyTorch's ring attention does with its SDPA ops (torch/distributed/tensor/experimental/
+// kernels/cpu/attention.h is one block of it (the whole sequence, causal or full): the same layout, GQA rule and
+// formulas (s_ij = scale q_i . k_j, p_ij = exp(s_ij - lse_i), D_i = rowsum(dO * O), ds_ij = p_ij (dp_ij - D_i)). This
+// is what PyTorch's ring attention does with its SDPA ops (torch/distributed/tensor/experimental/
 // _context_parallel/_attention.py, `_templated_ring_attention` and its backward): each ring step runs
 // flash attention on (q block, kv block) with is_causal True, False or skipped, `_SDPAMerger` merges the
 // (out, lse) pairs, and the backward calls the flash backward with the merged out and lse of the whole query.

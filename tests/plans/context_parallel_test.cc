@@ -19,21 +19,8 @@ using tptune::test::error_of;
 
 namespace {
 
-// tiny-llama's dims: dim 64, 2 layers, 8 heads / 4 kv (head_dim 8), ffn 128, vocab 256.
-Model tiny() {
-  Model m;
-  m.name = "tiny";
-  m.dim = 64;
-  m.n_layers = 2;
-  m.n_heads = 8;
-  m.n_kv_heads = 4;
-  m.ffn_dim = 128;
-  m.vocab_size = 256;
-  return m;
-}
-
 Program lower_tiny(PlanToggles t, int64_t seq = 32, const std::string& preset = "sequence_parallel") {
-  return lower(tiny(), Training{.seq_len = seq}, test::make_plan(preset, t));
+  return lower(test::tiny_llama_model(), Training{.seq_len = seq}, test::make_plan(preset, t));
 }
 
 const Segment& block_fwd(const Program& p) { return *p.segment(SegmentKind::block_fwd); }
@@ -227,12 +214,12 @@ TEST_CASE("context parallel: FSDP shards over dp_shard x cp", "[cp][lower][fsdp]
 TEST_CASE("context parallel: the sequence must split into 2 x cp chunks (cp without balancing)", "[cp][errors]") {
   Plan p = test::make_plan("sequence_parallel", {.cp_degree = 4});
   p.provenance["cp_degree"] = "plan cp.yaml:3";
-  CHECK(error_of([&] { lower(tiny(), Training{.seq_len = 36}, p); }) ==
+  CHECK(error_of([&] { lower(test::tiny_llama_model(), Training{.seq_len = 36}, p); }) ==
         "plan cp.yaml:3: cp_degree 4: seq_len 36 is not divisible by 2 x cp_degree = 8: the head-tail load balancer "
         "cuts the sequence into 2 x cp chunks");
   p.cp_load_balance = false;
-  CHECK_NOTHROW(lower(tiny(), Training{.seq_len = 36}, p));
-  CHECK(error_of([&] { lower(tiny(), Training{.seq_len = 34}, p); }) ==
+  CHECK_NOTHROW(lower(test::tiny_llama_model(), Training{.seq_len = 36}, p));
+  CHECK(error_of([&] { lower(test::tiny_llama_model(), Training{.seq_len = 34}, p); }) ==
         "plan cp.yaml:3: cp_degree 4: seq_len 34 is not divisible by cp_degree 4: each cp rank holds seq_len / cp "
         "tokens");
 }
@@ -242,9 +229,10 @@ TEST_CASE("context parallel: with sequence parallelism tp x 2 x cp must divide t
   // tp 2 x 4 = 8 does not divide it; without sequence parallelism (the vanilla plan) it lowers.
   Plan sp = test::make_plan("sequence_parallel", {.tp_degree = 2, .loss_parallel = true, .cp_degree = 2});
   sp.provenance["cp_degree"] = "option --cp";
-  CHECK(error_of([&] { lower(tiny(), Training{.seq_len = 36}, sp); }) ==
+  CHECK(error_of([&] { lower(test::tiny_llama_model(), Training{.seq_len = 36}, sp); }) ==
         "option --cp: cp_degree 2: seq_len 36 is not divisible by tp 2 x 2 x cp_degree = 8: sequence parallelism "
         "splits each cp chunk over tp (torchtitan's trainer refuses it)");
-  CHECK_NOTHROW(lower(tiny(), Training{.seq_len = 36}, test::make_plan("vanilla", {.tp_degree = 2, .cp_degree = 2})));
-  CHECK_NOTHROW(lower(tiny(), Training{.seq_len = 40}, sp));
+  CHECK_NOTHROW(lower(test::tiny_llama_model(), Training{.seq_len = 36},
+                      test::make_plan("vanilla", {.tp_degree = 2, .cp_degree = 2})));
+  CHECK_NOTHROW(lower(test::tiny_llama_model(), Training{.seq_len = 40}, sp));
 }

@@ -33,22 +33,9 @@ std::string error_of_config(const std::string& yaml) {
   return "";
 }
 
-// tiny-llama's dims (examples/tiny-llama.yaml): dim 64, 2 layers, 8 heads / 4 kv (head_dim 8), ffn 128, vocab 256.
-Model tiny() {
-  Model m;
-  m.name = "tiny";
-  m.dim = 64;
-  m.n_layers = 2;
-  m.n_heads = 8;
-  m.n_kv_heads = 4;
-  m.ffn_dim = 128;
-  m.vocab_size = 256;
-  return m;
-}
-
-// The sequence-parallel preset on tiny() at seq 32.
+// The sequence-parallel preset on test::tiny_llama_model() at seq 32.
 Program lower_tiny(PlanToggles t, Framework f = Framework::dtensor) {
-  return lower(tiny(), Training{.seq_len = 32}, test::make_plan("sequence_parallel", t, f));
+  return lower(test::tiny_llama_model(), Training{.seq_len = 32}, test::make_plan("sequence_parallel", t, f));
 }
 
 struct Tally {
@@ -185,7 +172,7 @@ TEST_CASE("hsdp: a Plan built in code is range-checked by the lowering", "[hsdp]
   for (int bad : {0, -3, (1 << 20) + 1}) {
     p.dp_replicate = bad;
     try {
-      lower(tiny(), t, p);
+      lower(test::tiny_llama_model(), t, p);
       FAIL("expected an error for " << bad);
     } catch (const Error& e) {
       CHECK_THAT(std::string(e.what()), Contains("dp_replicate"));
