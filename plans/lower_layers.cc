@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 
 namespace tptune::lowering {
@@ -585,22 +586,30 @@ TensorId Layers::loss(const Name& n, const Value& logits, TensorId targets) {
                         DType::fp32, TensorRole::scale);
   };
   using S = CrossEntropyOp::Stage;
+  // The global token count of one microbatch (CrossEntropyOp::mean_over): FSDP sums over dp_shard x cp and HSDP over
+  // dp_replicate, each rank holding T of them.
+  const int64_t mean_over =
+      checked_mul({T, int64_t{plan.dp_shard}, int64_t{plan.cp_degree}, int64_t{plan.dp_replicate}}, "loss tokens");
+  auto ce = [&](S stage) {
+    CrossEntropyOp op{stage, T, V, vp};
+    op.mean_over = mean_over;
+    return op;
+  };
   TensorId mx = stat("max");
-  e.op(n.rel, e.cat(n.rel, ".row_max"), CrossEntropyOp{S::row_max, T, V, vp}, {logits.t}, {mx});
+  e.op(n.rel, e.cat(n.rel, ".row_max"), ce(S::row_max), {logits.t}, {mx});
   mx = reduce(mx, ReduceOp::max, "max");
   TensorId se = stat("sumexp");
-  e.op(n.rel, e.cat(n.rel, ".sum_exp"), CrossEntropyOp{S::sum_exp, T, V, vp}, {logits.t, mx}, {se});
+  e.op(n.rel, e.cat(n.rel, ".sum_exp"), ce(S::sum_exp), {logits.t, mx}, {se});
   se = reduce(se, ReduceOp::sum, "sumexp");
   TensorId tl = stat("target_logit");
-  e.op(n.rel, e.cat(n.rel, ".target_logit"), CrossEntropyOp{S::target_logit, T, V, vp}, {logits.t, targets}, {tl});
+  e.op(n.rel, e.cat(n.rel, ".target_logit"), ce(S::target_logit), {logits.t, targets}, {tl});
   tl = reduce(tl, ReduceOp::sum, "target_logit");
   TensorId loss = e.tensor("loss", {1}, DType::fp32, Placement::R(), TensorRole::loss);
-  e.op(n.rel, e.cat(n.rel, ".loss"), CrossEntropyOp{S::loss, T, V, vp}, {mx, se, tl}, {loss});
-  e.record([this, n, logits, mx, se, targets, ll, T, V, vp]() {
+  e.op(n.rel, e.cat(n.rel, ".loss"), ce(S::loss), {mx, se, tl}, {loss});
+  e.record([this, n, logits, mx, se, targets, ll, backward = ce(S::backward)]() {
     TensorId d = e.tensor("output.grad_logits", ll, act(), e.desc(logits.t).placement, TensorRole::gradient,
                           e.desc(logits.t).global_shape);
-    e.op(n.rel, e.cat(n.rel, ".bwd"), CrossEntropyOp{CrossEntropyOp::Stage::backward, T, V, vp},
-         {logits.t, mx, se, targets}, {d});
+    e.op(n.rel, e.cat(n.rel, ".bwd"), backward, {logits.t, mx, se, targets}, {d});
     e.add_grad(logits, logits.dtensor ? e.dtensor(d, logits.pl) : e.plain(d), n.rel);
   });
   return loss;

@@ -42,7 +42,7 @@ void Layers::ring_attention(const Name& n, const Value& q, const Value& k, const
   // cat(K.flatten(), V.flatten()): one copy, read and write of both.
   auto cat_kv = [=, this](const std::string& label) {
     TensorId buf = e.tensor(name(".ring." + label), kv_shape, act(), kv_pl, TensorRole::activation);
-    e.op(n.rel, name(".ring." + label), ElementwiseOp{ElementwiseOp::Fn::copy, 2 * kv_elems * bpe, 0}, {k.t, v.t},
+    e.op(n.rel, name(".ring." + label), ElementwiseOp{ElementwiseOp::Fn::concat, 2 * kv_elems * bpe, 0}, {k.t, v.t},
          {buf});
     return buf;
   };
@@ -78,7 +78,7 @@ void Layers::ring_attention(const Name& n, const Value& q, const Value& k, const
   };
   auto block_op = [=](int i, bool backward) {
     const CpRingStep st = cp_ring_step(i, s, balance);
-    return AttentionOp{b, st.q, hq, hkv, hd, st.causal, backward, st.causal ? 0 : st.kv};
+    return AttentionOp{b, st.q, hq, hkv, hd, st.causal, backward, st.causal ? 0 : st.kv, i};
   };
 
   // ---- forward ----
@@ -150,11 +150,11 @@ void Layers::ring_attention(const Name& n, const Value& q, const Value& k, const
                            e.desc(k.t).global_shape);
     TensorId dv = e.tensor(name(".core.grad_v"), vl, act(), e.desc(v.t).placement, TensorRole::gradient,
                            e.desc(v.t).global_shape);
-    e.op(n.rel, name(".ring.grad_kv.cast"), ElementwiseOp{ElementwiseOp::Fn::copy, kv_elems * (4 + bpe), 0}, {dkv_in},
+    e.op(n.rel, name(".ring.grad_kv.cast"), ElementwiseOp{ElementwiseOp::Fn::concat, kv_elems * (4 + bpe), 0}, {dkv_in},
          {dk, dv});
     TensorId dq_out = e.tensor(name(".core.grad_q.cast"), ql, act(), e.desc(q.t).placement, TensorRole::gradient,
                                e.desc(q.t).global_shape);
-    e.op(n.rel, name(".ring.grad_q.cast"), ElementwiseOp{ElementwiseOp::Fn::copy, o_elems * (4 + bpe), 0}, {dq},
+    e.op(n.rel, name(".ring.grad_q.cast"), ElementwiseOp{ElementwiseOp::Fn::concat, o_elems * (4 + bpe), 0}, {dq},
          {dq_out});
     auto wrap = [&](TensorId t, const Value& like) { return like.dtensor ? e.dtensor(t, like.pl) : e.plain(t); };
     e.add_grad(q, wrap(dq_out, q), n.rel);

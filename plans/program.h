@@ -90,14 +90,21 @@ struct GemmOp {
 
 // Causal grouped-query flash attention on local heads. Forward inputs {q, k, v} (b, s, heads*head_dim), outputs
 // {o, lse} with lse (b, n_heads, s) fp32. Backward inputs {q, k, v, o, lse, d_o}, outputs {dq, dk, dv}.
-// A block of ring attention (context parallelism, plans/context_parallel.h) attends `seq` queries to `kv_seq` keys
-// (0: seq), causal only on the diagonal block (kv_seq == seq); its k/v input is the received K/V buffer. Simulated
-// only: the CPU runtime refuses context parallelism.
+// A block of ring attention (context parallelism, plans/context_parallel.h) is step `ring_step` of the ring: it attends
+// `seq` queries to `kv_seq` keys (0: seq; the costliest rank's block, which the simulator times), causal only on the
+// diagonal block (step 0, kv_seq == seq). Which rows a given cp rank uses follows from its rank and the step
+// (runtime/ring_schedule.h). Step 0 reads {q, k, v}; a later step reads {q, kv} where kv is the K/V buffer it
+// holds (torch.cat of the flattened K and V, see ElementwiseOp::concat): the received (b, s, 2 kv width) buffer, or
+// the all-gathered (b, cp s, 2 kv width) one whose rows [j s, (j+1) s) of each batch are cp rank j's buffer.
+// Forward outputs {o, lse} of the whole local query (rows the block does not touch: o 0, lse -inf); backward inputs
+// {q, k, v | kv, o, lse, d_o} with the merged o and lse, outputs {dq, dkv} (this block's shares, fp32; dkv holds dK
+// then dV flattened as the K/V buffer).
 struct AttentionOp {
   int64_t batch = 0, seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   bool causal = true;
   bool backward = false;
   int64_t kv_seq = 0;
+  int ring_step = -1;  // context parallelism: the ring step 0 .. cp-1 this block computes; -1 outside a ring
   int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
   // FLOPs: forward 2 matmuls of 2*b*h*s*kv*d = 4*b*h*s*kv*d, halved by the causal mask (kv = s) = 2*b*h*s*s*d;
   // backward 2.5x forward.
@@ -121,6 +128,11 @@ struct AttentionOp {
 //   copy           {x...} -> {y...}: a contiguous copy of views (torchtitan 0.3's fused-wqkv split and concat, the
 //                  chunked loss's sequence chunks and gradient accumulator); bytes = read + write. The CPU runtime
 //                  does not execute it (tp-run refuses the torchtitan-0.3 family).
+//   concat         {x...} -> {y...}: the inputs' elements, each flattened, in order, are the outputs' elements in
+//                  order (torch.cat of flattened tensors and its split back, with a dtype conversion when they
+//                  differ): ring attention's K/V buffers, its dK/dV split and its fp32 dq cast back.
+//   attention_merge {o, lse, block_o, block_lse} -> {o, lse}: ring attention's merge of one block into the running
+//                  output (torch's _SDPAMerger, fp32; kernels/cpu/attention_block.h merge_partial)
 struct ElementwiseOp {
   enum class Fn {
     rmsnorm,
@@ -144,9 +156,8 @@ struct ElementwiseOp {
     // shard (read once), grad_clip the _foreach_mul_ by the clip coefficient (read and write each shard).
     grad_norm,
     grad_clip,
-    // Ring attention's merge of one block's output and lse into the running ones (torch's _SDPAMerger, fp32;
-    // simulator only): {o, lse, block_o, block_lse} -> {o, lse}.
-    attention_merge
+    attention_merge,
+    concat
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
@@ -171,12 +182,18 @@ struct EmbeddingOp {
 //   sum_exp      {logits, max} -> {sumexp}               (tokens) fp32, after max was all-reduced (max)
 //   target_logit {logits, targets} -> {tlogit}           (tokens) fp32, 0 for targets outside the shard
 //   loss         {max, sumexp, tlogit} -> {loss}         scalar
-//   backward     {logits, max, sumexp, targets} -> {d_logits} = (softmax - onehot) / tokens
+//   backward     {logits, max, sumexp, targets} -> {d_logits} = (softmax - onehot) / mean_over
+// `mean_over` is the token count the loss is a mean over: the tokens of every rank whose gradients FSDP sums,
+// tokens x dp_shard x cp x dp_replicate (torchtitan 0.3's trainer divides the local sum by the global token count,
+// global_valid_tokens, and FSDP reduces with a sum); 0 means `tokens`. Each rank's loss is then its tokens' share
+// and the step's loss is the sum over those ranks.
 struct CrossEntropyOp {
   enum class Stage { row_max, sum_exp, target_logit, loss, backward };
   Stage stage = Stage::row_max;
   int64_t tokens = 0, vocab_local = 0;
   bool vocab_sharded = false;
+  int64_t mean_over = 0;
+  int64_t divisor() const { return mean_over > 0 ? mean_over : tokens; }
 };
 std::string_view to_string(CrossEntropyOp::Stage s);
 

@@ -55,7 +55,11 @@ Shrunk shrink_for_verify(const Model& m, const Training& t, const Plan& plan) {
   }
   o.ffn_dim = keep_smaller(m.ffn_dim, like(o.dim * 3 / 2, tp, m.ffn_dim % tp == 0));
   o.vocab_size = keep_smaller(m.vocab_size, like(40 * tp, tp, m.vocab_size % tp == 0));
-  s.training.seq_len = keep_smaller(t.seq_len, like(4 * tp, tp, t.seq_len % tp == 0));
+  // Context parallelism: 2 rows per sequence chunk of each (cp, tp) rank (2 x cp chunks under load balancing).
+  const int64_t cp_unit = plan.cp_degree > 1 ? tp * plan.cp_degree * (plan.cp_load_balance ? 2 : 1) : 0;
+  s.training.seq_len = cp_unit > 0 && t.seq_len % cp_unit == 0
+                           ? keep_smaller(t.seq_len, 2 * cp_unit)
+                           : keep_smaller(t.seq_len, like(4 * tp, tp, t.seq_len % tp == 0));
   if (o.ffn_dim == o.dim && m.ffn_dim != m.dim) o.ffn_dim += tp;  // keep the two apart (still a multiple of tp)
   if (o.vocab_size == o.dim && m.vocab_size != m.dim) o.vocab_size += tp;
 

@@ -16,7 +16,8 @@
 //                  first size above n_heads' x head_dim' with dim's divisibility by tp
 //   ffn_dim     -> 3/2 x dim', rounded up to a multiple of tp when tp divides ffn_dim (else to tp's multiple + 1)
 //   vocab_size  -> 40 x tp when tp divides it, else 40 x tp + 1
-//   seq_len     -> 4 x tp when tp divides it, else 4 x tp + 1
+//   seq_len     -> 4 x tp when tp divides it, else 4 x tp + 1; with context parallelism 2 x tp x cp (x 2 under
+//                  load balancing: two rows per sequence chunk of each rank)
 // Dims that end up no smaller are left as they are. Dims stay pairwise different where the real ones are, so that
 // a transposed shape cannot pass by accident (dim' != ffn' != vocab').
 

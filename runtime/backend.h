@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu/attention_block.h"  // the block and row types of ring attention (plain structs)
 #include "plans/dtype.h"
 #include "plans/program.h"
 
@@ -171,6 +172,16 @@ class Backend {
   virtual void attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) = 0;
   virtual void attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
                              DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) = 0;
+  // Ring attention's blocks (context parallelism), as kernels/cpu/attention_block.h states them: the forward WRITES
+  // o and lse of q's rows; the backward ADDS the block's shares into dq, dk, dv; merge folds (o_part, lse_part) into
+  // (o, lse) at q's rows. The CPU backend runs them; the CUDA backend throws tptune::Error (not built).
+  virtual void attention_block_fwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                                   kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) = 0;
+  virtual void attention_block_bwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                                   kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
+                                   DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) = 0;
+  virtual void attention_merge(const kernels::BlockHeads& h, kernels::SeqRows q_rows, DevPtr o, float* lse,
+                               DevPtr o_part, const float* lse_part) = 0;
   // Norms over the last dim of x (rows, dim); statistics (rows) fp32.
   virtual void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) = 0;
   virtual void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
@@ -205,9 +216,12 @@ class Backend {
   virtual void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) = 0;
   virtual void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
                                const int32_t* targets, float* tlogit) = 0;
-  virtual void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) = 0;
-  virtual void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
-                           const float* sumexp, const int32_t* targets, DevPtr d_logits) = 0;
+  // The loss and the gradient divide by `mean_over` (CrossEntropyOp::divisor(): `tokens`, or the global token count
+  // under FSDP / context parallelism); the CUDA backend supports mean_over == tokens only.
+  virtual void ce_loss(int64_t tokens, int64_t mean_over, const float* max, const float* sumexp, const float* tlogit,
+                       float* loss) = 0;
+  virtual void ce_backward(int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
+                           const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) = 0;
   // Tensorwise float8: amax = max |x|; cast: scale = amax / max_finite(to), xq = round_to(x / scale) saturated.
   // xq's storage is the backend's storage_for(to).
   virtual void fp8_amax(int64_t n, DevPtr x, float* amax) = 0;

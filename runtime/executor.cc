@@ -8,6 +8,7 @@
 
 #include "plans/checked_math.h"
 #include "plans/error.h"
+#include "runtime/cp_layout.h"
 #include "runtime/tensor_init.h"
 
 namespace tptune {
@@ -56,6 +57,21 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
         fmt::format("executor: the Program has dp_replicate {} (HSDP), but the runtime runs one data-parallel "
                     "replica; lower it with dp_replicate 1",
                     program_.dp_replicate));
+  // Context parallelism runs on the backend's CP group, FSDP's collectives on its DP group (dp_shard x cp).
+  cp_ = program_.cp;
+  if (cp_ > 1) {
+    if (be_.group_size(Group::cp) != cp_)
+      throw Error(fmt::format("executor: the Program is lowered for cp {} but the backend's CP group has {} ranks", cp_,
+                              be_.group_size(Group::cp)));
+    cp_rank_ = be_.group_rank(Group::cp);
+    cp_positions_ = cp_positions(program_.training.seq_len, cp_, cp_rank_,
+                                 program_.plan.cp_load_balance ? SeqLayout::head_tail : SeqLayout::contiguous);
+  }
+  if (program_.dp > 1 && !skips_collectives() && be_.group_size(Group::dp) != program_.dp)
+    throw Error(
+        fmt::format("executor: the Program shards FSDP over {} ranks (dp_shard x cp) but the backend's DP "
+                    "group has {}",
+                    program_.dp, be_.group_size(Group::dp)));
   buffers_.reserve(flat_.tensors.size());
   masters_.resize(flat_.tensors.size());
   for (size_t t = 0; t < flat_.tensors.size(); ++t) {
@@ -141,9 +157,18 @@ void Executor::init(uint64_t seed) {
       be_.upload(ptr(t), local.data(), n);
       if (!masters_[i].empty()) be_.upload(masters_[i].ptr(), local.data(), n);
     } else if (d.role == TensorRole::input) {
-      auto full = init_tokens(seed, d.name, d.global_shape, vocab);
-      int dim = d.placement.is_shard() ? d.placement.normalized_dim(static_cast<int>(d.global_shape.size())) : -1;
-      auto local = shard_of(full, d.global_shape, dim, tp_, rank_);
+      std::vector<int32_t> local;
+      if (cp_ > 1) {
+        // This cp rank's rows of the full batch (b, seq): the same seeded values as the unsharded reference's.
+        const int64_t b = program_.training.local_batch_size, seq = program_.training.seq_len;
+        auto full = init_tokens(seed, d.name, {b, seq}, vocab);
+        for (int64_t bb = 0; bb < b; ++bb)
+          for (int64_t pos : cp_positions_) local.push_back(full[size_t(bb * seq + pos)]);
+      } else {
+        auto full = init_tokens(seed, d.name, d.global_shape, vocab);
+        int dim = d.placement.is_shard() ? d.placement.normalized_dim(static_cast<int>(d.global_shape.size())) : -1;
+        local = shard_of(full, d.global_shape, dim, tp_, rank_);
+      }
       if (static_cast<int64_t>(local.size()) != n)
         throw Error(fmt::format("input '{}': local shape {} does not match {} of global shape {}", d.name,
                                 to_string(d.local_shape), to_string(d.placement), to_string(d.global_shape)));

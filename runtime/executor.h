@@ -20,6 +20,15 @@
 // and cross-entropy: rank * vocab_local), the rope position offset (rank * local seq when the input is S(1)),
 // norm eps and rope theta from the Model.
 //
+// Context parallelism (Program::cp > 1, plans/context_parallel.h) on the backend's CP group: the tokens and targets
+// are this cp rank's rows of the seeded full batch (runtime/cp_layout.h: head and tail chunks under load balancing,
+// else one contiguous run), rope uses those rows' global positions, and the ring ops run as the rank's steps of
+// torch's ring attention (runtime/ring_schedule.h picks each block's rows; the blocks are the backend's
+// attention_block_* calls, the K/V rotation the Program's all-gather or p2p ops on the CP group, p2p meaning "send
+// to cp rank + 1, receive from cp rank - 1"). FSDP's collectives (Group::dp, shard group dp_shard x cp) keep every
+// parameter whole on every rank: the all-gather has nothing to do (parameters are replicated from the seed), and the
+// gradient reduce-scatter runs as an all-reduce (sum) of the gradients, whose result holds every rank's shard.
+//
 // Errors (a malformed Program, a kernel precondition, float8 rowwise which only the simulator models) are
 // tptune::Error naming the flat op ("layers.1.attention.wq.fwd: ...").
 
@@ -127,18 +136,29 @@ class Executor {
   void run_compute(int index);
   void run_gemm(int index, const GemmOp& g);
   void run_elementwise(int index, const ElementwiseOp& e);
+  void run_concat(int index);
   std::vector<Region> chunk_regions(int index, bool outputs) const;
   int chunk_slot(const ChunkRef& c) const;
 
   // executor_comm.cc
   void issue_collective(int index, bool eager);
   void issue_p2p(int index, const CollectiveOp& c, bool eager);
+  void issue_cp_p2p(int index, const CollectiveOp& c, bool eager);
+  void issue_fsdp(int index, const CollectiveOp& c, bool eager);
+  void finish_or_queue(Pending p, bool eager);
+
+  // executor_ring.cc: ring attention's blocks and merges (context parallelism)
+  void run_ring_attention(int index, const AttentionOp& a);
+  void run_attention_merge(int index);
+  void rope_rows(const RopeShape& s, bool backward, DevPtr x, DevPtr y, int64_t first_row);
 
   Program program_;
   FlatProgram flat_;
   Backend& be_;
   ExecutorOptions options_;
   int rank_ = 0, tp_ = 1;
+  int cp_ = 1, cp_rank_ = 0;           // context parallelism: the CP group
+  std::vector<int64_t> cp_positions_;  // global sequence position of each local row (cp > 1)
   int step_ = 0;
   int loss_ = -1, tokens_ = -1, targets_ = -1;
   std::vector<Buffer> buffers_;

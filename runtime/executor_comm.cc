@@ -39,7 +39,11 @@ int normalized(int d, const Shape& s) { return d < 0 ? d + static_cast<int>(s.si
 void Executor::issue_collective(int index, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   const CollectiveOp& c = std::get<CollectiveOp>(op.op->kind);
-  if (c.kind == CollectiveKind::p2p) return issue_p2p(index, c, eager);
+  if (c.kind == CollectiveKind::p2p)
+    return c.group == Group::cp ? issue_cp_p2p(index, c, eager) : issue_p2p(index, c, eager);
+  const bool fsdp_gather = c.kind == CollectiveKind::all_gather && op.inputs.empty();
+  const bool fsdp_reduce = c.kind == CollectiveKind::reduce_scatter && op.inputs == op.outputs;
+  if (c.group == Group::dp && (fsdp_gather || fsdp_reduce)) return issue_fsdp(index, c, eager);
   if (op.inputs.size() != 1 || op.outputs.size() != 1)
     fail(op, fmt::format("a {} reads one tensor and writes one", to_string(c.kind)));
   const int in = op.inputs[0], out = op.outputs[0];
@@ -116,12 +120,73 @@ void Executor::issue_collective(int index, bool eager) {
     case CollectiveKind::p2p:
       break;
   }
+  finish_or_queue(std::move(p), eager);
+}
+
+void Executor::finish_or_queue(Pending p, bool eager) {
   if (eager) {
     wait_request(p);
     if (p.finish) p.finish();
     return;
   }
   pending_.push_back(std::move(p));
+}
+
+// Ring attention's K/V and dK/dV rotation (plans/lower_ring.cc): the input goes to cp rank + 1, the output comes from
+// cp rank - 1 (torch's _AllToAllRotater and dkv rotater, a permute along the ring).
+void Executor::issue_cp_p2p(int index, const CollectiveOp& c, bool eager) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  if (op.inputs.size() != 1 || op.outputs.size() != 1) fail(op, "a CP ring transfer reads one tensor and writes one");
+  const int in = op.inputs[0], out = op.outputs[0];
+  const int64_t n = numel(desc(in).local_shape);
+  if (numel(desc(out).local_shape) != n) fail(op, "a CP ring transfer receives what it sends");
+  Pending p;
+  p.op = index;
+  p.reads = {{in, -1}};
+  p.writes = {{out, -1}};
+  wait_conflicts(p.reads, p.writes);
+  const int size = be_.group_size(c.group), rank = be_.group_rank(c.group);
+  p.request = be_.send_recv(c.group, ptr(in), (rank + 1) % size, ptr(out), (rank + size - 1) % size, n);
+  finish_or_queue(std::move(p), eager);
+}
+
+// FSDP over the DP group (plans/lower.cc fsdp_gather / fsdp_reduce). The runtime keeps every parameter whole on every
+// rank (each initialized from the seed), so the all-gather of a unit's parameters (no inputs) has nothing to fetch;
+// the gradient reduce-scatter (inputs == outputs, the unit's gradients) runs as one all-reduce (sum) of all of them,
+// whose result holds every rank's reduce-scatter shard.
+void Executor::issue_fsdp(int index, const CollectiveOp& c, bool eager) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  if (c.kind == CollectiveKind::all_gather) return;
+  int64_t total = 0;
+  Storage storage = Storage::f32;
+  for (int t : op.inputs) {
+    total += numel(desc(t).local_shape);
+    storage = ptr(t).storage;
+  }
+  for (int t : op.inputs)
+    if (ptr(t).storage != storage) fail(op, "an FSDP gradient reduction over gradients of different storages");
+  Pending p;
+  p.op = index;
+  for (int t : op.inputs) p.reads.push_back({t, -1}), p.writes.push_back({t, -1});
+  wait_conflicts(p.reads, p.writes);
+  const DevPtr stage = scratch(index, 0, total, storage).ptr();
+  int64_t at = 0;
+  for (int t : op.inputs) {
+    const int64_t n = numel(desc(t).local_shape);
+    be_.copy2d(stage.at(at), n, ptr(t), n, 1, n);
+    at += n;
+  }
+  p.request = be_.all_reduce(c.group, ReduceOp::sum, stage, stage, total);
+  std::vector<int> grads = op.inputs;
+  p.finish = [this, stage, grads]() {
+    int64_t off = 0;
+    for (int t : grads) {
+      const int64_t n = numel(desc(t).local_shape);
+      be_.copy2d(ptr(t), n, stage.at(off), n, 1, n);
+      off += n;
+    }
+  };
+  finish_or_queue(std::move(p), eager);
 }
 
 // Async TP ring steps (ChunkRef in plans/program.h).
@@ -182,12 +247,7 @@ void Executor::issue_p2p(int index, const CollectiveOp& c, bool eager) {
   } else {
     fail(op, "a p2p op outside an async TP ring (no ChunkRef pattern)");
   }
-  if (eager) {
-    wait_request(p);
-    if (p.finish) p.finish();
-    return;
-  }
-  pending_.push_back(std::move(p));
+  finish_or_queue(std::move(p), eager);
 }
 
 }  // namespace tptune

@@ -2,6 +2,7 @@
 // casts) translated into Backend calls.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "plans/error.h"
@@ -121,9 +122,10 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
     fail(op, "gradient clipping (torchtitan 0.3's clip_grad_norm_) is modelled by the simulator only");
-  if (e.fn == F::attention_merge)  // context parallelism: refused by tp-run before a run
-    fail(op, "ring attention's merge (context parallelism) is modelled by the simulator only");
+  if (e.fn == F::attention_merge) return run_attention_merge(index);
+  if (e.fn == F::concat) return run_concat(index);
   auto [ni, no] = arity.at(e.fn);
+  if (e.fn == F::accumulate && op.inputs.size() == 1) ni = 1;  // {a} -> {y += a}: the output is the accumulator
   if (op.inputs.size() != ni || op.outputs.size() != no)
     fail(op, fmt::format("{} expects {} inputs and {} outputs, the op has {} and {}", to_string(e.fn), ni, no,
                          op.inputs.size(), op.outputs.size()));
@@ -164,7 +166,9 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       // Positions of a sequence-sharded tensor start at this rank's first position.
       s.offset = x.placement.is_shard() && x.placement.normalized_dim(3) == 1 ? rank_ * s.seq : 0;
       s.theta = m.rope_theta;
-      if (e.fn == F::rope)
+      if (cp_ > 1)  // the cp rank's rows are not one run of positions (runtime/cp_layout.h)
+        rope_rows(s, e.fn == F::rope_bwd, in(0), out(0), s.offset);
+      else if (e.fn == F::rope)
         be_.rope_fwd(s, in(0), out(0));
       else
         be_.rope_bwd(s, in(0), out(0));
@@ -190,8 +194,8 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       be_.add(n, in(0), in(1), out(0));
       break;
     case F::accumulate:
-      same_size(op.inputs[1]);
-      if (op.outputs[0] != op.inputs[1]) be_.copy2d(out(0), n, in(1), n, 1, n);
+      same_size(op.inputs.size() == 2 ? op.inputs[1] : op.outputs[0]);
+      if (op.inputs.size() == 2 && op.outputs[0] != op.inputs[1]) be_.copy2d(out(0), n, in(1), n, 1, n);
       be_.accumulate(n, in(0), out(0));
       break;
     case F::bias_add: {
@@ -238,7 +242,36 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     case F::grad_norm:
     case F::grad_clip:
     case F::attention_merge:
-      break;  // refused above
+    case F::concat:
+      break;  // refused or run above
+  }
+}
+
+// ElementwiseOp::concat: the inputs' elements in order are the outputs' elements in order, converted to each
+// output's storage when it differs.
+void Executor::run_concat(int index) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  int64_t total_in = 0, total_out = 0;
+  for (int t : op.inputs) total_in += numel(desc(t).local_shape);
+  for (int t : op.outputs) total_out += numel(desc(t).local_shape);
+  if (op.inputs.empty() || op.outputs.empty() || total_in != total_out)
+    fail(op, fmt::format("concat of {} elements into {}: the inputs and the outputs must hold the same elements",
+                         total_in, total_out));
+  size_t i = 0, o = 0;
+  int64_t in_at = 0, out_at = 0;  // elements already taken from input i / written into output o
+  while (i < op.inputs.size() && o < op.outputs.size()) {
+    const int64_t in_n = numel(desc(op.inputs[i]).local_shape), out_n = numel(desc(op.outputs[o]).local_shape);
+    const int64_t n = std::min(in_n - in_at, out_n - out_at);
+    if (n > 0) {
+      const DevPtr src = ptr(op.inputs[i]).at(in_at), dst = ptr(op.outputs[o]).at(out_at);
+      if (src.storage == dst.storage)
+        be_.copy2d(dst, n, src, n, 1, n);
+      else
+        be_.convert(dst, src, n);
+    }
+    in_at += n, out_at += n;
+    if (in_at == in_n) ++i, in_at = 0;
+    if (out_at == out_n) ++o, out_at = 0;
   }
 }
 
@@ -263,6 +296,7 @@ void Executor::run_compute(int index) {
   if (const auto* g = std::get_if<GemmOp>(&op.op->kind)) return run_gemm(index, *g);
   if (const auto* e = std::get_if<ElementwiseOp>(&op.op->kind)) return run_elementwise(index, *e);
   if (const auto* a = std::get_if<AttentionOp>(&op.op->kind)) {
+    if (a->ring_step >= 0) return run_ring_attention(index, *a);
     AttentionShape s{a->batch, a->seq, a->n_heads, a->n_kv_heads, a->head_dim, a->causal};
     const int64_t nq = a->batch * a->seq * a->n_heads * a->head_dim,
                   nkv = a->batch * a->seq * a->n_kv_heads * a->head_dim;
@@ -313,11 +347,11 @@ void Executor::run_compute(int index) {
         break;
       case S::loss:
         need(3, 1);
-        be_.ce_loss(T, sin(0), sin(1), sin(2), sout(0));
+        be_.ce_loss(T, c->divisor(), sin(0), sin(1), sin(2), sout(0));
         break;
       case S::backward:
         need(4, 1), expect(op.inputs[0], T * V, "logits"), expect(op.outputs[0], T * V, "d_logits");
-        be_.ce_backward(T, V, offset, in(0), sin(1), sin(2), i32(op.inputs[3]), out(0));
+        be_.ce_backward(T, c->divisor(), V, offset, in(0), sin(1), sin(2), i32(op.inputs[3]), out(0));
         break;
     }
     return;

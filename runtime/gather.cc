@@ -7,20 +7,23 @@
 
 namespace tptune {
 
-std::vector<float> gather_all(Backend& be, const Executor& ex, int t) {
-  std::vector<float> local = ex.read(t);
-  const int tp = be.group_size(Group::tp);
+std::vector<float> gather_group(Backend& be, Group g, const std::vector<float>& local, const std::string& what) {
+  const int size = be.group_size(g);
   const int64_t n = static_cast<int64_t>(local.size());
-  Buffer in = be.alloc(n, Storage::f32), out = be.alloc(n * tp, Storage::f32);
+  Buffer in = be.alloc(n, Storage::f32), out = be.alloc(n * size, Storage::f32);
   be.upload(in.f32(), local.data(), n);
   try {
-    be.all_gather(Group::tp, in.f32(), out.f32(), n)->wait();
+    be.all_gather(g, in.f32(), out.f32(), n)->wait();
   } catch (const Error& e) {  // a watchdog timeout: say which tensor was being gathered
-    throw Error(fmt::format("gathering {} from every rank: {}", ex.flat().tensors[size_t(t)].fqn, e.what()));
+    throw Error(fmt::format("gathering {} from every rank: {}", what, e.what()));
   }
-  std::vector<float> all(static_cast<size_t>(n * tp));
-  be.download(all.data(), out.f32(), n * tp);
+  std::vector<float> all(static_cast<size_t>(n * size));
+  be.download(all.data(), out.f32(), n * size);
   return all;
+}
+
+std::vector<float> gather_all(Backend& be, const Executor& ex, int t) {
+  return gather_group(be, Group::tp, ex.read(t), ex.flat().tensors[size_t(t)].fqn);
 }
 
 std::vector<float> assemble(const std::vector<float>& shards, const Shape& full, int dim, int tp) {

@@ -85,7 +85,7 @@ std::vector<std::string> VerifyReport::failed_params() const {
 VerifyReport verify_step(const Program& sharded, const Program& reference, Backend& backend, Backend& reference_backend,
                          uint64_t seed, const std::function<void(Executor&)>& before_step,
                          const VerifyProgressFn& on_progress) {
-  const int tp = backend.group_size(Group::tp);
+  const int tp = backend.group_size(Group::tp), cp = backend.group_size(Group::cp);
   ExecutorOptions opts;
   opts.run_optimizer = false;
   Executor ex(sharded, backend, opts);
@@ -113,12 +113,21 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
   ref.step();
 
   r.tp = tp;
+  r.cp = cp;
   r.seed = seed;
   r.float8 = std::string(to_string(sharded.plan.float8));
   const Tolerance tol = tols.param;
   // The loss is replicated: every rank's copy must match (gathered so that all ranks agree on the verdict).
   {
     std::vector<float> losses = gather_all(backend, ex, ex.loss_tensor());
+    if (cp > 1) {  // each tp rank's copy of the loss: the sum of its cp group's shares
+      const std::vector<float> shares = gather_group(backend, Group::cp, losses, "the loss");
+      for (size_t k = 0; k < losses.size(); ++k) {
+        double sum = 0;
+        for (int c = 0; c < cp; ++c) sum += shares[size_t(c) * losses.size() + k];
+        losses[k] = float(sum);
+      }
+    }
     r.reference_loss = ref.loss();
     r.loss = losses[0];
     bool finite = true;
@@ -144,8 +153,10 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     c.shard_dim = d.param_shard_dim;
     seen[p.name] = true;
     auto it = ref_params.find(p.name);
-    // Every rank takes part in the gather below whatever it finds, so that no rank waits alone.
+    // Every rank takes part in the gathers below whatever it finds, so that no rank waits alone. Under CP `every`
+    // holds the cp ranks' tp-gathered copies one after another.
     std::vector<float> all = p.grad >= 0 ? gather_all(backend, ex, p.grad) : std::vector<float>{};
+    const std::vector<float> every = cp > 1 && p.grad >= 0 ? gather_group(backend, Group::cp, all, p.name) : all;
     if (it == ref_params.end() || it->second.grad < 0) {
       c.problem = "the unsharded model has no such parameter gradient";
     } else if (p.grad < 0) {
@@ -157,14 +168,18 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
         c.problem = fmt::format("reference gradient has {} elements, the parameter {}", want.size(), full);
       } else {
         Errors e;
-        if (c.shard_dim >= 0 && tp > 1) {
-          auto got = assemble(all, c.shape, c.shard_dim, tp);
-          for (int64_t i = 0; i < full; ++i) e.add(got[size_t(i)], want[size_t(i)]);
-        } else if (static_cast<int64_t>(all.size()) == full * tp) {
-          for (int rk = 0; rk < tp; ++rk)  // every rank's copy of a replicated gradient
-            for (int64_t i = 0; i < full; ++i) e.add(all[size_t(rk * full + i)], want[size_t(i)]);
-        } else {
-          c.problem = fmt::format("sharded gradient has {} elements per rank, expected {}", all.size() / tp, full);
+        for (int cr = 0; cr < cp && c.problem.empty(); ++cr) {
+          const std::vector<float> mine(every.begin() + std::ptrdiff_t(size_t(cr) * all.size()),
+                                        every.begin() + std::ptrdiff_t(size_t(cr + 1) * all.size()));
+          if (c.shard_dim >= 0 && tp > 1) {
+            auto got = assemble(mine, c.shape, c.shard_dim, tp);
+            for (int64_t i = 0; i < full; ++i) e.add(got[size_t(i)], want[size_t(i)]);
+          } else if (static_cast<int64_t>(mine.size()) == full * tp) {
+            for (int rk = 0; rk < tp; ++rk)  // every rank's copy of a replicated gradient
+              for (int64_t i = 0; i < full; ++i) e.add(mine[size_t(rk * full + i)], want[size_t(i)]);
+          } else {
+            c.problem = fmt::format("sharded gradient has {} elements per rank, expected {}", mine.size() / tp, full);
+          }
         }
         c.ref_max = e.ref_max;
         c.max_abs_err = e.max_abs;
@@ -223,14 +238,15 @@ std::string format_report(const VerifyReport& r) {
   }
   auto failed = r.failed_params();
   if (r.pass())
-    s += fmt::format("verify: PASS — tp {}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
-                     r.params.size());
+    s += fmt::format("verify: PASS — tp {}{}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
+                     r.cp > 1 ? fmt::format(" x cp {}", r.cp) : "", r.params.size());
   else {
     std::vector<std::string> bad_casts;
     for (const auto& c : r.casts)
       if (!c.pass) bad_casts.push_back(c.tensor);
-    s += fmt::format("verify: FAIL — tp {}: {} of {} parameter gradients differ{}{}{}\n", r.tp, failed.size(),
-                     r.params.size(), failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
+    s += fmt::format("verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp,
+                     r.cp > 1 ? fmt::format(" x cp {}", r.cp) : "", failed.size(), r.params.size(),
+                     failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
                      r.loss_pass ? "" : "; the loss differs",
                      bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
   }
@@ -241,6 +257,7 @@ nlohmann::json to_json(const VerifyReport& r) {
   nlohmann::json j;
   j["pass"] = r.pass();
   j["tp"] = r.tp;
+  j["cp"] = r.cp;
   j["seed"] = r.seed;
   j["float8"] = r.float8;
   j["loss"] = {{"sharded", r.loss},

@@ -27,8 +27,12 @@
 // gradients are then compared with the fp32 tolerance. A cast of the sharded run is matched by the name of the tensor
 // it casts, with redistribution suffixes (".all_gather", ...) removed: a redistribution keeps the global tensor.
 //
-// verify_step is collective over `backend`'s TP group: every rank calls it with the same Programs and gets the
-// same report.
+// Context parallelism (the backend's CP group larger than one): each cp rank's loss is its tokens' share
+// (CrossEntropyOp::mean_over), so the sharded loss is their sum over the CP group; every cp rank's gradients are
+// compared (after FSDP's reduction they are the full gradients on every rank).
+//
+// verify_step is collective over `backend`'s TP and CP groups: every rank calls it with the same Programs and gets
+// the same report within its TP group (every rank's values are in every report under CP).
 
 #include <cstdint>
 #include <functional>
@@ -75,6 +79,7 @@ struct CastCheck {
 
 struct VerifyReport {
   int tp = 1;
+  int cp = 1;  // context parallelism: the CP group's ranks
   uint64_t seed = 0;
   std::string float8;  // the recipe the Programs run with
   double loss = 0, reference_loss = 0, loss_rel_err = 0;

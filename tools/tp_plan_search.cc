@@ -122,7 +122,8 @@ int run_search(const SearchArgs& a) {
     fmt::print(text ? stdout : stderr,
                "\nprove it on CPU ranks (a scaled-down model of the same architecture, same plan):\n"
                "  mpirun --oversubscribe -np {} tp-run verify {}{} --plan {} --shrink\n",
-               winner.tp_degree, a.plan.config, hf, a.out_plan);
+               int64_t{winner.tp_degree} * winner.cp_degree, a.plan.config, hf,
+               a.out_plan);  // a process per (cp, tp) rank
   if (a.json == "-") write_json(result_json(), a.json);
   return 0;
 }

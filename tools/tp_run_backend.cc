@@ -35,9 +35,13 @@ BackendChoice choose_backend(const std::string& requested) {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s) {
+std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
+                                      MPI_Comm cp) {
 #ifdef TPTUNE_HAVE_CUDA
   if (choice.name == "cuda") {
+    if (cp != MPI_COMM_NULL)
+      throw Error(
+          "context parallelism runs on the CPU backend only (ring attention has no CUDA kernels): --backend cpu");
     // One process per GPU: the local rank's device, or the only visible one (srun --gpus-per-task=1 and
     // CUDA_VISIBLE_DEVICES per rank leave each process one GPU, device 0).
     if (cuda_device_count() == 1) device = 0;
@@ -51,9 +55,25 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
   (void)choice;  // without the CUDA backend every choice is the CPU
   (void)device;
 #endif
-  auto be = std::make_unique<CpuBackend>(tp);
+  auto be = std::make_unique<CpuBackend>(tp, cp, cp);
   be->set_timeout(timeout_s);
   return be;
+}
+
+MeshComms::MeshComms(int tp, int cp) {
+  if (cp <= 1) return;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const WatchdogScope watch("MPI_Comm_split (the TP and CP groups of the mesh, collective over every rank)");
+  MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank, &tp_);
+  MPI_Comm_split(MPI_COMM_WORLD, rank % tp, rank, &cp_);
+  owned_ = true;
+}
+
+MeshComms::~MeshComms() {
+  if (!owned_) return;
+  MPI_Comm_free(&tp_);
+  MPI_Comm_free(&cp_);
 }
 
 }  // namespace tptune::tools

@@ -26,7 +26,25 @@ void add_backend_option(CLI::App* cmd, std::string& backend);
 // Throws tptune::Error for an unknown name, or cuda where it cannot run.
 BackendChoice choose_backend(const std::string& requested);
 // The backend over `tp` (MPI_COMM_NULL: this process alone), on GPU `device` for cuda; `timeout_s` is the
-// collectives' watchdog (0: none).
-std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s);
+// collectives' watchdog (0: none). `cp`: the context-parallel group, which is also FSDP's shard group (tp-run runs
+// dp_shard 1, so dp_shard x cp is the cp ranks); CPU only (cuda throws tptune::Error).
+std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
+                                      MPI_Comm cp = MPI_COMM_NULL);
+
+// The mesh [cp, tp] of the MPI world (tp innermost, torchtitan's order): world rank r is tp rank r % tp of cp rank
+// r / tp. Collective over the world (MPI_Comm_split under the process watchdog); frees its communicators.
+class MeshComms {
+ public:
+  MeshComms(int tp, int cp);
+  ~MeshComms();
+  MeshComms(const MeshComms&) = delete;
+  MeshComms& operator=(const MeshComms&) = delete;
+  MPI_Comm tp() const { return tp_; }
+  MPI_Comm cp() const { return cp_; }  // MPI_COMM_NULL when cp is 1
+
+ private:
+  MPI_Comm tp_ = MPI_COMM_WORLD, cp_ = MPI_COMM_NULL;
+  bool owned_ = false;
+};
 
 }  // namespace tptune::tools

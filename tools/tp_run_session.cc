@@ -179,12 +179,22 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                                s.config.training.global_batch_size_at);
   }
   s.config.training.global_batch_size = 0;
-  // A preset, or a plan file that states no tp_degree, runs at the world size unless told otherwise.
-  s.plan = resolve_plan(s.config, o, w.size);
-  if (s.plan.cp_degree > 1) {
+  // A preset, or a plan file that states no tp_degree, runs at the world size (over --cp) unless told otherwise.
+  const int asked_cp = o.cp && *o.cp >= 1 && w.size % *o.cp == 0 ? *o.cp : 1;
+  s.plan = resolve_plan(s.config, o, w.size / asked_cp);
+  const int cp = s.plan.cp_degree;
+  if (cp > 1) {
     auto it = s.plan.provenance.find("cp_degree");
-    throw Error(fmt::format("{}: cp_degree {}: context parallelism is simulated, not executed by tp-run yet",
-                            it != s.plan.provenance.end() ? it->second : s.plan.source, s.plan.cp_degree));
+    const std::string where =
+        fmt::format("{}: cp_degree {}", it != s.plan.provenance.end() ? it->second : s.plan.source, cp);
+    if (command != "verify")
+      throw Error(fmt::format("{}: tp-run {} does not run context parallelism yet; `tp-run verify` does (on CPU)",
+                              where, command));
+    if (s.plan.float8 != Float8Recipe::none)
+      throw Error(
+          fmt::format("{}: float8 with context parallelism is simulated only; verify the plan with "
+                      "--float8 none",
+                      where));
   }
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
     s.notes.push_back(
@@ -216,7 +226,20 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
         "cannot talk to the launcher; with srun add --mpi=pmix (see `srun --mpi=list`), or use the mpirun of the MPI "
         "tp-run was built with",
         w.launch.launcher, w.launch.size, w.launch.size));
-  if (s.plan.tp_degree != w.size) {
+  if (cp > 1 && int64_t{s.plan.tp_degree} * cp != w.size) {
+    const int64_t ranks = int64_t{s.plan.tp_degree} * cp;
+    if (w.size == 1 && ranks <= limits::world_size.hi)
+      throw Error(
+          fmt::format("the plan has tp {} x cp {} = {} ranks but tp-run runs one MPI process per rank and "
+                      "this is a single process: start it as `{}`",
+                      s.plan.tp_degree, cp, ranks, start_hint(w.launch, int(ranks), command)));
+    throw Error(
+        fmt::format("the plan has tp {} x cp {} = {} ranks but mpirun started {} processes: tp-run runs one "
+                    "MPI process per (cp, tp) rank (mpirun -np {}, or --tp {} --cp {})",
+                    s.plan.tp_degree, cp, int64_t{s.plan.tp_degree} * cp, w.size, int64_t{s.plan.tp_degree} * cp,
+                    w.size % cp == 0 ? w.size / cp : w.size, cp));
+  }
+  if (cp == 1 && s.plan.tp_degree != w.size) {
     if (w.size == 1)
       throw Error(
           fmt::format("the plan has tp {} but tp-run runs one MPI process per TP rank and this is a single "
@@ -246,6 +269,7 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   if (with_reference) {
     Plan ref = s.plan;
     ref.tp_degree = 1;
+    ref.cp_degree = 1;     // the whole sequence on one rank
     ref.async_tp = false;  // a ring of one step is the plain GEMM; lowering drops TP at tp 1 anyway
     s.reference = lower(s.config.model, s.config.training, ref);
     refuse_unsupported(s.reference);

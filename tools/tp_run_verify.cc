@@ -33,10 +33,13 @@ struct VerifyArgs {
 };
 
 std::string describe_plan(const Plan& p) {
-  return fmt::format("plan {} ({}), tp {}, float8 {}, async_tp {}, loss_parallel {}, ac {}, local batch {}", p.family,
-                     p.source, p.tp_degree, to_string(p.float8), p.async_tp ? "on" : "off",
-                     p.loss_parallel ? "on" : "off", ac_text(p.activation_checkpointing, p.ac_layers),
-                     p.local_batch_size);
+  return fmt::format("plan {} ({}), tp {}{}, float8 {}, async_tp {}, loss_parallel {}, ac {}, local batch {}", p.family,
+                     p.source, p.tp_degree,
+                     p.cp_degree > 1 ? fmt::format(", cp {} (rotate {}, load balance {})", p.cp_degree,
+                                                   to_string(p.cp_rotate), p.cp_load_balance ? "on" : "off")
+                                     : "",
+                     to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
+                     ac_text(p.activation_checkpointing, p.ac_layers), p.local_batch_size);
 }
 
 int run_verify(const World& w, VerifyArgs& a) {
@@ -49,6 +52,13 @@ int run_verify(const World& w, VerifyArgs& a) {
         refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
         be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
+        if (s.plan.cp_degree > 1 && be.name == "cuda") {
+          if (a.backend == "cuda")
+            throw Error(
+                "--backend cuda: context parallelism runs on the CPU backend only (ring attention has no "
+                "CUDA kernels)");
+          be = {"cpu", "context parallelism runs on the CPU backend (ring attention has no CUDA kernels)"};
+        }
         if (be.name == "cpu")
           check_fits_in_memory(w, {{&s.sharded, "the sharded step"}, {&s.reference, "the unsharded reference"}},
                                "verify",
@@ -74,7 +84,8 @@ int run_verify(const World& w, VerifyArgs& a) {
   }
   VerifyReport report;
   or_abort(w, [&] {
-    auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
+    const MeshComms mesh(s.plan.tp_degree, s.plan.cp_degree);
+    auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), mesh.cp());
     maybe_inject_failure(w);
     auto reference = make_backend(be, MPI_COMM_NULL, w.local_rank, 0);  // this process alone: the unsharded model
     // Rank 0 reports progress: a bar on a terminal, plain lines into mpirun's pipe or a log (tools/progress.h).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace tptune::kernels {
 
@@ -34,16 +35,18 @@ void cross_entropy_target_logit(const float* logits, const int32_t* targets, int
   }
 }
 
-float cross_entropy_loss(const float* max, const float* sumexp, const float* tlogit, int64_t tokens) {
-  if (tokens <= 0) return 0.0f;
+float cross_entropy_loss(const float* max, const float* sumexp, const float* tlogit, int64_t tokens,
+                         int64_t mean_over) {
+  if (tokens <= 0 || mean_over <= 0) return 0.0f;
   double total = 0.0;
   for (int64_t t = 0; t < tokens; ++t) total += std::log(double(sumexp[t])) + double(max[t]) - double(tlogit[t]);
-  return float(total / double(tokens));
+  return float(total / double(mean_over));
 }
 
 void cross_entropy_bwd(const float* logits, const float* max, const float* sumexp, const int32_t* targets,
-                       int64_t tokens, int64_t vocab_local, int64_t vocab_offset, float* d_logits) {
-  const double inv_tokens = 1.0 / double(tokens);
+                       int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset, float* d_logits) {
+  if (mean_over <= 0) throw std::invalid_argument("cross_entropy_bwd: mean_over must be positive");
+  const double inv_tokens = 1.0 / double(mean_over);
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * vocab_local;
     float* drow = d_logits + t * vocab_local;

@@ -32,12 +32,13 @@ void cross_entropy_sum_exp(const float* logits, const float* max, int64_t tokens
 void cross_entropy_target_logit(const float* logits, const int32_t* targets, int64_t tokens, int64_t vocab_local,
                                 int64_t vocab_offset, float* tlogit);
 
-// max, sumexp, tlogit (tokens, global) -> the mean loss.
-float cross_entropy_loss(const float* max, const float* sumexp, const float* tlogit, int64_t tokens);
+// max, sumexp, tlogit (tokens, global) -> the loss summed over the tokens and divided by mean_over (`tokens` for the
+// mean; the global token count when the ranks' losses are summed, CrossEntropyOp::mean_over).
+float cross_entropy_loss(const float* max, const float* sumexp, const float* tlogit, int64_t tokens, int64_t mean_over);
 
 // logits (tokens, vocab_local), max, sumexp (tokens, global), targets (tokens) -> d_logits (tokens, vocab_local).
-// d_logits may alias logits (in place).
+// d_logits = (softmax - onehot) / mean_over; it may alias logits (in place).
 void cross_entropy_bwd(const float* logits, const float* max, const float* sumexp, const int32_t* targets,
-                       int64_t tokens, int64_t vocab_local, int64_t vocab_offset, float* d_logits);
+                       int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset, float* d_logits);
 
 }  // namespace tptune::kernels

@@ -16,7 +16,21 @@
 
 namespace tptune {
 
-CpuBackend::CpuBackend(MPI_Comm tp, MPI_Comm dp) : tp_(tp), dp_(dp) { Eigen::setNbThreads(1); }
+CpuBackend::CpuBackend(MPI_Comm tp, MPI_Comm dp, MPI_Comm cp) : tp_(tp), dp_(dp), cp_(cp) { Eigen::setNbThreads(1); }
+
+MPI_Comm CpuBackend::comm(Group g) const {
+  switch (g) {
+    case Group::tp:
+      return tp_;
+    case Group::dp:
+      return dp_;
+    case Group::cp:
+      return cp_;
+    case Group::dp_replicate:
+      break;
+  }
+  return MPI_COMM_NULL;
+}
 
 namespace {
 std::string cpu_model() {

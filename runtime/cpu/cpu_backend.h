@@ -1,8 +1,9 @@
 #pragma once
 // The CPU backend: Eigen GEMMs, the reference kernels of kernels/cpu/, MPI collectives, std::chrono timers.
 //
-// One MPI process per TP rank. The backend is given the communicators of its groups; MPI_COMM_NULL stands for a
-// group of this process alone (size 1), so a CpuBackend() without MPI runs the tp 1 reference and unit tests.
+// One MPI process per rank. The backend is given the communicators of its groups (TP; DP, FSDP's shard group; CP,
+// the context-parallel ring); MPI_COMM_NULL stands for a group of this process alone (size 1), so a CpuBackend()
+// without MPI runs the tp 1 reference and unit tests. HSDP's replicate group is not one of them (size 1).
 // Everything is stored and computed in fp32 (storage_for is f32 for every dtype; see runtime/backend.h); Eigen
 // runs single-threaded (one rank per core).
 // Collectives are MPI-3 non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
@@ -17,7 +18,7 @@ namespace tptune {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(MPI_Comm tp = MPI_COMM_NULL, MPI_Comm dp = MPI_COMM_NULL);
+  explicit CpuBackend(MPI_Comm tp = MPI_COMM_NULL, MPI_Comm dp = MPI_COMM_NULL, MPI_Comm cp = MPI_COMM_NULL);
 
   BackendEnvironment environment() const override;
   int group_size(Group g) const override;
@@ -39,6 +40,13 @@ class CpuBackend final : public Backend {
   void attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) override;
   void attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse, DevPtr d_o,
                      DevPtr dq, DevPtr dk, DevPtr dv) override;
+  void attention_block_fwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                           kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) override;
+  void attention_block_bwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                           kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
+                           DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) override;
+  void attention_merge(const kernels::BlockHeads& h, kernels::SeqRows q_rows, DevPtr o, float* lse, DevPtr o_part,
+                       const float* lse_part) override;
   void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) override;
   void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
                    DevPtr dw) override;
@@ -65,9 +73,10 @@ class CpuBackend final : public Backend {
   void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) override;
   void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const int32_t* targets,
                        float* tlogit) override;
-  void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) override;
-  void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
-                   const float* sumexp, const int32_t* targets, DevPtr d_logits) override;
+  void ce_loss(int64_t tokens, int64_t mean_over, const float* max, const float* sumexp, const float* tlogit,
+               float* loss) override;
+  void ce_backward(int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
+                   const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) override;
   void fp8_amax(int64_t n, DevPtr x, float* amax) override;
   void fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) override;
 
@@ -85,8 +94,8 @@ class CpuBackend final : public Backend {
   void set_timeout(double seconds) { timeout_s_ = seconds; }
 
  private:
-  MPI_Comm comm(Group g) const { return g == Group::tp ? tp_ : dp_; }
-  MPI_Comm tp_, dp_;
+  MPI_Comm comm(Group g) const;
+  MPI_Comm tp_, dp_, cp_;
   int tag_ = 0;  // next send_recv tag
   double timeout_s_ = 0;
 };

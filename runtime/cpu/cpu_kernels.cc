@@ -40,6 +40,25 @@ void CpuBackend::attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevP
   kernels::attention_bwd(dims(s), F(q), F(k), F(v), F(o), lse, F(d_o), F(dq), F(dk), F(dv));
 }
 #undef CALL
+#define CALL "attention_block_fwd"
+void CpuBackend::attention_block_fwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                                     kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) {
+  kernels::attention_block_fwd(h, mask, q_rows, kv_rows, F(q), F(k), F(v), F(o), lse);
+}
+#undef CALL
+#define CALL "attention_block_bwd"
+void CpuBackend::attention_block_bwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                                     kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
+                                     DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) {
+  kernels::attention_block_bwd(h, mask, q_rows, kv_rows, F(q), F(k), F(v), F(o), lse, F(d_o), F(dq), F(dk), F(dv));
+}
+#undef CALL
+#define CALL "attention_merge"
+void CpuBackend::attention_merge(const kernels::BlockHeads& h, kernels::SeqRows q_rows, DevPtr o, float* lse,
+                                 DevPtr o_part, const float* lse_part) {
+  kernels::merge_partial(h, q_rows, F(o), lse, F(o_part), lse_part);
+}
+#undef CALL
 #define CALL "rmsnorm_fwd"
 void CpuBackend::rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) {
   kernels::rmsnorm(F(x), F(w), rows, dim, static_cast<float>(eps), F(y), rstd);
@@ -129,12 +148,15 @@ void CpuBackend::ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vo
                                  const int32_t* targets, float* tlogit) {
   kernels::cross_entropy_target_logit(F(logits), targets, tokens, vocab_local, vocab_offset, tlogit);
 }
-void CpuBackend::ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) {
-  *loss = kernels::cross_entropy_loss(max, sumexp, tlogit, tokens);
+void CpuBackend::ce_loss(int64_t tokens, int64_t mean_over, const float* max, const float* sumexp, const float* tlogit,
+                         float* loss) {
+  *loss = kernels::cross_entropy_loss(max, sumexp, tlogit, tokens, mean_over);
 }
-void CpuBackend::ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
-                             const float* sumexp, const int32_t* targets, DevPtr d_logits) {
-  kernels::cross_entropy_bwd(F(logits), max, sumexp, targets, tokens, vocab_local, vocab_offset, F(d_logits));
+void CpuBackend::ce_backward(int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset,
+                             DevPtr logits, const float* max, const float* sumexp, const int32_t* targets,
+                             DevPtr d_logits) {
+  kernels::cross_entropy_bwd(F(logits), max, sumexp, targets, tokens, mean_over, vocab_local, vocab_offset,
+                             F(d_logits));
 }
 #undef CALL
 #define CALL "fp8_cast"

@@ -73,6 +73,14 @@ class CudaBackend final : public Backend {
   void attention_fwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) override;
   void attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse, DevPtr d_o,
                      DevPtr dq, DevPtr dk, DevPtr dv) override;
+  // Ring attention (context parallelism) has no CUDA kernels: these throw tptune::Error.
+  void attention_block_fwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                           kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, float* lse) override;
+  void attention_block_bwd(const kernels::BlockHeads& h, kernels::BlockMask mask, kernels::SeqRows q_rows,
+                           kernels::SeqRows kv_rows, DevPtr q, DevPtr k, DevPtr v, DevPtr o, const float* lse,
+                           DevPtr d_o, DevPtr dq, DevPtr dk, DevPtr dv) override;
+  void attention_merge(const kernels::BlockHeads& h, kernels::SeqRows q_rows, DevPtr o, float* lse, DevPtr o_part,
+                       const float* lse_part) override;
   void rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) override;
   void rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
                    DevPtr dw) override;
@@ -99,9 +107,11 @@ class CudaBackend final : public Backend {
   void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) override;
   void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const int32_t* targets,
                        float* tlogit) override;
-  void ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) override;
-  void ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits, const float* max,
-                   const float* sumexp, const int32_t* targets, DevPtr d_logits) override;
+  // mean_over must equal tokens (the kernels divide by their own token count): throws tptune::Error otherwise.
+  void ce_loss(int64_t tokens, int64_t mean_over, const float* max, const float* sumexp, const float* tlogit,
+               float* loss) override;
+  void ce_backward(int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
+                   const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) override;
   void fp8_amax(int64_t n, DevPtr x, float* amax) override;
   void fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) override;
 

@@ -54,6 +54,35 @@ void CudaBackend::attention_bwd(const AttentionShape& s, DevPtr q, DevPtr k, Dev
   });
 }
 
+namespace {
+[[noreturn]] void no_ring_attention(const char* call) {
+  throw Error(
+      fmt::format("cuda backend: {}: ring attention (context parallelism) runs on the CPU backend only "
+                  "(tp-run --backend cpu)",
+                  call));
+}
+void require_mean_over_tokens(const char* call, int64_t tokens, int64_t mean_over) {
+  if (mean_over != tokens)
+    throw Error(
+        fmt::format("cuda backend: {}: a loss divided by {} tokens where the rank holds {} (FSDP or context "
+                    "parallelism over ranks) runs on the CPU backend only (tp-run --backend cpu)",
+                    call, mean_over, tokens));
+}
+}  // namespace
+
+void CudaBackend::attention_block_fwd(const kernels::BlockHeads&, kernels::BlockMask, kernels::SeqRows,
+                                      kernels::SeqRows, DevPtr, DevPtr, DevPtr, DevPtr, float*) {
+  no_ring_attention("attention_block_fwd");
+}
+void CudaBackend::attention_block_bwd(const kernels::BlockHeads&, kernels::BlockMask, kernels::SeqRows,
+                                      kernels::SeqRows, DevPtr, DevPtr, DevPtr, DevPtr, const float*, DevPtr, DevPtr,
+                                      DevPtr, DevPtr) {
+  no_ring_attention("attention_block_bwd");
+}
+void CudaBackend::attention_merge(const kernels::BlockHeads&, kernels::SeqRows, DevPtr, float*, DevPtr, const float*) {
+  no_ring_attention("attention_merge");
+}
+
 void CudaBackend::rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr y, float* rstd) {
   constexpr const char* c = "rmsnorm_fwd";
   floating(x, c, [&](auto t) {
@@ -219,13 +248,17 @@ void CudaBackend::ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t v
   });
 }
 
-void CudaBackend::ce_loss(int64_t tokens, const float* max, const float* sumexp, const float* tlogit, float* loss) {
+void CudaBackend::ce_loss(int64_t tokens, int64_t mean_over, const float* max, const float* sumexp, const float* tlogit,
+                          float* loss) {
+  require_mean_over_tokens("ce_loss", tokens, mean_over);
   cuda::ce_loss(compute_, tokens, max, sumexp, tlogit, loss);
 }
 
-void CudaBackend::ce_backward(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
-                              const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) {
+void CudaBackend::ce_backward(int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset,
+                              DevPtr logits, const float* max, const float* sumexp, const int32_t* targets,
+                              DevPtr d_logits) {
   constexpr const char* c = "ce_backward";
+  require_mean_over_tokens(c, tokens, mean_over);
   floating(logits, c, [&](auto t) {
     using T = T_OF(t);
     cuda::ce_backward<T>(compute_, tokens, vocab_local, vocab_offset, as<T>(logits, c), max, sumexp, targets,

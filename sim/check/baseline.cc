@@ -79,7 +79,10 @@ CheckBaseline baseline_from_report(const StepReport& r) {
              {"local_batch_size", std::to_string(r.local_batch_size)},
              {"seq_len", std::to_string(r.seq_len)}};
   if (r.dp_replicate > 1) b.setup["dp_replicate"] = std::to_string(r.dp_replicate);  // HSDP runs only
-  if (r.gradient_accumulation_steps > 1)                                             // runs that accumulate only
+  if (r.cp_degree > 1)                                                               // context-parallel runs only
+    b.setup["cp"] = fmt::format("{} (rotate {}, load balance {})", r.cp_degree, to_string(r.cp_rotate),
+                                r.cp_load_balance ? "on" : "off");
+  if (r.gradient_accumulation_steps > 1)  // runs that accumulate only
     b.setup["gradient_accumulation_steps"] = std::to_string(r.gradient_accumulation_steps);
   b.written_by = this_build();
   b.step_time_ms = r.step_time_ms;

@@ -95,8 +95,8 @@ Full blockwise(const Problem& p, const std::vector<SeqRows>& q_blocks, const std
 // exp sums (relative ~seq * 6e-8) and in the merge's rescaling (a few float roundings per merged block). With 3-5
 // blocks per row the worst differences are ~2e-6 (dk), with one key per block (up to 37 merges per row) ~7e-6 (dv)
 // (TPTUNE_SHOW_WORST=1), on values of size 1-10. atol 2e-5 + rtol 1e-5 |ref| keeps a margin of 3x in that extreme
-// case and 10x otherwise; a missing or doubled key block moves o by O(0.1) (the skipped-block check in
-// tests/runtime/mpi/ring_attention_test.cc exceeds this tolerance 1e5-fold).
+// case and 10x otherwise; a missing or doubled key block moves o by O(0.1) (tests/runtime/mpi/cp_verify_test.cc's
+// skipped block fails verify).
 void check_equal_to_full(const Full& got, const Full& want) {
   check_close("o", got.o, want.o, 2e-5, 1e-5);
   check_close("lse", got.lse, want.lse, 2e-5, 1e-5);

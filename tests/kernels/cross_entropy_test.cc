@@ -52,10 +52,12 @@ Result run_sharded(const std::vector<float>& logits, const std::vector<int32_t>&
     cross_entropy_target_logit(local[size_t(r)].data(), targets.data(), tokens, vl, r * vl, part.data());
     for (size_t t = 0; t < part.size(); ++t) tlogit[t] += part[t];  // all-reduce(sum)
   }
-  Result res{cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens), std::vector<float>(logits.size())};
+  Result res{cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens, tokens),
+             std::vector<float>(logits.size())};
   for (int64_t r = 0; r < shards; ++r) {
     std::vector<float> d(local[size_t(r)].size());
-    cross_entropy_bwd(local[size_t(r)].data(), max.data(), sumexp.data(), targets.data(), tokens, vl, r * vl, d.data());
+    cross_entropy_bwd(local[size_t(r)].data(), max.data(), sumexp.data(), targets.data(), tokens, tokens, vl, r * vl,
+                      d.data());
     for (int64_t t = 0; t < tokens; ++t)
       std::copy(d.begin() + t * vl, d.begin() + (t + 1) * vl, res.d_logits.begin() + t * vocab + r * vl);
   }
@@ -123,6 +125,6 @@ TEST_CASE("cross entropy stages on one shard: target outside the shard gives a z
   // The backward of a shard without the target is the plain softmax / tokens: no onehot term.
   const float max = 4, sumexp = std::exp(-3.0f) + std::exp(-2.0f) + std::exp(-1.0f) + 1.0f;
   std::vector<float> d(4);
-  cross_entropy_bwd(logits.data(), &max, &sumexp, &outside, 1, 4, 4, d.data());
+  cross_entropy_bwd(logits.data(), &max, &sumexp, &outside, 1, 1, 4, 4, d.data());
   CHECK(d[3] == Approx(1.0 / sumexp).epsilon(1e-6));
 }

@@ -240,10 +240,10 @@ TEST_CASE("cross-entropy pieces equal the CPU reference stages bit for bit", "[c
   }
   check_bits("sumexp", got_sum, sumexp);
   check_bits("tlogit", got_t, tlogit);
-  const float loss = kernels::cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens);
+  const float loss = kernels::cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens, tokens);
   CHECK(float(total / double(tokens)) == loss);
   std::vector<float> want(logits.size()), got(logits.size());
-  kernels::cross_entropy_bwd(logits.data(), max.data(), sumexp.data(), targets.data(), tokens, vocab, offset,
+  kernels::cross_entropy_bwd(logits.data(), max.data(), sumexp.data(), targets.data(), tokens, tokens, vocab, offset,
                              want.data());
   for (int64_t t = 0; t < tokens; ++t) {
     const double inv_sum = 1.0 / double(sumexp[size_t(t)]), inv_tokens = 1.0 / double(tokens);

@@ -111,6 +111,27 @@ TEST_CASE("shrink: the shrunk Program has the real one's ops and collectives, in
       }
 }
 
+TEST_CASE("shrink: context parallelism keeps two rows per sequence chunk of every rank", "[shrink]") {
+  // Llama 3 70B at 128K tokens, tp 4 x cp 8 (examples/llama3-70b-128k-cp.yaml's winner): head-tail load balancing
+  // cuts each sequence in 2 x 8 chunks and sequence parallelism each chunk over tp 4, so seq' = 2 x (4 x 2 x 8) = 128;
+  // without load balancing 2 x (4 x 8) = 64. The shrunk Program has the real one's ring (same ops, same order).
+  Training t;
+  t.seq_len = 131072;
+  const Model m = test::model_named("llama3-70b");
+  for (bool balance : {true, false}) {
+    const Plan plan = test::make_plan("sequence_parallel", {.tp_degree = 4,
+                                                            .dp_shard = 2,
+                                                            .loss_parallel = true,
+                                                            .cp_degree = 8,
+                                                            .cp_load_balance = balance});
+    const Shrunk s = shrink_for_verify(m, t, plan);
+    CHECK(s.training.seq_len == (balance ? 128 : 64));
+    Model real = m;
+    real.n_layers = 2;
+    CHECK(structure(lower(real, t, plan)) == structure(lower(s.model, s.training, plan)));
+  }
+}
+
 TEST_CASE("shrink: what the real model refuses, the shrunk one refuses too", "[shrink]") {
   Model m = test::model_named("tiny-llama");  // 8 heads, 4 kv heads: tp 8 cannot shard wk
   Training t;

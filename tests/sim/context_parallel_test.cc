@@ -7,6 +7,8 @@
 
 #include "plans/explain.h"
 #include "plans/lower.h"
+#include "sim/check/baseline.h"
+#include "sim/check/compare.h"
 #include "sim/comm_cost.h"
 #include "sim/memory.h"
 #include "sim/report/html_report.h"
@@ -115,6 +117,22 @@ TEST_CASE("context parallel: the trace and the HTML timeline have a cp lane", "[
   bool cp_track = false;
   for (const auto& e : trace["traceEvents"]) cp_track |= e["name"] == "thread_name" && e["args"]["name"] == "cp comm";
   CHECK(cp_track);
+}
+
+TEST_CASE("context parallel: tp-plan check records cp and notices a baseline of another degree", "[cp][check]") {
+  const ClusterSpec cl = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  auto baseline = [&](PlanToggles t) { return baseline_from_report(simulate(lower_cp(t, 4096), cl, P)); };
+  const CheckBaseline plain = baseline({.tp_degree = 2, .dp_shard = 4});
+  const CheckBaseline cp2 = baseline({.tp_degree = 2, .dp_shard = 2, .cp_degree = 2});
+  const CheckBaseline ring = baseline({.tp_degree = 2, .dp_shard = 2, .cp_degree = 2, .cp_rotate = CpRotate::alltoall});
+  CHECK_FALSE(plain.setup.count("cp"));  // baselines of plans without CP read as before
+  CHECK(cp2.setup.at("cp") == "2 (rotate allgather, load balance on)");
+  CHECK(compare(plain, cp2, {0.5, 0.5}).setup_changes ==
+        std::vector<std::string>{"dp 4 -> 2", "cp 1 -> 2 (rotate allgather, load balance on)"});
+  CHECK(compare(cp2, ring, {0.5, 0.5}).setup_changes ==
+        std::vector<std::string>{"cp 2 (rotate allgather, load balance on) -> 2 (rotate alltoall, load balance on)"});
+  CHECK(compare(cp2, cp2, {0.5, 0.5}).setup_changes.empty());
 }
 
 TEST_CASE("context parallel: activations / cp, tokens per GPU over tp x cp", "[cp][memory]") {

@@ -30,9 +30,9 @@ TEMPLATE_TEST_CASE("cuda cross-entropy stages match the CPU", "[cuda]", float, _
   kernels::cross_entropy_row_max(logits.data(), tokens, vocab, max.data());
   kernels::cross_entropy_sum_exp(logits.data(), max.data(), tokens, vocab, sumexp.data());
   kernels::cross_entropy_target_logit(logits.data(), targets.data(), tokens, vocab, 0, tlogit.data());
-  const float loss = kernels::cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens);
+  const float loss = kernels::cross_entropy_loss(max.data(), sumexp.data(), tlogit.data(), tokens, tokens);
   std::vector<float> dlogits(logits.size());
-  kernels::cross_entropy_bwd(logits.data(), max.data(), sumexp.data(), targets.data(), tokens, vocab, 0,
+  kernels::cross_entropy_bwd(logits.data(), max.data(), sumexp.data(), targets.data(), tokens, tokens, vocab, 0,
                              dlogits.data());
 
   // Two vocab shards on the device, each a (tokens, shard) slice copied out of the full logits.
