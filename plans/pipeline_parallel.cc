@@ -119,6 +119,31 @@ std::vector<int> default_stage_layers(int64_t n_layers, int stages, int first_le
   return layers;
 }
 
+TorchtitanPipelineSplit torchtitan_pipeline_split(const Model& model, const Plan& plan) {
+  TorchtitanPipelineSplit t;
+  const PipelineSplit s = resolve_pipeline(model, plan);
+  if (!plan.pp_split.empty()) {
+    std::vector<int> generated;
+    try {
+      generated = default_stage_layers(model.n_layers, s.num_stages(), plan.pp_first_stage_less_layers,
+                                       plan.pp_last_stage_less_layers, "pp_split");
+    } catch (const Error&) {
+      generated.clear();  // torchtitan cannot generate that many stages: only an explicit split says it
+    }
+    t.explicit_split = generated != s.stage_layers;
+  }
+  t.needs_layers_per_stage = s.stages_per_rank != default_stages_per_rank(plan.pp_schedule);
+  if (!t.needs_layers_per_stage) return t;
+  const int64_t effective = model.n_layers + plan.pp_first_stage_less_layers + plan.pp_last_stage_less_layers;
+  const int64_t stages = s.num_stages();
+  for (int64_t l = 1; l <= effective; ++l)
+    if ((effective + l - 1) / l == stages) {
+      t.layers_per_stage = static_cast<int>(l);
+      break;
+    }
+  return t;
+}
+
 PipelineSplit resolve_pipeline(const Model& model, const Plan& plan) {
   PipelineSplit s;
   s.pp = plan.pp_degree;

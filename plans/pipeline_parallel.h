@@ -98,6 +98,18 @@ std::vector<int> default_stage_layers(int64_t n_layers, int stages, int first_le
 // A plan with pp_degree 1 gives one stage of every block.
 PipelineSplit resolve_pipeline(const Model& model, const Plan& plan);
 
+// How torchtitan is told a split (the exports, plans/export_*.cc): its stages per rank through
+// pipeline_parallel_layers_per_stage, the smallest count L with ceil((n_layers + first_less + last_less) / L) =
+// pp x stages_per_rank (torchtitan's _get_pipeline_metadata), 0 when none gives that many stages; `explicit_split`
+// true when the plan's pp_split is not the default split of its stage count (then only module_fqns_per_model_part
+// says it).
+struct TorchtitanPipelineSplit {
+  int layers_per_stage = 0;  // 0: not needed (the schedule's default stages per rank) or impossible (see exact)
+  bool needs_layers_per_stage = false;
+  bool explicit_split = false;
+};
+TorchtitanPipelineSplit torchtitan_pipeline_split(const Model& model, const Plan& plan);
+
 // Where a plan key came from, for errors: its provenance ("plan FILE:LINE", "option --pp"), else the plan's source.
 std::string plan_key_origin(const Plan& plan, const std::string& key);
 
