@@ -126,6 +126,21 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
         fmt::format("{}: cp_load_balance false: a torchtitan job config (TOML) cannot turn the head-tail load "
                     "balancer off (its key takes None, which TOML has no value for); use --format torchtitan",
                     plan.source));
+  // Pipeline parallelism: the split needs the model (the blocks torchtitan splits) unless it is torchtitan's own at the
+  // schedule's default stages per rank.
+  TorchtitanPipelineSplit pp_split;
+  if (plan.pp_degree > 1) {
+    if (ctx.model) {
+      pp_split = torchtitan_pipeline_split(*ctx.model, plan);
+    } else if (!plan.pp_split.empty() || plan.pp_stages_per_rank > 0) {
+      throw Error(
+          fmt::format("{}: pp_split / pp_stages_per_rank: the export needs --config CONFIG (the model's blocks) "
+                      "to write torchtitan's split",
+                      plan.source));
+    }
+    if (pp_split.needs_layers_per_stage && pp_split.layers_per_stage == 0 && !pp_split.explicit_split)
+      pp_split.explicit_split = true;  // no layers_per_stage gives that count: the split is written out
+  }
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
   std::string out;
@@ -166,6 +181,30 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
   if (plan.cp_degree > 1) {
     out += fmt::format("context_parallel_degree = {}\n", plan.cp_degree);
     out += fmt::format("context_parallel_rotate_method = \"{}\"\n", to_string(plan.cp_rotate));
+  }
+  // Pipeline parallelism (PP plans only): ParallelismConfig's pipeline_parallel_* keys of the 2025 job config, and
+  // module_fqns_per_model_part for a split torchtitan would not generate.
+  if (plan.pp_degree > 1) {
+    out += fmt::format("pipeline_parallel_degree = {}\n", plan.pp_degree);
+    out += fmt::format("pipeline_parallel_schedule = \"{}\"\n", to_string(plan.pp_schedule));
+    out += fmt::format("pipeline_parallel_microbatch_size = {}\n", plan.pp_microbatch_size);
+    out += fmt::format("pipeline_parallel_first_stage_less_layers = {}\n", plan.pp_first_stage_less_layers);
+    out += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", plan.pp_last_stage_less_layers);
+    if (pp_split.explicit_split) {
+      const PipelineSplit s = resolve_pipeline(*ctx.model, plan);
+      std::vector<std::string> parts;
+      for (int stage = 0; stage < s.num_stages(); ++stage) {
+        std::vector<std::string> names;
+        if (stage == 0) names.push_back("\"tok_embeddings\"");
+        for (int l = 0; l < s.stage_layers[static_cast<size_t>(stage)]; ++l)
+          names.push_back(fmt::format("\"layers.{}\"", s.first_layer(stage) + l));
+        if (stage == s.num_stages() - 1) names.insert(names.end(), {"\"norm\"", "\"output\""});
+        parts.push_back(fmt::format("[{}]", fmt::join(names, ", ")));
+      }
+      out += fmt::format("module_fqns_per_model_part = [{}]\n", fmt::join(parts, ", "));
+    } else if (pp_split.needs_layers_per_stage) {
+      out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", pp_split.layers_per_stage);
+    }
   }
   out += fmt::format("enable_async_tensor_parallel = {}\n", toml_bool(async));
   // torchtitan applies loss parallel whenever TP is on unless it is disabled.

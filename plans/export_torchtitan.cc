@@ -68,15 +68,17 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         ctx.model->ffn_dim, ctx.model->vocab_size));
   // The plan's world (tp x dp_shard x dp_replicate (x cp), each degree <= 2^20: checked product) is the ranks
   // torchrun starts.
-  const int64_t plan_world = checked_mul({plan.tp_degree, plan.dp_shard, plan.dp_replicate, plan.cp_degree}, "world");
+  const int64_t plan_world =
+      checked_mul({plan.tp_degree, plan.dp_shard, plan.dp_replicate, plan.cp_degree, plan.pp_degree}, "world");
   const int64_t cluster_world = int64_t{ctx.nodes} * ctx.gpus_per_node;
   if (plan_world != cluster_world)
     throw Error(fmt::format(
         "{}: the plan runs on tp {} x dp_shard {} x dp_replicate {}{} = {} GPUs, the config's cluster has {} nodes x "
         "{} = {}: torchrun would start another world than the plan's degrees",
         yaml::shown(plan.source, 200), plan.tp_degree, plan.dp_shard, plan.dp_replicate,
-        plan.cp_degree > 1 ? fmt::format(" x cp {}", plan.cp_degree) : std::string(), plan_world, ctx.nodes,
-        ctx.gpus_per_node, cluster_world));
+        (plan.cp_degree > 1 ? fmt::format(" x cp {}", plan.cp_degree) : std::string()) +
+            (plan.pp_degree > 1 ? fmt::format(" x pp {}", plan.pp_degree) : std::string()),
+        plan_world, ctx.nodes, ctx.gpus_per_node, cluster_world));
   const TorchtitanRecipe& r = *recipe;
   const bool tp = plan.tp_degree > 1;
   const bool async = tp && plan.async_tp;
@@ -109,6 +111,24 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         "allgather); use --format torchtitan-toml (torchtitan before 0.3 has context_parallel_rotate_method) or "
         "cp_rotate_method: allgather",
         plan.source, to_string(plan.cp_rotate)));
+  // Pipeline parallelism: torchtitan generates the split from the stage count; an explicit other split is
+  // module_fqns_per_model_part, a list of lists the command line cannot write.
+  TorchtitanPipelineSplit pp_split;
+  if (plan.pp_degree > 1) {
+    pp_split = torchtitan_pipeline_split(*ctx.model, plan);
+    if (pp_split.explicit_split)
+      throw Error(fmt::format(
+          "{}: pp_split [{}] is not the split torchtitan generates for {} stages, and torchtitan 0.3's command line "
+          "cannot write module_fqns_per_model_part (a list of lists); use --format torchtitan-toml, or leave pp_split "
+          "out for torchtitan's split",
+          plan.source, fmt::join(plan.pp_split, ", "), plan.pp_split.size()));
+    if (pp_split.needs_layers_per_stage && pp_split.layers_per_stage == 0)
+      throw Error(fmt::format(
+          "{}: pp_stages_per_rank {}: no pipeline_parallel_layers_per_stage L gives pp {} x {} stages (torchtitan "
+          "counts ceil(({} blocks + {} + {}) / L)); choose another pp_stages_per_rank",
+          plan.source, plan.pp_stages_per_rank, plan.pp_degree, plan.pp_stages_per_rank, ctx.model->n_layers,
+          plan.pp_first_stage_less_layers, plan.pp_last_stage_less_layers));
+  }
   std::string out = "#!/bin/sh\nset -e\n";
   out += fmt::format(
       "# torchtitan 0.3 run of the tptune plan '{}' ({}), written by `tp-plan export --format "
@@ -171,6 +191,18 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   if (plan.cp_degree > 1) {
     add("--parallelism.context-parallel-degree", std::to_string(plan.cp_degree));
     add("--parallelism.context-parallel-load-balancer", plan.cp_load_balance ? "headtail" : "None");
+  }
+  // ParallelismConfig.pipeline_parallel_* (PP plans only): the local batch is split into microbatches of
+  // pipeline_parallel_microbatch_size; pipeline_parallel_layers_per_stage only where the stages per rank are not the
+  // schedule's default.
+  if (plan.pp_degree > 1) {
+    add("--parallelism.pipeline-parallel-degree", std::to_string(plan.pp_degree));
+    add("--parallelism.pipeline-parallel-schedule", std::string(to_string(plan.pp_schedule)));
+    add("--parallelism.pipeline-parallel-microbatch-size", std::to_string(plan.pp_microbatch_size));
+    add("--parallelism.pipeline-parallel-first-stage-less-layers", std::to_string(plan.pp_first_stage_less_layers));
+    add("--parallelism.pipeline-parallel-last-stage-less-layers", std::to_string(plan.pp_last_stage_less_layers));
+    if (pp_split.needs_layers_per_stage)
+      add("--parallelism.pipeline-parallel-layers-per-stage", std::to_string(pp_split.layers_per_stage));
   }
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));
   // torchtitan's TrainingConfig.global_batch_size (default -1: local batch x dp degree, no accumulation); train.py

@@ -4,6 +4,7 @@
 
 #include "plans/checked_math.h"
 #include "plans/error.h"
+#include "plans/pipeline_parallel.h"
 
 namespace tptune {
 
@@ -25,7 +26,19 @@ Plan preset_base_plan(const Config& cfg, const std::string& preset, int default_
 void resolve_dp_shard(const Config& cfg, Plan& plan, const std::string& tp_label) {
   if (plan.dp_shard > 0) return;
   const int64_t world = cfg.cluster.world_size();
-  if (plan.cp_degree > 1) {
+  if (plan.pp_degree > 1) {
+    // torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp]: dp_shard is what the other degrees leave of the world.
+    const int64_t per_shard =
+        checked_mul({plan.pp_degree, plan.tp_degree, plan.cp_degree, plan.dp_replicate}, "pp x tp x cp x dp_replicate");
+    if (world % per_shard != 0)
+      throw Error(fmt::format(
+          "{}: pp {} x tp {} x cp {} x dp_replicate {} = {}: does not divide the cluster's {} GPUs ({} nodes x {}), "
+          "so dp_shard = world / (pp x tp x cp x dp_replicate) is not whole",
+          plan_key_origin(plan, "pp_degree"), plan.pp_degree, plan.tp_degree, plan.cp_degree, plan.dp_replicate,
+          per_shard, world, cfg.cluster.nodes, cfg.cluster.gpus_per_node));
+    plan.dp_shard = static_cast<int>(world / per_shard);
+    plan.provenance["dp_shard"] = "world size / (pp x tp x cp x dp_replicate)";
+  } else if (plan.cp_degree > 1) {
     // torchtitan's mesh [dp_replicate, dp_shard, cp, tp]: dp_shard is what the other degrees leave of the world.
     const int64_t per_shard =
         checked_mul({plan.tp_degree, plan.cp_degree, plan.dp_replicate}, "tp x cp x dp_replicate");

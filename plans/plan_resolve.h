@@ -23,7 +23,8 @@ namespace tptune {
 // dp_shard 0 (resolve_dp_shard() fills it). Each value's provenance recorded.
 Plan preset_base_plan(const Config& cfg, const std::string& preset, int default_tp);
 // dp_shard = world / tp (dp_replicate 1) or world / (tp x dp_replicate), with context parallelism world / (tp x cp x
-// dp_replicate) (torchtitan's mesh [dp_replicate, dp_shard, cp, tp]), when the plan states none (<= 0); tptune::Error
+// dp_replicate) (torchtitan's mesh [dp_replicate, dp_shard, cp, tp]), with pipeline parallelism world / (pp x tp x cp x
+// dp_replicate) (the mesh [pp, dp_replicate, dp_shard, cp, tp]), when the plan states none (<= 0); tptune::Error
 // when that is not whole, the tp named by `tp_label` ("--tp": "--tp 3: does not divide the cluster's 16 GPUs ...").
 void resolve_dp_shard(const Config& cfg, Plan& plan, const std::string& tp_label);
 // torchtitan's train.py: gradient_accumulation_steps = global_batch_size / (local_batch_size x dp_shard x

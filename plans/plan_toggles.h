@@ -24,9 +24,11 @@
 // holds what the Program ran with (its training's sequence length, local batch and checkpointing).
 
 #include <cstdint>
+#include <vector>
 
 #include "plans/config.h"
 #include "plans/context_parallel.h"
+#include "plans/pipeline_parallel.h"
 
 namespace tptune {
 
@@ -68,6 +70,17 @@ struct PlanToggles {
   // torch's head-tail load balancer for causal attention (torchtitan's context_parallel_load_balancer "headtail",
   // the default; off: None).
   bool cp_load_balance = true;
+  // Pipeline parallelism (plans/pipeline_parallel.h): the layers split into pp_degree x stages-per-rank stages, the
+  // local batch into microbatches of pp_microbatch_size, run in pp_schedule's order. The mesh is [pp, dp_replicate,
+  // dp_shard, cp, tp]; a Candidate's dp_shard is world / (pp x tp x cp x dp_replicate). 1: no PP (every other pp
+  // field is then unused, and nothing prints or writes them).
+  int pp_degree = 1;
+  PipelineScheduleKind pp_schedule = PipelineScheduleKind::one_f_one_b;
+  int64_t pp_microbatch_size = 1;
+  int pp_stages_per_rank = 0;  // 0: the schedule's default (default_stages_per_rank)
+  int pp_first_stage_less_layers = 1;
+  int pp_last_stage_less_layers = 1;
+  std::vector<int> pp_split;  // blocks per stage; empty: torchtitan's default split
 
   PlanToggles& toggles() { return *this; }
   const PlanToggles& toggles() const { return *this; }

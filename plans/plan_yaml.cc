@@ -133,9 +133,32 @@ Plan load(const std::string& text, const std::string& name) {
     throw Error(fmt::format("{}: expected a plan (a map with tp_degree, ..., modules), got {}", doc.at(root),
                             yaml::describe(root)));
   doc.check_map(root, "",
-                {"family", "tp_degree", "dp_shard", "dp_replicate", "cp_degree", "cp_rotate_method", "cp_load_balance",
-                 "float8", "async_tp", "loss_parallel", "activation_checkpointing", "ac_layers", "local_batch_size",
-                 "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks", "spmd_backend", "modules"});
+                {"family",
+                 "tp_degree",
+                 "dp_shard",
+                 "dp_replicate",
+                 "cp_degree",
+                 "cp_rotate_method",
+                 "cp_load_balance",
+                 "pp_degree",
+                 "pp_schedule",
+                 "pp_microbatch_size",
+                 "pp_stages_per_rank",
+                 "pp_first_stage_less_layers",
+                 "pp_last_stage_less_layers",
+                 "pp_split",
+                 "float8",
+                 "async_tp",
+                 "loss_parallel",
+                 "activation_checkpointing",
+                 "ac_layers",
+                 "local_batch_size",
+                 "gradient_accumulation_steps",
+                 "seq_len",
+                 "framework",
+                 "loss_chunks",
+                 "spmd_backend",
+                 "modules"});
   if (root["spmd_backend"].IsDefined()) read_spmd_backend(doc, root["spmd_backend"], "spmd_backend");
   Plan p;
   p.source = name;
@@ -149,6 +172,23 @@ Plan load(const std::string& text, const std::string& name) {
     p.cp_rotate = parse_cp_rotate(doc.choice(root["cp_rotate_method"], "cp_rotate_method", {"allgather", "alltoall"}),
                                   doc.where(root["cp_rotate_method"], "cp_rotate_method"));
   if (root["cp_load_balance"].IsDefined()) p.cp_load_balance = doc.boolean(root["cp_load_balance"], "cp_load_balance");
+  if (root["pp_degree"].IsDefined()) p.pp_degree = small_positive("pp_degree");
+  if (root["pp_schedule"].IsDefined())
+    p.pp_schedule = parse_pipeline_schedule(doc.string(root["pp_schedule"], "pp_schedule"),
+                                            doc.where(root["pp_schedule"], "pp_schedule"));
+  if (root["pp_microbatch_size"].IsDefined())
+    p.pp_microbatch_size = doc.integer_in(root["pp_microbatch_size"], "pp_microbatch_size", limits::local_batch_size);
+  auto layer_count = [&](const char* k, limits::IntRange r) { return static_cast<int>(doc.integer_in(root[k], k, r)); };
+  if (root["pp_stages_per_rank"].IsDefined())
+    p.pp_stages_per_rank = layer_count("pp_stages_per_rank", limits::n_layers);
+  if (root["pp_first_stage_less_layers"].IsDefined())
+    p.pp_first_stage_less_layers = layer_count("pp_first_stage_less_layers", {0, limits::n_layers.hi});
+  if (root["pp_last_stage_less_layers"].IsDefined())
+    p.pp_last_stage_less_layers = layer_count("pp_last_stage_less_layers", {0, limits::n_layers.hi});
+  if (root["pp_split"].IsDefined())
+    p.pp_split = doc.list(root["pp_split"], "pp_split", [&](const YAML::Node& n, const std::string& k) {
+      return static_cast<int>(doc.integer_in(n, k, {0, limits::n_layers.hi}));
+    });
   if (root["float8"].IsDefined())
     p.float8 =
         parse_float8(doc.choice(root["float8"], "float8", {"none", "tensorwise", "rowwise", "rowwise_with_gw_hp"}),
@@ -181,9 +221,29 @@ Plan load(const std::string& text, const std::string& name) {
                  "torchtitan 0.3 always runs the vocab-parallel loss under TP: expected true or no key");
   apply_framework(p, framework);
   // What the file states, with its line, so that tools take every other value from the config (and say so).
-  for (const char* k : {"tp_degree", "dp_shard", "dp_replicate", "cp_degree", "cp_rotate_method", "cp_load_balance",
-                        "float8", "async_tp", "loss_parallel", "activation_checkpointing", "ac_layers",
-                        "local_batch_size", "gradient_accumulation_steps", "seq_len", "framework", "loss_chunks"})
+  for (const char* k : {"tp_degree",
+                        "dp_shard",
+                        "dp_replicate",
+                        "cp_degree",
+                        "cp_rotate_method",
+                        "cp_load_balance",
+                        "pp_degree",
+                        "pp_schedule",
+                        "pp_microbatch_size",
+                        "pp_stages_per_rank",
+                        "pp_first_stage_less_layers",
+                        "pp_last_stage_less_layers",
+                        "pp_split",
+                        "float8",
+                        "async_tp",
+                        "loss_parallel",
+                        "activation_checkpointing",
+                        "ac_layers",
+                        "local_batch_size",
+                        "gradient_accumulation_steps",
+                        "seq_len",
+                        "framework",
+                        "loss_chunks"})
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
@@ -273,6 +333,16 @@ std::string plan_to_yaml(const Plan& plan) {
     out += fmt::format("cp_degree: {}\n", plan.cp_degree);
     out += fmt::format("cp_rotate_method: {}\n", to_string(plan.cp_rotate));
     out += fmt::format("cp_load_balance: {}\n", plan.cp_load_balance);
+  }
+  // Likewise only PP plans carry the pp keys (pp_split only when explicit).
+  if (plan.pp_degree != 1) {
+    out += fmt::format("pp_degree: {}\n", plan.pp_degree);
+    out += fmt::format("pp_schedule: {}\n", scalar(std::string(to_string(plan.pp_schedule))));
+    out += fmt::format("pp_microbatch_size: {}\n", plan.pp_microbatch_size);
+    if (plan.pp_stages_per_rank > 0) out += fmt::format("pp_stages_per_rank: {}\n", plan.pp_stages_per_rank);
+    out += fmt::format("pp_first_stage_less_layers: {}\n", plan.pp_first_stage_less_layers);
+    out += fmt::format("pp_last_stage_less_layers: {}\n", plan.pp_last_stage_less_layers);
+    if (!plan.pp_split.empty()) out += fmt::format("pp_split: [{}]\n", fmt::join(plan.pp_split, ", "));
   }
   out += fmt::format("float8: {}\n", to_string(plan.float8));
   out += fmt::format("async_tp: {}\n", plan.async_tp);

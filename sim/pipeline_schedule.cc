@@ -16,20 +16,8 @@ namespace tptune {
 
 namespace {
 
-constexpr std::string_view kScheduleNames[] = {
-    "GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV",
-};
-static_assert(std::size(kScheduleNames) == enum_count(PipelineScheduleKind::dual_pipe_v));
-
 constexpr std::string_view kActionNames[] = {"F", "B", "I", "W"};
 static_assert(std::size(kActionNames) == enum_count(PipelineActionKind::W));
-
-bool equal_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
 
 using Actions = std::vector<PipelineAction>;
 using Kind = PipelineActionKind;
@@ -268,48 +256,6 @@ void check_arguments(PipelineScheduleKind kind, int64_t pp, int64_t v, int64_t m
 }
 
 }  // namespace
-
-std::string_view to_string(PipelineScheduleKind kind) { return name_of(kScheduleNames, kind); }
-
-const std::vector<PipelineScheduleKind>& all_pipeline_schedule_kinds() {
-  static const std::vector<PipelineScheduleKind> kinds = [] {
-    std::vector<PipelineScheduleKind> k;
-    for (size_t i = 0; i < std::size(kScheduleNames); ++i) k.push_back(static_cast<PipelineScheduleKind>(i));
-    return k;
-  }();
-  return kinds;
-}
-
-PipelineScheduleKind parse_pipeline_schedule(std::string_view name, const std::string& where) {
-  for (size_t i = 0; i < std::size(kScheduleNames); ++i)
-    if (equal_ignoring_case(kScheduleNames[i], name)) return static_cast<PipelineScheduleKind>(i);
-  throw_unknown_name(kScheduleNames, std::size(kScheduleNames), name, where);
-}
-
-StagePlacement stage_placement(PipelineScheduleKind kind) {
-  switch (kind) {
-    case PipelineScheduleKind::gpipe:
-    case PipelineScheduleKind::one_f_one_b:
-      return StagePlacement::single;
-    case PipelineScheduleKind::zbv_zero_bubble:
-    case PipelineScheduleKind::dual_pipe_v:
-      return StagePlacement::v;
-    case PipelineScheduleKind::interleaved_1f1b:
-    case PipelineScheduleKind::looped_bfs:
-    case PipelineScheduleKind::interleaved_zero_bubble:
-      break;
-  }
-  return StagePlacement::looped;
-}
-
-bool splits_backward(PipelineScheduleKind kind) {
-  return kind == PipelineScheduleKind::interleaved_zero_bubble || kind == PipelineScheduleKind::zbv_zero_bubble ||
-         kind == PipelineScheduleKind::dual_pipe_v;
-}
-
-int default_stages_per_rank(PipelineScheduleKind kind) {
-  return stage_placement(kind) == StagePlacement::single ? 1 : 2;
-}
 
 std::string_view to_string(PipelineActionKind kind) { return name_of(kActionNames, kind); }
 

@@ -47,46 +47,17 @@
 // - pp, stages_per_rank and microbatches in the ranges below, and pp x stages_per_rank x microbatches x 3 (actions)
 //   at most kMaxPipelineActions.
 //
-// Not here: the split of layers into stages, plan keys, per-stage Programs, search, export and tp-run.
+// The schedule kinds, their names and placements, and the split of layers into stages are the plan's
+// (plans/pipeline_parallel.h).
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "plans/pipeline_parallel.h"
+
 namespace tptune {
-
-enum class PipelineScheduleKind {
-  gpipe,
-  one_f_one_b,
-  interleaved_1f1b,
-  looped_bfs,
-  interleaved_zero_bubble,
-  zbv_zero_bubble,
-  dual_pipe_v,
-};
-
-// torchtitan's spelling (the keys of torch's get_schedule_class()): "GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS",
-// "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV".
-std::string_view to_string(PipelineScheduleKind kind);
-// All kinds in declaration order.
-const std::vector<PipelineScheduleKind>& all_pipeline_schedule_kinds();
-// The kind named `name`, matched case-insensitively as torch's get_schedule_class() does; otherwise tptune::Error
-// "WHERE: expected one of GPipe, 1F1B, ..., got 'NAME'".
-PipelineScheduleKind parse_pipeline_schedule(std::string_view name, const std::string& where);
-
-// How a schedule places stages on ranks (torch's generate_stage_to_rank_mapping() styles).
-enum class StagePlacement {
-  single,  // one stage per rank: stage r on rank r
-  looped,  // stage s on rank s % pp
-  v,       // two stages per rank: rank r holds r and 2pp-1-r
-};
-StagePlacement stage_placement(PipelineScheduleKind kind);
-// Whether the schedule splits backward into I and W (InterleavedZeroBubble, ZBVZeroBubble, DualPipeV).
-bool splits_backward(PipelineScheduleKind kind);
-// torchtitan's stages per rank when pipeline_parallel_layers_per_stage is not set: 1 for the single-stage schedules,
-// 2 for the others.
-int default_stages_per_rank(PipelineScheduleKind kind);
 
 // Ranges of build_schedule()'s arguments. pp: any parallel degree (plans/limits.h degree). stages_per_rank: at most
 // one stage per layer (limits::n_layers). microbatches: at most one sequence each of the largest local batch

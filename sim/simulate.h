@@ -30,6 +30,7 @@
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/memory.h"
+#include "sim/pipeline_schedule_sim.h"
 #include "sim/timeline.h"
 #include "sim/trust.h"
 
@@ -44,6 +45,36 @@ struct OpSummary {
   int64_t count = 0;    // instances per step (x gradient_accumulation_steps outside the optimizer)
   double time_us = 0;   // one instance
   double total_us = 0;  // count x time
+};
+
+// Pipeline parallelism's figures (sim/pipeline_step.h), for a plan with pp_degree > 1; pp 1 otherwise.
+struct PipelineRankReport {
+  std::vector<int> stages;          // the stages it holds, ascending
+  int layers = 0;                   // their transformer blocks
+  double busy_ms = 0, idle_ms = 0;  // in one pass of the schedule (one gradient accumulation step)
+  int peak_activations = 0;         // (stage, microbatch) activations held at once, at most
+  double activations = 0;           // bytes those hold at the peak
+  double peak_memory = 0;           // bytes, the rank's peak (MemoryReport::peak)
+  double end_ms = 0;                // when the rank's step ends
+};
+struct PipelineReport {
+  int pp = 1;
+  PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
+  int stages_per_rank = 1;
+  int64_t microbatches = 1, microbatch_size = 1;
+  std::vector<int> stage_layers;       // [stage] blocks
+  std::vector<StageCost> stage_costs;  // [stage] one microbatch
+  int64_t p2p_bytes = 0;               // one activation (or its gradient) of one microbatch
+  double p2p_us = 0;
+  bool p2p_network = false;    // the pp hops cross nodes
+  double schedule_ms = 0;      // one pass of the schedule (its timeline's step)
+  double bubble_fraction = 0;  // mean over ranks of idle / schedule
+  double fsdp_exposed_ms = 0;  // the first stage's all-gather wait and the critical rank's unhidden reduction
+  double optimizer_ms = 0;     // the critical rank's gradient norm and optimizer, once per step
+  int critical_rank = 0;       // the rank that ends last
+  std::vector<PipelineRankReport> ranks;
+  // Each rank's actions in time order, as the schedule ran them (explain draws them).
+  std::vector<std::vector<TimedPipelineAction>> timeline;
 };
 
 // What was simulated: the toggles (PlanToggles, plans/plan_toggles.h) as the Program ran them (its tp, dp_shard and
@@ -64,6 +95,7 @@ struct StepReport : PlanToggles {
   double block_forward_ms = 0, block_backward_ms = 0;
   ParameterCount parameters;  // the model's, and one rank's after TP and FSDP sharding (plans/parameter_count.h)
   MemoryReport memory;
+  PipelineReport pipeline;         // pp 1: no pipeline
   std::vector<OpSummary> top_ops;  // by total time, longest first
   // How far to trust it (sim/trust.h): from the cluster's device spec; a caller that applied a --calibration file
   // replaces it (prediction_trust(gpu, file)).

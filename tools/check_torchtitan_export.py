@@ -127,6 +127,10 @@ def check_case(tp_plan, case, workdir):
     expect("parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree, want["dp"])
     expect("parallelism.context_parallel_degree", p.context_parallel_degree, want.get("cp", 1))
     expect("parallelism.context_parallel_load_balancer", p.context_parallel_load_balancer, "headtail")
+    expect("parallelism.pipeline_parallel_degree", p.pipeline_parallel_degree, want.get("pp", 1))
+    if want.get("pp", 1) > 1:
+        expect("parallelism.pipeline_parallel_schedule", p.pipeline_parallel_schedule, want["pp_schedule"])
+        expect("parallelism.pipeline_parallel_microbatch_size", p.pipeline_parallel_microbatch_size, want["pp_mbs"])
     expect("training.local_batch_size", cfg_tt.training.local_batch_size, want["lbs"])
     expect("training.seq_len", cfg_tt.training.seq_len, 8192)
     expect("compile.enable", cfg_tt.compile.enable, want["compile"])

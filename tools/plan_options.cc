@@ -93,6 +93,17 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
                   "how ring attention moves K/V: allgather (torch's default) | alltoall (a ring of cp-1 transfers)");
   cmd->add_flag("--no-cp-load-balance", o.no_cp_load_balance,
                 "no head-tail load balancing of causal attention (torchtitan context_parallel_load_balancer None)");
+  cmd->add_option("--pp", o.pp, "pipeline-parallel degree (torchtitan pipeline_parallel_degree); default 1")
+      ->check(degree);
+  cmd->add_option("--pp-schedule", o.pp_schedule,
+                  "pipeline schedule: GPipe | 1F1B (default) | Interleaved1F1B | LoopedBFS | InterleavedZeroBubble | "
+                  "ZBVZeroBubble | DualPipeV");
+  cmd->add_option("--pp-microbatch-size", o.pp_microbatch_size,
+                  "sequences per pipeline microbatch (torchtitan pipeline_parallel_microbatch_size); default 1")
+      ->check(integer_text(limits::local_batch_size.lo, limits::local_batch_size.hi, false));
+  cmd->add_option("--pp-stages-per-rank", o.pp_stages_per_rank,
+                  "pipeline stages on each pp rank (virtual stages); default 1 for GPipe and 1F1B, 2 for the others")
+      ->check(integer_text(limits::n_layers.lo, limits::n_layers.hi, true));
   cmd->add_option("--float8", o.float8, "none | tensorwise | rowwise | rowwise_with_gw_hp");
   cmd->add_option("--ac", o.ac, "activation checkpointing: none | selective | full");
   cmd->add_option("--ac-layers", o.ac_layers,
@@ -207,6 +218,9 @@ void check_plan_option_ranges(const PlanOptions& o) {
   check_option("--dp-shard", o.dp_shard, limits::degree);
   check_option("--dp-replicate", o.dp_replicate, limits::degree);
   check_option("--cp", o.cp, limits::degree);
+  check_option("--pp", o.pp, limits::degree);
+  check_option("--pp-microbatch-size", o.pp_microbatch_size, limits::local_batch_size);
+  check_option("--pp-stages-per-rank", o.pp_stages_per_rank, limits::n_layers);
   check_option("--local-batch-size", o.local_batch_size, limits::local_batch_size);
   check_option("--global-batch-size", o.global_batch_size, limits::global_batch_size);
 }
@@ -295,6 +309,13 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   if (o.cp_rotate)
     plan.cp_rotate = parse_cp_rotate(*o.cp_rotate, "--cp-rotate"), option("cp_rotate_method", "--cp-rotate");
   if (o.no_cp_load_balance) plan.cp_load_balance = false, option("cp_load_balance", "--no-cp-load-balance");
+  if (o.pp) plan.pp_degree = *o.pp, option("pp_degree", "--pp");
+  if (o.pp_schedule)
+    plan.pp_schedule = parse_pipeline_schedule(*o.pp_schedule, "--pp-schedule"), option("pp_schedule", "--pp-schedule");
+  if (o.pp_microbatch_size)
+    plan.pp_microbatch_size = *o.pp_microbatch_size, option("pp_microbatch_size", "--pp-microbatch-size");
+  if (o.pp_stages_per_rank)
+    plan.pp_stages_per_rank = *o.pp_stages_per_rank, option("pp_stages_per_rank", "--pp-stages-per-rank");
   resolve_dp_shard(cfg, plan, "--tp");
   resolve_gradient_accumulation(cfg, o.global_batch_size, plan);
   if (cfg.training.compile) plan.provenance["compile"] = from_config;
@@ -324,6 +345,17 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
     row("cp_degree", std::to_string(plan.cp_degree), src("cp_degree", dflt));
     row("cp_rotate_method", std::string(to_string(plan.cp_rotate)), src("cp_rotate_method", dflt));
     row("cp_load_balance", plan.cp_load_balance ? "true" : "false", src("cp_load_balance", dflt));
+  }
+  if (plan.pp_degree != 1 || plan.provenance.count("pp_degree")) {
+    row("pp_degree", std::to_string(plan.pp_degree), src("pp_degree", dflt));
+    row("pp_schedule", std::string(to_string(plan.pp_schedule)), src("pp_schedule", dflt));
+    row("pp_microbatch_size", std::to_string(plan.pp_microbatch_size), src("pp_microbatch_size", dflt));
+    row("pp_stages_per_rank",
+        plan.pp_stages_per_rank > 0 ? std::to_string(plan.pp_stages_per_rank)
+                                    : std::to_string(default_stages_per_rank(plan.pp_schedule)),
+        src("pp_stages_per_rank", "the schedule's default"));
+    if (!plan.pp_split.empty())
+      row("pp_split", fmt::format("[{}]", fmt::join(plan.pp_split, ", ")), src("pp_split", dflt));
   }
   row("local_batch_size", std::to_string(plan.local_batch_size), src("local_batch_size", dflt));
   if (plan.gradient_accumulation_steps != 1 || plan.provenance.count("gradient_accumulation_steps"))

@@ -2,6 +2,7 @@
 // The plan-selecting options shared by `tp-plan explain|simulate` and `tp-run verify|profile`:
 //   CONFIG [--hf-config FILE] (--preset NAME | --plan FILE) [--framework dtensor|torchtitan-0.3] [--tp N] [--dp-shard
 //   N] [--dp-replicate N] [--cp N] [--cp-rotate allgather|alltoall] [--no-cp-load-balance]
+//   [--pp N] [--pp-schedule NAME] [--pp-microbatch-size N] [--pp-stages-per-rank N]
 //   [--float8 none|tensorwise|rowwise|rowwise_with_gw_hp] [--async-tp] [--loss-parallel | --no-loss-parallel]
 //   [--ac none|selective|full] [--ac-layers N] [--local-batch-size N] [--global-batch-size N] [--loss-chunks N]
 //   [--compile | --no-compile]
@@ -48,9 +49,13 @@ struct PlanOptions {
   std::string preset;
   std::string plan_file;
   std::optional<int> tp, dp_shard, dp_replicate;
-  std::optional<int> cp;                 // --cp: Plan::cp_degree
-  std::optional<std::string> cp_rotate;  // --cp-rotate: Plan::cp_rotate
-  bool no_cp_load_balance = false;       // --no-cp-load-balance: Plan::cp_load_balance false
+  std::optional<int> cp;                      // --cp: Plan::cp_degree
+  std::optional<std::string> cp_rotate;       // --cp-rotate: Plan::cp_rotate
+  bool no_cp_load_balance = false;            // --no-cp-load-balance: Plan::cp_load_balance false
+  std::optional<int> pp;                      // --pp: Plan::pp_degree
+  std::optional<std::string> pp_schedule;     // --pp-schedule: Plan::pp_schedule
+  std::optional<int64_t> pp_microbatch_size;  // --pp-microbatch-size: Plan::pp_microbatch_size
+  std::optional<int> pp_stages_per_rank;      // --pp-stages-per-rank: Plan::pp_stages_per_rank
   std::optional<std::string> float8, ac;
   std::optional<int64_t> local_batch_size;
   std::optional<int64_t> ac_layers;          // --ac-layers: Plan::ac_layers (0: every block)

@@ -57,6 +57,9 @@ int run_check(const CheckArgs& a) {
   // The same config, plan and cost parameters as simulate (--hf-config, the device preset's cost_params,
   // --calibration): check gates the step simulate predicts.
   const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
+  if (in.plan.pp_degree > 1)
+    throw Error(fmt::format("{}: pp_degree {}: tp-plan check gates one rank's Program, not a pipeline's yet",
+                            plan_key_origin(in.plan, "pp_degree"), in.plan.pp_degree));
   const Program& prog = in.prog;
   const ClusterSpec& cluster = in.cluster;
   const CostParams& params = in.resolved.params;

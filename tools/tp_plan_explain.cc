@@ -33,6 +33,11 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       refuse_overwriting_inputs({{"--json", args->json}}, plan_inputs(args->plan));
       Config cfg = load_options_config(args->plan);
       Plan plan = resolve_plan(cfg, args->plan);
+      if (plan.pp_degree > 1)
+        throw Error(
+            fmt::format("{}: pp_degree {}: explain lists one rank's collectives, not a pipeline's yet; "
+                        "tp-plan simulate reports each pp rank",
+                        plan_key_origin(plan, "pp_degree"), plan.pp_degree));
       Program prog = lower(cfg.model, cfg.training, plan);
       // The collectives do not depend on the device; the line says how far the figures of the device the config
       // names are fitted (sim/trust.h), as simulate and search say it.

@@ -12,6 +12,7 @@
 #include "plans/program_identity.h"
 #include "plans/version.h"
 #include "sim/cluster_spec.h"
+#include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/measured_trace.h"
 #include "sim/report/step_report.h"
@@ -53,9 +54,21 @@ int run_simulate(const SimulateArgs& a) {
   const CostParams& params = resolved.params;
   // A profile of another model or plan pairs nothing meaningful: refused, saying what differs.
   if (!a.measured.empty()) check_same_program(profiled, prog, a.measured);
-  OpCosts costs = cost_ops(prog, cluster, params);
-  Timeline tl = schedule(prog, costs, params);
-  StepReport r = make_report(prog, cluster, params, costs, tl);
+  if (plan.pp_degree > 1 && (!a.trace.empty() || !a.report.empty()))
+    throw Error(
+        fmt::format("{}: pp_degree {}: --trace and --report draw one rank's Program, not a pipeline's ranks "
+                    "yet; simulate it without them (the text and --json report each pp rank)",
+                    plan_key_origin(plan, "pp_degree"), plan.pp_degree));
+  OpCosts costs;
+  Timeline tl;
+  StepReport r;
+  if (plan.pp_degree > 1) {
+    r = simulate_pipeline(cfg.model, cfg.training, plan, cluster, params);
+  } else {
+    costs = cost_ops(prog, cluster, params);
+    tl = schedule(prog, costs, params);
+    r = make_report(prog, cluster, params, costs, tl);
+  }
   if (!a.calibration.empty()) r.trust = prediction_trust(cluster.gpu, a.calibration);
   if (a.json != "-") {
     fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));

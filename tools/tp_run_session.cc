@@ -196,6 +196,9 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                       "--float8 none",
                       where));
   }
+  if (s.plan.pp_degree > 1)
+    throw Error(fmt::format("{}: pp_degree {}: pipeline parallelism is simulated, not executed by tp-run yet",
+                            plan_key_origin(s.plan, "pp_degree"), s.plan.pp_degree));
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
     s.notes.push_back(
         fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "

@@ -5,6 +5,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/plan_resolve.h"
+#include "sim/pipeline_step.h"
 #include "sim/simulate.h"
 
 namespace tptune {
@@ -28,6 +29,11 @@ Plan published_run_plan(const PublishedRun& run) {
   if (p.ac_layers > 0) plan.ac_layers = p.ac_layers, plan.provenance["ac_layers"] = from_record;
   if (p.async_tp) plan.async_tp = true, plan.provenance["async_tp"] = from_record;
   if (p.cp > 1) plan.cp_degree = p.cp, plan.provenance["cp_degree"] = from_record;
+  if (p.pp > 1) {
+    plan.pp_degree = p.pp, plan.provenance["pp_degree"] = from_record;
+    plan.pp_schedule = p.pp_schedule, plan.provenance["pp_schedule"] = from_record;
+    plan.pp_microbatch_size = p.pp_microbatch_size, plan.provenance["pp_microbatch_size"] = from_record;
+  }
   resolve_dp_shard(cfg, plan, fmt::format("{}: plan.tp", run.at));
   resolve_gradient_accumulation(cfg, std::nullopt, plan);
   if (cfg.training.compile) plan.provenance["compile"] = fmt::format("config {}", cfg.path);
@@ -47,6 +53,12 @@ PreparedRecord prepare_published(const std::vector<PublishedSource>& sources) {
         const Plan plan = published_run_plan(r);
         p.prog = lower(r.config.model, r.config.training, plan);
         check_supported(p.prog, p.cluster);
+        // A pipeline's plan resolved now, so that a split or schedule torchtitan refuses is reported here.
+        if (plan.pp_degree > 1) {
+          resolve_pipeline(r.config.model, plan);
+          pipeline_stage_cluster(plan, p.cluster);
+        }
+        p.plan = plan;
         rec.runs.push_back(std::move(p));
       } catch (const Error& e) {
         // Errors of the config name its file and line already; the lowering's name a module or the plan.
@@ -59,7 +71,9 @@ PreparedRecord prepare_published(const std::vector<PublishedSource>& sources) {
 }
 
 PublishedPrediction predict_run(const PreparedRun& run, const CostParams& c) {
-  const StepReport r = simulate(run.prog, run.cluster, c);
+  const StepReport r = run.plan.pp_degree > 1 ? simulate_pipeline(run.run->config.model, run.run->config.training,
+                                                                  run.plan, run.cluster, c)
+                                              : simulate(run.prog, run.cluster, c);
   return {r.tokens_per_second_per_gpu, r.memory.allocator_reserved / kGiB, r.mfu};
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "plans/config.h"
+#include "plans/pipeline_parallel.h"
 
 namespace tptune {
 
@@ -35,6 +36,11 @@ struct PublishedPlan {
   // Context parallelism (torchtitan's context_parallel_degree), with torchtitan's defaults: allgather rotation and
   // head-tail load balancing. 1: none.
   int cp = 1;
+  // Pipeline parallelism (torchtitan's pipeline_parallel_degree, _schedule, _microbatch_size; the default split). 1:
+  // none.
+  int pp = 1;
+  PipelineScheduleKind pp_schedule = PipelineScheduleKind::one_f_one_b;
+  int64_t pp_microbatch_size = 1;
   std::string summary() const;  // "tp 8 float8 tensorwise async" / "tp 1 bf16" / "tp 1 float8 tensorwise cp 4"
 };
 

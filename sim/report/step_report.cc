@@ -26,6 +26,77 @@ void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
   fmt::format_to(std::back_inserter(o), f, std::forward<T>(args)...);
 }
 
+// The pipeline section of a PP plan's report (sim/pipeline_step.h).
+std::string pipeline_text(const StepReport& r) {
+  const PipelineReport& p = r.pipeline;
+  std::string o;
+  append(o, "\n  pipeline: {} on pp {}, {} stage{} per rank, {} microbatches of {} sequence{}\n", to_string(p.schedule),
+         p.pp, p.stages_per_rank, p.stages_per_rank == 1 ? "" : "s", p.microbatches, p.microbatch_size,
+         p.microbatch_size == 1 ? "" : "s");
+  append(o,
+         "    blocks per stage        [{}] (the first stage also holds the embedding, the last the norm and output)\n",
+         fmt::join(p.stage_layers, ", "));
+  append(o, "    p2p per microbatch      {:.1f} MiB over {}: {:.1f} us each way\n",
+         static_cast<double>(p.p2p_bytes) / 1048576.0, p.p2p_network ? "the network" : "NVLink", p.p2p_us);
+  append(o, "    schedule pass           {:10.2f} ms, bubble {:.1f} % (mean idle fraction over ranks)\n", p.schedule_ms,
+         100 * p.bubble_fraction);
+  append(o, "    FSDP exposed            {:10.2f} ms (first stage's all-gather, unhidden gradient reduction)\n",
+         p.fsdp_exposed_ms);
+  append(o, "    optimizer               {:10.2f} ms (gradient norm and AdamW, once per step)\n", p.optimizer_ms);
+  TextTable ranks({{"    pp rank", 11},
+                   {"stages", 8},
+                   {"blocks", 6, Align::right},
+                   {"busy ms", 10, Align::right},
+                   {"idle ms", 10, Align::right},
+                   {"held", 5, Align::right},
+                   {"peak GiB", 9, Align::right},
+                   {"ends ms", 0, Align::right, 2}});
+  for (size_t k = 0; k < p.ranks.size(); ++k) {
+    const PipelineRankReport& rr = p.ranks[k];
+    ranks.row({fmt::format("    {}{}", k, static_cast<int>(k) == p.critical_rank ? " *" : ""),
+               fmt::format("{}", fmt::join(rr.stages, ",")), std::to_string(rr.layers),
+               fmt::format("{:.2f}", rr.busy_ms), fmt::format("{:.2f}", rr.idle_ms),
+               std::to_string(rr.peak_activations), fmt::format("{:.2f}", rr.peak_memory / kGiB),
+               fmt::format("{:.2f}", rr.end_ms)});
+  }
+  o += ranks.str("");
+  o += "    (* ends last: the breakdown above is its; held: microbatch activations at its peak)\n";
+  return o;
+}
+
+nlohmann::json pipeline_json(const PipelineReport& p) {
+  using nlohmann::json;
+  json ranks = json::array();
+  for (const PipelineRankReport& rr : p.ranks)
+    ranks.push_back({{"stages", rr.stages},
+                     {"blocks", rr.layers},
+                     {"busy_ms", rr.busy_ms},
+                     {"idle_ms", rr.idle_ms},
+                     {"peak_activations", rr.peak_activations},
+                     {"activations_gib", rr.activations / kGiB},
+                     {"peak_memory_gib", rr.peak_memory / kGiB},
+                     {"end_ms", rr.end_ms}});
+  json costs = json::array();
+  for (const StageCost& c : p.stage_costs)
+    costs.push_back({{"fwd_us", c.fwd_us}, {"bwd_us", c.bwd_us}, {"bwd_weight_us", c.bwd_weight_us}});
+  return {{"pp_degree", p.pp},
+          {"schedule", std::string(to_string(p.schedule))},
+          {"stages_per_rank", p.stages_per_rank},
+          {"microbatches", p.microbatches},
+          {"microbatch_size", p.microbatch_size},
+          {"stage_blocks", p.stage_layers},
+          {"stage_costs", costs},
+          {"p2p_bytes", p.p2p_bytes},
+          {"p2p_us", p.p2p_us},
+          {"p2p_over", p.p2p_network ? "network" : "nvlink"},
+          {"schedule_ms", p.schedule_ms},
+          {"bubble_fraction", p.bubble_fraction},
+          {"fsdp_exposed_ms", p.fsdp_exposed_ms},
+          {"optimizer_ms", p.optimizer_ms},
+          {"critical_rank", p.critical_rank},
+          {"ranks", ranks}};
+}
+
 }  // namespace
 
 std::string peak_phase_text(std::string_view phase) {
@@ -42,8 +113,10 @@ std::string report_text(const StepReport& r) {
   const std::string cp = r.cp_degree > 1 ? fmt::format("cp {} (ring {}{}), ", r.cp_degree, to_string(r.cp_rotate),
                                                        r.cp_load_balance ? ", load-balanced" : "")
                                          : "";
-  append(o, "{} on {} x {} {} (tp {}, {}dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, r.tp_degree, cp,
-         r.dp_shard, hsdp, r.plan);
+  // Pipeline-parallel plans only: "pp 8 (1F1B), ".
+  const std::string pp = r.pp_degree > 1 ? fmt::format("pp {} ({}), ", r.pp_degree, to_string(r.pp_schedule)) : "";
+  append(o, "{} on {} x {} {} ({}tp {}, {}dp {}{}), plan {}\n", r.model, r.nodes, r.gpus_per_node, r.gpu, pp,
+         r.tp_degree, cp, r.dp_shard, hsdp, r.plan);
   append(o, "  float8 {}, async TP {}, loss parallel {}, activation checkpointing {}, local batch {} x seq {}\n\n",
          to_string(r.float8), r.async_tp ? "on" : "off", r.loss_parallel ? "on" : "off",
          ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers), r.local_batch_size, r.seq_len);
@@ -88,6 +161,7 @@ std::string report_text(const StepReport& r) {
   else
     append(o, "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute)\n",
            r.tp_comm_busy_ms, r.dp_comm_busy_ms);
+  if (r.pipeline.pp > 1) o += pipeline_text(r);
   append(o, "\n  per block                         ms\n");
   append(o, "    forward                 {:10.3f}\n", r.block_forward_ms);
   append(o, "    backward                {:10.3f}{}\n", r.block_backward_ms,
@@ -180,6 +254,13 @@ nlohmann::json report_json(const StepReport& r) {
     j["plan"]["cp_rotate_method"] = std::string(to_string(r.cp_rotate));
     j["plan"]["cp_load_balance"] = r.cp_load_balance;
     j["comm_busy_ms"]["cp"] = r.cp_comm_busy_ms;
+  }
+  // PP keys only for pipeline-parallel plans, likewise.
+  if (r.pipeline.pp > 1) {
+    j["plan"]["pp_degree"] = r.pp_degree;
+    j["plan"]["pp_schedule"] = std::string(to_string(r.pp_schedule));
+    j["plan"]["pp_microbatch_size"] = r.pp_microbatch_size;
+    j["pipeline"] = pipeline_json(r.pipeline);
   }
   j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
   j["memory_gib"] = {{"master_params", m.master_params / kGiB},

@@ -6,7 +6,8 @@
 # the figures on purpose (and say so in the commit):
 #   tp-plan accuracy --published profiles/published --json tests/integration/published_accuracy.json
 # Then: the check fails on a committed file with better figures; and every predicted run's tokens/s equals what
-# `tp-plan simulate CONFIG --preset P --tp N --float8 F [--async-tp] [--ac-layers K] [--cp C]` prints for its config (the
+# `tp-plan simulate CONFIG --preset P --tp N --float8 F [--async-tp] [--ac-layers K] [--cp C] [--pp N --pp-schedule S
+# --pp-microbatch-size B]` prints for its config (the
 # record's runs are predicted as simulate resolves them). Needs python3 for that part (skipped without it).
 # While the GPU preset the record's H100 runs name (h100-sxm-hbm2e-500w) is not in sim/gpus/, the record is read
 # from a copy that names h100-sxm, and the committed figures are those of that copy.
@@ -67,6 +68,9 @@ for name in sorted(os.listdir(record)):
                 args += ["--ac-layers", kv["ac_layers"]]
             if "cp" in kv:
                 args += ["--cp", kv["cp"]]
+            if "pp" in kv:
+                args += ["--pp", kv["pp"], "--pp-schedule", kv.get("pp_schedule", "1F1B"),
+                         "--pp-microbatch-size", kv.get("pp_microbatch_size", "1")]
             open(os.path.join(out, run + ".yaml"), "w").write(cfg)
             open(os.path.join(out, run + ".args"), "w").write(" ".join(args) + "\n")
             run = None

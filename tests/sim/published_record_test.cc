@@ -136,9 +136,10 @@ TEST_CASE("published record: every check is one line naming the file, line and k
   CHECK(error_of([&] { parse(text); }) ==
         "bad.yaml:16: runs[0].measured.tokens_per_second_per_gpu: expected a number in (0, 1000000000000], got '0'");
   text = record();
-  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, pp: 2}");
+  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, ep: 2}");
   CHECK(error_of([&] { parse(text); }) ==
-        "bad.yaml:15: runs[0].plan.pp: unknown key; expected one of preset, tp, float8, async_tp, ac_layers, cp");
+        "bad.yaml:15: runs[0].plan.ep: unknown key; expected one of preset, tp, float8, async_tp, ac_layers, cp, pp, "
+        "pp_schedule, pp_microbatch_size");
   // Run ids unique in a file.
   CHECK(error_of([] { parse(record("  - {id: a, table: t, quote: q, not_expressible: PP}\n")); }) ==
         "bad.yaml:27: runs[3].id: 'a' is also runs[0]'s id; run ids are unique in a file");
@@ -190,10 +191,9 @@ TEST_CASE("published record: the real folder reads whole") {
     }
     ratios += static_cast<int>(s.ratios.size());
   }
-  CHECK(expressible == 30);
-  // torchtitan-h100-202412's tables 5 and 6: 2 PP rows, 4 PP (+ CP) rows (Table 2's 3 CP rows are expressible); the
-  // other files have none.
-  CHECK(not_expressible == 6);
+  // Every run, tables 5 and 6 (pipeline parallelism, with context parallelism in Table 6) among them.
+  CHECK(expressible == 36);
+  CHECK(not_expressible == 0);
   CHECK(ratios == 18);
   // A context-parallel run of Table 2, as quoted: "| FSDP 4, CP 2 | 65536 | 2,540 | 84.2 |".
   const PublishedRun* t2 = sources[1].run("t2-fsdp4-cp2");
@@ -202,6 +202,19 @@ TEST_CASE("published record: the real folder reads whole") {
   CHECK(t2->config.training.seq_len == 65536);
   CHECK(t2->measured.tokens_per_second_per_gpu == 2540);
   CHECK(t2->plan.summary() == "tp 1 tensorwise cp 2");
+  // A pipeline run of Table 5, as quoted: "| Interleaved 1F1B | 128 | 72.7 |": 405B, PP 8 x TP 8 x FSDP 8, local
+  // batch 32 in torchtitan 9dec370's default 8 microbatches (of 4).
+  const PublishedRun* t5 = sources[1].run("t5-interleaved");
+  REQUIRE(t5 != nullptr);
+  CHECK(t5->plan.pp == 8);
+  CHECK(t5->plan.pp_schedule == PipelineScheduleKind::interleaved_1f1b);
+  CHECK(t5->plan.summary() == "tp 8 tensorwise async pp 8 Interleaved1F1B mb 4");
+  CHECK(published_run_plan(*t5).dp_shard == 8);
+  // Table 6's CP 4 row composes CP with PP: dp_shard 512 / (8 x 8 x 4) = 2.
+  const PublishedRun* t6 = sources[1].run("t6-cp4");
+  REQUIRE(t6 != nullptr);
+  CHECK(published_run_plan(*t6).dp_shard == 2);
+  CHECK(t6->config.training.seq_len == 131072);
   // One run's transcription, as quoted: "| FSDP | 5,762 | 82.4 |".
   const PublishedRun* t1 = sources[1].run("t1-fsdp");
   REQUIRE(t1 != nullptr);

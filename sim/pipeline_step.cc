@@ -1,0 +1,370 @@
+#include "sim/pipeline_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plans/checked_math.h"
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "plans/pipeline_parallel.h"
+#include "sim/comm_cost.h"
+#include "sim/pipeline_schedule.h"
+
+namespace tptune {
+
+namespace {
+
+// What one stage costs per microbatch, split as the report needs it.
+struct StageTimes {
+  double fwd_us = 0, bwd_us = 0, bwd_weight_us = 0;
+  double exposed_tp_us = 0;     // of fwd + bwd: TP and CP waits inside the stage
+  double fsdp_wait_fwd_us = 0;  // the DP waits of its forward in the Program (FSDP's all-gathers)
+  double reduce_us = 0;         // its gradient reduction on the DP streams (reduce-scatter, HSDP all-reduce)
+  double optimizer_us = 0;      // block.optimizer of its layers (+ grad_norm and the optimizer segment: added per rank)
+  double saved_bytes = 0;       // activations one microbatch of it saves for backward
+  double params_in_flight = 0;  // its unsharded compute copies of parameters (bf16 local TP shards)
+  double parameters = 0;        // elements, for the share of the model states
+};
+
+bool is_dp_stream(Stream s) { return s == Stream::dp || s == Stream::dp_replicate; }
+
+// The share of `seg`'s compute-op durations that `pick` selects.
+template <class Pick>
+double compute_share(const Segment& seg, const std::vector<double>& durations, Pick pick) {
+  double all = 0, picked = 0;
+  for (size_t j = 0; j < seg.ops.size(); ++j) {
+    if (seg.ops[j].is_collective()) continue;
+    all += durations[j];
+    if (pick(seg.ops[j])) picked += durations[j];
+  }
+  return all > 0 ? picked / all : 0.0;
+}
+
+double reduce_us_of(const Segment& seg, const std::vector<double>& durations) {
+  double sum = 0;
+  for (size_t j = 0; j < seg.ops.size(); ++j) {
+    const auto* c = std::get_if<CollectiveOp>(&seg.ops[j].kind);
+    if (c && is_dp_stream(stream_of(seg.ops[j])) && c->kind != CollectiveKind::all_gather) sum += durations[j];
+  }
+  return sum;
+}
+
+bool is_weight_gradient(const Op& op) { return op.name.ends_with(".bwd_weight"); }
+
+double local_bf16_bytes(const Program& p, const std::string& name) {
+  for (const TensorDesc& t : p.tensors)
+    if (t.role == TensorRole::parameter && !t.per_layer && t.name == name) {
+      double elements = 1;
+      for (int64_t d : t.local_shape) elements *= static_cast<double>(d);
+      return elements * 2;
+    }
+  return 0;
+}
+
+std::string with_origin(const Plan& plan, const std::string& key, const Error& e) {
+  return fmt::format("{}: {}", plan_key_origin(plan, key), e.what());
+}
+
+}  // namespace
+
+ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster) {
+  const int64_t world = cluster.world_size();
+  const int64_t mesh = checked_mul({plan.pp_degree, plan.dp_replicate, plan.dp_shard, plan.cp_degree, plan.tp_degree},
+                                   "pp x dp_replicate x dp_shard x cp x tp");
+  if (mesh != world)
+    throw Error(fmt::format(
+        "{}: pp {} x dp_replicate {} x dp_shard {} x cp {} x tp {} = {} GPUs, but the cluster has {} ({} nodes x {}): "
+        "torchtitan asserts the mesh is the world",
+        plan_key_origin(plan, "pp_degree"), plan.pp_degree, plan.dp_replicate, plan.dp_shard, plan.cp_degree,
+        plan.tp_degree, mesh, world, cluster.nodes, cluster.gpus_per_node));
+  const int64_t per_rank = world / plan.pp_degree;
+  ClusterSpec c = cluster;
+  if (per_rank % cluster.gpus_per_node == 0) {
+    c.nodes = static_cast<int>(per_rank / cluster.gpus_per_node);
+  } else if (cluster.gpus_per_node % per_rank == 0) {
+    c.nodes = 1;
+    c.gpus_per_node = static_cast<int>(per_rank);
+    if (cluster.cores_per_node > 0)
+      c.cores_per_node = std::max(1, cluster.cores_per_node / (cluster.gpus_per_node / c.gpus_per_node));
+  } else {
+    throw Error(fmt::format(
+        "{}: pp {}: each pp rank's mesh of {} GPUs straddles the {}-GPU nodes unevenly (world / pp must be a multiple "
+        "or a divisor of gpus_per_node)",
+        plan_key_origin(plan, "pp_degree"), plan.pp_degree, per_rank, cluster.gpus_per_node));
+  }
+  return c;
+}
+
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c) {
+  if (plan.pp_degree <= 1) throw Error(fmt::format("{}: simulate_pipeline needs pp_degree > 1", plan.source));
+  const PipelineSplit split = resolve_pipeline(model, plan);
+  PipelineSchedule sched;
+  try {
+    sched = build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
+  } catch (const Error& e) {
+    throw Error(with_origin(plan, "pp_schedule", e));
+  }
+  const ClusterSpec stage_cluster = pipeline_stage_cluster(plan, cluster);
+
+  // One microbatch of the whole model (see the header).
+  Plan micro = plan;
+  micro.local_batch_size = plan.pp_microbatch_size;
+  micro.gradient_accumulation_steps = 1;
+  micro.provenance["local_batch_size"] = plan_key_origin(plan, "pp_microbatch_size");
+  const Program prog = lower(model, training, micro);
+  check_supported(prog, stage_cluster);
+  const OpCosts costs = cost_ops(prog, stage_cluster, c);
+  const Timeline tl = schedule(prog, costs, c);
+  const MemoryParts parts = memory_parts(prog, c);
+
+  const int stages = split.num_stages();
+  std::vector<StageTimes> st(static_cast<size_t>(stages));
+  std::vector<int> stage_of_layer(static_cast<size_t>(model.n_layers), 0);
+  for (int s = 0; s < stages; ++s)
+    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
+      stage_of_layer[static_cast<size_t>(split.first_layer(s) + l)] = s;
+  const int last = stages - 1;
+  double grad_norm_us = 0, optimizer_segment_us = 0;
+  for (size_t si = 0; si < prog.segments.size(); ++si) {
+    const Segment& seg = prog.segments[si];
+    const SegmentTimes& times = tl.segments[si];
+    const std::vector<double>& dur = costs.duration_us[si];
+    const double weight_share = compute_share(seg, dur, is_weight_gradient);
+    const double forward_share = compute_share(seg, dur, [](const Op& op) { return op.phase == Phase::forward; });
+    const double reduce = reduce_us_of(seg, dur);
+    for (int i = 0; i < times.instances; ++i) {
+      const InstanceStats& is = times.instance_stats(i);
+      const double own = std::max(0.0, is.span_us - is.exposed_dp_us);
+      const int layer = instance_layer(prog, seg, i);
+      const int s = layer >= 0 ? stage_of_layer[static_cast<size_t>(layer)] : 0;
+      switch (seg.kind) {
+        case SegmentKind::embed_fwd:
+          st[0].fwd_us += own, st[0].exposed_tp_us += is.exposed_tp_us, st[0].fsdp_wait_fwd_us += is.exposed_dp_us;
+          break;
+        case SegmentKind::block_fwd:
+          st[static_cast<size_t>(s)].fwd_us += own;
+          st[static_cast<size_t>(s)].exposed_tp_us += is.exposed_tp_us;
+          st[static_cast<size_t>(s)].fsdp_wait_fwd_us += is.exposed_dp_us;
+          break;
+        case SegmentKind::head:
+          st[static_cast<size_t>(last)].fwd_us += own * forward_share;
+          st[static_cast<size_t>(last)].bwd_us += own * (1 - forward_share);
+          st[static_cast<size_t>(last)].bwd_weight_us += own * (1 - forward_share) * weight_share;
+          st[static_cast<size_t>(last)].exposed_tp_us += is.exposed_tp_us;
+          st[static_cast<size_t>(last)].reduce_us += reduce;
+          break;
+        case SegmentKind::block_bwd:
+          st[static_cast<size_t>(s)].bwd_us += own;
+          st[static_cast<size_t>(s)].bwd_weight_us += own * weight_share;
+          st[static_cast<size_t>(s)].exposed_tp_us += is.exposed_tp_us;
+          st[static_cast<size_t>(s)].reduce_us += reduce;
+          break;
+        case SegmentKind::embed_bwd:
+          st[0].bwd_us += own, st[0].bwd_weight_us += own * weight_share, st[0].exposed_tp_us += is.exposed_tp_us;
+          st[0].reduce_us += reduce;
+          break;
+        case SegmentKind::grad_norm:
+          grad_norm_us += is.span_us;
+          break;
+        case SegmentKind::block_optimizer:
+          st[static_cast<size_t>(s)].optimizer_us += is.span_us;
+          break;
+        case SegmentKind::optimizer:
+          optimizer_segment_us += is.span_us;
+          break;
+      }
+    }
+  }
+  // Memory parts per stage: saved activations (checkpointed blocks are layers 0 .. ac_layers-1), parameters.
+  const double block_params_elems = static_cast<double>(model.block_parameters());
+  const double embed_local = local_bf16_bytes(prog, "tok_embeddings.weight");
+  for (int s = 0; s < stages; ++s) {
+    StageTimes& t = st[static_cast<size_t>(s)];
+    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l) {
+      const int layer = split.first_layer(s) + l;
+      t.saved_bytes += parts.checkpointed_blocks > 0 && layer < parts.checkpointed_blocks && plan.ac_layers > 0
+                           ? parts.saved_per_checkpointed_block
+                           : parts.saved_per_block;
+    }
+    t.params_in_flight = parts.block_params * split.stage_layers[static_cast<size_t>(s)];
+    t.parameters = block_params_elems * split.stage_layers[static_cast<size_t>(s)];
+    if (s == 0) t.params_in_flight += embed_local, t.parameters += static_cast<double>(model.embedding_parameters());
+    if (s == last) {
+      t.params_in_flight += parts.head_params;
+      t.parameters += static_cast<double>(model.total_parameters() - model.embedding_parameters() -
+                                          model.n_layers * model.block_parameters());
+    }
+  }
+
+  // P2P of one activation: the block output this rank holds (the forward layer chain's tensor: microbatch x local
+  // sequence x dim, over tp too when sequence parallelism shards it).
+  int64_t p2p_bytes = 0;
+  for (const LayerChain& chain : prog.chains)
+    if (!chain.reverse && chain.out >= 0) {
+      p2p_bytes = static_cast<int64_t>(tensor_bytes(prog.tensor(chain.out)));
+      break;
+    }
+  if (p2p_bytes == 0)
+    p2p_bytes = checked_mul(
+        {plan.pp_microbatch_size, prog.local_seq_len(), model.dim, int64_t{bytes_per_element(training.dtype)}},
+        "pipeline p2p bytes");
+  const int64_t world = cluster.world_size();
+  const bool network = world > cluster.gpus_per_node;
+  GroupLayout hop;
+  hop.size = 2;
+  hop.per_node = network ? 1 : 2;
+  hop.nodes = network ? 2 : 1;
+  const double p2p_us = collective_cost(CollectiveKind::p2p, p2p_bytes, hop, cluster, c).time_us;
+
+  std::vector<StageCost> stage_costs;
+  for (const StageTimes& t : st) stage_costs.push_back({t.fwd_us, t.bwd_us, std::min(t.bwd_weight_us, t.bwd_us)});
+  const PipelineTimeline ptl = simulate_schedule(sched, stage_costs, p2p_us);
+
+  // The step (see the header).
+  const int64_t ga = std::max<int64_t>(1, plan.gradient_accumulation_steps);
+  const double start_us = st[0].fsdp_wait_fwd_us;
+  PipelineReport pr;
+  pr.pp = split.pp;
+  pr.schedule = plan.pp_schedule;
+  pr.stages_per_rank = split.stages_per_rank;
+  pr.microbatches = split.microbatches;
+  pr.microbatch_size = plan.pp_microbatch_size;
+  pr.stage_layers = split.stage_layers;
+  pr.stage_costs = stage_costs;
+  pr.p2p_bytes = p2p_bytes;
+  pr.p2p_us = p2p_us;
+  pr.p2p_network = network;
+  pr.schedule_ms = ptl.step_us / 1e3;
+  pr.bubble_fraction = ptl.bubble_fraction();
+  double step_us = 0, critical_exposed_us = 0, critical_optimizer_us = 0;
+  std::vector<MemoryReport> memories;
+  for (int r = 0; r < split.pp; ++r) {
+    const PipelineRankTimeline& rt = ptl.ranks[static_cast<size_t>(r)];
+    PipelineRankReport rr;
+    rr.stages = sched.stages_of_rank(r);
+    double reduce = 0, optimizer = grad_norm_us, params_in_flight = 0, parameters = 0;
+    bool holds_first = false, holds_last = false;
+    for (int s : rr.stages) {
+      const StageTimes& t = st[static_cast<size_t>(s)];
+      rr.layers += split.stage_layers[static_cast<size_t>(s)];
+      reduce += t.reduce_us;
+      optimizer += t.optimizer_us;
+      params_in_flight += t.params_in_flight;
+      parameters += t.parameters;
+      holds_first = holds_first || s == 0;
+      holds_last = holds_last || s == last;
+    }
+    if (holds_first || holds_last) optimizer += optimizer_segment_us;
+    // Each stage's gradients are reduced once, after its last backward action (torch's stage runs every backward
+    // with requires_gradient_sync False, then FSDP's post_backward after the last one), on the DP stream in turn,
+    // overlapping what the rank computes afterwards; what is left when the rank's last action ends is exposed.
+    const double rank_end_us = rt.actions.empty() ? 0.0 : rt.actions.back().end_us;
+    std::vector<std::pair<double, double>> reductions;  // (the stage's last backward end, its reduction)
+    for (int s : rr.stages) {
+      double last_bwd = 0;
+      for (const TimedPipelineAction& a : rt.actions)
+        if (a.action.stage == s && a.action.kind != PipelineActionKind::F) last_bwd = std::max(last_bwd, a.end_us);
+      reductions.emplace_back(last_bwd, st[static_cast<size_t>(s)].reduce_us);
+    }
+    std::sort(reductions.begin(), reductions.end());
+    double dp_free = 0;
+    for (const auto& [at, us] : reductions) dp_free = std::max(dp_free, at) + us;
+    const double exposed_reduce = std::max(0.0, dp_free - rank_end_us);
+    (void)reduce;
+    const double pass_us = start_us + rank_end_us + exposed_reduce;
+    const double end_us = static_cast<double>(ga) * pass_us + optimizer;
+    rr.busy_ms = rt.busy_us / 1e3;
+    rr.idle_ms = rt.idle_us / 1e3;
+    rr.end_ms = end_us / 1e3;
+    // Activations held along the rank's actions: F adds its stage's saved tensors, B (or W) releases them.
+    double held = 0, peak = 0;
+    int count = 0;
+    for (const TimedPipelineAction& a : rt.actions) {
+      const double bytes = st[static_cast<size_t>(a.action.stage)].saved_bytes;
+      if (a.action.kind == PipelineActionKind::F) held += bytes, ++count;
+      if (a.action.kind == PipelineActionKind::B || a.action.kind == PipelineActionKind::W) held -= bytes, --count;
+      if (held > peak) peak = held, rr.peak_activations = std::max(rr.peak_activations, count);
+    }
+    rr.peak_activations = std::max(rr.peak_activations, rt.peak_activations);
+    rr.activations = peak;
+    // The rank's memory through memory_from_parts(): its share of the model states, its activations as one "block",
+    // its stages' parameters resident, the head's working set only where the head is.
+    const double share = parameters / static_cast<double>(model.total_parameters());
+    MemoryParts q = parts;
+    q.master_params = parts.master_params * share;
+    q.gradients = parts.gradients * share;
+    q.optimizer = parts.optimizer * share;
+    q.block_params = 0;
+    q.resident_params = params_in_flight;
+    q.head_params = holds_last ? params_in_flight : 0.0;
+    if (!holds_last) q.ws_head = 0, q.logits = 0;
+    // The stages' unsharded gradients (the parameters' dtype, as many bytes as their unsharded copies), accumulated
+    // over the microbatches until the reduction after the last backward.
+    q.fsdp_reduce_scatter_input = params_in_flight;
+    q.saved_per_block = peak;
+    q.blocks = 1;
+    q.saved_per_checkpointed_block = 0;
+    q.checkpointed_blocks = 0;
+    MemoryReport m = memory_from_parts(q, stage_cluster.gpu, c);
+    m.saved_per_block = parts.saved_per_block;
+    m.saved_per_checkpointed_block = parts.saved_per_checkpointed_block;
+    m.checkpointed_blocks = parts.checkpointed_blocks;
+    rr.peak_memory = m.peak;
+    memories.push_back(m);
+    if (end_us > step_us) {
+      step_us = end_us;
+      pr.critical_rank = r;
+      critical_exposed_us = static_cast<double>(ga) * (start_us + exposed_reduce);
+      critical_optimizer_us = optimizer;
+    }
+    pr.ranks.push_back(std::move(rr));
+    pr.timeline.push_back(rt.actions);
+  }
+  pr.fsdp_exposed_ms = critical_exposed_us / 1e3;
+  pr.optimizer_ms = critical_optimizer_us / 1e3;
+
+  StepReport r = make_report(prog, stage_cluster, c, costs, tl);
+  r.toggles() = plan.toggles();
+  r.tp_degree = prog.tp;
+  r.dp_shard = prog.dp / prog.cp;
+  r.dp_replicate = prog.dp_replicate;
+  r.activation_checkpointing = prog.training.activation_checkpointing;
+  r.local_batch_size = plan.local_batch_size;
+  r.seq_len = prog.training.seq_len;
+  r.gradient_accumulation_steps = ga;
+  r.nodes = cluster.nodes;
+  r.gpus_per_node = cluster.gpus_per_node;
+  r.step_time_ms = step_us / 1e3;
+  const double step_s = step_us * 1e-6;
+  r.tokens_per_second_per_gpu = step_s > 0 ? static_cast<double>(ga) * static_cast<double>(plan.local_batch_size) *
+                                                 static_cast<double>(prog.local_seq_len()) /
+                                                 (static_cast<double>(prog.tp) * split.pp * step_s)
+                                           : 0.0;
+  r.mfu = r.tokens_per_second_per_gpu * model.training_flops_per_token(training.seq_len) /
+          cluster.gpu.peak_flops(DType::bf16);
+  // The critical rank's breakdown: its busy time (compute and the TP waits inside its stages), FSDP's exposed part;
+  // the rest (bubbles, p2p waits) is the pipeline's, reported as its bubble.
+  const PipelineRankReport& cr = pr.ranks[static_cast<size_t>(pr.critical_rank)];
+  double exposed_tp_per_pass = 0;
+  for (int s : cr.stages) exposed_tp_per_pass += st[static_cast<size_t>(s)].exposed_tp_us * split.microbatches;
+  r.exposed_tp_comm_ms = static_cast<double>(ga) * exposed_tp_per_pass / 1e3;
+  r.compute_ms = static_cast<double>(ga) * cr.busy_ms - r.exposed_tp_comm_ms + critical_optimizer_us / 1e3;
+  r.exposed_dp_comm_ms = pr.fsdp_exposed_ms;
+  r.top_ops.clear();  // the Program's ops are the whole model's, not a rank's
+  const auto worst = std::max_element(memories.begin(), memories.end(),
+                                      [](const MemoryReport& a, const MemoryReport& b) { return a.peak < b.peak; });
+  r.memory = *worst;
+  ParameterCount pc = r.parameters;
+  const PipelineRankReport& wr = pr.ranks[static_cast<size_t>(worst - memories.begin())];
+  double wr_params = 0;
+  for (int s : wr.stages) wr_params += st[static_cast<size_t>(s)].parameters;
+  pc.per_rank = static_cast<int64_t>(static_cast<double>(pc.per_rank) * wr_params /
+                                     static_cast<double>(model.total_parameters()));
+  r.parameters = pc;
+  r.pipeline = std::move(pr);
+  return r;
+}
+
+}  // namespace tptune

@@ -1,0 +1,69 @@
+#pragma once
+// A training step under pipeline parallelism (plans/pipeline_parallel.h): each pp rank's stages run the schedule's
+// actions (sim/pipeline_schedule.h) on a timeline (sim/pipeline_schedule_sim.h) whose per-stage costs come from the
+// ordinary simulator, plus FSDP's and the optimizer's work once per step.
+//
+// Stage costs: one Program of the whole model lowered at the microbatch (local_batch_size = pp_microbatch_size,
+// gradient_accumulation_steps 1) and scheduled once (sim/timeline.h). Its segments are per layer (plans/program.h), so
+// a stage's forward is the sum of its layers' block.fwd instances (plus embed.fwd on the first stage, and on the last
+// the forward part of the head: the head's time split in the proportion of its forward and backward ops' durations),
+// and its backward likewise (block.bwd, embed.bwd, the head's backward part). Each instance counts its compute-stream
+// span less its exposed DP time: under PP torchtitan keeps FSDP's gathered parameters through the step
+// (torchtitan/distributed/fsdp.py: reshard_after_forward "default" is `not pp_enabled`, "to avoid per-microbatch
+// all-gathers"), so no per-microbatch FSDP wait belongs to a stage's cost. Why one whole-model Program rather than a
+// Program per stage: the stage boundaries cut no layer, every layer of one model lowers to the same ops whatever
+// stage holds it, and one lowering serves every split and schedule (the search's axes); a stage's Program would
+// repeat the same segments with fewer instances. What differs per stage is only which segments it holds, which is
+// what the sums above select. The weight-gradient part of a backward (the W of the zero-bubble schedules) is the
+// share of the `.bwd_weight` GEMMs in its compute ops' durations.
+//
+// P2P: one activation (forward) or its gradient (backward) of one microbatch: the block output this rank holds, the
+// Program's forward layer-chain tensor (microbatch x seq_len / cp x dim, and / tp under sequence parallelism, whose
+// blocks end sequence-sharded: torch's PipelineStage sends each rank's local tensor to the same tp rank of the next
+// stage), priced as a p2p on the pp group: over NVLink when the pp group sits in one node (world <= gpus_per_node
+// under the mesh order, pp outermost), else over the network (the hops at node boundaries, which every microbatch
+// crosses, set the pace).
+//
+// The step: the schedule's timeline, started after the first stage's exposed FSDP all-gather (the time its forward
+// waited on DP in the Program; the other ranks' all-gathers run while they wait for their first activation). torch's
+// PipelineStage runs every backward with requires_gradient_sync and reshard_after_backward False and, after a stage's
+// last backward, FSDP's post_backward (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync): so each
+// stage's gradient reduction (reduce-scatter, HSDP all-reduce) starts after its last backward action, on the DP stream
+// in turn, overlapping what the rank computes after it; the part left when the rank's last action ends is exposed.
+// That pass repeats for each of the gradient_accumulation_steps; then, once, the gradient norm and the optimizer of the
+// rank's layers (and of the embedding and head where it holds them). The step ends when the last rank ends.
+//
+// Memory per rank: the model states (master weights, gradients, AdamW) in the proportion of the rank's parameters to
+// the model's; the stages' parameters unsharded through the step (no reshard after forward) and, through the backward,
+// their unsharded gradients (accumulated over the microbatches until the reduction); the activations the schedule
+// holds at its peak, each (stage, microbatch) holding its stage's blocks' saved tensors (walked along the rank's
+// actions: F adds, B or W releases); the working set of the Program's phases (the head's only on the rank of the last
+// stage). The report's memory is the rank with the highest peak.
+//
+// Throughput: tokens/s per GPU = ga x local_batch_size x seq_len / cp / (tp x pp x step) (torchtitan divides by the
+// non-data-parallel degree, cp x tp x pp).
+
+#include <string>
+#include <vector>
+
+#include "plans/model.h"
+#include "plans/plan.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost_params.h"
+#include "sim/pipeline_schedule_sim.h"
+#include "sim/simulate.h"
+
+namespace tptune {
+
+// The sub-cluster one pp rank's [dp_replicate, dp_shard, cp, tp] mesh runs on: world / pp consecutive ranks, whole
+// nodes (world / pp a multiple of gpus_per_node) or part of one (a divisor of it). tptune::Error when the plan's mesh
+// is not the world (pp x dp_replicate x dp_shard x cp x tp) or a pp rank's mesh straddles nodes unevenly.
+ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster);
+
+// The plan's step under PP (plan.pp_degree > 1): StepReport::pipeline holds the pipeline's figures, the breakdown is
+// that of the rank that ends last. tptune::Error (one line naming the plan key's origin) as resolve_pipeline() and
+// build_schedule() refuse, or as pipeline_stage_cluster() does.
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c);
+
+}  // namespace tptune

@@ -1,0 +1,150 @@
+// A step under pipeline parallelism (sim/pipeline_step.h) on a small 8-block model, tp 2 x pp 2 x dp_shard 2 on one
+// node of 8 H100s: the stages partition the microbatch Program's work, 1F1B with a bottleneck last stage meets its
+// closed form (derived below), the activations each rank holds follow the schedule (1F1B: pp - r microbatches,
+// GPipe: all of them), the p2p hop is one activation over NVLink, and throughput divides by tp x pp.
+#include "sim/pipeline_step.h"
+
+#include <catch2/catch.hpp>
+
+#include "plans/error.h"
+#include "plans/lower.h"
+#include "sim/comm_cost.h"
+#include "sim/simulate.h"
+#include "sim/timeline.h"
+#include "tests/fixtures.h"
+
+using namespace tptune;
+using Catch::Matchers::Contains;
+
+namespace {
+
+Model eight_blocks() { return test::small_model(8); }
+
+Plan pp_plan(PipelineScheduleKind kind, std::vector<int> split, int64_t local_batch = 4) {
+  PlanToggles t{.tp_degree = 2, .dp_shard = 2, .loss_parallel = true, .local_batch_size = local_batch};
+  t.pp_degree = 2;
+  t.pp_schedule = kind;
+  t.pp_split = std::move(split);
+  return test::make_plan("sequence_parallel", t);
+}
+
+const Training kTraining{.seq_len = 1024};
+
+}  // namespace
+
+TEST_CASE("pipeline step: the stages partition one microbatch's work", "[pp][sim]") {
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  const Plan plan = pp_plan(PipelineScheduleKind::one_f_one_b, {3, 5});
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, plan, cluster, P);
+  REQUIRE(r.pipeline.stage_costs.size() == 2);
+  // The Program of one microbatch (local batch = microbatch size 1) on one pp rank's 4 GPUs.
+  Plan micro = plan;
+  micro.local_batch_size = 1;
+  const Program prog = lower(eight_blocks(), kTraining, micro);
+  const ClusterSpec stage = pipeline_stage_cluster(plan, cluster);
+  CHECK(stage.world_size() == 4);
+  const OpCosts costs = cost_ops(prog, stage, P);
+  const Timeline tl = schedule(prog, costs, P);
+  double work = 0;
+  for (size_t s = 0; s < prog.segments.size(); ++s) {
+    const SegmentKind k = prog.segments[s].kind;
+    if (k == SegmentKind::grad_norm || k == SegmentKind::block_optimizer || k == SegmentKind::optimizer) continue;
+    for (int i = 0; i < tl.segments[s].instances; ++i)
+      work += tl.segments[s].instance_stats(i).span_us - tl.segments[s].instance_stats(i).exposed_dp_us;
+  }
+  double staged = 0;
+  for (const StageCost& c : r.pipeline.stage_costs) staged += c.fwd_us + c.bwd_us;
+  CHECK(staged == Approx(work).epsilon(1e-9));
+  // Stage 1 has more blocks and the head: it costs more than stage 0 (the embedding and 3 blocks).
+  CHECK(r.pipeline.stage_costs[1].fwd_us > r.pipeline.stage_costs[0].fwd_us);
+  for (const StageCost& c : r.pipeline.stage_costs) CHECK(c.bwd_weight_us > 0);
+}
+
+TEST_CASE("pipeline step: 1F1B with a bottleneck last stage meets its closed form", "[pp][sim][closed-form]") {
+  // pp 2, 1F1B, m microbatches, stage costs (f0, b0), (f1, b1), hop h. Rank 1 (the last stage) runs F1 at f0 + h and,
+  // when f1 + b1 >= f0 + b0 + 2h, back to back: rank 0's F_k (k >= 3) follows its B_{k-2}, which waits for rank 1's
+  // B_{k-2} (ending at f0 + h + (k-2)(f1 + b1)) plus h; it then arrives at f0 + (k-2)(f1 + b1) + 3h + b0 + f0, no
+  // later than rank 1 wants it, f0 + h + (k-1)(f1 + b1). So rank 1's B_m ends at f0 + h + m (f1 + b1), and rank 0's
+  // B_m, its last action, ends h + b0 later: step = f0 + b0 + 2h + m (f1 + b1).
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {2, 6}),
+                                         cluster, default_cost_params());
+  const auto& c = r.pipeline.stage_costs;
+  const double h = r.pipeline.p2p_us;
+  const double m = 4;  // local batch 4 / microbatch 1
+  REQUIRE(r.pipeline.microbatches == 4);
+  REQUIRE(c[1].fwd_us + c[1].bwd_us >= c[0].fwd_us + c[0].bwd_us + 2 * h);
+  CHECK(r.pipeline.schedule_ms * 1e3 ==
+        Approx(c[0].fwd_us + c[0].bwd_us + 2 * h + m * (c[1].fwd_us + c[1].bwd_us)).epsilon(1e-9));
+  // Rank 1 is busy m (f1 + b1) of the pass; rank 0 m (f0 + b0).
+  CHECK(r.pipeline.ranks[1].busy_ms * 1e3 == Approx(m * (c[1].fwd_us + c[1].bwd_us)));
+  CHECK(r.pipeline.ranks[0].busy_ms * 1e3 == Approx(m * (c[0].fwd_us + c[0].bwd_us)));
+}
+
+TEST_CASE("pipeline step: activations held as the schedule keeps microbatches in flight", "[pp][sim][memory]") {
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  const Model model = eight_blocks();
+  // One block's saved activations at microbatch 1.
+  Plan micro = pp_plan(PipelineScheduleKind::one_f_one_b, {2, 6});
+  micro.local_batch_size = 1;
+  const double per_block = memory_parts(lower(model, kTraining, micro), P).saved_per_block;
+  REQUIRE(per_block > 0);
+  // 1F1B: rank r holds min(m, pp - r) microbatches: rank 0 2 of its 2 blocks, rank 1 1 of its 6.
+  StepReport r = simulate_pipeline(model, kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {2, 6}), cluster, P);
+  CHECK(r.pipeline.ranks[0].peak_activations == 2);
+  CHECK(r.pipeline.ranks[1].peak_activations == 1);
+  CHECK(r.pipeline.ranks[0].activations == Approx(2 * 2 * per_block));
+  CHECK(r.pipeline.ranks[1].activations == Approx(1 * 6 * per_block));
+  // GPipe: every rank holds all m = 4 forwards before its first backward.
+  r = simulate_pipeline(model, kTraining, pp_plan(PipelineScheduleKind::gpipe, {2, 6}), cluster, P);
+  CHECK(r.pipeline.ranks[0].peak_activations == 4);
+  CHECK(r.pipeline.ranks[0].activations == Approx(4 * 2 * per_block));
+  CHECK(r.pipeline.ranks[1].activations == Approx(4 * 6 * per_block));
+  // The report's memory is the rank with the highest peak (rank 1: 24 blocks' worth and the head).
+  CHECK(r.memory.peak == Approx(std::max(r.pipeline.ranks[0].peak_memory, r.pipeline.ranks[1].peak_memory)));
+  CHECK(r.memory.activations == Approx(4 * 6 * per_block));
+}
+
+TEST_CASE("pipeline step: p2p of one activation over NVLink, throughput over tp x pp", "[pp][sim]") {
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  const StepReport r =
+      simulate_pipeline(eight_blocks(), kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4}), cluster, P);
+  // One microbatch's hidden state as this rank holds it: sequence parallel shards it over tp, so 1 x 1024 / 2 tokens x
+  // dim 512 x 2 bytes (bf16) = 512 KiB, inside the node.
+  CHECK(r.pipeline.p2p_bytes == 524288);
+  CHECK_FALSE(r.pipeline.p2p_network);
+  const double nvlink =
+      P.p2p_latency_us + 524288.0 / (cluster.intra_node.bandwidth_GBps * 1e9 * P.p2p_bandwidth_efficiency) * 1e6;
+  CHECK(r.pipeline.p2p_us == Approx(nvlink));
+  // Without sequence parallelism every tp rank holds (and sends) the whole 1024 x 512 x 2 = 1 MiB.
+  PlanToggles t = pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4}).toggles();
+  t.loss_parallel = false;
+  const StepReport v = simulate_pipeline(eight_blocks(), kTraining, test::make_plan("vanilla", t), cluster, P);
+  CHECK(v.pipeline.p2p_bytes == 1048576);
+  // tokens/s per GPU = local batch 4 x 1024 / (tp 2 x pp 2 x step).
+  CHECK(r.tokens_per_second_per_gpu == Approx(4 * 1024 / (2 * 2 * r.step_time_ms * 1e-3)));
+  // The step is at least the pass of the schedule plus the optimizer.
+  CHECK(r.step_time_ms >= r.pipeline.schedule_ms + r.pipeline.optimizer_ms - 1e-9);
+  // Across 2 nodes with pp 2 the hops cross the network: the mesh of a pp rank is a whole node.
+  const ClusterSpec two = test::cluster_of("h100-sxm", 2);
+  Plan wide = pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4});
+  wide.dp_shard = 4;
+  const StepReport n = simulate_pipeline(eight_blocks(), kTraining, wide, two, P);
+  CHECK(n.pipeline.p2p_network);
+  CHECK(n.pipeline.p2p_us > r.pipeline.p2p_us);
+}
+
+TEST_CASE("pipeline step: the mesh must be the world; the schedule's own refusals name the plan", "[pp][errors]") {
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  Plan p = pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4});
+  p.dp_shard = 1;  // pp 2 x tp 2 x dp 1 = 4 of 8
+  CHECK_THROWS_WITH(simulate_pipeline(eight_blocks(), kTraining, p, cluster, default_cost_params()),
+                    Contains("pp 2 x dp_replicate 1 x dp_shard 1 x cp 1 x tp 2 = 4 GPUs, but the cluster has 8"));
+  // 1F1B needs microbatches >= pp: local batch 1 gives 1 microbatch.
+  CHECK_THROWS_WITH(simulate_pipeline(eight_blocks(), kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4}, 1),
+                                      cluster, default_cost_params()),
+                    Contains("needs microbatches >= pp"));
+}
