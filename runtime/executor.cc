@@ -206,6 +206,23 @@ void Executor::step(const OpTimeFn& on_op) {
   be_.synchronize();
 }
 
+void Executor::run_ops(const std::function<bool(int op)>& keep) {
+  for (size_t i = 0; i < flat_.ops.size(); ++i) {
+    if (!keep(static_cast<int>(i))) continue;
+    run_op(static_cast<int>(i), false);
+    for (auto& p : pending_) p.request->test();
+  }
+  complete_all();
+  be_.synchronize();
+}
+
+SegmentKind Executor::segment_of(int op) const {
+  const Op* o = flat_.ops.at(static_cast<size_t>(op)).op;
+  for (const Segment& s : program_.segments)
+    if (!s.ops.empty() && o >= s.ops.data() && o < s.ops.data() + s.ops.size()) return s.kind;
+  throw Error(fmt::format("executor: flat op {} belongs to no segment", op));
+}
+
 void Executor::run_op(int index, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   try {

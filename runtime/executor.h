@@ -78,6 +78,16 @@ class Executor {
   using OpTimeFn = std::function<void(int op, double us)>;
   void step(const OpTimeFn& on_op = nullptr);
 
+  // Runs the flat ops `keep` selects, in order and as step() runs them (collectives overlapping), then completes
+  // every collective: one stage's forward or backward of one microbatch under pipeline parallelism
+  // (runtime/pipeline_verify.h). No op is skipped for its phase: the caller selects.
+  void run_ops(const std::function<bool(int op)>& keep);
+  // The segment a flat op belongs to.
+  SegmentKind segment_of(int op) const;
+  // Flat id of the Program's tensor `t` in layer `layer` (-1: a global tensor); tptune::Error when there is none
+  // (a layer chain's input is its previous layer's output: ask for that).
+  int flat_tensor(TensorId t, int layer = -1) const { return flat_of(t, layer); }
+
   // Called after every op that ran (both modes), with its flat op index: the verifier inspects and replaces float8
   // casts of the reference run through it.
   void set_after_op(std::function<void(int op)> fn) { after_op_ = std::move(fn); }

@@ -66,6 +66,49 @@ struct Errors {
 
 }  // namespace
 
+void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_copies, int tp,
+                      const std::vector<float>& want) {
+  const int64_t full = numel(c.shape);
+  if (static_cast<int64_t>(want.size()) != full) {
+    c.problem = fmt::format("reference gradient has {} elements, the parameter {}", want.size(), full);
+    return;
+  }
+  const size_t per_copy = n_copies > 0 ? copies.size() / size_t(n_copies) : 0;
+  Errors e;
+  for (int cr = 0; cr < n_copies && c.problem.empty(); ++cr) {
+    const std::vector<float> mine(copies.begin() + std::ptrdiff_t(size_t(cr) * per_copy),
+                                  copies.begin() + std::ptrdiff_t(size_t(cr + 1) * per_copy));
+    if (c.shard_dim >= 0 && tp > 1) {
+      auto got = assemble(mine, c.shape, c.shard_dim, tp);
+      for (int64_t i = 0; i < full; ++i) e.add(got[size_t(i)], want[size_t(i)]);
+    } else if (static_cast<int64_t>(mine.size()) == full * tp) {
+      for (int rk = 0; rk < tp; ++rk)  // every rank's copy of a replicated gradient
+        for (int64_t i = 0; i < full; ++i) e.add(mine[size_t(rk * full + i)], want[size_t(i)]);
+    } else {
+      c.problem = fmt::format("sharded gradient has {} elements per rank, expected {}", mine.size() / tp, full);
+    }
+  }
+  c.ref_max = e.ref_max;
+  c.max_abs_err = e.max_abs;
+  c.max_rel_err = e.max_rel();
+  c.rel_l2_err = e.rel_l2();
+  if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
+  c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
+}
+
+void sort_model_order(std::vector<ParamCheck>& params) {
+  auto rank_of = [](const std::string& n) -> int64_t {
+    if (n.rfind("tok_embeddings", 0) == 0) return -1;
+    if (n.rfind("layers.", 0) == 0) return std::atoll(n.c_str() + 7);
+    return INT64_MAX;
+  };
+  std::stable_sort(params.begin(), params.end(),
+                   [&](const ParamCheck& a, const ParamCheck& b) { return rank_of(a.name) < rank_of(b.name); });
+}
+
+Tolerance gradient_tolerance(Storage s) { return tolerances_for(s).param; }
+double loss_tolerance(Storage s) { return tolerances_for(s).loss; }
+
 bool VerifyReport::pass() const {
   if (!loss_pass) return false;
   for (const auto& p : params)
@@ -162,44 +205,13 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     } else if (p.grad < 0) {
       c.problem = "the sharded Program produces no gradient for it";
     } else {
-      std::vector<float> want = ref.read(it->second.grad);
-      const int64_t full = numel(c.shape);
-      if (static_cast<int64_t>(want.size()) != full) {
-        c.problem = fmt::format("reference gradient has {} elements, the parameter {}", want.size(), full);
-      } else {
-        Errors e;
-        for (int cr = 0; cr < cp && c.problem.empty(); ++cr) {
-          const std::vector<float> mine(every.begin() + std::ptrdiff_t(size_t(cr) * all.size()),
-                                        every.begin() + std::ptrdiff_t(size_t(cr + 1) * all.size()));
-          if (c.shard_dim >= 0 && tp > 1) {
-            auto got = assemble(mine, c.shape, c.shard_dim, tp);
-            for (int64_t i = 0; i < full; ++i) e.add(got[size_t(i)], want[size_t(i)]);
-          } else if (static_cast<int64_t>(mine.size()) == full * tp) {
-            for (int rk = 0; rk < tp; ++rk)  // every rank's copy of a replicated gradient
-              for (int64_t i = 0; i < full; ++i) e.add(mine[size_t(rk * full + i)], want[size_t(i)]);
-          } else {
-            c.problem = fmt::format("sharded gradient has {} elements per rank, expected {}", mine.size() / tp, full);
-          }
-        }
-        c.ref_max = e.ref_max;
-        c.max_abs_err = e.max_abs;
-        c.max_rel_err = e.max_rel();
-        c.rel_l2_err = e.rel_l2();
-        if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
-      }
+      compare_gradient(c, every, cp, tp, ref.read(it->second.grad));
     }
     c.pass = c.problem.empty() && (tol.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= tol.value;
     r.params.push_back(std::move(c));
     progress(n_sharded + n_reference + ++compared);
   }
-  // Model order: the embedding, the layers in order, then the rest (final norm, output); stable within each.
-  auto rank_of = [](const std::string& n) -> int64_t {
-    if (n.rfind("tok_embeddings", 0) == 0) return -1;
-    if (n.rfind("layers.", 0) == 0) return std::atoll(n.c_str() + 7);
-    return INT64_MAX;
-  };
-  std::stable_sort(r.params.begin(), r.params.end(),
-                   [&](const ParamCheck& a, const ParamCheck& b) { return rank_of(a.name) < rank_of(b.name); });
+  sort_model_order(r.params);
   for (const auto& [name, p] : ref_params) {
     if (seen.count(name)) continue;
     ParamCheck c;
@@ -210,6 +222,16 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
   }
   return r;
 }
+
+namespace {
+// " x cp 2", " x pp 2" after the tp degree, for the degrees above 1.
+std::string mesh_suffix(const VerifyReport& r) {
+  std::string s;
+  if (r.cp > 1) s += fmt::format(" x cp {}", r.cp);
+  if (r.pp > 1) s += fmt::format(" x pp {}", r.pp);
+  return s;
+}
+}  // namespace
 
 std::string format_report(const VerifyReport& r) {
   std::string s;
@@ -239,13 +261,13 @@ std::string format_report(const VerifyReport& r) {
   auto failed = r.failed_params();
   if (r.pass())
     s += fmt::format("verify: PASS — tp {}{}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
-                     r.cp > 1 ? fmt::format(" x cp {}", r.cp) : "", r.params.size());
+                     mesh_suffix(r), r.params.size());
   else {
     std::vector<std::string> bad_casts;
     for (const auto& c : r.casts)
       if (!c.pass) bad_casts.push_back(c.tensor);
-    s += fmt::format("verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp,
-                     r.cp > 1 ? fmt::format(" x cp {}", r.cp) : "", failed.size(), r.params.size(),
+    s += fmt::format("verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp, mesh_suffix(r),
+                     failed.size(), r.params.size(),
                      failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
                      r.loss_pass ? "" : "; the loss differs",
                      bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
@@ -258,6 +280,7 @@ nlohmann::json to_json(const VerifyReport& r) {
   j["pass"] = r.pass();
   j["tp"] = r.tp;
   j["cp"] = r.cp;
+  j["pp"] = r.pp;
   j["seed"] = r.seed;
   j["float8"] = r.float8;
   j["loss"] = {{"sharded", r.loss},

@@ -80,6 +80,7 @@ struct CastCheck {
 struct VerifyReport {
   int tp = 1;
   int cp = 1;  // context parallelism: the CP group's ranks
+  int pp = 1;  // pipeline parallelism: the pp group's ranks (runtime/pipeline_verify.h)
   uint64_t seed = 0;
   std::string float8;  // the recipe the Programs run with
   double loss = 0, reference_loss = 0, loss_rel_err = 0;
@@ -91,6 +92,18 @@ struct VerifyReport {
   bool pass() const;
   std::vector<std::string> failed_params() const;
 };
+
+// One parameter's comparison, as verify_step makes it: `copies` holds `n_copies` copies of the gradient gathered over
+// the TP group (each tp rank's local gradient, rank-major; several copies: every cp rank's), assembled along
+// c.shard_dim (or each rank's copy of a replicated one) and compared with the unsharded `want`. Fills c's errors,
+// problem and pass from c.shape, c.shard_dim and c.tolerance.
+void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_copies, int tp,
+                      const std::vector<float>& want);
+// Model order: the embedding, the layers in order, then the rest (final norm, output); stable within each.
+void sort_model_order(std::vector<ParamCheck>& params);
+// The tolerances verify_step uses for a run whose tensors are stored as `s` (justified in verifier.cc).
+Tolerance gradient_tolerance(Storage s);
+double loss_tolerance(Storage s);
 
 // `before_step` (tests): called with the sharded executor after its initialization, to corrupt it on purpose.
 // `on_progress(done, total)`: called after every op of the sharded step, then of the reference step, then after

@@ -60,20 +60,23 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
   return be;
 }
 
-MeshComms::MeshComms(int tp, int cp) {
-  if (cp <= 1) return;
+MeshComms::MeshComms(int tp, int cp, int pp) {
+  if (cp <= 1 && pp <= 1) return;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const WatchdogScope watch("MPI_Comm_split (the TP and CP groups of the mesh, collective over every rank)");
+  const WatchdogScope watch("MPI_Comm_split (the TP, CP and PP groups of the mesh, collective over every rank)");
   MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank, &tp_);
-  MPI_Comm_split(MPI_COMM_WORLD, rank % tp, rank, &cp_);
+  if (cp > 1) MPI_Comm_split(MPI_COMM_WORLD, rank / (tp * cp) * tp + rank % tp, rank, &cp_);
+  if (pp > 1) MPI_Comm_split(MPI_COMM_WORLD, rank % (tp * cp), rank, &pp_);
+  pp_rank_ = rank / (tp * cp);
   owned_ = true;
 }
 
 MeshComms::~MeshComms() {
   if (!owned_) return;
   MPI_Comm_free(&tp_);
-  MPI_Comm_free(&cp_);
+  if (cp_ != MPI_COMM_NULL) MPI_Comm_free(&cp_);
+  if (pp_ != MPI_COMM_NULL) MPI_Comm_free(&pp_);
 }
 
 }  // namespace tptune::tools

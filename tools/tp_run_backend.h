@@ -31,19 +31,23 @@ BackendChoice choose_backend(const std::string& requested);
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
                                       MPI_Comm cp = MPI_COMM_NULL);
 
-// The mesh [cp, tp] of the MPI world (tp innermost, torchtitan's order): world rank r is tp rank r % tp of cp rank
-// r / tp. Collective over the world (MPI_Comm_split under the process watchdog); frees its communicators.
+// The mesh [pp, cp, tp] of the MPI world (tp innermost, torchtitan's order): world rank r is tp rank r % tp, cp rank
+// r / tp % cp and pp rank r / (tp cp). Collective over the world (MPI_Comm_split under the process watchdog); frees
+// its communicators.
 class MeshComms {
  public:
-  MeshComms(int tp, int cp);
+  MeshComms(int tp, int cp, int pp = 1);
   ~MeshComms();
   MeshComms(const MeshComms&) = delete;
   MeshComms& operator=(const MeshComms&) = delete;
   MPI_Comm tp() const { return tp_; }
   MPI_Comm cp() const { return cp_; }  // MPI_COMM_NULL when cp is 1
+  MPI_Comm pp() const { return pp_; }  // MPI_COMM_NULL when pp is 1
+  int pp_rank() const { return pp_rank_; }
 
  private:
-  MPI_Comm tp_ = MPI_COMM_WORLD, cp_ = MPI_COMM_NULL;
+  MPI_Comm tp_ = MPI_COMM_WORLD, cp_ = MPI_COMM_NULL, pp_ = MPI_COMM_NULL;
+  int pp_rank_ = 0;
   bool owned_ = false;
 };
 

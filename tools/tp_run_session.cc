@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include "plans/input_file.h"
 #include "plans/limits.h"
 #include "plans/lower.h"
+#include "plans/pipeline_parallel.h"
 #include "plans/shrink.h"
 #include "plans/yaml_util.h"
 #include "tools/tp_run_watchdog.h"
@@ -179,10 +181,12 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                                s.config.training.global_batch_size_at);
   }
   s.config.training.global_batch_size = 0;
-  // A preset, or a plan file that states no tp_degree, runs at the world size (over --cp) unless told otherwise.
+  // A preset, or a plan file that states no tp_degree, runs at the world size (over --cp and --pp) unless told
+  // otherwise.
   const int asked_cp = o.cp && *o.cp >= 1 && w.size % *o.cp == 0 ? *o.cp : 1;
-  s.plan = resolve_plan(s.config, o, w.size / asked_cp);
-  const int cp = s.plan.cp_degree;
+  const int asked_pp = o.pp && *o.pp >= 1 && w.size / asked_cp % *o.pp == 0 ? *o.pp : 1;
+  s.plan = resolve_plan(s.config, o, w.size / asked_cp / asked_pp);
+  const int cp = s.plan.cp_degree, pp = s.plan.pp_degree;
   if (cp > 1) {
     auto it = s.plan.provenance.find("cp_degree");
     const std::string where =
@@ -196,9 +200,20 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                       "--float8 none",
                       where));
   }
-  if (s.plan.pp_degree > 1)
-    throw Error(fmt::format("{}: pp_degree {}: pipeline parallelism is simulated, not executed by tp-run yet",
-                            plan_key_origin(s.plan, "pp_degree"), s.plan.pp_degree));
+  if (pp > 1) {
+    const std::string where = fmt::format("{}: pp_degree {}", plan_key_origin(s.plan, "pp_degree"), pp);
+    if (command != "verify")
+      throw Error(fmt::format("{}: tp-run {} does not run pipeline parallelism yet; `tp-run verify` does (on CPU)",
+                              where, command));
+    if (cp > 1)
+      throw Error(fmt::format("{}: pipeline with context parallelism is simulated only; tp-run verify runs one of them",
+                              where));
+    if (s.plan.float8 != Float8Recipe::none)
+      throw Error(
+          fmt::format("{}: float8 with pipeline parallelism is simulated only; verify the plan with "
+                      "--float8 none",
+                      where));
+  }
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
     s.notes.push_back(
         fmt::format("note: dp_shard {} forced to 1: tp-run runs one data-parallel replica (one MPI "
@@ -229,20 +244,22 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
         "cannot talk to the launcher; with srun add --mpi=pmix (see `srun --mpi=list`), or use the mpirun of the MPI "
         "tp-run was built with",
         w.launch.launcher, w.launch.size, w.launch.size));
-  if (cp > 1 && int64_t{s.plan.tp_degree} * cp != w.size) {
-    const int64_t ranks = int64_t{s.plan.tp_degree} * cp;
+  const int64_t ranks = int64_t{s.plan.tp_degree} * cp * pp;
+  if ((cp > 1 || pp > 1) && ranks != w.size) {
+    const std::string mesh =
+        fmt::format("tp {}{}{} = {} ranks", s.plan.tp_degree, cp > 1 ? fmt::format(" x cp {}", cp) : "",
+                    pp > 1 ? fmt::format(" x pp {}", pp) : "", ranks);
     if (w.size == 1 && ranks <= limits::world_size.hi)
       throw Error(
-          fmt::format("the plan has tp {} x cp {} = {} ranks but tp-run runs one MPI process per rank and "
-                      "this is a single process: start it as `{}`",
-                      s.plan.tp_degree, cp, ranks, start_hint(w.launch, int(ranks), command)));
+          fmt::format("the plan has {} but tp-run runs one MPI process per rank and this is a single "
+                      "process: start it as `{}`",
+                      mesh, start_hint(w.launch, int(ranks), command)));
     throw Error(
-        fmt::format("the plan has tp {} x cp {} = {} ranks but mpirun started {} processes: tp-run runs one "
-                    "MPI process per (cp, tp) rank (mpirun -np {}, or --tp {} --cp {})",
-                    s.plan.tp_degree, cp, int64_t{s.plan.tp_degree} * cp, w.size, int64_t{s.plan.tp_degree} * cp,
-                    w.size % cp == 0 ? w.size / cp : w.size, cp));
+        fmt::format("the plan has {} but mpirun started {} processes: tp-run runs one MPI process per rank "
+                    "of the mesh (mpirun -np {}, or a --tp that makes {})",
+                    mesh, w.size, ranks, w.size));
   }
-  if (cp == 1 && s.plan.tp_degree != w.size) {
+  if (cp == 1 && pp == 1 && s.plan.tp_degree != w.size) {
     if (w.size == 1)
       throw Error(
           fmt::format("the plan has tp {} but tp-run runs one MPI process per TP rank and this is a single "
@@ -258,6 +275,7 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
         fmt::format("note: one MPI process, so tp 1: the sharded and the unsharded step are the same "
                     "Program (start with `mpirun -np N tp-run {} ...` for tp N)",
                     command));
+  const int64_t n_layers_before = s.config.model.n_layers;
   if (shrink) {
     const Shrunk small = shrink_for_verify(s.config.model, s.config.training, s.plan);
     s.config.model = small.model;
@@ -267,12 +285,31 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
                     small.model.n_heads / small.model.n_kv_heads,
                     small.changes.empty() ? "nothing to shrink" : fmt::format("{}", fmt::join(small.changes, ", "))));
   }
-  s.sharded = lower(s.config.model, s.config.training, s.plan);
+  if (pp > 1 && shrink && s.plan.pp_split.empty()) {
+    // Enough blocks for every stage of torchtitan's default split (one per stage), at most the real model's.
+    const int64_t stages = int64_t{pp} * (s.plan.pp_stages_per_rank > 0 ? s.plan.pp_stages_per_rank
+                                                                        : default_stages_per_rank(s.plan.pp_schedule));
+    const int64_t layers = std::max(s.config.model.n_layers, std::min(stages, n_layers_before));
+    if (layers != s.config.model.n_layers)
+      s.notes.push_back(fmt::format("shrunk model keeps {} blocks: one per stage of pp {} x {} stages per rank", layers,
+                                    pp, stages / pp));
+    s.config.model.n_layers = layers;
+  }
+  if (pp > 1) {
+    // One microbatch of the whole model: the pipeline runs it once per (stage, microbatch) action.
+    Plan micro = s.plan;
+    micro.local_batch_size = s.plan.pp_microbatch_size;
+    micro.pp_degree = 1;
+    s.sharded = lower(s.config.model, s.config.training, micro);
+  } else {
+    s.sharded = lower(s.config.model, s.config.training, s.plan);
+  }
   refuse_unsupported(s.sharded);
   if (with_reference) {
     Plan ref = s.plan;
     ref.tp_degree = 1;
     ref.cp_degree = 1;     // the whole sequence on one rank
+    ref.pp_degree = 1;     // every layer, the whole local batch at once
     ref.async_tp = false;  // a ring of one step is the plain GEMM; lowering drops TP at tp 1 anyway
     s.reference = lower(s.config.model, s.config.training, ref);
     refuse_unsupported(s.reference);

@@ -12,8 +12,11 @@
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/output_file.h"
+#include "plans/pipeline_parallel.h"
 #include "plans/version.h"
+#include "runtime/pipeline_verify.h"
 #include "runtime/verifier.h"
+#include "sim/pipeline_schedule.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
@@ -32,12 +35,35 @@ struct VerifyArgs {
   std::string backend = "auto";
 };
 
+// The pipeline this pp rank runs: torchtitan's split of the plan's stages and torch's order of each rank's actions.
+PipelineRun pipeline_run(const Model& model, const Plan& plan, MPI_Comm pp, int pp_rank) {
+  const PipelineSplit split = resolve_pipeline(model, plan);
+  const PipelineSchedule sched = build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
+  PipelineRun run;
+  for (int s = 0; s < split.num_stages(); ++s)
+    run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
+  using K = PipelineStep::Kind;
+  for (const PipelineAction& a : sched.ranks.at(size_t(pp_rank)))
+    run.actions.push_back({a.stage, a.microbatch,
+                           a.kind == PipelineActionKind::F   ? K::forward
+                           : a.kind == PipelineActionKind::B ? K::backward
+                           : a.kind == PipelineActionKind::I ? K::input_grad
+                                                             : K::weight_grad});
+  run.pp_rank = pp_rank;
+  run.pp = pp;
+  run.microbatches = int(split.microbatches);
+  return run;
+}
+
 std::string describe_plan(const Plan& p) {
   return fmt::format("plan {} ({}), tp {}{}, float8 {}, async_tp {}, loss_parallel {}, ac {}, local batch {}", p.family,
                      p.source, p.tp_degree,
-                     p.cp_degree > 1 ? fmt::format(", cp {} (rotate {}, load balance {})", p.cp_degree,
-                                                   to_string(p.cp_rotate), p.cp_load_balance ? "on" : "off")
-                                     : "",
+                     (p.cp_degree > 1 ? fmt::format(", cp {} (rotate {}, load balance {})", p.cp_degree,
+                                                    to_string(p.cp_rotate), p.cp_load_balance ? "on" : "off")
+                                      : "") +
+                         (p.pp_degree > 1 ? fmt::format(", pp {} ({}, microbatch size {})", p.pp_degree,
+                                                        to_string(p.pp_schedule), p.pp_microbatch_size)
+                                          : ""),
                      to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
                      ac_text(p.activation_checkpointing, p.ac_layers), p.local_batch_size);
 }
@@ -84,10 +110,15 @@ int run_verify(const World& w, VerifyArgs& a) {
   }
   VerifyReport report;
   or_abort(w, [&] {
-    const MeshComms mesh(s.plan.tp_degree, s.plan.cp_degree);
+    const MeshComms mesh(s.plan.tp_degree, s.plan.cp_degree, s.plan.pp_degree);
     auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), mesh.cp());
     maybe_inject_failure(w);
     auto reference = make_backend(be, MPI_COMM_NULL, w.local_rank, 0);  // this process alone: the unsharded model
+    if (s.plan.pp_degree > 1) {
+      report = verify_pipeline(s.sharded, s.reference, *backend, *reference,
+                               pipeline_run(s.config.model, s.plan, mesh.pp(), mesh.pp_rank()), a.seed);
+      return;
+    }
     // Rank 0 reports progress: a bar on a terminal, plain lines into mpirun's pipe or a log (tools/progress.h).
     Progress bar("tp-run verify", w.rank == 0 ? Progress::style(a.quiet) : Progress::Style::off, progress_interval);
     report = verify_step(s.sharded, s.reference, *backend, *reference, a.seed, nullptr,

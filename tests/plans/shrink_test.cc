@@ -119,11 +119,9 @@ TEST_CASE("shrink: context parallelism keeps two rows per sequence chunk of ever
   t.seq_len = 131072;
   const Model m = test::model_named("llama3-70b");
   for (bool balance : {true, false}) {
-    const Plan plan = test::make_plan("sequence_parallel", {.tp_degree = 4,
-                                                            .dp_shard = 2,
-                                                            .loss_parallel = true,
-                                                            .cp_degree = 8,
-                                                            .cp_load_balance = balance});
+    const Plan plan = test::make_plan(
+        "sequence_parallel",
+        {.tp_degree = 4, .dp_shard = 2, .loss_parallel = true, .cp_degree = 8, .cp_load_balance = balance});
     const Shrunk s = shrink_for_verify(m, t, plan);
     CHECK(s.training.seq_len == (balance ? 128 : 64));
     Model real = m;
