@@ -1,11 +1,15 @@
 // The context-parallel layouts (runtime/cp_layout.h) and the ring attention schedule (runtime/ring_schedule.h),
 // without MPI: hand-derived positions, shard/unshard round trips, the layouts' one-line errors, and the schedule's
 // exactness property: over all ranks and steps, every causal (query, key) pair is computed exactly once and no
-// masked pair is computed, for cp 1-8 in both layouts; under head_tail every rank does the same work.
+// masked pair is computed, for cp 1-8 in both layouts; under head_tail every rank does the same work; and each block
+// equals the one torch's ring attention computed (recorded by tools/check_ring_schedule.py).
 #include "runtime/ring_schedule.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "plans/error.h"
@@ -104,4 +108,40 @@ TEST_CASE("ring schedule: every causal pair exactly once, no masked pair, for cp
       if (layout == SeqLayout::head_tail)
         for (int r = 0; r < cp; ++r) CHECK(work[size_t(r)] == seq * (seq + 1) / 2 / cp);
     }
+}
+
+TEST_CASE("ring schedule: the blocks torch's _templated_ring_attention computes, recorded from torch", "[cp]") {
+  // tests/runtime/ring_schedule_torch.txt: tools/check_ring_schedule.py ran torch's ring attention (torch 2.15, gloo,
+  // cp 2-4 processes, both rotate methods, 8 local rows) and recorded, per rank and step, the rank whose K/V the
+  // block read and the rows of q and k/v it was given (or that the step was skipped).
+  std::ifstream in(std::string(TPTUNE_SOURCE_DIR) + "/tests/runtime/ring_schedule_torch.txt");
+  REQUIRE(in);
+  std::string line;
+  int compared = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    INFO(line);
+    std::istringstream s(line);
+    std::string w, layout_name;
+    int cp = 0, rank = 0, step = 0;
+    s >> w >> cp >> w >> layout_name >> w >> rank >> w >> step >> w;
+    const SeqLayout layout = layout_name == "head_tail" ? SeqLayout::head_tail : SeqLayout::contiguous;
+    const RingStep st = ring_step(rank, cp, step, layout, 8);
+    if (w == "skip") {
+      CHECK(st.skip);
+    } else {
+      int source = 0, causal = 0;
+      int64_t q_begin = 0, q_len = 0, kv_begin = 0, kv_len = 0;
+      s >> source >> w >> q_begin >> w >> q_len >> w >> kv_begin >> w >> kv_len >> w >> causal;
+      CHECK_FALSE(st.skip);
+      CHECK(st.source == source);
+      CHECK(st.q_begin == q_begin);
+      CHECK(st.q_len == q_len);
+      CHECK(st.kv_begin == kv_begin);
+      CHECK(st.kv_len == kv_len);
+      CHECK((st.mask == kernels::BlockMask::causal) == (causal == 1));
+    }
+    ++compared;
+  }
+  CHECK(compared == 2 * (2 * 2 + 3 * 3 + 4 * 4));  // every (layout, cp, rank, step)
 }

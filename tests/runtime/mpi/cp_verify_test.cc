@@ -14,33 +14,13 @@
 #include "plans/plan.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/verifier.h"
+#include "tests/runtime/mpi/mesh.h"
 
 using namespace tptune;
+using test::Mesh;
+using test::world_size;
 
 namespace {
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// The [cp, tp] mesh of the world, tp innermost (tools/tp_run_backend.h MeshComms).
-struct Mesh {
-  MPI_Comm tp = MPI_COMM_NULL, cp = MPI_COMM_NULL;
-  explicit Mesh(int tp_degree) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_split(MPI_COMM_WORLD, rank / tp_degree, rank, &tp);
-    MPI_Comm_split(MPI_COMM_WORLD, rank % tp_degree, rank, &cp);
-  }
-  ~Mesh() {
-    MPI_Comm_free(&tp);
-    MPI_Comm_free(&cp);
-  }
-  Mesh(const Mesh&) = delete;
-  Mesh& operator=(const Mesh&) = delete;
-};
 
 struct Programs {
   Program sharded, reference;
@@ -64,7 +44,7 @@ Programs tiny_cp(int cp, CpRotate rotate, bool load_balance, const char* config 
 
 VerifyReport verify_cp(const Programs& p) {
   Mesh mesh(p.sharded.tp);
-  CpuBackend be(mesh.tp, mesh.cp, mesh.cp), local;  // FSDP's group (dp_shard 1 x cp) is the cp group
+  CpuBackend be(mesh.tp, mesh.outer, mesh.outer), local;  // FSDP's group (dp_shard 1 x cp) is the cp group
   return verify_step(p.sharded, p.reference, be, local, 5);
 }
 

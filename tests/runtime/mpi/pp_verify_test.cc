@@ -15,37 +15,15 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/pipeline_verify.h"
 #include "sim/pipeline_schedule.h"
+#include "tests/runtime/mpi/mesh.h"
 
 using namespace tptune;
+using test::Mesh;
+using test::world_size;
 
 namespace {
 
 constexpr int kPp = 2;
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// The [pp, tp] mesh of the world, tp innermost (tools/tp_run_backend.h MeshComms).
-struct Mesh {
-  MPI_Comm tp = MPI_COMM_NULL, pp = MPI_COMM_NULL;
-  int pp_rank = 0;
-  explicit Mesh(int tp_degree) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_split(MPI_COMM_WORLD, rank / tp_degree, rank, &tp);
-    MPI_Comm_split(MPI_COMM_WORLD, rank % tp_degree, rank, &pp);
-    pp_rank = rank / tp_degree;
-  }
-  ~Mesh() {
-    MPI_Comm_free(&tp);
-    MPI_Comm_free(&pp);
-  }
-  Mesh(const Mesh&) = delete;
-  Mesh& operator=(const Mesh&) = delete;
-};
 
 VerifyReport verify_pp(PipelineScheduleKind kind, PipelineFault fault = PipelineFault::none) {
   Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
@@ -71,14 +49,14 @@ VerifyReport verify_pp(PipelineScheduleKind kind, PipelineFault fault = Pipeline
   for (int s = 0; s < split.num_stages(); ++s)
     run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
   using K = PipelineStep::Kind;
-  for (const PipelineAction& a : sched.ranks.at(size_t(mesh.pp_rank)))
+  for (const PipelineAction& a : sched.ranks.at(size_t(mesh.outer_rank)))
     run.actions.push_back({a.stage, a.microbatch,
                            a.kind == PipelineActionKind::F   ? K::forward
                            : a.kind == PipelineActionKind::B ? K::backward
                            : a.kind == PipelineActionKind::I ? K::input_grad
                                                              : K::weight_grad});
-  run.pp_rank = mesh.pp_rank;
-  run.pp = mesh.pp;
+  run.pp_rank = mesh.outer_rank;
+  run.pp = mesh.outer;
   run.microbatches = int(split.microbatches);
   run.fault = fault;
   CpuBackend be(mesh.tp), local;
