@@ -89,6 +89,13 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
         fmt::format("{}: not searched: the search's context-parallel candidates run torchtitan's defaults "
                     "(allgather, load-balanced); simulate a plan with it instead",
                     o.cp_rotate ? "--cp-rotate" : "--no-cp-load-balance"));
+  if (o.pp || o.pp_schedule || o.pp_microbatch_size || o.pp_stages_per_rank)
+    throw Error(
+        fmt::format("{}: not searched: the search has no pipeline-parallel axis yet; simulate a plan with it instead",
+                    o.pp                   ? "--pp"
+                    : o.pp_schedule        ? "--pp-schedule"
+                    : o.pp_microbatch_size ? "--pp-microbatch-size"
+                                           : "--pp-stages-per-rank"));
   check_plan_option_ranges(o);
   std::vector<AppliedOverride> applied = apply_config_overrides(cfg, o.overrides);
   SearchSpace& s = cfg.search;

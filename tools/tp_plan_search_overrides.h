@@ -26,7 +26,8 @@
 // whose search.float8 has none, tensorwise and rowwise), and the options that are not a restriction of the space:
 // --dp-shard (world / (tp x dp_replicate) for every candidate), --ac-layers (search.ac_layers adds block counts next
 // to every block; a search of the first N blocks only is not expressible), --loss-chunks, --cp-rotate and
-// --no-cp-load-balance (not searched: CP candidates run torchtitan's defaults).
+// --no-cp-load-balance (not searched: CP candidates run torchtitan's defaults), and --pp, --pp-schedule,
+// --pp-microbatch-size, --pp-stages-per-rank (the search has no pipeline axis yet).
 #include <string>
 #include <vector>
 

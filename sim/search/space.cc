@@ -41,6 +41,13 @@ ResolvedSpace resolve_space(const Config& cfg) {
     f.preset = false;
     f.file_plan = load_plan(path);
     check_plan_modules(f.file_plan, cfg.model);  // refused once, not pruned as every candidate of the file
+    // The candidates take every toggle from the space, which has no pipeline axis: a file's pipeline would be
+    // dropped.
+    if (f.file_plan.pp_degree > 1)
+      throw Error(
+          fmt::format("{}: pp_degree {}: the search has no pipeline-parallel axis yet, so this plan's pipeline "
+                      "would be dropped; simulate it instead",
+                      plan_key_origin(f.file_plan, "pp_degree"), f.file_plan.pp_degree));
     f.name = f.file_plan.family != "custom" && !f.file_plan.family.empty()
                  ? f.file_plan.family
                  : std::filesystem::path(path).stem().string();
