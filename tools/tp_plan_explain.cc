@@ -14,6 +14,7 @@
 #include "sim/trust.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
+#include "tools/tp_plan_cost_params.h"
 
 namespace tptune::tools {
 
@@ -43,7 +44,8 @@ void add_explain_command(CLI::App& app, RunFn& run) {
                           "pipeline's yet; the text lists both",
                           plan_key_origin(plan, "pp_degree"), plan.pp_degree));
         const ClusterSpec cluster = resolve_cluster(cfg);
-        const StepReport r = simulate_pipeline(cfg.model, cfg.training, plan, cluster, default_cost_params());
+        const StepReport r =
+            simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
         Plan micro = plan;
         micro.local_batch_size = plan.pp_microbatch_size;
         micro.gradient_accumulation_steps = 1;
