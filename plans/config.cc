@@ -278,6 +278,9 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                 {"tp_degrees",
                  "dp_replicate",
                  "cp_degrees",
+                 "pp_degrees",
+                 "pp_schedules",
+                 "pp_microbatch_sizes",
                  "presets",
                  "plans",
                  "float8",
@@ -321,6 +324,12 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   if (has(n, "tp_degrees")) s.tp_degrees = axis("tp_degrees", degree);
   if (has(n, "dp_replicate")) s.dp_replicate = axis("dp_replicate", degree);
   if (has(n, "cp_degrees")) s.cp_degrees = axis("cp_degrees", degree);
+  if (has(n, "pp_degrees")) s.pp_degrees = axis("pp_degrees", degree);
+  if (has(n, "pp_schedules"))
+    s.pp_schedules = axis("pp_schedules", [&](const YAML::Node& x, const std::string& k) {
+      return parse_pipeline_schedule(doc.string(x, k), doc.where(x, k));
+    });
+  if (has(n, "pp_microbatch_sizes")) s.pp_microbatch_sizes = axis("pp_microbatch_sizes", batch);
   if (has(n, "presets")) {
     const YAML::Node p = n["presets"];
     const auto names = plan_preset_names();

@@ -21,6 +21,7 @@
 
 #include "plans/dtype.h"
 #include "plans/model.h"
+#include "plans/pipeline_parallel.h"
 
 namespace tptune {
 
@@ -88,6 +89,13 @@ struct SearchSpace {
   // dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load balancing.
   // Default {1}: no CP, the space as before CP existed.
   std::vector<int> cp_degrees = {1};
+  // Pipeline parallelism (plans/pipeline_parallel.h): degrees, schedules (torch's names) and microbatch sizes, each
+  // pipeline candidate with torchtitan's default split and stages per rank; dp_shard = world / (pp x tp x cp x
+  // dp_replicate). A pp 1 candidate ignores the schedules and microbatch sizes. Default {1}: no PP, the space as
+  // before.
+  std::vector<int> pp_degrees = {1};
+  std::vector<PipelineScheduleKind> pp_schedules = {PipelineScheduleKind::one_f_one_b};
+  std::vector<int64_t> pp_microbatch_sizes = {1};
   std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
   std::vector<std::string> plan_files;  // user plan files, resolved relative to the config file
   std::vector<Float8Recipe> float8 = search_float8_recipes(false);

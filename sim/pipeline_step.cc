@@ -244,12 +244,11 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     const PipelineRankTimeline& rt = ptl.ranks[static_cast<size_t>(r)];
     PipelineRankReport rr;
     rr.stages = sched.stages_of_rank(r);
-    double reduce = 0, optimizer = grad_norm_us, params_in_flight = 0, parameters = 0;
+    double optimizer = grad_norm_us, params_in_flight = 0, parameters = 0;
     bool holds_first = false, holds_last = false;
     for (int s : rr.stages) {
       const StageTimes& t = st[static_cast<size_t>(s)];
       rr.layers += split.stage_layers[static_cast<size_t>(s)];
-      reduce += t.reduce_us;
       optimizer += t.optimizer_us;
       params_in_flight += t.params_in_flight;
       parameters += t.parameters;
@@ -272,7 +271,6 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     double dp_free = 0;
     for (const auto& [at, us] : reductions) dp_free = std::max(dp_free, at) + us;
     const double exposed_reduce = std::max(0.0, dp_free - rank_end_us);
-    (void)reduce;
     const double pass_us = start_us + rank_end_us + exposed_reduce;
     const double end_us = static_cast<double>(ga) * pass_us + optimizer;
     rr.busy_ms = rt.busy_us / 1e3;

@@ -45,6 +45,13 @@ CASES = [
      "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",
      "  compile: false\n",
      dict(tp=8, sp=True, dp=32, lbs=1, compile=False, async_tp=False, ac="FullAC", chunks=8, float8=None)),
+    ("405B pp8 x tp8 x dp8 interleaved 1F1B (pipeline parallelism)", "llama3-405b", (64, 8),
+     "tp_degrees: [8]\n  pp_degrees: [8]\n  pp_schedules: [Interleaved1F1B]\n  pp_microbatch_sizes: [1]\n"
+     "  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
+     "  activation_checkpointing: [full]\n  local_batch_sizes: [8]",
+     "  compile: false\n",
+     dict(tp=8, sp=True, dp=8, lbs=8, compile=False, async_tp=False, ac="FullAC", chunks=8, float8=None, pp=8,
+          pp_schedule="Interleaved1F1B", pp_mbs=1)),
     ("8B SP tp2 x cp2 x dp2 (context parallelism)", "llama3-8b", (1, 8),
      "tp_degrees: [2]\n  cp_degrees: [2]\n  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
      "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",

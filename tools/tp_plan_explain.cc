@@ -9,9 +9,12 @@
 #include "plans/lower.h"
 #include "plans/output_file.h"
 #include "sim/cluster_spec.h"
+#include "sim/pipeline_step.h"
+#include "sim/report/pipeline_text.h"
 #include "sim/trust.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
+#include "tools/tp_plan_cost_params.h"
 
 namespace tptune::tools {
 
@@ -33,11 +36,27 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       refuse_overwriting_inputs({{"--json", args->json}}, plan_inputs(args->plan));
       Config cfg = load_options_config(args->plan);
       Plan plan = resolve_plan(cfg, args->plan);
-      if (plan.pp_degree > 1)
-        throw Error(
-            fmt::format("{}: pp_degree {}: explain lists one rank's collectives, not a pipeline's yet; "
-                        "tp-plan simulate reports each pp rank",
-                        plan_key_origin(plan, "pp_degree"), plan.pp_degree));
+      if (plan.pp_degree > 1) {
+        // A pipeline: its stages, P2P and each rank's schedule, then the collectives of one microbatch.
+        if (!args->json.empty())
+          throw Error(
+              fmt::format("{}: pp_degree {}: --json: explain's JSON lists one Program's collectives, not a "
+                          "pipeline's yet; the text lists both",
+                          plan_key_origin(plan, "pp_degree"), plan.pp_degree));
+        const ClusterSpec cluster = resolve_cluster(cfg);
+        const StepReport r =
+            simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
+        Plan micro = plan;
+        micro.local_batch_size = plan.pp_microbatch_size;
+        micro.gradient_accumulation_steps = 1;
+        const Program micro_prog = lower(cfg.model, cfg.training, micro);
+        fmt::print(
+            "{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
+            "once per step under PP):\n{}\n{}trust: {}\n",
+            pipeline_explain_text(r), explain_text(micro_prog), effective_values_text(cfg, plan),
+            trust_text(prediction_trust(cluster.gpu)));
+        return 0;
+      }
       Program prog = lower(cfg.model, cfg.training, plan);
       // The collectives do not depend on the device; the line says how far the figures of the device the config
       // names are fitted (sim/trust.h), as simulate and search say it.

@@ -93,6 +93,12 @@ int run_search(const SearchArgs& a) {
   Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
   // Chosen at --seq-len N: the file states it, so that simulate, explain and tp-run run it at that length.
   if (a.plan.overrides.seq_len && winner.seq_len == 0) winner.seq_len = cfg.training.seq_len;
+  // A pipeline-parallel winner: its trace and report would draw one Program's step, not the pipeline's.
+  if (winner.pp_degree > 1 && (!a.trace.empty() || !a.report.empty()))
+    throw Error(
+        fmt::format("{}: the winner is pipeline-parallel (pp {}), which --trace and --report do not draw yet; "
+                    "search without them (the text, --json and --out-plan hold it)",
+                    !a.trace.empty() ? "--trace" : "--report", winner.pp_degree));
   // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   if (!a.out_plan.empty()) outputs.push_back({"--out-plan", a.out_plan, plan_to_yaml(winner)});
@@ -118,12 +124,22 @@ int run_search(const SearchArgs& a) {
   if (!a.trace.empty())  // the number of events says that it holds the step (Perfetto opens it)
     fmt::print(text ? stdout : stderr, "{}wrote {} ({} events)\n", text && a.out_plan.empty() ? "\n" : "", a.trace,
                trace_events);
-  if (a.verify)
+  // tp-run verify runs pp and cp on CPU, one of them at a time and without float8 (docs/cli.md).
+  const bool split_mesh = winner.pp_degree > 1 || winner.cp_degree > 1;
+  const char* unverifiable = winner.pp_degree > 1 && winner.cp_degree > 1 ? "pipeline and context parallelism together"
+                             : split_mesh && winner.float8 != Float8Recipe::none
+                                 ? "float8 with pipeline or context parallelism"
+                                 : nullptr;
+  if (a.verify && unverifiable)
+    fmt::print(text ? stdout : stderr,
+               "\nthe winner runs {}, which tp-run verify does not execute: there is no command to verify it\n",
+               unverifiable);
+  else if (a.verify)
     fmt::print(text ? stdout : stderr,
                "\nprove it on CPU ranks (a scaled-down model of the same architecture, same plan):\n"
                "  mpirun --oversubscribe -np {} tp-run verify {}{} --plan {} --shrink\n",
-               int64_t{winner.tp_degree} * winner.cp_degree, a.plan.config, hf,
-               a.out_plan);  // a process per (cp, tp) rank
+               int64_t{winner.tp_degree} * winner.cp_degree * winner.pp_degree, a.plan.config, hf,
+               a.out_plan);  // a process per (pp, cp, tp) rank
   if (a.json == "-") write_json(result_json(), a.json);
   return 0;
 }

@@ -89,6 +89,10 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
         fmt::format("{}: not searched: the search's context-parallel candidates run torchtitan's defaults "
                     "(allgather, load-balanced); simulate a plan with it instead",
                     o.cp_rotate ? "--cp-rotate" : "--no-cp-load-balance"));
+  if (o.pp_stages_per_rank)
+    throw Error(
+        "--pp-stages-per-rank: not searched: the search's pipeline candidates run their schedule's default stages "
+        "per rank; simulate a plan with it instead");
   check_plan_option_ranges(o);
   std::vector<AppliedOverride> applied = apply_config_overrides(cfg, o.overrides);
   SearchSpace& s = cfg.search;
@@ -114,6 +118,22 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
     applied.push_back(
         {"--cp", std::to_string(*o.cp), "search.cp_degrees", was(s, "cp_degrees", list_text(s.cp_degrees))});
     s.cp_degrees = {*o.cp};
+  }
+  if (o.pp) {
+    applied.push_back(
+        {"--pp", std::to_string(*o.pp), "search.pp_degrees", was(s, "pp_degrees", list_text(s.pp_degrees))});
+    s.pp_degrees = {*o.pp};
+  }
+  if (o.pp_schedule) {
+    const PipelineScheduleKind kind = parse_pipeline_schedule(*o.pp_schedule, "--pp-schedule");
+    applied.push_back({"--pp-schedule", std::string(to_string(kind)), "search.pp_schedules",
+                       was(s, "pp_schedules", names_text(s.pp_schedules))});
+    s.pp_schedules = {kind};
+  }
+  if (o.pp_microbatch_size) {
+    applied.push_back({"--pp-microbatch-size", std::to_string(*o.pp_microbatch_size), "search.pp_microbatch_sizes",
+                       was(s, "pp_microbatch_sizes", list_text(s.pp_microbatch_sizes))});
+    s.pp_microbatch_sizes = {*o.pp_microbatch_size};
   }
   if (!o.preset.empty()) {
     (void)preset_plan(o.preset, Plan{});  // the name, checked as simulate checks it

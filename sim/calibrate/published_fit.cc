@@ -59,10 +59,12 @@ std::vector<Axis> make_axes(const CostParams& prior, const PublishedFitOptions& 
 }
 
 // The runs of rec on GPU `gpu`.
+// The runs a fit may use. Pipeline-parallel runs (torchtitan's Tables 5 and 6) are held out: predicted and compared
+// (tp-plan accuracy --published), never fitted to, so that they test the pipeline model rather than tune it.
 std::vector<const PreparedRun*> runs_on(const PreparedRecord& rec, const std::string& gpu) {
   std::vector<const PreparedRun*> out;
   for (const auto& r : rec.runs)
-    if (r.cluster.gpu.name == gpu) out.push_back(&r);
+    if (r.cluster.gpu.name == gpu && r.plan.pp_degree <= 1) out.push_back(&r);
   return out;
 }
 

@@ -16,6 +16,8 @@
 // down to 1e-4. Deterministic (the same inputs give the same values bit for bit); derivative-free; bounded. In log
 // space a parameter needs a positive prior and a positive range: the bounds are the table's, narrowed to [prior /
 // 1000, prior x 1000].
+// The runs fitted are the preset's runs without pipeline parallelism: the pipeline runs are held out (compared by
+// `tp-plan accuracy --published`, never fitted to).
 // Leave-one-source-out: for each source with runs on PRESET, the fit on the other sources' runs predicts its runs.
 // Errors (tptune::Error, one line): an unknown or integral name ("--fit NAME: ..."), a name given twice, a prior that
 // is not positive or lies outside the table's bounds, no run on PRESET (listing the GPUs the record has).

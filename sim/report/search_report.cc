@@ -40,8 +40,11 @@ const char* yes_no(bool b) { return b ? "yes" : "no"; }
 std::string plan_line(const Plan& p) {
   return fmt::format("tp {} x dp {}{}, {}, float8 {}, async TP {}, loss parallel {}, AC {}, local batch {}",
                      p.tp_degree, p.dp_shard,
-                     (p.cp_degree > 1 ? fmt::format(" x cp {} (ring {})", p.cp_degree, to_string(p.cp_rotate))
+                     (p.pp_degree > 1 ? fmt::format(" x pp {} ({}, microbatch {})", p.pp_degree,
+                                                    to_string(p.pp_schedule), p.pp_microbatch_size)
                                       : std::string()) +
+                         (p.cp_degree > 1 ? fmt::format(" x cp {} (ring {})", p.cp_degree, to_string(p.cp_rotate))
+                                          : std::string()) +
                          (p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : ""),
                      p.family, to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
                      std::string(to_string(p.activation_checkpointing)) +
@@ -100,6 +103,12 @@ int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
 // Whether the space searches context-parallel degrees (search.cp_degrees other than [1]): the tables then have a `cp`
 // column after tp; other reports read as before.
 bool cp_space(const ResolvedSpace& s) { return s.cp_degrees.size() > 1 || s.cp_degrees.front() != 1; }
+// Whether the space has pipeline candidates (search.pp_degrees): the tables then have a `pp` column first ("8 1F1B/2":
+// degree, schedule and microbatch size; "1" without PP); other reports read as before.
+std::string pp_cell(const Candidate& x) {
+  if (x.pp_degree <= 1) return "1";
+  return fmt::format("{} {}/{}", x.pp_degree, to_string(x.pp_schedule), x.pp_microbatch_size);
+}
 // With search.gradient_accumulation the batch column is "local batch x gradient accumulation steps" ("2x8"); other
 // reports read as before.
 std::string batch_cell(const ResolvedSpace& s, const Candidate& x) {
@@ -121,6 +130,7 @@ std::vector<TextColumn> plan_columns(const ResolvedSpace& s) {
                                {"batch", static_cast<size_t>(batch_width(s)), Align::right}};
   if (seq_column(s)) c.push_back({"seq", 6, Align::right});
   if (cp_space(s)) c.insert(c.begin() + 1, TextColumn{"cp", 2, Align::right});
+  if (s.searches_pp()) c.insert(c.begin(), TextColumn{"pp", 20, Align::left});
   return c;
 }
 std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) {
@@ -133,6 +143,7 @@ std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) 
                                 batch_cell(s, x)};
   if (seq_column(s)) c.push_back(std::to_string(x.seq_len));
   if (cp_space(s)) c.insert(c.begin() + 1, std::to_string(x.cp_degree));
+  if (s.searches_pp()) c.insert(c.begin(), pp_cell(x));
   return c;
 }
 
@@ -372,6 +383,11 @@ nlohmann::json plan_summary_json(const Plan& p) {
     j["cp_degree"] = p.cp_degree;
     j["cp_rotate_method"] = std::string(to_string(p.cp_rotate));
     j["cp_load_balance"] = p.cp_load_balance;
+  }
+  if (p.pp_degree > 1) {  // PP plans only, likewise
+    j["pp_degree"] = p.pp_degree;
+    j["pp_schedule"] = std::string(to_string(p.pp_schedule));
+    j["pp_microbatch_size"] = p.pp_microbatch_size;
   }
   if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;        // plans of a search over search.seq_lens: likewise

@@ -9,6 +9,7 @@
 
 #include "plans/error.h"
 #include "plans/limits.h"
+#include "sim/pipeline_step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
 #include "sim/search/pareto.h"
@@ -79,6 +80,40 @@ void rank_results(SearchResult& r) {
   }
 }
 
+CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
+                                            const ResolvedSpace& space, const Candidate& c) {
+  CandidateResult r;
+  r.candidate = c;
+  if (Verdict v = check_static(cfg, cluster, space, c); !v.ok()) {
+    r.pruned = v.reason;
+    r.detail = std::move(v.detail);
+    return r;
+  }
+  const Plan plan = candidate_plan(space, c);
+  try {
+    r.report = simulate_pipeline(cfg.model, candidate_training(cfg.training, c), plan, cluster, cost);
+  } catch (const Error& e) {
+    r.pruned = error_reason(PruneReason::simulation, e.what(), plan.source);
+    r.detail = e.what();
+    return r;
+  }
+  r.has_memory = true;
+  constexpr double kGiB = 1073741824.0;
+  if (!fits_with_headroom(r.report.memory, space.memory_headroom_gib)) {
+    r.pruned = PruneReason::memory;
+    r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
+                           space.memory_headroom_gib, r.report.memory.capacity / kGiB);
+    return r;
+  }
+  r.has_step = true;
+  if (r.report.tokens_per_second_per_gpu < space.min_tokens_per_second_per_gpu) {
+    r.pruned = PruneReason::min_throughput;
+    r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
+                           space.min_tokens_per_second_per_gpu);
+  }
+  return r;
+}
+
 SearchResult search(const Config& cfg, const SearchOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult r;
@@ -86,9 +121,11 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   r.cluster = resolve_cluster(cfg);
   r.trust = prediction_trust(r.cluster.gpu);
   const std::vector<Candidate> cands = enumerate_candidates(r.space);
-  const int64_t total = r.space.candidates();  // with the ac_layers sweep's
+  // search.pp_degrees without 1: only pipeline candidates (each enumerated candidate with a pp degree > 1).
+  const bool plain = std::find(r.space.pp_degrees.begin(), r.space.pp_degrees.end(), 1) != r.space.pp_degrees.end();
+  const int64_t total = plain ? r.space.candidates() : 0;  // with the ac_layers sweep's
   r.evaluated = static_cast<size_t>(total);
-  r.results.resize(cands.size());
+  r.results.resize(plain ? cands.size() : 0);
   r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
                                         static_cast<int>(std::max<size_t>(cands.size(), 1))));
 
@@ -118,7 +155,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b]; });
   std::atomic<size_t> done{0};
-  const size_t tasks = cands.size() / per_task;
+  const size_t tasks = plain ? cands.size() / per_task : 0;
   auto run_task = [&](size_t t, int w) {
     CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
     // The structure's unfinished Programs; with async TP on, its async-off sibling's when this worker kept them.
@@ -189,6 +226,15 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     r.finished += w->finished;
     r.patched += w->patched;
     r.phases += w->phases;
+  }
+  // The pipeline candidates, after the others (their indices follow), each as `tp-plan simulate` predicts it
+  // (simulate_pipeline(), sim/pipeline_step.h) unless a static rule prunes it: no shortcut, so they are exact by
+  // construction; the bound's incumbents are the pp 1 candidates', so it prunes none that the pipeline ones would
+  // keep in the top k or on the front.
+  for (const Candidate& c : pipeline_candidates(r.space, cands, plain ? static_cast<int>(cands.size()) : 0)) {
+    CandidateResult res = evaluate_pipeline_candidate(cfg, r.cluster, o.cost, r.space, c);
+    ++r.evaluated;
+    r.results.push_back(std::move(res));
   }
   // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
   // threads did; its pruned ones are counts only.

@@ -80,6 +80,10 @@ struct SearchResult {
 };
 
 SearchResult search(const Config& cfg, const SearchOptions& options = {});
+// One pipeline candidate (search.pp_degrees > 1) as the search evaluates it: the static rules, then simulate_pipeline()
+// of its plan (sim/pipeline_step.h; its errors prune it as `simulation`), the memory budget and the throughput floor.
+CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
+                                            const ResolvedSpace& space, const Candidate& c);
 
 // The last step of search(): counts the reasons of r.results (every candidate in enumeration order, then the
 // ac_layers sweep's kept ones) into r.pruned (which may hold counts already: the sweep's pruned block counts), and

@@ -29,6 +29,15 @@ ResolvedSpace resolve_space(const Config& cfg) {
   if (r.tp_degrees.empty()) r.tp_degrees = default_tp_degrees(cfg.cluster);
   if (r.dp_replicate.empty()) r.dp_replicate = {1};
   if (r.cp_degrees.empty()) r.cp_degrees = {1};
+  if (r.pp_degrees.empty()) r.pp_degrees = {1};
+  if (r.pp_schedules.empty()) r.pp_schedules = {PipelineScheduleKind::one_f_one_b};
+  if (r.pp_microbatch_sizes.empty()) r.pp_microbatch_sizes = {1};
+  // The pipeline candidates are evaluated one by one (sim/pipeline_step.h): none of the pp 1 space's shortcuts.
+  if (r.searches_pp() && (!r.ac_layers.empty() || r.max_local_batch_size > 0))
+    throw Error(
+        fmt::format("{}: search.pp_degrees with {}: not searched together yet (the pipeline candidates have "
+                    "no block-count sweep nor batch bisection); list local_batch_sizes and no ac_layers",
+                    cfg.path, !r.ac_layers.empty() ? "search.ac_layers" : "search.max_local_batch_size"));
   for (const std::string& p : s.presets) {
     PlanFamily f;
     f.name = p;
@@ -41,6 +50,13 @@ ResolvedSpace resolve_space(const Config& cfg) {
     f.preset = false;
     f.file_plan = load_plan(path);
     check_plan_modules(f.file_plan, cfg.model);  // refused once, not pruned as every candidate of the file
+    // The candidates take every toggle from the space (the pipeline from its pp lists): a file's pipeline would be
+    // dropped.
+    if (f.file_plan.pp_degree > 1)
+      throw Error(
+          fmt::format("{}: pp_degree {}: the search's candidates take the pipeline from search.pp_degrees, "
+                      "pp_schedules and pp_microbatch_sizes, so this plan's would be dropped; list it there",
+                      plan_key_origin(f.file_plan, "pp_degree"), f.file_plan.pp_degree));
     f.name = f.file_plan.family != "custom" && !f.file_plan.family.empty()
                  ? f.file_plan.family
                  : std::filesystem::path(path).stem().string();
@@ -141,6 +157,35 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
   return out;
 }
 
+std::vector<Candidate> pipeline_candidates(const ResolvedSpace& s, const std::vector<Candidate>& base,
+                                           int first_index) {
+  std::vector<Candidate> out;
+  int index = first_index;
+  for (const Candidate& b : base)
+    for (int pp : s.pp_degrees) {
+      if (pp <= 1) continue;
+      for (PipelineScheduleKind kind : s.pp_schedules)
+        for (int64_t mbs : s.pp_microbatch_sizes) {
+          Candidate c = b;
+          c.index = index++;
+          c.pp_degree = pp;
+          c.pp_schedule = kind;
+          c.pp_microbatch_size = mbs;
+          // Each degree at most 2^20 and their product checked: no overflow.
+          const int64_t per_shard = checked_mul({pp, c.tp_degree, c.cp_degree, c.dp_replicate}, "pp x tp x cp x dp");
+          c.dp_shard = s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
+          c.gradient_accumulation_steps = 1;
+          if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
+            const int64_t per_microbatch = c.local_batch_size * c.dp_shard * c.dp_replicate;
+            if (s.global_batch_size % per_microbatch == 0)
+              c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+          }
+          out.push_back(c);
+        }
+    }
+  return out;
+}
+
 Plan candidate_plan(const ResolvedSpace& s, const Candidate& c) {
   const PlanFamily& f = s.families.at(static_cast<size_t>(c.family));
   Plan p = f.preset ? Plan{} : f.file_plan;
@@ -166,7 +211,10 @@ std::string ac_label(const Candidate& c) {
 
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
   return fmt::format(
-      "tp {}{}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp_degree,
+      "tp {}{}{}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp_degree,
+      c.pp_degree > 1
+          ? fmt::format(" pp {} {} microbatch {}", c.pp_degree, to_string(c.pp_schedule), c.pp_microbatch_size)
+          : "",
       c.cp_degree > 1 ? fmt::format(" cp {}", c.cp_degree) : "",
       c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,

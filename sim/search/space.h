@@ -70,6 +70,12 @@ struct ResolvedSpace : SearchSpace {
   int64_t candidates() const;
   // Whether the space is about sequence lengths (more than one, or one other than training.seq_len): then the
   // candidates' plans carry their seq_len (Plan::seq_len, for the plan YAML and the exports).
+  // Whether the space has pipeline candidates (search.pp_degrees other than [1]).
+  bool searches_pp() const {
+    for (int pp : pp_degrees)
+      if (pp > 1) return true;
+    return false;
+  }
   bool searches_seq_len() const {
     return seq_lens.size() > 1 || (seq_lens.size() == 1 && seq_lens[0] != config_seq_len);
   }
@@ -81,6 +87,11 @@ std::vector<int> default_tp_degrees(const Cluster& c);
 ResolvedSpace resolve_space(const Config& cfg);
 // Every candidate, in enumeration order.
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);
+// The pipeline candidates (search.pp_degrees > 1): each enumerated candidate of `base` (the pp 1 space) with each
+// pp degree > 1, schedule and microbatch size (in the lists' order, innermost the microbatch size), indexed from
+// `first_index` (after `base` when pp 1 is searched too, else 0); dp_shard world / (pp x tp x cp x dp_replicate) (0
+// when not whole), gradient accumulation likewise.
+std::vector<Candidate> pipeline_candidates(const ResolvedSpace& s, const std::vector<Candidate>& base, int first_index);
 // The full Plan of a candidate: the family's module plan with the candidate's toggles (and its seq_len when
 // s.searches_seq_len()).
 Plan candidate_plan(const ResolvedSpace& s, const Candidate& c);

@@ -4,11 +4,13 @@
 // GPipe: all of them), the p2p hop is one activation over NVLink, and throughput divides by tp x pp.
 #include "sim/pipeline_step.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "sim/comm_cost.h"
+#include "sim/report/pipeline_text.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 #include "tests/fixtures.h"
@@ -147,4 +149,29 @@ TEST_CASE("pipeline step: the mesh must be the world; the schedule's own refusal
   CHECK_THROWS_WITH(simulate_pipeline(eight_blocks(), kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4}, 1),
                                       cluster, default_cost_params()),
                     Contains("needs microbatches >= pp"));
+}
+
+TEST_CASE("pipeline explain: stages, p2p and each rank's schedule drawn in time", "[pp][explain]") {
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {2, 6}),
+                                         cluster, default_cost_params());
+  const std::string text = pipeline_explain_text(r, 60);
+  CHECK_THAT(text, Contains("stage 0 on pp rank 0: tok_embeddings, layers.0-1\n"));
+  CHECK_THAT(text, Contains("stage 1 on pp rank 1: layers.2-7, norm, output\n"));
+  // 2 x (2 stages - 1) transfers per microbatch, x 4 microbatches.
+  CHECK_THAT(text, Contains("2 x (stages - 1) = 2 transfers per microbatch, 8 per schedule pass"));
+  // 1F1B on 2 ranks, 4 microbatches: rank 0 warms up with pp - 0 = 2 forwards, rank 1 with 1.
+  CHECK_THAT(text, Contains("rank 0   0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3\n"));
+  CHECK_THAT(text, Contains("rank 1   1F0 1B0 1F1 1B1 1F2 1B2 1F3 1B3\n"));
+  // The drawing: 60 columns per rank; rank 1 (the bottleneck, busy m (f1 + b1) of the pass) idles at the start, while
+  // stage 0's first forward and the hop run, and at the end, while rank 0 runs its last backward: its '.' columns
+  // are its idle share of the pass, to a column at each end.
+  const size_t row = text.find("rank 1   ");
+  REQUIRE(row != std::string::npos);
+  const std::string drawn = text.substr(row + 9, 60);
+  CHECK(drawn.front() == '.');
+  CHECK(drawn.back() == '.');
+  const double idle = static_cast<double>(std::count(drawn.begin(), drawn.end(), '.')) / 60;
+  CHECK(idle == Approx(r.pipeline.ranks[1].idle_ms / r.pipeline.schedule_ms).margin(2.0 / 60));
+  CHECK(drawn.find_first_not_of(".FB") == std::string::npos);
 }

@@ -199,3 +199,21 @@ TEST_CASE("published accuracy: errors, tau, ratios and the committed-figures che
   CHECK(error_of([&] { figures_worse_than(prior, nlohmann::json::array(), "c.json"); }) ==
         "c.json: expected a tp-plan accuracy --published --json file (with \"sources\")");
 }
+
+TEST_CASE("published fit: pipeline-parallel runs are held out of the fit", "[published][pp]") {
+  // A third synthetic run with pipeline parallelism (2 stages of 2 blocks, 4 microbatches): predicted by accuracy,
+  // never fitted to.
+  std::vector<PublishedSource> s = synthetic_record();
+  s.push_back(parse_published_source(
+      source("synthetic-pp",
+             run("pp-1f1b", "{seq_len: 8192, local_batch_size: 4, activation_checkpointing: full, compile: false}",
+                 "{tp: 2, pp: 2, pp_schedule: 1F1B, pp_microbatch_size: 1}") +
+                 run("no-pp", "{seq_len: 8192, local_batch_size: 4, activation_checkpointing: full, compile: false}",
+                     "{tp: 2}")),
+      "pp.yaml"));
+  const PreparedRecord rec = prepare_published(s);
+  REQUIRE(rec.runs.size() == 10);  // 4 + 4 + 2, all predicted
+  measure_with(s, rec, truth());
+  const PublishedFit f = fit_published(rec, {"h100-sxm", {"gemm_efficiency"}, 0.0});
+  CHECK(f.runs == 9);  // every run but pp-1f1b
+}

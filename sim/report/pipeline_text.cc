@@ -1,0 +1,81 @@
+#include "sim/report/pipeline_text.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+namespace tptune {
+
+namespace {
+
+std::string bytes_text(double b) {
+  if (b >= 1073741824.0) return fmt::format("{:.1f} GiB", b / 1073741824.0);
+  if (b >= 1048576.0) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  return fmt::format("{:.1f} KiB", b / 1024.0);
+}
+
+std::string blocks_text(int first, int count) {
+  if (count == 0) return "";
+  if (count == 1) return fmt::format("layers.{}", first);
+  return fmt::format("layers.{}-{}", first, first + count - 1);
+}
+
+}  // namespace
+
+std::string pipeline_explain_text(const StepReport& r, int width) {
+  const PipelineReport& p = r.pipeline;
+  width = std::max(width, 10);
+  std::string o;
+  auto append = [&o](const std::string& s) { o += s; };
+  append(fmt::format("pipeline: {} on pp {}, {} stage{} per rank, {} microbatches of {} sequence{}\n",
+                     to_string(p.schedule), p.pp, p.stages_per_rank, p.stages_per_rank == 1 ? "" : "s", p.microbatches,
+                     p.microbatch_size, p.microbatch_size == 1 ? "" : "s"));
+  const int stages = static_cast<int>(p.stage_layers.size());
+  int first = 0;
+  for (int s = 0; s < stages; ++s) {
+    int rank = 0;
+    for (size_t k = 0; k < p.ranks.size(); ++k)
+      if (std::find(p.ranks[k].stages.begin(), p.ranks[k].stages.end(), s) != p.ranks[k].stages.end())
+        rank = static_cast<int>(k);
+    std::vector<std::string> parts;
+    if (s == 0) parts.push_back("tok_embeddings");
+    if (const std::string b = blocks_text(first, p.stage_layers[static_cast<size_t>(s)]); !b.empty())
+      parts.push_back(b);
+    if (s == stages - 1) parts.insert(parts.end(), {"norm", "output"});
+    append(fmt::format("  stage {} on pp rank {}: {}\n", s, rank, fmt::join(parts, ", ")));
+    first += p.stage_layers[static_cast<size_t>(s)];
+  }
+  const int64_t per_microbatch = 2 * static_cast<int64_t>(stages - 1);
+  append(fmt::format(
+      "  p2p per microbatch: the activation ({}) from each stage to the next, its gradient ({}) back on the pp group:\n"
+      "    2 x (stages - 1) = {} transfers per microbatch, {} per schedule pass, each {:.1f} us over {}\n",
+      bytes_text(static_cast<double>(p.p2p_bytes)), bytes_text(static_cast<double>(p.p2p_bytes)), per_microbatch,
+      per_microbatch * p.microbatches, p.p2p_us, p.p2p_network ? "the network" : "NVLink"));
+  const double pass_us = p.schedule_ms * 1e3;
+  append(fmt::format(
+      "  schedule (a column is 1/{} of the {:.2f} ms pass; F forward, B backward, I input gradient, W weight "
+      "gradient, . idle):\n",
+      width, p.schedule_ms));
+  for (size_t k = 0; k < p.timeline.size(); ++k) {
+    std::string row(static_cast<size_t>(width), '.');
+    for (int c = 0; c < width && pass_us > 0; ++c) {
+      const double t = (c + 0.5) * pass_us / width;
+      for (const TimedPipelineAction& a : p.timeline[k])
+        if (a.start_us <= t && t < a.end_us) {
+          row[static_cast<size_t>(c)] = to_string(a.action.kind)[0];
+          break;
+        }
+    }
+    append(fmt::format("    rank {:<3} {}\n", k, row));
+  }
+  append("  each rank's actions in order (stage, kind, microbatch, as torch prints them):\n");
+  for (size_t k = 0; k < p.timeline.size(); ++k) {
+    std::vector<std::string> names;
+    for (const TimedPipelineAction& a : p.timeline[k]) names.push_back(to_string(a.action));
+    append(fmt::format("    rank {:<3} {}\n", k, fmt::join(names, " ")));
+  }
+  return o;
+}
+
+}  // namespace tptune

@@ -1,0 +1,29 @@
+#pragma once
+// A pipeline-parallel step as text (`tp-plan explain` of a PP plan): what each stage holds, the P2P of one
+// microbatch, and each pp rank's schedule drawn on a time axis from the simulated timeline (sim/pipeline_step.h).
+//
+//   pipeline_explain_text(report) ->
+//     pipeline: 1F1B on pp 2, 1 stage per rank, 4 microbatches of 1 sequence
+//       stage 0 on pp rank 0: tok_embeddings, layers.0-3
+//       stage 1 on pp rank 1: layers.4-7, norm, output
+//       p2p per microbatch: the activation (512.0 KiB) from each stage to the next, its gradient (512.0 KiB) back:
+//         2 x (stages - 1) = 2 transfers per microbatch, 8 per schedule pass, each 5.3 us over NVLink
+//       schedule (each column 1/80 of the pass; F forward, B backward, I input gradient, W weight gradient, . idle):
+//         rank 0  FFFFBBBB...
+//         rank 1  ..FFBB...
+//       each rank's actions in order (stage, kind, microbatch as torch prints them):
+//         rank 0  0F0 0F1 0B0 ...
+//
+// The drawing: column c covers [c, c+1) x pass / width; it shows the letter of the action running at its middle on
+// that rank, '.' when the rank idles there (its bubble).
+
+#include <string>
+
+#include "sim/simulate.h"
+
+namespace tptune {
+
+// `r` a StepReport of simulate_pipeline() (r.pipeline.pp > 1); `width` columns for the drawing (>= 10).
+std::string pipeline_explain_text(const StepReport& r, int width = 100);
+
+}  // namespace tptune

@@ -1,0 +1,108 @@
+// The search's pipeline axis (search.pp_degrees, pp_schedules, pp_microbatch_sizes): every pipeline candidate is
+// evaluated as `tp-plan simulate` predicts it (simulate_pipeline() of its plan) unless a static rule prunes it, so the
+// search equals a brute-force loop over the candidates; the pp 1 space is enumerated and ranked as before.
+#include <catch2/catch.hpp>
+
+#include "plans/error.h"
+#include "sim/pipeline_step.h"
+#include "sim/search/constraints.h"
+#include "sim/search/search.h"
+#include "tests/fixtures.h"
+
+using namespace tptune;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char* kSpace =
+    "\n  tp_degrees: [1, 2, 4]\n  pp_degrees: [1, 2, 4]\n  pp_schedules: [GPipe, 1F1B, Interleaved1F1B]\n"
+    "  pp_microbatch_sizes: [1, 2]\n  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
+    "  loss_parallel: [true]\n"
+    "  activation_checkpointing: [none, full]\n  local_batch_sizes: [1, 2, 4]\n";
+
+}  // namespace
+
+TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[pp][search]") {
+  Config cfg = test::small_config("pp.yaml", 1, 8, kSpace);
+  cfg.model.n_layers = 4;
+  const SearchResult r = search(cfg, {.threads = 2});
+  const SearchResult plain = [&] {
+    Config c = cfg;
+    c.search.pp_degrees = {1};
+    return search(c, {.threads = 1});
+  }();
+  // The pp 1 space: 3 tp x 2 AC x 3 batches = 18; each has 2 pp degrees > 1 x 3 schedules x 2 microbatch sizes.
+  REQUIRE(plain.results.size() == 18);
+  REQUIRE(r.results.size() == 18 + 18 * 12);
+  CHECK(r.evaluated == r.results.size());
+  // The pp 1 candidates are the plain search's, result for result.
+  for (size_t i = 0; i < plain.results.size(); ++i) {
+    CHECK(r.results[i].pruned == plain.results[i].pruned);
+    CHECK(r.results[i].report.tokens_per_second_per_gpu == plain.results[i].report.tokens_per_second_per_gpu);
+  }
+  // Brute force: each pipeline candidate's static verdict, else simulate_pipeline() of its plan.
+  int feasible_pp = 0;
+  for (size_t i = plain.results.size(); i < r.results.size(); ++i) {
+    const CandidateResult& got = r.results[i];
+    const Candidate& c = got.candidate;
+    REQUIRE(c.pp_degree > 1);
+    CHECK(c.index == static_cast<int>(i));
+    if (Verdict v = check_static(cfg, r.cluster, r.space, c); !v.ok()) {
+      CHECK(got.pruned == v.reason);
+      continue;
+    }
+    StepReport want;
+    try {
+      want = simulate_pipeline(cfg.model, candidate_training(cfg.training, c), candidate_plan(r.space, c), r.cluster,
+                               default_cost_params());
+    } catch (const Error& e) {
+      CHECK(got.pruned == PruneReason::simulation);
+      CHECK(got.detail == e.what());
+      continue;
+    }
+    CHECK(got.report.tokens_per_second_per_gpu == want.tokens_per_second_per_gpu);
+    CHECK(got.report.memory.peak == want.memory.peak);
+    CHECK(got.feasible() == fits_with_headroom(want.memory, r.space.memory_headroom_gib));
+    feasible_pp += got.feasible();
+  }
+  CHECK(feasible_pp > 0);
+  // The ranking holds every feasible candidate, pp or not, in the objective's order.
+  size_t feasible = 0;
+  for (const CandidateResult& c : r.results) feasible += c.feasible();
+  CHECK(r.ranking.size() == feasible);
+  for (size_t k = 1; k < r.ranking.size(); ++k)
+    CHECK_FALSE(ranks_before(r.results[static_cast<size_t>(r.ranking[k])],
+                             r.results[static_cast<size_t>(r.ranking[k - 1])], r.space.objective));
+  // 1F1B needs microbatches >= pp: local batch 2 in microbatches of 2 is one microbatch, refused on pp 2.
+  bool refused = false;
+  for (const CandidateResult& c : r.results)
+    if (c.candidate.pp_degree == 2 && c.candidate.pp_schedule == PipelineScheduleKind::one_f_one_b &&
+        c.candidate.local_batch_size == 2 && c.candidate.pp_microbatch_size == 2 && c.candidate.tp_degree == 2) {
+      CHECK_THAT(c.detail, Contains("needs microbatches >= pp"));
+      refused = true;
+    }
+  CHECK(refused);
+}
+
+TEST_CASE("search: the pipeline axis's errors", "[pp][search][errors]") {
+  CHECK_THROWS_WITH(test::small_config("pp.yaml", 1, 8, "\n  pp_schedules: [1F1B, 2F2B]\n"),
+                    Contains("pp.yaml:5: search.pp_schedules[1]: expected one of GPipe"));
+  Config cfg = test::small_config("pp.yaml", 1, 8, "\n  pp_degrees: [1, 2]\n  ac_layers: [1]\n");
+  CHECK_THROWS_WITH(search(cfg), Contains("search.pp_degrees with search.ac_layers: not searched together yet"));
+}
+
+TEST_CASE("search: pp_degrees without 1 searches pipelines only", "[pp][search]") {
+  Config cfg = test::small_config("pp.yaml", 1, 8, kSpace);
+  cfg.model.n_layers = 4;
+  cfg.search.pp_degrees = {2};
+  const SearchResult r = search(cfg, {.threads = 1});
+  // 18 enumerated candidates x 3 schedules x 2 microbatch sizes, indexed from 0.
+  REQUIRE(r.results.size() == 18 * 6);
+  CHECK(r.evaluated == r.results.size());
+  for (size_t i = 0; i < r.results.size(); ++i) {
+    CHECK(r.results[i].candidate.pp_degree == 2);
+    CHECK(r.results[i].candidate.index == static_cast<int>(i));
+  }
+  REQUIRE(r.winner() != nullptr);
+  CHECK(r.winner()->candidate.pp_degree == 2);
+}
