@@ -91,22 +91,36 @@ PruneCause error_reason(PruneReason stage, const std::string& message, const std
   std::string m = message;
   if (!plan_source.empty() && m.rfind(plan_source + ": ", 0) == 0) m = m.substr(plan_source.size() + 2);
   // Keep "<module>: <first clause>", or just the first clause when the message does not start with a module FQN
-  // (an FQN has no spaces).
+  // (an FQN has no spaces) or a pipeline schedule's name (sim/pipeline_schedule.h's errors).
   size_t first = m.find(": ");
   if (first != std::string::npos) {
-    const bool module = m.substr(0, first).find(' ') == std::string::npos;
+    const bool module = m.substr(0, first).find(' ') == std::string::npos || m.rfind("pipeline schedule ", 0) == 0;
     size_t cut = module ? m.find(": ", first + 2) : first;
     if (cut != std::string::npos) m = m.substr(0, cut);
   }
+  // Numbers become N so that causes group; a word with letters ("1F1B", "h100", "fp8_e4m3") stays as it is.
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::string out;
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (std::isdigit(static_cast<unsigned char>(m[i]))) {
-      while (i + 1 < m.size() && (std::isdigit(static_cast<unsigned char>(m[i + 1])) || m[i + 1] == '.') &&
-             !(m[i + 1] == '.' && (i + 2 >= m.size() || !std::isdigit(static_cast<unsigned char>(m[i + 2])))))
-        ++i;
-      out += 'N';
-    } else {
-      out += m[i];
+  for (size_t i = 0; i < m.size();) {
+    size_t end = i;
+    while (end < m.size() && word_char(m[end])) ++end;
+    if (end == i) {
+      out += m[i++];
+      continue;
+    }
+    bool letters = false;
+    for (size_t k = i; k < end; ++k) letters |= std::isalpha(static_cast<unsigned char>(m[k])) || m[k] == '_';
+    if (letters) {
+      out.append(m, i, end - i);
+      i = end;
+      continue;
+    }
+    // A number, with its decimal part when a digit follows the point.
+    out += 'N';
+    i = end;
+    while (i + 1 < m.size() && m[i] == '.' && std::isdigit(static_cast<unsigned char>(m[i + 1]))) {
+      ++i;
+      while (i < m.size() && std::isdigit(static_cast<unsigned char>(m[i]))) ++i;
     }
   }
   return PruneCause(stage, std::move(out));

@@ -269,6 +269,13 @@ TEST_CASE("error classes drop the plan source and numbers", "[search]") {
                                "my.yaml")) == "lowering: async_tp needs sequence-parallel collectives");
   CHECK(to_string(error_reason(PruneReason::simulation, "plan: tp 3 x dp_shard 8 = 24 GPUs", "")) ==
         "simulation: plan: tp N x dp_shard N = N GPUs");
+  // A pipeline schedule's refusal keeps the schedule's name and the rule; digits inside names are not numbers.
+  CHECK(to_string(error_reason(PruneReason::simulation,
+                               "pipeline schedule 1F1B: needs microbatches >= pp (the number of stages), got 2 < 8",
+                               "")) ==
+        "simulation: pipeline schedule 1F1B: needs microbatches >= pp (the number of stages), got N < N");
+  CHECK(to_string(error_reason(PruneReason::simulation, "h100-sxm: 1.5 GiB over 80 GiB.", "")) ==
+        "simulation: h100-sxm: N GiB over N GiB.");
   // Two classes of one stage are counted apart; a class compares with its reason.
   CHECK(heads != error_reason(PruneReason::lowering, "x: tp 2 does not divide the 3 heads: y", ""));
   CHECK(heads == PruneReason::lowering);
