@@ -25,6 +25,32 @@ namespace tptune {
 
 namespace {
 
+// The plan keys that carry a value of the Plan (a file that states one overrides the config's; Plan::stated records
+// which). The top level also allows `family`, `spmd_backend` and `modules`.
+constexpr std::string_view kPlanValueKeys[] = {"tp_degree",
+                                               "dp_shard",
+                                               "dp_replicate",
+                                               "cp_degree",
+                                               "cp_rotate_method",
+                                               "cp_load_balance",
+                                               "pp_degree",
+                                               "pp_schedule",
+                                               "pp_microbatch_size",
+                                               "pp_stages_per_rank",
+                                               "pp_first_stage_less_layers",
+                                               "pp_last_stage_less_layers",
+                                               "pp_split",
+                                               "float8",
+                                               "async_tp",
+                                               "loss_parallel",
+                                               "activation_checkpointing",
+                                               "ac_layers",
+                                               "local_batch_size",
+                                               "gradient_accumulation_steps",
+                                               "seq_len",
+                                               "framework",
+                                               "loss_chunks"};
+
 using yaml::YamlDoc;
 
 const std::vector<std::string>& style_names() {
@@ -132,33 +158,10 @@ Plan load(const std::string& text, const std::string& name) {
   if (!root.IsDefined() || !root.IsMap())
     throw Error(fmt::format("{}: expected a plan (a map with tp_degree, ..., modules), got {}", doc.at(root),
                             yaml::describe(root)));
-  doc.check_map(root, "",
-                {"family",
-                 "tp_degree",
-                 "dp_shard",
-                 "dp_replicate",
-                 "cp_degree",
-                 "cp_rotate_method",
-                 "cp_load_balance",
-                 "pp_degree",
-                 "pp_schedule",
-                 "pp_microbatch_size",
-                 "pp_stages_per_rank",
-                 "pp_first_stage_less_layers",
-                 "pp_last_stage_less_layers",
-                 "pp_split",
-                 "float8",
-                 "async_tp",
-                 "loss_parallel",
-                 "activation_checkpointing",
-                 "ac_layers",
-                 "local_batch_size",
-                 "gradient_accumulation_steps",
-                 "seq_len",
-                 "framework",
-                 "loss_chunks",
-                 "spmd_backend",
-                 "modules"});
+  std::vector<std::string_view> allowed{"family"};
+  allowed.insert(allowed.end(), std::begin(kPlanValueKeys), std::end(kPlanValueKeys));
+  allowed.insert(allowed.end(), {"spmd_backend", "modules"});
+  doc.check_map(root, "", allowed);
   if (root["spmd_backend"].IsDefined()) read_spmd_backend(doc, root["spmd_backend"], "spmd_backend");
   Plan p;
   p.source = name;
@@ -221,33 +224,13 @@ Plan load(const std::string& text, const std::string& name) {
                  "torchtitan 0.3 always runs the vocab-parallel loss under TP: expected true or no key");
   apply_framework(p, framework);
   // What the file states, with its line, so that tools take every other value from the config (and say so).
-  for (const char* k : {"tp_degree",
-                        "dp_shard",
-                        "dp_replicate",
-                        "cp_degree",
-                        "cp_rotate_method",
-                        "cp_load_balance",
-                        "pp_degree",
-                        "pp_schedule",
-                        "pp_microbatch_size",
-                        "pp_stages_per_rank",
-                        "pp_first_stage_less_layers",
-                        "pp_last_stage_less_layers",
-                        "pp_split",
-                        "float8",
-                        "async_tp",
-                        "loss_parallel",
-                        "activation_checkpointing",
-                        "ac_layers",
-                        "local_batch_size",
-                        "gradient_accumulation_steps",
-                        "seq_len",
-                        "framework",
-                        "loss_chunks"})
+  for (std::string_view key : kPlanValueKeys) {
+    const std::string k(key);
     if (root[k].IsDefined()) {
       p.stated.insert(k);
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
     }
+  }
 
   const YAML::Node modules = root["modules"];
   if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized

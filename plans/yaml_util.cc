@@ -192,7 +192,7 @@ void YamlDoc::require_map(const YAML::Node& node, std::string_view key) const {
 }
 
 void YamlDoc::check_map(const YAML::Node& node, std::string_view prefix,
-                        std::initializer_list<std::string_view> allowed) const {
+                        std::span<const std::string_view> allowed) const {
   require_map(node, prefix);
   std::set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {

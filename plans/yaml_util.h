@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -84,8 +85,11 @@ class YamlDoc {
 
   // `node` must be a map whose keys are all in `allowed` (and appear once); the error names the key's line and
   // lists the allowed keys. `prefix` is the dotted path of the map ("" at the top level).
+  void check_map(const YAML::Node& node, std::string_view prefix, std::span<const std::string_view> allowed) const;
   void check_map(const YAML::Node& node, std::string_view prefix,
-                 std::initializer_list<std::string_view> allowed) const;
+                 std::initializer_list<std::string_view> allowed) const {
+    check_map(node, prefix, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
   // `node` must be a map (else "expected a map"). Also remembers the key lines of its empty values (see below).
   void require_map(const YAML::Node& node, std::string_view key) const;
 

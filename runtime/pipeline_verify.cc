@@ -25,7 +25,7 @@ const LayerChain& chain(const Program& p, bool reverse) {
   throw Error(fmt::format("pipeline: the Program has no {} layer chain", reverse ? "backward" : "forward"));
 }
 
-// The stage that holds a parameter: its block's, the embedding's (first) or the head's (last).
+// The stage that holds a parameter or a module (full FQN): its block's, the embedding's (first) or the head's (last).
 int stage_of_param(const std::string& name, const std::vector<PipelineStageSpan>& stages) {
   if (name.rfind("layers.", 0) == 0) {
     const int layer = std::atoi(name.c_str() + 7);
@@ -177,8 +177,7 @@ VerifyReport verify_pipeline(const Program& microbatch, const Program& reference
     e->run_ops([&](int i) {
       const FlatOp& f = first.flat().ops[size_t(i)];
       if (f.op->phase != Phase::optimizer || !f.op->is_collective()) return false;
-      if (f.layer >= 0) return owned(layer_fqn(f.layer, "x"));
-      return run.stages[size_t(f.module.rfind("tok_embeddings", 0) == 0 ? 0 : S - 1)].rank == run.pp_rank;
+      return owned(f.module);  // "layers.N.<module>", or the embedding's or the head's module
     });
   for (const Executor::Param& p : first.parameters()) {
     if (p.grad < 0 || !owned(p.name)) continue;
