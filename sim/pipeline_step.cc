@@ -96,8 +96,35 @@ ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster)
   return c;
 }
 
+PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& training, const Plan& plan,
+                                           const ClusterSpec& cluster, const CostParams& c) {
+  PipelineProgramCosts p;
+  p.stage_cluster = pipeline_stage_cluster(plan, cluster);
+  // One microbatch of the whole model (see the header).
+  Plan micro = plan;
+  micro.local_batch_size = plan.pp_microbatch_size;
+  micro.gradient_accumulation_steps = 1;
+  micro.provenance["local_batch_size"] = plan_key_origin(plan, "pp_microbatch_size");
+  p.program = lower(model, training, micro);
+  check_supported(p.program, p.stage_cluster);
+  p.costs = cost_ops(p.program, p.stage_cluster, c);
+  p.timeline = schedule(p.program, p.costs, c);
+  p.parts = memory_parts(p.program, c);
+  p.report = make_report(p.program, p.stage_cluster, c, p.costs, p.timeline);
+  return p;
+}
+
 StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
                              const CostParams& c) {
+  PipelineProgramCosts own;
+  return simulate_pipeline(model, training, plan, cluster, c, [&]() -> const PipelineProgramCosts& {
+    own = cost_pipeline_program(model, training, plan, cluster, c);
+    return own;
+  });
+}
+
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c, const std::function<const PipelineProgramCosts&()>& program) {
   if (plan.pp_degree <= 1) throw Error(fmt::format("{}: simulate_pipeline needs pp_degree > 1", plan.source));
   const PipelineSplit split = resolve_pipeline(model, plan);
   PipelineSchedule sched;
@@ -108,16 +135,12 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   }
   const ClusterSpec stage_cluster = pipeline_stage_cluster(plan, cluster);
 
-  // One microbatch of the whole model (see the header).
-  Plan micro = plan;
-  micro.local_batch_size = plan.pp_microbatch_size;
-  micro.gradient_accumulation_steps = 1;
-  micro.provenance["local_batch_size"] = plan_key_origin(plan, "pp_microbatch_size");
-  const Program prog = lower(model, training, micro);
-  check_supported(prog, stage_cluster);
-  const OpCosts costs = cost_ops(prog, stage_cluster, c);
-  const Timeline tl = schedule(prog, costs, c);
-  const MemoryParts parts = memory_parts(prog, c);
+  // The microbatch Program, costed and scheduled (cost_pipeline_program()).
+  const PipelineProgramCosts& costed = program();
+  const Program& prog = costed.program;
+  const OpCosts& costs = costed.costs;
+  const Timeline& tl = costed.timeline;
+  const MemoryParts& parts = costed.parts;
 
   const int stages = split.num_stages();
   std::vector<StageTimes> st(static_cast<size_t>(stages));
@@ -323,7 +346,7 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   pr.fsdp_exposed_ms = critical_exposed_us / 1e3;
   pr.optimizer_ms = critical_optimizer_us / 1e3;
 
-  StepReport r = make_report(prog, stage_cluster, c, costs, tl);
+  StepReport r = costed.report;
   r.toggles() = plan.toggles();
   r.tp_degree = prog.tp;
   r.dp_shard = prog.dp / prog.cp;

@@ -43,15 +43,19 @@
 // Throughput: tokens/s per GPU = ga x local_batch_size x seq_len / cp / (tp x pp x step) (torchtitan divides by the
 // non-data-parallel degree, cp x tp x pp).
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "plans/model.h"
 #include "plans/plan.h"
+#include "plans/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
+#include "sim/memory.h"
 #include "sim/pipeline_schedule_sim.h"
 #include "sim/simulate.h"
+#include "sim/timeline.h"
 
 namespace tptune {
 
@@ -65,5 +69,29 @@ ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster)
 // build_schedule() refuse, or as pipeline_stage_cluster() does.
 StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
                              const CostParams& c);
+
+// The expensive part of simulate_pipeline(): the microbatch Program (the plan lowered with local_batch_size =
+// pp_microbatch_size and gradient_accumulation_steps 1) on one pp rank's cluster (pipeline_stage_cluster()), checked,
+// costed and scheduled once, its memory parts and its report. It depends on the plan but for pp_schedule,
+// pp_stages_per_rank, local_batch_size and gradient_accumulation_steps (the lowering reads none of them): plans that
+// differ only in those share one (the search's pipeline candidates do, sim/search/search.h). tptune::Error as
+// pipeline_stage_cluster(), lower() and check_supported() refuse.
+struct PipelineProgramCosts {
+  ClusterSpec stage_cluster;
+  Program program;
+  OpCosts costs;
+  Timeline timeline;
+  MemoryParts parts;
+  StepReport report;  // make_report() of the Program: what simulate_pipeline() starts its report from
+};
+PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& training, const Plan& plan,
+                                           const ClusterSpec& cluster, const CostParams& c);
+
+// simulate_pipeline() with the microbatch Program's costs from `program`, which it calls (once) after the plan's own
+// checks (resolve_pipeline(), build_schedule(), pipeline_stage_cluster()), so that errors come in the same order; the
+// costs it returns must be cost_pipeline_program() of a plan that shares them with `plan` (see above), and outlive the
+// call. The result is bit for bit simulate_pipeline(model, training, plan, cluster, c)'s.
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c, const std::function<const PipelineProgramCosts&()>& program);
 
 }  // namespace tptune

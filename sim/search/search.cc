@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "plans/error.h"
 #include "plans/limits.h"
@@ -15,6 +16,36 @@
 #include "sim/search/pareto.h"
 
 namespace tptune {
+
+namespace {
+
+// The pipeline candidates grouped by their microbatch Program (shares_pipeline_program()): each group's indices in
+// enumeration order, the groups in the order of their first candidate. Candidates are bucketed by a hash of the
+// fields the key holds, then compared exactly.
+std::vector<std::vector<size_t>> pipeline_program_units(const std::vector<Candidate>& cands) {
+  std::vector<std::vector<size_t>> units;
+  std::unordered_map<size_t, std::vector<size_t>> buckets;  // hash -> units
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate& c = cands[i];
+    size_t h = std::hash<int64_t>{}(c.seq_len);
+    for (int64_t v : {int64_t{c.family}, int64_t{c.tp_degree}, int64_t{c.pp_degree}, c.pp_microbatch_size,
+                      int64_t{c.cp_degree}, int64_t{c.dp_replicate}, static_cast<int64_t>(c.float8),
+                      int64_t{c.async_tp}, int64_t{c.loss_parallel}, static_cast<int64_t>(c.activation_checkpointing)})
+      h = h * 1000003u ^ std::hash<int64_t>{}(v);
+    std::vector<size_t>& bucket = buckets[h];
+    auto same = std::find_if(bucket.begin(), bucket.end(),
+                             [&](size_t u) { return shares_pipeline_program(cands[units[u].front()], c); });
+    if (same != bucket.end()) {
+      units[*same].push_back(i);
+    } else {
+      bucket.push_back(units.size());
+      units.push_back({i});
+    }
+  }
+  return units;
+}
+
+}  // namespace
 
 bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective o) {
   const StepReport &x = a.report, &y = b.report;
@@ -80,8 +111,23 @@ void rank_results(SearchResult& r) {
   }
 }
 
+bool shares_pipeline_program(const Candidate& a, const Candidate& b) {
+  auto key = [](const Candidate& c) {
+    Candidate k = c;
+    k.index = 0;
+    k.pp_schedule = PipelineScheduleKind::one_f_one_b;
+    k.pp_stages_per_rank = 0;
+    k.local_batch_size = 0;
+    k.gradient_accumulation_steps = 0;
+    return k;
+  };
+  const Candidate x = key(a), y = key(b);
+  return x.family == y.family && static_cast<const PlanToggles&>(x) == static_cast<const PlanToggles&>(y);
+}
+
 CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
-                                            const ResolvedSpace& space, const Candidate& c) {
+                                            const ResolvedSpace& space, const Candidate& c,
+                                            SharedPipelineProgram* shared) {
   CandidateResult r;
   r.candidate = c;
   if (Verdict v = check_static(cfg, cluster, space, c); !v.ok()) {
@@ -91,7 +137,23 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
   }
   const Plan plan = candidate_plan(space, c);
   try {
-    r.report = simulate_pipeline(cfg.model, candidate_training(cfg.training, c), plan, cluster, cost);
+    const Training training = candidate_training(cfg.training, c);
+    if (shared) {
+      r.report = simulate_pipeline(cfg.model, training, plan, cluster, cost, [&]() -> const PipelineProgramCosts& {
+        if (shared->error) throw Error(*shared->error);
+        if (!shared->costs) {
+          try {
+            shared->costs = cost_pipeline_program(cfg.model, training, plan, cluster, cost);
+          } catch (const Error& e) {
+            shared->error = e.what();
+            throw;
+          }
+        }
+        return *shared->costs;
+      });
+    } else {
+      r.report = simulate_pipeline(cfg.model, training, plan, cluster, cost);
+    }
   } catch (const Error& e) {
     r.pruned = error_reason(PruneReason::simulation, e.what(), plan.source);
     r.detail = e.what();
@@ -228,14 +290,25 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     r.phases += w->phases;
   }
   // The pipeline candidates, after the others (their indices follow), each as `tp-plan simulate` predicts it
-  // (simulate_pipeline(), sim/pipeline_step.h) unless a static rule prunes it: no shortcut, so they are exact by
-  // construction; the bound's incumbents are the pp 1 candidates', so it prunes none that the pipeline ones would
-  // keep in the top k or on the front.
-  for (const Candidate& c : pipeline_candidates(r.space, cands, plain ? static_cast<int>(cands.size()) : 0)) {
-    CandidateResult res = evaluate_pipeline_candidate(cfg, r.cluster, o.cost, r.space, c);
-    ++r.evaluated;
-    r.results.push_back(std::move(res));
-  }
+  // (simulate_pipeline(), sim/pipeline_step.h) unless a static rule prunes it; the candidates that share a microbatch
+  // Program (shares_pipeline_program()) are one work unit, which costs it once (exact: the lowering reads none of
+  // what they differ in). The bound's incumbents are the pp 1 candidates', so it prunes none that the pipeline ones
+  // would keep in the top k or on the front.
+  const std::vector<Candidate> pipeline =
+      pipeline_candidates(r.space, cands, plain ? static_cast<int>(cands.size()) : 0);
+  const size_t first_pipeline = r.results.size();
+  r.results.resize(first_pipeline + pipeline.size());
+  r.evaluated += pipeline.size();
+  std::vector<std::vector<size_t>> units = pipeline_program_units(pipeline);
+  std::atomic<size_t> pipeline_programs{0};
+  parallel_for(units.size(), r.threads, [&](size_t u, int) {
+    SharedPipelineProgram shared;
+    for (size_t i : units[u])
+      r.results[first_pipeline + i] =
+          evaluate_pipeline_candidate(cfg, r.cluster, o.cost, r.space, pipeline[i], &shared);
+    if (shared.costs || shared.error) pipeline_programs.fetch_add(1, std::memory_order_relaxed);
+  });
+  r.pipeline_programs = pipeline_programs.load();
   // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
   // threads did; its pruned ones are counts only.
   std::vector<CandidateResult> kept;

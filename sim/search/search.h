@@ -29,12 +29,14 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "plans/config.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
+#include "sim/pipeline_step.h"
 #include "sim/search/eval.h"
 #include "sim/search/space.h"
 #include "sim/trust.h"
@@ -65,6 +67,7 @@ struct SearchResult {
   size_t lowered = 0;                    // lower() or lower_unfinished() calls
   size_t finished = 0;                   // Programs from finish_lowering()
   size_t patched = 0;                    // Programs from a BatchProgram
+  size_t pipeline_programs = 0;          // microbatch Programs costed for the pipeline candidates (shared)
   PhaseTimes phases;                     // summed over the workers
   std::vector<CandidateResult> results;  // every candidate, in enumeration order
   std::vector<int> ranking;              // feasible candidates, best first
@@ -80,10 +83,26 @@ struct SearchResult {
 };
 
 SearchResult search(const Config& cfg, const SearchOptions& options = {});
+
+// The microbatch Program that pipeline candidates share (cost_pipeline_program(), sim/pipeline_step.h): candidates
+// that shares_pipeline_program() share it, so the search evaluates them together with one SharedPipelineProgram,
+// which the first of them that needs it fills (the Program's costs, or the tptune::Error it threw, which every later
+// one rethrows: the same error simulate_pipeline() would throw for each of them).
+struct SharedPipelineProgram {
+  std::optional<PipelineProgramCosts> costs;
+  std::optional<std::string> error;  // the message of cost_pipeline_program()'s tptune::Error
+};
+// Whether two pipeline candidates share their microbatch Program: equal but for pp_schedule, pp_stages_per_rank,
+// local_batch_size, gradient_accumulation_steps (and index), none of which the lowering reads.
+bool shares_pipeline_program(const Candidate& a, const Candidate& b);
+
 // One pipeline candidate (search.pp_degrees > 1) as the search evaluates it: the static rules, then simulate_pipeline()
 // of its plan (sim/pipeline_step.h; its errors prune it as `simulation`), the memory budget and the throughput floor.
+// With `shared` (for candidates that share_pipeline_program() with those it was used for before), the microbatch
+// Program comes from it, computed on first use; the result is the same, number for number.
 CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
-                                            const ResolvedSpace& space, const Candidate& c);
+                                            const ResolvedSpace& space, const Candidate& c,
+                                            SharedPipelineProgram* shared = nullptr);
 
 // The last step of search(): counts the reasons of r.results (every candidate in enumeration order, then the
 // ac_layers sweep's kept ones) into r.pruned (which may hold counts already: the sweep's pruned block counts), and

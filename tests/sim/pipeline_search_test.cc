@@ -20,6 +20,34 @@ const char* kSpace =
     "  loss_parallel: [true]\n"
     "  activation_checkpointing: [none, full]\n  local_batch_sizes: [1, 2, 4]\n";
 
+// The figures of a pipeline step the search ranks and reports, equal number for number.
+void check_same_step(const StepReport& got, const StepReport& want) {
+  CHECK(got.step_time_ms == want.step_time_ms);
+  CHECK(got.tokens_per_second_per_gpu == want.tokens_per_second_per_gpu);
+  CHECK(got.mfu == want.mfu);
+  CHECK(got.compute_ms == want.compute_ms);
+  CHECK(got.exposed_tp_comm_ms == want.exposed_tp_comm_ms);
+  CHECK(got.exposed_dp_comm_ms == want.exposed_dp_comm_ms);
+  CHECK(got.memory.peak == want.memory.peak);
+  CHECK(got.parameters.per_rank == want.parameters.per_rank);
+  CHECK(got.local_batch_size == want.local_batch_size);
+  CHECK(got.gradient_accumulation_steps == want.gradient_accumulation_steps);
+  const PipelineReport &g = got.pipeline, &w = want.pipeline;
+  CHECK(g.schedule == w.schedule);
+  CHECK(g.stages_per_rank == w.stages_per_rank);
+  CHECK(g.microbatches == w.microbatches);
+  CHECK(g.stage_layers == w.stage_layers);
+  CHECK(g.schedule_ms == w.schedule_ms);
+  CHECK(g.bubble_fraction == w.bubble_fraction);
+  CHECK(g.fsdp_exposed_ms == w.fsdp_exposed_ms);
+  CHECK(g.critical_rank == w.critical_rank);
+  REQUIRE(g.ranks.size() == w.ranks.size());
+  for (size_t k = 0; k < g.ranks.size(); ++k) {
+    CHECK(g.ranks[k].end_ms == w.ranks[k].end_ms);
+    CHECK(g.ranks[k].peak_memory == w.ranks[k].peak_memory);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[pp][search]") {
@@ -42,6 +70,7 @@ TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[
   }
   // Brute force: each pipeline candidate's static verdict, else simulate_pipeline() of its plan.
   int feasible_pp = 0;
+  size_t simulated = 0;  // candidates that simulate_pipeline() accepted
   for (size_t i = plain.results.size(); i < r.results.size(); ++i) {
     const CandidateResult& got = r.results[i];
     const Candidate& c = got.candidate;
@@ -60,12 +89,16 @@ TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[
       CHECK(got.detail == e.what());
       continue;
     }
-    CHECK(got.report.tokens_per_second_per_gpu == want.tokens_per_second_per_gpu);
-    CHECK(got.report.memory.peak == want.memory.peak);
+    check_same_step(got.report, want);
     CHECK(got.feasible() == fits_with_headroom(want.memory, r.space.memory_headroom_gib));
     feasible_pp += got.feasible();
+    ++simulated;
   }
   CHECK(feasible_pp > 0);
+  // The candidates share their microbatch Programs: per pp degree, tp, AC and microbatch size one Program serves the
+  // 3 schedules x 3 local batches (those that pass the static rules and resolve; tp 1 with pp 4 leaves dp 2).
+  CHECK(r.pipeline_programs > 0);
+  CHECK(r.pipeline_programs * 3 <= simulated);
   // The ranking holds every feasible candidate, pp or not, in the objective's order.
   size_t feasible = 0;
   for (const CandidateResult& c : r.results) feasible += c.feasible();
