@@ -4,6 +4,8 @@
 // (search.seq_lens [2048, 4096, 8192]: 3 x 864 candidates), whose candidates/s compare with Search8B's.
 // Search405BAcLayers is the 11.7 M-candidate space of examples/llama3-405b-ac-layers.yaml (issue 13's "at least
 // 10^7 candidates in under 10 s on one thread"); `decided_per_s` counts only the candidates a model decided.
+// Search405BPP is examples/llama3-405b-pp.yaml: the 405B space with pipeline candidates (issue 23's "under 50 ms on
+// one thread"); `pipeline_programs` counts the microbatch Programs its pipeline candidates shared.
 //
 //   ninja -C build bench_search && build/bench/bench_search
 //   build/bench/bench_search --benchmark_filter=405B/threads:1
@@ -50,6 +52,7 @@ void run(benchmark::State& state, const Config& cfg) {
   state.counters["lowered"] = static_cast<double>(r.lowered);
   state.counters["finished"] = static_cast<double>(r.finished);
   state.counters["patched"] = static_cast<double>(r.patched);
+  state.counters["pipeline_programs"] = static_cast<double>(r.pipeline_programs);
   for (int p = 0; p < kSearchPhases; ++p)
     state.counters[fmt::format("ms_{}", to_string(static_cast<SearchPhase>(p)))] =
         r.phases.ns[static_cast<size_t>(p)] / 1e6;
@@ -66,6 +69,7 @@ void run(benchmark::State& state, const Config& cfg) {
 }
 
 void BM_Search405B(benchmark::State& state) { run(state, example_config("llama3-405b-h100.yaml")); }
+void BM_Search405BPP(benchmark::State& state) { run(state, example_config("llama3-405b-pp.yaml")); }
 void BM_Search8B(benchmark::State& state) { run(state, example_config("llama3-8b-h100.yaml")); }
 void BM_Search8BSeq(benchmark::State& state) {
   Config cfg = example_config("llama3-8b-h100.yaml");
@@ -87,6 +91,7 @@ void search_args(benchmark::internal::Benchmark* b) {
       ->MinTime(2.0);
 }
 BENCHMARK(BM_Search405B)->Apply(search_args);
+BENCHMARK(BM_Search405BPP)->Apply(search_args);
 BENCHMARK(BM_Search8B)->Apply(search_args);
 BENCHMARK(BM_Search8BSeq)->Apply(search_args);
 // examples/llama3-405b-ac-layers.yaml: 11.7 M candidates (search.ac_layers: all, four sequence lengths, dp_replicate

@@ -281,6 +281,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                  "pp_degrees",
                  "pp_schedules",
                  "pp_microbatch_sizes",
+                 "pp_stages_per_rank",
                  "presets",
                  "plans",
                  "float8",
@@ -330,6 +331,10 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
       return parse_pipeline_schedule(doc.string(x, k), doc.where(x, k));
     });
   if (has(n, "pp_microbatch_sizes")) s.pp_microbatch_sizes = axis("pp_microbatch_sizes", batch);
+  if (has(n, "pp_stages_per_rank"))  // 0: the schedule's default
+    s.pp_stages_per_rank = axis("pp_stages_per_rank", [&](const YAML::Node& x, const std::string& k) {
+      return static_cast<int>(doc.integer_in(x, k, {0, limits::n_layers.hi}));
+    });
   if (has(n, "presets")) {
     const YAML::Node p = n["presets"];
     const auto names = plan_preset_names();

@@ -89,13 +89,16 @@ struct SearchSpace {
   // dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load balancing.
   // Default {1}: no CP, the space as before CP existed.
   std::vector<int> cp_degrees = {1};
-  // Pipeline parallelism (plans/pipeline_parallel.h): degrees, schedules (torch's names) and microbatch sizes, each
-  // pipeline candidate with torchtitan's default split and stages per rank; dp_shard = world / (pp x tp x cp x
-  // dp_replicate). A pp 1 candidate ignores the schedules and microbatch sizes. Default {1}: no PP, the space as
-  // before.
+  // Pipeline parallelism (plans/pipeline_parallel.h): degrees, schedules (torch's names), microbatch sizes and stages
+  // per rank, each pipeline candidate with torchtitan's default split of its stages; dp_shard = world / (pp x tp x cp
+  // x dp_replicate). A pp 1 candidate ignores the schedules, microbatch sizes and stages per rank. Default {1}: no PP,
+  // the space as before.
   std::vector<int> pp_degrees = {1};
   std::vector<PipelineScheduleKind> pp_schedules = {PipelineScheduleKind::one_f_one_b};
   std::vector<int64_t> pp_microbatch_sizes = {1};
+  // Stages per pp rank (virtual stages, Plan::pp_stages_per_rank): 0 is the schedule's default (1 for GPipe and 1F1B,
+  // 2 for the others); a value a schedule does not take, or more stages than the model's layers, is pruned.
+  std::vector<int> pp_stages_per_rank = {0};
   std::vector<std::string> presets = {"vanilla", "sequence_parallel"};
   std::vector<std::string> plan_files;  // user plan files, resolved relative to the config file
   std::vector<Float8Recipe> float8 = search_float8_recipes(false);

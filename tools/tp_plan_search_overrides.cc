@@ -89,10 +89,6 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
         fmt::format("{}: not searched: the search's context-parallel candidates run torchtitan's defaults "
                     "(allgather, load-balanced); simulate a plan with it instead",
                     o.cp_rotate ? "--cp-rotate" : "--no-cp-load-balance"));
-  if (o.pp_stages_per_rank)
-    throw Error(
-        "--pp-stages-per-rank: not searched: the search's pipeline candidates run their schedule's default stages "
-        "per rank; simulate a plan with it instead");
   check_plan_option_ranges(o);
   std::vector<AppliedOverride> applied = apply_config_overrides(cfg, o.overrides);
   SearchSpace& s = cfg.search;
@@ -134,6 +130,11 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
     applied.push_back({"--pp-microbatch-size", std::to_string(*o.pp_microbatch_size), "search.pp_microbatch_sizes",
                        was(s, "pp_microbatch_sizes", list_text(s.pp_microbatch_sizes))});
     s.pp_microbatch_sizes = {*o.pp_microbatch_size};
+  }
+  if (o.pp_stages_per_rank) {
+    applied.push_back({"--pp-stages-per-rank", std::to_string(*o.pp_stages_per_rank), "search.pp_stages_per_rank",
+                       was(s, "pp_stages_per_rank", list_text(s.pp_stages_per_rank))});
+    s.pp_stages_per_rank = {*o.pp_stages_per_rank};
   }
   if (!o.preset.empty()) {
     (void)preset_plan(o.preset, Plan{});  // the name, checked as simulate checks it

@@ -7,6 +7,7 @@
 //   --cp N                  search.cp_degrees: [N]
 //   --pp N                  search.pp_degrees: [N]        --pp-schedule S      search.pp_schedules: [S]
 //   --pp-microbatch-size B  search.pp_microbatch_sizes: [B]
+//   --pp-stages-per-rank N  search.pp_stages_per_rank: [N]
 //   --preset NAME           search.presets: [NAME], no plan files
 //   --plan FILE             search.plans: [FILE], no presets
 //   --framework F           search.framework: F (and the framework's float8 and loss_parallel defaults when the
@@ -28,8 +29,7 @@
 // whose search.float8 has none, tensorwise and rowwise), and the options that are not a restriction of the space:
 // --dp-shard (world / (tp x dp_replicate) for every candidate), --ac-layers (search.ac_layers adds block counts next
 // to every block; a search of the first N blocks only is not expressible), --loss-chunks, --cp-rotate and
-// --no-cp-load-balance (not searched: CP candidates run torchtitan's defaults), and --pp-stages-per-rank (pipeline
-// candidates run their schedule's default stages per rank).
+// --no-cp-load-balance (not searched: CP candidates run torchtitan's defaults).
 #include <string>
 #include <vector>
 

@@ -4,6 +4,8 @@
 
 #include <cctype>
 
+#include "plans/pipeline_parallel.h"
+
 namespace tptune {
 
 namespace {
@@ -64,6 +66,20 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
     if (c.async_tp && !fam.sequence_parallel)
       return fail(PruneReason::async_needs_sp,
                   fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
+  }
+  if (c.pp_degree > 1) {
+    const int spr = c.pp_stages_per_rank > 0 ? c.pp_stages_per_rank : default_stages_per_rank(c.pp_schedule);
+    const StagePlacement placement = stage_placement(c.pp_schedule);
+    if ((placement == StagePlacement::single && spr != 1) || (placement == StagePlacement::v && spr != 2) ||
+        (placement == StagePlacement::looped && spr < 2))
+      return fail(PruneReason::pp_stages_schedule,
+                  fmt::format("{} with {} stages per rank", to_string(c.pp_schedule), spr));
+    const int64_t stages = int64_t{c.pp_degree} * spr;  // each at most 2^20: no overflow
+    const int64_t effective = m.n_layers + c.pp_first_stage_less_layers + c.pp_last_stage_less_layers;
+    if (stages > effective)
+      return fail(PruneReason::pp_stages_layers,
+                  fmt::format("pp {} x {} stages per rank = {} stages vs {} effective layers", c.pp_degree, spr, stages,
+                              effective));
   }
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);

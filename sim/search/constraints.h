@@ -23,6 +23,12 @@
 //                                              the sequence-parallel preset shards the residual stream on the sequence
 //                                              (the candidate's seq_len, one of search.seq_lens)
 //   async TP needs sequence parallel           vanilla has no all-gather / reduce-scatter to pipeline
+//   stages per rank do not suit the schedule   a pipeline candidate's stages per rank (search.pp_stages_per_rank; 0:
+//                                              the schedule's default) other than 1 with GPipe or 1F1B, other than 2
+//                                              with ZBVZeroBubble or DualPipeV, below 2 with the looped schedules
+//                                              (resolve_pipeline(), plans/pipeline_parallel.h, refuses them alike)
+//   more pipeline stages than layers           pp x stages per rank above the effective layers (n_layers +
+//                                              first and last stage less layers: torchtitan's default split refuses)
 //   redundant at tp 1                          without TP, async TP, loss parallel and the module plan change nothing:
 //                                              the candidate's Program is that of its representative (first family,
 //                                              first async and loss-parallel values of the space), which is evaluated

@@ -23,6 +23,8 @@ constexpr std::string_view kPruneReasonNames[] = {
     "tp does not divide seq_len (sequence parallel)",
     "2 x cp (x tp with sequence parallel) does not divide seq_len (context parallel)",
     "async TP needs sequence parallel",
+    "stages per rank do not suit the pipeline schedule (GPipe, 1F1B: 1; ZBVZeroBubble, DualPipeV: 2; looped: >= 2)",
+    "more pipeline stages than effective layers (blocks + first and last stage less layers)",
     "redundant at tp 1 (same program as another candidate)",
     "out of memory (with the headroom)",
     "below search.min_tokens_per_second_per_gpu",

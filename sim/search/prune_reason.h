@@ -28,6 +28,8 @@ enum class PruneReason : uint8_t {
   seq,                    // tp does not divide seq_len (sequence parallel)
   cp_seq,                 // the sequence does not split into 2 x cp chunks (x tp with sequence parallel)
   async_needs_sp,         // async TP needs sequence parallel
+  pp_stages_schedule,     // the pipeline schedule does not take that many stages per rank
+  pp_stages_layers,       // more pipeline stages (pp x stages per rank) than the model's effective layers
   redundant,              // redundant at tp 1 (same program as another candidate)
   // Late.
   memory,          // out of memory (peak + search.memory_headroom_gib > capacity)

@@ -32,6 +32,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   if (r.pp_degrees.empty()) r.pp_degrees = {1};
   if (r.pp_schedules.empty()) r.pp_schedules = {PipelineScheduleKind::one_f_one_b};
   if (r.pp_microbatch_sizes.empty()) r.pp_microbatch_sizes = {1};
+  if (r.pp_stages_per_rank.empty()) r.pp_stages_per_rank = {0};
   // The pipeline candidates are evaluated one by one (sim/pipeline_step.h): none of the pp 1 space's shortcuts.
   if (r.searches_pp() && (!r.ac_layers.empty() || r.max_local_batch_size > 0))
     throw Error(
@@ -165,23 +166,25 @@ std::vector<Candidate> pipeline_candidates(const ResolvedSpace& s, const std::ve
     for (int pp : s.pp_degrees) {
       if (pp <= 1) continue;
       for (PipelineScheduleKind kind : s.pp_schedules)
-        for (int64_t mbs : s.pp_microbatch_sizes) {
-          Candidate c = b;
-          c.index = index++;
-          c.pp_degree = pp;
-          c.pp_schedule = kind;
-          c.pp_microbatch_size = mbs;
-          // Each degree at most 2^20 and their product checked: no overflow.
-          const int64_t per_shard = checked_mul({pp, c.tp_degree, c.cp_degree, c.dp_replicate}, "pp x tp x cp x dp");
-          c.dp_shard = s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
-          c.gradient_accumulation_steps = 1;
-          if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
-            const int64_t per_microbatch = c.local_batch_size * c.dp_shard * c.dp_replicate;
-            if (s.global_batch_size % per_microbatch == 0)
-              c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+        for (int spr : s.pp_stages_per_rank)
+          for (int64_t mbs : s.pp_microbatch_sizes) {
+            Candidate c = b;
+            c.index = index++;
+            c.pp_degree = pp;
+            c.pp_schedule = kind;
+            c.pp_stages_per_rank = spr;
+            c.pp_microbatch_size = mbs;
+            // Each degree at most 2^20 and their product checked: no overflow.
+            const int64_t per_shard = checked_mul({pp, c.tp_degree, c.cp_degree, c.dp_replicate}, "pp x tp x cp x dp");
+            c.dp_shard = s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
+            c.gradient_accumulation_steps = 1;
+            if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
+              const int64_t per_microbatch = c.local_batch_size * c.dp_shard * c.dp_replicate;
+              if (s.global_batch_size % per_microbatch == 0)
+                c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+            }
+            out.push_back(c);
           }
-          out.push_back(c);
-        }
     }
   return out;
 }
@@ -212,9 +215,10 @@ std::string ac_label(const Candidate& c) {
 std::string describe(const ResolvedSpace& s, const Candidate& c) {
   return fmt::format(
       "tp {}{}{}{} {} float8={} async_tp={} loss_parallel={} ac={}{} local_batch={}{}{}", c.tp_degree,
-      c.pp_degree > 1
-          ? fmt::format(" pp {} {} microbatch {}", c.pp_degree, to_string(c.pp_schedule), c.pp_microbatch_size)
-          : "",
+      c.pp_degree > 1 ? fmt::format(" pp {} {}{} microbatch {}", c.pp_degree, to_string(c.pp_schedule),
+                                    c.pp_stages_per_rank > 0 ? fmt::format(" x{} stages", c.pp_stages_per_rank) : "",
+                                    c.pp_microbatch_size)
+                      : "",
       c.cp_degree > 1 ? fmt::format(" cp {}", c.cp_degree) : "",
       c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,

@@ -88,7 +88,8 @@ ResolvedSpace resolve_space(const Config& cfg);
 // Every candidate, in enumeration order.
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);
 // The pipeline candidates (search.pp_degrees > 1): each enumerated candidate of `base` (the pp 1 space) with each
-// pp degree > 1, schedule and microbatch size (in the lists' order, innermost the microbatch size), indexed from
+// pp degree > 1, schedule, stages per rank and microbatch size (in the lists' order, innermost the microbatch size),
+// indexed from
 // `first_index` (after `base` when pp 1 is searched too, else 0); dp_shard world / (pp x tp x cp x dp_replicate) (0
 // when not whole), gradient accumulation likewise.
 std::vector<Candidate> pipeline_candidates(const ResolvedSpace& s, const std::vector<Candidate>& base, int first_index);

@@ -110,6 +110,15 @@ search opt_cp2 "$cfg" --cp 2
 search yaml_cp2 "$dir/cp2.yaml"
 same opt_cp2 yaml_cp2
 
+# --pp N --pp-schedule S --pp-stages-per-rank V: search.pp_degrees, pp_schedules and pp_stages_per_rank (virtual
+# stages: Interleaved1F1B with 4 stages on each of 2 ranks), on one preset and tp to keep it short.
+edited pp2v4 't = t.replace("tp_degrees: [1, 2, 4, 8]", "tp_degrees: [4]\n  pp_degrees: [2]\n  pp_schedules: [Interleaved1F1B]\n  pp_stages_per_rank: [4]")'
+search opt_pp2v4 "$cfg" --tp 4 --pp 2 --pp-schedule Interleaved1F1B --pp-stages-per-rank 4
+search yaml_pp2v4 "$dir/pp2v4.yaml"
+same opt_pp2v4 yaml_pp2v4
+grep -Eq -- '--pp-stages-per-rank 4 +search.pp_stages_per_rank, was \[0\]' "$dir/opt_pp2v4.txt" ||
+  fail "--pp-stages-per-rank 4: the text does not record the override: $(head -20 "$dir/opt_pp2v4.txt")"
+
 # --plan FILE: that file's family only (no presets), as search.plans: [FILE] with presets: [] says.
 plan=$(dirname "$0")/plans/megatron_no_toggles.yaml
 plan=$(cd "$(dirname "$plan")" && pwd)/$(basename "$plan")

@@ -1,6 +1,8 @@
-// The search's pipeline axis (search.pp_degrees, pp_schedules, pp_microbatch_sizes): every pipeline candidate is
-// evaluated as `tp-plan simulate` predicts it (simulate_pipeline() of its plan) unless a static rule prunes it, so the
-// search equals a brute-force loop over the candidates; the pp 1 space is enumerated and ranked as before.
+// The search's pipeline axes (search.pp_degrees, pp_schedules, pp_stages_per_rank, pp_microbatch_sizes): every
+// pipeline candidate is evaluated as `tp-plan simulate` predicts it (simulate_pipeline() of its plan) unless a static
+// rule prunes it, so the search equals a brute-force loop over the candidates, although the candidates that differ
+// only in schedule, stages per rank and local batch share one microbatch Program; the pp 1 space is enumerated and
+// ranked as before.
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
@@ -48,6 +50,47 @@ void check_same_step(const StepReport& got, const StepReport& want) {
   }
 }
 
+struct BruteForce {
+  int feasible = 0;
+  size_t simulated = 0;  // candidates that simulate_pipeline() accepted
+};
+
+// Brute force: each pipeline candidate of `r` (from `first`) pruned by its static verdict, else as simulate_pipeline()
+// of its plan says, number for number. A candidate that the pipeline's static rules prune (stages per rank) is one
+// that simulate_pipeline() refuses too.
+BruteForce check_brute_force(const Config& cfg, const SearchResult& r, size_t first) {
+  BruteForce b;
+  for (size_t i = first; i < r.results.size(); ++i) {
+    const CandidateResult& got = r.results[i];
+    const Candidate& c = got.candidate;
+    REQUIRE(c.pp_degree > 1);
+    CHECK(c.index == static_cast<int>(i));
+    const Plan plan = candidate_plan(r.space, c);
+    auto simulate = [&] {
+      return simulate_pipeline(cfg.model, candidate_training(cfg.training, c), plan, r.cluster, default_cost_params());
+    };
+    if (Verdict v = check_static(cfg, r.cluster, r.space, c); !v.ok()) {
+      CHECK(got.pruned == v.reason);
+      if (v.reason == PruneReason::pp_stages_schedule || v.reason == PruneReason::pp_stages_layers)
+        CHECK_THROWS_AS(simulate(), Error);
+      continue;
+    }
+    StepReport want;
+    try {
+      want = simulate();
+    } catch (const Error& e) {
+      CHECK(got.pruned == PruneReason::simulation);
+      CHECK(got.detail == e.what());
+      continue;
+    }
+    check_same_step(got.report, want);
+    CHECK(got.feasible() == fits_with_headroom(want.memory, r.space.memory_headroom_gib));
+    b.feasible += got.feasible();
+    ++b.simulated;
+  }
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[pp][search]") {
@@ -68,32 +111,9 @@ TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[
     CHECK(r.results[i].pruned == plain.results[i].pruned);
     CHECK(r.results[i].report.tokens_per_second_per_gpu == plain.results[i].report.tokens_per_second_per_gpu);
   }
-  // Brute force: each pipeline candidate's static verdict, else simulate_pipeline() of its plan.
-  int feasible_pp = 0;
-  size_t simulated = 0;  // candidates that simulate_pipeline() accepted
-  for (size_t i = plain.results.size(); i < r.results.size(); ++i) {
-    const CandidateResult& got = r.results[i];
-    const Candidate& c = got.candidate;
-    REQUIRE(c.pp_degree > 1);
-    CHECK(c.index == static_cast<int>(i));
-    if (Verdict v = check_static(cfg, r.cluster, r.space, c); !v.ok()) {
-      CHECK(got.pruned == v.reason);
-      continue;
-    }
-    StepReport want;
-    try {
-      want = simulate_pipeline(cfg.model, candidate_training(cfg.training, c), candidate_plan(r.space, c), r.cluster,
-                               default_cost_params());
-    } catch (const Error& e) {
-      CHECK(got.pruned == PruneReason::simulation);
-      CHECK(got.detail == e.what());
-      continue;
-    }
-    check_same_step(got.report, want);
-    CHECK(got.feasible() == fits_with_headroom(want.memory, r.space.memory_headroom_gib));
-    feasible_pp += got.feasible();
-    ++simulated;
-  }
+  const BruteForce b = check_brute_force(cfg, r, plain.results.size());
+  const int feasible_pp = b.feasible;
+  const size_t simulated = b.simulated;
   CHECK(feasible_pp > 0);
   // The candidates share their microbatch Programs: per pp degree, tp, AC and microbatch size one Program serves the
   // 3 schedules x 3 local batches (those that pass the static rules and resolve; tp 1 with pp 4 leaves dp 2).
@@ -117,9 +137,54 @@ TEST_CASE("search: pipeline candidates equal simulate_pipeline, brute force", "[
   CHECK(refused);
 }
 
+TEST_CASE("search: stages per rank as an axis, brute force", "[pp][search]") {
+  Config cfg = test::small_config("pp.yaml", 1, 8,
+                                  "\n  tp_degrees: [2]\n  pp_degrees: [2, 4]\n"
+                                  "  pp_schedules: [1F1B, Interleaved1F1B, LoopedBFS, ZBVZeroBubble]\n"
+                                  "  pp_stages_per_rank: [0, 1, 2, 3]\n  presets: [sequence_parallel]\n"
+                                  "  float8: [none]\n  async_tp: [false]\n  loss_parallel: [true]\n"
+                                  "  activation_checkpointing: [full]\n  local_batch_sizes: [4, 8]\n");
+  cfg.model.n_layers = 8;  // effective layers 8 + 1 + 1 = 10: pp 4 x 3 stages per rank = 12 stages is too many
+  const SearchResult r = search(cfg, {.threads = 1});
+  // No pp 1: the pp 1 space (tp 2 x 2 batches) each with 2 pp degrees x 4 schedules x 4 stages per rank (x 1
+  // microbatch size), the stages per rank inside the schedule: index (batch, pp, schedule, stages).
+  REQUIRE(r.results.size() == 2 * 2 * 4 * 4);
+  const auto at = [&](int batch, int pp, int schedule, int stages) -> const CandidateResult& {
+    return r.results[static_cast<size_t>(((batch * 2 + pp) * 4 + schedule) * 4 + stages)];
+  };
+  // 1F1B: 0 (its default, 1) and 1 run; 2 and 3 are pruned.
+  CHECK(at(0, 0, 0, 0).candidate.pp_stages_per_rank == 0);
+  CHECK(at(0, 0, 0, 0).pruned.reason != PruneReason::pp_stages_schedule);
+  CHECK(at(0, 0, 0, 1).pruned.reason != PruneReason::pp_stages_schedule);
+  CHECK(at(0, 0, 0, 2).pruned == PruneReason::pp_stages_schedule);
+  CHECK(at(0, 0, 0, 2).detail == "1F1B with 2 stages per rank");
+  // Interleaved1F1B and LoopedBFS take 2 or more: 1 is pruned; on pp 4, 3 stages per rank are 12 > 10 layers.
+  CHECK(at(0, 0, 1, 1).pruned == PruneReason::pp_stages_schedule);
+  CHECK(at(0, 0, 1, 3).feasible());
+  CHECK(at(0, 0, 1, 3).report.pipeline.stages_per_rank == 3);
+  CHECK(at(0, 1, 2, 3).pruned == PruneReason::pp_stages_layers);
+  CHECK(at(0, 1, 2, 3).detail == "pp 4 x 3 stages per rank = 12 stages vs 10 effective layers");
+  CHECK(at(1, 1, 2, 2).feasible());
+  CHECK(at(1, 1, 2, 2).report.pipeline.stage_layers.size() == 8);
+  // ZBVZeroBubble takes exactly 2 (its default).
+  CHECK(at(0, 0, 3, 0).report.pipeline.stages_per_rank == 2);
+  CHECK(at(0, 0, 3, 3).pruned == PruneReason::pp_stages_schedule);
+  // Counted apart in the reasons.
+  CHECK(r.pruned.at(PruneReason::pp_stages_schedule) > 0);
+  CHECK(r.pruned.at(PruneReason::pp_stages_layers) > 0);
+  const BruteForce b = check_brute_force(cfg, r, 0);
+  CHECK(b.feasible > 0);
+  // One microbatch Program per pp degree and microbatch size serves every schedule, stages per rank and batch.
+  CHECK(r.pipeline_programs == 2);
+}
+
 TEST_CASE("search: the pipeline axis's errors", "[pp][search][errors]") {
   CHECK_THROWS_WITH(test::small_config("pp.yaml", 1, 8, "\n  pp_schedules: [1F1B, 2F2B]\n"),
                     Contains("pp.yaml:5: search.pp_schedules[1]: expected one of GPipe"));
+  CHECK_THROWS_WITH(test::small_config("pp.yaml", 1, 8, "\n  pp_stages_per_rank: [0, -1]\n"),
+                    Contains("pp.yaml:5: search.pp_stages_per_rank[1]: expected an integer in 0..10000"));
+  CHECK_THROWS_WITH(test::small_config("pp.yaml", 1, 8, "\n  pp_stages_per_rank: [2, 2]\n"),
+                    Contains("search.pp_stages_per_rank"));
   Config cfg = test::small_config("pp.yaml", 1, 8, "\n  pp_degrees: [1, 2]\n  ac_layers: [1]\n");
   CHECK_THROWS_WITH(search(cfg), Contains("search.pp_degrees with search.ac_layers: not searched together yet"));
 }
