@@ -301,13 +301,14 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   r.evaluated += pipeline.size();
   std::vector<std::vector<size_t>> units = pipeline_program_units(pipeline);
   std::atomic<size_t> pipeline_programs{0};
-  parallel_for(units.size(), r.threads, [&](size_t u, int) {
-    SharedPipelineProgram shared;
-    for (size_t i : units[u])
-      r.results[first_pipeline + i] =
-          evaluate_pipeline_candidate(cfg, r.cluster, o.cost, r.space, pipeline[i], &shared);
-    if (shared.costs || shared.error) pipeline_programs.fetch_add(1, std::memory_order_relaxed);
-  });
+  if (!units.empty())  // no worker threads for a space without pipelines
+    parallel_for(units.size(), r.threads, [&](size_t u, int) {
+      SharedPipelineProgram shared;
+      for (size_t i : units[u])
+        r.results[first_pipeline + i] =
+            evaluate_pipeline_candidate(cfg, r.cluster, o.cost, r.space, pipeline[i], &shared);
+      if (shared.costs || shared.error) pipeline_programs.fetch_add(1, std::memory_order_relaxed);
+    });
   r.pipeline_programs = pipeline_programs.load();
   // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
   // threads did; its pruned ones are counts only.
