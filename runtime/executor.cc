@@ -206,11 +206,20 @@ void Executor::step(const OpTimeFn& on_op) {
   be_.synchronize();
 }
 
-void Executor::run_ops(const std::function<bool(int op)>& keep) {
+void Executor::run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& on_op) {
+  std::unique_ptr<Timer> timer = on_op ? be_.make_timer() : nullptr;
   for (size_t i = 0; i < flat_.ops.size(); ++i) {
     if (!keep(static_cast<int>(i))) continue;
-    run_op(static_cast<int>(i), false);
-    for (auto& p : pending_) p.request->test();
+    if (!on_op) {
+      run_op(static_cast<int>(i), false);
+      for (auto& p : pending_) p.request->test();
+    } else {
+      be_.synchronize();
+      timer->start();
+      run_op(static_cast<int>(i), true);
+      timer->stop();
+      on_op(static_cast<int>(i), timer->elapsed_us());
+    }
   }
   complete_all();
   be_.synchronize();

@@ -80,8 +80,9 @@ class Executor {
 
   // Runs the flat ops `keep` selects, in order and as step() runs them (collectives overlapping), then completes
   // every collective: one stage's forward or backward of one microbatch under pipeline parallelism
-  // (runtime/pipeline_verify.h). No op is skipped for its phase: the caller selects.
-  void run_ops(const std::function<bool(int op)>& keep);
+  // (runtime/pipeline_run.h). No op is skipped for its phase: the caller selects. With `on_op`, one at a time and
+  // timed, as step() with on_op.
+  void run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& on_op = nullptr);
   // The segment a flat op belongs to.
   SegmentKind segment_of(int op) const;
   // Flat id of the Program's tensor `t` in layer `layer` (-1: a global tensor); tptune::Error when there is none

@@ -65,6 +65,32 @@ nlohmann::json environment_json(Backend& backend) {
   return out;
 }
 
+ProfileOp profile_op_record(const Executor& ex, size_t i, Backend& backend, int local_shapes_of_tp) {
+  const FlatProgram& flat = ex.flat();
+  const Program& program = ex.program();
+  const FlatOp& f = flat.ops[i];
+  const Op& op = *f.op;
+  ProfileOp rec;
+  rec.index = static_cast<int64_t>(i);
+  rec.name = f.name;
+  rec.module = f.module;
+  rec.segment = "";
+  for (const Segment& s : program.segments)  // FlatOp::op points into the executor's copy
+    if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) rec.segment = std::string(to_string(s.kind));
+  rec.layer = f.layer;
+  rec.template_op = op.id;
+  rec.phase = std::string(to_string(op.phase));
+  rec.kind = std::string(kind_name(op.kind));
+  int gsize = 1;
+  if (const auto* coll = std::get_if<CollectiveOp>(&op.kind))
+    gsize = local_shapes_of_tp > 0 && coll->group == Group::tp ? local_shapes_of_tp : backend.group_size(coll->group);
+  rec.op = op_descriptor(op.kind, gsize);
+  rec.chunk = profile_chunk(op.chunk);
+  for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
+  for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));
+  return rec;
+}
+
 Profile profile_program(const Program& program, Backend& backend, const ProfileOptions& options) {
   if (options.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", options.iters));
   if (options.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", options.warmup));
@@ -139,27 +165,8 @@ Profile profile_program(const Program& program, Backend& backend, const ProfileO
   }
   prof.ops.reserve(n_ops);
   for (size_t i = 0; i < n_ops; ++i) {
-    const FlatOp& f = flat.ops[i];
-    const Op& op = *f.op;
-    ProfileOp rec;
-    rec.index = static_cast<int64_t>(i);
-    rec.name = f.name;
-    rec.module = f.module;
-    rec.segment = "";
-    for (const Segment& s : ex.program().segments)  // FlatOp::op points into the executor's copy
-      if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) rec.segment = std::string(to_string(s.kind));
-    rec.layer = f.layer;
-    rec.template_op = op.id;
-    rec.phase = std::string(to_string(op.phase));
-    rec.kind = std::string(kind_name(op.kind));
-    int gsize = 1;
-    const auto* coll = std::get_if<CollectiveOp>(&op.kind);
-    if (coll) gsize = single && coll->group == Group::tp ? program.tp : backend.group_size(coll->group);
-    rec.op = op_descriptor(op.kind, gsize);
-    rec.chunk = profile_chunk(op.chunk);
-    for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
-    for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));
-    if (single && coll) {
+    ProfileOp rec = profile_op_record(ex, i, backend, single ? program.tp : 0);
+    if (single && flat.ops[i].op->is_collective()) {
       rec.measured = false;  // not run on one process (see "collectives")
     } else {
       OpTiming t = summarize(samples[i]);

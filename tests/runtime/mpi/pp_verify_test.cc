@@ -15,52 +15,20 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/pipeline_verify.h"
 #include "sim/pipeline_schedule.h"
-#include "tests/runtime/mpi/mesh.h"
+#include "tests/runtime/mpi/pipeline_fixture.h"
 
 using namespace tptune;
-using test::Mesh;
-using test::world_size;
 
 namespace {
 
-constexpr int kPp = 2;
+using test::kPp;
 
 VerifyReport verify_pp(PipelineScheduleKind kind, PipelineFault fault = PipelineFault::none) {
-  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
-  cfg.model.n_layers = 4;
-  Plan base;
-  base.tp_degree = world_size() / kPp;
-  base.local_batch_size = 4;
-  base.loss_parallel = true;
-  Plan plan = preset_plan("sequence_parallel", base);
-  plan.pp_degree = kPp;
-  plan.pp_schedule = kind;
-  plan.pp_microbatch_size = 1;
-  Plan micro = plan;
-  micro.local_batch_size = 1;
-  micro.pp_degree = 1;
-  Plan ref = plan;
-  ref.tp_degree = 1;
-  ref.pp_degree = 1;
-  const PipelineSplit split = resolve_pipeline(cfg.model, plan);
-  const PipelineSchedule sched = build_schedule(kind, split.pp, split.stages_per_rank, split.microbatches);
-  Mesh mesh(plan.tp_degree);
-  PipelineRun run;
-  for (int s = 0; s < split.num_stages(); ++s)
-    run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
-  using K = PipelineStep::Kind;
-  for (const PipelineAction& a : sched.ranks.at(size_t(mesh.outer_rank)))
-    run.actions.push_back({a.stage, a.microbatch,
-                           a.kind == PipelineActionKind::F   ? K::forward
-                           : a.kind == PipelineActionKind::B ? K::backward
-                           : a.kind == PipelineActionKind::I ? K::input_grad
-                                                             : K::weight_grad});
-  run.pp_rank = mesh.outer_rank;
-  run.pp = mesh.outer;
-  run.microbatches = int(split.microbatches);
-  run.fault = fault;
-  CpuBackend be(mesh.tp), local;
-  return verify_pipeline(lower(cfg.model, cfg.training, micro), lower(cfg.model, cfg.training, ref), be, local, run, 7);
+  test::PipelineFixture f(kind);
+  f.run.fault = fault;
+  CpuBackend be(f.mesh.tp), local;
+  return verify_pipeline(lower(f.cfg.model, f.cfg.training, f.micro), lower(f.cfg.model, f.cfg.training, f.ref), be,
+                         local, f.run, 7);
 }
 
 }  // namespace
