@@ -311,8 +311,12 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     // stage's fp32 unsharded gradients; a B or W releases the microbatch, and the stage's last one its gradients
     // (FSDP's post_backward reduces them to the sharded fp32 gradients of the model states).
     const double m_count = static_cast<double>(split.microbatches), p2p = static_cast<double>(p2p_bytes);
+    // Receive buffers from a neighbouring stage on another rank (a V schedule's adjacent stages on one rank pass the
+    // tensors directly: set_local_fwd_input and set_local_bwd_input replace the buffers).
+    auto on_rank = [&](int s) { return std::find(rr.stages.begin(), rr.stages.end(), s) != rr.stages.end(); };
     double recv_buffers = 0;
-    for (int s : rr.stages) recv_buffers += m_count * p2p * ((s > 0 ? 1 : 0) + (s < last ? 1 : 0));
+    for (int s : rr.stages)
+      recv_buffers += m_count * p2p * ((s > 0 && !on_rank(s - 1) ? 1 : 0) + (s < last && !on_rank(s + 1) ? 1 : 0));
     auto per_microbatch = [&](int s) {
       const double saved = st[static_cast<size_t>(s)].saved_bytes;
       return std::max(0.0, saved - (s > 0 ? p2p : 0.0)) + (s < last ? p2p : 0.0);
