@@ -122,6 +122,43 @@ TEST_CASE("pipeline step: activations held as the schedule keeps microbatches in
   CHECK(r.memory.activations == Approx(24 * pb + x + 4 * L));
 }
 
+TEST_CASE("pipeline step: a V schedule's adjacent stages on one rank have no receive buffers", "[pp][sim][memory]") {
+  // ZBVZeroBubble, pp 2, 2 stages per rank of 2 blocks each, m = 2, full AC (a block saves only its input, the p2p
+  // tensor x = 512 KiB). Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2, which pass tensors directly
+  // (set_local_fwd_input / set_local_bwd_input): receive buffers only from the other rank, m x = 2x each way.
+  // Per microbatch in flight: stage 0 2x + x (output), stages 1 and 2 2x - x + x, stage 3 2x - x; stage 3's F keeps
+  // its logits L, an I or B of stages > 0 keeps x (the input gradient). The walk's peak (held + fp32 gradients):
+  //   rank 0: 0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 ...: at 3I1, 3x + 3x + (x + L) + x - x + (x + L) + x = 9x + 2L with
+  //           g3 (at 0I0: 8x + 2L with g0 < g3: the head's 262,656 elements against the embedding's 262,144);
+  //           activations 2x + 2x + 9x + 2L = 13x + 2L.
+  //   rank 1: 1F0 2F0 1F1 2F1 2I0 2W0 1I0 ...: at 1I0, 8x + x - 2x + x = 8x with g1 + g2 (at 2I0 9x with g2 only, and
+  //           g1 = 2 blocks x 4 bytes x 1,180,672 = 9.4 MB > x); activations 2x + 2x + 8x = 12x (with buffers
+  //           between its own stages it would be 16x).
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  PlanToggles t{.tp_degree = 2,
+                .dp_shard = 2,
+                .loss_parallel = true,
+                .activation_checkpointing = ActivationCheckpointing::full,
+                .local_batch_size = 2};
+  t.pp_degree = 2;
+  t.pp_schedule = PipelineScheduleKind::zbv_zero_bubble;
+  t.pp_stages_per_rank = 2;
+  t.pp_split = {2, 2, 2, 2};
+  const Plan plan = test::make_plan("sequence_parallel", t);
+  Plan micro = plan;
+  micro.local_batch_size = 1;
+  const MemoryParts parts = memory_parts(lower(eight_blocks(), kTraining, micro), P);
+  const double x = 524288, L = parts.logits;
+  REQUIRE(parts.saved_per_block == x);
+  REQUIRE(L == 1048576);
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, plan, cluster, P);
+  REQUIRE(r.pipeline.ranks[0].stages == std::vector<int>{0, 3});
+  REQUIRE(r.pipeline.ranks[1].stages == std::vector<int>{1, 2});
+  CHECK(r.pipeline.ranks[0].activations == Approx(13 * x + 2 * L));
+  CHECK(r.pipeline.ranks[1].activations == Approx(12 * x));
+}
+
 TEST_CASE("pipeline step: a rank's gathered parameters and fp32 unsharded gradients", "[pp][sim][memory]") {
   // Under PP torchtitan keeps the stage's parameters gathered (reshard_after_forward False) and the stage runs its
   // backwards with requires_gradient_sync False: FSDP2's post_backward then upcasts each unsharded gradient to
