@@ -101,4 +101,23 @@ std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const C
   return html_report(in);
 }
 
+std::string simulate_pipeline_html(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
+                                   const Plan& plan, const StepReport& report) {
+  if (report.pipeline.pp <= 1) throw Error("report: not a pipeline-parallel step (pp 1)");
+  HtmlReportInput in;
+  in.title = fmt::format("tp-plan simulate: {} on {} x {}", cfg.model.name, cluster.world_size(), cluster.gpu.name);
+  in.facts = {
+      model_fact(cfg.model), cluster_fact(cfg, cluster, std::to_string(cfg.training.seq_len)),
+      fmt::format("pipeline: pp {}, {}, {} microbatches of {}", report.pipeline.pp, to_string(report.pipeline.schedule),
+                  report.pipeline.microbatches, report.pipeline.microbatch_size),
+      fmt::format("config {}", cfg.path), trust_text(report.trust)};
+  ReportPlan mine;
+  mine.name = "this plan";
+  mine.ok = true;
+  mine.report = report;
+  in.plans = with_baselines(std::move(mine), plan_baselines(cfg, cluster, plan.tp_degree,
+                                                            cfg.search.memory_headroom_gib, cost, plan.framework));
+  return html_report(in);
+}
+
 }  // namespace tptune
