@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# pipeline_outputs.sh TP_PLAN EXAMPLES: the outputs of a pipeline-parallel plan end to end (tp 2 x pp 2, 1F1B and
+# Interleaved1F1B, on tiny-llama's 4 GPUs): `simulate --report` writes well-formed XHTML with a row per pp rank and a
+# box per action of the schedule; `--trace` writes a thread per pp rank and an event per action, and says how many;
+# `--trace --measured` is refused (a profile's ops have no counterpart among a pipeline's actions).
+set -uo pipefail
+tp_plan="$1"; examples="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+for schedule in 1F1B Interleaved1F1B; do
+  args=("$examples/tiny-llama.yaml" --preset sequence_parallel --tp 2 --pp 2 --pp-schedule "$schedule")
+  if ! out="$("$tp_plan" simulate "${args[@]}" --json "$tmp/s.json" --report "$tmp/r.html" 2>&1)"; then
+    echo "FAIL $schedule: simulate --report failed:"; echo "$out"; fail=1; continue
+  fi
+  if ! python3 - "$tmp/s.json" "$tmp/r.html" <<'PY'; then
+import json, sys, xml.dom.minidom
+rep = json.load(open(sys.argv[1]))["pipeline"]
+html = open(sys.argv[2]).read()
+xml.dom.minidom.parseString(html)  # well-formed: the report is XHTML
+pp = rep["pp_degree"]
+rows, ranks = html.count('class="pp-row"'), html.count('<tr class="pp-rank">')
+# 1F1B and Interleaved1F1B run one F and one B of every stage for every microbatch.
+actions = html.count('class="pp-action"')
+want = 2 * len(rep["stage_blocks"]) * rep["microbatches"]
+if rows != pp or ranks != pp or actions != want:
+    sys.exit(f"rows {rows}, table rows {ranks} (pp {pp}); action boxes {actions}, expected {want}")
+PY
+    echo "FAIL $schedule: the report's pipeline section"; fail=1; continue
+  fi
+  echo "ok $schedule: --report"
+  if ! out="$("$tp_plan" simulate "${args[@]}" --trace "$tmp/t.json" 2>&1)"; then
+    echo "FAIL $schedule: simulate --trace failed:"; echo "$out"; fail=1; continue
+  fi
+  said="$(printf '%s\n' "$out" | sed -n "s|^wrote $tmp/t.json (\([0-9]*\) events)\$|\1|p")"
+  if ! python3 - "$tmp/s.json" "$tmp/t.json" "$said" <<'PY'; then
+import json, sys
+rep = json.load(open(sys.argv[1]))["pipeline"]
+events = json.load(open(sys.argv[2]))["traceEvents"]
+threads = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+actions = [e for e in events if e["ph"] == "X"]
+want = 2 * len(rep["stage_blocks"]) * rep["microbatches"]
+if threads != set(range(rep["pp_degree"])) or len(actions) != want or sys.argv[3] != str(len(events)):
+    sys.exit(f"threads {sorted(threads)}, {len(actions)} action events (expected {want}), said {sys.argv[3]!r} of {len(events)}")
+if any(e["ts"] + e["dur"] > rep["schedule_ms"] * 1e3 * (1 + 1e-9) for e in actions):
+    sys.exit("an action ends after the schedule's pass")
+PY
+    echo "FAIL $schedule: the trace"; fail=1; continue
+  fi
+  echo "ok $schedule: --trace ($said events)"
+done
+printf '{"format": "tptune-profile", "version": 1, "environment": {"backend": "cpu", "device": "x", "ranks": 4},\n' \
+  > "$tmp/profile.json"
+printf ' "ops": [{"name": "tok_embeddings.fwd", "time_us": {"median": 1}}]}\n' >> "$tmp/profile.json"
+err="$("$tp_plan" simulate "$examples/tiny-llama.yaml" --preset vanilla --tp 2 --pp 2 --trace "$tmp/m.json" \
+  --measured "$tmp/profile.json" 2>&1 >/dev/null)"; rc=$?
+if [ "$rc" -ne 2 ] || ! printf '%s\n' "$err" | grep -q "^tp-plan: error: option --pp: pp_degree 2: --measured aligns"; then
+  echo "FAIL --measured with a pp plan: exit $rc: $err"; fail=1
+else
+  echo "ok --measured with a pp plan refused"
+fi
+exit $fail
