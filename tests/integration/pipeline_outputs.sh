@@ -2,7 +2,8 @@
 # pipeline_outputs.sh TP_PLAN EXAMPLES: the outputs of a pipeline-parallel plan end to end (tp 2 x pp 2, 1F1B and
 # Interleaved1F1B, on tiny-llama's 4 GPUs): `simulate --report` writes well-formed XHTML with a row per pp rank and a
 # box per action of the schedule; `--trace` writes a thread per pp rank and an event per action, and says how many;
-# `--trace --measured` is refused (a profile's ops have no counterpart among a pipeline's actions).
+# `--trace --measured` is refused (a profile's ops have no counterpart among a pipeline's actions); `explain --json`
+# writes the microbatch Program's collectives and the pipeline: its stages' modules and each rank's actions.
 set -uo pipefail
 tp_plan="$1"; examples="$2"
 tmp="$(mktemp -d)"
@@ -48,6 +49,27 @@ PY
     echo "FAIL $schedule: the trace"; fail=1; continue
   fi
   echo "ok $schedule: --trace ($said events)"
+  if ! "$tp_plan" explain "${args[@]}" --json "$tmp/e.json" > "$tmp/e.txt" 2>&1; then
+    echo "FAIL $schedule: explain --json failed:"; cat "$tmp/e.txt"; fail=1; continue
+  fi
+  if ! python3 - "$tmp/s.json" "$tmp/e.json" <<'PY'; then
+import json, sys
+rep = json.load(open(sys.argv[1]))["pipeline"]
+e = json.load(open(sys.argv[2]))
+p = e["pipeline"]
+modules = [m for s in p["stages"] for m in s["modules"]]
+blocks = sum(rep["stage_blocks"])
+if modules != ["tok_embeddings"] + [f"layers.{b}" for b in range(blocks)] + ["norm", "output"]:
+    sys.exit(f"modules {modules}")
+actions = sum(len(r["actions"]) for r in p["ranks"])
+if len(p["ranks"]) != rep["pp_degree"] or actions != 2 * len(rep["stage_blocks"]) * rep["microbatches"]:
+    sys.exit(f"{len(p['ranks'])} ranks, {actions} actions")
+if not e["collectives"] or "trust" not in e:
+    sys.exit("no collectives or trust beside the pipeline")
+PY
+    echo "FAIL $schedule: explain --json"; fail=1; continue
+  fi
+  echo "ok $schedule: explain --json"
 done
 printf '{"format": "tptune-profile", "version": 1, "environment": {"backend": "cpu", "device": "x", "ranks": 4},\n' \
   > "$tmp/profile.json"

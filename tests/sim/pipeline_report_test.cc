@@ -9,6 +9,7 @@
 #include "plans/error.h"
 #include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
+#include "sim/report/pipeline_explain_json.h"
 #include "sim/report/pipeline_trace.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
@@ -153,4 +154,42 @@ TEST_CASE("pipeline trace: a thread per rank, an event per action at its simulat
   CHECK(threads[0] == "pp rank 0 (stages 0, 2)");
   CHECK(threads[1] == "pp rank 1 (stages 1, 3)");
   CHECK_THROWS_AS(pipeline_chrome_trace(PipelineReport{}), Error);
+}
+
+TEST_CASE("pipeline explain JSON: every module on one stage in order, each rank's actions as scheduled",
+          "[pp][report]") {
+  const StepReport r = pp_step(PipelineScheduleKind::interleaved_1f1b, 2);
+  const PipelineReport& p = r.pipeline;
+  const nlohmann::json j = nlohmann::json::parse(pipeline_explain_json(p).dump());
+  CHECK(j.at("pp_degree") == 2);
+  CHECK(j.at("schedule") == "Interleaved1F1B");
+  CHECK(j.at("microbatches") == 4);
+  // 8 blocks over 4 stages: the embedding, layers.0 .. layers.7 in order, then the norm and output, each once.
+  std::vector<std::string> modules;
+  REQUIRE(j.at("stages").size() == 4);
+  for (size_t s = 0; s < 4; ++s) {
+    const nlohmann::json& st = j.at("stages")[s];
+    CHECK(st.at("stage") == s);
+    // Interleaved: stage s on rank s mod pp.
+    CHECK(st.at("pp_rank") == s % 2);
+    for (const auto& m : st.at("modules")) modules.push_back(m.get<std::string>());
+  }
+  const std::vector<std::string> want{"tok_embeddings", "layers.0", "layers.1", "layers.2", "layers.3", "layers.4",
+                                      "layers.5",       "layers.6", "layers.7", "norm",     "output"};
+  CHECK(modules == want);
+  // 4 stages: 3 hops each way = 6 transfers per microbatch, 24 per pass of 4 microbatches.
+  CHECK(j.at("p2p").at("per_microbatch") == 6);
+  CHECK(j.at("p2p").at("per_pass") == 24);
+  CHECK(j.at("p2p").at("bytes") == p.p2p_bytes);
+  REQUIRE(j.at("ranks").size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    const nlohmann::json& acts = j.at("ranks")[k].at("actions");
+    REQUIRE(acts.size() == p.timeline[k].size());
+    for (size_t i = 0; i < acts.size(); ++i) {
+      CHECK(acts[i].at("action") == to_string(p.timeline[k][i].action));
+      CHECK(acts[i].at("start_us").get<double>() == p.timeline[k][i].start_us);
+      CHECK(acts[i].at("end_us").get<double>() == p.timeline[k][i].end_us);
+    }
+  }
+  CHECK_THROWS_AS(pipeline_explain_json(PipelineReport{}), Error);
 }
