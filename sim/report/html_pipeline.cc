@@ -8,6 +8,7 @@
 
 #include "plans/error.h"
 #include "sim/report/html_report.h"
+#include "sim/report/pipeline_text.h"
 #include "sim/report/svg.h"
 
 namespace tptune {
@@ -28,20 +29,6 @@ std::string_view kind_colour(PipelineActionKind k) {
       return "#59a14f";
   }
   return "#bab0ac";
-}
-
-std::string_view kind_words(PipelineActionKind k) {
-  switch (k) {
-    case PipelineActionKind::F:
-      return "forward";
-    case PipelineActionKind::B:
-      return "backward";
-    case PipelineActionKind::I:
-      return "input gradient";
-    case PipelineActionKind::W:
-      return "weight gradient";
-  }
-  return "";
 }
 
 std::string bytes_text(double b) {
@@ -131,11 +118,11 @@ std::string html_pipeline_timeline(const PipelineReport& p) {
     for (const TimedPipelineAction& a : p.timeline[k]) {
       const double x0 = x.at(a.start_us / 1e3), x1 = x.at(a.end_us / 1e3);
       const std::string name = to_string(a.action);
-      s.rect(
-          x0, y + 1, std::max(0.6, x1 - x0), lane - 6, kind_colour(a.action.kind),
-          fmt::format("rank {}: {} ({}) of stage {}, microbatch {}: {:.2f} to {:.2f} ms", k, name,
-                      kind_words(a.action.kind), a.action.stage, a.action.microbatch, a.start_us / 1e3, a.end_us / 1e3),
-          "class=\"pp-action\" stroke=\"#fff\" stroke-width=\"0.5\"");
+      s.rect(x0, y + 1, std::max(0.6, x1 - x0), lane - 6, kind_colour(a.action.kind),
+             fmt::format("rank {}: {} ({}) of stage {}, microbatch {}: {:.2f} to {:.2f} ms", k, name,
+                         pipeline_action_words(a.action.kind), a.action.stage, a.action.microbatch, a.start_us / 1e3,
+                         a.end_us / 1e3),
+             "class=\"pp-action\" stroke=\"#fff\" stroke-width=\"0.5\"");
       if (x1 - x0 > 6.0 * static_cast<double>(name.size()) + 4) s.text((x0 + x1) / 2, y + 15, name, "middle", "tiny");
     }
   }
@@ -145,7 +132,7 @@ std::string html_pipeline_timeline(const PipelineReport& p) {
   double lx = L;
   for (PipelineActionKind k : kinds) {
     s.rect(lx, H - 16, 11, 11, kind_colour(k));
-    s.text(lx + 15, H - 6, fmt::format("{} {}", to_string(k), kind_words(k)), "start", "small");
+    s.text(lx + 15, H - 6, fmt::format("{} {}", to_string(k), pipeline_action_words(k)), "start", "small");
     lx += 140;
   }
   s.rect(lx, H - 16, 11, 11, "url(#pp-idle)");

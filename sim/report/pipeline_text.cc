@@ -23,6 +23,20 @@ std::string blocks_text(int first, int count) {
 
 }  // namespace
 
+std::string_view pipeline_action_words(PipelineActionKind k) {
+  switch (k) {
+    case PipelineActionKind::F:
+      return "forward";
+    case PipelineActionKind::B:
+      return "backward";
+    case PipelineActionKind::I:
+      return "input gradient";
+    case PipelineActionKind::W:
+      return "weight gradient";
+  }
+  return "";
+}
+
 int pipeline_stage_rank(const PipelineReport& p, int stage) {
   for (size_t k = 0; k < p.ranks.size(); ++k)
     if (std::find(p.ranks[k].stages.begin(), p.ranks[k].stages.end(), stage) != p.ranks[k].stages.end())

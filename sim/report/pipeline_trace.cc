@@ -4,26 +4,9 @@
 #include <fmt/ranges.h>
 
 #include "plans/error.h"
+#include "sim/report/pipeline_text.h"
 
 namespace tptune {
-
-namespace {
-
-std::string_view kind_words(PipelineActionKind k) {
-  switch (k) {
-    case PipelineActionKind::F:
-      return "forward";
-    case PipelineActionKind::B:
-      return "backward";
-    case PipelineActionKind::I:
-      return "input gradient";
-    case PipelineActionKind::W:
-      return "weight gradient";
-  }
-  return "";
-}
-
-}  // namespace
 
 nlohmann::json pipeline_chrome_trace(const PipelineReport& p) {
   using nlohmann::json;
@@ -60,7 +43,7 @@ nlohmann::json pipeline_chrome_trace(const PipelineReport& p) {
             {{"action", to_string(a.action)},
              {"stage", a.action.stage},
              {"microbatch", a.action.microbatch},
-             {"kind", std::string(kind_words(a.action.kind))}}}});
+             {"kind", std::string(pipeline_action_words(a.action.kind))}}}});
   return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
