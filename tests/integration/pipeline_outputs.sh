@@ -3,7 +3,9 @@
 # Interleaved1F1B, on tiny-llama's 4 GPUs): `simulate --report` writes well-formed XHTML with a row per pp rank and a
 # box per action of the schedule; `--trace` writes a thread per pp rank and an event per action, and says how many;
 # `--trace --measured` is refused (a profile's ops have no counterpart among a pipeline's actions); `explain --json`
-# writes the microbatch Program's collectives and the pipeline: its stages' modules and each rank's actions.
+# writes the microbatch Program's collectives and the pipeline: its stages' modules and each rank's actions;
+# `tp-plan check` passes against its own --update and fails (exit 1) against a pipeline with a faster step, naming
+# the stages' actions that moved.
 set -uo pipefail
 tp_plan="$1"; examples="$2"
 tmp="$(mktemp -d)"
@@ -80,5 +82,20 @@ if [ "$rc" -ne 2 ] || ! printf '%s\n' "$err" | grep -q "^tp-plan: error: option 
   echo "FAIL --measured with a pp plan: exit $rc: $err"; fail=1
 else
   echo "ok --measured with a pp plan refused"
+fi
+base=("$examples/tiny-llama.yaml" --preset sequence_parallel --tp 2 --pp 2 --local-batch-size 4)
+"$tp_plan" check "${base[@]}" --pp-microbatch-size 2 --baseline "$tmp/b.json" --update > /dev/null ||
+  { echo "FAIL check --update of a pp plan"; fail=1; }
+"$tp_plan" check "${base[@]}" --pp-microbatch-size 2 --baseline "$tmp/b.json" > "$tmp/same.txt"; rc=$?
+[ "$rc" -eq 0 ] && grep -q "^tp-plan check: PASS" "$tmp/same.txt" && echo "ok check: the same pipeline passes" ||
+  { echo "FAIL check of the same pipeline: exit $rc"; cat "$tmp/same.txt"; fail=1; }
+# 4 microbatches of 1 in place of 2 of 2: tiny-llama's stages cost about the same per microbatch at either size, so
+# the pass takes longer.
+"$tp_plan" check "${base[@]}" --pp-microbatch-size 1 --baseline "$tmp/b.json" > "$tmp/slower.txt"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q "^tp-plan check: FAIL" "$tmp/slower.txt" && grep -q "pipeline_bubble" "$tmp/slower.txt" &&
+  grep -q "stage 1 \[backward\]" "$tmp/slower.txt"; then
+  echo "ok check: a slower pipeline fails, its stages' actions listed"
+else
+  echo "FAIL check of a slower pipeline: exit $rc"; cat "$tmp/slower.txt"; fail=1
 fi
 exit $fail

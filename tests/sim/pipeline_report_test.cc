@@ -1,15 +1,19 @@
 // The outputs of a pipeline-parallel step (sim/pipeline_step.h) beyond its text: the HTML report's pipeline section
 // (sim/report/html_report.h), the Chrome trace (sim/report/pipeline_trace.h) and explain's JSON
-// (sim/report/pipeline_explain_json.h). Structure asserted against the PipelineReport they draw (a row or thread per
-// rank, a box or event per action, the idle gaps summing to each rank's idle time); no timing goldens.
+// (sim/report/pipeline_explain_json.h), and the check baseline (sim/check/baseline.h). Structure asserted against the
+// PipelineReport they draw (a row or thread per rank, a box or event per action, the idle gaps summing to each rank's
+// idle time); no timing goldens.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 
 #include "plans/error.h"
+#include "sim/check/baseline.h"
+#include "sim/check/compare.h"
 #include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/pipeline_explain_json.h"
+#include "sim/report/pipeline_text.h"
 #include "sim/report/pipeline_trace.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
@@ -19,8 +23,8 @@ using namespace tptune;
 namespace {
 
 // tp 2 x pp 2 x dp_shard 2 on one node of 8 H100s, 8 blocks, 4 microbatches of 1 (as tests/sim/pipeline_step_test.cc).
-StepReport pp_step(PipelineScheduleKind kind, int stages_per_rank = 0) {
-  PlanToggles t{.tp_degree = 2, .dp_shard = 2, .loss_parallel = true, .local_batch_size = 4};
+StepReport pp_step(PipelineScheduleKind kind, int stages_per_rank = 0, int64_t local_batch = 4) {
+  PlanToggles t{.tp_degree = 2, .dp_shard = 2, .loss_parallel = true, .local_batch_size = local_batch};
   t.pp_degree = 2;
   t.pp_schedule = kind;
   t.pp_stages_per_rank = stages_per_rank;
@@ -192,4 +196,46 @@ TEST_CASE("pipeline explain JSON: every module on one stage in order, each rank'
     }
   }
   CHECK_THROWS_AS(pipeline_explain_json(PipelineReport{}), Error);
+}
+
+TEST_CASE("pipeline check baseline: the bubble completes the breakdown, each stage's actions are its ops",
+          "[pp][report][check]") {
+  const StepReport r = pp_step(PipelineScheduleKind::one_f_one_b);
+  const PipelineReport& p = r.pipeline;
+  const CheckBaseline b = baseline_from_report(r);
+  CHECK(b.setup.at("pp") == "2 (1F1B, 1 stage per rank, 4 microbatches of 1)");
+  CHECK(b.step_time_ms == r.step_time_ms);
+  CHECK(b.peak_memory_gib == Approx(r.memory.peak / 1073741824.0));
+  // compute + exposed TP + exposed DP + the bubble = the step.
+  double sum = 0;
+  for (const auto& [term, ms] : b.breakdown_ms) sum += ms;
+  CHECK(b.breakdown_ms.at("pipeline_bubble") > 0);
+  CHECK(sum == Approx(r.step_time_ms));
+  // 2 stages x {F, B}: 4 ops, each the stage's 4 microbatches, its time the sum of those actions' durations.
+  REQUIRE(b.ops.size() == 4);
+  for (const BaselineOp& op : b.ops) {
+    CHECK(op.count == 4);
+    double ms = 0;
+    for (const auto& rank : p.timeline)
+      for (const TimedPipelineAction& a : rank)
+        if (fmt::format("stage {}", a.action.stage) == op.name && pipeline_action_words(a.action.kind) == op.phase)
+          ms += (a.end_us - a.start_us) / 1e3;
+    CHECK(op.total_ms == Approx(ms));
+  }
+  CHECK(b.ops.front().total_ms >= b.ops.back().total_ms);  // longest first
+  CHECK(b.kind_ms.size() == 2);
+  // Round trip through the file's JSON, and a check of the same step passes.
+  const CheckBaseline back = baseline_from_json(to_json(b), "b.json");
+  CHECK(back.setup == b.setup);
+  CHECK(back.breakdown_ms == b.breakdown_ms);
+  CHECK(back.ops.size() == b.ops.size());
+  CHECK(compare(back, b, {2, 1}).pass);
+  // Twice the microbatches: the pass takes longer (the step's tokens double too: not slower per token).
+  const CheckResult bigger = compare(b, baseline_from_report(pp_step(PipelineScheduleKind::one_f_one_b, 0, 8)), {2, 1});
+  CHECK_FALSE(bigger.pass);
+  CHECK(bigger.metrics[0].fail);
+  CHECK(bigger.setup_changes ==
+        std::vector<std::string>{"local_batch_size 4 -> 8",
+                                 "pp 2 (1F1B, 1 stage per rank, 4 microbatches of 1) -> 2 (1F1B, 1 stage per rank, 8 "
+                                 "microbatches of 1)"});
 }
