@@ -4,6 +4,7 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
@@ -72,9 +73,18 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
   win.name = "winner";
   win.ok = true;
   win.report = w->report;
+  const Training wt = result_training(cfg, r, r.ranking[0]);
+  const Plan wp = result_plan(r, r.ranking[0]);
+  if (wp.pp_degree > 1) {
+    // A pipeline's winner: its pipeline section from the pipeline simulated again (as --trace writes it, whatever
+    // the search kept of it), no block timeline (html_report.h).
+    win.report.pipeline = simulate_pipeline(cfg.model, wt, wp, r.cluster, cost).pipeline;
+    in.plans = with_baselines(std::move(win), baselines);
+    return html_report(in);
+  }
   in.plans = with_baselines(std::move(win), baselines);
   // The winner's schedule, as --trace writes it.
-  const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), result_plan(r, r.ranking[0]));
+  const Program p = lower(cfg.model, wt, wp);
   const OpCosts costs = cost_ops(p, r.cluster, cost);
   const Timeline tl = schedule(p, costs, cost);
   in.program = &p;

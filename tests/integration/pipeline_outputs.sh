@@ -5,7 +5,7 @@
 # `--trace --measured` is refused (a profile's ops have no counterpart among a pipeline's actions); `explain --json`
 # writes the microbatch Program's collectives and the pipeline: its stages' modules and each rank's actions;
 # `tp-plan check` passes against its own --update and fails (exit 1) against a pipeline with a faster step, naming
-# the stages' actions that moved.
+# the stages' actions that moved; `search --report --trace` of a pipeline-parallel winner draw its pipeline.
 set -uo pipefail
 tp_plan="$1"; examples="$2"
 tmp="$(mktemp -d)"
@@ -97,5 +97,23 @@ if [ "$rc" -eq 1 ] && grep -q "^tp-plan check: FAIL" "$tmp/slower.txt" && grep -
   echo "ok check: a slower pipeline fails, its stages' actions listed"
 else
   echo "FAIL check of a slower pipeline: exit $rc"; cat "$tmp/slower.txt"; fail=1
+fi
+if out="$("$tp_plan" search "$examples/tiny-llama.yaml" --quiet --pp 2 --top 1 --report "$tmp/s.html" \
+  --trace "$tmp/st.json" 2>&1)" && printf '%s\n' "$out" | grep -q "^winner: .* pp 2 (" &&
+  python3 - "$tmp/s.html" "$tmp/st.json" <<'PY'; then
+import json, sys, xml.dom.minidom
+html = open(sys.argv[1]).read()
+xml.dom.minidom.parseString(html)
+events = json.load(open(sys.argv[2]))["traceEvents"]
+boxes = html.count('class="pp-action"')
+actions = sum(1 for e in events if e["ph"] == "X")
+rows = html.count('class="pp-row"')
+threads = sum(1 for e in events if e["ph"] == "M" and e["name"] == "thread_name")
+if boxes == 0 or boxes != actions or rows != 2 or threads != 2:
+    sys.exit(f"{boxes} boxes, {actions} trace events, {rows} rows, {threads} threads")
+PY
+  echo "ok search: a pp winner's --report and --trace"
+else
+  echo "FAIL search --report --trace of a pp winner:"; printf '%s\n' "$out" | tail -3; fail=1
 fi
 exit $fail
