@@ -82,7 +82,7 @@ std::string html_pipeline_tables(const PipelineReport& p) {
   row("optimizer", fmt::format("{:.2f} ms (gradient norm and AdamW, once per step)", p.optimizer_ms));
   o += "</table>\n";
   o += "<table>\n<tr><th>pp rank</th><th>stages</th><th>blocks</th><th>busy (ms)</th><th>idle (ms)</th>"
-       "<th>ends (ms)</th><th>activations held</th><th>peak memory (GiB)</th></tr>\n";
+       "<th>step ends (ms)</th><th>activations held</th><th>peak memory (GiB)</th></tr>\n";
   for (size_t k = 0; k < p.ranks.size(); ++k) {
     const PipelineRankReport& r = p.ranks[k];
     o += fmt::format(

@@ -107,10 +107,14 @@ std::string html_report(const HtmlReportInput& in) {
     o += html_pipeline_timeline(chosen.pipeline);
     o += "<p class=\"note\">One pass of the schedule (one gradient accumulation step), as simulated: each box is "
          "one action of torch's schedule on its rank (stage, kind, microbatch: 0F3 is stage 0's forward of "
-         "microbatch 3), hatched where the rank idles. The same timeline as --trace and tp-plan explain.</p>\n";
+         "microbatch 3), hatched where the rank idles. The same timeline as --trace and tp-plan explain. A rank's step "
+         "ends after its passes (one per gradient accumulation step), its unhidden gradient reduction and the "
+         "optimizer.</p>\n";
   }
   o += fmt::format("<h2>Memory per GPU at the peak ({})</h2>\n", svg::escape(chosen.memory.peak_phase));
   o += html_memory(chosen.memory);
+  if (chosen.pipeline.pp > 1)
+    o += "<p class=\"note\">Of the pp rank with the highest peak (each rank's is in the pipeline's table).</p>\n";
   o += "<p class=\"note\">Predicted by tptune's cost model (calibrate it with tp-plan calibrate), not measured."
        "</p>\n</body>\n</html>\n";
   return o;
