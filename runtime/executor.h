@@ -140,6 +140,8 @@ class Executor {
   // Waits for `p`'s request; an error (a watchdog timeout) is rethrown naming the op: "<op name>: <what>".
   void wait_request(Pending& p);
   void run_op(int index, bool eager);
+  // One op as step() and run_ops() run it: overlapping, or (with on_op) alone and timed by `timer`.
+  void run_in_turn(int index, Timer* timer, const OpTimeFn& on_op);
   [[noreturn]] void fail(const FlatOp& op, const std::string& what) const;
   Buffer& scratch(int op, int which, int64_t numel, Storage storage);
 

@@ -16,8 +16,6 @@ void check_mpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw Error(fmt::format("pipeline profile: MPI {} failed (error code {})", what, rc));
 }
 
-TimeSummary time_summary(const OpTiming& t) { return {t.median, t.min, t.p10, t.p90, t.max}; }
-
 double median(std::vector<double> v) { return v.empty() ? 0.0 : summarize(std::move(v)).median; }
 
 // Element-wise maximum of `v` over the tp group (the backend) and then over `pp` (MPI): every rank ends with it.
@@ -194,15 +192,7 @@ Profile profile_pipeline(const Program& microbatch, Backend& backend, const Pipe
 
   prof.ops.reserve(n_ops);
   for (size_t i = 0; i < n_ops; ++i) {
-    ProfileOp rec = profile_op_record(pipe.microbatch(0), i, backend);
-    if (!ran[i]) {
-      rec.measured = false;
-    } else {
-      OpTiming t = summarize(samples[i]);
-      rec.time_us = time_summary(t);
-      rec.samples_us = t.samples;
-    }
-    prof.ops.push_back(std::move(rec));
+    prof.ops.push_back(profile_op_record(pipe.microbatch(0), i, backend, 0, ran[i] ? &samples[i] : nullptr));
   }
   return prof;
 }

@@ -23,8 +23,6 @@ ProfileTensor tensor_of(const FlatProgram& flat, const Program& p, int t) {
   return profile_tensor(ft.fqn, p.tensor(ft.template_id));
 }
 
-TimeSummary time_summary(const OpTiming& t) { return {t.median, t.min, t.p10, t.p90, t.max}; }
-
 double percentile(const std::vector<double>& sorted, double q) {  // nearest rank
   if (sorted.empty()) return 0;
   size_t i = static_cast<size_t>(std::ceil(q * double(sorted.size()))) - (q > 0 ? 1 : 0);
@@ -32,6 +30,8 @@ double percentile(const std::vector<double>& sorted, double q) {  // nearest ran
 }
 
 }  // namespace
+
+TimeSummary time_summary(const OpTiming& t) { return {t.median, t.min, t.p10, t.p90, t.max}; }
 
 OpTiming summarize(std::vector<double> samples) {
   OpTiming t;
@@ -65,7 +65,8 @@ nlohmann::json environment_json(Backend& backend) {
   return out;
 }
 
-ProfileOp profile_op_record(const Executor& ex, size_t i, Backend& backend, int local_shapes_of_tp) {
+ProfileOp profile_op_record(const Executor& ex, size_t i, Backend& backend, int local_shapes_of_tp,
+                            const std::vector<double>* samples) {
   const FlatProgram& flat = ex.flat();
   const Program& program = ex.program();
   const FlatOp& f = flat.ops[i];
@@ -88,6 +89,13 @@ ProfileOp profile_op_record(const Executor& ex, size_t i, Backend& backend, int 
   rec.chunk = profile_chunk(op.chunk);
   for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
   for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));
+  if (!samples) {
+    rec.measured = false;
+  } else {
+    OpTiming t = summarize(*samples);
+    rec.time_us = time_summary(t);
+    rec.samples_us = t.samples;
+  }
   return rec;
 }
 
@@ -165,15 +173,9 @@ Profile profile_program(const Program& program, Backend& backend, const ProfileO
   }
   prof.ops.reserve(n_ops);
   for (size_t i = 0; i < n_ops; ++i) {
-    ProfileOp rec = profile_op_record(ex, i, backend, single ? program.tp : 0);
-    if (single && flat.ops[i].op->is_collective()) {
-      rec.measured = false;  // not run on one process (see "collectives")
-    } else {
-      OpTiming t = summarize(samples[i]);
-      rec.time_us = time_summary(t);
-      rec.samples_us = t.samples;
-    }
-    prof.ops.push_back(std::move(rec));
+    // A collective the single-GPU mode did not run: not measured (see "collectives").
+    const bool ran = !(single && flat.ops[i].op->is_collective());
+    prof.ops.push_back(profile_op_record(ex, i, backend, single ? program.tp : 0, ran ? &samples[i] : nullptr));
   }
   return prof;
 }
