@@ -139,6 +139,7 @@ void PipelineExecution::run_schedule(const ActionFn& on_action, const Executor::
   };
   for (size_t k = 0; k < run_.actions.size(); ++k) {
     const PipelineStep& a = run_.actions[k];
+    if (run_.fault == PipelineFault::dropped_microbatch && a.microbatch == M - 1) continue;
     Executor& e = *executors_[size_t(a.microbatch)];
     const int s = a.stage, m = a.microbatch;
     const PipelineStageSpan sp = span(s);

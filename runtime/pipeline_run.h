@@ -24,7 +24,8 @@
 // these receives. A step may be run again (profiling): every Executor recomputes its activations and gradients.
 //
 // Fault injection (tests): `shifted_boundary` makes every stage but the first take its input one block late (the
-// received activation enters its second block, its first block never runs), a wrong stage boundary.
+// received activation enters its second block, its first block never runs), a wrong stage boundary;
+// `dropped_microbatch` makes every rank skip the actions of the last microbatch (a schedule that loses one).
 //
 // Errors: tptune::Error for a layout that does not fit the Program (stages not covering its layers in order, an
 // action naming a stage or microbatch outside the layout or another rank's stage), and for a failed MPI call.
@@ -56,7 +57,7 @@ struct PipelineStep {
 // "F", "B", "I", "W": torch's letters.
 const char* to_letter(PipelineStep::Kind k);
 
-enum class PipelineFault { none, shifted_boundary };
+enum class PipelineFault { none, shifted_boundary, dropped_microbatch };
 
 struct PipelineRun {
   std::vector<PipelineStageSpan> stages;  // [stage], consecutive blocks covering the model

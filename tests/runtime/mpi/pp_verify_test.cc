@@ -2,7 +2,7 @@
 // (tp 1 at np 2, tp 2 at np 4) on a 4-block tiny Llama. Each rank runs its schedule's actions (torch's order,
 // sim/pipeline_schedule.h) on one Executor per microbatch, exchanging activations and gradients with its pp
 // neighbours; the loss and every gradient must equal the unsharded step of the whole batch. Every schedule torchtitan
-// offers passes; a wrong stage boundary fails.
+// offers passes; a wrong stage boundary or a dropped microbatch fails.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -49,6 +49,19 @@ TEST_CASE("pp 2: every schedule torchtitan offers verifies", "[mpi][pp]") {
   for (PipelineScheduleKind kind : all_pipeline_schedule_kinds()) {
     INFO(to_string(kind));
     CHECK(verify_pp(kind).pass());
+  }
+}
+
+TEST_CASE("pp 2: a dropped microbatch fails", "[mpi][pp]") {
+  for (PipelineScheduleKind kind : {PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved_1f1b}) {
+    INFO(to_string(kind));
+    const VerifyReport r = verify_pp(kind, PipelineFault::dropped_microbatch);
+    CHECK_FALSE(r.pass());
+    CHECK_FALSE(r.loss_pass);  // the last microbatch's loss is never computed
+    // and its gradients are missing from the mean: the block weights of every stage are wrong
+    int wrong = 0;
+    for (const ParamCheck& c : r.params) wrong += c.pass ? 0 : 1;
+    CHECK(wrong >= 36);  // 4 blocks x 9 parameters at least
   }
 }
 
