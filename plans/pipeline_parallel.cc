@@ -220,4 +220,12 @@ PipelineSplit resolve_pipeline(const Model& model, const Plan& plan) {
   return s;
 }
 
+Plan pipeline_microbatch_plan(const Plan& plan) {
+  Plan micro = plan;
+  micro.local_batch_size = plan.pp_microbatch_size;
+  micro.gradient_accumulation_steps = 1;
+  micro.provenance["local_batch_size"] = plan_key_origin(plan, "pp_microbatch_size");
+  return micro;
+}
+
 }  // namespace tptune

@@ -110,6 +110,11 @@ struct TorchtitanPipelineSplit {
 };
 TorchtitanPipelineSplit torchtitan_pipeline_split(const Model& model, const Plan& plan);
 
+// The plan of one microbatch of the whole model, the Program every stage's ops are taken from (sim/pipeline_step.h,
+// tp-run's pipeline): local_batch_size = pp_microbatch_size, gradient_accumulation_steps 1 (its provenance the
+// pp_microbatch_size key's).
+Plan pipeline_microbatch_plan(const Plan& plan);
+
 // Where a plan key came from, for errors: its provenance ("plan FILE:LINE", "option --pp"), else the plan's source.
 std::string plan_key_origin(const Plan& plan, const std::string& key);
 

@@ -56,6 +56,38 @@ json op_json(const ProfileOp& o) {
   return rec;
 }
 
+json pipeline_json(const ProfilePipeline& pl) {
+  json stages = json::array(), ranks = json::array(), p2p = json::array();
+  for (const auto& s : pl.stages)
+    stages.push_back({{"first_layer", s.first_layer}, {"layers", s.layers}, {"rank", s.rank}});
+  for (const auto& r : pl.ranks) {
+    json actions = json::array();
+    for (const auto& a : r.actions)
+      actions.push_back({{"stage", a.stage},
+                         {"microbatch", a.microbatch},
+                         {"kind", a.kind},
+                         {"start_us", a.start_us},
+                         {"wait_us", a.wait_us},
+                         {"end_us", a.end_us}});
+    ranks.push_back({{"pp_rank", r.pp_rank}, {"end_us", r.end_us}, {"busy_us", r.busy_us}, {"actions", actions}});
+  }
+  for (const auto& x : pl.p2p)
+    p2p.push_back({{"from", x.from},
+                   {"to", x.to},
+                   {"bytes", x.bytes},
+                   {"time_us", summary_json(x.time_us)},
+                   {"samples_us", x.samples_us}});
+  json j = {{"pp", pl.pp},
+            {"schedule", pl.schedule},
+            {"microbatches", pl.microbatches},
+            {"microbatch_size", pl.microbatch_size},
+            {"stages", stages},
+            {"ranks", ranks},
+            {"p2p", p2p}};
+  if (!pl.not_timed.empty()) j["not_timed"] = pl.not_timed;
+  return j;
+}
+
 // The reads: every member checked where it is read (JsonDoc, plans/json_text.h); absent or null members stay unset.
 struct Reader {
   JsonDoc doc;
@@ -120,6 +152,65 @@ struct Reader {
         pt.placement = string(t, w, "placement").value_or("");
         pt.role = string(t, w, "role").value_or("");
         out.push_back(std::move(pt));
+      }
+    return out;
+  }
+  double time(const json& obj, const std::string& path, const char* key) const {
+    return measured_time_us(doc, doc.member(obj, path, key), json_key(path, key));
+  }
+  ProfilePipeline pipeline(const json& pl) const {
+    const std::string w = "pipeline";
+    ProfilePipeline out;
+    out.pp = doc.integer(pl, w, "pp", limits::degree);
+    out.schedule = doc.string(pl, w, "schedule");
+    out.microbatches = doc.integer(pl, w, "microbatches", limits::local_batch_size);
+    out.microbatch_size = doc.integer(pl, w, "microbatch_size", limits::local_batch_size);
+    out.not_timed = string(pl, w, "not_timed").value_or("");
+    if (const json* a = array(pl, w, "stages"))
+      for (size_t i = 0; i < a->size(); ++i) {
+        const std::string sw = fmt::format("pipeline.stages[{}]", i);
+        out.stages.push_back({doc.integer((*a)[i], sw, "first_layer", kNonNegative),
+                              doc.integer((*a)[i], sw, "layers", kNonNegative),
+                              doc.integer((*a)[i], sw, "rank", kNonNegative)});
+      }
+    if (const json* a = array(pl, w, "ranks"))
+      for (size_t i = 0; i < a->size(); ++i) {
+        const std::string rw = fmt::format("pipeline.ranks[{}]", i);
+        const json& rj = (*a)[i];
+        ProfilePipelineRank r;
+        r.pp_rank = doc.integer(rj, rw, "pp_rank", kNonNegative);
+        r.end_us = time(rj, rw, "end_us");
+        r.busy_us = time(rj, rw, "busy_us");
+        if (const json* acts = array(rj, rw, "actions"))
+          for (size_t k = 0; k < acts->size(); ++k) {
+            const std::string aw = fmt::format("{}.actions[{}]", rw, k);
+            const json& aj = (*acts)[k];
+            ProfilePipelineAction x;
+            x.stage = doc.integer(aj, aw, "stage", kNonNegative);
+            x.microbatch = doc.integer(aj, aw, "microbatch", kNonNegative);
+            x.kind = doc.string(aj, aw, "kind");
+            if (x.kind != "F" && x.kind != "B" && x.kind != "I" && x.kind != "W")
+              doc.fail(json_key(aw, "kind"), fmt::format("expected F, B, I or W, got '{}'", x.kind));
+            x.start_us = time(aj, aw, "start_us");
+            x.wait_us = time(aj, aw, "wait_us");
+            x.end_us = time(aj, aw, "end_us");
+            r.actions.push_back(std::move(x));
+          }
+        out.ranks.push_back(std::move(r));
+      }
+    if (const json* a = array(pl, w, "p2p"))
+      for (size_t i = 0; i < a->size(); ++i) {
+        const std::string xw = fmt::format("pipeline.p2p[{}]", i);
+        const json& xj = (*a)[i];
+        ProfileP2P x;
+        x.from = doc.integer(xj, xw, "from", kNonNegative);
+        x.to = doc.integer(xj, xw, "to", kNonNegative);
+        x.bytes = doc.integer(xj, xw, "bytes", kNonNegative);
+        const json* t = object(xj, xw, "time_us");
+        if (!t) doc.fail(json_key(xw, "time_us"), "missing");
+        x.time_us = summary(*t, json_key(xw, "time_us"));
+        x.samples_us = times(xj, xw, "samples_us");
+        out.p2p.push_back(std::move(x));
       }
     return out;
   }
@@ -263,6 +354,7 @@ json profile_json(const Profile& p) {
   }
   if (p.local_shapes_of_tp) j["local_shapes_of_tp"] = *p.local_shapes_of_tp;
   if (!p.collectives.empty()) j["collectives"] = p.collectives;
+  if (p.pipeline) j["pipeline"] = pipeline_json(*p.pipeline);
   json ops = json::array();
   for (const ProfileOp& o : p.ops) ops.push_back(op_json(o));
   j["ops"] = std::move(ops);
@@ -322,6 +414,7 @@ Profile parse_profile(const json& j, const std::string& path) {
   p.compute_wall = r.wall(j, "compute_wall_us", "compute_wall_samples_us");
   p.local_shapes_of_tp = r.integer(j, "", "local_shapes_of_tp", limits::world_size);
   p.collectives = r.string(j, "", "collectives").value_or("");
+  if (const json* pl = r.object(j, "", "pipeline")) p.pipeline = r.pipeline(*pl);
   p.ops.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) p.ops.push_back(r.op(ops[i], fmt::format("ops[{}]", i)));
   return p;

@@ -23,6 +23,16 @@
 //        "time_us": {"median": 12.5, "min": 11.9, "p10": 12.0, "p90": 13.1, "max": 14.2}, "samples_us": [...]}
 //     ]
 //   }
+// A pipeline-parallel plan's profile (runtime/pipeline_profile.h) also has
+//     "pipeline": {"pp": 2, "schedule": "1F1B", "microbatches": 4, "microbatch_size": 1,
+//                  "stages": [{"first_layer": 0, "layers": 2, "rank": 0}, ...],
+//                  "ranks": [{"pp_rank": 0, "end_us": 812.0, "busy_us": 640.5,
+//                             "actions": [{"stage": 0, "microbatch": 0, "kind": "F", "start_us": 0.0,
+//                                          "wait_us": 0.0, "end_us": 80.1}, ...]}, ...],
+//                  "p2p": [{"from": 0, "to": 1, "bytes": 8192, "time_us": {summary}, "samples_us": [...]}, ...],
+//                  "not_timed": "..."}
+// its ops being those of the microbatch Program (plan_yaml is the pipeline plan; a reader lowers it at
+// local_batch_size = pp_microbatch_size, plans/pipeline_parallel.h), each timed on the pp rank that runs it.
 // The single-GPU mode (one process runs rank 0's compute at the local shapes of tp N) writes "compute_wall_us" and
 // "compute_wall_samples_us" instead of the step wall, "local_shapes_of_tp": N and "collectives" (why they are not
 // timed), and its collective records say "measured": false with "time_us": null and no samples.
@@ -95,6 +105,36 @@ struct WallTimes {
   std::vector<double> samples_us;
 };
 
+// The "pipeline" block: each pp rank's schedule as it ran (the median over the overlapped steps of each action's
+// times, us from the step's start: `wait_us` is the time it waited for its neighbour's activation or gradient), and
+// the point-to-point time between neighbouring pp ranks at a few sizes (one way: half a round trip).
+struct ProfilePipelineAction {
+  int64_t stage = 0, microbatch = 0;
+  std::string kind;  // "F" | "B" | "I" | "W"
+  double start_us = 0, wait_us = 0, end_us = 0;
+};
+struct ProfilePipelineRank {
+  int64_t pp_rank = 0;
+  double end_us = 0, busy_us = 0;  // its last action's end; the sum of its actions' compute (end - start - wait)
+  std::vector<ProfilePipelineAction> actions;
+};
+struct ProfileP2P {
+  int64_t from = 0, to = 0, bytes = 0;
+  TimeSummary time_us;
+  std::vector<double> samples_us;
+};
+struct ProfilePipelineStage {
+  int64_t first_layer = 0, layers = 0, rank = 0;
+};
+struct ProfilePipeline {
+  int64_t pp = 1, microbatches = 1, microbatch_size = 1;
+  std::string schedule;
+  std::vector<ProfilePipelineStage> stages;
+  std::vector<ProfilePipelineRank> ranks;
+  std::vector<ProfileP2P> p2p;
+  std::string not_timed;  // what the profile leaves out, and why
+};
+
 struct Profile {
   // The environment block (environment_json() in runtime/profiler.h writes it, bench files share it): kept whole,
   // since calibration compares its libraries and device facts; `backend`, `device` and `ranks` are its typed members.
@@ -110,6 +150,7 @@ struct Profile {
   std::optional<WallTimes> step_wall, compute_wall;  // "step_wall_us" / "compute_wall_us" and their samples
   std::optional<int64_t> local_shapes_of_tp;         // the single-GPU mode
   std::string collectives;                           // the single-GPU mode: why the collectives are not timed
+  std::optional<ProfilePipeline> pipeline;           // pipeline-parallel plans
   std::vector<ProfileOp> ops;
 };
 

@@ -180,6 +180,20 @@ void Executor::init(uint64_t seed) {
   be_.synchronize();
 }
 
+void Executor::run_in_turn(int index, Timer* timer, const OpTimeFn& on_op) {
+  if (!on_op) {
+    run_op(index, false);
+    // Drive the progress of collectives in flight (MPI progresses non-blocking calls inside MPI calls only).
+    for (auto& p : pending_) p.request->test();
+    return;
+  }
+  be_.synchronize();
+  timer->start();
+  run_op(index, true);
+  timer->stop();
+  on_op(index, timer->elapsed_us());
+}
+
 void Executor::step(const OpTimeFn& on_op) {
   ++step_;
   options_.adamw.step = step_;
@@ -189,28 +203,17 @@ void Executor::step(const OpTimeFn& on_op) {
     // Without the optimizer, its phase still runs its collectives: the all-reduce of a Partial gradient that DTensor
     // without FSDP issues when the optimizer step reads it belongs to the step's gradients.
     if (op.op->phase == Phase::optimizer && !options_.run_optimizer && !op.op->is_collective()) continue;
-    if (!on_op) {
-      run_op(static_cast<int>(i), false);
-      // Drive the progress of collectives in flight (MPI progresses non-blocking calls inside MPI calls only).
-      for (auto& p : pending_) p.request->test();
-    } else {
-      be_.synchronize();
-      timer->start();
-      run_op(static_cast<int>(i), true);
-      timer->stop();
-      on_op(static_cast<int>(i), timer->elapsed_us());
-    }
+    run_in_turn(static_cast<int>(i), timer.get(), on_op);
     if (after_op_) after_op_(static_cast<int>(i));
   }
   complete_all();
   be_.synchronize();
 }
 
-void Executor::run_ops(const std::function<bool(int op)>& keep) {
+void Executor::run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& on_op) {
+  std::unique_ptr<Timer> timer = on_op ? be_.make_timer() : nullptr;
   for (size_t i = 0; i < flat_.ops.size(); ++i) {
-    if (!keep(static_cast<int>(i))) continue;
-    run_op(static_cast<int>(i), false);
-    for (auto& p : pending_) p.request->test();
+    if (keep(static_cast<int>(i))) run_in_turn(static_cast<int>(i), timer.get(), on_op);
   }
   complete_all();
   be_.synchronize();

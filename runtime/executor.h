@@ -80,8 +80,9 @@ class Executor {
 
   // Runs the flat ops `keep` selects, in order and as step() runs them (collectives overlapping), then completes
   // every collective: one stage's forward or backward of one microbatch under pipeline parallelism
-  // (runtime/pipeline_verify.h). No op is skipped for its phase: the caller selects.
-  void run_ops(const std::function<bool(int op)>& keep);
+  // (runtime/pipeline_run.h). No op is skipped for its phase: the caller selects. With `on_op`, one at a time and
+  // timed, as step() with on_op.
+  void run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& on_op = nullptr);
   // The segment a flat op belongs to.
   SegmentKind segment_of(int op) const;
   // Flat id of the Program's tensor `t` in layer `layer` (-1: a global tensor); tptune::Error when there is none
@@ -139,6 +140,8 @@ class Executor {
   // Waits for `p`'s request; an error (a watchdog timeout) is rethrown naming the op: "<op name>: <what>".
   void wait_request(Pending& p);
   void run_op(int index, bool eager);
+  // One op as step() and run_ops() run it: overlapping, or (with on_op) alone and timed by `timer`.
+  void run_in_turn(int index, Timer* timer, const OpTimeFn& on_op);
   [[noreturn]] void fail(const FlatOp& op, const std::string& what) const;
   Buffer& scratch(int op, int which, int64_t numel, Storage storage);
 

@@ -23,8 +23,6 @@ ProfileTensor tensor_of(const FlatProgram& flat, const Program& p, int t) {
   return profile_tensor(ft.fqn, p.tensor(ft.template_id));
 }
 
-TimeSummary time_summary(const OpTiming& t) { return {t.median, t.min, t.p10, t.p90, t.max}; }
-
 double percentile(const std::vector<double>& sorted, double q) {  // nearest rank
   if (sorted.empty()) return 0;
   size_t i = static_cast<size_t>(std::ceil(q * double(sorted.size()))) - (q > 0 ? 1 : 0);
@@ -32,6 +30,8 @@ double percentile(const std::vector<double>& sorted, double q) {  // nearest ran
 }
 
 }  // namespace
+
+TimeSummary time_summary(const OpTiming& t) { return {t.median, t.min, t.p10, t.p90, t.max}; }
 
 OpTiming summarize(std::vector<double> samples) {
   OpTiming t;
@@ -63,6 +63,40 @@ nlohmann::json environment_json(Backend& backend) {
   // has a preset for, which `tp-plan calibrate` fits against).
   for (const auto& [k, v] : env.details) out[k] = v;
   return out;
+}
+
+ProfileOp profile_op_record(const Executor& ex, size_t i, Backend& backend, int local_shapes_of_tp,
+                            const std::vector<double>* samples) {
+  const FlatProgram& flat = ex.flat();
+  const Program& program = ex.program();
+  const FlatOp& f = flat.ops[i];
+  const Op& op = *f.op;
+  ProfileOp rec;
+  rec.index = static_cast<int64_t>(i);
+  rec.name = f.name;
+  rec.module = f.module;
+  rec.segment = "";
+  for (const Segment& s : program.segments)  // FlatOp::op points into the executor's copy
+    if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) rec.segment = std::string(to_string(s.kind));
+  rec.layer = f.layer;
+  rec.template_op = op.id;
+  rec.phase = std::string(to_string(op.phase));
+  rec.kind = std::string(kind_name(op.kind));
+  int gsize = 1;
+  if (const auto* coll = std::get_if<CollectiveOp>(&op.kind))
+    gsize = local_shapes_of_tp > 0 && coll->group == Group::tp ? local_shapes_of_tp : backend.group_size(coll->group);
+  rec.op = op_descriptor(op.kind, gsize);
+  rec.chunk = profile_chunk(op.chunk);
+  for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
+  for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));
+  if (!samples) {
+    rec.measured = false;
+  } else {
+    OpTiming t = summarize(*samples);
+    rec.time_us = time_summary(t);
+    rec.samples_us = t.samples;
+  }
+  return rec;
 }
 
 Profile profile_program(const Program& program, Backend& backend, const ProfileOptions& options) {
@@ -139,34 +173,9 @@ Profile profile_program(const Program& program, Backend& backend, const ProfileO
   }
   prof.ops.reserve(n_ops);
   for (size_t i = 0; i < n_ops; ++i) {
-    const FlatOp& f = flat.ops[i];
-    const Op& op = *f.op;
-    ProfileOp rec;
-    rec.index = static_cast<int64_t>(i);
-    rec.name = f.name;
-    rec.module = f.module;
-    rec.segment = "";
-    for (const Segment& s : ex.program().segments)  // FlatOp::op points into the executor's copy
-      if (!s.ops.empty() && &op >= &s.ops.front() && &op <= &s.ops.back()) rec.segment = std::string(to_string(s.kind));
-    rec.layer = f.layer;
-    rec.template_op = op.id;
-    rec.phase = std::string(to_string(op.phase));
-    rec.kind = std::string(kind_name(op.kind));
-    int gsize = 1;
-    const auto* coll = std::get_if<CollectiveOp>(&op.kind);
-    if (coll) gsize = single && coll->group == Group::tp ? program.tp : backend.group_size(coll->group);
-    rec.op = op_descriptor(op.kind, gsize);
-    rec.chunk = profile_chunk(op.chunk);
-    for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
-    for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));
-    if (single && coll) {
-      rec.measured = false;  // not run on one process (see "collectives")
-    } else {
-      OpTiming t = summarize(samples[i]);
-      rec.time_us = time_summary(t);
-      rec.samples_us = t.samples;
-    }
-    prof.ops.push_back(std::move(rec));
+    // A collective the single-GPU mode did not run: not measured (see "collectives").
+    const bool ran = !(single && flat.ops[i].op->is_collective());
+    prof.ops.push_back(profile_op_record(ex, i, backend, single ? program.tp : 0, ran ? &samples[i] : nullptr));
   }
   return prof;
 }

@@ -21,6 +21,7 @@
 #include "plans/profile_format.h"
 #include "plans/program.h"
 #include "runtime/backend.h"
+#include "runtime/executor.h"
 
 namespace tptune {
 
@@ -48,6 +49,14 @@ OpTiming summarize(std::vector<double> samples);
 // Runs the Program on `backend` (collective over its TP group) and returns its Profile (the caller adds the config's
 // and plan's YAML to `program`).
 Profile profile_program(const Program& program, Backend& backend, const ProfileOptions& options);
+
+// The file's summary of an OpTiming.
+TimeSummary time_summary(const OpTiming& t);
+
+// Op `flat_op`'s record: names, segment, template op, descriptor and tensors (`local_shapes_of_tp` > 0: the single-GPU
+// mode's tp for the collectives' group size), and the summary of its `samples` (nullptr: "measured": false).
+ProfileOp profile_op_record(const Executor& ex, size_t flat_op, Backend& backend, int local_shapes_of_tp,
+                            const std::vector<double>* samples);
 
 // The "environment" block every Profile and bench JSON starts with (backend, device, threads_per_rank, ranks,
 // cores (the machine's hardware threads: ranks beyond them share cores), libraries, git_hash, build_type).

@@ -23,8 +23,9 @@ struct StageTimes {
   double reduce_us = 0;         // its gradient reduction on the DP streams (reduce-scatter, HSDP all-reduce)
   double optimizer_us = 0;      // block.optimizer of its layers (+ grad_norm and the optimizer segment: added per rank)
   double saved_bytes = 0;       // activations one microbatch of it saves for backward
-  double params_in_flight = 0;  // its unsharded compute copies of parameters (bf16 local TP shards)
+  double params_in_flight = 0;  // its unsharded compute copies of parameters (local TP shards, as FSDP gathers them)
   double parameters = 0;        // elements, for the share of the model states
+  double unsharded_grads = 0;   // its accumulated unsharded gradients, fp32 (FSDP's reduce_dtype)
 };
 
 bool is_dp_stream(Stream s) { return s == Stream::dp || s == Stream::dp_replicate; }
@@ -60,6 +61,27 @@ double local_bf16_bytes(const Program& p, const std::string& name) {
       return elements * 2;
     }
   return 0;
+}
+
+// Elements of one block's parameters (local TP shards).
+double block_param_elements(const Program& p) {
+  double elements = 0;
+  for (const TensorDesc& t : p.tensors)
+    if (t.role == TensorRole::parameter && t.per_layer) elements += static_cast<double>(numel(t.local_shape));
+  return elements;
+}
+
+// One block's unsharded parameters as FSDP gathers them: the bytes of the block forward's all-gather on the dp group
+// (bf16, or 1 byte for the linear weights under float8 with FSDP float8 all-gather), else (no FSDP) `fallback`.
+double gathered_block_param_bytes(const Program& p, double fallback) {
+  const Segment* fwd = p.segment(SegmentKind::block_fwd);
+  double bytes = 0;
+  if (fwd && p.dp > 1)
+    for (const Op& op : fwd->ops)
+      if (const auto* c = std::get_if<CollectiveOp>(&op.kind);
+          c && c->group == Group::dp && c->kind == CollectiveKind::all_gather)
+        bytes += static_cast<double>(c->bytes);
+  return bytes > 0 ? bytes : fallback;
 }
 
 std::string with_origin(const Plan& plan, const std::string& key, const Error& e) {
@@ -200,9 +222,12 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
       }
     }
   }
-  // Memory parts per stage: saved activations (checkpointed blocks are layers 0 .. ac_layers-1), parameters.
+  // Memory parts per stage: saved activations (checkpointed blocks are layers 0 .. ac_layers-1), parameters as FSDP
+  // gathers them, and the fp32 unsharded gradients it accumulates (4 bytes per local element: twice the bf16 copies).
   const double block_params_elems = static_cast<double>(model.block_parameters());
   const double embed_local = local_bf16_bytes(prog, "tok_embeddings.weight");
+  const double block_gathered = gathered_block_param_bytes(prog, parts.block_params);
+  const double block_grads = 4 * block_param_elements(prog);
   for (int s = 0; s < stages; ++s) {
     StageTimes& t = st[static_cast<size_t>(s)];
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l) {
@@ -211,11 +236,15 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
                            ? parts.saved_per_checkpointed_block
                            : parts.saved_per_block;
     }
-    t.params_in_flight = parts.block_params * split.stage_layers[static_cast<size_t>(s)];
+    t.params_in_flight = block_gathered * split.stage_layers[static_cast<size_t>(s)];
+    t.unsharded_grads = block_grads * split.stage_layers[static_cast<size_t>(s)];
     t.parameters = block_params_elems * split.stage_layers[static_cast<size_t>(s)];
-    if (s == 0) t.params_in_flight += embed_local, t.parameters += static_cast<double>(model.embedding_parameters());
+    if (s == 0) {
+      t.params_in_flight += embed_local, t.unsharded_grads += 2 * embed_local;
+      t.parameters += static_cast<double>(model.embedding_parameters());
+    }
     if (s == last) {
-      t.params_in_flight += parts.head_params;
+      t.params_in_flight += parts.head_params, t.unsharded_grads += 2 * parts.head_params;
       t.parameters += static_cast<double>(model.total_parameters() - model.embedding_parameters() -
                                           model.n_layers * model.block_parameters());
     }
@@ -299,19 +328,50 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     rr.busy_ms = rt.busy_us / 1e3;
     rr.idle_ms = rt.idle_us / 1e3;
     rr.end_ms = end_us / 1e3;
-    // Activations held along the rank's actions: F adds its stage's saved tensors, B (or W) releases them.
-    double held = 0, peak = 0;
+    // What the rank holds for its microbatches, walked along its actions (see the header's "Memory per rank"): an F
+    // adds its stage's saved tensors and output (fwd_cache; the last stage's logits stay in output_chunks until the
+    // next step); a B or I keeps the input gradient on the stage's receive buffer until the next step and starts the
+    // stage's fp32 unsharded gradients; a B or W releases the microbatch, and the stage's last one its gradients
+    // (FSDP's post_backward reduces them to the sharded fp32 gradients of the model states).
+    const double m_count = static_cast<double>(split.microbatches), p2p = static_cast<double>(p2p_bytes);
+    // Receive buffers from a neighbouring stage on another rank (a V schedule's adjacent stages on one rank pass the
+    // tensors directly: set_local_fwd_input and set_local_bwd_input replace the buffers).
+    auto on_rank = [&](int s) { return std::find(rr.stages.begin(), rr.stages.end(), s) != rr.stages.end(); };
+    double recv_buffers = 0;
+    for (int s : rr.stages)
+      recv_buffers += m_count * p2p * ((s > 0 && !on_rank(s - 1) ? 1 : 0) + (s < last && !on_rank(s + 1) ? 1 : 0));
+    auto per_microbatch = [&](int s) {
+      const double saved = st[static_cast<size_t>(s)].saved_bytes;
+      return std::max(0.0, saved - (s > 0 ? p2p : 0.0)) + (s < last ? p2p : 0.0);
+    };
+    auto is_backward = [](PipelineActionKind k) { return k != PipelineActionKind::F; };
+    auto releases = [](PipelineActionKind k) { return k == PipelineActionKind::B || k == PipelineActionKind::W; };
+    std::vector<size_t> last_release(static_cast<size_t>(stages), rt.actions.size());
+    for (size_t i = 0; i < rt.actions.size(); ++i)
+      if (releases(rt.actions[i].action.kind)) last_release[static_cast<size_t>(rt.actions[i].action.stage)] = i;
+    std::vector<char> grads_started(static_cast<size_t>(stages), 0);
+    double held = 0, grads = 0, held_at_peak = 0, grads_at_peak = 0;
     int count = 0;
-    for (const TimedPipelineAction& a : rt.actions) {
-      const double bytes = st[static_cast<size_t>(a.action.stage)].saved_bytes;
-      if (a.action.kind == PipelineActionKind::F) held += bytes, ++count;
-      if (a.action.kind == PipelineActionKind::B || a.action.kind == PipelineActionKind::W) held -= bytes, --count;
-      if (held > peak) peak = held, rr.peak_activations = std::max(rr.peak_activations, count);
+    for (size_t i = 0; i < rt.actions.size(); ++i) {
+      const PipelineAction& a = rt.actions[i].action;
+      const auto s = static_cast<size_t>(a.stage);
+      if (a.kind == PipelineActionKind::F) {
+        held += per_microbatch(a.stage) + (a.stage == last ? parts.logits : 0.0);
+        ++count;
+      }
+      if (is_backward(a.kind) && a.kind != PipelineActionKind::W) held += a.stage > 0 ? p2p : 0.0;
+      if (is_backward(a.kind) && !grads_started[s]) grads_started[s] = 1, grads += st[s].unsharded_grads;
+      if (held + grads > held_at_peak + grads_at_peak) {
+        held_at_peak = held, grads_at_peak = grads;
+        rr.peak_activations = std::max(rr.peak_activations, count);
+      }
+      if (releases(a.kind)) held -= per_microbatch(a.stage), --count;
+      if (i == last_release[s]) grads -= st[s].unsharded_grads;
     }
     rr.peak_activations = std::max(rr.peak_activations, rt.peak_activations);
-    rr.activations = peak;
-    // The rank's memory through memory_from_parts(): its share of the model states, its activations as one "block",
-    // its stages' parameters resident, the head's working set only where the head is.
+    rr.activations = recv_buffers + held_at_peak;
+    // The rank's memory through memory_from_parts(): its share of the model states, what it holds for microbatches as
+    // one "block", its stages' parameters resident, the head's working set only where the head is.
     const double share = parameters / static_cast<double>(model.total_parameters());
     MemoryParts q = parts;
     q.master_params = parts.master_params * share;
@@ -320,11 +380,12 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     q.block_params = 0;
     q.resident_params = params_in_flight;
     q.head_params = holds_last ? params_in_flight : 0.0;
+    // The stages' fp32 unsharded gradients at the peak, beside the backward's working set (and the head's: its
+    // backward runs with them); the head's working set less the logits, which the walk holds (output_chunks).
+    q.fsdp_reduce_scatter_input = grads_at_peak;
+    if (holds_last) q.ws_head = std::max(0.0, parts.ws_head - parts.logits) + grads_at_peak;
     if (!holds_last) q.ws_head = 0, q.logits = 0;
-    // The stages' unsharded gradients (the parameters' dtype, as many bytes as their unsharded copies), accumulated
-    // over the microbatches until the reduction after the last backward.
-    q.fsdp_reduce_scatter_input = params_in_flight;
-    q.saved_per_block = peak;
+    q.saved_per_block = rr.activations;
     q.blocks = 1;
     q.saved_per_checkpointed_block = 0;
     q.checkpointed_blocks = 0;

@@ -33,12 +33,35 @@
 // That pass repeats for each of the gradient_accumulation_steps; then, once, the gradient norm and the optimizer of the
 // rank's layers (and of the embedding and head where it holds them). The step ends when the last rank ends.
 //
-// Memory per rank: the model states (master weights, gradients, AdamW) in the proportion of the rank's parameters to
-// the model's; the stages' parameters unsharded through the step (no reshard after forward) and, through the backward,
-// their unsharded gradients (accumulated over the microbatches until the reduction); the activations the schedule
-// holds at its peak, each (stage, microbatch) holding its stage's blocks' saved tensors (walked along the rank's
-// actions: F adds, B or W releases); the working set of the Program's phases (the head's only on the rank of the last
-// stage). The report's memory is the rank with the highest peak.
+// Memory per rank, each term as torch (1963fc8, the version of torchtitan's December 2024 benchmark) holds it:
+//  - model states: master weights, gradients, AdamW, in the proportion of the rank's parameters to the model's (as
+//    memory.h counts them, the sharded fp32 gradients all step);
+//  - parameters: its stages' parameters unsharded through the step (torchtitan 9dec370's apply_fsdp,
+//    parallelisms/parallelize_llama.py: reshard_after_forward False under PP), at the bytes FSDP's all-gather
+//    produces: the Program's block all-gather (1 byte for the linear weights with float8 all-gather,
+//    enable_fsdp_float8_all_gather, on in its llama3_405b.toml), bf16 for the embedding and the head;
+//  - unsharded gradients: torch's stage runs every backward with requires_gradient_sync False (stage.py
+//    backward_maybe_with_nosync), so FSDP2's post_backward does not reduce: FSDPParam.to_accumulated_grad_if_needed
+//    (_fsdp_param.py) upcasts each unsharded gradient to reduce_dtype, fp32 in torchtitan (mixed_precision_reduce),
+//    and accumulate_unsharded_grad_if_needed adds the later microbatches into it: 4 bytes per local element of the
+//    stage, from its first backward until its post_backward after the last one (backward_maybe_with_nosync with
+//    last_backward);
+//  - receive buffers: PipelineStage._prepare_forward_infra allocates one activation buffer per microbatch (stages > 0)
+//    and _prepare_backward_infra one gradient buffer per microbatch (stages < last), each the P2P tensor below, kept
+//    for the whole run;
+//  - per microbatch in flight (from its F to its B, or its W for the zero-bubble schedules, whose I keeps the graph
+//    in backward_state): the stage's blocks' saved tensors and, on stages < last, its output (fwd_cache keeps
+//    (output, inputs) until backward_one_chunk pops them); the first block's saved input on stages > 0 is the
+//    receive buffer, counted once;
+//  - kept to the end of the step (clear_runtime_states at the next step() frees them): the last stage's outputs, the
+//    logits of every microbatch (forward_one_chunk appends them to output_chunks for merge_output_chunks), and on
+//    stages > 0 each microbatch's input gradient (_backward.py stage_backward reads val.grad of the receive buffer
+//    and leaves it there);
+//  - the working set of the Program's phases (the head's only on the last stage's rank, less its logits, held above).
+// The walk along the rank's actions takes the peak of what it holds for microbatches plus its unsharded gradients;
+// the working set of the phase then adds to it (memory_from_parts). The report's memory is the rank with the highest
+// peak. Bounds, not measurements: a stage's gradients count in full from the start of its first backward, and the
+// loss's fp32 tensors of a microbatch whose F and B are apart (interleaved schedules) only in the head's working set.
 //
 // Throughput: tokens/s per GPU = ga x local_batch_size x seq_len / cp / (tp x pp x step) (torchtitan divides by the
 // non-data-parallel degree, cp x tp x pp).

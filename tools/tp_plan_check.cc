@@ -16,6 +16,7 @@
 #include "sim/check/check_report.h"
 #include "sim/check/compare.h"
 #include "sim/cluster_spec.h"
+#include "sim/pipeline_step.h"
 #include "sim/simulate.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
@@ -56,16 +57,19 @@ int run_check(const CheckArgs& a) {
 
   // The same config, plan and cost parameters as simulate (--hf-config, the device preset's cost_params,
   // --calibration): check gates the step simulate predicts.
+  // A pipeline's step is simulate's too (sim/pipeline_step.h); its baseline adds the pipeline's terms (baseline.h).
   const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
-  if (in.plan.pp_degree > 1)
-    throw Error(fmt::format("{}: pp_degree {}: tp-plan check gates one rank's Program, not a pipeline's yet",
-                            plan_key_origin(in.plan, "pp_degree"), in.plan.pp_degree));
   const Program& prog = in.prog;
   const ClusterSpec& cluster = in.cluster;
   const CostParams& params = in.resolved.params;
-  OpCosts costs = cost_ops(prog, cluster, params);
-  Timeline tl = schedule(prog, costs, params);
-  CheckBaseline now = baseline_from_report(make_report(prog, cluster, params, costs, tl, kAllOps));
+  CheckBaseline now;
+  if (in.plan.pp_degree > 1) {
+    now = baseline_from_report(simulate_pipeline(in.cfg.model, in.cfg.training, in.plan, cluster, params));
+  } else {
+    OpCosts costs = cost_ops(prog, cluster, params);
+    Timeline tl = schedule(prog, costs, params);
+    now = baseline_from_report(make_report(prog, cluster, params, costs, tl, kAllOps));
+  }
 
   if (a.update) {
     write_baseline(now, a.baseline);

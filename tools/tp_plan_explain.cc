@@ -10,6 +10,7 @@
 #include "plans/output_file.h"
 #include "sim/cluster_spec.h"
 #include "sim/pipeline_step.h"
+#include "sim/report/pipeline_explain_json.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/trust.h"
 #include "tools/plan_options.h"
@@ -23,6 +24,17 @@ struct ExplainArgs {
   PlanOptions plan;
   std::string json;
 };
+
+// explain's JSON of `prog` with `extra` members, to `json` (- for stdout; nothing when empty).
+void write_json_output(const std::string& json, const Program& prog, const nlohmann::json& extra) {
+  if (json == "-") {
+    write_explain_json(prog, std::cout, extra);  // streamed: no document proportional to the layer count in memory
+  } else if (!json.empty()) {
+    OutputFile f("--json", json);  // streamed too, then renamed over the target (plans/output_file.h)
+    write_explain_json(prog, f.stream(), extra);
+    f.commit();
+  }
+}
 }  // namespace
 
 void add_explain_command(CLI::App& app, RunFn& run) {
@@ -37,12 +49,8 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       Config cfg = load_options_config(args->plan);
       Plan plan = resolve_plan(cfg, args->plan);
       if (plan.pp_degree > 1) {
-        // A pipeline: its stages, P2P and each rank's schedule, then the collectives of one microbatch.
-        if (!args->json.empty())
-          throw Error(
-              fmt::format("{}: pp_degree {}: --json: explain's JSON lists one Program's collectives, not a "
-                          "pipeline's yet; the text lists both",
-                          plan_key_origin(plan, "pp_degree"), plan.pp_degree));
+        // A pipeline: its stages, P2P and each rank's schedule, then the collectives of one microbatch; the JSON
+        // holds the same, the pipeline as "pipeline" beside the microbatch Program's collectives.
         const ClusterSpec cluster = resolve_cluster(cfg);
         const StepReport r =
             simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
@@ -50,11 +58,14 @@ void add_explain_command(CLI::App& app, RunFn& run) {
         micro.local_batch_size = plan.pp_microbatch_size;
         micro.gradient_accumulation_steps = 1;
         const Program micro_prog = lower(cfg.model, cfg.training, micro);
-        fmt::print(
-            "{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
-            "once per step under PP):\n{}\n{}trust: {}\n",
-            pipeline_explain_text(r), explain_text(micro_prog), effective_values_text(cfg, plan),
-            trust_text(prediction_trust(cluster.gpu)));
+        const PredictionTrust trust = prediction_trust(cluster.gpu);
+        if (args->json != "-")
+          fmt::print(
+              "{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
+              "once per step under PP):\n{}\n{}trust: {}\n",
+              pipeline_explain_text(r), explain_text(micro_prog), effective_values_text(cfg, plan), trust_text(trust));
+        write_json_output(args->json, micro_prog,
+                          {{"trust", trust_json(trust)}, {"pipeline", pipeline_explain_json(r.pipeline)}});
         return 0;
       }
       Program prog = lower(cfg.model, cfg.training, plan);
@@ -63,14 +74,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
       const PredictionTrust trust = prediction_trust(resolve_cluster(cfg).gpu);
       if (args->json != "-")
         fmt::print("{}\n{}trust: {}\n", explain_text(prog), effective_values_text(cfg, plan), trust_text(trust));
-      const nlohmann::json extra = {{"trust", trust_json(trust)}};
-      if (args->json == "-") {
-        write_explain_json(prog, std::cout, extra);  // streamed: no document proportional to the layer count in memory
-      } else if (!args->json.empty()) {
-        OutputFile f("--json", args->json);  // streamed too, then renamed over the target (plans/output_file.h)
-        write_explain_json(prog, f.stream(), extra);
-        f.commit();
-      }
+      write_json_output(args->json, prog, {{"trust", trust_json(trust)}});
       return 0;
     };
   });

@@ -16,7 +16,9 @@
 #include "plans/lower.h"
 #include "plans/module_names.h"
 #include "plans/version.h"
+#include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
+#include "sim/report/pipeline_trace.h"
 #include "sim/report/search_report.h"
 #include "sim/report/trace.h"
 #include "sim/search/search.h"
@@ -93,20 +95,22 @@ int run_search(const SearchArgs& a) {
   Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
   // Chosen at --seq-len N: the file states it, so that simulate, explain and tp-run run it at that length.
   if (a.plan.overrides.seq_len && winner.seq_len == 0) winner.seq_len = cfg.training.seq_len;
-  // A pipeline-parallel winner: its trace and report would draw one Program's step, not the pipeline's.
-  if (winner.pp_degree > 1 && (!a.trace.empty() || !a.report.empty()))
-    throw Error(
-        fmt::format("{}: the winner is pipeline-parallel (pp {}), which --trace and --report do not draw yet; "
-                    "search without them (the text, --json and --out-plan hold it)",
-                    !a.trace.empty() ? "--trace" : "--report", winner.pp_degree));
   // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   if (!a.out_plan.empty()) outputs.push_back({"--out-plan", a.out_plan, plan_to_yaml(winner)});
   size_t trace_events = 0;
   if (!a.trace.empty()) {
-    const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), winner);
-    const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
-    const nlohmann::json trace = with_version_stamp(chrome_trace(p, costs, schedule(p, costs, opts.cost)));
+    const Training wt = result_training(cfg, r, r.ranking[0]);
+    nlohmann::json trace;
+    if (winner.pp_degree > 1) {
+      // A pipeline-parallel winner's: its schedule's actions, a thread per pp rank (sim/report/pipeline_trace.h).
+      trace = pipeline_chrome_trace(simulate_pipeline(cfg.model, wt, winner, r.cluster, opts.cost).pipeline);
+    } else {
+      const Program p = lower(cfg.model, wt, winner);
+      const OpCosts costs = cost_ops(p, r.cluster, opts.cost);
+      trace = chrome_trace(p, costs, schedule(p, costs, opts.cost));
+    }
+    trace = with_version_stamp(std::move(trace));
     trace_events = trace["traceEvents"].size();
     outputs.push_back({"--trace", a.trace, json_dump(trace, 2) + "\n"});
   }

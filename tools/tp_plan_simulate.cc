@@ -15,6 +15,7 @@
 #include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/measured_trace.h"
+#include "sim/report/pipeline_trace.h"
 #include "sim/report/step_report.h"
 #include "sim/report/trace.h"
 #include "sim/simulate.h"
@@ -52,13 +53,15 @@ int run_simulate(const SimulateArgs& a) {
   const Program& prog = in.prog;
   const ResolvedCostParams& resolved = in.resolved;
   const CostParams& params = resolved.params;
+  // A pipeline's trace is its schedule's actions (sim/report/pipeline_trace.h), not one Program's ops: a tp-run
+  // profile, which is ops, has nothing to align with there.
+  if (plan.pp_degree > 1 && !a.measured.empty())
+    throw Error(
+        fmt::format("{}: pp_degree {}: --measured aligns a profile's ops with one Program's, and the trace of "
+                    "a pipeline has its schedule's actions; simulate it without --measured",
+                    plan_key_origin(plan, "pp_degree"), plan.pp_degree));
   // A profile of another model or plan pairs nothing meaningful: refused, saying what differs.
   if (!a.measured.empty()) check_same_program(profiled, prog, a.measured);
-  if (plan.pp_degree > 1 && (!a.trace.empty() || !a.report.empty()))
-    throw Error(
-        fmt::format("{}: pp_degree {}: --trace and --report draw one rank's Program, not a pipeline's ranks "
-                    "yet; simulate it without them (the text and --json report each pp rank)",
-                    plan_key_origin(plan, "pp_degree"), plan.pp_degree));
   OpCosts costs;
   Timeline tl;
   StepReport r;
@@ -86,7 +89,8 @@ int run_simulate(const SimulateArgs& a) {
       outputs.push_back({"--json", a.json, json_dump(j, 2) + "\n"});
   }
   if (!a.trace.empty()) {
-    nlohmann::json trace = a.measured.empty()
+    nlohmann::json trace = plan.pp_degree > 1 ? pipeline_chrome_trace(r.pipeline)
+                           : a.measured.empty()
                                ? chrome_trace(prog, costs, tl)
                                : chrome_trace_with_measured(prog, costs, tl, measured,
                                                             fmt::format("{} (measured, {})", a.measured, device));
@@ -95,7 +99,9 @@ int run_simulate(const SimulateArgs& a) {
     outputs.push_back({"--trace", a.trace, json_dump(trace)});
   }
   if (!a.report.empty())
-    outputs.push_back({"--report", a.report, simulate_html(cfg, cluster, params, prog, costs, tl, r)});
+    outputs.push_back({"--report", a.report,
+                       plan.pp_degree > 1 ? simulate_pipeline_html(cfg, cluster, params, plan, r)
+                                          : simulate_html(cfg, cluster, params, prog, costs, tl, r)});
   write_outputs(outputs);
   if (!a.trace.empty()) fmt::print(a.json == "-" ? stderr : stdout, "wrote {} ({} events)\n", a.trace, trace_events);
   return 0;

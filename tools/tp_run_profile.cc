@@ -16,11 +16,13 @@
 #include "plans/module_names.h"
 #include "plans/output_file.h"
 #include "plans/version.h"
+#include "runtime/pipeline_profile.h"
 #include "runtime/profiler.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 #include "tools/tp_run_memory.h"
+#include "tools/tp_run_pipeline.h"
 
 namespace tptune::tools {
 namespace {
@@ -56,6 +58,9 @@ int run_profile(const World& w, ProfileArgs& a) {
         World shapes = w;
         if (single > 0) shapes.size = single;
         s = make_setup(shapes, a.plan, false, "profile");
+        if (single > 0 && s.plan.pp_degree > 1)
+          throw Error(fmt::format("--local-shapes-of-tp: {}: pp_degree {}: a pipeline's profile runs its pp x tp ranks",
+                                  plan_key_origin(s.plan, "pp_degree"), s.plan.pp_degree));
         if (be.name == "cpu")
           check_fits_in_memory(w, {{&s.sharded, "the sharded step"}}, "profile",
                                single > 0 ? "profile at the local shapes of a larger tp (--local-shapes-of-tp)"
@@ -79,7 +84,25 @@ int run_profile(const World& w, ProfileArgs& a) {
                    single, "TP");
   }
   Profile profile;
+  const bool pipeline = s.plan.pp_degree > 1;
   or_abort(w, [&] {
+    if (pipeline) {
+      // Each pp rank runs its schedule (runtime/pipeline_profile.h); the mesh is [pp, tp].
+      const MeshComms mesh(s.plan.tp_degree, 1, s.plan.pp_degree);
+      auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout());
+      maybe_inject_failure(w);
+      Progress bar("tp-run profile", w.rank == 0 ? Progress::style(a.quiet) : Progress::Style::off, progress_interval);
+      ProfileOptions po;
+      po.warmup = a.warmup, po.iters = a.iters, po.seed = a.seed;
+      po.on_step = [&bar](int done, int total) {
+        bar.update(static_cast<size_t>(done), static_cast<size_t>(total), "steps");
+      };
+      profile =
+          profile_pipeline(s.sharded, *backend, pipeline_run(s.config.model, s.plan, mesh.pp(), mesh.pp_rank()), po);
+      profile.pipeline->schedule = std::string(to_string(s.plan.pp_schedule));
+      profile.pipeline->microbatch_size = s.plan.pp_microbatch_size;
+      return;
+    }
     auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, watchdog_timeout());
     maybe_inject_failure(w);
     // Rank 0 reports progress (without --quiet): a bar on a terminal, plain lines into mpirun's pipe or a log; the
@@ -125,6 +148,21 @@ int run_profile(const World& w, ProfileArgs& a) {
   }
   std::sort(top.rbegin(), top.rend());
   const bool whole = profile.step_wall.has_value();
+  if (pipeline) {
+    const ProfilePipeline& pl = *profile.pipeline;
+    std::printf(
+        "tp-run profile: pp %lld x tp %d, %s, %lld microbatches; %d warm-up + %d serialized + %d overlapped "
+        "steps; step median %.1f us -> %s\n",
+        static_cast<long long>(pl.pp), s.plan.tp_degree, pl.schedule.c_str(), static_cast<long long>(pl.microbatches),
+        a.warmup, a.iters, a.iters, profile.step_wall->time_us.median.value_or(0), a.out.c_str());
+    for (const ProfilePipelineRank& r : pl.ranks)
+      std::printf("  pp rank %lld: busy %.1f us, ends at %.1f us (idle %.0f %%)\n", static_cast<long long>(r.pp_rank),
+                  r.busy_us, r.end_us, r.end_us > 0 ? 100.0 * (1 - r.busy_us / r.end_us) : 0.0);
+    for (const ProfileP2P& x : pl.p2p)
+      std::printf("  p2p %lld -> %lld: %lld bytes in %.1f us\n", static_cast<long long>(x.from),
+                  static_cast<long long>(x.to), static_cast<long long>(x.bytes), x.time_us.median.value_or(0));
+    return 0;
+  }
   std::printf(
       "tp-run profile: %zu ops, tp %d%s, %d warm-up + %d timed steps; sum of op medians %.1f us, %s median %.1f us "
       "-> %s\n",

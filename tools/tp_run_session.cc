@@ -202,9 +202,10 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   }
   if (pp > 1) {
     const std::string where = fmt::format("{}: pp_degree {}", plan_key_origin(s.plan, "pp_degree"), pp);
-    if (command != "verify")
-      throw Error(fmt::format("{}: tp-run {} does not run pipeline parallelism yet; `tp-run verify` does (on CPU)",
-                              where, command));
+    if (command != "verify" && command != "profile")
+      throw Error(fmt::format(
+          "{}: tp-run {} does not run pipeline parallelism yet; `tp-run verify` and `tp-run profile` do (on CPU)",
+          where, command));
     if (cp > 1)
       throw Error(fmt::format("{}: pipeline with context parallelism is simulated only; tp-run verify runs one of them",
                               where));
@@ -297,8 +298,7 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
   }
   if (pp > 1) {
     // One microbatch of the whole model: the pipeline runs it once per (stage, microbatch) action.
-    Plan micro = s.plan;
-    micro.local_batch_size = s.plan.pp_microbatch_size;
+    Plan micro = pipeline_microbatch_plan(s.plan);
     micro.pp_degree = 1;
     s.sharded = lower(s.config.model, s.config.training, micro);
   } else {

@@ -12,15 +12,14 @@
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/output_file.h"
-#include "plans/pipeline_parallel.h"
 #include "plans/version.h"
 #include "runtime/pipeline_verify.h"
 #include "runtime/verifier.h"
-#include "sim/pipeline_schedule.h"
 #include "tools/progress.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 #include "tools/tp_run_memory.h"
+#include "tools/tp_run_pipeline.h"
 
 namespace tptune::tools {
 namespace {
@@ -34,26 +33,6 @@ struct VerifyArgs {
   bool quiet = false;
   std::string backend = "auto";
 };
-
-// The pipeline this pp rank runs: torchtitan's split of the plan's stages and torch's order of each rank's actions.
-PipelineRun pipeline_run(const Model& model, const Plan& plan, MPI_Comm pp, int pp_rank) {
-  const PipelineSplit split = resolve_pipeline(model, plan);
-  const PipelineSchedule sched = build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
-  PipelineRun run;
-  for (int s = 0; s < split.num_stages(); ++s)
-    run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
-  using K = PipelineStep::Kind;
-  for (const PipelineAction& a : sched.ranks.at(size_t(pp_rank)))
-    run.actions.push_back({a.stage, a.microbatch,
-                           a.kind == PipelineActionKind::F   ? K::forward
-                           : a.kind == PipelineActionKind::B ? K::backward
-                           : a.kind == PipelineActionKind::I ? K::input_grad
-                                                             : K::weight_grad});
-  run.pp_rank = pp_rank;
-  run.pp = pp;
-  run.microbatches = int(split.microbatches);
-  return run;
-}
 
 std::string describe_plan(const Plan& p) {
   return fmt::format("plan {} ({}), tp {}{}, float8 {}, async_tp {}, loss_parallel {}, ac {}, local batch {}", p.family,

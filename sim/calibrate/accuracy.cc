@@ -8,6 +8,7 @@
 
 #include "plans/error.h"
 #include "sim/calibrate/fit.h"
+#include "sim/pipeline_step.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 
@@ -76,21 +77,38 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
                       "measured): nothing to compare",
                       m.path, m.ops.size()));
     const Program& p = *m.program;
-    check_supported(p, measurement_cluster(device, m));
-    const OpCosts costs = measured_run_costs(p, device, m, c, Timing::overlapped);
-    const Timeline tl = schedule(p, costs, c);
+    const ClusterSpec cluster = measurement_cluster(device, m);
+    check_supported(p, cluster);
     StepAccuracy s;
     s.profile = m.path;
     s.plan = plan_label(p);
-    s.predicted_ms = tl.step_time_us / 1e3;
+    if (m.pipeline) {
+      // The pipeline's step as tp-plan simulates it, less the optimizer: the profile's steps run none
+      // (runtime/pipeline_profile.h).
+      const MeasuredPipeline& pl = *m.pipeline;
+      const StepReport sr = simulate_pipeline(pl.model, pl.training, pl.plan, cluster, c);
+      s.predicted_ms = sr.step_time_ms - sr.pipeline.optimizer_ms;
+      s.plan +=
+          fmt::format(" pp {} {} mb {}", pl.plan.pp_degree, to_string(pl.plan.pp_schedule), sr.pipeline.microbatches);
+      for (size_t k = 0; k < sr.pipeline.ranks.size() && k < pl.rank_end_us.size(); ++k)
+        s.pipeline_ranks.push_back({static_cast<int>(k), sr.pipeline.ranks[k].busy_ms, pl.rank_busy_us[k] / 1e3,
+                                    sr.pipeline.ranks[k].end_ms, pl.rank_end_us[k] / 1e3});
+    } else {
+      const OpCosts costs = measured_run_costs(p, device, m, c, Timing::overlapped);
+      s.predicted_ms = schedule(p, costs, c).step_time_us / 1e3;
+    }
     s.measured_ms = m.step_wall_us / 1e3;
     s.error = (s.predicted_ms - s.measured_ms) / s.measured_ms;
     // Ops timed one at a time: not slowed by oversubscription (sim/calibrate/fit.h).
     const OpCosts op_costs = measured_run_costs(p, device, m, c, Timing::serialized);
     double ps = 0, ms = 0, pc = 0, mc = 0;
     for (const auto& o : m.ops) {
-      const double t = op_costs.duration_us[size_t(o.segment)][size_t(o.op)];
-      const std::string cname = class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)]);
+      // A pipeline's point-to-point samples are no op of the Program.
+      const bool of_program = o.source == MeasuredOp::Source::program;
+      const double t =
+          of_program ? op_costs.duration_us[size_t(o.segment)][size_t(o.op)] : model_time_us(o, m, cluster, c);
+      const std::string cname =
+          of_program ? class_of(p.segments[size_t(o.segment)].ops[size_t(o.op)]) : std::string("collective");
       ps += t;
       ms += o.time_us;
       if (cname != "collective") {
@@ -138,6 +156,12 @@ std::string accuracy_text(const AccuracyReport& r) {
         s.profile.size() > 44 ? "..." + s.profile.substr(s.profile.size() - 41) : s.profile, s.predicted_ms,
         s.measured_ms, 100 * s.error, s.predicted_serial_ms, s.measured_serial_ms, 100 * s.serial_error,
         s.predicted_compute_ms, s.measured_compute_ms, 100 * s.compute_error, s.plan);
+  for (const auto& s : r.steps)
+    for (const auto& k : s.pipeline_ranks)
+      out += fmt::format(
+          "  {}: pp rank {}: busy {:.3f} ms predicted, {:.3f} measured; ends at {:.3f} ms predicted, "
+          "{:.3f} measured\n",
+          s.profile, k.pp_rank, k.predicted_busy_ms, k.measured_busy_ms, k.predicted_end_ms, k.measured_end_ms);
   out += fmt::format("step: MAPE {:.1f}%, max error {:.1f}% over {} profiles\n", 100 * r.step_mape,
                      100 * r.step_max_error, r.steps.size());
   out += fmt::format("per op: MAPE {:.1f}%, max error {:.1f}% over {} ops\n", 100 * r.per_op.mape,
@@ -157,7 +181,14 @@ std::string accuracy_text(const AccuracyReport& r) {
 nlohmann::json accuracy_json(const AccuracyReport& r) {
   using nlohmann::json;
   json steps = json::array();
-  for (const auto& s : r.steps)
+  for (const auto& s : r.steps) {
+    json ranks = json::array();
+    for (const auto& k : s.pipeline_ranks)
+      ranks.push_back({{"pp_rank", k.pp_rank},
+                       {"predicted_busy_ms", k.predicted_busy_ms},
+                       {"measured_busy_ms", k.measured_busy_ms},
+                       {"predicted_end_ms", k.predicted_end_ms},
+                       {"measured_end_ms", k.measured_end_ms}});
     steps.push_back({{"profile", s.profile},
                      {"plan", s.plan},
                      {"predicted_ms", s.predicted_ms},
@@ -169,6 +200,8 @@ nlohmann::json accuracy_json(const AccuracyReport& r) {
                      {"predicted_compute_ms", s.predicted_compute_ms},
                      {"measured_compute_ms", s.measured_compute_ms},
                      {"compute_error", s.compute_error}});
+    if (!ranks.empty()) steps.back()["pipeline_ranks"] = ranks;
+  }
   json classes = json::object();
   for (const auto& c : r.classes)
     classes[c.op_class] = {{"mape", c.mape},

@@ -33,6 +33,12 @@ struct StepAccuracy {
   // The serialized sum of the compute ops alone (no collectives: a collective timed alone also waits for the ranks
   // still computing, which the model does not predict): what the fitted compute model is answerable for.
   double predicted_compute_ms = 0, measured_compute_ms = 0, compute_error = 0;
+  // A pipeline's profile: each pp rank's busy time (its actions' compute) and end, predicted and measured.
+  struct PipelineRank {
+    int pp_rank = 0;
+    double predicted_busy_ms = 0, measured_busy_ms = 0, predicted_end_ms = 0, measured_end_ms = 0;
+  };
+  std::vector<PipelineRank> pipeline_ranks;
 };
 
 struct ClassAccuracy {

@@ -11,6 +11,7 @@
 #include "plans/json_text.h"
 #include "plans/limits.h"
 #include "plans/lower.h"
+#include "plans/pipeline_parallel.h"
 #include "plans/plan.h"
 #include "plans/profile_format.h"
 
@@ -62,14 +63,41 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   try {
     Config cfg = load_config_string(config_yaml, m.path + " (program.config_yaml)");
     Plan plan = load_plan_string(plan_yaml, m.path + " (program.plan_yaml)");
-    p = lower(cfg.model, cfg.training, plan);
+    // A pipeline's profile timed the ops of one microbatch's Program (runtime/pipeline_profile.h).
+    p = lower(cfg.model, cfg.training, plan.pp_degree > 1 ? pipeline_microbatch_plan(plan) : plan);
+    if (plan.pp_degree > 1) {
+      if (!prof.pipeline) doc.fail("pipeline", fmt::format("missing (the plan has pp_degree {})", plan.pp_degree));
+      m.pipeline = MeasuredPipeline{cfg.model, cfg.training, plan, {}, {}};
+    }
   } catch (const Error& e) {
     throw Error(fmt::format("{}: program: cannot lower the profiled Program again: {}", m.path, e.what()));
   }
   // A single-GPU profile of tp N local shapes (plans/profile_format.h, local_shapes_of_tp) ran on one process.
   const bool single = prof.local_shapes_of_tp.has_value();
-  if (!single && p.tp * p.dp != m.ranks)
-    r.fail("program", fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
+  const int64_t pp = m.pipeline ? m.pipeline->plan.pp_degree : 1;
+  if (!single && p.tp * p.dp * pp != m.ranks)
+    r.fail("program",
+           pp > 1 ? fmt::format("tp {} x dp {} x pp {} does not match environment.ranks {}", p.tp, p.dp, pp, m.ranks)
+                  : fmt::format("tp {} x dp {} does not match environment.ranks {}", p.tp, p.dp, m.ranks));
+  // The point-to-point times between neighbouring pp ranks: collective samples (p2p, a group of 2) for the fit.
+  if (m.pipeline)
+    for (size_t i = 0; i < prof.pipeline->p2p.size(); ++i) {
+      const ProfileP2P& x = prof.pipeline->p2p[i];
+      MeasuredOp o;
+      o.source = MeasuredOp::Source::collective;
+      o.name = fmt::format("pipeline.p2p[{}]", i);
+      o.collective = CollectiveKind::p2p;
+      o.bytes = x.bytes;
+      o.group_size = 2;
+      o.time_us =
+          require(*x.time_us.statistic(r.stat), doc, json_key(fmt::format("pipeline.p2p[{}].time_us", i), r.stat));
+      m.ops.push_back(std::move(o));
+    }
+  if (m.pipeline)
+    for (const ProfilePipelineRank& pr : prof.pipeline->ranks) {
+      m.pipeline->rank_end_us.push_back(pr.end_us);
+      m.pipeline->rank_busy_us.push_back(pr.busy_us);
+    }
   // A record's segment is named by its kind; a plan with ac_layers has two block.bwd segments (the layers without
   // recompute, then the checkpointed ones), told apart by the record's layer.
   auto segment_of = [&p](const std::string& name, int64_t layer) {

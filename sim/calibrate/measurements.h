@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "plans/config.h"
+#include "plans/model.h"
+#include "plans/plan.h"
 #include "plans/program.h"
 
 namespace tptune {
@@ -35,12 +38,23 @@ struct MeasuredOp {
   double time_us = 0;  // the chosen statistic of its samples (median by default)
 };
 
+// A pipeline-parallel plan's profile (plans/profile_format.h, "pipeline"): what its step is predicted from
+// (simulate_pipeline(), sim/pipeline_step.h) and each pp rank's measured schedule. Its point-to-point times are
+// collective samples (p2p, group size 2) among the ops.
+struct MeasuredPipeline {
+  Model model;
+  Training training;
+  Plan plan;
+  std::vector<double> rank_end_us, rank_busy_us;  // [pp rank]: the last action's end; the sum of action compute
+};
+
 struct Measurements {
   std::string path;
   std::string format;  // "tptune-profile" | "tptune-bench"
   nlohmann::json environment;
   int ranks = 1;
-  std::optional<Program> program;  // profiles
+  std::optional<Program> program;  // profiles (a pipeline's: one microbatch's Program)
+  std::optional<MeasuredPipeline> pipeline;
   std::vector<MeasuredOp> ops;
   double step_wall_us = 0;  // profiles: the overlapped step's statistic (0 when absent)
   // gemm benches: the sweep's statistic, every op's shape once, back to back (runtime/bench.h; 0 when absent)

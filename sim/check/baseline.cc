@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "plans/error.h"
 #include "plans/input_file.h"
 #include "plans/json_text.h"
 #include "plans/output_file.h"
 #include "plans/version.h"
+#include "sim/report/pipeline_text.h"
 
 namespace tptune {
 
@@ -62,6 +65,36 @@ std::map<std::string, double> number_map(const json& j, const std::string& key, 
   return out;
 }
 
+// A pipeline's terms (baseline.h): its setup, its bubble in the breakdown, its stages' actions as ops.
+void add_pipeline(const StepReport& r, CheckBaseline& b) {
+  const PipelineReport& p = r.pipeline;
+  b.setup["pp"] = fmt::format("{} ({}, {} stage{} per rank, {} microbatches of {})", p.pp, to_string(p.schedule),
+                              p.stages_per_rank, p.stages_per_rank == 1 ? "" : "s", p.microbatches, p.microbatch_size);
+  b.breakdown_ms["pipeline_bubble"] =
+      std::max(0.0, r.step_time_ms - r.compute_ms - r.exposed_tp_comm_ms - r.exposed_dp_comm_ms);
+  const double ga = static_cast<double>(std::max<int64_t>(1, r.gradient_accumulation_steps));
+  std::map<std::pair<int, PipelineActionKind>, BaselineOp> by_stage;
+  for (const auto& rank : p.timeline)
+    for (const TimedPipelineAction& a : rank) {
+      BaselineOp& op = by_stage[{a.action.stage, a.action.kind}];
+      if (op.name.empty())
+        op = {fmt::format("stage {}", a.action.stage),
+              std::string(pipeline_action_words(a.action.kind)),
+              fmt::format("pipeline {}", to_string(a.action.kind)),
+              "compute",
+              0,
+              0};
+      op.count += r.gradient_accumulation_steps;
+      op.total_ms += ga * (a.end_us - a.start_us) / 1e3;
+    }
+  for (auto& [key, op] : by_stage) {
+    b.kind_ms[op.kind] += op.total_ms;
+    b.ops.push_back(std::move(op));
+  }
+  std::stable_sort(b.ops.begin(), b.ops.end(),
+                   [](const BaselineOp& x, const BaselineOp& y) { return x.total_ms > y.total_ms; });
+}
+
 }  // namespace
 
 CheckBaseline baseline_from_report(const StepReport& r) {
@@ -104,6 +137,7 @@ CheckBaseline baseline_from_report(const StepReport& r) {
     b.ops.push_back({op.name, op.phase, op.kind, std::string(to_string(op.stream)), op.count, op.total_us / 1e3});
     b.kind_ms[op.kind] += op.total_us / 1e3;
   }
+  if (r.pipeline.pp > 1) add_pipeline(r, b);
   return b;
 }
 

@@ -12,8 +12,15 @@
 // per op (every op of the Program's template: "layers.*.attention.wq.fwd", its count per step and total time), so
 // that a later check can say which ops explain a change, and the version stamp "tptune" of the build that wrote it
 // (plans/version.h; `written_by`, sim/check/tool_build.h), so that a check can say when the baseline's predictions
-// came from another tptune. Unknown keys are ignored (a newer tptune may add some); a file without the stamp (written
-// before it existed) reads with no `written_by`; missing or mistyped keys are errors naming the file and the key.
+// came from another tptune. A pipeline-parallel plan's (StepReport::pipeline.pp > 1, sim/pipeline_step.h) adds the
+// setup key "pp" ("8 (Interleaved1F1B, 2 stages per rank, 16 microbatches of 1)"), the breakdown term
+// "pipeline_bubble" (the rest of the step: its last rank's idle time, so that the terms still add up to the step time),
+// and in place of the ops (the microbatch Program's are the whole model's, not a rank's) each stage's actions of the
+// step: op "stage 3", phase "forward" | "backward" | "input gradient" | "weight gradient", kind "pipeline F" | ... (the
+// op classes), count microbatches x gradient_accumulation_steps, total time the sum of their durations on the
+// stage's rank; its peak memory is that of the rank with the highest. Unknown keys are ignored (a newer tptune may add
+// some); a file without the stamp (written before it existed) reads with no `written_by`; missing or mistyped keys are
+// errors naming the file and the key.
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>

@@ -27,8 +27,9 @@ int shape_of(bool float8, bool async_tp) { return (float8 ? 1 : 0) + (async_tp ?
 }  // namespace
 
 double ms_per_1k_tokens(const StepReport& r, double ms) {
-  const double tokens = static_cast<double>(r.local_batch_size) * static_cast<double>(r.seq_len);
-  return tokens > 0 ? ms * r.tp_degree / tokens * 1000.0 : 0;
+  const double tokens = static_cast<double>(r.gradient_accumulation_steps) * static_cast<double>(r.local_batch_size) *
+                        static_cast<double>(r.seq_len) / std::max(1, r.cp_degree);
+  return tokens > 0 ? ms * r.tp_degree * std::max(1, r.pp_degree) / tokens * 1000.0 : 0;
 }
 
 std::string html_scatter(const std::vector<ReportPoint>& points, double memory_limit_gib,
@@ -196,8 +197,12 @@ std::string html_breakdown_bars(const std::vector<ReportPlan>& plans) {
   const svg::Axis x{lo, hi, L, R};
   svg::Svg s(W, H, "where the time goes: ms per 1000 tokens per GPU");
   s.x_axis(x, ticks, B, T, "ms per 1000 tokens per GPU (lower is better)");
-  const char* colours[] = {"#4e79a7", "#f28e2b", "#e15759"};
-  const char* names[] = {"compute", "exposed TP comm", "exposed DP comm"};
+  // A pipeline's fourth term: its critical rank's idle time in the step (the bubble and the P2P waits), the rest of the
+  // step beyond its breakdown (sim/pipeline_step.h). Drawn, and in the legend, only when a plan has a pipeline.
+  const char* colours[] = {"#4e79a7", "#f28e2b", "#e15759", "#bab0ac"};
+  const char* names[] = {"compute", "exposed TP comm", "exposed DP comm", "pipeline bubble"};
+  const bool any_pipeline =
+      std::any_of(plans.begin(), plans.end(), [](const ReportPlan& p) { return p.ok && p.report.pipeline.pp > 1; });
   const double base =
       plans.empty() || !plans[0].ok ? 0 : ms_per_1k_tokens(plans[0].report, plans[0].report.step_time_ms);
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -208,9 +213,12 @@ std::string html_breakdown_bars(const std::vector<ReportPlan>& plans) {
       continue;
     }
     const StepReport& r = plans[i].report;
-    const double parts[] = {r.compute_ms, r.exposed_tp_comm_ms, r.exposed_dp_comm_ms};
+    const double bubble =
+        r.pipeline.pp > 1 ? std::max(0.0, r.step_time_ms - r.compute_ms - r.exposed_tp_comm_ms - r.exposed_dp_comm_ms)
+                          : 0.0;
+    const double parts[] = {r.compute_ms, r.exposed_tp_comm_ms, r.exposed_dp_comm_ms, bubble};
     double at = 0;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < (r.pipeline.pp > 1 ? 4 : 3); ++k) {
       const double v = ms_per_1k_tokens(r, parts[k]);
       s.rect(x.at(at), y0, x.at(at + v) - x.at(at), 24, colours[k], fmt::format("{}: {:.2f} ms", names[k], v));
       at += v;
@@ -221,7 +229,7 @@ std::string html_breakdown_bars(const std::vector<ReportPlan>& plans) {
     s.text(x.at(at) + 6, y0 + 16, note, "start", "small");
   }
   double lx = L;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < (any_pipeline ? 4 : 3); ++k) {
     s.rect(lx, H - 14, 12, 12, colours[k]);
     s.text(lx + 16, H - 4, names[k], "start", "small");
     lx += 160;

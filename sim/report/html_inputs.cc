@@ -4,6 +4,7 @@
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
@@ -72,9 +73,18 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
   win.name = "winner";
   win.ok = true;
   win.report = w->report;
+  const Training wt = result_training(cfg, r, r.ranking[0]);
+  const Plan wp = result_plan(r, r.ranking[0]);
+  if (wp.pp_degree > 1) {
+    // A pipeline's winner: its pipeline section from the pipeline simulated again (as --trace writes it, whatever
+    // the search kept of it), no block timeline (html_report.h).
+    win.report.pipeline = simulate_pipeline(cfg.model, wt, wp, r.cluster, cost).pipeline;
+    in.plans = with_baselines(std::move(win), baselines);
+    return html_report(in);
+  }
   in.plans = with_baselines(std::move(win), baselines);
   // The winner's schedule, as --trace writes it.
-  const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), result_plan(r, r.ranking[0]));
+  const Program p = lower(cfg.model, wt, wp);
   const OpCosts costs = cost_ops(p, r.cluster, cost);
   const Timeline tl = schedule(p, costs, cost);
   in.program = &p;
@@ -98,6 +108,25 @@ std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const C
   in.program = &p;
   in.costs = &costs;
   in.timeline = &tl;
+  return html_report(in);
+}
+
+std::string simulate_pipeline_html(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
+                                   const Plan& plan, const StepReport& report) {
+  if (report.pipeline.pp <= 1) throw Error("report: not a pipeline-parallel step (pp 1)");
+  HtmlReportInput in;
+  in.title = fmt::format("tp-plan simulate: {} on {} x {}", cfg.model.name, cluster.world_size(), cluster.gpu.name);
+  in.facts = {
+      model_fact(cfg.model), cluster_fact(cfg, cluster, std::to_string(cfg.training.seq_len)),
+      fmt::format("pipeline: pp {}, {}, {} microbatches of {}", report.pipeline.pp, to_string(report.pipeline.schedule),
+                  report.pipeline.microbatches, report.pipeline.microbatch_size),
+      fmt::format("config {}", cfg.path), trust_text(report.trust)};
+  ReportPlan mine;
+  mine.name = "this plan";
+  mine.ok = true;
+  mine.report = report;
+  in.plans = with_baselines(std::move(mine), plan_baselines(cfg, cluster, plan.tp_degree,
+                                                            cfg.search.memory_headroom_gib, cost, plan.framework));
   return html_report(in);
 }
 

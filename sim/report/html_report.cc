@@ -39,7 +39,9 @@ svg text.limit { fill: #b00; }
 )";
 
 std::string describe(const StepReport& r) {
-  return fmt::format("{} tp {} dp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}", r.plan, r.tp_degree,
+  // "pp 8 (Interleaved1F1B) " for pipeline-parallel plans only.
+  const std::string pp = r.pp_degree > 1 ? fmt::format("pp {} ({}) ", r.pp_degree, to_string(r.pp_schedule)) : "";
+  return fmt::format("{} {}tp {} dp {}, float8 {}, {}, loss parallel {}, AC {}, batch {}", r.plan, pp, r.tp_degree,
                      r.dp_shard, to_string(r.float8), r.async_tp ? "async TP" : "sync TP",
                      r.loss_parallel ? "on" : "off", ac_text(r.activation_checkpointing, r.ac_layers, r.n_layers),
                      r.local_batch_size);
@@ -90,16 +92,29 @@ std::string html_report(const HtmlReportInput& in) {
   const std::string chosen_name = in.plans[0].name == "winner" ? "the winner" : in.plans[0].name;
   o += html_breakdown_bars(in.plans);
   o += "<p class=\"note\">Compute plus the communication the compute stream waits for (exposed), per 1000 tokens "
-       "per GPU: step time x tp / (local batch x seq_len) x 1000, so that plans with different TP degrees and "
-       "batches compare. Overlapped communication costs nothing here.</p>\n";
+       "per GPU: step time x tp x pp / (local batch x seq_len / cp, x gradient accumulation steps) x 1000, so that "
+       "plans with different degrees and batches compare. Overlapped communication costs nothing here; a pipeline's "
+       "bubble is the rest of its step (its last rank's idle time).</p>\n";
   if (in.program && in.costs && in.timeline) {
     o += fmt::format("<h2>One block of {}, forward and backward</h2>\n", svg::escape(chosen_name));
     o += html_block_timeline(*in.program, *in.costs, *in.timeline);
     o += "<p class=\"note\">The same schedule as the Chrome trace (--trace): each box is one op instance on the "
          "stream that runs it.</p>\n";
   }
+  if (chosen.pipeline.pp > 1) {
+    o += fmt::format("<h2>The pipeline of {}: each pp rank's schedule</h2>\n", svg::escape(chosen_name));
+    o += html_pipeline_tables(chosen.pipeline);
+    o += html_pipeline_timeline(chosen.pipeline);
+    o += "<p class=\"note\">One pass of the schedule (one gradient accumulation step), as simulated: each box is "
+         "one action of torch's schedule on its rank (stage, kind, microbatch: 0F3 is stage 0's forward of "
+         "microbatch 3), hatched where the rank idles. The same timeline as --trace and tp-plan explain. A rank's step "
+         "ends after its passes (one per gradient accumulation step), its unhidden gradient reduction and the "
+         "optimizer.</p>\n";
+  }
   o += fmt::format("<h2>Memory per GPU at the peak ({})</h2>\n", svg::escape(chosen.memory.peak_phase));
   o += html_memory(chosen.memory);
+  if (chosen.pipeline.pp > 1)
+    o += "<p class=\"note\">Of the pp rank with the highest peak (each rank's is in the pipeline's table).</p>\n";
   o += "<p class=\"note\">Predicted by tptune's cost model (calibrate it with tp-plan calibrate), not measured."
        "</p>\n</body>\n</html>\n";
   return o;

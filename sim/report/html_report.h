@@ -10,6 +10,10 @@
 //   3. one block's forward and backward on the compute / TP / DP streams, from the same Timeline the Chrome trace
 //      (sim/report/trace.h) is written from (a steady-state instance: the middle layer);
 //   4. the memory breakdown of the chosen plan's peak against the GPU's capacity.
+// A pipeline-parallel plan (its StepReport::pipeline.pp > 1) adds, before the memory, the pipeline's figures (schedule,
+// stages, microbatches, bubble, P2P per microbatch, each rank's busy / idle / end and peak memory) and each pp rank's
+// schedule: a row per rank, a box per action of PipelineReport::timeline, idle time hatched. Its block timeline (3.)
+// is absent: the stages' costs come from a microbatch Program the report does not hold.
 
 #include <string>
 #include <vector>
@@ -66,6 +70,19 @@ std::string html_scatter(const std::vector<ReportPoint>& points, double memory_l
 std::string html_breakdown_bars(const std::vector<ReportPlan>& plans);
 std::string html_block_timeline(const Program& p, const OpCosts& costs, const Timeline& tl);
 std::string html_memory(const MemoryReport& m);
+// The pipeline's parts (tptune::Error when p.pp is 1): two <table>s (the figures; a row per rank, class "pp-rank") and
+// an <svg> of the schedule: per rank one background rect (class "pp-row"), one rect per action (class "pp-action",
+// coloured by kind, labelled "0F3" where wide enough, the tooltip naming stage and microbatch) and one per idle gap
+// (class "pp-idle"), on an axis of ms from the start of the pass.
+std::string html_pipeline_tables(const PipelineReport& p);
+std::string html_pipeline_timeline(const PipelineReport& p);
+// The end of the drawn pass in us: the schedule's pass or the latest action's end, whichever is later.
+double pipeline_pass_us(const PipelineReport& p);
+// A rank's idle gaps in [0, pipeline_pass_us): before its first action, between its actions, after its last.
+struct PipelineIdle {
+  double start_us = 0, end_us = 0;
+};
+std::vector<PipelineIdle> pipeline_idle_gaps(const PipelineReport& p, size_t rank);
 
 // The two reports the tools write. A search's: every lowered candidate, the winner (rescheduled for its timeline)
 // against its baselines (sim/report/search_report.h). A simulated plan's: the plan against the same two baselines.
@@ -77,9 +94,14 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
                         const CostParams& cost);
 std::string simulate_html(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost, const Program& p,
                           const OpCosts& costs, const Timeline& tl, const StepReport& report);
+// A PP plan's (report of simulate_pipeline()): the plan against the same baselines (without PP, on the whole cluster,
+// at the plan's tp), its pipeline section in place of the block timeline.
+std::string simulate_pipeline_html(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
+                                   const Plan& plan, const StepReport& report);
 
 // Milliseconds per 1000 tokens per GPU of a step report's total and each breakdown term (compute, exposed TP,
-// exposed DP), the unit of the bars.
+// exposed DP), the unit of the bars: ms x tp x pp / (gradient_accumulation_steps x local batch x seq_len / cp) x 1000,
+// the tokens per GPU of tokens_per_second_per_gpu (sim/simulate.h, sim/pipeline_step.h).
 double ms_per_1k_tokens(const StepReport& r, double ms);
 
 }  // namespace tptune

@@ -23,6 +23,34 @@ std::string blocks_text(int first, int count) {
 
 }  // namespace
 
+std::string_view pipeline_action_words(PipelineActionKind k) {
+  switch (k) {
+    case PipelineActionKind::F:
+      return "forward";
+    case PipelineActionKind::B:
+      return "backward";
+    case PipelineActionKind::I:
+      return "input gradient";
+    case PipelineActionKind::W:
+      return "weight gradient";
+  }
+  return "";
+}
+
+int pipeline_stage_rank(const PipelineReport& p, int stage) {
+  for (size_t k = 0; k < p.ranks.size(); ++k)
+    if (std::find(p.ranks[k].stages.begin(), p.ranks[k].stages.end(), stage) != p.ranks[k].stages.end())
+      return static_cast<int>(k);
+  return 0;
+}
+
+int pipeline_stage_first_block(const PipelineReport& p, int stage) {
+  int first = 0;
+  for (int s = 0; s < stage && s < static_cast<int>(p.stage_layers.size()); ++s)
+    first += p.stage_layers[static_cast<size_t>(s)];
+  return first;
+}
+
 std::string pipeline_explain_text(const StepReport& r, int width) {
   const PipelineReport& p = r.pipeline;
   width = std::max(width, 10);
@@ -32,19 +60,14 @@ std::string pipeline_explain_text(const StepReport& r, int width) {
                      to_string(p.schedule), p.pp, p.stages_per_rank, p.stages_per_rank == 1 ? "" : "s", p.microbatches,
                      p.microbatch_size, p.microbatch_size == 1 ? "" : "s"));
   const int stages = static_cast<int>(p.stage_layers.size());
-  int first = 0;
   for (int s = 0; s < stages; ++s) {
-    int rank = 0;
-    for (size_t k = 0; k < p.ranks.size(); ++k)
-      if (std::find(p.ranks[k].stages.begin(), p.ranks[k].stages.end(), s) != p.ranks[k].stages.end())
-        rank = static_cast<int>(k);
     std::vector<std::string> parts;
     if (s == 0) parts.push_back("tok_embeddings");
-    if (const std::string b = blocks_text(first, p.stage_layers[static_cast<size_t>(s)]); !b.empty())
+    if (const std::string b = blocks_text(pipeline_stage_first_block(p, s), p.stage_layers[static_cast<size_t>(s)]);
+        !b.empty())
       parts.push_back(b);
     if (s == stages - 1) parts.insert(parts.end(), {"norm", "output"});
-    append(fmt::format("  stage {} on pp rank {}: {}\n", s, rank, fmt::join(parts, ", ")));
-    first += p.stage_layers[static_cast<size_t>(s)];
+    append(fmt::format("  stage {} on pp rank {}: {}\n", s, pipeline_stage_rank(p, s), fmt::join(parts, ", ")));
   }
   const int64_t per_microbatch = 2 * static_cast<int64_t>(stages - 1);
   append(fmt::format(

@@ -18,6 +18,7 @@
 // that rank, '.' when the rank idles there (its bubble).
 
 #include <string>
+#include <string_view>
 
 #include "sim/simulate.h"
 
@@ -25,5 +26,12 @@ namespace tptune {
 
 // `r` a StepReport of simulate_pipeline() (r.pipeline.pp > 1); `width` columns for the drawing (>= 10).
 std::string pipeline_explain_text(const StepReport& r, int width = 100);
+
+// An action's kind in words: "forward", "backward", "input gradient", "weight gradient".
+std::string_view pipeline_action_words(PipelineActionKind k);
+// The pp rank that holds stage `stage` (PipelineRankReport::stages; 0 when none lists it).
+int pipeline_stage_rank(const PipelineReport& p, int stage);
+// The index of the stage's first block: the blocks of the stages before it.
+int pipeline_stage_first_block(const PipelineReport& p, int stage);
 
 }  // namespace tptune

@@ -10,6 +10,7 @@
 #include "plans/parameter_count.h"
 #include "plans/text_table.h"
 #include "plans/torchtitan_recipe.h"
+#include "sim/report/html_report.h"
 
 namespace tptune {
 
@@ -26,14 +27,11 @@ double exposed_fraction(const StepReport& r) {
   return r.step_time_ms > 0 ? (r.exposed_tp_comm_ms + r.exposed_dp_comm_ms) / r.step_time_ms : 0;
 }
 
-// Converts a step's milliseconds into milliseconds per 1000 tokens per GPU: a step moves local_batch x seq_len
-// tokens through each TP group of tp GPUs per microbatch, i.e. ga x local_batch x seq_len / tp tokens per GPU. Plans
-// with different TP degrees and local batches compare on this scale (its inverse is the throughput).
-double per_1k_tokens(const StepReport& s) {
-  const double tokens_per_gpu = static_cast<double>(s.gradient_accumulation_steps) *
-                                static_cast<double>(s.local_batch_size * s.seq_len) / std::max(1, s.tp_degree);
-  return tokens_per_gpu > 0 ? 1000.0 / tokens_per_gpu : 0;
-}
+// Multiplies a time in ms into ms per 1000 tokens per GPU: the tokens of the step per GPU are those
+// tokens_per_second_per_gpu counts (ga x local_batch x seq_len / cp over tp x pp GPUs; ms_per_1k_tokens of
+// html_report.h, which the report's bars use). Plans with different degrees and local batches compare on this scale
+// (its inverse is the throughput).
+double per_1k_tokens(const StepReport& s) { return ms_per_1k_tokens(s, 1.0); }
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 

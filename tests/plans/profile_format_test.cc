@@ -118,4 +118,37 @@ TEST_CASE("profile format: one-line errors naming the file and the key") {
   CHECK(require(p.ops[0].segment, doc, "ops[0].segment") == "block.fwd");
 }
 
+TEST_CASE("profile format: a pipeline's block reads back, and its bad members are one-line errors") {
+  Profile p = full_profile();
+  ProfilePipeline pl;
+  pl.pp = 2, pl.schedule = "1F1B", pl.microbatches = 2, pl.microbatch_size = 1;
+  pl.stages = {{0, 1, 0}, {1, 1, 1}};
+  pl.ranks = {{0, 30.0, 20.0, {{0, 0, "F", 0.0, 0.0, 10.0}, {0, 0, "B", 12.0, 3.0, 30.0}}},
+              {1, 28.0, 14.0, {{1, 0, "F", 0.0, 9.0, 14.0}, {1, 0, "B", 14.0, 0.0, 28.0}}}};
+  pl.p2p = {{0, 1, 4096, {2.5, 2.0, 2.0, 3.0, 3.0}, {2.0, 2.5, 3.0}}};
+  pl.not_timed = "the optimizer";
+  p.pipeline = pl;
+  const nlohmann::json good = profile_json(p);
+  CHECK(good["pipeline"]["ranks"][0]["actions"][1]["wait_us"] == 3.0);
+  const Profile back = parse_profile(good, "p.json");
+  REQUIRE(back.pipeline);
+  CHECK(back.pipeline->ranks[1].actions[0].kind == "F");
+  CHECK(back.pipeline->p2p[0].bytes == 4096);
+  CHECK(profile_json(back) == good);
+
+  auto err = [](const nlohmann::json& j) { return error_of([&] { parse_profile(j, "p.json"); }); };
+  nlohmann::json j = good;
+  j["pipeline"]["ranks"][0]["actions"][1]["kind"] = "X";
+  CHECK(err(j) == "p.json: pipeline.ranks[0].actions[1].kind: expected F, B, I or W, got 'X'");
+  j = good;
+  j["pipeline"]["ranks"][1]["end_us"] = -1;
+  CHECK(err(j) == "p.json: pipeline.ranks[1].end_us: expected a non-negative number, got -1");
+  j = good;
+  j["pipeline"]["pp"] = 0;
+  CHECK(err(j) == "p.json: pipeline.pp: expected an integer in 1..1048576, got 0");
+  j = good;
+  j["pipeline"]["p2p"][0].erase("time_us");
+  CHECK(err(j) == "p.json: pipeline.p2p[0].time_us: missing");
+}
+
 }  // namespace tptune

@@ -88,25 +88,109 @@ TEST_CASE("pipeline step: activations held as the schedule keeps microbatches in
   const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
   const CostParams& P = default_cost_params();
   const Model model = eight_blocks();
-  // One block's saved activations at microbatch 1.
+  // One block's saved activations and the logits at microbatch 1.
   Plan micro = pp_plan(PipelineScheduleKind::one_f_one_b, {2, 6});
   micro.local_batch_size = 1;
-  const double per_block = memory_parts(lower(model, kTraining, micro), P).saved_per_block;
-  REQUIRE(per_block > 0);
-  // 1F1B: rank r holds min(m, pp - r) microbatches: rank 0 2 of its 2 blocks, rank 1 1 of its 6.
+  const MemoryParts parts = memory_parts(lower(model, kTraining, micro), P);
+  const double pb = parts.saved_per_block, L = parts.logits;
+  REQUIRE(pb > 0);
+  // logits: 1 x 1024 tokens x vocab 1024 / tp 2 (loss parallel) x 2 bytes = 1 MiB.
+  REQUIRE(L == 1048576);
+  // One stage input or output (the p2p tensor): 1 x 512 tokens (sequence parallel) x 512 x 2 bytes = 512 KiB.
+  const double x = 524288;
+  // m = 4 microbatches. What each rank holds (torch's PipelineStage): a receive buffer per microbatch for the
+  // activation (stages > 0) and for the gradient (stages < last); per microbatch in flight its blocks' saved tensors
+  // (the first block's input of stage 1 is its receive buffer, counted once) and the stage output (fwd_cache, stage
+  // 0); kept to the step's end: the last stage's logits (output_chunks) and stage 1's input gradients (the receive
+  // buffers' .grad).
+  // 1F1B: rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3, 2 in flight at B0: 4x + 2 (2 pb + x) = 4 pb + 6x.
+  //       rank 1 runs F0 B0 F1 B1 ..., its peak at B3: 4x + (6 pb - x) + 4 L + 4x = 6 pb + 7x + 4 L.
   StepReport r = simulate_pipeline(model, kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {2, 6}), cluster, P);
   CHECK(r.pipeline.ranks[0].peak_activations == 2);
   CHECK(r.pipeline.ranks[1].peak_activations == 1);
-  CHECK(r.pipeline.ranks[0].activations == Approx(2 * 2 * per_block));
-  CHECK(r.pipeline.ranks[1].activations == Approx(1 * 6 * per_block));
+  CHECK(r.pipeline.ranks[0].activations == Approx(4 * pb + 6 * x));
+  CHECK(r.pipeline.ranks[1].activations == Approx(6 * pb + 7 * x + 4 * L));
   // GPipe: every rank holds all m = 4 forwards before its first backward.
+  //       rank 0 at B0: 4x + 4 (2 pb + x) = 8 pb + 8x.
+  //       rank 1 at B0: 4x + 4 (6 pb - x) + 4 L + x = 24 pb + x + 4 L (at B3 only 6 pb + 7x + 4 L).
   r = simulate_pipeline(model, kTraining, pp_plan(PipelineScheduleKind::gpipe, {2, 6}), cluster, P);
   CHECK(r.pipeline.ranks[0].peak_activations == 4);
-  CHECK(r.pipeline.ranks[0].activations == Approx(4 * 2 * per_block));
-  CHECK(r.pipeline.ranks[1].activations == Approx(4 * 6 * per_block));
+  CHECK(r.pipeline.ranks[0].activations == Approx(8 * pb + 8 * x));
+  CHECK(r.pipeline.ranks[1].activations == Approx(24 * pb + x + 4 * L));
   // The report's memory is the rank with the highest peak (rank 1: 24 blocks' worth and the head).
   CHECK(r.memory.peak == Approx(std::max(r.pipeline.ranks[0].peak_memory, r.pipeline.ranks[1].peak_memory)));
-  CHECK(r.memory.activations == Approx(4 * 6 * per_block));
+  CHECK(r.memory.activations == Approx(24 * pb + x + 4 * L));
+}
+
+TEST_CASE("pipeline step: a V schedule's adjacent stages on one rank have no receive buffers", "[pp][sim][memory]") {
+  // ZBVZeroBubble, pp 2, 2 stages per rank of 2 blocks each, m = 2, full AC (a block saves only its input, the p2p
+  // tensor x = 512 KiB). Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2, which pass tensors directly
+  // (set_local_fwd_input / set_local_bwd_input): receive buffers only from the other rank, m x = 2x each way.
+  // Per microbatch in flight: stage 0 2x + x (output), stages 1 and 2 2x - x + x, stage 3 2x - x; stage 3's F keeps
+  // its logits L, an I or B of stages > 0 keeps x (the input gradient). The walk's peak (held + fp32 gradients):
+  //   rank 0: 0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 ...: at 3I1, 3x + 3x + (x + L) + x - x + (x + L) + x = 9x + 2L with
+  //           g3 (at 0I0: 8x + 2L with g0 < g3: the head's 262,656 elements against the embedding's 262,144);
+  //           activations 2x + 2x + 9x + 2L = 13x + 2L.
+  //   rank 1: 1F0 2F0 1F1 2F1 2I0 2W0 1I0 ...: at 1I0, 8x + x - 2x + x = 8x with g1 + g2 (at 2I0 9x with g2 only, and
+  //           g1 = 2 blocks x 4 bytes x 1,180,672 = 9.4 MB > x); activations 2x + 2x + 8x = 12x (with buffers
+  //           between its own stages it would be 16x).
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  PlanToggles t{.tp_degree = 2,
+                .dp_shard = 2,
+                .loss_parallel = true,
+                .activation_checkpointing = ActivationCheckpointing::full,
+                .local_batch_size = 2};
+  t.pp_degree = 2;
+  t.pp_schedule = PipelineScheduleKind::zbv_zero_bubble;
+  t.pp_stages_per_rank = 2;
+  t.pp_split = {2, 2, 2, 2};
+  const Plan plan = test::make_plan("sequence_parallel", t);
+  Plan micro = plan;
+  micro.local_batch_size = 1;
+  const MemoryParts parts = memory_parts(lower(eight_blocks(), kTraining, micro), P);
+  const double x = 524288, L = parts.logits;
+  REQUIRE(parts.saved_per_block == x);
+  REQUIRE(L == 1048576);
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, plan, cluster, P);
+  REQUIRE(r.pipeline.ranks[0].stages == std::vector<int>{0, 3});
+  REQUIRE(r.pipeline.ranks[1].stages == std::vector<int>{1, 2});
+  CHECK(r.pipeline.ranks[0].activations == Approx(13 * x + 2 * L));
+  CHECK(r.pipeline.ranks[1].activations == Approx(12 * x));
+}
+
+TEST_CASE("pipeline step: a rank's gathered parameters and fp32 unsharded gradients", "[pp][sim][memory]") {
+  // Under PP torchtitan keeps the stage's parameters gathered (reshard_after_forward False) and the stage runs its
+  // backwards with requires_gradient_sync False: FSDP2's post_backward then upcasts each unsharded gradient to
+  // reduce_dtype fp32 (FSDPParam.to_accumulated_grad_if_needed) and accumulates into it until the last backward.
+  // The small model at tp 2: a block's local parameters are the linear weights (512 x 512 x 2 + 512 x 256 x 2 +
+  // 512 x 1024 x 3) / 2 = 1,179,648 and two norms of 512 = 1,180,672 elements; the embedding 1024 x 512 / 2 = 262,144.
+  // Split {6, 2}: rank 0 holds the embedding and 6 blocks, 2 microbatches in flight at B0 (1F1B), and ends with the
+  // highest peak, in a block's backward.
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const CostParams& P = default_cost_params();
+  const Model model = eight_blocks();
+  Plan micro = pp_plan(PipelineScheduleKind::one_f_one_b, {6, 2});
+  micro.local_batch_size = 1;
+  const MemoryParts parts = memory_parts(lower(model, kTraining, micro), P);
+  const double grads = 6 * 4 * 1180672.0 + 4 * 262144.0;  // 29,384,704 bytes, fp32
+  const StepReport bf16 =
+      simulate_pipeline(model, kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {6, 2}), cluster, P);
+  REQUIRE(bf16.memory.peak == Approx(bf16.pipeline.ranks[0].peak_memory));
+  CHECK(bf16.memory.peak_phase == "backward");
+  // bf16 copies: 6 x 1,180,672 x 2 + 262,144 x 2 = 14,692,352 bytes.
+  CHECK(bf16.memory.params_in_flight == Approx(14692352.0));
+  CHECK(bf16.memory.working_set == Approx(parts.ws_backward + grads));
+  // Float8 all-gather (tensorwise): the linear weights gathered in 1 byte: 6 x (1,179,648 + 1,024 x 2) + 524,288 =
+  // 7,614,464 bytes; the gradients stay fp32.
+  Plan f8 = pp_plan(PipelineScheduleKind::one_f_one_b, {6, 2});
+  f8.float8 = Float8Recipe::tensorwise;
+  micro.float8 = Float8Recipe::tensorwise;
+  const MemoryParts f8_parts = memory_parts(lower(model, kTraining, micro), P);
+  const StepReport f = simulate_pipeline(model, kTraining, f8, cluster, P);
+  REQUIRE(f.memory.peak == Approx(f.pipeline.ranks[0].peak_memory));
+  CHECK(f.memory.params_in_flight == Approx(7614464.0));
+  CHECK(f.memory.working_set == Approx(f8_parts.ws_backward + grads));
 }
 
 TEST_CASE("pipeline step: p2p of one activation over NVLink, throughput over tp x pp", "[pp][sim]") {

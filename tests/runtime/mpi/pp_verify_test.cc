@@ -2,7 +2,7 @@
 // (tp 1 at np 2, tp 2 at np 4) on a 4-block tiny Llama. Each rank runs its schedule's actions (torch's order,
 // sim/pipeline_schedule.h) on one Executor per microbatch, exchanging activations and gradients with its pp
 // neighbours; the loss and every gradient must equal the unsharded step of the whole batch. Every schedule torchtitan
-// offers passes; a wrong stage boundary fails.
+// offers passes; a wrong stage boundary or a dropped microbatch fails.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -15,52 +15,20 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/pipeline_verify.h"
 #include "sim/pipeline_schedule.h"
-#include "tests/runtime/mpi/mesh.h"
+#include "tests/runtime/mpi/pipeline_fixture.h"
 
 using namespace tptune;
-using test::Mesh;
-using test::world_size;
 
 namespace {
 
-constexpr int kPp = 2;
+using test::kPp;
 
 VerifyReport verify_pp(PipelineScheduleKind kind, PipelineFault fault = PipelineFault::none) {
-  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
-  cfg.model.n_layers = 4;
-  Plan base;
-  base.tp_degree = world_size() / kPp;
-  base.local_batch_size = 4;
-  base.loss_parallel = true;
-  Plan plan = preset_plan("sequence_parallel", base);
-  plan.pp_degree = kPp;
-  plan.pp_schedule = kind;
-  plan.pp_microbatch_size = 1;
-  Plan micro = plan;
-  micro.local_batch_size = 1;
-  micro.pp_degree = 1;
-  Plan ref = plan;
-  ref.tp_degree = 1;
-  ref.pp_degree = 1;
-  const PipelineSplit split = resolve_pipeline(cfg.model, plan);
-  const PipelineSchedule sched = build_schedule(kind, split.pp, split.stages_per_rank, split.microbatches);
-  Mesh mesh(plan.tp_degree);
-  PipelineRun run;
-  for (int s = 0; s < split.num_stages(); ++s)
-    run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
-  using K = PipelineStep::Kind;
-  for (const PipelineAction& a : sched.ranks.at(size_t(mesh.outer_rank)))
-    run.actions.push_back({a.stage, a.microbatch,
-                           a.kind == PipelineActionKind::F   ? K::forward
-                           : a.kind == PipelineActionKind::B ? K::backward
-                           : a.kind == PipelineActionKind::I ? K::input_grad
-                                                             : K::weight_grad});
-  run.pp_rank = mesh.outer_rank;
-  run.pp = mesh.outer;
-  run.microbatches = int(split.microbatches);
-  run.fault = fault;
-  CpuBackend be(mesh.tp), local;
-  return verify_pipeline(lower(cfg.model, cfg.training, micro), lower(cfg.model, cfg.training, ref), be, local, run, 7);
+  test::PipelineFixture f(kind);
+  f.run.fault = fault;
+  CpuBackend be(f.mesh.tp), local;
+  return verify_pipeline(lower(f.cfg.model, f.cfg.training, f.micro), lower(f.cfg.model, f.cfg.training, f.ref), be,
+                         local, f.run, 7);
 }
 
 }  // namespace
@@ -81,6 +49,19 @@ TEST_CASE("pp 2: every schedule torchtitan offers verifies", "[mpi][pp]") {
   for (PipelineScheduleKind kind : all_pipeline_schedule_kinds()) {
     INFO(to_string(kind));
     CHECK(verify_pp(kind).pass());
+  }
+}
+
+TEST_CASE("pp 2: a dropped microbatch fails", "[mpi][pp]") {
+  for (PipelineScheduleKind kind : {PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved_1f1b}) {
+    INFO(to_string(kind));
+    const VerifyReport r = verify_pp(kind, PipelineFault::dropped_microbatch);
+    CHECK_FALSE(r.pass());
+    CHECK_FALSE(r.loss_pass);  // the last microbatch's loss is never computed
+    // and its gradients are missing from the mean: the block weights of every stage are wrong
+    int wrong = 0;
+    for (const ParamCheck& c : r.params) wrong += c.pass ? 0 : 1;
+    CHECK(wrong >= 36);  // 4 blocks x 9 parameters at least
   }
 }
 
