@@ -123,11 +123,7 @@ PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& t
   PipelineProgramCosts p;
   p.stage_cluster = pipeline_stage_cluster(plan, cluster);
   // One microbatch of the whole model (see the header).
-  Plan micro = plan;
-  micro.local_batch_size = plan.pp_microbatch_size;
-  micro.gradient_accumulation_steps = 1;
-  micro.provenance["local_batch_size"] = plan_key_origin(plan, "pp_microbatch_size");
-  p.program = lower(model, training, micro);
+  p.program = lower(model, training, pipeline_microbatch_plan(plan));
   check_supported(p.program, p.stage_cluster);
   p.costs = cost_ops(p.program, p.stage_cluster, c);
   p.timeline = schedule(p.program, p.costs, c);

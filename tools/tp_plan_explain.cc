@@ -5,6 +5,7 @@
 
 #include "plans/config.h"
 #include "plans/error.h"
+#include "plans/pipeline_parallel.h"
 #include "plans/explain.h"
 #include "plans/lower.h"
 #include "plans/output_file.h"
@@ -54,10 +55,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
         const ClusterSpec cluster = resolve_cluster(cfg);
         const StepReport r =
             simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
-        Plan micro = plan;
-        micro.local_batch_size = plan.pp_microbatch_size;
-        micro.gradient_accumulation_steps = 1;
-        const Program micro_prog = lower(cfg.model, cfg.training, micro);
+        const Program micro_prog = lower(cfg.model, cfg.training, pipeline_microbatch_plan(plan));
         const PredictionTrust trust = prediction_trust(cluster.gpu);
         if (args->json != "-")
           fmt::print(

@@ -102,10 +102,12 @@ int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
 // column after tp; other reports read as before.
 bool cp_space(const ResolvedSpace& s) { return s.cp_degrees.size() > 1 || s.cp_degrees.front() != 1; }
 // Whether the space has pipeline candidates (search.pp_degrees): the tables then have a `pp` column first ("8 1F1B/2":
-// degree, schedule and microbatch size; "1" without PP); other reports read as before.
+// degree, schedule and microbatch size, and "x4" for 4 stages per rank when not the schedule's default; "1" without
+// PP); other reports read as before.
 std::string pp_cell(const Candidate& x) {
   if (x.pp_degree <= 1) return "1";
-  return fmt::format("{} {}/{}", x.pp_degree, to_string(x.pp_schedule), x.pp_microbatch_size);
+  return fmt::format("{} {}/{}{}", x.pp_degree, to_string(x.pp_schedule), x.pp_microbatch_size,
+                     x.pp_stages_per_rank > 0 ? fmt::format(" x{}", x.pp_stages_per_rank) : std::string());
 }
 // With search.gradient_accumulation the batch column is "local batch x gradient accumulation steps" ("2x8"); other
 // reports read as before.
@@ -386,6 +388,7 @@ nlohmann::json plan_summary_json(const Plan& p) {
     j["pp_degree"] = p.pp_degree;
     j["pp_schedule"] = std::string(to_string(p.pp_schedule));
     j["pp_microbatch_size"] = p.pp_microbatch_size;
+    if (p.pp_stages_per_rank > 0) j["pp_stages_per_rank"] = p.pp_stages_per_rank;  // 0: the schedule's default
   }
   if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;        // plans of a search over search.seq_lens: likewise
