@@ -5,10 +5,10 @@
 
 #include "plans/config.h"
 #include "plans/error.h"
-#include "plans/pipeline_parallel.h"
 #include "plans/explain.h"
 #include "plans/lower.h"
 #include "plans/output_file.h"
+#include "plans/pipeline_parallel.h"
 #include "sim/cluster_spec.h"
 #include "sim/pipeline_step.h"
 #include "sim/report/pipeline_explain_json.h"
