@@ -31,12 +31,6 @@ std::string_view kind_colour(PipelineActionKind k) {
   return "#bab0ac";
 }
 
-std::string bytes_text(double b) {
-  if (b >= kGiB) return fmt::format("{:.1f} GiB", b / kGiB);
-  if (b >= 1048576.0) return fmt::format("{:.1f} MiB", b / 1048576.0);
-  return fmt::format("{:.1f} KiB", b / 1024.0);
-}
-
 }  // namespace
 
 std::vector<PipelineIdle> pipeline_idle_gaps(const PipelineReport& p, size_t rank) {
@@ -75,8 +69,8 @@ std::string html_pipeline_tables(const PipelineReport& p) {
   row("schedule pass", fmt::format("{:.2f} ms", p.schedule_ms));
   row("bubble", fmt::format("{:.1f} % (mean idle fraction over ranks)", 100 * p.bubble_fraction));
   row("p2p per microbatch", fmt::format("{} transfers of {} ({} per pass), {:.1f} us each over {}", hops,
-                                        bytes_text(static_cast<double>(p.p2p_bytes)), hops * p.microbatches, p.p2p_us,
-                                        p.p2p_network ? "the network" : "NVLink"));
+                                        pipeline_bytes_text(static_cast<double>(p.p2p_bytes)), hops * p.microbatches,
+                                        p.p2p_us, p.p2p_network ? "the network" : "NVLink"));
   row("FSDP exposed",
       fmt::format("{:.2f} ms (first stage's all-gather, unhidden gradient reduction)", p.fsdp_exposed_ms));
   row("optimizer", fmt::format("{:.2f} ms (gradient norm and AdamW, once per step)", p.optimizer_ms));

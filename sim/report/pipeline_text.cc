@@ -7,13 +7,13 @@
 
 namespace tptune {
 
-namespace {
-
-std::string bytes_text(double b) {
+std::string pipeline_bytes_text(double b) {
   if (b >= 1073741824.0) return fmt::format("{:.1f} GiB", b / 1073741824.0);
   if (b >= 1048576.0) return fmt::format("{:.1f} MiB", b / 1048576.0);
   return fmt::format("{:.1f} KiB", b / 1024.0);
 }
+
+namespace {
 
 std::string blocks_text(int first, int count) {
   if (count == 0) return "";
@@ -73,8 +73,8 @@ std::string pipeline_explain_text(const StepReport& r, int width) {
   append(fmt::format(
       "  p2p per microbatch: the activation ({}) from each stage to the next, its gradient ({}) back on the pp group:\n"
       "    2 x (stages - 1) = {} transfers per microbatch, {} per schedule pass, each {:.1f} us over {}\n",
-      bytes_text(static_cast<double>(p.p2p_bytes)), bytes_text(static_cast<double>(p.p2p_bytes)), per_microbatch,
-      per_microbatch * p.microbatches, p.p2p_us, p.p2p_network ? "the network" : "NVLink"));
+      pipeline_bytes_text(static_cast<double>(p.p2p_bytes)), pipeline_bytes_text(static_cast<double>(p.p2p_bytes)),
+      per_microbatch, per_microbatch * p.microbatches, p.p2p_us, p.p2p_network ? "the network" : "NVLink"));
   const double pass_us = p.schedule_ms * 1e3;
   append(fmt::format(
       "  schedule (a column is 1/{} of the {:.2f} ms pass; F forward, B backward, I input gradient, W weight "

@@ -29,6 +29,8 @@ std::string pipeline_explain_text(const StepReport& r, int width = 100);
 
 // An action's kind in words: "forward", "backward", "input gradient", "weight gradient".
 std::string_view pipeline_action_words(PipelineActionKind k);
+// A size as the pipeline's reports print it: "512.0 KiB", "1.5 MiB", "2.0 GiB".
+std::string pipeline_bytes_text(double bytes);
 // The pp rank that holds stage `stage` (PipelineRankReport::stages; 0 when none lists it).
 int pipeline_stage_rank(const PipelineReport& p, int stage);
 // The index of the stage's first block: the blocks of the stages before it.
