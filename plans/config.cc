@@ -88,7 +88,8 @@ Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesyst
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec))
     doc.fail_msg(n["hf_config"], "model.hf_config",
-                 fmt::format("cannot open '{}' (a transformers config.json, relative to this file)", file.string()));
+                 fmt::format("cannot open '{}' (a transformers config.json, relative to this file)",
+                             yaml::shown(file.string(), 200)));
   Model m = load_hf_config(file.string());
   if (has(n, "name")) m.name = doc.string(n["name"], "model.name");
   return m;
