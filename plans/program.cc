@@ -18,8 +18,8 @@ static_assert(std::size(kPhaseNames) == enum_count(Phase::optimizer));
 std::string_view to_string(Phase p) { return name_of(kPhaseNames, p); }
 
 // Group's enumerators, in declaration order.
-constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate", "cp"};
-static_assert(std::size(kGroupNames) == enum_count(Group::cp));
+constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate", "cp", "pp"};
+static_assert(std::size(kGroupNames) == enum_count(Group::pp));
 
 std::string_view to_string(Group g) { return name_of(kGroupNames, g); }
 
@@ -68,7 +68,7 @@ bool is_per_layer_segment(const Segment& s) { return s.repeat > 1 || is_block(s.
 
 int segment_instances(const Program& p, const Segment& s) {
   if (!is_per_layer_segment(s)) return 1;
-  return s.layer_count > 0 ? s.layer_count : static_cast<int>(p.model.n_layers);
+  return s.layer_count > 0 ? s.layer_count : p.layer_count();
 }
 
 int instance_layer(const Program& p, const Segment& s, int i) {
@@ -86,7 +86,7 @@ int layer_instance(const Program& p, const Segment& s, int layer) {
 
 FlatProgram expand(const Program& p) {
   FlatProgram flat;
-  const int L = static_cast<int>(p.model.n_layers);
+  const int first = p.first_layer(), L = p.layer_count();
   // Flat id of (template tensor, layer); layer -1 for global tensors.
   std::map<std::pair<TensorId, int>, int> id;
   auto add_tensor = [&](TensorId t, int layer) {
@@ -106,16 +106,15 @@ FlatProgram expand(const Program& p) {
   // Per-layer tensors; chain inputs alias the previous layer's output (or the source).
   for (TensorId t = 0; t < static_cast<TensorId>(p.tensors.size()); ++t) {
     if (!p.tensor(t).per_layer || chain_in.count(t)) continue;
-    for (int l = 0; l < L; ++l) add_tensor(t, l);
+    for (int l = first; l < first + L; ++l) add_tensor(t, l);
   }
   for (const auto& c : p.chains) {
     for (int i = 0; i < L; ++i) {
-      int l = c.reverse ? L - 1 - i : i;
+      int l = first + (c.reverse ? L - 1 - i : i);
       int prev = c.reverse ? l + 1 : l - 1;
       id[{c.in, l}] = i == 0 ? id.at({c.source, -1}) : id.at({c.out, prev});
     }
-    int last = c.reverse ? 0 : L - 1;
-    id[{c.sink, -1}] = id.at({c.out, last});
+    id[{c.sink, -1}] = L == 0 ? id.at({c.source, -1}) : id.at({c.out, c.reverse ? first : first + L - 1});
   }
 
   std::vector<int> last_writer(flat.tensors.size(), -1);

@@ -218,8 +218,10 @@ struct CastFp8Op {
 // tp: the TP group (consecutive ranks). dp: FSDP's shard group (dp_shard x cp ranks, stride tp: torchtitan flattens
 // dp_shard and cp into FSDP's mesh). dp_replicate: HSDP's replicate group (dp_replicate ranks, stride tp x dp_shard x
 // cp), which all-reduces the reduce-scattered gradient shards. cp: the context-parallel group (cp ranks, stride tp),
-// which passes the key/value shards of ring attention (plans/context_parallel.h).
-enum class Group { tp, dp, dp_replicate, cp };
+// which passes the key/value shards of ring attention (plans/context_parallel.h). pp: the pipeline group (pp ranks,
+// stride world / pp: the mesh's outermost dim), which passes activations and their gradients between the stage
+// Programs (plans/pipeline_stage.h) and all-reduces the gradient norm over the stages.
+enum class Group { tp, dp, dp_replicate, cp, pp };
 std::string_view to_string(Group g);
 enum class ReduceOp { sum, max };
 
@@ -227,6 +229,10 @@ enum class ReduceOp { sum, max };
 // gather_dim / scatter_dim are normalized dims of the local tensors (all-gather concatenates rank slices along
 // gather_dim; reduce-scatter leaves rank r with slice r of scatter_dim).
 // Async TP ring steps (p2p, ring_step >= 1): see ChunkRef.
+// Pipeline transfers (p2p on Group::pp, plans/pipeline_stage.h) go one way: a send reads {x} and writes nothing, a
+// receive reads nothing and writes {y}; `peer` is the pp rank on the other side and `peer_stage` its stage (the
+// stage that sends what a receive gets, or that receives what a send gives). Their `bytes` are this rank's local
+// tensor: each tp rank sends its own shard to the same tp rank of the next stage, as torch's PipelineStage does.
 struct CollectiveOp {
   CollectiveKind kind = CollectiveKind::all_reduce;
   Group group = Group::tp;
@@ -234,6 +240,7 @@ struct CollectiveOp {
   DType dtype = DType::bf16;
   int64_t bytes = 0;
   int gather_dim = -1, scatter_dim = -1;
+  int peer = -1, peer_stage = -1;
 };
 
 // Async TP (micro-pipelined) chunks, along the token dim (dim 1 of (b, s, h), in chunks of s/tp), on rank r.
@@ -303,6 +310,16 @@ struct Program {
   // Context parallelism (Plan::cp_degree): the Program is one cp rank's, holding seq_len / cp tokens of each sequence
   // (training.seq_len stays the whole sequence's length).
   int cp = 1;
+  // Pipeline parallelism: the stage this Program is (plans/pipeline_stage.h) and the blocks it holds, layers
+  // first_layer .. first_layer + layer_count - 1 by their global numbers. A Program of the whole model (what lower()
+  // returns) is stage -1 of 1 and holds every block (layer_count -1).
+  struct Stage {
+    int index = -1;
+    int count = 1;
+    int first_layer = 0;
+    int layer_count = -1;
+  };
+  Stage stage;
   // Tensors live in a deque: appending never moves the existing ones, so a `const TensorDesc&` taken before the
   // lowering adds a tensor stays valid after it (holding such references across appends once read freed memory
   // and changed predictions). Index with TensorId; never erase or insert in the middle.
@@ -317,11 +334,14 @@ struct Program {
   int64_t local_seq_len() const { return training.seq_len / cp; }
   // Tokens this rank computes per microbatch: local_batch_size x seq_len / cp (a TP group shares them).
   int64_t tokens_per_rank() const { return training.local_batch_size * local_seq_len(); }
+  // The blocks the Program holds: stage.first_layer and stage.layer_count, or 0 and model.n_layers for the whole model.
+  int first_layer() const { return stage.layer_count < 0 ? 0 : stage.first_layer; }
+  int layer_count() const { return stage.layer_count < 0 ? static_cast<int>(model.n_layers) : stage.layer_count; }
 };
 
 // expand()'s rule: a segment is instantiated once per layer when it repeats or is a block segment.
 bool is_per_layer_segment(const Segment& s);
-// Instances of a segment: its layers (layer_count, or n_layers) for per-layer segments, else 1.
+// Instances of a segment: its layers (layer_count, or the Program's layer_count()) for per-layer segments, else 1.
 int segment_instances(const Program& p, const Segment& s);
 // The layer of instance `i` of segment `s`: first_layer + i, or counting down from its last layer when reverse
 // (-1 outside per-layer segments).
@@ -347,8 +367,9 @@ struct FlatProgram {
   std::vector<FlatTensor> tensors;
   std::vector<FlatOp> ops;
 };
-// Instantiates every layer. Layer chains alias tensors across layers; other per-layer tensors get one flat tensor
-// per layer; global tensors one each.
+// Instantiates every layer the Program holds (Program::first_layer() .. + layer_count()). Layer chains alias tensors
+// across layers (a chain over no layer makes its sink its source); other per-layer tensors get one flat tensor per
+// layer; global tensors one each.
 FlatProgram expand(const Program& p);
 
 // The full FQN of a layer-relative name in layer `layer` ("layers.3." + name); `name` itself when layer < 0.

@@ -19,7 +19,7 @@
 //   even; float8 values must be representable, as fp8_cast writes them).
 // - Compute calls are stream-ordered: they may return before the work is done; `synchronize` waits for all of it.
 //   On CPU they are plain synchronous calls.
-// - Collectives run on a Group (the TP group or the DP group) and are non-blocking: they return a Request that
+// - Collectives run on a Group (the TP, DP, CP or pipeline group) and are non-blocking: they return a Request that
 //   completes later; the executor calls `wait` before it reads the output or reuses the input. All ranks of a group
 //   must issue the group's collectives in the same order (they do: every rank runs the same Program). Layouts are
 //   rank-major (what MPI and NCCL do): all_gather writes rank i's `n` elements at out + i*n; reduce_scatter leaves
@@ -235,6 +235,14 @@ class Backend {
   virtual RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) = 0;
   // Send `n` elements to group rank `dst` and receive `n` from group rank `src` (a ring step).
   virtual RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) = 0;
+  // One way (a pipeline stage's transfer, plans/pipeline_stage.h): send `n` elements to group rank `dst`, or receive
+  // `n` from group rank `src`, the two sides matched by `tag` (0 <= tag <= max_p2p_tag()): a send and a receive pair
+  // when their peers and tags agree, whatever else is in flight between the two ranks. The peer may be this rank
+  // itself (a local copy, once both sides are issued). The send's buffer must not change until it completes.
+  virtual RequestPtr send(Group g, DevPtr data, int dst, int64_t n, int tag) = 0;
+  virtual RequestPtr recv(Group g, DevPtr data, int src, int64_t n, int tag) = 0;
+  // The largest tag send() and recv() take.
+  virtual int max_p2p_tag() const = 0;
 
   // --- time ---
   virtual std::unique_ptr<Timer> make_timer() = 0;

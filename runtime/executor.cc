@@ -81,9 +81,10 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
     if (has_master(d, st)) masters_[t] = be_.alloc(numel(d.local_shape), Storage::f32);
   }
   scratch_.resize(flat_.ops.size());
-  loss_ = flat_of(program_.loss, -1);
-  tokens_ = flat_of(program_.tokens, -1);
-  targets_ = flat_of(program_.targets, -1);
+  // A pipeline stage holds the tokens (the first), the targets and the loss (the last) only where it uses them.
+  loss_ = program_.loss < 0 ? -1 : flat_of(program_.loss, -1);
+  tokens_ = program_.tokens < 0 ? -1 : flat_of(program_.tokens, -1);
+  targets_ = program_.targets < 0 ? -1 : flat_of(program_.targets, -1);
 }
 
 const TensorDesc& Executor::desc(int flat_tensor) const {
@@ -215,7 +216,7 @@ void Executor::run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& 
   for (size_t i = 0; i < flat_.ops.size(); ++i) {
     if (keep(static_cast<int>(i))) run_in_turn(static_cast<int>(i), timer.get(), on_op);
   }
-  complete_all();
+  complete_all_but_sends();
   be_.synchronize();
 }
 
@@ -284,6 +285,14 @@ void Executor::complete_all() {
   while (!pending_.empty()) complete(0);
 }
 
+void Executor::complete_all_but_sends() {
+  for (size_t k = 0; k < pending_.size();)
+    if (pending_[k].transfer_send)
+      ++k;
+    else
+      complete(k);
+}
+
 std::vector<float> Executor::read(int t) const {
   const Buffer& b = buffers_.at(size_t(t));
   std::vector<float> v(static_cast<size_t>(b.numel()));
@@ -337,6 +346,9 @@ std::vector<Executor::Param> Executor::parameters() const {
   return out;
 }
 
-float Executor::loss() const { return read(loss_).at(0); }
+float Executor::loss() const {
+  if (loss_ < 0) throw Error("executor: the Program computes no loss (a pipeline stage other than the last)");
+  return read(loss_).at(0);
+}
 
 }  // namespace tptune

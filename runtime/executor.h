@@ -20,6 +20,13 @@
 // and cross-entropy: rank * vocab_local), the rope position offset (rank * local seq when the input is S(1)),
 // norm eps and rope theta from the Model.
 //
+// Pipeline stage Programs (plans/pipeline_stage.h) transfer on the backend's pipeline group: a pp.recv_* op receives
+// from its peer's pp rank, a pp.send_* op sends there, one way each, tagged by (sending stage, microbatch, activation
+// or gradient) so that every transfer meets its own. A send is never waited for where it is issued, nor at the end of
+// run_ops(): it completes when a later op would overwrite what it sends, or at wait_transfers() (torch's PipelineStage
+// likewise leaves its sends in flight and waits for them later), so that two ranks that send to each other before
+// receiving cannot deadlock whatever MPI's protocol for the message size.
+//
 // Context parallelism (Program::cp > 1, plans/context_parallel.h) on the backend's CP group: the tokens and targets
 // are this cp rank's rows of the seeded full batch (runtime/cp_layout.h: head and tail chunks under load balancing,
 // else one contiguous run), rope uses those rows' global positions, and the ring ops run as the rank's steps of
@@ -49,6 +56,9 @@ struct ExecutorOptions {
   // shapes) on a backend whose TP group is this process alone, and skip every collective (their outputs keep what
   // they held: the values are not meaningful, the compute times are). 0: off.
   int local_shapes_of_tp = 0;
+  // A pipeline stage's Program (plans/pipeline_stage.h): the microbatch this Executor runs, which tells its transfers
+  // apart from the other microbatches' (their tags).
+  int pp_microbatch = 0;
 };
 
 // What the Executor's constructor allocates for `program` on a backend with `storage_for` (Backend::storage_for),
@@ -79,10 +89,12 @@ class Executor {
   void step(const OpTimeFn& on_op = nullptr);
 
   // Runs the flat ops `keep` selects, in order and as step() runs them (collectives overlapping), then completes
-  // every collective: one stage's forward or backward of one microbatch under pipeline parallelism
-  // (runtime/pipeline_run.h). No op is skipped for its phase: the caller selects. With `on_op`, one at a time and
-  // timed, as step() with on_op.
+  // every collective but the pipeline's sends: one stage's forward or backward of one microbatch under pipeline
+  // parallelism (runtime/pipeline_run.h). No op is skipped for its phase: the caller selects. With `on_op`, one at a
+  // time and timed, as step() with on_op.
   void run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& on_op = nullptr);
+  // Waits for the pipeline sends still in flight (see above).
+  void wait_transfers() { complete_all(); }
   // The segment a flat op belongs to.
   SegmentKind segment_of(int op) const;
   // Flat id of the Program's tensor `t` in layer `layer` (-1: a global tensor); tptune::Error when there is none
@@ -126,6 +138,7 @@ class Executor {
     std::vector<Region> reads, writes;
     std::function<void()> finish;  // unpacks staged data once the request completed
     int op = -1;                   // the flat op that issued it, named when its wait fails (watchdog timeout)
+    bool transfer_send = false;    // a pipeline send: left in flight by run_ops() (see above)
   };
 
   // executor.cc
@@ -137,6 +150,8 @@ class Executor {
   void wait_conflicts(const std::vector<Region>& reads, const std::vector<Region>& writes);
   void complete(size_t pending_index);
   void complete_all();
+  // complete_all() but for the pipeline sends.
+  void complete_all_but_sends();
   // Waits for `p`'s request; an error (a watchdog timeout) is rethrown naming the op: "<op name>: <what>".
   void wait_request(Pending& p);
   void run_op(int index, bool eager);
@@ -157,6 +172,7 @@ class Executor {
   void issue_collective(int index, bool eager);
   void issue_p2p(int index, const CollectiveOp& c, bool eager);
   void issue_cp_p2p(int index, const CollectiveOp& c, bool eager);
+  void issue_pp_transfer(int index, const CollectiveOp& c, bool eager);
   void issue_fsdp(int index, const CollectiveOp& c, bool eager);
   void finish_or_queue(Pending p, bool eager);
 

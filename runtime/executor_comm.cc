@@ -39,6 +39,7 @@ int normalized(int d, const Shape& s) { return d < 0 ? d + static_cast<int>(s.si
 void Executor::issue_collective(int index, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   const CollectiveOp& c = std::get<CollectiveOp>(op.op->kind);
+  if (c.kind == CollectiveKind::p2p && c.group == Group::pp) return issue_pp_transfer(index, c, eager);
   if (c.kind == CollectiveKind::p2p)
     return c.group == Group::cp ? issue_cp_p2p(index, c, eager) : issue_p2p(index, c, eager);
   const bool fsdp_gather = c.kind == CollectiveKind::all_gather && op.inputs.empty();
@@ -147,6 +148,39 @@ void Executor::issue_cp_p2p(int index, const CollectiveOp& c, bool eager) {
   wait_conflicts(p.reads, p.writes);
   const int size = be_.group_size(c.group), rank = be_.group_rank(c.group);
   p.request = be_.send_recv(c.group, ptr(in), (rank + 1) % size, ptr(out), (rank + size - 1) % size, n);
+  finish_or_queue(std::move(p), eager);
+}
+
+// A pipeline stage's transfer (plans/pipeline_stage.h): one way to or from the peer's pp rank. The tag names the
+// message: (sending stage, microbatch, activation or gradient), the same on both sides.
+void Executor::issue_pp_transfer(int index, const CollectiveOp& c, bool eager) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  const bool send = op.outputs.empty();
+  if (op.inputs.size() + op.outputs.size() != 1)
+    fail(op, "a pipeline transfer sends one tensor or receives one, not both");
+  const Program::Stage& st = program_.stage;
+  if (st.index < 0 || c.peer_stage < 0 || c.peer_stage >= st.count || c.peer < 0 || c.peer >= be_.group_size(Group::pp))
+    fail(op, fmt::format("a pipeline transfer of stage {} of {} to stage {} on pp rank {}, with a pipeline group of {}",
+                         st.index, st.count, c.peer_stage, c.peer, be_.group_size(Group::pp)));
+  const int sender = send ? st.index : c.peer_stage;
+  const int64_t tag64 =
+      (int64_t{options_.pp_microbatch} * st.count + sender) * 2 + (op.op->phase == Phase::forward ? 0 : 1);
+  if (options_.pp_microbatch < 0 || tag64 > be_.max_p2p_tag())
+    fail(op, fmt::format("microbatch {} of {} stages needs transfer tag {}, above the backend's {}",
+                         options_.pp_microbatch, st.count, tag64, be_.max_p2p_tag()));
+  const int t = send ? op.inputs[0] : op.outputs[0];
+  const int64_t n = numel(desc(t).local_shape);
+  Pending p;
+  p.op = index;
+  (send ? p.reads : p.writes).push_back({t, -1});
+  wait_conflicts(p.reads, p.writes);
+  if (send) {
+    p.request = be_.send(Group::pp, ptr(t), c.peer, n, static_cast<int>(tag64));
+    p.transfer_send = true;
+    pending_.push_back(std::move(p));  // never waited for here (see executor.h)
+    return;
+  }
+  p.request = be_.recv(Group::pp, ptr(t), c.peer, n, static_cast<int>(tag64));
   finish_or_queue(std::move(p), eager);
 }
 

@@ -54,7 +54,7 @@ Profile profile_pipeline(const Program& microbatch, Backend& backend, const Pipe
     pipe.reduce_gradients();
     step_done();
   }
-  const FlatProgram& flat = pipe.microbatch(0).flat();
+  const FlatProgram& flat = pipe.microbatch_flat();
   const size_t n_ops = flat.ops.size();
 
   // Op times: serialized steps.
@@ -99,11 +99,7 @@ Profile profile_pipeline(const Program& microbatch, Backend& backend, const Pipe
   // P2P between neighbouring pp ranks (in stage order: stage s's rank sends to stage s+1's).
   int pp = 1;
   check_mpi(MPI_Comm_size(run.pp, &pp), "Comm_size");
-  const int64_t act_elements = [&] {
-    for (const LayerChain& c : microbatch.chains)
-      if (!c.reverse && c.out >= 0) return numel(microbatch.tensor(c.out).local_shape);
-    throw Error("pipeline profile: the Program has no forward layer chain");
-  }();
+  const int64_t act_elements = numel(pipeline_boundary_tensor(microbatch).local_shape);
   std::vector<ProfileP2P> p2p;
   for (int from = 0; from + 1 < pp; ++from) {
     const int to = from + 1;
@@ -135,7 +131,8 @@ Profile profile_pipeline(const Program& microbatch, Backend& backend, const Pipe
   double loss = 0;
   const int last = run.stages.back().rank;
   if (last == run.pp_rank)
-    for (int m = 0; m < pipe.microbatches(); ++m) loss += pipe.microbatch(m).loss() / pipe.microbatches();
+    for (int m = 0; m < pipe.microbatches(); ++m)
+      loss += pipe.executor(int(run.stages.size()) - 1, m)->loss() / pipe.microbatches();
   check_mpi(MPI_Bcast(&loss, 1, MPI_DOUBLE, last, run.pp), "Bcast");
 
   // Each rank's actions (stage, microbatch, kind, start, wait, end) to pp rank 0, then to every rank.
@@ -187,12 +184,14 @@ Profile profile_pipeline(const Program& microbatch, Backend& backend, const Pipe
   pl.p2p = std::move(p2p);
   pl.not_timed =
       "the optimizer phase: its compute (AdamW) is not run under the pipeline (each microbatch's Executor holds "
-      "its own weights), and its collectives run inside the gradient reduction, which the step wall includes";
+      "its own weights), and its collectives run inside the gradient reduction, which the step wall includes; the "
+      "stages' transfers: a receive is the action's wait, a send is issued and completes at the step's end";
   prof.pipeline = std::move(pl);
 
   prof.ops.reserve(n_ops);
   for (size_t i = 0; i < n_ops; ++i) {
-    prof.ops.push_back(profile_op_record(pipe.microbatch(0), i, backend, 0, ran[i] ? &samples[i] : nullptr));
+    prof.ops.push_back(
+        profile_op_record(pipe.microbatch_program(), flat, i, backend, 0, ran[i] ? &samples[i] : nullptr));
   }
   return prof;
 }

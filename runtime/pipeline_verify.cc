@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <map>
 
 #include "plans/error.h"
 #include "runtime/executor.h"
@@ -19,10 +18,12 @@ void check_mpi(int rc, const char* what) {
 
 // A ParamCheck from its owner to every rank of the pp group.
 void broadcast(ParamCheck& c, int root, MPI_Comm pp) {
-  double v[6] = {c.ref_max, c.max_abs_err, c.max_rel_err, c.rel_l2_err, c.pass ? 1.0 : 0.0, double(c.problem.size())};
-  check_mpi(MPI_Bcast(v, 6, MPI_DOUBLE, root, pp), "Bcast");
+  double v[7] = {c.ref_max,          c.max_abs_err,       c.max_rel_err,           c.rel_l2_err,
+                 c.pass ? 1.0 : 0.0, double(c.shard_dim), double(c.problem.size())};
+  check_mpi(MPI_Bcast(v, 7, MPI_DOUBLE, root, pp), "Bcast");
   c.ref_max = v[0], c.max_abs_err = v[1], c.max_rel_err = v[2], c.rel_l2_err = v[3], c.pass = v[4] != 0;
-  c.problem.resize(size_t(v[5]));
+  c.shard_dim = int(v[5]);
+  c.problem.resize(size_t(v[6]));
   if (!c.problem.empty()) check_mpi(MPI_Bcast(c.problem.data(), int(c.problem.size()), MPI_CHAR, root, pp), "Bcast");
 }
 
@@ -45,18 +46,20 @@ VerifyReport verify_pipeline(const Program& microbatch, const Program& reference
   ref.init(seed);
   ref.step();
   PipelineExecution pipe(microbatch, backend, run, seed);
+  const int S = int(run.stages.size());
   for (int m = 0; m < M; ++m) {
-    Executor& e = pipe.microbatch(m);
-    // Microbatch m is rows [m mb, (m+1) mb) of the reference's batch (torch's schedules split the batch in order).
-    for (TensorId t : {microbatch.tokens, microbatch.targets}) {
-      const std::vector<float> all =
-          ref.read(ref.flat_tensor(t == microbatch.tokens ? reference.tokens : reference.targets));
-      e.write(e.flat_tensor(t), std::vector<float>(all.begin() + m * mb * seq, all.begin() + (m + 1) * mb * seq));
+    // Microbatch m is rows [m mb, (m+1) mb) of the reference's batch (torch's schedules split the batch in order):
+    // its tokens on the first stage, its targets on the last.
+    for (bool tokens : {true, false}) {
+      Executor* e = pipe.executor(tokens ? 0 : S - 1, m);
+      if (!e) continue;
+      const std::vector<float> all = ref.read(ref.flat_tensor(tokens ? reference.tokens : reference.targets));
+      e->write(e->flat_tensor(tokens ? e->program().tokens : e->program().targets),
+               std::vector<float>(all.begin() + m * mb * seq, all.begin() + (m + 1) * mb * seq));
     }
   }
   pipe.run_schedule();
   pipe.reduce_gradients();
-  Executor& first = pipe.microbatch(0);
 
   VerifyReport r;
   r.tp = tp;
@@ -68,7 +71,7 @@ VerifyReport verify_pipeline(const Program& microbatch, const Program& reference
     double loss = 0;
     const int last = run.stages.back().rank;
     if (last == run.pp_rank)
-      for (int m = 0; m < M; ++m) loss += pipe.microbatch(m).loss() / M;
+      for (int m = 0; m < M; ++m) loss += pipe.executor(S - 1, m)->loss() / M;
     check_mpi(MPI_Bcast(&loss, 1, MPI_DOUBLE, last, run.pp), "Bcast");
     r.loss = loss;
     r.reference_loss = ref.loss();
@@ -76,23 +79,25 @@ VerifyReport verify_pipeline(const Program& microbatch, const Program& reference
     r.loss_tolerance = {"rel", loss_tolerance(storage)};
     r.loss_pass = std::isfinite(r.loss) && r.loss_rel_err <= r.loss_tolerance.value;
   }
-  std::map<std::string, Executor::Param> ref_params;
-  for (const auto& p : ref.parameters()) ref_params[p.name] = p;
-  for (const Executor::Param& p : first.parameters()) {
+  // Every parameter of the model, compared on the rank of the stage that owns it (its microbatch 0 Executor holds the
+  // mean gradient); a parameter the stage's Program lacks (a wrong boundary) has no gradient to compare.
+  for (const Executor::Param& rp : ref.parameters()) {
     ParamCheck c;
-    c.name = p.name;
+    c.name = rp.name;
     c.tolerance = gradient_tolerance(storage);
-    const TensorDesc& d = first.desc(p.value);
-    c.shape = d.global_shape;
-    c.shard_dim = d.param_shard_dim;
-    const int owner = pipe.owner_of(p.name);
+    c.shape = ref.desc(rp.value).global_shape;
+    const int stage = pipe.stage_of(rp.name);
+    const int owner = run.stages[size_t(stage)].rank;
     if (owner == run.pp_rank) {
-      auto it = ref_params.find(p.name);
-      if (p.grad < 0 || it == ref_params.end() || it->second.grad < 0)
-        c.problem = "no gradient to compare";
+      Executor& e = *pipe.executor(stage, 0);
+      const Executor::Param* p = nullptr;
+      for (const Executor::Param& q : e.parameters())
+        if (q.name == rp.name) p = &q;
+      if (p) c.shard_dim = e.desc(p->value).param_shard_dim;
+      if (!p || p->grad < 0 || rp.grad < 0)
+        c.problem = fmt::format("no gradient to compare (stage {} computes none)", stage);
       else
-        compare_gradient(c, gather_group(backend, Group::tp, first.read(p.grad), p.name), 1, tp,
-                         ref.read(it->second.grad));
+        compare_gradient(c, gather_group(backend, Group::tp, e.read(p->grad), rp.name), 1, tp, ref.read(rp.grad));
     }
     broadcast(c, owner, run.pp);
     r.params.push_back(std::move(c));

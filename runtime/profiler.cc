@@ -67,8 +67,11 @@ nlohmann::json environment_json(Backend& backend) {
 
 ProfileOp profile_op_record(const Executor& ex, size_t i, Backend& backend, int local_shapes_of_tp,
                             const std::vector<double>* samples) {
-  const FlatProgram& flat = ex.flat();
-  const Program& program = ex.program();
+  return profile_op_record(ex.program(), ex.flat(), i, backend, local_shapes_of_tp, samples);
+}
+
+ProfileOp profile_op_record(const Program& program, const FlatProgram& flat, size_t i, Backend& backend,
+                            int local_shapes_of_tp, const std::vector<double>* samples) {
   const FlatOp& f = flat.ops[i];
   const Op& op = *f.op;
   ProfileOp rec;

@@ -57,6 +57,9 @@ TimeSummary time_summary(const OpTiming& t);
 // mode's tp for the collectives' group size), and the summary of its `samples` (nullptr: "measured": false).
 ProfileOp profile_op_record(const Executor& ex, size_t flat_op, Backend& backend, int local_shapes_of_tp,
                             const std::vector<double>* samples);
+// The same of `program`'s flat ops (expand(program), whose ops point into `program`).
+ProfileOp profile_op_record(const Program& program, const FlatProgram& flat, size_t flat_op, Backend& backend,
+                            int local_shapes_of_tp, const std::vector<double>* samples);
 
 // The "environment" block every Profile and bench JSON starts with (backend, device, threads_per_rank, ranks,
 // cores (the machine's hardware threads: ranks beyond them share cores), libraries, git_hash, build_type).

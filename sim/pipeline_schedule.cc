@@ -11,6 +11,7 @@
 #include "plans/enum_names.h"
 #include "plans/error.h"
 #include "plans/limits.h"
+#include "plans/pipeline_stage.h"
 
 namespace tptune {
 
@@ -264,8 +265,7 @@ std::string to_string(const PipelineAction& a) {
 }
 
 int PipelineSchedule::rank_of_stage(int stage) const {
-  if (stage_placement(kind) == StagePlacement::v && stage >= pp) return num_stages() - 1 - stage;
-  return stage % pp;
+  return pipeline_stage_rank(stage_placement(kind), pp, num_stages(), stage);
 }
 
 std::vector<int> PipelineSchedule::stages_of_rank(int rank) const {

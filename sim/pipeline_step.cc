@@ -8,6 +8,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "plans/pipeline_parallel.h"
+#include "plans/pipeline_stage.h"
 #include "sim/comm_cost.h"
 #include "sim/pipeline_schedule.h"
 
@@ -215,6 +216,11 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
         case SegmentKind::optimizer:
           optimizer_segment_us += is.span_us;
           break;
+        case SegmentKind::pp_recv_fwd:
+        case SegmentKind::pp_send_fwd:
+        case SegmentKind::pp_recv_bwd:
+        case SegmentKind::pp_send_bwd:
+          throw Error("pipeline step: the microbatch Program is a stage's (it has transfers)");
       }
     }
   }
@@ -246,18 +252,9 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     }
   }
 
-  // P2P of one activation: the block output this rank holds (the forward layer chain's tensor: microbatch x local
-  // sequence x dim, over tp too when sequence parallelism shards it).
-  int64_t p2p_bytes = 0;
-  for (const LayerChain& chain : prog.chains)
-    if (!chain.reverse && chain.out >= 0) {
-      p2p_bytes = static_cast<int64_t>(tensor_bytes(prog.tensor(chain.out)));
-      break;
-    }
-  if (p2p_bytes == 0)
-    p2p_bytes = checked_mul(
-        {plan.pp_microbatch_size, prog.local_seq_len(), model.dim, int64_t{bytes_per_element(training.dtype)}},
-        "pipeline p2p bytes");
+  // P2P of one activation: the block output this rank holds, what each stage Program's transfers move
+  // (plans/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism shards it).
+  const int64_t p2p_bytes = pipeline_transfer_bytes(prog);
   const int64_t world = cluster.world_size();
   const bool network = world > cluster.gpus_per_node;
   GroupLayout hop;

@@ -1,5 +1,7 @@
 #include "sim/timeline.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,6 +35,10 @@ Stream stream_of(const Op& op) {
         return Stream::dp_replicate;
       case Group::cp:
         return Stream::cp;
+      case Group::pp:
+        // A stage Program's transfers: the pipeline's step prices them between its stages (sim/pipeline_step.h);
+        // the timeline schedules the whole model's microbatch Program, which has none.
+        throw Error(fmt::format("{}: the timeline does not schedule a pipeline stage's transfers", op.name));
     }
   }
   return Stream::compute;

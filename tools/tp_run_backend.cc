@@ -36,12 +36,14 @@ BackendChoice choose_backend(const std::string& requested) {
 }
 
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
-                                      MPI_Comm cp) {
+                                      MPI_Comm cp, MPI_Comm pp) {
 #ifdef TPTUNE_HAVE_CUDA
   if (choice.name == "cuda") {
     if (cp != MPI_COMM_NULL)
       throw Error(
           "context parallelism runs on the CPU backend only (ring attention has no CUDA kernels): --backend cpu");
+    if (pp != MPI_COMM_NULL)
+      throw Error("pipeline parallelism runs on the CPU backend only (no CUDA pipeline transfers): --backend cpu");
     // One process per GPU: the local rank's device, or the only visible one (srun --gpus-per-task=1 and
     // CUDA_VISIBLE_DEVICES per rank leave each process one GPU, device 0).
     if (cuda_device_count() == 1) device = 0;
@@ -55,7 +57,7 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
   (void)choice;  // without the CUDA backend every choice is the CPU
   (void)device;
 #endif
-  auto be = std::make_unique<CpuBackend>(tp, cp, cp);
+  auto be = std::make_unique<CpuBackend>(tp, cp, cp, pp);
   be->set_timeout(timeout_s);
   return be;
 }

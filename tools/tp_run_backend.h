@@ -27,9 +27,9 @@ void add_backend_option(CLI::App* cmd, std::string& backend);
 BackendChoice choose_backend(const std::string& requested);
 // The backend over `tp` (MPI_COMM_NULL: this process alone), on GPU `device` for cuda; `timeout_s` is the
 // collectives' watchdog (0: none). `cp`: the context-parallel group, which is also FSDP's shard group (tp-run runs
-// dp_shard 1, so dp_shard x cp is the cp ranks); CPU only (cuda throws tptune::Error).
+// dp_shard 1, so dp_shard x cp is the cp ranks); `pp`: the pipeline group; both CPU only (cuda throws tptune::Error).
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
-                                      MPI_Comm cp = MPI_COMM_NULL);
+                                      MPI_Comm cp = MPI_COMM_NULL, MPI_Comm pp = MPI_COMM_NULL);
 
 // The mesh [pp, cp, tp] of the MPI world (tp innermost, torchtitan's order): world rank r is tp rank r % tp, cp rank
 // r / tp % cp and pp rank r / (tp cp). Collective over the world (MPI_Comm_split under the process watchdog); frees

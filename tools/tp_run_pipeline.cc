@@ -2,6 +2,7 @@
 #include "tools/tp_run_pipeline.h"
 
 #include "plans/pipeline_parallel.h"
+#include "plans/pipeline_stage.h"
 #include "sim/pipeline_schedule.h"
 
 namespace tptune::tools {
@@ -10,8 +11,7 @@ PipelineRun pipeline_run(const Model& model, const Plan& plan, MPI_Comm pp, int 
   const PipelineSplit split = resolve_pipeline(model, plan);
   const PipelineSchedule sched = build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
   PipelineRun run;
-  for (int s = 0; s < split.num_stages(); ++s)
-    run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
+  run.stages = pipeline_stage_spans(split, plan.pp_schedule);
   using K = PipelineStep::Kind;
   for (const PipelineAction& a : sched.ranks.at(size_t(pp_rank)))
     run.actions.push_back({a.stage, a.microbatch,

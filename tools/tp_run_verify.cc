@@ -90,7 +90,7 @@ int run_verify(const World& w, VerifyArgs& a) {
   VerifyReport report;
   or_abort(w, [&] {
     const MeshComms mesh(s.plan.tp_degree, s.plan.cp_degree, s.plan.pp_degree);
-    auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), mesh.cp());
+    auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), mesh.cp(), mesh.pp());
     maybe_inject_failure(w);
     auto reference = make_backend(be, MPI_COMM_NULL, w.local_rank, 0);  // this process alone: the unsharded model
     if (s.plan.pp_degree > 1) {

@@ -16,7 +16,9 @@
 
 namespace tptune {
 
-CpuBackend::CpuBackend(MPI_Comm tp, MPI_Comm dp, MPI_Comm cp) : tp_(tp), dp_(dp), cp_(cp) { Eigen::setNbThreads(1); }
+CpuBackend::CpuBackend(MPI_Comm tp, MPI_Comm dp, MPI_Comm cp, MPI_Comm pp) : tp_(tp), dp_(dp), cp_(cp), pp_(pp) {
+  Eigen::setNbThreads(1);
+}
 
 MPI_Comm CpuBackend::comm(Group g) const {
   switch (g) {
@@ -26,6 +28,8 @@ MPI_Comm CpuBackend::comm(Group g) const {
       return dp_;
     case Group::cp:
       return cp_;
+    case Group::pp:
+      return pp_;
     case Group::dp_replicate:
       break;
   }

@@ -2,13 +2,14 @@
 // The CPU backend: Eigen GEMMs, the reference kernels of kernels/cpu/, MPI collectives, std::chrono timers.
 //
 // One MPI process per rank. The backend is given the communicators of its groups (TP; DP, FSDP's shard group; CP,
-// the context-parallel ring); MPI_COMM_NULL stands for a group of this process alone (size 1), so a CpuBackend()
-// without MPI runs the tp 1 reference and unit tests. HSDP's replicate group is not one of them (size 1).
+// the context-parallel ring; PP, the pipeline); MPI_COMM_NULL stands for a group of this process alone (size 1), so a
+// CpuBackend() without MPI runs the tp 1 reference and unit tests. HSDP's replicate group is not one of them (size 1).
 // Everything is stored and computed in fp32 (storage_for is f32 for every dtype; see runtime/backend.h); Eigen
 // runs single-threaded (one rank per core).
 // Collectives are MPI-3 non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
 // MPI_Ialltoall, MPI_Isend/MPI_Irecv); with Open MPI they progress inside MPI calls, which `Request::test` makes.
-// Ring steps use one tag per send_recv call in issue order, so that two steps in flight cannot be confused.
+// Ring steps use one tag per send_recv call in issue order, so that two steps in flight cannot be confused; a
+// pipeline's one-way send and recv (MPI_Isend / MPI_Irecv) use the caller's tag, in a range of their own above them.
 
 #include <mpi.h>
 
@@ -18,7 +19,8 @@ namespace tptune {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(MPI_Comm tp = MPI_COMM_NULL, MPI_Comm dp = MPI_COMM_NULL, MPI_Comm cp = MPI_COMM_NULL);
+  explicit CpuBackend(MPI_Comm tp = MPI_COMM_NULL, MPI_Comm dp = MPI_COMM_NULL, MPI_Comm cp = MPI_COMM_NULL,
+                      MPI_Comm pp = MPI_COMM_NULL);
 
   BackendEnvironment environment() const override;
   int group_size(Group g) const override;
@@ -85,6 +87,9 @@ class CpuBackend final : public Backend {
   RequestPtr reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) override;
   RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) override;
   RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) override;
+  RequestPtr send(Group g, DevPtr data, int dst, int64_t n, int tag) override;
+  RequestPtr recv(Group g, DevPtr data, int src, int64_t n, int tag) override;
+  int max_p2p_tag() const override;
 
   std::unique_ptr<Timer> make_timer() override;
   void synchronize() override {}
@@ -95,7 +100,7 @@ class CpuBackend final : public Backend {
 
  private:
   MPI_Comm comm(Group g) const;
-  MPI_Comm tp_, dp_, cp_;
+  MPI_Comm tp_, dp_, cp_, pp_;
   int tag_ = 0;  // next send_recv tag
   double timeout_s_ = 0;
 };

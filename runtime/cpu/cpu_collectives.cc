@@ -166,4 +166,43 @@ RequestPtr CpuBackend::send_recv(Group g, DevPtr send_p, int dst, DevPtr recv_p,
   return r;
 }
 
+namespace {
+// The pipeline's tags sit above the ring steps' (0 .. 32767), so that the two kinds never pair.
+constexpr int kP2PTagBase = 32768;
+// A group of this process alone (MPI_COMM_NULL) sends to itself on MPI_COMM_SELF.
+MPI_Comm p2p_comm(MPI_Comm c) { return c == MPI_COMM_NULL ? MPI_COMM_SELF : c; }
+}  // namespace
+
+int CpuBackend::max_p2p_tag() const {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) throw Error("cpu backend: pipeline transfers need MPI (start the ranks with mpirun)");
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  return flag && ub && *ub > kP2PTagBase ? *ub - kP2PTagBase : 0;
+}
+
+RequestPtr CpuBackend::send(Group g, DevPtr data_p, int dst, int64_t n, int tag) {
+  const float* data = f32(data_p, "cpu backend: send");
+  const int size = group_size(g);
+  if (dst < 0 || dst >= size) throw Error(fmt::format("send: peer rank {} outside a group of {}", dst, size));
+  if (tag < 0 || tag > max_p2p_tag())
+    throw Error(fmt::format("send: tag {} outside 0..{} (MPI_TAG_UB)", tag, max_p2p_tag()));
+  auto r = std::make_unique<MpiRequests>("send", timeout_s_);
+  r->check(MPI_Isend(data, count(n, "send"), MPI_FLOAT, dst, kP2PTagBase + tag, p2p_comm(comm(g)), r->add()));
+  return r;
+}
+
+RequestPtr CpuBackend::recv(Group g, DevPtr data_p, int src, int64_t n, int tag) {
+  float* data = f32(data_p, "cpu backend: recv");
+  const int size = group_size(g);
+  if (src < 0 || src >= size) throw Error(fmt::format("recv: peer rank {} outside a group of {}", src, size));
+  if (tag < 0 || tag > max_p2p_tag())
+    throw Error(fmt::format("recv: tag {} outside 0..{} (MPI_TAG_UB)", tag, max_p2p_tag()));
+  auto r = std::make_unique<MpiRequests>("recv", timeout_s_);
+  r->check(MPI_Irecv(data, count(n, "recv"), MPI_FLOAT, src, kP2PTagBase + tag, p2p_comm(comm(g)), r->add()));
+  return r;
+}
+
 }  // namespace tptune

@@ -120,6 +120,11 @@ class CudaBackend final : public Backend {
   RequestPtr reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) override;
   RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) override;
   RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) override;
+  // Not built: the CUDA backend has no pipeline group (tp-run runs pipeline-parallel plans on the CPU backend); both
+  // throw tptune::Error saying so.
+  RequestPtr send(Group g, DevPtr data, int dst, int64_t n, int tag) override;
+  RequestPtr recv(Group g, DevPtr data, int src, int64_t n, int tag) override;
+  int max_p2p_tag() const override { return 0; }
 
   std::unique_ptr<Timer> make_timer() override;
   void synchronize() override;

@@ -196,4 +196,18 @@ RequestPtr CudaBackend::send_recv(Group g, DevPtr send, int dst, DevPtr recv, in
   });
 }
 
+RequestPtr CudaBackend::send(Group g, DevPtr, int, int64_t, int) {
+  throw Error(
+      fmt::format("cuda backend: no one-way send on the {} group (pipeline-parallel plans run on the CPU "
+                  "backend)",
+                  to_string(g)));
+}
+
+RequestPtr CudaBackend::recv(Group g, DevPtr, int, int64_t, int) {
+  throw Error(
+      fmt::format("cuda backend: no one-way receive on the {} group (pipeline-parallel plans run on the CPU "
+                  "backend)",
+                  to_string(g)));
+}
+
 }  // namespace tptune

@@ -55,7 +55,7 @@ TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
   check_complete(Framework::torchtitan_0_3);
   check_complete(StyleKind::no_parallel);
   check_complete(Phase::optimizer);
-  check_complete(Group::cp);
+  check_complete(Group::pp);
   check_complete(ElementwiseOp::Fn::concat);
   check_complete(CpRotate::alltoall);
   check_complete(CrossEntropyOp::Stage::backward);

@@ -106,3 +106,31 @@ TEST_CASE("the DP group of size one needs no peer", "[mpi]") {
   be.all_reduce(Group::dp, ReduceOp::sum, x.data(), y.data(), 1)->wait();
   CHECK(y[0] == float(w.rank));
 }
+
+TEST_CASE("one-way send and recv on the pipeline group pair by tag, not by issue order", "[mpi][pp]") {
+  World w;
+  CpuBackend be(MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_WORLD);
+  REQUIRE(be.group_size(Group::pp) == w.size);
+  REQUIRE(be.max_p2p_tag() >= 1000);
+  // Each rank sends two messages to the next rank, tag 1 first, and receives the previous rank's tag 0 first: each
+  // receive must get the message of its own tag, 10 r + tag from rank r.
+  const int next = (w.rank + 1) % w.size, prev = (w.rank + w.size - 1) % w.size;
+  std::vector<float> a(3, float(10 * w.rank + 1)), b(3, float(10 * w.rank + 0)), got0(3, -1), got1(3, -1);
+  auto s1 = be.send(Group::pp, a.data(), next, 3, 1);
+  auto s0 = be.send(Group::pp, b.data(), next, 3, 0);
+  be.recv(Group::pp, got0.data(), prev, 3, 0)->wait();
+  be.recv(Group::pp, got1.data(), prev, 3, 1)->wait();
+  s0->wait();
+  s1->wait();
+  CHECK(got0 == std::vector<float>(3, float(10 * prev + 0)));
+  CHECK(got1 == std::vector<float>(3, float(10 * prev + 1)));
+  // To this rank itself (a V schedule's middle stages): the send issued first, then its receive.
+  std::vector<float> self(2, -1), mine{7, 8};
+  auto s = be.send(Group::pp, mine.data(), w.rank, 2, 5);
+  be.recv(Group::pp, self.data(), w.rank, 2, 5)->wait();
+  s->wait();
+  CHECK(self == mine);
+  CHECK_THROWS_WITH(be.send(Group::pp, mine.data(), w.size, 2, 0),
+                    Catch::Contains("send: peer rank") && Catch::Contains("outside a group of"));
+  CHECK_THROWS_WITH(be.recv(Group::pp, self.data(), 0, 2, -1), Catch::Contains("recv: tag -1 outside 0.."));
+}

@@ -6,6 +6,7 @@
 
 #include "plans/config.h"
 #include "plans/pipeline_parallel.h"
+#include "plans/pipeline_stage.h"
 #include "plans/plan.h"
 #include "runtime/pipeline_run.h"
 #include "sim/pipeline_schedule.h"
@@ -41,8 +42,7 @@ struct PipelineFixture {
     ref.pp_degree = 1;
     const PipelineSplit split = resolve_pipeline(cfg.model, plan);
     const PipelineSchedule sched = build_schedule(kind, split.pp, split.stages_per_rank, split.microbatches);
-    for (int s = 0; s < split.num_stages(); ++s)
-      run.stages.push_back({split.first_layer(s), split.stage_layers[size_t(s)], sched.rank_of_stage(s)});
+    run.stages = pipeline_stage_spans(split, kind);
     using K = PipelineStep::Kind;
     for (const PipelineAction& a : sched.ranks.at(size_t(mesh.outer_rank)))
       run.actions.push_back({a.stage, a.microbatch,

@@ -20,7 +20,7 @@ TEST_CASE("pp 2: the pipeline profile records each rank's schedule, its p2p and 
   for (PipelineScheduleKind kind : {PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved_1f1b}) {
     INFO(to_string(kind));
     test::PipelineFixture f(kind);
-    CpuBackend be(f.mesh.tp);
+    CpuBackend be(f.mesh.tp, MPI_COMM_NULL, MPI_COMM_NULL, f.mesh.outer);
     ProfileOptions o;
     o.warmup = 1, o.iters = 2, o.seed = 7;
     int steps = 0;

@@ -26,7 +26,7 @@ using test::kPp;
 VerifyReport verify_pp(PipelineScheduleKind kind, PipelineFault fault = PipelineFault::none) {
   test::PipelineFixture f(kind);
   f.run.fault = fault;
-  CpuBackend be(f.mesh.tp), local;
+  CpuBackend be(f.mesh.tp, MPI_COMM_NULL, MPI_COMM_NULL, f.mesh.outer), local;
   return verify_pipeline(lower(f.cfg.model, f.cfg.training, f.micro), lower(f.cfg.model, f.cfg.training, f.ref), be,
                          local, f.run, 7);
 }
