@@ -355,4 +355,64 @@ std::string explain_text(const Program& p) {
   return out;
 }
 
+std::vector<TransferRecord> pipeline_transfers(const std::vector<Program>& stages,
+                                               const std::vector<PipelineStageSpan>& spans) {
+  std::vector<TransferRecord> out;
+  for (size_t s = 0; s < stages.size(); ++s)
+    for (const Segment& seg : stages[s].segments) {
+      if (!is_pipeline_transfer(seg.kind)) continue;
+      for (const Op& op : seg.ops) {
+        const auto& c = std::get<CollectiveOp>(op.kind);
+        TransferRecord r;
+        r.stage = static_cast<int>(s);
+        r.pp_rank = spans.at(s).rank;
+        r.op = op.name;
+        r.send = op.outputs.empty();
+        const TensorDesc& t = stages[s].tensor(r.send ? op.inputs.at(0) : op.outputs.at(0));
+        r.tensor = t.name;
+        r.phase = op.phase;
+        r.dtype = t.dtype;
+        r.local_shape = t.local_shape;
+        r.bytes = c.bytes;
+        r.peer_stage = c.peer_stage;
+        r.peer_rank = c.peer;
+        out.push_back(std::move(r));
+      }
+    }
+  return out;
+}
+
+std::string pipeline_transfers_text(const std::vector<TransferRecord>& transfers) {
+  TextTable t({{"stage", 5},
+               {"pp rank", 7},
+               {"op", 11, Align::left, 2},
+               {"tensor", 22, Align::left, 2},
+               {"dtype", 5, Align::left, 2},
+               {"local shape", 12, Align::left, 2},
+               {"bytes", 9, Align::right, 2},
+               {"peer", 0, Align::left, 2}});
+  for (const TransferRecord& r : transfers)
+    t.row({std::to_string(r.stage), std::to_string(r.pp_rank), r.op, r.tensor, std::string(to_string(r.dtype)),
+           to_string(r.local_shape), human_bytes(r.bytes),
+           fmt::format("{} stage {} (pp rank {}{})", r.send ? "to" : "from", r.peer_stage, r.peer_rank,
+                       r.peer_rank == r.pp_rank ? ", this rank: a local hand-over" : "")});
+  return "  transfers of each stage's Program, per microbatch (this tp rank's shard; plans/pipeline_stage.h):\n" +
+         t.str("    ");
+}
+
+nlohmann::json pipeline_transfers_json(const std::vector<TransferRecord>& transfers) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TransferRecord& r : transfers)
+    out.push_back({{"stage", r.stage},
+                   {"pp_rank", r.pp_rank},
+                   {"op", r.op},
+                   {"phase", std::string(to_string(r.phase))},
+                   {"tensor", r.tensor},
+                   {"dtype", std::string(to_string(r.dtype))},
+                   {"local_shape", r.local_shape},
+                   {"bytes", r.bytes},
+                   {r.send ? "to" : "from", {{"stage", r.peer_stage}, {"pp_rank", r.peer_rank}}}});
+  return out;
+}
+
 }  // namespace tptune

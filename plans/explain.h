@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "plans/pipeline_stage.h"
 #include "plans/program.h"
 
 namespace tptune {
@@ -53,6 +54,27 @@ std::vector<CollectiveRecord> block_collectives(const Program& p);
 std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p);
 // The second block.bwd segment (the checkpointed blocks 0 .. k-1) when ac_layers splits the block backward, else null.
 const Segment* checkpointed_block_backward(const Program& p);
+
+// A pipeline's transfers: every pp.* op of its stage Programs (plans/pipeline_stage.h), in stage and Program order.
+// `stages[s]` is stage s's Program, `spans` the layout it was lowered with. JSON (pipeline_transfers_json), a list of
+//   {"stage": 0, "pp_rank": 0, "op": "pp.send_fwd", "phase": "forward", "tensor": "pp.send_fwd.activation",
+//    "dtype": "bf16", "local_shape": [1, 1024, 4096], "bytes": 8388608, "to": {"stage": 1, "pp_rank": 1}}
+// ("from" for a receive); bytes are this tp rank's shard, what one transfer of one microbatch moves.
+struct TransferRecord {
+  int stage = 0, pp_rank = 0;
+  std::string op, tensor;
+  Phase phase = Phase::forward;
+  DType dtype = DType::bf16;
+  Shape local_shape;
+  int64_t bytes = 0;
+  bool send = false;
+  int peer_stage = 0, peer_rank = 0;
+};
+std::vector<TransferRecord> pipeline_transfers(const std::vector<Program>& stages,
+                                               const std::vector<PipelineStageSpan>& spans);
+// One row per transfer, after a line saying what the rows are.
+std::string pipeline_transfers_text(const std::vector<TransferRecord>& transfers);
+nlohmann::json pipeline_transfers_json(const std::vector<TransferRecord>& transfers);
 
 // Writes the JSON document above to `out` one collective at a time: memory stays one block's records plus the
 // output stream, whatever the layer count. explain_json parses what it writes (for tests and small programs).

@@ -9,6 +9,7 @@
 #include "plans/lower.h"
 #include "plans/output_file.h"
 #include "plans/pipeline_parallel.h"
+#include "plans/pipeline_stage.h"
 #include "sim/cluster_spec.h"
 #include "sim/pipeline_step.h"
 #include "sim/report/pipeline_explain_json.h"
@@ -56,14 +57,23 @@ void add_explain_command(CLI::App& app, RunFn& run) {
         const StepReport r =
             simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
         const Program micro_prog = lower(cfg.model, cfg.training, pipeline_microbatch_plan(plan));
+        // Each stage's Program (plans/pipeline_stage.h), for its transfers.
+        const std::vector<PipelineStageSpan> spans =
+            pipeline_stage_spans(resolve_pipeline(cfg.model, plan), plan.pp_schedule);
+        std::vector<Program> stages;
+        for (int s = 0; s < static_cast<int>(spans.size()); ++s)
+          stages.push_back(lower_pipeline_stage(micro_prog, spans, s));
+        const std::vector<TransferRecord> transfers = pipeline_transfers(stages, spans);
         const PredictionTrust trust = prediction_trust(cluster.gpu);
         if (args->json != "-")
           fmt::print(
-              "{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
+              "{}{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
               "once per step under PP):\n{}\n{}trust: {}\n",
-              pipeline_explain_text(r), explain_text(micro_prog), effective_values_text(cfg, plan), trust_text(trust));
-        write_json_output(args->json, micro_prog,
-                          {{"trust", trust_json(trust)}, {"pipeline", pipeline_explain_json(r.pipeline)}});
+              pipeline_explain_text(r), pipeline_transfers_text(transfers), explain_text(micro_prog),
+              effective_values_text(cfg, plan), trust_text(trust));
+        nlohmann::json pipeline = pipeline_explain_json(r.pipeline);
+        pipeline["transfers"] = pipeline_transfers_json(transfers);
+        write_json_output(args->json, micro_prog, {{"trust", trust_json(trust)}, {"pipeline", std::move(pipeline)}});
         return 0;
       }
       Program prog = lower(cfg.model, cfg.training, plan);

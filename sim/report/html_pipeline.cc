@@ -56,7 +56,7 @@ double pipeline_pass_us(const PipelineReport& p) {
 std::string html_pipeline_tables(const PipelineReport& p) {
   if (p.pp <= 1) throw Error("report: not a pipeline-parallel step (pp 1)");
   const int stages = static_cast<int>(p.stage_layers.size());
-  const int64_t hops = 2 * static_cast<int64_t>(std::max(stages - 1, 0));
+  const int64_t hops = pipeline_rank_transfers(p);
   std::string o = "<table>\n<tr><th>pipeline</th><th>value</th></tr>\n";
   auto row = [&o](std::string_view name, const std::string& value) {
     o += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", svg::escape(name), svg::escape(value));

@@ -25,7 +25,7 @@ nlohmann::json pipeline_explain_json(const PipelineReport& p) {
     stages.push_back(
         {{"stage", s}, {"pp_rank", pipeline_stage_rank(p, s)}, {"blocks", blocks}, {"modules", std::move(modules)}});
   }
-  const int64_t per_microbatch = 2 * static_cast<int64_t>(std::max(n - 1, 0));
+  const int64_t per_microbatch = pipeline_rank_transfers(p);
   json ranks = json::array();
   for (size_t k = 0; k < p.timeline.size(); ++k) {
     json actions = json::array();

@@ -51,6 +51,13 @@ int pipeline_stage_first_block(const PipelineReport& p, int stage) {
   return first;
 }
 
+int64_t pipeline_rank_transfers(const PipelineReport& p) {
+  int64_t n = 0;
+  for (int s = 0; s + 1 < static_cast<int>(p.stage_layers.size()); ++s)
+    if (pipeline_stage_rank(p, s) != pipeline_stage_rank(p, s + 1)) n += 2;
+  return n;
+}
+
 std::string pipeline_explain_text(const StepReport& r, int width) {
   const PipelineReport& p = r.pipeline;
   width = std::max(width, 10);
@@ -69,12 +76,17 @@ std::string pipeline_explain_text(const StepReport& r, int width) {
     if (s == stages - 1) parts.insert(parts.end(), {"norm", "output"});
     append(fmt::format("  stage {} on pp rank {}: {}\n", s, pipeline_stage_rank(p, s), fmt::join(parts, ", ")));
   }
-  const int64_t per_microbatch = 2 * static_cast<int64_t>(stages - 1);
+  const int64_t per_microbatch = pipeline_rank_transfers(p),
+                local = 2 * static_cast<int64_t>(stages - 1) - per_microbatch;
   append(fmt::format(
       "  p2p per microbatch: the activation ({}) from each stage to the next, its gradient ({}) back on the pp group:\n"
-      "    2 x (stages - 1) = {} transfers per microbatch, {} per schedule pass, each {:.1f} us over {}\n",
+      "    2 x {} stage boundar{} between ranks = {} transfers per microbatch, {} per schedule pass, each {:.1f} us "
+      "over "
+      "{}{}\n",
       pipeline_bytes_text(static_cast<double>(p.p2p_bytes)), pipeline_bytes_text(static_cast<double>(p.p2p_bytes)),
-      per_microbatch, per_microbatch * p.microbatches, p.p2p_us, p.p2p_network ? "the network" : "NVLink"));
+      per_microbatch / 2, per_microbatch == 2 ? "y" : "ies", per_microbatch, per_microbatch * p.microbatches, p.p2p_us,
+      p.p2p_network ? "the network" : "NVLink",
+      local > 0 ? fmt::format("; {} local hand-overs between stages on one rank (free)", local) : ""));
   const double pass_us = p.schedule_ms * 1e3;
   append(fmt::format(
       "  schedule (a column is 1/{} of the {:.2f} ms pass; F forward, B backward, I input gradient, W weight "

@@ -7,7 +7,8 @@
 //       stage 0 on pp rank 0: tok_embeddings, layers.0-3
 //       stage 1 on pp rank 1: layers.4-7, norm, output
 //       p2p per microbatch: the activation (512.0 KiB) from each stage to the next, its gradient (512.0 KiB) back:
-//         2 x (stages - 1) = 2 transfers per microbatch, 8 per schedule pass, each 5.3 us over NVLink
+//         2 x 1 stage boundary between ranks = 2 transfers per microbatch, 8 per schedule pass, each 5.3 us over
+//         NVLink
 //       schedule (each column 1/80 of the pass; F forward, B backward, I input gradient, W weight gradient, . idle):
 //         rank 0  FFFFBBBB...
 //         rank 1  ..FFBB...
@@ -35,5 +36,9 @@ std::string pipeline_bytes_text(double bytes);
 int pipeline_stage_rank(const PipelineReport& p, int stage);
 // The index of the stage's first block: the blocks of the stages before it.
 int pipeline_stage_first_block(const PipelineReport& p, int stage);
+// Transfers per microbatch between ranks: the activation forward and its gradient back over each boundary of
+// neighbouring stages on different ranks (a V schedule's middle stages share a rank: a local hand-over, not counted,
+// and not priced by the simulator either).
+int64_t pipeline_rank_transfers(const PipelineReport& p);
 
 }  // namespace tptune

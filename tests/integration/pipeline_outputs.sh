@@ -3,7 +3,8 @@
 # Interleaved1F1B, on tiny-llama's 4 GPUs): `simulate --report` writes well-formed XHTML with a row per pp rank and a
 # box per action of the schedule; `--trace` writes a thread per pp rank and an event per action, and says how many;
 # `--trace --measured` is refused (a profile's ops have no counterpart among a pipeline's actions); `explain --json`
-# writes the microbatch Program's collectives and the pipeline: its stages' modules and each rank's actions;
+# writes the microbatch Program's collectives and the pipeline: its stages' modules, each rank's actions and each stage
+# Program's transfers;
 # `tp-plan check` passes against its own --update and fails (exit 1) against a pipeline with a faster step, naming
 # the stages' actions that moved; `search --report --trace` of a pipeline-parallel winner draw its pipeline.
 set -uo pipefail
@@ -68,6 +69,14 @@ if len(p["ranks"]) != rep["pp_degree"] or actions != 2 * len(rep["stage_blocks"]
     sys.exit(f"{len(p['ranks'])} ranks, {actions} actions")
 if not e["collectives"] or "trust" not in e:
     sys.exit("no collectives or trust beside the pipeline")
+# Each stage Program's transfers: every boundary of neighbouring stages, an activation forward and its gradient back,
+# each sent by one stage and received by the other.
+n = len(rep["stage_blocks"])
+sends = sorted((t["stage"], t["to"]["stage"], t["phase"]) for t in p["transfers"] if "to" in t)
+recvs = sorted((t["from"]["stage"], t["stage"], t["phase"]) for t in p["transfers"] if "from" in t)
+want = sorted([(s, s + 1, "forward") for s in range(n - 1)] + [(s + 1, s, "backward") for s in range(n - 1)])
+if sends != want or recvs != want or any(t["bytes"] != rep["p2p_bytes"] for t in p["transfers"]):
+    sys.exit(f"transfers {p['transfers']}")
 PY
     echo "FAIL $schedule: explain --json"; fail=1; continue
   fi

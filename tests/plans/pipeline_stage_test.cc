@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "plans/error.h"
+#include "plans/explain.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;
@@ -255,4 +256,28 @@ TEST_CASE("pipeline stage: layouts that do not fit the model are refused", "[pip
                     "pipeline stage: stage 2 of a pipeline of 2 stages");
   CHECK_THROWS_WITH(lower_pipeline_stage(s.stages[0], s.spans, 0),
                     "pipeline stage: expected the Program of the whole model, got stage 0's");
+}
+
+TEST_CASE("pipeline stage: explain's transfers, one per pp op of each stage", "[pipeline_stage][explain]") {
+  const Staged s = staged(PipelineScheduleKind::zbv_zero_bubble);
+  const std::vector<TransferRecord> t = pipeline_transfers(s.stages, s.spans);
+  // 4 stages: 3 boundaries, each an activation forward and a gradient back, sent by one stage and received by the
+  // other: 12 records.
+  REQUIRE(t.size() == 12);
+  CHECK(t[0].stage == 0);
+  CHECK(t[0].op == "pp.send_fwd");
+  CHECK(t[0].send);
+  CHECK(t[0].tensor == "pp.send_fwd.activation");
+  CHECK(t[0].local_shape == Shape{1, 16, 64});
+  CHECK(t[0].bytes == 2048);
+  CHECK(t[0].peer_stage == 1);
+  const nlohmann::json j = pipeline_transfers_json(t);
+  CHECK(j[0].at("to").at("stage") == 1);
+  CHECK(j[0].at("to").at("pp_rank") == 1);
+  CHECK(j[0].at("phase") == "forward");
+  CHECK(j[1].at("from").at("stage") == 1);  // stage 0's pp.recv_bwd
+  CHECK(j[1].at("phase") == "backward");
+  // Stage 1 sends to stage 2 on its own rank (the V's middle).
+  const std::string text = pipeline_transfers_text(t);
+  CHECK_THAT(text, Catch::Contains("to stage 2 (pp rank 1, this rank: a local hand-over)"));
 }

@@ -160,6 +160,20 @@ TEST_CASE("pipeline trace: a thread per rank, an event per action at its simulat
   CHECK_THROWS_AS(pipeline_chrome_trace(PipelineReport{}), Error);
 }
 
+TEST_CASE("pipeline reports: a V schedule's middle stages hand over on one rank, counted apart", "[pp][report]") {
+  // ZBVZeroBubble on pp 2: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Of the 3 stage boundaries, 0|1 and 2|3
+  // cross ranks (2 x 2 = 4 transfers per microbatch, 16 per pass of 4); 1|2 is a local hand-over, both ways.
+  const StepReport r = pp_step(PipelineScheduleKind::zbv_zero_bubble);
+  CHECK(pipeline_rank_transfers(r.pipeline) == 4);
+  const nlohmann::json j = nlohmann::json::parse(pipeline_explain_json(r.pipeline).dump());
+  CHECK(j.at("p2p").at("per_microbatch") == 4);
+  CHECK(j.at("p2p").at("per_pass") == 16);
+  CHECK_THAT(
+      pipeline_explain_text(r),
+      Catch::Contains("2 x 2 stage boundaries between ranks = 4 transfers per microbatch, 16 per schedule pass") &&
+          Catch::Contains("; 2 local hand-overs between stages on one rank (free)"));
+}
+
 TEST_CASE("pipeline explain JSON: every module on one stage in order, each rank's actions as scheduled",
           "[pp][report]") {
   const StepReport r = pp_step(PipelineScheduleKind::interleaved_1f1b, 2);

@@ -243,7 +243,7 @@ TEST_CASE("pipeline explain: stages, p2p and each rank's schedule drawn in time"
   CHECK_THAT(text, Contains("stage 0 on pp rank 0: tok_embeddings, layers.0-1\n"));
   CHECK_THAT(text, Contains("stage 1 on pp rank 1: layers.2-7, norm, output\n"));
   // 2 x (2 stages - 1) transfers per microbatch, x 4 microbatches.
-  CHECK_THAT(text, Contains("2 x (stages - 1) = 2 transfers per microbatch, 8 per schedule pass"));
+  CHECK_THAT(text, Contains("2 x 1 stage boundary between ranks = 2 transfers per microbatch, 8 per schedule pass"));
   // 1F1B on 2 ranks, 4 microbatches: rank 0 warms up with pp - 0 = 2 forwards, rank 1 with 1.
   CHECK_THAT(text, Contains("rank 0   0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3\n"));
   CHECK_THAT(text, Contains("rank 1   1F0 1B0 1F1 1B1 1F2 1B2 1F3 1B3\n"));
