@@ -55,8 +55,6 @@ class StageBuilder {
     };
     auto whole = [&](const Segment& seg) { copy_whole(seg); };
     auto blocks = [&](const Segment& seg) { copy_blocks(seg); };
-    for (const Segment& seg : mb_.segments)
-      if (is_pipeline_transfer(seg.kind)) throw Error("pipeline stage: the microbatch Program is a stage's already");
     if (!first) transfer(SegmentKind::pp_recv_fwd, Phase::forward, fwd_source, s_ - 1, false);
     if (first) each(SegmentKind::embed_fwd, whole);
     each(SegmentKind::block_fwd, blocks);

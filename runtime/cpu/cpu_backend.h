@@ -100,6 +100,7 @@ class CpuBackend final : public Backend {
 
  private:
   MPI_Comm comm(Group g) const;
+  RequestPtr one_way(bool send, Group g, DevPtr data, int peer, int64_t n, int tag);
   MPI_Comm tp_, dp_, cp_, pp_;
   int tag_ = 0;  // next send_recv tag
   double timeout_s_ = 0;

@@ -183,26 +183,28 @@ int CpuBackend::max_p2p_tag() const {
   return flag && ub && *ub > kP2PTagBase ? *ub - kP2PTagBase : 0;
 }
 
-RequestPtr CpuBackend::send(Group g, DevPtr data_p, int dst, int64_t n, int tag) {
-  const float* data = f32(data_p, "cpu backend: send");
+// One way: MPI_Isend (send) or MPI_Irecv on the group, after the peer and the tag are checked.
+RequestPtr CpuBackend::one_way(bool send, Group g, DevPtr data_p, int peer, int64_t n, int tag) {
+  const char* what = send ? "send" : "recv";
+  float* data = f32(data_p, send ? "cpu backend: send" : "cpu backend: recv");
   const int size = group_size(g);
-  if (dst < 0 || dst >= size) throw Error(fmt::format("send: peer rank {} outside a group of {}", dst, size));
+  if (peer < 0 || peer >= size) throw Error(fmt::format("{}: peer rank {} outside a group of {}", what, peer, size));
   if (tag < 0 || tag > max_p2p_tag())
-    throw Error(fmt::format("send: tag {} outside 0..{} (MPI_TAG_UB)", tag, max_p2p_tag()));
-  auto r = std::make_unique<MpiRequests>("send", timeout_s_);
-  r->check(MPI_Isend(data, count(n, "send"), MPI_FLOAT, dst, kP2PTagBase + tag, p2p_comm(comm(g)), r->add()));
+    throw Error(fmt::format("{}: tag {} outside 0..{} (MPI_TAG_UB)", what, tag, max_p2p_tag()));
+  auto r = std::make_unique<MpiRequests>(what, timeout_s_);
+  const int cnt = count(n, what);
+  MPI_Comm c = p2p_comm(comm(g));
+  r->check(send ? MPI_Isend(data, cnt, MPI_FLOAT, peer, kP2PTagBase + tag, c, r->add())
+                : MPI_Irecv(data, cnt, MPI_FLOAT, peer, kP2PTagBase + tag, c, r->add()));
   return r;
 }
 
-RequestPtr CpuBackend::recv(Group g, DevPtr data_p, int src, int64_t n, int tag) {
-  float* data = f32(data_p, "cpu backend: recv");
-  const int size = group_size(g);
-  if (src < 0 || src >= size) throw Error(fmt::format("recv: peer rank {} outside a group of {}", src, size));
-  if (tag < 0 || tag > max_p2p_tag())
-    throw Error(fmt::format("recv: tag {} outside 0..{} (MPI_TAG_UB)", tag, max_p2p_tag()));
-  auto r = std::make_unique<MpiRequests>("recv", timeout_s_);
-  r->check(MPI_Irecv(data, count(n, "recv"), MPI_FLOAT, src, kP2PTagBase + tag, p2p_comm(comm(g)), r->add()));
-  return r;
+RequestPtr CpuBackend::send(Group g, DevPtr data, int dst, int64_t n, int tag) {
+  return one_way(true, g, data, dst, n, tag);
+}
+
+RequestPtr CpuBackend::recv(Group g, DevPtr data, int src, int64_t n, int tag) {
+  return one_way(false, g, data, src, n, tag);
 }
 
 }  // namespace tptune
