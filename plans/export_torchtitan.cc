@@ -203,6 +203,10 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
     add("--parallelism.pipeline-parallel-last-stage-less-layers", std::to_string(plan.pp_last_stage_less_layers));
     if (pp_split.needs_layers_per_stage)
       add("--parallelism.pipeline-parallel-layers-per-stage", std::to_string(pp_split.layers_per_stage));
+    // TrainingConfig.disable_cuda_graphs defaults to False, and the trainer's config check (trainer.py
+    // _validate_cuda_graphs) refuses a pipeline with CUDA graphs on: "CUDA graphs do not support pipeline parallelism
+    // yet. Set --training.disable_cuda_graphs." (found by tools/check_torchtitan_export.py on torchtitan 0.3.0).
+    add("--training.disable-cuda-graphs", "");
   }
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));
   // torchtitan's TrainingConfig.global_batch_size (default -1: local batch x dp degree, no accumulation); train.py

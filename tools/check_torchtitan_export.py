@@ -138,6 +138,7 @@ def check_case(tp_plan, case, workdir):
     if want.get("pp", 1) > 1:
         expect("parallelism.pipeline_parallel_schedule", p.pipeline_parallel_schedule, want["pp_schedule"])
         expect("parallelism.pipeline_parallel_microbatch_size", p.pipeline_parallel_microbatch_size, want["pp_mbs"])
+        expect("training.disable_cuda_graphs", cfg_tt.training.disable_cuda_graphs, True)
     expect("training.local_batch_size", cfg_tt.training.local_batch_size, want["lbs"])
     expect("training.seq_len", cfg_tt.training.seq_len, 8192)
     expect("compile.enable", cfg_tt.compile.enable, want["compile"])

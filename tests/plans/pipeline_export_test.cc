@@ -54,6 +54,10 @@ TEST_CASE("pipeline export: torchtitan 0.3's flags", "[pp][export]") {
   CHECK(flag_value(sh, "--parallelism.pipeline-parallel-first-stage-less-layers") == "1");
   CHECK(flag_value(sh, "--parallelism.data-parallel-shard-degree") == "8");
   CHECK(flag_value(sh, "--training.local-batch-size") == "32");
+  // torchtitan 0.3's trainer refuses a pipeline with CUDA graphs on (its default).
+  CHECK(sh.find("--training.disable-cuda-graphs") != std::string::npos);
+  CHECK(export_plan(pp_plan(PipelineScheduleKind::interleaved_1f1b), ExportFormat::torchtitan_toml, ctx)
+            .find("cuda_graphs") == std::string::npos);  // the TOML torchtitan had none
   // 2 stages per rank is the looped schedules' default: no layers_per_stage.
   CHECK(sh.find("layers-per-stage") == std::string::npos);
   // 4 stages per rank: 32 stages of 126 + 2 = 128 effective layers: ceil(128 / 4) = 32, so layers_per_stage 4.
