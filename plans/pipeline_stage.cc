@@ -127,7 +127,31 @@ class StageBuilder {
   void copy_whole(const Segment& seg) {
     Segment out = seg;
     for (Op& op : out.ops) op = mapped_op(op);
-    out_.segments.push_back(std::move(out));
+    out_.segments.push_back(without_backward_gathers(std::move(out)));
+  }
+
+  // Under PP torchtitan keeps FSDP's gathered parameters through the step (reshard_after_forward False): a backward
+  // segment gathers none. Ids and deps renumbered.
+  static Segment without_backward_gathers(Segment seg) {
+    auto regather = [](const Op& op) {
+      const auto* c = std::get_if<CollectiveOp>(&op.kind);
+      return c && c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.inputs.empty() &&
+             op.phase != Phase::forward;
+    };
+    std::vector<int> new_id(seg.ops.size(), -1);
+    std::vector<Op> ops;
+    for (Op& op : seg.ops) {
+      if (regather(op)) continue;
+      new_id[size_t(op.id)] = static_cast<int>(ops.size());
+      std::vector<int> deps;
+      for (int d : op.deps)
+        if (new_id.at(size_t(d)) >= 0) deps.push_back(new_id[size_t(d)]);
+      op.deps = std::move(deps);
+      op.id = static_cast<int>(ops.size());
+      ops.push_back(std::move(op));
+    }
+    seg.ops = std::move(ops);
+    return seg;
   }
 
   // A block segment cut to the stage's blocks (nothing when they do not meet).
@@ -139,7 +163,7 @@ class StageBuilder {
     out.first_layer = begin;
     out.layer_count = out.repeat = end - begin;
     for (Op& op : out.ops) op = mapped_op(op);
-    out_.segments.push_back(std::move(out));
+    out_.segments.push_back(without_backward_gathers(std::move(out)));
   }
 
   // Whether an op of the optimizer's segment is the stage's: it reads a tensor that the stage's compute uses (its

@@ -32,9 +32,11 @@
 // peer's pp rank and stage; a peer on the same rank (a V schedule's middle, stages pp-1 and pp) is still a transfer:
 // torch hands the tensor over without communication there, and the runtime copies it.
 //
-// FSDP's collectives stay as the microbatch Program holds them; under PP torch gathers once per step (torchtitan:
-// reshard_after_forward False) and reduces after the stage's last backward, which the simulator prices once per step
-// (sim/pipeline_step.h). Tied embeddings never reach here (resolve_pipeline refuses them).
+// FSDP as torchtitan runs it under PP (torchtitan/distributed/fsdp.py: reshard_after_forward is `not pp_enabled`): the
+// stage's parameters are gathered in its forward and kept, so its backward segments have none of the microbatch
+// Program's re-gathers; the forward gathers and the gradient reductions it keeps run once per step in torch (the
+// first microbatch's forward; after the last microbatch's backward, PipelineStage's post_backward), as the simulator
+// prices them (sim/pipeline_step.h). Tied embeddings never reach here (resolve_pipeline refuses them).
 
 #include <cstdint>
 #include <vector>

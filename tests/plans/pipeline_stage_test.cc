@@ -109,6 +109,34 @@ TEST_CASE("pipeline stage: every op of the microbatch Program runs on exactly on
   }
 }
 
+TEST_CASE("pipeline stage: under FSDP a stage gathers its parameters in its forward only", "[pipeline_stage]") {
+  // torchtitan: reshard_after_forward False under PP. The microbatch Program (dp_shard 2) re-gathers every block and
+  // the embedding before their backward; the stages keep the forward gathers and every gradient reduction.
+  const Staged s = staged(PipelineScheduleKind::one_f_one_b, {.dp_shard = 2});
+  auto count = [](const Program& p, CollectiveKind kind, bool backward) {
+    int n = 0;
+    for (const FlatOp& f : expand(p).ops)
+      if (const auto* c = std::get_if<CollectiveOp>(&f.op->kind);
+          c && c->group == Group::dp && c->kind == kind && (f.op->phase != Phase::forward) == backward)
+        ++n;
+    return n;
+  };
+  // 4 blocks, the embedding and the head: a forward gather each, a backward re-gather each but the head's (its
+  // forward and backward are one segment, one gather), a reduce-scatter each.
+  CHECK(count(s.microbatch, CollectiveKind::all_gather, false) == 6);
+  CHECK(count(s.microbatch, CollectiveKind::all_gather, true) == 5);
+  int fwd = 0, bwd = 0, reduce = 0;
+  for (const Program& st : s.stages) {
+    fwd += count(st, CollectiveKind::all_gather, false);
+    bwd += count(st, CollectiveKind::all_gather, true);
+    reduce += count(st, CollectiveKind::reduce_scatter, true);
+  }
+  CHECK(fwd == 6);
+  CHECK(bwd == 0);
+  CHECK(reduce == count(s.microbatch, CollectiveKind::reduce_scatter, true));
+  CHECK(reduce == 6);
+}
+
 TEST_CASE("pipeline stage: 1F1B on pp 2, the stages' segments and transfers", "[pipeline_stage]") {
   const Staged s = staged(PipelineScheduleKind::one_f_one_b);
   // torchtitan's default split of 4 blocks into 2 stages, the embedding and the head counting as one layer each:
