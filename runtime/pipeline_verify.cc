@@ -90,8 +90,11 @@ VerifyReport verify_pipeline(const Program& microbatch, const Program& reference
     const int owner = run.stages[size_t(stage)].rank;
     if (owner == run.pp_rank) {
       Executor& e = *pipe.executor(stage, 0);
+      // parameters() returns a vector by value: held here, so that `p` does not point into a destroyed temporary
+      // (it did, and read a freed Param's gradient id at random under load).
+      const std::vector<Executor::Param> params = e.parameters();
       const Executor::Param* p = nullptr;
-      for (const Executor::Param& q : e.parameters())
+      for (const Executor::Param& q : params)
         if (q.name == rp.name) p = &q;
       if (p) c.shard_dim = e.desc(p->value).param_shard_dim;
       if (!p || p->grad < 0 || rp.grad < 0)
