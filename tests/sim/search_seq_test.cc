@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <optional>
 
 #include "plans/error.h"
 #include "plans/export.h"
@@ -59,40 +60,76 @@ void check_same_report(const StepReport& a, const StepReport& b) {
   CHECK(a.gradient_accumulation_steps == b.gradient_accumulation_steps);
 }
 
-// Brute force over every candidate of `r` (no max_local_batch_size): the candidate's plan lowered with the config's
-// training section at the candidate's seq_len, simulated, and the search's memory rule. Every feasible result of the
-// search is brute force's bit for bit, every candidate brute force finds feasible is feasible in the search (or, with
-// bound_top, pruned by the bound), and the ranking's first `top` (all when 0) are brute force's.
-void check_against_brute_force(const Config& cfg, const SearchResult& r, size_t top = 0) {
-  const std::vector<Candidate> cands = enumerate_candidates(r.space);
-  REQUIRE(cands.size() == r.results.size());
-  std::vector<CandidateResult> feasible;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const CandidateResult& s = r.results[i];
-    INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail);
-    CHECK(s.candidate.seq_len == cands[i].seq_len);
-    if (s.pruned == PruneReason::world || s.pruned == PruneReason::redundant) continue;
+// Brute force over every candidate of a space (no max_local_batch_size): the candidate's plan lowered with the config's
+// training section at the candidate's seq_len, simulated, and the search's memory rule. Computed once per space and
+// compared with every search of it (the reference, the fast search on 1 and 2 threads, with and without the bound):
+// lowering and simulating the whole space again per search made this test 5 times slower than it needs to be.
+// Candidates the search prunes by world size or as redundant have no entry.
+struct BruteForce {
+  std::vector<Candidate> cands;
+  std::vector<std::optional<StepReport>> reports;  // empty: lowering or simulation refused the candidate
+  std::vector<bool> fits;
+  std::vector<bool> skipped;
+};
+
+BruteForce brute_force(const Config& cfg, const SearchResult& r) {
+  BruteForce b;
+  b.cands = enumerate_candidates(r.space);
+  REQUIRE(b.cands.size() == r.results.size());
+  b.reports.resize(b.cands.size());
+  b.fits.assign(b.cands.size(), false);
+  b.skipped.assign(b.cands.size(), false);
+  for (size_t i = 0; i < b.cands.size(); ++i) {
+    const PruneCause& p = r.results[i].pruned;
+    if (p == PruneReason::world || p == PruneReason::redundant) {
+      b.skipped[i] = true;
+      continue;
+    }
     Training t = cfg.training;
-    t.seq_len = cands[i].seq_len;
-    CandidateResult b;
-    b.candidate = cands[i];
+    t.seq_len = b.cands[i].seq_len;
     try {
-      b.report = simulate(lower(cfg.model, t, candidate_plan(r.space, cands[i])), r.cluster, default_cost_params());
-    } catch (const Error& e) {
+      b.reports[i] =
+          simulate(lower(cfg.model, t, candidate_plan(r.space, b.cands[i])), r.cluster, default_cost_params());
+      b.fits[i] = fits_with_headroom(b.reports[i]->memory, r.space.memory_headroom_gib);
+    } catch (const Error&) {
+    }
+  }
+  return b;
+}
+
+// Every feasible result of the search `r` is brute force's bit for bit, every candidate brute force finds feasible is
+// feasible in the search (or, with bound_top, pruned by the bound), and the ranking's first `top` (all when 0) are
+// brute force's.
+void check_against(const BruteForce& bf, const SearchResult& r, size_t top = 0) {
+  REQUIRE(bf.cands.size() == r.results.size());
+  std::vector<CandidateResult> feasible;
+  for (size_t i = 0; i < bf.cands.size(); ++i) {
+    const CandidateResult& s = r.results[i];
+    INFO(describe(r.space, bf.cands[i]) << " | search: " << s.pruned << " " << s.detail);
+    CHECK(s.candidate.seq_len == bf.cands[i].seq_len);
+    if (bf.skipped[i]) {
+      CHECK((s.pruned == PruneReason::world || s.pruned == PruneReason::redundant));
+      continue;
+    }
+    if (!bf.reports[i]) {
       CHECK_FALSE(s.feasible());
       continue;
     }
-    const bool fits = fits_with_headroom(b.report.memory, r.space.memory_headroom_gib);
     if (s.feasible()) {
-      REQUIRE(fits);
-      check_same_report(s.report, b.report);
-      CHECK(s.report.seq_len == cands[i].seq_len);
-    } else if (fits) {
+      REQUIRE(bf.fits[i]);
+      check_same_report(s.report, *bf.reports[i]);
+      CHECK(s.report.seq_len == bf.cands[i].seq_len);
+    } else if (bf.fits[i]) {
       CHECK(s.pruned == PruneReason::bound);
     } else {
       CHECK(s.pruned == PruneReason::memory);
     }
-    if (fits) feasible.push_back(b);
+    if (bf.fits[i]) {
+      CandidateResult b;
+      b.candidate = bf.cands[i];
+      b.report = *bf.reports[i];
+      feasible.push_back(b);
+    }
   }
   std::sort(feasible.begin(), feasible.end(),
             [&](const CandidateResult& a, const CandidateResult& b) { return ranks_before(a, b, r.space.objective); });
@@ -101,6 +138,8 @@ void check_against_brute_force(const Config& cfg, const SearchResult& r, size_t 
   REQUIRE(r.ranking.size() >= n);
   for (size_t k = 0; k < n; ++k) CHECK(r.ranking[k] == feasible[k].candidate.index);
 }
+
+void check_against_brute_force(const Config& cfg, const SearchResult& r) { check_against(brute_force(cfg, r), r); }
 
 SearchOptions all_fast(int threads, size_t bound_top) {
   SearchOptions o;
@@ -210,7 +249,8 @@ TEST_CASE("search.seq_lens: search equals brute force bit for bit, and the refer
   const SearchResult slow = test::reference_search(cfg, 2);
   CHECK(slow.pruned.count(PruneReason::memory));  // 16384 x 16 sequences does not fit
   REQUIRE(slow.winner());
-  check_against_brute_force(cfg, slow);
+  const BruteForce bf = brute_force(cfg, slow);
+  check_against(bf, slow);
   // Every length has feasible candidates: the ranking compares them per token.
   for (int64_t seq : slow.space.seq_lens) {
     bool any = false;
@@ -227,10 +267,10 @@ TEST_CASE("search.seq_lens: search equals brute force bit for bit, and the refer
     CHECK(fast.pareto == slow.pareto);
     for (int i : fast.ranking)
       check_same_report(fast.results[static_cast<size_t>(i)].report, slow.results[static_cast<size_t>(i)].report);
-    check_against_brute_force(cfg, fast);
+    check_against(bf, fast);
     const SearchResult bound = search(cfg, all_fast(threads, 5));
     CHECK(bound.pareto == slow.pareto);
-    check_against_brute_force(cfg, bound, 5);
+    check_against(bf, bound, 5);
   }
 }
 
