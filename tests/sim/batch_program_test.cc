@@ -183,7 +183,7 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
     const ClusterSpec cluster = resolve_cluster(cfg);
     for (const Candidate& c : enumerate_candidates(space)) {
       if (c.activation_checkpointing != ActivationCheckpointing::full || c.local_batch_size > 2) continue;
-      if (!check_static(cfg, cluster, space, c).ok()) continue;
+      if (c.index % test::kSanitizerStride || !check_static(cfg, cluster, space, c).ok()) continue;
       const Plan plan = candidate_plan(space, c);
       std::optional<UnfinishedProgram> u;
       try {
@@ -231,7 +231,7 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
       }
     }
   }
-  CHECK(compared > 100);
+  CHECK(compared > 100 / test::kSanitizerStride);
 }
 
 TEST_CASE("lower_unfinished() into a recycled Program is lower_unfinished() into a fresh one", "[search][batch]") {
@@ -509,7 +509,8 @@ TEST_CASE("search fast path == slow path, bit for bit, over every candidate: 8B 
 
 TEST_CASE("search fast path == slow path on HSDP spaces: the 405B HSDP example, 8B with dp_replicate",
           "[search][batch][hsdp]") {
-  check_fast_equals_slow(test::example_config("llama3-405b-hsdp.yaml"));
+  // Under ASan the 8B space below stands for HSDP alone: the 405B one took 100 s there.
+  if (!test::kSanitized) check_fast_equals_slow(test::example_config("llama3-405b-hsdp.yaml"));
   Config cfg = test::example_config("llama3-8b-h100.yaml");
   cfg.cluster.nodes = 4;
   cfg.search.dp_replicate = {1, 2, 4, 32};  // 32 at tp 1: DDP, pruned

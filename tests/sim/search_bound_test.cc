@@ -12,6 +12,7 @@
 #include "sim/search/search.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
+#include "tests/sanitizer_stride.h"
 
 using namespace tptune;
 
@@ -32,8 +33,8 @@ TEST_CASE("bound: the op-cost step-time bound is at most the simulated step time
     const SearchResult r = search(cfg, {});
     REQUIRE(!r.ranking.empty());
     const CostParams cost = default_cost_params();
-    for (int i : r.ranking) {
-      const CandidateResult& c = r.results[static_cast<size_t>(i)];
+    for (size_t k = 0; k < r.ranking.size(); k += test::kSanitizerStride) {
+      const CandidateResult& c = r.results[static_cast<size_t>(r.ranking[k])];
       INFO(name << ": " << describe(r.space, c.candidate));
       const Program p = lower(cfg.model, cfg.training, candidate_plan(r.space, c.candidate));
       const OpCosts costs = cost_ops(p, r.cluster, cost);
@@ -79,6 +80,7 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's on the exam
           "[search][bound]") {
   for (const char* name : {"llama3-8b-h100.yaml", "llama3-70b-h100.yaml", "llama3-405b-h100.yaml", "gpt-a100.yaml",
                            "tiny-gpt.yaml", "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
+    if (test::kSanitized && std::string(name) == "llama3-405b-hsdp.yaml") continue;  // 7 searches of 4320 candidates
     const Config cfg = test::example_config(name);
     SearchOptions full;
     full.threads = 1;
