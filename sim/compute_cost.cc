@@ -82,6 +82,18 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   e.memory_bound = t_bytes > t_flops;
   e.efficiency = e.memory_bound ? c.gemm_memory_efficiency : eff;
   e.time_us = std::max(t_flops, t_bytes) + c.gemm_overhead_us;
+  if (is_float8(op_type) && c.fp8_layout_copy_factor > 0) {
+    // An operand that is not K-major is copied first (CostParams::fp8_layout_copy_factor): A stored k x m
+    // (trans_a), B stored k x n (not trans_b). Read and write of each element, a memory-bound kernel per copy.
+    double copy_bytes = 0;
+    int copies = 0;
+    if (g.trans_a) copy_bytes += 2.0 * g.m * g.k * stored_bytes_per_element(g.a_dtype, c), ++copies;
+    if (!g.trans_b) copy_bytes += 2.0 * g.k * g.n * stored_bytes_per_element(g.b_dtype, c), ++copies;
+    copy_bytes *= c.fp8_layout_copy_factor;
+    e.bytes += copy_bytes;
+    e.time_us += copy_bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6 +
+                 copies * c.memory_bound_overhead_us;
+  }
   return e;
 }
 

@@ -32,6 +32,14 @@ TPTUNE_COST_PARAM(double, gemm_fp8_efficiency, 0.72, 1e-4, 4.0);
 // tensorwise cuBLAS kernel: torchao's float8 README and torchtitan's float8 docs report smaller end-to-end speedups
 // for `rowwise` than for `tensorwise` on the same model. Multiplies gemm_fp8_efficiency for rowwise plans.
 TPTUNE_COST_PARAM(double, gemm_fp8_rowwise_factor, 0.9, 1e-3, 2.0);
+// float8 operand layout copies: torch._scaled_mm (cuBLASLt's float8 GEMMs) takes A row-major and B column-major,
+// i.e. both operands K-major, and torchao's Float8Tensor mm (torchao/float8/float8_ops.py, preprocess_addmm) copies
+// an operand that is not: `a.contiguous()` and `b.t().contiguous().t()`. In a float8 linear that is the weight in the
+// grad_input GEMM, and grad_output and the input in the grad_weight GEMM (torchao/float8/float8_linear.py:
+// grad_output.t() @ input): a read and a write of tokens x features one-byte elements each, a memory-bound kernel
+// per copy. Multiplies those copy bytes: 1 on GPUs; 0 on a device whose GEMM takes any layout (the cpu device: the
+// CPU backend's float8 emulation multiplies in place).
+TPTUNE_COST_PARAM(double, fp8_layout_copy_factor, 1.0, 0, 100);
 // fp32 GEMMs (CUDA-core rate; fp32 training is for CPU verification, rarely simulated).
 TPTUNE_COST_PARAM(double, gemm_fp32_efficiency, 0.80, 1e-4, 4.0);
 // Sustained tensor-core clock over the clock of the datasheet's dense peak: a power-capped part (torchtitan's 500 W

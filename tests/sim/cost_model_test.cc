@@ -52,6 +52,7 @@ TEST_CASE("a skinny GEMM is memory-bound") {
 
 TEST_CASE("float8 GEMMs run at the fp8 rate on H100 and are refused on A100") {
   GemmOp bf{8192, 8192, 8192};
+  bf.trans_b = true;  // B stored n x k: both operands K-major, as torch._scaled_mm takes them (no layout copy)
   GemmOp f8 = bf;
   f8.a_dtype = f8.b_dtype = DType::fp8_e4m3;
   GpuSpec h100 = gpu_preset("h100-sxm");
@@ -66,6 +67,7 @@ TEST_CASE("float8 GEMMs run at the fp8 rate on H100 and are refused on A100") {
   // float8: / (1979e12 x 0.72 x 0.969697 x 512/768.1) = 74.62 us + 2. 108.63 / 76.62 = 1.4178. Both compute-bound
   // (bytes (8192 x 512 x 2 + 8192^2 x 2) / 2847.5 GB/s = 50.1 us).
   GemmOp bf_k512{8192, 8192, 512};
+  bf_k512.trans_b = true;
   GemmOp f8_k512 = bf_k512;
   f8_k512.a_dtype = f8_k512.b_dtype = DType::fp8_e4m3;
   CHECK(gemm_cost(bf_k512, h100, P()).time_us / gemm_cost(f8_k512, h100, P()).time_us == Approx(1.4178).epsilon(2e-4));
@@ -76,6 +78,36 @@ TEST_CASE("float8 GEMMs run at the fp8 rate on H100 and are refused on A100") {
   } catch (const Error& e) {
     CHECK_THAT(e.what(), Catch::Contains("float8 is not supported on a100-sxm-80gb"));
   }
+}
+
+TEST_CASE("float8 operands that are not K-major are copied before the GEMM (torchao's preprocess_addmm)") {
+  // torch._scaled_mm takes A row-major and B column-major; torchao copies an operand that is not (a.contiguous(),
+  // b.t().contiguous().t()). A linear's grad_weight GEMM (dy^T x, trans_a, B = x stored k x n) copies both, its
+  // grad_input GEMM (B = W stored k x n) the weight, its forward (B = W stored n x k, trans_b) nothing.
+  const GpuSpec h100 = gpu_preset("h100-sxm");
+  GemmOp fwd{8192, 4096, 4096};
+  fwd.a_dtype = fwd.b_dtype = DType::fp8_e4m3;
+  fwd.trans_b = true;
+  GemmOp grad_weight = fwd;  // m = out, n = in, k = tokens
+  grad_weight.trans_a = true, grad_weight.trans_b = false;
+  CostParams none = P();
+  none.fp8_layout_copy_factor = 0;
+  CHECK(gemm_cost(fwd, h100, P()).time_us == gemm_cost(fwd, h100, none).time_us);
+  // grad_weight copies A (m x k = 8192 x 4096, 1 byte) and B (k x n = 4096 x 4096): each read and written,
+  // 2 x (33554432 + 16777216) = 100663296 bytes at 3350 GB/s x memory_bound_efficiency 0.80 = 37.56 us, plus a
+  // 4 us launch per copy: 45.56 us over the same GEMM without the copies.
+  const double extra = gemm_cost(grad_weight, h100, P()).time_us - gemm_cost(grad_weight, h100, none).time_us;
+  CHECK(extra == Approx(100663296.0 / (3350e9 * 0.80) * 1e6 + 2 * 4.0).epsilon(1e-9));
+  CHECK(extra == Approx(45.56).epsilon(1e-3));
+  // bf16 GEMMs take any layout (cuBLAS transposes in the kernel): no copy.
+  GemmOp bf = grad_weight;
+  bf.a_dtype = bf.b_dtype = DType::bf16;
+  CostParams doubled = P();
+  doubled.fp8_layout_copy_factor = 2;
+  CHECK(gemm_cost(bf, h100, P()).time_us == gemm_cost(bf, h100, doubled).time_us);
+  // The factor scales the bytes, not the launches.
+  const double extra2 = gemm_cost(grad_weight, h100, doubled).time_us - gemm_cost(grad_weight, h100, none).time_us;
+  CHECK(extra2 == Approx(2 * 100663296.0 / (3350e9 * 0.80) * 1e6 + 2 * 4.0).epsilon(1e-9));
 }
 
 TEST_CASE("attention: causal FLOPs at the flash efficiency") {
