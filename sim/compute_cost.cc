@@ -131,23 +131,26 @@ ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhe
 
 namespace {
 
-// Eager-module traffic over the fused bytes the Program counts (CostParams).
+// Eager-module traffic over the fused bytes the Program counts (CostParams), forward and backward apart.
 double traffic_factor(ElementwiseOp::Fn f, const CostParams& c, bool compiled) {
   using F = ElementwiseOp::Fn;
   switch (f) {
     case F::rmsnorm:
-    case F::rmsnorm_bwd:
     case F::layernorm:
-    case F::layernorm_bwd:
       return compiled ? c.compiled_norm_traffic_factor : c.norm_traffic_factor;
+    case F::rmsnorm_bwd:
+    case F::layernorm_bwd:
+      return compiled ? c.compiled_norm_traffic_factor : c.norm_bwd_traffic_factor;
     case F::rope:
-    case F::rope_bwd:
       return compiled ? c.compiled_rope_traffic_factor : c.rope_traffic_factor;
+    case F::rope_bwd:
+      return compiled ? c.compiled_rope_traffic_factor : c.rope_bwd_traffic_factor;
     case F::swiglu:
-    case F::swiglu_bwd:
     case F::gelu:
-    case F::gelu_bwd:
       return compiled ? c.compiled_activation_traffic_factor : c.activation_traffic_factor;
+    case F::swiglu_bwd:
+    case F::gelu_bwd:
+      return compiled ? c.compiled_activation_traffic_factor : c.activation_bwd_traffic_factor;
     case F::adamw:
       return c.optimizer_traffic_factor;
     default:

@@ -47,9 +47,10 @@ ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhe
 ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c);
 
 // Kernels the host launches for `op` (what CostParams::eager_dispatch_us / compiled_dispatch_us is paid per, see
-// sim/timeline.h): 1 per op, except eager composite modules, whose kernel count is their traffic factor rounded
-// (norm_traffic_factor 6: torchtitan's eager RMSNorm as x.float(), pow, mean, rsqrt, mul, type_as, mul; rope 4;
-// SiLU(a) x b 2), and a float8 amax fused into its producer (0). Collectives: 1.
+// sim/timeline.h): 1 per op, except eager composite modules, whose kernel count is taken as their traffic factor
+// rounded (norm_traffic_factor 9 for torchtitan's eager RMSNorm, which launches 8: x.float(), pow, mean, add, rsqrt,
+// mul, type_as, mul; its backward 15 for 14; SiLU(a) x b 2), and a float8 amax fused into its producer (0).
+// Collectives: 1.
 int launched_kernels(const Op& op, const Program& p, const CostParams& c);
 // The host's time to issue `op`: launched_kernels() x compiled_dispatch_us when the Program runs compiled (training
 // .compile, or implied by async TP, where CostParams::compile_fuses), else x eager_dispatch_us.

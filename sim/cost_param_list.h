@@ -90,14 +90,24 @@ TPTUNE_COST_PARAM(double, attention_bwd_score_ns, 0, 0, 1e6);
 TPTUNE_COST_PARAM(double, memory_bound_efficiency, 0.80, 1e-4, 4.0);
 // Launch overhead per memory-bound kernel (3-5 us on Hopper with the CPU ahead of the GPU).
 TPTUNE_COST_PARAM(double, memory_bound_overhead_us, 4.0, 0, 1e6);
-// HBM traffic of torchtitan's eager modules over the fused-kernel bytes the Program counts (ElementwiseOp::bytes).
-// RMSNorm runs as ~7 composite kernels in fp32 (x.float(), pow, mean, rsqrt, mul, type_as, mul: ~36 bytes per
-// element against 4 fused; PyTorch's newer fused rms_norm gets close to 1); rotary embedding goes through complex
-// views in fp32 (~5x); SiLU(a) * b is two kernels (~1.7x); residual adds are one kernel. With torch.compile all of
-// these fuse: set them to 1. Defaults sit between the composite and the fused forms.
-TPTUNE_COST_PARAM(double, norm_traffic_factor, 6.0, 1e-2, 100);
-TPTUNE_COST_PARAM(double, rope_traffic_factor, 4.0, 1e-2, 100);
-TPTUNE_COST_PARAM(double, activation_traffic_factor, 1.7, 1e-2, 100);
+// HBM traffic of torchtitan's eager modules over the fused-kernel bytes the Program counts (ElementwiseOp::bytes),
+// forward and backward apart. tools/count_eager_traffic.py records the ATen kernels that eager autograd runs for
+// torchtitan 9dec370's modules (the tree of its December 2024 H100 benchmark, torch 1963fc8 of 2024-12-23, before
+// PyTorch's fused CUDA rms_norm of pytorch/pytorch#153666, which reports "around 9x speedup vs unfused") and sums each
+// kernel's input and output bytes:
+//   RMSNorm (models/norms.py: x.float(), pow, mean, add, rsqrt, mul, type_as, mul by the weight): 8 kernels, 36.1
+//     bytes per element against the fused 4 (bf16 read and write): 9.0; its backward 14 kernels, 88.1 against 6: 14.7.
+//   Rotary embedding (apply_rotary_emb: complex views of x.float(), multiply, view_as_real, type_as): 5.1 forward, 5.4
+//     backward.
+//   SiLU(a) * b (FeedForward): silu and mul, 10 bytes per element against 6: 1.67; backward 3 kernels, 18 against
+//     10: 1.8. The same factors price GELU (one kernel each way in eager: an overestimate for GPT-style models).
+// With torch.compile all of these fuse (the compiled factors below).
+TPTUNE_COST_PARAM(double, norm_traffic_factor, 9.0, 1e-2, 100);
+TPTUNE_COST_PARAM(double, norm_bwd_traffic_factor, 14.7, 1e-2, 100);
+TPTUNE_COST_PARAM(double, rope_traffic_factor, 5.1, 1e-2, 100);
+TPTUNE_COST_PARAM(double, rope_bwd_traffic_factor, 5.4, 1e-2, 100);
+TPTUNE_COST_PARAM(double, activation_traffic_factor, 1.67, 1e-2, 100);
+TPTUNE_COST_PARAM(double, activation_bwd_traffic_factor, 1.8, 1e-2, 100);
 // Cross-entropy stages that compute an exp per logit (sum of exp, backward) over their byte count: 1 where they
 // are memory-bound (GPUs); a CPU is bound by the exps, and calibration finds the factor (sim/gpus/cpu.yaml).
 TPTUNE_COST_PARAM(double, loss_traffic_factor, 1.0, 1e-2, 1000);

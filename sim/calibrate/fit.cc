@@ -326,6 +326,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   c.memory_bound_efficiency = 1.0;
   c.memory_bound_overhead_us = c.optimizer_overhead_us = 0;
   c.norm_traffic_factor = c.rope_traffic_factor = c.activation_traffic_factor = 1.0;
+  c.norm_bwd_traffic_factor = c.rope_bwd_traffic_factor = c.activation_bwd_traffic_factor = 1.0;
   c.embedding_bwd_efficiency = 1.0;
   c.loss_traffic_factor = 1.0;
   c.fp8_cast_traffic_factor = 1.0;
@@ -389,9 +390,15 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   if (!used[plain] && !used[bench_plain]) return;
   const double a = used[plain] ? x[plain] : x[bench_plain];
   put(cal, base, fit, "memory_bound_efficiency", 1 / a, "memory_bound");
-  if (used[norm]) put(cal, base, fit, "norm_traffic_factor", x[norm] / a, "memory_bound");
-  if (used[rope]) put(cal, base, fit, "rope_traffic_factor", x[rope] / a, "memory_bound");
-  if (used[act]) put(cal, base, fit, "activation_traffic_factor", x[act] / a, "memory_bound");
+  // One column per module for both passes: a device whose kernels are fused (the CPU backend's) pays the same
+  // factor forward and backward, and its profiles cannot tell the two apart.
+  for (const auto& [col, fwd, bwd] : {std::tuple{norm, "norm_traffic_factor", "norm_bwd_traffic_factor"},
+                                      std::tuple{rope, "rope_traffic_factor", "rope_bwd_traffic_factor"},
+                                      std::tuple{act, "activation_traffic_factor", "activation_bwd_traffic_factor"}})
+    if (used[col]) {
+      put(cal, base, fit, fwd, x[col] / a, "memory_bound");
+      put(cal, base, fit, bwd, x[col] / a, "memory_bound");
+    }
   if (used[emb_bwd]) put(cal, base, fit, "embedding_bwd_efficiency", a / x[emb_bwd], "memory_bound");
   if (used[loss]) put(cal, base, fit, "loss_traffic_factor", x[loss] / a, "memory_bound");
   if (used[cast]) put(cal, base, fit, "fp8_cast_traffic_factor", x[cast] / a, "memory_bound");

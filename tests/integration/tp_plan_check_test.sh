@@ -2,11 +2,11 @@
 # tp_plan_check_test.sh TP_PLAN EXAMPLES_DIR: `tp-plan check` end to end, as a user's CI runs it.
 #   pass           --update writes the baseline; the same plan then passes (exit 0)
 #   slowdown       vanilla instead of sequence_parallel (8B, full AC): step time +35 % (217.0 -> 293.5 ms), exit 1, the diff names ops that moved
-#   tolerance      the same change within --max-slowdown 40% --max-memory-growth 90% (memory +66 %): exit 0
+#   tolerance      the same change within --max-slowdown 70% --max-memory-growth 90% (memory +66 %): exit 0
 #   memory growth  no activation checkpointing instead of full: faster but +41 % memory, exit 1
 #   same as simulate  a cpu-device config with --hf-config: check's step time is simulate's, to the last digit (check
 #                  ignored --hf-config and the device preset's cost parameters: 12.59 ms vs 2.82 ms, issue 21 item 7)
-#   units          tolerances in percent: the verdict says "slower by 35.48 % (limit 2 %)"; a bad percentage names
+#   units          tolerances in percent: the verdict says "slower by 58.07 % (limit 2 %)"; a bad percentage names
 #                  the unit
 #   formats        --format markdown (a pull-request comment: the verdict heading and the metrics table) and json
 #                  (the exit status, stamped), with the same exit status as text
@@ -43,7 +43,7 @@ expect "same plan passes" 0 "^tp-plan check: PASS" check "$cfg" --preset sequenc
 expect "slowdown fails" 1 "step time \(ms\) .* FAIL" check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b"
 expect "slowdown diff names the ops" 1 "ops that moved most.*" check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b"
 expect "slowdown within tolerance passes" 0 "^tp-plan check: PASS" \
-  check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b" --max-slowdown 40% --max-memory-growth 90%
+  check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b" --max-slowdown 70% --max-memory-growth 90%
 expect "memory growth fails" 1 "peak memory \(GiB\) .* FAIL" \
   check "$cfg" --preset sequence_parallel --tp 8 --ac none --baseline "$b"
 expect "memory growth: step time is better" 1 "step time \(ms\) .* ok: faster by [0-9.]+ %" \
@@ -63,8 +63,8 @@ expect "percentage out of range" 2 "^tp-plan: error: --max-memory-growth 1001%: 
 expect "bad format" 2 "^tp-plan: error: --format md: expected text, json or markdown" \
   check "$cfg" --preset sequence_parallel --baseline "$b" --format md
 
-# Units: the verdict states the slowdown and its limit in percent (217.05 -> 294.05 ms: 294.05 / 217.05 - 1 = 35.48 %).
-expect "the verdict in percent" 1 "step time \(ms\) +217.05 +294.05 +\+35.48 %  FAIL: slower by 35.48 % \(limit 2 %\)" \
+# Units: the verdict states the slowdown and its limit in percent (225.79 -> 356.92 ms: 356.92 / 225.79 - 1 = 58.07 %).
+expect "the verdict in percent" 1 "step time \(ms\) +225.79 +356.92 +\+58.07 %  FAIL: slower by 58.07 % \(limit 2 %\)" \
   check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b"
 expect "a fractional tolerance prints as written" 1 "^tp-plan check: FAIL against .* \(max slowdown 0.5 %, max memory growth 1 %\)" \
   check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b" --max-slowdown 0.5
@@ -72,9 +72,9 @@ expect "a fractional tolerance prints as written" 1 "^tp-plan check: FAIL agains
 # Formats: markdown for a pull-request comment, json for tools; the exit status does not depend on the format.
 expect "markdown: verdict heading" 1 "^### tp-plan check: FAIL$" \
   check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b" --format markdown
-expect "markdown: the metrics table" 1 "^\| step time \(ms\) \| 217.05 \| 294.05 \| \+35.48 % \| \*\*FAIL\*\*: slower by 35.48 % \(limit 2 %\) \|$" \
+expect "markdown: the metrics table" 1 "^\| step time \(ms\) \| 225.79 \| 356.92 \| \+58.07 % \| \*\*FAIL\*\*: slower by 58.07 % \(limit 2 %\) \|$" \
   check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b" --format markdown
-expect "markdown: the ops that moved" 1 "^\| \`layers\.\*\.attention_norm\.bwd \[backward\]\` \| 1.931 \| 14.551 \| \+12.620 \|$" \
+expect "markdown: the ops that moved" 1 "^\| \`layers\.\*\.attention_norm\.bwd \[backward\]\` \| 4.545 \| 35.465 \| \+30.920 \|$" \
   check "$cfg" --preset vanilla --tp 8 --ac full --baseline "$b" --format markdown
 expect "markdown: pass" 0 "^### tp-plan check: PASS$" \
   check "$cfg" --preset sequence_parallel --tp 8 --ac full --baseline "$b" --format markdown

@@ -59,7 +59,7 @@ CostParams truth() {
   c.attention_bwd_score_ns = 6;
   c.memory_bound_efficiency = 0.2;
   c.fp8_cast_traffic_factor = 20;
-  c.norm_traffic_factor = 2.5;
+  c.norm_traffic_factor = c.norm_bwd_traffic_factor = 2.5;  // one column for both passes (sim/calibrate/fit.cc)
   c.loss_traffic_factor = 12;
   c.memory_bound_overhead_us = 1.5;
   c.optimizer_overhead_us = 0.7;
@@ -191,6 +191,7 @@ TEST_CASE("calibrate: a noise-free synthetic profile is fitted back to its param
   CHECK(fitted(cal, "memory_bound_efficiency") == Approx(0.2).epsilon(1e-6));
   CHECK(fitted(cal, "fp8_cast_traffic_factor") == Approx(20).epsilon(1e-6));
   CHECK(fitted(cal, "norm_traffic_factor") == Approx(2.5).epsilon(1e-6));
+  CHECK(fitted(cal, "norm_bwd_traffic_factor") == Approx(2.5).epsilon(1e-6));
   CHECK(fitted(cal, "loss_traffic_factor") == Approx(12).epsilon(1e-6));
   CHECK(fitted(cal, "memory_bound_overhead_us") == Approx(1.5).epsilon(1e-6));
   CHECK(fitted(cal, "optimizer_overhead_us") == Approx(0.7).epsilon(1e-6));
