@@ -147,6 +147,23 @@ Value Layers::cast_float8(const Name& n, const Value& x, DType to, const std::st
   return out;
 }
 
+Value Layers::cast_gradient_float8(const Name& n, const Value& x) {
+  Value out = e.dtensor(x.t, x.pl, x.scale);
+  e.record([this, x, out, n]() {
+    auto g = e.grad(out);
+    if (!g) return;
+    Value gd = g->dtensor ? *g : e.dtensor(g->t, out.pl);
+    if (gd.scale < 0) {
+      TensorId scale = -1;
+      const bool sharded = gd.pl.is_shard() && e.tp > 1;
+      TensorId q = cast_float8_tensor(n, gd.t, sharded, DType::fp8_e5m2, "grad_output", scale);
+      gd = e.dtensor(q, gd.pl, scale);
+    }
+    e.add_grad(x, gd, n.rel);
+  });
+  return out;
+}
+
 void Layers::require_plain_or(const Name& n, const Value& x, const char* what) const {
   if (x.dtensor)
     throw ModuleError(n.fqn, fmt::format("receives a {} but is not parallelized in the plan ({}); torch would "
@@ -264,8 +281,8 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
       e.op(n.rel, e.cat(n.rel, ".bwd_bias"), sum, {dy.t}, {db});
       finish_param_grad(n, b, db, partial);
     }
-    TensorId dyq = dy.t, dy_scale = -1;
-    if (f8) {
+    TensorId dyq = dy.t, dy_scale = dy.scale;
+    if (f8 && dy.scale < 0) {  // (a Float8*Parallel output's gradient arrives cast: cast_gradient_float8)
       bool sharded = f8_tensorwise && dy.dtensor && dy.pl.is_shard() && e.tp > 1;
       dyq = cast_float8_tensor(n, dy.t, sharded, DType::fp8_e5m2, "grad_output", dy_scale);
     }
@@ -298,6 +315,10 @@ Value Layers::linear(const Name& n, const Value& x_in, int64_t in_features, int6
   if (!parallel) return yv;
   Value out = yv;
   if (colwise || rowwise) out = e.redistribute(out, s->output_layout, n.rel);
+  // Float8*Parallel's output (torchao float8_tensor_parallel.py, _prepare_output_fn). Not for a Linear with a bias:
+  // torchao adds the bias to the GEMM's output inside Float8Linear, and the bias gradient would then be a sum over a
+  // float8 tensor, which its Float8Tensor does not implement; its gradient is cast at the GEMMs as Float8Linear does.
+  if (f8_tensorwise && (colwise || rowwise) && b < 0) out = cast_gradient_float8(n, out);
   return s->use_local_output ? e.to_local(out) : out;
 }
 

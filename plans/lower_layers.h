@@ -105,6 +105,11 @@ class Layers {
   Value cast_float8(const Name& n, const Value& x, DType to, const std::string& what);
   TensorId cast_float8_tensor(const Name& n, TensorId x, bool sharded, DType to, const std::string& what,
                               TensorId& scale);
+  // torchao's _NoopFwToFloat8BwDynamic, which Float8ColwiseParallel and Float8RowwiseParallel put after the output
+  // redistribution: the identity forward; backward casts the arriving gradient to e5m2 (tensorwise, the amax
+  // all-reduced over TP when the gradient is sharded), so that the redistribution's backward (the all-gather of a
+  // sequence-parallel rowwise output's gradient) moves float8 and its GEMMs take it as it arrives.
+  Value cast_gradient_float8(const Name& n, const Value& x);
   void require_plain_or(const Name& n, const Value& x, const char* what) const;
 };
 

@@ -148,14 +148,21 @@ TEST_CASE("float8 tensorwise on sequence_parallel: fp8 all-gathers and amax all-
   // amax all-reduce(max), forward: the two sharded module inputs (attention, feed_forward: S(1)), the seven
   // sharded weights (wq wk wv wo w1 w3 w2), the rowwise inputs of wo and w2 (S(-1)) = 2 + 7 + 2 = 11.
   CHECK(block_count(p, "forward", K::all_reduce, ReduceOp::max) == 11);
-  // Backward: grad_output of the five colwise linears is S(-1) (sharded) -> 5 amax all-reduces; rowwise grads
-  // arrive R (no reduction); plus the 2 norm-weight sum all-reduces.
-  CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::max) == 5);
+  // Backward: grad_output of the five colwise linears is S(-1) (sharded) -> 5 amax all-reduces; Float8RowwiseParallel
+  // casts the S(1) gradient of wo's and w2's outputs before its all-gather (torchao's _NoopFwToFloat8BwDynamic after
+  // the output redistribution) -> 2 more; plus the 2 norm-weight sum all-reduces.
+  CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::max) == 7);
+  for (const auto& r : block_collectives(p))
+    if (r.kind == K::all_gather && r.phase == Phase::backward) {
+      CHECK(r.dtype == DType::fp8_e5m2);
+      CHECK(r.bytes == kAct8);
+    }
   CHECK(block_count(p, "backward", K::all_reduce, ReduceOp::sum) == 2);
   // Which amax reductions torch.compile can fold into the kernel that produces their tensor: the norm outputs
   // (attention and feed_forward inputs), the SwiGLU output (w2's input) and its backward (w1/w3's gradients), rope's
-  // backward (wq/wk's gradients); not the attention output (wo's input), the gradients arriving by all-gather (wo,
-  // w2), attention's dV (wv), or the weights (FSDP's all-gather or the parameter itself).
+  // backward (wq/wk's gradients), the residual stream's gradient sum (wo's output gradient, cast before its
+  // all-gather); not the attention output (wo's input), the block's incoming gradient (w2's output: it comes from the
+  // next block's compiled graph), attention's dV (wv), or the weights (FSDP's all-gather or the parameter itself).
   std::map<std::string, bool> fused;
   for (SegmentKind k : {SegmentKind::block_fwd, SegmentKind::block_bwd})
     for (const Op& op : p.segment(k)->ops)
@@ -172,7 +179,7 @@ TEST_CASE("float8 tensorwise on sequence_parallel: fp8 all-gathers and amax all-
                                             {"attention.wq.amax_grad_output", true},
                                             {"attention.wk.amax_grad_output", true},
                                             {"attention.wv.amax_grad_output", false},
-                                            {"attention.wo.amax_grad_output", false},
+                                            {"attention.wo.amax_grad_output", true},
                                             {"feed_forward.w2.amax_grad_output", false}};
   for (const auto& [name, elementwise] : want) {
     INFO(name);
