@@ -175,7 +175,7 @@ TEST_CASE("host dispatch: kernels launched per op, eager composite modules and c
   }
 }
 
-TEST_CASE("eager modules: their measured kernel traffic, forward and backward apart; compiled: the fused bytes") {
+TEST_CASE("eager modules: their measured kernel traffic, forward and backward apart, and the fused bytes when compiled") {
   // tools/count_eager_traffic.py (torchtitan 9dec370's modules under eager autograd): RMSNorm 9.0x forward, 14.7x
   // backward; rope 5.1x / 5.4x; SiLU x b 1.67x / 1.8x the fused bytes the Program counts.
   Builder b(1);
