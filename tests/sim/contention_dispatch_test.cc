@@ -175,7 +175,8 @@ TEST_CASE("host dispatch: kernels launched per op, eager composite modules and c
   }
 }
 
-TEST_CASE("eager modules: their measured kernel traffic, forward and backward apart, and the fused bytes when compiled") {
+TEST_CASE(
+    "eager modules: their measured kernel traffic, forward and backward apart, and the fused bytes when compiled") {
   // tools/count_eager_traffic.py (torchtitan 9dec370's modules under eager autograd): RMSNorm 9.0x forward, 14.7x
   // backward; rope 5.1x / 5.4x; SiLU x b 1.67x / 1.8x the fused bytes the Program counts.
   Builder b(1);
@@ -194,14 +195,13 @@ TEST_CASE("eager modules: their measured kernel traffic, forward and backward ap
   CHECK(pass_us == Approx(25.041).epsilon(1e-4));
   SECTION("eager") {
     b.p.training.compile = false;
-    CHECK(compute_cost(ops[0], b.p, h100, c).time_us == Approx(9.0 * pass_us + 4));    // 229.37 us
-    CHECK(compute_cost(ops[1], b.p, h100, c).time_us == Approx(14.7 * pass_us + 4));   // 372.10 us
-    CHECK(compute_cost(ops[2], b.p, h100, c).time_us == Approx(5.4 * pass_us + 4));    // 139.22 us
-    CHECK(compute_cost(ops[3], b.p, h100, c).time_us == Approx(1.8 * pass_us + 4));    // 49.07 us
+    CHECK(compute_cost(ops[0], b.p, h100, c).time_us == Approx(9.0 * pass_us + 4));   // 229.37 us
+    CHECK(compute_cost(ops[1], b.p, h100, c).time_us == Approx(14.7 * pass_us + 4));  // 372.10 us
+    CHECK(compute_cost(ops[2], b.p, h100, c).time_us == Approx(5.4 * pass_us + 4));   // 139.22 us
+    CHECK(compute_cost(ops[3], b.p, h100, c).time_us == Approx(1.8 * pass_us + 4));   // 49.07 us
   }
   SECTION("compiled: one fused kernel each way") {
     b.p.training.compile = true;
     for (const Op& op : ops) CHECK(compute_cost(op, b.p, h100, c).time_us == Approx(pass_us + 4));
   }
 }
-
