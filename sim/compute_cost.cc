@@ -89,10 +89,10 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
     int copies = 0;
     if (g.trans_a) copy_bytes += 2.0 * g.m * g.k * stored_bytes_per_element(g.a_dtype, c), ++copies;
     if (!g.trans_b) copy_bytes += 2.0 * g.k * g.n * stored_bytes_per_element(g.b_dtype, c), ++copies;
-    copy_bytes *= c.fp8_layout_copy_factor;
-    e.bytes += copy_bytes;
-    e.time_us += copy_bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6 +
-                 copies * c.memory_bound_overhead_us;
+    const ComputeEstimate copy = memory_bound_cost(copy_bytes * c.fp8_layout_copy_factor, c.memory_bound_efficiency,
+                                                   copies * c.memory_bound_overhead_us, gpu);
+    e.bytes += copy.bytes;
+    e.time_us += copy.time_us;
   }
   return e;
 }

@@ -24,6 +24,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 TOKENS, DIM, HEADS = 256, 512, 8  # large enough that the (per-row, per-feature) small tensors are negligible
 
 
+NO_KERNEL = ("aten::view_as_complex", "aten::view_as_real", "aten::_reshape_alias", "aten::detach", "aten::lift_fresh")
+
+
+def tensor_bytes(xs):
+    return sum(x.numel() * x.element_size() for x in torch.utils._pytree.tree_leaves(xs) if isinstance(x, torch.Tensor))
+
+
 class Traffic(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -31,17 +38,8 @@ class Traffic(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if torch.Tag.view_copy in func.tags or func.is_view or func._schema.name in (
-                "aten::view_as_complex", "aten::view_as_real", "aten::_reshape_alias", "aten::detach",
-                "aten::lift_fresh"):
-            return out
-        def sizes(xs):
-            total = 0
-            for x in torch.utils._pytree.tree_leaves(xs):
-                if isinstance(x, torch.Tensor):
-                    total += x.numel() * x.element_size()
-            return total
-        self.kernels.append((func._schema.name, sizes((args, kwargs)) + sizes(out)))
+        if not func.is_view and func._schema.name not in NO_KERNEL:
+            self.kernels.append((func._schema.name, tensor_bytes((args, kwargs)) + tensor_bytes(out)))
         return out
 
 
