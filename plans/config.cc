@@ -80,9 +80,17 @@ YAML::Node locate(const YAML::Node& map, std::string_view key, const YAML::Node&
   return k.IsDefined() ? k : self;
 }
 
-// model: {hf_config: PATH [, name: NAME]}: a transformers config.json, relative to the config file (plans/hf_config.h).
+// model.gqa, beside a preset, explicit dimensions or an hf_config alike (the attention's kernel path, not its shapes).
+void read_gqa(const YamlDoc& doc, const YAML::Node& n, Model& m) {
+  if (has(n, "gqa"))
+    m.gqa = doc.choice(n["gqa"], "model.gqa", {"enable_gqa", "repeat_kv"}) == "repeat_kv" ? Gqa::repeat_kv
+                                                                                          : Gqa::enable_gqa;
+}
+
+// model: {hf_config: PATH [, name: NAME] [, gqa: ...]}: a transformers config.json, relative to the config file
+// (plans/hf_config.h).
 Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesystem::path& base_dir) {
-  doc.check_map(n, "model", {"hf_config", "name"});
+  doc.check_map(n, "model", {"hf_config", "name", "gqa"});
   const std::filesystem::path p(doc.string(n["hf_config"], "model.hf_config"));
   const std::filesystem::path file = p.is_absolute() || base_dir.empty() ? p : base_dir / p;
   std::error_code ec;
@@ -92,6 +100,7 @@ Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesyst
                              yaml::shown(file.string(), 200)));
   Model m = load_hf_config(file.string());
   if (has(n, "name")) m.name = doc.string(n["name"], "model.name");
+  read_gqa(doc, n, m);
   return m;
 }
 
@@ -101,7 +110,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   doc.check_map(n, "model",
                 {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
                  "ffn_dim_multiplier", "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta", "head_dim",
-                 "qkv_bias", "tie_word_embeddings"});
+                 "qkv_bias", "tie_word_embeddings", "gqa"});
   Model m;
   std::string preset;
   if (has(n, "preset")) {
@@ -172,6 +181,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   if (has(n, "qkv_bias")) m.qkv_bias = doc.boolean(n["qkv_bias"], "model.qkv_bias");
   if (has(n, "tie_word_embeddings"))
     m.tie_word_embeddings = doc.boolean(n["tie_word_embeddings"], "model.tie_word_embeddings");
+  read_gqa(doc, n, m);
 
   if (has(n, "name")) {
     m.name = doc.string(n["name"], "model.name");

@@ -487,16 +487,24 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
   if (q.dtensor != k.dtensor || q.dtensor != v.dtensor)
     throw ModuleError(n.fqn, "q, k and v must all be plain tensors or all DTensors");
   Value qr = rope(child(n, "q"), q), kr = rope(child(n, "k"), k);
-  if (plan.cp_degree > 1) return ring_attention(n, qr, kr, v, hq, hkv, out);
-  AttentionOp a{ql[0], ql[1], hq, hkv, hd, true, false};
+  Value vr = v;
+  int64_t hkv_sdpa = hkv;  // the key/value heads SDPA (or the ring around it) receives
+  if (m.gqa == Gqa::repeat_kv && hq > hkv) {
+    kr = repeat_kv(child(n, "k"), kr, hq / hkv);
+    vr = repeat_kv(child(n, "v"), v, hq / hkv);
+    hkv_sdpa = hq;
+  }
+  if (plan.cp_degree > 1) return ring_attention(n, qr, kr, vr, hq, hkv_sdpa, out);
+  const Shape kl_sdpa = e.shape(kr), vl_sdpa = e.shape(vr);
+  AttentionOp a{ql[0], ql[1], hq, hkv_sdpa, hd, true, false};
   TensorId o = e.tensor(e.cat(n.rel, ".core.out"), ql, act(), e.desc(q.t).placement, TensorRole::activation,
                         e.desc(q.t).global_shape);
   TensorId lse =
       e.tensor(e.cat(n.rel, ".core.lse"), {ql[0], hq, ql[1]}, DType::fp32, Placement::R(), TensorRole::activation);
-  e.op(n.rel, e.cat(n.rel, ".core.fwd"), a, {qr.t, kr.t, v.t}, {o, lse});
+  e.op(n.rel, e.cat(n.rel, ".core.fwd"), a, {qr.t, kr.t, vr.t}, {o, lse});
   out = q.dtensor ? e.dtensor(o, q.pl) : e.plain(o, q.pl);
   Value ov = out;
-  e.record([this, n, qr, kr, v, ov, o, lse, a, ql, kl, vl]() {
+  e.record([this, n, qr, kr, vr, ov, o, lse, a, ql, kl = kl_sdpa, vl = vl_sdpa]() {
     auto g = e.grad(ov);
     if (!g) return;
     AttentionOp b = a;
@@ -505,14 +513,36 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
                            e.desc(qr.t).global_shape);
     TensorId dk = e.tensor(e.cat(n.rel, ".core.grad_k"), kl, act(), e.desc(kr.t).placement, TensorRole::gradient,
                            e.desc(kr.t).global_shape);
-    TensorId dv = e.tensor(e.cat(n.rel, ".core.grad_v"), vl, act(), e.desc(v.t).placement, TensorRole::gradient,
-                           e.desc(v.t).global_shape);
-    e.op(n.rel, e.cat(n.rel, ".core.bwd"), b, {qr.t, kr.t, v.t, o, lse, g->t}, {dq, dk, dv});
+    TensorId dv = e.tensor(e.cat(n.rel, ".core.grad_v"), vl, act(), e.desc(vr.t).placement, TensorRole::gradient,
+                           e.desc(vr.t).global_shape);
+    e.op(n.rel, e.cat(n.rel, ".core.bwd"), b, {qr.t, kr.t, vr.t, o, lse, g->t}, {dq, dk, dv});
     auto wrap = [&](TensorId t, const Value& like) { return like.dtensor ? e.dtensor(t, like.pl) : e.plain(t); };
     e.add_grad(qr, wrap(dq, qr), n.rel);
     e.add_grad(kr, wrap(dk, kr), n.rel);
-    e.add_grad(v, wrap(dv, v), n.rel);
+    e.add_grad(vr, wrap(dv, vr), n.rel);
   });
+}
+
+Value Layers::repeat_kv(const Name& n, const Value& x, int64_t rep) {
+  const Shape xl = e.shape(x);
+  const Shape yl{xl[0], xl[1], checked_mul({xl[2], rep}, "repeated kv width")};
+  Shape yg = e.desc(x.t).global_shape;
+  yg.back() = checked_mul({yg.back(), rep}, "repeated kv width");
+  // Read the kv heads, write r copies; the backward reads the r copies' gradients and writes their sum.
+  const int64_t bytes = (numel(xl) + numel(yl)) * bytes_per_element(act());
+  TensorId y = e.tensor(e.desc(x.t).name + ".repeat_kv", yl, act(), e.desc(x.t).placement, TensorRole::activation, yg);
+  e.op(n.rel, e.cat(n.rel, ".repeat_kv"), ElementwiseOp{ElementwiseOp::Fn::repeat_kv, bytes, 0}, {x.t}, {y});
+  Value yv = x.dtensor ? e.dtensor(y, x.pl) : e.plain(y, x.pl);
+  e.record([this, n, x, yv, xl, bytes, rep]() {
+    auto g = e.grad(yv);
+    if (!g) return;
+    TensorId dx = e.tensor(e.desc(g->t).name + ".repeat_kv_bwd", xl, act(), e.desc(g->t).placement,
+                           TensorRole::gradient, e.desc(x.t).global_shape);
+    e.op(n.rel, e.cat(n.rel, ".repeat_kv_bwd"),
+         ElementwiseOp{ElementwiseOp::Fn::repeat_kv_bwd, bytes, numel(xl) * (rep - 1)}, {g->t}, {dx});
+    e.add_grad(x, g->dtensor ? e.dtensor(dx, g->pl) : e.plain(dx), n.rel);
+  });
+  return yv;
 }
 
 static void check_same_layout(const Emitter& e, const Layers::Name& n, const Value& a, const Value& b) {

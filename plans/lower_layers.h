@@ -38,6 +38,10 @@ class Layers {
   // Rotary embedding, attention core and activations on local heads/features.
   Value rope(const Name& n, const Value& x);
   void attention_core(const Name& n, const Value& q, const Value& k, const Value& v, Value& out);
+  // Model::gqa == repeat_kv: each key/value head of x copied to the `rep` query heads of its group
+  // (ElementwiseOp::repeat_kv), as torchtitan's repeat_kv does before SDPA; its backward sums each group's gradients
+  // (repeat_kv_bwd).
+  Value repeat_kv(const Name& n, const Value& x, int64_t rep);
   // Context parallelism (plan.cp_degree > 1): the attention core as torch's ring over the cp group
   // (plans/context_parallel.h; plans/lower_ring.cc), on the rope'd q, k and v of this rank's seq/cp tokens with hq
   // query and hkv key/value heads; `out` as attention_core's.

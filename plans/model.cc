@@ -18,6 +18,12 @@ static_assert(std::size(kNormNames) == enum_count(Norm::layernorm));
 
 std::string_view to_string(Norm n) { return name_of(kNormNames, n); }
 
+// Gqa's enumerators, in declaration order.
+constexpr std::string_view kGqaNames[] = {"enable_gqa", "repeat_kv"};
+static_assert(std::size(kGqaNames) == enum_count(Gqa::repeat_kv));
+
+std::string_view to_string(Gqa g) { return name_of(kGqaNames, g); }
+
 // Parameters of one norm over `dim`: a weight, and for layernorm also a bias.
 static int64_t norm_parameters(const Model& m) { return (m.norm == Norm::layernorm ? 2 : 1) * m.dim; }
 

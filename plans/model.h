@@ -27,8 +27,18 @@ namespace tptune {
 
 enum class Mlp { swiglu, gelu };
 enum class Norm { rmsnorm, layernorm };
+// How attention serves grouped-query heads (n_kv_heads < n_heads), YAML model.gqa:
+//   enable_gqa  K and V reach scaled_dot_product_attention with their n_kv_heads heads (SDPA's enable_gqa=True):
+//               torchtitan since ff0829c ("GQA without kv repeats", 2026-01-27). The default.
+//   repeat_kv   each kv head is first copied to the n_heads / n_kv_heads query heads of its group (torchtitan's
+//               repeat_kv before then: models/llama/model.py, `keys = repeat_kv(xk, self.n_rep)`, the code of every
+//               torchtitan benchmark in profiles/published). The same function; the copies cost a memory-bound
+//               kernel each way, SDPA saves the repeated K and V, and context parallelism's ring attention (which
+//               wraps SDPA) gathers and rotates them: n_heads / n_kv_heads times the bytes.
+enum class Gqa { enable_gqa, repeat_kv };
 std::string_view to_string(Mlp m);
 std::string_view to_string(Norm n);
+std::string_view to_string(Gqa g);
 
 struct Model {
   std::string name;  // preset name or "custom"
@@ -49,6 +59,8 @@ struct Model {
   // The output projection reuses tok_embeddings.weight (see above). YAML model.tie_word_embeddings, HF
   // tie_word_embeddings; default false (torchtitan's enable_weight_tying default).
   bool tie_word_embeddings = false;
+  // Grouped-query attention's kernel path (see Gqa). YAML model.gqa; default enable_gqa.
+  Gqa gqa = Gqa::enable_gqa;
 
   // The width of one attention head: explicit_head_dim, or dim / n_heads.
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }

@@ -157,7 +157,12 @@ struct ElementwiseOp {
     grad_norm,
     grad_clip,
     attention_merge,
-    concat
+    concat,
+    // Model::gqa == repeat_kv: {kv (b, s, h_kv x d)} -> {(b, s, h_q x d)}, kv head g copied to query heads
+    // [g r, (g+1) r) (r = h_q / h_kv; torchtitan's repeat_kv: unsqueeze, expand, reshape); its backward sums each group
+    // of r heads' gradients back into one.
+    repeat_kv,
+    repeat_kv_bwd
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)

@@ -37,11 +37,12 @@ nlohmann::json program_identity(const Program& p) {
                          {"loss_parallel", plan.loss_parallel}}},
                        {"tp", p.tp},
                        {"dp", p.dp}};
-  // A head_dim of its own, q/k/v biases and tied embeddings only when the model has them, so that the identity of
-  // every other model (and the profiles written before them) reads as it did.
+  // A head_dim of its own, q/k/v biases, tied embeddings and repeated kv heads only when the model has them, so that
+  // the identity of every other model (and the profiles written before them) reads as it did.
   if (m.explicit_head_dim > 0) id["model"]["head_dim"] = m.explicit_head_dim;
   if (m.qkv_bias) id["model"]["qkv_bias"] = true;
   if (m.tie_word_embeddings) id["model"]["tie_word_embeddings"] = true;
+  if (m.gqa != Gqa::enable_gqa) id["model"]["gqa"] = std::string(to_string(m.gqa));
   // Likewise context parallelism only for CP Programs (their dp is FSDP's dp_shard x cp).
   if (p.cp > 1) {
     id["cp"] = p.cp;
@@ -86,7 +87,7 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
   }
   // The model features written only when present: a profile that has one the simulated model lacks differs too.
   if (profiled.contains("model") && profiled["model"].is_object())
-    for (const char* key : {"head_dim", "qkv_bias", "tie_word_embeddings"})
+    for (const char* key : {"head_dim", "qkv_bias", "tie_word_embeddings", "gqa"})
       if (profiled["model"].contains(key) && !mine["model"].contains(key))
         diffs.push_back(
             fmt::format("model.{} {} (profile) vs none (simulated)", key, value_text(profiled["model"][key])));

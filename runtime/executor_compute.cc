@@ -114,10 +114,11 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   const FlatOp& op = flat_.ops[size_t(index)];
   using F = ElementwiseOp::Fn;
   static const std::map<F, std::pair<size_t, size_t>> arity = {
-      {F::rmsnorm, {2, 2}}, {F::rmsnorm_bwd, {4, 2}}, {F::layernorm, {3, 3}}, {F::layernorm_bwd, {5, 3}},
-      {F::rope, {1, 1}},    {F::rope_bwd, {1, 1}},    {F::swiglu, {2, 1}},    {F::swiglu_bwd, {3, 2}},
-      {F::gelu, {1, 1}},    {F::gelu_bwd, {2, 1}},    {F::add, {2, 1}},       {F::accumulate, {2, 1}},
-      {F::slice, {1, 1}},   {F::adamw, {4, 3}},       {F::bias_add, {2, 1}},  {F::bias_grad, {1, 1}}};
+      {F::rmsnorm, {2, 2}},   {F::rmsnorm_bwd, {4, 2}},  {F::layernorm, {3, 3}}, {F::layernorm_bwd, {5, 3}},
+      {F::rope, {1, 1}},      {F::rope_bwd, {1, 1}},     {F::swiglu, {2, 1}},    {F::swiglu_bwd, {3, 2}},
+      {F::gelu, {1, 1}},      {F::gelu_bwd, {2, 1}},     {F::add, {2, 1}},       {F::accumulate, {2, 1}},
+      {F::slice, {1, 1}},     {F::adamw, {4, 3}},        {F::bias_add, {2, 1}},  {F::bias_grad, {1, 1}},
+      {F::repeat_kv, {1, 1}}, {F::repeat_kv_bwd, {1, 1}}};
   if (e.fn == F::copy)  // refused before a run (tp-run's refuse_unsupported); said again here for any other caller
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
@@ -213,6 +214,32 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
         fail(op, fmt::format("bias_grad: bias gradient of local shape {} from a gradient of local shape {}",
                              to_string(desc(op.outputs[0]).local_shape), to_string(x.local_shape)));
       be_.bias_grad(rows_of(x), width, in(0), out(0));
+      break;
+    }
+    case F::repeat_kv:
+    case F::repeat_kv_bwd: {
+      // kv (b, s, h_kv x d) and its repeat (b, s, h_q x d): seen as rows of one kv head, the repeat holds r = h_q /
+      // h_kv consecutive copies of each row, so copy j of every head is one strided 2-D copy.
+      const bool fwd = e.fn == F::repeat_kv;
+      const TensorDesc& kv = fwd ? x : desc(op.outputs[0]);
+      const TensorDesc& rep = fwd ? desc(op.outputs[0]) : x;
+      const int64_t d = m.head_dim(), kv_w = last_dim(kv), rep_w = last_dim(rep);
+      if (kv.local_shape.size() != 3 || rep.local_shape.size() != 3 || kv_w % d != 0 || rep_w % kv_w != 0 ||
+          rows_of(kv) != rows_of(rep))
+        fail(op, fmt::format("{}: key/value heads of local shape {} and their repeat {} are not (batch, seq, heads x "
+                             "{}) with a whole number of copies",
+                             to_string(e.fn), to_string(kv.local_shape), to_string(rep.local_shape), d));
+      const int64_t r = rep_w / kv_w, rows = rows_of(kv) * (kv_w / d), kv_n = numel(kv.local_shape);
+      if (fwd) {
+        for (int64_t j = 0; j < r; ++j) be_.copy2d(out(0).at(j * d), r * d, in(0), d, rows, d);
+      } else {
+        be_.copy2d(out(0), d, in(0), r * d, rows, d);
+        const DevPtr part = scratch(index, 0, kv_n, out(0).storage).ptr();
+        for (int64_t j = 1; j < r; ++j) {
+          be_.copy2d(part, d, in(0).at(j * d), r * d, rows, d);
+          be_.accumulate(kv_n, part, out(0));
+        }
+      }
       break;
     }
     case F::slice: {

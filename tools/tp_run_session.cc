@@ -324,11 +324,12 @@ void check_same_everywhere(const World& w, const std::string& config_path, const
   uint64_t mine[3] = {0, 0, 0};
   std::string error;
   try {
-    mine[0] = fnv1a(read_input_file(config_path, "config YAML") +
-                    fmt::format("\nmodel {} {} {} {} {} {} {} {} {} {} {} {} {} {}", model.name, model.dim,
-                                model.n_layers, model.n_heads, model.n_kv_heads, model.ffn_dim, model.vocab_size,
-                                to_string(model.mlp), to_string(model.norm), model.norm_eps, model.rope_theta,
-                                model.explicit_head_dim, model.qkv_bias, model.tie_word_embeddings));
+    mine[0] =
+        fnv1a(read_input_file(config_path, "config YAML") +
+              fmt::format("\nmodel {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", model.name, model.dim, model.n_layers,
+                          model.n_heads, model.n_kv_heads, model.ffn_dim, model.vocab_size, to_string(model.mlp),
+                          to_string(model.norm), model.norm_eps, model.rope_theta, model.explicit_head_dim,
+                          model.qkv_bias, model.tie_word_embeddings, to_string(model.gqa)));
     mine[1] = fnv1a(plan_to_yaml(plan));
     mine[2] = fnv1a(options);
   } catch (const std::exception& e) {

@@ -101,6 +101,37 @@ TEST_CASE("gradients match central finite differences of the loss", "[runtime][e
   }
 }
 
+TEST_CASE("repeat_kv computes what grouped attention computes: the same loss and gradients", "[runtime][executor]") {
+  // tiny-llama groups 8 query heads over 4 kv heads. Copying each kv head to its 2 query heads before attention
+  // (model.gqa repeat_kv) and summing the copies' gradients back is the same function as attending over the groups:
+  // every parameter's gradient agrees to fp32 rounding (a wrong head order or a dropped copy would not).
+  Config cfg = test::example_config("tiny-llama.yaml");
+  Plan plan = test::make_plan("vanilla", {.local_batch_size = cfg.training.local_batch_size});
+  const Program grouped = lower(cfg.model, cfg.training, plan);
+  cfg.model.gqa = Gqa::repeat_kv;
+  const Program repeated = lower(cfg.model, cfg.training, plan);
+  CpuBackend be_g, be_r;
+  Executor g(grouped, be_g, {false, {}}), r(repeated, be_r, {false, {}});
+  g.init(7);
+  r.init(7);
+  g.step();
+  r.step();
+  CHECK(std::abs(g.loss() - r.loss()) <= 1e-6f * std::abs(g.loss()));
+  const auto pg = g.parameters(), pr = r.parameters();
+  REQUIRE(pg.size() == pr.size());
+  for (size_t i = 0; i < pg.size(); ++i) {
+    INFO(pg[i].name);
+    REQUIRE(pg[i].name == pr[i].name);
+    const auto a = g.read(pg[i].grad), b = r.read(pr[i].grad);
+    REQUIRE(a.size() == b.size());
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < a.size(); ++j)
+      diff = std::max(diff, double(std::abs(a[j] - b[j]))), norm += double(a[j]) * a[j];
+    CHECK(norm > 0);
+    CHECK(diff <= 1e-5 * std::sqrt(norm / double(a.size())) + 1e-9);
+  }
+}
+
 TEST_CASE("the optimizer runs only when asked", "[runtime][executor]") {
   CpuBackend be;
   Program prog = test::lower_example("tiny-llama.yaml", "vanilla");

@@ -26,8 +26,10 @@ struct Programs {
   Program sharded, reference;
 };
 
-Programs tiny_cp(int cp, CpRotate rotate, bool load_balance, const char* config = "tiny-llama.yaml") {
+Programs tiny_cp(int cp, CpRotate rotate, bool load_balance, const char* config = "tiny-llama.yaml",
+                 Gqa gqa = Gqa::enable_gqa) {
   Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + config);
+  cfg.model.gqa = gqa;
   Plan base;
   base.tp_degree = world_size() / cp;
   base.local_batch_size = cfg.training.local_batch_size;
@@ -100,6 +102,17 @@ TEST_CASE("cp 2: both rotate methods and both sequence layouts verify", "[mpi][c
 TEST_CASE("cp 2: a model with biases, LayerNorm and GELU verifies", "[mpi][cp]") {
   const VerifyReport r = verify_cp(tiny_cp(2, CpRotate::alltoall, true, "tiny-gpt.yaml"));
   CHECK(r.pass());
+}
+
+TEST_CASE("cp 2: repeat_kv's repeated K/V rotate around the ring and verify", "[mpi][cp]") {
+  // model.gqa repeat_kv: the ring gathers (allgather) or passes on (alltoall) the K/V with the query heads' count, and
+  // dK/dV travel repeated until the last step sums them back; at np 4 tp 2 also splits the heads.
+  for (CpRotate rotate : {CpRotate::allgather, CpRotate::alltoall}) {
+    INFO("rotate " << to_string(rotate));
+    const VerifyReport r = verify_cp(tiny_cp(2, rotate, true, "tiny-llama.yaml", Gqa::repeat_kv));
+    CHECK(r.pass());
+    CHECK(r.loss_rel_err < 1e-6);
+  }
 }
 
 TEST_CASE("cp 2: a skipped ring block fails", "[mpi][cp]") {

@@ -33,8 +33,10 @@ int world_rank() {
 struct Programs {
   Program sharded, reference;
 };
-Programs tiny(const char* preset, Float8Recipe f8, bool async_tp, const char* config = "tiny-llama.yaml") {
+Programs tiny(const char* preset, Float8Recipe f8, bool async_tp, const char* config = "tiny-llama.yaml",
+              Gqa gqa = Gqa::enable_gqa) {
   Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + config);
+  cfg.model.gqa = gqa;
   Plan base;
   base.tp_degree = world_size();
   base.local_batch_size = cfg.training.local_batch_size;
@@ -61,6 +63,19 @@ TEST_CASE("float8 tensorwise with async TP verifies, every cast checked", "[mpi]
     INFO(c.tensor << ": " << c.problem);
     CHECK(c.pass);
     CHECK(c.rank_scale_spread == 0.0);
+  }
+}
+
+TEST_CASE("repeat_kv on tp-sharded heads verifies, plain and float8 with async TP", "[mpi][verify]") {
+  // Each rank copies its own kv heads to its own query heads (tp 2: 2 kv heads to 4; tp 4: 1 to 2).
+  for (bool f8 : {false, true}) {
+    INFO("float8 " << f8);
+    auto p = tiny("sequence_parallel", f8 ? Float8Recipe::tensorwise : Float8Recipe::none, f8, "tiny-llama.yaml",
+                  Gqa::repeat_kv);
+    CpuBackend be(MPI_COMM_WORLD), local;
+    const VerifyReport r = verify_step(p.sharded, p.reference, be, local, 3);
+    CHECK(r.pass());
+    CHECK(r.params.size() == 21);
   }
 }
 
