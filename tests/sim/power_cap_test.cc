@@ -31,8 +31,8 @@ TEST_CASE("the 500 W HBM2e H100 preset: torchtitan's figures, the same GH100 die
   CHECK(g.bf16_tflops == sxm.bf16_tflops);
   CHECK(g.fp8_tflops == sxm.fp8_tflops);
   CHECK(g.sm_count == 132);
-  CHECK(cost_param(g, "tensor_clock_fraction") == Approx(0.6390));
-  CHECK(device_cost_params(g).tensor_clock_fraction == Approx(0.6390));
+  CHECK(cost_param(g, "tensor_clock_fraction") == Approx(0.6421));
+  CHECK(device_cost_params(g).tensor_clock_fraction == Approx(0.6421));
   CHECK(device_cost_params(sxm).tensor_clock_fraction == 1.0);
   CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("1,671"));
   CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("fitted"));
