@@ -370,6 +370,8 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
   row("loss_parallel", plan.loss_parallel ? "true" : "false",
       plan.framework == Framework::torchtitan_0_3 ? "torchtitan 0.3 (always on)" : src("loss_parallel", dflt));
   row("loss_chunks", std::to_string(plan.chunks()), src("loss_chunks", "framework default"));
+  if (cfg.model.gqa != Gqa::enable_gqa && cfg.model.n_kv_heads < cfg.model.n_heads)  // the default is not listed
+    row("model.gqa", std::string(to_string(cfg.model.gqa)), from_config);
   row("training.dtype", std::string(to_string(cfg.training.dtype)), fmt::format("config {}", cfg.path));
   row("training.seq_len", std::to_string(cfg.training.seq_len), src("training.seq_len", from_config.c_str()));
   row("training.compile", cfg.training.compiled(plan.async_tp) ? "true" : "false",
