@@ -721,14 +721,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   want.ac_layers = p.plan.ac_layers;
   Program expect;
   Lowerer::set_plan(expect, training, want);
-  const Model& m = p.model;
-  const bool same_model =
-      m.name == model.name && m.dim == model.dim && m.n_layers == model.n_layers && m.n_heads == model.n_heads &&
-      m.n_kv_heads == model.n_kv_heads && m.ffn_dim == model.ffn_dim && m.vocab_size == model.vocab_size &&
-      m.mlp == model.mlp && m.norm == model.norm && m.norm_eps == model.norm_eps && m.rope_theta == model.rope_theta &&
-      m.tie_word_embeddings == model.tie_word_embeddings && m.explicit_head_dim == model.explicit_head_dim &&
-      m.qkv_bias == model.qkv_bias && m.gqa == model.gqa;
-  const bool same = same_model && p.training.seq_len == expect.training.seq_len &&
+  const bool same = p.model == model && p.training.seq_len == expect.training.seq_len &&
                     p.training.dtype == expect.training.dtype && p.training.compile == expect.training.compile &&
                     p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&
                     p.plan.family == expect.plan.family && p.plan.source == expect.plan.source &&

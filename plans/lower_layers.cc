@@ -495,7 +495,6 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
     hkv_sdpa = hq;
   }
   if (plan.cp_degree > 1) return ring_attention(n, qr, kr, vr, hq, hkv_sdpa, out);
-  const Shape kl_sdpa = e.shape(kr), vl_sdpa = e.shape(vr);
   AttentionOp a{ql[0], ql[1], hq, hkv_sdpa, hd, true, false};
   TensorId o = e.tensor(e.cat(n.rel, ".core.out"), ql, act(), e.desc(q.t).placement, TensorRole::activation,
                         e.desc(q.t).global_shape);
@@ -504,17 +503,17 @@ void Layers::attention_core(const Name& n, const Value& q, const Value& k, const
   e.op(n.rel, e.cat(n.rel, ".core.fwd"), a, {qr.t, kr.t, vr.t}, {o, lse});
   out = q.dtensor ? e.dtensor(o, q.pl) : e.plain(o, q.pl);
   Value ov = out;
-  e.record([this, n, qr, kr, vr, ov, o, lse, a, ql, kl = kl_sdpa, vl = vl_sdpa]() {
+  e.record([this, n, qr, kr, vr, ov, o, lse, a, ql]() {
     auto g = e.grad(ov);
     if (!g) return;
     AttentionOp b = a;
     b.backward = true;
     TensorId dq = e.tensor(e.cat(n.rel, ".core.grad_q"), ql, act(), e.desc(qr.t).placement, TensorRole::gradient,
                            e.desc(qr.t).global_shape);
-    TensorId dk = e.tensor(e.cat(n.rel, ".core.grad_k"), kl, act(), e.desc(kr.t).placement, TensorRole::gradient,
-                           e.desc(kr.t).global_shape);
-    TensorId dv = e.tensor(e.cat(n.rel, ".core.grad_v"), vl, act(), e.desc(vr.t).placement, TensorRole::gradient,
-                           e.desc(vr.t).global_shape);
+    TensorId dk = e.tensor(e.cat(n.rel, ".core.grad_k"), e.shape(kr), act(), e.desc(kr.t).placement,
+                           TensorRole::gradient, e.desc(kr.t).global_shape);
+    TensorId dv = e.tensor(e.cat(n.rel, ".core.grad_v"), e.shape(vr), act(), e.desc(vr.t).placement,
+                           TensorRole::gradient, e.desc(vr.t).global_shape);
     e.op(n.rel, e.cat(n.rel, ".core.bwd"), b, {qr.t, kr.t, vr.t, o, lse, g->t}, {dq, dk, dv});
     auto wrap = [&](TensorId t, const Value& like) { return like.dtensor ? e.dtensor(t, like.pl) : e.plain(t); };
     e.add_grad(qr, wrap(dq, qr), n.rel);

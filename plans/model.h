@@ -62,6 +62,9 @@ struct Model {
   // Grouped-query attention's kernel path (see Gqa). YAML model.gqa; default enable_gqa.
   Gqa gqa = Gqa::enable_gqa;
 
+  // Every field alike (the same model and the same kernel path).
+  bool operator==(const Model&) const = default;
+
   // The width of one attention head: explicit_head_dim, or dim / n_heads.
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
   // Parameters of one transformer block: attention (dim*(n_heads + 2*n_kv_heads)*head_dim + n_heads*head_dim*dim,
