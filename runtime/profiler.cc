@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <thread>
+#include <variant>
 
+#include "plans/checked_math.h"
 #include "plans/error.h"
 #include "plans/program_identity.h"
 #include "plans/version.h"
@@ -21,6 +24,32 @@ namespace {
 ProfileTensor tensor_of(const FlatProgram& flat, const Program& p, int t) {
   const FlatTensor& ft = flat.tensors[size_t(t)];
   return profile_tensor(ft.fqn, p.tensor(ft.template_id));
+}
+
+int64_t tensor_bytes(const FlatProgram& flat, const Program& p, int t) {
+  const TensorDesc& d = p.tensor(flat.tensors[size_t(t)].template_id);
+  int64_t n = 1;
+  for (int64_t e : d.local_shape) n = checked_mul(n, e, "profile: tensor bytes");
+  return checked_mul(n, int64_t(bytes_per_element(d.dtype)), "profile: tensor bytes");
+}
+
+// The bytes a memory-bound op without its own byte count moves (embedding, cross-entropy and float8 cast stages):
+// every input read once and every output written once, except the embedding forward's weight, of which only the
+// gathered rows are read (as many bytes as its output). Elementwise ops and collectives carry their own `bytes`.
+std::optional<int64_t> moved_bytes(const FlatProgram& flat, const Program& p, const FlatOp& f) {
+  const OpKind& kind = f.op->kind;
+  if (!std::holds_alternative<EmbeddingOp>(kind) && !std::holds_alternative<CrossEntropyOp>(kind) &&
+      !std::holds_alternative<CastFp8Op>(kind))
+    return std::nullopt;
+  const auto* emb = std::get_if<EmbeddingOp>(&kind);
+  int64_t bytes = 0;
+  for (int t : f.outputs) bytes = checked_add(bytes, tensor_bytes(flat, p, t), "profile: op bytes");
+  const int64_t out = bytes;
+  for (size_t k = 0; k < f.inputs.size(); ++k) {
+    const bool gathered_weight = emb && !emb->backward && k == 1;  // {ids, weight} -> {out}
+    bytes = checked_add(bytes, gathered_weight ? out : tensor_bytes(flat, p, f.inputs[k]), "profile: op bytes");
+  }
+  return bytes;
 }
 
 double percentile(const std::vector<double>& sorted, double q) {  // nearest rank
@@ -89,6 +118,7 @@ ProfileOp profile_op_record(const Program& program, const FlatProgram& flat, siz
   if (const auto* coll = std::get_if<CollectiveOp>(&op.kind))
     gsize = local_shapes_of_tp > 0 && coll->group == Group::tp ? local_shapes_of_tp : backend.group_size(coll->group);
   rec.op = op_descriptor(op.kind, gsize);
+  if (const std::optional<int64_t> b = moved_bytes(flat, program, f)) rec.op["bytes"] = *b;
   rec.chunk = profile_chunk(op.chunk);
   for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
   for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));

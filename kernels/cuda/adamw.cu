@@ -1,6 +1,6 @@
 // Multi-tensor AdamW; see adamw.h. The tensors of one launch travel in the kernel's parameter block (a Batch:
 // pointers, sizes and the prefix sums of their block counts); block b finds its tensor by binary search over the
-// prefix sums and updates kChunk consecutive elements of it.
+// prefix sums and updates kChunk consecutive elements of it, in 16-byte packs where the tensor's arrays allow.
 #include <algorithm>
 #include <string>
 
@@ -15,14 +15,21 @@ using namespace formulas;  // the per-element formulas the CPU reference shares 
 namespace {
 
 using detail::kThreads;
+using detail::load_pack;
+using detail::Pack;
+using detail::pack_aligned;
+using detail::store_pack;
 using detail::to_float;
 
-constexpr int64_t kChunk = kThreads * 16;  // elements per block
+constexpr int64_t kChunk = kThreads * 16;                   // elements per block (a multiple of kPack)
+constexpr int kPack = 4;                                    // fp32 elements in 16 bytes
+constexpr int kPacksPerThread = kChunk / kPack / kThreads;  // 4: a block's chunk in one round
 
 template <class T>
 struct Batch {
   AdamWTensor<T> tensors[kAdamWMaxTensorsPerLaunch];
   int64_t block_start[kAdamWMaxTensorsPerLaunch + 1];  // tensor i owns blocks [block_start[i], block_start[i+1])
+  bool packed[kAdamWMaxTensorsPerLaunch];              // p, g, m, v aligned to packs of kPack elements
   int count;
   AdamWConstants c;
 };
@@ -43,7 +50,40 @@ __global__ void adamw_kernel(const __grid_constant__ Batch<T> batch) {
   const AdamWTensor<T>& t = batch.tensors[lo];
   const int64_t begin = (block - batch.block_start[lo]) * kChunk;
   const int64_t end = begin + kChunk < t.n ? begin + kChunk : t.n;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  int64_t first_scalar = begin;
+  if (batch.packed[lo]) {  // whole packs of kPack elements: 16-byte loads of p, m, v (8 or 16 of g)
+    const int64_t pack_end = begin + (end - begin) / kPack * kPack;
+    const int64_t k0 = begin / kPack, k1 = pack_end / kPack;
+    // kPacksPerThread packs per thread per round, all loaded before any is updated (the loads in flight together).
+    for (int64_t base = k0 + threadIdx.x; base < k1; base += int64_t(blockDim.x) * kPacksPerThread) {
+      Pack<float, kPack> p[kPacksPerThread], m[kPacksPerThread], v[kPacksPerThread];
+      Pack<T, kPack> g[kPacksPerThread];
+#pragma unroll
+      for (int u = 0; u < kPacksPerThread; ++u) {
+        const int64_t k = base + int64_t(u) * blockDim.x;
+        if (k < k1) {
+          p[u] = load_pack<kPack>(t.p, k);
+          m[u] = load_pack<kPack>(t.m, k);
+          v[u] = load_pack<kPack>(t.v, k);
+          g[u] = load_pack<kPack>(t.g, k);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kPacksPerThread; ++u) {
+        const int64_t k = base + int64_t(u) * blockDim.x;
+        if (k < k1) {
+#pragma unroll
+          for (int j = 0; j < kPack; ++j)
+            adamw_elem(batch.c, p[u].v[j], double(to_float(g[u].v[j])), m[u].v[j], v[u].v[j]);
+          store_pack<kPack>(t.p, k, p[u]);
+          store_pack<kPack>(t.m, k, m[u]);
+          store_pack<kPack>(t.v, k, v[u]);
+        }
+      }
+    }
+    first_scalar = pack_end;
+  }
+  for (int64_t i = first_scalar + threadIdx.x; i < end; i += blockDim.x) {
     float p = t.p[i], m = t.m[i], v = t.v[i];
     adamw_elem(batch.c, p, double(to_float(t.g[i])), m, v);
     t.p[i] = p;
@@ -72,6 +112,8 @@ void adamw(cudaStream_t stream, std::span<const AdamWTensor<T>> tensors, const k
       if (t.n == 0) continue;
       require(t.p && t.g && t.m && t.v, "adamw", "null pointer for a non-empty tensor");
       batch.tensors[batch.count] = t;
+      batch.packed[batch.count] = pack_aligned(t.p, sizeof(float), kPack) && pack_aligned(t.m, sizeof(float), kPack) &&
+                                  pack_aligned(t.v, sizeof(float), kPack) && pack_aligned(t.g, sizeof(T), kPack);
       batch.block_start[batch.count] = blocks;
       blocks += (t.n + kChunk - 1) / kChunk;
       ++batch.count;

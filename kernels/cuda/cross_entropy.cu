@@ -1,4 +1,5 @@
-// Vocab-parallel cross-entropy CUDA kernels; see cross_entropy.h. Row stages: one block per token row.
+// Vocab-parallel cross-entropy CUDA kernels; see cross_entropy.h. Row stages: one block per token row, in 16-byte
+// packs when the rows are aligned to them.
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -17,25 +18,39 @@ using detail::Compute;
 using detail::from_double;
 using detail::grid_for;
 using detail::kThreads;
+using detail::load_pack;
+using detail::Pack;
+using detail::store_pack;
 using detail::to_float;
 
-template <class T>
+// Calls f(j, element j) for every j in [0, n) of a row this thread's block owns, thread threadIdx.x taking
+// elements (N = 1) or 16-byte packs (N > 1, the row aligned to them and n a multiple of N) tid, tid + blockDim, ...
+template <int N, class T, class F>
+__device__ __forceinline__ void for_row(const T* row, int64_t n, F f) {
+  for (int64_t k = threadIdx.x; k < n / N; k += blockDim.x) {
+    const Pack<T, N> p = load_pack<N>(row, k);
+#pragma unroll
+    for (int j = 0; j < N; ++j) f(k * N + j, p.v[j]);
+  }
+}
+
+template <int N, class T>
 __global__ void row_max_kernel(int64_t vocab_local, const T* logits, float* max) {
   __shared__ float shared[33];
   const T* row = logits + int64_t(blockIdx.x) * vocab_local;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x) m = detail::nan_ignoring_max(m, to_float(row[j]));
+  for_row<N>(row, vocab_local, [&](int64_t, T x) { m = detail::nan_ignoring_max(m, to_float(x)); });
   m = block_max(m, shared);
   if (threadIdx.x == 0) max[blockIdx.x] = m;
 }
 
-template <class T>
+template <int N, class T>
 __global__ void sum_exp_kernel(int64_t vocab_local, const T* logits, const float* max, float* sumexp) {
   __shared__ double shared[33];
   const T* row = logits + int64_t(blockIdx.x) * vocab_local;
   const float m = max[blockIdx.x];
   double s = 0.0;
-  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x) s += ce_exp_term<Compute<T>>(to_float(row[j]), m);
+  for_row<N>(row, vocab_local, [&](int64_t, T x) { s += ce_exp_term<Compute<T>>(to_float(x), m); });
   s = block_sum(s, shared);
   if (threadIdx.x == 0) sumexp[blockIdx.x] = float(s);
 }
@@ -57,7 +72,7 @@ __global__ void loss_kernel(int64_t tokens, const float* max, const float* sumex
   if (threadIdx.x == 0) *loss = tokens <= 0 ? 0.0f : float(s / double(tokens));
 }
 
-template <class T>
+template <int N, class T>
 __global__ void backward_kernel(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, const T* logits,
                                 const float* max, const float* sumexp, const int32_t* targets, T* d_logits) {
   const int64_t t = blockIdx.x;
@@ -67,9 +82,25 @@ __global__ void backward_kernel(int64_t tokens, int64_t vocab_local, int64_t voc
   using C = Compute<T>;
   const C inv_sum = C(1) / C(sumexp[t]), inv_tokens = C(1) / C(tokens);
   const int64_t target = ce_local_column(targets[t], vocab_local, vocab_offset);
-  for (int64_t j = threadIdx.x; j < vocab_local; j += blockDim.x)  // each element read before it is written
-    drow[j] = from_double<T>(double(ce_grad<C>(to_float(row[j]), m, inv_sum, j == target, inv_tokens)));
+  for (int64_t k = threadIdx.x; k < vocab_local / N; k += blockDim.x) {  // each pack read before it is written
+    const Pack<T, N> p = load_pack<N>(row, k);
+    Pack<T, N> g;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      g.v[j] = from_double<T>(double(ce_grad<C>(to_float(p.v[j]), m, inv_sum, k * N + j == target, inv_tokens)));
+    store_pack<N>(drow, k, g);
+  }
 }
+
+// N = 16 bytes of T when every row of `logits` (and d_logits) starts aligned to it, else 1.
+template <class T>
+bool rows_packed(int64_t vocab_local, const void* a, const void* b = nullptr) {
+  constexpr int N = detail::kPack<T>;
+  return vocab_local % N == 0 && detail::pack_aligned(a, sizeof(T), N) && detail::pack_aligned(b, sizeof(T), N);
+}
+
+// Threads per row block: 256, or 1024 for rows of at least 64 Ki elements (a 128 Ki vocabulary at tp 1 or 2).
+unsigned row_block(int64_t vocab_local) { return vocab_local >= (int64_t(1) << 16) ? 1024u : unsigned(kThreads); }
 
 void check_dims(int64_t tokens, int64_t vocab_local, const char* kernel) {
   require(tokens >= 0 && vocab_local >= 0, kernel, "negative dims");
@@ -82,7 +113,10 @@ template <class T>
 void ce_row_max(cudaStream_t stream, int64_t tokens, int64_t vocab_local, const T* logits, float* max) {
   check_dims(tokens, vocab_local, "ce_row_max");
   if (tokens == 0) return;
-  row_max_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(vocab_local, logits, max);
+  if (rows_packed<T>(vocab_local, logits))
+    row_max_kernel<detail::kPack<T>><<<unsigned(tokens), row_block(vocab_local), 0, stream>>>(vocab_local, logits, max);
+  else
+    row_max_kernel<1><<<unsigned(tokens), row_block(vocab_local), 0, stream>>>(vocab_local, logits, max);
   check_launch("ce_row_max");
 }
 
@@ -91,7 +125,11 @@ void ce_sum_exp(cudaStream_t stream, int64_t tokens, int64_t vocab_local, const 
                 float* sumexp) {
   check_dims(tokens, vocab_local, "ce_sum_exp");
   if (tokens == 0) return;
-  sum_exp_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(vocab_local, logits, max, sumexp);
+  if (rows_packed<T>(vocab_local, logits))
+    sum_exp_kernel<detail::kPack<T>>
+        <<<unsigned(tokens), row_block(vocab_local), 0, stream>>>(vocab_local, logits, max, sumexp);
+  else
+    sum_exp_kernel<1><<<unsigned(tokens), row_block(vocab_local), 0, stream>>>(vocab_local, logits, max, sumexp);
   check_launch("ce_sum_exp");
 }
 
@@ -117,8 +155,12 @@ void ce_backward(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int64
                  const float* max, const float* sumexp, const int32_t* targets, T* d_logits) {
   check_dims(tokens, vocab_local, "ce_backward");
   if (tokens == 0 || vocab_local == 0) return;
-  backward_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(tokens, vocab_local, vocab_offset, logits, max, sumexp,
-                                                             targets, d_logits);
+  if (rows_packed<T>(vocab_local, logits, d_logits))
+    backward_kernel<detail::kPack<T>><<<unsigned(tokens), row_block(vocab_local), 0, stream>>>(
+        tokens, vocab_local, vocab_offset, logits, max, sumexp, targets, d_logits);
+  else
+    backward_kernel<1><<<unsigned(tokens), row_block(vocab_local), 0, stream>>>(tokens, vocab_local, vocab_offset,
+                                                                                logits, max, sumexp, targets, d_logits);
   check_launch("ce_backward");
 }
 

@@ -76,6 +76,60 @@ inline unsigned grid_for(int64_t n) {
   return unsigned(std::clamp<int64_t>(blocks, 1, 65536));
 }
 
+// ---- 16-byte accesses --------------------------------------------------------------------------------------------
+// Memory-bound kernels move their elements in packs of N consecutive elements, one vector load or store per pack
+// (N = 16 bytes / the element size: 8 bf16, 4 fp32, 16 float8), when every pointer of the launch is aligned to its
+// pack; otherwise they fall back to N = 1 (a view at an odd offset). Pack k of an array holds elements
+// [k N, k N + N).
+template <class T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+template <class T>
+inline constexpr int kPack = int(16 / sizeof(T));  // elements of T in 16 bytes
+
+template <int N, class T>
+__device__ __forceinline__ Pack<T, N> load_pack(const T* p, int64_t k) {
+  return reinterpret_cast<const Pack<T, N>*>(p)[k];
+}
+template <int N, class T>
+__device__ __forceinline__ void store_pack(T* p, int64_t k, const Pack<T, N>& x) {
+  reinterpret_cast<Pack<T, N>*>(p)[k] = x;
+}
+
+// True when p is aligned for a pack of n elements of `elem_bytes` each (null pointers count as aligned).
+inline bool pack_aligned(const void* p, size_t elem_bytes, int n) {
+  return reinterpret_cast<uintptr_t>(p) % (elem_bytes * size_t(n)) == 0;
+}
+
+// Blocks for a grid-stride loop over `items` (packs or elements) of kThreads per block: one item per thread up to
+// a cap of 8 waves of 2048 resident threads on a 132-SM part (the loop covers the rest).
+inline unsigned grid_for_items(int64_t items) {
+  const int64_t blocks = (items + kThreads - 1) / kThreads;
+  return unsigned(std::clamp<int64_t>(blocks, 1, 132 * 8 * 8));
+}
+
+// An elementwise map over n elements: f.template apply<N>(k) handles pack k (elements [kN, kN + N)), for every
+// whole pack; the n % N elements after the last whole pack go to f.template apply<1>(element index).
+template <int N, class F>
+__global__ void packed_map_kernel(int64_t n, F f) {
+  const int64_t packs = n / N;
+  TPTUNE_GRID_STRIDE(k, packs) f.template apply<N>(k);
+  if constexpr (N > 1) {
+    const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, first = packs * N;
+    if (t < n - first) f.template apply<1>(first + t);
+  }
+}
+
+// Launches packed_map_kernel with N = `pack` when `aligned` (every pointer of f aligned to its pack), else N = 1.
+template <int pack, class F>
+void launch_packed_map(cudaStream_t stream, int64_t n, bool aligned, const F& f) {
+  if (aligned)
+    packed_map_kernel<pack><<<grid_for_items(n / pack + 1), kThreads, 0, stream>>>(n, f);
+  else
+    packed_map_kernel<1><<<grid_for_items(n), kThreads, 0, stream>>>(n, f);
+}
+
 // Sum of one double per thread over the block (blockDim.x a multiple of 32, <= 1024), in a fixed order: warp
 // shuffles, then warp 0 over the warp sums. Every thread gets the result. `shared` holds 33 doubles.
 __device__ __forceinline__ double block_sum(double v, double* shared) {

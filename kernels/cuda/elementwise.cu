@@ -1,4 +1,9 @@
-// Elementwise CUDA kernels; see elementwise.h.
+// Elementwise CUDA kernels; see elementwise.h. Every kernel is a map over 16-byte packs of its arrays
+// (detail::packed_map_kernel): one vector load per input and one vector store per output for 8 bf16 or 4 fp32
+// elements, one element at a time only for a view at an unaligned offset.
+#include <initializer_list>
+#include <type_traits>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
 #include "kernels/cuda/elementwise.h"
@@ -11,112 +16,169 @@ namespace {
 
 using detail::Compute;
 using detail::from_float;
-using detail::grid_for;
-using detail::kThreads;
 using detail::to_float;
 
-template <class T>
-__global__ void add_kernel(int64_t n, const T* a, const T* b, T* y) {
-  TPTUNE_GRID_STRIDE(i, n) y[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
-}
+using detail::launch_packed_map;
+using detail::load_pack;
+using detail::Pack;
+using detail::pack_aligned;
+using detail::store_pack;
 
+// Each functor maps pack k of its arrays (see detail::packed_map_kernel): every input pack is loaded before any
+// output pack is stored, so outputs may alias inputs element for element.
 template <class T>
-__global__ void accumulate_kernel(int64_t n, const T* a, T* y) {
-  TPTUNE_GRID_STRIDE(i, n) y[i] = from_float<T>(to_float(y[i]) + to_float(a[i]));
-}
-
-template <class T>
-__global__ void fill_kernel(T* y, int64_t n, float value) {
-  const T v = from_float<T>(value);
-  TPTUNE_GRID_STRIDE(i, n) y[i] = v;
-}
-
-template <class T>
-__global__ void swiglu_fwd_kernel(int64_t n, const T* a, const T* b, T* y) {
-  using C = Compute<T>;
-  TPTUNE_GRID_STRIDE(i, n) y[i] = from_float<T>(float(swiglu_fwd_elem(C(to_float(a[i])), C(to_float(b[i])))));
-}
-
-template <class T>
-__global__ void swiglu_bwd_kernel(int64_t n, const T* a, const T* b, const T* dy, T* da, T* db) {
-  using C = Compute<T>;
-  TPTUNE_GRID_STRIDE(i, n) {
-    const SwigluGrad<C> g = swiglu_bwd_elem(C(to_float(a[i])), C(to_float(b[i])), C(to_float(dy[i])));
-    da[i] = from_float<T>(float(g.da));  // after all three reads: da/db may alias the inputs
-    db[i] = from_float<T>(float(g.db));
+struct AddPacks {
+  const T* a;
+  const T* b;
+  T* y;
+  template <int N>
+  __device__ void apply(int64_t k) const {
+    const Pack<T, N> pa = load_pack<N>(a, k), pb = load_pack<N>(b, k);
+    Pack<T, N> py;
+#pragma unroll
+    for (int j = 0; j < N; ++j) py.v[j] = from_float<T>(to_float(pa.v[j]) + to_float(pb.v[j]));
+    store_pack<N>(y, k, py);
   }
-}
+};
 
 template <class T>
-__global__ void gelu_fwd_kernel(int64_t n, const T* a, T* y) {
-  using C = Compute<T>;
-  TPTUNE_GRID_STRIDE(i, n) y[i] = from_float<T>(float(gelu_fwd_elem(C(to_float(a[i])))));
-}
+struct FillPacks {
+  T* y;
+  T value;
+  template <int N>
+  __device__ void apply(int64_t k) const {
+    Pack<T, N> py;
+#pragma unroll
+    for (int j = 0; j < N; ++j) py.v[j] = value;
+    store_pack<N>(y, k, py);
+  }
+};
 
 template <class T>
-__global__ void gelu_bwd_kernel(int64_t n, const T* a, const T* dy, T* da) {
-  using C = Compute<T>;
-  TPTUNE_GRID_STRIDE(i, n) da[i] = from_float<T>(float(gelu_bwd_elem(C(to_float(a[i])), C(to_float(dy[i])))));
-}
+struct SwigluFwdPacks {
+  const T* a;
+  const T* b;
+  T* y;
+  template <int N>
+  __device__ void apply(int64_t k) const {
+    using C = Compute<T>;
+    const Pack<T, N> pa = load_pack<N>(a, k), pb = load_pack<N>(b, k);
+    Pack<T, N> py;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      py.v[j] = from_float<T>(float(swiglu_fwd_elem(C(to_float(pa.v[j])), C(to_float(pb.v[j])))));
+    store_pack<N>(y, k, py);
+  }
+};
 
-void check_n(int64_t n, const char* kernel) { require(n >= 0, kernel, "negative element count"); }
+template <class T>
+struct SwigluBwdPacks {
+  const T* a;
+  const T* b;
+  const T* dy;
+  T* da;
+  T* db;
+  template <int N>
+  __device__ void apply(int64_t k) const {
+    using C = Compute<T>;
+    const Pack<T, N> pa = load_pack<N>(a, k), pb = load_pack<N>(b, k), pdy = load_pack<N>(dy, k);
+    Pack<T, N> pda, pdb;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const SwigluGrad<C> g = swiglu_bwd_elem(C(to_float(pa.v[j])), C(to_float(pb.v[j])), C(to_float(pdy.v[j])));
+      pda.v[j] = from_float<T>(float(g.da));
+      pdb.v[j] = from_float<T>(float(g.db));
+    }
+    store_pack<N>(da, k, pda);  // after all three loads: da/db may alias the inputs
+    store_pack<N>(db, k, pdb);
+  }
+};
+
+template <class T>
+struct GeluFwdPacks {
+  const T* a;
+  T* y;
+  template <int N>
+  __device__ void apply(int64_t k) const {
+    using C = Compute<T>;
+    const Pack<T, N> pa = load_pack<N>(a, k);
+    Pack<T, N> py;
+#pragma unroll
+    for (int j = 0; j < N; ++j) py.v[j] = from_float<T>(float(gelu_fwd_elem(C(to_float(pa.v[j])))));
+    store_pack<N>(y, k, py);
+  }
+};
+
+template <class T>
+struct GeluBwdPacks {
+  const T* a;
+  const T* dy;
+  T* da;
+  template <int N>
+  __device__ void apply(int64_t k) const {
+    using C = Compute<T>;
+    const Pack<T, N> pa = load_pack<N>(a, k), pdy = load_pack<N>(dy, k);
+    Pack<T, N> pda;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      pda.v[j] = from_float<T>(float(gelu_bwd_elem(C(to_float(pa.v[j])), C(to_float(pdy.v[j])))));
+    store_pack<N>(da, k, pda);
+  }
+};
+
+// Launches f over n elements with 16-byte packs when every pointer allows it.
+template <class T, class F>
+void launch(cudaStream_t stream, int64_t n, const F& f, std::initializer_list<const void*> pointers,
+            const char* kernel) {
+  require(n >= 0, kernel, "negative element count");
+  if (n == 0) return;
+  bool aligned = true;
+  for (const void* p : pointers) aligned = aligned && pack_aligned(p, sizeof(T), detail::kPack<T>);
+  launch_packed_map<detail::kPack<T>>(stream, n, aligned, f);
+  check_launch(kernel);
+}
 
 }  // namespace
 
 template <class T>
 void add(cudaStream_t stream, int64_t n, const T* a, const T* b, T* y) {
-  check_n(n, "add");
-  if (n == 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, b, y);
-  check_launch("add");
+  launch<T>(stream, n, AddPacks<T>{a, b, y}, {a, b, y}, "add");
 }
 
 template <class T>
 void accumulate(cudaStream_t stream, int64_t n, const T* a, T* y) {
-  check_n(n, "accumulate");
-  if (n == 0) return;
-  accumulate_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, y);
-  check_launch("accumulate");
+  launch<T>(stream, n, AddPacks<T>{y, a, y}, {a, y}, "accumulate");  // y = y + a, the same rounding as add
 }
 
 template <class T>
 void fill(cudaStream_t stream, T* y, int64_t n, float value) {
-  check_n(n, "fill");
-  if (n == 0) return;
-  fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, n, value);
-  check_launch("fill");
+  // The value rounded to T on the host, as from_float rounds it on the device (kernels/formulas/bf16.h).
+  T v;
+  if constexpr (std::is_same_v<T, float>)
+    v = value;
+  else
+    v = __ushort_as_bfloat16(formulas::float_to_bf16_bits(value));
+  launch<T>(stream, n, FillPacks<T>{y, v}, {y}, "fill");
 }
 
 template <class T>
 void swiglu_fwd(cudaStream_t stream, int64_t n, const T* a, const T* b, T* y) {
-  check_n(n, "swiglu_fwd");
-  if (n == 0) return;
-  swiglu_fwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, b, y);
-  check_launch("swiglu_fwd");
+  launch<T>(stream, n, SwigluFwdPacks<T>{a, b, y}, {a, b, y}, "swiglu_fwd");
 }
 
 template <class T>
 void swiglu_bwd(cudaStream_t stream, int64_t n, const T* a, const T* b, const T* dy, T* da, T* db) {
-  check_n(n, "swiglu_bwd");
-  if (n == 0) return;
-  swiglu_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, b, dy, da, db);
-  check_launch("swiglu_bwd");
+  launch<T>(stream, n, SwigluBwdPacks<T>{a, b, dy, da, db}, {a, b, dy, da, db}, "swiglu_bwd");
 }
 
 template <class T>
 void gelu_fwd(cudaStream_t stream, int64_t n, const T* a, T* y) {
-  check_n(n, "gelu_fwd");
-  if (n == 0) return;
-  gelu_fwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, y);
-  check_launch("gelu_fwd");
+  launch<T>(stream, n, GeluFwdPacks<T>{a, y}, {a, y}, "gelu_fwd");
 }
 
 template <class T>
 void gelu_bwd(cudaStream_t stream, int64_t n, const T* a, const T* dy, T* da) {
-  check_n(n, "gelu_bwd");
-  if (n == 0) return;
-  gelu_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, dy, da);
-  check_launch("gelu_bwd");
+  launch<T>(stream, n, GeluBwdPacks<T>{a, dy, da}, {a, dy, da}, "gelu_bwd");
 }
 
 #define TPTUNE_INSTANTIATE(T)                                                               \

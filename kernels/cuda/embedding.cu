@@ -15,6 +15,9 @@ namespace {
 using detail::from_float;
 using detail::grid_for;
 using detail::kThreads;
+using detail::load_pack;
+using detail::Pack;
+using detail::store_pack;
 using detail::to_float;
 
 // The local row of an id, or -1 when it is not in [vocab_offset, vocab_offset + vocab_local).
@@ -23,13 +26,22 @@ __device__ __forceinline__ int64_t local_row(int32_t id, int64_t vocab_local, in
   return (r >= 0 && r < vocab_local) ? r : -1;
 }
 
-template <class T>
+// Thread per (token, pack of N columns): the pack of the token's weight row, or zeros for a row another shard owns.
+template <int N, class T>
 __global__ void embedding_fwd_kernel(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,
                                      const int32_t* ids, const T* weight, T* out) {
-  TPTUNE_GRID_STRIDE(idx, tokens * dim) {
-    const int64_t t = idx / dim, c = idx % dim;
+  const int64_t packs = dim / N;
+  TPTUNE_GRID_STRIDE(idx, tokens * packs) {
+    const int64_t t = idx / packs, k = idx % packs;
     const int64_t row = local_row(ids[t], vocab_local, vocab_offset);
-    out[idx] = row < 0 ? from_float<T>(0.0f) : weight[row * dim + c];
+    Pack<T, N> p;
+    if (row < 0) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) p.v[j] = from_float<T>(0.0f);
+    } else {
+      p = load_pack<N>(weight + row * dim, k);
+    }
+    store_pack<N>(out + t * dim, k, p);
   }
 }
 
@@ -42,19 +54,36 @@ __global__ void embedding_keys_kernel(int64_t tokens, int64_t vocab_local, int64
   }
 }
 
-// Block per sorted position (grid-stride): a position that starts a run of an owned row sums the run.
-template <class T>
+// Block per sorted position (grid-stride): a position that starts a run of an owned row sums the run, thread per
+// pack of N columns, in token order, in float.
+template <int N, class T>
 __global__ void embedding_scatter_kernel(int64_t tokens, int64_t vocab_local, int64_t dim, const uint32_t* keys,
                                          const int32_t* positions, const T* d_out, T* d_weight) {
   for (int64_t i = blockIdx.x; i < tokens; i += gridDim.x) {
     const uint32_t key = keys[i];
     if (int64_t(key) >= vocab_local || (i > 0 && keys[i - 1] == key)) continue;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-      float acc = 0.0f;
-      for (int64_t j = i; j < tokens && keys[j] == key; ++j) acc += to_float(d_out[int64_t(positions[j]) * dim + c]);
-      d_weight[int64_t(key) * dim + c] = from_float<T>(acc);
+    for (int64_t k = threadIdx.x; k < dim / N; k += blockDim.x) {
+      float acc[N];
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc[j] = 0.0f;
+      for (int64_t r = i; r < tokens && keys[r] == key; ++r) {
+        const Pack<T, N> g = load_pack<N>(d_out + int64_t(positions[r]) * dim, k);
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc[j] += to_float(g.v[j]);
+      }
+      Pack<T, N> out;
+#pragma unroll
+      for (int j = 0; j < N; ++j) out.v[j] = from_float<T>(acc[j]);
+      store_pack<N>(d_weight + int64_t(key) * dim, k, out);
     }
   }
+}
+
+// 16 bytes of T per access when the rows (dim) and the arrays allow it.
+template <class T>
+bool rows_packed(int64_t dim, const void* a, const void* b) {
+  constexpr int N = detail::kPack<T>;
+  return dim % N == 0 && detail::pack_aligned(a, sizeof(T), N) && detail::pack_aligned(b, sizeof(T), N);
 }
 
 void check_dims(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, const char* kernel) {
@@ -78,8 +107,13 @@ void embedding_fwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
                    const T* weight, T* out) {
   check_dims(tokens, vocab_local, dim, vocab_offset, "embedding_fwd");
   if (tokens * dim == 0) return;
-  embedding_fwd_kernel<<<grid_for(tokens * dim), kThreads, 0, stream>>>(tokens, vocab_local, dim, vocab_offset, ids,
-                                                                        weight, out);
+  constexpr int N = detail::kPack<T>;
+  if (rows_packed<T>(dim, weight, out))
+    embedding_fwd_kernel<N><<<detail::grid_for_items(tokens * (dim / N)), kThreads, 0, stream>>>(
+        tokens, vocab_local, dim, vocab_offset, ids, weight, out);
+  else
+    embedding_fwd_kernel<1>
+        <<<grid_for(tokens * dim), kThreads, 0, stream>>>(tokens, vocab_local, dim, vocab_offset, ids, weight, out);
   check_launch("embedding_fwd");
 }
 
@@ -114,8 +148,12 @@ void embedding_bwd(cudaStream_t stream, int64_t tokens, int64_t vocab_local, int
   check_cuda(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in, pos_out, n, 0,
                                              key_bits(vocab_local), stream),
              kernel, "cub::DeviceRadixSort::SortPairs");
-  embedding_scatter_kernel<<<grid_for(tokens * kThreads), kThreads, 0, stream>>>(tokens, vocab_local, dim, keys_out,
-                                                                                 pos_out, d_out, d_weight);
+  if (rows_packed<T>(dim, d_out, d_weight))
+    embedding_scatter_kernel<detail::kPack<T>><<<grid_for(tokens * kThreads), kThreads, 0, stream>>>(
+        tokens, vocab_local, dim, keys_out, pos_out, d_out, d_weight);
+  else
+    embedding_scatter_kernel<1><<<grid_for(tokens * kThreads), kThreads, 0, stream>>>(
+        tokens, vocab_local, dim, keys_out, pos_out, d_out, d_weight);
   check_launch(kernel);
 }
 

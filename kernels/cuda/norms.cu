@@ -1,10 +1,14 @@
 // RMSNorm / LayerNorm CUDA kernels; see norms.h.
 //
+// RMSNorm on aligned rows runs the packed kernels (16-byte accesses, x read once forward and x, dy read once
+// backward: below). LayerNorm, and RMSNorm on unaligned or very wide rows, run the scalar kernels:
 // Forward: one block per row; the row sums in double (block_sum: fixed order), then every element through
 // kernels/formulas/norm.h. Backward: one block per row for dx (the row's dots), then the dw/db column sums in two
 // deterministic passes: slab s of the rows (kSlabs fixed slabs) sums its rows per column into partial[s][col], then one
 // thread per column adds the slabs in order.
 #include <algorithm>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
@@ -19,6 +23,10 @@ namespace {
 using detail::block_sum;
 using detail::from_double;
 using detail::kThreads;
+using detail::load_pack;
+using detail::Pack;
+using detail::pack_aligned;
+using detail::store_pack;
 using detail::to_float;
 
 constexpr int64_t kSlabs = 64;
@@ -88,6 +96,141 @@ __global__ void sum_slabs_kernel(int64_t dim, int64_t slabs, const double* parti
   out[col] = from_double<T>(s);
 }
 
+// ---- RMSNorm at the memory system's rate ----------------------------------------------------------------------
+// Forward: one block per row; each thread owns packs tid, tid + blockDim, ... of the row, holds them in registers
+// (at most P packs of N elements), sums their squares in double, and writes y from the registers: x is read once.
+// Backward: block s owns a slab of consecutive rows; for each row it reads the row's x and dy once into
+// registers, reduces the dot (block_sum), writes dx, and adds the row's dw terms to per-thread accumulators of its
+// columns; at the end it writes its slab's column partials, and sum_partials_kernel adds the slabs in order. x and
+// dy are read once (the scalar path above reads them twice), and the reductions keep a fixed order.
+
+template <int N, int P, class T>
+__global__ void __launch_bounds__(P == 1 ? 1024 : 512)
+    rmsnorm_fwd_packed_kernel(int64_t dim, float eps, const T* x, const T* w, T* y, float* rstd) {
+  __shared__ double shared[33];
+  const int64_t row = blockIdx.x, packs = dim / N;
+  const T* xr = x + row * dim;
+  Pack<T, N> xp[P];
+  double ss = 0.0;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+    if (k < packs) {
+      xp[p] = load_pack<N>(xr, k);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const double xi = to_float(xp[p].v[j]);
+        ss += xi * xi;
+      }
+    }
+  }
+  const double r = norm_rstd(block_sum(ss, shared), dim, eps);
+  if (threadIdx.x == 0) rstd[row] = float(r);
+  T* yr = y + row * dim;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+    if (k < packs) {
+      const Pack<T, N> wp = load_pack<N>(w, k);
+      Pack<T, N> yp;
+#pragma unroll
+      for (int j = 0; j < N; ++j) yp.v[j] = from_double<T>(rmsnorm_y(to_float(xp[p].v[j]), r, to_float(wp.v[j])));
+      store_pack<N>(yr, k, yp);
+    }
+  }
+}
+
+// Partial dw of slab blockIdx.x (rows [r0, r1)) into partial[slab][col], in Acc (double for fp32 tensors, float
+// for bf16: a slab's sum of a few dozen rows, then the slabs in double). Row t + 1's x and dy are loaded before
+// row t's reduction, so that the block's loads stay in flight across its barriers.
+template <int N, int P, class T, class Acc>
+__global__ void __launch_bounds__(P == 1 ? 1024 : 512)
+    rmsnorm_bwd_packed_kernel(int64_t rows, int64_t dim, int64_t slabs, const T* x, const T* w, const float* rstd,
+                              const T* dy, T* dx, Acc* partial) {
+  __shared__ double shared[33];
+  const int64_t slab = blockIdx.x, packs = dim / N;
+  const int64_t r0 = rows * slab / slabs, r1 = rows * (slab + 1) / slabs;
+  Acc acc[P][N];
+#pragma unroll
+  for (int p = 0; p < P; ++p)
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc[p][j] = Acc(0);
+  Pack<T, N> xp[P], gp[P], xn[P], gn[P];
+  const auto load_row = [&](int64_t t, Pack<T, N>(&xs)[P], Pack<T, N>(&gs)[P]) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+      if (k < packs) {
+        xs[p] = load_pack<N>(x + t * dim, k);
+        gs[p] = load_pack<N>(dy + t * dim, k);
+      }
+    }
+  };
+  if (r0 < r1) load_row(r0, xp, gp);
+  for (int64_t t = r0; t < r1; ++t) {
+    if (t + 1 < r1) load_row(t + 1, xn, gn);
+    const double r = rstd[t];
+    double dot = 0.0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+      if (k < packs) {
+        const Pack<T, N> wp = load_pack<N>(w, k);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const float xi = to_float(xp[p].v[j]), gi = to_float(gp[p].v[j]);
+          dot += rmsnorm_dot_term(xi, to_float(wp.v[j]), gi, r);
+          acc[p][j] += Acc(rmsnorm_dw_term(xi, gi, r));
+        }
+      }
+    }
+    const double c = block_sum(dot, shared) / double(dim);  // every thread has read its x and dy of row t
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+      if (k < packs) {
+        const Pack<T, N> wp = load_pack<N>(w, k);
+        Pack<T, N> dxp;
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          dxp.v[j] = from_double<T>(rmsnorm_dx(to_float(xp[p].v[j]), to_float(wp.v[j]), to_float(gp[p].v[j]), r, c));
+        store_pack<N>(dx + t * dim, k, dxp);
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      xp[p] = xn[p];
+      gp[p] = gn[p];
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+    if (k < packs) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) partial[slab * dim + k * N + j] = acc[p][j];
+    }
+  }
+}
+
+// out[col] = sum over slabs of partial[slab][col], in double, in a fixed order: the block is 32 columns x 8 lanes;
+// lane l sums slabs l, l + 8, ... in order, then lane 0 adds the 8 lane sums in order.
+template <class T, class Acc>
+__global__ void sum_partials_kernel(int64_t dim, int64_t slabs, const Acc* partial, T* out) {
+  __shared__ double lane_sum[8][32];
+  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  double s = 0.0;
+  if (col < dim)
+    for (int64_t k = threadIdx.y; k < slabs; k += 8) s += double(partial[k * dim + col]);
+  lane_sum[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < dim) {
+    double total = 0.0;
+    for (int l = 0; l < 8; ++l) total += lane_sum[l][threadIdx.x];
+    out[col] = from_double<T>(total);
+  }
+}
+
 template <class T>
 __global__ void layernorm_fwd_kernel(int64_t dim, float eps, const T* x, const T* w, const T* b, T* y, float* mean,
                                      float* rstd) {
@@ -142,6 +285,47 @@ void check_dims(int64_t rows, int64_t dim, const char* kernel) {
 // Row blocks: up to 1024 threads, enough for one element per thread on rows up to 1024 wide.
 unsigned row_threads(int64_t dim) { return unsigned(std::clamp<int64_t>((dim + 31) / 32 * 32, 32, 1024)); }
 
+// The packed RMSNorm path: N = 16 bytes of T, every pointer aligned to it, dim a multiple of N, and at most 2048
+// packs in a row (dim <= 16384 bf16, 8192 fp32). Otherwise the scalar kernels above run.
+constexpr int64_t kMaxPacksPerRow = 2048;
+
+template <class T>
+bool rmsnorm_packed(int64_t dim, std::initializer_list<const void*> pointers) {
+  constexpr int N = detail::kPack<T>;
+  if (dim % N != 0 || dim / N > kMaxPacksPerRow) return false;
+  for (const void* p : pointers)
+    if (!pack_aligned(p, sizeof(T), N)) return false;
+  return true;
+}
+
+// Threads and packs per thread P for a row of `packs` packs. Forward: P up to 8 (all of a thread's loads in
+// flight at once, and small blocks: many rows per SM); backward: P up to 4 (it holds x, dy and the dw accumulators).
+// Threads: a multiple of 32, at most 1024 (P = 1) or 512 (P > 1: the register budget of 1024-thread blocks would
+// spill). Calls f(threads, std::integral_constant<int, P>).
+template <int MaxP, class F>
+void with_row_threads(int64_t packs, F f) {
+  const auto threads_for = [&](int p) {
+    return unsigned(std::clamp<int64_t>(((packs + p - 1) / p + 31) / 32 * 32, 32, p == 1 ? 1024 : 512));
+  };
+  if (packs <= 32)
+    f(threads_for(1), std::integral_constant<int, 1>{});
+  else if (packs <= 64)
+    f(threads_for(2), std::integral_constant<int, 2>{});
+  else if (MaxP == 4 || packs <= 256)
+    f(threads_for(4), std::integral_constant<int, 4>{});
+  else if constexpr (MaxP == 8)
+    f(threads_for(8), std::integral_constant<int, 8>{});
+}
+
+// Streaming multiprocessors of the current device (slabs of the backward: 4 blocks per SM).
+int64_t multiprocessors() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 132;
+  return sms > 0 ? sms : 132;
+}
+
 // dw (and db) = column sums over all rows, deterministic; the partials live in scratch (released after the launches).
 template <class T>
 void column_sums(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const float* mean, const float* rstd,
@@ -170,7 +354,15 @@ void rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, con
                  float* rstd) {
   check_dims(rows, dim, "rmsnorm_fwd");
   if (rows == 0) return;
-  rmsnorm_fwd_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, float(eps), x, w, y, rstd);
+  if (rmsnorm_packed<T>(dim, {x, w, y})) {
+    constexpr int N = detail::kPack<T>;
+    with_row_threads<8>(dim / N, [&](unsigned threads, auto packs_per_thread) {
+      rmsnorm_fwd_packed_kernel<N, decltype(packs_per_thread)::value>
+          <<<unsigned(rows), threads, 0, stream>>>(dim, float(eps), x, w, y, rstd);
+    });
+  } else {
+    rmsnorm_fwd_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, float(eps), x, w, y, rstd);
+  }
   check_launch("rmsnorm_fwd");
 }
 
@@ -178,6 +370,22 @@ template <class T>
 void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd, const T* dy,
                  T* dx, T* dw, const ScratchAllocator& scratch) {
   check_dims(rows, dim, "rmsnorm_bwd");
+  if (rows > 0 && rmsnorm_packed<T>(dim, {x, w, dy, dx})) {
+    constexpr int N = detail::kPack<T>;
+    using Acc = detail::Compute<T>;  // double for fp32 tensors, float for bf16
+    const int64_t slabs = std::min<int64_t>(rows, 4 * multiprocessors());
+    const std::shared_ptr<void> partials =
+        cuda::scratch(scratch, stream, size_t(slabs * dim) * sizeof(Acc), "rmsnorm_bwd");
+    Acc* partial = static_cast<Acc*>(partials.get());
+    with_row_threads<4>(dim / N, [&](unsigned threads, auto packs_per_thread) {
+      rmsnorm_bwd_packed_kernel<N, decltype(packs_per_thread)::value>
+          <<<unsigned(slabs), threads, 0, stream>>>(rows, dim, slabs, x, w, rstd, dy, dx, partial);
+    });
+    check_launch("rmsnorm_bwd");
+    sum_partials_kernel<<<unsigned((dim + 31) / 32), dim3(32, 8), 0, stream>>>(dim, slabs, partial, dw);
+    check_launch("rmsnorm_bwd");
+    return;
+  }
   // dw first: it reads dy and x, which dx may alias.
   column_sums<T>(stream, rows, dim, x, nullptr, rstd, dy, dw, nullptr, scratch, "rmsnorm_bwd");
   if (rows > 0) {

@@ -7,12 +7,16 @@
 // (dw/db are the sums over all rows of this call). y may alias x, and dx may alias x or dy (each row is read
 // before it is written; the backward's column sums run before dx). eps is rounded to float first, as CpuBackend
 // does.
-// Precision and determinism: row statistics and the dw/db column sums accumulate in double in a fixed order
-// (one block per row for the row sums; for dw/db, fixed slabs of rows reduced in a second pass), so results are
-// reproducible run to run; they differ from the CPU loop's order by rounding only.
-// Scratch: the backward's dw/db partial sums (slabs x dim doubles, <= 64 x dim) come from `scratch`
-// (kernels/cuda/scratch.h: the backend's caching allocator; empty: stream-ordered from the default pool).
-// Cost (napkin): forward reads x once and writes y; backward reads x and dy twice (row pass, column pass).
+// Precision and determinism: row statistics and the dw/db column sums accumulate in a fixed order (one block per
+// row for the row sums, in double; for dw/db, fixed slabs of rows, then the slabs in order in double), so results
+// are reproducible run to run; they differ from the CPU loop's order by rounding only.
+// Scratch: the backward's dw/db partial sums come from `scratch` (kernels/cuda/scratch.h: the backend's caching
+// allocator; empty: stream-ordered from the default pool): RMSNorm's packed path (rows aligned to 16 bytes, dim a
+// whole number of 16-byte packs, at most 2048 of them) min(rows, 4 per SM) x dim partials (fp32 for bf16 tensors,
+// double for fp32), the scalar path <= 64 x dim doubles.
+// Cost (napkin): forward reads x and w once and writes y. RMSNorm backward on the packed path reads x and dy once
+// and writes dx (plus the partials); LayerNorm backward and the scalar path read x and dy twice (row pass, column
+// pass).
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -1,6 +1,8 @@
-// RoPE CUDA kernels; see rope.h. One thread per (batch, token, pair): cos/sin of the pair's angle in double, once,
-// then the rotation of that pair in every head of the token (adjacent threads take adjacent pairs: coalesced).
+// RoPE CUDA kernels; see rope.h. Aligned tensors whose head_dim holds whole 16-byte packs take the packed kernel
+// (below); otherwise one thread per (batch, token, pair): cos/sin of the pair's angle in double, once, then the
+// rotation of that pair in every head of the token (adjacent threads take adjacent pairs: coalesced).
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
@@ -15,6 +17,9 @@ namespace {
 using detail::from_double;
 using detail::grid_for;
 using detail::kThreads;
+using detail::load_pack;
+using detail::Pack;
+using detail::store_pack;
 using detail::to_float;
 
 template <class T>
@@ -39,6 +44,53 @@ __global__ void rope_kernel(RopeDims d, double sign, const T* x, T* y) {
   }
 }
 
+// The packed path: thread (token, group of kHeadsPerThread heads, pack k of the head) computes the N / 2 angles of
+// its pack's pairs once (double sincos) and rotates that pack in each head of its group: 16-byte loads and stores,
+// adjacent threads on adjacent packs of one head.
+constexpr int64_t kHeadsPerThread = 8;
+
+template <int N, class T>
+__global__ void rope_packed_kernel(RopeDims d, double sign, const T* x, T* y) {
+  const int64_t packs_per_head = d.head_dim / N, groups = (d.heads + kHeadsPerThread - 1) / kHeadsPerThread;
+  const int64_t n = d.batch * d.seq * groups * packs_per_head, row = d.heads * d.head_dim;
+  TPTUNE_GRID_STRIDE(idx, n) {
+    const int64_t k = idx % packs_per_head, g = (idx / packs_per_head) % groups;
+    const int64_t token = idx / (packs_per_head * groups);  // token = b * seq + s
+    const int64_t s = token % d.seq;
+    double c[N / 2], sn[N / 2];
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) {
+      const double a = rope_angle(d.offset + s, k * (N / 2) + j, d.head_dim, d.theta);
+      if constexpr (std::is_same_v<T, float>) {
+        ::sincos(a, &sn[j], &c[j]);
+      } else {
+        // bf16 outputs: the angle reduced to [-pi, pi] in double, then float sine and cosine (their error, ~1e-7,
+        // is far below a bf16 rounding; the double sincos of angles up to seq_len radians was the kernel's cost).
+        constexpr double two_pi = 6.283185307179586476925286766559;
+        const float r = float(a - two_pi * ::rint(a / two_pi));
+        float sf, cf;
+        ::sincosf(r, &sf, &cf);
+        sn[j] = sf;
+        c[j] = cf;
+      }
+      sn[j] *= sign;
+    }
+    const int64_t h1 = (g + 1) * kHeadsPerThread < d.heads ? (g + 1) * kHeadsPerThread : d.heads;
+    for (int64_t h = g * kHeadsPerThread; h < h1; ++h) {
+      const int64_t pack = (token * row + h * d.head_dim) / N + k;
+      const Pack<T, N> xp = load_pack<N>(x, pack);
+      Pack<T, N> yp;
+#pragma unroll
+      for (int j = 0; j < N / 2; ++j) {
+        const RopePair p = rope_rotate(to_float(xp.v[2 * j]), to_float(xp.v[2 * j + 1]), c[j], sn[j]);
+        yp.v[2 * j] = from_double<T>(p.y0);
+        yp.v[2 * j + 1] = from_double<T>(p.y1);
+      }
+      store_pack<N>(y, pack, yp);
+    }
+  }
+}
+
 template <class T>
 void rotate(cudaStream_t stream, const RopeDims& d, double sign, const T* x, T* y, const char* kernel) {
   require(d.head_dim > 0 && d.head_dim % 2 == 0, kernel,
@@ -47,7 +99,13 @@ void rotate(cudaStream_t stream, const RopeDims& d, double sign, const T* x, T* 
   require(d.batch >= 0 && d.seq >= 0 && d.heads >= 0 && d.offset >= 0, kernel, "negative dims");
   const int64_t n = d.batch * d.seq * (d.head_dim / 2);
   if (n == 0 || d.heads == 0) return;
-  rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(d, sign, x, y);
+  constexpr int N = detail::kPack<T>;
+  if (d.head_dim % N == 0 && detail::pack_aligned(x, sizeof(T), N) && detail::pack_aligned(y, sizeof(T), N)) {
+    const int64_t threads = d.batch * d.seq * ((d.heads + kHeadsPerThread - 1) / kHeadsPerThread) * (d.head_dim / N);
+    rope_packed_kernel<N><<<detail::grid_for_items(threads), kThreads, 0, stream>>>(d, sign, x, y);
+  } else {
+    rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(d, sign, x, y);
+  }
   check_launch(kernel);
 }
 

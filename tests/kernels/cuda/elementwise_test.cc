@@ -67,3 +67,22 @@ TEMPLATE_TEST_CASE("cuda gelu forward and backward match the CPU", "[cuda]", flo
   test::check_close("gelu", dy.floats(), y, Tol<T>::atol, Tol<T>::rtol);
   test::check_close("gelu_bwd", dda.floats(), ga, Tol<T>::atol, Tol<T>::rtol);
 }
+
+// A view at an odd element offset cannot take 16-byte packs: the kernels fall back to one element per access and
+// compute the same values.
+TEMPLATE_TEST_CASE("cuda add and swiglu on unaligned views match the aligned result", "[cuda]", float, __nv_bfloat16) {
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  using T = TestType;
+  const size_t n = 4099;
+  const auto a = test::rounded<T>(test::randn(n + 1, 8)), b = test::rounded<T>(test::randn(n + 1, 9));
+  DeviceArray<T> da(a), db(b), dy(n + 1), dz(n + 1);
+  cuda::add<T>(nullptr, int64_t(n), da.get() + 1, db.get() + 1, dy.get() + 1);  // the element path
+  cuda::add<T>(nullptr, int64_t(n + 1), da.get(), db.get(), dz.get());          // the packed path
+  auto y = dy.floats(), z = dz.floats();
+  for (size_t i = 1; i <= n; ++i) REQUIRE(y[i] == z[i]);
+  cuda::swiglu_fwd<T>(nullptr, int64_t(n), da.get() + 1, db.get() + 1, dy.get() + 1);
+  cuda::swiglu_fwd<T>(nullptr, int64_t(n + 1), da.get(), db.get(), dz.get());
+  y = dy.floats();
+  z = dz.floats();
+  for (size_t i = 1; i <= n; ++i) REQUIRE(y[i] == z[i]);
+}

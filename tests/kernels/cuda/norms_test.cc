@@ -16,7 +16,10 @@ namespace {
 struct Shape {
   int64_t rows, dim;
 };
-const Shape kShapes[] = {{1, 7}, {37, 256}, {300, 1000}, {64, 4096}};
+// {1, 7}: the scalar kernels (dim not a whole number of 16-byte packs); the others the packed ones: one pack per
+// thread, 1000 rows (more than the backward's 4 slabs per SM: several rows per slab), and 16384 bf16 (2048 packs:
+// 512 threads of 4 packs; fp32 at that width is the scalar path).
+const Shape kShapes[] = {{1, 7}, {37, 256}, {300, 1000}, {64, 4096}, {1000, 64}, {3, 16384}};
 }  // namespace
 
 TEMPLATE_TEST_CASE("cuda rmsnorm forward and backward match the CPU", "[cuda]", float, __nv_bfloat16) {
