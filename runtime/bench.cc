@@ -10,11 +10,10 @@
 #include "plans/bus_bandwidth.h"
 #include "plans/checked_math.h"
 #include "plans/error.h"
+#include "runtime/bench_data.h"
 #include "runtime/profiler.h"
 
 namespace tptune {
-
-namespace {
 
 using nlohmann::json;
 
@@ -22,9 +21,7 @@ json timing_json(const OpTiming& t) {
   return {{"median", t.median}, {"min", t.min}, {"p10", t.p10}, {"p90", t.p90}, {"max", t.max}};
 }
 
-// Times `fn` as described in bench.h: sync, time one call, slowest rank.
-template <class Fn>
-OpTiming time_calls(Backend& be, const BenchOptions& o, Fn&& fn) {
+OpTiming time_bench_calls(Backend& be, const BenchOptions& o, const std::function<void()>& fn) {
   Buffer one = be.alloc(1, Storage::f32), out = be.alloc(1, Storage::f32);
   auto timer = be.make_timer();
   std::vector<double> samples;
@@ -50,6 +47,14 @@ json bench_header(Backend& be, const char* what, const BenchOptions& o) {
           {"bench", what},
           {"environment", environment_json(be)},
           {"timing", {{"warmup", o.warmup}, {"iters", o.iters}, {"unit", "us"}, {"reduce_over_ranks", "max"}}}};
+}
+
+namespace {
+
+// Times `fn` as described in bench.h: sync, time one call, slowest rank.
+template <class Fn>
+OpTiming time_calls(Backend& be, const BenchOptions& o, Fn&& fn) {
+  return time_bench_calls(be, o, std::function<void()>(std::forward<Fn>(fn)));
 }
 
 std::vector<int64_t> sizes(const BenchOptions& o) {
@@ -90,8 +95,7 @@ nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, con
               cd = ad == DType::fp32 ? DType::fp32 : DType::bf16;
   if (ad == DType::fp16) throw Error("bench gemm --dtype: fp32, bf16, fp8_e4m3 or fp8_e5m2");
   const bool trans_b = ad != DType::fp32;
-  Buffer one = be.alloc(1, Storage::f32);  // unit float8 scales
-  be.fill(one.ptr(), 1, 1.0f);
+  Buffer scale_a = be.alloc(1, Storage::f32), scale_b = be.alloc(1, Storage::f32);  // float8: amax-derived
   // One set of operands, sized for the largest shape, serves every shape (the sweep below runs them back to back).
   int64_t max_a = 1, max_b = 1, max_c = 1;
   for (const auto& s : shapes) {
@@ -101,8 +105,20 @@ nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, con
   }
   Buffer a = be.alloc(max_a, be.storage_for(ad)), b = be.alloc(max_b, be.storage_for(bd)),
          c = be.alloc(max_c, be.storage_for(cd));
-  be.fill(a.ptr(), max_a, 0.5f);  // exactly representable in every format
-  be.fill(b.ptr(), max_b, 0.25f);
+  // Operands like a training step's (runtime/bench_data.h): A an activation, B a weight; float8 operands cast from
+  // their bf16 values with their amax-derived scales, as torchao's tensorwise recipe casts them.
+  json operands = json::array();
+  if (is_float8(ad)) {
+    operands.push_back(
+        fill_bench_float8_operand(be, a.ptr(), ad, max_a, kBenchSeed, "A", BenchValues::activation, scale_a.f32()));
+    operands.push_back(
+        fill_bench_float8_operand(be, b.ptr(), bd, max_b, kBenchSeed, "B", BenchValues::weight, scale_b.f32()));
+  } else {
+    operands.push_back(fill_bench_operand(be, a.ptr(), max_a, kBenchSeed, "A", BenchValues::activation));
+    operands.push_back(fill_bench_operand(be, b.ptr(), max_b, kBenchSeed, "B", BenchValues::weight));
+  }
+  j["data"] = bench_data_json(kBenchSeed);
+  j["data"]["operands"] = operands;
   auto args = [&](const GemmShape& s) {
     GemmArgs g;
     g.m = s.m;
@@ -114,7 +130,7 @@ nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, con
     g.trans_b = trans_b;
     g.a_dtype = ad;
     g.b_dtype = bd;
-    if (is_float8(ad)) g.scale_a = g.scale_b = one.f32();
+    if (is_float8(ad)) g.scale_a = scale_a.f32(), g.scale_b = scale_b.f32();
     return g;
   };
   for (const auto& s : shapes) {

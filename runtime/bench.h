@@ -12,7 +12,8 @@
 //                    "busbw_GBps"}
 //      memory:      {"kernel": "copy" | "add", "bytes", "elements", "time_us": {...}, "GBps"}
 //    ],
-//    gemm only: "sweep": {"gemms": G, "time_us": {...}}: every result's shape once, in order, back to back}
+//    gemm only: "sweep": {"gemms": G, "time_us": {...}}: every result's shape once, in order, back to back,
+//               "data": {"generator", "seed", "operands": [A, B]} (runtime/bench_data.h)}
 // Method. Each timed iteration starts after a synchronizing 1-element all-reduce over the group, times one call
 // (a collective: until it completed on this rank), and takes the slowest rank's time; the record holds the median and
 // spread over `iters` iterations after `warmup` untimed ones. The gemm sweep is timed the same way, as one call: with
@@ -24,12 +25,14 @@
 // S/4/n per peer; p2p S/4). algbw = S / time, busbw = algbw x bus_factor (plans/bus_bandwidth.h).
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "plans/program.h"
 #include "runtime/backend.h"
+#include "runtime/profiler.h"
 
 namespace tptune {
 
@@ -40,8 +43,9 @@ struct BenchOptions {
   int64_t max_bytes = 32ll << 20;
   int64_t step_factor = 2;  // sizes min, min*f, min*f^2, ... up to max
   // gemm: operand dtype. fp32 (A (m, k) x B (k, n), fp32 out); bf16 and float8 time the linear-layer form
-  // x W^T (B stored (n, k), trans_b), bf16 out; fp8_e4m3 is e4m3 x e4m3 with unit scales, fp8_e5m2 is e5m2 x e4m3
-  // (a gradient GEMM's types). The backend stores them as storage_for(dtype) (the CPU: fp32 values, same times).
+  // x W^T (B stored (n, k), trans_b), bf16 out; fp8_e4m3 is e4m3 x e4m3, fp8_e5m2 is e5m2 x e4m3 (a gradient GEMM's
+  // types), each cast with its amax-derived scale. The backend stores them as storage_for(dtype) (the CPU: fp32
+  // values, same times). Operand values: runtime/bench_data.h (an activation A, a weight B; "data" in the JSON).
   DType gemm_dtype = DType::fp32;
   std::vector<CollectiveKind> collectives = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
                                              CollectiveKind::reduce_scatter, CollectiveKind::all_to_all,
@@ -59,6 +63,12 @@ std::vector<GemmShape> grid_gemm_shapes();
 nlohmann::json bench_gemm(Backend& backend, const std::vector<GemmShape>& shapes, const BenchOptions& options);
 nlohmann::json bench_collectives(Backend& backend, const BenchOptions& options);
 nlohmann::json bench_memory(Backend& backend, const BenchOptions& options);
+
+// Shared by the benches (runtime/bench_kernels.h too): the JSON header above (format, bench, environment, timing;
+// checks --warmup and --iters), the timing of `fn` as described under Method, and a timing's JSON.
+nlohmann::json bench_header(Backend& backend, const char* what, const BenchOptions& options);
+OpTiming time_bench_calls(Backend& backend, const BenchOptions& options, const std::function<void()>& fn);
+nlohmann::json timing_json(const OpTiming& t);
 
 // The nccl-tests table of a collectives bench JSON: one block per collective, columns size, count, type, redop,
 // root, time, algbw, busbw, #wrong (N/A: values are not checked), and the average bus bandwidth.

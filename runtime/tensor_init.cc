@@ -43,6 +43,10 @@ float seeded_uniform(uint64_t seed, const std::string& name, int64_t index) {
   return uniform_of(draw(seed, name, index));
 }
 
+uint64_t seeded_key(uint64_t seed, const std::string& name) { return tensor_key(seed, name); }
+
+float seeded_uniform_keyed(uint64_t key, int64_t index) { return uniform_of(draw_keyed(key, index)); }
+
 int32_t seeded_index(uint64_t seed, const std::string& name, int64_t index, int64_t n) {
   return static_cast<int32_t>(draw(seed, name, index) % static_cast<uint64_t>(n));
 }

@@ -22,6 +22,10 @@ namespace tptune {
 
 // Uniform in [-1, 1).
 float seeded_uniform(uint64_t seed, const std::string& name, int64_t index);
+// The same draws with the (seed, name) part hashed once: seeded_uniform(seed, name, i) ==
+// seeded_uniform_keyed(seeded_key(seed, name), i) (the name's hash is the costly part).
+uint64_t seeded_key(uint64_t seed, const std::string& name);
+float seeded_uniform_keyed(uint64_t key, int64_t index);
 // Integer in [0, n).
 int32_t seeded_index(uint64_t seed, const std::string& name, int64_t index, int64_t n);
 

@@ -1,7 +1,8 @@
-// tp-run bench gemm|collectives|memory [--json FILE|-] [--warmup N] [--iters N] [sizes] ...
+// tp-run bench gemm|collectives|memory|memory-bound [--json FILE|-] [--warmup N] [--iters N] [sizes] ...
 //   mpirun -np 2 tp-run bench collectives --max-bytes 32M --json coll-np2.json   (prints the nccl-tests table)
 //   mpirun -np 1 tp-run bench gemm --config examples/tiny-llama.yaml --preset vanilla --json gemm.json
 //   mpirun -np 1 tp-run bench memory --json memory.json
+//   tp-run bench memory-bound --backend cuda --json kernels.json       (Llama 3 8B's shapes at seq 8192)
 // Micro-benchmarks of runtime/bench.h on the CPU backend; the JSON is input to `tp-plan calibrate`.
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "plans/error.h"
 #include "plans/lower.h"
 #include "runtime/bench.h"
+#include "runtime/bench_kernels.h"
 #include "tools/tp_run_backend.h"
 #include "tools/tp_run_commands.h"
 
@@ -18,8 +20,10 @@ namespace tptune::tools {
 namespace {
 
 struct BenchArgs {
-  std::string what;  // gemm | collectives | memory
+  std::string what;  // gemm | collectives | memory | memory-bound
   BenchOptions options;
+  MemoryBoundShape shape;  // memory-bound
+  std::string shape_dtype = "bf16";
   std::string json;
   std::vector<std::string> ops;
   // gemm: the Program's shapes
@@ -66,6 +70,9 @@ int run_bench(const World& w, BenchArgs& a) {
         be = choose_backend(a.backend);
         a.options.gemm_dtype = parse_dtype(a.dtype, "--dtype");
         if (a.options.gemm_dtype == DType::fp16) throw Error("--dtype: expected fp32, bf16, fp8_e4m3 or fp8_e5m2");
+        a.shape.dtype = parse_dtype(a.shape_dtype, "--dtype");
+        if (a.shape.dtype != DType::bf16 && a.shape.dtype != DType::fp32)
+          throw Error("--dtype: expected bf16 or fp32, got '" + a.shape_dtype + "'");
       }))
     return 2;
   nlohmann::json j;
@@ -75,6 +82,8 @@ int run_bench(const World& w, BenchArgs& a) {
       j = bench_gemm(*backend, shapes, a.options);
     else if (a.what == "collectives")
       j = bench_collectives(*backend, a.options);
+    else if (a.what == "memory-bound")
+      j = bench_memory_bound(*backend, a.shape, a.options);
     else
       j = bench_memory(*backend, a.options);
   });
@@ -89,6 +98,15 @@ int run_bench(const World& w, BenchArgs& a) {
       if (env["build_type"].get<std::string>() != "Release") std::printf("# WARNING: not a Release build\n");
       if (a.what == "collectives") {
         std::printf("%s", nccl_tests_table(j).c_str());
+      } else if (a.what == "memory-bound") {
+        const auto& c = j["copy"];
+        std::printf("  %-14s %14s %12s %10s %10s\n", "op", "bytes", "median us", "GB/s", "% of copy");
+        std::printf("  %-14s %14lld %12.2f %10.1f %10s\n", "copy", c["bytes"].get<long long>(),
+                    c["time_us"]["median"].get<double>(), c["GBps"].get<double>(), "100.0");
+        for (const auto& r : j["results"])
+          std::printf("  %-14s %14lld %12.2f %10.1f %10.1f\n", r["op"].get<std::string>().c_str(),
+                      r["bytes"].get<long long>(), r["time_us"]["median"].get<double>(), r["GBps"].get<double>(),
+                      r["percent_of_copy"].get<double>());
       } else {
         for (const auto& r : j["results"]) {
           if (a.what == "gemm")
@@ -126,9 +144,10 @@ void add_sizes(CLI::App* cmd, BenchArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, RunOnWorld& run) {
-  CLI::App* bench = app.add_subcommand("bench", "micro-benchmarks for calibration: gemm, collectives, memory");
+  CLI::App* bench =
+      app.add_subcommand("bench", "micro-benchmarks for calibration: gemm, collectives, memory, memory-bound");
   bench->require_subcommand(1);
-  for (const char* what : {"gemm", "collectives", "memory"}) {
+  for (const char* what : {"gemm", "collectives", "memory", "memory-bound"}) {
     auto args = std::make_shared<BenchArgs>();
     args->what = what;
     CLI::App* cmd = nullptr;
@@ -147,6 +166,19 @@ void add_bench_command(CLI::App& app, RunOnWorld& run) {
       cmd = bench->add_subcommand("collectives", "MPI collectives over sizes, printed as nccl-tests prints them");
       add_sizes(cmd, *args);
       cmd->add_option("--ops", args->ops, "all_reduce all_gather reduce_scatter all_to_all p2p (default: all)");
+    } else if (args->what == "memory-bound") {
+      cmd = bench->add_subcommand("memory-bound",
+                                  "every memory-bound kernel of a step at one layer's shapes: GB/s and % of a copy");
+      MemoryBoundShape& s = args->shape;
+      cmd->add_option("--rows", s.rows, "tokens: batch x seq (default 8192)")->check(integer_option(1, 1 << 30));
+      cmd->add_option("--dim", s.dim, "model dim (default 4096)")->check(integer_option(1, 1 << 24));
+      cmd->add_option("--ffn-dim", s.ffn_dim, "feed-forward dim (default 14336)")->check(integer_option(1, 1 << 24));
+      cmd->add_option("--vocab", s.vocab, "vocabulary (default 128256)")->check(integer_option(1, 1 << 26));
+      cmd->add_option("--heads", s.heads, "query heads rope rotates (default 32)")->check(integer_option(1, 1 << 16));
+      cmd->add_option("--head-dim", s.head_dim, "head dim, even (default 128)")->check(integer_option(2, 1 << 16));
+      cmd->add_option("--dtype", args->shape_dtype, "activation dtype: bf16 (default) | fp32");
+      cmd->add_option("--seed", s.seed, "seed of the data generator (runtime/bench_data.h; default 20261204)");
+      cmd->add_option("--ops", s.ops, "the ops to time (default: all)");
     } else {
       cmd = bench->add_subcommand("memory", "memory-bound kernels (copy, add) over sizes");
       add_sizes(cmd, *args);

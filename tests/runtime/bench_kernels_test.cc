@@ -1,0 +1,64 @@
+// tp-run bench memory-bound (runtime/bench_kernels.h) and its data (runtime/bench_data.h) on the CPU backend.
+#include "runtime/bench_kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include "plans/error.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/tensor_init.h"
+
+using namespace tptune;
+
+TEST_CASE("the bench data generator: keyed draws equal seeded_uniform, and its first values are pinned",
+          "[runtime][bench]") {
+  const uint64_t key = seeded_key(kBenchSeed, "x");
+  for (int64_t i : {0, 1, 2, 3, 1000003}) CHECK(seeded_uniform_keyed(key, i) == seeded_uniform(kBenchSeed, "x", i));
+  // bench/bench_data.py --self-test pins the same four values for its Python port (uniform(20261204, "x", i)).
+  CHECK(seeded_uniform(kBenchSeed, "x", 0) == 0.848635793f);
+  CHECK(seeded_uniform(kBenchSeed, "x", 1) == -0.972029448f);
+  CHECK(seeded_uniform(kBenchSeed, "x", 2) == 0.466910243f);
+  CHECK(seeded_uniform(kBenchSeed, "x", 3) == -0.397878408f);
+  // An operand is std x sqrt(3) x u: activations std 1, weights std 0.02.
+  CpuBackend be;
+  Buffer b = be.alloc(4, Storage::f32);
+  const auto rec = fill_bench_operand(be, b.ptr(), 4, kBenchSeed, "x", BenchValues::weight);
+  float v[4];
+  be.download(v, b.ptr(), 4);
+  CHECK(v[0] == Approx(0.02 * std::sqrt(3.0) * 0.848635793).epsilon(1e-6));
+  CHECK(rec["std"] == Approx(0.02));
+  CHECK(rec["name"] == "x");
+}
+
+TEST_CASE("bench memory-bound: every op timed, its bytes by the table, % of the copy of the same run",
+          "[runtime][bench]") {
+  CpuBackend be;  // stores bf16 as fp32: e = 4 bytes
+  MemoryBoundShape s;
+  s.rows = 16, s.dim = 32, s.ffn_dim = 64, s.vocab = 128, s.heads = 2, s.head_dim = 16;
+  BenchOptions o;
+  o.warmup = 0, o.iters = 1;
+  const auto j = bench_memory_bound(be, s, o);
+  CHECK(j["bench"] == "memory-bound");
+  CHECK(j["data"]["seed"] == kBenchSeed);
+  CHECK(j["shape"]["storage"] == "f32");
+  // The copy: max(16 x 32, 64 MiB / 4) = 16 Mi fp32 elements, read and written: 128 MiB.
+  CHECK(j["copy"]["bytes"] == 134217728);
+  REQUIRE(j["results"].size() == memory_bound_ops().size());
+  const double copy = j["copy"]["GBps"];
+  for (const auto& r : j["results"]) {
+    INFO(r["op"]);
+    CHECK(r["time_us"]["median"].get<double>() > 0);
+    CHECK(r["percent_of_copy"].get<double>() == Approx(100.0 * r["GBps"].get<double>() / copy));
+    const std::string op = r["op"];
+    // R 16, D 32, F 64, V 128, H x d = 32, e 4, float8 stored as fp32 on the CPU (e8 4):
+    if (op == "rmsnorm_fwd") CHECK(r["bytes"] == 2 * 16 * 32 * 4 + 32 * 4 + 4 * 16);      // 4288
+    if (op == "rope_fwd") CHECK(r["bytes"] == 2 * 16 * 32 * 4);                           // 4096
+    if (op == "swiglu_bwd") CHECK(r["bytes"] == 5 * 16 * 64 * 4);                         // 20480
+    if (op == "ce_backward") CHECK(r["bytes"] == 2 * 16 * 128 * 4 + 12 * 16);             // 16576
+    if (op == "fp8_cast") CHECK(r["bytes"] == 16 * 32 * (4 + 4) + 8);                     // 4104
+    if (op == "adamw") CHECK(r["bytes"] == 64 * 32 * (24 + 4));                           // 57344
+    if (op == "embedding_bwd") CHECK(r["bytes"] == 4 * 16 + 16 * 32 * 4 + 128 * 32 * 4);  // 18496
+    CHECK_FALSE(r["operands"].empty());
+  }
+  s.ops = {"rmsnorm_fwd", "softmax"};
+  CHECK_THROWS_WITH(bench_memory_bound(be, s, o), Catch::Contains("--ops: unknown op 'softmax'"));
+}
