@@ -31,21 +31,35 @@ def uniform(seed, name, i):
     return (splitmix64((key_of(seed, name) + i) & M64) >> 40) * (2.0 / 16777216.0) - 1.0
 
 
+def _signed(c):
+    return c - (1 << 64) if c >= (1 << 63) else c
+
+
 def values(seed, name, n, std, torch=None, device="cpu"):
-    """n values as a float32 torch tensor (numpy when torch is None), generated with 64-bit integer arithmetic."""
-    import numpy as np
-    key = np.uint64(key_of(seed, name))
-    with np.errstate(over="ignore"):
-        x = np.arange(n, dtype=np.uint64) + key
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    u = (x >> np.uint64(40)).astype(np.float32) * np.float32(2.0 / 16777216.0) - np.float32(1.0)
-    v = (np.float32(std) * np.float32(3.0 ** 0.5)) * u
+    """n values as a float32 torch tensor on `device` (int64 arithmetic wraps like uint64; right shifts are masked
+    to be logical), or as a numpy array when torch is None."""
     if torch is None:
-        return v
-    return torch.from_numpy(v).to(device)
+        import numpy as np
+        key = np.uint64(key_of(seed, name))
+        with np.errstate(over="ignore"):
+            x = np.arange(n, dtype=np.uint64) + key
+            x = x + np.uint64(0x9E3779B97F4A7C15)
+            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            x = x ^ (x >> np.uint64(31))
+        u = (x >> np.uint64(40)).astype(np.float32) * np.float32(2.0 / 16777216.0) - np.float32(1.0)
+        return (np.float32(std) * np.float32(3.0 ** 0.5)) * u
+
+    def shr(t, k):  # logical shift right of int64 holding uint64 bits
+        return (t >> k) & ((1 << (64 - k)) - 1)
+
+    x = torch.arange(n, dtype=torch.int64, device=device) + _signed(key_of(seed, name))
+    x = x + _signed(0x9E3779B97F4A7C15)
+    x = (x ^ shr(x, 30)) * _signed(0xBF58476D1CE4E5B9)
+    x = (x ^ shr(x, 27)) * _signed(0x94D049BB133111EB)
+    x = x ^ shr(x, 31)
+    u = shr(x, 40).to(torch.float32) * (2.0 / 16777216.0) - 1.0
+    return (torch.tensor(std, dtype=torch.float32) * torch.tensor(3.0 ** 0.5, dtype=torch.float32)).to(device) * u
 
 
 # The first draws of seed 20261204, operand "x" (tests/runtime/bench_kernels_test.cc pins the same).
@@ -54,6 +68,15 @@ PINNED = [0.848635793, -0.972029448, 0.466910243, -0.397878408]
 
 def self_test():
     got = [uniform(20261204, "x", i) for i in range(4)]
+    try:
+        import torch
+        t = values(20261204, "x", 4, 1.0 / 3.0 ** 0.5, torch=torch).tolist()  # std 1/sqrt(3): u itself
+        print("torch port:", ", ".join(f"{v:.9g}" for v in t))
+        if any(abs(a - b) > 1e-7 for a, b in zip(t, got)):
+            print("MISMATCH between the torch port and the scalar one")
+            return 1
+    except ImportError:
+        pass
     print("seeded_uniform(20261204, 'x', 0..3) =", ", ".join(f"{v:.9g}" for v in got))
     if any(abs(g - p) > 5e-9 for g, p in zip(got, PINNED)):
         print("MISMATCH with", PINNED)
