@@ -9,9 +9,16 @@
 #   1. the [cuda] tests (kernels against their CPU references; the backend's allocator, copies, GEMMs, verify, profile)
 #   2. tp-run verify of tiny-llama and tiny-gpt at tp 1 in bf16, float8 none and tensorwise
 #   3. tp-run profile of Llama3-8B and -70B blocks (2 layers, seq 8192, batch 1, sequence parallel) at the local
-#      shapes of tp 1, 2, 4 and 8 on this one GPU (tp > 1: collectives not run, recorded as not measured)
-#   4. tp-run bench gemm (bf16, fp8_e4m3) on those Programs' GEMM shapes
-#   5. optional: PyTorch on the same GEMM and attention shapes (bench/torch_compare.py), where torch sees a GPU
+#      shapes of tp 1 and 8 on this one GPU (tp > 1: collectives not run, recorded as not measured; 2 and 4 were
+#      left out when the memory-bound and 405B steps came in, to keep the check under 6 minutes)
+#   4. tp-run bench gemm (bf16, fp8_e4m3) on those Programs' GEMM shapes; tp-run bench memory-bound (every
+#      memory-bound kernel at Llama 3 8B's layer shapes, GB/s and % of a copy of the same run); profiles of Llama 3.1
+#      405B's block at the local shapes of tp 8 in bf16 and float8 tensorwise (2 layers, local batch 2, full AC)
+#   5. optional: PyTorch on the same GEMM, attention and memory-bound shapes and values, eager and compiled
+#      (bench/torch_compare.py), and Inductor's kernels of a Llama block (bench/inductor_fusions.py), where torch
+#      sees a GPU
+# Throughout: nvidia-smi samples SM clock, power and temperature every 100 ms (gpu-clocks.csv; steps.csv says which
+# step ran when).
 # Results: everything in one archive, OUTDIR/gpu-check.tar.gz (logs, configs, Profile and bench JSON, compare.md),
 # and the summary table OUTDIR/summary.md, printed last on stdout too. Nothing else is left in OUTDIR: a lease hands
 # back at most 8 files. The work folder is a temporary one (GPU_CHECK_KEEP=DIR keeps it there instead).
@@ -26,14 +33,17 @@
 # Estimates (no GPU has run this yet; from FLOPs at ~600 TFLOP/s bf16, CUDA context + cuDNN plan builds ~2-4 s per
 # process, weight initialisation ~1 ns per element on the host after issue 27's fix, and the CPU rehearsal's times
 # for the fixed costs):
-#   step                                         device estimate   limit
-#   0 environment, versions, ldd                           2 s       30 s
-#   1 [cuda] tests (2 binaries)                           60 s      240 s
-#   2 verify x 4 (tiny models)                            20 s   60 s each
-#   3 profile x 8 (8B: 1.5 G params, 70B: 3.8 G)         120 s  150 s each
-#   4 bench gemm x 4                                      40 s   90 s each
-#   5 PyTorch comparison (optional)                       60 s      180 s
-#   total                                               ~5 min  (+ 1-2 min machine start: under 8 min)
+#   step                                         device estimate   limit    measured (H200, 2026-12-04)
+#   0 environment, versions, ldd                           2 s       30 s      0 s
+#   1 [cuda] tests (2 binaries)                           60 s      240 s     16 s
+#   2 verify x 4 (tiny models)                            20 s   60 s each     6 s
+#   3 profile x 4 (8B: 1.5 G params, 70B: 3.8 G)          60 s  150 s each    71 s (tp 1, 8 of the 133 s for 8)
+#   4 bench gemm x 4                                      40 s   90 s each     4 s
+#   4b bench memory-bound (8B layer, incl. data)          20 s      120 s      -
+#   4c profile 405B tp 8 x 2 (bf16, float8)               90 s  150 s each    95 s (first run of these kernels)
+#   5 PyTorch comparison (optional)                       90 s      240 s     10 s (GEMM and attention only)
+#   5b Inductor's kernels (optional)                      40 s      120 s      -
+#   total                                               ~5.5 min  (+ ~1 min machine start)
 # Steps 0-4 are the first (and normally only) command; step 5 is optional: GPU_CHECK_SKIP_TORCH=1 leaves it out
 # when a rerun must fit the time left. The exact call a session makes (after `cmake --build build` with CUDA and
 # `bench/gpu-bundle.sh --lean build`; the carried paths are ~25 MiB):
@@ -102,6 +112,7 @@ step() {
   fi
   local took
   took="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+  echo "$name,$t0,$EPOCHREALTIME" >>"$work/steps.csv"  # to read gpu-clocks.csv by step
   echo "    $result in ${took} s -> $log"
   if [ "$result" != ok ]; then
     tail -5 "$work/$log" | sed 's/^/    | /'
@@ -147,6 +158,15 @@ environment() {
 }
 echo "=== gpu-check: environment"
 environment 2>&1 | tee "$work/environment.txt"
+# SM clock, memory clock, power and temperature every 100 ms for the whole run (the clock a GEMM runs at depends on
+# its power draw): gpu-clocks.csv, with steps.csv (name, start, end in epoch seconds) to attribute the samples.
+echo "step,start_s,end_s" >"$work/steps.csv"
+smi_pid=""
+if [ "$backend" = cuda ] && command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 100 \
+    >"$work/gpu-clocks.csv" 2>&1 &
+  smi_pid=$!
+fi
 missing="$(ldd "$tp_run" 2>&1 | grep "not found")"
 if [ -n "$missing" ] || [ ! -x "$tp_run" ]; then
   echo "gpu-check: STOP: tp-run cannot start: ${missing:-$tp_run not built}" | tee -a "$work/environment.txt"
@@ -215,7 +235,7 @@ if [ "$stop_early" = 0 ]; then
   # 3. profiles at the local shapes of tp 1, 2, 4, 8
   for m in 8b 70b; do
     estimate=$([ $m = 8b ] && echo 10 || echo 20)
-    for tp in 1 2 4 8; do
+    for tp in 1 8; do
       step "profile llama3-$m, local shapes of tp $tp" 150 "$estimate" "profile-$m-tp$tp.txt" \
         "$tp_run" profile "$cfg/llama3-$m-2layers.yaml" --preset sequence_parallel --tp "$tp" --local-shapes-of-tp "$tp" \
         --backend "$backend" --warmup 1 --iters 3 --quiet --timeout 120 --out "$work/profile-$m-tp$tp.json"
@@ -231,15 +251,50 @@ if [ "$stop_early" = 0 ]; then
     done
   done
 
+  # 4b. every memory-bound kernel at Llama 3 8B's layer shapes (seq 8192, tp 1), in GB/s and % of a copy of the same
+  # run (the CPU rehearsal: a small layer)
+  if [ "$backend" = cuda ]; then
+    mb_shape=()
+  else
+    mb_shape=(--rows 256 --dim 256 --ffn-dim 512 --vocab 2048 --heads 4 --head-dim 64)
+  fi
+  step "bench memory-bound llama3-8b bf16" 120 20 memory-bound-8b.txt \
+    "$tp_run" bench memory-bound "${mb_shape[@]}" --backend "$backend" --warmup 3 --iters 10 \
+    --json "$work/memory-bound-8b.json"
+
+  # 4c. Llama 3.1 405B's block at the local shapes of tp 8 (2 layers, local batch 2, full AC, loss parallel: the
+  # shape of torchtitan's published 405B runs), bf16 and float8 tensorwise: what float8's amax and casts cost.
+  # The CPU rehearsal runs the 8B block's scaled-down config instead (the same options).
+  if [ "$backend" = cuda ]; then
+    sed 's/^\(  preset: llama3-405b\b.*\)$/\1\n  n_layers: 2/; s/^\(  local_batch_size:\).*/\1 2/; s/^\(  activation_checkpointing:\).*/\1 full/; s/^\(  nodes:\).*/\1 16/' \
+      "$here/examples/llama3-405b-h100.yaml" >"$cfg/llama3-405b-2layers.yaml"
+    big="$cfg/llama3-405b-2layers.yaml"
+  else
+    big="$cfg/llama3-8b-2layers.yaml"
+  fi
+  for f8 in none tensorwise; do
+    step "profile llama3-405b, local shapes of tp 8, float8 $f8" 150 45 "profile-405b-tp8-$f8.txt" \
+      "$tp_run" profile "$big" --preset sequence_parallel --tp 8 --local-shapes-of-tp 8 --loss-parallel \
+      --float8 "$f8" --backend "$backend" --warmup 1 --iters 3 --quiet --timeout 120 \
+      --out "$work/profile-405b-tp8-$f8.json"
+  done
+
   # 5. optional: PyTorch on the same shapes
   if [ "$backend" = cuda ] && [ -z "${GPU_CHECK_SKIP_TORCH:-}" ] &&
     timeout 60 python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    step "PyTorch comparison" 180 60 compare.txt python3 "$here/bench/torch_compare.py" "$work"
+    export TORCH_COMPARE_COMPILE_BUDGET_S=60
+    step "PyTorch comparison" 240 90 compare.txt \
+      python3 "$here/bench/torch_compare.py" "$work"
+    # what torch.compile makes of a Llama block (bench/inductor_fusions.py): the fusions tp-run's --compile is to match
+    step "Inductor's kernels of a Llama block" 120 40 inductor-fusions.txt \
+      python3 "$here/bench/inductor_fusions.py" --out "$work/inductor" --seq 2048 --float8
   else
     echo "PyTorch comparison skipped (backend $backend, GPU_CHECK_SKIP_TORCH='${GPU_CHECK_SKIP_TORCH:-}', or no CUDA torch)" >"$work/compare.txt"
     rows+=("| PyTorch comparison | skipped | 0 | 60 | compare.txt |")
   fi
 fi
+
+[ -n "$smi_pid" ] && kill "$smi_pid" 2>/dev/null
 
 # Summary and archive: the two files that come back.
 {

@@ -2,7 +2,7 @@
 # gpu_check_rehearsal.sh SOURCE_DIR BUILD_DIR WORK_DIR: bench/gpu-check.sh rehearsed on the CPU backend (issue 27),
 # so that the device check's mechanics are tested on every commit before a GPU is lent:
 #   1. `--backend cpu` runs every step, passes, and leaves exactly the two files a lease brings back (the archive
-#      and the summary); the archive holds every step's log and result (4 verify, 8 Profile and 4 bench JSON), and
+#      and the summary); the archive holds every step's log and result (4 verify, 6 Profile and 5 bench JSON), and
 #      the summary a row per step with its time and the device estimate.
 #   2. a step that hangs is ended at its limit (GPU_CHECK_STEP_LIMIT), recorded as TIMEOUT, and the run still
 #      finishes, writes its two files and exits non-zero: one hang cannot eat the lease.
@@ -18,11 +18,12 @@ out="$work/out"
 [ "$(ls "$out" | sort | tr '\n' ' ')" = "gpu-check.tar.gz summary.md " ] || fail "OUTDIR holds $(ls "$out"), expected the archive and the summary only"
 tar -tzf "$out/gpu-check.tar.gz" >"$work/listing.txt"
 for f in environment.txt summary.md cuda-tests.txt configs/llama3-70b-2layers.yaml \
-  verify-tiny-{llama,gpt}-{none,tensorwise}.json profile-{8b,70b}-tp{1,2,4,8}.json gemm-{8b,70b}-{bf16,fp8_e4m3}.json; do
+  verify-tiny-{llama,gpt}-{none,tensorwise}.json profile-{8b,70b}-tp{1,8}.json gemm-{8b,70b}-{bf16,fp8_e4m3}.json \
+  memory-bound-8b.json profile-405b-tp8-{none,tensorwise}.json steps.csv; do
   grep -qx "gpu-check/$f" "$work/listing.txt" || fail "the archive lacks $f"
 done
 rows="$(grep -c '^| [^s-].* | ok | [0-9.]* | [0-9]* |' "$out/summary.md" || true)"
-[ "$rows" = 18 ] || { cat "$out/summary.md"; fail "$rows steps ok with a time, expected 18 (environment, tests, 4 verify, 8 profiles, 4 gemm)"; }
+[ "$rows" = 17 ] || { cat "$out/summary.md"; fail "$rows steps ok with a time, expected 17 (environment, tests, 4 verify, 4 profiles, 4 gemm, memory-bound, 2 405B-shaped profiles)"; }
 grep -q '^| PyTorch comparison | skipped |' "$out/summary.md" || fail "no skipped PyTorch row"
 [ "$(tail -1 "$work/run.txt")" = PASS ] || fail "the summary is not printed last"
 grep -q '^CUDA runtime: \|^CUDA runtime: not linked' "$work/run.txt" || fail "no CUDA runtime version line"
