@@ -26,14 +26,23 @@ template <int N, class T>
 __global__ void amax_kernel(int64_t n, const T* x, unsigned int* amax_bits) {
   __shared__ unsigned int warp_max[32];
   unsigned int m = 0;
-  const int64_t packs = n / N;
-  TPTUNE_GRID_STRIDE(k, packs) {
-    const Pack<T, N> p = load_pack<N>(x, k);
+  const int64_t packs = n / N, stride = int64_t(gridDim.x) * blockDim.x;
+  // kInFlight packs per thread per round, loaded before any is reduced (the loads of one round in flight together).
+  constexpr int kInFlight = 4;
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; base < packs; base += stride * kInFlight) {
+    Pack<T, N> p[kInFlight];
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const unsigned int b = float_bits(to_float(p.v[j])) & 0x7FFFFFFFu;
-      m = b > m ? b : m;
-    }
+    for (int u = 0; u < kInFlight; ++u)
+      if (base + u * stride < packs) p[u] = load_pack<N>(x, base + u * stride);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (base + u * stride < packs) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const unsigned int b = float_bits(to_float(p[u].v[j])) & 0x7FFFFFFFu;
+          m = b > m ? b : m;
+        }
+      }
   }
   if constexpr (N > 1) {  // the n % N elements after the last whole pack
     const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, first = packs * N;
@@ -109,7 +118,7 @@ void fp8_amax(cudaStream_t stream, int64_t n, const T* x, float* amax) {
   constexpr int N = detail::kPack<T>;
   auto* bits = reinterpret_cast<unsigned int*>(amax);
   if (pack_aligned(x, sizeof(T), N))
-    amax_kernel<N><<<detail::grid_for_items(n / N + 1), kThreads, 0, stream>>>(n, x, bits);
+    amax_kernel<N><<<detail::grid_for_items((n / N + 3) / 4 + 1), kThreads, 0, stream>>>(n, x, bits);
   else
     amax_kernel<1><<<detail::grid_for_items(n), kThreads, 0, stream>>>(n, x, bits);
   check_launch("fp8_amax");
