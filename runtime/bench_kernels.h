@@ -1,10 +1,11 @@
 #pragma once
 // `tp-run bench memory-bound`: every memory-bound kernel of a training step at one layer's shapes, in GB/s and as a
-// percentage of a device-to-device copy measured in the same run (issue 39: each should reach 70 % of the copy at
-// 64 MiB and up). Written as bench JSON (runtime/bench.h's header, "bench": "memory-bound"):
+// percentage of a device-to-device copy of as many bytes measured in the same run (issue 39: each should reach 70 %
+// of the copy at 64 MiB and up). Written as bench JSON (runtime/bench.h's header, "bench": "memory-bound"):
 //   "data": bench_data_json(seed), "shape": {rows, dim, ffn_dim, vocab, heads, head_dim, dtype, storage},
-//   "copy": {"bytes", "time_us", "GBps"},
-//   "results": [{"op", "bytes", "time_us": {...}, "GBps", "percent_of_copy", "operands": [...]}]
+//   "copy": {"bytes", "time_us", "GBps"}         (one activation, at least 64 MiB: the run's headline copy rate)
+//   "results": [{"op", "bytes", "time_us": {...}, "GBps", "copy_GBps" (a copy moving `bytes`: half read, half
+//                written), "percent_of_copy", "operands": [...]}]
 // Bytes are what the kernel must move at the least: each input read once, each output written once, in the
 // backend's storage (the CPU backend stores bf16 as fp32, so its bytes are fp32's). They match the bytes of the
 // profile records of the same ops (ElementwiseOp::bytes; runtime/profiler.cc for embedding, cross-entropy and float8

@@ -100,13 +100,13 @@ int run_bench(const World& w, BenchArgs& a) {
         std::printf("%s", nccl_tests_table(j).c_str());
       } else if (a.what == "memory-bound") {
         const auto& c = j["copy"];
-        std::printf("  %-14s %14s %12s %10s %10s\n", "op", "bytes", "median us", "GB/s", "% of copy");
-        std::printf("  %-14s %14lld %12.2f %10.1f %10s\n", "copy", c["bytes"].get<long long>(),
-                    c["time_us"]["median"].get<double>(), c["GBps"].get<double>(), "100.0");
+        std::printf("  %-14s %14s %12s %10s %12s %10s\n", "op", "bytes", "median us", "GB/s", "copy GB/s", "% of copy");
+        std::printf("  %-14s %14lld %12.2f %10.1f %12.1f %10s\n", "copy", c["bytes"].get<long long>(),
+                    c["time_us"]["median"].get<double>(), c["GBps"].get<double>(), c["GBps"].get<double>(), "100.0");
         for (const auto& r : j["results"])
-          std::printf("  %-14s %14lld %12.2f %10.1f %10.1f\n", r["op"].get<std::string>().c_str(),
+          std::printf("  %-14s %14lld %12.2f %10.1f %12.1f %10.1f\n", r["op"].get<std::string>().c_str(),
                       r["bytes"].get<long long>(), r["time_us"]["median"].get<double>(), r["GBps"].get<double>(),
-                      r["percent_of_copy"].get<double>());
+                      r["copy_GBps"].get<double>(), r["percent_of_copy"].get<double>());
       } else {
         for (const auto& r : j["results"]) {
           if (a.what == "gemm")

@@ -21,7 +21,9 @@ using namespace formulas;  // the per-element formulas the CPU reference shares 
 namespace {
 
 using detail::block_sum;
+using detail::Compute;
 using detail::from_double;
+using detail::from_float;
 using detail::kThreads;
 using detail::load_pack;
 using detail::Pack;
@@ -103,6 +105,10 @@ __global__ void sum_slabs_kernel(int64_t dim, int64_t slabs, const double* parti
 // registers, reduces the dot (block_sum), writes dx, and adds the row's dw terms to per-thread accumulators of its
 // columns; at the end it writes its slab's column partials, and sum_partials_kernel adds the slabs in order. x and
 // dy are read once (the scalar path above reads them twice), and the reductions keep a fixed order.
+// The per-element arithmetic is Compute<T>: double for fp32 tensors (the CPU reference's, formulas/norm.h), float
+// for bf16 ones (as torch's RMSNorm computes a bf16 input: x.float()); the row sums meet in double. With double per
+// element the bf16 kernels ran at 1.6 TB/s on the H200: conversions and double multiplies, not memory, were the
+// limit.
 
 template <int N, int P, class T>
 __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
@@ -110,8 +116,9 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
   __shared__ double shared[33];
   const int64_t row = blockIdx.x, packs = dim / N;
   const T* xr = x + row * dim;
+  using C = Compute<T>;  // the per-element arithmetic: double for fp32 tensors, float for bf16 (see above)
   Pack<T, N> xp[P];
-  double ss = 0.0;
+  C ss = 0;
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
@@ -119,13 +126,14 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
       xp[p] = load_pack<N>(xr, k);
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        const double xi = to_float(xp[p].v[j]);
+        const C xi = to_float(xp[p].v[j]);
         ss += xi * xi;
       }
     }
   }
-  const double r = norm_rstd(block_sum(ss, shared), dim, eps);
+  const double r = norm_rstd(block_sum(double(ss), shared), dim, eps);
   if (threadIdx.x == 0) rstd[row] = float(r);
+  const C rc = C(r);
   T* yr = y + row * dim;
 #pragma unroll
   for (int p = 0; p < P; ++p) {
@@ -134,7 +142,7 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
       const Pack<T, N> wp = load_pack<N>(w, k);
       Pack<T, N> yp;
 #pragma unroll
-      for (int j = 0; j < N; ++j) yp.v[j] = from_double<T>(rmsnorm_y(to_float(xp[p].v[j]), r, to_float(wp.v[j])));
+      for (int j = 0; j < N; ++j) yp.v[j] = from_float<T>(float(C(to_float(xp[p].v[j])) * rc * C(to_float(wp.v[j]))));
       store_pack<N>(yr, k, yp);
     }
   }
@@ -167,24 +175,25 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
     }
   };
   if (r0 < r1) load_row(r0, xp, gp);
+  using C = Compute<T>;  // the per-element arithmetic: double for fp32 tensors, float for bf16 (see above)
   for (int64_t t = r0; t < r1; ++t) {
     if (t + 1 < r1) load_row(t + 1, xn, gn);
-    const double r = rstd[t];
-    double dot = 0.0;
+    const C r = rstd[t];
+    C dot = 0;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
       if (k < packs) {
         const Pack<T, N> wp = load_pack<N>(w, k);
 #pragma unroll
-        for (int j = 0; j < N; ++j) {
-          const float xi = to_float(xp[p].v[j]), gi = to_float(gp[p].v[j]);
-          dot += rmsnorm_dot_term(xi, to_float(wp.v[j]), gi, r);
-          acc[p][j] += Acc(rmsnorm_dw_term(xi, gi, r));
+        for (int j = 0; j < N; ++j) {  // rmsnorm_dot_term and rmsnorm_dw_term (formulas/norm.h) in C
+          const C xhat = C(to_float(xp[p].v[j])) * r, gi = to_float(gp[p].v[j]);
+          dot += gi * C(to_float(wp.v[j])) * xhat;
+          acc[p][j] += Acc(gi * xhat);
         }
       }
     }
-    const double c = block_sum(dot, shared) / double(dim);  // every thread has read its x and dy of row t
+    const C c = C(block_sum(double(dot), shared) / double(dim));  // every thread has read its x and dy of row t
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
@@ -193,7 +202,8 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
         Pack<T, N> dxp;
 #pragma unroll
         for (int j = 0; j < N; ++j)
-          dxp.v[j] = from_double<T>(rmsnorm_dx(to_float(xp[p].v[j]), to_float(wp.v[j]), to_float(gp[p].v[j]), r, c));
+          dxp.v[j] = from_float<T>(float(  // rmsnorm_dx (formulas/norm.h) in C
+              r * (C(to_float(gp[p].v[j])) * C(to_float(wp.v[j])) - C(to_float(xp[p].v[j])) * r * c)));
         store_pack<N>(dx + t * dim, k, dxp);
       }
     }
