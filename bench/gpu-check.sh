@@ -41,8 +41,8 @@
 #   4 bench gemm x 4                                      40 s   90 s each     4 s
 #   4b bench memory-bound (8B layer, incl. data)          20 s      120 s      -
 #   4c profile 405B tp 8 x 2 (bf16, float8)               90 s  150 s each    95 s (first run of these kernels)
-#   5 PyTorch comparison (optional)                       90 s      240 s     10 s (GEMM and attention only)
-#   5b Inductor's kernels (optional)                      40 s      120 s      -
+#   5 PyTorch comparison (optional)                       90 s      150 s     10 s (GEMM and attention only)
+#   5b Inductor's kernels (optional)                      40 s       75 s      -
 #   total                                               ~5.5 min  (+ ~1 min machine start)
 # Steps 0-4 are the first (and normally only) command; step 5 is optional: GPU_CHECK_SKIP_TORCH=1 leaves it out
 # when a rerun must fit the time left. The exact call a session makes (after `cmake --build build` with CUDA and
@@ -283,10 +283,10 @@ if [ "$stop_early" = 0 ]; then
   if [ "$backend" = cuda ] && [ -z "${GPU_CHECK_SKIP_TORCH:-}" ] &&
     timeout 60 python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     export TORCH_COMPARE_COMPILE_BUDGET_S=60
-    step "PyTorch comparison" 240 90 compare.txt \
+    step "PyTorch comparison" 150 90 compare.txt \
       python3 "$here/bench/torch_compare.py" "$work"
     # what torch.compile makes of a Llama block (bench/inductor_fusions.py): the fusions tp-run's --compile is to match
-    step "Inductor's kernels of a Llama block" 120 40 inductor-fusions.txt \
+    step "Inductor's kernels of a Llama block" 75 40 inductor-fusions.txt \
       python3 "$here/bench/inductor_fusions.py" --out "$work/inductor" --seq 2048 --float8
   else
     echo "PyTorch comparison skipped (backend $backend, GPU_CHECK_SKIP_TORCH='${GPU_CHECK_SKIP_TORCH:-}', or no CUDA torch)" >"$work/compare.txt"
