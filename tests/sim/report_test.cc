@@ -219,16 +219,17 @@ TEST_CASE("measured trace: bad profiles are one-line errors", "[report]") {
   // Read by the one Profile reader (plans/profile_format.h): its messages are calibration's.
   CHECK(err(R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "x", "time_us": {"median": -1}}]})") ==
         "p.json: ops[0].time_us.median: expected a non-negative number, got -1");
-  nlohmann::json j = profile_of(s, 1);
+  const nlohmann::json base = profile_of(s, 1);
+  nlohmann::json j = base;
   j["ops"][0]["time_us"] = nlohmann::json::object();
   CHECK(err(j.dump()) == "p.json: ops[0].time_us.median: missing");
   // Checked against the simulated Program (sim/profiled_program.h): its records are its ops, one to one.
-  j = profile_of(s, 1);
+  j = base;
   const std::string first = j["ops"][0]["name"];
   j["ops"][0]["name"] = "nowhere.fwd";
   CHECK(err(j.dump()) ==
         "p.json: ops[0].name: expected '" + first + "' (op 0 of the simulated Program), got 'nowhere.fwd'");
-  j = profile_of(s, 1);
+  j = base;
   j["ops"].erase(j["ops"].begin() + 10, j["ops"].end());
   CHECK_THAT(err(j.dump()), Catch::StartsWith("p.json: ops: 10 records, expected ") &&
                                 Catch::Contains(" (one per op of the simulated Program, in execution order): op 10 ("));
