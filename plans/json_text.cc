@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include "plans/error.h"
 #include "plans/yaml_util.h"
@@ -16,7 +19,9 @@ namespace {
 using nlohmann::json;
 
 // nlohmann's DOM builder with a depth limit: start_object/start_array past kMaxJsonDepth stop the parse (returning
-// false) before the deeper value is built, and parse errors are kept (with their byte offset) instead of thrown.
+// false) before the deeper value is built, and parse errors are kept (with their byte offset) instead of thrown. A key
+// stated twice in one object stops it too (nlohmann keeps the last silently: `"hidden_size": 4096, "hidden_size":
+// 8192` read as 8192), the two keys kept by their position among the document's keys.
 class BoundedDom {
  public:
   explicit BoundedDom(json& root) : dom_(root, false) {}
@@ -27,11 +32,26 @@ class BoundedDom {
   bool number_float(json::number_float_t v, const json::string_t& s) { return dom_.number_float(v, s); }
   bool string(json::string_t& v) { return dom_.string(v); }
   bool binary(json::binary_t& v) { return dom_.binary(v); }
-  bool key(json::string_t& v) { return dom_.key(v); }
-  bool start_object(std::size_t n) { return deeper() && dom_.start_object(n); }
+  bool key(json::string_t& v) {
+    const size_t index = keys_seen_++;
+    if (!object_keys_.empty()) {
+      const auto [it, fresh] = object_keys_.back().emplace(v, index);
+      if (!fresh) {
+        duplicate_ = Duplicate{v, it->second, index};
+        return false;
+      }
+    }
+    return dom_.key(v);
+  }
+  bool start_object(std::size_t n) {
+    if (!deeper()) return false;
+    object_keys_.emplace_back();
+    return dom_.start_object(n);
+  }
   bool start_array(std::size_t n) { return deeper() && dom_.start_array(n); }
   bool end_object() {
     --depth_;
+    object_keys_.pop_back();
     return dom_.end_object();
   }
   bool end_array() {
@@ -53,6 +73,12 @@ class BoundedDom {
     return false;
   }
 
+  // A key stated twice in one object: the key, and the positions of its two statements among the document's keys.
+  struct Duplicate {
+    std::string key;
+    size_t first = 0, second = 0;
+  };
+  const std::optional<Duplicate>& duplicate() const { return duplicate_; }
   bool too_deep() const { return too_deep_; }
   size_t error_byte() const { return error_byte_; }
   const std::string& error() const { return error_; }
@@ -66,6 +92,9 @@ class BoundedDom {
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   int depth_ = 0;
   bool too_deep_ = false;
+  std::vector<std::map<std::string, size_t>> object_keys_;  // [open object] its keys -> their position
+  size_t keys_seen_ = 0;
+  std::optional<Duplicate> duplicate_;
   size_t error_byte_ = 0;
   std::string error_;
 };
@@ -92,6 +121,29 @@ size_t deeper_than(const std::string& text, int depth) {
   return text.size();
 }
 
+// The byte offset (0-based) of the `n`-th key (0-based, in document order) of a text that parsed up to it: a string
+// followed by ':' outside strings; the text's size if none.
+size_t nth_key(const std::string& text, size_t n) {
+  size_t keys = 0, start = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (!in_string) {
+      if (c == '"') in_string = true, start = i;
+      continue;
+    }
+    if (c == '\\') {
+      ++i;
+    } else if (c == '"') {
+      in_string = false;
+      size_t j = i + 1;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r')) ++j;
+      if (j < text.size() && text[j] == ':' && keys++ == n) return start;
+    }
+  }
+  return text.size();
+}
+
 }  // namespace
 
 int line_of_byte(const std::string& text, size_t byte) {
@@ -107,6 +159,12 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& name,
   if (dom.too_deep())
     throw Error(fmt::format("{}:{}: invalid JSON{}: nested deeper than {} levels", name,
                             line_of_byte(text, deeper_than(text, kMaxJsonDepth) + 1), exp, kMaxJsonDepth));
+  if (const auto& d = dom.duplicate())
+    throw Error(
+        fmt::format("{}:{}: invalid JSON{}: duplicate key \"{}\" (first on line {}): a key is stated once per "
+                    "object",
+                    name, line_of_byte(text, nth_key(text, d->second) + 1), exp, yaml::shown(d->key, 60),
+                    line_of_byte(text, nth_key(text, d->first) + 1)));
   throw Error(fmt::format("{}:{}: invalid JSON{}: {}", name, line_of_byte(text, dom.error_byte()), exp,
                           yaml::shown(dom.error(), 200)));
 }
@@ -182,7 +240,10 @@ std::string JsonDoc::string_value(const nlohmann::json& v, std::string_view key)
 }
 
 int64_t JsonDoc::integer_value(const nlohmann::json& v, std::string_view key, limits::IntRange r) const {
-  const std::string expected = r.hi < std::numeric_limits<int64_t>::max()
+  // Without an upper bound (r.hi INT64_MAX) the bound is named only to a value past it: 2^64 - 1 is a non-negative
+  // integer, and "expected a non-negative integer, got 18446744073709551615" would not say what is wrong.
+  const bool past_int64 = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(r.hi);
+  const std::string expected = r.hi < std::numeric_limits<int64_t>::max() || past_int64
                                    ? fmt::format("an integer in {}", yaml::range_text(r))
                                : r.lo == 0 ? std::string("a non-negative integer")
                                            : fmt::format("an integer of at least {}", r.lo);

@@ -7,7 +7,10 @@
 //     into lines here);
 //   - nesting deeper than kMaxJsonDepth: refused while parsing, before the value exists, because copying, comparing
 //     and dumping a nlohmann value recurse once per level (100k levels overflow the stack);
-//   - numbers past the double range (1e400), which nlohmann reports as out_of_range, not as a parse error.
+//   - numbers past the double range (1e400), which nlohmann reports as out_of_range, not as a parse error;
+//   - a key stated twice in one object (`"hidden_size": 4096, ... "hidden_size": 8192`), which nlohmann would read as
+//     its last value silently: "NAME:LINE: invalid JSON: duplicate key "hidden_size" (first on line L): ...", LINE
+//     the second statement's (the YAML readers refuse duplicate keys too).
 //
 // Reading (JsonDoc) checks each member's type and range where it is read:
 //   prof.json: format: expected a string, got 3
@@ -62,7 +65,8 @@ class JsonDoc {
   std::string string(const nlohmann::json& obj, std::string_view path, std::string_view key) const;
   bool boolean(const nlohmann::json& obj, std::string_view path, std::string_view key) const;
   // An integer (no fraction, no exponent) within `r`, checked before it is narrowed ("expected an integer in 1..8";
-  // with r.hi INT64_MAX: "expected a non-negative integer", "expected an integer of at least 1").
+  // with r.hi INT64_MAX: "expected a non-negative integer", "expected an integer of at least 1", and the range
+  // "0..9223372036854775807" for a value past it).
   int64_t integer(const nlohmann::json& obj, std::string_view path, std::string_view key, limits::IntRange r) const;
   // A finite number within `r`.
   double number(const nlohmann::json& obj, std::string_view path, std::string_view key, limits::RealRange r) const;

@@ -18,6 +18,9 @@ namespace {
 using nlohmann::json;
 
 constexpr limits::IntRange kNonNegative{0, std::numeric_limits<int64_t>::max()};
+// A p2p message: at least a byte (a 0-byte time is no point of a bandwidth curve), at most the largest tensor
+// (limits::max_tensor_elements) of 4-byte elements.
+constexpr limits::IntRange kMessageBytes{1, limits::max_tensor_elements * 4};
 
 // TensorRole's enumerators, in declaration order.
 constexpr std::string_view kTensorRoleNames[] = {"input",      "activation", "gradient", "parameter",
@@ -206,7 +209,7 @@ struct Reader {
         ProfileP2P x;
         x.from = doc.integer(xj, xw, "from", kNonNegative);
         x.to = doc.integer(xj, xw, "to", kNonNegative);
-        x.bytes = doc.integer(xj, xw, "bytes", kNonNegative);
+        x.bytes = doc.integer(xj, xw, "bytes", kMessageBytes);
         const json* t = object(xj, xw, "time_us");
         if (!t) doc.fail(json_key(xw, "time_us"), "missing");
         x.time_us = summary(*t, json_key(xw, "time_us"));

@@ -39,10 +39,12 @@
 // fa08a48) "seeded_from_local": true: their outputs were seeded from the rank's own data (runtime/executor.h),
 // so the compute downstream ran on data shaped like a real run's; without it (older profiles) it ran on zeros.
 //
-// Reading. parse_profile() checks every member it finds (types, ranges: a time is 0 .. 1e9 us) and requires what every
-// profile has: "format", "version", a non-empty "ops" list, each record's "name", and "time_us" unless "measured" is
-// false. The rest may be absent (hand-made and synthetic profiles carry only what their reader needs); a reader that
-// needs a member demands it with require(). Errors are tptune::Error, one line naming the file and the key:
+// Reading. parse_profile() checks every member it finds (types, ranges: a time is 0 .. 1e9 us, a p2p's bytes
+// 1 .. 2^50) and requires what every profile has: "format", "version", a non-empty "ops" list, each record's "name",
+// and "time_us" unless "measured" is false. That the records are the ops of the Program the profile names, and its
+// pipeline block that plan's, is checked by every reader against that Program (sim/profiled_program.h). The rest may be
+// absent (hand-made and synthetic profiles carry only what their reader needs); a reader that needs a member demands it
+// with require(). Errors are tptune::Error, one line naming the file and the key:
 //   p.json: expected a tp-run profile ("format": "tptune-profile")
 //   p.json: ops[3].time_us.median: expected a time of 0 .. 1e9 us (1000 s), got 1e+150
 //   p.json: ops[0].segment: missing

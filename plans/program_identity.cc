@@ -61,7 +61,9 @@ std::string value_text(const nlohmann::json& v) {
 
 }  // namespace
 
-void check_same_program(const nlohmann::json& profiled, const Program& p, const std::string& name) {
+void check_same_program(const nlohmann::json& profiled, const Program& p, const std::string& name,
+                        std::string_view lowered_from) {
+  const std::string other = lowered_from.empty() ? "simulated" : std::string(lowered_from);
   if (!profiled.is_object())
     throw Error(
         fmt::format("{}: program: expected the profiled model, training and plan (tp-run profile writes them)", name));
@@ -69,9 +71,9 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
   std::vector<std::string> diffs;
   auto compare = [&](const std::string& key, const nlohmann::json& want, const nlohmann::json* got) {
     if (got == nullptr)
-      diffs.push_back(fmt::format("{} missing (profile) vs {} (simulated)", key, value_text(want)));
+      diffs.push_back(fmt::format("{} missing (profile) vs {} ({})", key, value_text(want), other));
     else if (*got != want)
-      diffs.push_back(fmt::format("{} {} (profile) vs {} (simulated)", key, value_text(*got), value_text(want)));
+      diffs.push_back(fmt::format("{} {} (profile) vs {} ({})", key, value_text(*got), value_text(want), other));
   };
   for (const auto& [section, fields] : mine.items()) {
     if (!fields.is_object()) {
@@ -90,9 +92,10 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
     for (const char* key : {"head_dim", "qkv_bias", "tie_word_embeddings", "gqa"})
       if (profiled["model"].contains(key) && !mine["model"].contains(key))
         diffs.push_back(
-            fmt::format("model.{} {} (profile) vs none (simulated)", key, value_text(profiled["model"][key])));
-  // The module styles of the profiled plan (tp-run profile writes the resolved plan) against the simulated one's.
-  if (diffs.empty() && profiled.contains("plan_yaml") && profiled["plan_yaml"].is_string()) {
+            fmt::format("model.{} {} (profile) vs none ({})", key, value_text(profiled["model"][key]), other));
+  // The module styles of the profiled plan (tp-run profile writes the resolved plan) against the simulated one's. At
+  // tp 1 no style applies (torchtitan does not apply TP; the lowered Program's plan has none, its plan_yaml may).
+  if (diffs.empty() && p.plan.tp_degree > 1 && profiled.contains("plan_yaml") && profiled["plan_yaml"].is_string()) {
     Plan theirs;
     try {
       theirs = load_plan_string(profiled["plan_yaml"].get<std::string>(), name + " (program.plan_yaml)");
@@ -100,16 +103,16 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
       throw Error(fmt::format("{}: program.plan_yaml: {}", name, e.what()));
     }
     if (theirs.framework != p.plan.framework)
-      diffs.push_back(fmt::format("plan.framework {} (profile) vs {} (simulated)", to_string(theirs.framework),
-                                  to_string(p.plan.framework)));
+      diffs.push_back(fmt::format("plan.framework {} (profile) vs {} ({})", to_string(theirs.framework),
+                                  to_string(p.plan.framework), other));
     for (std::string fqn : module_patterns(p.model)) {
       if (fqn.starts_with("layers.*")) fqn.replace(7, 1, "0");
       const ParallelStyle* a = theirs.style_for(fqn);
       const ParallelStyle* b = p.plan.style_for(fqn);
       if (a == nullptr && b == nullptr) continue;
       if (a != nullptr && b != nullptr && *a == *b) continue;
-      diffs.push_back(fmt::format("{} {} (profile) vs {} (simulated)", fqn, a ? to_string(*a) : "not parallelized",
-                                  b ? to_string(*b) : "not parallelized"));
+      diffs.push_back(fmt::format("{} {} (profile) vs {} ({})", fqn, a ? to_string(*a) : "not parallelized",
+                                  b ? to_string(*b) : "not parallelized", other));
     }
   }
   if (diffs.empty()) return;
@@ -118,10 +121,13 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
   const std::string hint = dp_only ? "tp-run profiles one data-parallel replica: simulate with --dp-shard 1"
                                    : "profile the simulated config and plan (tp-run profile CONFIG --plan ...)";
   const size_t shown_diffs = std::min<size_t>(diffs.size(), 4);
-  throw Error(fmt::format("{}: a profile of another model or plan: {}{}; {}", name,
-                          fmt::join(diffs.begin(), diffs.begin() + static_cast<long>(shown_diffs), ", "),
-                          diffs.size() > shown_diffs ? fmt::format(" and {} more", diffs.size() - shown_diffs) : "",
-                          hint));
+  const std::string listed =
+      fmt::format("{}{}", fmt::join(diffs.begin(), diffs.begin() + static_cast<long>(shown_diffs), ", "),
+                  diffs.size() > shown_diffs ? fmt::format(" and {} more", diffs.size() - shown_diffs) : "");
+  if (!lowered_from.empty())
+    throw Error(fmt::format("{}: program: the profiled model, training or plan is not the one {} lowers to: {}", name,
+                            lowered_from, listed));
+  throw Error(fmt::format("{}: a profile of another model or plan: {}; {}", name, listed, hint));
 }
 
 }  // namespace tptune

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "plans/program.h"
 
@@ -19,6 +20,10 @@ nlohmann::json program_identity(const Program& p);
 // vs 2") when `profiled` (a profile's "program" object) describes another model, training or plan than `p`. Names
 // (model.name, plan.family, plan.source) are not compared: one plan read from a file and from a preset is one plan.
 // When `profiled` carries "plan_yaml" (tp-run profile writes it), every module's style is compared too.
-void check_same_program(const nlohmann::json& profiled, const Program& p, const std::string& name);
+// With `lowered_from` ("its config_yaml"), `p` is what the profile's own YAML lowers to, and a difference says so:
+// "NAME: program: the profiled model, training or plan is not the one its config_yaml lowers to: model.dim 4096
+// (profile) vs 256 (its config_yaml)".
+void check_same_program(const nlohmann::json& profiled, const Program& p, const std::string& name,
+                        std::string_view lowered_from = {});
 
 }  // namespace tptune

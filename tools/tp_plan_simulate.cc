@@ -9,7 +9,6 @@
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/lower.h"
-#include "plans/program_identity.h"
 #include "plans/version.h"
 #include "sim/cluster_spec.h"
 #include "sim/pipeline_step.h"
@@ -42,10 +41,6 @@ int run_simulate(const SimulateArgs& a) {
   inputs.push_back({"--measured", a.measured});
   inputs.push_back({"--calibration", a.calibration});
   refuse_overwriting_inputs({{"--json", a.json}, {"--trace", a.trace}, {"--report", a.report}}, inputs);
-  std::string device;
-  nlohmann::json profiled;
-  const std::vector<ProfiledOp> measured =
-      a.measured.empty() ? std::vector<ProfiledOp>{} : load_profile_ops(a.measured, &device, &profiled);
   const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
   const Config& cfg = in.cfg;
   const ClusterSpec& cluster = in.cluster;
@@ -60,8 +55,11 @@ int run_simulate(const SimulateArgs& a) {
         fmt::format("{}: pp_degree {}: --measured aligns a profile's ops with one Program's, and the trace of "
                     "a pipeline has its schedule's actions; simulate it without --measured",
                     plan_key_origin(plan, "pp_degree"), plan.pp_degree));
-  // A profile of another model or plan pairs nothing meaningful: refused, saying what differs.
-  if (!a.measured.empty()) check_same_program(profiled, prog, a.measured);
+  // Read after the plan, so that a pipeline plan is refused for what it is, whatever the profile holds. A profile of
+  // another model or plan, or whose ops are not the Program's, pairs nothing meaningful: refused, saying what differs.
+  std::string device;
+  const std::vector<ProfiledOp> measured =
+      a.measured.empty() ? std::vector<ProfiledOp>{} : load_profile_ops(a.measured, prog, &device);
   OpCosts costs;
   Timeline tl;
   StepReport r;

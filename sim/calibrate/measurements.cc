@@ -14,6 +14,7 @@
 #include "plans/pipeline_parallel.h"
 #include "plans/plan.h"
 #include "plans/profile_format.h"
+#include "sim/profiled_program.h"
 
 namespace tptune {
 
@@ -52,29 +53,18 @@ CollectiveKind parse_collective(const Reader& r, const std::string& where, const
   r.fail(where, fmt::format("expected all_reduce, all_gather, reduce_scatter, all_to_all or p2p, got '{}'", s));
 }
 
-// A profile (read by plans/profile_format.h) becomes its Program again, each timed record one of its template ops.
+// A profile (read by plans/profile_format.h) becomes its Program again, checked against it (sim/profiled_program.h:
+// its op records are expand()'s ops one to one), each timed record one of its template ops.
 void load_profile(const Reader& r, const json& j, Measurements& m) {
   const Profile prof = parse_profile(j, m.path);
   const JsonDoc& doc = r.doc;
-  if (prof.program.is_null()) doc.fail("program", "missing");
-  const std::string& config_yaml = require(prof.config_yaml, doc, "program.config_yaml");
-  const std::string& plan_yaml = require(prof.plan_yaml, doc, "program.plan_yaml");
-  Program p;
-  try {
-    Config cfg = load_config_string(config_yaml, m.path + " (program.config_yaml)");
-    Plan plan = load_plan_string(plan_yaml, m.path + " (program.plan_yaml)");
-    // A pipeline's profile timed the ops of one microbatch's Program (runtime/pipeline_profile.h).
-    p = lower(cfg.model, cfg.training, plan.pp_degree > 1 ? pipeline_microbatch_plan(plan) : plan);
-    if (plan.pp_degree > 1) {
-      if (!prof.pipeline) doc.fail("pipeline", fmt::format("missing (the plan has pp_degree {})", plan.pp_degree));
-      m.pipeline = MeasuredPipeline{cfg.model, cfg.training, plan, {}, {}};
-    }
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: program: cannot lower the profiled Program again: {}", m.path, e.what()));
-  }
+  ProfiledProgram profiled = profiled_program(prof, m.path);
+  Program& p = profiled.program;
+  const Plan& plan = profiled.plan;
+  if (plan.pp_degree > 1) m.pipeline = MeasuredPipeline{profiled.config.model, profiled.config.training, plan, {}, {}};
   // A single-GPU profile of tp N local shapes (plans/profile_format.h, local_shapes_of_tp) ran on one process.
   const bool single = prof.local_shapes_of_tp.has_value();
-  const int64_t pp = m.pipeline ? m.pipeline->plan.pp_degree : 1;
+  const int64_t pp = plan.pp_degree;
   if (!single && p.tp * p.dp * pp != m.ranks)
     r.fail("program",
            pp > 1 ? fmt::format("tp {} x dp {} x pp {} does not match environment.ranks {}", p.tp, p.dp, pp, m.ranks)
@@ -98,40 +88,22 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
       m.pipeline->rank_end_us.push_back(pr.end_us);
       m.pipeline->rank_busy_us.push_back(pr.busy_us);
     }
-  // A record's segment is named by its kind; a plan with ac_layers has two block.bwd segments (the layers without
-  // recompute, then the checkpointed ones), told apart by the record's layer.
-  auto segment_of = [&p](const std::string& name, int64_t layer) {
-    for (size_t s = 0; s < p.segments.size(); ++s) {
-      const Segment& seg = p.segments[s];
-      if (to_string(seg.kind) != name) continue;
-      if (layer < 0 || !is_per_layer_segment(seg) ||
-          (layer <= std::numeric_limits<int>::max() && layer_instance(p, seg, static_cast<int>(layer)) >= 0))
-        return static_cast<int>(s);
-    }
-    return -1;
-  };
+  // Record i is op i of expand(p) (checked above): its template op is found by address.
+  const FlatProgram flat = expand(p);
   for (size_t i = 0; i < prof.ops.size(); ++i) {
-    const std::string w = fmt::format("ops[{}]", i);
     const ProfileOp& rec = prof.ops[i];
     if (!rec.measured) continue;  // a collective a single-GPU profile could not run: nothing to fit
+    const Op& op = *flat.ops[i].op;
     MeasuredOp o;
     o.source = MeasuredOp::Source::program;
     o.name = rec.name;
-    const std::string& seg = require(rec.segment, doc, w + ".segment");
-    o.segment = segment_of(seg, rec.layer);
-    if (o.segment < 0)
-      r.fail(w + ".segment", rec.layer < 0
-                                 ? fmt::format("'{}' is not a segment of the Program", seg)
-                                 : fmt::format("'{}' of layer {} is not a segment of the Program", seg, rec.layer));
-    const int64_t t = require(rec.template_op, doc, w + ".template_op");
-    if (t >= static_cast<int64_t>(p.segments[size_t(o.segment)].ops.size()))
-      r.fail(w + ".template_op",
-             fmt::format("{} is past the {} ops of segment {}", t, p.segments[size_t(o.segment)].ops.size(), seg));
-    o.op = static_cast<int>(t);
-    const Op& op = p.segments[size_t(o.segment)].ops[size_t(o.op)];
-    const std::string& kind = require(rec.kind, doc, w + ".kind");
-    if (kind != kind_name(op.kind))
-      r.fail(w + ".kind", fmt::format("'{}' but the Program's op {} is a {}", kind, op.name, kind_name(op.kind)));
+    for (size_t s = 0; s < p.segments.size(); ++s) {
+      const auto& ops = p.segments[s].ops;
+      if (!ops.empty() && &op >= &ops.front() && &op <= &ops.back()) {
+        o.segment = static_cast<int>(s);
+        o.op = static_cast<int>(&op - &ops.front());
+      }
+    }
     if (const auto* c = std::get_if<CollectiveOp>(&op.kind)) {
       o.collective = c->kind;
       o.bytes = c->bytes;
@@ -140,7 +112,7 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
                      : c->group == Group::cp ? p.cp
                                              : p.dp_replicate;
     }
-    o.time_us = require(*rec.time_us->statistic(r.stat), doc, json_key(w + ".time_us", r.stat));
+    o.time_us = require(*rec.time_us->statistic(r.stat), doc, json_key(fmt::format("ops[{}].time_us", i), r.stat));
     m.ops.push_back(std::move(o));
   }
   if (prof.step_wall)

@@ -6,8 +6,9 @@
 //   Measurements m = load_measurements(path);   // either kind, told apart by "format"
 //
 // A profile becomes its Program again: the profile carries the config's text and the resolved plan
-// ("program.config_yaml", "program.plan_yaml"), which are loaded and lowered here, and every op record is matched to
-// its template op by (segment, template_op). Bench files carry plain samples (one op each).
+// ("program.config_yaml", "program.plan_yaml"), which are loaded and lowered again and checked against the profile
+// (sim/profiled_program.h: its "program" object, its records expand()'s ops one to one, its pipeline block the
+// plan's); record i is then op i of expand(). Bench files carry plain samples (one op each).
 //
 // Environment. Every file has an "environment" block (backend, device, libraries); environment_key() is the part
 // that must agree between files fitted together: backend, device, threads per rank, and the library versions.

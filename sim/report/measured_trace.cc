@@ -7,6 +7,7 @@
 #include "plans/error.h"
 #include "plans/json_text.h"
 #include "plans/profile_format.h"
+#include "sim/profiled_program.h"
 #include "sim/report/trace.h"
 
 namespace tptune {
@@ -18,20 +19,23 @@ using nlohmann::json;
 // name -> the durations of its occurrences, in order (an op name recurs only across steps of a chunked op).
 using Occurrences = std::map<std::string, std::vector<double>>;
 
-// The trace's view of a profile (plans/profile_format.h reads it): each record's name, phase, kind and median.
-std::vector<ProfiledOp> profiled_ops(const Profile& prof, const std::string& name, std::string* device, json* program) {
+// The trace's view of a profile (plans/profile_format.h reads it), checked against the simulated Program
+// (sim/profiled_program.h): each measured record's name, phase, kind and median.
+std::vector<ProfiledOp> profiled_ops(const Profile& prof, const std::string& name, const Program& simulated,
+                                     std::string* device) {
+  check_profile(prof, simulated.plan, simulated, name, ProfiledAgainst::simulated);
   const JsonDoc doc(name);
   if (device)
     *device =
         prof.environment.is_null() ? "" : fmt::format("{}: {}", prof.backend.value_or("?"), prof.device.value_or("?"));
-  if (program) *program = prof.program;
   std::vector<ProfiledOp> ops;
   ops.reserve(prof.ops.size());
   for (size_t i = 0; i < prof.ops.size(); ++i) {
     const ProfileOp& r = prof.ops[i];
-    // Every record is laid on the track by its median (a single-GPU profile's unmeasured collectives have none).
-    const double median =
-        require(r.time_us.value_or(TimeSummary{}).median, doc, fmt::format("ops[{}].time_us.median", i));
+    // An op tp-run did not run ("measured": false: a single-process profile's collectives, a pipeline's optimizer)
+    // has no time to lay on the track; its simulated event stays without measured_us.
+    if (!r.measured) continue;
+    const double median = require(r.time_us->median, doc, fmt::format("ops[{}].time_us.median", i));
     ops.push_back({r.name, r.phase, r.kind.value_or(""), median});
   }
   return ops;
@@ -39,13 +43,13 @@ std::vector<ProfiledOp> profiled_ops(const Profile& prof, const std::string& nam
 
 }  // namespace
 
-std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, std::string* device,
-                                          json* program) {
-  return profiled_ops(parse_profile_text(text, name), name, device, program);
+std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, const Program& simulated,
+                                          std::string* device) {
+  return profiled_ops(parse_profile_text(text, name), name, simulated, device);
 }
 
-std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device, json* program) {
-  return profiled_ops(load_profile(path), path, device, program);
+std::vector<ProfiledOp> load_profile_ops(const std::string& path, const Program& simulated, std::string* device) {
+  return profiled_ops(load_profile(path), path, simulated, device);
 }
 
 json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,

@@ -12,9 +12,10 @@
 //   tp-plan simulate CONFIG --plan best.yaml --trace both.json --measured profile.json
 //
 // Errors (tptune::Error, one line): the file is not JSON ("<file>:<line>: invalid JSON"), not a tptune profile,
-// a record lacks name or time_us.median ("<file>: ops[i].time_us.median: missing"), the profile is of another
-// model, training or plan (check_same_program(), plans/program_identity.h: "<file>: a profile of another model or
-// plan: model.dim 256 (profile) vs 512 (simulated)"), or no op name of the profile occurs in the simulated Program.
+// a measured record lacks name or time_us.median ("<file>: ops[i].time_us.median: missing"), the profile is of
+// another model, training or plan (check_same_program(), plans/program_identity.h: "<file>: a profile of another
+// model or plan: model.dim 256 (profile) vs 512 (simulated)"), or its records are not the simulated Program's ops
+// ("<file>: ops[12].name: expected '...' (op 12 of the simulated Program), got '...'"; sim/profiled_program.h).
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,13 +33,13 @@ struct ProfiledOp {
   double median_us = 0;
 };
 
-// Reads a Profile JSON file; `path` names it in errors. Also the environment's device ("cpu: <model>") in `device`,
-// and the profile's "program" object (what it is a profile of; null when absent) in `program`: pass it to
-// check_same_program() (plans/program_identity.h) with the simulated Program before pairing the two.
-std::vector<ProfiledOp> load_profile_ops(const std::string& path, std::string* device = nullptr,
-                                         nlohmann::json* program = nullptr);
-std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name,
-                                          std::string* device = nullptr, nlohmann::json* program = nullptr);
+// Reads a Profile JSON file; `path` names it in errors. The profile must be one of `simulated` (check_profile(),
+// sim/profiled_program.h: its "program" object, and its op records expand()'s ops one to one); the records of ops
+// tp-run did not run ("measured": false) are left out. Also the environment's device ("cpu: <model>") in `device`.
+std::vector<ProfiledOp> load_profile_ops(const std::string& path, const Program& simulated,
+                                         std::string* device = nullptr);
+std::vector<ProfiledOp> parse_profile_ops(const std::string& text, const std::string& name, const Program& simulated,
+                                          std::string* device = nullptr);
 
 // The simulated trace of chrome_trace(p, costs, tl) with the measured ops added as process 1.
 nlohmann::json chrome_trace_with_measured(const Program& p, const OpCosts& costs, const Timeline& tl,

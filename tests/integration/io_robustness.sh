@@ -2,7 +2,7 @@
 # io_robustness.sh CASE TP_PLAN EXAMPLES_DIR [TP_RUN]: hostile inputs and failing outputs (issue 21, items 10-14), each a one-line
 # error with exit 2, never a crash, a hang, an "internal error" (exit 3), or a file half written.
 #   deep_json     100k nested brackets as --hf-config, --measured profile, check baseline, calibrate profile
-#   bad_json      1e400, a non-string "format", version / ranks 2^32+1 (which wrapped to 1)
+#   bad_json      1e400, a key twice in one object, a non-string "format", version / ranks 2^32+1 (which wrapped to 1)
 #   not_utf8      a model name in Latin-1 (its byte reached the JSON report: type_error 316, exit 3)
 #   dev_zero      /dev/zero as every kind of input (it was read until memory ran out) and a FIFO without a writer
 #   empty_file    an empty config, plan and profile say "empty file" (not "cannot read")
@@ -78,6 +78,12 @@ bad_json)
   printf '{\n  "architectures": ["LlamaForCausalLM"],\n  "hidden_size": 1e400\n}\n' > "$tmp/big.json"
   expect_error "1e400 in --hf-config" "big.json:3: invalid JSON: number overflow parsing '1e400'" \
     simulate "$cfg" --preset vanilla --hf-config "$tmp/big.json"
+  # A key twice in one object (issue 37, class 11): nlohmann kept the last, so hidden_size read as 8192 silently.
+  printf '{\n  "architectures": ["LlamaForCausalLM"],\n  "hidden_size": 4096,\n  "hidden_size": 8192\n}\n' \
+    > "$tmp/twice.json"
+  expect_error "a key twice in --hf-config" \
+    'twice.json:4: invalid JSON: duplicate key "hidden_size" \(first on line 3\): a key is stated once per object$' \
+    simulate "$cfg" --preset vanilla --hf-config "$tmp/twice.json"
   profile 3 1 2 > "$tmp/format3.json"
   expect_error "non-string format, --measured" "format3.json: format: expected a string, got 3$" \
     simulate "$cfg" --preset vanilla --tp 2 --trace "$tmp/t.json" --measured "$tmp/format3.json"

@@ -82,9 +82,13 @@ PY
   fi
   echo "ok $schedule: explain --json"
 done
+# A pipeline's profile with an op tp-run did not run ("measured": false, as its optimizer phase's records are): the
+# pipeline plan is refused for what it is, not for that record's missing median (issue 37, class 14).
 printf '{"format": "tptune-profile", "version": 1, "environment": {"backend": "cpu", "device": "x", "ranks": 4},\n' \
   > "$tmp/profile.json"
-printf ' "ops": [{"name": "tok_embeddings.fwd", "time_us": {"median": 1}}]}\n' >> "$tmp/profile.json"
+printf ' "pipeline": {"pp": 2, "schedule": "1F1B", "microbatches": 1, "microbatch_size": 1},\n' >> "$tmp/profile.json"
+printf ' "ops": [{"name": "tok_embeddings.fwd", "time_us": {"median": 1}},\n' >> "$tmp/profile.json"
+printf '         {"name": "optimizer.adamw", "measured": false, "time_us": null}]}\n' >> "$tmp/profile.json"
 err="$("$tp_plan" simulate "$examples/tiny-llama.yaml" --preset vanilla --tp 2 --pp 2 --trace "$tmp/m.json" \
   --measured "$tmp/profile.json" 2>&1 >/dev/null)"; rc=$?
 if [ "$rc" -ne 2 ] || ! printf '%s\n' "$err" | grep -q "^tp-plan: error: option --pp: pp_degree 2: --measured aligns"; then

@@ -3,6 +3,7 @@
 #include "plans/json_text.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <string>
 
 #include "../error_text.h"
@@ -63,6 +64,28 @@ TEST_CASE("JSON: syntax errors and strings that are not UTF-8 keep their line", 
         }).starts_with("u.json:2: invalid JSON: syntax error while parsing value - invalid string: ill-formed UTF-8"));
 }
 
+TEST_CASE("JSON: a key stated twice in one object is refused with both lines", "[json]") {
+  // Issue 37, class 11: nlohmann keeps the last of two equal keys, so a config.json with hidden_size 4096 and then
+  // 8192 read as 8192 without a word, where the YAML readers refuse a duplicate key.
+  CHECK(error_of([] {
+          parse_json_text("{\n  \"hidden_size\": 4096,\n  \"n\": 1,\n  \"hidden_size\": 8192\n}", "c.json");
+        }) ==
+        "c.json:4: invalid JSON: duplicate key \"hidden_size\" (first on line 2): a key is stated once per object");
+  // At any depth, with the caller's expectation; a key string containing ':' and quotes does not shift the count, nor
+  // does a string value followed by ':' inside a string.
+  CHECK(error_of([] {
+          parse_json_text(R"({"a\":": "x:", "ops": [{"name": "n", "time_us": {"median": 1, "median": 2}}]})", "p.json",
+                          "a tp-run profile");
+        }) ==
+        "p.json:1: invalid JSON (expected a tp-run profile): duplicate key \"median\" (first on line 1): a key is "
+        "stated once per object");
+  // The same key in two objects, or in an object inside the first, is no duplicate.
+  const json ok = parse_json_text(R"({"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}], "c": {"a": 4}})", "ok.json");
+  CHECK(ok["b"][1]["a"] == 3);
+  CHECK(error_of([] { parse_hf_config("{\"hidden_size\": 4096,\n\"hidden_size\": 8192}", "c.json"); }) ==
+        "c.json:2: invalid JSON: duplicate key \"hidden_size\" (first on line 1): a key is stated once per object");
+}
+
 TEST_CASE("JSON: the HF config reader passes every case on as one line", "[json]") {
   CHECK(error_of([] { parse_hf_config(nested(100000), "c.json"); }) ==
         "c.json:1: invalid JSON: nested deeper than 64 levels");
@@ -99,6 +122,14 @@ TEST_CASE("JsonDoc: wrong types and ranges name the file and the key", "[json]")
   CHECK(error_of([&] {
           doc.integer(j, "", "big", {-5, 5});
         }) == "p.json: big: expected an integer in -5..5, got 18446744073709551615");
+  // Without an upper bound, a value past INT64_MAX is told the range (issue 37, class 17: a p2p's 2^64 - 1 bytes were
+  // "expected a non-negative integer"); a negative one the lower bound.
+  CHECK(error_of([&] {
+          doc.integer(j, "", "big", {0, std::numeric_limits<int64_t>::max()});
+        }) == "p.json: big: expected an integer in 0..9223372036854775807, got 18446744073709551615");
+  CHECK(error_of([&] {
+          doc.integer(j["environment"], "environment", "cores", {0, std::numeric_limits<int64_t>::max()});
+        }) == "p.json: environment.cores: expected a non-negative integer, got -1");
   CHECK(doc.integer(j, "", "ok", {1, 10}) == 7);
   CHECK(error_of([&] { doc.integer(j, "", "x", {0, 10}); }) == "p.json: x: expected an integer in 0..10, got 1.5");
   CHECK(doc.number(j, "", "x", {0, 2, true}) == 1.5);
