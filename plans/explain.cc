@@ -201,7 +201,10 @@ void write_explain_json(const Program& p, std::ostream& out, const nlohmann::jso
         << "\",\n  \"cp_load_balance\": " << (p.plan.cp_load_balance ? "true" : "false");
   const ParameterCount params = parameter_count(p);
   out << ",\n  \"plan\": " << plan.dump() << ",\n  \"parameters\": {\"per_gpu\":" << params.per_rank
-      << ",\"total\":" << params.total << "}"
+      << ",\"total\":" << params.total;
+  if (!params.per_pp_rank.empty())  // PP plans only: each pp rank's (per_gpu is the largest)
+    out << ",\"per_pp_rank\":" << nlohmann::json(params.per_pp_rank).dump();
+  out << "}"
       << ",\n  \"collectives\": [";
   bool first = true;
   fmt::memory_buffer buf;
@@ -250,7 +253,7 @@ std::string explain_text(const Program& p) {
                       : ""));
   const ParameterCount params = parameter_count(p);
   line(fmt::format("Parameters: {} in the model, {} per GPU ({})", with_thousands(params.total),
-                   with_thousands(params.per_rank), shard_text(p.tp, p.dp / p.cp, p.cp)));
+                   with_thousands(params.per_rank), shard_text(params, p.tp, p.dp / p.cp, p.cp)));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
     // Each column as wide as its longest cell (plans/text_table.h): a long module or tensor name never shifts the
     // columns after it.

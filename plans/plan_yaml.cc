@@ -18,6 +18,7 @@
 #include "plans/error.h"
 #include "plans/output_file.h"
 #include "plans/plan.h"
+#include "plans/plan_resolve.h"
 #include "plans/spmd_backend.h"
 #include "plans/yaml_util.h"
 
@@ -231,6 +232,7 @@ Plan load(const std::string& text, const std::string& name) {
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
     }
   }
+  check_parallel_keys(p);  // pp keys without pp_degree > 1, cp keys without cp_degree > 1 (plans/plan_resolve.h)
 
   const YAML::Node modules = root["modules"];
   if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized

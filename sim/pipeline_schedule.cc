@@ -12,6 +12,7 @@
 #include "plans/error.h"
 #include "plans/limits.h"
 #include "plans/pipeline_stage.h"
+#include "plans/plan.h"
 
 namespace tptune {
 
@@ -310,6 +311,21 @@ PipelineSchedule build_schedule(PipelineScheduleKind kind, int64_t pp64, int64_t
     }
   }
   return s;
+}
+
+PipelineSchedule build_plan_schedule(const Plan& plan, const PipelineSplit& split) {
+  try {
+    return build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
+  } catch (const Error& e) {
+    auto origin = [&](const char* key) {
+      auto it = plan.provenance.find(key);
+      return it != plan.provenance.end() ? fmt::format(" ({})", it->second) : std::string();
+    };
+    throw Error(fmt::format("{}: {}: microbatches = local_batch_size {}{} / pp_microbatch_size {}{} = {}",
+                            plan_key_origin(plan, "pp_schedule"), e.what(), plan.local_batch_size,
+                            origin("local_batch_size"), plan.pp_microbatch_size, origin("pp_microbatch_size"),
+                            split.microbatches));
+  }
 }
 
 }  // namespace tptune

@@ -95,4 +95,11 @@ struct PipelineSchedule {
 // (one line) when torch would refuse the combination or a size is out of range (see above).
 PipelineSchedule build_schedule(PipelineScheduleKind kind, int64_t pp, int64_t stages_per_rank, int64_t microbatches);
 
+// The schedule of a plan whose pipeline is `split` (resolve_pipeline(model, plan)): build_schedule() of
+// plan.pp_schedule, whose refusals become one line that starts with pp_schedule's origin and says where the
+// microbatch count came from (Plan::provenance), as every path that runs a plan's schedule reports it:
+//   "preset:sequence_parallel: pipeline schedule 1F1B: needs microbatches >= pp (the number of stages), got 2 < 4:
+//    microbatches = local_batch_size 2 (config x.yaml) / pp_microbatch_size 1 = 2"
+PipelineSchedule build_plan_schedule(const Plan& plan, const PipelineSplit& split);
+
 }  // namespace tptune

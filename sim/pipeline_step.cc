@@ -7,6 +7,7 @@
 #include "plans/checked_math.h"
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/parameter_count.h"
 #include "plans/pipeline_parallel.h"
 #include "plans/pipeline_stage.h"
 #include "sim/comm_cost.h"
@@ -85,10 +86,6 @@ double gathered_block_param_bytes(const Program& p, double fallback) {
   return bytes > 0 ? bytes : fallback;
 }
 
-std::string with_origin(const Plan& plan, const std::string& key, const Error& e) {
-  return fmt::format("{}: {}", plan_key_origin(plan, key), e.what());
-}
-
 }  // namespace
 
 ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster) {
@@ -125,7 +122,7 @@ PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& t
   p.stage_cluster = pipeline_stage_cluster(plan, cluster);
   // One microbatch of the whole model (see the header).
   p.program = lower(model, training, pipeline_microbatch_plan(plan));
-  check_supported(p.program, p.stage_cluster);
+  check_supported(p.program, cluster);  // float8 on the GPU, the whole mesh (pp included) on the whole cluster
   p.costs = cost_ops(p.program, p.stage_cluster, c);
   p.timeline = schedule(p.program, p.costs, c);
   p.parts = memory_parts(p.program, c);
@@ -146,12 +143,7 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
                              const CostParams& c, const std::function<const PipelineProgramCosts&()>& program) {
   if (plan.pp_degree <= 1) throw Error(fmt::format("{}: simulate_pipeline needs pp_degree > 1", plan.source));
   const PipelineSplit split = resolve_pipeline(model, plan);
-  PipelineSchedule sched;
-  try {
-    sched = build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
-  } catch (const Error& e) {
-    throw Error(with_origin(plan, "pp_schedule", e));
-  }
+  const PipelineSchedule sched = build_plan_schedule(plan, split);
   const ClusterSpec stage_cluster = pipeline_stage_cluster(plan, cluster);
 
   // The microbatch Program, costed and scheduled (cost_pipeline_program()).
@@ -427,17 +419,55 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   r.exposed_tp_comm_ms = static_cast<double>(ga) * exposed_tp_per_pass / 1e3;
   r.compute_ms = static_cast<double>(ga) * cr.busy_ms - r.exposed_tp_comm_ms + critical_optimizer_us / 1e3;
   r.exposed_dp_comm_ms = pr.fsdp_exposed_ms;
-  r.top_ops.clear();  // the Program's ops are the whole model's, not a rank's
+  // The top ops are the critical rank's: the microbatch Program's ops of its stages (its blocks' instances; the
+  // embedding's segments on stage 0's rank, the head on the last's), each run per microbatch of every pass, but FSDP's
+  // once per pass (gathered once and kept: no backward re-gather; reduced after the stage's last backward), and the
+  // gradient norm and the optimizer's once per step, as the step above counts them.
+  std::vector<char> on_critical(static_cast<size_t>(model.n_layers), 0);
+  bool critical_first = false, critical_last = false;
+  for (int s : cr.stages) {
+    critical_first = critical_first || s == 0;
+    critical_last = critical_last || s == last;
+    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
+      on_critical[static_cast<size_t>(split.first_layer(s) + l)] = 1;
+  }
+  const double per_pass = static_cast<double>(ga), per_microbatch = per_pass * static_cast<double>(split.microbatches);
+  r.top_ops = top_op_summaries(prog, costs, 12 /* make_report()'s */, [&](size_t si, size_t j) -> double {
+    const Segment& seg = prog.segments[si];
+    double instances = 0;
+    switch (seg.kind) {
+      case SegmentKind::embed_fwd:
+      case SegmentKind::embed_bwd:
+        instances = critical_first ? 1 : 0;
+        break;
+      case SegmentKind::head:
+        instances = critical_last ? 1 : 0;
+        break;
+      case SegmentKind::optimizer:
+        return critical_first || critical_last ? 1 : 0;
+      case SegmentKind::grad_norm:
+        return 1;
+      default:
+        for (int i = 0; i < tl.segments[si].instances; ++i) {
+          const int layer = instance_layer(prog, seg, i);
+          instances += layer >= 0 && on_critical[static_cast<size_t>(layer)] ? 1 : 0;
+        }
+        if (seg.kind == SegmentKind::block_optimizer) return instances;
+    }
+    const Op& op = seg.ops[j];
+    const auto* c = std::get_if<CollectiveOp>(&op.kind);
+    if (c && is_dp_stream(stream_of(op))) {
+      const bool regather = c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.inputs.empty() &&
+                            op.phase != Phase::forward;
+      return regather ? 0 : instances * per_pass;
+    }
+    return instances * per_microbatch;
+  });
   const auto worst = std::max_element(memories.begin(), memories.end(),
                                       [](const MemoryReport& a, const MemoryReport& b) { return a.peak < b.peak; });
   r.memory = *worst;
-  ParameterCount pc = r.parameters;
-  const PipelineRankReport& wr = pr.ranks[static_cast<size_t>(worst - memories.begin())];
-  double wr_params = 0;
-  for (int s : wr.stages) wr_params += st[static_cast<size_t>(s)].parameters;
-  pc.per_rank = static_cast<int64_t>(static_cast<double>(pc.per_rank) * wr_params /
-                                     static_cast<double>(model.total_parameters()));
-  r.parameters = pc;
+  // What a GPU holds: its pp rank's stages (the largest rank's; plans/parameter_count.h), not the whole model's.
+  r.parameters = pipeline_parameter_count(prog, split, plan.pp_schedule);
   r.pipeline = std::move(pr);
   return r;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
 #include <unordered_map>
 
@@ -19,18 +20,23 @@ void check_supported(const Program& p, const ClusterSpec& cluster) {
                             cluster.gpu.name,
                             cluster.gpu.description.empty() ? "" : " (" + cluster.gpu.description + ")"));
   const std::string source = p.plan.source.empty() ? std::string("plan") : p.plan.source;
-  if (p.dp_replicate <= 1 && static_cast<int64_t>(p.tp) * p.dp > cluster.world_size())
-    throw Error(fmt::format("{}: tp {} x dp_shard {} = {} GPUs, but the cluster has {} ({} nodes x {})", source, p.tp,
-                            p.dp, static_cast<int64_t>(p.tp) * p.dp, cluster.world_size(), cluster.nodes,
-                            cluster.gpus_per_node));
-  // HSDP: the mesh [dp_replicate, dp_shard, tp] must fit the cluster (each degree is at most 2^20: checked product).
-  if (p.dp_replicate > 1) {
-    const int64_t ranks = checked_mul({p.tp, p.dp, p.dp_replicate}, "tp x dp_shard x dp_replicate");
-    if (ranks > cluster.world_size())
-      throw Error(fmt::format(
-          "{}: tp {} x dp_shard {} x dp_replicate {} = {} GPUs, but the cluster has {} ({} nodes x {}): lower "
-          "dp_shard or dp_replicate",
-          source, p.tp, p.dp, p.dp_replicate, ranks, cluster.world_size(), cluster.nodes, cluster.gpus_per_node));
+  // The whole mesh [pp, dp_replicate, dp_shard, cp, tp] must fit the cluster: p.dp is FSDP's group, dp_shard x cp, so
+  // dp_shard is p.dp / cp, and each degree the plan sets is named (each is at most 2^20: a checked product).
+  const int pp = std::max(1, p.plan.pp_degree);
+  const int64_t ranks = checked_mul({p.tp, p.dp, p.dp_replicate, pp}, "pp x dp_replicate x dp_shard x cp x tp");
+  if (ranks > cluster.world_size()) {
+    auto origin = [&](const char* key) {
+      auto it = p.plan.provenance.find(key);
+      return it != p.plan.provenance.end() ? it->second : std::string("the default");
+    };
+    std::string mesh = fmt::format("tp {} x dp_shard {}", p.tp, p.dp / std::max(1, p.cp));
+    if (p.cp > 1) mesh += fmt::format(" x cp {}", p.cp);
+    if (p.dp_replicate > 1) mesh += fmt::format(" x dp_replicate {}", p.dp_replicate);
+    if (pp > 1) mesh += fmt::format(" x pp {}", pp);
+    throw Error(
+        fmt::format("{}: {} = {} GPUs, but the cluster has {} ({} nodes x {}): lower dp_shard ({}){}", source, mesh,
+                    ranks, cluster.world_size(), cluster.nodes, cluster.gpus_per_node, origin("dp_shard"),
+                    p.dp_replicate > 1 ? fmt::format(" or dp_replicate ({})", origin("dp_replicate")) : std::string()));
   }
 }
 
@@ -43,6 +49,78 @@ std::string op_kind_label(const Op& op) {
 }
 
 }  // namespace
+
+std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, size_t top_ops,
+                                        const std::function<double(size_t seg, size_t op)>& runs) {
+  // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
+  struct Ref {
+    size_t seg, op;
+    double total;
+    double instances;
+  };
+  std::vector<Ref> refs;
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
+      const double n = runs(s, j);
+      refs.push_back({s, j, costs.duration_us[s][j] * n, n});
+    }
+  // A plan's ac_layers splits the block backward in two segments whose ops are the same but for the recompute: an op
+  // of the checkpointed blocks that has a namesake of the same duration in the others is reported once, with both
+  // counts (as an unsplit report counts it).
+  size_t first_bwd = p.segments.size();
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    if (p.segments[s].kind != SegmentKind::block_bwd) continue;
+    if (first_bwd == p.segments.size()) {
+      first_bwd = s;
+      continue;
+    }
+    std::unordered_map<std::string_view, size_t> index;  // op name -> its ref in the first block backward
+    size_t base = 0;
+    for (size_t t = 0; t < first_bwd; ++t) base += p.segments[t].ops.size();
+    for (size_t j = 0; j < p.segments[first_bwd].ops.size(); ++j) index.emplace(p.segments[first_bwd].ops[j].name, j);
+    size_t mine = 0;
+    for (size_t t = 0; t < s; ++t) mine += p.segments[t].ops.size();
+    for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
+      auto it = index.find(p.segments[s].ops[j].name);
+      if (it == index.end() || costs.duration_us[first_bwd][it->second] != costs.duration_us[s][j]) continue;
+      Ref& into = refs[base + it->second];
+      Ref& from = refs[mine + j];
+      into.total += from.total;
+      into.instances += from.instances;
+      from.total = -1;  // ranked last, never reported
+    }
+  }
+  std::erase_if(refs, [](const Ref& r) { return r.total < 0 || r.instances <= 0; });  // merged, or never run
+  const size_t keep = std::min(top_ops, refs.size());
+  std::partial_sort(
+      refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(), [](const Ref& a, const Ref& b) {
+        return a.total > b.total || (a.total == b.total && (a.seg < b.seg || (a.seg == b.seg && a.op < b.op)));
+      });
+  std::vector<OpSummary> ops;
+  for (size_t k = 0; k < keep; ++k) {
+    const Segment& seg = p.segments[refs[k].seg];
+    const Op& op = seg.ops[refs[k].op];
+    OpSummary o;
+    o.name = is_per_layer_segment(seg) ? "layers.*." + op.name : op.name;
+    o.kind = op_kind_label(op);
+    o.phase = std::string(to_string(op.phase));
+    o.stream = stream_of(op);
+    o.count = static_cast<int64_t>(refs[k].instances);
+    o.time_us = costs.duration_us[refs[k].seg][refs[k].op];
+    o.total_us = refs[k].total;
+    ops.push_back(std::move(o));
+  }
+  // Ops of different segments may share a name and a phase (FSDP's all-gather of the embedding's unit in embed.fwd and
+  // of the output's in head): those rows say their segment, "fsdp.all_gather (head)".
+  // (A few rows: compared pairwise, before any name changes.)
+  std::vector<char> shared(ops.size(), 0);
+  for (size_t a = 0; a < ops.size(); ++a)
+    for (size_t b = a + 1; b < ops.size(); ++b)
+      if (ops[a].name == ops[b].name && ops[a].phase == ops[b].phase) shared[a] = shared[b] = 1;
+  for (size_t k = 0; k < ops.size(); ++k)
+    if (shared[k]) ops[k].name += fmt::format(" ({})", to_string(p.segments[refs[k].seg].kind));
+  return ops;
+}
 
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostParams& c, const OpCosts& costs,
                        const Timeline& tl, size_t top_ops) {
@@ -134,73 +212,8 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.memory = memory;
   r.parameters = parameter_count(p);
 
-  // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
-  struct Ref {
-    size_t seg, op;
-    double total;
-    double instances;
-  };
-  std::vector<Ref> refs;
-  for (size_t s = 0; s < p.segments.size(); ++s)
-    for (size_t j = 0; j < p.segments[s].ops.size(); ++j)
-      refs.push_back({s, j, costs.duration_us[s][j] * tl.segments[s].instances * per_step(p.segments[s]),
-                      static_cast<double>(tl.segments[s].instances)});
-  // A plan's ac_layers splits the block backward in two segments whose ops are the same but for the recompute: an op
-  // of the checkpointed blocks that has a namesake of the same duration in the others is reported once, with both
-  // counts (as an unsplit report counts it).
-  size_t first_bwd = p.segments.size();
-  for (size_t s = 0; s < p.segments.size(); ++s) {
-    if (p.segments[s].kind != SegmentKind::block_bwd) continue;
-    if (first_bwd == p.segments.size()) {
-      first_bwd = s;
-      continue;
-    }
-    std::unordered_map<std::string_view, size_t> index;  // op name -> its ref in the first block backward
-    size_t base = 0;
-    for (size_t t = 0; t < first_bwd; ++t) base += p.segments[t].ops.size();
-    for (size_t j = 0; j < p.segments[first_bwd].ops.size(); ++j) index.emplace(p.segments[first_bwd].ops[j].name, j);
-    size_t mine = 0;
-    for (size_t t = 0; t < s; ++t) mine += p.segments[t].ops.size();
-    for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
-      auto it = index.find(p.segments[s].ops[j].name);
-      if (it == index.end() || costs.duration_us[first_bwd][it->second] != costs.duration_us[s][j]) continue;
-      Ref& into = refs[base + it->second];
-      Ref& from = refs[mine + j];
-      into.total += from.total;
-      into.instances += from.instances;
-      from.total = -1;  // ranked last, never reported
-    }
-  }
-  std::erase_if(refs, [](const Ref& r) { return r.total < 0; });
-  const size_t keep = std::min(top_ops, refs.size());
-  std::partial_sort(
-      refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(), [](const Ref& a, const Ref& b) {
-        return a.total > b.total || (a.total == b.total && (a.seg < b.seg || (a.seg == b.seg && a.op < b.op)));
-      });
-  std::vector<OpSummary> ops;
-  for (size_t k = 0; k < keep; ++k) {
-    const Segment& seg = p.segments[refs[k].seg];
-    const Op& op = seg.ops[refs[k].op];
-    OpSummary o;
-    o.name = is_per_layer_segment(seg) ? "layers.*." + op.name : op.name;
-    o.kind = op_kind_label(op);
-    o.phase = std::string(to_string(op.phase));
-    o.stream = stream_of(op);
-    o.count = static_cast<int64_t>(refs[k].instances * per_step(seg));
-    o.time_us = costs.duration_us[refs[k].seg][refs[k].op];
-    o.total_us = refs[k].total;
-    ops.push_back(std::move(o));
-  }
-  // Ops of different segments may share a name and a phase (FSDP's all-gather of the embedding's unit in embed.fwd and
-  // of the output's in head): those rows say their segment, "fsdp.all_gather (head)".
-  // (A few rows: compared pairwise, before any name changes.)
-  std::vector<char> shared(ops.size(), 0);
-  for (size_t a = 0; a < ops.size(); ++a)
-    for (size_t b = a + 1; b < ops.size(); ++b)
-      if (ops[a].name == ops[b].name && ops[a].phase == ops[b].phase) shared[a] = shared[b] = 1;
-  for (size_t k = 0; k < ops.size(); ++k)
-    if (shared[k]) ops[k].name += fmt::format(" ({})", to_string(p.segments[refs[k].seg].kind));
-  r.top_ops = std::move(ops);
+  r.top_ops = top_op_summaries(
+      p, costs, top_ops, [&](size_t seg, size_t) { return tl.segments[seg].instances * per_step(p.segments[seg]); });
   return r;
 }
 

@@ -21,6 +21,7 @@
 //                     communication and (in backward) recompute included
 //   parameters        the model's total and one rank's TP and FSDP shard, in elements (plans/parameter_count.h)
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,16 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const CostP
 // shares between candidates (lowered at ga 1) need not carry it.
 StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCosts& costs, const Timeline& timeline,
                        const MemoryReport& memory, size_t top_ops = 12, int64_t gradient_accumulation_steps = 0);
-// Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ...").
+// The `top_ops` ops of `p` with the most time per step, longest first, as StepReport::top_ops lists them: op `op` of
+// segment `seg` runs runs(seg, op) times per step (0: not reported), each for its duration in `costs`. make_report()
+// counts every instance (x gradient_accumulation_steps outside the optimizer); a pipeline's report those of one pp
+// rank's stages (sim/pipeline_step.h).
+std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, size_t top_ops,
+                                        const std::function<double(size_t seg, size_t op)>& runs);
+// Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ..."), or
+// when the plan's mesh [pp, dp_replicate, dp_shard, cp, tp] needs more GPUs than `cluster` has, naming each degree
+// above 1 ("tp 1 x dp_shard 4 x cp 2 = 8 GPUs, but the cluster has 4 (1 nodes x 4): lower dp_shard (option
+// --dp-shard)"). `cluster` is the whole cluster, also for a pipeline's microbatch Program (pp counts in).
 void check_supported(const Program& p, const ClusterSpec& cluster);
 
 }  // namespace tptune

@@ -316,6 +316,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
     plan.pp_microbatch_size = *o.pp_microbatch_size, option("pp_microbatch_size", "--pp-microbatch-size");
   if (o.pp_stages_per_rank)
     plan.pp_stages_per_rank = *o.pp_stages_per_rank, option("pp_stages_per_rank", "--pp-stages-per-rank");
+  check_parallel_keys(plan);  // before the mesh: --pp-schedule at pp 1 is that, not a mesh error
   resolve_dp_shard(cfg, plan, "--tp");
   resolve_gradient_accumulation(cfg, o.global_batch_size, plan);
   if (cfg.training.compile) plan.provenance["compile"] = from_config;

@@ -9,7 +9,7 @@ namespace tptune::tools {
 
 PipelineRun pipeline_run(const Model& model, const Plan& plan, MPI_Comm pp, int pp_rank) {
   const PipelineSplit split = resolve_pipeline(model, plan);
-  const PipelineSchedule sched = build_schedule(plan.pp_schedule, split.pp, split.stages_per_rank, split.microbatches);
+  const PipelineSchedule sched = build_plan_schedule(plan, split);
   PipelineRun run;
   run.stages = pipeline_stage_spans(split, plan.pp_schedule);
   using K = PipelineStep::Kind;

@@ -133,11 +133,14 @@ CheckBaseline baseline_from_report(const StepReport& r) {
                   {"working_set", m.working_set / kGiB},
                   {"params_in_flight", m.params_in_flight / kGiB},
                   {"runtime_overhead", m.runtime_overhead / kGiB}};
+  if (r.pipeline.pp > 1) {
+    add_pipeline(r, b);  // its stages' actions in place of the ops (its top ops are one rank's, not the step's)
+    return b;
+  }
   for (const OpSummary& op : r.top_ops) {
     b.ops.push_back({op.name, op.phase, op.kind, std::string(to_string(op.stream)), op.count, op.total_us / 1e3});
     b.kind_ms[op.kind] += op.total_us / 1e3;
   }
-  if (r.pipeline.pp > 1) add_pipeline(r, b);
   return b;
 }
 

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/check/tool_build.h"
@@ -34,6 +35,11 @@ namespace tptune {
 
 // make_report(..., kAllOps) summarises every op of the template, as a baseline needs.
 inline constexpr size_t kAllOps = static_cast<size_t>(-1);
+
+// The setup keys baseline_from_report() writes only for runs that use them (HSDP, gradient accumulation, context and
+// pipeline parallelism): a baseline without one ran at 1, so compare() reads an absent key as "1" and lists
+// "pp 1 -> 2 (1F1B, ...)" among the setup changes.
+inline constexpr std::string_view kSetupKeysAbsentAtOne[] = {"dp_replicate", "gradient_accumulation_steps", "cp", "pp"};
 
 struct BaselineOp {
   std::string name;   // "layers.*.attention.wq.fwd"

@@ -78,8 +78,9 @@ CheckResult compare(const CheckBaseline& base, const CheckBaseline& now, const C
     if (it != now.setup.end() && it->second != v)
       r.setup_changes.push_back(fmt::format("{} {} -> {}", k, v, it->second));
   }
-  // dp_replicate, gradient_accumulation_steps and cp are recorded only when > 1 (baseline_from_report): absent means 1.
-  for (const char* key : {"dp_replicate", "gradient_accumulation_steps", "cp"}) {
+  // Keys recorded only when > 1 (baseline_from_report): absent means 1.
+  for (std::string_view k : kSetupKeysAbsentAtOne) {
+    const std::string key(k);
     auto value = [&](const CheckBaseline& b) {
       auto it = b.setup.find(key);
       return it == b.setup.end() ? std::string("1") : it->second;

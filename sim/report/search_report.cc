@@ -313,7 +313,8 @@ std::string explain_winner(const SearchResult& r, const std::vector<Baseline>& b
   std::string o;
   append(o, "\nwinner: {}\n", plan_line(wp));
   append(o, "parameters per GPU: {} of {} ({})\n", with_thousands(w->report.parameters.per_rank),
-         with_thousands(w->report.parameters.total), shard_text(wp.tp_degree, wp.dp_shard, wp.cp_degree));
+         with_thousands(w->report.parameters.total),
+         shard_text(w->report.parameters, wp.tp_degree, wp.dp_shard, wp.cp_degree));
   append(o, "\n{:<26} {:>10} {:>10} {:>6} {:>8}   ms per 1k tokens per GPU: {:>8} {:>11} {:>11}\n", "", "step ms",
          "tok/s/GPU", "MFU", "mem GiB", "compute", "exposed TP", "exposed DP");
   auto row = [&](const std::string& name, const StepReport& s, bool fits) {

@@ -134,7 +134,7 @@ std::string report_text(const StepReport& r) {
          "embedding; dense bf16)\n",
          100 * r.mfu);
   append(o, "  parameters         {} (per GPU {}: {})\n", with_thousands(r.parameters.total),
-         with_thousands(r.parameters.per_rank), shard_text(r.tp_degree, r.dp_shard, r.cp_degree));
+         with_thousands(r.parameters.per_rank), shard_text(r.parameters, r.tp_degree, r.dp_shard, r.cp_degree));
   if (m.fits)
     append(o, "  peak memory        {:10.2f} GiB of {:.2f} GiB, {:.2f} GiB free\n", m.peak / kGiB, m.capacity / kGiB,
            m.headroom() / kGiB);
@@ -207,6 +207,12 @@ std::string report_text(const StepReport& r) {
              fmt::format("{:.2f}", op.total_us / 1e3), fmt::format("{:.1f}", 100 * op.total_us / 1e3 / step),
              std::string(to_string(op.stream))});
   o += '\n';
+  if (r.pipeline.pp > 1)  // the Program is the whole model's: the table is one rank's share of it (sim/pipeline_step.h)
+    append(o,
+           "  top ops of pp rank {} (the rank that ends last): its stages' ops, each microbatch's x {} microbatches{}; "
+           "FSDP's once per pass\n",
+           r.pipeline.critical_rank, r.pipeline.microbatches,
+           r.gradient_accumulation_steps > 1 ? fmt::format(" x {} passes", r.gradient_accumulation_steps) : "");
   o += ops.str("  ");
   return o;
 }
@@ -235,6 +241,7 @@ nlohmann::json report_json(const StepReport& r) {
   j["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
   j["mfu"] = r.mfu;
   j["parameters"] = {{"total", r.parameters.total}, {"per_gpu", r.parameters.per_rank}};
+  if (!r.parameters.per_pp_rank.empty()) j["parameters"]["per_pp_rank"] = r.parameters.per_pp_rank;  // PP plans only
   j["peak_memory_gib"] = m.peak / kGiB;
   j["memory_capacity_gib"] = m.capacity / kGiB;
   j["memory_headroom_gib"] = m.headroom() / kGiB;

@@ -6,7 +6,8 @@
 # writes the microbatch Program's collectives and the pipeline: its stages' modules, each rank's actions and each stage
 # Program's transfers;
 # `tp-plan check` passes against its own --update and fails (exit 1) against a pipeline with a faster step, naming
-# the stages' actions that moved; `search --report --trace` of a pipeline-parallel winner draw its pipeline.
+# the stages' actions that moved, and lists pp 2 -> 1 among the setup changes; simulate's JSON has top ops and each pp
+# rank's parameters; `search --report --trace` of a pipeline-parallel winner draw its pipeline.
 set -uo pipefail
 tp_plan="$1"; examples="$2"
 tmp="$(mktemp -d)"
@@ -22,7 +23,12 @@ import json, sys, xml.dom.minidom
 rep = json.load(open(sys.argv[1]))["pipeline"]
 html = open(sys.argv[2]).read()
 xml.dom.minidom.parseString(html)  # well-formed: the report is XHTML
+whole = json.load(open(sys.argv[1]))
 pp = rep["pp_degree"]
+# Issue 37: a pipeline's top ops are its critical rank's (never empty); per_gpu is the largest pp rank's count.
+params = whole["parameters"]
+if not whole["top_ops"] or len(params["per_pp_rank"]) != pp or params["per_gpu"] != max(params["per_pp_rank"]):
+    sys.exit(f"top ops {len(whole['top_ops'])}, parameters {params}")
 rows, ranks = html.count('class="pp-row"'), html.count('<tr class="pp-rank">')
 # 1F1B and Interleaved1F1B run one F and one B of every stage for every microbatch.
 actions = html.count('class="pp-action"')
@@ -110,6 +116,14 @@ if [ "$rc" -eq 1 ] && grep -q "^tp-plan check: FAIL" "$tmp/slower.txt" && grep -
   echo "ok check: a slower pipeline fails, its stages' actions listed"
 else
   echo "FAIL check of a slower pipeline: exit $rc"; cat "$tmp/slower.txt"; fail=1
+fi
+# The same plan without the pipeline (pp 1, dp_shard 2): the pipeline's change is among the setup changes (issue 37).
+"$tp_plan" check "$examples/tiny-llama.yaml" --preset sequence_parallel --tp 2 --local-batch-size 4 \
+  --baseline "$tmp/b.json" > "$tmp/nopp.txt"; rc=$?
+if grep -q "^  setup changed:.* pp 2 (1F1B, 1 stage per rank, 2 microbatches of 2) -> 1" "$tmp/nopp.txt"; then
+  echo "ok check: pp 2 -> 1 is a setup change"
+else
+  echo "FAIL check against a pp baseline without pp: exit $rc"; cat "$tmp/nopp.txt"; fail=1
 fi
 if out="$("$tp_plan" search "$examples/tiny-llama.yaml" --quiet --pp 2 --top 1 --report "$tmp/s.html" \
   --trace "$tmp/st.json" 2>&1)" && printf '%s\n' "$out" | grep -q "^winner: .* pp 2 (" &&

@@ -58,3 +58,17 @@ TEST_CASE("counts print with thousands separators") {
   CHECK(with_thousands(8030261248) == "8,030,261,248");
   CHECK(with_thousands(-1234567) == "-1,234,567");
 }
+
+TEST_CASE("a pp rank's share says so, and never 'all of them'", "[pp]") {
+  // Issue 37: pp 2 at tp 1 without FSDP printed "per GPU N: all of them" for one rank's stages.
+  const ParameterCount pp{100, 70, {30, 70}, 1};
+  CHECK(shard_text(pp, 1, 1) == "pp rank 1's stages (the most of 2 pp ranks; the least holds 30)");
+  CHECK(shard_text(pp, 8, 2) ==
+        "pp rank 1's stages (the most of 2 pp ranks; the least holds 30), its tp 8 shard, chunked over dp_shard 2 by "
+        "FSDP");
+  // Without PP, as before.
+  const ParameterCount flat{100, 100, {}, 0};
+  CHECK(shard_text(flat, 1, 1) == "all of them");
+  CHECK(shard_text(flat, 1, 4) == "all of them, chunked over dp_shard 4 by FSDP");
+  CHECK(shard_text(flat, 8, 2, 4) == "its tp 8 shard, chunked over dp_shard 2 x cp 4 by FSDP");
+}

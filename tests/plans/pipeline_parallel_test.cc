@@ -8,6 +8,7 @@
 
 #include "plans/error.h"
 #include "plans/plan.h"
+#include "plans/plan_resolve.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;
@@ -121,4 +122,46 @@ TEST_CASE("pipeline plan: YAML round trip; pp 1 writes no pp key", "[pp][yaml]")
   CHECK(back.pp_last_stage_less_layers == 2);
   const std::string none = plan_to_yaml(pp_plan("tp_degree: 8\n"));
   CHECK(none.find("pp_") == std::string::npos);
+}
+
+TEST_CASE("pipeline and CP keys without their degree: refused, naming the key's origin and the degree's",
+          "[pp][errors]") {
+  // Issue 37 class 7. A plan file: pp_split with no pp_degree (pp 1) names the split's line.
+  CHECK_THROWS_WITH(pp_plan("tp_degree: 2\npp_split: [1, 3]\n"),
+                    "plan pp.yaml:2: pp_split [1, 3]: needs pp_degree > 1 (--pp N, or pp_degree in the plan file); "
+                    "pp_degree is 1 (the default)");
+  CHECK_THROWS_WITH(pp_plan("pp_degree: 1\npp_schedule: GPipe\n"),
+                    "plan pp.yaml:2: pp_schedule GPipe: needs pp_degree > 1 (--pp N, or pp_degree in the plan file); "
+                    "pp_degree is 1 (plan pp.yaml:1)");
+  for (const char* key : {"pp_microbatch_size: 2", "pp_stages_per_rank: 2", "pp_first_stage_less_layers: 0",
+                          "pp_last_stage_less_layers: 0"}) {
+    CAPTURE(key);
+    CHECK_THROWS_WITH(pp_plan(std::string(key) + "\n"),
+                      Contains("plan pp.yaml:1: pp_") && Contains("needs pp_degree > 1"));
+  }
+  CHECK_THROWS_WITH(pp_plan("cp_rotate_method: alltoall\n"),
+                    "plan pp.yaml:1: cp_rotate_method alltoall: needs cp_degree > 1 (--cp N, or cp_degree in the plan "
+                    "file); cp_degree is 1 (the default)");
+  CHECK_THROWS_WITH(pp_plan("cp_degree: 1\ncp_load_balance: false\n"),
+                    Contains("plan pp.yaml:2: cp_load_balance false: needs cp_degree > 1") &&
+                        Contains("cp_degree is 1 (plan pp.yaml:1)"));
+  // With the degree the keys load; a plan no one stated the keys of (a preset's, a candidate's) is never refused,
+  // whatever values its fields hold.
+  CHECK(pp_plan("pp_degree: 2\npp_split: [1, 3]\ncp_degree: 2\ncp_rotate_method: alltoall\n").pp_split.size() == 2);
+  Plan quiet;
+  quiet.pp_schedule = PipelineScheduleKind::dual_pipe_v;
+  quiet.cp_rotate = CpRotate::alltoall;
+  CHECK_NOTHROW(check_parallel_keys(quiet));
+  // Options (tools/plan_options.cc records them as provenance): the first of the pipeline's in key order.
+  Plan opt;
+  opt.pp_schedule = PipelineScheduleKind::dual_pipe_v;
+  opt.pp_stages_per_rank = 7;
+  opt.provenance = {{"pp_degree", "option --pp"},
+                    {"pp_schedule", "option --pp-schedule"},
+                    {"pp_stages_per_rank", "option --pp-stages-per-rank"}};
+  CHECK_THROWS_WITH(check_parallel_keys(opt),
+                    "option --pp-schedule: pp_schedule DualPipeV: needs pp_degree > 1 (--pp N, or pp_degree in the "
+                    "plan file); pp_degree is 1 (option --pp)");
+  opt.pp_degree = 2;
+  CHECK_NOTHROW(check_parallel_keys(opt));
 }

@@ -367,3 +367,15 @@ TEST_CASE("check --format json: the verdict, the exit status, both builds, every
   base.written_by.reset();
   CHECK(check_json(compare(base, now, {2, 1}), "b.json")["baseline_written_by"].is_null());
 }
+
+TEST_CASE("check: a pipeline added or removed is a setup change (pp absent means 1)", "[check][pp]") {
+  // Issue 37: the setup key "pp" is written only for pipelines, and was never compared against its absence.
+  CheckBaseline flat = hand_baseline();
+  CheckBaseline pipe = hand_baseline();
+  pipe.setup["pp"] = "2 (1F1B, 1 stage per rank, 4 microbatches of 1)";
+  CHECK(compare(flat, pipe, {2, 1}).setup_changes ==
+        std::vector<std::string>{"pp 1 -> 2 (1F1B, 1 stage per rank, 4 microbatches of 1)"});
+  CHECK(compare(pipe, flat, {2, 1}).setup_changes ==
+        std::vector<std::string>{"pp 2 (1F1B, 1 stage per rank, 4 microbatches of 1) -> 1"});
+  CHECK(compare(pipe, pipe, {2, 1}).setup_changes.empty());
+}

@@ -186,3 +186,20 @@ TEST_CASE("context parallel: at 128K tokens on 64 H100s the search picks CP wher
   CHECK(j["per_step"]["cp"]["count"].get<int64_t>() > 0);
   CHECK(r.winner()->report.memory.fits);
 }
+
+TEST_CASE("context parallelism: a mesh past the cluster names cp and the dp_shard given", "[cp][simulate]") {
+  // Issue 37: tp 1, cp 2, dp_shard 4 on 4 GPUs said "tp 1 x dp_shard 8 = 8 GPUs" (FSDP's group, dp_shard x cp).
+  Program p = lower_cp({.tp_degree = 1, .dp_shard = 4, .cp_degree = 2}, 256);
+  p.plan.provenance["dp_shard"] = "option --dp-shard";
+  const ClusterSpec four = make_cluster(gpu_preset("h100-sxm"), 1, 4);
+  CHECK_THROWS_WITH(check_supported(p, four),
+                    p.plan.source +
+                        ": tp 1 x dp_shard 4 x cp 2 = 8 GPUs, but the cluster has 4 (1 nodes x 4): lower dp_shard "
+                        "(option --dp-shard)");
+  // A pipeline's Program counts its pp ranks in: pp 2 of the same mesh needs 16.
+  p.plan.pp_degree = 2;
+  CHECK_THROWS_WITH(check_supported(p, make_cluster(gpu_preset("h100-sxm"), 1, 8)),
+                    Catch::Matchers::Contains("tp 1 x dp_shard 4 x cp 2 x pp 2 = 16 GPUs, but the cluster has 8"));
+  p.plan.pp_degree = 1;
+  CHECK_NOTHROW(check_supported(p, make_cluster(gpu_preset("h100-sxm"), 1, 8)));
+}

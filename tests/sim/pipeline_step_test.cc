@@ -4,13 +4,18 @@
 // GPipe: all of them), the p2p hop is one activation over NVLink, and throughput divides by tp x pp.
 #include "sim/pipeline_step.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "plans/error.h"
 #include "plans/lower.h"
+#include "plans/parameter_count.h"
+#include "plans/pipeline_stage.h"
 #include "sim/comm_cost.h"
 #include "sim/report/pipeline_text.h"
+#include "sim/report/step_report.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 #include "tests/fixtures.h"
@@ -258,4 +263,73 @@ TEST_CASE("pipeline explain: stages, p2p and each rank's schedule drawn in time"
   const double idle = static_cast<double>(std::count(drawn.begin(), drawn.end(), '.')) / 60;
   CHECK(idle == Approx(r.pipeline.ranks[1].idle_ms / r.pipeline.schedule_ms).margin(2.0 / 60));
   CHECK(drawn.find_first_not_of(".FB") == std::string::npos);
+}
+
+TEST_CASE("pipeline step: parameters per GPU are the largest pp rank's stages, as explain counts them", "[pp][sim]") {
+  // Issue 37: per GPU was the whole model's (explain) or a memory-weighted share of it (simulate).
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const Plan plan = pp_plan(PipelineScheduleKind::one_f_one_b, {3, 5});
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, plan, cluster, default_cost_params());
+  const Program micro = lower(eight_blocks(), kTraining, pipeline_microbatch_plan(plan));
+  const std::vector<PipelineStageSpan> spans =
+      pipeline_stage_spans(resolve_pipeline(eight_blocks(), plan), plan.pp_schedule);
+  // Each pp rank holds what its stage Programs hold (their parameter tensors, their blocks only).
+  std::vector<int64_t> stage_programs(2, 0);
+  for (int s = 0; s < 2; ++s)
+    stage_programs.at(size_t(spans.at(size_t(s)).rank)) +=
+        parameter_count(lower_pipeline_stage(micro, spans, s)).per_rank;
+  CHECK(r.parameters.per_pp_rank == stage_programs);
+  // Together the pp ranks hold what one GPU of the same tp 2 x dp_shard 2 shards holds without the pipeline.
+  Plan flat = plan;
+  flat.pp_degree = 1;
+  flat.pp_split.clear();
+  CHECK(stage_programs[0] + stage_programs[1] == parameter_count(lower(eight_blocks(), kTraining, flat)).per_rank);
+  const int most = stage_programs[1] > stage_programs[0] ? 1 : 0;
+  CHECK(r.parameters.pp_rank == most);
+  CHECK(r.parameters.per_rank == stage_programs[size_t(most)]);
+  CHECK(r.parameters.total == eight_blocks().total_parameters());
+  // explain counts the same (its text and JSON are the microbatch Program's), and neither says "all of them".
+  const ParameterCount ex = parameter_count(micro);
+  CHECK(ex.per_rank == r.parameters.per_rank);
+  CHECK(ex.per_pp_rank == r.parameters.per_pp_rank);
+  const std::string share = fmt::format(
+      "per GPU {}: pp rank {}'s stages (the most of 2 pp ranks; the least holds {}), its tp 2 shard, "
+      "chunked over dp_shard 2 by FSDP)",
+      with_thousands(stage_programs[size_t(most)]), most, with_thousands(stage_programs[size_t(1 - most)]));
+  CHECK_THAT(report_text(r), Contains(share));
+}
+
+TEST_CASE("pipeline step: the top ops are the critical rank's stages' ops, per microbatch", "[pp][sim]") {
+  // Issue 37: the table was empty under PP.
+  const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
+  const StepReport r = simulate_pipeline(eight_blocks(), kTraining, pp_plan(PipelineScheduleKind::one_f_one_b, {3, 5}),
+                                         cluster, default_cost_params());
+  REQUIRE_FALSE(r.top_ops.empty());
+  const PipelineRankReport& cr = r.pipeline.ranks.at(size_t(r.pipeline.critical_rank));
+  const bool holds_first = cr.stages.front() == 0;
+  int block_rows = 0;
+  for (const OpSummary& op : r.top_ops) {
+    CAPTURE(op.name, op.phase);
+    CHECK(op.total_us == Approx(op.time_us * op.count));
+    if (!holds_first) CHECK(op.name.rfind("tok_embeddings", 0) != 0);  // stage 0's, on the other rank
+    // A block's compute op runs once per block of the rank, for each of the 4 microbatches.
+    if (op.name.rfind("layers.*.", 0) == 0 && op.stream == Stream::compute && op.phase != "optimizer") {
+      CHECK(op.count == cr.layers * r.pipeline.microbatches);
+      ++block_rows;
+    }
+  }
+  CHECK(block_rows > 0);
+  CHECK_THAT(report_text(r),
+             Contains(fmt::format("top ops of pp rank {} (the rank that ends last)", r.pipeline.critical_rank)));
+}
+
+TEST_CASE("pipeline step: a schedule's refusal says where its microbatches came from", "[pp][errors]") {
+  // Issue 37: "needs microbatches >= pp ..., got 1 < 2" named no key; the local batch comes from the config.
+  Plan p = pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4}, 1);
+  p.provenance["local_batch_size"] = "config x.yaml";
+  CHECK_THROWS_WITH(
+      simulate_pipeline(eight_blocks(), kTraining, p, test::cluster_of("h100-sxm", 1), default_cost_params()),
+      p.source +
+          ": pipeline schedule 1F1B: needs microbatches >= pp (the number of stages), got 1 < 2: "
+          "microbatches = local_batch_size 1 (config x.yaml) / pp_microbatch_size 1 = 1");
 }
