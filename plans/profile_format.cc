@@ -51,6 +51,7 @@ json op_json(const ProfileOp& o) {
   rec["inputs"] = std::move(ins);
   rec["outputs"] = std::move(outs);
   if (!o.measured) rec["measured"] = false;
+  if (o.seeded_from_local) rec["seeded_from_local"] = true;
   rec["time_us"] = o.time_us ? summary_json(*o.time_us) : json(nullptr);
   if (o.measured) rec["samples_us"] = o.samples_us;
   return rec;
@@ -233,6 +234,7 @@ struct Reader {
     o.inputs = tensors(rec, w, "inputs");
     o.outputs = tensors(rec, w, "outputs");
     if (doc.find(rec, w, "measured")) o.measured = doc.boolean(rec, w, "measured");
+    if (doc.find(rec, w, "seeded_from_local")) o.seeded_from_local = doc.boolean(rec, w, "seeded_from_local");
     if (o.measured) o.time_us = summary(doc.object(rec, w, "time_us"), json_key(w, "time_us"));
     o.samples_us = times(rec, w, "samples_us");
     return o;

@@ -35,7 +35,9 @@
 // local_batch_size = pp_microbatch_size, plans/pipeline_parallel.h), each timed on the pp rank that runs it.
 // The single-GPU mode (one process runs rank 0's compute at the local shapes of tp N) writes "compute_wall_us" and
 // "compute_wall_samples_us" instead of the step wall, "local_shapes_of_tp": N and "collectives" (why they are not
-// timed), and its collective records say "measured": false with "time_us": null and no samples.
+// timed), and its collective records say "measured": false with "time_us": null and no samples, and (tp-run after
+// fa08a48) "seeded_from_local": true: their outputs were seeded from the rank's own data (runtime/executor.h),
+// so the compute downstream ran on data shaped like a real run's; without it (older profiles) it ran on zeros.
 //
 // Reading. parse_profile() checks every member it finds (types, ranges: a time is 0 .. 1e9 us) and requires what every
 // profile has: "format", "version", a non-empty "ops" list, each record's "name", and "time_us" unless "measured" is
@@ -91,6 +93,7 @@ struct ProfileOp {
   std::optional<ProfileChunk> chunk;
   std::vector<ProfileTensor> inputs, outputs;
   bool measured = true;                // false: a collective the single-GPU mode did not run
+  bool seeded_from_local = false;      // such a collective's outputs were seeded from the rank's own data
   std::optional<TimeSummary> time_us;  // present when measured
   std::vector<double> samples_us;      // per iteration (the slowest rank's)
 };

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -81,6 +82,17 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
     if (has_master(d, st)) masters_[t] = be_.alloc(numel(d.local_shape), Storage::f32);
   }
   scratch_.resize(flat_.ops.size());
+  if (skips_collectives()) {
+    // Seeded outputs persist between seedings unless a compute op writes one too (an in-place accumulate).
+    std::vector<char> seeded(flat_.tensors.size(), 0);
+    for (const FlatOp& op : flat_.ops)
+      if (op.op->is_collective())
+        for (int t : op.outputs)  // in place (FSDP's gradient reduction): seeding writes nothing there
+          if (std::find(op.inputs.begin(), op.inputs.end(), t) == op.inputs.end()) seeded[size_t(t)] = 1;
+    for (const FlatOp& op : flat_.ops)
+      if (!op.op->is_collective())
+        for (int t : op.outputs) seeding_persists_ = seeding_persists_ && !seeded[size_t(t)];
+  }
   // A pipeline stage holds the tokens (the first), the targets and the loss (the last) only where it uses them.
   loss_ = program_.loss < 0 ? -1 : flat_of(program_.loss, -1);
   tokens_ = program_.tokens < 0 ? -1 : flat_of(program_.tokens, -1);
@@ -231,7 +243,10 @@ void Executor::run_op(int index, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   try {
     if (op.op->is_collective()) {
-      if (skips_collectives()) return;  // single-rank mode: not run (the profiler records it as not measured)
+      if (skips_collectives()) {  // single-rank mode: not run (the profiler records it as not measured), seeded
+        if (seeding_ || !seeding_persists_) seed_skipped_collective(index);
+        return;
+      }
       issue_collective(index, eager);
     } else {
       wait_conflicts(chunk_regions(index, false), chunk_regions(index, true));

@@ -53,8 +53,11 @@ struct ExecutorOptions {
   bool run_optimizer = true;  // false: skip Phase::optimizer ops (verify compares gradients before the update)
   AdamWParams adamw;
   // Single-rank mode for profiling one GPU: run rank 0's compute ops of a Program lowered for tp N (its local
-  // shapes) on a backend whose TP group is this process alone, and skip every collective (their outputs keep what
-  // they held: the values are not meaningful, the compute times are). 0: off.
+  // shapes) on a backend whose TP group is this process alone, and skip every collective. What a skipped collective
+  // would have written is seeded from this rank's own data (seed_skipped_collective(), executor_comm.cc), so that
+  // everything downstream computes on data shaped like a real run's (not on zeros: a GEMM on zeros runs faster, an
+  // amax on zeros skips its atomics). The values are not the tp N run's (its loss means nothing); their statistics
+  // are close to them. 0: off.
   int local_shapes_of_tp = 0;
   // A pipeline stage's Program (plans/pipeline_stage.h): the microbatch this Executor runs, which tells its transfers
   // apart from the other microbatches' (their tags).
@@ -105,8 +108,15 @@ class Executor {
   // casts of the reference run through it.
   void set_after_op(std::function<void(int op)> fn) { after_op_ = std::move(fn); }
 
-  // True in the single-rank mode of ExecutorOptions::local_shapes_of_tp: collective ops are skipped.
+  // True in the single-rank mode of ExecutorOptions::local_shapes_of_tp: collective ops are skipped (and seeded).
   bool skips_collectives() const { return options_.local_shapes_of_tp > 0; }
+  // Single-rank mode: whether a skipped collective seeds its outputs each time it runs (on by default). Off, they
+  // keep what the last seeding wrote, which stays sound (the same statistics, one step older) because nothing but
+  // the collective writes them: turned off for steps that time the compute alone, so that the seeding's copies (a
+  // collective's work in a real run) are not counted. A Program in which a compute op also writes a collective's
+  // output (it would then drift step by step) keeps seeding whatever this says; seeding_persists() tells which.
+  void set_seeding(bool on) { seeding_ = on; }
+  bool seeding_persists() const { return seeding_persists_; }
 
   // Collectives issued and not yet waited for (introspection for tests of the overlap).
   size_t pending_collectives() const { return pending_.size(); }
@@ -174,6 +184,8 @@ class Executor {
   void issue_cp_p2p(int index, const CollectiveOp& c, bool eager);
   void issue_pp_transfer(int index, const CollectiveOp& c, bool eager);
   void issue_fsdp(int index, const CollectiveOp& c, bool eager);
+  // Single-rank mode: writes what the skipped collective `index` would have written, from this rank's data.
+  void seed_skipped_collective(int index);
   void finish_or_queue(Pending p, bool eager);
 
   // executor_ring.cc: ring attention's blocks and merges (context parallelism)
@@ -189,6 +201,7 @@ class Executor {
   int cp_ = 1, cp_rank_ = 0;           // context parallelism: the CP group
   std::vector<int64_t> cp_positions_;  // global sequence position of each local row (cp > 1)
   int step_ = 0;
+  bool seeding_ = true, seeding_persists_ = true;
   int loss_ = -1, tokens_ = -1, targets_ = -1;
   std::vector<Buffer> buffers_;
   std::vector<Buffer> masters_;  // per flat tensor: the fp32 master of a parameter stored in another format

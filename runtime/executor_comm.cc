@@ -34,6 +34,16 @@ void unpack_concat(Backend& be, DevPtr dst, DevPtr src, const Shape& chunk, int 
 
 int normalized(int d, const Shape& s) { return d < 0 ? d + static_cast<int>(s.size()) : d; }
 
+// dst <- `parts` copies of src (shape `chunk`) concatenated along `dim`: the all-gather of `parts` equal shards.
+void tile_concat(Backend& be, DevPtr dst, DevPtr src, const Shape& chunk, int dim, int parts) {
+  Split s = split_at(chunk, dim);
+  const int64_t w = chunk[size_t(dim)] * s.inner;
+  for (int i = 0; i < parts; ++i) be.copy2d(dst.at(i * w), parts * w, src, w, s.outer, w);
+}
+
+// Storages the backends add in (accumulate): float8 tensors are scaled copies, never summed.
+bool summable(Storage s) { return s == Storage::f32 || s == Storage::bf16; }
+
 }  // namespace
 
 void Executor::issue_collective(int index, bool eager) {
@@ -122,6 +132,139 @@ void Executor::issue_collective(int index, bool eager) {
       break;
   }
   finish_or_queue(std::move(p), eager);
+}
+
+// Single-rank mode (ExecutorOptions::local_shapes_of_tp): what a skipped collective writes, from this rank's data
+// alone, with the backend's copy2d and accumulate (device work, no host round trip), deterministic and the same on
+// every backend. The group's degree is the Program's (tp N for the TP group), not the backend's (one process):
+//   all-gather      the local shard in every rank's slot: a gather of N shards like this one, whose statistics are
+//                   exactly the shard's.
+//   reduce-scatter  (sum) the sum of the N slices of the local partial along scatter_dim. Each slice stands for
+//                   another rank's partial of this rank's slice, so the output is a sum of N similar partials: at the
+//                   real sum's scale (sqrt(N) times one independent partial's spread) and dense where one partial is
+//                   sparse (a vocab-sharded embedding's partial is zero for the tokens of the other ranks' vocab: its
+//                   own slice alone would leave (N-1)/N of the rows zero). (max, or a float8 tensor: the rank's own
+//                   slice: a max over similar data is close to it.)
+//   all-reduce      (sum) the reduce-scatter's seed along the first dim N divides, in every slot of that dim (the
+//                   reduce-scatter then the all-gather a real all-reduce is); the local value when N divides no dim.
+//                   (max: the local value: a max over ranks of similar data, such as an amax, is close to it.)
+//   all-to-all      this rank's slice of scatter_dim, in every slot of gather_dim (a gather of similar slices).
+//   async TP ring   all-gather steps: step 0 copies the local shard into its slot as in a real run, step j copies it
+//                   into the slot it would have received; reduce-scatter steps: the partial sent (a similar one).
+// FSDP's collectives write nothing in any mode here (parameters are whole on every rank; the gradient reduction is in
+// place: the local gradient stands for the sum). Context-parallel and pipeline transfers never run in this mode (the
+// executor needs the CP group's ranks; tp-run profile refuses pipelines with --local-shapes-of-tp).
+void Executor::seed_skipped_collective(int index) {
+  const FlatOp& op = flat_.ops[size_t(index)];
+  const CollectiveOp& c = std::get<CollectiveOp>(op.op->kind);
+  const int parts = c.group == Group::tp ? tp_ : c.group == Group::dp ? program_.dp : c.group == Group::cp ? cp_ : 1;
+  if (c.kind == CollectiveKind::p2p) {
+    if (c.group != Group::tp) return;
+    const ChunkRef& ch = op.op->chunk;
+    if (op.inputs.size() != 1 || op.outputs.size() != 1) fail(op, "a p2p ring step reads one tensor and writes one");
+    const int in = op.inputs[0], out = op.outputs[0];
+    if (ch.pattern == ChunkRef::Pattern::reduce_scatter) {
+      const int64_t n = numel(desc(in).local_shape);
+      if (numel(desc(out).local_shape) != n) fail(op, "a reduce-scatter ring step receives what it sends");
+      be_.copy2d(ptr(out), n, ptr(in), n, 1, n);
+      return;
+    }
+    if (ch.pattern != ChunkRef::Pattern::all_gather)
+      fail(op, "a p2p op outside an async TP ring (no ChunkRef pattern)");
+    if (ch.step == 0) return issue_p2p(index, c, true);  // the local copy into its own slot: no communication
+    const Shape& gs = desc(out).local_shape;
+    if (gs.size() != 3 || gs[1] % tp_ != 0) fail(op, fmt::format("gathered tensor {} is not (b, s, h)", to_string(gs)));
+    const int64_t b = gs[0], s = gs[1], h = gs[2], chunk = s / tp_;
+    const int recv_slot = ((rank_ - ch.step) % tp_ + tp_) % tp_;
+    const DevPtr g = ptr(out);
+    for (int64_t bb = 0; bb < b; ++bb)
+      be_.copy2d(g.at((bb * s + int64_t(recv_slot) * chunk) * h), h, g.at((bb * s + int64_t(rank_) * chunk) * h), h,
+                 chunk, h);
+    return;
+  }
+  const bool fsdp_gather = c.kind == CollectiveKind::all_gather && op.inputs.empty();
+  const bool fsdp_reduce = c.kind == CollectiveKind::reduce_scatter && op.inputs == op.outputs;
+  if (c.group == Group::dp && (fsdp_gather || fsdp_reduce)) return;
+  if (op.inputs.size() != 1 || op.outputs.size() != 1)
+    fail(op, fmt::format("a {} reads one tensor and writes one", to_string(c.kind)));
+  const int in = op.inputs[0], out = op.outputs[0];
+  const Shape& xs = desc(in).local_shape;
+  const Shape& ys = desc(out).local_shape;
+  const DevPtr src = ptr(in), dst = ptr(out);
+  if (src.storage != dst.storage)
+    fail(op, fmt::format("{} from {} storage into {}: a collective keeps the storage", to_string(c.kind),
+                         to_string(src.storage), to_string(dst.storage)));
+  auto check = [&](int d, int64_t x_mult, int64_t y_mult) {
+    bool ok = xs.size() == ys.size() && d >= 0 && d < static_cast<int>(xs.size());
+    for (size_t i = 0; ok && i < xs.size(); ++i)
+      ok = static_cast<int>(i) == d ? xs[i] * x_mult == ys[i] * y_mult : xs[i] == ys[i];
+    if (!ok)
+      fail(op, fmt::format("{} of local shape {} into {} over {} ranks: the shapes do not match dim {}",
+                           to_string(c.kind), to_string(xs), to_string(ys), parts, d));
+  };
+  // dst (shape xs with dim d divided by `parts`) <- the sum of the `parts` slices of src along d (slice 0 alone
+  // when summing does not apply).
+  auto sum_of_slices = [&](DevPtr to, int d, bool sum) {
+    Shape slice = xs;
+    slice[size_t(d)] /= parts;
+    const int64_t n = numel(slice);
+    DevPtr chunks = src;  // the slices one after another
+    if (split_at(xs, d).outer > 1) {
+      chunks = scratch(index, 0, numel(xs), src.storage).ptr();
+      pack_split(be_, chunks, src, xs, d, parts);
+    }
+    be_.copy2d(to, n, chunks.at(int64_t(rank_) * n), n, 1, n);
+    if (sum && summable(src.storage))
+      for (int j = 0; j < parts; ++j)
+        if (j != rank_) be_.accumulate(n, chunks.at(int64_t(j) * n), to);
+  };
+  switch (c.kind) {
+    case CollectiveKind::all_gather: {
+      const int d = normalized(c.gather_dim, xs);
+      check(d, parts, 1);
+      tile_concat(be_, dst, src, xs, d, parts);
+      return;
+    }
+    case CollectiveKind::reduce_scatter: {
+      const int d = normalized(c.scatter_dim, xs);
+      check(d, 1, parts);
+      sum_of_slices(dst, d, c.reduce == ReduceOp::sum);
+      return;
+    }
+    case CollectiveKind::all_reduce: {
+      check(0, 1, 1);
+      int d = 0;
+      while (d < static_cast<int>(xs.size()) && xs[size_t(d)] % parts != 0) ++d;
+      if (c.reduce == ReduceOp::max || parts == 1 || d == static_cast<int>(xs.size()) || !summable(src.storage)) {
+        if (in != out) be_.copy2d(dst, numel(xs), src, numel(xs), 1, numel(xs));
+        return;
+      }
+      Shape slice = xs;
+      slice[size_t(d)] /= parts;
+      const DevPtr sum = scratch(index, 1, numel(slice), src.storage).ptr();
+      sum_of_slices(sum, d, true);
+      tile_concat(be_, dst, sum, slice, d, parts);
+      return;
+    }
+    case CollectiveKind::all_to_all: {
+      const int g = normalized(c.gather_dim, xs), s = normalized(c.scatter_dim, xs);
+      if (g == s || xs.size() != ys.size() || g < 0 || s < 0 || g >= static_cast<int>(xs.size()) ||
+          s >= static_cast<int>(xs.size()) || xs[size_t(g)] * parts != ys[size_t(g)] ||
+          xs[size_t(s)] != ys[size_t(s)] * parts)
+        fail(op, fmt::format("all_to_all of local shape {} into {} over {} ranks: gather_dim {} must grow and "
+                             "scatter_dim {} shrink by the group size",
+                             to_string(xs), to_string(ys), parts, g, s));
+      const int64_t nx = numel(xs);
+      const DevPtr stage = scratch(index, 0, nx, src.storage).ptr();
+      pack_split(be_, stage, src, xs, s, parts);
+      Shape chunk = xs;
+      chunk[size_t(s)] /= parts;
+      tile_concat(be_, dst, stage.at(int64_t(rank_) * (nx / parts)), chunk, g, parts);
+      return;
+    }
+    case CollectiveKind::p2p:
+      return;
+  }
 }
 
 void Executor::finish_or_queue(Pending p, bool eager) {

@@ -141,6 +141,9 @@ Profile profile_program(const Program& program, Backend& backend, const ProfileO
   {
     Buffer one = backend.alloc(1, Storage::f32), one_max = backend.alloc(1, Storage::f32);
     auto timer = backend.make_timer();
+    // Single-GPU mode: the skipped collectives' outputs keep what the steps above seeded (Executor::set_seeding), so
+    // that the compute-only step times the compute alone, not the seeding's copies (a collective's work).
+    ex.set_seeding(false);
     for (int it = 0; it < options.iters; ++it) {
       backend.all_reduce(Group::tp, ReduceOp::max, one.f32(), one_max.f32(), 1)->wait();
       timer->start();
@@ -171,14 +174,18 @@ Profile profile_program(const Program& program, Backend& backend, const ProfileO
     prof.local_shapes_of_tp = program.tp;
     prof.collectives = fmt::format(
         "not run: one process ran rank 0's compute ops at the local shapes of tp {}; the collectives need {} ranks, "
-        "so their records say \"measured\": false and carry no time, and the tensor values (final_loss) mean nothing",
-        program.tp, program.tp);
+        "so their records say \"measured\": false and carry no time. What each would have written was seeded from "
+        "rank 0's own data (\"seeded_from_local\": true: a gathered tensor holds its shard in every rank's slot, a "
+        "reduced one the sum of the slices of its partial), so the compute ran on data shaped like a real run's; the "
+        "values are not the tp {} run's (final_loss means nothing)",
+        program.tp, program.tp, program.tp);
   }
   prof.ops.reserve(n_ops);
   for (size_t i = 0; i < n_ops; ++i) {
     // A collective the single-GPU mode did not run: not measured (see "collectives").
     const bool ran = !(single && flat.ops[i].op->is_collective());
     prof.ops.push_back(profile_op_record(ex, i, backend, single ? program.tp : 0, ran ? &samples[i] : nullptr));
+    prof.ops.back().seeded_from_local = !ran;
   }
   return prof;
 }
