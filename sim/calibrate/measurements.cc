@@ -113,7 +113,10 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   for (size_t i = 0; i < prof.ops.size(); ++i) {
     const std::string w = fmt::format("ops[{}]", i);
     const ProfileOp& rec = prof.ops[i];
-    if (!rec.measured) continue;  // a collective a single-GPU profile could not run: nothing to fit
+    if (!rec.measured) {  // a collective a single-GPU profile could not run: nothing to fit
+      m.unseeded_collectives += !rec.seeded_from_local;
+      continue;
+    }
     MeasuredOp o;
     o.source = MeasuredOp::Source::program;
     o.name = rec.name;
@@ -145,6 +148,15 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   }
   if (prof.step_wall)
     m.step_wall_us = require(*prof.step_wall->time_us.statistic(r.stat), doc, json_key("step_wall_us", r.stat));
+  if (single) {
+    if (*prof.local_shapes_of_tp != p.tp)
+      r.fail("local_shapes_of_tp",
+             fmt::format("{}, but the profiled Program is lowered for tp {}", *prof.local_shapes_of_tp, p.tp));
+    m.local_shapes_of_tp = p.tp;
+    if (prof.compute_wall)
+      m.compute_wall_us =
+          require(*prof.compute_wall->time_us.statistic(r.stat), doc, json_key("compute_wall_us", r.stat));
+  }
   m.program = std::move(p);
 }
 
