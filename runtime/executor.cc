@@ -87,7 +87,7 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
     std::vector<char> seeded(flat_.tensors.size(), 0);
     for (const FlatOp& op : flat_.ops)
       if (op.op->is_collective())
-        for (int t : op.outputs)  // in place (FSDP's gradient reduction): seeding writes nothing there
+        for (int t : op.outputs)  // in place (FSDP's gradient reduction): its producer rewrites it every step
           if (std::find(op.inputs.begin(), op.inputs.end(), t) == op.inputs.end()) seeded[size_t(t)] = 1;
     for (const FlatOp& op : flat_.ops)
       if (!op.op->is_collective())

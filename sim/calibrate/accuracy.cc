@@ -45,6 +45,12 @@ std::string class_of(const Op& op) {
   return "memory_bound";
 }
 
+// A memory-bound op's kind: the optimizer's updates, else its IR kind (elementwise, embedding, cross_entropy,
+// cast_fp8).
+std::string memory_kind_of(const Op& op) {
+  return op.phase == Phase::optimizer ? std::string("optimizer") : std::string(kind_name(op.kind));
+}
+
 void add_error(ClassAccuracy& c, double predicted_us, double measured_us) {
   const double e = (predicted_us - measured_us) / measured_us;
   c.predicted_ms += predicted_us / 1e3;
@@ -59,11 +65,19 @@ void add_error(ClassAccuracy& c, double predicted_us, double measured_us) {
 AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec& device, const CostParams& c) {
   AccuracyReport r;
   r.per_op.op_class = "all";
-  std::map<std::string, ClassAccuracy> classes;
+  std::map<std::string, ClassAccuracy> classes, kinds;
   std::vector<double> pred, meas;
   for (const auto& m : profiles) {
     if (!m.program) throw Error(fmt::format("{}: a bench file, not a profile: accuracy compares whole steps", m.path));
-    if (!(m.step_wall_us > 0))
+    // A single-GPU profile (rank 0's compute at the local shapes of tp N, its collectives not run) has no step: its
+    // compute-only step is compared with the serialized sum of its compute ops instead.
+    const bool single = m.local_shapes_of_tp > 0;
+    if (single && !(m.compute_wall_us > 0))
+      throw Error(
+          fmt::format("{}: compute_wall_us: missing or 0 (expected the compute-only step time a profile at "
+                      "the local shapes of tp {} has)",
+                      m.path, m.local_shapes_of_tp));
+    if (!single && !(m.step_wall_us > 0))
       throw Error(m.step_wall_us == 0
                       ? fmt::format("{}: step_wall_us: missing or 0 (expected the measured step time: profiles of "
                                     "several ranks from this tp-run version or later have it)",
@@ -78,11 +92,25 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
                       m.path, m.ops.size()));
     const Program& p = *m.program;
     const ClusterSpec cluster = measurement_cluster(device, m);
-    check_supported(p, cluster);
+    // A single-GPU profile's Program is checked and priced on the GPUs it was lowered for (its collectives need their
+    // groups), each op as the one process that ran it computes it: no neighbours sharing its rates (as calibrate
+    // fits it: measurement_cluster, one rank).
+    ClusterSpec lowered_for = cluster;
+    CostParams alone = c;
+    if (single) {
+      lowered_for.gpus_per_node = static_cast<int>(std::min<int64_t>(int64_t{p.tp} * std::max(p.dp, 1), INT32_MAX));
+      lowered_for.cores_per_node = 0;
+      alone.concurrent_rank_rate = 1;
+    }
+    check_supported(p, lowered_for);
     StepAccuracy s;
     s.profile = m.path;
     s.plan = plan_label(p);
-    if (m.pipeline) {
+    s.local_shapes_of_tp = m.local_shapes_of_tp;
+    s.unseeded_collectives = m.unseeded_collectives;
+    if (single) {
+      s.plan += fmt::format(" (local shapes on 1 GPU: compute only)");
+    } else if (m.pipeline) {
       // The pipeline's step as tp-plan simulates it, less the optimizer: the profile's steps run none
       // (runtime/pipeline_profile.h).
       const MeasuredPipeline& pl = *m.pipeline;
@@ -97,10 +125,10 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       const OpCosts costs = measured_run_costs(p, device, m, c, Timing::overlapped);
       s.predicted_ms = schedule(p, costs, c).step_time_us / 1e3;
     }
-    s.measured_ms = m.step_wall_us / 1e3;
-    s.error = (s.predicted_ms - s.measured_ms) / s.measured_ms;
+    s.measured_ms = (single ? m.compute_wall_us : m.step_wall_us) / 1e3;
     // Ops timed one at a time: not slowed by oversubscription (sim/calibrate/fit.h).
-    const OpCosts op_costs = measured_run_costs(p, device, m, c, Timing::serialized);
+    const OpCosts op_costs =
+        single ? cost_ops(p, lowered_for, alone) : measured_run_costs(p, device, m, c, Timing::serialized);
     double ps = 0, ms = 0, pc = 0, mc = 0;
     for (const auto& o : m.ops) {
       // A pipeline's point-to-point samples are no op of the Program.
@@ -119,6 +147,8 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       const double e = (t - o.time_us) / o.time_us;
       add_error(r.per_op, t, o.time_us);
       add_error(classes[cname], t, o.time_us);
+      if (of_program && cname == "memory_bound")
+        add_error(kinds[memory_kind_of(p.segments[size_t(o.segment)].ops[size_t(o.op)])], t, o.time_us);
       r.ops.push_back({m.path, o.name, cname, t, o.time_us, e});
       r.worst_ops.push_back(r.ops.back());
       std::sort(r.worst_ops.begin(), r.worst_ops.end(),
@@ -131,6 +161,8 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
     s.predicted_compute_ms = pc / 1e3;
     s.measured_compute_ms = mc / 1e3;
     s.compute_error = mc > 0 ? (pc - mc) / mc : 0;
+    if (single) s.predicted_ms = s.predicted_compute_ms;  // one stream of compute: the serialized compute sum
+    s.error = (s.predicted_ms - s.measured_ms) / s.measured_ms;
     pred.push_back(s.predicted_ms);
     meas.push_back(s.measured_ms);
     r.step_mape += std::abs(s.error) / static_cast<double>(profiles.size());
@@ -140,6 +172,10 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
   for (auto& [k, v] : classes) {
     v.op_class = k;
     r.classes.push_back(v);
+  }
+  for (auto& [k, v] : kinds) {
+    v.op_class = k;
+    r.memory_kinds.push_back(v);
   }
   r.kendall_tau = kendall_tau(pred, meas);
   return r;
@@ -157,6 +193,12 @@ std::string accuracy_text(const AccuracyReport& r) {
         s.measured_ms, 100 * s.error, s.predicted_serial_ms, s.measured_serial_ms, 100 * s.serial_error,
         s.predicted_compute_ms, s.measured_compute_ms, 100 * s.compute_error, s.plan);
   for (const auto& s : r.steps)
+    if (s.unseeded_collectives > 0)
+      out += fmt::format(
+          "  {}: its {} skipped collectives were not seeded (a profile from before tp-run seeded them): the compute "
+          "downstream of them ran on zeros, and its times are not a real run's\n",
+          s.profile, s.unseeded_collectives);
+  for (const auto& s : r.steps)
     for (const auto& k : s.pipeline_ranks)
       out += fmt::format(
           "  {}: pp rank {}: busy {:.3f} ms predicted, {:.3f} measured; ends at {:.3f} ms predicted, "
@@ -166,9 +208,15 @@ std::string accuracy_text(const AccuracyReport& r) {
                      100 * r.step_max_error, r.steps.size());
   out += fmt::format("per op: MAPE {:.1f}%, max error {:.1f}% over {} ops\n", 100 * r.per_op.mape,
                      100 * r.per_op.max_error, r.per_op.samples);
-  for (const auto& c : r.classes)
-    out += fmt::format("  {:<14} MAPE {:>6.1f}%  max {:>7.1f}%  ({} ops; sums {:.2f} ms predicted, {:.2f} measured)\n",
-                       c.op_class, 100 * c.mape, 100 * c.max_error, c.samples, c.predicted_ms, c.measured_ms);
+  auto class_line = [](const ClassAccuracy& c, const char* indent) {
+    return fmt::format("{}{:<14} MAPE {:>6.1f}%  max {:>7.1f}%  ({} ops; sums {:.2f} ms predicted, {:.2f} measured)\n",
+                       indent, c.op_class, 100 * c.mape, 100 * c.max_error, c.samples, c.predicted_ms, c.measured_ms);
+  };
+  for (const auto& c : r.classes) {
+    out += class_line(c, "  ");
+    if (c.op_class == "memory_bound")
+      for (const auto& k : r.memory_kinds) out += class_line(k, "    ");
+  }
   if (!r.worst_ops.empty()) out += "worst ops:\n";
   for (const auto& o : r.worst_ops)
     out += fmt::format("  {:>+8.1f}%  {:>10.1f} us predicted, {:>10.1f} measured  {} ({}, {})\n", 100 * o.error,
@@ -201,14 +249,22 @@ nlohmann::json accuracy_json(const AccuracyReport& r) {
                      {"measured_compute_ms", s.measured_compute_ms},
                      {"compute_error", s.compute_error}});
     if (!ranks.empty()) steps.back()["pipeline_ranks"] = ranks;
+    if (s.local_shapes_of_tp > 0) {
+      steps.back()["local_shapes_of_tp"] = s.local_shapes_of_tp;
+      steps.back()["unseeded_collectives"] = s.unseeded_collectives;
+    }
   }
-  json classes = json::object();
-  for (const auto& c : r.classes)
-    classes[c.op_class] = {{"mape", c.mape},
-                           {"max_error", c.max_error},
-                           {"samples", c.samples},
-                           {"predicted_ms", c.predicted_ms},
-                           {"measured_ms", c.measured_ms}};
+  auto class_map = [](const std::vector<ClassAccuracy>& cs) {
+    json m = json::object();
+    for (const auto& c : cs)
+      m[c.op_class] = {{"mape", c.mape},
+                       {"max_error", c.max_error},
+                       {"samples", c.samples},
+                       {"predicted_ms", c.predicted_ms},
+                       {"measured_ms", c.measured_ms}};
+    return m;
+  };
+  const json classes = class_map(r.classes), memory_kinds = class_map(r.memory_kinds);
   auto op_list = [](const std::vector<OpAccuracy>& ops) {
     json a = json::array();
     for (const auto& o : ops)
@@ -225,6 +281,7 @@ nlohmann::json accuracy_json(const AccuracyReport& r) {
           {"worst_ops", worst},
           {"per_op", {{"mape", r.per_op.mape}, {"max_error", r.per_op.max_error}, {"samples", r.per_op.samples}}},
           {"per_class", classes},
+          {"per_memory_kind", memory_kinds},
           {"step", {{"mape", r.step_mape}, {"max_error", r.step_max_error}}},
           {"kendall_tau", r.kendall_tau ? json(*r.kendall_tau) : json(nullptr)},
           {"terms", r.terms},

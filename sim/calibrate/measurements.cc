@@ -92,7 +92,10 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   const FlatProgram flat = expand(p);
   for (size_t i = 0; i < prof.ops.size(); ++i) {
     const ProfileOp& rec = prof.ops[i];
-    if (!rec.measured) continue;  // a collective a single-GPU profile could not run: nothing to fit
+    if (!rec.measured) {  // a collective a single-GPU profile could not run: nothing to fit
+      m.unseeded_collectives += !rec.seeded_from_local;
+      continue;
+    }
     const Op& op = *flat.ops[i].op;
     MeasuredOp o;
     o.source = MeasuredOp::Source::program;
@@ -117,6 +120,15 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   }
   if (prof.step_wall)
     m.step_wall_us = require(*prof.step_wall->time_us.statistic(r.stat), doc, json_key("step_wall_us", r.stat));
+  if (single) {
+    if (*prof.local_shapes_of_tp != p.tp)
+      r.fail("local_shapes_of_tp",
+             fmt::format("{}, but the profiled Program is lowered for tp {}", *prof.local_shapes_of_tp, p.tp));
+    m.local_shapes_of_tp = p.tp;
+    if (prof.compute_wall)
+      m.compute_wall_us =
+          require(*prof.compute_wall->time_us.statistic(r.stat), doc, json_key("compute_wall_us", r.stat));
+  }
   m.program = std::move(p);
 }
 

@@ -58,6 +58,12 @@ struct Measurements {
   std::optional<MeasuredPipeline> pipeline;
   std::vector<MeasuredOp> ops;
   double step_wall_us = 0;  // profiles: the overlapped step's statistic (0 when absent)
+  // A single-GPU profile (plans/profile_format.h): the tp N whose local shapes one process ran (0: not one), its
+  // compute-only step's statistic, and how many of its skipped collectives were not seeded from local data (profiles
+  // before seeding: the compute downstream of them ran on zeros).
+  int local_shapes_of_tp = 0;
+  double compute_wall_us = 0;
+  int unseeded_collectives = 0;
   // gemm benches: the sweep's statistic, every op's shape once, back to back (runtime/bench.h; 0 when absent)
   double sweep_us = 0;
 };

@@ -6,6 +6,10 @@
 #      the summary a row per step with its time and the device estimate.
 #   2. a step that hangs is ended at its limit (GPU_CHECK_STEP_LIMIT), recorded as TIMEOUT, and the run still
 #      finishes, writes its two files and exits non-zero: one hang cannot eat the lease.
+#   3. `tp-plan accuracy` reads the archive's 6 profiles (one process at the local shapes of tp 1 and 8, and the
+#      405B-shaped pair at tp 8 in bf16 and float8; the rehearsal's are 8B-shaped: no step
+#      wall, collectives not run): a step row each of its compute-only wall, every skipped collective seeded, and the
+#      per-class and per-kind errors (issue 38).
 set -euo pipefail
 src="$1" build="$2" work="$3"
 rm -rf "$work"
@@ -28,6 +32,24 @@ grep -q '^| PyTorch comparison | skipped |' "$out/summary.md" || fail "no skippe
 [ "$(tail -1 "$work/run.txt")" = PASS ] || fail "the summary is not printed last"
 grep -q '^CUDA runtime: \|^CUDA runtime: not linked' "$work/run.txt" || fail "no CUDA runtime version line"
 
+# 3. (cheap, so before the hang) tp-plan accuracy on the profiles the check made
+tar -xzf "$out/gpu-check.tar.gz" -C "$work"
+"$build/tools/tp-plan" accuracy "$work"/gpu-check/profile-{8b,70b}-tp{1,8}.json \
+  "$work"/gpu-check/profile-405b-tp8-{none,tensorwise}.json --json "$work/accuracy.json" \
+  >"$work/accuracy.txt" 2>&1 || { cat "$work/accuracy.txt"; fail "tp-plan accuracy refused the check's profiles"; }
+python3 - "$work/accuracy.json" <<'PY' || { cat "$work/accuracy.txt"; fail "tp-plan accuracy's report of the check's profiles"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+tps = [s.get("local_shapes_of_tp") for s in r["steps"]]
+assert tps == [1, 8, 1, 8, 8, 8], tps
+assert all(s["unseeded_collectives"] == 0 for s in r["steps"]), "a skipped collective not seeded"
+assert all(s["measured_ms"] > 0 and s["predicted_ms"] == s["predicted_compute_ms"] for s in r["steps"])
+assert {"gemm", "attention", "memory_bound"} <= set(r["per_class"]), r["per_class"].keys()
+assert "collective" not in r["per_class"], "a collective measured on one process"
+assert {"elementwise", "optimizer"} <= set(r["per_memory_kind"]), r["per_memory_kind"].keys()
+PY
+[ "$(grep -c '(local shapes on 1 GPU: compute only)' "$work/accuracy.txt")" = 6 ] || { cat "$work/accuracy.txt"; fail "accuracy's text lacks the 6 compute-only step rows"; }
+
 # 2. a hanging step: a tp-run that hangs in verify, under a 2 s limit per step
 fake="$work/fake-build"
 mkdir -p "$fake/tools"
@@ -40,4 +62,4 @@ set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$work/hang.txt"; fail "a hanging step: exit $rc, expected a failure of the check itself"; }
 [ "$(grep -c '| TIMEOUT after 2 s |' "$work/out-hang/summary.md")" = 4 ] || { cat "$work/out-hang/summary.md"; fail "the 4 hanging verify steps are not recorded as TIMEOUT"; }
 [ -s "$work/out-hang/gpu-check.tar.gz" ] || fail "no archive after a hanging step"
-echo "gpu-check rehearsal: ok ($(grep -c '^| ' "$out/summary.md") summary rows; hanging steps ended at their limit)"
+echo "gpu-check rehearsal: ok ($(grep -c '^| ' "$out/summary.md") summary rows; accuracy read the 6 profiles; hanging steps ended at their limit)"

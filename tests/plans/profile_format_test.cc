@@ -35,6 +35,7 @@ Profile full_profile() {
   ProfileOp coll = gemm;
   coll.index = 1, coll.name = "layers.0.attention.all_reduce", coll.kind = "collective", coll.chunk.reset();
   coll.measured = false, coll.time_us.reset(), coll.samples_us.clear();
+  coll.seeded_from_local = true;
   p.ops = {gemm, coll};
   return p;
 }
@@ -49,6 +50,8 @@ TEST_CASE("profile format: what the writer writes, the reader reads back to the 
   CHECK(j["ops"][1]["measured"] == false);
   CHECK(j["ops"][1]["time_us"].is_null());
   CHECK_FALSE(j["ops"][1].contains("samples_us"));
+  CHECK(j["ops"][1]["seeded_from_local"] == true);
+  CHECK_FALSE(j["ops"][0].contains("seeded_from_local"));  // written only where true; absent reads as false
   CHECK_FALSE(j.contains("step_wall_us"));
   const Profile back = parse_profile(j, "p.json");
   CHECK(back.backend == "cpu");
@@ -56,6 +59,8 @@ TEST_CASE("profile format: what the writer writes, the reader reads back to the 
   CHECK(back.ops[0].time_us->p90 == 13.1);
   CHECK(back.ops[0].chunk->count == 2);
   CHECK(back.ops[0].outputs[0].placement == "S(-1)");
+  CHECK(back.ops[1].seeded_from_local);
+  CHECK_FALSE(back.ops[0].seeded_from_local);
   CHECK(profile_json(back) == j);
   // The text entry point: the same, and a syntax error names the line.
   CHECK(profile_json(parse_profile_text(j.dump(1), "p.json")) == j);
@@ -95,6 +100,9 @@ TEST_CASE("profile format: one-line errors naming the file and the key") {
   j = good;
   j["ops"][0]["samples_us"][1] = "slow";
   CHECK(err(j) == "p.json: ops[0].samples_us[1]: expected a number, got \"slow\"");
+  j = good;
+  j["ops"][1]["seeded_from_local"] = "yes";
+  CHECK(err(j) == "p.json: ops[1].seeded_from_local: expected true or false, got \"yes\"");
   j = good;
   j["ops"][0]["template_op"] = -1;
   CHECK(err(j) == "p.json: ops[0].template_op: expected a non-negative integer, got -1");

@@ -207,7 +207,7 @@ TEST_CASE("local shapes of tp 2: each skipped collective writes what N ranks lik
   CHECK(std::abs(ex.loss() - ref.loss()) < 0.05 * ref.loss());
 }
 
-TEST_CASE("local shapes: with seeding off the seeded outputs keep their values; on, they are seeded again",
+TEST_CASE("local shapes: with seeding off the seeded outputs keep their values, and with it on they are seeded again",
           "[runtime][profile]") {
   const Program p = test::lower_example("tiny-llama.yaml", "sequence_parallel", {.tp_degree = 2});
   CpuBackend be;

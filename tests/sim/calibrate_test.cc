@@ -317,6 +317,93 @@ TEST_CASE("calibrate -> YAML -> load -> simulate is a round trip") {
   CHECK(*acc.kendall_tau == 1.0);
 }
 
+// A profile as `tp-run profile --local-shapes-of-tp 2` writes it (runtime/profiler.h): one process (ranks 1), no
+// step wall but the compute-only one, and its collectives not measured, seeded from local data.
+json single_gpu_profile(const CostParams& c, double compute_wall_us) {
+  json j = synthetic_profile("sequence_parallel", c, 0.0, 2);
+  j["environment"]["ranks"] = 1;
+  j.erase("step_wall_us");
+  j["compute_wall_us"] = {{"median", compute_wall_us}};
+  j["local_shapes_of_tp"] = 2;
+  for (auto& op : j["ops"])
+    if (op["kind"] == "collective") {
+      op["measured"] = false;
+      op["time_us"] = nullptr;
+      op["seeded_from_local"] = true;
+    }
+  return j;
+}
+
+TEST_CASE("accuracy: a single-GPU profile of local shapes: its compute-only step against the serialized compute sum") {
+  CostParams c = truth();
+  c.concurrent_rank_rate = 1;  // the synthetic times are one process's alone, as the profile's were
+  // Every compute op's time is the model's, so the serialized compute sum S is predicted exactly; the compute-only
+  // step is measured at 1.25 S, so the step's error is (S - 1.25 S) / 1.25 S = -20 %.
+  double sum = 0;
+  const json times = single_gpu_profile(c, 1);
+  for (const auto& op : times["ops"])
+    if (op["kind"] != "collective") sum += op["time_us"]["median"].get<double>();
+  const json j = single_gpu_profile(c, 1.25 * sum);
+  // tp 2 on one GPU: priced on the 2 GPUs it was lowered for (not refused: "tp 2 x dp_shard 1 = 2 GPUs, but the
+  // cluster has 1").
+  AccuracyReport r = accuracy({parse_measurements(j, "local-tp2.json")}, gpu_preset("cpu"), c);
+  REQUIRE(r.steps.size() == 1);
+  const StepAccuracy& s = r.steps[0];
+  CHECK(s.local_shapes_of_tp == 2);
+  CHECK(s.unseeded_collectives == 0);
+  CHECK(s.measured_ms == Approx(1.25 * sum / 1e3));
+  CHECK(s.predicted_ms == Approx(sum / 1e3));
+  CHECK(s.predicted_ms == s.predicted_compute_ms);
+  CHECK(s.error == Approx(-0.2));
+  CHECK(r.per_op.max_error < 1e-9);
+  // Per class, and the memory-bound ops per kind (their samples add up to the class's).
+  int memory_ops = 0, by_kind = 0;
+  for (const auto& k : r.classes) {
+    CHECK(k.op_class != "collective");  // none measured
+    if (k.op_class == "memory_bound") memory_ops = k.samples;
+  }
+  std::vector<std::string> kinds;
+  for (const auto& k : r.memory_kinds) {
+    kinds.push_back(k.op_class);
+    by_kind += k.samples;
+  }
+  CHECK(kinds == std::vector<std::string>{"cross_entropy", "elementwise", "embedding", "optimizer"});
+  CHECK(by_kind == memory_ops);
+  CHECK(memory_ops > 0);
+  const std::string text = accuracy_text(r);
+  CHECK_THAT(text, Catch::Contains("(local shapes on 1 GPU: compute only)"));
+  CHECK_THAT(text, Catch::Contains("\n    optimizer      MAPE    0.0%"));
+  const json out = accuracy_json(r);
+  CHECK(out["steps"][0]["local_shapes_of_tp"] == 2);
+  CHECK(out["per_memory_kind"]["elementwise"]["samples"].get<int>() > 0);
+
+  // A profile from before seeding: its skipped collectives ran on zeros, and the report says so.
+  json old = j;
+  int collectives = 0;
+  for (auto& op : old["ops"])
+    if (op.contains("seeded_from_local")) {
+      op.erase("seeded_from_local");
+      ++collectives;
+    }
+  r = accuracy({parse_measurements(old, "old.json")}, gpu_preset("cpu"), c);
+  CHECK(r.steps[0].unseeded_collectives == collectives);
+  CHECK_THAT(accuracy_text(r), Catch::Contains(fmt::format(
+                                   "old.json: its {} skipped collectives were not seeded (a profile from before tp-run "
+                                   "seeded them): the compute downstream of them ran on zeros",
+                                   collectives)));
+
+  // One-line errors: no compute-only step; a tp that is not the Program's.
+  json bad = j;
+  bad.erase("compute_wall_us");
+  CHECK(error_of([&] { accuracy({parse_measurements(bad, "bad.json")}, gpu_preset("cpu"), c); }) ==
+        "bad.json: compute_wall_us: missing or 0 (expected the compute-only step time a profile at the local shapes of "
+        "tp 2 has)");
+  bad = j;
+  bad["local_shapes_of_tp"] = 4;
+  CHECK(error_of([&] { parse_measurements(bad, "bad.json"); }) ==
+        "bad.json: local_shapes_of_tp: 4, but the profiled Program is lowered for tp 2");
+}
+
 TEST_CASE("calibrate: mismatched environments are refused with the reason") {
   std::vector<Measurements> ms = synthetic_set(0.0);
   json other = synthetic_collectives(truth(), 0.0);

@@ -1,5 +1,6 @@
 // verify and profile through the CUDA backend, at tp 1 on one GPU (the multi-GPU runs are mpirun jobs:
 // docs/gpu-backend.md). [cuda]: skipped without a device.
+#include <algorithm>
 #include <cmath>
 
 #include "plans/config.h"
@@ -108,9 +109,69 @@ TEST_CASE("cuda profile of tp 2 local shapes on one GPU: collectives not measure
     if (op["kind"] == "collective") {
       ++collectives;
       CHECK(op["measured"] == false);
+      CHECK(op["seeded_from_local"] == true);
       CHECK(op["time_us"].is_null());
     } else {
       CHECK(op["time_us"]["median"].get<double>() >= 0);
     }
   CHECK(collectives > 0);
+}
+
+// The seeding of the skipped collectives (runtime/executor_comm.cc) on the device, in bf16: a gathered tensor is its
+// shard in both slots (copies: exact), a reduce-scattered one the sum of the partial's two slices (one bf16 add per
+// element: to bf16's rounding), an amax all-reduce (max) the local amax; none zero, and the loss near tp 1's.
+TEST_CASE("cuda local shapes of tp 2: skipped collectives are seeded from rank 0's data", "[cuda][runtime][profile]") {
+  TPTUNE_CUDA_OR_SKIP();
+  for (Float8Recipe f8 : {Float8Recipe::none, Float8Recipe::tensorwise}) {
+    INFO("float8 " << to_string(f8));
+    CudaBackend be(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+    ExecutorOptions o;
+    o.local_shapes_of_tp = 2;
+    Executor ex(tiny("tiny-llama.yaml", DType::bf16, 2, f8), be, o);
+    int gathers = 0, reductions = 0;
+    ex.set_after_op([&](int i) {
+      const FlatOp& op = ex.flat().ops[size_t(i)];
+      const auto* c = std::get_if<CollectiveOp>(&op.op->kind);
+      if (!c || c->group != Group::tp || op.inputs.size() != 1 || op.outputs.size() != 1) return;
+      INFO(op.name);
+      const std::vector<float> x = ex.read(op.inputs[0]), y = ex.read(op.outputs[0]);
+      const Shape& xs = ex.desc(op.inputs[0]).local_shape;
+      CHECK(std::any_of(y.begin(), y.end(), [](float v) { return v != 0.0f; }));
+      const int d = c->kind == CollectiveKind::all_gather ? c->gather_dim : c->scatter_dim;
+      const int dim = d < 0 ? d + static_cast<int>(xs.size()) : d;
+      int64_t outer = 1, inner = 1;
+      for (int k = 0; k < dim; ++k) outer *= xs[size_t(k)];
+      for (size_t k = size_t(dim) + 1; k < xs.size(); ++k) inner *= xs[k];
+      if (c->kind == CollectiveKind::all_gather) {
+        const int64_t w = xs[size_t(dim)] * inner;  // the shard's row, in slot 0 and slot 1 of the gathered row
+        for (int64_t r = 0; r < outer; ++r)
+          for (int64_t k = 0; k < w; ++k) {
+            CHECK(y[size_t(r * 2 * w + k)] == x[size_t(r * w + k)]);
+            CHECK(y[size_t(r * 2 * w + w + k)] == x[size_t(r * w + k)]);
+          }
+        ++gathers;
+      } else if (c->kind == CollectiveKind::reduce_scatter) {
+        const int64_t w = xs[size_t(dim)] / 2 * inner, row = 2 * w;
+        for (int64_t r = 0; r < outer; ++r)
+          for (int64_t k = 0; k < w; ++k) {
+            const float sum = x[size_t(r * row + k)] + x[size_t(r * row + w + k)];
+            CHECK(std::abs(y[size_t(r * w + k)] - sum) <= 1e-2f * std::abs(sum) + 1e-6f);
+          }
+        ++reductions;
+      } else if (c->kind == CollectiveKind::all_reduce && c->reduce == ReduceOp::max) {
+        CHECK(y == x);
+      }
+    });
+    ex.init(5);
+    ex.step();
+    CHECK(gathers > 0);
+    CHECK(reductions > 0);
+    CudaBackend be1(MPI_COMM_NULL, MPI_COMM_NULL, 0);
+    Executor ref(tiny("tiny-llama.yaml", DType::bf16, 1, f8), be1);
+    ref.init(5);
+    ref.step();
+    INFO("loss " << ex.loss() << ", tp 1 " << ref.loss());
+    REQUIRE(std::isfinite(ex.loss()));
+    CHECK(std::abs(ex.loss() - ref.loss()) < 0.05 * ref.loss());
+  }
 }
