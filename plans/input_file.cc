@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <vector>
 
 #include "plans/error.h"
 #include "plans/yaml_util.h"
@@ -33,7 +36,65 @@ const char* file_type_text(mode_t mode) {
   return "not a plain file";
 }
 
+// The inputs read so far in this process (see the header): a few per command, so a list searched whole.
+struct ReadFile {
+  dev_t dev;
+  ino_t ino;
+  std::string canonical;  // the path with links and ".." resolved when it was read ("" if that failed)
+  InputRead input;
+};
+
+struct InputRegistry {
+  std::mutex mutex;
+  std::vector<ReadFile> files;
+};
+
+InputRegistry& registry() {
+  static InputRegistry r;
+  return r;
+}
+
+std::string canonical_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path c = std::filesystem::weakly_canonical(path, ec);
+  return ec ? std::string() : c.string();
+}
+
+void remember_input(const std::string& path, std::string_view what, const struct stat& st) {
+  ReadFile f{st.st_dev, st.st_ino, canonical_path(path), {path, std::string(what)}};
+  InputRegistry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const ReadFile& g : r.files)
+    if (g.dev == f.dev && g.ino == f.ino && g.canonical == f.canonical) return;  // read again: already known
+  r.files.push_back(std::move(f));
+}
+
 }  // namespace
+
+std::optional<InputRead> input_read_at(const std::string& path) {
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const std::string canonical = canonical_path(path);
+  InputRegistry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const ReadFile& f : r.files) {
+    if (!canonical.empty() && f.canonical == canonical) return f.input;
+    // The same file through another name (a hard or symbolic link), while the input is still that file: once it is
+    // gone (a temporary file deleted), its inode number may be given to an unrelated new file.
+    if (exists && f.dev == st.st_dev && f.ino == st.st_ino) {
+      struct stat now {};
+      const std::string& at = f.canonical.empty() ? f.input.path : f.canonical;
+      if (::stat(at.c_str(), &now) == 0 && now.st_dev == f.dev && now.st_ino == f.ino) return f.input;
+    }
+  }
+  return std::nullopt;
+}
+
+void forget_inputs_read() {
+  InputRegistry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.files.clear();
+}
 
 std::string size_text(size_t bytes) {
   if (bytes >= (size_t{1} << 20) && bytes % (size_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
@@ -93,6 +154,8 @@ std::string read_input_file(const std::string& path, std::string_view what, size
   if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory (expected a {} file)", name, what));
   if (!S_ISREG(st.st_mode))
     throw Error(fmt::format("{}: not a regular file ({}; expected a {} file)", name, file_type_text(st.st_mode), what));
+  // From here on it is an input of this run, read whole or not (plans/output_file.h writes over none).
+  remember_input(path, what, st);
   const std::string too_large =
       fmt::format("{}: larger than {}, the most a {} file may have", name, size_text(max_bytes), what);
   if (st.st_size > 0 && static_cast<uint64_t>(st.st_size) > max_bytes) throw Error(too_large);

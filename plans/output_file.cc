@@ -13,6 +13,7 @@
 #include <streambuf>
 
 #include "plans/error.h"
+#include "plans/input_file.h"
 #include "plans/yaml_util.h"
 
 namespace tptune {
@@ -75,6 +76,14 @@ std::string resolve_target(const std::string& path) {
   return path;
 }
 
+// The one check every output passes (OutputFile, and so write_output and write_outputs; refuse_overwriting_inputs
+// too): an output over any file this run has read through read_input_file, by whatever route, is refused.
+void refuse_an_input_read(std::string_view option, const std::string& path) {
+  if (const std::optional<InputRead> in = input_read_at(path))
+    throw Error(fmt::format("{}: is also the {} {}; refusing to overwrite an input (write to another path)",
+                            named(option, path), in->what, yaml::shown(in->path, 200)));
+}
+
 mode_t current_umask() {
   const mode_t m = ::umask(0);
   ::umask(m);
@@ -107,6 +116,7 @@ OutputFile::OutputFile(std::string option, std::string path) : impl_(std::make_u
     m.fd = ::open(m.target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
     if (m.fd < 0) fail(m.option, m.path, errno);
   } else {
+    refuse_an_input_read(m.option, m.path);
     const fs::path t(m.target);
     const fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
     std::string tmpl = (dir / fmt::format(".{}.tptune-XXXXXX", t.filename().string())).string();
@@ -152,6 +162,7 @@ void OutputFile::rename_into_place() {
   Impl& m = *impl_;
   finish();
   if (m.in_place || m.renamed) return;
+  refuse_an_input_read(m.option, m.path);  // an input read while this output was written (the destructor cleans up)
   if (::rename(m.temp.c_str(), m.target.c_str()) != 0) fail(m.option, m.path, errno);
   m.renamed = true;
 }
@@ -159,6 +170,9 @@ void OutputFile::rename_into_place() {
 void OutputFile::commit() { rename_into_place(); }
 
 void write_outputs(const std::vector<OutputText>& outputs) {
+  std::vector<NamedPath> paths;
+  for (const OutputText& o : outputs) paths.push_back({o.option, o.path});
+  refuse_overwriting_inputs(paths, {});  // two outputs on one file: the second would replace the first
   std::vector<std::unique_ptr<OutputFile>> files;
   for (const OutputText& o : outputs) {
     files.push_back(std::make_unique<OutputFile>(o.option, o.path));
@@ -204,6 +218,7 @@ void refuse_overwriting_inputs(const std::vector<NamedPath>& outputs, const std:
       if (is_file_path(in.path) && same_file(o.path, in.path))
         throw Error(fmt::format("{}: is also the {} {}; refusing to overwrite an input (write to another path)",
                                 named(o.option, o.path), in.option, yaml::shown(in.path, 200)));
+    refuse_an_input_read(o.option, o.path);  // and every file read so far, whoever named it
     for (size_t k = 0; k < i; ++k)
       if (is_file_path(outputs[k].path) && same_file(o.path, outputs[k].path))
         throw Error(fmt::format("{}: is also the {} output (write each to its own path)", named(o.option, o.path),

@@ -2,6 +2,16 @@
 // Writing the files a user asks for (plans, reports, traces, JSON, profiles, calibrations, baselines): whole or not
 // at all, never over an input, and never silently short.
 //
+// Never over an input: every file the process has read through read_input_file (plans/input_file.h), however it was
+// named (an argument, an option, a config's model.hf_config, a search.plans entry, a file of a folder), is refused as
+// an output, through any spelling of its path or a hard or symbolic link, when the output is opened and again before
+// it is renamed into place:
+//
+//   --json hf/config.json: is also the transformers config.json hf/config.json; refusing to overwrite an input (write
+//   to another path)
+//
+// The check knows the files read so far, so a command reads every input before it writes its first output.
+//
 // Each file is written to a temporary file beside it (".NAME.tptune-XXXXXX" in the same folder, so the rename
 // cannot cross file systems), every write and the close are checked, and only then is it renamed over the target. A
 // failure (full disk, read-only folder, a parent that is a file) removes the temporary file, leaves what was at the
@@ -32,7 +42,8 @@ struct OutputText {
   std::string content;
 };
 
-// Writes every output as described above: all temporary files first, then the renames in order.
+// Writes every output as described above: all temporary files first, then the renames in order. Two outputs that name
+// one file are refused as refuse_overwriting_inputs refuses them.
 void write_outputs(const std::vector<OutputText>& outputs);
 // One output.
 void write_output(std::string_view option, const std::string& path, std::string_view content);
@@ -65,8 +76,9 @@ struct NamedPath {
 };
 
 // Throws tptune::Error when an output names the same file as an input (also through another spelling of the path,
-// a hard or symbolic link) or as another output: "--out-plan C: is also the config C; refusing to overwrite an
-// input (write to another path)". Outputs that are "-" (standard output) or empty are skipped.
+// a hard or symbolic link), as a file read so far (above), or as another output: "--out-plan C: is also the config C;
+// refusing to overwrite an input (write to another path)". Outputs that are "-" (standard output) or empty are
+// skipped. A command calls it once its inputs are read, to refuse before the work rather than after it.
 void refuse_overwriting_inputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
 // Flushes standard output (C stdio and std::cout); tptune::Error "cannot write to standard output: REASON" when any

@@ -12,6 +12,9 @@
 //   MPICH/Hydra PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
 //   Slurm srun  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID   (SLURM_JOB_ID alone: inside an allocation, not srun)
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -47,6 +50,18 @@ inline Launch detect_launch() {
       take("MPICH mpiexec", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID") ||
       take("Slurm srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID");
   return l;
+}
+
+// Whether this process's standard output reaches the user through the launcher: started by one (l.launcher set) with
+// stdout a pipe, socket or terminal, which is how mpirun, Hydra and srun collect each rank's output and copy it to
+// their own. A write the launcher then fails (its stdout on a full disk, a closed pipe) is lost without an error to
+// the rank, and the launcher exits 0 all the same (Open MPI 4.1: `mpirun -np 2 tp-run ... > /dev/full`). Stdout that
+// is a file or a device (`sh -c '... > out.json'` inside mpirun, `srun --output=FILE`) is written by the rank itself.
+inline bool stdout_through_launcher(const Launch& l) {
+  if (l.launcher.empty()) return false;
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0) return false;
+  return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || ::isatty(STDOUT_FILENO) == 1;
 }
 
 // How to start `np` ranks of `tp-run <command>` here: srun inside a Slurm allocation, else mpirun.

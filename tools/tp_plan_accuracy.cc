@@ -56,15 +56,18 @@ int run_published_accuracy(const AccuracyArgs& a) {
     r.terms = calibration_terms(*cal);
     r.terms.push_back(fmt::format("(on the runs of {}; the other GPUs' runs: their presets' values)", cal->device));
   }
-  if (a.json != "-") fmt::print("{}", published_accuracy_text(r));
-  if (!a.json.empty()) write_json(published_accuracy_json(r), a.json);
+  // Every input is read before the first output is written (plans/output_file.h checks outputs against those read).
+  nlohmann::json committed;
   if (!a.committed.empty()) {
-    nlohmann::json committed;
     try {
       committed = nlohmann::json::parse(read_input_file(a.committed, "committed accuracy JSON"));
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}: invalid JSON: {}", a.committed, e.what()));
     }
+  }
+  if (a.json != "-") fmt::print("{}", published_accuracy_text(r));
+  if (!a.json.empty()) write_json(published_accuracy_json(r), a.json);
+  if (!a.committed.empty()) {
     const std::vector<std::string> worse = figures_worse_than(r, committed, a.committed);
     for (const auto& w : worse) fmt::print(stderr, "tp-plan accuracy: worse than committed: {}\n", w);
     if (!worse.empty()) return 1;

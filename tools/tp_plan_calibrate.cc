@@ -101,20 +101,35 @@ int run_calibrate(const CalibrateArgs& a) {
     if (!groups.count(k)) keys.push_back(k);
     groups[k].push_back(std::move(m));
   }
+  // With several environments (--separate) each fit goes to OUT-N.EXT: names derived from --out, checked as --out is
+  // (none may be an input, e.g. `--out prof.json` over prof-1.json, nor another output) before anything is fitted,
+  // and written together once every fit succeeded (plans/output_file.h), so that a failing fit replaces none.
+  std::vector<OutputText> outputs;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const auto& ms = groups[keys[i]];
-    const std::string device_name =
-        a.device.empty() ? environment_device(ms.front().environment, ms.front().path) : a.device;
-    const GpuSpec device = gpu_preset(device_name, "--device");
-    Calibration cal = fit_calibration(ms, device, {a.tie});
     std::string out = a.out;
     if (keys.size() > 1) {
       std::filesystem::path p(a.out);
       out = (p.parent_path() / fmt::format("{}-{}{}", p.stem().string(), i + 1, p.extension().string())).string();
     }
-    save_calibration(cal, out);
-    fmt::print("{}wrote {}\n\n", fit_report(cal, device), out);
+    outputs.push_back({keys.size() > 1 ? "--separate" : "--out", out, ""});
   }
+  {
+    std::vector<NamedPath> paths;
+    for (const OutputText& o : outputs) paths.push_back({o.option, o.path});
+    refuse_overwriting_inputs(paths, inputs);
+  }
+  std::string reports;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto& ms = groups[keys[i]];
+    const std::string device_name =
+        a.device.empty() ? environment_device(ms.front().environment, ms.front().path) : a.device;
+    const GpuSpec device = gpu_preset(device_name, "--device");
+    const Calibration cal = fit_calibration(ms, device, {a.tie});
+    outputs[i].content = calibration_yaml(cal);
+    reports += fmt::format("{}wrote {}\n\n", fit_report(cal, device), outputs[i].path);
+  }
+  write_outputs(outputs);
+  fmt::print("{}", reports);
   return 0;
 }
 

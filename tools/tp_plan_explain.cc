@@ -47,9 +47,10 @@ void add_explain_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--json", args->json, "write the collectives as JSON to FILE (- for stdout)");
   cmd->callback([args, &run]() {
     run = [args]() {
-      refuse_overwriting_inputs({{"--json", args->json}}, plan_inputs(args->plan));
       Config cfg = load_options_config(args->plan);
       Plan plan = resolve_plan(cfg, args->plan);
+      // After every input is read (a config's model.hf_config too), before anything is written.
+      refuse_overwriting_inputs({{"--json", args->json}}, plan_inputs(args->plan));
       if (plan.pp_degree > 1) {
         // A pipeline: its stages, P2P and each rank's schedule, then the collectives of one microbatch; the JSON
         // holds the same, the pipeline as "pipeline" beside the microbatch Program's collectives.
@@ -65,14 +66,18 @@ void add_explain_command(CLI::App& app, RunFn& run) {
           stages.push_back(lower_pipeline_stage(micro_prog, spans, s));
         const std::vector<TransferRecord> transfers = pipeline_transfers(stages, spans);
         const PredictionTrust trust = prediction_trust(cluster.gpu);
+        // The JSON's pipeline first: one of more actions than an output lists is refused before anything is printed.
+        nlohmann::json pipeline;
+        if (!args->json.empty()) {
+          pipeline = pipeline_explain_json(r.pipeline);
+          pipeline["transfers"] = pipeline_transfers_json(transfers);
+        }
         if (args->json != "-")
           fmt::print(
               "{}{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
               "once per step under PP):\n{}\n{}trust: {}\n",
               pipeline_explain_text(r), pipeline_transfers_text(transfers), explain_text(micro_prog),
               effective_values_text(cfg, plan), trust_text(trust));
-        nlohmann::json pipeline = pipeline_explain_json(r.pipeline);
-        pipeline["transfers"] = pipeline_transfers_json(transfers);
         write_json_output(args->json, micro_prog, {{"trust", trust_json(trust)}, {"pipeline", std::move(pipeline)}});
         return 0;
       }

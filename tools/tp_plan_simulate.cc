@@ -40,8 +40,10 @@ int run_simulate(const SimulateArgs& a) {
   std::vector<NamedPath> inputs = plan_inputs(a.plan);
   inputs.push_back({"--measured", a.measured});
   inputs.push_back({"--calibration", a.calibration});
-  refuse_overwriting_inputs({{"--json", a.json}, {"--trace", a.trace}, {"--report", a.report}}, inputs);
   const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
+  // After the config is read (its model.hf_config too), before the step is predicted; --measured, read below, is
+  // named here, and every output is checked again against every file read when it is written (plans/output_file.h).
+  refuse_overwriting_inputs({{"--json", a.json}, {"--trace", a.trace}, {"--report", a.report}}, inputs);
   const Config& cfg = in.cfg;
   const ClusterSpec& cluster = in.cluster;
   const Plan& plan = in.plan;

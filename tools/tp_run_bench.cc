@@ -44,7 +44,7 @@ CollectiveKind parse_op(const std::string& s) {
 int run_bench(const World& w, BenchArgs& a) {
   std::vector<GemmShape> shapes;
   if (!agreed(w, [&] {
-        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
+        refuse_stdout_through_launcher(w, "--json", a.json);
         if (!a.ops.empty()) {
           a.options.collectives.clear();
           for (const auto& s : a.ops) a.options.collectives.push_back(parse_op(s));
@@ -63,6 +63,8 @@ int run_bench(const World& w, BenchArgs& a) {
             for (const auto& s : grid_gemm_shapes()) shapes.push_back(s);
           if (shapes.empty()) throw Error("bench gemm: no shapes (give --config or drop --no-grid)");
         }
+        // After every input is read (a config's model.hf_config too), before the bench runs.
+        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
       }))
     return 2;
   BackendChoice be;

@@ -46,7 +46,6 @@ int run_profile(const World& w, ProfileArgs& a) {
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
         progress_interval = progress_interval_s();
-        refuse_overwriting_inputs({{"--out", a.out}}, plan_inputs(a.plan));
         if (a.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", a.iters));
         if (a.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", a.warmup));
         be = choose_backend(a.backend);
@@ -58,6 +57,8 @@ int run_profile(const World& w, ProfileArgs& a) {
         World shapes = w;
         if (single > 0) shapes.size = single;
         s = make_setup(shapes, a.plan, false, "profile");
+        // After every input is read (a config's model.hf_config too), before the steps run.
+        refuse_overwriting_inputs({{"--out", a.out}}, plan_inputs(a.plan));
         if (single > 0 && s.plan.pp_degree > 1)
           throw Error(fmt::format("--local-shapes-of-tp: {}: pp_degree {}: a pipeline's profile runs its pp x tp ranks",
                                   plan_key_origin(s.plan, "pp_degree"), s.plan.pp_degree));

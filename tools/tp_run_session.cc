@@ -42,6 +42,14 @@ void print0(const World& w, const std::string& text) {
   std::fflush(stdout);
 }
 
+void refuse_stdout_through_launcher(const World& w, std::string_view option, const std::string& path) {
+  if (path == "-" && stdout_through_launcher(w.launch))
+    throw Error(fmt::format(
+        "{} -: standard output passes through {}, which loses what it cannot write without an error (exit 0); "
+        "write the JSON to a file: {} FILE",
+        option, w.launch.launcher, option));
+}
+
 namespace {
 
 // Completes `req` or, after the watchdog timeout, prints one line naming `what` and aborts every rank.

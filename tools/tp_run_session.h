@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "plans/config.h"
 #include "plans/plan.h"
@@ -58,6 +59,13 @@ void maybe_inject_failure(const World& w);
 
 // Rank 0 prints.
 void print0(const World& w, const std::string& text);
+
+// The one check of an output that may be standard output ("-"): refused when stdout passes through the launcher
+// (tools/launcher.h: mpirun drops what it cannot write and exits 0), where a lost JSON would go unnoticed:
+//   "--json -: standard output passes through Open MPI mpirun, which loses what it cannot write without an error
+//    (exit 0); write the JSON to a file: --json FILE"
+// Call it in the agreed phase, on every rank.
+void refuse_stdout_through_launcher(const World& w, std::string_view option, const std::string& path);
 
 struct RunSetup {
   Config config;

@@ -54,9 +54,11 @@ int run_verify(const World& w, VerifyArgs& a) {
   if (!agreed(w, [&] {
         set_watchdog_timeout(a.timeout);
         progress_interval = progress_interval_s();
-        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
         be = choose_backend(a.backend);
         s = make_setup(w, a.plan, true, "verify", a.shrink);
+        // After every input is read (a config's model.hf_config too), before the step runs.
+        refuse_overwriting_inputs({{"--json", a.json}}, plan_inputs(a.plan));
+        refuse_stdout_through_launcher(w, "--json", a.json);
         if (s.plan.cp_degree > 1 && be.name == "cuda") {
           if (a.backend == "cuda")
             throw Error(

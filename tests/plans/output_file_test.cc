@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "../error_text.h"
+#include "plans/input_file.h"
 
 using namespace tptune;
 using tptune::test::error_of;
@@ -193,4 +194,90 @@ TEST_CASE("outputs: an output that is an input is refused, however it is spelled
               {{"--json", "-"}, {"--trace", "/dev/null"}, {"--report", "/dev/null"}, {"--out", d.at("new.yaml")}},
               inputs);
         }) == "(no error)");
+}
+
+// Issue 37, class 2: every file a run reads, by any route (here read_input_file itself, as a config's model.hf_config
+// or a search.plans entry is read), is protected from every output, with no list of inputs given.
+TEST_CASE("outputs: a file the run has read is refused by every output, however the output reaches it",
+          "[output_file]") {
+  TempDir d;
+  forget_inputs_read();
+  const std::string hf = d.at("config.json"), text = "{\"hidden_size\": 64}\n";
+  put(hf, text);
+  const std::string refusal =
+      ": is also the transformers config.json " + hf + "; refusing to overwrite an input (write to another path)";
+  // Before it is read it is just a file.
+  CHECK(!input_read_at(hf));
+  CHECK(read_input_file(hf, "transformers config.json") == text);
+  REQUIRE(input_read_at(hf));
+  CHECK(input_read_at(hf)->what == "transformers config.json");
+  const std::string dotted = d.path.string() + "/./config.json", hard = d.at("hard.json"), soft = d.at("soft.json");
+  fs::create_hard_link(hf, hard);
+  fs::create_symlink(hf, soft);
+  CHECK(error_of([&] { write_output("--json", hf, "{}"); }) == "--json " + hf + refusal);
+  CHECK(error_of([&] { write_output("--json", dotted, "{}"); }) == "--json " + dotted + refusal);
+  CHECK(error_of([&] { write_output("--out-plan", hard, "x"); }) == "--out-plan " + hard + refusal);
+  CHECK(error_of([&] { write_output("--trace", soft, "x"); }) == "--trace " + soft + refusal);
+  CHECK(error_of([&] { OutputFile f("--json", hf); }) == "--json " + hf + refusal);
+  // Of several outputs, none is written: the first is fine, the second is the input.
+  CHECK(error_of([&] {
+          write_outputs({{"--json", d.at("ok.json"), "{}"}, {"--report", hf, "<html>"}});
+        }) == "--report " + hf + refusal);
+  CHECK(!fs::exists(d.at("ok.json")));
+  // refuse_overwriting_inputs knows it too, without being told.
+  CHECK(error_of([&] { refuse_overwriting_inputs({{"--json", soft}}, {}); }) == "--json " + soft + refusal);
+  CHECK(slurp(hf) == text);
+  CHECK(d.entries() == 3);  // config.json, hard.json, soft.json: no temporary file left behind
+  // Other files, standard output and devices pass.
+  CHECK(error_of([&] {
+          refuse_overwriting_inputs({{"--json", "-"}, {"--trace", "/dev/null"}, {"--out", d.at("new.json")}}, {});
+        }) == "(no error)");
+  forget_inputs_read();
+  CHECK(!input_read_at(hf));
+}
+
+TEST_CASE("outputs: an input read while an output is being written is refused when it is renamed", "[output_file]") {
+  TempDir d;
+  forget_inputs_read();
+  const std::string p = d.at("plan.yaml");
+  put(p, "tp_degree: 2\n");
+  OutputFile f("--out-plan", p);  // not read yet: opened
+  f.stream() << "tp_degree: 4\n";
+  CHECK(read_input_file(p, "plan YAML") == "tp_degree: 2\n");
+  CHECK(error_of([&] { f.commit(); }) == "--out-plan " + p + ": is also the plan YAML " + p +
+                                             "; refusing to overwrite an input (write to another path)");
+  CHECK(slurp(p) == "tp_degree: 2\n");
+  forget_inputs_read();
+}
+
+TEST_CASE("outputs: a file read and then deleted does not protect a new file given its inode", "[output_file]") {
+  TempDir d;
+  forget_inputs_read();
+  // The registry holds device and inode; once the input is gone the number may be reused by an unrelated file.
+  const std::string gone = d.at("gone.yaml");
+  put(gone, "a: 1\n");
+  CHECK(read_input_file(gone, "config YAML") == "a: 1\n");
+  fs::remove(gone);
+  for (int i = 0; i < 8; ++i) {  // new files, some of which may take the freed inode
+    const std::string p = d.at("new" + std::to_string(i) + ".yaml");
+    put(p, "b\n");
+    CHECK(error_of([&] { write_output("--json", p, "{}"); }) == "(no error)");
+  }
+  // The path itself stays protected.
+  CHECK(error_of([&] {
+          write_output("--json", gone, "{}");
+        }).starts_with("--json " + gone + ": is also the config YAML"));
+  forget_inputs_read();
+}
+
+// Issue 37, class 1: two outputs on one file in one write_outputs (calibrate --separate's derived names, or any
+// command's): refused before either is written.
+TEST_CASE("outputs: write_outputs refuses two outputs on one file", "[output_file]") {
+  TempDir d;
+  CHECK(error_of([&] {
+          write_outputs(
+              {{"--separate", d.at("c-1.yaml"), "one"}, {"--separate", d.path.string() + "/./c-1.yaml", "two"}});
+        }) ==
+        "--separate " + d.path.string() + "/./c-1.yaml: is also the --separate output (write each to its own path)");
+  CHECK(d.entries() == 0);
 }
