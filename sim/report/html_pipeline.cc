@@ -90,6 +90,7 @@ std::string html_pipeline_tables(const PipelineReport& p) {
 
 std::string html_pipeline_timeline(const PipelineReport& p) {
   if (p.pp <= 1) throw Error("report: not a pipeline-parallel step (pp 1)");
+  check_pipeline_listed(p, "--report");
   constexpr double W = 820, L = 70, R = 800, T = 10, lane = 26;
   const size_t ranks = p.timeline.size();
   const double B = T + lane * static_cast<double>(ranks), H = B + 66;

@@ -73,7 +73,8 @@ std::string html_memory(const MemoryReport& m);
 // The pipeline's parts (tptune::Error when p.pp is 1): two <table>s (the figures; a row per rank, class "pp-rank") and
 // an <svg> of the schedule: per rank one background rect (class "pp-row"), one rect per action (class "pp-action",
 // coloured by kind, labelled "0F3" where wide enough, the tooltip naming stage and microbatch) and one per idle gap
-// (class "pp-idle"), on an axis of ms from the start of the pass.
+// (class "pp-idle"), on an axis of ms from the start of the pass. The timeline refuses (tptune::Error naming --report)
+// a pipeline of more actions than one output lists (sim/report/trace.h: kMaxListedEvents).
 std::string html_pipeline_tables(const PipelineReport& p);
 std::string html_pipeline_timeline(const PipelineReport& p);
 // The end of the drawn pass in us: the schedule's pass or the latest action's end, whichever is later.

@@ -10,6 +10,7 @@ namespace tptune {
 nlohmann::json pipeline_explain_json(const PipelineReport& p) {
   using nlohmann::json;
   if (p.pp <= 1) throw Error("explain: not a pipeline-parallel step (pp 1)");
+  check_pipeline_listed(p, "--json");
   const int n = static_cast<int>(p.stage_layers.size());
   json stages = json::array();
   for (int s = 0; s < n; ++s) {

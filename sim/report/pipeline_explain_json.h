@@ -20,7 +20,8 @@
 
 namespace tptune {
 
-// `p` a PipelineReport of simulate_pipeline(); tptune::Error when p.pp is 1.
+// `p` a PipelineReport of simulate_pipeline(); tptune::Error when p.pp is 1, and (naming --json) when it has more
+// actions than one output lists (sim/report/trace.h: kMaxListedEvents).
 nlohmann::json pipeline_explain_json(const PipelineReport& p);
 
 }  // namespace tptune

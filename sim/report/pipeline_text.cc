@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <iterator>
 
+#include "plans/checked_math.h"
+#include "sim/report/trace.h"
+
 namespace tptune {
 
 std::string pipeline_bytes_text(double b) {
@@ -51,6 +54,26 @@ int pipeline_stage_first_block(const PipelineReport& p, int stage) {
   return first;
 }
 
+int64_t pipeline_action_count(const PipelineReport& p) {
+  int64_t n = 0;
+  for (const auto& rank : p.timeline) n = checked_add(n, static_cast<int64_t>(rank.size()), "pipeline actions");
+  return n;
+}
+
+namespace {
+std::string actions_what(const PipelineReport& p) {
+  return fmt::format("pipeline actions (pp {}, {} microbatches, {} stage{} per rank)", p.pp, p.microbatches,
+                     p.stages_per_rank, p.stages_per_rank == 1 ? "" : "s");
+}
+constexpr std::string_view kFewerActions =
+    "fewer microbatches (a smaller local batch or a larger pp_microbatch_size) or a smaller pp list fewer";
+}  // namespace
+
+void check_pipeline_listed(const PipelineReport& p, std::string_view option) {
+  check_listed_events(pipeline_action_count(p), option, actions_what(p),
+                      fmt::format("{}; or leave {} out", kFewerActions, option));
+}
+
 int64_t pipeline_rank_transfers(const PipelineReport& p) {
   int64_t n = 0;
   for (int s = 0; s + 1 < static_cast<int>(p.stage_layers.size()); ++s)
@@ -87,6 +110,11 @@ std::string pipeline_explain_text(const StepReport& r, int width) {
       per_microbatch / 2, per_microbatch == 2 ? "y" : "ies", per_microbatch, per_microbatch * p.microbatches, p.p2p_us,
       p.p2p_network ? "the network" : "NVLink",
       local > 0 ? fmt::format("; {} local hand-overs between stages on one rank (free)", local) : ""));
+  if (const int64_t n = pipeline_action_count(p); n > kMaxListedEvents) {
+    append(fmt::format("  schedule: {} {}, more than {}, the most one output lists: not drawn\n", n, actions_what(p),
+                       kMaxListedEvents));
+    return o;
+  }
   const double pass_us = p.schedule_ms * 1e3;
   append(fmt::format(
       "  schedule (a column is 1/{} of the {:.2f} ms pass; F forward, B backward, I input gradient, W weight "

@@ -16,7 +16,8 @@
 //         rank 0  0F0 0F1 0B0 ...
 //
 // The drawing: column c covers [c, c+1) x pass / width; it shows the letter of the action running at its middle on
-// that rank, '.' when the rank idles there (its bubble).
+// that rank, '.' when the rank idles there (its bubble). A pipeline of more than kMaxListedEvents actions
+// (sim/report/trace.h) is neither drawn nor listed: one line says so instead.
 
 #include <string>
 #include <string_view>
@@ -40,5 +41,10 @@ int pipeline_stage_first_block(const PipelineReport& p, int stage);
 // neighbouring stages on different ranks (a V schedule's middle stages share a rank: a local hand-over, not counted,
 // and not priced by the simulator either).
 int64_t pipeline_rank_transfers(const PipelineReport& p);
+
+// Every pp rank's actions (the timeline's), which a trace, a report and explain list one by one.
+int64_t pipeline_action_count(const PipelineReport& p);
+// check_listed_events (sim/report/trace.h) of those actions, for the output `option` names ("--trace", "--report").
+void check_pipeline_listed(const PipelineReport& p, std::string_view option);
 
 }  // namespace tptune

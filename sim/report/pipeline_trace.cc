@@ -11,6 +11,7 @@ namespace tptune {
 nlohmann::json pipeline_chrome_trace(const PipelineReport& p) {
   using nlohmann::json;
   if (p.pp <= 1) throw Error("trace: not a pipeline-parallel step (pp 1)");
+  check_pipeline_listed(p, "--trace");
   json events = json::array();
   events.push_back({{"name", "process_name"},
                     {"ph", "M"},

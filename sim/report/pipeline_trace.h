@@ -15,6 +15,7 @@
 
 namespace tptune {
 
+// tptune::Error (naming --trace) when the pipeline has more actions than one output lists (sim/report/trace.h).
 nlohmann::json pipeline_chrome_trace(const PipelineReport& p);
 
 }  // namespace tptune

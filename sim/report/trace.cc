@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "plans/checked_math.h"
 #include "plans/enum_names.h"
+#include "plans/error.h"
 
 namespace tptune {
 
@@ -24,8 +26,24 @@ std::string_view wait_name(Wait w) { return name_of(kWaitNames, w); }
 
 }  // namespace
 
+void check_listed_events(int64_t n, std::string_view option, std::string_view what, std::string_view how) {
+  if (n > kMaxListedEvents)
+    throw Error(fmt::format("{}: {} {}, more than {}, the most one output lists (docs/file-formats.md); {}", option, n,
+                            what, kMaxListedEvents, how));
+}
+
+int64_t chrome_trace_op_events(const Timeline& tl) {
+  int64_t n = 0;
+  for (const SegmentTimes& st : tl.segments)
+    n = checked_add(n, checked_mul(st.instances, st.ops, "trace events"), "trace events");
+  return n;
+}
+
 nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeline& tl) {
   using nlohmann::json;
+  check_listed_events(chrome_trace_op_events(tl), "--trace",
+                      fmt::format("op events (a step of {} layers)", p.model.n_layers),
+                      "a model with fewer layers or a smaller context-parallel degree has fewer; or leave --trace out");
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0 (simulated)"}}}});
   // The HSDP replicate stream's track only when the Program has one (traces of other plans stay as they were).

@@ -15,6 +15,7 @@
 #include "sim/report/pipeline_explain_json.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/report/pipeline_trace.h"
+#include "sim/report/trace.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
 
@@ -210,6 +211,34 @@ TEST_CASE("pipeline explain JSON: every module on one stage in order, each rank'
     }
   }
   CHECK_THROWS_AS(pipeline_explain_json(PipelineReport{}), Error);
+}
+
+// Issue 37, class 5: a pipeline within the input limits (10,000 layers, pp 1024, 4,096 microbatches: 8.4 million
+// actions) wrote a 2.8 GB report and a 1.5 GB trace in 14 GB of memory. Each output that lists the actions refuses
+// more than kMaxListedEvents before rendering, naming its option; explain's text says so in place of the drawing.
+TEST_CASE("pipeline outputs: more actions than one output lists are refused before rendering, naming the option",
+          "[pp][report]") {
+  StepReport r = pp_step(PipelineScheduleKind::one_f_one_b);
+  PipelineReport& p = r.pipeline;
+  // Pad rank 0's timeline to exactly the bound: still listed (its last padded action sits past the pass).
+  const size_t real = actions(p);
+  TimedPipelineAction last = p.timeline[0].back();
+  p.timeline[0].resize(p.timeline[0].size() + static_cast<size_t>(kMaxListedEvents) - real, last);
+  REQUIRE(pipeline_action_count(p) == kMaxListedEvents);
+  CHECK_NOTHROW(check_pipeline_listed(p, "--trace"));
+  // One more: refused, every output naming itself; 2 ranks x 4 microbatches of 1 stage per rank (1F1B on pp 2).
+  p.timeline[1].push_back(last);
+  const std::string what =
+      ": 1000001 pipeline actions (pp 2, 4 microbatches, 1 stage per rank), more than 1000000, the most one output "
+      "lists (docs/file-formats.md); fewer microbatches (a smaller local batch or a larger pp_microbatch_size) or a "
+      "smaller pp list fewer; or leave ";
+  CHECK_THROWS_WITH(pipeline_chrome_trace(p), "--trace" + what + "--trace out");
+  CHECK_THROWS_WITH(html_pipeline_timeline(p), "--report" + what + "--report out");
+  CHECK_THROWS_WITH(pipeline_explain_json(p), "--json" + what + "--json out");
+  CHECK_THAT(pipeline_explain_text(r, 10),
+             Catch::Contains("  schedule: 1000001 pipeline actions (pp 2, 4 microbatches, 1 stage per rank), more "
+                             "than 1000000, the most one output lists: not drawn\n") &&
+                 !Catch::Contains("each rank's actions in order"));
 }
 
 TEST_CASE("pipeline check baseline: the bubble completes the breakdown, each stage's actions are its ops",

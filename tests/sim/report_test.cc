@@ -1,5 +1,7 @@
 // The HTML report (sim/report/) and the predicted-next-to-measured trace (sim/report/measured_trace.h): golden values
 // of the helpers, every op of the block in the timeline, the measured process aligned by name, and bad profiles.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
@@ -136,6 +138,32 @@ TEST_CASE("report: the scatter marks limit, front, winner and baselines", "[repo
   const auto poly = svg.substr(svg.find("<polyline points=\""), 80);
   CHECK(count(poly.substr(0, poly.find("\" fill")), ",") == 2);
   CHECK(svg.find("b: 1500 tokens/s per GPU, 50.0 GiB") != std::string::npos);
+}
+
+// Issue 37, class 5: the trace is bounded by its op events, counted before it is rendered.
+TEST_CASE("trace: its op events are counted before rendering, and more than one output lists are refused", "[report]") {
+  const Sim s = simulate_8b(2, 1, false);
+  const nlohmann::json trace = chrome_trace(s.p, s.costs, s.tl);
+  int64_t complete = 0;
+  for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X" ? 1 : 0;
+  CHECK(complete == chrome_trace_op_events(s.tl));
+  // The same step with its blocks' instances raised until the events pass the bound (nothing else is read first).
+  Timeline big = s.tl;
+  int64_t other = 0, per_instance = 0;
+  for (const SegmentTimes& st : big.segments) (st.instances > 1 ? per_instance : other) += st.ops;
+  REQUIRE(per_instance > 0);
+  const int instances = static_cast<int>((kMaxListedEvents - other) / per_instance) + 1;
+  for (SegmentTimes& st : big.segments)
+    if (st.instances > 1) st.instances = instances;
+  const int64_t n = chrome_trace_op_events(big);
+  REQUIRE(n == other + per_instance * instances);
+  REQUIRE(n > kMaxListedEvents);
+  REQUIRE(n - per_instance <= kMaxListedEvents);
+  CHECK(tptune::test::error_of([&] { chrome_trace(s.p, s.costs, big); }) ==
+        fmt::format("--trace: {} op events (a step of 32 layers), more than 1000000, the most one output lists "
+                    "(docs/file-formats.md); a model with fewer layers or a smaller context-parallel degree has "
+                    "fewer; or leave --trace out",
+                    n));
 }
 
 namespace {
