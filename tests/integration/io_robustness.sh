@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# io_robustness.sh CASE TP_PLAN EXAMPLES_DIR [TP_RUN]: hostile inputs and failing outputs (issue 21, items 10-14), each a one-line
+# io_robustness.sh CASE TP_PLAN EXAMPLES_DIR [TP_RUN [MPIRUN]]: hostile inputs and failing outputs (issue 21, items 10-14), each a one-line
 # error with exit 2, never a crash, a hang, an "internal error" (exit 3), or a file half written.
 #   deep_json     100k nested brackets as --hf-config, --measured profile, check baseline, calibrate profile
 #   bad_json      1e400, a key twice in one object, a non-string "format", version / ranks 2^32+1 (which wrapped to 1)
@@ -10,10 +10,15 @@
 #   atomic        a --report / check --update that fails leaves the previous file as it was; of several outputs,
 #                 one that fails replaces none
 #   output_input  an output that is an input (search C --out-plan C, calibrate p.json --out p.json) is refused
+#                 (issue 37: calibrate --separate's derived names over its profiles; every output over a config's
+#                 model.hf_config, through links and other spellings)
+#   output_bound  a pipeline of more actions than one output lists (1,000,000) is refused before it is rendered
+#                 (issue 37: 8.4 million actions wrote a 2.8 GB report and a 1.5 GB trace in 14 GB of memory)
 #   tp_run        tp-run verify / profile / bench writing to /dev/full (a file or stdout) exit 2 naming it; a config
-#                 that is /dev/zero is refused
+#                 that is /dev/zero is refused; with MPIRUN, `--json -` under mpirun (which loses what it cannot
+#                 write and exits 0) is refused
 set -uo pipefail
-case_name="$1"; tp_plan="$2"; examples="$3"; tp_run="${4:-}"
+case_name="$1"; tp_plan="$2"; examples="$3"; tp_run="${4:-}"; mpirun="${5:-}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cfg="$examples/tiny-llama.yaml"
@@ -218,6 +223,35 @@ output_input)
   expect_error "check --update over the config" "--baseline $tmp/c.yaml: is also the config" \
     check "$tmp/c.yaml" --preset vanilla --baseline "$tmp/c.yaml" --update
   same_content "check --update over the config leaves it" "$tmp/c.yaml" "$before"
+  # Issue 37, class 1: calibrate --separate's derived names (OUT-1, OUT-2) over its own profiles.
+  bench 2 > "$tmp/b-1.json"
+  bench 2 | sed 's/"device": "x"/"device": "y"/' > "$tmp/b-2.json"  # another environment: fitted apart
+  expect_error "calibrate b-1 b-2 --separate --out b.json" \
+    "--separate $tmp/b-1.json: is also the profile $tmp/b-1.json; refusing to overwrite an input" \
+    calibrate "$tmp/b-1.json" "$tmp/b-2.json" --separate --out "$tmp/b.json"
+  same_content "calibrate --separate leaves b-1.json" "$tmp/b-1.json" "$(bench 2)"
+  same_content "calibrate --separate leaves b-2.json" "$tmp/b-2.json" "$(bench 2 | sed 's/"device": "x"/"device": "y"/')"
+  # Issue 37, class 2: a file the config names (model.hf_config), whichever output and spelling reaches it.
+  mkdir "$tmp/hf"
+  hf_json='{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256}'
+  printf '%s\n' "$hf_json" > "$tmp/hf/config.json"
+  printf 'model: {hf_config: hf/config.json}\ntraining: {seq_len: 32, local_batch_size: 2, dtype: fp32}\n%s\n' \
+    'cluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 4}' > "$tmp/h.yaml"
+  ln "$tmp/hf/config.json" "$tmp/hard.json"
+  ln -s "$tmp/hf/config.json" "$tmp/soft.json"
+  refusal="is also the transformers config.json $tmp/hf/config.json; refusing to overwrite an input"
+  expect_error "simulate --json over model.hf_config" "^tp-plan: error: --json $tmp/hf/config.json: $refusal" \
+    simulate "$tmp/h.yaml" --preset sequence_parallel --tp 2 --json "$tmp/hf/config.json"
+  expect_error "search --out-plan over it (a symlink)" "^tp-plan: error: --out-plan $tmp/soft.json: $refusal" \
+    search "$tmp/h.yaml" --quiet --tp 2 --out-plan "$tmp/soft.json"
+  expect_error "explain --json over it (a hard link)" "^tp-plan: error: --json $tmp/hard.json: $refusal" \
+    explain "$tmp/h.yaml" --preset sequence_parallel --tp 2 --json "$tmp/hard.json"
+  expect_error "simulate --report over it (another spelling)" "^tp-plan: error: --report $tmp/hf/../hf/config.json: $refusal" \
+    simulate "$tmp/h.yaml" --preset vanilla --tp 2 --report "$tmp/hf/../hf/config.json"
+  expect_error "export --out over it" "^tp-plan: error: --out $tmp/hf/config.json: $refusal" \
+    export "$tmp/best.yaml" --format python --config "$tmp/h.yaml" --out "$tmp/hf/config.json"
+  same_content "every output leaves model.hf_config" "$tmp/hf/config.json" "$hf_json"
   ;;
 tp_run)
   [ -w /dev/full ] || { echo "skip: no /dev/full"; exit 77; }
@@ -253,6 +287,39 @@ tp_run)
   run_fails "profile --out over the config" "--out $tmp/c.yaml: is also the config" \
     profile "$tmp/c.yaml" --preset vanilla --out "$tmp/c.yaml"
   same_content "profile --out over the config leaves it" "$tmp/c.yaml" "$(cat "$cfg")"
+  # Issue 37, class 2: the output check knows every file read, the config's model.hf_config included.
+  mkdir "$tmp/hf"
+  printf '%s\n' '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,' \
+    '"num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 256}' \
+    > "$tmp/hf/config.json"
+  hf_json=$(cat "$tmp/hf/config.json")
+  printf 'model: {hf_config: hf/config.json}\ntraining: {seq_len: 32, local_batch_size: 2, dtype: fp32}\n' > "$tmp/h.yaml"
+  run_fails "verify --json over model.hf_config" \
+    "^tp-run: error: --json $tmp/hf/config.json: is also the transformers config.json $tmp/hf/config.json; refusing" \
+    verify "$tmp/h.yaml" --preset vanilla --json "$tmp/hf/config.json"
+  same_content "verify --json over model.hf_config leaves it" "$tmp/hf/config.json" "$hf_json"
+  # Issue 37, class 12: under mpirun, rank 0's stdout is mpirun's pipe; mpirun lost the JSON on /dev/full and exited 0.
+  if [ -n "$mpirun" ]; then
+    err=$(timeout 60 "$mpirun" -np 1 "$tp_run" verify "$cfg" --preset vanilla --json - 2>&1 >/dev/full); rc=$?
+    if [ "$rc" -eq 0 ] || ! printf '%s\n' "$err" | grep -Eq -- \
+        "^tp-run: error: --json -: standard output passes through .*, which loses what it cannot write without an error \(exit 0\); write the JSON to a file: --json FILE$"; then
+      echo "FAIL: mpirun verify --json - > /dev/full: exit $rc:"; printf '%s\n' "$err" | head -c 2000
+      failures=$((failures + 1))
+    else
+      echo "ok: mpirun verify --json - > /dev/full: exit $rc"
+    fi
+  fi
+  ;;
+output_bound)
+  # pp 256 x 2048 microbatches of 1F1B: 2 x 256 x 2048 = 1,048,576 actions, 48,576 past the bound (0.5 s to refuse).
+  sed -e 's/n_layers: 2$/n_layers: 256/' -e 's/local_batch_size: 2$/local_batch_size: 2048/' \
+    -e 's/gpus_per_node: 4$/gpus_per_node: 256/' "$cfg" > "$tmp/pp.yaml"
+  mkdir "$tmp/out"
+  expect_error "simulate of 1,048,576 pipeline actions with every output" \
+    "^tp-plan: error: --trace: 1048576 pipeline actions \(pp 256, 2048 microbatches, 1 stage per rank\), more than 1000000, the most one output lists \(docs/file-formats.md\); fewer microbatches .* or a smaller pp list fewer; or leave --trace out$" \
+    simulate "$tmp/pp.yaml" --preset vanilla --tp 1 --pp 256 --json "$tmp/out/s.json" --trace "$tmp/out/t.json" \
+    --report "$tmp/out/r.html"
+  [ -z "$(ls -A "$tmp/out")" ] || { echo "FAIL: written: $(ls -A "$tmp/out")"; failures=$((failures + 1)); }
   ;;
 *)
   echo "io_robustness.sh: unknown case '$case_name'"; exit 2 ;;
