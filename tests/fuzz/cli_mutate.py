@@ -4,10 +4,12 @@
 Mutates the bundled example configs (examples/*.yaml) and plan YAMLs (tests/fuzz/corpus/plan/*.yaml: the
 integration tests' hand-written plans and canonical `search --out-plan` winners) with key deletions, value swaps,
 huge / negative / zero numbers, wrong types, unicode, deep nesting, long values, duplicated lines and truncation,
-then runs `tp-plan explain | simulate | search | export` on each mutant. A run FAILS when it
+then runs `tp-plan explain | simulate | search | export` on each mutant, a third of them also writing outputs (--json,
+--report, --out-plan) to new files, to the config or plan itself, or to a link to one (issue 37). A run FAILS when it
 
   - exits with a status other than 0, 1 or 2, or is killed by a signal;
   - exits with 2 without exactly one line on stderr starting "tp-plan: error: ", or with a line over 1000 bytes;
+  - changes its config or plan file (an output over an input must be refused, exit 2);
   - runs over 5 s of CPU time (or 30 s of wall time: a hang) or needs more than 1 GB of address space (RLIMIT_AS: an allocation beyond it fails, and
     the tool must then still fail cleanly; a bad_alloc reported as an internal error counts as a failure).
 
@@ -294,6 +296,27 @@ def commands(rng, tp_plan, cfg, plan, cfg_src=""):
         [["--config", cfg], ["--config", cfg], []])
 
 
+# The output options each subcommand takes (not --trace: a valid 10,000-layer mutant's trace takes ~10 s to render).
+OUTPUTS = {"simulate": ["--json", "--report"], "explain": ["--json"], "search": ["--out-plan", "--json", "--report"]}
+
+
+def with_outputs(rng, cmd, cfg, plan, tmp):
+    """cmd, a third of the time with output options added: new files, the inputs themselves, or links to them."""
+    options = [o for o in OUTPUTS.get(cmd[1], []) if o not in cmd]
+    if not options or rng.random() >= 1 / 3:
+        return cmd
+    out = os.path.join(tmp, "out")
+    os.makedirs(out, exist_ok=True)
+    link = os.path.join(out, "link.yaml")
+    if not os.path.lexists(link):
+        os.symlink(cfg, link)
+    targets = [cfg, link, os.path.join(out, "..", os.path.basename(cfg))] + ([plan] if plan else [])
+    extra = []
+    for o in rng.sample(options, rng.randint(1, len(options))):
+        extra += [o, rng.pick(targets) if rng.random() < 0.5 else os.path.join(out, o.strip("-") + ".out")]
+    return cmd + extra
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tp-plan", required=True)
@@ -328,9 +351,17 @@ def main():
                 with open(plan, "wb") as f:
                     f.write(mutate(rng, data.decode()) if target == "plan" else data)
             cmd = commands(rng, tp_plan, cfg, plan, cfg_src)
+            # Outputs from a stream of their own, so that a seed's mutants and commands stay those it always gave.
+            cmd = with_outputs(Rng(f"{args.seed}-{n}"), cmd, cfg, plan, tmp)
+            inputs = {p: open(p, "rb").read() for p in (cfg, plan) if p}
             rc, out, err, elapsed, timed_out = run(cmd)
             counts[f"exit {rc}" if not timed_out else "timeout"] += 1
             why = judge(rc, err, timed_out, elapsed)
+            changed = [os.path.basename(p) for p, data in inputs.items()
+                       if not os.path.isfile(p) or open(p, "rb").read() != data]
+            if changed and not why:
+                why = f"the run changed its input {', '.join(changed)}"
+            shutil.rmtree(os.path.join(tmp, "out"), ignore_errors=True)
             if not why:
                 continue
             sig = signature(why, err.decode("utf-8", "replace"))
