@@ -28,8 +28,20 @@ CandidateResults CandidateResults::merge(size_t size, std::vector<Part>& parts, 
   CandidateResults out;
   out.size_ = size;
   out.rebuild_ = std::move(rebuild);
-  size_t n = 0;
-  for (const Part& p : parts) n += p.results.size();
+  size_t n = 0, holding = 0;
+  for (const Part& p : parts) {
+    n += p.results.size();
+    holding += !p.results.empty();
+  }
+  // One part holds every stored result, in order (a search on one thread): taken whole, without moving each.
+  for (Part& p : parts)
+    if (holding == 1 && !p.results.empty() && std::is_sorted(p.positions.begin(), p.positions.end())) {
+      out.positions_ = std::move(p.positions);
+      out.stored_ = std::move(p.results);
+      p.positions.clear();
+      p.results.clear();
+      n = 0;
+    }
   // Each part's positions, then all of them sorted (a part is usually ascending already; the sort does not care).
   std::vector<std::pair<size_t, CandidateResult*>> order;
   order.reserve(n);

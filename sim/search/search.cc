@@ -218,7 +218,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
       s.last_policy = first + n_batch == (t + 1) * per_task && !keep;
       for (size_t j : order) {
         const size_t i = first + j;
-        const Candidate c = space.candidate_at(i);
+        const Candidate c = space.candidate_at(i, head);
         if (!space.ac_layers.empty() && c.activation_checkpointing != ActivationCheckpointing::none) {
           ev.sweep_ac_layers(c, s.unfinished, oom_k, sweeps[static_cast<size_t>(w)]);
           done.fetch_add(space.ac_layers.size(), std::memory_order_relaxed);

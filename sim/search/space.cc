@@ -198,6 +198,19 @@ void check_space_size(const std::string& path, const ResolvedSpace& r) {
   }
 }
 
+// `c`'s activation checkpointing and local batch size (the innermost lists), and the gradient accumulation that
+// follows from its batch.
+void set_policy_and_batch(const ResolvedSpace& s, Candidate& c, ActivationCheckpointing ac, int64_t lbs) {
+  c.activation_checkpointing = ac;
+  c.local_batch_size = lbs;
+  c.gradient_accumulation_steps = 1;
+  // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
+  if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
+    const int64_t per_microbatch = lbs * c.dp_shard * c.dp_replicate;
+    if (s.global_batch_size % per_microbatch == 0) c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
+  }
+}
+
 // The candidate of the pp 1 space at `index` with these values (the body of enumerate_candidates()' loops).
 Candidate make_candidate(const ResolvedSpace& s, size_t index, int64_t seq, int tp, int rep, int cp, size_t fam,
                          Float8Recipe f8, bool async, bool lp, ActivationCheckpointing ac, int64_t lbs) {
@@ -213,14 +226,8 @@ Candidate make_candidate(const ResolvedSpace& s, size_t index, int64_t seq, int 
   c.float8 = f8;
   c.async_tp = async;
   c.loss_parallel = lp;
-  c.activation_checkpointing = ac;
-  c.local_batch_size = lbs;
   c.seq_len = seq;
-  // lbs <= 2^16, dp x rep <= world <= 2^20: no overflow.
-  if (s.gradient_accumulation && s.global_batch_size > 0 && c.dp_shard > 0) {
-    const int64_t per_microbatch = lbs * c.dp_shard * rep;
-    if (s.global_batch_size % per_microbatch == 0) c.gradient_accumulation_steps = s.global_batch_size / per_microbatch;
-  }
+  set_policy_and_batch(s, c, ac, lbs);
   return c;
 }
 
@@ -278,25 +285,35 @@ int64_t ResolvedSpace::candidates() const {
 Candidate ResolvedSpace::candidate_at(size_t index) const {
   // Mixed radix, innermost first: local batch, AC, loss parallel, async, float8 within a family's block (whose
   // loss-parallel values are the family's), the families one after the other, then cp, dp_replicate, tp, seq_len.
-  const size_t nb = local_batch_sizes.size(), nac = activation_checkpointing.size(), na = async_tp.size(),
-               nf8 = float8.size();
-  size_t per_outer = 0;
-  for (const PlanFamily& f : families) per_outer += nf8 * na * n_loss_parallel(*this, f) * nac * nb;
-  size_t outer = index / per_outer, i = index % per_outer, fam = 0;
-  for (;; ++fam) {
-    const size_t block = nf8 * na * n_loss_parallel(*this, families[fam]) * nac * nb;
-    if (i < block) break;
-    i -= block;
-  }
-  const size_t nlp = n_loss_parallel(*this, families[fam]);
-  const size_t lbs = i % nb, ac = i / nb % nac, lp = i / (nb * nac) % nlp, async = i / (nb * nac * nlp) % na,
-               f8 = i / (nb * nac * nlp * na);
-  const size_t cp = outer % cp_degrees.size(), rep = outer / cp_degrees.size() % dp_replicate.size(),
-               tp = outer / (cp_degrees.size() * dp_replicate.size()) % tp_degrees.size(),
-               seq = outer / (cp_degrees.size() * dp_replicate.size() * tp_degrees.size());
+  const size_t per_lp = float8.size() * async_tp.size() * activation_checkpointing.size() * local_batch_sizes.size();
+  size_t lp_values = 0;
+  for (const PlanFamily& f : families) lp_values += n_loss_parallel(*this, f);
+  size_t outer = index / (per_lp * lp_values), i = index % (per_lp * lp_values), fam = 0;
+  for (size_t block; i >= (block = per_lp * n_loss_parallel(*this, families[fam])); ++fam) i -= block;
+  const size_t lbs = i % local_batch_sizes.size();
+  i /= local_batch_sizes.size();
+  const size_t ac = i % activation_checkpointing.size();
+  i /= activation_checkpointing.size();
+  const size_t nlp = n_loss_parallel(*this, families[fam]), lp = i % nlp;
+  i /= nlp;
+  const size_t async = i % async_tp.size(), f8 = i / async_tp.size();
+  const size_t cp = outer % cp_degrees.size();
+  outer /= cp_degrees.size();
+  const size_t rep = outer % dp_replicate.size();
+  outer /= dp_replicate.size();
+  const size_t tp = outer % tp_degrees.size(), seq = outer / tp_degrees.size();
   return make_candidate(*this, index, seq_lens.at(seq), tp_degrees[tp], dp_replicate[rep], cp_degrees[cp], fam,
                         float8[f8], async_tp[async], loss_parallel_value(*this, families[fam], lp),
                         activation_checkpointing[ac], local_batch_sizes[lbs]);
+}
+
+Candidate ResolvedSpace::candidate_at(size_t index, const Candidate& same_structure) const {
+  Candidate c = same_structure;
+  c.index = static_cast<int>(index);
+  const size_t nb = local_batch_sizes.size();
+  set_policy_and_batch(*this, c, activation_checkpointing[index / nb % activation_checkpointing.size()],
+                       local_batch_sizes[index % nb]);
+  return c;
 }
 
 Candidate ResolvedSpace::pipeline_candidate_at(size_t k, int first_index) const {

@@ -70,6 +70,9 @@ struct ResolvedSpace : SearchSpace {
   size_t pipeline_size() const;
   // enumerate_candidates(*this)[index] (index < size()), decoded from the index without the list.
   Candidate candidate_at(size_t index) const;
+  // The same from `same_structure`, a candidate of the same structure (all but the activation checkpointing and the
+  // local batch size equal: the two innermost lists), decoding only those two.
+  Candidate candidate_at(size_t index, const Candidate& same_structure) const;
   // pipeline_candidates(*this, enumerate_candidates(*this), first_index)[k] (k < pipeline_size()), likewise.
   Candidate pipeline_candidate_at(size_t k, int first_index) const;
   // Every candidate of the space: size() plus, for each enumerated candidate with a policy other than none, one per

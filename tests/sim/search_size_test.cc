@@ -83,13 +83,20 @@ TEST_CASE("search space cap: the pipeline lists count, and the refusal names the
 }
 
 TEST_CASE("search space: candidate_at decodes enumerate_candidates' order", "[search][pp]") {
-  // The 8B example (two presets and a plan file, whose loss_parallel is its own), and the 405B pipeline example.
-  for (const char* example : {"llama3-8b-h100.yaml", "llama3-405b-pp.yaml"}) {
+  // The 8B example (two presets and a plan file, whose loss_parallel is its own), the 405B pipeline example, and the
+  // 70B one with gradient accumulation (its steps follow from the local batch).
+  for (const char* example : {"llama3-8b-h100.yaml", "llama3-405b-pp.yaml", "llama3-70b-ga.yaml"}) {
     INFO(example);
     const ResolvedSpace s = resolve_space(test::example_config(example));
     const std::vector<Candidate> all = enumerate_candidates(s);
     REQUIRE(all.size() == s.size());
-    for (size_t i = 0; i < all.size(); ++i) check_same_candidate(s.candidate_at(i), all[i]);
+    const size_t structure = s.activation_checkpointing.size() * s.local_batch_sizes.size();
+    for (size_t i = 0; i < all.size(); ++i) {
+      check_same_candidate(s.candidate_at(i), all[i]);
+      // From the first candidate of its structure (the search's tasks), and from the last.
+      check_same_candidate(s.candidate_at(i, all[i / structure * structure]), all[i]);
+      check_same_candidate(s.candidate_at(i, all[i / structure * structure + structure - 1]), all[i]);
+    }
     const std::vector<Candidate> pipes = pipeline_candidates(s, all, 7);
     REQUIRE(pipes.size() == s.pipeline_size());
     for (size_t k = 0; k < pipes.size(); ++k) check_same_candidate(s.pipeline_candidate_at(k, 7), pipes[k]);
