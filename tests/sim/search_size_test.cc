@@ -72,12 +72,12 @@ TEST_CASE("search space cap: the pipeline lists count, and the refusal names the
                                          fmt::format("\n  tp_degrees: {}\n  local_batch_sizes: {}\n{}",
                                                      range_list(1, 4096), range_list(1, 4096), kOneOfEach)))
             .size() == size_t{1} << 24);
-  // A product past 64 bits saturates and is refused alike (pp 1: 2^10 x 2^10 x 2^10 x 2^10 = 2^40; pipelines: that
-  // x 1023 x 10001 x 2^10, over 2^73).
+  // A product past 64 bits saturates and is refused alike (pp 1: seq x tp x dp_replicate x cp x local batch = 2^50;
+  // pipelines: that x 1023 pp degrees x 2^10 microbatch sizes, over 2^69).
   const std::string past =
       refusal(fmt::format("\n  tp_degrees: {0}\n  local_batch_sizes: {0}\n  pp_degrees: {0}\n  seq_lens: {0}\n"
-                          "  pp_stages_per_rank: {1}\n  pp_microbatch_sizes: {0}\n  cp_degrees: {0}\n{2}",
-                          range_list(1, 1024), range_list(0, 10000), kOneOfEach));
+                          "  dp_replicate: {0}\n  pp_microbatch_sizes: {0}\n  cp_degrees: {0}\n{1}",
+                          range_list(1, 1024), kOneOfEach));
   CHECK(past.find("search space size (the product of the search lists' lengths): at least 9223372036854775807 "
                   "candidates") != std::string::npos);
 }
