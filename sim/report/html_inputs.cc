@@ -47,9 +47,10 @@ std::string search_html(const Config& cfg, const SearchResult& r, const std::vec
                           r.feasible, to_string(r.space.objective), r.space.memory_headroom_gib, cfg.path)};
   in.facts.push_back(trust_text(r.trust));
   for (const auto& [reason, n] : pruned_by_text(r)) in.facts.push_back(fmt::format("pruned: {} ({})", reason, n));
-  for (const CandidateResult& c : r.results) {
-    // Lowered candidates; not those the branch-and-bound skipped (`--bound`): they have a memory but no schedule, and
-    // are not over the limit, so they have no point to draw (the facts above count them).
+  for (const CandidateResult& c : r.results.stored()) {
+    // Lowered candidates (all stored: only statically pruned ones are not); not those the branch-and-bound skipped
+    // (`--bound`): they have a memory but no schedule, and are not over the limit, so they have no point to draw (the
+    // facts above count them).
     if (!c.has_memory || c.pruned == PruneReason::bound) continue;
     const Candidate& x = c.candidate;
     ReportPoint p;

@@ -8,64 +8,73 @@
 
 namespace tptune {
 
-namespace {
-
-Verdict fail(PruneReason reason, std::string detail) { return Verdict{reason, std::move(detail)}; }
-
-}  // namespace
-
-Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c) {
+Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c,
+                     bool with_detail) {
+  // The detail is formatted only when asked for: the search drops statically pruned candidates (most of a large space)
+  // and rebuilds one's detail when it is read.
+  auto fail = [with_detail](PruneReason reason, auto&& detail) {
+    return with_detail ? Verdict{reason, detail()} : Verdict{reason, {}};
+  };
   const Model& m = cfg.model;
   const int tp = c.tp_degree, gpn = cluster.gpus_per_node;
   if (tp <= 0 || s.world_size % tp != 0)
-    return fail(PruneReason::world, fmt::format("tp {} vs {} GPUs", tp, s.world_size));
+    return fail(PruneReason::world, [&] { return fmt::format("tp {} vs {} GPUs", tp, s.world_size); });
   if (c.dp_shard <= 0)
-    return fail(c.dp_replicate > 1 ? PruneReason::replicate_world : PruneReason::world,
-                c.cp_degree > 1 ? fmt::format("tp {} x cp {} x dp_replicate {} vs {} GPUs", tp, c.cp_degree,
-                                              c.dp_replicate, s.world_size)
-                                : fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size));
+    return fail(c.dp_replicate > 1 ? PruneReason::replicate_world : PruneReason::world, [&] {
+      return c.cp_degree > 1 ? fmt::format("tp {} x cp {} x dp_replicate {} vs {} GPUs", tp, c.cp_degree,
+                                           c.dp_replicate, s.world_size)
+                             : fmt::format("tp {} x dp_replicate {} vs {} GPUs", tp, c.dp_replicate, s.world_size);
+    });
   // local batch (<= 2^16) x dp_shard x dp_replicate (their product <= world <= 2^20): no overflow.
   const int64_t global = c.local_batch_size * c.dp_shard * c.dp_replicate;
   if (s.gradient_accumulation && s.global_batch_size > 0 && s.global_batch_size % global != 0)
-    return fail(PruneReason::global_batch_multiple,
-                fmt::format("global_batch_size {} vs local batch {} x dp {} x dp_replicate {} = {}",
-                            s.global_batch_size, c.local_batch_size, c.dp_shard, c.dp_replicate, global));
+    return fail(PruneReason::global_batch_multiple, [&] {
+      return fmt::format("global_batch_size {} vs local batch {} x dp {} x dp_replicate {} = {}", s.global_batch_size,
+                         c.local_batch_size, c.dp_shard, c.dp_replicate, global);
+    });
   if (!s.gradient_accumulation && s.global_batch_size > 0 && global != s.global_batch_size)
-    return fail(PruneReason::global_batch,
-                c.dp_replicate > 1
-                    ? fmt::format("local batch {} x dp {} x dp_replicate {} = {} vs global_batch_size {}",
-                                  c.local_batch_size, c.dp_shard, c.dp_replicate, global, s.global_batch_size)
-                    : fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp_shard,
-                                  global, s.global_batch_size));
+    return fail(PruneReason::global_batch, [&] {
+      return c.dp_replicate > 1
+                 ? fmt::format("local batch {} x dp {} x dp_replicate {} = {} vs global_batch_size {}",
+                               c.local_batch_size, c.dp_shard, c.dp_replicate, global, s.global_batch_size)
+                 : fmt::format("local batch {} x dp {} = {} vs global_batch_size {}", c.local_batch_size, c.dp_shard,
+                               global, s.global_batch_size);
+    });
   if (tp % gpn != 0 && gpn % tp != 0)
-    return fail(PruneReason::straddle, fmt::format("tp {} vs {} GPUs per node", tp, gpn));
+    return fail(PruneReason::straddle, [&] { return fmt::format("tp {} vs {} GPUs per node", tp, gpn); });
   const PlanFamily& family = s.families.at(static_cast<size_t>(c.family));
   const bool fsdp_always = family.preset ? s.framework != "dtensor" : family.file_plan.fsdp_always;
   if (c.dp_replicate > 1 && c.dp_shard == 1 && !fsdp_always)
     return fail(PruneReason::replicate_ddp,
-                fmt::format("dp_replicate {} x dp_shard 1: torchtitan applies DDP", c.dp_replicate));
+                [&] { return fmt::format("dp_replicate {} x dp_shard 1: torchtitan applies DDP", c.dp_replicate); });
   if (c.cp_degree > 1) {
     // torchtitan's trainer: seq_len % ((tp with sequence parallel, else 1) x 2 cp) under the head-tail balancer.
     const PlanFamily& f = s.families.at(static_cast<size_t>(c.family));
     const int64_t sp = tp > 1 && f.sequence_parallel ? tp : 1;
     const int64_t chunks = (c.cp_load_balance ? 2 : 1) * int64_t{c.cp_degree} * sp;
-    if (c.seq_len % chunks) return fail(PruneReason::cp_seq, fmt::format("seq_len {} vs {}", c.seq_len, chunks));
+    if (c.seq_len % chunks)
+      return fail(PruneReason::cp_seq, [&] { return fmt::format("seq_len {} vs {}", c.seq_len, chunks); });
   }
   if (c.float8 != Float8Recipe::none && !cluster.gpu.has_float8())
-    return fail(PruneReason::float8_gpu, fmt::format("{} has no float8 tensor cores", cluster.gpu.name));
+    return fail(PruneReason::float8_gpu,
+                [&] { return fmt::format("{} has no float8 tensor cores", cluster.gpu.name); });
   const PlanFamily& fam = s.families.at(static_cast<size_t>(c.family));
   if (tp > 1 && fam.preset) {
     // What both presets shard over tp: heads (wq/wk/wv colwise, wo rowwise), the MLP hidden dim (w1/w3 colwise, w2
     // rowwise), the vocabulary (tok_embeddings rowwise on rows, output colwise on its vocab outputs).
-    if (m.n_heads % tp) return fail(PruneReason::heads, fmt::format("tp {} vs n_heads {}", tp, m.n_heads));
-    if (m.n_kv_heads % tp) return fail(PruneReason::kv_heads, fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads));
-    if (m.ffn_dim % tp) return fail(PruneReason::ffn, fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim));
-    if (m.vocab_size % tp) return fail(PruneReason::vocab, fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size));
+    if (m.n_heads % tp)
+      return fail(PruneReason::heads, [&] { return fmt::format("tp {} vs n_heads {}", tp, m.n_heads); });
+    if (m.n_kv_heads % tp)
+      return fail(PruneReason::kv_heads, [&] { return fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads); });
+    if (m.ffn_dim % tp)
+      return fail(PruneReason::ffn, [&] { return fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim); });
+    if (m.vocab_size % tp)
+      return fail(PruneReason::vocab, [&] { return fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size); });
     if (fam.sequence_parallel && c.seq_len % tp)  // the candidate's (search.seq_lens), not training.seq_len
-      return fail(PruneReason::seq, fmt::format("tp {} vs seq_len {}", tp, c.seq_len));
+      return fail(PruneReason::seq, [&] { return fmt::format("tp {} vs seq_len {}", tp, c.seq_len); });
     if (c.async_tp && !fam.sequence_parallel)
       return fail(PruneReason::async_needs_sp,
-                  fmt::format("plan family {} has no sequence-parallel collectives", fam.name));
+                  [&] { return fmt::format("plan family {} has no sequence-parallel collectives", fam.name); });
   }
   if (c.pp_degree > 1) {
     const int spr = c.pp_stages_per_rank > 0 ? c.pp_stages_per_rank : default_stages_per_rank(c.pp_schedule);
@@ -73,20 +82,22 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
     if ((placement == StagePlacement::single && spr != 1) || (placement == StagePlacement::v && spr != 2) ||
         (placement == StagePlacement::looped && spr < 2))
       return fail(PruneReason::pp_stages_schedule,
-                  fmt::format("{} with {} stages per rank", to_string(c.pp_schedule), spr));
+                  [&] { return fmt::format("{} with {} stages per rank", to_string(c.pp_schedule), spr); });
     const int64_t stages = int64_t{c.pp_degree} * spr;  // each at most 2^20: no overflow
     const int64_t effective = m.n_layers + c.pp_first_stage_less_layers + c.pp_last_stage_less_layers;
     if (stages > effective)
-      return fail(PruneReason::pp_stages_layers,
-                  fmt::format("pp {} x {} stages per rank = {} stages vs {} effective layers", c.pp_degree, spr, stages,
-                              effective));
+      return fail(PruneReason::pp_stages_layers, [&] {
+        return fmt::format("pp {} x {} stages per rank = {} stages vs {} effective layers", c.pp_degree, spr, stages,
+                           effective);
+      });
   }
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);
     if (rep.family != c.family || rep.async_tp != c.async_tp || rep.loss_parallel != c.loss_parallel)
-      return fail(PruneReason::redundant,
-                  fmt::format("same program as tp 1 {} async_tp={} loss_parallel={}",
-                              s.families.at(static_cast<size_t>(rep.family)).name, rep.async_tp, rep.loss_parallel));
+      return fail(PruneReason::redundant, [&] {
+        return fmt::format("same program as tp 1 {} async_tp={} loss_parallel={}",
+                           s.families.at(static_cast<size_t>(rep.family)).name, rep.async_tp, rep.loss_parallel);
+      });
   }
   return {};
 }

@@ -51,8 +51,10 @@ struct Verdict {
   bool ok() const { return reason == PruneReason::none; }
 };
 
-// The static checks above, in that order (the first failing one is the reason).
-Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c);
+// The static checks above, in that order (the first failing one is the reason). `with_detail` false: the verdict's
+// detail is left empty (the reason alone, without formatting it: the search's count of a pruned candidate).
+Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c,
+                     bool with_detail = true);
 
 // The representative of a tp-1 candidate (the one whose Program it shares); `c` itself when tp > 1 or when it is
 // its own representative.

@@ -42,7 +42,7 @@ const Training& CandidateEvaluator::training(const Candidate& c) {
 
 bool CandidateEvaluator::refused(CandidateResult& r, const Candidate& c) {
   PhaseTimer t(phases, SearchPhase::constraints);
-  Verdict v = check_static(cfg_, cluster_, space_, c);
+  Verdict v = check_static(cfg_, cluster_, space_, c, static_details);
   if (v.ok()) return false;
   r.pruned = v.reason;
   r.detail = std::move(v.detail);
@@ -158,7 +158,7 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& 
   if (ks.empty() || c.activation_checkpointing == ActivationCheckpointing::none) return;
   oom.resize(ks.size(), 0);
   auto prune_all = [&](const PruneCause& reason) { out.pruned[reason] += ks.size(); };
-  if (Verdict v = check_static(cfg_, cluster_, space_, c); !v.ok()) return prune_all(v.reason);
+  if (Verdict v = check_static(cfg_, cluster_, space_, c, false); !v.ok()) return prune_all(v.reason);
   if (std::all_of(oom.begin(), oom.end(), [](char x) { return x != 0; })) return prune_all(PruneReason::memory);
   const Plan plan = microbatch_plan(space_, c);
   const int64_t L = cfg_.model.n_layers;
@@ -262,7 +262,7 @@ bool CandidateEvaluator::has_async_sibling(const Candidate& c) const {
     return false;
   Candidate on = c;
   on.async_tp = true;
-  return check_static(cfg_, cluster_, space_, on).ok();
+  return check_static(cfg_, cluster_, space_, on, false).ok();
 }
 
 void CandidateEvaluator::keep_for_async_sibling(const Candidate& c, UnfinishedByBatch&& u) {
@@ -357,7 +357,7 @@ int64_t CandidateEvaluator::largest_fitting_batch(const Candidate& c, int64_t li
   auto fits = [&](int64_t b) {
     Candidate x = c;
     x.local_batch_size = b;
-    if (!check_static(cfg_, cluster_, space_, x).ok()) return false;
+    if (!check_static(cfg_, cluster_, space_, x, false).ok()) return false;
     try {
       const Program& p = program_at(x, probes, unfinished);
       check_supported(p, cluster_);

@@ -149,6 +149,9 @@ class CandidateEvaluator {
   // PruneReason::bound after its op costs, before its schedule; every feasible result is added to them. Shared by all
   // evaluators.
   Incumbents* incumbents = nullptr;
+  // false: a result a static rule prunes has no detail (the search counts such candidates without keeping their
+  // results, and rebuilds one with its detail when it is read: sim/search/candidate_results.h).
+  bool static_details = true;
   PhaseTimes phases;                              // where this evaluator's time went
   size_t lowered = 0, finished = 0, patched = 0;  // lower() or lower_unfinished(); finish_lowering(); at()
 

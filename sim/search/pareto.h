@@ -9,11 +9,14 @@
 
 #include <vector>
 
+#include "sim/search/candidate_results.h"
 #include "sim/search/eval.h"
 
 namespace tptune {
 
 // `feasible`: indices into `results` of feasible candidates (SearchResult::ranking, in any order).
 std::vector<int> pareto_front(const std::vector<CandidateResult>& results, const std::vector<int>& feasible);
+// The same of a search's results (positions; feasible results are always stored).
+std::vector<int> pareto_front(const CandidateResults& results, const std::vector<int>& feasible);
 
 }  // namespace tptune

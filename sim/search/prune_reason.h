@@ -41,6 +41,10 @@ enum class PruneReason : uint8_t {
   simulation,  // the cost model threw tptune::Error
 };
 
+// Whether `r` is a static reason (decided by check_static() before lowering: world .. redundant above). The search
+// counts the candidates these prune without keeping a result (sim/search/candidate_results.h).
+constexpr bool is_static(PruneReason r) { return r >= PruneReason::world && r <= PruneReason::redundant; }
+
 // The printed text: "tp does not divide the world size", "out of memory (with the headroom)", "bound", "lowering".
 std::string_view to_string(PruneReason r);
 

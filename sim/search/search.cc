@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
-#include <unordered_map>
 
 #include "plans/error.h"
 #include "plans/limits.h"
@@ -16,36 +16,6 @@
 #include "sim/search/pareto.h"
 
 namespace tptune {
-
-namespace {
-
-// The pipeline candidates grouped by their microbatch Program (shares_pipeline_program()): each group's indices in
-// enumeration order, the groups in the order of their first candidate. Candidates are bucketed by a hash of the
-// fields the key holds, then compared exactly.
-std::vector<std::vector<size_t>> pipeline_program_units(const std::vector<Candidate>& cands) {
-  std::vector<std::vector<size_t>> units;
-  std::unordered_map<size_t, std::vector<size_t>> buckets;  // hash -> units
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const Candidate& c = cands[i];
-    size_t h = std::hash<int64_t>{}(c.seq_len);
-    for (int64_t v : {int64_t{c.family}, int64_t{c.tp_degree}, int64_t{c.pp_degree}, c.pp_microbatch_size,
-                      int64_t{c.cp_degree}, int64_t{c.dp_replicate}, static_cast<int64_t>(c.float8),
-                      int64_t{c.async_tp}, int64_t{c.loss_parallel}, static_cast<int64_t>(c.activation_checkpointing)})
-      h = h * 1000003u ^ std::hash<int64_t>{}(v);
-    std::vector<size_t>& bucket = buckets[h];
-    auto same = std::find_if(bucket.begin(), bucket.end(),
-                             [&](size_t u) { return shares_pipeline_program(cands[units[u].front()], c); });
-    if (same != bucket.end()) {
-      units[*same].push_back(i);
-    } else {
-      bucket.push_back(units.size());
-      units.push_back({i});
-    }
-  }
-  return units;
-}
-
-}  // namespace
 
 bool ranks_before(const CandidateResult& a, const CandidateResult& b, Objective o) {
   const StepReport &x = a.report, &y = b.report;
@@ -76,38 +46,50 @@ bool enumerated_before(const Candidate& a, const Candidate& b) {
 }
 
 void rank_results(SearchResult& r) {
-  for (size_t i = 0; i < r.results.size(); ++i) {
-    const CandidateResult& c = r.results[i];
-    if (c.feasible())
-      r.ranking.push_back(static_cast<int>(i));
+  const CandidateResults& results = r.results;
+  const std::vector<CandidateResult>& stored = results.stored();
+  const std::vector<size_t>& positions = results.stored_positions();
+  std::vector<std::pair<int, const CandidateResult*>> feasible;
+  for (size_t k = 0; k < stored.size(); ++k) {
+    if (stored[k].feasible())
+      feasible.emplace_back(static_cast<int>(positions[k]), &stored[k]);
     else
-      ++r.pruned[c.pruned];
+      ++r.pruned[stored[k].pruned];
   }
-  r.feasible = r.ranking.size();
+  for (const auto& [reason, dropped] : results.dropped()) r.pruned[reason] += dropped.count;
+  r.feasible = feasible.size();
   const Objective obj = r.space.objective;
-  std::sort(r.ranking.begin(), r.ranking.end(), [&](int a, int b) {
-    return ranks_before(r.results[static_cast<size_t>(a)], r.results[static_cast<size_t>(b)], obj);
-  });
+  // A strict total order (ties end in enumeration order): the ranking does not depend on the order sorted from.
+  std::sort(feasible.begin(), feasible.end(),
+            [&](const auto& a, const auto& b) { return ranks_before(*a.second, *b.second, obj); });
+  for (const auto& [position, result] : feasible) r.ranking.push_back(position);
 
-  r.pareto = pareto_front(r.results, r.ranking);
+  r.pareto = pareto_front(results, r.ranking);
 
   if (r.ranking.empty()) {
     // Nearest misses: lowered candidates by how far their peak is over the budget (capacity - headroom).
-    std::vector<int> mem;
-    for (size_t i = 0; i < r.results.size(); ++i)
-      if (r.results[i].has_memory) mem.push_back(static_cast<int>(i));
-    std::sort(mem.begin(), mem.end(), [&](int a, int b) {
-      const MemoryReport &x = r.results[static_cast<size_t>(a)].report.memory,
-                         &y = r.results[static_cast<size_t>(b)].report.memory;
+    std::vector<size_t> mem;  // into stored
+    for (size_t k = 0; k < stored.size(); ++k)
+      if (stored[k].has_memory) mem.push_back(k);
+    std::sort(mem.begin(), mem.end(), [&](size_t a, size_t b) {
+      const MemoryReport &x = stored[a].report.memory, &y = stored[b].report.memory;
       if (x.peak - x.capacity != y.peak - y.capacity) return x.peak - x.capacity < y.peak - y.capacity;
       return a < b;
     });
-    r.closest = mem;
-    // Then one example of every other reason, so that the user sees why the rest failed.
+    // Then the first candidate (in enumeration order) of every other reason, so that the user sees why the rest
+    // failed: among the stored ones without a memory, and the first of each reason dropped.
     std::set<PruneCause> seen;
-    for (int i : mem) seen.insert(r.results[static_cast<size_t>(i)].pruned);
-    for (size_t i = 0; i < r.results.size(); ++i)
-      if (!r.results[i].has_memory && seen.insert(r.results[i].pruned).second) r.closest.push_back(static_cast<int>(i));
+    for (size_t k : mem) {
+      r.closest.push_back(static_cast<int>(positions[k]));
+      seen.insert(stored[k].pruned);
+    }
+    std::vector<std::pair<size_t, PruneCause>> firsts;
+    for (size_t k = 0; k < stored.size(); ++k)
+      if (!stored[k].has_memory) firsts.emplace_back(positions[k], stored[k].pruned);
+    for (const auto& [reason, dropped] : results.dropped()) firsts.emplace_back(dropped.first, reason);
+    std::sort(firsts.begin(), firsts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [position, cause] : firsts)
+      if (seen.insert(cause).second) r.closest.push_back(static_cast<int>(position));
   }
 }
 
@@ -182,18 +164,20 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   r.space = resolve_space(cfg);
   r.cluster = resolve_cluster(cfg);
   r.trust = prediction_trust(r.cluster.gpu);
-  const std::vector<Candidate> cands = enumerate_candidates(r.space);
+  const ResolvedSpace& space = r.space;
+  // The pp 1 space, decoded candidate by candidate (ResolvedSpace::candidate_at()): no list of the candidates.
+  const size_t n_base = space.size();
   // search.pp_degrees without 1: only pipeline candidates (each enumerated candidate with a pp degree > 1).
-  const bool plain = std::find(r.space.pp_degrees.begin(), r.space.pp_degrees.end(), 1) != r.space.pp_degrees.end();
-  const int64_t total = plain ? r.space.candidates() : 0;  // with the ac_layers sweep's
+  const bool plain = std::find(space.pp_degrees.begin(), space.pp_degrees.end(), 1) != space.pp_degrees.end();
+  const size_t n_plain = plain ? n_base : 0;             // positions of the pp 1 candidates
+  const int64_t total = plain ? space.candidates() : 0;  // with the ac_layers sweep's
   r.evaluated = static_cast<size_t>(total);
-  r.results.resize(plain ? cands.size() : 0);
-  r.threads = std::max(1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(),
-                                        static_cast<int>(std::max<size_t>(cands.size(), 1))));
+  r.threads = std::max(
+      1, std::min<int>(o.threads > 0 ? o.threads : hardware_threads(), static_cast<int>(std::max<size_t>(n_base, 1))));
 
   // Branch-and-bound only where the tokens/s bound orders candidates as the objective does (sim/search/bound.h).
-  const bool bound = o.bound_top > 0 && (r.space.objective == Objective::tokens_per_second ||
-                                         r.space.objective == Objective::cost_per_token);
+  const bool bound = o.bound_top > 0 &&
+                     (space.objective == Objective::tokens_per_second || space.objective == Objective::cost_per_token);
   if (!bound && total > limits::max_search_candidates)
     throw Error(
         fmt::format("{}: {} candidates with search.ac_layers: a full ranking keeps every feasible one (at most "
@@ -201,58 +185,65 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
                     cfg.path, total, limits::max_search_candidates));
   Incumbents incumbents(o.bound_top);
   std::vector<AcLayersSweep> sweeps(static_cast<size_t>(r.threads));
+  // Each worker's results: the statically pruned candidates counted, the others kept (sim/search/candidate_results.h).
+  std::vector<CandidateResults::Part> parts(static_cast<size_t>(r.threads));
   std::vector<std::unique_ptr<CandidateEvaluator>> workers;
   for (int w = 0; w < r.threads; ++w) {
-    workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, r.space));
+    workers.push_back(std::make_unique<CandidateEvaluator>(cfg, r.cluster, o.cost, space));
+    workers.back()->static_details = false;  // dropped; rebuilt with their detail when read
     if (bound) workers.back()->incumbents = &incumbents;
   }
   // Tasks: the candidates that differ only in activation checkpointing and local batch size (consecutive: the two
   // innermost loops), one policy after the other, each smallest batch first. Every tensor of a Program grows or stays
   // with the local batch and the op list does not change, so peak memory is non-decreasing in it: once a batch misses
   // the budget, the policy's larger ones are pruned without lowering them (the brute-force test checks this too).
-  const size_t n_batch = std::max<size_t>(r.space.local_batch_sizes.size(), 1);
-  const size_t per_task = n_batch * std::max<size_t>(r.space.activation_checkpointing.size(), 1);
+  const size_t n_batch = std::max<size_t>(space.local_batch_sizes.size(), 1);
+  const size_t per_task = n_batch * std::max<size_t>(space.activation_checkpointing.size(), 1);
   std::vector<size_t> order(n_batch);
   for (size_t j = 0; j < n_batch; ++j) order[j] = j;
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return r.space.local_batch_sizes[a] < r.space.local_batch_sizes[b]; });
+                   [&](size_t a, size_t b) { return space.local_batch_sizes[a] < space.local_batch_sizes[b]; });
   std::atomic<size_t> done{0};
-  const size_t tasks = plain ? cands.size() / per_task : 0;
   auto run_task = [&](size_t t, int w) {
     CandidateEvaluator& ev = *workers[static_cast<size_t>(w)];
+    CandidateResults::Part& part = parts[static_cast<size_t>(w)];
     // The structure's unfinished Programs; with async TP on, its async-off sibling's when this worker kept them.
-    const Candidate& head = cands[t * per_task];
+    const Candidate head = space.candidate_at(t * per_task);
     StructureLowering s;
     if (head.async_tp) s.unfinished = ev.take_async_sibling(head);
     const bool keep = ev.has_async_sibling(head);
     for (size_t first = t * per_task; first < (t + 1) * per_task; first += n_batch) {  // one policy
-      const CandidateResult* smaller_oom = nullptr;
-      std::vector<char> oom_k;  // the ac_layers sweep's block counts that missed memory at a smaller batch
+      std::optional<size_t> smaller_oom;  // into part.results: this policy's batch that missed the memory budget
+      std::vector<char> oom_k;            // the ac_layers sweep's block counts that missed memory at a smaller batch
       s.last_policy = first + n_batch == (t + 1) * per_task && !keep;
       for (size_t j : order) {
         const size_t i = first + j;
-        if (!r.space.ac_layers.empty() && cands[i].activation_checkpointing != ActivationCheckpointing::none) {
-          ev.sweep_ac_layers(cands[i], s.unfinished, oom_k, sweeps[static_cast<size_t>(w)]);
-          done.fetch_add(r.space.ac_layers.size(), std::memory_order_relaxed);
+        const Candidate c = space.candidate_at(i, head);
+        if (!space.ac_layers.empty() && c.activation_checkpointing != ActivationCheckpointing::none) {
+          ev.sweep_ac_layers(c, s.unfinished, oom_k, sweeps[static_cast<size_t>(w)]);
+          done.fetch_add(space.ac_layers.size(), std::memory_order_relaxed);
         }
-        if (r.space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
-          r.results[i] = ev.evaluate_largest_fitting(cands[i], r.space.max_local_batch_size, s.unfinished);
+        if (space.max_local_batch_size > 0) {  // one candidate per policy (n_batch == 1): its largest fitting batch
+          part.add(i, ev.evaluate_largest_fitting(c, space.max_local_batch_size, s.unfinished));
         } else if (smaller_oom) {
           // A static rule that depends on the batch (global_batch_size) names the reason first, as it would have
           // without the shortcut.
-          CandidateResult& c = r.results[i];
-          c.candidate = cands[i];
-          if (Verdict v = check_static(cfg, r.cluster, r.space, cands[i]); !v.ok()) {
-            c.pruned = v.reason;
-            c.detail = std::move(v.detail);
+          if (Verdict v = check_static(cfg, r.cluster, space, c, false); !v.ok()) {
+            part.drop(i, v.reason);
           } else {
-            c.pruned = PruneReason::memory;
-            c.detail = fmt::format("local batch {} already misses the memory budget ({})",
-                                   smaller_oom->candidate.local_batch_size, smaller_oom->detail);
+            CandidateResult x;
+            x.candidate = c;
+            x.pruned = PruneReason::memory;
+            const CandidateResult& smaller = part.results[*smaller_oom];
+            x.detail = fmt::format("local batch {} already misses the memory budget ({})",
+                                   smaller.candidate.local_batch_size, smaller.detail);
+            part.add(i, std::move(x));
           }
         } else {
-          r.results[i] = ev.evaluate(cands[i], s);
-          if (r.results[i].pruned == PruneReason::memory) smaller_oom = &r.results[i];
+          CandidateResult x = ev.evaluate(c, s);
+          const bool missed = x.pruned == PruneReason::memory;
+          part.add(i, std::move(x));
+          if (missed) smaller_oom = part.results.size() - 1;
         }
         done.fetch_add(1, std::memory_order_relaxed);
       }
@@ -268,19 +259,24 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), static_cast<size_t>(total)); };
   // Work units: the tasks that share (seq_len, tp, dp_replicate, cp, family, float8), i.e. async TP off and on, with
   // and without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering
-  // to its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count.
-  std::vector<size_t> group_begin;
-  for (size_t t = 0; t < tasks; ++t) {
-    const Candidate &c = cands[t * per_task], *prev = t > 0 ? &cands[(t - 1) * per_task] : nullptr;
-    if (!prev || prev->seq_len != c.seq_len || prev->tp_degree != c.tp_degree || prev->dp_replicate != c.dp_replicate ||
-        prev->cp_degree != c.cp_degree || prev->family != c.family || prev->float8 != c.float8)
-      group_begin.push_back(t);
-  }
-  group_begin.push_back(tasks);
+  // to its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count. Family f's units
+  // hold async_tp x (its loss-parallel values) tasks each, float8 after float8; the families' units follow each other
+  // within each (seq_len, tp, dp_replicate, cp).
+  const size_t n_f8 = space.float8.size(), n_async = space.async_tp.size();
+  std::vector<size_t> family_tasks;  // tasks of one unit of each family
+  for (const PlanFamily& f : space.families)
+    family_tasks.push_back(n_async * (f.preset ? space.loss_parallel.size() : 1));
+  std::vector<size_t> family_first(family_tasks.size() + 1, 0);  // first task of each family within an outer block
+  for (size_t f = 0; f < family_tasks.size(); ++f) family_first[f + 1] = family_first[f] + n_f8 * family_tasks[f];
+  const size_t outer_tasks = family_first.back();
+  const size_t units_per_outer = space.families.size() * n_f8;
+  const size_t tasks = plain ? n_base / per_task : 0;
   parallel_for(
-      group_begin.size() - 1, r.threads,
-      [&](size_t g, int w) {
-        for (size_t t = group_begin[g]; t < group_begin[g + 1]; ++t) run_task(t, w);
+      tasks / outer_tasks * units_per_outer, r.threads,
+      [&](size_t u, int w) {
+        const size_t f = u % units_per_outer / n_f8, f8 = u % n_f8;
+        const size_t begin = u / units_per_outer * outer_tasks + family_first[f] + f8 * family_tasks[f];
+        for (size_t t = begin; t < begin + family_tasks[f]; ++t) run_task(t, w);
       },
       progress);
   for (const auto& w : workers) {
@@ -290,26 +286,57 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     r.phases += w->phases;
   }
   // The pipeline candidates, after the others (their indices follow), each as `tp-plan simulate` predicts it
-  // (simulate_pipeline(), sim/pipeline_step.h) unless a static rule prunes it; the candidates that share a microbatch
-  // Program (shares_pipeline_program()) are one work unit, which costs it once (exact: the lowering reads none of
-  // what they differ in). The bound's incumbents are the pp 1 candidates', so it prunes none that the pipeline ones
-  // would keep in the top k or on the front.
-  const std::vector<Candidate> pipeline =
-      pipeline_candidates(r.space, cands, plain ? static_cast<int>(cands.size()) : 0);
-  const size_t first_pipeline = r.results.size();
-  r.results.resize(first_pipeline + pipeline.size());
-  r.evaluated += pipeline.size();
-  std::vector<std::vector<size_t>> units = pipeline_program_units(pipeline);
+  // (simulate_pipeline(), sim/pipeline_step.h) unless a static rule prunes it. The candidates that share a microbatch
+  // Program (shares_pipeline_program(): the same pp 1 candidate but for its local batch, pp degree and microbatch
+  // size; the lists have no repeats) are one work unit, which costs it once (exact: the lowering reads none of what
+  // they differ in); the units in the order of their first candidate. The bound's incumbents are the pp 1
+  // candidates', so it prunes none that the pipeline ones would keep in the top k or on the front.
+  const size_t n_pipeline = space.pipeline_size();
+  const int first_pipeline = static_cast<int>(n_plain);  // at most limits::max_search_candidates (resolve_space())
+  r.evaluated += n_pipeline;
   std::atomic<size_t> pipeline_programs{0};
-  if (!units.empty())  // no worker threads for a space without pipelines
-    parallel_for(units.size(), r.threads, [&](size_t u, int) {
+  if (n_pipeline > 0) {  // no worker threads for a space without pipelines
+    const size_t n_pp = static_cast<size_t>(
+        std::count_if(space.pp_degrees.begin(), space.pp_degrees.end(), [](int pp) { return pp > 1; }));
+    const size_t n_kind = space.pp_schedules.size(), n_spr = space.pp_stages_per_rank.size(),
+                 n_mbs = space.pp_microbatch_sizes.size();
+    parallel_for(n_base / n_batch * n_pp * n_mbs, r.threads, [&](size_t u, int w) {
+      CandidateResults::Part& part = parts[static_cast<size_t>(w)];
+      const size_t mbs = u % n_mbs, pp = u / n_mbs % n_pp, block = u / (n_mbs * n_pp);
       SharedPipelineProgram shared;
-      for (size_t i : units[u])
-        r.results[first_pipeline + i] =
-            evaluate_pipeline_candidate(cfg, r.cluster, o.cost, r.space, pipeline[i], &shared);
+      for (size_t b = block * n_batch; b < (block + 1) * n_batch; ++b)
+        for (size_t kind = 0; kind < n_kind; ++kind)
+          for (size_t spr = 0; spr < n_spr; ++spr) {
+            const size_t k = (((b * n_pp + pp) * n_kind + kind) * n_spr + spr) * n_mbs + mbs;
+            const Candidate c = space.pipeline_candidate_at(k, first_pipeline);
+            if (Verdict v = check_static(cfg, r.cluster, space, c, false); !v.ok())
+              part.drop(n_plain + k, v.reason);
+            else
+              part.add(n_plain + k, evaluate_pipeline_candidate(cfg, r.cluster, o.cost, space, c, &shared));
+          }
       if (shared.costs || shared.error) pipeline_programs.fetch_add(1, std::memory_order_relaxed);
     });
+  }
   r.pipeline_programs = pipeline_programs.load();
+  // The results by position; a dropped one is rebuilt from its index and check_static() with its detail (its copies
+  // of the config, cluster and space: the result may outlive `cfg`). With search.max_local_batch_size, a candidate a
+  // static rule prunes was refused at batch 1: the bisection's answer passes the static rules unless it is 1
+  // (evaluate_largest_fitting()).
+  r.results = CandidateResults::merge(
+      n_plain + n_pipeline, parts,
+      [config = std::make_shared<const Config>(cfg), rebuild_space = std::make_shared<const ResolvedSpace>(space),
+       cluster = std::make_shared<const ClusterSpec>(r.cluster), n_plain, first_pipeline](size_t position) {
+        const ResolvedSpace& s = *rebuild_space;
+        Candidate c =
+            position < n_plain ? s.candidate_at(position) : s.pipeline_candidate_at(position - n_plain, first_pipeline);
+        if (s.max_local_batch_size > 0) c.local_batch_size = 1;
+        CandidateResult x;
+        x.candidate = c;
+        Verdict v = check_static(*config, *cluster, s, c);
+        x.pruned = v.reason;
+        x.detail = std::move(v.detail);
+        return x;
+      });
   // The ac_layers sweep's kept candidates after the enumerated ones, in (index, ac_layers) order whatever the
   // threads did; its pruned ones are counts only.
   std::vector<CandidateResult> kept;

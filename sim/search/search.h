@@ -37,6 +37,7 @@
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/pipeline_step.h"
+#include "sim/search/candidate_results.h"
 #include "sim/search/eval.h"
 #include "sim/search/space.h"
 #include "sim/trust.h"
@@ -64,21 +65,24 @@ struct SearchResult {
   std::map<PruneCause, size_t> pruned;  // reason -> candidates
   double elapsed_ms = 0;
   int threads = 1;
-  size_t lowered = 0;                    // lower() or lower_unfinished() calls
-  size_t finished = 0;                   // Programs from finish_lowering()
-  size_t patched = 0;                    // Programs from a BatchProgram
-  size_t pipeline_programs = 0;          // microbatch Programs costed for the pipeline candidates (shared)
-  PhaseTimes phases;                     // summed over the workers
-  std::vector<CandidateResult> results;  // every candidate, in enumeration order
-  std::vector<int> ranking;              // feasible candidates, best first
-  std::vector<int> closest;              // when none is feasible: the nearest misses, nearest first
-  std::vector<int> pareto;               // feasible, tokens/s vs peak memory (sim/search/pareto.h), memory ascending
+  size_t lowered = 0;            // lower() or lower_unfinished() calls
+  size_t finished = 0;           // Programs from finish_lowering()
+  size_t patched = 0;            // Programs from a BatchProgram
+  size_t pipeline_programs = 0;  // microbatch Programs costed for the pipeline candidates (shared)
+  PhaseTimes phases;             // summed over the workers
+  // Every candidate, in enumeration order (then the ac_layers sweep's kept ones); those a static rule pruned are
+  // counted, not stored, and rebuilt when read (sim/search/candidate_results.h): the search's memory grows with the
+  // candidates that pass the static rules only.
+  CandidateResults results;
+  std::vector<int> ranking;  // feasible candidates, best first
+  std::vector<int> closest;  // when none is feasible: the nearest misses, nearest first
+  std::vector<int> pareto;   // feasible, tokens/s vs peak memory (sim/search/pareto.h), memory ascending
   // How far to trust the ranking's numbers (sim/trust.h): the cluster's device spec; a caller that searched with a
   // --calibration file's parameters replaces it.
   PredictionTrust trust;
 
   const CandidateResult* winner() const {
-    return ranking.empty() ? nullptr : &results[static_cast<size_t>(ranking[0])];
+    return ranking.empty() ? nullptr : results.find(static_cast<size_t>(ranking[0]));
   }
 };
 
@@ -105,9 +109,9 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
                                             SharedPipelineProgram* shared = nullptr);
 
 // The last step of search(): counts the reasons of r.results (every candidate in enumeration order, then the
-// ac_layers sweep's kept ones) into r.pruned (which may hold counts already: the sweep's pruned block counts), and
-// fills r.feasible, r.ranking, r.pareto and r.closest. For a caller that evaluated the candidates itself (the tests'
-// reference search, tests/sim/search_reference.h).
+// ac_layers sweep's kept ones; the stored results' and the dropped counts) into r.pruned (which may hold counts
+// already: the sweep's pruned block counts), and fills r.feasible, r.ranking, r.pareto and r.closest. For a caller that
+// evaluated the candidates itself (the tests' reference search, tests/sim/search_reference.h).
 void rank_results(SearchResult& r);
 
 // The ranking order: true when `a` is strictly better than `b` under `o` (feasible results only); ties in enumeration

@@ -64,7 +64,17 @@ struct ResolvedSpace : SearchSpace {
   int64_t config_seq_len = 0;  // the config's training.seq_len
   int world_size = 1;
 
-  size_t size() const;  // number of enumerated candidates (enumerate_candidates())
+  size_t size() const;  // number of enumerated candidates of the pp 1 space (enumerate_candidates())
+  // Number of pipeline candidates (pipeline_candidates() of the pp 1 space): size() x the pp degrees above 1 x
+  // pp_schedules x pp_stages_per_rank x pp_microbatch_sizes; 0 when no pp degree is above 1.
+  size_t pipeline_size() const;
+  // enumerate_candidates(*this)[index] (index < size()), decoded from the index without the list.
+  Candidate candidate_at(size_t index) const;
+  // The same from `same_structure`, a candidate of the same structure (all but the activation checkpointing and the
+  // local batch size equal: the two innermost lists), decoding only those two.
+  Candidate candidate_at(size_t index, const Candidate& same_structure) const;
+  // pipeline_candidates(*this, enumerate_candidates(*this), first_index)[k] (k < pipeline_size()), likewise.
+  Candidate pipeline_candidate_at(size_t k, int first_index) const;
   // Every candidate of the space: size() plus, for each enumerated candidate with a policy other than none, one per
   // ac_layers value (at most limits::max_swept_candidates).
   int64_t candidates() const;
@@ -84,6 +94,12 @@ struct ResolvedSpace : SearchSpace {
 // Divisors of the world size up to 2 x gpus_per_node (at least {1}).
 std::vector<int> default_tp_degrees(const Cluster& c);
 // The config's space with defaults filled in and plan files loaded (tptune::Error naming the file on bad input).
+// Every path to the candidates passes here, so this is where the space's size is capped: more than
+// limits::max_search_candidates candidates, the pp 1 ones and the pipeline ones together (with search.ac_layers,
+// more than limits::max_swept_candidates swept), is a tptune::Error "<file>:<line>: search space size (...): N
+// candidates (...); expected at most M: shorten search.<list> (<file>:<line>), ..." that gives the full count, each
+// list's length, and the longest lists with where they are stated; counted with saturating arithmetic, so lists
+// whose product overflows 64 bits are refused alike.
 ResolvedSpace resolve_space(const Config& cfg);
 // Every candidate, in enumeration order.
 std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s);

@@ -149,7 +149,7 @@ TEST_CASE("search: stages per rank as an axis, brute force", "[pp][search]") {
   // No pp 1: the pp 1 space (tp 2 x 2 batches) each with 2 pp degrees x 4 schedules x 4 stages per rank (x 1
   // microbatch size), the stages per rank inside the schedule: index (batch, pp, schedule, stages).
   REQUIRE(r.results.size() == 2 * 2 * 4 * 4);
-  const auto at = [&](int batch, int pp, int schedule, int stages) -> const CandidateResult& {
+  const auto at = [&](int batch, int pp, int schedule, int stages) -> CandidateResult {  // a copy (results[i])
     return r.results[static_cast<size_t>(((batch * 2 + pp) * 4 + schedule) * 4 + stages)];
   };
   // 1F1B: 0 (its default, 1) and 1 run; 2 and 3 are pruned.

@@ -81,7 +81,7 @@ SearchResult reference_search(const Config& cfg, int threads, const CostParams& 
   if (!r.space.ac_layers.empty()) throw Error("reference_search: not for spaces with search.ac_layers");
   const std::vector<Candidate> cands = enumerate_candidates(r.space);
   r.evaluated = cands.size();
-  r.results.resize(cands.size());
+  std::vector<CandidateResult> results(cands.size());  // every one stored
   r.threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(cands.size(), 1))));
   std::vector<std::unique_ptr<CandidateEvaluator>> workers;
   for (int w = 0; w < r.threads; ++w)
@@ -92,8 +92,9 @@ SearchResult reference_search(const Config& cfg, int threads, const CostParams& 
     Candidate c = cands[i];
     if (r.space.max_local_batch_size > 0)
       c.local_batch_size = ref.largest_fitting_batch(ev, c, r.space.max_local_batch_size);
-    r.results[i] = ref.evaluate(ev, c);
+    results[i] = ref.evaluate(ev, c);
   });
+  r.results = CandidateResults(std::move(results));
   for (const auto& w : workers) {
     r.lowered += w->lowered;
     r.phases += w->phases;
