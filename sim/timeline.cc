@@ -172,6 +172,8 @@ class Scheduler {
     ops_.resize(ns);
     own_.resize(ns);
     pf_.resize(ns);
+    busy_own_.resize(ns);
+    busy_pf_.resize(ns);
     insert_after_.assign(ns, -1);
     instances_.resize(ns);
     for (size_t s = 0; s < ns; ++s) {
@@ -191,6 +193,8 @@ class Scheduler {
         t.dispatch = dispatch_us(op, p, c);
         if (auto* col = std::get_if<CollectiveOp>(&op.kind); col && c.comm_overlaps_compute)
           t.contention = col->kind == CollectiveKind::p2p ? c.overlap_p2p_compute_slowdown : c.overlap_compute_slowdown;
+        if (t.contention > 0 && t.stream != Stream::compute)
+          (t.prefetched ? busy_pf_ : busy_own_)[s].push_back(static_cast<int>(j));
         if (t.prefetched) {
           pf_[s].push_back(static_cast<int>(j));
         } else {
@@ -332,9 +336,10 @@ class Scheduler {
   const Program& p_;
   Dataflow flow_;
   std::vector<std::vector<TemplateOp>> ops_;
-  std::vector<std::vector<int>> own_, pf_;  // per segment: own ops in order; ops the previous unit issues
-  std::vector<int> insert_after_;           // per segment: index in own_ after which the next instance's
-                                            // prefetched ops are issued (its first compute op)
+  std::vector<std::vector<int>> own_, pf_;            // per segment: own ops in order; ops the previous unit issues
+  std::vector<std::vector<int>> busy_own_, busy_pf_;  // the same, only the collectives that slow compute
+  std::vector<int> insert_after_;                     // per segment: index in own_ after which the next instance's
+                                                      // prefetched ops are issued (its first compute op)
   std::vector<int> instances_;
   std::vector<SegmentTimes>* times_ = nullptr;
   InstanceStats before_first_;  // the first segment's prefetched all-gathers, issued before any unit
@@ -674,16 +679,34 @@ class Scheduler {
     host_ += (u - k) * unit_dispatch(s);
     compute_free_ = free[0];
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
-    const std::vector<TemplateOp>& ops = ops_[static_cast<size_t>(s)];
-    auto add = [&](int inst, int j) {
-      const TemplateOp& o = ops[static_cast<size_t>(j)];
-      if (o.contention <= 0 || o.stream == Stream::compute) return;
-      const OpTime t = st.time(inst, j);
-      if (t.end > compute_free_) remember(Busy{t.start, t.end, o.contention, s});
+    const std::vector<int>& own = busy_own_[static_cast<size_t>(s)];
+    const std::vector<int>& pf = busy_pf_[static_cast<size_t>(s)];
+    if (own.empty() && pf.empty()) return;
+    // Only the collectives that slow compute (busy_own_, busy_pf_: fixed per segment), and only the units whose
+    // collectives still run at compute_free_: an op's end in the extrapolated units is its steady row's end plus
+    // (m - ref) x period, non-decreasing in m, so those units are the last ones; found from the end, then remembered
+    // in unit order as a loop over every unit would (the order in which stretched_end() sums the slowdowns).
+    auto live = [&](int m) {
+      for (int j : own)
+        if (st.time(m, j).end > compute_free_) return true;
+      for (int j : pf)
+        if (st.time(m + 1, j).end > compute_free_) return true;
+      return false;
     };
-    for (int m = k + 1; m <= u; ++m) {
-      for (int j : own_[static_cast<size_t>(s)]) add(m, j);
-      for (int j : pf_[static_cast<size_t>(s)]) add(m + 1, j);
+    int first = u + 1;
+    if (st.period_us >= 0) {
+      while (first > k + 1 && live(first - 1)) --first;
+    } else {
+      first = k + 1;
+    }
+    auto add = [&](int inst, int j) {
+      const OpTime t = st.time(inst, j);
+      if (t.end > compute_free_)
+        remember(Busy{t.start, t.end, ops_[static_cast<size_t>(s)][static_cast<size_t>(j)].contention, s});
+    };
+    for (int m = first; m <= u; ++m) {
+      for (int j : own) add(m, j);
+      for (int j : pf) add(m + 1, j);
     }
   }
 
