@@ -366,11 +366,21 @@ class Scheduler {
     return end;
   }
 
-  double stretched_end(double t, double work) const {
+  double stretched_end(double t, double work) {
+    // Only the collectives still running at t matter (b.end <= cur is skipped below, and cur >= t): live_, pruned to
+    // them in place (its order kept: the order in which the slowdowns are summed), unless t is earlier than an
+    // earlier call's, when running_ (every remembered collective but those before the compute stream's free time)
+    // is read as before.
+    const std::vector<Busy>* list = &running_;
+    if (t >= live_floor_) {
+      std::erase_if(live_, [t](const Busy& x) { return x.end <= t; });
+      live_floor_ = t;
+      list = &live_;
+    }
     double cur = t, left = work;
     for (;;) {
       double s = 0, next = std::numeric_limits<double>::infinity();
-      for (const Busy& b : running_) {
+      for (const Busy& b : *list) {
         if (b.end <= cur) continue;
         if (b.start <= cur) {
           s += b.s;
@@ -392,7 +402,12 @@ class Scheduler {
       std::erase_if(running_, [floor](const Busy& x) { return x.end <= floor; });
     }
     running_.push_back(b);
+    if (b.end > live_floor_) live_.push_back(b);
   }
+  // The remembered collectives that end after live_floor_ (the latest start stretched_end() was asked about), in
+  // the order remembered.
+  std::vector<Busy> live_;
+  double live_floor_ = -std::numeric_limits<double>::infinity();
   double compute_free_ = 0;  // the compute stream's free time, for remember()'s pruning
   int current_seg_ = -1;     // the segment of the op being scheduled (Busy::seg)
 
