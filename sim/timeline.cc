@@ -144,10 +144,10 @@ struct ScheduleStructure {
   std::vector<int> insert_after;  // per segment: index in own after which the next instance's prefetched ops are
                                   // issued (its first compute op)
   std::vector<int> instances;
-  std::vector<int> deps;  // every op's deps, concatenated
+  std::vector<int> deps;  // every op's deps, concatenated (kept structures only: else Op::deps point into the Program)
   // Dataflow::last_writer() of each outside value (ext_offset + its place in ext) at instances 0 .. kWriterSlots-2
   // and at the segment's last instance (slot kWriterSlots-1), filled as the schedules ask for them (the steady
-  // state's units are among these); `unknown` until then.
+  // state's units are among these); `unknown` until then. Empty in a structure built for one schedule.
   static constexpr int kWriterSlots = 6;
   static constexpr int kUnknown = -2;
   std::vector<Writer> writers;
@@ -214,10 +214,11 @@ struct ScheduleStructure {
     return same && at == end;
   }
 
-  void build(const Program& p, const CostParams& c) {
+  // `keep`: record the words, for matches() (a structure built for one schedule only need not).
+  void build(const Program& p, const CostParams& c, bool keep) {
     words.clear();
     flow.reset();
-    structure_words(p, c, [&](int64_t x) { words.push_back(x); });
+    if (keep) structure_words(p, c, [&](int64_t x) { words.push_back(x); });
     flow.emplace(p);
     const size_t ns = p.segments.size();
     ops.assign(ns, {});
@@ -225,8 +226,9 @@ struct ScheduleStructure {
     insert_after.assign(ns, -1);
     instances.assign(ns, 0);
     deps.clear();
-    for (const Segment& seg : p.segments)
-      for (const tptune::Op& op : seg.ops) deps.insert(deps.end(), op.deps.begin(), op.deps.end());
+    if (keep)  // else the ops' deps are read from `p`, which outlives the one schedule
+      for (const Segment& seg : p.segments)
+        for (const tptune::Op& op : seg.ops) deps.insert(deps.end(), op.deps.begin(), op.deps.end());
     size_t next_dep = 0;
     for (size_t s = 0; s < ns; ++s) {
       const Segment& seg = p.segments[s];
@@ -240,7 +242,7 @@ struct ScheduleStructure {
         t.label = stream_of(op);
         t.stream = c.comm_overlaps_compute ? t.label : Stream::compute;
         t.index = static_cast<int>(flow->op_index(si, ji));
-        t.deps = std::span<const int>(deps.data() + next_dep, op.deps.size());
+        t.deps = keep ? std::span<const int>(deps.data() + next_dep, op.deps.size()) : std::span<const int>(op.deps);
         next_dep += op.deps.size();
         t.ext = flow->outside(si, ji);
         t.ext_offset = flow->outside_offset(si, ji);
@@ -258,7 +260,10 @@ struct ScheduleStructure {
       }
       if (insert_after[s] < 0) insert_after[s] = static_cast<int>(own[s].size()) - 1;  // no compute: at the end
     }
-    writers.assign(flow->outside_count() * kWriterSlots, Writer{kUnknown, -1, -1, false});
+    if (keep)
+      writers.assign(flow->outside_count() * kWriterSlots, Writer{kUnknown, -1, -1, false});
+    else
+      writers.clear();  // no later schedule to keep them for
   }
 };
 
@@ -463,7 +468,8 @@ class Scheduler {
 
  private:
   const Program& p_;
-  ScheduleStructure& st_;  // (its writers filled as resolve() asks)
+  ScheduleStructure& st_;                   // (its writers filled as resolve() asks)
+  const bool memo_ = !st_.writers.empty();  // the structure keeps writers (ScheduleStructure::build(), `keep`)
   const Dataflow& flow_;
   const std::vector<std::vector<TemplateOp>>& ops_;
   const std::vector<std::vector<int>>&own_, &pf_, &busy_own_, &busy_pf_;  // see ScheduleStructure
@@ -576,7 +582,7 @@ class Scheduler {
     Resolved r;
     const int n = instances_[static_cast<size_t>(seg)];
     constexpr int kSlots = ScheduleStructure::kWriterSlots;
-    const int slot = inst == n - 1 ? kSlots - 1 : inst < kSlots - 1 ? inst : -1;
+    const int slot = !memo_ ? -1 : inst == n - 1 ? kSlots - 1 : inst < kSlots - 1 ? inst : -1;
     Writer w;
     if (slot < 0) {
       w = flow_.last_writer(o.ext[e], seg, inst);
@@ -915,8 +921,12 @@ class Scheduler {
 }  // namespace
 
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
-  ScheduleCache cache;
-  return schedule(p, costs, c, cache);
+  ScheduleStructure st;
+  st.build(p, c, false);
+  Scheduler s(p, costs, c, st);
+  Timeline tl = s.run();
+  tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
+  return tl;
 }
 
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache) {
@@ -925,7 +935,7 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, S
   } else {
     if (!cache.s_) cache.s_ = std::make_unique<ScheduleStructure>();
     try {
-      cache.s_->build(p, c);
+      cache.s_->build(p, c, true);
     } catch (...) {
       cache.s_.reset();  // half built
       throw;
@@ -940,7 +950,7 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, S
 
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
   ScheduleStructure st;
-  st.build(p, c);
+  st.build(p, c, false);
   Scheduler s(p, costs, c, st);
   Timeline tl = s.run_expanded();
   tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
