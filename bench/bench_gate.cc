@@ -3,10 +3,14 @@
 //   bench_gate --run ITEM          runs ITEM's fixed workload once between CALLGRIND_START_INSTRUMENTATION and
 //                                  CALLGRIND_STOP_INSTRUMENTATION (run it under valgrind --tool=callgrind
 //                                  --instr-atstart=no: only the measured region is counted; setup is not)
-//   bench_gate --compare BASELINE COUNTS [--tolerance PCT] [--update]
+//   bench_gate --compare BASELINE COUNTS [--budget FILE] [--tolerance PCT] [--update]
 //                                  compares instruction counts (JSON {"ITEM": count}) with the baseline, prints a
-//                                  table, exits 1 when an item grew (or shrank) by more than the tolerance;
-//                                  --update writes COUNTS into BASELINE instead
+//                                  table, exits 1 when an item grew (or shrank) by more than the tolerance, or
+//                                  counts more than its budget; --update writes COUNTS into BASELINE instead, and
+//                                  refuses (exit 1) when an item is over its budget. The budget file (default:
+//                                  callgrind-budget.json beside BASELINE) holds a fixed ceiling per item that
+//                                  --update never writes: a baseline updated in the same change as a rise past it
+//                                  still fails. Raising a budget is a commit of its own with the measured reason.
 //   bench_gate --wall-report FILE  prints the medians of a Google Benchmark JSON file (--benchmark_repetitions) and
 //                                  their ratios to BM_Reference of the same run (information, not a gate)
 //   bench_gate [benchmark flags]   Google Benchmark: the same workloads, timed, and BM_Reference
@@ -104,9 +108,50 @@ json read_json(const std::string& path) {
   return parse_json_text(read_input_file(path, "JSON", kMaxDataInputBytes), path);
 }
 
-int compare(const std::string& baseline_path, const std::string& counts_path, double tolerance_pct, bool update) {
+// The budget file's ceilings, by item.
+std::map<std::string, double> read_budget(const std::string& path) {
+  const json b = read_json(path);
+  if (b.value("format", "") != "tptune-callgrind-budget")
+    throw std::runtime_error(path + ": expected a tptune-callgrind-budget file");
+  std::map<std::string, double> out;
+  for (const auto& [item, v] : b.at("budget").items()) {
+    if (!v.is_number() || v.get<double>() <= 0)
+      throw std::runtime_error(path + ": budget." + item + ": expected a positive instruction count");
+    out[item] = v.get<double>();
+  }
+  return out;
+}
+
+// Prints the items over their budget (or without one); true when there is none.
+bool within_budget(const json& counts, const std::map<std::string, double>& budget, const std::string& budget_path) {
+  bool ok = true;
+  for (const auto& [item, now_v] : counts.items()) {
+    const double now = now_v.get<double>();
+    auto it = budget.find(item);
+    if (it == budget.end()) {
+      fmt::print("  {:<16} {:>16.0f}  FAIL: no budget for it in {}\n", item, now, budget_path);
+      ok = false;
+    } else if (now > it->second) {
+      fmt::print("  {:<16} {:>16.0f}  FAIL: over its budget of {:.0f} ({:+.2f}%) in {}\n", item, now, it->second,
+                 100 * (now / it->second - 1), budget_path);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+int compare(const std::string& baseline_path, const std::string& counts_path, const std::string& budget_path,
+            double tolerance_pct, bool update) {
   const json counts = read_json(counts_path);
+  const std::map<std::string, double> budget = read_budget(budget_path);
   if (update) {
+    if (!within_budget(counts.at("counts"), budget, budget_path)) {
+      fmt::print(
+          "callgrind gate: not updating {}: a count over its budget fails the gate whatever the baseline says (make "
+          "it faster, or raise the budget in a commit of its own that says why)\n",
+          baseline_path);
+      return 1;
+    }
     json b;
     b["format"] = "tptune-callgrind-baseline";
     b["tolerance_pct"] = tolerance_pct;
@@ -148,6 +193,8 @@ int compare(const std::string& baseline_path, const std::string& counts_path, do
       fmt::print("  {:<16} {:>16.0f} {:>16} {:>9}  MISSING from this run\n", item, v.get<double>(), "-", "");
       pass = false;
     }
+  // The fixed ceilings (the baseline may move with a change; the budget does not).
+  pass = within_budget(counts.at("counts"), budget, budget_path) && pass;
   const json& env = base.value("environment", json::object());
   const json& now_env = counts.value("environment", json::object());
   for (const auto& [k, v] : env.items())
@@ -156,7 +203,8 @@ int compare(const std::string& baseline_path, const std::string& counts_path, do
                  v.dump(), now_env[k].dump());
   fmt::print("callgrind gate: {}\n", pass ? "PASS"
                                           : "FAIL (if intended, run bench/update-baseline.sh and say why in the "
-                                            "commit)");
+                                            "commit; a count over its budget needs the budget raised first, in a "
+                                            "commit of its own with the measured reason)");
   return pass ? 0 : 1;
 }
 
@@ -214,16 +262,21 @@ int main(int argc, char** argv) {
     if (argc >= 4 && std::strcmp(argv[1], "--compare") == 0) {
       double tolerance = -1;  // the baseline's
       bool update = false;
+      const std::string baseline = argv[2];
+      const size_t slash = baseline.find_last_of('/');
+      std::string budget = (slash == std::string::npos ? "" : baseline.substr(0, slash + 1)) + "callgrind-budget.json";
       for (int i = 4; i < argc; ++i) {
         if (std::strcmp(argv[i], "--update") == 0)
           update = true;
         else if (std::strcmp(argv[i], "--tolerance") == 0 && i + 1 < argc)
           tolerance = std::strtod(argv[++i], nullptr);
+        else if (std::strcmp(argv[i], "--budget") == 0 && i + 1 < argc)
+          budget = argv[++i];
         else
           throw std::runtime_error(std::string("unknown argument ") + argv[i]);
       }
       if (update && tolerance < 0) tolerance = 3.0;
-      return compare(argv[2], argv[3], tolerance, update);
+      return compare(baseline, argv[3], budget, tolerance, update);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_gate: error: {}\n", e.what());

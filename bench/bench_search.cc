@@ -6,6 +6,7 @@
 // 10^7 candidates in under 10 s on one thread"); `decided_per_s` counts only the candidates a model decided.
 // Search405BPP is examples/llama3-405b-pp.yaml: the 405B space with pipeline candidates (issue 23's "under 50 ms on
 // one thread"); `pipeline_programs` counts the microbatch Programs its pipeline candidates shared.
+// Search4D405B: the 4-D space of issue 41 (tp x FSDP/HSDP x cp x pp x schedule; see below).
 // SearchPruned/log2_candidates:20 and :24 are issue 37's memory check: spaces of 2^20 and 2^24 candidates with the
 // same 1024 survivors, all others pruned by the first static rule (tp does not divide the world size), whose peak
 // memory must not grow with the pruned candidates; counters candidates, pruned and peak_rss_mib (getrusage's
@@ -44,11 +45,18 @@ Config example_config(const char* example) {
   return load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/" + example);
 }
 
+// The last search run() made (its caller may read more counters from it).
+SearchResult& last_search() {
+  static SearchResult r;
+  return r;
+}
+const SearchResult* last_result() { return &last_search(); }
+
 void run(benchmark::State& state, const Config& cfg) {
   SearchOptions o;
   o.threads = static_cast<int>(state.range(0));
   o.bound_top = static_cast<size_t>(state.range(1));
-  SearchResult r;
+  SearchResult& r = last_search();
   for (auto _ : state) {
     r = search(cfg, o);
     benchmark::DoNotOptimize(r.feasible);
@@ -112,6 +120,62 @@ BENCHMARK(BM_Search405BAcLayers)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);
+
+// Search4D405B (issue 41): Llama 3.1 405B on 1,024 H100s over the 4-D space: tp {1, 2, 4, 8} x FSDP with HSDP
+// dp_replicate {1, 2, 8} x cp {1, 2, 4, 8} x pp {1, 2, 4, 8, 16} x every pipeline schedule, both presets, the three
+// float8 recipes, async TP off and on, the three AC policies and local batch {1, 2, 4, 8}: 200,448 candidates. One
+// thread, each search timed once (an exhaustive one takes ~11 s on the 2-core VM). Counters as above, plus
+// s_per_1e9_candidates (the time 10^9 candidates would take at this rate, issue 41's "under 10 s for 10^9") and,
+// with bound > 0, winner_equals_exhaustive: 1 when the bounded search's winner is the exhaustive search's (same
+// candidate, same tokens/s), from one exhaustive search outside the timed region.
+Config space_4d() {
+  Config cfg = example_config("llama3-405b-h100.yaml");
+  SearchSpace& s = cfg.search;
+  s.tp_degrees = {1, 2, 4, 8};
+  s.dp_replicate = {1, 2, 8};
+  s.cp_degrees = {1, 2, 4, 8};
+  s.pp_degrees = {1, 2, 4, 8, 16};
+  s.pp_schedules = {PipelineScheduleKind::gpipe,
+                    PipelineScheduleKind::one_f_one_b,
+                    PipelineScheduleKind::interleaved_1f1b,
+                    PipelineScheduleKind::looped_bfs,
+                    PipelineScheduleKind::interleaved_zero_bubble,
+                    PipelineScheduleKind::zbv_zero_bubble,
+                    PipelineScheduleKind::dual_pipe_v};
+  s.pp_stages_per_rank = {0};
+  s.pp_microbatch_sizes = {1};
+  s.loss_parallel = {true};
+  s.local_batch_sizes = {1, 2, 4, 8};
+  return cfg;
+}
+
+void BM_Search4D405B(benchmark::State& state) {
+  const Config cfg = space_4d();
+  run(state, cfg);
+  const SearchResult* r = last_result();
+  state.counters["s_per_1e9_candidates"] = r && state.iterations() > 0 && r->evaluated > 0
+                                               ? 1e9 * r->elapsed_ms / 1e3 / static_cast<double>(r->evaluated)
+                                               : 0.0;
+  if (state.range(1) > 0 && r && !r->ranking.empty()) {
+    SearchOptions o;
+    o.threads = static_cast<int>(state.range(0));
+    const SearchResult exhaustive = search(cfg, o);
+    const CandidateResult& a = r->results[static_cast<size_t>(r->ranking[0])];
+    const CandidateResult& b = exhaustive.results[static_cast<size_t>(exhaustive.ranking[0])];
+    state.counters["winner_equals_exhaustive"] =
+        !exhaustive.ranking.empty() && a.candidate.index == b.candidate.index &&
+                a.report.tokens_per_second_per_gpu == b.report.tokens_per_second_per_gpu
+            ? 1.0
+            : 0.0;
+  }
+}
+BENCHMARK(BM_Search4D405B)
+    ->ArgNames({"threads", "bound"})
+    ->Args({1, 0})
+    ->Args({1, 10})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
 
 // issue 37's space: tiny-llama (examples/tiny-llama.yaml) on one node of 8 H100s, one family and one value of every
 // toggle, local_batch_sizes 1..256 and tp_degrees 1..2^(log2_candidates - 8): 2^20 or 2^24 candidates. Only tp 1, 2, 4

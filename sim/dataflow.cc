@@ -7,7 +7,7 @@
 
 namespace tptune {
 
-Dataflow::Dataflow(const Program& p) : p_(p) {
+Dataflow::Dataflow(const Program& p) : chains_(p.chains) {
   L_ = static_cast<int>(p.model.n_layers);
   const size_t nt = p.tensors.size();
   chain_in_.assign(nt, -1);

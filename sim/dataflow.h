@@ -35,6 +35,12 @@ class Dataflow {
     const size_t g = op_base_[static_cast<size_t>(seg)] + static_cast<size_t>(op);
     return {outside_.data() + outside_begin_[g], outside_.data() + outside_begin_[g + 1]};
   }
+  // Op `op` of segment `seg` numbered over the Program (0 .. op_count()), and the position of its outside() tensors
+  // among every op's (0 .. outside_count()): indices for per-op and per-value tables.
+  size_t op_index(int seg, int op) const { return op_base_[static_cast<size_t>(seg)] + static_cast<size_t>(op); }
+  size_t op_count() const { return op_base_.back(); }
+  size_t outside_offset(int seg, int op) const { return static_cast<size_t>(outside_begin_[op_index(seg, op)]); }
+  size_t outside_count() const { return outside_.size(); }
   // The last writer of template tensor t, as instance `inst` of segment `seg` sees it.
   Writer last_writer(TensorId t, int seg, int inst) const;
   // Calls f(seg', inst', op') for every op that may be the non-periodic last writer of t for some instance of
@@ -61,7 +67,7 @@ class Dataflow {
     int chain = -1;      // chain_next
   };
 
-  const Program& p_;
+  std::vector<LayerChain> chains_;  // the Program's (a copy: a Dataflow may outlive it, sim/timeline.cc's cache)
   int L_ = 0;
   std::vector<int> chain_in_, chain_sink_;
   // Flat (compressed rows: one allocation each, however many tensors and ops; the search builds a Dataflow per
@@ -86,7 +92,7 @@ class Dataflow {
   std::vector<Layers> layers_;
   std::vector<char> tensor_per_layer_;  // by tensor (TensorDesc::per_layer, read on every lookup)
 
-  const LayerChain& chain(int i) const { return p_.chains[static_cast<size_t>(i)]; }
+  const LayerChain& chain(int i) const { return chains_[static_cast<size_t>(i)]; }
   int first_layer(const LayerChain& c) const { return c.reverse ? L_ - 1 : 0; }
   int last_layer(const LayerChain& c) const { return c.reverse ? 0 : L_ - 1; }
   int prev_layer(const LayerChain& c, int l) const { return c.reverse ? l + 1 : l - 1; }

@@ -212,8 +212,9 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.memory = memory;
   r.parameters = parameter_count(p);
 
-  r.top_ops = top_op_summaries(
-      p, costs, top_ops, [&](size_t seg, size_t) { return tl.segments[seg].instances * per_step(p.segments[seg]); });
+  if (top_ops > 0)  // none asked for (the search): no ranking of every op
+    r.top_ops = top_op_summaries(
+        p, costs, top_ops, [&](size_t seg, size_t) { return tl.segments[seg].instances * per_step(p.segments[seg]); });
   return r;
 }
 

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <variant>
 
@@ -114,6 +116,162 @@ double SegmentTimes::shift(int instance) const {
   return (instance - steady_from) * period_us;
 }
 
+// ---- ScheduleStructure ---------------------------------------------------------------------------------------------
+
+// What the scheduler derives from a Program's structure alone: its dataflow, and each op's stream, dependencies,
+// place in its unit and contention. It reads only what structure_words() lists, so it serves every Program with the
+// same words (the search's Programs of one structure and policy at each local batch size: BatchProgram::at() and
+// the finished Programs it is made from differ in sizes only); the durations and the host's dispatch are the
+// schedule's own (OpCosts, dispatch_us()).
+struct ScheduleStructure {
+  struct Op {
+    Stream stream = Stream::compute;  // where it is scheduled: stream_of(op), or compute for a collective that cannot
+                                      // overlap compute (CostParams::comm_overlaps_compute 0)
+    Stream label = Stream::compute;   // stream_of(op): what its time counts as (compute, or TP / DP communication)
+    int index = 0;                    // Dataflow::op_index(): into the schedule's durations and dispatch times
+    std::span<const int> deps;        // Op::deps (a copy: deps_)
+    std::span<const TensorId> ext;    // inputs and outputs with no earlier writer in the segment
+    size_t ext_offset = 0;            // Dataflow::outside_offset(): into writers
+    bool prefetched = false;          // issued by the previous unit
+    double contention = 0;            // a collective's slowdown of the compute it overlaps (CostParams)
+  };
+
+  std::vector<int64_t> words;  // structure_words() of the Program it was built from
+  std::optional<Dataflow> flow;
+  std::vector<std::vector<Op>> ops;
+  std::vector<std::vector<int>> own, pf;            // per segment: own ops in order; ops the previous unit issues
+  std::vector<std::vector<int>> busy_own, busy_pf;  // the same, only the collectives that slow compute
+  std::vector<int> insert_after;  // per segment: index in own after which the next instance's prefetched ops are
+                                  // issued (its first compute op)
+  std::vector<int> instances;
+  std::vector<int> deps;  // every op's deps, concatenated (kept structures only: else Op::deps point into the Program)
+  // Dataflow::last_writer() of each outside value (ext_offset + its place in ext) at instances 0 .. kWriterSlots-2
+  // and at the segment's last instance (slot kWriterSlots-1), filled as the schedules ask for them (the steady
+  // state's units are among these); `unknown` until then. Empty in a structure built for one schedule.
+  static constexpr int kWriterSlots = 6;
+  static constexpr int kUnknown = -2;
+  std::vector<Writer> writers;
+
+  // The words that decide everything built here: what Dataflow reads (the layer counts, each tensor's per_layer,
+  // the chains, each segment's kind, repeat, direction and layers, each op's inputs and outputs), and what the
+  // scheduler reads of each op (its kind and collective group and kind: stream, prefetch and contention; its deps)
+  // and of the CostParams.
+  template <class F>
+  static void structure_words(const Program& p, const CostParams& c, F&& w) {
+    w(p.model.n_layers);
+    w(p.first_layer());
+    w(p.layer_count());
+    w(c.comm_overlaps_compute);
+    w(std::bit_cast<int64_t>(c.overlap_compute_slowdown));
+    w(std::bit_cast<int64_t>(c.overlap_p2p_compute_slowdown));
+    w(static_cast<int64_t>(p.tensors.size()));
+    int64_t bits = 0;  // per_layer, 63 tensors a word
+    int n = 0;
+    for (const TensorDesc& t : p.tensors) {
+      bits = bits << 1 | static_cast<int64_t>(t.per_layer);
+      if (++n == 63) {
+        w(bits);
+        bits = 0;
+        n = 0;
+      }
+    }
+    w(bits);
+    w(static_cast<int64_t>(p.chains.size()));
+    for (const LayerChain& ch : p.chains) {
+      w(ch.in);
+      w(ch.out);
+      w(ch.source);
+      w(ch.sink);
+      w(ch.reverse);
+    }
+    w(static_cast<int64_t>(p.segments.size()));
+    for (const Segment& seg : p.segments) {
+      w(static_cast<int64_t>(seg.kind));
+      w(seg.repeat);
+      w(seg.reverse);
+      w(seg.first_layer);
+      w(seg.layer_count);
+      w(static_cast<int64_t>(seg.ops.size()));
+      for (const tptune::Op& op : seg.ops) {
+        int64_t kind = static_cast<int64_t>(op.kind.index()) << 16;
+        if (auto* col = std::get_if<CollectiveOp>(&op.kind))
+          kind |= static_cast<int64_t>(col->group) << 8 | static_cast<int64_t>(col->kind);
+        w(kind);
+        w(static_cast<int64_t>(op.inputs.size()));
+        for (TensorId x : op.inputs) w(x);
+        w(static_cast<int64_t>(op.outputs.size()));
+        for (TensorId x : op.outputs) w(x);
+        w(static_cast<int64_t>(op.deps.size()));
+        for (int d : op.deps) w(d);
+      }
+    }
+  }
+
+  bool matches(const Program& p, const CostParams& c) const {
+    const int64_t *at = words.data(), *end = at + words.size();
+    bool same = true;
+    structure_words(p, c, [&](int64_t x) { same &= at != end && *at++ == x; });
+    return same && at == end;
+  }
+
+  // `keep`: record the words, for matches() (a structure built for one schedule only need not).
+  void build(const Program& p, const CostParams& c, bool keep) {
+    words.clear();
+    flow.reset();
+    if (keep) structure_words(p, c, [&](int64_t x) { words.push_back(x); });
+    flow.emplace(p);
+    const size_t ns = p.segments.size();
+    ops.assign(ns, {});
+    for (auto* v : {&own, &pf, &busy_own, &busy_pf}) v->assign(ns, {});
+    insert_after.assign(ns, -1);
+    instances.assign(ns, 0);
+    deps.clear();
+    if (keep)  // else the ops' deps are read from `p`, which outlives the one schedule
+      for (const Segment& seg : p.segments)
+        for (const tptune::Op& op : seg.ops) deps.insert(deps.end(), op.deps.begin(), op.deps.end());
+    size_t next_dep = 0;
+    for (size_t s = 0; s < ns; ++s) {
+      const Segment& seg = p.segments[s];
+      const int si = static_cast<int>(s);
+      instances[s] = flow->instances(si);
+      ops[s].reserve(seg.ops.size());
+      for (size_t j = 0; j < seg.ops.size(); ++j) {
+        const tptune::Op& op = seg.ops[j];
+        const int ji = static_cast<int>(j);
+        Op t;
+        t.label = stream_of(op);
+        t.stream = c.comm_overlaps_compute ? t.label : Stream::compute;
+        t.index = static_cast<int>(flow->op_index(si, ji));
+        t.deps = keep ? std::span<const int>(deps.data() + next_dep, op.deps.size()) : std::span<const int>(op.deps);
+        next_dep += op.deps.size();
+        t.ext = flow->outside(si, ji);
+        t.ext_offset = flow->outside_offset(si, ji);
+        t.prefetched = is_prefetched(op);
+        if (auto* col = std::get_if<CollectiveOp>(&op.kind); col && c.comm_overlaps_compute)
+          t.contention = col->kind == CollectiveKind::p2p ? c.overlap_p2p_compute_slowdown : c.overlap_compute_slowdown;
+        if (t.contention > 0 && t.stream != Stream::compute) (t.prefetched ? busy_pf : busy_own)[s].push_back(ji);
+        if (t.prefetched) {
+          pf[s].push_back(ji);
+        } else {
+          if (insert_after[s] < 0 && t.label == Stream::compute) insert_after[s] = static_cast<int>(own[s].size());
+          own[s].push_back(ji);
+        }
+        ops[s].push_back(t);
+      }
+      if (insert_after[s] < 0) insert_after[s] = static_cast<int>(own[s].size()) - 1;  // no compute: at the end
+    }
+    if (keep)
+      writers.assign(flow->outside_count() * kWriterSlots, Writer{kUnknown, -1, -1, false});
+    else
+      writers.clear();  // no later schedule to keep them for
+  }
+};
+
+ScheduleCache::ScheduleCache() = default;
+ScheduleCache::~ScheduleCache() = default;
+ScheduleCache::ScheduleCache(ScheduleCache&&) noexcept = default;
+ScheduleCache& ScheduleCache::operator=(ScheduleCache&&) noexcept = default;
+
 namespace {
 
 constexpr double kTol = 1e-6;  // us; times are sums of the same durations, so shifts agree far closer than this
@@ -142,17 +300,7 @@ struct Resolved {
   Stream stream = Stream::compute;
 };
 
-struct TemplateOp {
-  Stream stream = Stream::compute;  // where it is scheduled: stream_of(op), or compute for a collective that cannot
-                                    // overlap compute (CostParams::comm_overlaps_compute 0)
-  Stream label = Stream::compute;   // stream_of(op): what its time counts as (compute, or TP / DP communication)
-  double duration = 0;
-  const std::vector<int>* deps = nullptr;
-  std::span<const TensorId> ext;  // inputs and outputs with no earlier writer in the segment
-  bool prefetched = false;        // issued by the previous unit
-  double dispatch = 0;            // host time to issue it (dispatch_us)
-  double contention = 0;          // a collective's slowdown of the compute it overlaps (CostParams)
-};
+using TemplateOp = ScheduleStructure::Op;
 
 // A collective running on a communication stream, slowing compute by `s` while it runs; `seg`: its segment.
 struct Busy {
@@ -166,40 +314,30 @@ struct Slot {
 
 class Scheduler {
  public:
-  Scheduler(const Program& p, const OpCosts& costs, const CostParams& c) : p_(p), flow_(p) {
+  // `st`: built from a Program with p's structure_words() (ScheduleStructure::matches()).
+  Scheduler(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleStructure& st)
+      : p_(p),
+        st_(st),
+        flow_(*st.flow),
+        ops_(st.ops),
+        own_(st.own),
+        pf_(st.pf),
+        busy_own_(st.busy_own),
+        busy_pf_(st.busy_pf),
+        insert_after_(st.insert_after),
+        instances_(st.instances) {
     const size_t ns = p.segments.size();
     if (costs.duration_us.size() != ns) throw Error("schedule: OpCosts do not match the Program");
-    ops_.resize(ns);
-    own_.resize(ns);
-    pf_.resize(ns);
-    insert_after_.assign(ns, -1);
-    instances_.resize(ns);
+    duration_.resize(flow_.op_count());
+    dispatch_.resize(flow_.op_count());
     for (size_t s = 0; s < ns; ++s) {
       const Segment& seg = p.segments[s];
-      instances_[s] = flow_.instances(static_cast<int>(s));
       if (costs.duration_us[s].size() != seg.ops.size()) throw Error("schedule: OpCosts do not match the Program");
-      ops_[s].reserve(seg.ops.size());
       for (size_t j = 0; j < seg.ops.size(); ++j) {
-        const Op& op = seg.ops[j];
-        TemplateOp t;
-        t.label = stream_of(op);
-        t.stream = c.comm_overlaps_compute ? t.label : Stream::compute;
-        t.duration = costs.duration_us[s][j];
-        t.deps = &op.deps;
-        t.ext = flow_.outside(static_cast<int>(s), static_cast<int>(j));
-        t.prefetched = is_prefetched(op);
-        t.dispatch = dispatch_us(op, p, c);
-        if (auto* col = std::get_if<CollectiveOp>(&op.kind); col && c.comm_overlaps_compute)
-          t.contention = col->kind == CollectiveKind::p2p ? c.overlap_p2p_compute_slowdown : c.overlap_compute_slowdown;
-        if (t.prefetched) {
-          pf_[s].push_back(static_cast<int>(j));
-        } else {
-          if (insert_after_[s] < 0 && t.label == Stream::compute) insert_after_[s] = static_cast<int>(own_[s].size());
-          own_[s].push_back(static_cast<int>(j));
-        }
-        ops_[s].push_back(t);
+        const size_t g = flow_.op_index(static_cast<int>(s), static_cast<int>(j));
+        duration_[g] = costs.duration_us[s][j];
+        dispatch_[g] = dispatch_us(seg.ops[j], p, c);
       }
-      if (insert_after_[s] < 0) insert_after_[s] = static_cast<int>(own_[s].size()) - 1;  // no compute: at the end
     }
   }
 
@@ -330,12 +468,14 @@ class Scheduler {
 
  private:
   const Program& p_;
-  Dataflow flow_;
-  std::vector<std::vector<TemplateOp>> ops_;
-  std::vector<std::vector<int>> own_, pf_;  // per segment: own ops in order; ops the previous unit issues
-  std::vector<int> insert_after_;           // per segment: index in own_ after which the next instance's
-                                            // prefetched ops are issued (its first compute op)
-  std::vector<int> instances_;
+  ScheduleStructure& st_;                   // (its writers filled as resolve() asks)
+  const bool memo_ = !st_.writers.empty();  // the structure keeps writers (ScheduleStructure::build(), `keep`)
+  const Dataflow& flow_;
+  const std::vector<std::vector<TemplateOp>>& ops_;
+  const std::vector<std::vector<int>>&own_, &pf_, &busy_own_, &busy_pf_;  // see ScheduleStructure
+  const std::vector<int>&insert_after_, &instances_;
+  std::vector<double> duration_, dispatch_;  // by op index: OpCosts::duration_us, dispatch_us()
+  double duration(const TemplateOp& o) const { return duration_[static_cast<size_t>(o.index)]; }
   std::vector<SegmentTimes>* times_ = nullptr;
   InstanceStats before_first_;  // the first segment's prefetched all-gathers, issued before any unit
   double host_ = 0;             // when the host has issued every op processed so far
@@ -343,7 +483,7 @@ class Scheduler {
 
   // The host issues `o` after everything before it: returns the time it is issued (host_ after it).
   double issue_on_host(const TemplateOp& o) {
-    host_ += o.dispatch;
+    host_ += dispatch_[static_cast<size_t>(o.index)];
     return host_;
   }
 
@@ -352,20 +492,32 @@ class Scheduler {
   double finish(const TemplateOp& o, double t, double& extra) {
     extra = 0;
     if (o.label == Stream::compute) {
-      const double end = stretched_end(t, o.duration);
-      if (end != t + o.duration) extra = end - (t + o.duration);
-      return t + o.duration + extra;
+      const double d = duration(o);
+      const double end = stretched_end(t, d);
+      if (end != t + d) extra = end - (t + d);
+      return t + d + extra;
     }
-    const double end = t + o.duration;
+    const double end = t + duration(o);
     if (o.contention > 0 && o.stream != Stream::compute) remember(Busy{t, end, o.contention, current_seg_});
     return end;
   }
 
-  double stretched_end(double t, double work) const {
+  double stretched_end(double t, double work) {
+    // Only the collectives still running at t matter (b.end <= cur is skipped below, and cur >= t): live_, pruned to
+    // them in place (its order kept: the order in which the slowdowns are summed), unless t is earlier than an
+    // earlier call's, when running_ (every remembered collective but those before the compute stream's free time)
+    // is read as before.
+    const std::vector<Busy>* list = &running_;
+    if (t >= live_floor_) {
+      if (live_.empty()) return t + work;  // nothing runs beside it
+      std::erase_if(live_, [t](const Busy& x) { return x.end <= t; });
+      live_floor_ = t;
+      list = &live_;
+    }
     double cur = t, left = work;
     for (;;) {
       double s = 0, next = std::numeric_limits<double>::infinity();
-      for (const Busy& b : running_) {
+      for (const Busy& b : *list) {
         if (b.end <= cur) continue;
         if (b.start <= cur) {
           s += b.s;
@@ -387,7 +539,12 @@ class Scheduler {
       std::erase_if(running_, [floor](const Busy& x) { return x.end <= floor; });
     }
     running_.push_back(b);
+    if (b.end > live_floor_) live_.push_back(b);
   }
+  // The remembered collectives that end after live_floor_ (the latest start stretched_end() was asked about), in
+  // the order remembered.
+  std::vector<Busy> live_;
+  double live_floor_ = -std::numeric_limits<double>::infinity();
   double compute_free_ = 0;  // the compute stream's free time, for remember()'s pruning
   int current_seg_ = -1;     // the segment of the op being scheduled (Busy::seg)
 
@@ -419,10 +576,21 @@ class Scheduler {
     return {};
   }
 
-  // The outside value x of instance (seg, inst): when its last writer ends.
-  Resolved resolve(TensorId x, int seg, int inst) const {
+  // The outside value e of op `o` (o.ext[e]) of instance (seg, inst): when its last writer ends. The writer is the
+  // structure's (kept in st_.writers for the instances it has slots for).
+  Resolved resolve(const TemplateOp& o, size_t e, int seg, int inst) {
     Resolved r;
-    Writer w = flow_.last_writer(x, seg, inst);
+    const int n = instances_[static_cast<size_t>(seg)];
+    constexpr int kSlots = ScheduleStructure::kWriterSlots;
+    const int slot = !memo_ ? -1 : inst == n - 1 ? kSlots - 1 : inst < kSlots - 1 ? inst : -1;
+    Writer w;
+    if (slot < 0) {
+      w = flow_.last_writer(o.ext[e], seg, inst);
+    } else {
+      Writer& known = st_.writers[(o.ext_offset + e) * kSlots + static_cast<size_t>(slot)];
+      if (known.seg == ScheduleStructure::kUnknown) known = flow_.last_writer(o.ext[e], seg, inst);
+      w = known;
+    }
     if (!w.found()) return r;
     r.found = true;
     r.periodic = w.periodic;
@@ -452,7 +620,7 @@ class Scheduler {
         stats.compute_us += gap;
       }
     }
-    stats.compute_us += o.duration;
+    stats.compute_us += duration(o);
     if (extra != 0) {
       stats.contention_us += extra;
       stats.compute_us += extra;
@@ -477,18 +645,24 @@ class Scheduler {
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
     double t = free[static_cast<int>(o.stream)];
     Wait w = Wait::stream;
-    for (int d : *o.deps) {
-      OpTime dt = st.time(i, d);
-      if (dt.end > t) {
-        t = dt.end;
-        w = wait_of(ops_[static_cast<size_t>(s)][static_cast<size_t>(d)].stream);
+    if (!o.deps.empty()) {
+      // Before the segment is steady, its rows hold every instance simulated so far (SegmentTimes::time()'s first
+      // case), this one's earlier ops included.
+      const OpTime* row =
+          st.steady_from < 0 ? st.rows.data() + static_cast<size_t>(i) * static_cast<size_t>(st.ops) : nullptr;
+      for (int d : o.deps) {
+        const double end = row ? row[d].end : st.time(i, d).end;
+        if (end > t) {
+          t = end;
+          w = wait_of(ops_[static_cast<size_t>(s)][static_cast<size_t>(d)].stream);
+        }
       }
     }
     double outside = 0;
     Wait ow = Wait::none;
     if (!o.ext.empty()) {
-      for (TensorId x : o.ext) {
-        Resolved r = resolve(x, s, i);
+      for (size_t e = 0; e < o.ext.size(); ++e) {
+        Resolved r = resolve(o, e, s, i);
         if (!r.found) continue;
         if (r.periodic) {
           if (r.end > t) {
@@ -635,8 +809,8 @@ class Scheduler {
       if (bound <= st.time(first_inst, j).start + kTol) return -1;
       for (int m = first_inst; m <= last_inst; ++m) {
         const double start = st.time(m, j).start;
-        for (TensorId x : o.ext) {
-          Resolved r = resolve(x, s, m);
+        for (size_t e = 0; e < o.ext.size(); ++e) {
+          Resolved r = resolve(o, e, s, m);
           if (r.found && !r.periodic && r.end > start + kTol) return m;
         }
       }
@@ -663,8 +837,8 @@ class Scheduler {
   // Host time to issue one unit of segment s: its own ops and the next instance's prefetched all-gathers.
   double unit_dispatch(int s) const {
     double d = 0;
-    for (int j : own_[static_cast<size_t>(s)]) d += ops_[static_cast<size_t>(s)][static_cast<size_t>(j)].dispatch;
-    for (int j : pf_[static_cast<size_t>(s)]) d += ops_[static_cast<size_t>(s)][static_cast<size_t>(j)].dispatch;
+    for (int j : own_[static_cast<size_t>(s)]) d += dispatch_[flow_.op_index(s, j)];
+    for (int j : pf_[static_cast<size_t>(s)]) d += dispatch_[flow_.op_index(s, j)];
     return d;
   }
 
@@ -674,16 +848,34 @@ class Scheduler {
     host_ += (u - k) * unit_dispatch(s);
     compute_free_ = free[0];
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
-    const std::vector<TemplateOp>& ops = ops_[static_cast<size_t>(s)];
-    auto add = [&](int inst, int j) {
-      const TemplateOp& o = ops[static_cast<size_t>(j)];
-      if (o.contention <= 0 || o.stream == Stream::compute) return;
-      const OpTime t = st.time(inst, j);
-      if (t.end > compute_free_) remember(Busy{t.start, t.end, o.contention, s});
+    const std::vector<int>& own = busy_own_[static_cast<size_t>(s)];
+    const std::vector<int>& pf = busy_pf_[static_cast<size_t>(s)];
+    if (own.empty() && pf.empty()) return;
+    // Only the collectives that slow compute (busy_own_, busy_pf_: fixed per segment), and only the units whose
+    // collectives still run at compute_free_: an op's end in the extrapolated units is its steady row's end plus
+    // (m - ref) x period, non-decreasing in m, so those units are the last ones; found from the end, then remembered
+    // in unit order as a loop over every unit would (the order in which stretched_end() sums the slowdowns).
+    auto live = [&](int m) {
+      for (int j : own)
+        if (st.time(m, j).end > compute_free_) return true;
+      for (int j : pf)
+        if (st.time(m + 1, j).end > compute_free_) return true;
+      return false;
     };
-    for (int m = k + 1; m <= u; ++m) {
-      for (int j : own_[static_cast<size_t>(s)]) add(m, j);
-      for (int j : pf_[static_cast<size_t>(s)]) add(m + 1, j);
+    int first = u + 1;
+    if (st.period_us >= 0) {
+      while (first > k + 1 && live(first - 1)) --first;
+    } else {
+      first = k + 1;
+    }
+    auto add = [&](int inst, int j) {
+      const OpTime t = st.time(inst, j);
+      if (t.end > compute_free_)
+        remember(Busy{t.start, t.end, ops_[static_cast<size_t>(s)][static_cast<size_t>(j)].contention, s});
+    };
+    for (int m = first; m <= u; ++m) {
+      for (int j : own) add(m, j);
+      for (int j : pf) add(m + 1, j);
     }
   }
 
@@ -711,7 +903,7 @@ class Scheduler {
         tl.exposed_tp_us += x.exposed_tp_us;
         tl.exposed_dp_us += x.exposed_dp_us;
       }
-      for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.label)] += o.duration * st.instances;
+      for (const TemplateOp& o : ops_[s]) tl.busy_us[static_cast<int>(o.label)] += duration(o) * st.instances;
       for (int i = 0; i < st.instances; ++i) {
         const InstanceStats& x = st.instance_stats(i);
         tl.contention_us += x.contention_us;
@@ -729,14 +921,37 @@ class Scheduler {
 }  // namespace
 
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
-  Scheduler s(p, costs, c);
+  ScheduleStructure st;
+  st.build(p, c, false);
+  Scheduler s(p, costs, c, st);
+  Timeline tl = s.run();
+  tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
+  return tl;
+}
+
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache) {
+  if (cache.s_ && cache.s_->matches(p, c)) {
+    ++cache.hits;
+  } else {
+    if (!cache.s_) cache.s_ = std::make_unique<ScheduleStructure>();
+    try {
+      cache.s_->build(p, c, true);
+    } catch (...) {
+      cache.s_.reset();  // half built
+      throw;
+    }
+    ++cache.misses;
+  }
+  Scheduler s(p, costs, c, *cache.s_);
   Timeline tl = s.run();
   tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
   return tl;
 }
 
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
-  Scheduler s(p, costs, c);
+  ScheduleStructure st;
+  st.build(p, c, false);
+  Scheduler s(p, costs, c, st);
   Timeline tl = s.run_expanded();
   tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
   return tl;

@@ -35,6 +35,7 @@
 // Times are microseconds from the start of the step.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "plans/program.h"
@@ -138,6 +139,25 @@ struct Timeline {
 
 // The fast schedule (see above).
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c);
+// What schedule() derives from a Program's structure alone (its dataflow, each op's stream, dependencies and place in
+// its unit, the last writer of each value read from outside its segment instance), kept from one call to the next:
+// a caller that schedules Programs of one structure in turn (the search: one structure and policy at every local
+// batch size) builds it once. Each call checks that the Program has the kept structure (every tensor id, dependency,
+// segment and op kind compared), else builds it anew; the Timeline is the same either way. One cache per thread.
+struct ScheduleStructure;
+class ScheduleCache {
+ public:
+  ScheduleCache();
+  ~ScheduleCache();
+  ScheduleCache(ScheduleCache&&) noexcept;
+  ScheduleCache& operator=(ScheduleCache&&) noexcept;
+  size_t hits = 0, misses = 0;  // calls that found the structure kept, and calls that built it
+
+ private:
+  friend Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache);
+  std::unique_ptr<ScheduleStructure> s_;
+};
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache);
 // The reference: every instance of every segment simulated, deps taken from expand(p).
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c);
 

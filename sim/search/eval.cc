@@ -406,7 +406,7 @@ void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, 
     Timeline tl;
     {
       PhaseTimer t(phases, SearchPhase::schedule);
-      tl = schedule(prog, costs, cost_);
+      tl = schedule(prog, costs, cost_, schedule_cache_);
     }
     PhaseTimer t(phases, SearchPhase::report);
     r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0, gradient_accumulation_steps);

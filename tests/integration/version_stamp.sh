@@ -92,7 +92,8 @@ echo "  a stamped calibration reads"
 # The callgrind baseline (bench/update-baseline.sh writes it through bench_gate --compare ... --update).
 if [ -n "$bench_gate" ]; then
   echo '{"counts": {"lower_405b": 1}, "environment": {"build_type": "Release"}}' > "$tmp/counts.json"
-  "$bench_gate" --compare "$tmp/callgrind.json" "$tmp/counts.json" --update > /dev/null 2>&1 ||
+  "$bench_gate" --compare "$tmp/callgrind.json" "$tmp/counts.json" --update \
+    --budget "$(dirname "$0")/../../bench/baseline/callgrind-budget.json" > /dev/null 2>&1 ||
     fail "bench_gate --update exited $?"
   stamped "$tmp/callgrind.json"
 fi

@@ -76,53 +76,95 @@ TEST_CASE("bound: incumbents prune only below the k-th best and behind a point t
   CHECK_FALSE(in.dominates(951, 40));
 }
 
+namespace {
+
+// With bound_top = k (1, 5, 10) on 1 and 2 threads: the first k of the ranking and the Pareto front equal the full
+// search's, and every candidate the bound pruned is one the full search found feasible (or below the minimum
+// throughput), outside its top k and off its front; the others have the full search's verdicts. Returns how many
+// candidates the bound pruned over all runs.
+size_t check_bound_exact(const Config& cfg, const std::string& name) {
+  SearchOptions full;
+  full.threads = 1;
+  const SearchResult ref = search(cfg, full);
+  CHECK(count(ref, PruneReason::bound) == 0);  // off by default
+  size_t pruned_any = 0;
+  for (size_t k : {size_t{1}, size_t{5}, size_t{10}}) {
+    for (int threads : {1, 2}) {
+      INFO(name << " top " << k << " threads " << threads);
+      SearchOptions o;
+      o.threads = threads;
+      o.bound_top = k;
+      const SearchResult r = search(cfg, o);
+      REQUIRE(r.ranking.size() >= std::min(k, ref.ranking.size()));
+      for (size_t i = 0; i < std::min(k, ref.ranking.size()); ++i) {
+        CHECK(r.ranking[i] == ref.ranking[i]);
+        const size_t c = static_cast<size_t>(r.ranking[i]);
+        CHECK(r.results[c].report.step_time_ms == ref.results[c].report.step_time_ms);
+        CHECK(r.results[c].report.memory.peak == ref.results[c].report.memory.peak);
+      }
+      CHECK(r.pareto == ref.pareto);
+      const std::vector<int> top(ref.ranking.begin(),
+                                 ref.ranking.begin() + static_cast<long>(std::min(k, ref.ranking.size())));
+      for (size_t i = 0; i < r.results.size(); ++i) {
+        if (r.results[i].pruned == PruneReason::bound) {
+          CHECK((ref.results[i].feasible() || ref.results[i].pruned == PruneReason::min_throughput));
+          CHECK(std::find(top.begin(), top.end(), static_cast<int>(i)) == top.end());
+          CHECK(std::find(ref.pareto.begin(), ref.pareto.end(), static_cast<int>(i)) == ref.pareto.end());
+        } else {
+          CHECK(r.results[i].pruned == ref.results[i].pruned);
+        }
+      }
+      CHECK(r.feasible + count(r, PruneReason::bound) ==
+            ref.feasible + count(ref, PruneReason::min_throughput) - count(r, PruneReason::min_throughput));
+      pruned_any += count(r, PruneReason::bound);
+    }
+  }
+  return pruned_any;
+}
+
+}  // namespace
+
 TEST_CASE("bound: top k and the Pareto front equal the full search's on the example spaces, over threads",
           "[search][bound]") {
   for (const char* name : {"llama3-8b-h100.yaml", "llama3-70b-h100.yaml", "llama3-405b-h100.yaml", "gpt-a100.yaml",
                            "tiny-gpt.yaml", "tiny-llama.yaml", "llama3-405b-hsdp.yaml"}) {
     if (test::kSanitized && std::string(name) == "llama3-405b-hsdp.yaml") continue;  // 7 searches of 4320 candidates
-    const Config cfg = test::example_config(name);
-    SearchOptions full;
-    full.threads = 1;
-    const SearchResult ref = search(cfg, full);
-    CHECK(count(ref, PruneReason::bound) == 0);  // off by default
-    size_t pruned_any = 0;
-    for (size_t k : {size_t{1}, size_t{5}, size_t{10}}) {
-      for (int threads : {1, 2}) {
-        INFO(name << " top " << k << " threads " << threads);
-        SearchOptions o;
-        o.threads = threads;
-        o.bound_top = k;
-        const SearchResult r = search(cfg, o);
-        REQUIRE(r.ranking.size() >= std::min(k, ref.ranking.size()));
-        for (size_t i = 0; i < std::min(k, ref.ranking.size()); ++i) {
-          CHECK(r.ranking[i] == ref.ranking[i]);
-          const size_t c = static_cast<size_t>(r.ranking[i]);
-          CHECK(r.results[c].report.step_time_ms == ref.results[c].report.step_time_ms);
-          CHECK(r.results[c].report.memory.peak == ref.results[c].report.memory.peak);
-        }
-        CHECK(r.pareto == ref.pareto);
-        // Every candidate pruned by the bound is feasible-or-below-min-throughput in the full search, outside its top
-        // k and off its front; every other candidate has the same verdict.
-        const std::vector<int> top(ref.ranking.begin(),
-                                   ref.ranking.begin() + static_cast<long>(std::min(k, ref.ranking.size())));
-        for (size_t i = 0; i < r.results.size(); ++i) {
-          if (r.results[i].pruned == PruneReason::bound) {
-            CHECK((ref.results[i].feasible() || ref.results[i].pruned == PruneReason::min_throughput));
-            CHECK(std::find(top.begin(), top.end(), static_cast<int>(i)) == top.end());
-            CHECK(std::find(ref.pareto.begin(), ref.pareto.end(), static_cast<int>(i)) == ref.pareto.end());
-          } else {
-            CHECK(r.results[i].pruned == ref.results[i].pruned);
-          }
-        }
-        CHECK(r.feasible + count(r, PruneReason::bound) ==
-              ref.feasible + count(ref, PruneReason::min_throughput) - count(r, PruneReason::min_throughput));
-        pruned_any += count(r, PruneReason::bound);
-      }
-    }
+    const size_t pruned_any = check_bound_exact(test::example_config(name), name);
     // The 8B space (385 feasible) has plenty to prune at k = 1: the test would notice a bound that never fires.
     if (std::string(name) == "llama3-8b-h100.yaml") CHECK(pruned_any > 0);
   }
+}
+
+TEST_CASE("bound: top k and the Pareto front equal the full search's over tp, HSDP, cp, pp and every schedule",
+          "[search][bound][pp]") {
+  // The 4-D space (issue 41) small enough to search exhaustively in well under a second: the tiny Llama (8 layers)
+  // on one node of 8 H100s, tp 1-2 x dp_replicate 1-2 x cp 1-2 x pp 1, 2, 4 x all seven pipeline schedules, AC none
+  // and full, local batch 1, 2, 4 (720 candidates, ~45 ms a search in Release; pipelines need microbatches: 1F1B
+  // needs >= pp of them, DualPipeV 2 pp, and the others are pruned by their rule). Whatever the bound prunes (pp 1
+  // candidates only, so far), the top k and the front are the exhaustive search's.
+  Config cfg = test::example_config("tiny-llama.yaml");
+  cfg.model.n_layers = 8;  // pp 4 with two stages per rank (the interleaved schedules' default): a layer a stage
+  cfg.cluster.nodes = 1;
+  cfg.cluster.gpus_per_node = 8;
+  SearchSpace& s = cfg.search;
+  s.tp_degrees = {1, 2};
+  s.dp_replicate = {1, 2};
+  s.cp_degrees = {1, 2};
+  s.pp_degrees = {1, 2, 4};
+  s.pp_schedules = {PipelineScheduleKind::gpipe,
+                    PipelineScheduleKind::one_f_one_b,
+                    PipelineScheduleKind::interleaved_1f1b,
+                    PipelineScheduleKind::looped_bfs,
+                    PipelineScheduleKind::interleaved_zero_bubble,
+                    PipelineScheduleKind::zbv_zero_bubble,
+                    PipelineScheduleKind::dual_pipe_v};
+  s.presets = {"sequence_parallel"};
+  s.float8 = {Float8Recipe::none};
+  s.async_tp = {false};
+  s.loss_parallel = {true};
+  s.activation_checkpointing = {ActivationCheckpointing::none, ActivationCheckpointing::full};
+  s.local_batch_sizes = {1, 2, 4};
+  check_bound_exact(cfg, "tiny-llama 4-D");
 }
 
 TEST_CASE("bound: off for the step_time and memory objectives", "[search][bound]") {

@@ -247,6 +247,67 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
   CHECK(host_bound > 10);    // and steps held back by the host
 }
 
+TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure, rebuilt for another") {
+  // The search's pattern (sim/search/eval.h): one structure and policy at local batch 1, 2 and 4 (the same
+  // structure: built once, then kept), another policy (another structure: built), the first again (built: one is
+  // kept), and the same Program with collectives that cannot overlap compute (other CostParams words: built).
+  auto at = [](int64_t batch, ActivationCheckpointing ac) {
+    return test::lower_preset("sequence_parallel",
+                              {.tp_degree = 2,
+                               .dp_shard = 4,
+                               .async_tp = true,
+                               .loss_parallel = true,
+                               .activation_checkpointing = ac,
+                               .local_batch_size = batch},
+                              small_model(5), 512);
+  };
+  const ClusterSpec cl = test::cluster_of("h100-sxm", 1, 8);
+  CostParams serial;
+  serial.comm_overlaps_compute = 0;
+  struct Step {
+    Program p;
+    CostParams c;
+    size_t hits, misses;  // the cache's counts after it
+  };
+  const Step steps[] = {
+      {at(1, ActivationCheckpointing::selective), CostParams{}, 0, 1},
+      {at(2, ActivationCheckpointing::selective), CostParams{}, 1, 1},
+      {at(4, ActivationCheckpointing::selective), CostParams{}, 2, 1},
+      {at(1, ActivationCheckpointing::full), CostParams{}, 2, 2},
+      {at(2, ActivationCheckpointing::selective), CostParams{}, 2, 3},
+      {at(2, ActivationCheckpointing::selective), serial, 2, 4},
+  };
+  ScheduleCache cache;
+  for (size_t k = 0; k < std::size(steps); ++k) {
+    INFO("step " << k);
+    const Step& x = steps[k];
+    const OpCosts oc = cost_ops(x.p, cl, x.c);
+    const Timeline got = schedule(x.p, oc, x.c, cache);
+    const Timeline want = schedule(x.p, oc, x.c);
+    CHECK(cache.hits == x.hits);
+    CHECK(cache.misses == x.misses);
+    // Bit for bit: the same arithmetic whichever way the structure came.
+    REQUIRE(got.segments.size() == want.segments.size());
+    CHECK(got.step_time_us == want.step_time_us);
+    CHECK(got.compute_us == want.compute_us);
+    CHECK(got.exposed_tp_us == want.exposed_tp_us);
+    CHECK(got.exposed_dp_us == want.exposed_dp_us);
+    CHECK(got.contention_us == want.contention_us);
+    CHECK(got.host_wait_us == want.host_wait_us);
+    for (size_t s = 0; s < got.segments.size(); ++s) {
+      const SegmentTimes &g = got.segments[s], &w = want.segments[s];
+      REQUIRE(g.instances == w.instances);
+      CHECK(g.steady_from == w.steady_from);
+      for (int i = 0; i < g.instances; ++i)
+        for (int j = 0; j < g.ops; ++j) {
+          REQUIRE(g.time(i, j).start == w.time(i, j).start);
+          REQUIRE(g.time(i, j).end == w.time(i, j).end);
+        }
+    }
+    if (k == 0) check_same(x.p, got, schedule_expanded(x.p, oc, x.c));  // and both are the reference's
+  }
+}
+
 TEST_CASE("extrapolation stops where a later instance waits for a value from another segment") {
   // block.fwd (5 layers): a 10 us matmul on the residual chain, then a 100 us DP collective writing a per-layer
   // tensor `s`; DP collectives queue on their stream, so s of layer i is ready at 100 (i + 1) (each may start once
