@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "kernels/cpu/attention_block.h"  // the block and row types of ring attention (plain structs)
-#include "plans/dtype.h"
-#include "plans/program.h"
+#include "plans/model/dtype.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

@@ -2,7 +2,7 @@
 // them (staging buffers kept per op across steps) and runs the async TP ring steps.
 #include <fmt/format.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 
 namespace tptune {

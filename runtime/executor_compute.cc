@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 
 namespace tptune {

@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 #include "runtime/ring_schedule.h"
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plans/error.h"
-#include "plans/program_identity.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 namespace {

@@ -20,8 +20,8 @@
 // The loss is the mean of the microbatches' losses on the last stage's rank, broadcast over pp. Collective over the tp
 // group of `backend` and over run.pp; every rank returns the whole Profile.
 
-#include "plans/profile_format.h"
-#include "plans/program.h"
+#include "plans/program/profile_format.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/pipeline_run.h"
 #include "runtime/profiler.h"

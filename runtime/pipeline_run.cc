@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 namespace {

@@ -40,8 +40,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/pipeline_stage.h"
-#include "plans/program.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 

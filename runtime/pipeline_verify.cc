@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 #include "runtime/gather.h"
 

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/pipeline_run.h"
 #include "runtime/verifier.h"

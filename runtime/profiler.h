@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/profile_format.h"
-#include "plans/program.h"
+#include "plans/program/profile_format.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 
 namespace tptune {

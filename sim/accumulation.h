@@ -35,7 +35,7 @@
 
 #include <cstdint>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/timeline.h"
 
 namespace tptune {

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

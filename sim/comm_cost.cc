@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plans/enum_names.h"
+#include "plans/util/enum_names.h"
 
 namespace tptune {
 

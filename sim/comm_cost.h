@@ -26,8 +26,8 @@
 // (algorithm "measured").
 // Times are microseconds.
 
-#include "plans/bus_bandwidth.h"
-#include "plans/placement.h"
+#include "plans/language/placement.h"
+#include "plans/program/bus_bandwidth.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 

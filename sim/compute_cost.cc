@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

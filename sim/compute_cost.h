@@ -24,7 +24,7 @@
 //              fp32) replaces the dtype's size in GEMM operand bytes, casts and collectives (sim/timeline.cc).
 // Times are microseconds.
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/cost_params.h"
 #include "sim/gpu_spec.h"
 

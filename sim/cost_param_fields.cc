@@ -5,8 +5,8 @@
 #include <cmath>
 #include <type_traits>
 
-#include "plans/error.h"
-#include "plans/yaml_util.h"
+#include "plans/util/error.h"
+#include "plans/util/yaml_util.h"
 
 namespace tptune {
 

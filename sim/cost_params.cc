@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plans/bus_bandwidth.h"
+#include "plans/program/bus_bandwidth.h"
 
 namespace tptune {
 

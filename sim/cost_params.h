@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "plans/dtype.h"
-#include "plans/placement.h"
+#include "plans/language/placement.h"
+#include "plans/model/dtype.h"
 
 namespace tptune {
 

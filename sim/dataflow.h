@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 

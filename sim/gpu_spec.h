@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/dtype.h"
+#include "plans/model/dtype.h"
 
 namespace tptune {
 

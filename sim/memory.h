@@ -23,7 +23,7 @@
 
 #include <string>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/cost_params.h"
 #include "sim/gpu_spec.h"
 

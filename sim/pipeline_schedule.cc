@@ -7,12 +7,12 @@
 #include <deque>
 #include <iterator>
 
-#include "plans/checked_math.h"
-#include "plans/enum_names.h"
-#include "plans/error.h"
-#include "plans/limits.h"
-#include "plans/pipeline_stage.h"
-#include "plans/plan.h"
+#include "plans/language/plan.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/enum_names.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
 
 namespace tptune {
 

@@ -55,7 +55,7 @@
 #include <string_view>
 #include <vector>
 
-#include "plans/pipeline_parallel.h"
+#include "plans/language/pipeline_parallel.h"
 
 namespace tptune {
 

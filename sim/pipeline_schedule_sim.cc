@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

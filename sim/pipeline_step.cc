@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/parameter_count.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 #include "sim/comm_cost.h"
 #include "sim/pipeline_schedule.h"
 

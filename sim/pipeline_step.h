@@ -70,9 +70,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/model.h"
-#include "plans/plan.h"
-#include "plans/program.h"
+#include "plans/language/plan.h"
+#include "plans/model/model.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/memory.h"

@@ -3,13 +3,13 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
-#include "plans/program_identity.h"
-#include "plans/yaml_util.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/yaml_util.h"
 #include "sim/pipeline_schedule.h"
 
 namespace tptune {

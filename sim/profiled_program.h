@@ -21,10 +21,10 @@
 
 #include <string>
 
-#include "plans/config.h"
-#include "plans/plan.h"
-#include "plans/profile_format.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/program/profile_format.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/parameter_count.h"
-#include "plans/plan_toggles.h"
-#include "plans/program.h"
+#include "plans/language/plan_toggles.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/memory.h"

@@ -8,8 +8,8 @@
 #include <optional>
 #include <variant>
 
-#include "plans/enum_names.h"
-#include "plans/error.h"
+#include "plans/util/enum_names.h"
+#include "plans/util/error.h"
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
 #include "sim/dataflow.h"

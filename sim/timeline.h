@@ -37,7 +37,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 

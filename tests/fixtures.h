@@ -15,12 +15,12 @@
 
 #include <string>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/model.h"
-#include "plans/plan.h"
-#include "plans/plan_toggles.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/language/plan_toggles.h"
+#include "plans/lower/lower.h"
+#include "plans/model/model.h"
+#include "plans/util/error.h"
 #include "sim/cluster_spec.h"
 #include "sim/gpu_spec.h"
 

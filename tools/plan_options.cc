@@ -10,12 +10,12 @@
 #include <optional>
 #include <vector>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/limits.h"
-#include "plans/plan_resolve.h"
-#include "plans/version.h"
-#include "plans/yaml_util.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/limits.h"
+#include "plans/util/version.h"
+#include "plans/util/yaml_util.h"
 
 namespace tptune::tools {
 

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/output_file.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/util/output_file.h"
 
 namespace tptune::tools {
 

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <system_error>
 
-#include "plans/error.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
-#include "plans/yaml_util.h"
+#include "plans/util/error.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
+#include "plans/util/yaml_util.h"
 #include "tools/tp_plan_commands.h"
 
 using tptune::flush_stdout;

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "plans/error.h"
-#include "plans/input_file.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
 #include "sim/calibrate/accuracy.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/fit.h"

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <map>
 
-#include "plans/error.h"
-#include "plans/output_file.h"
+#include "plans/util/error.h"
+#include "plans/util/output_file.h"
 #include "sim/calibrate/fit.h"
 #include "sim/calibrate/published_fit.h"
 #include "sim/calibrate/published_record.h"

@@ -8,10 +8,10 @@
 // The comparison and its reports live in sim/check/; this file only wires options to them.
 #include <fmt/format.h>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/lower.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
 #include "sim/check/baseline.h"
 #include "sim/check/check_report.h"
 #include "sim/check/compare.h"

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/cost_param_fields.h"
 #include "sim/simulate.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "tools/plan_options.h"

@@ -3,15 +3,15 @@
 
 #include <iostream>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/lower.h"
-#include "plans/output_file.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/util/error.h"
+#include "plans/util/output_file.h"
 #include "sim/cluster_spec.h"
 #include "sim/pipeline_step.h"
+#include "sim/report/explain.h"
 #include "sim/report/pipeline_explain_json.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/trust.h"

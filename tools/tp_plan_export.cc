@@ -8,11 +8,11 @@
 // config, as in simulate.
 #include <fmt/format.h>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/export.h"
-#include "plans/output_file.h"
-#include "plans/plan.h"
+#include "plans/export/export.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
+#include "plans/util/output_file.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan_commands.h"
 

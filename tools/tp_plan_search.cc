@@ -10,12 +10,12 @@
 // nothing fits.
 #include <fmt/format.h>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/lower.h"
-#include "plans/module_names.h"
-#include "plans/version.h"
+#include "plans/language/config.h"
+#include "plans/language/module_names.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/version.h"
 #include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/pipeline_trace.h"

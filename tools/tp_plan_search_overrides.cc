@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "plans/error.h"
-#include "plans/plan.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
 
 namespace tptune::tools {
 

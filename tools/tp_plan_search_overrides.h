@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "tools/plan_options.h"
 
 namespace tptune::tools {

@@ -5,11 +5,11 @@
 // time goes. The report logic lives in sim/ (simulate.h, trace.h); this file only wires options to it.
 #include <fmt/format.h>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/lower.h"
-#include "plans/version.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/version.h"
 #include "sim/cluster_spec.h"
 #include "sim/pipeline_step.h"
 #include "sim/report/html_report.h"

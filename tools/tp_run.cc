@@ -9,10 +9,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "plans/error.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
-#include "plans/yaml_util.h"
+#include "plans/util/error.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
+#include "plans/util/yaml_util.h"
 #include "tools/tp_run_commands.h"
 #include "tools/tp_run_watchdog.h"
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "tools/tp_run_watchdog.h"
 #ifdef TPTUNE_HAVE_CUDA

@@ -8,9 +8,9 @@
 
 #include <cstdio>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "runtime/bench.h"
 #include "runtime/bench_kernels.h"
 #include "tools/tp_run_backend.h"

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
 

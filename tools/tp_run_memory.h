@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "tools/tp_run_session.h"
 
 namespace tptune::tools {

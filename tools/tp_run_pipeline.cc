@@ -1,8 +1,8 @@
 // The pipeline one pp rank runs under tp-run; see tp_run_pipeline.h.
 #include "tools/tp_run_pipeline.h"
 
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/lower/pipeline_stage.h"
 #include "sim/pipeline_schedule.h"
 
 namespace tptune::tools {

@@ -5,8 +5,8 @@
 
 #include <mpi.h>
 
-#include "plans/model.h"
-#include "plans/plan.h"
+#include "plans/language/plan.h"
+#include "plans/model/model.h"
 #include "runtime/pipeline_run.h"
 
 namespace tptune::tools {

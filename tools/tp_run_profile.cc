@@ -9,13 +9,13 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "plans/error.h"
-#include "plans/input_file.h"
-#include "plans/json_text.h"
-#include "plans/limits.h"
-#include "plans/module_names.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
+#include "plans/language/module_names.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
+#include "plans/util/json_text.h"
+#include "plans/util/limits.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
 #include "runtime/pipeline_profile.h"
 #include "runtime/profiler.h"
 #include "tools/progress.h"

@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <optional>
 
-#include "plans/error.h"
-#include "plans/input_file.h"
-#include "plans/limits.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/shrink.h"
-#include "plans/yaml_util.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/shrink.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
+#include "plans/util/limits.h"
+#include "plans/util/yaml_util.h"
 #include "tools/tp_run_watchdog.h"
 
 namespace tptune::tools {

@@ -17,9 +17,9 @@
 #include <string>
 #include <string_view>
 
-#include "plans/config.h"
-#include "plans/plan.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/program/program.h"
 #include "tools/launcher.h"
 #include "tools/plan_options.h"
 

@@ -9,10 +9,10 @@
 
 #include <cstdio>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
 #include "runtime/pipeline_verify.h"
 #include "runtime/verifier.h"
 #include "tools/progress.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/fit.h"
 #include "sim/pipeline_step.h"
 #include "sim/simulate.h"

@@ -9,7 +9,7 @@
 #include <set>
 #include <tuple>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/comm_cost.h"
 #include "sim/compute_cost.h"
 #include "sim/cost_param_fields.h"

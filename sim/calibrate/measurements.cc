@@ -5,15 +5,15 @@
 #include <limits>
 #include <map>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/input_file.h"
-#include "plans/json_text.h"
-#include "plans/limits.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/plan.h"
-#include "plans/profile_format.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/program/profile_format.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
+#include "plans/util/json_text.h"
+#include "plans/util/limits.h"
 #include "sim/profiled_program.h"
 
 namespace tptune {

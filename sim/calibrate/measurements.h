@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/model.h"
-#include "plans/plan.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/model/model.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/plan_resolve.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/pipeline_step.h"
 #include "sim/simulate.h"
 

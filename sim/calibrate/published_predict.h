@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/plan.h"
-#include "plans/program.h"
+#include "plans/language/plan.h"
+#include "plans/program/program.h"
 #include "sim/calibrate/published_record.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"

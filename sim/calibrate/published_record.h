@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/pipeline_parallel.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
 
 namespace tptune {
 

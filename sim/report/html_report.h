@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/cost_params.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"

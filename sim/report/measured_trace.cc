@@ -4,9 +4,9 @@
 
 #include <map>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/profile_format.h"
+#include "plans/program/profile_format.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
 #include "sim/profiled_program.h"
 #include "sim/report/trace.h"
 

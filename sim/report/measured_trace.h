@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/timeline.h"
 
 namespace tptune {

@@ -5,11 +5,11 @@
 
 #include <iterator>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/parameter_count.h"
-#include "plans/text_table.h"
-#include "plans/torchtitan_recipe.h"
+#include "plans/export/torchtitan_recipe.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/util/error.h"
+#include "plans/util/text_table.h"
 #include "sim/report/html_report.h"
 
 namespace tptune {

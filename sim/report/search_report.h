@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/search/search.h"
 
 namespace tptune {

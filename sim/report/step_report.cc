@@ -6,8 +6,8 @@
 #include <cmath>
 #include <iterator>
 
-#include "plans/parameter_count.h"
-#include "plans/text_table.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/util/text_table.h"
 
 namespace tptune {
 

@@ -29,7 +29,7 @@
 #include <mutex>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/timeline.h"
 
 namespace tptune {

@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-#include "plans/pipeline_parallel.h"
+#include "plans/language/pipeline_parallel.h"
 
 namespace tptune {
 

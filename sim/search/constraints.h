@@ -38,7 +38,7 @@
 
 #include <string>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/cluster_spec.h"
 #include "sim/search/prune_reason.h"
 #include "sim/search/space.h"

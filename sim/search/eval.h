@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/lower_incremental.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/lower/incremental.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/search/batch_program.h"

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "plans/enum_names.h"
+#include "plans/util/enum_names.h"
 
 namespace tptune {
 

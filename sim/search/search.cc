@@ -8,8 +8,8 @@
 #include <optional>
 #include <set>
 
-#include "plans/error.h"
-#include "plans/limits.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
 #include "sim/pipeline_step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"

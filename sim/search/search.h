@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/pipeline_step.h"

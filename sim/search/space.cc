@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <limits>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
-#include "plans/limits.h"
-#include "plans/module_names.h"
+#include "plans/language/module_names.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
 
 namespace tptune {
 

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/plan.h"
-#include "plans/plan_toggles.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/language/plan_toggles.h"
 
 namespace tptune {
 

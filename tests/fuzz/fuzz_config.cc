@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/gpu_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 

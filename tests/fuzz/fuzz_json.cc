@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/hf_config.h"
-#include "plans/json_text.h"
-#include "plans/profile_format.h"
+#include "plans/model/hf_config.h"
+#include "plans/program/profile_format.h"
+#include "plans/util/json_text.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace tptune::fuzz {

@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
 #include "tests/fuzz/fuzz_check.h"
 #ifdef TPTUNE_FUZZ_LOWER
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #endif
 
 namespace tptune::fuzz {

@@ -5,11 +5,11 @@
 // sequence-length errors.
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/lower.h"
-#include "plans/plan_resolve.h"
+#include "plans/language/config.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/error_text.h"
 #include "tests/fixtures.h"
 

@@ -1,9 +1,9 @@
 // Placement algebra: canonical form, shapes, redistribution and its backward (plans/placement.h's table), bytes.
-#include "plans/placement.h"
+#include "plans/language/placement.h"
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

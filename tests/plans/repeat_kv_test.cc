@@ -4,10 +4,10 @@
 // and context parallelism rotating the repeated K/V (n_heads / n_kv_heads times the bytes).
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/program_identity.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
 #include "tests/error_text.h"
 #include "tests/fixtures.h"
 

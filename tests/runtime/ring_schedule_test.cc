@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cp_layout.h"
 
 using namespace tptune;

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "plans/config.h"
-#include "plans/lower.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost_params.h"
 #include "sim/memory.h"

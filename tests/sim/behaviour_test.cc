@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <optional>
 
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #include "sim/comm_cost.h"
 #include "sim/simulate.h"
 

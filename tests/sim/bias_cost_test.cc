@@ -2,8 +2,8 @@
 // bandwidth plus launch, the arithmetic in the comments (default CostParams, as tests/sim/cost_model_test.cc).
 #include <catch2/catch.hpp>
 
-#include "plans/hf_config.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/model/hf_config.h"
 #include "sim/compute_cost.h"
 #include "tests/fixtures.h"
 

@@ -10,13 +10,13 @@
 #include <functional>
 #include <sstream>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
-#include "plans/plan.h"
-#include "plans/program_identity.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/accuracy.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/fit.h"

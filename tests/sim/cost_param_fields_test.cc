@@ -12,7 +12,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/cost_params.h"
 
 using namespace tptune;

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
 #include "sim/pipeline_step.h"

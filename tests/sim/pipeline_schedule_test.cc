@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/pipeline_schedule_sim.h"
 #include "tests/error_text.h"
 

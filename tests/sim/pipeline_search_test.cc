@@ -5,7 +5,7 @@
 // ranked as before.
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/pipeline_step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"

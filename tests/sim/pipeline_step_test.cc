@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/parameter_count.h"
-#include "plans/pipeline_stage.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/util/error.h"
 #include "sim/comm_cost.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/report/step_report.h"

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/published_accuracy.h"
 #include "sim/calibrate/published_predict.h"

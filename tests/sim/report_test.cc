@@ -8,9 +8,9 @@
 #include <regex>
 #include <sstream>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/program_identity.h"
+#include "plans/lower/lower.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
 #include "sim/report/html_report.h"
 #include "sim/report/measured_trace.h"
 #include "sim/report/svg.h"

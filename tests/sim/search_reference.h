@@ -14,7 +14,7 @@
 // (tptune::Error; their sweep is checked against lower() + simulate() of every block count in
 // search_ac_layers_test.cc).
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/cost_params.h"
 #include "sim/search/search.h"
 

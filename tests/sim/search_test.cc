@@ -11,9 +11,9 @@
 #include <fstream>
 #include <set>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/module_names.h"
+#include "plans/language/module_names.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/cost_param_fields.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"

@@ -4,10 +4,10 @@
 // torch's order: sim/pipeline_schedule.h), as tools/tp_run_pipeline.cc builds it for tp-run.
 #include <string>
 
-#include "plans/config.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/pipeline_stage.h"
 #include "runtime/pipeline_run.h"
 #include "sim/pipeline_schedule.h"
 #include "tests/runtime/mpi/mesh.h"

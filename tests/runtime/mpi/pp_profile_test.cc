@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "plans/lower.h"
-#include "plans/profile_format.h"
+#include "plans/lower/lower.h"
+#include "plans/program/profile_format.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
 #include "runtime/pipeline_profile.h"

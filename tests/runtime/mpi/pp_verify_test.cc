@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/pipeline_verify.h"
 #include "sim/pipeline_schedule.h"
