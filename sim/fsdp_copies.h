@@ -26,7 +26,7 @@
 // collectives read and write the tensors in place).
 
 #include "plans/program/program.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {

@@ -24,7 +24,7 @@
 #include <string>
 
 #include "plans/program/program.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {

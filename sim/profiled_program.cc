@@ -10,7 +10,7 @@
 #include "plans/util/error.h"
 #include "plans/util/json_text.h"
 #include "plans/util/yaml_util.h"
-#include "sim/pipeline_schedule.h"
+#include "sim/pipeline/schedule.h"
 
 namespace tptune {
 

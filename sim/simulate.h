@@ -29,9 +29,9 @@
 #include "plans/lower/parameter_count.h"
 #include "plans/program/program.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/memory.h"
-#include "sim/pipeline_schedule_sim.h"
+#include "sim/pipeline/schedule_sim.h"
 #include "sim/timeline.h"
 #include "sim/trust.h"
 

@@ -10,8 +10,8 @@
 
 #include "plans/util/enum_names.h"
 #include "plans/util/error.h"
-#include "sim/comm_cost.h"
-#include "sim/compute_cost.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/dataflow.h"
 #include "sim/fsdp_copies.h"
 #include "sim/shared_machine.h"

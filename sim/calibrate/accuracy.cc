@@ -8,7 +8,7 @@
 
 #include "plans/util/error.h"
 #include "sim/calibrate/fit.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 

@@ -9,7 +9,7 @@
 #include "plans/util/input_file.h"
 #include "plans/util/output_file.h"
 #include "plans/util/version.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/cost_param_fields.h"
 
 namespace tptune {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 

@@ -10,9 +10,9 @@
 #include <tuple>
 
 #include "plans/util/error.h"
-#include "sim/comm_cost.h"
-#include "sim/compute_cost.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/shared_machine.h"
 #include "sim/timeline.h"
 

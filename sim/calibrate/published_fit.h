@@ -28,7 +28,7 @@
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/published_accuracy.h"
 #include "sim/calibrate/published_predict.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 

@@ -5,7 +5,7 @@
 #include "plans/language/plan_resolve.h"
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/simulate.h"
 
 namespace tptune {

@@ -4,7 +4,7 @@
 
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"

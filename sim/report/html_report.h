@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "plans/program/program.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 

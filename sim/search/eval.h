@@ -27,7 +27,7 @@
 #include "plans/lower/incremental.h"
 #include "plans/program/program.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/search/batch_program.h"
 #include "sim/search/bound.h"
 #include "sim/search/phase_times.h"

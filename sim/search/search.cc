@@ -10,7 +10,7 @@
 
 #include "plans/util/error.h"
 #include "plans/util/limits.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
 #include "sim/search/pareto.h"

@@ -35,8 +35,8 @@
 
 #include "plans/language/config.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
-#include "sim/pipeline_step.h"
+#include "sim/cost/cost_params.h"
+#include "sim/pipeline/step.h"
 #include "sim/search/candidate_results.h"
 #include "sim/search/eval.h"
 #include "sim/search/space.h"

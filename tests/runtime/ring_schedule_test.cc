@@ -3,8 +3,6 @@
 // exactness property: over all ranks and steps, every causal (query, key) pair is computed exactly once and no
 // masked pair is computed, for cp 1-8 in both layouts; under head_tail every rank does the same work; and each block
 // equals the one torch's ring attention computed (recorded by tools/check_ring_schedule.py).
-#include "runtime/ring_schedule.h"
-
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <numeric>
@@ -13,7 +11,8 @@
 #include <vector>
 
 #include "plans/util/error.h"
-#include "runtime/cp_layout.h"
+#include "runtime/ring/cp_layout.h"
+#include "runtime/ring/schedule.h"
 
 using namespace tptune;
 

@@ -6,7 +6,7 @@
 #include "plans/language/config.h"
 #include "plans/lower/lower.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/memory.h"
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"

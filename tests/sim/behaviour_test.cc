@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "plans/lower/lower.h"
-#include "sim/comm_cost.h"
+#include "sim/cost/comm_cost.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

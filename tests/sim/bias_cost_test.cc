@@ -4,7 +4,7 @@
 
 #include "plans/lower/lower.h"
 #include "plans/model/hf_config.h"
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

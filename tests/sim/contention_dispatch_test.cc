@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/timeline.h"
 #include "tests/program_builder.h"
 

@@ -8,7 +8,7 @@
 #include "plans/lower/lower.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/comm_cost.h"
+#include "sim/cost/comm_cost.h"
 #include "sim/memory.h"
 #include "sim/report/explain.h"
 #include "sim/report/html_report.h"

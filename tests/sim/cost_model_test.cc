@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "plans/util/error.h"
-#include "sim/comm_cost.h"
-#include "sim/compute_cost.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/compute_cost.h"
 
 using namespace tptune;
 

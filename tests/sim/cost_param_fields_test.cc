@@ -2,7 +2,7 @@
 // sim/cost_param_list.h, and each TPTUNE_COST_PARAM line must be the table row of its name, in list order, wired to
 // the member of that name (a value set by name is read back from that member and from nowhere else).
 
-#include "sim/cost_param_fields.h"
+#include "sim/cost/cost_param_fields.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "plans/util/error.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 using namespace tptune;
 
@@ -66,7 +66,7 @@ TEST_CASE("cost parameters: every table row is the struct member of its name, in
   check_param<type>(#name, &CostParams::name, lo, hi, listed++); \
   CHECK(names.insert(#name).second)
 #define TPTUNE_COST_FIELD(type, name, ...) CHECK(find_cost_param(#name) == nullptr)
-#include "sim/cost_param_list.h"
+#include "sim/cost/cost_param_list.h"
 #undef TPTUNE_COST_PARAM
 #undef TPTUNE_COST_FIELD
   CHECK(listed == cost_param_fields().size());

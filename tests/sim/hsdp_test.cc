@@ -10,7 +10,7 @@
 #include "plans/util/error.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/comm_cost.h"
+#include "sim/cost/comm_cost.h"
 #include "sim/memory.h"
 #include "sim/report/search_report.h"
 #include "sim/report/step_report.h"

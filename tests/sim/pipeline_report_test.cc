@@ -10,7 +10,7 @@
 #include "plans/util/error.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/pipeline_explain_json.h"
 #include "sim/report/pipeline_text.h"

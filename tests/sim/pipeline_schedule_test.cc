@@ -6,8 +6,6 @@
 //
 // Cost convention of the closed forms: every stage costs f = 1 us forward and b = 2 us backward (b = 2f), p2p 0.
 // A microbatch then occupies a rank f + b = 3 us per stage it holds.
-#include "sim/pipeline_schedule.h"
-
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -20,7 +18,8 @@
 #include <vector>
 
 #include "plans/util/error.h"
-#include "sim/pipeline_schedule_sim.h"
+#include "sim/pipeline/schedule.h"
+#include "sim/pipeline/schedule_sim.h"
 #include "tests/error_text.h"
 
 using namespace tptune;

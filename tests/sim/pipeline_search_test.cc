@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/util/error.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "tests/fixtures.h"

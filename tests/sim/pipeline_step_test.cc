@@ -2,8 +2,6 @@
 // node of 8 H100s: the stages partition the microbatch Program's work, 1F1B with a bottleneck last stage meets its
 // closed form (derived below), the activations each rank holds follow the schedule (1F1B: pp - r microbatches,
 // GPipe: all of them), the p2p hop is one activation over NVLink, and throughput divides by tp x pp.
-#include "sim/pipeline_step.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,7 +11,8 @@
 #include "plans/lower/parameter_count.h"
 #include "plans/lower/pipeline_stage.h"
 #include "plans/util/error.h"
-#include "sim/comm_cost.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/pipeline/step.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"

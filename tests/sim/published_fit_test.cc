@@ -13,7 +13,7 @@
 #include "sim/calibrate/published_accuracy.h"
 #include "sim/calibrate/published_predict.h"
 #include "sim/calibrate/published_record.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/gpu_spec.h"
 #include "tests/error_text.h"
 

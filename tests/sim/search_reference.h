@@ -15,7 +15,7 @@
 // search_ac_layers_test.cc).
 
 #include "plans/language/config.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/search/search.h"
 
 namespace tptune::test {

@@ -14,7 +14,7 @@
 #include "plans/language/module_names.h"
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"

@@ -18,7 +18,7 @@
 #include "plans/program/program_identity.h"
 #include "sim/calibrate/fit.h"
 #include "sim/calibrate/measurements.h"
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/shared_machine.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"

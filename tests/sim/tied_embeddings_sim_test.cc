@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/lower/lower.h"
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
 

@@ -8,8 +8,8 @@
 #include "plans/language/pipeline_parallel.h"
 #include "plans/language/plan.h"
 #include "plans/lower/pipeline_stage.h"
-#include "runtime/pipeline_run.h"
-#include "sim/pipeline_schedule.h"
+#include "runtime/pipeline/run.h"
+#include "sim/pipeline/schedule.h"
 #include "tests/runtime/mpi/mesh.h"
 
 namespace tptune::test {

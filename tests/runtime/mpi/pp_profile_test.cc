@@ -11,7 +11,7 @@
 #include "plans/program/profile_format.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
-#include "runtime/pipeline_profile.h"
+#include "runtime/pipeline/profile.h"
 #include "tests/runtime/mpi/pipeline_fixture.h"
 
 using namespace tptune;

@@ -13,8 +13,8 @@
 #include "plans/language/plan.h"
 #include "plans/lower/lower.h"
 #include "runtime/cpu/cpu_backend.h"
-#include "runtime/pipeline_verify.h"
-#include "sim/pipeline_schedule.h"
+#include "runtime/pipeline/verify.h"
+#include "sim/pipeline/schedule.h"
 #include "tests/runtime/mpi/pipeline_fixture.h"
 
 using namespace tptune;
