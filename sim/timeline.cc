@@ -36,7 +36,7 @@ Stream stream_of(const Op& op) {
       case Group::cp:
         return Stream::cp;
       case Group::pp:
-        // A stage Program's transfers: the pipeline's step prices them between its stages (sim/pipeline_step.h);
+        // A stage Program's transfers: the pipeline's step prices them between its stages (sim/pipeline/step.h);
         // the timeline schedules the whole model's microbatch Program, which has none.
         throw Error(fmt::format("{}: the timeline does not schedule a pipeline stage's transfers", op.name));
     }

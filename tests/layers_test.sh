@@ -8,7 +8,7 @@
 #   tools/   -> tools, plans, sim, runtime, kernels
 # (tests/ and bench/ may include everything, so they are not scanned.) An include that names no folder of ours
 # (a system or third-party header in quotes) is refused too: every project include is written from the repository
-# root ("plans/plan.h"), so that the line says which layer it reaches into.
+# root ("plans/language/plan.h"), so that the line says which layer it reaches into.
 #
 #   tests/layers_test.sh [SOURCE_DIR]     exit 0: no crossing; 1: each crossing as FILE:LINE: ... on stderr
 set -euo pipefail

@@ -142,7 +142,7 @@ void add_config_overrides(CLI::App* cmd, ConfigOverrides& o) {
 
 namespace {
 
-// A command-line number must lie in its range (plans/limits.h), like the same key in a YAML file.
+// A command-line number must lie in its range (plans/util/limits.h), like the same key in a YAML file.
 template <class T>
 void check_option(const char* name, const std::optional<T>& v, limits::IntRange r) {
   if (v && (*v < r.lo || *v > r.hi))

@@ -16,7 +16,8 @@
 //                                  rendezvous at $MASTER_ADDR on several nodes). Errors, never an approximation:
 //                                  float8 tensorwise (0.3 has rowwise recipes only), a model of no recipe, a world
 //                                  other than the plan's, module styles other than the two of enable_sequence_parallel.
-//                                  tools/check_torchtitan_export.py feeds it through torchtitan's own ConfigManager.
+//                                  tests/integration/check_torchtitan_export.py feeds it through torchtitan's own
+//                                  ConfigManager.
 //
 //   export_torchtitan_toml(plan, ctx) torchtitan before 0.3 (`--format torchtitan-toml`):   the job-config sections
 //   torchtitan reads for this plan: [parallelism]
@@ -39,7 +40,7 @@
 //                                  Arguments equal to torch's defaults are left out.
 //
 // All are pure functions of the Plan and the context (no I/O). A config model torchtitan's llama3 cannot express
-// (a head_dim other than dim / n_heads, q/k/v biases: torchtitan_llama3_lacks in plans/torchtitan_recipe.h) is
+// (a head_dim other than dim / n_heads, q/k/v biases: torchtitan_llama3_lacks in plans/export/torchtitan_recipe.h) is
 // refused by both torchtitan exports (one line naming the feature): they would train another model. The python
 // export is the parallelize_module dict, which holds for such a model too (ColwiseParallel shards a bias S(0) with
 // its weight); it never throws for a plan that load_plan accepts, and neither does the TOML export for a model

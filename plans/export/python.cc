@@ -1,4 +1,4 @@
-// tp-plan export --format python: the parallelize_module plan dict of a Plan (see plans/export.h).
+// tp-plan export --format python: the parallelize_module plan dict of a Plan (see plans/export/export.h).
 
 #include <fmt/format.h>
 

@@ -1,4 +1,5 @@
-// tp-plan export --format torchtitan-toml: the job-config sections of torchtitan before 0.3 (see plans/export.h).
+// tp-plan export --format torchtitan-toml: the job-config sections of torchtitan before 0.3 (see
+// plans/export/export.h).
 
 #include <fmt/format.h>
 

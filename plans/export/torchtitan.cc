@@ -1,4 +1,4 @@
-// tp-plan export --format torchtitan: the command torchtitan 0.3 runs for a Plan (see plans/export.h).
+// tp-plan export --format torchtitan: the command torchtitan 0.3 runs for a Plan (see plans/export/export.h).
 //
 // torchtitan 0.3 has no TOML loader: a config is a Python function of a registry (`--module M --config F`,
 // models/llama3/config_registry.py), and the command line overrides its fields (`--section.key value`, booleans as
@@ -205,7 +205,8 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
       add("--parallelism.pipeline-parallel-layers-per-stage", std::to_string(pp_split.layers_per_stage));
     // TrainingConfig.disable_cuda_graphs defaults to False, and the trainer's config check (trainer.py
     // _validate_cuda_graphs) refuses a pipeline with CUDA graphs on: "CUDA graphs do not support pipeline parallelism
-    // yet. Set --training.disable_cuda_graphs." (found by tools/check_torchtitan_export.py on torchtitan 0.3.0).
+    // yet. Set --training.disable_cuda_graphs." (found by tests/integration/check_torchtitan_export.py on torchtitan
+    // 0.3.0).
     add("--training.disable-cuda-graphs", "");
   }
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));

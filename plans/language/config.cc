@@ -88,7 +88,7 @@ void read_gqa(const YamlDoc& doc, const YAML::Node& n, Model& m) {
 }
 
 // model: {hf_config: PATH [, name: NAME] [, gqa: ...]}: a transformers config.json, relative to the config file
-// (plans/hf_config.h).
+// (plans/model/hf_config.h).
 Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesystem::path& base_dir) {
   doc.check_map(n, "model", {"hf_config", "name", "gqa"});
   const std::filesystem::path p(doc.string(n["hf_config"], "model.hf_config"));

@@ -4,7 +4,8 @@
 // tptune::Error with "<file>:<line>: <key>: expected ..., got ...".
 //
 //   model:    {preset: llama3-8b} | explicit dims | a preset with overrides (ffn_dim or ffn_dim_multiplier+multiple_of)
-//             | {hf_config: path/to/config.json} (a transformers config, relative to this file; plans/hf_config.h)
+//             | {hf_config: path/to/config.json} (a transformers config, relative to this file;
+//             plans/model/hf_config.h)
 //   training: {seq_len: 8192, local_batch_size: 1, global_batch_size: 64, dtype: bf16, activation_checkpointing: none}
 //   cluster:  {gpu: h100-sxm | {inline spec}, nodes: 1, gpus_per_node: 8,   (`device:` is a synonym of `gpu:`)
 //              intra_node: {bandwidth_GBps, latency_us}, inter_node: {bandwidth_GBps, latency_us}}
@@ -44,8 +45,8 @@ struct Training {
   int64_t local_batch_size = 1;  // sequences per data-parallel rank per step (per microbatch)
   // torchtitan's training.global_batch_size: sequences per optimizer step over all data-parallel ranks; 0 (no key,
   // torchtitan's -1): local_batch_size x dp degree, one microbatch. The tools turn it into the plan's
-  // gradient_accumulation_steps = global / (local_batch_size x dp_shard x dp_replicate) (plans/plan_resolve.h), an
-  // error naming global_batch_size_at ("<file>:<line>") when that is not whole.
+  // gradient_accumulation_steps = global / (local_batch_size x dp_shard x dp_replicate)
+  // (plans/language/plan_resolve.h), an error naming global_batch_size_at ("<file>:<line>") when that is not whole.
   int64_t global_batch_size = 0;
   std::string global_batch_size_at;
   DType dtype = DType::bf16;
@@ -85,14 +86,14 @@ struct SearchSpace {
   // HSDP replicate degrees (torchtitan's data_parallel_replicate_degree): each candidate's dp_shard is world / (tp x
   // dp_replicate). Default {1}: FSDP over the whole data-parallel dimension, as before HSDP existed.
   std::vector<int> dp_replicate = {1};
-  // Context-parallel degrees (torchtitan's context_parallel_degree; plans/context_parallel.h): each candidate's
-  // dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load balancing.
-  // Default {1}: no CP, the space as before CP existed.
+  // Context-parallel degrees (torchtitan's context_parallel_degree; plans/language/context_parallel.h): each
+  // candidate's dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load
+  // balancing. Default {1}: no CP, the space as before CP existed.
   std::vector<int> cp_degrees = {1};
-  // Pipeline parallelism (plans/pipeline_parallel.h): degrees, schedules (torch's names), microbatch sizes and stages
-  // per rank, each pipeline candidate with torchtitan's default split of its stages; dp_shard = world / (pp x tp x cp
-  // x dp_replicate). A pp 1 candidate ignores the schedules, microbatch sizes and stages per rank. Default {1}: no PP,
-  // the space as before.
+  // Pipeline parallelism (plans/language/pipeline_parallel.h): degrees, schedules (torch's names), microbatch sizes and
+  // stages per rank, each pipeline candidate with torchtitan's default split of its stages; dp_shard = world / (pp x tp
+  // x cp x dp_replicate). A pp 1 candidate ignores the schedules, microbatch sizes and stages per rank. Default {1}: no
+  // PP, the space as before.
   std::vector<int> pp_degrees = {1};
   std::vector<PipelineScheduleKind> pp_schedules = {PipelineScheduleKind::one_f_one_b};
   std::vector<int64_t> pp_microbatch_sizes = {1};
@@ -150,7 +151,7 @@ struct Config {
   bool has_search = false;
 };
 
-// `hf_config`, when not empty, is a transformers config.json (plans/hf_config.h) that replaces the file's model
+// `hf_config`, when not empty, is a transformers config.json (plans/model/hf_config.h) that replaces the file's model
 // section (the `--hf-config` option of the tools); the file may then omit `model`.
 Config load_config(const std::string& path, const std::string& hf_config = {});
 // For tests and tools: parse YAML text; `name` stands in for the file name in errors, and `base_dir` is where

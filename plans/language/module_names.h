@@ -43,10 +43,10 @@ Plan without_unmatched_modules(Plan plan, const Model& m);
 // that matches nothing (with the plan's framework names). Plans whose source is "preset:..." are not checked.
 void check_plan_modules(const Plan& plan, const Model& m);
 
-// The lowering emits one block and a repeat count (plans/program.h), styled by layer 0's entries: a plan that styles
-// some layers differently from the others would be lowered, simulated and run with layer 0's styles on every layer.
-// So every block module must have the same style in every layer: `layers.*.x`, or an entry for each layer with one
-// style, are fine; `layers.1.feed_forward.w1: no_parallel` beside `layers.*.feed_forward.w1: colwise` throws
+// The lowering emits one block and a repeat count (plans/program/program.h), styled by layer 0's entries: a plan that
+// styles some layers differently from the others would be lowered, simulated and run with layer 0's styles on every
+// layer. So every block module must have the same style in every layer: `layers.*.x`, or an entry for each layer with
+// one style, are fine; `layers.1.feed_forward.w1: no_parallel` beside `layers.*.feed_forward.w1: colwise` throws
 //   plan.yaml:9: modules.layers.1.feed_forward.w1: plans that style some layers differently are not supported: the
 //   Program repeats one block (layer 1's feed_forward.w1 is no_parallel(...), layer 0's colwise(...))
 // naming the entry that decides the differing layer's style. Presets are checked too (they use `*` only).

@@ -1,13 +1,13 @@
 #pragma once
 // Pipeline parallelism (PP) in a plan: which schedule, how many microbatches, and which layers each stage holds, as
 // torchtitan builds them (pytorch/torchtitan b5bcd76, torchtitan/distributed/pipeline_parallel.py; the schedules
-// themselves, each rank's ordered actions, are sim/pipeline_schedule.h).
+// themselves, each rank's ordered actions, are sim/pipeline/schedule.h).
 //
 // The mesh (torchtitan/distributed/parallel_dims.py): [pp, dp_replicate, dp_shard, cp, tp], row-major, pp outermost,
 // so world = pp x dp_replicate x dp_shard x cp x tp and the pp group is pp ranks with stride world / pp: its
 // neighbours share a node only when the whole mesh of one pp rank is smaller than a node.
 //
-// Plan keys (plans/plan_toggles.h):
+// Plan keys (plans/language/plan_toggles.h):
 //   pp_degree                    torchtitan's parallelism.pipeline_parallel_degree (1: no PP)
 //   pp_schedule                  parallelism.pipeline_parallel_schedule, torch's names (default 1F1B, torchtitan's)
 //   pp_microbatch_size           parallelism.pipeline_parallel_microbatch_size (default 1): microbatches =
@@ -110,7 +110,7 @@ struct TorchtitanPipelineSplit {
 };
 TorchtitanPipelineSplit torchtitan_pipeline_split(const Model& model, const Plan& plan);
 
-// The plan of one microbatch of the whole model, the Program every stage's ops are taken from (sim/pipeline_step.h,
+// The plan of one microbatch of the whole model, the Program every stage's ops are taken from (sim/pipeline/step.h,
 // tp-run's pipeline): local_batch_size = pp_microbatch_size, gradient_accumulation_steps 1 (its provenance the
 // pp_microbatch_size key's).
 Plan pipeline_microbatch_plan(const Plan& plan);

@@ -87,7 +87,7 @@ struct PlanEntry {
   bool operator==(const PlanEntry& o) const { return pattern == o.pattern && style == o.style; }
 };
 
-// The module plan and the framework's data, over the step-wide toggles (plans/plan_toggles.h).
+// The module plan and the framework's data, over the step-wide toggles (plans/language/plan_toggles.h).
 struct Plan : PlanToggles {
   std::string family = "custom";  // vanilla | sequence_parallel | custom (user file) — for reports
   std::string source;             // the file it was loaded from, or "preset:<name>"
@@ -116,8 +116,8 @@ struct Plan : PlanToggles {
   // c10d reduce-scatters the policy does not list, so there they are recomputed.
   bool ac_saves_reduce_scatter = true;
   // torchtitan's trainer clips gradients every step (Trainer.train_step: dist_utils.clip_grad_norm_ with
-  // training.max_norm, default 1.0): a `grad_norm` segment before the optimizer (plans/lower.cc, grad_norm()). The
-  // seed's DTensor plans are a user's own training loop, which need not clip.
+  // training.max_norm, default 1.0): a `grad_norm` segment before the optimizer (plans/lower/lower.cc, grad_norm()).
+  // The seed's DTensor plans are a user's own training loop, which need not clip.
   bool clip_grad_norm = false;
   // Where each value came from, for reports: key (local_batch_size, activation_checkpointing, ...) -> "plan file
   // FILE:LINE" | "config FILE" | "option --x" | "preset" | "default". Not part of equality.
@@ -160,7 +160,7 @@ std::vector<std::string> plan_preset_names();
 Plan load_plan(const std::string& path);
 Plan load_plan_string(const std::string& yaml, const std::string& name = "<string>");
 std::string plan_to_yaml(const Plan& plan);
-// Writes plan_to_yaml(plan) to `path` whole or not at all (plans/output_file.h).
+// Writes plan_to_yaml(plan) to `path` whole or not at all (plans/util/output_file.h).
 void save_plan(const Plan& plan, const std::string& path);
 
 }  // namespace tptune

@@ -1,12 +1,13 @@
 #pragma once
 // The step-wide toggles of a plan: the axes a user sets beside the module plan (plan YAML keys, tool options) and the
 // search varies. One struct, shared by the three things that carry them:
-//   Plan       (plans/plan.h)          what the user or the search asked for
+//   Plan       (plans/language/plan.h)          what the user or the search asked for
 //   Candidate  (sim/search/space.h)    one point of the search space
 //   StepReport (sim/simulate.h)        what was simulated
 // each of which derives from it, so that a new axis is one field here; what remains to touch is where the axis has a
-// meaning: where it is parsed and written (plans/plan_yaml.cc, tools/plan_options.cc), priced (the lowering, the cost
-// model), searched (SearchSpace's list in plans/config.h, enumerate_candidates()) and printed (reports, exports).
+// meaning: where it is parsed and written (plans/language/plan_yaml.cc, tools/plan_options.cc), priced (the lowering,
+// the cost model), searched (SearchSpace's list in plans/language/config.h, enumerate_candidates()) and printed
+// (reports, exports).
 //
 // Why a base class and not a member: call sites keep reading `plan.tp_degree`, `candidate.async_tp`,
 // `report.seq_len` (a member would make every one of them `plan.toggles.tp_degree`), and the toggles still copy and
@@ -38,7 +39,7 @@ struct PlanToggles {
   int dp_shard = 1;
   // HSDP (torchtitan's data_parallel_replicate_degree): the mesh is [dp_replicate, dp_shard, tp], tp innermost.
   // Parameters, gradients and optimizer state are sharded over dp_shard and replicated over dp_replicate; FSDP2
-  // all-reduces each reduce-scattered gradient shard across the dp_replicate group (plans/lower.cc fsdp_reduce).
+  // all-reduces each reduce-scattered gradient shard across the dp_replicate group (plans/lower/lower.cc fsdp_reduce).
   // 1: plain FSDP over dp_shard.
   int dp_replicate = 1;
   Float8Recipe float8 = Float8Recipe::none;
@@ -48,7 +49,7 @@ struct PlanToggles {
   // Activation checkpointing on the first `ac_layers` blocks only (layers 0 .. ac_layers-1), the others saving every
   // activation: Megatron-LM's --recompute-method block --recompute-num-layers N. 0: every block (the default).
   // Only with activation_checkpointing selective or full; at most model.n_layers (lower() checks both, naming the
-  // key's origin). The lowering splits the block backward in two segments (plans/program.h, "Structure").
+  // key's origin). The lowering splits the block backward in two segments (plans/program/program.h, "Structure").
   int64_t ac_layers = 0;
   int64_t local_batch_size = 1;
   // Microbatches per optimizer step (torchtitan's gradient_accumulation_steps = training.global_batch_size /
@@ -60,9 +61,9 @@ struct PlanToggles {
   // training.seq_len from a plan file that states it (tools/plan_options.cc), and the exports pass it to torchtitan.
   // A Candidate's and a StepReport's: always the length it is lowered and simulated at.
   int64_t seq_len = 0;
-  // Context parallelism (plans/context_parallel.h): every sequence sharded over cp_degree ranks, attention as a ring
-  // of key/value shards. The mesh is [dp_replicate, dp_shard, cp, tp]; FSDP shards over dp_shard x cp. A Candidate's
-  // dp_shard is world / (tp x cp x dp_replicate). 1: no CP (the Program is the one without these fields).
+  // Context parallelism (plans/language/context_parallel.h): every sequence sharded over cp_degree ranks, attention as
+  // a ring of key/value shards. The mesh is [dp_replicate, dp_shard, cp, tp]; FSDP shards over dp_shard x cp. A
+  // Candidate's dp_shard is world / (tp x cp x dp_replicate). 1: no CP (the Program is the one without these fields).
   int cp_degree = 1;
   // How K/V travel (torch's _RotateMethod; torchtitan's context_parallel_rotate_method before 0.3): allgather, torch's
   // and torchtitan's default, or alltoall (a ring of cp-1 transfers).
@@ -70,10 +71,10 @@ struct PlanToggles {
   // torch's head-tail load balancer for causal attention (torchtitan's context_parallel_load_balancer "headtail",
   // the default; off: None).
   bool cp_load_balance = true;
-  // Pipeline parallelism (plans/pipeline_parallel.h): the layers split into pp_degree x stages-per-rank stages, the
-  // local batch into microbatches of pp_microbatch_size, run in pp_schedule's order. The mesh is [pp, dp_replicate,
-  // dp_shard, cp, tp]; a Candidate's dp_shard is world / (pp x tp x cp x dp_replicate). 1: no PP (every other pp
-  // field is then unused, and nothing prints or writes them).
+  // Pipeline parallelism (plans/language/pipeline_parallel.h): the layers split into pp_degree x stages-per-rank
+  // stages, the local batch into microbatches of pp_microbatch_size, run in pp_schedule's order. The mesh is [pp,
+  // dp_replicate, dp_shard, cp, tp]; a Candidate's dp_shard is world / (pp x tp x cp x dp_replicate). 1: no PP (every
+  // other pp field is then unused, and nothing prints or writes them).
   int pp_degree = 1;
   PipelineScheduleKind pp_schedule = PipelineScheduleKind::one_f_one_b;
   int64_t pp_microbatch_size = 1;

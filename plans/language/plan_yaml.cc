@@ -232,7 +232,8 @@ Plan load(const std::string& text, const std::string& name) {
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
     }
   }
-  check_parallel_keys(p);  // pp keys without pp_degree > 1, cp keys without cp_degree > 1 (plans/plan_resolve.h)
+  check_parallel_keys(
+      p);  // pp keys without pp_degree > 1, cp keys without cp_degree > 1 (plans/language/plan_resolve.h)
 
   const YAML::Node modules = root["modules"];
   if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized

@@ -2,7 +2,7 @@
 //
 // Patterns name every block at once (`layers.*.attention.wq`). A pattern that matches no module of the model (w3 of
 // a gelu MLP) is harmless here: the lowering only asks style_for() about modules that exist, and the check that
-// refuses such entries in user plans (plans/module_names.h) exempts the presets.
+// refuses such entries in user plans (plans/language/module_names.h) exempts the presets.
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 //    (fused_all_gather_matmul; wq/wk/wv or w1/w3 share one gathered input);
 //  * replaces every TP reduce-scatter along the sequence dim whose input is produced by matmuls (and sums of
 //    matmuls) by tp chunk matmuls whose partial sums travel a ring (fused_matmul_reduce_scatter).
-// The chunk semantics are ChunkRef's (plans/program.h). Applies in forward, backward and recompute alike.
+// The chunk semantics are ChunkRef's (plans/program/program.h). Applies in forward, backward and recompute alike.
 //
 // float8: a matmul's scales are inputs of its chunk matmuls. Tensorwise casts before the redistribution
 // (Float8ColwiseParallel), so the all-gather moves float8 data and feeds the matmuls: both sides are pipelined

@@ -1,11 +1,11 @@
 #pragma once
-// Incremental lowering: lower() (plans/lower.h) cut into steps that a caller can share between plans, for the search's
-// speed only. Every function here gives what lower() gives, field for field, or throws what lower() throws; the
-// search (sim/search/eval.h: CandidateEvaluator, sim/search/batch_program.h) uses them to lower each plan structure
+// Incremental lowering: lower() (plans/lower/lower.h) cut into steps that a caller can share between plans, for the
+// search's speed only. Every function here gives what lower() gives, field for field, or throws what lower() throws;
+// the search (sim/search/eval.h: CandidateEvaluator, sim/search/batch_program.h) uses them to lower each plan structure
 // once and derive its candidates' Programs (activation-checkpointing policies, async TP on and off, block counts,
 // local batch sizes) from it, and tests/sim/batch_program_test.cc and tests/sim/search_ac_layers_test.cc check each
 // step against lower(). Internal: only the search (sim/search/) and its tests include it; everything else lowers with
-// lower(). Implemented in plans/lower.cc, beside lower().
+// lower(). Implemented in plans/lower/lower.cc, beside lower().
 
 #include <optional>
 

@@ -43,8 +43,8 @@ class Layers {
   // (repeat_kv_bwd).
   Value repeat_kv(const Name& n, const Value& x, int64_t rep);
   // Context parallelism (plan.cp_degree > 1): the attention core as torch's ring over the cp group
-  // (plans/context_parallel.h; plans/lower_ring.cc), on the rope'd q, k and v of this rank's seq/cp tokens with hq
-  // query and hkv key/value heads; `out` as attention_core's.
+  // (plans/language/context_parallel.h; plans/lower/ring.cc), on the rope'd q, k and v of this rank's seq/cp tokens
+  // with hq query and hkv key/value heads; `out` as attention_core's.
   void ring_attention(const Name& n, const Value& q, const Value& k, const Value& v, int64_t hq, int64_t hkv,
                       Value& out);
   // Tokens of each sequence this rank holds: seq_len / cp (the Program's local_seq_len()).

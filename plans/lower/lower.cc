@@ -80,7 +80,7 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
   if (plan.dp_replicate < 1)
     throw Error(fmt::format("{}: dp_replicate: expected >= 1, got {}", plan.source, plan.dp_replicate));
   check_batch_positive(plan);
-  // Configs are range-checked when loaded (plans/limits.h); a Model or Training built in code is checked here.
+  // Configs are range-checked when loaded (plans/util/limits.h); a Model or Training built in code is checked here.
   auto in = in_range;
   in("model.dim", m.dim, limits::dim);
   in("model.n_layers", m.n_layers, limits::n_layers);

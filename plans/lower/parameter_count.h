@@ -11,10 +11,11 @@
 // Whatever the lowering makes a parameter (a bias, a tied weight held by one tensor) is counted without this code
 // knowing about it. The counts are elements, not bytes (the bytes are sim/memory.h's).
 //
-// Pipeline parallelism (plans/pipeline_parallel.h): a GPU holds only its pp rank's stages, so per_rank is a pp rank's
-// count, the largest (per_pp_rank has each). A rank's count is that of its stages' Programs (plans/pipeline_stage.h):
-// a block's parameters once per block it holds, the embedding's on stage 0, the final norm's and the output's on the
-// last stage, each sharded as above. A stage's Program (Program::stage.index >= 0) counts its own blocks only.
+// Pipeline parallelism (plans/language/pipeline_parallel.h): a GPU holds only its pp rank's stages, so per_rank is a pp
+// rank's count, the largest (per_pp_rank has each). A rank's count is that of its stages' Programs
+// (plans/lower/pipeline_stage.h): a block's parameters once per block it holds, the embedding's on stage 0, the final
+// norm's and the output's on the last stage, each sharded as above. A stage's Program (Program::stage.index >= 0)
+// counts its own blocks only.
 
 #include <cstdint>
 #include <string>
@@ -33,7 +34,7 @@ struct ParameterCount {
   int pp_rank = 0;
 };
 
-// Throws tptune::Error when a count overflows 64-bit integers (plans/checked_math.h). A Program of the whole model
+// Throws tptune::Error when a count overflows 64-bit integers (plans/util/checked_math.h). A Program of the whole model
 // whose plan has pp_degree > 1 is counted per pp rank: pipeline_parameter_count() on resolve_pipeline() of its plan.
 ParameterCount parameter_count(const Program& p);
 // The pp ranks' counts of a pipeline whose stages are `split`'s under `schedule`'s placement (pipeline_stage_spans()),

@@ -1,14 +1,14 @@
 #pragma once
 // The Program of one pipeline stage: what a pp rank runs for that stage of one microbatch, with its point-to-point
-// transfers on the pp group (plans/program.h, SegmentKind pp_*), as torch's PipelineStage runs a stage
+// transfers on the pp group (plans/program/program.h, SegmentKind pp_*), as torch's PipelineStage runs a stage
 // (torch/distributed/pipelining/stage.py: forward_one_chunk and backward_one_chunk between the ops of
 // get_fwd_recv_ops / get_fwd_send_ops / get_bwd_recv_ops / get_bwd_send_ops).
 //
 // A stage is taken from the Program of the whole model lowered at the microbatch (`microbatch`: lower() of
-// pipeline_microbatch_plan(), plans/pipeline_parallel.h), never lowered on its own: every block lowers to the same
-// ops whatever stage holds it, so the stage's ops are the microbatch Program's, one for one (same segments, op ids,
-// names and tensors), and a profile of a stage matches the simulator's ops. Stage s of S with blocks
-// [first, first + layers), in Program order:
+// pipeline_microbatch_plan(), plans/language/pipeline_parallel.h), never lowered on its own: every block lowers to the
+// same ops whatever stage holds it, so the stage's ops are the microbatch Program's, one for one (same segments, op
+// ids, names and tensors), and a profile of a stage matches the simulator's ops. Stage s of S with blocks [first, first
+// + layers), in Program order:
 //   pp.recv_fwd       s > 0: receive the activation entering block `first` from stage s-1 (the forward layer chain's
 //                     source, tensor "pp.recv_fwd.activation")
 //   embed.fwd         s = 0
@@ -36,7 +36,7 @@
 // stage's parameters are gathered in its forward and kept, so its backward segments have none of the microbatch
 // Program's re-gathers; the forward gathers and the gradient reductions it keeps run once per step in torch (the
 // first microbatch's forward; after the last microbatch's backward, PipelineStage's post_backward), as the simulator
-// prices them (sim/pipeline_step.h). Tied embeddings never reach here (resolve_pipeline refuses them).
+// prices them (sim/pipeline/step.h). Tied embeddings never reach here (resolve_pipeline refuses them).
 
 #include <cstdint>
 #include <vector>

@@ -1,5 +1,6 @@
 // Ring attention (context parallelism): the ops of torch's _templated_ring_attention and its backward on one cp rank,
-// as plans/context_parallel.h states them. Part of the lowering (plans/lower_layers.h, Layers::ring_attention).
+// as plans/language/context_parallel.h states them. Part of the lowering (plans/lower/layers.h,
+// Layers::ring_attention).
 //
 // Per layer, on the rank's b x s_l tokens (s_l = seq / cp), with K/V buffers of 2 x b x s_l x hkv x head_dim elements
 // (torch.cat of the flattened K and V):

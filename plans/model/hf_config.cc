@@ -60,7 +60,7 @@ class HfDoc {
     throw Error(fmt::format("{}:{}: {}: {}", name_, it == lines_.end() ? first_line_ : it->second, key, message));
   }
 
-  // An integer key within `r`, the range of the config YAML's key of the same meaning (plans/limits.h), so that a
+  // An integer key within `r`, the range of the config YAML's key of the same meaning (plans/util/limits.h), so that a
   // config.json cannot pass what a config YAML may not; `fallback` < 0 means the key is required.
   int64_t integer_in(const json& j, const char* key, limits::IntRange r, int64_t fallback = -1) const {
     if (!j.contains(key) || j[key].is_null()) {
@@ -245,8 +245,8 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
   m.norm = Norm::rmsnorm;
   m.norm_eps = doc.real_in(j, "rms_norm_eps", limits::norm_eps, 1e-6);
   m.rope_theta = doc.real_in(j, "rope_theta", limits::rope_theta, 10000.0);
-  // Tied input/output embeddings (plans/model.h); absent or null: false, the default of transformers' LlamaConfig,
-  // MistralConfig and Qwen2Config.
+  // Tied input/output embeddings (plans/model/model.h); absent or null: false, the default of transformers'
+  // LlamaConfig, MistralConfig and Qwen2Config.
   if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
     if (!j["tie_word_embeddings"].is_boolean())
       doc.fail("tie_word_embeddings", fmt::format("expected true or false, got {}", j["tie_word_embeddings"].dump()));

@@ -92,7 +92,8 @@ json pipeline_json(const ProfilePipeline& pl) {
   return j;
 }
 
-// The reads: every member checked where it is read (JsonDoc, plans/json_text.h); absent or null members stay unset.
+// The reads: every member checked where it is read (JsonDoc, plans/util/json_text.h); absent or null members stay
+// unset.
 struct Reader {
   JsonDoc doc;
 

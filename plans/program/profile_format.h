@@ -9,8 +9,8 @@
 //     "environment": {"backend": "cpu", "device": "<CPU model>", "threads_per_rank": 1, "ranks": 2, "cores": 16,
 //                     "libraries": {"eigen": "3.4.0", "mpi": "Open MPI v4.1.4", "fmt": "9.1.0"},
 //                     "git_hash": "1a2b3c4", "build_type": "Release", ...device facts},
-//     "program": {program_identity()'s object (plans/program_identity.h), "config_yaml": "...", "plan_yaml": "..."},
-//     "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max",
+//     "program": {program_identity()'s object (plans/program/program_identity.h), "config_yaml": "...", "plan_yaml":
+//     "..."}, "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max",
 //                "step_wall_mode": "overlapped"},
 //     "final_loss": 5.61 (null when the run diverged to NaN/inf, or in the single-GPU mode),
 //     "step_wall_us": {"median", "min", "p10", "p90", "max"}, "step_wall_samples_us": [...],
@@ -23,7 +23,7 @@
 //        "time_us": {"median": 12.5, "min": 11.9, "p10": 12.0, "p90": 13.1, "max": 14.2}, "samples_us": [...]}
 //     ]
 //   }
-// A pipeline-parallel plan's profile (runtime/pipeline_profile.h) also has
+// A pipeline-parallel plan's profile (runtime/pipeline/profile.h) also has
 //     "pipeline": {"pp": 2, "schedule": "1F1B", "microbatches": 4, "microbatch_size": 1,
 //                  "stages": [{"first_layer": 0, "layers": 2, "rank": 0}, ...],
 //                  "ranks": [{"pp_rank": 0, "end_us": 812.0, "busy_us": 640.5,
@@ -32,7 +32,7 @@
 //                  "p2p": [{"from": 0, "to": 1, "bytes": 8192, "time_us": {summary}, "samples_us": [...]}, ...],
 //                  "not_timed": "..."}
 // its ops being those of the microbatch Program (plan_yaml is the pipeline plan; a reader lowers it at
-// local_batch_size = pp_microbatch_size, plans/pipeline_parallel.h), each timed on the pp rank that runs it.
+// local_batch_size = pp_microbatch_size, plans/language/pipeline_parallel.h), each timed on the pp rank that runs it.
 // The single-GPU mode (one process runs rank 0's compute at the local shapes of tp N) writes "compute_wall_us" and
 // "compute_wall_samples_us" instead of the step wall, "local_shapes_of_tp": N and "collectives" (why they are not
 // timed), and its collective records say "measured": false with "time_us": null and no samples, and (tp-run after
@@ -177,7 +177,7 @@ std::optional<ProfileChunk> profile_chunk(const ChunkRef& c);
 Profile parse_profile(const nlohmann::json& j, const std::string& path);
 // Parses `text` first ("NAME:LINE: invalid JSON (expected a tp-run profile): ...").
 Profile parse_profile_text(const std::string& text, const std::string& name);
-// Reads the file (plans/input_file.h: bounded to kMaxDataInputBytes).
+// Reads the file (plans/util/input_file.h: bounded to kMaxDataInputBytes).
 Profile load_profile(const std::string& path);
 
 // A time in us as measurement files state it: a number, 0 .. kMaxMeasuredTimeUs ("KEY: expected a time of ...").

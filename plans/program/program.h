@@ -1,7 +1,7 @@
 #pragma once
 // The Program IR: what one TP rank does in one training step.
 //
-// `lower(Model, Training, Plan)` (plans/lower.h) produces it; the simulator (sim/) costs it and the runtime
+// `lower(Model, Training, Plan)` (plans/lower/lower.h) produces it; the simulator (sim/) costs it and the runtime
 // (runtime/) executes it, so a measured op and a predicted op are the same op with the same local shape.
 //
 // Structure. Transformer blocks are identical, so the Program is a list of Segments in execution order, and the
@@ -90,10 +90,10 @@ struct GemmOp {
 
 // Causal grouped-query flash attention on local heads. Forward inputs {q, k, v} (b, s, heads*head_dim), outputs
 // {o, lse} with lse (b, n_heads, s) fp32. Backward inputs {q, k, v, o, lse, d_o}, outputs {dq, dk, dv}.
-// A block of ring attention (context parallelism, plans/context_parallel.h) is step `ring_step` of the ring: it attends
-// `seq` queries to `kv_seq` keys (0: seq; the costliest rank's block, which the simulator times), causal only on the
-// diagonal block (step 0, kv_seq == seq). Which rows a given cp rank uses follows from its rank and the step
-// (runtime/ring_schedule.h). Step 0 reads {q, k, v}; a later step reads {q, kv} where kv is the K/V buffer it
+// A block of ring attention (context parallelism, plans/language/context_parallel.h) is step `ring_step` of the ring:
+// it attends `seq` queries to `kv_seq` keys (0: seq; the costliest rank's block, which the simulator times), causal
+// only on the diagonal block (step 0, kv_seq == seq). Which rows a given cp rank uses follows from its rank and the
+// step (runtime/ring/schedule.h). Step 0 reads {q, k, v}; a later step reads {q, kv} where kv is the K/V buffer it
 // holds (torch.cat of the flattened K and V, see ElementwiseOp::concat): the received (b, s, 2 kv width) buffer, or
 // the all-gathered (b, cp s, 2 kv width) one whose rows [j s, (j+1) s) of each batch are cp rank j's buffer.
 // Forward outputs {o, lse} of the whole local query (rows the block does not touch: o 0, lse -inf); backward inputs
@@ -223,9 +223,9 @@ struct CastFp8Op {
 // tp: the TP group (consecutive ranks). dp: FSDP's shard group (dp_shard x cp ranks, stride tp: torchtitan flattens
 // dp_shard and cp into FSDP's mesh). dp_replicate: HSDP's replicate group (dp_replicate ranks, stride tp x dp_shard x
 // cp), which all-reduces the reduce-scattered gradient shards. cp: the context-parallel group (cp ranks, stride tp),
-// which passes the key/value shards of ring attention (plans/context_parallel.h). pp: the pipeline group (pp ranks,
-// stride world / pp: the mesh's outermost dim), which passes activations and their gradients between the stage
-// Programs (plans/pipeline_stage.h) and all-reduces the gradient norm over the stages.
+// which passes the key/value shards of ring attention (plans/language/context_parallel.h). pp: the pipeline group (pp
+// ranks, stride world / pp: the mesh's outermost dim), which passes activations and their gradients between the stage
+// Programs (plans/lower/pipeline_stage.h) and all-reduces the gradient norm over the stages.
 enum class Group { tp, dp, dp_replicate, cp, pp };
 std::string_view to_string(Group g);
 enum class ReduceOp { sum, max };
@@ -234,10 +234,10 @@ enum class ReduceOp { sum, max };
 // gather_dim / scatter_dim are normalized dims of the local tensors (all-gather concatenates rank slices along
 // gather_dim; reduce-scatter leaves rank r with slice r of scatter_dim).
 // Async TP ring steps (p2p, ring_step >= 1): see ChunkRef.
-// Pipeline transfers (p2p on Group::pp, plans/pipeline_stage.h) go one way: a send reads {x} and writes nothing, a
-// receive reads nothing and writes {y}; `peer` is the pp rank on the other side and `peer_stage` its stage (the
-// stage that sends what a receive gets, or that receives what a send gives). Their `bytes` are this rank's local
-// tensor: each tp rank sends its own shard to the same tp rank of the next stage, as torch's PipelineStage does.
+// Pipeline transfers (p2p on Group::pp, plans/lower/pipeline_stage.h) go one way: a send reads {x} and writes nothing,
+// a receive reads nothing and writes {y}; `peer` is the pp rank on the other side and `peer_stage` its stage (the stage
+// that sends what a receive gets, or that receives what a send gives). Their `bytes` are this rank's local tensor: each
+// tp rank sends its own shard to the same tp rank of the next stage, as torch's PipelineStage does.
 struct CollectiveOp {
   CollectiveKind kind = CollectiveKind::all_reduce;
   Group group = Group::tp;
@@ -315,7 +315,7 @@ struct Program {
   // Context parallelism (Plan::cp_degree): the Program is one cp rank's, holding seq_len / cp tokens of each sequence
   // (training.seq_len stays the whole sequence's length).
   int cp = 1;
-  // Pipeline parallelism: the stage this Program is (plans/pipeline_stage.h) and the blocks it holds, layers
+  // Pipeline parallelism: the stage this Program is (plans/lower/pipeline_stage.h) and the blocks it holds, layers
   // first_layer .. first_layer + layer_count - 1 by their global numbers. A Program of the whole model (what lower()
   // returns) is stage -1 of 1 and holds every block (layer_count -1).
   struct Stage {

@@ -1,6 +1,7 @@
 #pragma once
-// What a Program is a Program of, as the "program" object of a tp-run profile (plans/profile_format.h) records it, and
-// the check that a profile belongs to a simulated Program (`tp-plan simulate --measured`, sim/report/measured_trace.h):
+// What a Program is a Program of, as the "program" object of a tp-run profile (plans/program/profile_format.h) records
+// it, and the check that a profile belongs to a simulated Program (`tp-plan simulate --measured`,
+// sim/report/measured_trace.h):
 //   {"model": {"name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "mlp", "norm"},
 //    "training": {"seq_len", "local_batch_size", "dtype", "activation_checkpointing"},
 //    "plan": {"family", "source", "tp_degree", "float8", "async_tp", "loss_parallel"}, "tp", "dp"}

@@ -1,7 +1,7 @@
 #pragma once
-// What a segment of the Program is (plans/program.h, "Structure"): the identity that the lowering, the simulator,
-// the reports and the runtime match on. The name (to_string) is for printing only: the "segment" of trace and
-// profile JSON, reports and error messages. A profile file names segments by it (sim/calibrate/measurements.h).
+// What a segment of the Program is (plans/program/program.h, "Structure"): the identity that the lowering, the
+// simulator, the reports and the runtime match on. The name (to_string) is for printing only: the "segment" of trace
+// and profile JSON, reports and error messages. A profile file names segments by it (sim/calibrate/measurements.h).
 
 #include <cstdint>
 #include <string_view>
@@ -11,7 +11,7 @@
 namespace tptune {
 
 // In Program order (a Program holds each kind once, except block_bwd: a plan's ac_layers splits it in two). The pp_*
-// kinds are a pipeline stage's transfers (plans/pipeline_stage.h), named after torch's PipelineStage ops
+// kinds are a pipeline stage's transfers (plans/lower/pipeline_stage.h), named after torch's PipelineStage ops
 // (get_fwd_recv_ops, get_fwd_send_ops, get_bwd_recv_ops, get_bwd_send_ops); a Program of the whole model has none.
 enum class SegmentKind : uint8_t {
   pp_recv_fwd,      // pp.recv_fwd: receive the stage's input activation from the previous stage
@@ -36,7 +36,7 @@ static_assert(std::size(kSegmentKindNames) == enum_count(SegmentKind::optimizer)
 
 constexpr std::string_view to_string(SegmentKind k) { return name_of(kSegmentKindNames, k); }
 
-// The block segments: templates repeated once per layer (is_per_layer_segment(), plans/program.h).
+// The block segments: templates repeated once per layer (is_per_layer_segment(), plans/program/program.h).
 constexpr bool is_block(SegmentKind k) {
   return k == SegmentKind::block_fwd || k == SegmentKind::block_bwd || k == SegmentKind::block_optimizer;
 }

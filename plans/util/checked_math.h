@@ -7,7 +7,7 @@
 //   checked_mul({b, s, vocab}, "elements of the logits")
 //   -> "elements of the logits: 1000000000000 x 8192 x 128256 overflows 64-bit integers"
 //
-// Load-time ranges (plans/limits.h) keep every single quantity physical; these checks catch their products.
+// Load-time ranges (plans/util/limits.h) keep every single quantity physical; these checks catch their products.
 
 #include <cstdint>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-// The error of parse_name() (plans/enum_names.h), out of line so that the header needs no fmt.
+// The error of parse_name() (plans/util/enum_names.h), out of line so that the header needs no fmt.
 #include "plans/util/enum_names.h"
 
 #include <fmt/format.h>

@@ -154,7 +154,7 @@ std::string read_input_file(const std::string& path, std::string_view what, size
   if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory (expected a {} file)", name, what));
   if (!S_ISREG(st.st_mode))
     throw Error(fmt::format("{}: not a regular file ({}; expected a {} file)", name, file_type_text(st.st_mode), what));
-  // From here on it is an input of this run, read whole or not (plans/output_file.h writes over none).
+  // From here on it is an input of this run, read whole or not (plans/util/output_file.h writes over none).
   remember_input(path, what, st);
   const std::string too_large =
       fmt::format("{}: larger than {}, the most a {} file may have", name, size_text(max_bytes), what);

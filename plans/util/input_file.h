@@ -20,7 +20,7 @@
 //
 // Every file read_input_file opens is also remembered for the rest of the process (its device and inode, and its path
 // with links and ".." resolved), whoever named it: an argument, an option, a config's model.hf_config, a search.plans
-// entry, a file of a folder. plans/output_file.h refuses to write over any of them, so that no output of a run can
+// entry, a file of a folder. plans/util/output_file.h refuses to write over any of them, so that no output of a run can
 // replace a file the run read, however the two paths are spelled.
 
 #include <cstddef>

@@ -2,8 +2,8 @@
 // The ranges of every quantity a user gives (config, plan, GPU spec, command-line options), checked where it is read
 // so that an error names the file:line or the option. Generous but physical: each range is far above any model or
 // cluster built so far (Llama 3 405B: dim 16384, 126 layers, 128 heads, ffn 53248, vocab 128256) and low enough that
-// the products the lowering and simulator form fit 64-bit integers or fail with a clear error (plans/checked_math.h).
-// docs/file-formats.md ("Config YAML") lists the same ranges.
+// the products the lowering and simulator form fit 64-bit integers or fail with a clear error
+// (plans/util/checked_math.h). docs/file-formats.md ("Config YAML") lists the same ranges.
 
 #include <cstdint>
 

@@ -2,9 +2,9 @@
 // Writing the files a user asks for (plans, reports, traces, JSON, profiles, calibrations, baselines): whole or not
 // at all, never over an input, and never silently short.
 //
-// Never over an input: every file the process has read through read_input_file (plans/input_file.h), however it was
-// named (an argument, an option, a config's model.hf_config, a search.plans entry, a file of a folder), is refused as
-// an output, through any spelling of its path or a hard or symbolic link, when the output is opened and again before
+// Never over an input: every file the process has read through read_input_file (plans/util/input_file.h), however it
+// was named (an argument, an option, a config's model.hf_config, a search.plans entry, a file of a folder), is refused
+// as an output, through any spelling of its path or a hard or symbolic link, when the output is opened and again before
 // it is renamed into place:
 //
 //   --json hf/config.json: is also the transformers config.json hf/config.json; refusing to overwrite an input (write

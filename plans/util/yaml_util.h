@@ -31,7 +31,7 @@ bool is_scalar(const YAML::Node& n);
 // Parses YAML text; a syntax error (yaml-cpp's ParserException) becomes tptune::Error "<name>:<line>: invalid YAML:
 // <what yaml-cpp says>".
 YAML::Node parse(const std::string& text, const std::string& name);
-// Reads a whole YAML file through read_input_file (plans/input_file.h: bounded, regular files only, UTF-8); throws
+// Reads a whole YAML file through read_input_file (plans/util/input_file.h: bounded, regular files only, UTF-8); throws
 // tptune::Error "<path>: no such file (expected a <what> YAML file)", "<path>: is a directory ...", "<path>: empty
 // file ...", ... when it cannot be read.
 std::string read_file(const std::string& path, const std::string& what);
@@ -58,7 +58,7 @@ class YamlDoc {
   double real(const YAML::Node& node, std::string_view key) const;
   double positive_real(const YAML::Node& node, std::string_view key) const;     // > 0
   double nonnegative_real(const YAML::Node& node, std::string_view key) const;  // >= 0
-  // An integer / a finite number within `r` (plans/limits.h); the error states the range:
+  // An integer / a finite number within `r` (plans/util/limits.h); the error states the range:
   //   config.yaml:3: model.n_layers: expected an integer in 1..10000, got '2147483648'
   int64_t integer_in(const YAML::Node& node, std::string_view key, limits::IntRange r) const;
   double real_in(const YAML::Node& node, std::string_view key, limits::RealRange r) const;

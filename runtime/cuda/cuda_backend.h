@@ -17,7 +17,7 @@
 //   the collectives in flight; one that has not completed `seconds` after it was issued aborts the communicators
 //   (ncclCommAbort) and throws tptune::Error naming it ("all_reduce (tp, 4096 x bf16) did not complete within 3 s").
 // - Timers: CUDA events on the compute stream.
-// One process per GPU: `device` is the local rank (tools/tp_run_session.h finds it whatever the launcher).
+// One process per GPU: `device` is the local rank (tools/tp_run/session.h finds it whatever the launcher).
 
 #include <cuda_runtime.h>
 #include <mpi.h>

@@ -1,6 +1,6 @@
 #pragma once
-// `tp-run profile` of a pipeline-parallel plan on CPU: every pp rank runs its schedule (runtime/pipeline_run.h) and
-// the Profile records what calibration and `tp-plan accuracy` need of it (plans/profile_format.h, "pipeline").
+// `tp-run profile` of a pipeline-parallel plan on CPU: every pp rank runs its schedule (runtime/pipeline/run.h) and
+// the Profile records what calibration and `tp-plan accuracy` need of it (plans/program/profile_format.h, "pipeline").
 //
 // Method, after `warmup` untimed steps (each the schedule and the gradient reduction):
 //   op times     `iters` steps with every op run one at a time (serialized, as runtime/profiler.h does): an op's

@@ -1,9 +1,9 @@
 #pragma once
-// One pp rank running its pipeline schedule on CPU: what `tp-run verify` (runtime/pipeline_verify.h) and `tp-run
-// profile` (runtime/pipeline_profile.h) of a pipeline-parallel plan share.
+// One pp rank running its pipeline schedule on CPU: what `tp-run verify` (runtime/pipeline/verify.h) and `tp-run
+// profile` (runtime/pipeline/profile.h) of a pipeline-parallel plan share.
 //
-// Every rank of the pp group runs its schedule's actions in order (the tool builds them: sim/pipeline_schedule.h,
-// torch's order) on the Programs of its stages (plans/pipeline_stage.h: each stage's ops of the Program of ONE
+// Every rank of the pp group runs its schedule's actions in order (the tool builds them: sim/pipeline/schedule.h,
+// torch's order) on the Programs of its stages (plans/lower/pipeline_stage.h: each stage's ops of the Program of ONE
 // microbatch of the whole model, this TP rank's shards, with its transfers on the pp group), one Executor per stage and
 // microbatch, so that each microbatch keeps its own activations until its backward, as torch's PipelineStage keeps them
 // per microbatch.
@@ -59,8 +59,9 @@ const char* to_letter(PipelineStep::Kind k);
 enum class PipelineFault { none, shifted_boundary, dropped_microbatch };
 
 struct PipelineRun {
-  std::vector<PipelineStageSpan> stages;  // [stage], consecutive blocks covering the model (plans/pipeline_stage.h)
-  std::vector<PipelineStep> actions;      // this pp rank's, in the order it runs them
+  std::vector<PipelineStageSpan>
+      stages;                         // [stage], consecutive blocks covering the model (plans/lower/pipeline_stage.h)
+  std::vector<PipelineStep> actions;  // this pp rank's, in the order it runs them
   int pp_rank = 0;
   MPI_Comm pp = MPI_COMM_NULL;  // the pp group (the ranks of this tp rank), ranks numbered by pp index
   int microbatches = 1;

@@ -1,8 +1,8 @@
 #pragma once
-// Pipeline parallelism (plans/pipeline_parallel.h) verified on CPU: does a pp x tp mesh running a schedule compute the
-// unsharded model's step?
+// Pipeline parallelism (plans/language/pipeline_parallel.h) verified on CPU: does a pp x tp mesh running a schedule
+// compute the unsharded model's step?
 //
-// Every pp rank runs its schedule once as runtime/pipeline_run.h describes (its stage Programs, one Executor per stage
+// Every pp rank runs its schedule once as runtime/pipeline/run.h describes (its stage Programs, one Executor per stage
 // and microbatch, activations and gradients by the Programs' transfers, the gradients reduced and averaged over the
 // microbatches), microbatch m taking rows [m mb, (m+1) mb) of the reference's seeded batch (torch's schedules split the
 // batch in order). Each microbatch's loss is the mean over its tokens; every gradient is compared on the rank that

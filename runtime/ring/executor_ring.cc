@@ -1,5 +1,5 @@
 // Executor: context parallelism's compute ops — ring attention's blocks and merges (torch's
-// _templated_ring_attention and its backward, plans/context_parallel.h) and rope at the cp rank's positions.
+// _templated_ring_attention and its backward, plans/language/context_parallel.h) and rope at the cp rank's positions.
 #include <fmt/format.h>
 
 #include <limits>
@@ -10,8 +10,8 @@
 
 namespace tptune {
 
-// A block of the ring (AttentionOp::ring_step, plans/program.h). The rank's RingStep (runtime/ring_schedule.h) says
-// which rows of its q and of the held K/V shard the block uses, or that it skips the shard. Forward: the block's
+// A block of the ring (AttentionOp::ring_step, plans/program/program.h). The rank's RingStep (runtime/ring/schedule.h)
+// says which rows of its q and of the held K/V shard the block uses, or that it skips the shard. Forward: the block's
 // (o, lse) of the whole local query, rows it does not touch left empty (o 0, lse -inf) so that the merge keeps the
 // running values there. Backward: the block's dq and dK/dV shares (zero where it does not touch).
 void Executor::run_ring_attention(int index, const AttentionOp& a) {

@@ -17,7 +17,7 @@
 //           q rows [c, 2c) against all k/v rows, no mask (torch's `partial` merge into the second half of out/lse).
 // Every causal (query, key) pair of the sequence is computed at exactly one (rank, step): tests/runtime prove it for
 // cp 1-8 by counting. Torch's own choices, recorded by running its _templated_ring_attention on gloo
-// (tools/check_ring_schedule.py: cp 2-4, both layouts, both rotate methods, 58 (rank, step) blocks in
+// (tests/runtime/check_ring_schedule.py: cp 2-4, both layouts, both rotate methods, 58 (rank, step) blocks in
 // tests/runtime/ring_schedule_torch.txt), are equal to ring_step()'s (tests/runtime/ring_schedule_test.cc).
 
 #include <cstdint>

@@ -112,7 +112,7 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       s.plan += fmt::format(" (local shapes on 1 GPU: compute only)");
     } else if (m.pipeline) {
       // The pipeline's step as tp-plan simulates it, less the optimizer: the profile's steps run none
-      // (runtime/pipeline_profile.h).
+      // (runtime/pipeline/profile.h).
       const MeasuredPipeline& pl = *m.pipeline;
       const StepReport sr = simulate_pipeline(pl.model, pl.training, pl.plan, cluster, c);
       s.predicted_ms = sr.step_time_ms - sr.pipeline.optimizer_ms;

@@ -98,7 +98,7 @@ std::vector<double> bounded_least_squares(const std::vector<std::vector<double>>
 
 namespace {
 
-// The largest efficiency a fit may give (sim/cost_param_fields.cc: a device spec whose peak is low).
+// The largest efficiency a fit may give (sim/cost/cost_param_fields.cc: a device spec whose peak is low).
 constexpr double kMaxEfficiency = 4.0;
 
 enum class OpClass { gemm, attention, memory_bound, collective };

@@ -16,7 +16,8 @@ constexpr double kGiB = 1073741824.0;
 
 }  // namespace
 
-// The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/plan_resolve.h), with the options
+// The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/language/plan_resolve.h), with the
+// options
 // --preset, --tp, --float8, --ac-layers, --async-tp and --cp and no other (tests/integration/published_accuracy.sh
 // compares every run's prediction with tp-plan simulate's).
 Plan published_run_plan(const PublishedRun& run) {

@@ -31,7 +31,7 @@ struct PreparedRun {
   const PublishedRun* run = nullptr;  // into the sources prepare_published() was given (they must outlive this)
   ClusterSpec cluster;
   Program prog;
-  Plan plan;  // the plan prog was lowered from (a pipeline's is simulated per stage from it: sim/pipeline_step.h)
+  Plan plan;  // the plan prog was lowered from (a pipeline's is simulated per stage from it: sim/pipeline/step.h)
 };
 
 // A run that cannot be predicted (its GPU preset unknown, a plan tptune refuses), with the error.

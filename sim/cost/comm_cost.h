@@ -2,8 +2,8 @@
 // Communication cost of one collective on its process group: NCCL-style alpha-beta.
 //
 // Sizes follow nccl-tests: `bytes` is the full (unsharded) tensor, S. The bus-bandwidth factors are defined once,
-// in bus_factor() (plans/bus_bandwidth.h): all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; p2p 1.
-// A collective that moves S at bus bandwidth B takes S x bus_factor / B, plus its latency.
+// in bus_factor() (plans/program/bus_bandwidth.h): all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
+// p2p 1. A collective that moves S at bus bandwidth B takes S x bus_factor / B, plus its latency.
 //
 // Inside one node (NVLink through NVSwitch, link bandwidth W per GPU per direction, per-hop latency h):
 //   ring (Simple)  simple_base + steps x h + S x factor / (W x ring_busbw_efficiency(n))
@@ -33,7 +33,7 @@
 
 namespace tptune {
 
-// bus_factor(kind, n): nccl-tests' bus-bandwidth factor, defined in plans/bus_bandwidth.h.
+// bus_factor(kind, n): nccl-tests' bus-bandwidth factor, defined in plans/program/bus_bandwidth.h.
 // Ring steps of a collective over n ranks: 2(n-1) for all-reduce, n-1 for all-gather / reduce-scatter /
 // all-to-all, 1 for p2p.
 int ring_steps(CollectiveKind k, int n);

@@ -5,9 +5,9 @@
 //   CostParams c = device_cost_params(cluster.gpu);   // defaults, then the device preset's cost_params
 //   set_cost_param(c, "gemm_fp32_efficiency", 0.55, "calib.yaml:12");
 //
-// The table is generated from sim/cost_param_list.h: its TPTUNE_COST_PARAM lines, in that order. Integer fields (tile
-// sizes) take integral values; bool fields (loss_in_fp32) take 0 or 1. The list's TPTUNE_COST_FIELD members are not
-// in the table: the RankCurve fields (ring and NVLS bus-bandwidth efficiency), which measured collectives
+// The table is generated from sim/cost/cost_param_list.h: its TPTUNE_COST_PARAM lines, in that order. Integer fields
+// (tile sizes) take integral values; bool fields (loss_in_fp32) take 0 or 1. The list's TPTUNE_COST_FIELD members are
+// not in the table: the RankCurve fields (ring and NVLS bus-bandwidth efficiency), which measured collectives
 // (CostParams::measured_collectives) replace where a calibration has them, and the compiled-mode factors.
 
 #include <string>

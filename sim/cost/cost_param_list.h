@@ -1,6 +1,6 @@
-// The fields of CostParams (sim/cost_params.h), each with its type, default and documentation: the one list that
-// generates the struct's members and the table that sets them by name (sim/cost_param_fields.h). A new cost parameter
-// is one line here.
+// The fields of CostParams (sim/cost/cost_params.h), each with its type, default and documentation: the one list that
+// generates the struct's members and the table that sets them by name (sim/cost/cost_param_fields.h). A new cost
+// parameter is one line here.
 //
 // No include guard: a file that expands the list defines both macros, includes this file, and undefines them.
 //   TPTUNE_COST_PARAM(type, name, default, lo, hi);  a scalar that device presets (`cost_params:` in sim/gpus/*.yaml)
@@ -60,7 +60,7 @@ TPTUNE_COST_PARAM(double, gemm_small_tile_efficiency, 0.90, 1e-3, 1.5);
 // Per-tile fixed work (prologue, epilogue, pipeline fill) in units of k at the bf16 rate: efficiency x k / (k +
 // gemm_k_overhead). Small-k GEMMs (weight gradients of thin layers, attention projections of few heads) run far below
 // peak. The work is a time: float8 operands stream k peak(fp8)/peak(bf16) times faster, so for them it counts that
-// many times more k (sim/compute_cost.cc), and float8's gain shrinks with k.
+// many times more k (sim/cost/compute_cost.cc), and float8's gain shrinks with k.
 TPTUNE_COST_PARAM(double, gemm_k_overhead, 128, 0, 1e6);
 // Fraction of HBM bandwidth a GEMM's operand traffic reaches when it is memory-bound (skinny GEMMs).
 TPTUNE_COST_PARAM(double, gemm_memory_efficiency, 0.85, 1e-4, 1.5);
@@ -91,7 +91,7 @@ TPTUNE_COST_PARAM(double, memory_bound_efficiency, 0.80, 1e-4, 4.0);
 // Launch overhead per memory-bound kernel (3-5 us on Hopper with the CPU ahead of the GPU).
 TPTUNE_COST_PARAM(double, memory_bound_overhead_us, 4.0, 0, 1e6);
 // HBM traffic of torchtitan's eager modules over the fused-kernel bytes the Program counts (ElementwiseOp::bytes),
-// forward and backward apart. tools/count_eager_traffic.py records the ATen kernels that eager autograd runs for
+// forward and backward apart. tests/torch/count_eager_traffic.py records the ATen kernels that eager autograd runs for
 // torchtitan 9dec370's modules (the tree of its December 2024 H100 benchmark, torch 1963fc8 of 2024-12-23, before
 // PyTorch's fused CUDA rms_norm of pytorch/pytorch#153666, which reports "around 9x speedup vs unfused") and sums each
 // kernel's input and output bytes:
@@ -195,7 +195,7 @@ TPTUNE_COST_PARAM(double, overlap_compute_slowdown, 0.18, 0, 4);
 // finds copy-engine collectives remove most of the interference of SM-based ones.
 TPTUNE_COST_PARAM(double, overlap_p2p_compute_slowdown, 0.03, 0, 4);
 // Calibrated curves (empty by default): where one matches a collective's kind and group size inside a node, it
-// replaces the algorithm model above (sim/comm_cost.h).
+// replaces the algorithm model above (sim/cost/comm_cost.h).
 TPTUNE_COST_FIELD(std::vector<MeasuredCollective>, measured_collectives);
 
 // FSDP2's copy kernels around its collectives (sim/fsdp_copies.h: all-gather copy-in and copy-out, the
@@ -211,7 +211,7 @@ TPTUNE_COST_PARAM(double, fsdp_copy_traffic_factor, 1.0, 0, 100);
 // autograd's VariableType layer, the ATen dispatcher and the backend's launch: ~1 + 1 + 1-3 + 1-2 + 1-5 + 1-3 us,
 // 5-25 us of CPU per op (the layer costs of the PyTorch dispatch path; Horace He's "Making Deep Learning Go Brrrr
 // From First Principles" for the overhead-bound regime). Eager composite modules launch several kernels per op of
-// the Program (sim/compute_cost.h: launched_kernels).
+// the Program (sim/cost/compute_cost.h: launched_kernels).
 TPTUNE_COST_PARAM(double, eager_dispatch_us, 10.0, 0, 1e6);
 // With torch.compile (training.compile) inductor's generated wrapper calls its Triton launchers and the extern
 // kernels (cuBLAS, flash attention) directly, without Python ops or the dispatcher per kernel, and fuses the

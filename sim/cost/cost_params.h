@@ -24,7 +24,7 @@ struct RankCurve {
 };
 
 // A measured alpha-beta curve of one collective on one intra-node group size (a calibration's fit of nccl-tests-style
-// data): time = alpha_us + S x bus_factor(kind, ranks) / busbw, S the full tensor's bytes (sim/comm_cost.h).
+// data): time = alpha_us + S x bus_factor(kind, ranks) / busbw, S the full tensor's bytes (sim/cost/comm_cost.h).
 struct MeasuredCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   int ranks = 2;
@@ -38,8 +38,8 @@ struct MeasuredCollective {
   double time_us(CollectiveKind k, double bytes) const;  // of this curve (k: its kind, for the bus factor)
 };
 
-// Every field, with its default and the sources behind it, is in sim/cost_param_list.h (one list that also
-// generates the table of sim/cost_param_fields.h): the efficiencies and fixed costs of compute (GEMMs, attention,
+// Every field, with its default and the sources behind it, is in sim/cost/cost_param_list.h (one list that also
+// generates the table of sim/cost/cost_param_fields.h): the efficiencies and fixed costs of compute (GEMMs, attention,
 // memory-bound ops), of communication (NCCL-style alpha-beta, measured curves), of ranks sharing a machine, and the
 // memory model's overheads.
 struct CostParams {

@@ -17,7 +17,7 @@
 //   ZBVZeroBubble          r and 2pp-1-r ("v")                        ScheduleZBVZeroBubble._calculate_single_...
 //   DualPipeV              r and 2pp-1-r ("v")                        ScheduleDualPipeV._calculate_single_rank_...
 //
-// The lists equal the order torch 2.15 executes (recorded per rank under gloo by tools/check_pipeline_schedule.py
+// The lists equal the order torch 2.15 executes (recorded per rank under gloo by tests/sim/check_pipeline_schedule.py
 // into tests/sim/pipeline_schedule_torch.txt, which tests/sim/pipeline_schedule_test.cc compares).
 //
 // Actions: F (forward of one stage on one microbatch), B (its full backward), and for the zero-bubble schedules the
@@ -26,7 +26,7 @@
 //
 // Simplifications, each without effect on the order of compute:
 // - torch's pipeline_order pads the lists with None (idle time steps of its unit-time picture); the lists here hold
-//   compute actions only, and the simulator (sim/pipeline_schedule_sim.h) derives idle time from the dependencies.
+//   compute actions only, and the simulator (sim/pipeline/schedule_sim.h) derives idle time from the dependencies.
 // - Communication actions (SEND_F, RECV_F, SEND_B, RECV_B, their waits), FSDP's UNSHARD / RESHARD and REDUCE_GRAD,
 //   which _PipelineScheduleRuntime inserts around the compute actions, are not listed.
 // - DualPipeV's OVERLAP_F_B (one action of two sub-actions: F of one stage, then B of the other) is listed as its
@@ -48,7 +48,7 @@
 //   at most kMaxPipelineActions.
 //
 // The schedule kinds, their names and placements, and the split of layers into stages are the plan's
-// (plans/pipeline_parallel.h).
+// (plans/language/pipeline_parallel.h).
 
 #include <cstdint>
 #include <string>
@@ -59,8 +59,8 @@
 
 namespace tptune {
 
-// Ranges of build_schedule()'s arguments. pp: any parallel degree (plans/limits.h degree). stages_per_rank: at most
-// one stage per layer (limits::n_layers). microbatches: at most one sequence each of the largest local batch
+// Ranges of build_schedule()'s arguments. pp: any parallel degree (plans/util/limits.h degree). stages_per_rank: at
+// most one stage per layer (limits::n_layers). microbatches: at most one sequence each of the largest local batch
 // (limits::local_batch_size).
 inline constexpr int64_t kMaxPipelineActions = int64_t{1} << 24;  // ~200 MiB of actions
 

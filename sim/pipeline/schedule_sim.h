@@ -1,5 +1,5 @@
 #pragma once
-// A pipeline schedule (sim/pipeline_schedule.h) on a timeline: when each rank runs each of its actions, given each
+// A pipeline schedule (sim/pipeline/schedule.h) on a timeline: when each rank runs each of its actions, given each
 // stage's compute times and the time of one point-to-point hop between pipeline ranks.
 //
 // Rules:

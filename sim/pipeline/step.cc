@@ -245,7 +245,7 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   }
 
   // P2P of one activation: the block output this rank holds, what each stage Program's transfers move
-  // (plans/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism shards it).
+  // (plans/lower/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism shards it).
   const int64_t p2p_bytes = pipeline_transfer_bytes(prog);
   const int64_t world = cluster.world_size();
   const bool network = world > cluster.gpus_per_node;
@@ -466,7 +466,7 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   const auto worst = std::max_element(memories.begin(), memories.end(),
                                       [](const MemoryReport& a, const MemoryReport& b) { return a.peak < b.peak; });
   r.memory = *worst;
-  // What a GPU holds: its pp rank's stages (the largest rank's; plans/parameter_count.h), not the whole model's.
+  // What a GPU holds: its pp rank's stages (the largest rank's; plans/lower/parameter_count.h), not the whole model's.
   r.parameters = pipeline_parameter_count(prog, split, plan.pp_schedule);
   r.pipeline = std::move(pr);
   return r;

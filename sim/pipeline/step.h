@@ -1,19 +1,19 @@
 #pragma once
-// A training step under pipeline parallelism (plans/pipeline_parallel.h): each pp rank's stages run the schedule's
-// actions (sim/pipeline_schedule.h) on a timeline (sim/pipeline_schedule_sim.h) whose per-stage costs come from the
-// ordinary simulator, plus FSDP's and the optimizer's work once per step.
+// A training step under pipeline parallelism (plans/language/pipeline_parallel.h): each pp rank's stages run the
+// schedule's actions (sim/pipeline/schedule.h) on a timeline (sim/pipeline/schedule_sim.h) whose per-stage costs come
+// from the ordinary simulator, plus FSDP's and the optimizer's work once per step.
 //
 // Stage costs: one Program of the whole model lowered at the microbatch (local_batch_size = pp_microbatch_size,
-// gradient_accumulation_steps 1) and scheduled once (sim/timeline.h). Its segments are per layer (plans/program.h), so
-// a stage's forward is the sum of its layers' block.fwd instances (plus embed.fwd on the first stage, and on the last
-// the forward part of the head: the head's time split in the proportion of its forward and backward ops' durations),
-// and its backward likewise (block.bwd, embed.bwd, the head's backward part). Each instance counts its compute-stream
-// span less its exposed DP time: under PP torchtitan keeps FSDP's gathered parameters through the step
-// (torchtitan/distributed/fsdp.py: reshard_after_forward "default" is `not pp_enabled`, "to avoid per-microbatch
-// all-gathers"), so no per-microbatch FSDP wait belongs to a stage's cost. Why one whole-model Program rather than a
-// Program per stage: the stage boundaries cut no layer, every layer of one model lowers to the same ops whatever
-// stage holds it, and one lowering serves every split and schedule (the search's axes); a stage's Program would
-// repeat the same segments with fewer instances. What differs per stage is only which segments it holds, which is
+// gradient_accumulation_steps 1) and scheduled once (sim/timeline.h). Its segments are per layer
+// (plans/program/program.h), so a stage's forward is the sum of its layers' block.fwd instances (plus embed.fwd on the
+// first stage, and on the last the forward part of the head: the head's time split in the proportion of its forward and
+// backward ops' durations), and its backward likewise (block.bwd, embed.bwd, the head's backward part). Each instance
+// counts its compute-stream span less its exposed DP time: under PP torchtitan keeps FSDP's gathered parameters through
+// the step (torchtitan/distributed/fsdp.py: reshard_after_forward "default" is `not pp_enabled`, "to avoid
+// per-microbatch all-gathers"), so no per-microbatch FSDP wait belongs to a stage's cost. Why one whole-model Program
+// rather than a Program per stage: the stage boundaries cut no layer, every layer of one model lowers to the same ops
+// whatever stage holds it, and one lowering serves every split and schedule (the search's axes); a stage's Program
+// would repeat the same segments with fewer instances. What differs per stage is only which segments it holds, which is
 // what the sums above select. The weight-gradient part of a backward (the W of the zero-bubble schedules) is the
 // share of the `.bwd_weight` GEMMs in its compute ops' durations.
 //

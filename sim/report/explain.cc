@@ -255,7 +255,7 @@ std::string explain_text(const Program& p) {
   line(fmt::format("Parameters: {} in the model, {} per GPU ({})", with_thousands(params.total),
                    with_thousands(params.per_rank), shard_text(params, p.tp, p.dp / p.cp, p.cp)));
   auto table = [&](const std::vector<CollectiveRecord>& rs) {
-    // Each column as wide as its longest cell (plans/text_table.h): a long module or tensor name never shifts the
+    // Each column as wide as its longest cell (plans/util/text_table.h): a long module or tensor name never shifts the
     // columns after it.
     TextTable t({{"phase", 10},
                  {"module", 32},

@@ -8,9 +8,9 @@
 //                     "bytes": 67108864, "group": "tp"}, ...],
 //    "per_block": {"forward": {"all_reduce": 0, "all_gather": 2, "reduce_scatter": 2, "all_to_all": 0}, "backward":
 //    ...}, "per_step": {"tp": {"count": N, "bytes": B}, "dp": {...}},
-//    "tptune": {"version": "0.1.0", "git_hash": "1a2b3c4"}}   (plans/version.h's stamp)
+//    "tptune": {"version": "0.1.0", "git_hash": "1a2b3c4"}}   (plans/util/version.h's stamp)
 // `parameters` counts elements: the model's total, and what one GPU holds (its TP shard, chunked over dp_shard by
-// FSDP; plans/parameter_count.h).
+// FSDP; plans/lower/parameter_count.h).
 // HSDP plans (dp_replicate > 1) add "dp_replicate": N after dp_shard and per_step "dp_replicate": {...}: the fp32
 // all-reduces of the gradient shards, tensor "gradient shards", group "dp_replicate".
 // `collectives` lists every collective of the step in program order, every layer, full FQNs; `bytes` is the full
@@ -46,8 +46,8 @@ struct CollectiveRecord {
 std::vector<CollectiveRecord> step_collectives(const Program& p);
 // The collectives of one block template (layer 0 names): forward, backward (recompute included), then those the
 // optimizer step issues per block (Partial gradients all-reduced there when no FSDP wraps the model). With a plan's
-// ac_layers = k splitting the block backward (plans/program.h), the backward is that of the blocks without recompute
-// and the names are layer k's.
+// ac_layers = k splitting the block backward (plans/program/program.h), the backward is that of the blocks without
+// recompute and the names are layer k's.
 std::vector<CollectiveRecord> block_collectives(const Program& p);
 // With ac_layers = k splitting the block backward: the collectives of the checkpointed blocks' backward (recompute
 // included; layer 0 names). Empty otherwise.
@@ -55,8 +55,9 @@ std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p);
 // The second block.bwd segment (the checkpointed blocks 0 .. k-1) when ac_layers splits the block backward, else null.
 const Segment* checkpointed_block_backward(const Program& p);
 
-// A pipeline's transfers: every pp.* op of its stage Programs (plans/pipeline_stage.h), in stage and Program order.
-// `stages[s]` is stage s's Program, `spans` the layout it was lowered with. JSON (pipeline_transfers_json), a list of
+// A pipeline's transfers: every pp.* op of its stage Programs (plans/lower/pipeline_stage.h), in stage and Program
+// order. `stages[s]` is stage s's Program, `spans` the layout it was lowered with. JSON (pipeline_transfers_json), a
+// list of
 //   {"stage": 0, "pp_rank": 0, "op": "pp.send_fwd", "phase": "forward", "tensor": "pp.send_fwd.activation",
 //    "dtype": "bf16", "local_shape": [1, 1024, 4096], "bytes": 8388608, "to": {"stage": 1, "pp_rank": 1}}
 // ("from" for a receive); bytes are this tp rank's shard, what one transfer of one microbatch moves.

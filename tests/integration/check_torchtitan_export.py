@@ -7,7 +7,7 @@ config function the export carries (when it has one), and parses the command-lin
 torchtitan.config.ConfigManager exactly as `torchtitan.train` does. Any option torchtitan does not know makes tyro
 exit, and the case fails; each parsed field is then compared with the plan.
 
-    python3 tools/check_torchtitan_export.py build/tools/tp-plan
+    python3 tests/integration/check_torchtitan_export.py build/tools/tp-plan
 
 Needs torchtitan 0.3 (`pip install torchtitan==0.3.0` and a torch it supports). Exit status: 0 when every case
 parses with zero unknown keys and every value matches, 1 otherwise, 2 when torchtitan cannot be imported.

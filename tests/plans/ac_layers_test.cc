@@ -1,5 +1,5 @@
 // A plan's ac_layers (activation checkpointing on the first k blocks): the plan file key, its errors, and the split
-// lowering (plans/program.h "Structure": two block.bwd segments, the blocks without recompute first).
+// lowering (plans/program/program.h "Structure": two block.bwd segments, the blocks without recompute first).
 #include <catch2/catch.hpp>
 
 #include "plans/export/export.h"

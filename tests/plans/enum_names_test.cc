@@ -1,4 +1,4 @@
-// Every enum printed or parsed through a name table (plans/enum_names.h) has a complete table: each enumerator has
+// Every enum printed or parsed through a name table (plans/util/enum_names.h) has a complete table: each enumerator has
 // a name of its own, the value past the last one has none ("?"), and the parsable ones read back what they print.
 #include "plans/util/enum_names.h"
 

@@ -1,5 +1,5 @@
-// Hugging Face config.json as a model source (plans/hf_config.h): the bundled Llama 3 configs lower to exactly the
-// Program of the built-in presets, and what the Model cannot represent is a one-line error naming file, line, key.
+// Hugging Face config.json as a model source (plans/model/hf_config.h): the bundled Llama 3 configs lower to exactly
+// the Program of the built-in presets, and what the Model cannot represent is a one-line error naming file, line, key.
 #include "plans/model/hf_config.h"
 
 #include <fmt/format.h>

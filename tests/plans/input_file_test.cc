@@ -1,5 +1,5 @@
-// Reading the files a user hands us (plans/input_file.h): what is not a bounded regular UTF-8 file is one line naming
-// it, and nothing blocks or reads without end (issue 21, items 11 and 12).
+// Reading the files a user hands us (plans/util/input_file.h): what is not a bounded regular UTF-8 file is one line
+// naming it, and nothing blocks or reads without end (issue 21, items 11 and 12).
 #include "plans/util/input_file.h"
 
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// JSON a user hands us (plans/json_text.h): hostile documents are one-line errors with FILE:LINE, never a crash or
+// JSON a user hands us (plans/util/json_text.h): hostile documents are one-line errors with FILE:LINE, never a crash or
 // nlohmann's own exception (issue 21, items 10 and 12).
 #include "plans/util/json_text.h"
 

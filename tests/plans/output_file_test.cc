@@ -1,5 +1,5 @@
-// Writing outputs (plans/output_file.h): whole or not at all, never over an input, every failure one line naming the
-// option, the path and the system's reason (issue 21, items 13 and 14).
+// Writing outputs (plans/util/output_file.h): whole or not at all, never over an input, every failure one line naming
+// the option, the path and the system's reason (issue 21, items 13 and 14).
 #include "plans/util/output_file.h"
 
 #include <signal.h>

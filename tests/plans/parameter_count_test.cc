@@ -1,6 +1,6 @@
-// Parameter counts (plans/parameter_count.h): the model's total and what one rank holds after TP and FSDP sharding,
-// against hand arithmetic from the shapes of Llama 3 8B (dim 4096, 32 layers, 32 heads / 8 kv of head_dim 128, ffn
-// 14336, vocab 128256).
+// Parameter counts (plans/lower/parameter_count.h): the model's total and what one rank holds after TP and FSDP
+// sharding, against hand arithmetic from the shapes of Llama 3 8B (dim 4096, 32 layers, 32 heads / 8 kv of head_dim
+// 128, ffn 14336, vocab 128256).
 #include "plans/lower/parameter_count.h"
 
 #include <catch2/catch.hpp>

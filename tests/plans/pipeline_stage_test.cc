@@ -1,5 +1,5 @@
-// A pipeline stage's Program (plans/pipeline_stage.h): the microbatch Program's ops split among the stages, each op
-// in exactly one, with the transfers torch's PipelineStage runs between them.
+// A pipeline stage's Program (plans/lower/pipeline_stage.h): the microbatch Program's ops split among the stages, each
+// op in exactly one, with the transfers torch's PipelineStage runs between them.
 #include "plans/lower/pipeline_stage.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Placement algebra: canonical form, shapes, redistribution and its backward (plans/placement.h's table), bytes.
+// Placement algebra: canonical form, shapes, redistribution and its backward (plans/language/placement.h's table),
+// bytes.
 #include "plans/language/placement.h"
 
 #include <catch2/catch.hpp>

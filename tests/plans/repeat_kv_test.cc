@@ -1,4 +1,4 @@
-// model.gqa repeat_kv (torchtitan's repeat_kv before SDPA, plans/model.h Gqa): the config key and its error, the
+// model.gqa repeat_kv (torchtitan's repeat_kv before SDPA, plans/model/model.h Gqa): the config key and its error, the
 // copies the lowering adds (shapes and bytes derived by hand), the attention they feed (query heads on both sides),
 // nothing added for the default enable_gqa or a model without grouped heads, the identity of a Program that repeats,
 // and context parallelism rotating the repeated K/V (n_heads / n_kv_heads times the bytes).

@@ -1,4 +1,4 @@
-// shrink_for_verify (plans/shrink.h): the dims chosen (golden, by the rules of the header), the same Program
+// shrink_for_verify (plans/language/shrink.h): the dims chosen (golden, by the rules of the header), the same Program
 // structure as the real model (same ops, same collectives, in the same order), and the same refusals.
 #include "plans/language/shrink.h"
 

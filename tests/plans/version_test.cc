@@ -1,4 +1,4 @@
-// plans/version.h: the --version line and the version stamp every JSON output carries.
+// plans/util/version.h: the --version line and the version stamp every JSON output carries.
 #include "plans/util/version.h"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Records which attention block torch's ring attention computes at each step of each cp rank, for the comparison with
-runtime/ring_schedule.h in tests/runtime/ring_schedule_test.cc (tests/runtime/ring_schedule_torch.txt).
+runtime/ring/schedule.h in tests/runtime/ring_schedule_test.cc (tests/runtime/ring_schedule_torch.txt).
 
 Optional check, not part of the test command: needs torch (CPU is enough). It runs
 torch.distributed.tensor.experimental._context_parallel._attention._templated_ring_attention itself on a gloo group of
@@ -11,7 +11,7 @@ position of every row), so the record does not depend on how torch slices. Layou
 balancing (enable_load_balance=True; inputs sharded with its _HeadTailLoadBalancer order) and no load balancing
 (contiguous shards), each for cp 2, 3 and 4, with both rotate methods (they must record the same blocks).
 
-Usage: python3 tools/check_ring_schedule.py > tests/runtime/ring_schedule_torch.txt
+Usage: python3 tests/runtime/check_ring_schedule.py > tests/runtime/ring_schedule_torch.txt
 Each line: "cp N layout LAYOUT rank R step I source S q_begin QB q_len QL kv_begin KB kv_len KL causal C" for every
 block computed (S: the rank whose key/value shard the block reads); a skipped step prints "skip" instead.
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Print the compute actions torch.distributed.pipelining runs on each pipeline rank, for comparison with
-tptune's build_schedule() (sim/pipeline_schedule.h).
+tptune's build_schedule() (sim/pipeline/schedule.h).
 
 Optional: needs PyTorch (CPU is enough); not part of the test command. For each case it starts pp processes
 (gloo), builds stages_per_rank tiny Linear stages per rank placed as torchtitan places them
@@ -13,7 +13,7 @@ Output: one line per (case, rank), "NAME pp v m rank: 0F0 0F1 ... " in torch's _
 microbatch), the format of tests/sim/pipeline_schedule_torch.txt, which tests/sim/pipeline_schedule_test.cc
 compares with build_schedule(). Regenerate it with
 
-    python3 tools/check_pipeline_schedule.py > tests/sim/pipeline_schedule_torch.txt
+    python3 tests/sim/check_pipeline_schedule.py > tests/sim/pipeline_schedule_torch.txt
 """
 
 import os
@@ -124,7 +124,7 @@ def free_port():
 
 def main():
     ctx = mp.get_context("spawn")
-    print(f"# The compute actions torch {torch.__version__} runs per pipeline rank: tools/check_pipeline_schedule.py")
+    print(f"# The compute actions torch {torch.__version__} runs per pipeline rank: tests/sim/check_pipeline_schedule.py")
     print("# schedule pp stages_per_rank microbatches rank: actions (stage, F|B|I|W, microbatch)")
     for name, pp, v, m in CASES:
         queue = ctx.Queue()

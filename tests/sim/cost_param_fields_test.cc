@@ -1,6 +1,6 @@
-// The table of named cost parameters (sim/cost_param_fields.h) against the struct (sim/cost_params.h): both come from
-// sim/cost_param_list.h, and each TPTUNE_COST_PARAM line must be the table row of its name, in list order, wired to
-// the member of that name (a value set by name is read back from that member and from nowhere else).
+// The table of named cost parameters (sim/cost/cost_param_fields.h) against the struct (sim/cost/cost_params.h): both
+// come from sim/cost/cost_param_list.h, and each TPTUNE_COST_PARAM line must be the table row of its name, in list
+// order, wired to the member of that name (a value set by name is read back from that member and from nowhere else).
 
 #include "sim/cost/cost_param_fields.h"
 

@@ -1,4 +1,4 @@
-// A step under pipeline parallelism (sim/pipeline_step.h) on a small 8-block model, tp 2 x pp 2 x dp_shard 2 on one
+// A step under pipeline parallelism (sim/pipeline/step.h) on a small 8-block model, tp 2 x pp 2 x dp_shard 2 on one
 // node of 8 H100s: the stages partition the microbatch Program's work, 1F1B with a bottleneck last stage meets its
 // closed form (derived below), the activations each rank holds follow the schedule (1F1B: pp - r microbatches,
 // GPipe: all of them), the p2p hop is one activation over NVLink, and throughput divides by tp x pp.

@@ -244,7 +244,7 @@ TEST_CASE("measured trace: bad profiles are one-line errors", "[report]") {
   CHECK(err(R"({"format": "other"})") == "p.json: expected a tp-run profile (\"format\": \"tptune-profile\")");
   CHECK(err(R"({"format": "tptune-profile", "version": 2})") ==
         "p.json: version: expected 1 (the profile format this tp-plan reads)");
-  // Read by the one Profile reader (plans/profile_format.h): its messages are calibration's.
+  // Read by the one Profile reader (plans/program/profile_format.h): its messages are calibration's.
   CHECK(err(R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "x", "time_us": {"median": -1}}]})") ==
         "p.json: ops[0].time_us.median: expected a non-negative number, got -1");
   const nlohmann::json base = profile_of(s, 1);

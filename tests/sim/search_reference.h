@@ -1,7 +1,7 @@
 #pragma once
 // The tests' reference search: search() (sim/search/search.h) without any of its ways of sharing work between
-// candidates. Every candidate is lowered on its own with lower() (plans/lower.h) and evaluated from that Program by
-// CandidateEvaluator::evaluate_program() (sim/search/eval.h); no larger local batch is pruned because a smaller one
+// candidates. Every candidate is lowered on its own with lower() (plans/lower/lower.h) and evaluated from that Program
+// by CandidateEvaluator::evaluate_program() (sim/search/eval.h); no larger local batch is pruned because a smaller one
 // missed memory (every candidate is lowered and has its own memory report and detail); with
 // search.max_local_batch_size every bisection probe is lowered. The search shares lowerings between
 // activation-checkpointing policies, between async TP off and on and between local batch sizes (plans/

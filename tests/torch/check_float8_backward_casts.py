@@ -16,7 +16,7 @@ inductor uses, and prints, per graph, how many amax reductions read a tensor of 
 hidden 640) tell the tensors apart: x and w2's output gradient [96, 256]; w1's and w3's outputs' gradients and w2's
 input [96, 640]; w1.t() and w3.t() [256, 640]; w2.t() [640, 256].
 
-Usage: python3 tools/check_float8_backward_casts.py
+Usage: python3 tests/torch/check_float8_backward_casts.py
 Read with torch 2.15, torchao 0.18:
   no AC: the backward recasts w2's input [96, 640] and weight [640, 256] that the forward already cast (x is saved as
     float8: its high-precision value is not needed otherwise), beside the three gradient casts;

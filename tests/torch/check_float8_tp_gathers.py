@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the sequence-parallel collectives that torchao's Float8ColwiseParallel / Float8RowwiseParallel issue for a
 feed-forward pair (w1 colwise with a Shard(1) input, w2 rowwise with a Shard(1) output), forward and backward, with the
-dtype each one moves: the check behind tptune's float8 tensorwise lowering (plans/lower_layers.cc: the input cast
+dtype each one moves: the check behind tptune's float8 tensorwise lowering (plans/lower/layers.cc: the input cast
 before its all-gather, and Layers::cast_gradient_float8, the rowwise output's gradient cast before its all-gather).
 
 Optional check, not part of the test command: needs torch and torchao (CPU is enough). It runs torchao's real
@@ -11,7 +11,7 @@ TorchDispatchMode, every all_gather_into_tensor and reduce_scatter_tensor that t
 call from Python, and the element type of the data a float8 tensor carries. Collectives that DTensor issues inside
 its own op dispatch (the amax all-reduces) are not seen by the mode and not printed.
 
-Usage: python3 tools/check_float8_tp_gathers.py
+Usage: python3 tests/torch/check_float8_tp_gathers.py
 Expected (torch 2.15, torchao 0.18): forward all_gather float8_e4m3fn, reduce_scatter of the (bf16/fp32) output;
 backward all_gather float8_e5m2 (w2's output gradient, cast on its shard), reduce_scatter of w1's input gradient.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Counts the memory traffic of the kernels eager PyTorch runs for torchtitan's RMSNorm, rotary embedding and SwiGLU,
-forward and backward, against the fused bytes tptune's Program counts for the same op (plans/lower_layers.cc): the
-ratio is the eager traffic factor of sim/cost_param_list.h (norm_traffic_factor, rope_traffic_factor,
+forward and backward, against the fused bytes tptune's Program counts for the same op (plans/lower/layers.cc): the
+ratio is the eager traffic factor of sim/cost/cost_param_list.h (norm_traffic_factor, rope_traffic_factor,
 activation_traffic_factor).
 
 Optional check, not part of the test command: needs torch (CPU is enough). The modules are written as torchtitan
@@ -13,7 +13,7 @@ the autograd backward run; an op that only makes a view (no kernel) is skipped; 
 reads its tensor inputs and writes its outputs once, and its traffic is the sum of their sizes (a broadcast operand
 counts its own size). Sizes: bf16 activations (the mixed-precision compute dtype), bf16 weights.
 
-Usage: python3 tools/count_eager_traffic.py
+Usage: python3 tests/torch/count_eager_traffic.py
 Prints per module and pass: the kernels launched, bytes per element of the activation, the fused bytes per element
 the Program counts, and their ratio.
 """
@@ -81,7 +81,7 @@ def main():
     x = torch.randn(1, TOKENS, DIM, dtype=bf)
     w = torch.ones(DIM, dtype=bf)
     n = x.numel()
-    # Program (plans/lower_layers.cc): norm reads x, writes y (2 x 2 B); its backward reads x and dy, writes dx.
+    # Program (plans/lower/layers.cc): norm reads x, writes y (2 x 2 B); its backward reads x and dy, writes dx.
     measure("rmsnorm", lambda x: rmsnorm(x, w), [x], n, 4.0, 6.0)
     q = torch.randn(1, TOKENS, HEADS, DIM // HEADS, dtype=bf)
     k = torch.randn(1, TOKENS, HEADS, DIM // HEADS, dtype=bf)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Torch's own DTensor collective counts for one block, beside `tp-plan explain` (needs torch; CPU, no GPU).
 
-    python3 tools/dtensor_fake_pg_counts.py
+    python3 tests/torch/dtensor_fake_pg_counts.py
 
 A fake process group of 8 ranks runs one simplified block (attention's core replaced by an elementwise op on local
 heads, which issues no collective) under CommDebugMode. Output with torch 2.15.0:
@@ -13,7 +13,7 @@ on DTensor gradients of a [dp_shard 2, tp 4] mesh: one all_reduce of the stacked
 sharded mesh dim, dp_shard's then tp's:
     clip_grad_norm_ [dp_shard 2, tp 4], 4 grads: all_reduce (4,) torch.float32 on mesh dim 0; all_reduce (4,)
     torch.float32 on mesh dim 1
-the "grad_norm" segment of the torchtitan-0.3 family (plans/lower.cc, grad_norm()).
+the "grad_norm" segment of the torchtitan-0.3 family (plans/lower/lower.cc, grad_norm()).
 """
 # Counts torch DTensor's collectives for one block on a fake process group of 8 (CPU), for the seed's vanilla plan
 # and for torchtitan 0.3's boundary conversion expressed as PrepareModuleInput(R -> R) with a fused wqkv.

@@ -57,7 +57,8 @@ int run_published_accuracy(const AccuracyArgs& a) {
     r.terms = calibration_terms(*cal);
     r.terms.push_back(fmt::format("(on the runs of {}; the other GPUs' runs: their presets' values)", cal->device));
   }
-  // Every input is read before the first output is written (plans/output_file.h checks outputs against those read).
+  // Every input is read before the first output is written (plans/util/output_file.h checks outputs against those
+  // read).
   nlohmann::json committed;
   if (!a.committed.empty()) {
     try {

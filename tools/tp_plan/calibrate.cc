@@ -103,7 +103,7 @@ int run_calibrate(const CalibrateArgs& a) {
   }
   // With several environments (--separate) each fit goes to OUT-N.EXT: names derived from --out, checked as --out is
   // (none may be an input, e.g. `--out prof.json` over prof-1.json, nor another output) before anything is fitted,
-  // and written together once every fit succeeded (plans/output_file.h), so that a failing fit replaces none.
+  // and written together once every fit succeeded (plans/util/output_file.h), so that a failing fit replaces none.
   std::vector<OutputText> outputs;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::string out = a.out;

@@ -57,7 +57,7 @@ int run_check(const CheckArgs& a) {
 
   // The same config, plan and cost parameters as simulate (--hf-config, the device preset's cost_params,
   // --calibration): check gates the step simulate predicts.
-  // A pipeline's step is simulate's too (sim/pipeline_step.h); its baseline adds the pipeline's terms (baseline.h).
+  // A pipeline's step is simulate's too (sim/pipeline/step.h); its baseline adds the pipeline's terms (baseline.h).
   const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
   const Program& prog = in.prog;
   const ClusterSpec& cluster = in.cluster;

@@ -33,7 +33,7 @@ void write_json_output(const std::string& json, const Program& prog, const nlohm
   if (json == "-") {
     write_explain_json(prog, std::cout, extra);  // streamed: no document proportional to the layer count in memory
   } else if (!json.empty()) {
-    OutputFile f("--json", json);  // streamed too, then renamed over the target (plans/output_file.h)
+    OutputFile f("--json", json);  // streamed too, then renamed over the target (plans/util/output_file.h)
     write_explain_json(prog, f.stream(), extra);
     f.commit();
   }
@@ -59,7 +59,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
         const StepReport r =
             simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
         const Program micro_prog = lower(cfg.model, cfg.training, pipeline_microbatch_plan(plan));
-        // Each stage's Program (plans/pipeline_stage.h), for its transfers.
+        // Each stage's Program (plans/lower/pipeline_stage.h), for its transfers.
         const std::vector<PipelineStageSpan> spans =
             pipeline_stage_spans(resolve_pipeline(cfg.model, plan), plan.pp_schedule);
         std::vector<Program> stages;

@@ -4,7 +4,7 @@
 // Prints a plan (a file written by `tp-plan search --out-plan`, or any plan YAML) as torchtitan configuration: the
 // torchtitan 0.3 command (needs --config: the recipe of the config's model dimensions, seq_len and compile from its
 // training section, torchrun's nodes x processes from its cluster), the job-config TOML of torchtitan before 0.3, or
-// the parallelize_module plan in python (plans/export.h). With --config the plan's unstated values come from the
+// the parallelize_module plan in python (plans/export/export.h). With --config the plan's unstated values come from the
 // config, as in simulate.
 #include "plans/export/export.h"
 

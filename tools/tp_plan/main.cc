@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   }
   try {
     const int code = run ? run() : 0;
-    flush_stdout();  // output lost on a full disk or a closed pipe is an error, not exit 0 (plans/output_file.h)
+    flush_stdout();  // output lost on a full disk or a closed pipe is an error, not exit 0 (plans/util/output_file.h)
     return code;
   } catch (const tptune::Error& e) {
     fmt::print(stderr, "tp-plan: error: {}\n", tptune::yaml::shown(e.what(), 2000));

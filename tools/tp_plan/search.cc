@@ -6,7 +6,7 @@
 // plan and torchtitan's default, and optionally writes the winner as a plan YAML (which explain, simulate and tp-run
 // accept), its simulated step as a Chrome trace, and the whole result as JSON. The plan options of simulate (--tp,
 // --float8, ...) restrict the space and the config overrides replace the cluster and training values
-// (tools/tp_plan_search_overrides.h); the text and the JSON ("overrides") say what each replaced. Exit status 1 when
+// (tools/tp_plan/search_overrides.h); the text and the JSON ("overrides") say what each replaced. Exit status 1 when
 // nothing fits.
 #include "sim/search/search.h"
 
@@ -96,7 +96,7 @@ int run_search(const SearchArgs& a) {
   Plan winner = without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model);
   // Chosen at --seq-len N: the file states it, so that simulate, explain and tp-run run it at that length.
   if (a.plan.overrides.seq_len && winner.seq_len == 0) winner.seq_len = cfg.training.seq_len;
-  // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
+  // Every file rendered first, then written together (plans/util/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   if (!a.out_plan.empty()) outputs.push_back({"--out-plan", a.out_plan, plan_to_yaml(winner)});
   size_t trace_events = 0;
@@ -154,7 +154,7 @@ int run_search(const SearchArgs& a) {
 void add_search_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<SearchArgs>();
   CLI::App* cmd = app.add_subcommand("search", "rank every plan of the config's search space and explain the winner");
-  // The options of simulate, as restrictions of the space (tools/tp_plan_search_overrides.h).
+  // The options of simulate, as restrictions of the space (tools/tp_plan/search_overrides.h).
   add_plan_options(cmd, args->plan);
   add_config_overrides(cmd, args->plan.overrides);
   cmd->get_option("config")->description("config YAML (model, training, cluster, search)");

@@ -43,7 +43,8 @@ int run_simulate(const SimulateArgs& a) {
   inputs.push_back({"--calibration", a.calibration});
   const PredictionInputs in = prediction_inputs(a.plan, a.calibration);
   // After the config is read (its model.hf_config too), before the step is predicted; --measured, read below, is
-  // named here, and every output is checked again against every file read when it is written (plans/output_file.h).
+  // named here, and every output is checked again against every file read when it is written
+  // (plans/util/output_file.h).
   refuse_overwriting_inputs({{"--json", a.json}, {"--trace", a.trace}, {"--report", a.report}}, inputs);
   const Config& cfg = in.cfg;
   const ClusterSpec& cluster = in.cluster;
@@ -78,7 +79,7 @@ int run_simulate(const SimulateArgs& a) {
     fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   }
-  // Every file rendered first, then written together (plans/output_file.h): one that fails replaces none.
+  // Every file rendered first, then written together (plans/util/output_file.h): one that fails replaces none.
   std::vector<OutputText> outputs;
   size_t trace_events = 0;
   if (!a.json.empty()) {

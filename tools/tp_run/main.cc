@@ -2,7 +2,7 @@
 //   mpirun -np 2 tp-run verify examples/tiny-llama.yaml --preset sequence_parallel
 //   mpirun -np 2 tp-run profile examples/tiny-llama.yaml --preset vanilla --out profile.json
 //   mpirun -np 2 tp-run bench collectives --json coll.json     (nccl-tests table; also gemm, memory)
-// Every rank parses the same command line; rank 0 prints. See tools/tp_run_session.h for how failures end every
+// Every rank parses the same command line; rank 0 prints. See tools/tp_run/session.h for how failures end every
 // rank with one message.
 #include <mpi.h>
 
@@ -46,7 +46,7 @@ int run_main(int argc, char** argv, const tptune::tools::World& w) {
 
 int main(int argc, char** argv) {
   namespace tt = tptune::tools;
-  // The --timeout deadline holds from process start (tools/tp_run_watchdog.h): a rank that never starts keeps its
+  // The --timeout deadline holds from process start (tools/tp_run/watchdog.h): a rank that never starts keeps its
   // peers in MPI_Init, which has no timeout of its own.
   tt::set_process_timeout(tt::timeout_from_argv(argc, argv));
   const tt::Launch launch = tt::detect_launch();
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   }
   const tt::World w = tt::mpi_world();
   int code = run_main(argc, argv, w);
-  // Rank 0 prints: output lost on a full disk or a closed pipe is an error, not success (plans/output_file.h).
+  // Rank 0 prints: output lost on a full disk or a closed pipe is an error, not success (plans/util/output_file.h).
   if (w.rank == 0) {
     try {
       tptune::flush_stdout();

@@ -89,7 +89,7 @@ int run_profile(const World& w, ProfileArgs& a) {
   const bool pipeline = s.plan.pp_degree > 1;
   or_abort(w, [&] {
     if (pipeline) {
-      // Each pp rank runs its schedule (runtime/pipeline_profile.h); the mesh is [pp, tp].
+      // Each pp rank runs its schedule (runtime/pipeline/profile.h); the mesh is [pp, tp].
       const MeshComms mesh(s.plan.tp_degree, 1, s.plan.pp_degree);
       auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), MPI_COMM_NULL, mesh.pp());
       maybe_inject_failure(w);

@@ -29,9 +29,9 @@ struct World {
   int rank = 0, size = 1;
   int local_rank = 0;  // among the ranks of this node (MPI_COMM_TYPE_SHARED), whatever the launcher
   int local_size = 1;  // the ranks on this node
-  Launch launch;       // what the environment says about the launcher (tools/launcher.h)
+  Launch launch;       // what the environment says about the launcher (tools/tp_run/launcher.h)
 };
-// Collective (MPI_Comm_split_type, under the process watchdog of tools/tp_run_watchdog.h): call it once, in main().
+// Collective (MPI_Comm_split_type, under the process watchdog of tools/tp_run/watchdog.h): call it once, in main().
 World mpi_world();
 
 // Runs `fn` on every rank; if it throws on any rank, prints once and returns false on every rank.
@@ -44,7 +44,7 @@ void or_abort(const World& w, const std::function<void()>& fn);
 
 // Watchdog (--timeout SECONDS, default 300 like PyTorch's NCCL watchdog; 0 waits forever): every wait of tp-run,
 // the collectives of the step (CpuBackend::set_timeout), the agreement calls here and, from process start, the MPI
-// calls that block on their own (MPI_Init, MPI_Comm_split_type, MPI_Finalize: tools/tp_run_watchdog.h), gives up
+// calls that block on their own (MPI_Init, MPI_Comm_split_type, MPI_Finalize: tools/tp_run/watchdog.h), gives up
 // after the timeout; the rank prints `tp-run: error (rank r of n): <op or step>: ... did not complete within N s` and
 // every rank ends.
 inline constexpr double kDefaultTimeoutS = 300;
@@ -61,7 +61,7 @@ void maybe_inject_failure(const World& w);
 void print0(const World& w, const std::string& text);
 
 // The one check of an output that may be standard output ("-"): refused when stdout passes through the launcher
-// (tools/launcher.h: mpirun drops what it cannot write and exits 0), where a lost JSON would go unnoticed:
+// (tools/tp_run/launcher.h: mpirun drops what it cannot write and exits 0), where a lost JSON would go unnoticed:
 //   "--json -: standard output passes through Open MPI mpirun, which loses what it cannot write without an error
 //    (exit 0); write the JSON to a file: --json FILE"
 // Call it in the agreed phase, on every rank.
@@ -77,8 +77,8 @@ struct RunSetup {
 
 // Loads the config, resolves the plan (a preset's tp defaults to the world size), forces dp_shard and dp_replicate
 // to 1 (one replica; a note says so), checks tp == world size, refuses what the CPU runtime cannot run, lowers. Throws
-// tptune::Error. `shrink`: run a scaled-down model of the same architecture instead (plans/shrink.h); a note lists what
-// shrank.
+// tptune::Error. `shrink`: run a scaled-down model of the same architecture instead (plans/language/shrink.h); a note
+// lists what shrank.
 RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command,
                     bool shrink = false);
 

@@ -2,7 +2,7 @@
 // The process watchdog of tp-run: the --timeout deadline on the MPI calls that block without a timeout of their own.
 //
 // Every wait of tp-run on its peers is bounded by --timeout from the moment the process starts:
-//  * the non-blocking waits poll their own deadline (the agreement calls of tools/tp_run_session.cc, the step's
+//  * the non-blocking waits poll their own deadline (the agreement calls of tools/tp_run/session.cc, the step's
 //    collectives through CpuBackend::set_timeout);
 //  * the calls that block inside the MPI library run in a WatchdogScope: MPI_Init (a rank that never starts keeps
 //    its peers in MPI_Init's exchange), MPI_Comm_split_type (collective), a backend's set-up (the CUDA backend
@@ -29,7 +29,7 @@ void set_process_timeout(double seconds);
 double process_timeout();
 
 // Which rank this process is, for the watchdog's message (-1: not known yet, before MPI_Init the launcher's
-// environment may say; tools/launcher.h).
+// environment may say; tools/tp_run/launcher.h).
 void set_process_rank(int rank, int size);
 
 // Arms the watchdog for `what` (a string literal: it is kept, not copied) for process_timeout() seconds; the

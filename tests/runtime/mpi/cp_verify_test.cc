@@ -1,6 +1,6 @@
 // Context parallelism verified end to end (mpirun -np 2 and -np 4, tag [cp]): the world is a [cp, tp] mesh with cp 2
 // (tp 1 at np 2, tp 2 at np 4; cp 4 x tp 1 for the ring-order case at np 4). Each rank runs its cp rank's Program
-// (ring attention's blocks, merges and K/V rotation as lowered by plans/lower_ring.cc) and the unsharded model; the
+// (ring attention's blocks, merges and K/V rotation as lowered by plans/lower/ring.cc) and the unsharded model; the
 // verifier compares the summed loss and every gradient. Both rotate methods and both sequence layouts pass; planted
 // errors in the Program — a skipped block, a ring that hands a block the wrong step's K/V, FSDP's gradient reduction
 // left out — fail.

@@ -1,6 +1,6 @@
 // Pipeline parallelism verified end to end (mpirun -np 2 and -np 4, tag [pp]): the world is a [pp, tp] mesh with pp 2
 // (tp 1 at np 2, tp 2 at np 4) on a 4-block tiny Llama. Each rank runs its schedule's actions (torch's order,
-// sim/pipeline_schedule.h) on one Executor per microbatch, exchanging activations and gradients with its pp
+// sim/pipeline/schedule.h) on one Executor per microbatch, exchanging activations and gradients with its pp
 // neighbours; the loss and every gradient must equal the unsharded step of the whole batch. Every schedule torchtitan
 // offers passes; a wrong stage boundary or a dropped microbatch fails.
 #include <mpi.h>
