@@ -1,6 +1,6 @@
 // Module shapes beyond the seed's one-Linear-per-projection model, as torchtitan 0.3 builds them: the fused q/k/v
 // projection (FusedQKVLinear) and the chunked loss (ChunkedLossWrapper). Both are read from the Plan's data
-// (fused_qkv, loss_chunks); the DTensor rules they go through are the ones of lower_layers.cc.
+// (fused_qkv, loss_chunks); the DTensor rules they go through are the ones of layers.cc.
 
 #include <fmt/format.h>
 

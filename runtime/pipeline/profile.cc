@@ -1,4 +1,4 @@
-// `tp-run profile` of a pipeline-parallel plan; see pipeline_profile.h.
+// `tp-run profile` of a pipeline-parallel plan; see profile.h.
 #include "runtime/pipeline/profile.h"
 
 #include <fmt/format.h>
@@ -30,7 +30,7 @@ void max_over_mesh(std::vector<double>& v, Backend& backend, MPI_Comm pp) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_MAX, pp), "Allreduce");
 }
 
-// Every rank of the pp and tp groups has arrived (see pipeline_profile.h).
+// Every rank of the pp and tp groups has arrived (see profile.h).
 void barrier(Backend& backend, MPI_Comm pp) {
   check_mpi(MPI_Barrier(pp), "Barrier");
   std::vector<double> one{0.0};

@@ -5,7 +5,7 @@
 // Method, after `warmup` untimed steps (each the schedule and the gradient reduction):
 //   op times     `iters` steps with every op run one at a time (serialized, as runtime/profiler.h does): an op's
 //                sample is its mean over the microbatches on the pp rank that runs it, the maximum over its tp group.
-//                The optimizer phase is not timed (its compute, AdamW, is not run: see pipeline_run.h), so its records
+//                The optimizer phase is not timed (its compute, AdamW, is not run: see run.h), so its records
 //                say "measured": false.
 //   the schedule `iters` steps with the overlap the Program allows, all ranks starting together (a barrier over
 //                pp and tp): each action's start, its wait for the neighbour's activation or gradient, and its end,

@@ -1,4 +1,4 @@
-// One pp rank running its pipeline schedule; see pipeline_run.h.
+// One pp rank running its pipeline schedule; see run.h.
 #include "runtime/pipeline/run.h"
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Pipeline parallelism verified on CPU; see pipeline_verify.h.
+// Pipeline parallelism verified on CPU; see verify.h.
 #include "runtime/pipeline/verify.h"
 
 #include <fmt/format.h>

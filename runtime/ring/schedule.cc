@@ -1,4 +1,4 @@
-// The ring attention schedule; see ring_schedule.h.
+// The ring attention schedule; see schedule.h.
 #include "runtime/ring/schedule.h"
 
 #include <fmt/format.h>

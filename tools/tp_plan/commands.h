@@ -1,5 +1,5 @@
 #pragma once
-// Registration of tp-plan's subcommands. Each add_* function (one per tp_plan_<name>.cc) adds its subcommand to
+// Registration of tp-plan's subcommands. Each add_* function (one per tools/tp_plan/<name>.cc) adds its subcommand to
 // `app` and, when that subcommand is chosen, sets `run` to the function that executes it and returns the exit code.
 #include <CLI/CLI.hpp>
 #include <functional>

@@ -1,4 +1,4 @@
-// tp-plan: simulate, search and explain tensor-parallel plans. Each subcommand lives in its own tp_plan_*.cc
+// tp-plan: simulate, search and explain tensor-parallel plans. Each subcommand lives in its own tools/tp_plan/*.cc
 // and registers itself here.
 #include <fmt/format.h>
 
