@@ -60,7 +60,8 @@ void Executor::run_ring_attention(int index, const AttentionOp& a) {
     v = k.at(kv_elems);
   }
   const kernels::BlockHeads h{b, a.n_heads, a.n_kv_heads, a.head_dim};
-  // The causal mask is only used on the local diagonal, where local row order is global order (runtime/ring/schedule.h).
+  // The causal mask is only used on the local diagonal, where local row order is global order
+  // (runtime/ring/schedule.h).
   const kernels::SeqRows q_rows{s, st.q_begin, st.q_len, st.q_begin}, kv_rows{s, st.kv_begin, st.kv_len, st.kv_begin};
   const size_t rest = 1 + kv_inputs;  // index of the forward's o in a backward's inputs
 

@@ -5,8 +5,8 @@
 // missed memory (every candidate is lowered and has its own memory report and detail); with
 // search.max_local_batch_size every bisection probe is lowered. The search shares lowerings between
 // activation-checkpointing policies, between async TP off and on and between local batch sizes (plans/
-// plans/lower/incremental.h, sim/search/batch_program.h) and skips the larger batches of a policy that missed memory: the
-// exactness tests check that it gives this reference's results, number for number (batch_program_test.cc,
+// plans/lower/incremental.h, sim/search/batch_program.h) and skips the larger batches of a policy that missed memory:
+// the exactness tests check that it gives this reference's results, number for number (batch_program_test.cc,
 // search_seq_test.cc, search_bisect_test.cc, search_test.cc).
 //
 // The result is a SearchResult as search() fills it, except: `lowered` counts this search's lower() calls

@@ -151,8 +151,8 @@ TEST_CASE("cp 4: blocks computed in the wrong ring order fail", "[mpi][cp]") {
     INFO("rotate " << to_string(rotate));
     Programs right = tiny_cp(4, rotate, true);
     CHECK(verify_cp(right).pass());
-    // Steps 1 and 2 swap the rows they compute (which q and K/V half each rank's step uses, runtime/ring/schedule.h) while
-    // keeping the K/V they hold.
+    // Steps 1 and 2 swap the rows they compute (which q and K/V half each rank's step uses, runtime/ring/schedule.h)
+    // while keeping the K/V they hold.
     Programs p = tiny_cp(4, rotate, true);
     for (const char* phase : {"fwd", "bwd"}) {
       Op* one = find_op(p.sharded, std::string(".core.") + phase + ".1");
