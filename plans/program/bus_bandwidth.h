@@ -1,7 +1,7 @@
 #pragma once
-// nccl-tests' bus-bandwidth factors, defined once for the simulator (sim/cost/comm_cost.h) and the collectives
-// benchmark (tp-run bench collectives) alike. Sizes follow nccl-tests: S is the full (unsharded) tensor's bytes; algbw
-// = S / time; busbw = algbw x bus_factor, the per-rank link traffic a ring needs:
+// nccl-tests' bus-bandwidth factors, defined once for the simulator (sim/cost/) and the collectives benchmark
+// (tp-run bench collectives) alike. Sizes follow nccl-tests: S is the full (unsharded) tensor's bytes; algbw = S /
+// time; busbw = algbw x bus_factor, the per-rank link traffic a ring needs:
 //   all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; p2p (send/recv) 1; a group of 1: 0.
 #include "plans/language/placement.h"
 

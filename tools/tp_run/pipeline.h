@@ -1,7 +1,7 @@
 #pragma once
 // The pipeline one pp rank runs under tp-run (verify, profile): torchtitan's split of the plan's stages
-// (plans/language/pipeline_parallel.h) and torch's order of the rank's actions (sim/pipeline/schedule.h), as the
-// runtime's PipelineRun (runtime/pipeline/run.h). tptune::Error as resolve_pipeline() and build_schedule() refuse.
+// (plans/language/) and torch's order of the rank's actions (sim/pipeline/schedule.h), as the runtime's
+// PipelineRun (runtime/pipeline/run.h). tptune::Error as resolve_pipeline() and build_schedule() refuse.
 
 #include <mpi.h>
 
