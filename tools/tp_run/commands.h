@@ -1,6 +1,6 @@
 #pragma once
-// Registration of tp-run's subcommands (one tools/tp_run/<name>.cc each), as tools/tp_plan/commands.h does for tp-plan.
-// `run` is set to the chosen subcommand; it runs on every MPI rank and returns the exit code (0 ok, 1 verification
+// Registration of tp-run's subcommands (one tp_run/<name>.cc each), as tp_plan/commands.h does for tp-plan. `run`
+// is set to the chosen subcommand; it runs on every MPI rank and returns the exit code (0 ok, 1 verification
 // failed, 2 error).
 #include <CLI/CLI.hpp>
 #include <functional>
