@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -195,6 +196,15 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   s.nvls = r.boolean("nvls", s);
   s.network_bandwidth_GBps = r.number("network_bandwidth_GBps", s, false, limits::bandwidth_GBps);
   s.network_latency_us = r.number("network_latency_us", s, true, limits::latency_us);
+  if (node["architecture"]) {
+    // The kernel generation whose architecture-level cost terms the part shares (sim/calibrate/kernel_fit.h).
+    const YAML::Node v = r.figure("architecture", s);
+    const std::vector<std::string>& known = gpu_architectures();
+    if (!v.IsScalar() || std::find(known.begin(), known.end(), v.Scalar()) == known.end())
+      throw Error(fmt::format("{}: architecture: expected one of {}, got {}", r.where(v), fmt::join(known, ", "),
+                              v.IsScalar() ? "'" + r.text(v) + "'" : r.text(v)));
+    s.architecture = v.Scalar();
+  }
   if (node["cost_params"]) {
     r.seen.insert("cost_params");
     const YAML::Node cp = node["cost_params"];
@@ -226,6 +236,11 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   if (s.nvls && !s.nvswitch)
     throw Error(fmt::format("{}: nvls: NVLink SHARP needs an NVSwitch (nvswitch: true)", r.where(node["nvls"])));
   return s;
+}
+
+const std::vector<std::string>& gpu_architectures() {
+  static const std::vector<std::string> names{"ampere", "hopper", "blackwell", "cpu"};
+  return names;
 }
 
 std::vector<std::string> gpu_preset_names() {
