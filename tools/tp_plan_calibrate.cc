@@ -69,6 +69,7 @@ int run_published_calibrate(const CalibrateArgs& a) {
   const double fit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("{}fit time {:.1f} s\n", published_fit_text(f), fit_s);
   for (const auto& n : rec.not_predicted) fmt::print("not predicted (left out): {} {}: {}\n", n.source, n.id, n.error);
+  fmt::print("\n{}", loao_text(loao_published(rec, f)));
   if (a.loso) {
     const auto t1 = std::chrono::steady_clock::now();
     const LosoReport r = loso_published(rec, o, progress_lines());
