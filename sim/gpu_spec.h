@@ -22,6 +22,10 @@
 //     sources: [id, ...]                                their sources (profiles/published ids), one or more
 //     mean_error: F                                     mean |error| of tokens/s over those runs, a fraction
 //     loso_mean_error: F (optional)                     the same, each source predicted by a fit without it
+//     loao_mean_error: F (optional)                     the record's runs on other architectures, predicted with
+//                                                       this fit's stack terms (leave-one-architecture-out)
+//   kernel_sources (optional)                           ids of the kernel-level sources (profiles/kernels) its
+//                                                       architecture's terms are compared with
 // Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ...".
 
 #include <yaml-cpp/yaml.h>
@@ -40,6 +44,7 @@ struct PresetCalibration {
   std::vector<std::string> sources;
   double mean_error = 0;        // fraction (0.05 = 5 %)
   double loso_mean_error = -1;  // fraction; < 0: not given
+  double loao_mean_error = -1;  // fraction; < 0: not given
   bool present() const { return runs > 0; }
 };
 
@@ -52,7 +57,8 @@ struct GpuSpec {
   int sm_count = 0;
   double nvlink_bandwidth_GBps = 0, nvlink_latency_us = 0;
   bool nvswitch = false, nvls = false;
-  std::string architecture;  // "hopper", ...; empty: not stated (an inline spec)
+  std::string architecture;                 // "hopper", ...; empty: not stated (an inline spec)
+  std::vector<std::string> kernel_sources;  // profiles/kernels ids its architecture's terms rest on
   double network_bandwidth_GBps = 0, network_latency_us = 0;
   // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost_param_fields.h).
   std::vector<std::pair<std::string, double>> cost_params;

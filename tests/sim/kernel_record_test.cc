@@ -12,6 +12,7 @@
 
 #include "plans/error.h"
 #include "sim/calibrate/kernel_fit.h"
+#include "sim/gpu_spec.h"
 #include "tests/error_text.h"
 
 using namespace tptune;
@@ -175,4 +176,18 @@ TEST_CASE("kernel fit: the architecture's terms from the uncapped parts, the cap
   const std::string text = kernel_fit_text(f);
   CHECK(text.find("h100-sxm: 1 fitted row, mean |error| 0.0%") != std::string::npos);
   CHECK(text.find("part level: h100-sxm-hbm2e-500w tensor_clock_fraction") != std::string::npos);
+}
+
+TEST_CASE("kernel fit: each preset's kernel_sources are the sources with a fitted row on its architecture") {
+  // The trust line names them (sim/trust.h): a preset must not claim a source that fits nothing of its architecture,
+  // nor leave one out.
+  const KernelFit f = fit_kernels(load_kernel_record(std::string(TPTUNE_SOURCE_DIR) + "/profiles/kernels"));
+  for (const auto& name : gpu_preset_names()) {
+    INFO(name);
+    const GpuSpec g = gpu_preset(name);
+    std::vector<std::string> want = f.sources_of(g.architecture), have = g.kernel_sources;
+    std::sort(want.begin(), want.end());
+    std::sort(have.begin(), have.end());
+    CHECK(have == want);
+  }
 }
