@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -138,9 +139,10 @@ PresetCalibration parse_calibration_block(const YAML::Node& cb, const Reader& r)
   };
   for (const auto& kv : cb) {
     const std::string k = r.key_name(kv.first);
-    if (k != "runs" && k != "sources" && k != "mean_error" && k != "loso_mean_error")
-      throw Error(fmt::format("{}: calibration.{}: unknown key, expected runs, sources, mean_error or loso_mean_error",
-                              r.where(kv.first), yaml::shown(k)));
+    if (k != "runs" && k != "sources" && k != "mean_error" && k != "loso_mean_error" && k != "loao_mean_error")
+      throw Error(fmt::format(
+          "{}: calibration.{}: unknown key, expected runs, sources, mean_error, loso_mean_error or loao_mean_error",
+          r.where(kv.first), yaml::shown(k)));
   }
   for (const char* key : {"runs", "sources", "mean_error"})
     if (!cb[key])
@@ -163,6 +165,7 @@ PresetCalibration parse_calibration_block(const YAML::Node& cb, const Reader& r)
   }
   c.mean_error = fraction("mean_error");
   if (cb["loso_mean_error"]) c.loso_mean_error = fraction("loso_mean_error");
+  if (cb["loao_mean_error"]) c.loao_mean_error = fraction("loao_mean_error");
   return c;
 }
 
@@ -195,6 +198,28 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   s.nvls = r.boolean("nvls", s);
   s.network_bandwidth_GBps = r.number("network_bandwidth_GBps", s, false, limits::bandwidth_GBps);
   s.network_latency_us = r.number("network_latency_us", s, true, limits::latency_us);
+  if (node["architecture"]) {
+    // The kernel generation whose architecture-level cost terms the part shares (sim/calibrate/kernel_fit.h).
+    const YAML::Node v = r.figure("architecture", s);
+    const std::vector<std::string>& known = gpu_architectures();
+    if (!v.IsScalar() || std::find(known.begin(), known.end(), v.Scalar()) == known.end())
+      throw Error(fmt::format("{}: architecture: expected one of {}, got {}", r.where(v), fmt::join(known, ", "),
+                              v.IsScalar() ? "'" + r.text(v) + "'" : r.text(v)));
+    s.architecture = v.Scalar();
+  }
+  if (node["kernel_sources"]) {
+    // The kernel-level sources (profiles/kernels ids) its architecture's terms are compared with.
+    r.seen.insert("kernel_sources");
+    const YAML::Node ks = node["kernel_sources"];
+    if (!ks.IsSequence() || ks.size() == 0)
+      throw Error(fmt::format("{}: kernel_sources: expected a list of one or more source ids, got {}", r.where(ks),
+                              ks.IsScalar() ? "'" + r.text(ks) + "'" : r.text(ks)));
+    for (const auto& e : ks) {
+      if (!e.IsScalar() || e.Scalar().empty())
+        throw Error(fmt::format("{}: kernel_sources: expected source ids (strings), got {}", r.where(e), r.text(e)));
+      s.kernel_sources.push_back(e.Scalar());
+    }
+  }
   if (node["cost_params"]) {
     r.seen.insert("cost_params");
     const YAML::Node cp = node["cost_params"];
@@ -226,6 +251,11 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
   if (s.nvls && !s.nvswitch)
     throw Error(fmt::format("{}: nvls: NVLink SHARP needs an NVSwitch (nvswitch: true)", r.where(node["nvls"])));
   return s;
+}
+
+const std::vector<std::string>& gpu_architectures() {
+  static const std::vector<std::string> names{"ampere", "hopper", "blackwell", "cpu"};
+  return names;
 }
 
 std::vector<std::string> gpu_preset_names() {

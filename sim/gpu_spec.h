@@ -12,6 +12,8 @@
 //   nvlink_bandwidth_GBps, nvlink_latency_us            per GPU per direction; per-hop latency of a ring step
 //   nvswitch, nvls                                      all-to-all NVSwitch in the node; NVLink SHARP (NCCL NVLS)
 //   network_bandwidth_GBps, network_latency_us          per GPU (one NIC each), per direction; per-hop latency
+//   architecture (optional)                             the kernel generation: ampere, hopper, blackwell, cpu (the
+//                                                       architecture-level terms it shares, sim/calibrate/kernel_fit.h)
 //   cost_params (optional)                              map of CostParams fields this device changes
 //                                                       (sim/cost/cost_param_fields.h names them): {value, source} each
 //   calibration (optional)                              what the preset's figures were fitted to (absent:
@@ -20,6 +22,10 @@
 //     sources: [id, ...]                                their sources (profiles/published ids), one or more
 //     mean_error: F                                     mean |error| of tokens/s over those runs, a fraction
 //     loso_mean_error: F (optional)                     the same, each source predicted by a fit without it
+//     loao_mean_error: F (optional)                     the record's runs on other architectures, predicted with
+//                                                       this fit's stack terms (leave-one-architecture-out)
+//   kernel_sources (optional)                           ids of the kernel-level sources (profiles/kernels) its
+//                                                       architecture's terms are compared with
 // Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ...".
 
 #include <yaml-cpp/yaml.h>
@@ -38,6 +44,7 @@ struct PresetCalibration {
   std::vector<std::string> sources;
   double mean_error = 0;        // fraction (0.05 = 5 %)
   double loso_mean_error = -1;  // fraction; < 0: not given
+  double loao_mean_error = -1;  // fraction; < 0: not given
   bool present() const { return runs > 0; }
 };
 
@@ -50,6 +57,8 @@ struct GpuSpec {
   int sm_count = 0;
   double nvlink_bandwidth_GBps = 0, nvlink_latency_us = 0;
   bool nvswitch = false, nvls = false;
+  std::string architecture;                 // "hopper", ...; empty: not stated (an inline spec)
+  std::vector<std::string> kernel_sources;  // profiles/kernels ids its architecture's terms rest on
   double network_bandwidth_GBps = 0, network_latency_us = 0;
   // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost/cost_param_fields.h).
   std::vector<std::pair<std::string, double>> cost_params;
@@ -69,5 +78,7 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file);
 // A named preset; throws tptune::Error "<where>: unknown GPU preset 'x' (known: a100-sxm-80gb, ...)".
 GpuSpec gpu_preset(const std::string& name, const std::string& where = "cluster.gpu");
 std::vector<std::string> gpu_preset_names();
+// The architectures a spec's `architecture` names: ampere, hopper, blackwell, cpu.
+const std::vector<std::string>& gpu_architectures();
 
 }  // namespace tptune

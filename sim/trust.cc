@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -32,6 +33,8 @@ const char* basis_name(PredictionTrust::Basis b) {
 PredictionTrust prediction_trust(const GpuSpec& gpu, const std::string& calibration_file) {
   PredictionTrust t;
   t.device = gpu.name;
+  t.architecture = gpu.architecture;
+  t.kernel_sources = gpu.kernel_sources;
   if (!calibration_file.empty()) {
     t.basis = PredictionTrust::Basis::calibration_file;
     t.file = calibration_file;
@@ -46,7 +49,18 @@ PredictionTrust prediction_trust(const GpuSpec& gpu, const std::string& calibrat
   return t;
 }
 
-std::string trust_text(const PredictionTrust& t) {
+// "; Hopper kernels compared with 4 kernel-level sources", or nothing when the spec names none.
+std::string kernel_level(const PredictionTrust& t) {
+  if (t.kernel_sources.empty() || t.architecture.empty()) return "";
+  const size_t n = std::set<std::string>(t.kernel_sources.begin(), t.kernel_sources.end()).size();
+  std::string arch = t.architecture;
+  arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
+  return fmt::format("; {} kernels compared with {} kernel-level source{}", arch, n, n == 1 ? "" : "s");
+}
+
+std::string trust_text(const PredictionTrust& t) { return trust_level_text(t) + kernel_level(t); }
+
+std::string trust_level_text(const PredictionTrust& t) {
   switch (t.basis) {
     case PredictionTrust::Basis::calibration_file:
       return fmt::format("{}: calibrated by {}", t.device, t.file);
@@ -55,8 +69,10 @@ std::string trust_text(const PredictionTrust& t) {
       const size_t sources = std::set<std::string>(c.sources.begin(), c.sources.end()).size();
       std::string s = fmt::format("{}: calibrated on {} public run{} ({} source{})", t.device, c.runs,
                                   c.runs == 1 ? "" : "s", sources, sources == 1 ? "" : "s");
-      if (c.loso_mean_error >= 0) return s + ", leave-one-source-out error " + percent(c.loso_mean_error);
-      return s + ", mean error " + percent(c.mean_error);
+      s += c.loso_mean_error >= 0 ? ", leave-one-source-out error " + percent(c.loso_mean_error)
+                                  : ", mean error " + percent(c.mean_error);
+      if (c.loao_mean_error >= 0) s += ", leave-one-architecture-out error " + percent(c.loao_mean_error);
+      return s;
     }
     case PredictionTrust::Basis::uncalibrated:
       break;
@@ -72,8 +88,13 @@ nlohmann::json trust_json(const PredictionTrust& t) {
     j["sources"] = t.calibration.sources;
     j["mean_error"] = t.calibration.mean_error;
     if (t.calibration.loso_mean_error >= 0) j["loso_mean_error"] = t.calibration.loso_mean_error;
+    if (t.calibration.loao_mean_error >= 0) j["loao_mean_error"] = t.calibration.loao_mean_error;
   }
   if (t.basis == PredictionTrust::Basis::calibration_file) j["file"] = t.file;
+  if (!t.kernel_sources.empty()) {
+    j["architecture"] = t.architecture;
+    j["kernel_sources"] = t.kernel_sources;
+  }
   return j;
 }
 

@@ -9,6 +9,7 @@
 
 #include "plans/util/error.h"
 #include "plans/util/text_table.h"
+#include "sim/cost/cost_levels.h"
 #include "sim/cost/cost_param_fields.h"
 
 namespace tptune {
@@ -233,6 +234,57 @@ LosoReport loso_published(const PreparedRecord& rec, const PublishedFitOptions& 
   for (const auto& r : pooled) all.push_back(&r);
   report.pooled = summarize_errors(all);
   return report;
+}
+
+LoaoReport loao_published(const PreparedRecord& rec, const PublishedFit& f) {
+  LoaoReport report;
+  report.architecture = gpu_preset(f.gpu, "--gpu").architecture;
+  std::vector<FittedValue> carried;
+  for (const auto& v : f.values) {
+    const CostLevel level = cost_param_level(v.name);
+    if (level == CostLevel::stack) {
+      carried.push_back(v);
+      report.carried.push_back(v.name);
+    } else {
+      report.kept.push_back(fmt::format("{} ({})", v.name, to_string(level)));
+    }
+  }
+  std::vector<std::string> archs;
+  std::vector<PublishedRunResult> all;
+  std::vector<std::string> arch_of;  // of each result in all
+  for (const auto& r : rec.runs) {
+    const std::string& arch = r.cluster.gpu.architecture;
+    if (r.plan.pp_degree > 1 || arch.empty() || arch == report.architecture) continue;
+    CostParams c = device_cost_params(r.cluster.gpu);
+    for (const auto& v : carried) find_cost_param(v.name)->set(c, v.value);
+    all.push_back(run_result(r, predict_run(r, c)));
+    arch_of.push_back(arch);
+    if (std::find(archs.begin(), archs.end(), arch) == archs.end()) archs.push_back(arch);
+  }
+  for (const auto& a : archs) {
+    std::vector<const PublishedRunResult*> ptrs;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (arch_of[i] == a) ptrs.push_back(&all[i]);
+    report.rows.push_back({a, summarize_errors(ptrs)});
+  }
+  std::vector<const PublishedRunResult*> ptrs;
+  for (const auto& r : all) ptrs.push_back(&r);
+  report.pooled = summarize_errors(ptrs);
+  return report;
+}
+
+std::string loao_text(const LoaoReport& r) {
+  std::string out = fmt::format(
+      "leave-one-architecture-out (the fit's stack terms on the other architectures' runs, each with its own part and "
+      "architecture terms)\n  carried (stack): {}\n  kept to {} (part, architecture): {}\n",
+      r.carried.empty() ? std::string("none") : fmt::format("{}", fmt::join(r.carried, ", ")), r.architecture,
+      r.kept.empty() ? std::string("none") : fmt::format("{}", fmt::join(r.kept, ", ")));
+  if (r.rows.empty()) return out + "  no run of another architecture in the record\n";
+  for (const auto& row : r.rows)
+    out += fmt::format("  {:<32} {:>2} runs  {}\n", row.id, row.summary.runs, summary_cells(row.summary));
+  out += fmt::format("  leave-one-architecture-out mean |error| {:.1f}% over {} runs (max {:.1f}%, signed {:+.1f}%)\n",
+                     100 * r.pooled.mean_abs, r.pooled.runs, 100 * r.pooled.max_abs, 100 * r.pooled.signed_mean);
+  return out;
 }
 
 Calibration published_calibration(const PublishedFit& f, const std::string& dir) {

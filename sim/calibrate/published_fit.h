@@ -66,11 +66,24 @@ struct LosoReport {
   ErrorSummary pooled;  // every held-out run together: its mean_abs is the leave-one-source-out mean
 };
 
+// Leave-one-architecture-out: the fit's stack-level values (sim/cost/cost_levels.h) carried to the runs of the record
+// whose GPU is of another architecture (the A100 runs of torchtitan's docs/performance.md for an H100 fit), each priced
+// with its own preset's part and architecture terms; pipeline-parallel runs left out as in the fit.
+struct LoaoReport {
+  std::string architecture;                 // of the fitted GPU
+  std::vector<std::string> carried, kept;   // fitted names carried (stack), kept to the fitted part ("name (level)")
+  std::vector<PublishedSourceResult> rows;  // per other architecture: id = the architecture, its runs' summary
+  ErrorSummary pooled;                      // every run of another architecture
+};
+
 // One line per stage ("fitting 24 runs ...", each pass of the search) for a progress display; may be empty.
 using FitProgress = std::function<void(const std::string&)>;
 
 PublishedFit fit_published(const PreparedRecord& rec, const PublishedFitOptions& o, const FitProgress& progress = {});
 LosoReport loso_published(const PreparedRecord& rec, const PublishedFitOptions& o, const FitProgress& progress = {});
+
+LoaoReport loao_published(const PreparedRecord& rec, const PublishedFit& f);
+std::string loao_text(const LoaoReport& r);
 
 // The fitted values as a calibration file for `--calibration` (device = the GPU preset), each with its source:
 // "fitted to 24 runs of torchtitan-h100-202412, ... (tp-plan calibrate --published)".

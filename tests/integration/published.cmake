@@ -31,4 +31,16 @@ if(TARGET tp-plan)
                     "^tp-plan: error: .*published_b200_calibration.yaml: device: fitted for 'b200', on which no predicted run"
                     ${TP_PLAN} accuracy --published ${TPTUNE_RECORD} --calibration
                     ${TPTUNE_BAD}/published_b200_calibration.yaml)
+  # Kernel-level measurements (issue 38): the fit of the architecture terms prints its residuals per GPU.
+  add_test(NAME "kernels: calibrate --kernels fits the architecture terms and prints residuals per GPU"
+           COMMAND ${TP_PLAN} calibrate --kernels ${CMAKE_SOURCE_DIR}/profiles/kernels)
+  set_tests_properties("kernels: calibrate --kernels fits the architecture terms and prints residuals per GPU"
+                       PROPERTIES TIMEOUT 60 LABELS tp-plan PASS_REGULAR_EXPRESSION
+                       "hopper +gemm_efficiency .*residuals per GPU.*h100-sxm: [0-9]+ fitted rows, mean .error.*part level: h100-sxm-hbm2e-500w tensor_clock_fraction")
+  tptune_error_test("kernels: a bad unit names its file, line and key"
+                    "^tp-plan: error: .*bad_unit.yaml:12: measurements\\[0\\]\\.unit: expected one of fraction_of_peak, got 'GBps'"
+                    ${TP_PLAN} calibrate --kernels ${TPTUNE_BAD}/kernels)
+  tptune_error_test("kernels: calibrate --kernels stands alone"
+                    "^tp-plan: error: --kernels .*: expected alone \\(not with --gpu\\)"
+                    ${TP_PLAN} calibrate --kernels ${CMAKE_SOURCE_DIR}/profiles/kernels --gpu h100-sxm)
 endif()

@@ -34,7 +34,12 @@ TEST_CASE("every GPU preset loads, and every figure has a source") {
     }
     CHECK(g.bf16_tflops > 0);
     CHECK(g.sm_count > 0);
+    // Every preset names the architecture whose kernel-level terms it shares (sim/calibrate/kernel_fit.h).
+    CHECK(!g.architecture.empty());
+    CHECK(g.sources.count("architecture") == 1);
   }
+  CHECK(gpu_preset("h100-sxm-hbm2e-500w").architecture == "hopper");
+  CHECK(gpu_preset("a100-sxm-80gb").architecture == "ampere");
 }
 
 TEST_CASE("preset figures match the datasheets") {

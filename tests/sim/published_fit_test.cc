@@ -217,3 +217,46 @@ TEST_CASE("published fit: pipeline-parallel runs are held out of the fit", "[pub
   const PublishedFit f = fit_published(rec, {"h100-sxm", {"gemm_efficiency"}, 0.0});
   CHECK(f.runs == 9);  // every run but pp-1f1b
 }
+
+TEST_CASE("published fit: leave one architecture out carries the stack terms, not the part's") {
+  // H100 runs made with a 0.8 tensor clock (the part) and 3x the eager norm traffic (the stack); one A100 run made
+  // with the A100's own part and architecture terms and the same stack. The fit on the H100 runs finds both; carried
+  // to the A100 run, only the stack term goes (its clock stays the A100's 1), and the A100 run is predicted exactly.
+  std::string a100 = run("a100-eager",
+                         "{seq_len: 8192, local_batch_size: 4, activation_checkpointing: none, compile: "
+                         "false}",
+                         "{tp: 1}");
+  a100.replace(a100.find("gpu: h100-sxm"), 13, "gpu: a100-sxm-80gb");
+  std::vector<PublishedSource> s = synthetic_record();
+  s.push_back(parse_published_source(source("synthetic-a100", a100), "c.yaml"));
+  const PreparedRecord rec = prepare_published(s);
+  REQUIRE(rec.runs.size() == 9);
+  CostParams h = device_cost_params(h100());
+  h.tensor_clock_fraction = 0.8;
+  h.norm_traffic_factor *= 3;
+  CostParams a = device_cost_params(gpu_preset("a100-sxm-80gb"));
+  a.norm_traffic_factor *= 3;
+  for (const auto& p : rec.runs) {
+    const PublishedPrediction q = predict_run(p, p.cluster.gpu.name == "h100-sxm" ? h : a);
+    for (auto& src : s)
+      for (auto& r : src.runs)
+        if (&r == p.run) r.measured = {q.tokens_per_second_per_gpu, q.peak_memory_gib, std::nullopt};
+  }
+  const PublishedFit f = fit_published(rec, {"h100-sxm", {"tensor_clock_fraction", "norm_traffic_factor"}, 0.0});
+  CHECK(f.runs == 8);
+  CHECK(std::abs(f.values[0].value / 0.8 - 1) < 0.02);
+  const LoaoReport r = loao_published(rec, f);
+  CHECK(r.architecture == "hopper");
+  CHECK(r.carried == std::vector<std::string>{"norm_traffic_factor"});
+  CHECK(r.kept == std::vector<std::string>{"tensor_clock_fraction (part)"});
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0].id == "ampere");
+  CHECK(r.rows[0].summary.runs == 1);
+  CHECK(r.pooled.mean_abs < 0.01);
+  // Without the carried stack term the A100 run is off by more: the transfer is what predicts it.
+  const PreparedRun& run_a100 = rec.runs.back();
+  const PublishedRunResult plain =
+      run_result(run_a100, predict_run(run_a100, device_cost_params(run_a100.cluster.gpu)));
+  CHECK(std::abs(plain.error) > 0.02);
+  CHECK(loao_text(r).find("leave-one-architecture-out mean |error|") != std::string::npos);
+}

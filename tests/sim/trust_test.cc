@@ -29,9 +29,11 @@ TEST_CASE("a preset without a calibration block is uncalibrated, and says whose 
   CHECK(t.basis == PredictionTrust::Basis::uncalibrated);
   CHECK(trust_text(t) ==
         "h100-sxm: uncalibrated (figures of sim/gpus/h100-sxm.yaml, not fitted to measured runs; see "
-        "docs/calibration.md)");
+        "docs/calibration.md); Hopper kernels compared with 4 kernel-level sources");
   const nlohmann::json j = trust_json(t);
   CHECK(j["basis"] == "uncalibrated");
+  CHECK(j["architecture"] == "hopper");
+  CHECK(j["kernel_sources"].size() == 4);
   CHECK(j["device"] == "h100-sxm");
   CHECK(j["text"] == trust_text(t));
   CHECK_FALSE(j.contains("runs"));
@@ -59,6 +61,19 @@ TEST_CASE("a calibration block: runs, distinct sources, the leave-one-source-out
   const GpuSpec one = spec("  calibration: {runs: 1, sources: [a, a], mean_error: 0.125}\n");
   CHECK(trust_text(prediction_trust(one)) == "g1: calibrated on 1 public run (1 source), mean error 12 %");
   CHECK_FALSE(trust_json(prediction_trust(one)).contains("loso_mean_error"));
+  // The shipped 500 W preset: both held-out errors, and the architecture level its kernel terms are compared with.
+  const PredictionTrust h = prediction_trust(gpu_preset("h100-sxm-hbm2e-500w"));
+  CHECK(trust_text(h) ==
+        "h100-sxm-hbm2e-500w: calibrated on 27 public runs (3 sources), leave-one-source-out error 12 %, "
+        "leave-one-architecture-out error 3 %; Hopper kernels compared with 4 kernel-level sources");
+  CHECK(trust_json(h)["loao_mean_error"] == 0.031);
+  // Every preset has a trust line; every GPU preset names its architecture's kernel level.
+  for (const auto& name : gpu_preset_names()) {
+    INFO(name);
+    const std::string line = trust_text(prediction_trust(gpu_preset(name)));
+    CHECK(line.starts_with(name + ": "));
+    if (name != "cpu") CHECK(line.find("kernels compared with") != std::string::npos);
+  }
 }
 
 TEST_CASE("a --calibration file replaces what the spec says") {
@@ -86,5 +101,6 @@ TEST_CASE("calibration block errors name the file, the line and the key") {
   CHECK(error_of([] { spec("  calibration: {runs: 2, sources: [a]}\n"); }) ==
         "cfg.yaml:16: calibration: mean_error: missing (a calibration block states runs, sources and mean_error)");
   CHECK(error_of([] { spec("  calibration: {runs: 2, sources: [a], mean_error: 0.1, error: 3}\n"); }) ==
-        "cfg.yaml:16: calibration.error: unknown key, expected runs, sources, mean_error or loso_mean_error");
+        "cfg.yaml:16: calibration.error: unknown key, expected runs, sources, mean_error, loso_mean_error or "
+        "loao_mean_error");
 }

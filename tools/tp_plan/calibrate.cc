@@ -3,6 +3,9 @@
 // calibration YAML that simulate / search / accuracy apply with --calibration.
 // tp-plan calibrate --published DIR --gpu PRESET --fit NAME[,NAME...] [--lambda L] [--out CALIB.yaml] [--loso]
 // Fits the named cost parameters to the public record's runs on PRESET (sim/calibrate/published_fit.h).
+// tp-plan calibrate --kernels DIR
+// Fits the architecture-level terms to kernel-level public measurements and prints the residuals per GPU
+// (sim/calibrate/kernel_fit.h).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -12,6 +15,8 @@
 #include "plans/util/error.h"
 #include "plans/util/output_file.h"
 #include "sim/calibrate/fit.h"
+#include "sim/calibrate/kernel_fit.h"
+#include "sim/calibrate/kernel_record.h"
 #include "sim/calibrate/published_fit.h"
 #include "sim/calibrate/published_record.h"
 #include "sim/gpu_spec.h"
@@ -30,6 +35,7 @@ struct CalibrateArgs {
   bool separate = false;
   std::optional<bool> tie;
   std::string published, gpu;  // --published DIR --gpu PRESET
+  std::string kernels;         // --kernels DIR
   std::vector<std::string> fit;
   double lambda = 0.01;
   bool loso = false;
@@ -63,6 +69,7 @@ int run_published_calibrate(const CalibrateArgs& a) {
   const double fit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("{}fit time {:.1f} s\n", published_fit_text(f), fit_s);
   for (const auto& n : rec.not_predicted) fmt::print("not predicted (left out): {} {}: {}\n", n.source, n.id, n.error);
+  fmt::print("\n{}", loao_text(loao_published(rec, f)));
   if (a.loso) {
     const auto t1 = std::chrono::steady_clock::now();
     const LosoReport r = loso_published(rec, o, progress_lines());
@@ -76,7 +83,21 @@ int run_published_calibrate(const CalibrateArgs& a) {
   return 0;
 }
 
+int run_kernel_calibrate(const CalibrateArgs& a) {
+  const char* other = !a.files.empty()       ? "profile/bench files"
+                      : !a.published.empty() ? "--published"
+                      : !a.gpu.empty()       ? "--gpu"
+                      : !a.fit.empty()       ? "--fit"
+                      : a.loso               ? "--loso"
+                      : !a.out.empty()       ? "--out"
+                                             : nullptr;
+  if (other) throw Error(fmt::format("--kernels {}: expected alone (not with {})", a.kernels, other));
+  fmt::print("{}", kernel_fit_text(fit_kernels(load_kernel_record(a.kernels))));
+  return 0;
+}
+
 int run_calibrate(const CalibrateArgs& a) {
+  if (!a.kernels.empty()) return run_kernel_calibrate(a);
   if (!a.published.empty()) return run_published_calibrate(a);
   if (a.files.empty()) throw Error("expected profile or bench JSON files, or --published DIR");
   if (a.out.empty()) throw Error("--out: expected the calibration YAML to write");
@@ -143,6 +164,9 @@ void add_calibrate_command(CLI::App& app, RunFn& run) {
   cmd->add_option("--out", args->out, "the calibration YAML to write (required unless --published)");
   cmd->add_option("--published", args->published,
                   "fit to the public record's runs in this folder (profiles/published) instead of profiles");
+  cmd->add_option("--kernels", args->kernels,
+                  "fit the architecture terms to kernel-level measurements in this folder (profiles/kernels) and "
+                  "print the residuals per GPU");
   cmd->add_option("--gpu", args->gpu, "with --published: the GPU preset whose runs are fitted");
   cmd->add_option("--fit", args->fit, "with --published: cost parameters to fit (sim/cost_param_list.h names)")
       ->delimiter(',');

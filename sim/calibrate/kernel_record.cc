@@ -1,0 +1,228 @@
+#include "sim/calibrate/kernel_record.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
+#include "plans/util/yaml_util.h"
+#include "sim/gpu_spec.h"
+
+namespace tptune {
+
+namespace {
+
+struct KindName {
+  KernelKind kind;
+  const char* name;
+};
+constexpr KindName kKinds[] = {{KernelKind::gemm, "gemm"},
+                               {KernelKind::attention_fwd, "attention_fwd"},
+                               {KernelKind::attention_bwd, "attention_bwd"},
+                               {KernelKind::attention_fwd_bwd, "attention_fwd_bwd"},
+                               {KernelKind::memory_bound, "memory_bound"},
+                               {KernelKind::all_reduce, "all_reduce"},
+                               {KernelKind::all_gather, "all_gather"},
+                               {KernelKind::reduce_scatter, "reduce_scatter"}};
+constexpr std::pair<KernelUnit, const char*> kUnits[] = {{KernelUnit::tflops, "TFLOPS"},
+                                                         {KernelUnit::pflops, "PFLOPS"},
+                                                         {KernelUnit::fraction_of_peak, "fraction_of_peak"},
+                                                         {KernelUnit::gbps, "GBps"}};
+
+using yaml::YamlDoc;
+
+bool has(const YAML::Node& map, const char* key) { return map[key].IsDefined(); }
+
+// The units a kernel's figure can be in: rates or fractions for compute, fractions for streaming kernels, GBps (busbw)
+// for collectives.
+std::vector<std::string> units_of(KernelKind k) {
+  if (is_collective(k)) return {"GBps"};
+  if (k == KernelKind::memory_bound) return {"fraction_of_peak"};
+  return {"TFLOPS", "PFLOPS", "fraction_of_peak"};
+}
+
+void read_shape(const YamlDoc& doc, const YAML::Node& n, const std::string& key, KernelMeasurement& m,
+                const YAML::Node& self) {
+  const limits::IntRange dim{1, int64_t{1} << 24};
+  if (m.kind == KernelKind::gemm) {
+    doc.check_map(n, key, {"m", "n", "k"});
+    for (const char* d : {"m", "n", "k"})
+      if (!has(n, d)) doc.fail_msg(n, yaml::join_key(key, d), "missing; a GEMM shape is {m, n, k}");
+    m.m = doc.integer_in(n["m"], key + ".m", dim);
+    m.n = doc.integer_in(n["n"], key + ".n", dim);
+    m.k = doc.integer_in(n["k"], key + ".k", dim);
+  } else if (is_attention(m.kind)) {
+    doc.check_map(n, key, {"batch", "seq", "heads", "head_dim", "causal"});
+    if (has(n, "batch")) m.batch = doc.integer_in(n["batch"], key + ".batch", limits::local_batch_size);
+    if (has(n, "seq")) m.seq = doc.integer_in(n["seq"], key + ".seq", limits::seq_len);
+    if (has(n, "heads")) m.heads = doc.integer_in(n["heads"], key + ".heads", limits::n_heads);
+    if (has(n, "head_dim")) m.head_dim = doc.integer_in(n["head_dim"], key + ".head_dim", limits::head_dim);
+    if (has(n, "causal")) m.causal = doc.boolean(n["causal"], key + ".causal");
+  } else if (is_collective(m.kind)) {
+    doc.check_map(n, key, {"ranks", "bytes"});
+    for (const char* d : {"ranks", "bytes"})
+      if (!has(n, d)) doc.fail_msg(n, yaml::join_key(key, d), "missing; a collective's shape is {ranks, bytes}");
+    m.ranks = static_cast<int>(doc.integer_in(n["ranks"], key + ".ranks", limits::IntRange{2, 1 << 20}));
+    m.bytes = doc.integer_in(n["bytes"], key + ".bytes", limits::IntRange{1, int64_t{1} << 50});
+  } else {
+    doc.fail_msg(self, key, "a memory_bound figure has no shape: leave it out");
+  }
+}
+
+KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, const std::string& key) {
+  doc.check_map(n, key,
+                {"id", "gpu", "gpu_as_printed", "kernel", "backend", "dtype", "shape", "figure", "unit", "quote"});
+  KernelMeasurement m;
+  m.at = doc.at(n);
+  for (const char* k : {"id", "gpu_as_printed", "kernel", "figure", "unit", "quote"})
+    if (!has(n, k)) doc.fail_msg(n, yaml::join_key(key, k), "missing");
+  m.id = doc.string(n["id"], key + ".id");
+  m.gpu_as_printed = doc.string(n["gpu_as_printed"], key + ".gpu_as_printed");
+  m.quote = doc.string(n["quote"], key + ".quote");
+  if (has(n, "gpu")) m.gpu = doc.choice(n["gpu"], key + ".gpu", gpu_preset_names());
+  std::vector<std::string> kinds;
+  for (const auto& k : kKinds) kinds.push_back(k.name);
+  const std::string kind = doc.choice(n["kernel"], key + ".kernel", kinds);
+  for (const auto& k : kKinds)
+    if (kind == k.name) m.kind = k.kind;
+  if (has(n, "backend")) m.backend = doc.string(n["backend"], key + ".backend");
+  if (has(n, "dtype")) {
+    if (is_collective(m.kind) || m.kind == KernelKind::memory_bound)
+      doc.fail_msg(n["dtype"], key + ".dtype", fmt::format("a {} figure has no dtype: leave it out", kind));
+    const std::string d = doc.choice(n["dtype"], key + ".dtype", {"bf16", "fp16", "fp8"});
+    m.dtype = d == "fp8" ? DType::fp8_e4m3 : d == "fp16" ? DType::fp16 : DType::bf16;
+  } else if (!is_collective(m.kind) && m.kind != KernelKind::memory_bound) {
+    doc.fail_msg(n, key + ".dtype", "missing; expected bf16, fp16 or fp8");
+  }
+  const std::string unit = doc.choice(n["unit"], key + ".unit", units_of(m.kind));
+  for (const auto& [u, name] : kUnits)
+    if (unit == name) m.unit = u;
+  m.figure = doc.real_in(
+      n["figure"], key + ".figure",
+      m.unit == KernelUnit::fraction_of_peak ? limits::RealRange{0, 1.5, true} : limits::RealRange{0, 1e6, true});
+  if (has(n, "shape")) {
+    doc.require_map(n["shape"], key + ".shape");
+    read_shape(doc, n["shape"], key + ".shape", m, n["shape"]);
+  } else if (is_collective(m.kind)) {
+    doc.fail_msg(n, key + ".shape", "missing; a collective's figure needs {ranks, bytes}");
+  }
+  return m;
+}
+
+}  // namespace
+
+const char* to_string(KernelKind k) {
+  for (const auto& e : kKinds)
+    if (e.kind == k) return e.name;
+  return "?";
+}
+const char* to_string(KernelUnit u) {
+  for (const auto& [e, name] : kUnits)
+    if (e == u) return name;
+  return "?";
+}
+bool is_attention(KernelKind k) {
+  return k == KernelKind::attention_fwd || k == KernelKind::attention_bwd || k == KernelKind::attention_fwd_bwd;
+}
+bool is_collective(KernelKind k) {
+  return k == KernelKind::all_reduce || k == KernelKind::all_gather || k == KernelKind::reduce_scatter;
+}
+
+bool KernelMeasurement::has_shape() const {
+  if (kind == KernelKind::gemm) return m > 0;
+  if (is_attention(kind)) return batch > 0 && seq > 0 && heads > 0 && head_dim > 0;
+  return is_collective(kind);
+}
+
+double KernelMeasurement::value() const {
+  switch (unit) {
+    case KernelUnit::tflops:
+      return figure * 1e12;
+    case KernelUnit::pflops:
+      return figure * 1e15;
+    case KernelUnit::gbps:
+      return figure * 1e9;
+    case KernelUnit::fraction_of_peak:
+      break;
+  }
+  return figure;
+}
+
+KernelSource parse_kernel_source(const std::string& text, const std::string& name) {
+  const YamlDoc doc(name);
+  const YAML::Node root = yaml::parse(text, name);
+  doc.check_map(root, "", {"source", "measurements"});
+  KernelSource s;
+  s.file = name;
+  if (!has(root, "source")) doc.fail_msg(root, "source", "missing; expected the citation map (id, citation, ...)");
+  const YAML::Node src = root["source"];
+  doc.check_map(src, "source", {"id", "citation", "repository", "path", "commit", "paper", "section", "measurement"});
+  for (const char* k : {"id", "citation"})
+    if (!has(src, k)) doc.fail_msg(src, yaml::join_key("source", k), "missing; expected a string");
+  auto opt = [&](const char* k, std::string& field) {
+    if (has(src, k)) field = doc.string(src[k], yaml::join_key("source", k));
+  };
+  s.id = doc.string(src["id"], "source.id");
+  s.citation = doc.string(src["citation"], "source.citation");
+  opt("repository", s.repository);
+  opt("path", s.path);
+  opt("commit", s.commit);
+  opt("paper", s.paper);
+  opt("section", s.section);
+  opt("measurement", s.measurement);
+  if (s.repository.empty() && s.paper.empty())
+    doc.fail_msg(src, "source", "expected repository (with path and commit) or paper: where the figures are");
+  if (!s.repository.empty()) {
+    for (const char* k : {"path", "commit"})
+      if (!has(src, k))
+        doc.fail_msg(src, yaml::join_key("source", k), "missing; a repository source names the file and commit");
+    if (s.commit.size() != 40 || !std::all_of(s.commit.begin(), s.commit.end(),
+                                              [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); }))
+      doc.fail(src["commit"], "source.commit", "a commit hash of 40 hex digits");
+  }
+  if (!has(root, "measurements")) doc.fail_msg(root, "measurements", "missing; expected a list of measurements");
+  const YAML::Node ms = root["measurements"];
+  if (!ms.IsSequence() || ms.size() == 0) doc.fail(ms, "measurements", "a non-empty list of measurements");
+  std::map<std::string, std::string> ids;  // measurement id -> its key
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const std::string key = fmt::format("measurements[{}]", i);
+    KernelMeasurement m = read_measurement(doc, ms[i], key);
+    if (auto [it, fresh] = ids.emplace(m.id, key); !fresh)
+      doc.fail_msg(
+          ms[i]["id"], key + ".id",
+          fmt::format("'{}' is also {}'s id; measurement ids are unique in a file", yaml::shown(m.id), it->second));
+    s.measurements.push_back(std::move(m));
+  }
+  return s;
+}
+
+std::vector<KernelSource> load_kernel_record(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw Error(fmt::format("{}: no such folder (expected the kernel-level record's folder of *.yaml files)", dir));
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  if (ec) throw Error(fmt::format("{}: cannot list the folder: {}", dir, ec.message()));
+  if (files.empty())
+    throw Error(fmt::format("{}: no *.yaml files (expected kernel-level measurements, one file per source)", dir));
+  std::sort(files.begin(), files.end());
+  std::vector<KernelSource> out;
+  std::map<std::string, std::string> ids;  // source id -> its file
+  for (const auto& f : files) {
+    KernelSource s = parse_kernel_source(yaml::read_file(f, "kernel record"), f);
+    if (auto [it, fresh] = ids.emplace(s.id, f); !fresh) {
+      const YAML::Node root = yaml::parse(yaml::read_file(f, "kernel record"), f);
+      const YamlDoc doc(f);
+      doc.fail_msg(root["source"]["id"], "source.id",
+                   fmt::format("'{}' is also the id of {}; source ids are unique over the folder", s.id, it->second));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tptune
