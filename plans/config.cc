@@ -243,8 +243,9 @@ LinkSpec read_link(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& se
 }
 
 Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
-  doc.check_map(n, "cluster",
-                {"gpu", "device", "nodes", "gpus_per_node", "cores_per_node", "intra_node", "inter_node"});
+  doc.check_map(
+      n, "cluster",
+      {"gpu", "device", "nodes", "gpus_per_node", "cores_per_node", "nvlink_domain_gpus", "intra_node", "inter_node"});
   Cluster c;
   // `device` is a synonym of `gpu` (a CPU rank is a device too: `device: cpu`); one of them, not both.
   if (has(n, "gpu") && has(n, "device"))
@@ -275,6 +276,21 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
                    fmt::format("expected only with device: cpu (CPU ranks share a node's cores; a GPU is a device of "
                                "its own), got device '{}'",
                                c.gpu.empty() ? std::string("inline spec") : c.gpu));
+  }
+  if (has(n, "nvlink_domain_gpus")) {
+    // An NVLink domain of whole nodes (NVLink Switch trays join the hosts' GPUs), and the cluster whole domains.
+    const YAML::Node d = n["nvlink_domain_gpus"];
+    c.nvlink_domain_gpus =
+        static_cast<int>(doc.integer_in(d, "cluster.nvlink_domain_gpus", limits::nvlink_domain_gpus));
+    if (c.nvlink_domain_gpus % c.gpus_per_node != 0)
+      doc.fail_msg(d, "cluster.nvlink_domain_gpus",
+                   fmt::format("expected a multiple of gpus_per_node {} (an NVLink domain joins whole nodes), got {}",
+                               c.gpus_per_node, c.nvlink_domain_gpus));
+    if (c.world_size() > c.nvlink_domain_gpus && c.world_size() % c.nvlink_domain_gpus != 0)
+      doc.fail_msg(
+          d, "cluster.nvlink_domain_gpus",
+          fmt::format("expected a divisor of the cluster's {} GPUs ({} nodes x {}: whole NVLink domains), got {}",
+                      c.world_size(), c.nodes, c.gpus_per_node, c.nvlink_domain_gpus));
   }
   if (has(n, "intra_node"))
     c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
