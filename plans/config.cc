@@ -11,6 +11,7 @@
 #include "plans/error.h"
 #include "plans/hf_config.h"
 #include "plans/limits.h"
+#include "plans/nvlink_domain.h"
 #include "plans/plan.h"
 #include "plans/spmd_backend.h"
 #include "plans/yaml_util.h"
@@ -282,15 +283,8 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
     const YAML::Node d = n["nvlink_domain_gpus"];
     c.nvlink_domain_gpus =
         static_cast<int>(doc.integer_in(d, "cluster.nvlink_domain_gpus", limits::nvlink_domain_gpus));
-    if (c.nvlink_domain_gpus % c.gpus_per_node != 0)
-      doc.fail_msg(d, "cluster.nvlink_domain_gpus",
-                   fmt::format("expected a multiple of gpus_per_node {} (an NVLink domain joins whole nodes), got {}",
-                               c.gpus_per_node, c.nvlink_domain_gpus));
-    if (c.world_size() > c.nvlink_domain_gpus && c.world_size() % c.nvlink_domain_gpus != 0)
-      doc.fail_msg(
-          d, "cluster.nvlink_domain_gpus",
-          fmt::format("expected a divisor of the cluster's {} GPUs ({} nodes x {}: whole NVLink domains), got {}",
-                      c.world_size(), c.nodes, c.gpus_per_node, c.nvlink_domain_gpus));
+    if (const std::string m = nvlink_domain_mismatch(c.nvlink_domain_gpus, c.nodes, c.gpus_per_node); !m.empty())
+      doc.fail_msg(d, "cluster.nvlink_domain_gpus", m);
   }
   if (has(n, "intra_node"))
     c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");
