@@ -40,11 +40,12 @@ ClusterSpec resolve_cluster(const Config& cfg) {
   if (cl.intra_node) c.intra_node = *cl.intra_node;
   if (cl.inter_node) c.inter_node = *cl.inter_node;
   c.cores_per_node = cl.cores_per_node;
+  c.nvlink_domain_gpus = cl.nvlink_domain_gpus;
   return c;
 }
 
 GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate, int cp) {
-  const int gpn = c.gpus_per_node;
+  const int gpn = c.domain_gpus();  // "node" below: the NVLink domain
   if (tp < 1 || dp < 1 || dp_replicate < 1)
     throw Error(fmt::format("mesh [dp_replicate {}, dp {}, tp {}]: expected positive degrees", dp_replicate, dp, tp));
   const int64_t shard_ranks = static_cast<int64_t>(tp) * dp;  // one replica: at most 2^40, no overflow
@@ -55,10 +56,13 @@ GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_r
     throw Error(fmt::format("mesh [dp_replicate {}, dp {}, tp {}] needs {} GPUs; the cluster has {} ({} nodes x {})",
                             dp_replicate, dp, tp, shard_ranks * dp_replicate, c.world_size(), c.nodes, gpn));
   if (gpn % tp != 0 && tp % gpn != 0)
-    throw Error(
-        fmt::format("tp {} and gpus_per_node {}: neither divides the other, so TP groups would straddle "
-                    "node boundaries",
-                    tp, gpn));
+    throw Error(c.nvlink_domain_gpus > 0
+                    ? fmt::format("tp {} and nvlink_domain_gpus {}: neither divides the other, so TP groups would "
+                                  "straddle NVLink domains",
+                                  tp, gpn)
+                    : fmt::format("tp {} and gpus_per_node {}: neither divides the other, so TP groups would straddle "
+                                  "node boundaries",
+                                  tp, gpn));
   if (g == Group::pp)  // its hops are the pipeline step's (sim/pipeline/step.h), on the whole cluster
     throw Error("the pipeline group's layout is the pipeline step's: a pp rank's mesh has no pp group");
   GroupLayout l;

@@ -3,9 +3,15 @@
 // and shape, and the link figures (the config's intra_node / inter_node overrides, else the GPU spec's defaults).
 //
 // Link semantics (what the cost model assumes):
-//   intra_node  NVLink through NVSwitch: bandwidth per GPU per direction; latency = per-hop latency of one ring step
-//               for large messages (NCCL's Simple protocol; small-message protocols scale it, see CostParams).
-//   inter_node  one NIC per GPU: bandwidth per GPU per direction; latency per hop as above.
+//   intra_node  NVLink through NVSwitch inside one NVLink domain: bandwidth per GPU per direction; latency = per-hop
+//               latency of one ring step for large messages (NCCL's Simple protocol; small-message protocols scale
+//               it, see CostParams).
+//   inter_node  one NIC per GPU, between NVLink domains: bandwidth per GPU per direction; latency per hop as above.
+//
+// The NVLink domain is one node unless `cluster.nvlink_domain_gpus` says more (GB200 NVL72: 72 GPUs in racks of
+// 4-GPU hosts): ClusterSpec::domain_gpus(). Collectives are priced on domains, not hosts: a group inside one domain
+// runs on NVLink (ring, LL, NVLS with the rank curves of CostParams up to 72 ranks), one across domains is
+// hierarchical over the network (sim/cost/comm_cost.h). Below, "node" in the group layouts means NVLink domain.
 //
 // Process groups (torchtitan's device mesh [dp_replicate, dp_shard, cp, tp], row-major, tp innermost):
 //   TP group   consecutive ranks: inside one node when tp <= gpus_per_node, else tp/gpus_per_node whole nodes.
@@ -36,7 +42,10 @@ struct ClusterSpec {
   // CPU ranks (the cpu device): the cores of each node, when fewer than its ranks (sim/shared_machine.h); 0: a core
   // (or a GPU) per rank.
   int cores_per_node = 0;
+  // GPUs in one NVLink domain (Cluster::nvlink_domain_gpus); 0: one node.
+  int nvlink_domain_gpus = 0;
   int world_size() const { return nodes * gpus_per_node; }
+  int domain_gpus() const { return nvlink_domain_gpus > 0 ? nvlink_domain_gpus : gpus_per_node; }
 };
 
 // A cluster of `nodes` x `gpus_per_node` GPUs with the links' defaults from the GPU spec.
@@ -45,7 +54,7 @@ ClusterSpec make_cluster(const GpuSpec& gpu, int nodes, int gpus_per_node);
 // cluster.gpu (Cluster::source) or of the inline key.
 ClusterSpec resolve_cluster(const Config& cfg);
 
-// Where a process group's ranks sit: `per_node` GPUs in each of `nodes` nodes (size = per_node * nodes).
+// Where a process group's ranks sit: `per_node` GPUs in each of `nodes` NVLink domains (size = per_node * nodes).
 struct GroupLayout {
   int size = 1;
   int per_node = 1;
@@ -54,7 +63,7 @@ struct GroupLayout {
 };
 // Layout of the TP (size tp), DP (size dp = dp_shard x cp), replicate (size dp_replicate) or CP (size cp) group of a
 // [dp_replicate, dp_shard, cp, tp] mesh on the cluster. Throws tptune::Error when the mesh needs more GPUs than the
-// cluster has, or when tp and gpus_per_node do not divide one another (a TP group would straddle a node boundary).
+// cluster has, or when tp and the NVLink domain's GPUs do not divide one another (a TP group would straddle a domain).
 GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate = 1, int cp = 1);
 
 }  // namespace tptune

@@ -46,26 +46,44 @@ FsdpCopyBytes fsdp_copy_bytes(const Op& op, const Program& p) {
   return b;
 }
 
+std::string_view fsdp_copy_name(const Op& op, bool before) {
+  if (const auto* col = std::get_if<CollectiveOp>(&op.kind)) {
+    if (col->kind == CollectiveKind::all_gather) return before ? "fsdp.all_gather.copy_in" : "fsdp.all_gather.copy_out";
+    return "fsdp.reduce_scatter.copy_in";
+  }
+  return before ? "fsdp.all_gather.copy_out" : "fsdp.reduce_scatter.copy_in";
+}
+
 void add_fsdp_copy_costs(const Program& p, const GpuSpec& gpu, const CostParams& c,
-                         std::vector<std::vector<double>>& duration_us) {
+                         std::vector<std::vector<double>>& duration_us,
+                         std::vector<std::vector<FsdpCopyShare>>* shares) {
   const double f = c.fsdp_copy_traffic_factor;
   if (f <= 0 || p.dp <= 1) return;
   auto kernel = [&](double bytes) {
     return memory_bound_cost(bytes * f, c.memory_bound_efficiency, c.memory_bound_overhead_us, gpu).time_us;
+  };
+  if (shares) {
+    shares->clear();
+    for (const auto& d : duration_us) shares->emplace_back(d.size());
+  }
+  // Adds `us` to op (s, at)'s duration, and to its share before or after its own kernel.
+  auto add = [&](size_t s, size_t at, double us, bool before) {
+    duration_us[s][at] += us;
+    if (shares) ((*shares)[s][at].*(before ? &FsdpCopyShare::before_us : &FsdpCopyShare::after_us)) += us;
   };
   for (size_t s = 0; s < p.segments.size(); ++s) {
     const std::vector<Op>& ops = p.segments[s].ops;
     for (size_t j = 0; j < ops.size(); ++j) {
       const FsdpCopyBytes b = fsdp_copy_bytes(ops[j], p);
       if (b.copy_out > 0) {
-        duration_us[s][j] += kernel(b.copy_in_shard_cast) + kernel(b.copy_in);
+        add(s, j, kernel(b.copy_in_shard_cast) + kernel(b.copy_in), true);
         size_t at = j;  // the first compute op reading a gathered parameter
         for (size_t k = 0; k < ops.size(); ++k)
           if (!std::holds_alternative<CollectiveOp>(ops[k].kind) && reads_any(ops[k], ops[j].outputs)) {
             at = k;
             break;
           }
-        duration_us[s][at] += kernel(b.copy_out);
+        add(s, at, kernel(b.copy_out), at != j);  // on the all-gather itself: after it
       }
       if (b.reduce_scatter_pre > 0) {
         size_t at = j;  // the last compute op before it writing one of its gradients
@@ -74,7 +92,7 @@ void add_fsdp_copy_costs(const Program& p, const GpuSpec& gpu, const CostParams&
             at = k;
             break;
           }
-        duration_us[s][at] += kernel(b.reduce_scatter_pre);
+        add(s, at, kernel(b.reduce_scatter_pre), at == j);  // on the reduce-scatter itself: before it
       }
     }
   }

@@ -25,15 +25,34 @@
 // CostParams::fsdp_copy_traffic_factor; a factor of 0 leaves the durations as they are (the cpu device: tp-run's
 // collectives read and write the tensors in place).
 
+#include <string_view>
+
 #include "plans/program/program.h"
 #include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {
 
-// Adds the copies above to `duration_us` ([segment][op], cost_ops()' durations of `p`).
+// The part of one op's duration that is the copies above, run on its stream just before (`before_us`) or just after
+// (`after_us`) the op's own kernel. Which copy each is follows from the op (fsdp_copy_name()):
+//   a compute op          before: the copy-out of the parameters it is the first to read; after: the reduce-scatter
+//                         input (chunk_cat) of the gradients it is the last to write
+//   a DP all-gather       before: its copy-in; after: its copy-out when no compute op of the segment reads a gathered
+//                         parameter
+//   a DP reduce-scatter   before: its chunk_cat when no compute op of the segment writes one of its gradients
+// The step is scheduled with the whole duration (the copies hold the stream as the op does); the trace, the HTML
+// timeline and the top ops show each copy as a slice of its own, so that an op's own time is its kernel's.
+struct FsdpCopyShare {
+  double before_us = 0, after_us = 0;
+};
+// The copy's slice name ("fsdp.all_gather.copy_in", "fsdp.all_gather.copy_out", "fsdp.reduce_scatter.copy_in").
+std::string_view fsdp_copy_name(const Op& op, bool before);
+
+// Adds the copies above to `duration_us` ([segment][op], cost_ops()' durations of `p`); with `shares`, also records
+// each op's part ([segment][op], sized like duration_us; left empty when no copy is priced).
 void add_fsdp_copy_costs(const Program& p, const GpuSpec& gpu, const CostParams& c,
-                         std::vector<std::vector<double>>& duration_us);
+                         std::vector<std::vector<double>>& duration_us,
+                         std::vector<std::vector<FsdpCopyShare>>* shares = nullptr);
 
 // The bytes each copy moves for one DP collective op (0 for any other op): copy_in / copy_out of an all-gather,
 // reduce_scatter_pre of a reduce-scatter, before fsdp_copy_traffic_factor.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <string_view>
 #include <unordered_map>
@@ -52,21 +53,36 @@ std::string op_kind_label(const Op& op) {
 
 std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, size_t top_ops,
                                         const std::function<double(size_t seg, size_t op)>& runs) {
-  // Rank template ops by total time first, and build summaries (strings) only for the ones reported.
+  // Rank template ops by total time first, and build summaries (strings) only for the ones reported. An op's FSDP
+  // copies (sim/fsdp_copies.h) are rows of their own (slot 1 before it, 2 after it), its own row its kernel's time.
   struct Ref {
     size_t seg, op;
+    int slot;  // 0: the op itself; 1, 2: its FSDP copy before, after
+    double time;
     double total;
     double instances;
   };
+  auto slot_times = [&](size_t s, size_t j) {
+    const FsdpCopyShare c = fsdp_copy_share(costs, s, j);
+    return std::array<double, 3>{costs.duration_us[s][j] - c.before_us - c.after_us, c.before_us, c.after_us};
+  };
   std::vector<Ref> refs;
+  std::vector<std::vector<std::array<size_t, 3>>> ref_of(p.segments.size());  // [seg][op][slot] -> refs index
+  constexpr size_t kNone = static_cast<size_t>(-1);
   for (size_t s = 0; s < p.segments.size(); ++s)
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
       const double n = runs(s, j);
-      refs.push_back({s, j, costs.duration_us[s][j] * n, n});
+      const auto t = slot_times(s, j);
+      ref_of[s].push_back({kNone, kNone, kNone});
+      for (int k = 0; k < 3; ++k)
+        if (k == 0 || t[size_t(k)] > 0) {
+          ref_of[s][j][size_t(k)] = refs.size();
+          refs.push_back({s, j, k, t[size_t(k)], t[size_t(k)] * n, n});
+        }
     }
   // A plan's ac_layers splits the block backward in two segments whose ops are the same but for the recompute: an op
   // of the checkpointed blocks that has a namesake of the same duration in the others is reported once, with both
-  // counts (as an unsplit report counts it).
+  // counts (as an unsplit report counts it); its copies likewise.
   size_t first_bwd = p.segments.size();
   for (size_t s = 0; s < p.segments.size(); ++s) {
     if (p.segments[s].kind != SegmentKind::block_bwd) continue;
@@ -74,39 +90,42 @@ std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, 
       first_bwd = s;
       continue;
     }
-    std::unordered_map<std::string_view, size_t> index;  // op name -> its ref in the first block backward
-    size_t base = 0;
-    for (size_t t = 0; t < first_bwd; ++t) base += p.segments[t].ops.size();
+    std::unordered_map<std::string_view, size_t> index;  // op name -> its index in the first block backward
     for (size_t j = 0; j < p.segments[first_bwd].ops.size(); ++j) index.emplace(p.segments[first_bwd].ops[j].name, j);
-    size_t mine = 0;
-    for (size_t t = 0; t < s; ++t) mine += p.segments[t].ops.size();
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
       auto it = index.find(p.segments[s].ops[j].name);
-      if (it == index.end() || costs.duration_us[first_bwd][it->second] != costs.duration_us[s][j]) continue;
-      Ref& into = refs[base + it->second];
-      Ref& from = refs[mine + j];
-      into.total += from.total;
-      into.instances += from.instances;
-      from.total = -1;  // ranked last, never reported
+      if (it == index.end()) continue;
+      for (size_t k = 0; k < 3; ++k) {
+        const size_t into_i = ref_of[first_bwd][it->second][k], from_i = ref_of[s][j][k];
+        if (into_i == kNone || from_i == kNone || refs[into_i].time != refs[from_i].time) continue;
+        Ref& into = refs[into_i];
+        Ref& from = refs[from_i];
+        into.total += from.total;
+        into.instances += from.instances;
+        from.total = -1;  // ranked last, never reported
+      }
     }
   }
   std::erase_if(refs, [](const Ref& r) { return r.total < 0 || r.instances <= 0; });  // merged, or never run
   const size_t keep = std::min(top_ops, refs.size());
   std::partial_sort(
       refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(), [](const Ref& a, const Ref& b) {
-        return a.total > b.total || (a.total == b.total && (a.seg < b.seg || (a.seg == b.seg && a.op < b.op)));
+        return a.total > b.total ||
+               (a.total == b.total &&
+                (a.seg < b.seg || (a.seg == b.seg && (a.op < b.op || (a.op == b.op && a.slot < b.slot)))));
       });
   std::vector<OpSummary> ops;
   for (size_t k = 0; k < keep; ++k) {
     const Segment& seg = p.segments[refs[k].seg];
     const Op& op = seg.ops[refs[k].op];
+    const std::string name = refs[k].slot == 0 ? op.name : std::string(fsdp_copy_name(op, refs[k].slot == 1));
     OpSummary o;
-    o.name = is_per_layer_segment(seg) ? "layers.*." + op.name : op.name;
-    o.kind = op_kind_label(op);
+    o.name = is_per_layer_segment(seg) ? "layers.*." + name : name;
+    o.kind = refs[k].slot == 0 ? op_kind_label(op) : "fsdp_copy";
     o.phase = std::string(to_string(op.phase));
     o.stream = stream_of(op);
     o.count = static_cast<int64_t>(refs[k].instances);
-    o.time_us = costs.duration_us[refs[k].seg][refs[k].op];
+    o.time_us = refs[k].time;
     o.total_us = refs[k].total;
     ops.push_back(std::move(o));
   }

@@ -74,7 +74,7 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const Co
     for (const Op& op : s.ops) d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
     out.duration_us.push_back(std::move(d));
   }
-  add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us);
+  add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us, &out.fsdp_copies);
   for (const Segment& s : p.segments) {
     double per_instance = 0;
     for (const Op& op : s.ops) per_instance += dispatch_us(op, p, c);

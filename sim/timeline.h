@@ -41,6 +41,7 @@
 #include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost/cost_params.h"
+#include "sim/fsdp_copies.h"
 
 namespace tptune {
 
@@ -67,7 +68,14 @@ struct OpCosts {
   // computed (hand-set costs).
   std::vector<double> segment_dispatch_us;
   double host_dispatch_us = 0;
+  // Of duration_us, FSDP2's copy kernels folded into an op (sim/fsdp_copies.h), [segment][op]; empty when none is
+  // priced. What the trace, the HTML timeline and the top ops show as slices of their own (fsdp_copy_share()).
+  std::vector<std::vector<FsdpCopyShare>> fsdp_copies;
 };
+// Op (s, j)'s FSDP copies (zero when OpCosts has none).
+inline FsdpCopyShare fsdp_copy_share(const OpCosts& c, size_t s, size_t j) {
+  return s < c.fsdp_copies.size() && j < c.fsdp_copies[s].size() ? c.fsdp_copies[s][j] : FsdpCopyShare{};
+}
 // Ranks sharing a machine (the cpu device) are priced as sim/shared_machine.h says: at the shared rates, and compute
 // ops slowed by the turns of ranks outnumbering the cores (GPUs: neither). Throws tptune::Error for float8 on a GPU
 // without it, or a mesh that does not fit the cluster.

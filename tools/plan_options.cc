@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "plans/language/nvlink_domain.h"
 #include "plans/language/plan_resolve.h"
 #include "plans/util/error.h"
 #include "plans/util/json_text.h"
@@ -185,6 +186,10 @@ std::vector<AppliedOverride> apply_config_overrides(Config& cfg, const ConfigOve
     throw Error(fmt::format("{}: {} nodes x {} GPUs per node = {} GPUs; expected at most {}",
                             o.nodes ? "--nodes" : "--gpus-per-node", c.nodes, c.gpus_per_node,
                             int64_t{c.nodes} * c.gpus_per_node, limits::world_size.hi));
+  if (o.nodes || o.gpus_per_node)  // the config's NVLink domain must still be whole nodes of whole domains
+    if (const std::string m = nvlink_domain_mismatch(c.nvlink_domain_gpus, c.nodes, c.gpus_per_node); !m.empty())
+      throw Error(fmt::format("{}: {}'s cluster.nvlink_domain_gpus: {}",
+                              o.gpus_per_node ? "--gpus-per-node" : "--nodes", cfg.path, m));
   if (o.seq_len) {
     applied.push_back({"--seq-len", std::to_string(*o.seq_len), "training.seq_len",
                        fmt::format("{} ({})", cfg.training.seq_len, cfg.path)});

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "plans/language/config_node.h"
+#include "plans/language/nvlink_domain.h"
 #include "plans/language/plan.h"
 #include "plans/language/spmd_backend.h"
 #include "plans/model/hf_config.h"
@@ -243,8 +244,9 @@ LinkSpec read_link(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& se
 }
 
 Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self) {
-  doc.check_map(n, "cluster",
-                {"gpu", "device", "nodes", "gpus_per_node", "cores_per_node", "intra_node", "inter_node"});
+  doc.check_map(
+      n, "cluster",
+      {"gpu", "device", "nodes", "gpus_per_node", "cores_per_node", "nvlink_domain_gpus", "intra_node", "inter_node"});
   Cluster c;
   // `device` is a synonym of `gpu` (a CPU rank is a device too: `device: cpu`); one of them, not both.
   if (has(n, "gpu") && has(n, "device"))
@@ -275,6 +277,14 @@ Cluster read_cluster(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& 
                    fmt::format("expected only with device: cpu (CPU ranks share a node's cores; a GPU is a device of "
                                "its own), got device '{}'",
                                c.gpu.empty() ? std::string("inline spec") : c.gpu));
+  }
+  if (has(n, "nvlink_domain_gpus")) {
+    // An NVLink domain of whole nodes (NVLink Switch trays join the hosts' GPUs), and the cluster whole domains.
+    const YAML::Node d = n["nvlink_domain_gpus"];
+    c.nvlink_domain_gpus =
+        static_cast<int>(doc.integer_in(d, "cluster.nvlink_domain_gpus", limits::nvlink_domain_gpus));
+    if (const std::string m = nvlink_domain_mismatch(c.nvlink_domain_gpus, c.nodes, c.gpus_per_node); !m.empty())
+      doc.fail_msg(d, "cluster.nvlink_domain_gpus", m);
   }
   if (has(n, "intra_node"))
     c.intra_node = read_link(doc, n["intra_node"], key_node(n, "intra_node"), "cluster.intra_node");

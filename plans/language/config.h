@@ -72,6 +72,9 @@ struct Cluster {
   // CPU ranks only (`device: cpu`): the cores of each node when the ranks outnumber them (they take turns;
   // sim/shared_machine.h). 0 (absent): one core per rank.
   int cores_per_node = 0;
+  // GPUs in one NVLink domain (`cluster.nvlink_domain_gpus`, e.g. 72 for GB200 NVL72 racks of 4-GPU hosts): whole
+  // nodes, dividing the cluster (or larger than it). 0 (absent): one node is the domain. sim/cluster_spec.h.
+  int nvlink_domain_gpus = 0;
   std::optional<LinkSpec> intra_node;  // overrides the preset's NVLink figures
   std::optional<LinkSpec> inter_node;  // per GPU (one NIC per GPU)
   int world_size() const { return nodes * gpus_per_node; }

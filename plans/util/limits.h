@@ -34,6 +34,7 @@ inline constexpr IntRange local_batch_size{1, 1 << 16};  // 65,536 sequences per
 // cluster
 inline constexpr IntRange nodes{1, 1 << 16};  // 65,536
 inline constexpr IntRange gpus_per_node{1, 1024};
+inline constexpr IntRange nvlink_domain_gpus{1, 1024};    // GPUs in one NVLink domain (GB200: 72; NVLink 5 allows 576)
 inline constexpr IntRange world_size{1, 1 << 20};         // nodes x gpus_per_node: 1,048,576 GPUs
 inline constexpr RealRange bandwidth_GBps{0, 1e6, true};  // links (cluster.*_node and GPU spec)
 inline constexpr RealRange latency_us{0, 1e6, false};

@@ -18,6 +18,11 @@
 
 namespace tptune {
 
+const char* const kOnlyFittable[10] = {"gemm_fp32_efficiency",     "gemm_efficiency",        "gemm_fp8_efficiency",
+                                       "gemm_k_overhead",          "gemm_overhead_us",       "attention_fwd_efficiency",
+                                       "attention_bwd_efficiency", "attention_fwd_score_ns", "attention_bwd_score_ns",
+                                       "attention_overhead_us"};
+
 ClusterSpec measurement_cluster(const GpuSpec& device, const Measurements& m) {
   ClusterSpec cl = make_cluster(device, 1, m.ranks);
   if (oversubscribed(m)) cl.cores_per_node = m.environment["cores"].get<int>();
@@ -59,6 +64,15 @@ std::vector<double> bounded_least_squares(const std::vector<std::vector<double>>
   const size_t n = lo.size(), m = rows.size();
   std::vector<double> x(n, 0);
   std::vector<int> fixed(n, 0);  // 0 free, -1 at lo, +1 at hi
+  // A coefficient whose bounds meet is held from the start: solving for it freely first would let a column collinear
+  // with others (attention's per-score term at one head dim) take their share, and the active set below fixes
+  // coefficients but never frees them again (seen on H200 profiles: both attention efficiencies at the bound 4 and
+  // the overhead 1.4 ms, where 0.54 / 0.45 and ~0 fit exactly).
+  for (size_t j = 0; j < n; ++j)
+    if (lo[j] == hi[j]) {
+      fixed[j] = -1;
+      x[j] = lo[j];
+    }
   for (size_t round = 0; round <= n; ++round) {
     std::vector<size_t> free;
     for (size_t j = 0; j < n; ++j)
@@ -207,6 +221,21 @@ std::vector<bool> used_columns(const Problem& p, size_t n) {
   return used;
 }
 
+// Which parameters a fit may move (FitOptions::only): all when `only` is empty.
+struct Fittable {
+  const std::vector<std::string>* only = nullptr;
+  bool operator()(const char* name) const {
+    return !only || only->empty() || std::find(only->begin(), only->end(), name) != only->end();
+  }
+  bool all() const { return !only || only->empty(); }
+};
+
+// Holds column j of a solve at `value` unless `name` may move.
+void hold_unless(const Fittable& may, const char* name, size_t j, double value, std::vector<double>& lo,
+                 std::vector<double>& hi) {
+  if (!may(name)) lo[j] = hi[j] = value;
+}
+
 void put(Calibration& cal, const CostParams& base, CostParams& fit, const char* name, double v, const char* cls) {
   const CostParamField* f = find_cost_param(name);
   v = std::clamp(v, f->lo, f->hi);
@@ -214,8 +243,13 @@ void put(Calibration& cal, const CostParams& base, CostParams& fit, const char* 
   cal.params.push_back({name, v, f->get(base), cls});
 }
 
-void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, CostParams& fit, Calibration& cal) {
+void fit_gemm(const std::vector<Sample>& ss, bool tie, const Fittable& may, const CostParams& base, CostParams& fit,
+              Calibration& cal) {
   if (ss.empty()) return;
+  const char* const eff_names[3] = {"gemm_fp32_efficiency", "gemm_efficiency", "gemm_fp8_efficiency"};
+  const double eff_values[3] = {fit.gemm_fp32_efficiency, fit.gemm_efficiency, fit.gemm_fp8_efficiency};
+  // Tied, the one efficiency moves when any of the three is named.
+  const bool tied_may = may("gemm_fp32_efficiency") || may("gemm_efficiency") || may("gemm_fp8_efficiency");
   // Columns: fp32, bf16/fp16, float8 (or one tied column), intercept, and the micro-benchmarks' own level. A GEMM
   // timed alone in a loop (tp-run bench gemm) runs on hot caches and measured 15-20% faster here than the same shape
   // inside a profiled step, so when profiles are there the benchmarks inform the shape term (k0) and the overhead
@@ -236,7 +270,9 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
   };
   double best_ssr = INFINITY, best_k0 = 0;
   std::vector<double> best_x;
-  for (double k0 : {0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0}) {
+  std::vector<double> k0_grid{0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0};
+  if (!may("gemm_k_overhead")) k0_grid = {fit.gemm_k_overhead};
+  for (double k0 : k0_grid) {
     CostParams c = fit;
     c.gemm_efficiency = c.gemm_fp32_efficiency = c.gemm_fp8_efficiency = 1.0;
     c.gemm_overhead_us = 0;
@@ -255,6 +291,13 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
     if (!used[4]) lo[4] = hi[4] = 1.0;
     for (size_t j = 0; j < 3; ++j)
       if (!used[j]) lo[j] = hi[j] = 1.0;
+    if (tie) {
+      if (!tied_may) lo[0] = hi[0] = 1 / eff_values[1];
+    } else {
+      for (size_t j = 0; j < 3; ++j)
+        if (used[j]) hold_unless(may, eff_names[j], j, 1 / eff_values[j], lo, hi);
+    }
+    hold_unless(may, "gemm_overhead_us", 3, fit.gemm_overhead_us, lo, hi);
     std::vector<double> x = robust_solve(p, lo, hi);
     const double ssr = capped_ssr(p, x);
     if (ssr < best_ssr) {
@@ -266,16 +309,16 @@ void fit_gemm(const std::vector<Sample>& ss, bool tie, const CostParams& base, C
   std::vector<bool> used(5, false);
   for (const auto& s : ss) used[size_t(column(s))] = true;
   if (tie) {
-    for (const char* n : {"gemm_fp32_efficiency", "gemm_efficiency", "gemm_fp8_efficiency"})
-      put(cal, base, fit, n, 1 / best_x[0], "gemm");
-    put(cal, base, fit, "gemm_fp8_rowwise_factor", 1.0, "gemm");
+    if (tied_may) {
+      for (const char* n : eff_names) put(cal, base, fit, n, 1 / best_x[0], "gemm");
+      if (may.all()) put(cal, base, fit, "gemm_fp8_rowwise_factor", 1.0, "gemm");
+    }
   } else {
-    if (used[0]) put(cal, base, fit, "gemm_fp32_efficiency", 1 / best_x[0], "gemm");
-    if (used[1]) put(cal, base, fit, "gemm_efficiency", 1 / best_x[1], "gemm");
-    if (used[2]) put(cal, base, fit, "gemm_fp8_efficiency", 1 / best_x[2], "gemm");
+    for (size_t j = 0; j < 3; ++j)
+      if (used[j] && may(eff_names[j])) put(cal, base, fit, eff_names[j], 1 / best_x[j], "gemm");
   }
-  put(cal, base, fit, "gemm_k_overhead", best_k0, "gemm");
-  put(cal, base, fit, "gemm_overhead_us", best_x[3], "gemm");
+  if (may("gemm_k_overhead")) put(cal, base, fit, "gemm_k_overhead", best_k0, "gemm");
+  if (may("gemm_overhead_us")) put(cal, base, fit, "gemm_overhead_us", best_x[3], "gemm");
 }
 
 // Causal score count of an attention op (b x heads x s(s+1)/2): the per-score term's feature.
@@ -284,7 +327,8 @@ double attention_scores(const AttentionOp& a) {
          static_cast<double>(a.causal ? a.seq + 1 : 2 * a.seq) / 2;
 }
 
-void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
+void fit_attention(const std::vector<Sample>& ss, const Fittable& may, const CostParams& base, CostParams& fit,
+                   Calibration& cal) {
   if (ss.empty()) return;
   CostParams c = fit;
   c.attention_fwd_efficiency = c.attention_bwd_efficiency = 1.0;
@@ -309,12 +353,18 @@ void fit_attention(const std::vector<Sample>& ss, const CostParams& base, CostPa
     if (!used[j]) lo[j] = hi[j] = 1.0;
   for (size_t j = 2; j < 4; ++j)
     if (!used[j] || !scores) lo[j] = hi[j] = (j == 2 ? fit.attention_fwd_score_ns : fit.attention_bwd_score_ns);
+  const char* const names[5] = {"attention_fwd_efficiency", "attention_bwd_efficiency", "attention_fwd_score_ns",
+                                "attention_bwd_score_ns", "attention_overhead_us"};
+  const double held[5] = {1 / fit.attention_fwd_efficiency, 1 / fit.attention_bwd_efficiency,
+                          fit.attention_fwd_score_ns, fit.attention_bwd_score_ns, fit.attention_overhead_us};
+  for (size_t j = 0; j < 5; ++j)
+    if (used[j]) hold_unless(may, names[j], j, held[j], lo, hi);
   std::vector<double> x = robust_solve(p, lo, hi);
-  if (used[0]) put(cal, base, fit, "attention_fwd_efficiency", 1 / x[0], "attention");
-  if (used[1]) put(cal, base, fit, "attention_bwd_efficiency", 1 / x[1], "attention");
-  if (scores && used[2]) put(cal, base, fit, "attention_fwd_score_ns", x[2], "attention");
-  if (scores && used[3]) put(cal, base, fit, "attention_bwd_score_ns", x[3], "attention");
-  put(cal, base, fit, "attention_overhead_us", x[4], "attention");
+  if (used[0] && may(names[0])) put(cal, base, fit, names[0], 1 / x[0], "attention");
+  if (used[1] && may(names[1])) put(cal, base, fit, names[1], 1 / x[1], "attention");
+  if (scores && used[2] && may(names[2])) put(cal, base, fit, names[2], x[2], "attention");
+  if (scores && used[3] && may(names[3])) put(cal, base, fit, names[3], x[3], "attention");
+  if (may(names[4])) put(cal, base, fit, names[4], x[4], "attention");
 }
 
 // Memory-bound sub-classes: which column an op's time goes to.
@@ -558,10 +608,25 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
   clusters.reserve(ms.size());  // pointers into it are kept below: no growth after this
   std::map<OpClass, std::vector<Sample>> by_class;
 
+  const Fittable may{&options.only};
+  for (size_t i = 0; i < options.only.size(); ++i) {
+    const std::string& n = options.only[i];
+    if (!find_cost_param(n))
+      throw Error(fmt::format("--fit {}: expected a cost parameter (sim/cost_param_list.h names)", n));
+    if (std::find(std::begin(kOnlyFittable), std::end(kOnlyFittable), n) == std::end(kOnlyFittable))
+      throw Error(fmt::format(
+          "--fit {}: a fit to profiles moves only GEMM and attention parameters one by one ({}); without --fit it "
+          "fits every class",
+          n, fmt::join(std::begin(kOnlyFittable), std::end(kOnlyFittable), ", ")));
+    if (std::find(options.only.begin(), options.only.begin() + ptrdiff_t(i), n) != options.only.begin() + ptrdiff_t(i))
+      throw Error(fmt::format("--fit {}: named twice", n));
+  }
   const CostParams base = device_cost_params(device);
   CostParams fit = base;
-  fit_concurrency(ms, device, base, fit, cal);
-  fit_oversubscription(ms, base, fit, cal);
+  if (may.all()) {
+    fit_concurrency(ms, device, base, fit, cal);
+    fit_oversubscription(ms, base, fit, cal);
+  }
   for (const auto& m : ms) clusters.push_back(at_shared_rates(measurement_cluster(device, m), fit));
   for (size_t i = 0; i < ms.size(); ++i) {
     // A GEMM or copy timed alone between barriers while more ranks than cores take turns measures the scheduler
@@ -573,10 +638,12 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
     for (const auto& o : ms[i].ops)
       if (o.time_us > 0) by_class[classify(o, ms[i])].push_back({&o, &ms[i], &clusters[i]});
   }
-  fit_gemm(by_class[OpClass::gemm], tie, base, fit, cal);
-  fit_attention(by_class[OpClass::attention], base, fit, cal);
-  fit_memory(by_class[OpClass::memory_bound], base, fit, cal);
-  fit_collectives(by_class[OpClass::collective], base, fit, cal);
+  fit_gemm(by_class[OpClass::gemm], tie, may, base, fit, cal);
+  fit_attention(by_class[OpClass::attention], may, base, fit, cal);
+  if (may.all()) {
+    fit_memory(by_class[OpClass::memory_bound], base, fit, cal);
+    fit_collectives(by_class[OpClass::collective], base, fit, cal);
+  }
   for (auto [cls, name] :
        {std::pair{OpClass::gemm, "gemm"}, std::pair{OpClass::attention, "attention"},
         std::pair{OpClass::memory_bound, "memory_bound"}, std::pair{OpClass::collective, "collective"}})

@@ -56,7 +56,16 @@ struct FitOptions {
   // One GEMM efficiency for every dtype (the device computes them all alike). Default: when the environment's
   // backend is cpu (runtime/backend.h: every float tensor is stored and computed in fp32).
   std::optional<bool> tie_gemm_dtypes;
+  // `tp-plan calibrate --fit NAME,...`: when not empty, only these parameters are fitted; every other coefficient of
+  // their classes is held at the device's value in the solve (not merely left out of the file), and the classes
+  // with none of them named (memory-bound, collectives, the rank-sharing terms) are not fitted at all. Only the
+  // parameters that fit_gemm and fit_attention solve for one by one may be named (kOnlyFittable); anything else is a
+  // one-line tptune::Error "--fit NAME: ...".
+  std::vector<std::string> only;
 };
+
+// The parameters FitOptions::only may name.
+extern const char* const kOnlyFittable[10];
 
 // `device` is the spec the fit is relative to; the defaults are device_cost_params(device).
 Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& device, const FitOptions& options);

@@ -155,12 +155,14 @@ TPTUNE_COST_PARAM(double, optimizer_traffic_factor, 1.0, 1e-2, 1000);
 // Achievable bus bandwidth as a fraction of the link's line rate (busbw of nccl-tests), for ring all-gather /
 // reduce-scatter / all-reduce inside an NVSwitch node, by group size. 8 GPUs: ~370 GB/s of 450 on 8xH100
 // (nccl-tests issues #212, #272); 2 and 4 GPUs: busbw of the autoparallel H100 fits (algbw 537 / 434 GB/s for
-// 1 GB all-gathers -> busbw 268 / 325 of 450).
-TPTUNE_COST_FIELD(RankCurve, ring_busbw_efficiency, {2, 4, 8}, {0.60, 0.72, 0.82});
+// 1 GB all-gathers -> busbw 268 / 325 of 450). 72 GPUs (one GB200 NVL72 domain): no ring measurement found, the
+// 8-GPU value held.
+TPTUNE_COST_FIELD(RankCurve, ring_busbw_efficiency, {2, 4, 8, 72}, {0.60, 0.72, 0.82, 0.82});
 // NVLS (NVLink SHARP) all-reduce busbw over line rate: 8xH100 ~475 GB/s busbw of 450 (in-switch reduction beats
 // the ring; nccl-tests issues #212, #290), 8xH200 475; 2 and 4 GPUs from the autoparallel all-reduce fits (algbw
-// 324 / 236 GB/s -> busbw 324 / 354).
-TPTUNE_COST_FIELD(RankCurve, nvls_busbw_efficiency, {2, 4, 8}, {0.72, 0.79, 1.055});
+// 324 / 236 GB/s -> busbw 324 / 354). 72 GPUs: a full GB200 NVL72 rack's all_reduce_perf, 839.16 GB/s busbw at 4 GiB
+// out of place (coreweave/nccl-tests#43), of NVLink 5's 900 per direction: 0.932.
+TPTUNE_COST_FIELD(RankCurve, nvls_busbw_efficiency, {2, 4, 8, 72}, {0.72, 0.79, 1.055, 0.932});
 // Inter-node: NDR 400 Gb/s InfiniBand reaches 46-49 GB/s per NIC in nccl-tests (issue #267): 0.94 of 50.
 TPTUNE_COST_PARAM(double, network_busbw_efficiency, 0.94, 1e-4, 1.5);
 // Base latencies per collective call (NCCL src/graph/tuning.cc, Simple / LL protocols; ring and tree alike).

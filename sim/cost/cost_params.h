@@ -15,11 +15,11 @@
 
 namespace tptune {
 
-// A curve over the number of ranks of an intra-node collective: `value[i]` at `ranks[i]`, interpolated linearly in
-// log2(ranks) and held constant outside.
+// A curve over the number of ranks of a collective inside one NVLink domain: `value[i]` at `ranks[i]`, interpolated
+// linearly in log2(ranks) and held constant outside. The last point is a 72-GPU domain (GB200 NVL72).
 struct RankCurve {
-  std::array<double, 3> ranks{2, 4, 8};
-  std::array<double, 3> value{1, 1, 1};
+  std::array<double, 4> ranks{2, 4, 8, 72};
+  std::array<double, 4> value{1, 1, 1, 1};
   double at(int n) const;
 };
 

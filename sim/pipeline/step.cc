@@ -248,7 +248,7 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   // (plans/lower/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism shards it).
   const int64_t p2p_bytes = pipeline_transfer_bytes(prog);
   const int64_t world = cluster.world_size();
-  const bool network = world > cluster.gpus_per_node;
+  const bool network = world > cluster.domain_gpus();  // the pp hop leaves the NVLink domain
   GroupLayout hop;
   hop.size = 2;
   hop.per_node = network ? 1 : 2;

@@ -30,8 +30,11 @@ std::string op_colour(const Op& op) {
 struct Box {
   const Op* op;
   double start, dur;
-  bool prefetched;  // issued by the previous block (SegmentTimes::prefetched)
+  bool prefetched;        // issued by the previous block (SegmentTimes::prefetched)
+  std::string_view copy;  // an FSDP copy folded into op's duration, drawn beside it (sim/fsdp_copies.h); "": the op
 };
+
+constexpr const char* kCopyColour = "#d37295";
 
 }  // namespace
 
@@ -44,7 +47,8 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     int layer = 0;
   };
   Panel panels[] = {{SegmentKind::block_fwd, "forward", {}}, {SegmentKind::block_bwd, "backward", {}}};
-  int layer = -1;  // the forward's layer, whose backward the second panel shows
+  int layer = -1;         // the forward's layer, whose backward the second panel shows
+  bool any_copy = false;  // an FSDP copy drawn: its legend entry
   for (Panel& pn : panels) {
     // The forward: a steady-state layer, away from the first and last blocks (the middle instance). The backward:
     // the same layer's, from the block.bwd segment that runs it (a plan's ac_layers splits them in two).
@@ -70,7 +74,12 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
       const OpTime t = st.time(inst, j);
       const double d = costs.duration_us[s][static_cast<size_t>(j)];
       const bool pre = j < static_cast<int>(st.prefetched.size()) && st.prefetched[static_cast<size_t>(j)];
-      pn.boxes.push_back({&op, t.start, d, pre});
+      const FsdpCopyShare copy = fsdp_copy_share(costs, s, static_cast<size_t>(j));
+      if (copy.before_us > 0) pn.boxes.push_back({&op, t.start, copy.before_us, pre, fsdp_copy_name(op, true)});
+      pn.boxes.push_back({&op, t.start + copy.before_us, d - copy.before_us - copy.after_us, pre, {}});
+      if (copy.after_us > 0)
+        pn.boxes.push_back({&op, t.start + d - copy.after_us, copy.after_us, pre, fsdp_copy_name(op, false)});
+      any_copy = any_copy || copy.before_us > 0 || copy.after_us > 0;
       if (!pre) lo = std::min(lo, t.start);
       any_lo = std::min(any_lo, t.start);
       hi = std::max(hi, t.start + d);
@@ -111,10 +120,14 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
       const double early = std::max(0.0, pn.t0 - b.start);  // issued before the block's first compute op
       const double x0 = x.at((b.start + early - pn.t0) / 1000.0), x1 = x.at((b.start - pn.t0 + b.dur) / 1000.0);
       std::string tip =
-          fmt::format("{} ({}, {:.1f} us)", layer_fqn(pn.layer, b.op->name), to_string(b.op->phase), b.dur);
+          b.copy.empty()
+              ? fmt::format("{} ({}, {:.1f} us)", layer_fqn(pn.layer, b.op->name), to_string(b.op->phase), b.dur)
+              : fmt::format("{} ({}, {:.1f} us, beside {})", layer_fqn(pn.layer, std::string(b.copy)),
+                            to_string(b.op->phase), b.dur, b.op->name);
       if (early > 0) tip += fmt::format(", issued {:.1f} us earlier by the previous block", early);
-      s.rect(x0, y + k * lane + 1, std::max(0.6, x1 - x0), lane - 6, op_colour(*b.op), tip,
-             "stroke=\"#fff\" stroke-width=\"0.3\"");
+      s.rect(x0, y + k * lane + 1, std::max(0.6, x1 - x0), lane - 6, b.copy.empty() ? op_colour(*b.op) : kCopyColour,
+             tip, "stroke=\"#fff\" stroke-width=\"0.3\"");
+      if (!b.copy.empty()) continue;  // no label: a copy's box is narrow
       // Label the boxes wide enough for their short name ("wq.fwd", "ffn_norm.fwd", "fwd.all_gather").
       std::string name = b.op->name;
       const size_t dot = name.find('.');
@@ -138,10 +151,15 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
   } legend[] = {{"GEMM", "#4e79a7"},  {"attention", "#59a14f"}, {"recompute", "#a0cbe8"}, {"float8 cast", "#b07aa1"},
                 {"other", "#bab0ac"}, {"TP", "#f28e2b"},        {"DP (FSDP)", "#e15759"}};
   double lx = L;
+  const double step = any_copy ? 84 : 95;  // eight entries with the FSDP copies' in the same width
   for (const auto& l : legend) {
     s.rect(lx, H - 16, 11, 11, l.colour);
     s.text(lx + 15, H - 6, l.name, "start", "small");
-    lx += 95;
+    lx += step;
+  }
+  if (any_copy) {
+    s.rect(lx, H - 16, 11, 11, kCopyColour);
+    s.text(lx + 15, H - 6, "FSDP copy", "start", "small");
   }
   return s.str();
 }

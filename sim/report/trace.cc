@@ -39,9 +39,20 @@ int64_t chrome_trace_op_events(const Timeline& tl) {
   return n;
 }
 
+int64_t chrome_trace_events(const Program& p, const OpCosts& costs, const Timeline& tl) {
+  int64_t n = chrome_trace_op_events(tl);
+  for (size_t s = 0; s < p.segments.size() && s < tl.segments.size(); ++s)
+    for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
+      const FsdpCopyShare c = fsdp_copy_share(costs, s, j);
+      const int slices = (c.before_us > 0 ? 1 : 0) + (c.after_us > 0 ? 1 : 0);
+      n = checked_add(n, checked_mul(tl.segments[s].instances, slices, "trace events"), "trace events");
+    }
+  return n;
+}
+
 nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeline& tl) {
   using nlohmann::json;
-  check_listed_events(chrome_trace_op_events(tl), "--trace",
+  check_listed_events(chrome_trace_events(p, costs, tl), "--trace",
                       fmt::format("op events (a step of {} layers)", p.model.n_layers),
                       "a model with fewer layers or a smaller context-parallel degree has fewer; or leave --trace out");
   json events = json::array();
@@ -80,14 +91,33 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
         if (auto* g = std::get_if<GemmOp>(&op.kind)) args["mnk"] = fmt::format("{}x{}x{}", g->m, g->n, g->k);
         if (op.chunk.pattern != ChunkRef::Pattern::none)
           args["chunk"] = fmt::format("{}/{}", op.chunk.step, op.chunk.count);
+        const FsdpCopyShare copy = fsdp_copy_share(costs, s, static_cast<size_t>(j));
+        const double duration = costs.duration_us[s][static_cast<size_t>(j)];
+        // A copy's slice: on the op's stream, next to it, named for the copy and the op it runs beside.
+        auto copy_slice = [&](bool before, double ts, double dur) {
+          events.push_back({{"name", layer_fqn(layer, std::string(fsdp_copy_name(op, before)))},
+                            {"cat", std::string(to_string(op.phase))},
+                            {"ph", "X"},
+                            {"pid", 0},
+                            {"tid", static_cast<int>(stream_of(op))},
+                            {"ts", ts},
+                            {"dur", dur},
+                            {"args",
+                             {{"phase", std::string(to_string(op.phase))},
+                              {"kind", "fsdp_copy"},
+                              {"segment", to_string(seg.kind)},
+                              {before ? "before" : "after", layer_fqn(layer, op.name)}}}});
+        };
+        if (copy.before_us > 0) copy_slice(true, t.start, copy.before_us);
         events.push_back({{"name", layer_fqn(layer, op.name)},
                           {"cat", std::string(to_string(op.phase))},
                           {"ph", "X"},
                           {"pid", 0},
                           {"tid", static_cast<int>(stream_of(op))},
-                          {"ts", t.start},
-                          {"dur", costs.duration_us[s][static_cast<size_t>(j)]},
+                          {"ts", t.start + copy.before_us},
+                          {"dur", duration - copy.before_us - copy.after_us},
                           {"args", std::move(args)}});
+        if (copy.after_us > 0) copy_slice(false, t.start + duration - copy.after_us, copy.after_us);
       }
     }
   }

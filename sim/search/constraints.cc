@@ -16,7 +16,7 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
     return with_detail ? Verdict{reason, detail()} : Verdict{reason, {}};
   };
   const Model& m = cfg.model;
-  const int tp = c.tp_degree, gpn = cluster.gpus_per_node;
+  const int tp = c.tp_degree, gpn = cluster.domain_gpus();  // TP stays inside an NVLink domain
   if (tp <= 0 || s.world_size % tp != 0)
     return fail(PruneReason::world, [&] { return fmt::format("tp {} vs {} GPUs", tp, s.world_size); });
   if (c.dp_shard <= 0)
@@ -41,7 +41,9 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
                                global, s.global_batch_size);
     });
   if (tp % gpn != 0 && gpn % tp != 0)
-    return fail(PruneReason::straddle, [&] { return fmt::format("tp {} vs {} GPUs per node", tp, gpn); });
+    return fail(PruneReason::straddle, [&] {
+      return fmt::format("tp {} vs {} GPUs per {}", tp, gpn, cluster.nvlink_domain_gpus > 0 ? "NVLink domain" : "node");
+    });
   const PlanFamily& family = s.families.at(static_cast<size_t>(c.family));
   const bool fsdp_always = family.preset ? s.framework != "dtensor" : family.file_plan.fsdp_always;
   if (c.dp_replicate > 1 && c.dp_shard == 1 && !fsdp_always)

@@ -2,9 +2,11 @@
 // of CostParams are used, so these tests also pin them: a change to a default must update the arithmetic here.
 #include <catch2/catch.hpp>
 
+#include "plans/language/config.h"
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
+#include "tests/error_text.h"
 
 using namespace tptune;
 
@@ -228,4 +230,63 @@ TEST_CASE("group size 1 and empty messages cost nothing; p2p is latency + bytes 
   CHECK(collective_cost(CollectiveKind::all_gather, 0, tp, c, P()).time_us == 0);
   // 5 us + 16 MiB / (450 GB/s x 0.8) = 5 + 46.60 us.
   CHECK(collective_cost(CollectiveKind::p2p, 16 << 20, tp, c, P()).time_us == Approx(51.60).epsilon(1e-4));
+}
+
+// Issue 38: a GB200 NVL72 rack is one NVLink domain of 72 GPUs in 4-GPU hosts (cluster.nvlink_domain_gpus).
+TEST_CASE("GB200: an all-reduce inside a 72-GPU NVLink domain, and the same 72 ranks across 4-GPU domains") {
+  const GpuSpec gb200 = gpu_preset("gb200");
+  ClusterSpec rack = make_cluster(gb200, 18, 4);  // 72 GPUs in 18 trays of 4
+  rack.nvlink_domain_gpus = 72;
+  const ClusterSpec trays = make_cluster(gb200, 18, 4);  // no domain: a tray is the NVLink domain
+  const GroupLayout in_rack = group_layout(rack, Group::dp, 1, 72);
+  const GroupLayout across = group_layout(trays, Group::dp, 1, 72);
+  REQUIRE((in_rack.per_node == 72 && in_rack.nodes == 1));
+  REQUIRE((across.per_node == 4 && across.nodes == 18));
+  const CommEstimate e = collective_cost(CollectiveKind::all_reduce, GiB, in_rack, rack, P());
+  // Inside the domain, 1 GiB over 72 ranks, factor 2 x 71/72: NVLS 30 + 1 GiB x 142/72 / (900 x 0.932 = 838.8 GB/s)
+  // = 30 + 2524.63 = 2554.63 us (the 72-rank point of nvls_busbw_efficiency: a full NVL72 rack's nccl-tests); the
+  // ring would take 8.4 + 142 x 3.4 + 1 GiB x 142/72 / 738 GB/s = 491.2 + 2869.45 = 3360.65 us.
+  CHECK(e.algorithm == CommAlgorithm::nvls);
+  CHECK(e.time_us == Approx(2554.627).epsilon(1e-6));
+  // Across 18 trays of 4 (hierarchical): reduce-scatter in the tray 8.4 + 3 x 3.4 + 1 GiB x 3/4 / (900 x 0.72 =
+  // 648 GB/s) = 18.6 + 1242.76 = 1261.36 us; all-reduce of 256 MiB over 18 NICs, ring 8.4 + 34 x 14 + 256 MiB x 34/18
+  // / 47 GB/s = 484.4 + 10788.19 = 11272.59 us (tree: 8.4 + 10 x 14 + 512 MiB / 47 GB/s = 11571.19); all-gather in the
+  // tray 1261.36 us: 13795.30 us, 5.4x the rack's.
+  const CommEstimate x = collective_cost(CollectiveKind::all_reduce, GiB, across, trays, P());
+  CHECK(x.algorithm == CommAlgorithm::hierarchical);
+  CHECK(x.time_us == Approx(13795.30).epsilon(1e-6));
+  // TP 8 spans two trays: inside the rack's domain it is one NVLink group; without the domain it crosses nodes.
+  CHECK(group_layout(rack, Group::tp, 8, 9).nodes == 1);
+  CHECK(group_layout(trays, Group::tp, 8, 9).nodes == 2);
+  // Two racks: the DP group of tp 8 (18 ranks, stride 8) has 9 members in each of the 2 domains.
+  ClusterSpec two = make_cluster(gb200, 36, 4);
+  two.nvlink_domain_gpus = 72;
+  const GroupLayout dp = group_layout(two, Group::dp, 8, 18);
+  CHECK((dp.per_node == 9 && dp.nodes == 2));
+  // tp 16 straddles a 72-GPU domain (neither divides the other).
+  CHECK(tptune::test::error_of([&] { group_layout(two, Group::tp, 16, 9); }) ==
+        "tp 16 and nvlink_domain_gpus 72: neither divides the other, so TP groups would straddle NVLink domains");
+}
+
+TEST_CASE("cluster.nvlink_domain_gpus: whole nodes, whole domains, one-line errors naming the file and line") {
+  auto err = [](const std::string& cluster) {
+    return tptune::test::error_of(
+        [&] { load_config_string("model: {preset: llama3-8b}\ncluster: " + cluster + "\n", "c.yaml"); });
+  };
+  CHECK(err("{gpu: gb200, nodes: 18, gpus_per_node: 4, nvlink_domain_gpus: 70}") ==
+        "c.yaml:2: cluster.nvlink_domain_gpus: expected a multiple of gpus_per_node 4 (an NVLink domain joins whole "
+        "nodes), got 70");
+  CHECK(err("{gpu: gb200, nodes: 20, gpus_per_node: 4, nvlink_domain_gpus: 72}") ==
+        "c.yaml:2: cluster.nvlink_domain_gpus: expected a divisor of the cluster's 80 GPUs (20 nodes x 4: whole NVLink "
+        "domains), got 72");
+  CHECK(err("{gpu: gb200, nodes: 18, gpus_per_node: 4, nvlink_domain_gpus: 0}") ==
+        "c.yaml:2: cluster.nvlink_domain_gpus: expected an integer in 1..1024, got '0'");
+  CHECK(err("{gpu: gb200, nodes: 18, gpus_per_node: 4, nvlink_domain_gpus: 2048}") ==
+        "c.yaml:2: cluster.nvlink_domain_gpus: expected an integer in 1..1024, got '2048'");
+  // Default: a node is the domain; a cluster smaller than one domain (a slice of a rack) is inside it.
+  CHECK(resolve_cluster(load_config_string("model: {preset: llama3-8b}\ncluster: {gpu: gb200, gpus_per_node: 4}\n"))
+            .domain_gpus() == 4);
+  CHECK(resolve_cluster(load_config_string("model: {preset: llama3-8b}\ncluster: {gpu: gb200, nodes: 9, "
+                                           "gpus_per_node: 4, nvlink_domain_gpus: 72}\n"))
+            .domain_gpus() == 72);
 }

@@ -84,6 +84,27 @@ TEST_CASE("fsdp copies: each is a memory-bound kernel on the stream that runs it
   // The GEMM writing the gradient pays the chunk_cat: 6 MiB / 2.68e6 + 4 = 6.348 us; the reduce-scatter nothing.
   CHECK(d[0][2] == Approx(100 + 6 * kE / rate + 4));
   CHECK(d[0][3] == 100);
+  // The same durations, with each op's copies recorded beside it (what the trace and the top ops show as slices of
+  // their own): copy-in before the all-gather, copy-out before the GEMM reading w, the chunk_cat after the GEMM
+  // writing its gradient.
+  std::vector<std::vector<double>> d_shares{{100, 100, 100, 100}};
+  std::vector<std::vector<FsdpCopyShare>> shares;
+  add_fsdp_copy_costs(t.b.p, gpu, c, d_shares, &shares);
+  CHECK(d_shares == d);
+  REQUIRE(shares.size() == 1);
+  REQUIRE(shares[0].size() == 4);
+  CHECK(shares[0][0].before_us == Approx(d[0][0] - 100));
+  CHECK(shares[0][0].after_us == 0);
+  CHECK(shares[0][1].before_us == Approx(d[0][1] - 100));
+  CHECK(shares[0][1].after_us == 0);
+  CHECK(shares[0][2].before_us == 0);
+  CHECK(shares[0][2].after_us == Approx(d[0][2] - 100));
+  CHECK(shares[0][3].before_us == 0);
+  CHECK(shares[0][3].after_us == 0);
+  const auto& ops = t.b.p.segments[0].ops;
+  CHECK(fsdp_copy_name(ops[0], true) == "fsdp.all_gather.copy_in");
+  CHECK(fsdp_copy_name(ops[1], true) == "fsdp.all_gather.copy_out");
+  CHECK(fsdp_copy_name(ops[2], false) == "fsdp.reduce_scatter.copy_in");
   SECTION("fsdp_copy_traffic_factor scales the bytes; 0 prices none (the cpu device)") {
     std::vector<std::vector<double>> d2{{100, 100, 100, 100}};
     c.fsdp_copy_traffic_factor = 2;

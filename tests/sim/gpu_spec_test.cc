@@ -21,7 +21,7 @@ const char* kFigures[] = {"bf16_tflops",        "fp16_tflops", "fp8_tflops", "fp
 
 TEST_CASE("every GPU preset loads, and every figure has a source") {
   auto names = gpu_preset_names();
-  for (const char* want : {"h100-sxm", "h100-sxm-hbm2e-500w", "h200", "a100-sxm-80gb", "b200"})
+  for (const char* want : {"h100-sxm", "h100-sxm-hbm2e-500w", "h200", "a100-sxm-80gb", "b200", "gb200"})
     CHECK(std::find(names.begin(), names.end(), want) != names.end());
   for (const auto& n : names) {
     INFO(n);
@@ -64,6 +64,14 @@ TEST_CASE("preset figures match the datasheets") {
   // As the part reports itself: 7680-bit bus x 3996 MHz x 2 / 8 = 7.672 TB/s; 183359 MiB / 1024 = 179.06 GiB.
   CHECK(b200.hbm_bandwidth_GBps == 7672);
   CHECK(b200.memory_GiB == Approx(183359.0 / 1024).epsilon(1e-4));
+  // GB200 (NVL72): the GB200 variant of B200 at 1,200 W, dense 2500 / 5000; 186 GB = 186e9 / 2^30 = 173.2 GiB.
+  GpuSpec gb200 = gpu_preset("gb200");
+  CHECK(gb200.bf16_tflops == 2500);
+  CHECK(gb200.fp8_tflops == 5000);
+  CHECK(gb200.hbm_bandwidth_GBps == 8000);
+  CHECK(gb200.nvlink_bandwidth_GBps == 900);
+  CHECK(gb200.memory_GiB == Approx(186e9 / (1024.0 * 1024 * 1024)).epsilon(1e-3));
+  CHECK(gb200.nvls);
   // nvidia-smi's totals: H100 81559 MiB (79.65 GiB), H200 143771 MiB (140.40 GiB), A100 81920 MiB (80 GiB).
   CHECK(h100.memory_GiB == Approx(81559.0 / 1024).epsilon(1e-3));
   CHECK(h200.memory_GiB == Approx(143771.0 / 1024).epsilon(1e-3));

@@ -95,11 +95,68 @@ TEST_CASE("report: the block timeline draws every op of one block, forward and b
       prefetched += is_prefetched(op) ? 1 : 0;
     }
   }
-  CHECK(count(svg, "<title>layers.") == drawn);
+  // ... and FSDP's copies folded into an op have boxes of their own beside it (sim/fsdp_copies.h).
+  const size_t copies =
+      count(svg, "<title>layers.16.fsdp.all_gather.copy_") + count(svg, "<title>layers.16.fsdp.reduce_scatter.copy_in");
+  CHECK(copies > 0);
+  CHECK(count(svg, "<title>layers.") == drawn + copies);
   CHECK(drawn + prefetched >=
         s.p.segment(SegmentKind::block_fwd)->ops.size() + s.p.segment(SegmentKind::block_bwd)->ops.size());
   if (drawn < s.p.segment(SegmentKind::block_fwd)->ops.size() + s.p.segment(SegmentKind::block_bwd)->ops.size())
     CHECK(svg.find("prefetched by the previous block, done before this one starts") != std::string::npos);
+}
+
+// Issue 38: FSDP2's copy of a block's gradients into the reduce-scatter input, priced on the op that writes the last
+// gradient, is a slice of its own in the trace, the HTML timeline and the top ops; the op's own slice is its kernel's.
+TEST_CASE("trace: FSDP's reduce-scatter copy is its own slice, so equal GEMMs show equal times", "[report]") {
+  const Sim s = simulate_8b(8, 2, false);  // Llama 3 8B, tp 8, dp 2: FSDP over 2 ranks
+  const nlohmann::json trace = chrome_trace(s.p, s.costs, s.tl);
+  std::map<std::string, nlohmann::json> layer16;  // layer 16's complete events by name
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["name"].get<std::string>().rfind("layers.16.", 0) == 0)
+      layer16[e["name"].get<std::string>()] = e;
+  // wq and wo: 512 x 4096 and 4096 x 512 local weights at tp 8, the same FLOPs and CTA tiles (4 x 16 = 32 x 2 = 64 of
+  // 128 x 256): the same weight-gradient time. Before, wq's slice also held the chunk_cat of the block's gradients.
+  const auto& wq = layer16.at("layers.16.attention.wq.bwd_weight");
+  const auto& wo = layer16.at("layers.16.attention.wo.bwd_weight");
+  CHECK(wq["dur"].get<double>() == Approx(wo["dur"].get<double>()).epsilon(1e-12));
+  // The copy: its own slice on the compute stream, kind fsdp_copy, right after the op it is folded into; together
+  // they take that op's whole duration (the schedule, and so the step time, are unchanged).
+  REQUIRE(layer16.count("layers.16.fsdp.reduce_scatter.copy_in"));
+  const auto& copy = layer16.at("layers.16.fsdp.reduce_scatter.copy_in");
+  CHECK(copy["args"]["kind"] == "fsdp_copy");
+  CHECK(copy["tid"] == 0);
+  const std::string beside = copy["args"]["after"].get<std::string>();
+  const auto& op = layer16.at(beside);
+  CHECK(copy["ts"].get<double>() == Approx(op["ts"].get<double>() + op["dur"].get<double>()));
+  const Segment* bwd = s.p.segment(SegmentKind::block_bwd);
+  REQUIRE(bwd);
+  size_t seg = 0;
+  while (&s.p.segments[seg] != bwd) ++seg;
+  bool found = false;
+  for (size_t j = 0; j < bwd->ops.size(); ++j)
+    if (layer_fqn(16, bwd->ops[j].name) == beside) {
+      found = true;
+      CHECK(op["dur"].get<double>() + copy["dur"].get<double>() == Approx(s.costs.duration_us[seg][j]));
+      CHECK(fsdp_copy_share(s.costs, seg, j).after_us == Approx(copy["dur"].get<double>()));
+    }
+  CHECK(found);
+  // The copy of the parameters out of the all-gather output: a slice before the first op that reads them.
+  REQUIRE(layer16.count("layers.16.fsdp.all_gather.copy_out"));
+  // The top ops list it as a row of its own; the HTML timeline draws it.
+  const auto top = top_op_summaries(s.p, s.costs, 1000,
+                                    [&](size_t g, size_t) { return static_cast<double>(s.tl.segments[g].instances); });
+  bool listed = false;
+  for (const OpSummary& o : top)
+    if (o.name == "layers.*.fsdp.reduce_scatter.copy_in") {
+      listed = true;
+      CHECK(o.kind == "fsdp_copy");
+      CHECK(o.time_us == Approx(copy["dur"].get<double>()));
+    }
+  CHECK(listed);
+  const std::string svg = html_block_timeline(s.p, s.costs, s.tl);
+  CHECK(svg.find("<title>layers.16.fsdp.reduce_scatter.copy_in (backward, ") != std::string::npos);
+  CHECK(svg.find("FSDP copy") != std::string::npos);
 }
 
 TEST_CASE("report: the document has its parts and the baselines' bars", "[report]") {
@@ -146,16 +203,19 @@ TEST_CASE("trace: its op events are counted before rendering, and more than one 
   const nlohmann::json trace = chrome_trace(s.p, s.costs, s.tl);
   int64_t complete = 0;
   for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X" ? 1 : 0;
-  CHECK(complete == chrome_trace_op_events(s.tl));
+  CHECK(complete == chrome_trace_events(s.p, s.costs, s.tl));
   // The same step with its blocks' instances raised until the events pass the bound (nothing else is read first).
+  // Events grow linearly with the blocks' instances (each block's ops and its FSDP copies' slices): other + per x k.
   Timeline big = s.tl;
-  int64_t other = 0, per_instance = 0;
-  for (const SegmentTimes& st : big.segments) (st.instances > 1 ? per_instance : other) += st.ops;
+  auto events_at = [&](int k) {
+    for (SegmentTimes& st : big.segments)
+      if (st.instances > 1) st.instances = k;
+    return chrome_trace_events(s.p, s.costs, big);
+  };
+  const int64_t n2 = events_at(2), n3 = events_at(3), per_instance = n3 - n2, other = n2 - 2 * per_instance;
   REQUIRE(per_instance > 0);
   const int instances = static_cast<int>((kMaxListedEvents - other) / per_instance) + 1;
-  for (SegmentTimes& st : big.segments)
-    if (st.instances > 1) st.instances = instances;
-  const int64_t n = chrome_trace_op_events(big);
+  const int64_t n = events_at(instances);
   REQUIRE(n == other + per_instance * instances);
   REQUIRE(n > kMaxListedEvents);
   REQUIRE(n - per_instance <= kMaxListedEvents);

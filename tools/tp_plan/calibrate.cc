@@ -1,4 +1,5 @@
 // tp-plan calibrate FILES... --out CALIB.yaml [--device NAME] [--separate] [--tie-gemm-dtypes true|false]
+//                   [--fit NAME[,NAME...]]   (only these GEMM / attention parameters; the rest held at the device's)
 // Fits the cost model to Profile and bench JSON (sim/calibrate/fit.h), prints the fit per op class and writes the
 // calibration YAML that simulate / search / accuracy apply with --calibration.
 // tp-plan calibrate --published DIR --gpu PRESET --fit NAME[,NAME...] [--lambda L] [--out CALIB.yaml] [--loso]
@@ -101,7 +102,7 @@ int run_calibrate(const CalibrateArgs& a) {
   if (!a.published.empty()) return run_published_calibrate(a);
   if (a.files.empty()) throw Error("expected profile or bench JSON files, or --published DIR");
   if (a.out.empty()) throw Error("--out: expected the calibration YAML to write");
-  const char* published_only = !a.gpu.empty() ? "--gpu" : !a.fit.empty() ? "--fit" : a.loso ? "--loso" : nullptr;
+  const char* published_only = !a.gpu.empty() ? "--gpu" : a.loso ? "--loso" : nullptr;
   if (published_only) throw Error(fmt::format("{}: expected only with --published DIR", published_only));
   std::vector<NamedPath> inputs;
   for (const auto& f : a.files) inputs.push_back({"profile", f});
@@ -145,7 +146,7 @@ int run_calibrate(const CalibrateArgs& a) {
     const std::string device_name =
         a.device.empty() ? environment_device(ms.front().environment, ms.front().path) : a.device;
     const GpuSpec device = gpu_preset(device_name, "--device");
-    const Calibration cal = fit_calibration(ms, device, {a.tie});
+    const Calibration cal = fit_calibration(ms, device, {a.tie, a.fit});
     outputs[i].content = calibration_yaml(cal);
     reports += fmt::format("{}wrote {}\n\n", fit_report(cal, device), outputs[i].path);
   }
@@ -168,7 +169,9 @@ void add_calibrate_command(CLI::App& app, RunFn& run) {
                   "fit the architecture terms to kernel-level measurements in this folder (profiles/kernels) and "
                   "print the residuals per GPU");
   cmd->add_option("--gpu", args->gpu, "with --published: the GPU preset whose runs are fitted");
-  cmd->add_option("--fit", args->fit, "with --published: cost parameters to fit (sim/cost_param_list.h names)")
+  cmd->add_option("--fit", args->fit,
+                  "cost parameters to fit (sim/cost_param_list.h names; with profiles: GEMM and attention ones only, "
+                  "every other held at the device's value)")
       ->delimiter(',');
   cmd->add_option("--lambda", args->lambda,
                   "with --published: weight of the pull toward the preset's values (default 0.01)")
