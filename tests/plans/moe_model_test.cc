@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "plans/config.h"
 #include "plans/error.h"
 #include "plans/hf_config.h"
 #include "plans/model.h"
@@ -204,4 +205,71 @@ TEST_CASE("moe model: what a MoE config.json gets wrong is a one-line error nami
   // A dense architecture with MoE keys is still refused by the key (plans/hf_config.h).
   CHECK_THAT(read_error(with(kMixtral8x7b, "MixtralForCausalLM", "LlamaForCausalLM")),
              Catch::StartsWith("config.json:4: num_local_experts: mixture-of-experts"));
+}
+
+namespace {
+
+std::string yaml_error(const std::string& yaml) {
+  try {
+    load_config_string(yaml, "cfg.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// torchtitan 0.3.0's deepseek_v3 "16B" flavour (models/deepseek_v3/__init__.py _16b), the shape of
+// DeepSeek-V2-Lite, in a config YAML's model keys; the cluster and training sections are not reached.
+const char* kDeepSeek16b = R"(model:
+  dim: 2048
+  n_layers: 27
+  n_heads: 16
+  vocab_size: 102400
+  ffn_dim: 10944
+  moe:
+    experts: 64
+    top_k: 6
+    expert_ffn_dim: 1408
+    shared_ffn_dim: 2816
+    dense_layers: 1
+  mla: {kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128}
+)";
+
+}  // namespace
+
+TEST_CASE("moe model: a config YAML describes MoE blocks and latent attention, refused with the counts",
+          "[moe][config]") {
+  // Latent attention with one q projection: wq 16 x 192 x 2048 = 6,291,456, wkv_a 576 x 2048 = 1,179,648, kv_norm
+  // 512, wkv_b 512 x 16 x 256 = 2,097,152, wo 16 x 128 x 2048 = 4,194,304: 13,763,072. Block 0 (dense): + 3 x 2048 x
+  // 10944 + 4,096 = 81,007,104. Blocks 1-26: experts 64 x 3 x 2048 x 1408 = 553,648,128, shared 3 x 2048 x 2816 =
+  // 17,301,504, router 131,072: 584,847,872 each. Total 81,007,104 + 26 x 584,847,872 + 2 x 102400 x 2048 + 2,048 =
+  // 15,706,484,224 ("DeepSeek-V2-Lite has 15.7B parameters", its model card). Active: 6 experts 51,904,512 per block:
+  // 26 x 83,104,256 + 81,007,104 + 419,432,448 = 2,661,150,208 (2.45 B beside the embedding: the card's "2.4B
+  // activated").
+  CHECK(yaml_error(kDeepSeek16b) ==
+        "cfg.yaml:7: model.moe: 15.7 B parameters, 2.7 B active per token: read but not yet planned; tptune does not "
+        "lower mixture-of-experts blocks and multi-head latent attention (expert parallelism comes next)");
+  CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: true}\n") ==
+        "cfg.yaml:1: model.qk_norm: 8.0 B parameters, 8.0 B active per token: read but not yet planned; tptune does "
+        "not lower q/k norms (expert parallelism comes next)");
+  CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: false}\n").find("model.qk_norm") == std::string::npos);
+  // What a MoE section gets wrong, by key and line.
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, top_k: 9, expert_ffn_dim: 64}\n") ==
+        "cfg.yaml:3: model.moe.top_k: expected an integer in 1..8, got '9'");
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, expert_ffn_dim: 64}\n") ==
+        "cfg.yaml:3: model.moe.top_k: missing");
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, top_k: 2, expert_ffn_dim: 64, expert_groups: "
+                   "3, limited_groups: 1}\n") ==
+        "cfg.yaml:3: model.moe.expert_groups: expected a divisor of experts (8), got 3");
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, top_k: 2, expert_ffn_dim: 64, expert_groups: "
+                   "4}\n") ==
+        "cfg.yaml:3: model.moe.limited_groups: missing; node-limited routing needs expert_groups and limited_groups");
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, top_k: 2, expert_ffn_dim: 64, shared_gate: "
+                   "true}\n") ==
+        "cfg.yaml:3: model.moe.shared_gate: true needs a shared expert (model.moe.shared_ffn_dim)");
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, top_k: 2, expert_ffn_dim: 64, router: x}\n")
+            .rfind("cfg.yaml:3: model.moe.router: unknown key", 0) == 0);
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  mla: {kv_lora_rank: 512, qk_nope_head_dim: 128, "
+                   "qk_rope_head_dim: 63, v_head_dim: 128}\n") ==
+        "cfg.yaml:3: model.mla.qk_rope_head_dim: expected an even size (rotary embedding rotates pairs), got 63");
 }
