@@ -1,13 +1,13 @@
-// Mixture-of-experts, latent-attention and q/k-norm models read from Hugging Face config.json (plans/hf_config.h
-// read_hf_model) and counted (plans/model.h): parameters and active parameters per token equal the figures the
+// Mixture-of-experts, latent-attention and q/k-norm models read from Hugging Face config.json (plans/model/hf_config.h
+// read_hf_model) and counted (plans/model/model.h): parameters and active parameters per token equal the figures the
 // models' cards publish, and the loaders refuse them (the lowering does not plan them yet) with those counts.
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/hf_config.h"
-#include "plans/model.h"
+#include "plans/language/config.h"
+#include "plans/model/hf_config.h"
+#include "plans/model/model.h"
+#include "plans/util/error.h"
 
 using namespace tptune;
 
@@ -202,7 +202,7 @@ TEST_CASE("moe model: what a MoE config.json gets wrong is a one-line error nami
         "config.json:6: qk_rope_head_dim: expected an even size (rotary embedding rotates pairs), got 63");
   CHECK(read_error(with(kDeepSeekV3, "\"kv_lora_rank\": 512, ", "")) ==
         "config.json:1: kv_lora_rank: missing; expected an integer in 1..1048576");
-  // A dense architecture with MoE keys is still refused by the key (plans/hf_config.h).
+  // A dense architecture with MoE keys is still refused by the key (plans/model/hf_config.h).
   CHECK_THAT(read_error(with(kMixtral8x7b, "MixtralForCausalLM", "LlamaForCausalLM")),
              Catch::StartsWith("config.json:4: num_local_experts: mixture-of-experts"));
 }
