@@ -105,13 +105,82 @@ Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesyst
   return m;
 }
 
+// model.moe, model.mla and model.qk_norm (plans/model/model.h MoeSpec, MlaSpec): read and counted; read_model refuses
+// them after (the lowering does not plan them yet).
+void read_moe(const YamlDoc& doc, const YAML::Node& n, Model& m) {
+  doc.check_map(n, "model.moe",
+                {"experts", "top_k", "expert_ffn_dim", "shared_ffn_dim", "shared_gate", "dense_layers", "score_func",
+                 "route_norm", "route_scale", "expert_groups", "limited_groups"});
+  MoeSpec& e = m.moe;
+  for (const char* key : {"experts", "top_k", "expert_ffn_dim"})
+    if (!has(n, key)) doc.fail_msg(n, fmt::format("model.moe.{}", key), "missing");
+  e.experts = doc.integer_in(n["experts"], "model.moe.experts", limits::experts);
+  e.top_k = doc.integer_in(n["top_k"], "model.moe.top_k", {1, e.experts});
+  e.expert_ffn_dim = doc.integer_in(n["expert_ffn_dim"], "model.moe.expert_ffn_dim", limits::ffn_dim);
+  if (has(n, "shared_ffn_dim"))
+    e.shared_ffn_dim = doc.integer_in(n["shared_ffn_dim"], "model.moe.shared_ffn_dim", {0, limits::ffn_dim.hi});
+  if (has(n, "shared_gate")) e.shared_gate = doc.boolean(n["shared_gate"], "model.moe.shared_gate");
+  if (e.shared_gate && e.shared_ffn_dim == 0)
+    doc.fail_msg(n["shared_gate"], "model.moe.shared_gate", "true needs a shared expert (model.moe.shared_ffn_dim)");
+  if (has(n, "dense_layers"))
+    e.dense_layers = doc.integer_in(n["dense_layers"], "model.moe.dense_layers", {0, m.n_layers});
+  if (has(n, "score_func"))
+    e.score = doc.choice(n["score_func"], "model.moe.score_func", {"softmax", "sigmoid"}) == "sigmoid"
+                  ? RouterScore::sigmoid
+                  : RouterScore::softmax;
+  if (has(n, "route_norm")) e.route_norm = doc.boolean(n["route_norm"], "model.moe.route_norm");
+  if (has(n, "route_scale"))
+    e.route_scale = doc.real_in(n["route_scale"], "model.moe.route_scale", limits::route_scale);
+  if (has(n, "expert_groups") != has(n, "limited_groups"))
+    doc.fail_msg(n, has(n, "expert_groups") ? "model.moe.limited_groups" : "model.moe.expert_groups",
+                 "missing; node-limited routing needs expert_groups and limited_groups");
+  if (has(n, "expert_groups")) {
+    e.expert_groups = doc.integer_in(n["expert_groups"], "model.moe.expert_groups", {1, e.experts});
+    if (e.experts % e.expert_groups != 0)
+      doc.fail_msg(n["expert_groups"], "model.moe.expert_groups",
+                   fmt::format("expected a divisor of experts ({}), got {}", e.experts, e.expert_groups));
+    e.limited_groups = doc.integer_in(n["limited_groups"], "model.moe.limited_groups", {1, e.expert_groups});
+  }
+}
+
+void read_mla(const YamlDoc& doc, const YAML::Node& n, Model& m) {
+  doc.check_map(n, "model.mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  MlaSpec& a = m.mla;
+  for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+    if (!has(n, key)) doc.fail_msg(n, fmt::format("model.mla.{}", key), "missing");
+  if (has(n, "q_lora_rank"))
+    a.q_lora_rank = doc.integer_in(n["q_lora_rank"], "model.mla.q_lora_rank", {0, limits::dim.hi});
+  a.kv_lora_rank = doc.integer_in(n["kv_lora_rank"], "model.mla.kv_lora_rank", limits::dim);
+  a.qk_nope_head_dim = doc.integer_in(n["qk_nope_head_dim"], "model.mla.qk_nope_head_dim", limits::head_dim);
+  a.qk_rope_head_dim = doc.integer_in(n["qk_rope_head_dim"], "model.mla.qk_rope_head_dim", limits::head_dim);
+  a.v_head_dim = doc.integer_in(n["v_head_dim"], "model.mla.v_head_dim", limits::head_dim);
+  if (a.qk_rope_head_dim % 2 != 0)
+    doc.fail_msg(n["qk_rope_head_dim"], "model.mla.qk_rope_head_dim",
+                 fmt::format("expected an even size (rotary embedding rotates pairs), got {}", a.qk_rope_head_dim));
+}
+
+// The refusal of a model the lowering does not plan, at the first of its keys that needs the missing part.
+void refuse_unlowered(const YamlDoc& doc, const YAML::Node& n, const Model& m) {
+  if (m.lowered()) return;
+  const char* key = m.moe.experts > 0 ? "moe" : m.mla.kv_lora_rank > 0 ? "mla" : "qk_norm";
+  doc.fail_msg(key_node(n, key), fmt::format("model.{}", key),
+               fmt::format("{:.1f} B parameters, {:.1f} B active per token: read but not yet planned; tptune does not "
+                           "lower {} (expert parallelism comes next)",
+                           static_cast<double>(m.total_parameters()) / 1e9,
+                           static_cast<double>(m.active_parameters()) / 1e9, m.lowering_gap()));
+}
+
 Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                  const std::filesystem::path& base_dir) {
   if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
-  doc.check_map(n, "model",
-                {"preset", "hf_config", "name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
-                 "ffn_dim_multiplier", "multiple_of", "vocab_size", "mlp", "norm", "norm_eps", "rope_theta", "head_dim",
-                 "qkv_bias", "tie_word_embeddings", "gqa"});
+  doc.check_map(n, "model", {"preset",      "hf_config",  "name",
+                             "dim",         "n_layers",   "n_heads",
+                             "n_kv_heads",  "ffn_dim",    "ffn_dim_multiplier",
+                             "multiple_of", "vocab_size", "mlp",
+                             "norm",        "norm_eps",   "rope_theta",
+                             "head_dim",    "qkv_bias",   "tie_word_embeddings",
+                             "gqa",         "moe",        "mla",
+                             "qk_norm"});
   Model m;
   std::string preset;
   if (has(n, "preset")) {
@@ -183,6 +252,9 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
   if (has(n, "tie_word_embeddings"))
     m.tie_word_embeddings = doc.boolean(n["tie_word_embeddings"], "model.tie_word_embeddings");
   read_gqa(doc, n, m);
+  if (has(n, "moe")) read_moe(doc, n["moe"], m);
+  if (has(n, "mla")) read_mla(doc, n["mla"], m);
+  if (has(n, "qk_norm")) m.qk_norm = doc.boolean(n["qk_norm"], "model.qk_norm");
 
   if (has(n, "name")) {
     m.name = doc.string(n["name"], "model.name");
@@ -204,6 +276,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
     doc.fail_msg(locate(n, has(n, "dim") ? "dim" : "n_heads", self), "model.dim",
                  fmt::format("dim / n_heads = {} / {} = {}: expected an even head_dim (rotary embedding rotates pairs)",
                              m.dim, m.n_heads, m.head_dim()));
+  refuse_unlowered(doc, n, m);
   return m;
 }
 

@@ -91,13 +91,36 @@ class HfDoc {
     if (j[key].get<bool>()) fail(key, fmt::format("true is not supported: {}", why));
   }
 
+  // A boolean key, `fallback` when absent or null.
+  bool boolean(const json& j, const char* key, bool fallback) const {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) fail(key, fmt::format("expected true or false, got {}", yaml::shown(j[key].dump(), 40)));
+    return j[key].get<bool>();
+  }
+
  private:
   std::string name_;
   std::map<std::string, int> lines_;
   int first_line_ = 1;
 };
 
-enum class Family { llama, mistral, qwen2 };
+// The families read: the dense Llama family, and those whose blocks the lowering does not yet plan (mixture of
+// experts, latent attention, q/k norms), read and counted so that their refusal says what they are.
+enum class Family { llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3 };
+bool is_moe(Family f) {
+  return f == Family::mixtral || f == Family::qwen2_moe || f == Family::qwen3_moe || f == Family::deepseek_v3;
+}
+
+struct ArchitectureName {
+  const char* name;
+  Family family;
+};
+constexpr ArchitectureName kRead[] = {
+    {"LlamaForCausalLM", Family::llama},        {"MistralForCausalLM", Family::mistral},
+    {"Qwen2ForCausalLM", Family::qwen2},        {"Qwen3ForCausalLM", Family::qwen3},
+    {"MixtralForCausalLM", Family::mixtral},    {"Qwen2MoeForCausalLM", Family::qwen2_moe},
+    {"Qwen3MoeForCausalLM", Family::qwen3_moe}, {"DeepseekV3ForCausalLM", Family::deepseek_v3},
+};
 
 // What tptune lacks for an architecture transformers has, by its config class (transformers/models/*/
 // configuration_*.py and modeling_*.py); one line each.
@@ -121,11 +144,6 @@ constexpr KnownArchitecture kNotModelled[] = {
     {"PhiForCausalLM",
      "LayerNorm with biases, a parallel attention/MLP block, partial rotary (partial_rotary_factor), "
      "a GELU MLP with biases and a bias on the output projection"},
-    {"Qwen3ForCausalLM", "RMSNorm on q and k per head (q_norm, k_norm) before rotary embedding"},
-    {"Qwen2MoeForCausalLM", "mixture-of-experts MLPs with a shared expert"},
-    {"Qwen3MoeForCausalLM", "mixture-of-experts MLPs and q/k norms"},
-    {"MixtralForCausalLM", "mixture-of-experts MLPs (num_local_experts)"},
-    {"DeepseekV3ForCausalLM", "multi-head latent attention and mixture-of-experts MLPs"},
     {"Starcoder2ForCausalLM", "LayerNorm with biases, a GELU MLP with biases and sliding-window attention"},
     {"GPTNeoXForCausalLM", "LayerNorm with biases, a parallel attention/MLP block, partial rotary and biases"},
     {"OlmoForCausalLM", "non-parametric LayerNorm (no weight) and q/k/v clipping (clip_qkv)"},
@@ -150,9 +168,8 @@ Family read_family(const HfDoc& doc, const json& j) {
   if (!a.is_array() || a.size() != 1 || !a[0].is_string())
     doc.fail("architectures", fmt::format("expected a list of one architecture name, got {}", a.dump()));
   const std::string v = a[0].get<std::string>();
-  if (v == "LlamaForCausalLM") return Family::llama;
-  if (v == "MistralForCausalLM") return Family::mistral;
-  if (v == "Qwen2ForCausalLM") return Family::qwen2;
+  for (const ArchitectureName& r : kRead)
+    if (v == r.name) return r.family;
   for (const KnownArchitecture& k : kNotModelled)
     if (v == k.name)
       doc.fail("architectures", fmt::format("'{}' is not supported: tptune does not model its {}", v, k.missing));
@@ -171,7 +188,7 @@ void must_be_off(const HfDoc& doc, const json& j, const char* key, std::string_v
 void reject_unsupported(const HfDoc& doc, const json& j, Family family) {
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
                           "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
+    if (is_moe(family) || !j.contains(key) || j[key].is_null()) continue;
     if (!j[key].is_number() || j[key].get<double>() != 0)
       doc.fail(key, fmt::format("mixture-of-experts ({} = {}) is not supported; tptune models dense MLPs", key,
                                 j[key].dump()));
@@ -219,9 +236,78 @@ void reject_unsupported(const HfDoc& doc, const json& j, Family family) {
   must_be_off(doc, j, "use_qk_norm", "q/k norms before rotary embedding");
 }
 
+// A key that must be absent, null or equal to `expected` (a layout the Model represents).
+void must_equal(const HfDoc& doc, const json& j, const char* key, int64_t expected, std::string_view what) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() != expected)
+    doc.fail(key, fmt::format("{} is not supported: {}", yaml::shown(j[key].dump(), 40), what));
+}
+
+// The mixture-of-experts keys of `family` (transformers' configuration_mixtral.py, configuration_qwen2_moe.py,
+// configuration_qwen3_moe.py, configuration_deepseek_v3.py) into m.moe.
+void read_moe(const HfDoc& doc, const json& j, Family family, Model& m) {
+  MoeSpec& e = m.moe;
+  e.experts = doc.integer_in(j,
+                             family == Family::mixtral       ? "num_local_experts"
+                             : family == Family::deepseek_v3 ? "n_routed_experts"
+                                                             : "num_experts",
+                             limits::experts);
+  e.top_k = doc.integer_in(j, "num_experts_per_tok", {1, e.experts});
+  // Mixtral's experts are its MLP (intermediate_size); the others name the expert width apart.
+  e.expert_ffn_dim =
+      family == Family::mixtral ? m.ffn_dim : doc.integer_in(j, "moe_intermediate_size", limits::ffn_dim);
+  // MixtralSparseMoeBlock renormalises the top-k softmax weights; the others say so in norm_topk_prob (transformers'
+  // Qwen2/Qwen3-MoE default false, DeepSeek-V3's true).
+  e.route_norm = family == Family::mixtral || doc.boolean(j, "norm_topk_prob", family == Family::deepseek_v3);
+  if (family == Family::qwen2_moe || family == Family::qwen3_moe) {
+    must_equal(doc, j, "decoder_sparse_step", 1, "tptune reads every block as a MoE block (decoder_sparse_step 1)");
+    if (j.contains("mlp_only_layers") &&
+        !(j["mlp_only_layers"].is_null() || (j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty())))
+      doc.fail("mlp_only_layers", fmt::format("{} is not supported: tptune reads every block as a MoE block",
+                                              yaml::shown(j["mlp_only_layers"].dump(), 40)));
+  }
+  if (family == Family::qwen2_moe) {
+    // Qwen2MoeSparseMoeBlock: one shared expert of shared_expert_intermediate_size behind a sigmoid gate.
+    e.shared_ffn_dim = doc.integer_in(j, "shared_expert_intermediate_size", {0, limits::ffn_dim.hi}, 0);
+    e.shared_gate = e.shared_ffn_dim > 0;
+  }
+  if (family == Family::deepseek_v3) {
+    const int64_t shared = doc.integer_in(j, "n_shared_experts", {0, limits::experts.hi}, 0);
+    e.shared_ffn_dim = shared * e.expert_ffn_dim;  // torchtitan: FeedForward(dim, moe_hidden_dim x num_shared_experts)
+    e.dense_layers = doc.integer_in(j, "first_k_dense_replace", {0, m.n_layers}, 0);
+    must_equal(doc, j, "moe_layer_freq", 1, "tptune reads every block after the dense ones as a MoE block");
+    if (j.contains("scoring_func") && !j["scoring_func"].is_null()) {
+      const json& f = j["scoring_func"];
+      if (f != "sigmoid" && f != "softmax")
+        doc.fail("scoring_func", fmt::format("expected \"sigmoid\" or \"softmax\", got {}", yaml::shown(f.dump(), 40)));
+      e.score = f == "sigmoid" ? RouterScore::sigmoid : RouterScore::softmax;
+    } else {
+      e.score = RouterScore::sigmoid;  // DeepseekV3Config's default
+    }
+    e.route_scale = doc.real_in(j, "routed_scaling_factor", limits::route_scale, 1.0);
+    const int64_t groups = doc.integer_in(j, "n_group", {1, e.experts}, 1);
+    if (groups > 1) {
+      if (e.experts % groups != 0)
+        doc.fail("n_group", fmt::format("expected a divisor of n_routed_experts ({}), got {}", e.experts, groups));
+      e.expert_groups = groups;
+      e.limited_groups = doc.integer_in(j, "topk_group", {1, groups});
+    }
+    // Multi-head latent attention: q_lora_rank null means one q projection (DeepSeek-V2-Lite, torchtitan's 16B).
+    MlaSpec& a = m.mla;
+    a.q_lora_rank = doc.integer_in(j, "q_lora_rank", {0, limits::dim.hi}, 0);
+    a.kv_lora_rank = doc.integer_in(j, "kv_lora_rank", limits::dim);
+    a.qk_nope_head_dim = doc.integer_in(j, "qk_nope_head_dim", limits::head_dim);
+    a.qk_rope_head_dim = doc.integer_in(j, "qk_rope_head_dim", limits::head_dim);
+    a.v_head_dim = doc.integer_in(j, "v_head_dim", limits::head_dim);
+    if (a.qk_rope_head_dim % 2 != 0)
+      doc.fail("qk_rope_head_dim",
+               fmt::format("expected an even size (rotary embedding rotates pairs), got {}", a.qk_rope_head_dim));
+  }
+}
+
 }  // namespace
 
-Model parse_hf_config(const std::string& text, const std::string& name) {
+Model read_hf_model(const std::string& text, const std::string& name) {
   const json j = parse_json_text(text, name);
   const HfDoc doc(text, name);
   if (!j.is_object()) throw Error(fmt::format("{}:1: expected a JSON object (a transformers config.json)", name));
@@ -274,8 +360,26 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
                                         "embedding rotates pairs)",
                                         m.head_dim()));
   }
-  // Qwen2Attention builds q_proj, k_proj and v_proj with bias=True (no key turns it off); o_proj has none.
-  m.qkv_bias = family == Family::qwen2;
+  // Qwen2Attention (and Qwen2MoeAttention) build q_proj, k_proj and v_proj with bias=True (no key turns it off);
+  // o_proj has none. Qwen3's attention has no biases but RMSNorms q and k per head.
+  m.qkv_bias = family == Family::qwen2 || family == Family::qwen2_moe;
+  m.qk_norm = family == Family::qwen3 || family == Family::qwen3_moe;
+  if (is_moe(family)) read_moe(doc, j, family, m);
+  return m;
+}
+
+Model parse_hf_config(const std::string& text, const std::string& name) {
+  Model m = read_hf_model(text, name);
+  if (!m.lowered()) {
+    const json j = parse_json_text(text, name);
+    const HfDoc doc(text, name);
+    const auto billions = [](int64_t n) { return static_cast<double>(n) / 1e9; };
+    doc.fail("architectures",
+             fmt::format("{} ({:.1f} B parameters, {:.1f} B active per token) is read but not yet planned: tptune "
+                         "does not lower {} (expert parallelism comes next)",
+                         j["architectures"][0].get<std::string>(), billions(m.total_parameters()),
+                         billions(m.active_parameters()), m.lowering_gap()));
+  }
   return m;
 }
 

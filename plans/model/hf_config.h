@@ -5,8 +5,9 @@
 //   tp-plan simulate CONFIG --hf-config config.json --preset sequence_parallel
 //
 // Reads the Llama family: `architectures` LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM (Qwen2 and
-// Qwen2.5). `architectures` is required: model_type alone does not say which model class transformers builds. The
-// keys map onto Model as torchtitan names the same module:
+// Qwen2.5). Mixture-of-experts and q/k-norm models are read and counted but refused (read_hf_model below).
+// `architectures` is required: model_type alone does not say which model class transformers builds. The keys map onto
+// Model as torchtitan names the same module:
 //
 //   hidden_size -> dim               num_hidden_layers -> n_layers      num_attention_heads -> n_heads
 //   num_key_value_heads -> n_kv_heads (default: num_attention_heads, as transformers does)
@@ -43,7 +44,24 @@ namespace tptune {
 
 // Reads the file at `path`; errors name `path`.
 Model load_hf_config(const std::string& path);
-// Parses config.json text; `name` stands in for the file name in errors.
+// Parses config.json text; `name` stands in for the file name in errors. A model the lowering does not plan
+// (Model::lowered() false: the mixture-of-experts and q/k-norm architectures below) is an error on `architectures`
+// that names it with its parameter counts.
 Model parse_hf_config(const std::string& text, const std::string& name);
+// Parses config.json text as parse_hf_config does, also the models it refuses: MixtralForCausalLM,
+// Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM and Qwen3ForCausalLM into Model::moe, Model::mla
+// and Model::qk_norm (plans/model/model.h):
+//   num_local_experts (Mixtral) | num_experts (Qwen) | n_routed_experts (DeepSeek) -> moe.experts
+//   num_experts_per_tok -> moe.top_k        moe_intermediate_size -> moe.expert_ffn_dim (Mixtral: intermediate_size)
+//   shared_expert_intermediate_size (Qwen2-MoE, with its sigmoid gate) | n_shared_experts x moe_intermediate_size
+//   (DeepSeek) -> moe.shared_ffn_dim        first_k_dense_replace -> moe.dense_layers (their MLP: intermediate_size)
+//   norm_topk_prob -> moe.route_norm (Mixtral: always)   scoring_func, routed_scaling_factor, n_group, topk_group
+//   q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim -> mla
+//   Qwen3ForCausalLM, Qwen3MoeForCausalLM -> qk_norm
+// decoder_sparse_step other than 1, a non-empty mlp_only_layers and moe_layer_freq other than 1 are errors (blocks
+// alternating dense and MoE are not read). DeepSeek's num_nextn_predict_layers (the multi-token-prediction module)
+// is not counted: torchtitan's DeepSeek-V3 flavours train without it (num_mtp_layers 0), and the model card's 671 B
+// excludes it.
+Model read_hf_model(const std::string& text, const std::string& name);
 
 }  // namespace tptune

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "plans/util/checked_math.h"
 #include "plans/util/enum_names.h"
 
 namespace tptune {
@@ -24,6 +25,12 @@ static_assert(std::size(kGqaNames) == enum_count(Gqa::repeat_kv));
 
 std::string_view to_string(Gqa g) { return name_of(kGqaNames, g); }
 
+// RouterScore's enumerators, in declaration order.
+constexpr std::string_view kRouterScoreNames[] = {"softmax", "sigmoid"};
+static_assert(std::size(kRouterScoreNames) == enum_count(RouterScore::sigmoid));
+
+std::string_view to_string(RouterScore r) { return name_of(kRouterScoreNames, r); }
+
 // Parameters of one norm over `dim`: a weight, and for layernorm also a bias.
 static int64_t norm_parameters(const Model& m) { return (m.norm == Norm::layernorm ? 2 : 1) * m.dim; }
 
@@ -40,11 +47,95 @@ int64_t Model::block_parameters() const {
   return attention + biases + feed_forward + 2 * norm_parameters(*this);
 }
 
+namespace {
+
+// The attention of one block with its norms and biases (not the block's two norms).
+int64_t attention_parameters(const Model& m) {
+  const MlaSpec& a = m.mla;
+  if (a.kv_lora_rank == 0) {
+    const int64_t hd = m.head_dim();
+    const int64_t qkv = checked_mul({m.dim, m.n_heads + 2 * m.n_kv_heads, hd}, "parameters of wq, wk and wv");
+    const int64_t wo = checked_mul({m.n_heads, hd, m.dim}, "parameters of wo");
+    const int64_t biases = m.qkv_bias ? (m.n_heads + 2 * m.n_kv_heads) * hd : 0;
+    const int64_t qk_norms = m.qk_norm ? 2 * hd : 0;  // q_norm and k_norm: RMSNorm(head_dim), shared by the heads
+    return checked_add(checked_add(qkv, wo, "attention parameters"), biases + qk_norms, "attention parameters");
+  }
+  // Multi-head latent attention (torchtitan/models/deepseek_v3/model.py Attention): q through wq, or through the
+  // low-rank wq_a, q_norm and wq_b; k and v through wkv_a (the latent and the shared rope key), kv_norm and wkv_b.
+  const int64_t qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  const int64_t q = a.q_lora_rank == 0 ? checked_mul({m.n_heads, qk_head, m.dim}, "parameters of wq")
+                                       : checked_add(checked_mul(a.q_lora_rank, m.dim + m.n_heads * qk_head,
+                                                                 "parameters of wq_a, "
+                                                                 "wq_b"),
+                                                     a.q_lora_rank, "parameters of q");
+  const int64_t kv_a = checked_mul(a.kv_lora_rank + a.qk_rope_head_dim, m.dim, "parameters of wkv_a");
+  const int64_t kv_b = checked_mul({a.kv_lora_rank, m.n_heads, a.qk_nope_head_dim + a.v_head_dim},
+                                   "parameters of "
+                                   "wkv_b");
+  const int64_t wo = checked_mul({m.n_heads, a.v_head_dim, m.dim}, "parameters of wo");
+  int64_t sum = checked_add(q, kv_a, "attention parameters");
+  sum = checked_add(sum, kv_b, "attention parameters");
+  sum = checked_add(sum, wo, "attention parameters");
+  return checked_add(sum, a.kv_lora_rank, "attention parameters");  // kv_norm
+}
+
+// The MLP of block `layer` with `routed` of its routed experts counted (all of them, or top_k).
+int64_t mlp_parameters(const Model& m, int64_t layer, bool active) {
+  const int64_t matrices = m.mlp == Mlp::swiglu ? 3 : 2;
+  if (m.moe.experts == 0 || layer < m.moe.dense_layers)
+    return checked_mul({matrices, m.dim, m.ffn_dim}, "parameters of a dense MLP");
+  const MoeSpec& e = m.moe;
+  const int64_t routed = active ? e.top_k : e.experts;
+  const int64_t experts = checked_mul({routed, 3, m.dim, e.expert_ffn_dim}, "parameters of the routed experts");
+  const int64_t shared = checked_mul({3, m.dim, e.shared_ffn_dim}, "parameters of the shared experts");
+  const int64_t router = checked_mul(m.dim, e.experts, "parameters of the router");
+  const int64_t gate = e.shared_gate ? m.dim : 0;
+  return checked_add(checked_add(experts, shared, "MoE parameters"), router + gate, "MoE parameters");
+}
+
+int64_t layer_count(const Model& m, int64_t layer, bool active) {
+  const int64_t sum = checked_add(attention_parameters(m), mlp_parameters(m, layer, active), "block parameters");
+  return checked_add(sum, 2 * norm_parameters(m), "block parameters");
+}
+
+// Embedding, final norm and (untied) output projection.
+int64_t outside_blocks(const Model& m) {
+  const int64_t output = m.tie_word_embeddings ? 0 : m.vocab_size * m.dim;
+  return m.embedding_parameters() + norm_parameters(m) + output;
+}
+
+int64_t sum_layers(const Model& m, bool active) {
+  int64_t sum = outside_blocks(m);
+  for (int64_t l = 0; l < m.n_layers; ++l) sum = checked_add(sum, layer_count(m, l, active), "model parameters");
+  return sum;
+}
+
+}  // namespace
+
+int64_t Model::layer_parameters(int64_t layer) const { return layer_count(*this, layer, false); }
+int64_t Model::layer_active_parameters(int64_t layer) const { return layer_count(*this, layer, true); }
+
 int64_t Model::total_parameters() const {
   // tok_embeddings (vocab, dim) + blocks + final norm + output (vocab, dim); tied, the output's weight is the
   // embedding's and is not counted again.
+  if (!lowered()) return sum_layers(*this, false);
   const int64_t output = tie_word_embeddings ? 0 : vocab_size * dim;
   return embedding_parameters() + n_layers * block_parameters() + norm_parameters(*this) + output;
+}
+
+int64_t Model::active_parameters() const { return moe.experts == 0 ? total_parameters() : sum_layers(*this, true); }
+
+std::string Model::lowering_gap() const {
+  std::vector<std::string_view> parts;
+  if (moe.experts > 0) parts.emplace_back("mixture-of-experts blocks");
+  if (mla.kv_lora_rank > 0) parts.emplace_back("multi-head latent attention");
+  if (qk_norm) parts.emplace_back("q/k norms");
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) s += i + 1 == parts.size() ? " and " : ", ";
+    s += parts[i];
+  }
+  return s;
 }
 
 double Model::training_flops_per_token(int64_t seq_len) const {

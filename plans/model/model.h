@@ -17,6 +17,24 @@
 // (vocab_size, dim), is both the embedding table and the output projection's weight; there is no output.weight, and
 // its gradient is the sum of the two uses' gradients (torchtitan's Decoder: `tok_embeddings.weight = lm_head.weight`;
 // named_parameters() yields it once, as tok_embeddings.weight).
+//
+// Mixture-of-experts blocks, multi-head latent attention and q/k norms (the fields `moe`, `mla` and `qk_norm`) are
+// read and counted (parameters and active parameters per token, below) as torchtitan 0.3.0 builds them
+// (torchtitan/models/common/moe.py, models/deepseek_v3, models/qwen3); the lowering does not yet plan them, and
+// every loader refuses a model that has them with its counts (Model::lowered()).
+//   layers.N.moe.router.gate              Linear(dim -> experts), no bias (TokenChoiceTopKRouter)
+//   layers.N.moe.routed_experts           GroupedExperts: w1, w3 (experts, expert_ffn_dim, dim), w2 (experts, dim,
+//                                         expert_ffn_dim); each token runs top_k of them
+//   layers.N.moe.shared_experts           FeedForward(dim, shared_ffn_dim): w1, w2, w3, run by every token
+//   layers.N.moe.shared_gate              Qwen2-MoE only: Linear(dim -> 1), a sigmoid gate on the shared expert
+//   layers.N.feed_forward                 blocks 0 .. dense_layers-1 keep a dense MLP of ffn_dim (DeepSeek's
+//                                         first_k_dense_replace)
+//   layers.N.attention (MLA)              wq (n_heads*(nope+rope), dim), or wq_a (q_lora_rank, dim) + q_norm
+//                                         (q_lora_rank) + wq_b (n_heads*(nope+rope), q_lora_rank); wkv_a
+//                                         (kv_lora_rank+rope, dim), kv_norm (kv_lora_rank), wkv_b (n_heads*(nope+v),
+//                                         kv_lora_rank), wo (dim, n_heads*v)
+//   layers.N.attention.{q_norm,k_norm}    qk_norm (Qwen3): RMSNorm(head_dim) on each head of q and k
+// The router's expert_bias (aux-loss-free balancing) and tokens_per_expert are buffers, not parameters.
 
 #include <cstdint>
 #include <string>
@@ -40,6 +58,38 @@ std::string_view to_string(Mlp m);
 std::string_view to_string(Norm n);
 std::string_view to_string(Gqa g);
 
+// How a mixture-of-experts router scores experts (TokenChoiceTopKRouter.score_func): softmax over the experts
+// (Mixtral, Qwen2/3-MoE, DeepSeek-V3 16B) or an independent sigmoid per expert (DeepSeek-V3 671B).
+enum class RouterScore { softmax, sigmoid };
+std::string_view to_string(RouterScore r);
+
+// The mixture-of-experts MLP of a block (see the module names above). experts == 0: a dense model.
+struct MoeSpec {
+  int64_t experts = 0;         // routed experts per MoE block
+  int64_t top_k = 0;           // routed experts each token runs
+  int64_t expert_ffn_dim = 0;  // hidden width of one routed expert
+  int64_t shared_ffn_dim = 0;  // hidden width of the shared experts together (torchtitan: moe_hidden_dim x
+                               // num_shared_experts); 0: none
+  bool shared_gate = false;    // a sigmoid gate Linear(dim -> 1) on the shared expert (Qwen2MoeSparseMoeBlock)
+  int64_t dense_layers = 0;    // the first dense_layers blocks keep a dense MLP of ffn_dim
+  RouterScore score = RouterScore::softmax;
+  bool route_norm = false;     // top-k scores renormalised to sum 1 (HF norm_topk_prob)
+  double route_scale = 1.0;    // scores scaled after (DeepSeek routed_scaling_factor)
+  int64_t expert_groups = 0;   // node-limited routing: experts in groups (n_group), tokens limited to
+  int64_t limited_groups = 0;  // limited_groups of them (topk_group); 0: no grouping
+  bool operator==(const MoeSpec&) const = default;
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank == 0: standard attention.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;  // 0: q is one projection wq
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool operator==(const MlaSpec&) const = default;
+};
+
 struct Model {
   std::string name;  // preset name or "custom"
   int64_t dim = 0;
@@ -61,6 +111,10 @@ struct Model {
   bool tie_word_embeddings = false;
   // Grouped-query attention's kernel path (see Gqa). YAML model.gqa; default enable_gqa.
   Gqa gqa = Gqa::enable_gqa;
+  // Mixture of experts, latent attention and q/k norms (see above): read and counted, not yet lowered.
+  MoeSpec moe;
+  MlaSpec mla;
+  bool qk_norm = false;
 
   // Every field alike (the same model and the same kernel path).
   bool operator==(const Model&) const = default;
@@ -75,6 +129,22 @@ struct Model {
   // Everything: embedding + blocks + final norm + output projection; with tie_word_embeddings the shared weight is
   // counted once (embedding + blocks + final norm), as torch's model.parameters() de-duplicates it.
   int64_t total_parameters() const;
+
+  // Whether the lowering plans this model: false for mixture-of-experts blocks, latent attention or q/k norms, which
+  // it does not yet lower (the loaders refuse them with lowering_gap()'s words and the counts below).
+  bool lowered() const { return moe.experts == 0 && mla.kv_lora_rank == 0 && !qk_norm; }
+  // What the lowering lacks for this model ("mixture-of-experts blocks and multi-head latent attention"); empty when
+  // lowered().
+  std::string lowering_gap() const;
+  // Parameters of block `layer` (0-based) with every expert: attention (standard or latent, with its norms and
+  // biases), its MLP (dense, or the router, every routed expert and the shared expert) and the two block norms.
+  // Throws tptune::Error when a count overflows 64-bit integers.
+  int64_t layer_parameters(int64_t layer) const;
+  // The parameters one token runs through in block `layer`: its routed top_k experts instead of all of them.
+  int64_t layer_active_parameters(int64_t layer) const;
+  // total_parameters() with each MoE block's active parameters only: the "activated parameters" a model card quotes
+  // (DeepSeek-V3: 37 B of 671 B; Mixtral 8x7B: 12.9 B of 46.7 B). A dense model's is its total.
+  int64_t active_parameters() const;
   // torchtitan's MFU convention: 6 x (parameters without the embedding) + 12 x layers x heads x head_dim x seq_len;
   // tied, 6 x every parameter (torchtitan/models/utils.py get_dense_model_nparams_and_flops: the shared weight still
   // takes part in the output matmul, so it is not subtracted).

@@ -25,6 +25,10 @@ inline constexpr IntRange head_dim{2, 1 << 16};     // 65,536; even (rope rotate
 inline constexpr IntRange ffn_dim{1, 1 << 22};      // 4,194,304
 inline constexpr IntRange vocab_size{1, 1 << 24};   // 16,777,216
 inline constexpr IntRange multiple_of{1, 1 << 20};  // 1,048,576
+// mixture of experts: routed experts per block (DeepSeek-V3 256, Qwen3-Next 512) and the low-rank widths of latent
+// attention (DeepSeek-V3: q 1536, kv 512), the latter in dim's range
+inline constexpr IntRange experts{1, 1 << 14};  // 16,384
+inline constexpr RealRange route_scale{0, 1e6, true};
 inline constexpr RealRange ffn_dim_multiplier{0, 64, true};
 inline constexpr RealRange norm_eps{0, 1, true};
 inline constexpr RealRange rope_theta{0, 1e12, true};
