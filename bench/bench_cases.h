@@ -2,8 +2,8 @@
 // The workload the benchmarks and the callgrind gate share: Llama3-405B, seq 8192, local batch 1, on 1024 H100s
 // (128 nodes x 8), sequence-parallel plan at tp 8 with loss parallel and FSDP 128.
 
-#include "plans/config.h"
-#include "plans/lower.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
 #include "sim/cluster_spec.h"
 #include "sim/gpu_spec.h"
 

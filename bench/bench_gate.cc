@@ -35,12 +35,12 @@
 
 #include "bench/bench_cases.h"
 #include "bench/bench_environment.h"
-#include "plans/config.h"
-#include "plans/input_file.h"
-#include "plans/json_text.h"
-#include "plans/lower.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/input_file.h"
+#include "plans/util/json_text.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
 

@@ -33,7 +33,7 @@
 #include <thread>
 
 #include "bench/bench_environment.h"
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 

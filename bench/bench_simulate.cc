@@ -12,7 +12,7 @@
 
 #include "bench/bench_cases.h"
 #include "bench/bench_environment.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

@@ -131,7 +131,7 @@ done
 "${MPIRUN[@]}" 1 "$TP_RUN" bench gemm --config "$OUT/cal-a.yaml" --tp 1 "${BENCH_ITERS[@]}" \
   --json "$OUT/cal/gemm.json" > /dev/null
 # The same shapes on 4 ranks at once: where 4 ranks outnumber the cores, its sweep against the one above fits
-# oversubscribed_efficiency (what ranks taking turns on the cores lose; sim/cost_params.h).
+# oversubscribed_efficiency (what ranks taking turns on the cores lose; sim/cost/cost_params.h).
 "${MPIRUN[@]}" 4 "$TP_RUN" bench gemm --config "$OUT/cal-a.yaml" --tp 1 "${BENCH_ITERS[@]}" \
   --json "$OUT/cal/gemm-np4.json" > /dev/null
 "${MPIRUN[@]}" 1 "$TP_RUN" bench memory --max-bytes 4M "${BENCH_ITERS[@]}" --json "$OUT/cal/memory.json" > /dev/null

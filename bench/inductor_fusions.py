@@ -36,7 +36,7 @@ def parse():
     return ap.parse_args()
 
 
-# tptune Program ops (plans/program.h: ElementwiseOp::Fn, CastFp8Op) a kernel name's aten ops point to.
+# tptune Program ops (plans/program/program.h: ElementwiseOp::Fn, CastFp8Op) a kernel name's aten ops point to.
 PROGRAM_OPS = [
     (("rsqrt",), "rmsnorm / rmsnorm_bwd"),
     (("add",), "add (residual) / accumulate"),

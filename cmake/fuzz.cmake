@@ -26,8 +26,8 @@ add_subdirectory(plans)
 # reader (the loader of inline `cluster.gpu` maps and of the presets).
 add_subdirectory(sim sim EXCLUDE_FROM_ALL)
 add_library(tptune_fuzz_gpu_spec STATIC ${CMAKE_SOURCE_DIR}/sim/gpu_spec.cc
-                                        ${CMAKE_SOURCE_DIR}/sim/cost_param_fields.cc  # a spec's cost_params section
-                                        ${CMAKE_SOURCE_DIR}/sim/cost_params.cc
+                                        ${CMAKE_SOURCE_DIR}/sim/cost/cost_param_fields.cc  # a spec's cost_params section
+                                        ${CMAKE_SOURCE_DIR}/sim/cost/cost_params.cc
                                         ${CMAKE_BINARY_DIR}/sim/gpu_presets_data.cc)
 target_include_directories(tptune_fuzz_gpu_spec PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(tptune_fuzz_gpu_spec PUBLIC tptune_plans)

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include "plans/enum_names.h"
-#include "plans/error.h"
+#include "plans/util/enum_names.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

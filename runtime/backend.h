@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "kernels/cpu/attention_block.h"  // the block and row types of ring attention (plain structs)
-#include "plans/dtype.h"
-#include "plans/program.h"
+#include "plans/model/dtype.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 
@@ -211,7 +211,7 @@ class Backend {
   virtual void embedding_bwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,
                              const int32_t* ids, DevPtr d_out, DevPtr d_weight) = 0;
   // Staged (vocab-parallel) cross-entropy on logits (tokens, vocab_local) whose column 0 is vocab id vocab_offset;
-  // see CrossEntropyOp in plans/program.h. The loss is the mean over `tokens`. Statistics (tokens) fp32.
+  // see CrossEntropyOp in plans/program/program.h. The loss is the mean over `tokens`. Statistics (tokens) fp32.
   virtual void ce_row_max(int64_t tokens, int64_t vocab_local, DevPtr logits, float* max) = 0;
   virtual void ce_sum_exp(int64_t tokens, int64_t vocab_local, DevPtr logits, const float* max, float* sumexp) = 0;
   virtual void ce_target_logit(int64_t tokens, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
@@ -235,9 +235,9 @@ class Backend {
   virtual RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) = 0;
   // Send `n` elements to group rank `dst` and receive `n` from group rank `src` (a ring step).
   virtual RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) = 0;
-  // One way (a pipeline stage's transfer, plans/pipeline_stage.h): send `n` elements to group rank `dst`, or receive
-  // `n` from group rank `src`, the two sides matched by `tag` (0 <= tag <= max_p2p_tag()): a send and a receive pair
-  // when their peers and tags agree, whatever else is in flight between the two ranks. The peer may be this rank
+  // One way (a pipeline stage's transfer, plans/lower/pipeline_stage.h): send `n` elements to group rank `dst`, or
+  // receive `n` from group rank `src`, the two sides matched by `tag` (0 <= tag <= max_p2p_tag()): a send and a receive
+  // pair when their peers and tags agree, whatever else is in flight between the two ranks. The peer may be this rank
   // itself (a local copy, once both sides are issued). The send's buffer must not change until it completes.
   virtual RequestPtr send(Group g, DevPtr data, int dst, int64_t n, int tag) = 0;
   virtual RequestPtr recv(Group g, DevPtr data, int src, int64_t n, int tag) = 0;

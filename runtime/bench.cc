@@ -7,9 +7,9 @@
 #include <set>
 #include <tuple>
 
-#include "plans/bus_bandwidth.h"
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/program/bus_bandwidth.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 #include "runtime/bench_data.h"
 #include "runtime/profiler.h"
 

@@ -2,7 +2,7 @@
 // Micro-benchmarks of what the cost model needs (`tp-run bench gemm|collectives|memory`), on any Backend, written as
 // bench JSON that `tp-plan calibrate` fits (sim/calibrate/measurements.h reads it):
 //   {"format": "tptune-bench", "version": 1, "bench": "gemm" | "collectives" | "memory",
-//    "environment": {...as in a Profile (plans/profile_format.h)...},
+//    "environment": {...as in a Profile (plans/program/profile_format.h)...},
 //    "timing": {"warmup": W, "iters": N, "unit": "us", "reduce_over_ranks": "max"},
 //    "results": [
 //      gemm:        {"m", "n", "k", "dtype": "fp32" (A's dtype), "b_dtype", "c_dtype", "trans_b", "source": "program" |
@@ -22,7 +22,7 @@
 // Collective sizes follow nccl-tests: `bytes` is S, the full tensor (all-reduce: the buffer; all-gather: the
 // gathered output; reduce-scatter: the input; all-to-all: each rank's send buffer; p2p: one rank's message);
 // `count` is what nccl-tests prints (all-reduce S/4; all-gather and reduce-scatter S/4/n per rank; all-to-all
-// S/4/n per peer; p2p S/4). algbw = S / time, busbw = algbw x bus_factor (plans/bus_bandwidth.h).
+// S/4/n per peer; p2p S/4). algbw = S / time, busbw = algbw x bus_factor (plans/program/bus_bandwidth.h).
 
 #include <cstdint>
 #include <functional>
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/profiler.h"
 

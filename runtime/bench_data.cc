@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/tensor_init.h"
 
 namespace tptune {

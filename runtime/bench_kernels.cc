@@ -6,8 +6,8 @@
 #include <functional>
 #include <map>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 #include "runtime/tensor_init.h"
 
 namespace tptune {

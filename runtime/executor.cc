@@ -7,9 +7,9 @@
 #include <cmath>
 #include <map>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
-#include "runtime/cp_layout.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "runtime/ring/cp_layout.h"
 #include "runtime/tensor_init.h"
 
 namespace tptune {

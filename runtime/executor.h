@@ -1,7 +1,7 @@
 #pragma once
 // The executor: runs one training step of a Program on a Backend, as one TP rank.
 //
-// It expands the Program (every layer instantiated, plans/program.h), gives every flat tensor one device buffer
+// It expands the Program (every layer instantiated, plans/program/program.h), gives every flat tensor one device buffer
 // (int32 for the tokens and targets, otherwise the backend's storage for the tensor's dtype: Backend::storage_for),
 // keeps an fp32 master copy of every parameter whose storage is not fp32 (AdamW updates the master and converts it
 // into the parameter's storage, as mixed-precision training does), fills parameters and inputs from a seed
@@ -20,17 +20,17 @@
 // and cross-entropy: rank * vocab_local), the rope position offset (rank * local seq when the input is S(1)),
 // norm eps and rope theta from the Model.
 //
-// Pipeline stage Programs (plans/pipeline_stage.h) transfer on the backend's pipeline group: a pp.recv_* op receives
-// from its peer's pp rank, a pp.send_* op sends there, one way each, tagged by (sending stage, microbatch, activation
-// or gradient) so that every transfer meets its own. A send is never waited for where it is issued, nor at the end of
-// run_ops(): it completes when a later op would overwrite what it sends, or at wait_transfers() (torch's PipelineStage
-// likewise leaves its sends in flight and waits for them later), so that two ranks that send to each other before
-// receiving cannot deadlock whatever MPI's protocol for the message size.
+// Pipeline stage Programs (plans/lower/pipeline_stage.h) transfer on the backend's pipeline group: a pp.recv_* op
+// receives from its peer's pp rank, a pp.send_* op sends there, one way each, tagged by (sending stage, microbatch,
+// activation or gradient) so that every transfer meets its own. A send is never waited for where it is issued, nor at
+// the end of run_ops(): it completes when a later op would overwrite what it sends, or at wait_transfers() (torch's
+// PipelineStage likewise leaves its sends in flight and waits for them later), so that two ranks that send to each
+// other before receiving cannot deadlock whatever MPI's protocol for the message size.
 //
-// Context parallelism (Program::cp > 1, plans/context_parallel.h) on the backend's CP group: the tokens and targets
-// are this cp rank's rows of the seeded full batch (runtime/cp_layout.h: head and tail chunks under load balancing,
-// else one contiguous run), rope uses those rows' global positions, and the ring ops run as the rank's steps of
-// torch's ring attention (runtime/ring_schedule.h picks each block's rows; the blocks are the backend's
+// Context parallelism (Program::cp > 1, plans/language/context_parallel.h) on the backend's CP group: the tokens and
+// targets are this cp rank's rows of the seeded full batch (runtime/ring/cp_layout.h: head and tail chunks under load
+// balancing, else one contiguous run), rope uses those rows' global positions, and the ring ops run as the rank's steps
+// of torch's ring attention (runtime/ring/schedule.h picks each block's rows; the blocks are the backend's
 // attention_block_* calls, the K/V rotation the Program's all-gather or p2p ops on the CP group, p2p meaning "send
 // to cp rank + 1, receive from cp rank - 1"). FSDP's collectives (Group::dp, shard group dp_shard x cp) keep every
 // parameter whole on every rank: the all-gather has nothing to do (parameters are replicated from the seed), and the
@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 
 namespace tptune {
@@ -59,8 +59,8 @@ struct ExecutorOptions {
   // amax on zeros skips its atomics). The values are not the tp N run's (its loss means nothing); their statistics
   // are close to them. 0: off.
   int local_shapes_of_tp = 0;
-  // A pipeline stage's Program (plans/pipeline_stage.h): the microbatch this Executor runs, which tells its transfers
-  // apart from the other microbatches' (their tags).
+  // A pipeline stage's Program (plans/lower/pipeline_stage.h): the microbatch this Executor runs, which tells its
+  // transfers apart from the other microbatches' (their tags).
   int pp_microbatch = 0;
 };
 
@@ -93,7 +93,7 @@ class Executor {
 
   // Runs the flat ops `keep` selects, in order and as step() runs them (collectives overlapping), then completes
   // every collective but the pipeline's sends: one stage's forward or backward of one microbatch under pipeline
-  // parallelism (runtime/pipeline_run.h). No op is skipped for its phase: the caller selects. With `on_op`, one at a
+  // parallelism (runtime/pipeline/run.h). No op is skipped for its phase: the caller selects. With `on_op`, one at a
   // time and timed, as step() with on_op.
   void run_ops(const std::function<bool(int op)>& keep, const OpTimeFn& on_op = nullptr);
   // Waits for the pipeline sends still in flight (see above).

@@ -2,7 +2,7 @@
 // them (staging buffers kept per op across steps) and runs the async TP ring steps.
 #include <fmt/format.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 
 namespace tptune {
@@ -276,7 +276,7 @@ void Executor::finish_or_queue(Pending p, bool eager) {
   pending_.push_back(std::move(p));
 }
 
-// Ring attention's K/V and dK/dV rotation (plans/lower_ring.cc): the input goes to cp rank + 1, the output comes from
+// Ring attention's K/V and dK/dV rotation (plans/lower/ring.cc): the input goes to cp rank + 1, the output comes from
 // cp rank - 1 (torch's _AllToAllRotater and dkv rotater, a permute along the ring).
 void Executor::issue_cp_p2p(int index, const CollectiveOp& c, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
@@ -294,7 +294,7 @@ void Executor::issue_cp_p2p(int index, const CollectiveOp& c, bool eager) {
   finish_or_queue(std::move(p), eager);
 }
 
-// A pipeline stage's transfer (plans/pipeline_stage.h): one way to or from the peer's pp rank. The tag names the
+// A pipeline stage's transfer (plans/lower/pipeline_stage.h): one way to or from the peer's pp rank. The tag names the
 // message: (sending stage, microbatch, activation or gradient), the same on both sides.
 void Executor::issue_pp_transfer(int index, const CollectiveOp& c, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
@@ -327,10 +327,10 @@ void Executor::issue_pp_transfer(int index, const CollectiveOp& c, bool eager) {
   finish_or_queue(std::move(p), eager);
 }
 
-// FSDP over the DP group (plans/lower.cc fsdp_gather / fsdp_reduce). The runtime keeps every parameter whole on every
-// rank (each initialized from the seed), so the all-gather of a unit's parameters (no inputs) has nothing to fetch;
-// the gradient reduce-scatter (inputs == outputs, the unit's gradients) runs as one all-reduce (sum) of all of them,
-// whose result holds every rank's reduce-scatter shard.
+// FSDP over the DP group (plans/lower/lower.cc fsdp_gather / fsdp_reduce). The runtime keeps every parameter whole on
+// every rank (each initialized from the seed), so the all-gather of a unit's parameters (no inputs) has nothing to
+// fetch; the gradient reduce-scatter (inputs == outputs, the unit's gradients) runs as one all-reduce (sum) of all of
+// them, whose result holds every rank's reduce-scatter shard.
 void Executor::issue_fsdp(int index, const CollectiveOp& c, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   if (c.kind == CollectiveKind::all_gather) return;
@@ -366,7 +366,7 @@ void Executor::issue_fsdp(int index, const CollectiveOp& c, bool eager) {
   finish_or_queue(std::move(p), eager);
 }
 
-// Async TP ring steps (ChunkRef in plans/program.h).
+// Async TP ring steps (ChunkRef in plans/program/program.h).
 //   all_gather pattern: the output is the gathered (b, s, h) tensor. Step 0 copies the local shard (input) into slot
 //   r; step j >= 1 sends slot (r-j+1) to rank r+1 and receives slot (r-j) from rank r-1.
 //   reduce_scatter pattern: step j sends its buffer (input) to rank r-1 and receives rank r+1's into the output.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 
 namespace tptune {
@@ -20,8 +20,8 @@ int64_t rows_of(const TensorDesc& d) {
 }  // namespace
 
 int Executor::chunk_slot(const ChunkRef& c) const {
-  // ChunkRef (plans/program.h): an all-gather ring's step j works on slot (r - j) mod tp; a reduce-scatter ring's
-  // step j computes the partial of chunk (r + j + 1) mod tp.
+  // ChunkRef (plans/program/program.h): an all-gather ring's step j works on slot (r - j) mod tp; a reduce-scatter
+  // ring's step j computes the partial of chunk (r + j + 1) mod tp.
   if (c.pattern == ChunkRef::Pattern::all_gather) return ((rank_ - c.step) % tp_ + tp_) % tp_;
   if (c.pattern == ChunkRef::Pattern::reduce_scatter) return (rank_ + c.step + 1) % tp_;
   return -1;
@@ -167,7 +167,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       // Positions of a sequence-sharded tensor start at this rank's first position.
       s.offset = x.placement.is_shard() && x.placement.normalized_dim(3) == 1 ? rank_ * s.seq : 0;
       s.theta = m.rope_theta;
-      if (cp_ > 1)  // the cp rank's rows are not one run of positions (runtime/cp_layout.h)
+      if (cp_ > 1)  // the cp rank's rows are not one run of positions (runtime/ring/cp_layout.h)
         rope_rows(s, e.fn == F::rope_bwd, in(0), out(0), s.offset);
       else if (e.fn == F::rope)
         be_.rope_fwd(s, in(0), out(0));

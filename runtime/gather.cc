@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 
 namespace tptune {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/placement.h"
+#include "plans/language/placement.h"
 #include "runtime/backend.h"
 
 namespace tptune {

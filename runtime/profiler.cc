@@ -8,10 +8,10 @@
 #include <thread>
 #include <variant>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
-#include "plans/program_identity.h"
-#include "plans/version.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "plans/util/version.h"
 #include "runtime/executor.h"
 
 #ifndef TPTUNE_BUILD_TYPE

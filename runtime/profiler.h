@@ -7,9 +7,9 @@
 // iteration is the maximum over the TP group (a collective ends when its slowest rank ends). Each record carries the
 // median over iterations and its spread (min, p10, p90, max) and the raw samples.
 //
-// The result is a Profile (plans/profile_format.h: the file's one schema, written with profile_json()): one record
-// per op of expand(Program) in execution order, optimizer ops included ("phase": "optimizer"), and the whole step's
-// wall time: `iters` further steps run with the overlap the Program allows (collectives in flight while compute
+// The result is a Profile (plans/program/profile_format.h: the file's one schema, written with profile_json()): one
+// record per op of expand(Program) in execution order, optimizer ops included ("phase": "optimizer"), and the whole
+// step's wall time: `iters` further steps run with the overlap the Program allows (collectives in flight while compute
 // runs), each the slowest rank's wall time, after a synchronizing all-reduce.
 
 #include <cstdint>
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/profile_format.h"
-#include "plans/program.h"
+#include "plans/program/profile_format.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/placement.h"
+#include "plans/language/placement.h"
 
 namespace tptune {
 

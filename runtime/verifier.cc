@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/executor.h"
 #include "runtime/float8_lockstep.h"
 #include "runtime/gather.h"

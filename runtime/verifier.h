@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "runtime/backend.h"
 
 namespace tptune {
@@ -80,7 +80,7 @@ struct CastCheck {
 struct VerifyReport {
   int tp = 1;
   int cp = 1;  // context parallelism: the CP group's ranks
-  int pp = 1;  // pipeline parallelism: the pp group's ranks (runtime/pipeline_verify.h)
+  int pp = 1;  // pipeline parallelism: the pp group's ranks (runtime/pipeline/verify.h)
   uint64_t seed = 0;
   std::string float8;  // the recipe the Programs run with
   double loss = 0, reference_loss = 0, loss_rel_err = 0;

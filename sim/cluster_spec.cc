@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 
@@ -59,7 +59,7 @@ GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_r
         fmt::format("tp {} and gpus_per_node {}: neither divides the other, so TP groups would straddle "
                     "node boundaries",
                     tp, gpn));
-  if (g == Group::pp)  // its hops are the pipeline step's (sim/pipeline_step.h), on the whole cluster
+  if (g == Group::pp)  // its hops are the pipeline step's (sim/pipeline/step.h), on the whole cluster
     throw Error("the pipeline group's layout is the pipeline step's: a pp rank's mesh has no pp group");
   GroupLayout l;
   if (g == Group::tp) {

@@ -21,8 +21,8 @@
 
 #include <string>
 
-#include "plans/config.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/program/program.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {

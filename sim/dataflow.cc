@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/timeline.h"
 
 namespace tptune {

@@ -2,9 +2,9 @@
 // expand()'s dataflow, answered per segment template without expanding the layers (internal to sim/, used by the
 // scheduler).
 //
-// expand() (plans/program.h) gives every op the last writer, before its segment instance, of each input and output
-// that has no earlier writer inside the instance; layer chains alias a layer's input to the previous layer's output
-// (the first layer's to the chain's source, the last layer's output to its sink). Dataflow answers the same
+// expand() (plans/program/program.h) gives every op the last writer, before its segment instance, of each input and
+// output that has no earlier writer inside the instance; layer chains alias a layer's input to the previous layer's
+// output (the first layer's to the chain's source, the last layer's output to its sink). Dataflow answers the same
 // question for instance `inst` of segment `seg` from the templates alone: which (segment, instance, op) wrote that
 // flat tensor last. It also says whether that writer is `periodic` (the same segment, a constant number of
 // instances earlier: a steady state shifts it along), and gives the writers that may bound an outside value over
@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 

@@ -2,7 +2,7 @@
 
 #include <variant>
 
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 
 namespace tptune {
 

@@ -25,8 +25,8 @@
 // CostParams::fsdp_copy_traffic_factor; a factor of 0 leaves the durations as they are (the cpu device: tp-run's
 // collectives read and write the tensors in place).
 
-#include "plans/program.h"
-#include "sim/cost_params.h"
+#include "plans/program/program.h"
+#include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {

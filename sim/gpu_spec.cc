@@ -8,10 +8,10 @@
 #include <optional>
 #include <set>
 
-#include "plans/error.h"
-#include "plans/limits.h"
-#include "plans/yaml_util.h"
-#include "sim/cost_param_fields.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
+#include "plans/util/yaml_util.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/gpu_presets_data.h"
 
 namespace tptune {

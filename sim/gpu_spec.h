@@ -13,7 +13,7 @@
 //   nvswitch, nvls                                      all-to-all NVSwitch in the node; NVLink SHARP (NCCL NVLS)
 //   network_bandwidth_GBps, network_latency_us          per GPU (one NIC each), per direction; per-hop latency
 //   cost_params (optional)                              map of CostParams fields this device changes
-//                                                       (sim/cost_param_fields.h names them): {value, source} each
+//                                                       (sim/cost/cost_param_fields.h names them): {value, source} each
 //   calibration (optional)                              what the preset's figures were fitted to (absent:
 //                                                       uncalibrated), the line every prediction prints (sim/trust.h):
 //     runs: N                                           measured runs the fit used (an integer >= 1)
@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/dtype.h"
+#include "plans/model/dtype.h"
 
 namespace tptune {
 
@@ -51,7 +51,7 @@ struct GpuSpec {
   double nvlink_bandwidth_GBps = 0, nvlink_latency_us = 0;
   bool nvswitch = false, nvls = false;
   double network_bandwidth_GBps = 0, network_latency_us = 0;
-  // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost_param_fields.h).
+  // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost/cost_param_fields.h).
   std::vector<std::pair<std::string, double>> cost_params;
   PresetCalibration calibration;
   std::map<std::string, std::string> sources;  // key -> source line (empty for plain inline values)

@@ -105,7 +105,7 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   r.optimizer = 8 * elems / dp;
 
   // The block backward: one segment, or two when a plan's ac_layers splits it (the blocks without recompute, then
-  // the checkpointed ones; plans/program.h).
+  // the checkpointed ones; plans/program/program.h).
   const Segment* fwd = p.segment(SegmentKind::block_fwd);
   const Segment* head = p.segment(SegmentKind::head);
   const Segment* bwd[2] = {nullptr, nullptr};

@@ -23,8 +23,8 @@
 
 #include <string>
 
-#include "plans/program.h"
-#include "sim/cost_params.h"
+#include "plans/program/program.h"
+#include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {
@@ -72,8 +72,8 @@ struct MemoryParts {
   double head_params = 0, logits = 0;
   // Parameters unsharded through the whole step: with tied embeddings under FSDP (dp_shard > 1) the unit
   // [tok_embeddings, norm, output] is gathered once before the embedding and not resharded after forward
-  // (plans/lower.cc), so the head's parameters (the tied table and the norm) are in flight in every phase, not only
-  // in the head's. 0 otherwise.
+  // (plans/lower/lower.cc), so the head's parameters (the tied table and the norm) are in flight in every phase, not
+  // only in the head's. 0 otherwise.
   double resident_params = 0;
   double saved_per_block = 0, saved_per_checkpointed_block = 0;
   int blocks = 0;               // blocks of the first (or only) backward segment

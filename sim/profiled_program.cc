@@ -3,14 +3,14 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
-#include "plans/program_identity.h"
-#include "plans/yaml_util.h"
-#include "sim/pipeline_schedule.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/yaml_util.h"
+#include "sim/pipeline/schedule.h"
 
 namespace tptune {
 
@@ -61,7 +61,7 @@ std::string action_text(int64_t stage, const std::string& kind, int64_t microbat
   return fmt::format("{}{}{}", stage, kind, microbatch);
 }
 
-// The "pipeline" block against the pipeline plan: what tp-run ran (tools/tp_run_pipeline.cc builds the same split,
+// The "pipeline" block against the pipeline plan: what tp-run ran (tools/tp_run/pipeline.cc builds the same split,
 // placement and schedule).
 void check_pipeline(const ProfilePipeline& pl, const Plan& plan, const Program& program, const JsonDoc& doc) {
   const PipelineSplit split = resolve_pipeline(program.model, plan);
@@ -149,7 +149,7 @@ ProfiledProgram profiled_program(const Profile& prof, const std::string& path) {
   try {
     out.config = load_config_string(config_yaml, path + " (program.config_yaml)");
     out.plan = load_plan_string(plan_yaml, path + " (program.plan_yaml)");
-    // A pipeline's profile timed the ops of one microbatch's Program (runtime/pipeline_profile.h).
+    // A pipeline's profile timed the ops of one microbatch's Program (runtime/pipeline/profile.h).
     out.program = lower(out.config.model, out.config.training,
                         out.plan.pp_degree > 1 ? pipeline_microbatch_plan(out.plan) : out.plan);
   } catch (const Error& e) {

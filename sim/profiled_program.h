@@ -1,11 +1,11 @@
 #pragma once
-// A tp-run profile (plans/profile_format.h) checked against the Program it is a profile of: the one check every reader
-// of a profile passes before pairing its times with ops (`tp-plan calibrate` and `accuracy`, through
+// A tp-run profile (plans/program/profile_format.h) checked against the Program it is a profile of: the one check every
+// reader of a profile passes before pairing its times with ops (`tp-plan calibrate` and `accuracy`, through
 // sim/calibrate/measurements.h; `tp-plan simulate --measured`, through sim/report/measured_trace.h).
 //
 // check_profile(prof, plan, program, path, against) refuses, as one tptune::Error line naming the file and the JSON
 // path (the messages name the Program: "the program its config_yaml lowers to", or "the simulated Program"):
-//   - a "program" object of another model, training or plan (check_same_program(), plans/program_identity.h);
+//   - a "program" object of another model, training or plan (check_same_program(), plans/program/program_identity.h);
 //   - op records that are not expand(program)'s ops one to one, in execution order (tp-run writes one per op, each
 //     mode: a pipeline's are its microbatch Program's, and a single-process profile's, --local-shapes-of-tp N, those
 //     of the Program lowered for tp N, which its identity names):
@@ -14,17 +14,17 @@
 //     and a record's segment, template_op and kind, when present, that are not its op's;
 //   - a "pipeline" block without a pipeline plan, a pipeline plan without one, and a block that is not the plan's:
 //     its pp, schedule, microbatches and microbatch_size; its stages when listed (the plan's split and placement,
-//     plans/pipeline_stage.h); one rank record per pp rank, in order, each with exactly that rank's actions of the
-//     schedule, in order (sim/pipeline_schedule.h, what tp-run ran); p2p records from a pp rank to the next.
+//     plans/lower/pipeline_stage.h); one rank record per pp rank, in order, each with exactly that rank's actions of
+//     the schedule, in order (sim/pipeline/schedule.h, what tp-run ran); p2p records from a pp rank to the next.
 // Ops that tp-run did not run carry `"measured": false` (the single-process mode's collectives, a pipeline's
 // optimizer phase): they are ops of the Program like the others and pass.
 
 #include <string>
 
-#include "plans/config.h"
-#include "plans/plan.h"
-#include "plans/profile_format.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/program/profile_format.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 
@@ -37,7 +37,7 @@ void check_profile(const Profile& prof, const Plan& plan, const Program& program
                    ProfiledAgainst against);
 
 // What a profile names: its program.config_yaml and plan_yaml loaded and lowered again (a pipeline plan's Program is
-// one microbatch's, plans/pipeline_parallel.h), then check_profile()'d. Errors: "FILE: program.config_yaml:
+// one microbatch's, plans/language/pipeline_parallel.h), then check_profile()'d. Errors: "FILE: program.config_yaml:
 // missing", "FILE: program: cannot lower the profiled Program again: ...", and check_profile()'s.
 struct ProfiledProgram {
   Config config;

@@ -14,7 +14,7 @@
 // The report's MFU stays relative to the device's own peak.
 
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 

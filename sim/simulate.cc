@@ -7,8 +7,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 #include "sim/accumulation.h"
 
 namespace tptune {

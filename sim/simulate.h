@@ -19,19 +19,19 @@
 //                     (the extra microbatches' idle compute-stream time beyond their exposed DP time is TP's)
 //   per-block         mean compute-stream wall time of one block's forward / backward instance, exposed
 //                     communication and (in backward) recompute included
-//   parameters        the model's total and one rank's TP and FSDP shard, in elements (plans/parameter_count.h)
+//   parameters        the model's total and one rank's TP and FSDP shard, in elements (plans/lower/parameter_count.h)
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "plans/parameter_count.h"
-#include "plans/plan_toggles.h"
-#include "plans/program.h"
+#include "plans/language/plan_toggles.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/memory.h"
-#include "sim/pipeline_schedule_sim.h"
+#include "sim/pipeline/schedule_sim.h"
 #include "sim/timeline.h"
 #include "sim/trust.h"
 
@@ -48,7 +48,7 @@ struct OpSummary {
   double total_us = 0;  // count x time
 };
 
-// Pipeline parallelism's figures (sim/pipeline_step.h), for a plan with pp_degree > 1; pp 1 otherwise.
+// Pipeline parallelism's figures (sim/pipeline/step.h), for a plan with pp_degree > 1; pp 1 otherwise.
 struct PipelineRankReport {
   std::vector<int> stages;          // the stages it holds, ascending
   int layers = 0;                   // their transformer blocks
@@ -78,9 +78,9 @@ struct PipelineReport {
   std::vector<std::vector<TimedPipelineAction>> timeline;
 };
 
-// What was simulated: the toggles (PlanToggles, plans/plan_toggles.h) as the Program ran them (its tp, dp_shard and
-// dp_replicate, its training's activation checkpointing, local batch and seq_len, the plan's other toggles, the
-// gradient_accumulation_steps applied; shown only when > 1), then the prediction.
+// What was simulated: the toggles (PlanToggles, plans/language/plan_toggles.h) as the Program ran them (its tp,
+// dp_shard and dp_replicate, its training's activation checkpointing, local batch and seq_len, the plan's other
+// toggles, the gradient_accumulation_steps applied; shown only when > 1), then the prediction.
 struct StepReport : PlanToggles {
   std::string model, gpu, plan;  // plan: family and source
   int nodes = 1, gpus_per_node = 1;
@@ -94,7 +94,7 @@ struct StepReport : PlanToggles {
   double dp_replicate_comm_busy_ms = 0;             // HSDP's replicate all-reduce stream
   double cp_comm_busy_ms = 0;  // context parallelism's ring transfers (their exposed part counts as TP's)
   double block_forward_ms = 0, block_backward_ms = 0;
-  ParameterCount parameters;  // the model's, and one rank's after TP and FSDP sharding (plans/parameter_count.h)
+  ParameterCount parameters;  // the model's, and one rank's after TP and FSDP sharding (plans/lower/parameter_count.h)
   MemoryReport memory;
   PipelineReport pipeline;         // pp 1: no pipeline
   std::vector<OpSummary> top_ops;  // by total time, longest first
@@ -114,7 +114,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
 // The `top_ops` ops of `p` with the most time per step, longest first, as StepReport::top_ops lists them: op `op` of
 // segment `seg` runs runs(seg, op) times per step (0: not reported), each for its duration in `costs`. make_report()
 // counts every instance (x gradient_accumulation_steps outside the optimizer); a pipeline's report those of one pp
-// rank's stages (sim/pipeline_step.h).
+// rank's stages (sim/pipeline/step.h).
 std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, size_t top_ops,
                                         const std::function<double(size_t seg, size_t op)>& runs);
 // Throws tptune::Error when the plan uses float8 and the GPU has none ("float8 tensorwise: ... has no float8 ..."), or

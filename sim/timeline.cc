@@ -10,10 +10,10 @@
 #include <optional>
 #include <variant>
 
-#include "plans/enum_names.h"
-#include "plans/error.h"
-#include "sim/comm_cost.h"
-#include "sim/compute_cost.h"
+#include "plans/util/enum_names.h"
+#include "plans/util/error.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/dataflow.h"
 #include "sim/fsdp_copies.h"
 #include "sim/shared_machine.h"
@@ -38,7 +38,7 @@ Stream stream_of(const Op& op) {
       case Group::cp:
         return Stream::cp;
       case Group::pp:
-        // A stage Program's transfers: the pipeline's step prices them between its stages (sim/pipeline_step.h);
+        // A stage Program's transfers: the pipeline's step prices them between its stages (sim/pipeline/step.h);
         // the timeline schedules the whole model's microbatch Program, which has none.
         throw Error(fmt::format("{}: the timeline does not schedule a pipeline stage's transfers", op.name));
     }

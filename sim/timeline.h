@@ -21,8 +21,8 @@
 // NCCL stream per process group. We call an instance's own ops plus the all-gathers it issues for the next one a
 // unit.
 //
-// Dependencies are expand()'s (plans/program.h): an op's `deps` inside its segment instance, plus, for every input
-// and output with no earlier writer in the instance, the last writer of that tensor before the instance (layer
+// Dependencies are expand()'s (plans/program/program.h): an op's `deps` inside its segment instance, plus, for every
+// input and output with no earlier writer in the instance, the last writer of that tensor before the instance (layer
 // chains aliasing a layer's input to the previous layer's output).
 //
 // Fast path. Block segments repeat per layer; schedule() simulates units one by one until a unit is the previous
@@ -38,9 +38,9 @@
 #include <memory>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 
@@ -161,6 +161,6 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, S
 // The reference: every instance of every segment simulated, deps taken from expand(p).
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c);
 
-// is_per_layer_segment(), segment_instances() and instance_layer(): plans/program.h.
+// is_per_layer_segment(), segment_instances() and instance_layer(): plans/program/program.h.
 
 }  // namespace tptune

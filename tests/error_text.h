@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune::test {
 

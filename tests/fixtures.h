@@ -1,12 +1,13 @@
 #pragma once
 // Test fixtures: plans, models, configs and clusters, built with designated initialisers over the plan's toggles
-// (PlanToggles, plans/plan_toggles.h) instead of positional arguments, so that a call says what it sets:
+// (PlanToggles, plans/language/plan_toggles.h) instead of positional arguments, so that a call says what it sets:
 //
 //   Plan p = make_plan("sequence_parallel", {.tp_degree = 4, .async_tp = true});
 //   Program q = lower_preset("vanilla", {.tp_degree = 8, .loss_parallel = true}, small_model(), 256);
 //   Training t{.seq_len = 32};                       // Training is an aggregate too
 //
-// Designated initialisers follow PlanToggles' field order (plans/plan_toggles.h); a toggle left out keeps its default.
+// Designated initialisers follow PlanToggles' field order (plans/language/plan_toggles.h); a toggle left out keeps its
+// default.
 //
 // The sim fixtures (clusters) are inline functions over sim/: a test binary that does not call them needs no sim
 // library.
@@ -15,12 +16,12 @@
 
 #include <string>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/model.h"
-#include "plans/plan.h"
-#include "plans/plan_toggles.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/language/plan_toggles.h"
+#include "plans/lower/lower.h"
+#include "plans/model/model.h"
+#include "plans/util/error.h"
 #include "sim/cluster_spec.h"
 #include "sim/gpu_spec.h"
 
@@ -35,12 +36,13 @@ inline Plan toggles_plan(PlanToggles t, Framework framework = Framework::dtensor
   return p;
 }
 
-// A preset's plan ("vanilla" | "sequence_parallel", plans/plan.h preset_plan()) with the toggles `t`, of `framework`.
+// A preset's plan ("vanilla" | "sequence_parallel", plans/language/plan.h preset_plan()) with the toggles `t`, of
+// `framework`.
 inline Plan make_plan(const std::string& preset, PlanToggles t = {}, Framework framework = Framework::dtensor) {
   return preset_plan(preset, toggles_plan(t, framework));
 }
 
-// A model preset by name (plans/model.h), e.g. "llama3-8b", "tiny-llama"; tptune::Error when there is none.
+// A model preset by name (plans/model/model.h), e.g. "llama3-8b", "tiny-llama"; tptune::Error when there is none.
 inline Model model_named(const std::string& preset) {
   Model m;
   if (!model_preset(preset, m)) throw Error("tests/fixtures.h: no model preset " + preset);

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 
 namespace tptune::test {
 

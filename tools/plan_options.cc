@@ -10,12 +10,12 @@
 #include <optional>
 #include <vector>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/limits.h"
-#include "plans/plan_resolve.h"
-#include "plans/version.h"
-#include "plans/yaml_util.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
+#include "plans/util/limits.h"
+#include "plans/util/version.h"
+#include "plans/util/yaml_util.h"
 
 namespace tptune::tools {
 
@@ -142,7 +142,7 @@ void add_config_overrides(CLI::App* cmd, ConfigOverrides& o) {
 
 namespace {
 
-// A command-line number must lie in its range (plans/limits.h), like the same key in a YAML file.
+// A command-line number must lie in its range (plans/util/limits.h), like the same key in a YAML file.
 template <class T>
 void check_option(const char* name, const std::optional<T>& v, limits::IntRange r) {
   if (v && (*v < r.lo || *v > r.hi))

@@ -20,16 +20,16 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/output_file.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/util/output_file.h"
 
 namespace tptune::tools {
 
 // The config values an option replaces, for `tp-plan explain|simulate|search` (add_config_overrides()):
 //   [--gpu NAME] [--nodes N] [--gpus-per-node N] [--seq-len N]
 // Each replaces the config's cluster.gpu, cluster.nodes, cluster.gpus_per_node or training.seq_len, with the range
-// checks of the same YAML key (plans/limits.h); --seq-len also replaces search.seq_lens (the search runs at that
+// checks of the same YAML key (plans/util/limits.h); --seq-len also replaces search.seq_lens (the search runs at that
 // length only) and takes precedence over the seq_len a plan file states.
 struct ConfigOverrides {
   std::optional<std::string> gpu;
@@ -103,11 +103,12 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp = 0);
 // text reports.
 std::string effective_values_text(const Config& cfg, const Plan& plan);
 
-// The files the plan options name (config, --hf-config, --plan), for refuse_overwriting_inputs (plans/output_file.h).
+// The files the plan options name (config, --hf-config, --plan), for refuse_overwriting_inputs
+// (plans/util/output_file.h).
 std::vector<NamedPath> plan_inputs(const PlanOptions& o);
 
-// Writes `j` (indented, with the version stamp of plans/version.h) to the file `where`, or to stdout for "-"; the file
-// whole or not at all, tptune::Error naming `option` if it cannot (plans/output_file.h).
+// Writes `j` (indented, with the version stamp of plans/util/version.h) to the file `where`, or to stdout for "-"; the
+// file whole or not at all, tptune::Error naming `option` if it cannot (plans/util/output_file.h).
 void write_json(const nlohmann::json& j, const std::string& where, const std::string& option = "--json");
 
 }  // namespace tptune::tools

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune::tools {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Causal grouped-query attention, forward and backward (CPU reference of the flash-attention contract).
 //
-// Contract (AttentionOp in plans/program.h):
+// Contract (AttentionOp in plans/program/program.h):
 //   forward  {q, k, v}                -> {o, lse}
 //   backward {q, k, v, o, lse, d_o}   -> {dq, dk, dv}
 // Shapes (row-major): q, o, d_o, dq are (batch, seq, n_heads * head_dim); k, v, dk, dv are

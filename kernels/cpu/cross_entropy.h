@@ -1,7 +1,7 @@
 #pragma once
 // Cross-entropy loss (mean over tokens) in stages, so that it can run vocab-parallel (CPU reference).
 //
-// Contract (CrossEntropyOp in plans/program.h). logits is (tokens, vocab_local) row-major; this rank owns the
+// Contract (CrossEntropyOp in plans/program/program.h). logits is (tokens, vocab_local) row-major; this rank owns the
 // vocab columns [vocab_offset, vocab_offset + vocab_local). targets is (tokens) int32 class ids, held in the
 // tensor's 4-byte elements (pass a reinterpret_cast<const int32_t*> of its storage).
 //   row_max      {logits} -> {max}                       max_t = max_j logits[t, j]              (tokens)

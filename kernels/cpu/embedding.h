@@ -1,7 +1,7 @@
 #pragma once
 // Token embedding lookup and its backward (CPU reference), vocab-parallel capable.
 //
-// Contract (EmbeddingOp in plans/program.h): forward {tokens, weight} -> {out}; backward {tokens, d_out} ->
+// Contract (EmbeddingOp in plans/program/program.h): forward {tokens, weight} -> {out}; backward {tokens, d_out} ->
 // {d_weight}.
 //   tokens is (n_tokens) int32 token ids. The runtime's tensors hold int32 ids in their 4-byte elements (the
 //   TensorRole::input convention), so it passes a reinterpret_cast<const int32_t*> of the tensor's storage.

@@ -14,7 +14,7 @@
 // tensor's float8 format (the value round_to_float8 returns); encode/decode exist so that tests can check the
 // 8-bit patterns. A float8 tensor comes with an fp32 scale: real value = stored value * scale.
 //
-// Tensorwise cast (CastFp8Op in plans/program.h):
+// Tensorwise cast (CastFp8Op in plans/program/program.h):
 //   amax {x} -> {amax}:         amax = max |x| (NaN if any element is NaN); all-reduced (max) by the runtime
 //                               when x is sharded, so every rank uses the same scale.
 //   cast {x, amax} -> {xq, scale}: scale = amax / max_finite (1 if amax == 0), xq = round(x / scale) with the

@@ -1,7 +1,7 @@
 #pragma once
 // RMSNorm and LayerNorm over the last dim, forward and backward (CPU reference).
 //
-// Contract (ElementwiseOp in plans/program.h fixes the runtime's input/output order):
+// Contract (ElementwiseOp in plans/program/program.h fixes the runtime's input/output order):
 //   rmsnorm        {x, w}            -> {y, rstd}
 //   rmsnorm_bwd    {x, w, rstd, dy}  -> {dx, dw}
 //   layernorm      {x, w, b}         -> {y, mean, rstd}

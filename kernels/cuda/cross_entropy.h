@@ -1,5 +1,5 @@
 #pragma once
-// Vocab-parallel cross-entropy stages on CUDA (CrossEntropyOp in plans/program.h).
+// Vocab-parallel cross-entropy stages on CUDA (CrossEntropyOp in plans/program/program.h).
 //
 // Contract: the Backend's ce_* calls (runtime/backend.h) and the CPU reference kernels/cpu/cross_entropy.h.
 // logits, d_logits (tokens, vocab_local) of T (float or __nv_bfloat16), column 0 is vocab id vocab_offset;

@@ -1,7 +1,7 @@
 #pragma once
 // Tensorwise float8 on CUDA: amax, then the saturating round-to-nearest-even cast with scale = amax / max_finite.
 //
-// Contract: the Backend's fp8_amax / fp8_cast (runtime/backend.h; CastFp8Op in plans/program.h) and the CPU
+// Contract: the Backend's fp8_amax / fp8_cast (runtime/backend.h; CastFp8Op in plans/program/program.h) and the CPU
 // emulation kernels/cpu/float8.h, bit-identical to it (kernels/formulas/float8.h is the shared formula, checked
 // on the host over every code and a sweep of fp32 inputs).
 //   fp8_amax: x (n) of T (float or __nv_bfloat16) -> *amax (device fp32) = max |x| (0 for n == 0, NaN if any x is

@@ -12,7 +12,7 @@
 #include <new>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

@@ -11,7 +11,7 @@
 #include <climits>
 #include <cstring>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cpu/cpu_backend.h"
 
 namespace tptune {

@@ -11,7 +11,7 @@
 #include "kernels/cpu/float8.h"
 #include "kernels/cpu/norms.h"
 #include "kernels/cpu/rope.h"
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cpu/cpu_backend.h"
 
 namespace tptune {

@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
 
 namespace tptune::cudabe {
 

@@ -13,7 +13,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/elementwise.h"
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cuda/copy_plan.h"
 #include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/cuda_check.h"

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/nccl_comm.h"

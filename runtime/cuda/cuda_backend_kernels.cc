@@ -13,7 +13,7 @@
 #include "kernels/cuda/float8.h"
 #include "kernels/cuda/norms.h"
 #include "kernels/cuda/rope.h"
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_dispatch.h"
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/fit.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 
@@ -112,7 +112,7 @@ AccuracyReport accuracy(const std::vector<Measurements>& profiles, const GpuSpec
       s.plan += fmt::format(" (local shapes on 1 GPU: compute only)");
     } else if (m.pipeline) {
       // The pipeline's step as tp-plan simulates it, less the optimizer: the profile's steps run none
-      // (runtime/pipeline_profile.h).
+      // (runtime/pipeline/profile.h).
       const MeasuredPipeline& pl = *m.pipeline;
       const StepReport sr = simulate_pipeline(pl.model, pl.training, pl.plan, cluster, c);
       s.predicted_ms = sr.step_time_ms - sr.pipeline.optimizer_ms;

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "sim/calibrate/measurements.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {

@@ -5,11 +5,11 @@
 
 #include <cmath>
 
-#include "plans/error.h"
-#include "plans/input_file.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
-#include "sim/cost_param_fields.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
+#include "sim/cost/cost_param_fields.h"
 
 namespace tptune {
 

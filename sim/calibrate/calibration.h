@@ -8,7 +8,7 @@
 //   device: cpu                       # the device preset the fit is relative to (its peaks are the roofline)
 //   environment: "cpu | Intel Xeon | threads 1 | eigen 3.4.0, mpi ..."   # environment_key() of the inputs
 //   files: [cal/a.json, cal/b.json]   # the measurements fitted
-//   params:                           # CostParams fields (sim/cost_param_fields.h), each with its op class
+//   params:                           # CostParams fields (sim/cost/cost_param_fields.h), each with its op class
 //     gemm_fp32_efficiency: {value: 0.52, default: 0.6, class: gemm}
 //     gemm_efficiency: {value: 0.7, default: 0.84, class: gemm, source: "fitted to 24 runs of ..."}  # source: optional
 //   collectives:                      # measured alpha-beta per collective and group size (CostParams)
@@ -16,7 +16,7 @@
 //        samples: 14, median_rel_error: 0.04, max_rel_error: 0.21}   # points: optional, MeasuredCollective
 //   classes:                          # the fit's residuals per op class
 //     - {class: gemm, samples: 96, median_rel_error: 0.05, max_rel_error: 0.3}
-//   tptune: {version: "0.1.0", git_hash: "1a2b3c4"}   # the build that wrote the file (plans/version.h)
+//   tptune: {version: "0.1.0", git_hash: "1a2b3c4"}   # the build that wrote the file (plans/util/version.h)
 // Only `format`, `version`, `device` are required; `params` and `collectives` are what apply_calibration uses, the
 // rest is the fit's record (`tptune` is read by nobody). Errors are tptune::Error "<file>:<line>: <key>: expected ...,
 // got ..." (one line).
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 
@@ -61,7 +61,7 @@ struct Calibration {
 Calibration load_calibration(const std::string& path);
 Calibration parse_calibration(const std::string& yaml_text, const std::string& name);
 std::string calibration_yaml(const Calibration& c);
-// Writes calibration_yaml(c) to `path` (--out) whole or not at all (plans/output_file.h).
+// Writes calibration_yaml(c) to `path` (--out) whole or not at all (plans/util/output_file.h).
 void save_calibration(const Calibration& c, const std::string& path);
 
 // Applies the fitted params and collective curves over `c` (a curve replaces one of the same kind and group size).

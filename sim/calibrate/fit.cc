@@ -9,10 +9,10 @@
 #include <set>
 #include <tuple>
 
-#include "plans/error.h"
-#include "sim/comm_cost.h"
-#include "sim/compute_cost.h"
-#include "sim/cost_param_fields.h"
+#include "plans/util/error.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/shared_machine.h"
 #include "sim/timeline.h"
 
@@ -98,7 +98,7 @@ std::vector<double> bounded_least_squares(const std::vector<std::vector<double>>
 
 namespace {
 
-// The largest efficiency a fit may give (sim/cost_param_fields.cc: a device spec whose peak is low).
+// The largest efficiency a fit may give (sim/cost/cost_param_fields.cc: a device spec whose peak is low).
 constexpr double kMaxEfficiency = 4.0;
 
 enum class OpClass { gemm, attention, memory_bound, collective };

@@ -47,7 +47,7 @@
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/measurements.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/timeline.h"
 
 namespace tptune {

@@ -5,15 +5,15 @@
 #include <limits>
 #include <map>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/input_file.h"
-#include "plans/json_text.h"
-#include "plans/limits.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/plan.h"
-#include "plans/profile_format.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/program/profile_format.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
+#include "plans/util/json_text.h"
+#include "plans/util/limits.h"
 #include "sim/profiled_program.h"
 
 namespace tptune {
@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-// The typed reads of a profile or bench file: JsonDoc's checks (plans/json_text.h), with the statistic to read.
+// The typed reads of a profile or bench file: JsonDoc's checks (plans/util/json_text.h), with the statistic to read.
 struct Reader {
   std::string path;
   const char* stat = "median";
@@ -31,7 +31,7 @@ struct Reader {
   const json& field(const json& j, const std::string& where, const char* key) const {
     return doc.member(j, where, key);
   }
-  // A time in us (plans/profile_format.h: 0 .. 1e9 us, the calibration file's own bound on a time too).
+  // A time in us (plans/program/profile_format.h: 0 .. 1e9 us, the calibration file's own bound on a time too).
   double number(const json& j, const std::string& where, const char* key) const {
     return measured_time_us(doc, field(j, where, key), json_key(where, key));
   }
@@ -53,8 +53,8 @@ CollectiveKind parse_collective(const Reader& r, const std::string& where, const
   r.fail(where, fmt::format("expected all_reduce, all_gather, reduce_scatter, all_to_all or p2p, got '{}'", s));
 }
 
-// A profile (read by plans/profile_format.h) becomes its Program again, checked against it (sim/profiled_program.h:
-// its op records are expand()'s ops one to one), each timed record one of its template ops.
+// A profile (read by plans/program/profile_format.h) becomes its Program again, checked against it
+// (sim/profiled_program.h: its op records are expand()'s ops one to one), each timed record one of its template ops.
 void load_profile(const Reader& r, const json& j, Measurements& m) {
   const Profile prof = parse_profile(j, m.path);
   const JsonDoc& doc = r.doc;
@@ -62,7 +62,7 @@ void load_profile(const Reader& r, const json& j, Measurements& m) {
   Program& p = profiled.program;
   const Plan& plan = profiled.plan;
   if (plan.pp_degree > 1) m.pipeline = MeasuredPipeline{profiled.config.model, profiled.config.training, plan, {}, {}};
-  // A single-GPU profile of tp N local shapes (plans/profile_format.h, local_shapes_of_tp) ran on one process.
+  // A single-GPU profile of tp N local shapes (plans/program/profile_format.h, local_shapes_of_tp) ran on one process.
   const bool single = prof.local_shapes_of_tp.has_value();
   const int64_t pp = plan.pp_degree;
   if (!single && p.tp * p.dp * pp != m.ranks)
@@ -223,7 +223,7 @@ Measurements parse_measurements(const json& j, const std::string& path, const st
 
 Measurements load_measurements(const std::string& path, const std::string& statistic) {
   const std::string text = read_input_file(path, "tp-run profile or bench JSON", kMaxDataInputBytes);
-  // Syntax errors: "PATH:LINE: invalid JSON (expected ...): what" (plans/json_text.h).
+  // Syntax errors: "PATH:LINE: invalid JSON (expected ...): what" (plans/util/json_text.h).
   return parse_measurements(parse_json_text(text, path, "a tp-run profile or bench file"), path, statistic);
 }
 

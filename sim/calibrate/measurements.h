@@ -1,7 +1,7 @@
 #pragma once
 // Measurements the calibration fit and the accuracy report read: Profile JSON (`tp-run profile`, read by
-// plans/profile_format.h) and bench JSON (`tp-run bench`, runtime/bench.h). sim/ never includes runtime/: these files
-// are the interface.
+// plans/program/profile_format.h) and bench JSON (`tp-run bench`, runtime/bench.h). sim/ never includes runtime/: these
+// files are the interface.
 //
 //   Measurements m = load_measurements(path);   // either kind, told apart by "format"
 //
@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/model.h"
-#include "plans/plan.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/model/model.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 
@@ -39,8 +39,8 @@ struct MeasuredOp {
   double time_us = 0;  // the chosen statistic of its samples (median by default)
 };
 
-// A pipeline-parallel plan's profile (plans/profile_format.h, "pipeline"): what its step is predicted from
-// (simulate_pipeline(), sim/pipeline_step.h) and each pp rank's measured schedule. Its point-to-point times are
+// A pipeline-parallel plan's profile (plans/program/profile_format.h, "pipeline"): what its step is predicted from
+// (simulate_pipeline(), sim/pipeline/step.h) and each pp rank's measured schedule. Its point-to-point times are
 // collective samples (p2p, group size 2) among the ops.
 struct MeasuredPipeline {
   Model model;
@@ -58,9 +58,9 @@ struct Measurements {
   std::optional<MeasuredPipeline> pipeline;
   std::vector<MeasuredOp> ops;
   double step_wall_us = 0;  // profiles: the overlapped step's statistic (0 when absent)
-  // A single-GPU profile (plans/profile_format.h): the tp N whose local shapes one process ran (0: not one), its
-  // compute-only step's statistic, and how many of its skipped collectives were not seeded from local data (profiles
-  // before seeding: the compute downstream of them ran on zeros).
+  // A single-GPU profile (plans/program/profile_format.h): the tp N whose local shapes one process ran (0: not one),
+  // its compute-only step's statistic, and how many of its skipped collectives were not seeded from local data
+  // (profiles before seeding: the compute downstream of them ran on zeros).
   int local_shapes_of_tp = 0;
   double compute_wall_us = 0;
   int unseeded_collectives = 0;

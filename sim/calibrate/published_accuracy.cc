@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "plans/error.h"
-#include "plans/text_table.h"
+#include "plans/util/error.h"
+#include "plans/util/text_table.h"
 #include "sim/calibrate/accuracy.h"
 
 namespace tptune {

@@ -18,7 +18,7 @@
 
 #include "sim/calibrate/published_predict.h"
 #include "sim/calibrate/published_record.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/gpu_spec.h"
 
 namespace tptune {

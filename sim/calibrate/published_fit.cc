@@ -7,9 +7,9 @@
 #include <limits>
 #include <set>
 
-#include "plans/error.h"
-#include "plans/text_table.h"
-#include "sim/cost_param_fields.h"
+#include "plans/util/error.h"
+#include "plans/util/text_table.h"
+#include "sim/cost/cost_param_fields.h"
 
 namespace tptune {
 

@@ -4,8 +4,8 @@
 //   PreparedRecord rec = prepare_published(sources);                  // sim/calibrate/published_predict.h
 //   PublishedFit f = fit_published(rec, {"h100-sxm", {"gemm_efficiency", "memory_bound_efficiency"}, 0.01});
 //
-// The fitted parameters are named as in the cost-parameter table (sim/cost_param_fields.h, generated from
-// sim/cost_param_list.h): any real-valued field of it plugs in by name, with the table's bounds. The runs are the
+// The fitted parameters are named as in the cost-parameter table (sim/cost/cost_param_fields.h, generated from
+// sim/cost/cost_param_list.h): any real-valued field of it plugs in by name, with the table's bounds. The runs are the
 // prepared (expressible, predictable) runs whose GPU is PRESET; the priors are that GPU's preset values
 // (device_cost_params). Objective, over the parameters p (the others stay at their priors):
 //   mean over runs of ln(predicted / measured tokens/s)^2
@@ -28,7 +28,7 @@
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/published_accuracy.h"
 #include "sim/calibrate/published_predict.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 

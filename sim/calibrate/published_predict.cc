@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/plan_resolve.h"
-#include "sim/pipeline_step.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/pipeline/step.h"
 #include "sim/simulate.h"
 
 namespace tptune {
@@ -16,7 +16,8 @@ constexpr double kGiB = 1073741824.0;
 
 }  // namespace
 
-// The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/plan_resolve.h), with the options
+// The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/language/plan_resolve.h), with the
+// options
 // --preset, --tp, --float8, --ac-layers, --async-tp and --cp and no other (tests/integration/published_accuracy.sh
 // compares every run's prediction with tp-plan simulate's).
 Plan published_run_plan(const PublishedRun& run) {

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "plans/plan.h"
-#include "plans/program.h"
+#include "plans/language/plan.h"
+#include "plans/program/program.h"
 #include "sim/calibrate/published_record.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 
 namespace tptune {
 
@@ -31,7 +31,7 @@ struct PreparedRun {
   const PublishedRun* run = nullptr;  // into the sources prepare_published() was given (they must outlive this)
   ClusterSpec cluster;
   Program prog;
-  Plan plan;  // the plan prog was lowered from (a pipeline's is simulated per stage from it: sim/pipeline_step.h)
+  Plan plan;  // the plan prog was lowered from (a pipeline's is simulated per stage from it: sim/pipeline/step.h)
 };
 
 // A run that cannot be predicted (its GPU preset unknown, a plan tptune refuses), with the error.

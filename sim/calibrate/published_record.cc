@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <map>
 
-#include "plans/config_node.h"
-#include "plans/error.h"
-#include "plans/limits.h"
-#include "plans/plan.h"
-#include "plans/yaml_util.h"
+#include "plans/language/config_node.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
+#include "plans/util/yaml_util.h"
 
 namespace tptune {
 

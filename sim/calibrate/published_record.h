@@ -14,15 +14,15 @@
 //   ratios: - {name, numerator: RUN, denominator: RUN}
 // Checks (tptune::Error, one line "<file>:<line>: <key>: ..."): every key known, the required ones present;
 // source.id unique over the folder; run ids unique in a file; a run has config + plan + measured or not_expressible,
-// never both; `config` read by the config reader (plans/config.h: every key checked as in a config file, the error's
-// key prefixed "runs[3].config."); measured tokens/s per GPU > 0; a ratio's numerator and denominator name expressible
-// runs of the same file. The GPU preset a config names is resolved when the run is predicted, not here.
+// never both; `config` read by the config reader (plans/language/config.h: every key checked as in a config file, the
+// error's key prefixed "runs[3].config."); measured tokens/s per GPU > 0; a ratio's numerator and denominator name
+// expressible runs of the same file. The GPU preset a config names is resolved when the run is predicted, not here.
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/pipeline_parallel.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
 
 namespace tptune {
 

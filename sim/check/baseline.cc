@@ -8,11 +8,11 @@
 #include <map>
 #include <utility>
 
-#include "plans/error.h"
-#include "plans/input_file.h"
-#include "plans/json_text.h"
-#include "plans/output_file.h"
-#include "plans/version.h"
+#include "plans/util/error.h"
+#include "plans/util/input_file.h"
+#include "plans/util/json_text.h"
+#include "plans/util/output_file.h"
+#include "plans/util/version.h"
 #include "sim/report/pipeline_text.h"
 
 namespace tptune {

@@ -11,8 +11,8 @@
 // to the step time), the memory breakdown, the total time per op class (gemm, attention, all_gather(tp), ...) and
 // per op (every op of the Program's template: "layers.*.attention.wq.fwd", its count per step and total time), so
 // that a later check can say which ops explain a change, and the version stamp "tptune" of the build that wrote it
-// (plans/version.h; `written_by`, sim/check/tool_build.h), so that a check can say when the baseline's predictions
-// came from another tptune. A pipeline-parallel plan's (StepReport::pipeline.pp > 1, sim/pipeline_step.h) adds the
+// (plans/util/version.h; `written_by`, sim/check/tool_build.h), so that a check can say when the baseline's predictions
+// came from another tptune. A pipeline-parallel plan's (StepReport::pipeline.pp > 1, sim/pipeline/step.h) adds the
 // setup key "pp" ("8 (Interleaved1F1B, 2 stages per rank, 16 microbatches of 1)"), the breakdown term
 // "pipeline_bubble" (the rest of the step: its last rank's idle time, so that the terms still add up to the step time),
 // and in place of the ops (the microbatch Program's are the whole model's, not a rank's) each stage's actions of the
@@ -77,8 +77,9 @@ CheckBaseline baseline_from_json(const nlohmann::json& j, const std::string& whe
 
 // Reads a baseline file; tptune::Error "FILE: ..." when it is missing, not JSON, or not a baseline.
 CheckBaseline read_baseline(const std::string& path);
-// Writes it (indented JSON, stamped with this build: plans/version.h) whole or not at all (plans/output_file.h): a
-// failure leaves the previous baseline as it was; tptune::Error when the file cannot be written.
+// Writes it (indented JSON, stamped with this build: plans/util/version.h) whole or not at all
+// (plans/util/output_file.h): a failure leaves the previous baseline as it was; tptune::Error when the file cannot be
+// written.
 void write_baseline(const CheckBaseline& b, const std::string& path);
 
 }  // namespace tptune

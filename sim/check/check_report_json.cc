@@ -1,5 +1,5 @@
 // `tp-plan check --format json` (sim/check/check_report.h).
-#include "plans/version.h"
+#include "plans/util/version.h"
 #include "sim/check/check_report.h"
 
 namespace tptune {

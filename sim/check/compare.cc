@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/check/check_noise.h"
 
 namespace tptune {

@@ -1,5 +1,5 @@
 #pragma once
-// Comparing a plan's prediction with its check baseline: the logic of `tp-plan check` (tools/tp_plan_check.cc).
+// Comparing a plan's prediction with its check baseline: the logic of `tp-plan check` (tools/tp_plan/check.cc).
 //
 //   CheckResult res = compare(read_baseline(path), baseline_from_report(report), {2, 1});   // percent
 //   fmt::print("{}", format_check(res, path));   // sim/check/check_report.h: text, markdown or JSON
@@ -24,7 +24,7 @@
 //   0  within the tolerances (also against another build's baseline: the note says the numbers mix both changes)
 //   1  beyond them, against a baseline this build wrote: the plan (config, plan, cluster) regressed
 //   4  beyond them, against another build's baseline: the change may come from tptune; re-baseline with --update
-// (2 is bad input and 3 an internal error: tools/tp_plan.cc.)
+// (2 is bad input and 3 an internal error: tools/tp_plan/main.cc.)
 #include <optional>
 #include <string>
 #include <vector>

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "plans/json_text.h"
-#include "plans/version.h"
+#include "plans/util/json_text.h"
+#include "plans/util/version.h"
 
 namespace tptune {
 

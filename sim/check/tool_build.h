@@ -1,7 +1,7 @@
 #pragma once
 // Which tptune wrote a check baseline, and whether it is the build that checks against it now.
 //
-//   ToolBuild now = this_build();                              {"0.1.0", "1a2b3c4"}: plans/version.h
+//   ToolBuild now = this_build();                              {"0.1.0", "1a2b3c4"}: plans/util/version.h
 //   std::optional<ToolBuild> by = read_build_stamp(doc, "plan-baseline.json");   nullopt: no "tptune" stamp
 //   by && *by == now                                          same version and same git hash: the same predictions
 //   now.describe()                                            "tptune 0.1.0 (git 1a2b3c4)"
@@ -24,7 +24,7 @@ struct ToolBuild {
   std::string describe() const;  // "tptune 0.1.0 (git 1a2b3c4)"
 };
 
-// The build running now (plans/version.h).
+// The build running now (plans/util/version.h).
 ToolBuild this_build();
 
 // The "tptune" stamp of a JSON object the tools wrote: nullopt when `doc` has none. tptune::Error "WHERE: tptune.KEY:

@@ -198,7 +198,7 @@ std::string html_breakdown_bars(const std::vector<ReportPlan>& plans) {
   svg::Svg s(W, H, "where the time goes: ms per 1000 tokens per GPU");
   s.x_axis(x, ticks, B, T, "ms per 1000 tokens per GPU (lower is better)");
   // A pipeline's fourth term: its critical rank's idle time in the step (the bubble and the P2P waits), the rest of the
-  // step beyond its breakdown (sim/pipeline_step.h). Drawn, and in the legend, only when a plan has a pipeline.
+  // step beyond its breakdown (sim/pipeline/step.h). Drawn, and in the legend, only when a plan has a pipeline.
   const char* colours[] = {"#4e79a7", "#f28e2b", "#e15759", "#bab0ac"};
   const char* names[] = {"compute", "exposed TP comm", "exposed DP comm", "pipeline bubble"};
   const bool any_pipeline =

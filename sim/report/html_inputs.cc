@@ -2,9 +2,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "sim/pipeline_step.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/pipeline/step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/report/html_report.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/report/svg.h"

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/report/svg.h"
 
 namespace tptune {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
-#include "sim/cost_params.h"
+#include "plans/program/program.h"
+#include "sim/cost/cost_params.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 
@@ -102,7 +102,7 @@ std::string simulate_pipeline_html(const Config& cfg, const ClusterSpec& cluster
 
 // Milliseconds per 1000 tokens per GPU of a step report's total and each breakdown term (compute, exposed TP,
 // exposed DP), the unit of the bars: ms x tp x pp / (gradient_accumulation_steps x local batch x seq_len / cp) x 1000,
-// the tokens per GPU of tokens_per_second_per_gpu (sim/simulate.h, sim/pipeline_step.h).
+// the tokens per GPU of tokens_per_second_per_gpu (sim/simulate.h, sim/pipeline/step.h).
 double ms_per_1k_tokens(const StepReport& r, double ms);
 
 }  // namespace tptune

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/report/html_report.h"
 #include "sim/report/svg.h"
 

@@ -4,9 +4,9 @@
 
 #include <map>
 
-#include "plans/error.h"
-#include "plans/json_text.h"
-#include "plans/profile_format.h"
+#include "plans/program/profile_format.h"
+#include "plans/util/error.h"
+#include "plans/util/json_text.h"
 #include "sim/profiled_program.h"
 #include "sim/report/trace.h"
 
@@ -19,7 +19,7 @@ using nlohmann::json;
 // name -> the durations of its occurrences, in order (an op name recurs only across steps of a chunked op).
 using Occurrences = std::map<std::string, std::vector<double>>;
 
-// The trace's view of a profile (plans/profile_format.h reads it), checked against the simulated Program
+// The trace's view of a profile (plans/program/profile_format.h reads it), checked against the simulated Program
 // (sim/profiled_program.h): each measured record's name, phase, kind and median.
 std::vector<ProfiledOp> profiled_ops(const Profile& prof, const std::string& name, const Program& simulated,
                                      std::string* device) {

@@ -1,7 +1,7 @@
 #pragma once
 // Predicted next to measured: one Chrome / Perfetto trace holding the simulated step (process 0, the tracks of
 // chrome_trace(), sim/report/trace.h) and a measured Profile (process 1, `tp-run profile --out`, the "tptune-profile"
-// JSON of plans/profile_format.h, which reads it) on one time axis from 0.
+// JSON of plans/program/profile_format.h, which reads it) on one time axis from 0.
 //
 // The profile was measured in serialized mode (each op after the previous one, no overlap), so its track lays the
 // ops end to end by their median time, in the profile's execution order. Both processes name an op the same way
@@ -13,14 +13,15 @@
 //
 // Errors (tptune::Error, one line): the file is not JSON ("<file>:<line>: invalid JSON"), not a tptune profile,
 // a measured record lacks name or time_us.median ("<file>: ops[i].time_us.median: missing"), the profile is of
-// another model, training or plan (check_same_program(), plans/program_identity.h: "<file>: a profile of another
-// model or plan: model.dim 256 (profile) vs 512 (simulated)"), or its records are not the simulated Program's ops
+// another model, training or plan (check_same_program(), plans/program/program_identity.h: "<file>: a profile of
+// another model or plan: model.dim 256 (profile) vs 512 (simulated)"), or its records are not the simulated Program's
+// ops
 // ("<file>: ops[12].name: expected '...' (op 12 of the simulated Program), got '...'"; sim/profiled_program.h).
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/timeline.h"
 
 namespace tptune {

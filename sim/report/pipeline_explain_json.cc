@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/report/pipeline_text.h"
 
 namespace tptune {

@@ -1,6 +1,6 @@
 #pragma once
 // The "pipeline" object of `tp-plan explain --json` for a PP plan (beside the collectives of the microbatch Program,
-// plans/explain.h): what each stage holds, the P2P of one microbatch and each rank's actions in the order the
+// sim/report/explain.h): what each stage holds, the P2P of one microbatch and each rank's actions in the order the
 // simulated schedule ran them. Schema (docs/cli.md, `tp-plan explain`):
 //   {"pp_degree": 2, "schedule": "1F1B", "stages_per_rank": 1, "microbatches": 4, "microbatch_size": 1,
 //    "stages": [{"stage": 0, "pp_rank": 0, "blocks": 4, "modules": ["tok_embeddings", "layers.0", ..., "layers.3"]},

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "plans/checked_math.h"
+#include "plans/util/checked_math.h"
 #include "sim/report/trace.h"
 
 namespace tptune {

@@ -1,6 +1,6 @@
 #pragma once
 // A pipeline-parallel step as text (`tp-plan explain` of a PP plan): what each stage holds, the P2P of one
-// microbatch, and each pp rank's schedule drawn on a time axis from the simulated timeline (sim/pipeline_step.h).
+// microbatch, and each pp rank's schedule drawn on a time axis from the simulated timeline (sim/pipeline/step.h).
 //
 //   pipeline_explain_text(report) ->
 //     pipeline: 1F1B on pp 2, 1 stage per rank, 4 microbatches of 1 sequence

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/report/pipeline_text.h"
 
 namespace tptune {

@@ -1,6 +1,6 @@
 #pragma once
 // Chrome trace (Trace Event Format, opens in Perfetto or chrome://tracing) of a pipeline-parallel step
-// (sim/pipeline_step.h): one pass of the schedule as simulated, one thread per pp rank ("pp rank 0 (stages 0, 8)"),
+// (sim/pipeline/step.h): one pass of the schedule as simulated, one thread per pp rank ("pp rank 0 (stages 0, 8)"),
 // one complete event per action of PipelineReport::timeline, named by kind, stage and microbatch ("F s0 mb3"), at its
 // start and for its duration in us, with torch's repr of the action ("0F3"), the stage, the microbatch and the kind in
 // words in args. The gaps between a rank's events are its idle time (the bubble and the P2P waits). What runs once per

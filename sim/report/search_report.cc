@@ -5,11 +5,11 @@
 
 #include <iterator>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/parameter_count.h"
-#include "plans/text_table.h"
-#include "plans/torchtitan_recipe.h"
+#include "plans/export/torchtitan_recipe.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/util/error.h"
+#include "plans/util/text_table.h"
 #include "sim/report/html_report.h"
 
 namespace tptune {
@@ -221,8 +221,8 @@ std::vector<Baseline> plan_baselines(const Config& cfg, const ClusterSpec& clust
     if (is_vanilla) {
       b.name = "vanilla";
     } else if (recipe) {
-      // What torchtitan 0.3 trains with the model's recipe and nothing changed (plans/torchtitan_recipe.h), in its
-      // own framework, at the run's seq_len (the recipes' 8192 is the data's length, not a parallelism choice).
+      // What torchtitan 0.3 trains with the model's recipe and nothing changed (plans/export/torchtitan_recipe.h), in
+      // its own framework, at the run's seq_len (the recipes' 8192 is the data's length, not a parallelism choice).
       b.name = "torchtitan default";
       b.recipe = recipe->function;
       base.framework = Framework::torchtitan_0_3;

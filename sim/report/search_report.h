@@ -6,7 +6,7 @@
 // the plan's):
 //   vanilla              the seed plan (no sequence parallel, no loss parallel, no float8 or async TP) at its default
 //                        TP degree, gpus_per_node (tp-plan simulate's default), with the config's training section
-//   torchtitan default   when the model is one of torchtitan 0.3's llama3 recipes (plans/torchtitan_recipe.h, by
+//   torchtitan default   when the model is one of torchtitan 0.3's llama3 recipes (plans/export/torchtitan_recipe.h, by
 //                        dimensions): that recipe as torchtitan 0.3 runs it unchanged, in the torchtitan-0.3 family:
 //                        enable_sp on, its tp, local batch, AC, float8 and compile/async TP (llama3_8b: tp 1, batch 1,
 //                        selective AC; llama3_70b: tp 8, batch 8, full AC; llama3_405b: tp 8, batch 2, full AC, float8
@@ -14,7 +14,7 @@
 //   sequence_parallel preset   otherwise (no recipe trains the model): sequence_parallel with loss parallel at the
 //                        winner's TP degree, the config's training section, the plan's family
 // The header's second line gives the model's parameter count, the winner's lines the parameters one GPU holds
-// (plans/parameter_count.h).
+// (plans/lower/parameter_count.h).
 // With more than one search.seq_lens, the tables get a `seq` column, and the header lists the lengths.
 // "Where the time went" compares milliseconds per 1000 tokens per GPU (step time x tp / (local batch x seq_len) x
 // 1000), so that plans with different TP degrees and local batches compare: compute, exposed TP and exposed DP
@@ -24,7 +24,8 @@
 //   {"evaluated": N, "seq_lens": [...]? (when search.seq_lens is given), "feasible": M, "pruned": {"reason": count},
 //   "elapsed_ms": T, "threads": n, "objective": "...",
 //    "top": [{"rank": 1, "plan": {...}, "step_time_ms", "tokens_per_second_per_gpu", "mfu", "peak_memory_gib",
-//             "parameters": {"total", "per_gpu"} (plans/parameter_count.h), "exposed_comm_fraction", "breakdown_ms":
+//             "parameters": {"total", "per_gpu"} (plans/lower/parameter_count.h), "exposed_comm_fraction",
+//             "breakdown_ms":
 //             {...}, "cost_per_million_tokens_usd"? (with gpu_hour_price)}],
 //    "baselines": [{"name", "recipe"? (torchtitan default), "plan", "step_time_ms", ..., "fits_in_memory", "speedup"}],
 //    "pareto": [{"plan", "tokens_per_second_per_gpu", "peak_memory_gib"}]   (by memory ascending; sim/search/pareto.h)
@@ -36,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/search/search.h"
 
 namespace tptune {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <iterator>
 
-#include "plans/parameter_count.h"
-#include "plans/text_table.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/util/text_table.h"
 
 namespace tptune {
 
@@ -15,7 +15,8 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-// A rate rounded as "{:.0f}" does (to nearest, ties to even), with thousands separators (plans/parameter_count.h).
+// A rate rounded as "{:.0f}" does (to nearest, ties to even), with thousands separators
+// (plans/lower/parameter_count.h).
 std::string thousands(double v) {
   if (!std::isfinite(v) || std::fabs(v) >= 9e18) return fmt::format("{:.0f}", v);
   return with_thousands(static_cast<int64_t>(std::nearbyint(v)));
@@ -26,7 +27,7 @@ void append(std::string& o, fmt::format_string<T...> f, T&&... args) {
   fmt::format_to(std::back_inserter(o), f, std::forward<T>(args)...);
 }
 
-// The pipeline section of a PP plan's report (sim/pipeline_step.h).
+// The pipeline section of a PP plan's report (sim/pipeline/step.h).
 std::string pipeline_text(const StepReport& r) {
   const PipelineReport& p = r.pipeline;
   std::string o;
@@ -207,7 +208,7 @@ std::string report_text(const StepReport& r) {
              fmt::format("{:.2f}", op.total_us / 1e3), fmt::format("{:.1f}", 100 * op.total_us / 1e3 / step),
              std::string(to_string(op.stream))});
   o += '\n';
-  if (r.pipeline.pp > 1)  // the Program is the whole model's: the table is one rank's share of it (sim/pipeline_step.h)
+  if (r.pipeline.pp > 1)  // the Program is the whole model's: the table is one rank's share of it (sim/pipeline/step.h)
     append(o,
            "  top ops of pp rank {} (the rank that ends last): its stages' ops, each microbatch's x {} microbatches{}; "
            "FSDP's once per pass\n",

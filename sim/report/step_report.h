@@ -3,8 +3,8 @@
 //
 // The JSON has at least: step_time_ms, tokens_per_second_per_gpu, mfu, peak_memory_gib, fits_in_memory,
 // breakdown_ms {compute, exposed_tp_comm, exposed_dp_comm}, per_block_ms {forward, backward}, parameters {total,
-// per_gpu} (elements: the model's, and one GPU's TP shard chunked over dp_shard by FSDP; plans/parameter_count.h),
-// trust {device, basis, text, ...} (how far to trust the prediction: sim/trust.h).
+// per_gpu} (elements: the model's, and one GPU's TP shard chunked over dp_shard by FSDP;
+// plans/lower/parameter_count.h), trust {device, basis, text, ...} (how far to trust the prediction: sim/trust.h).
 
 #include <nlohmann/json.hpp>
 #include <string>

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "plans/checked_math.h"
-#include "plans/enum_names.h"
-#include "plans/error.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/enum_names.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/timeline.h"
 
 namespace tptune {
@@ -21,7 +21,8 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
 // event on disk and about 2 KB while it is rendered, a report's action box about 300 bytes: the bound is about 250 MB
 // of trace (2 GB of memory) or 300 MB of HTML, some ten times a real step's (a 10,000-layer model without PP: 620,000
 // op events; a pipeline of pp 16 with 8 stages per rank and 64 microbatches: 25,000 actions), where a model at the
-// limits of plans/limits.h (10,000 layers, pp 1024, 4,096 microbatches: 8.4 million actions) would write gigabytes.
+// limits of plans/util/limits.h (10,000 layers, pp 1024, 4,096 microbatches: 8.4 million actions) would write
+// gigabytes.
 inline constexpr int64_t kMaxListedEvents = 1'000'000;
 
 // tptune::Error when `n` exceeds kMaxListedEvents, before anything is rendered:

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "plans/error.h"
-#include "plans/lower_incremental.h"
+#include "plans/lower/incremental.h"
+#include "plans/util/error.h"
 
 namespace tptune {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 
 namespace tptune {
 

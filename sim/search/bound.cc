@@ -23,7 +23,7 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
     const Segment& seg = p.segments[s];
     double per_instance[kStreams] = {};
     per_stream(p, costs, s, per_instance);
-    // Instances as expand() (plans/program.cc) and the schedule count them.
+    // Instances as expand() (plans/program/program.cc) and the schedule count them.
     const double instances = segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
   }

@@ -29,7 +29,7 @@
 #include <mutex>
 #include <vector>
 
-#include "plans/program.h"
+#include "plans/program/program.h"
 #include "sim/timeline.h"
 
 namespace tptune {
@@ -37,7 +37,7 @@ namespace tptune {
 // max over streams of the summed op durations and the host's dispatch of the step, microseconds, lowered by the 1e-9
 // margin: <= schedule()'s step time.
 double step_time_lower_bound_us(const Program& p, const OpCosts& costs);
-// The same bound for every block count k of a Program split by ac_layers (plans/lower_incremental.h set_ac_layers()),
+// The same bound for every block count k of a Program split by ac_layers (plans/lower/incremental.h set_ac_layers()),
 // from one costing: per stream, the segments outside the block backward, plus (L - k) x one block without recompute
 // plus k x one checkpointed block; equal to step_time_lower_bound_us() of the Program at k but for rounding, which the
 // margin covers.

@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-#include "plans/pipeline_parallel.h"
+#include "plans/language/pipeline_parallel.h"
 
 namespace tptune {
 
@@ -118,7 +118,7 @@ PruneCause error_reason(PruneReason stage, const std::string& message, const std
   std::string m = message;
   if (!plan_source.empty() && m.rfind(plan_source + ": ", 0) == 0) m = m.substr(plan_source.size() + 2);
   // Keep "<module>: <first clause>", or just the first clause when the message does not start with a module FQN
-  // (an FQN has no spaces) or a pipeline schedule's name (sim/pipeline_schedule.h's errors).
+  // (an FQN has no spaces) or a pipeline schedule's name (sim/pipeline/schedule.h's errors).
   size_t first = m.find(": ");
   if (first != std::string::npos) {
     const bool module = m.substr(0, first).find(' ') == std::string::npos || m.rfind("pipeline schedule ", 0) == 0;

@@ -14,7 +14,7 @@
 //                                              assertion); the quotient is the candidate's gradient_accumulation_steps
 //   tp group straddles nodes                   tp and gpus_per_node must divide one another (sim/cluster_spec.h)
 //   dp_replicate with dp_shard 1 (DDP)         the DTensor family: torchtitan applies DDP, not HSDP, when dp_shard is
-//                                              1 (the lowering refuses it; plans/lower.cc)
+//                                              1 (the lowering refuses it; plans/lower/lower.cc)
 //   float8 needs a GPU with float8             the GPU spec has no fp8 peak (A100)
 //   tp does not divide n_heads | n_kv_heads | ffn_dim | vocab_size
 //                                              presets shard attention heads (wq/wk/wv colwise), the MLP hidden dim
@@ -26,7 +26,8 @@
 //   stages per rank do not suit the schedule   a pipeline candidate's stages per rank (search.pp_stages_per_rank; 0:
 //                                              the schedule's default) other than 1 with GPipe or 1F1B, other than 2
 //                                              with ZBVZeroBubble or DualPipeV, below 2 with the looped schedules
-//                                              (resolve_pipeline(), plans/pipeline_parallel.h, refuses them alike)
+//                                              (resolve_pipeline(), plans/language/pipeline_parallel.h, refuses them
+//                                              alike)
 //   more pipeline stages than layers           pp x stages per rank above the effective layers (n_layers +
 //                                              first and last stage less layers: torchtitan's default split refuses)
 //   redundant at tp 1                          without TP, async TP, loss parallel and the module plan change nothing:
@@ -38,7 +39,7 @@
 
 #include <string>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/cluster_spec.h"
 #include "sim/search/prune_reason.h"
 #include "sim/search/space.h"

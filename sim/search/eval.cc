@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/lower_incremental.h"
+#include "plans/lower/incremental.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/memory.h"
 #include "sim/search/constraints.h"
 #include "sim/timeline.h"

@@ -6,7 +6,7 @@
 //  * static constraints (sim/search/constraints.h) refuse a candidate before it is lowered;
 //  * each candidate is lowered with the config's training section at its own seq_len (candidate_training());
 //  * candidates that differ only in activation checkpointing share one lowering per local batch size
-//    (lower_unfinished(), plans/lower_incremental.h), finished for each policy; an async-TP-on structure takes its
+//    (lower_unfinished(), plans/lower/incremental.h), finished for each policy; an async-TP-on structure takes its
 //    async-off sibling's (unfinished_with_async_tp());
 //  * candidates that differ only in local batch size share one Program (sim/search/batch_program.h): the caller
 //    passes one StructureLowering through them, smallest batch first; the first two batch sizes are finished, the
@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/lower_incremental.h"
-#include "plans/program.h"
+#include "plans/language/config.h"
+#include "plans/lower/incremental.h"
+#include "plans/program/program.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/search/batch_program.h"
 #include "sim/search/bound.h"
 #include "sim/search/phase_times.h"
@@ -63,7 +63,7 @@ struct CandidateResult {
   bool feasible() const { return pruned.none(); }
 };
 
-// Unfinished Programs (plans/lower_incremental.h) of one structure but its activation-checkpointing policy, by local
+// Unfinished Programs (plans/lower/incremental.h) of one structure but its activation-checkpointing policy, by local
 // batch size: lowered once, finished for every policy.
 using UnfinishedByBatch = std::map<int64_t, UnfinishedProgram>;
 
@@ -125,7 +125,7 @@ class CandidateEvaluator {
   // for every k of the space's ac_layers, each exactly as lower() + simulate() of its plan would give, without a
   // lowering per k. The Program at one k is finished from the structure's unfinished Program at c's batch
   // (`unfinished`, shared with c's other policies; lowered by the first that needs it) and costed once; the Programs at
-  // the other k differ only in two segments' layer ranges (set_ac_layers(), plans/lower_incremental.h), so their op
+  // the other k differ only in two segments' layer ranges (set_ac_layers(), plans/lower/incremental.h), so their op
   // costs are the same, their memory is memory_from_parts() of the same parts with other block counts (sim/memory.h),
   // and their op-cost bound is the same per-stream sums with other counts (SplitStreamSums, sim/search/bound.h). So
   // every k costs a memory check, and with `incumbents` a bound check; only the ones these do not prune are scheduled
@@ -138,7 +138,7 @@ class CandidateEvaluator {
   void recycle(Program&& p);
   void recycle(BatchState& b);
   void recycle(UnfinishedByBatch& u);
-  // Async TP off and on share their unfinished Programs (plans/lower_incremental.h, unfinished_with_async_tp()): the
+  // Async TP off and on share their unfinished Programs (plans/lower/incremental.h, unfinished_with_async_tp()): the
   // search keeps a structure's with async TP off (`c` any of its candidates) when its async-TP-on sibling is to be
   // evaluated, and takes them for that sibling, set to its plan (its checks run; an entry whose check throws is
   // dropped, so that evaluate() lowers it anew and reports what lower() throws). Empty when this evaluator kept none

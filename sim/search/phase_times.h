@@ -13,13 +13,13 @@
 #include <cstddef>
 #include <string_view>
 
-#include "plans/enum_names.h"
+#include "plans/util/enum_names.h"
 
 namespace tptune {
 
 enum class SearchPhase : int {
   constraints,  // check_static: refusals before any lowering
-  lower,        // lower(), or lower_unfinished() once for every AC policy (plans/lower_incremental.h)
+  lower,        // lower(), or lower_unfinished() once for every AC policy (plans/lower/incremental.h)
   finish,       // finish_lowering(): a policy's recompute ops, async TP and deps on a copy of the unfinished Program
   patch,        // BatchProgram::make, and the batch-parametric Program set to a later local batch (no lowering)
   memory,       // memory_model

@@ -2,7 +2,7 @@
 
 #include <ostream>
 
-#include "plans/enum_names.h"
+#include "plans/util/enum_names.h"
 
 namespace tptune {
 

@@ -8,9 +8,9 @@
 #include <optional>
 #include <set>
 
-#include "plans/error.h"
-#include "plans/limits.h"
-#include "sim/pipeline_step.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
+#include "sim/pipeline/step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
 #include "sim/search/pareto.h"
@@ -286,7 +286,7 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
     r.phases += w->phases;
   }
   // The pipeline candidates, after the others (their indices follow), each as `tp-plan simulate` predicts it
-  // (simulate_pipeline(), sim/pipeline_step.h) unless a static rule prunes it. The candidates that share a microbatch
+  // (simulate_pipeline(), sim/pipeline/step.h) unless a static rule prunes it. The candidates that share a microbatch
   // Program (shares_pipeline_program(): the same pp 1 candidate but for its local batch, pp degree and microbatch
   // size; the lists have no repeats) are one work unit, which costs it once (exact: the lowering reads none of what
   // they differ in); the units in the order of their first candidate. The bound's incumbents are the pp 1

@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
-#include "sim/pipeline_step.h"
+#include "sim/cost/cost_params.h"
+#include "sim/pipeline/step.h"
 #include "sim/search/candidate_results.h"
 #include "sim/search/eval.h"
 #include "sim/search/space.h"
@@ -88,7 +88,7 @@ struct SearchResult {
 
 SearchResult search(const Config& cfg, const SearchOptions& options = {});
 
-// The microbatch Program that pipeline candidates share (cost_pipeline_program(), sim/pipeline_step.h): candidates
+// The microbatch Program that pipeline candidates share (cost_pipeline_program(), sim/pipeline/step.h): candidates
 // that shares_pipeline_program() share it, so the search evaluates them together with one SharedPipelineProgram,
 // which the first of them that needs it fills (the Program's costs, or the tptune::Error it threw, which every later
 // one rethrows: the same error simulate_pipeline() would throw for each of them).
@@ -101,7 +101,7 @@ struct SharedPipelineProgram {
 bool shares_pipeline_program(const Candidate& a, const Candidate& b);
 
 // One pipeline candidate (search.pp_degrees > 1) as the search evaluates it: the static rules, then simulate_pipeline()
-// of its plan (sim/pipeline_step.h; its errors prune it as `simulation`), the memory budget and the throughput floor.
+// of its plan (sim/pipeline/step.h; its errors prune it as `simulation`), the memory budget and the throughput floor.
 // With `shared` (for candidates that share_pipeline_program() with those it was used for before), the microbatch
 // Program comes from it, computed on first use; the result is the same, number for number.
 CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <limits>
 
-#include "plans/checked_math.h"
-#include "plans/error.h"
-#include "plans/limits.h"
-#include "plans/module_names.h"
+#include "plans/language/module_names.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
 
 namespace tptune {
 
@@ -39,7 +39,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   if (r.pp_schedules.empty()) r.pp_schedules = {PipelineScheduleKind::one_f_one_b};
   if (r.pp_microbatch_sizes.empty()) r.pp_microbatch_sizes = {1};
   if (r.pp_stages_per_rank.empty()) r.pp_stages_per_rank = {0};
-  // The pipeline candidates are evaluated one by one (sim/pipeline_step.h): none of the pp 1 space's shortcuts.
+  // The pipeline candidates are evaluated one by one (sim/pipeline/step.h): none of the pp 1 space's shortcuts.
   if (r.searches_pp() && (!r.ac_layers.empty() || r.max_local_batch_size > 0))
     throw Error(
         fmt::format("{}: search.pp_degrees with {}: not searched together yet (the pipeline candidates have "

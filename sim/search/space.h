@@ -1,5 +1,5 @@
 #pragma once
-// The candidates of `tp-plan search`: every full plan of the config's `search:` section (plans/config.h).
+// The candidates of `tp-plan search`: every full plan of the config's `search:` section (plans/language/config.h).
 //
 // A candidate fixes everything a Plan holds: the TP degree, the plan family (a preset's module plan or a user plan
 // file's), HSDP replicate degree, float8 recipe, async TP, loss parallel, activation checkpointing and local batch
@@ -11,9 +11,10 @@
 // and everything the search shares between candidates (lowerings, batch-parametric Programs, async-TP siblings) stays
 // within one length, whose Programs have other shapes.
 //
-// Defaults when the config has no `search:` section or leaves a list out are SearchSpace's (plans/config.h), except
-// tp_degrees, whose default is the divisors of the world size up to 2 x gpus_per_node (TP beyond two nodes is never
-// worth its inter-node traffic for the models tptune knows, and would only lengthen the list of pruned candidates).
+// Defaults when the config has no `search:` section or leaves a list out are SearchSpace's (plans/language/config.h),
+// except tp_degrees, whose default is the divisors of the world size up to 2 x gpus_per_node (TP beyond two nodes is
+// never worth its inter-node traffic for the models tptune knows, and would only lengthen the list of pruned
+// candidates).
 //
 // User plan files: their module styles define the family; the search varies the toggles around them, except
 // loss_parallel, which a module plan fixes (its output projection either keeps vocab-sharded logits or not), so a
@@ -23,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/plan.h"
-#include "plans/plan_toggles.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/language/plan_toggles.h"
 
 namespace tptune {
 
@@ -39,8 +40,8 @@ struct PlanFamily {
   bool sequence_parallel = false;
 };
 
-// A candidate: its plan's toggles (PlanToggles, plans/plan_toggles.h) and its family. Each holder's reading of a
-// toggle: dp_shard is world / (tp_degree x dp_replicate), 0 when that is not whole; ac_layers is 0 (every block) as
+// A candidate: its plan's toggles (PlanToggles, plans/language/plan_toggles.h) and its family. Each holder's reading of
+// a toggle: dp_shard is world / (tp_degree x dp_replicate), 0 when that is not whole; ac_layers is 0 (every block) as
 // enumerate_candidates() gives it, and the search's ac_layers sweep sets k; seq_len is one of ResolvedSpace::seq_lens
 // (the candidate is lowered and simulated with the config's training.seq_len set to it: candidate_training());
 // gradient_accumulation_steps, with search.gradient_accumulation, is global_batch_size / (local batch x dp_shard x
@@ -51,9 +52,9 @@ struct Candidate : PlanToggles {
   int family = 0;  // into ResolvedSpace::families
 };
 
-// The config's `search:` section (SearchSpace, plans/config.h: the axes' lists, the objective and the constraints) with
-// the defaults filled in (tp_degrees, dp_replicate, seq_lens), and what resolving adds: the families (presets and
-// loaded plan files, in that order), the world size and the config's seq_len.
+// The config's `search:` section (SearchSpace, plans/language/config.h: the axes' lists, the objective and the
+// constraints) with the defaults filled in (tp_degrees, dp_replicate, seq_lens), and what resolving adds: the families
+// (presets and loaded plan files, in that order), the world size and the config's seq_len.
 struct ResolvedSpace : SearchSpace {
   std::vector<PlanFamily> families;  // the presets, then the plan files (loaded)
   // max_local_batch_size > 0: local_batch_sizes is {max_local_batch_size}, and each candidate's batch is the largest

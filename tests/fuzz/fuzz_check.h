@@ -13,7 +13,7 @@
 #include <exception>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 namespace tptune::fuzz {
 

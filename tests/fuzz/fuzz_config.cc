@@ -1,4 +1,4 @@
-// libFuzzer target: the config loader (plans/config.h) and, for the cluster it names, the GPU spec loader
+// libFuzzer target: the config loader (plans/language/config.h) and, for the cluster it names, the GPU spec loader
 // (sim/gpu_spec.h: a preset name or an inline `cluster.gpu` map).
 //
 // Property: load_config_string() returns a Config or throws a one-line tptune::Error (fuzz_check.h). A Config
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/config.h"
+#include "plans/language/config.h"
 #include "sim/gpu_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 

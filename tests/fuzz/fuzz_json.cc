@@ -1,6 +1,6 @@
-// libFuzzer target: the JSON files a user hands tp-plan (plans/json_text.h: parse_json_text, strict JSON with
-// file:line errors), read as a tp-run profile (plans/profile_format.h: parse_profile) and as a transformers
-// config.json (plans/hf_config.h: parse_hf_config).
+// libFuzzer target: the JSON files a user hands tp-plan (plans/util/json_text.h: parse_json_text, strict JSON with
+// file:line errors), read as a tp-run profile (plans/program/profile_format.h: parse_profile) and as a transformers
+// config.json (plans/model/hf_config.h: parse_hf_config).
 //
 // Property: each reader returns its object or throws a one-line tptune::Error (fuzz_check.h). A Profile round-trips:
 // profile_json() of it read back gives the same JSON (what the reader keeps is what the writer writes).
@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/hf_config.h"
-#include "plans/json_text.h"
-#include "plans/profile_format.h"
+#include "plans/model/hf_config.h"
+#include "plans/program/profile_format.h"
+#include "plans/util/json_text.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace tptune::fuzz {

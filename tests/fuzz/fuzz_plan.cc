@@ -1,4 +1,4 @@
-// libFuzzer target: the plan loader (plans/plan.h: load_plan_string, plan_to_yaml).
+// libFuzzer target: the plan loader (plans/language/plan.h: load_plan_string, plan_to_yaml).
 //
 // Property: load_plan_string() returns a Plan or throws a one-line tptune::Error (fuzz_check.h). A Plan
 // round-trips: plan_to_yaml() read back gives an equal Plan (same toggles, entries and family), and writing that
@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
 #include "tests/fuzz/fuzz_check.h"
 #ifdef TPTUNE_FUZZ_LOWER
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #endif
 
 namespace tptune::fuzz {

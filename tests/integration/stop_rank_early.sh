@@ -1,6 +1,6 @@
 #!/bin/sh
 # stop_rank_early.sh STAGE TP_RUN CONFIG MPIRUN...: the --timeout deadline holds from process start
-# (tools/tp_run_watchdog.h). Runs
+# (tools/tp_run/watchdog.h). Runs
 #   MPIRUN -np 2 tp-run verify CONFIG --preset vanilla --timeout 3
 # with rank 1 stopping itself (SIGSTOP, TPTUNE_TP_RUN_STOP_AT=STAGE) at STAGE:
 #   init         before MPI_Init: rank 0 waits in MPI_Init (or, if its MPI_Init returns alone, MPI_Comm_split_type)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # version_stamp.sh TP_PLAN TP_RUN EXAMPLES_DIR [BENCH_GATE]: `--version` of both tools, and the version stamp
-# (plans/version.h) in every JSON file the tools write.
+# (plans/util/version.h) in every JSON file the tools write.
 #   - `tp-plan --version` and `tp-run --version` print one line "TOOL X.Y.Z (git HASH)" and exit 0, the same
 #     version and hash for both tools;
 #   - each output carries "tptune": {"version": X.Y.Z, "git_hash": HASH} with that version and hash: tp-plan simulate

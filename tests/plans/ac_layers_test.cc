@@ -1,12 +1,12 @@
 // A plan's ac_layers (activation checkpointing on the first k blocks): the plan file key, its errors, and the split
-// lowering (plans/program.h "Structure": two block.bwd segments, the blocks without recompute first).
+// lowering (plans/program/program.h "Structure": two block.bwd segments, the blocks without recompute first).
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/export.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/export/export.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -4,11 +4,11 @@
 // explain's line. The lowering does not read the field (tests/sim/accumulation_test.cc checks the simulator).
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/export.h"
-#include "plans/lower.h"
+#include "plans/export/export.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/error_text.h"
 #include "tests/fixtures.h"
 

@@ -10,16 +10,16 @@
 #include <string>
 
 #include "lowering_helpers.h"
-#include "plans/checked_math.h"
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/lower.h"
-#include "plans/module_names.h"
-#include "plans/placement.h"
-#include "plans/plan.h"
-#include "plans/version.h"
-#include "plans/yaml_util.h"
+#include "plans/language/config.h"
+#include "plans/language/module_names.h"
+#include "plans/language/placement.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "plans/util/version.h"
+#include "plans/util/yaml_util.h"
+#include "sim/report/explain.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

@@ -1,6 +1,6 @@
 // Config loading: presets, overrides, defaults, the example files, and an error for every kind of bad input that
 // names the file, line and key.
-#include "plans/config.h"
+#include "plans/language/config.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plans/error.h"
-#include "plans/plan.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -6,9 +6,9 @@
 #include <map>
 #include <sstream>
 
-#include "plans/error.h"
-#include "plans/export.h"
-#include "plans/plan.h"
+#include "plans/export/export.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
 #include "tests/error_text.h"
 #include "tests/fixtures.h"
 

@@ -1,15 +1,15 @@
-// Context parallelism in the plan and the lowering (plans/context_parallel.h): the plan YAML keys and their errors,
-// dp_shard's resolution over the mesh [dp_replicate, dp_shard, cp, tp], cp 1 lowering to the Program without CP, the
-// sequence shard, ring attention's blocks (FLOPs derived by hand: the causal total / cp under load balancing) and
-// transfers (count, group, bytes derived by hand) for both rotate methods, FSDP over dp_shard x cp, and the
+// Context parallelism in the plan and the lowering (plans/language/context_parallel.h): the plan YAML keys and their
+// errors, dp_shard's resolution over the mesh [dp_replicate, dp_shard, cp, tp], cp 1 lowering to the Program without
+// CP, the sequence shard, ring attention's blocks (FLOPs derived by hand: the causal total / cp under load balancing)
+// and transfers (count, group, bytes derived by hand) for both rotate methods, FSDP over dp_shard x cp, and the
 // sequence-length errors.
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/lower.h"
-#include "plans/plan_resolve.h"
+#include "plans/language/config.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/error_text.h"
 #include "tests/fixtures.h"
 

@@ -1,19 +1,19 @@
-// Every enum printed or parsed through a name table (plans/enum_names.h) has a complete table: each enumerator has
+// Every enum printed or parsed through a name table (plans/util/enum_names.h) has a complete table: each enumerator has
 // a name of its own, the value past the last one has none ("?"), and the parsable ones read back what they print.
-#include "plans/enum_names.h"
+#include "plans/util/enum_names.h"
 
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
 
 #include "../error_text.h"
-#include "plans/config.h"
-#include "plans/dtype.h"
-#include "plans/model.h"
-#include "plans/placement.h"
-#include "plans/plan.h"
-#include "plans/program.h"
-#include "plans/segment_kind.h"
+#include "plans/language/config.h"
+#include "plans/language/placement.h"
+#include "plans/language/plan.h"
+#include "plans/model/dtype.h"
+#include "plans/model/model.h"
+#include "plans/program/program.h"
+#include "plans/program/segment_kind.h"
 
 using namespace tptune;
 

@@ -1,7 +1,7 @@
 // Export of plans as torchtitan TOML and as a python parallelize_module plan: exact lines for torchtitan's default
 // plan, round trips (TOML keys back to the plan's toggles; python plan dict back to the plan's module styles) over
 // every toggle combination of both presets, and the float8 class choice.
-#include "plans/export.h"
+#include "plans/export/export.h"
 
 #include <fmt/format.h>
 
@@ -10,8 +10,8 @@
 #include <regex>
 #include <sstream>
 
-#include "plans/error.h"
-#include "plans/plan.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

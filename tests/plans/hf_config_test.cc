@@ -1,15 +1,15 @@
-// Hugging Face config.json as a model source (plans/hf_config.h): the bundled Llama 3 configs lower to exactly the
-// Program of the built-in presets, and what the Model cannot represent is a one-line error naming file, line, key.
-#include "plans/hf_config.h"
+// Hugging Face config.json as a model source (plans/model/hf_config.h): the bundled Llama 3 configs lower to exactly
+// the Program of the built-in presets, and what the Model cannot represent is a one-line error naming file, line, key.
+#include "plans/model/hf_config.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

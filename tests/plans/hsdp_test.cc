@@ -3,11 +3,11 @@
 // the bytes of the padded shard, derived by hand), the DDP refusal, and the torchtitan flags.
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/export.h"
-#include "plans/lower.h"
+#include "plans/export/export.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -1,6 +1,6 @@
-// Reading the files a user hands us (plans/input_file.h): what is not a bounded regular UTF-8 file is one line naming
-// it, and nothing blocks or reads without end (issue 21, items 11 and 12).
-#include "plans/input_file.h"
+// Reading the files a user hands us (plans/util/input_file.h): what is not a bounded regular UTF-8 file is one line
+// naming it, and nothing blocks or reads without end (issue 21, items 11 and 12).
+#include "plans/util/input_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "../error_text.h"
-#include "plans/config.h"
-#include "plans/yaml_util.h"
+#include "plans/language/config.h"
+#include "plans/util/yaml_util.h"
 
 using namespace tptune;
 using tptune::test::error_of;

@@ -1,13 +1,13 @@
-// JSON a user hands us (plans/json_text.h): hostile documents are one-line errors with FILE:LINE, never a crash or
+// JSON a user hands us (plans/util/json_text.h): hostile documents are one-line errors with FILE:LINE, never a crash or
 // nlohmann's own exception (issue 21, items 10 and 12).
-#include "plans/json_text.h"
+#include "plans/util/json_text.h"
 
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
 
 #include "../error_text.h"
-#include "plans/hf_config.h"
+#include "plans/model/hf_config.h"
 
 using namespace tptune;
 using nlohmann::json;

@@ -1,5 +1,6 @@
 // Lowering of the two presets on Llama3-8B (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256),
-// seq 8192, local batch 1, bf16. Every expectation below is derived by hand from DTensor's rules (plans/placement.h).
+// seq 8192, local batch 1, bf16. Every expectation below is derived by hand from DTensor's rules
+// (plans/language/placement.h).
 //
 // Sizes used throughout:
 //   activation [1, 8192, 4096] bf16 = 8192 * 4096 * 2        = 67,108,864 B (64 MiB)
@@ -249,7 +250,7 @@ TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
 }
 
 TEST_CASE("async TP with float8 rowwise pipelines the reduce-scatters; the bf16 all-gathers feed the casts") {
-  // What inductor's micro-pipeline pass does with torchao's rowwise Float8Linear (plans/async_tp.h): the input is
+  // What inductor's micro-pipeline pass does with torchao's rowwise Float8Linear (plans/lower/async_tp.h): the input is
   // gathered in bf16 and cast after the gather (one scale per token row), so the all-gather is not fused; each
   // matmul -> reduce-scatter becomes tp chunk matmuls on float8 rows with their row scales and a ring of bf16
   // partials.

@@ -210,7 +210,7 @@ TEST_CASE("torchtitan 0.3 refuses what it cannot do") {
 TEST_CASE("torchtitan 0.3 clips the gradient norm before the optimizer: an all-reduce on dp, then on tp") {
   // Trainer.train_step -> dist_utils.clip_grad_norm_(max_norm=1.0) -> get_total_norm: the stack of the per-gradient
   // norms (_NormPartial on the [dp_shard, tp] mesh) is all-reduced once per sharded mesh dim, 4 B per gradient (torch
-  // 2.15.0 on a fake process group: plans/lower.cc, grad_norm()).
+  // 2.15.0 on a fake process group: plans/lower/lower.cc, grad_norm()).
   Model tiny;
   REQUIRE(model_preset("tiny-llama", tiny));  // dim 64, 2 layers, 8 heads, 4 kv heads, ffn 128, vocab 256
   Training tr;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "lowering_helpers.h"
-#include "plans/plan.h"
+#include "plans/language/plan.h"
 
 using namespace tptune;
 using namespace tptune::testing;

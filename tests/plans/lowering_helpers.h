@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/error.h"
-#include "plans/explain.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/fixtures.h"
 
 namespace tptune::testing {

@@ -6,11 +6,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/hf_config.h"
-#include "plans/lower.h"
-#include "plans/shrink.h"
+#include "plans/language/config.h"
+#include "plans/language/shrink.h"
+#include "plans/lower/lower.h"
+#include "plans/model/hf_config.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

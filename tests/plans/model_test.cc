@@ -1,5 +1,5 @@
 // Model: presets, torchtitan's ffn_dim rule, parameter and FLOP counts against hand-derived values.
-#include "plans/model.h"
+#include "plans/model/model.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,11 +1,11 @@
-// Module names per framework (plans/module_names.h): torchtitan 0.3's model has attention.wqkv and lm_head where the
-// seed's DTensor model has attention.wq/wk/wv and output; a user plan naming the other family's modules is refused
-// with the reason.
-#include "plans/module_names.h"
+// Module names per framework (plans/language/module_names.h): torchtitan 0.3's model has attention.wqkv and lm_head
+// where the seed's DTensor model has attention.wq/wk/wv and output; a user plan naming the other family's modules is
+// refused with the reason.
+#include "plans/language/module_names.h"
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 using namespace tptune;
 

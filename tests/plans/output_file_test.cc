@@ -1,6 +1,6 @@
-// Writing outputs (plans/output_file.h): whole or not at all, never over an input, every failure one line naming the
-// option, the path and the system's reason (issue 21, items 13 and 14).
-#include "plans/output_file.h"
+// Writing outputs (plans/util/output_file.h): whole or not at all, never over an input, every failure one line naming
+// the option, the path and the system's reason (issue 21, items 13 and 14).
+#include "plans/util/output_file.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "../error_text.h"
-#include "plans/input_file.h"
+#include "plans/util/input_file.h"
 
 using namespace tptune;
 using tptune::test::error_of;

@@ -1,7 +1,7 @@
-// Parameter counts (plans/parameter_count.h): the model's total and what one rank holds after TP and FSDP sharding,
-// against hand arithmetic from the shapes of Llama 3 8B (dim 4096, 32 layers, 32 heads / 8 kv of head_dim 128, ffn
-// 14336, vocab 128256).
-#include "plans/parameter_count.h"
+// Parameter counts (plans/lower/parameter_count.h): the model's total and what one rank holds after TP and FSDP
+// sharding, against hand arithmetic from the shapes of Llama 3 8B (dim 4096, 32 layers, 32 heads / 8 kv of head_dim
+// 128, ffn 14336, vocab 128256).
+#include "plans/lower/parameter_count.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,10 +4,10 @@
 // module_fqns_per_model_part for an explicit split); plans without PP carry no pipeline key.
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/export.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/plan.h"
+#include "plans/export/export.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -2,13 +2,13 @@
 // _generate_llm_fqn_per_model_part's arithmetic), the explicit split, the stages per rank each schedule accepts, the
 // microbatches, the plan YAML keys (round trip, pp 1 writing none of them) and the one-line errors naming the key's
 // line.
-#include "plans/pipeline_parallel.h"
+#include "plans/language/pipeline_parallel.h"
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/plan.h"
-#include "plans/plan_resolve.h"
+#include "plans/language/plan.h"
+#include "plans/language/plan_resolve.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

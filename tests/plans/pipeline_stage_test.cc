@@ -1,6 +1,6 @@
-// A pipeline stage's Program (plans/pipeline_stage.h): the microbatch Program's ops split among the stages, each op
-// in exactly one, with the transfers torch's PipelineStage runs between them.
-#include "plans/pipeline_stage.h"
+// A pipeline stage's Program (plans/lower/pipeline_stage.h): the microbatch Program's ops split among the stages, each
+// op in exactly one, with the transfers torch's PipelineStage runs between them.
+#include "plans/lower/pipeline_stage.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "plans/error.h"
-#include "plans/explain.h"
+#include "plans/util/error.h"
+#include "sim/report/explain.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

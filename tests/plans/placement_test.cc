@@ -1,9 +1,10 @@
-// Placement algebra: canonical form, shapes, redistribution and its backward (plans/placement.h's table), bytes.
-#include "plans/placement.h"
+// Placement algebra: canonical form, shapes, redistribution and its backward (plans/language/placement.h's table),
+// bytes.
+#include "plans/language/placement.h"
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

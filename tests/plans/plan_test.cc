@@ -1,9 +1,9 @@
 // Parallel styles (torch's defaults), FQN patterns, style lookup, plan equality and the two presets.
-#include "plans/plan.h"
+#include "plans/language/plan.h"
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/util/error.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;

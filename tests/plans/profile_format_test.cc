@@ -1,6 +1,6 @@
-// The Profile file's one schema (plans/profile_format.h): the writer's JSON reads back to itself, and every bad
+// The Profile file's one schema (plans/program/profile_format.h): the writer's JSON reads back to itself, and every bad
 // member is a one-line error naming the file and the key.
-#include "plans/profile_format.h"
+#include "plans/program/profile_format.h"
 
 #include <catch2/catch.hpp>
 

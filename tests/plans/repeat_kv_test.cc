@@ -1,13 +1,13 @@
-// model.gqa repeat_kv (torchtitan's repeat_kv before SDPA, plans/model.h Gqa): the config key and its error, the
+// model.gqa repeat_kv (torchtitan's repeat_kv before SDPA, plans/model/model.h Gqa): the config key and its error, the
 // copies the lowering adds (shapes and bytes derived by hand), the attention they feed (query heads on both sides),
 // nothing added for the default enable_gqa or a model without grouped heads, the identity of a Program that repeats,
 // and context parallelism rotating the repeated K/V (n_heads / n_kv_heads times the bytes).
 #include <catch2/catch.hpp>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/program_identity.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
 #include "tests/error_text.h"
 #include "tests/fixtures.h"
 

@@ -1,11 +1,11 @@
-// shrink_for_verify (plans/shrink.h): the dims chosen (golden, by the rules of the header), the same Program
+// shrink_for_verify (plans/language/shrink.h): the dims chosen (golden, by the rules of the header), the same Program
 // structure as the real model (same ops, same collectives, in the same order), and the same refusals.
-#include "plans/shrink.h"
+#include "plans/language/shrink.h"
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "plans/config.h"
-#include "plans/export.h"
-#include "plans/hf_config.h"
-#include "plans/shrink.h"
+#include "plans/export/export.h"
+#include "plans/language/config.h"
+#include "plans/language/shrink.h"
+#include "plans/model/hf_config.h"
 #include "tests/plans/lowering_helpers.h"
 
 using namespace tptune;

@@ -1,11 +1,11 @@
-// plans/version.h: the --version line and the version stamp every JSON output carries.
-#include "plans/version.h"
+// plans/util/version.h: the --version line and the version stamp every JSON output carries.
+#include "plans/util/version.h"
 
 #include <catch2/catch.hpp>
 #include <regex>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 
 using namespace tptune;
 

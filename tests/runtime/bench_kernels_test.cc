@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/tensor_init.h"
 

@@ -1,10 +1,8 @@
-// The context-parallel layouts (runtime/cp_layout.h) and the ring attention schedule (runtime/ring_schedule.h),
+// The context-parallel layouts (runtime/ring/cp_layout.h) and the ring attention schedule (runtime/ring/schedule.h),
 // without MPI: hand-derived positions, shard/unshard round trips, the layouts' one-line errors, and the schedule's
 // exactness property: over all ranks and steps, every causal (query, key) pair is computed exactly once and no
 // masked pair is computed, for cp 1-8 in both layouts; under head_tail every rank does the same work; and each block
-// equals the one torch's ring attention computed (recorded by tools/check_ring_schedule.py).
-#include "runtime/ring_schedule.h"
-
+// equals the one torch's ring attention computed (recorded by tests/runtime/check_ring_schedule.py).
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <numeric>
@@ -12,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "plans/error.h"
-#include "runtime/cp_layout.h"
+#include "plans/util/error.h"
+#include "runtime/ring/cp_layout.h"
+#include "runtime/ring/schedule.h"
 
 using namespace tptune;
 
@@ -111,8 +110,8 @@ TEST_CASE("ring schedule: every causal pair exactly once, no masked pair, for cp
 }
 
 TEST_CASE("ring schedule: the blocks torch's _templated_ring_attention computes, recorded from torch", "[cp]") {
-  // tests/runtime/ring_schedule_torch.txt: tools/check_ring_schedule.py ran torch's ring attention (torch 2.15, gloo,
-  // cp 2-4 processes, both rotate methods, 8 local rows) and recorded, per rank and step, the rank whose K/V the
+  // tests/runtime/ring_schedule_torch.txt: tests/runtime/check_ring_schedule.py ran torch's ring attention (torch 2.15,
+  // gloo, cp 2-4 processes, both rotate methods, 8 local rows) and recorded, per rank and step, the rank whose K/V the
   // block read and the rows of q and k/v it was given (or that the step was skipped).
   std::ifstream in(std::string(TPTUNE_SOURCE_DIR) + "/tests/runtime/ring_schedule_torch.txt");
   REQUIRE(in);

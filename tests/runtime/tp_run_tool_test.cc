@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <map>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
 #include "runtime/profiler.h"

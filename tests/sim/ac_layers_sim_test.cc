@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "plans/config.h"
-#include "plans/lower.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
 #include "sim/cluster_spec.h"
-#include "sim/cost_params.h"
+#include "sim/cost/cost_params.h"
 #include "sim/memory.h"
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"

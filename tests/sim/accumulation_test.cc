@@ -9,8 +9,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
 #include "sim/report/search_report.h"

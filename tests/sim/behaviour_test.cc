@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <optional>
 
-#include "plans/lower.h"
-#include "sim/comm_cost.h"
+#include "plans/lower/lower.h"
+#include "sim/cost/comm_cost.h"
 #include "sim/simulate.h"
 
 using namespace tptune;

@@ -1,10 +1,10 @@
-// The q/k/v bias ops of Qwen2.5 7B priced by the simulator's memory-bound path (sim/compute_cost.h): bytes over HBM
-// bandwidth plus launch, the arithmetic in the comments (default CostParams, as tests/sim/cost_model_test.cc).
+// The q/k/v bias ops of Qwen2.5 7B priced by the simulator's memory-bound path (sim/cost/compute_cost.h): bytes over
+// HBM bandwidth plus launch, the arithmetic in the comments (default CostParams, as tests/sim/cost_model_test.cc).
 #include <catch2/catch.hpp>
 
-#include "plans/hf_config.h"
-#include "plans/lower.h"
-#include "sim/compute_cost.h"
+#include "plans/lower/lower.h"
+#include "plans/model/hf_config.h"
+#include "sim/cost/compute_cost.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -4,15 +4,15 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/fit.h"
 #include "sim/cluster_spec.h"
-#include "sim/comm_cost.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/shared_machine.h"
 #include "sim/simulate.h"
 #include "tests/error_text.h"

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "plans/config.h"
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/version.h"
+#include "plans/language/config.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "plans/util/version.h"
 #include "sim/check/baseline.h"
 #include "sim/check/check_report.h"
 #include "sim/check/compare.h"

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/timeline.h"
 #include "tests/program_builder.h"
 
@@ -149,8 +149,8 @@ TEST_CASE("host dispatch: kernels launched per op, eager composite modules and c
   b.op("norm_bwd", ElementwiseOp{ElementwiseOp::Fn::rmsnorm_bwd, 0}, {x}, {y});
   const auto& ops = b.p.segments[0].ops;
   CostParams c;
-  // The default traffic factors (tools/count_eager_traffic.py): RMSNorm 9.0 forward, 14.7 backward; SiLU x b 1.67;
-  // rope 5.1, rounded.
+  // The default traffic factors (tests/torch/count_eager_traffic.py): RMSNorm 9.0 forward, 14.7 backward; SiLU x
+  // b 1.67; rope 5.1, rounded.
   SECTION("eager: the traffic factor's kernels (RMSNorm 9, its backward 15, SiLU x b 2, rope 5), else one") {
     b.p.training.compile = false;
     CHECK(launched_kernels(ops[0], b.p, c) == 9);
@@ -177,7 +177,7 @@ TEST_CASE("host dispatch: kernels launched per op, eager composite modules and c
 
 TEST_CASE(
     "eager modules: their measured kernel traffic, forward and backward apart, and the fused bytes when compiled") {
-  // tools/count_eager_traffic.py (torchtitan 9dec370's modules under eager autograd): RMSNorm 9.0x forward, 14.7x
+  // tests/torch/count_eager_traffic.py (torchtitan 9dec370's modules under eager autograd): RMSNorm 9.0x forward, 14.7x
   // backward; rope 5.1x / 5.4x; SiLU x b 1.67x / 1.8x the fused bytes the Program counts.
   Builder b(1);
   TensorId x = b.tensor("x"), y = b.tensor("y");

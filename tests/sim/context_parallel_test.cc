@@ -5,12 +5,12 @@
 // 128K-token search on 64 H100s that picks CP where TP alone runs out of memory.
 #include <catch2/catch.hpp>
 
-#include "plans/explain.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/comm_cost.h"
+#include "sim/cost/comm_cost.h"
 #include "sim/memory.h"
+#include "sim/report/explain.h"
 #include "sim/report/html_report.h"
 #include "sim/report/trace.h"
 #include "sim/search/search.h"

@@ -2,9 +2,9 @@
 // of CostParams are used, so these tests also pin them: a change to a default must update the arithmetic here.
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "sim/comm_cost.h"
-#include "sim/compute_cost.h"
+#include "plans/util/error.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/cost/compute_cost.h"
 
 using namespace tptune;
 

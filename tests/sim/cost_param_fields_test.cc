@@ -1,8 +1,8 @@
-// The table of named cost parameters (sim/cost_param_fields.h) against the struct (sim/cost_params.h): both come from
-// sim/cost_param_list.h, and each TPTUNE_COST_PARAM line must be the table row of its name, in list order, wired to
-// the member of that name (a value set by name is read back from that member and from nowhere else).
+// The table of named cost parameters (sim/cost/cost_param_fields.h) against the struct (sim/cost/cost_params.h): both
+// come from sim/cost/cost_param_list.h, and each TPTUNE_COST_PARAM line must be the table row of its name, in list
+// order, wired to the member of that name (a value set by name is read back from that member and from nowhere else).
 
-#include "sim/cost_param_fields.h"
+#include "sim/cost/cost_param_fields.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -12,8 +12,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "plans/error.h"
-#include "sim/cost_params.h"
+#include "plans/util/error.h"
+#include "sim/cost/cost_params.h"
 
 using namespace tptune;
 
@@ -66,7 +66,7 @@ TEST_CASE("cost parameters: every table row is the struct member of its name, in
   check_param<type>(#name, &CostParams::name, lo, hi, listed++); \
   CHECK(names.insert(#name).second)
 #define TPTUNE_COST_FIELD(type, name, ...) CHECK(find_cost_param(#name) == nullptr)
-#include "sim/cost_param_list.h"
+#include "sim/cost/cost_param_list.h"
 #undef TPTUNE_COST_PARAM
 #undef TPTUNE_COST_FIELD
   CHECK(listed == cost_param_fields().size());

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/cluster_spec.h"
 #include "tests/error_text.h"
 

@@ -6,11 +6,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/comm_cost.h"
+#include "sim/cost/comm_cost.h"
 #include "sim/memory.h"
 #include "sim/report/search_report.h"
 #include "sim/report/step_report.h"

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -1,4 +1,4 @@
-// The outputs of a pipeline-parallel step (sim/pipeline_step.h) beyond its text: the HTML report's pipeline section
+// The outputs of a pipeline-parallel step (sim/pipeline/step.h) beyond its text: the HTML report's pipeline section
 // (sim/report/html_report.h), the Chrome trace (sim/report/pipeline_trace.h) and explain's JSON
 // (sim/report/pipeline_explain_json.h), and the check baseline (sim/check/baseline.h). Structure asserted against the
 // PipelineReport they draw (a row or thread per rank, a box or event per action, the idle gaps summing to each rank's
@@ -7,10 +7,10 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/check/baseline.h"
 #include "sim/check/compare.h"
-#include "sim/pipeline_step.h"
+#include "sim/pipeline/step.h"
 #include "sim/report/html_report.h"
 #include "sim/report/pipeline_explain_json.h"
 #include "sim/report/pipeline_text.h"

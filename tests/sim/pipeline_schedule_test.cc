@@ -1,13 +1,11 @@
-// Pipeline schedules (sim/pipeline_schedule.h) and their simulation (sim/pipeline_schedule_sim.h): the action lists
+// Pipeline schedules (sim/pipeline/schedule.h) and their simulation (sim/pipeline/schedule_sim.h): the action lists
 // equal what torch runs (tests/sim/pipeline_schedule_torch.txt, recorded from torch by
-// tools/check_pipeline_schedule.py), every schedule runs each (stage, microbatch) once and to its end, the bubble of
-// GPipe, 1F1B and interleaved 1F1B on uniform stages equals its closed form, the peak of held activations, the
+// tests/sim/check_pipeline_schedule.py), every schedule runs each (stage, microbatch) once and to its end, the bubble
+// of GPipe, 1F1B and interleaved 1F1B on uniform stages equals its closed form, the peak of held activations, the
 // zero-bubble schedules' smaller bubble, and the one-line errors.
 //
 // Cost convention of the closed forms: every stage costs f = 1 us forward and b = 2 us backward (b = 2f), p2p 0.
 // A microbatch then occupies a rank f + b = 3 us per stage it holds.
-#include "sim/pipeline_schedule.h"
-
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -19,8 +17,9 @@
 #include <tuple>
 #include <vector>
 
-#include "plans/error.h"
-#include "sim/pipeline_schedule_sim.h"
+#include "plans/util/error.h"
+#include "sim/pipeline/schedule.h"
+#include "sim/pipeline/schedule_sim.h"
 #include "tests/error_text.h"
 
 using namespace tptune;

@@ -5,8 +5,8 @@
 // ranked as before.
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "sim/pipeline_step.h"
+#include "plans/util/error.h"
+#include "sim/pipeline/step.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "tests/fixtures.h"

@@ -1,19 +1,18 @@
-// A step under pipeline parallelism (sim/pipeline_step.h) on a small 8-block model, tp 2 x pp 2 x dp_shard 2 on one
+// A step under pipeline parallelism (sim/pipeline/step.h) on a small 8-block model, tp 2 x pp 2 x dp_shard 2 on one
 // node of 8 H100s: the stages partition the microbatch Program's work, 1F1B with a bottleneck last stage meets its
 // closed form (derived below), the activations each rank holds follow the schedule (1F1B: pp - r microbatches,
 // GPipe: all of them), the p2p hop is one activation over NVLink, and throughput divides by tp x pp.
-#include "sim/pipeline_step.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/parameter_count.h"
-#include "plans/pipeline_stage.h"
-#include "sim/comm_cost.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/util/error.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/pipeline/step.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"

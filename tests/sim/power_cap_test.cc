@@ -2,8 +2,8 @@
 // models its power cap, CostParams::tensor_clock_fraction.
 #include <catch2/catch.hpp>
 
-#include "sim/compute_cost.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/gpu_spec.h"
 
 using namespace tptune;

@@ -8,12 +8,12 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/calibration.h"
 #include "sim/calibrate/published_accuracy.h"
 #include "sim/calibrate/published_predict.h"
 #include "sim/calibrate/published_record.h"
-#include "sim/cost_param_fields.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/gpu_spec.h"
 #include "tests/error_text.h"
 
@@ -156,7 +156,7 @@ TEST_CASE("published fit: bad names, a GPU without runs and a prior a log-space 
   CHECK(error_of([&] {
           fit_published(rec, {"b200", {"gemm_efficiency"}, 0.01});
         }) == "--gpu b200: no predicted run of the record runs on it (its runs' GPUs: h100-sxm)");
-  // attention_fwd_score_ns is 0 on GPUs (sim/cost_param_list.h): no log-space fit from 0.
+  // attention_fwd_score_ns is 0 on GPUs (sim/cost/cost_param_list.h): no log-space fit from 0.
   CHECK(error_of([&] {
           fit_published(rec, {"h100-sxm", {"attention_fwd_score_ns"}, 0.01});
         }) == "--fit attention_fwd_score_ns: the prior of h100-sxm is 0; a fit in log space needs a positive prior");

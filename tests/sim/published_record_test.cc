@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/calibrate/published_predict.h"
 #include "tests/error_text.h"
 

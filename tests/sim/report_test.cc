@@ -8,9 +8,9 @@
 #include <regex>
 #include <sstream>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/program_identity.h"
+#include "plans/lower/lower.h"
+#include "plans/program/program_identity.h"
+#include "plans/util/error.h"
 #include "sim/report/html_report.h"
 #include "sim/report/measured_trace.h"
 #include "sim/report/svg.h"
@@ -244,7 +244,7 @@ TEST_CASE("measured trace: bad profiles are one-line errors", "[report]") {
   CHECK(err(R"({"format": "other"})") == "p.json: expected a tp-run profile (\"format\": \"tptune-profile\")");
   CHECK(err(R"({"format": "tptune-profile", "version": 2})") ==
         "p.json: version: expected 1 (the profile format this tp-plan reads)");
-  // Read by the one Profile reader (plans/profile_format.h): its messages are calibration's.
+  // Read by the one Profile reader (plans/program/profile_format.h): its messages are calibration's.
   CHECK(err(R"({"format": "tptune-profile", "version": 1, "ops": [{"name": "x", "time_us": {"median": -1}}]})") ==
         "p.json: ops[0].time_us.median: expected a non-negative number, got -1");
   const nlohmann::json base = profile_of(s, 1);

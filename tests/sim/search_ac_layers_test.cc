@@ -7,9 +7,9 @@
 #include <map>
 #include <tuple>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/lower_incremental.h"
+#include "plans/lower/incremental.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"

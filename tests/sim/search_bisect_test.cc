@@ -9,7 +9,7 @@
 #include <numeric>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "tests/fixtures.h"

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #include "sim/search/bound.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"

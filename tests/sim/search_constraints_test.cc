@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"

@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/memory.h"
 #include "sim/search/constraints.h"
 #include "sim/search/eval.h"

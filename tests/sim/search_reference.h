@@ -1,12 +1,12 @@
 #pragma once
 // The tests' reference search: search() (sim/search/search.h) without any of its ways of sharing work between
-// candidates. Every candidate is lowered on its own with lower() (plans/lower.h) and evaluated from that Program by
-// CandidateEvaluator::evaluate_program() (sim/search/eval.h); no larger local batch is pruned because a smaller one
+// candidates. Every candidate is lowered on its own with lower() (plans/lower/lower.h) and evaluated from that Program
+// by CandidateEvaluator::evaluate_program() (sim/search/eval.h); no larger local batch is pruned because a smaller one
 // missed memory (every candidate is lowered and has its own memory report and detail); with
 // search.max_local_batch_size every bisection probe is lowered. The search shares lowerings between
 // activation-checkpointing policies, between async TP off and on and between local batch sizes (plans/
-// lower_incremental.h, sim/search/batch_program.h) and skips the larger batches of a policy that missed memory: the
-// exactness tests check that it gives this reference's results, number for number (batch_program_test.cc,
+// plans/lower/incremental.h, sim/search/batch_program.h) and skips the larger batches of a policy that missed memory:
+// the exactness tests check that it gives this reference's results, number for number (batch_program_test.cc,
 // search_seq_test.cc, search_bisect_test.cc, search_test.cc).
 //
 // The result is a SearchResult as search() fills it, except: `lowered` counts this search's lower() calls
@@ -14,8 +14,8 @@
 // (tptune::Error; their sweep is checked against lower() + simulate() of every block count in
 // search_ac_layers_test.cc).
 
-#include "plans/config.h"
-#include "sim/cost_params.h"
+#include "plans/language/config.h"
+#include "sim/cost/cost_params.h"
 #include "sim/search/search.h"
 
 namespace tptune::test {

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <optional>
 
-#include "plans/error.h"
-#include "plans/export.h"
-#include "plans/lower.h"
-#include "plans/module_names.h"
+#include "plans/export/export.h"
+#include "plans/language/module_names.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"

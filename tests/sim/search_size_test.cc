@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "sim/search/search.h"
 #include "tests/fixtures.h"
 #include "tests/sim/search_reference.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/text_table.h"
+#include "plans/util/text_table.h"
 #include "sim/report/search_report.h"
 #include "sim/search/search.h"
 #include "tests/fixtures.h"

@@ -11,10 +11,10 @@
 #include <fstream>
 #include <set>
 
-#include "plans/error.h"
-#include "plans/lower.h"
-#include "plans/module_names.h"
-#include "sim/cost_param_fields.h"
+#include "plans/language/module_names.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
+#include "sim/cost/cost_param_fields.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
@@ -420,7 +420,7 @@ TEST_CASE("search equals brute force on CPU ranks sharing 2 cores", "[search][br
 
 TEST_CASE("search equals brute force and the reference on the spaces command-line overrides make", "[search][brute]") {
   // tp-plan search --tp 4 | --gpu h200 --nodes 2 --seq-len 4096 --float8 rowwise | --framework torchtitan-0.3
-  // --float8 rowwise (tools/tp_plan_search_overrides.h) replace these values of the config before search() sees it;
+  // --float8 rowwise (tools/tp_plan/search_overrides.h) replace these values of the config before search() sees it;
   // tests/integration/search_overrides.sh checks that the tool's results equal those of the edited YAML.
   const Config base = test::example_config("llama3-8b-h100.yaml");
   CHECK(base.search.stated_at.at("tp_degrees") == test::example_path("llama3-8b-h100.yaml") + ":32");

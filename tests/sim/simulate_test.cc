@@ -6,8 +6,8 @@
 #include <set>
 #include <thread>
 
-#include "plans/error.h"
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
+#include "plans/util/error.h"
 #include "sim/report/step_report.h"
 #include "sim/report/trace.h"
 #include "tests/fixtures.h"

@@ -12,13 +12,13 @@
 #include <sstream>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
-#include "plans/program_identity.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
+#include "plans/program/program_identity.h"
 #include "sim/calibrate/fit.h"
 #include "sim/calibrate/measurements.h"
-#include "sim/compute_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/shared_machine.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"

@@ -2,8 +2,8 @@
 // collectives (one all-gather, one reduce-scatter) move fewer bytes than the untied embedding and head units'.
 #include <catch2/catch.hpp>
 
-#include "plans/lower.h"
-#include "sim/compute_cost.h"
+#include "plans/lower/lower.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
 

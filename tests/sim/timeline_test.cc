@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/lower.h"
+#include "plans/lower/lower.h"
 #include "tests/fixtures.h"
 #include "tests/program_builder.h"
 

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plans/error.h"
+#include "plans/util/error.h"
 #include "tests/error_text.h"
 
 using namespace tptune;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/executor.h"

@@ -1,6 +1,6 @@
 // Context parallelism verified end to end (mpirun -np 2 and -np 4, tag [cp]): the world is a [cp, tp] mesh with cp 2
 // (tp 1 at np 2, tp 2 at np 4; cp 4 x tp 1 for the ring-order case at np 4). Each rank runs its cp rank's Program
-// (ring attention's blocks, merges and K/V rotation as lowered by plans/lower_ring.cc) and the unsharded model; the
+// (ring attention's blocks, merges and K/V rotation as lowered by plans/lower/ring.cc) and the unsharded model; the
 // verifier compares the summed loss and every gradient. Both rotate methods and both sequence layouts pass; planted
 // errors in the Program — a skipped block, a ring that hands a block the wrong step's K/V, FSDP's gradient reduction
 // left out — fail.
@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/verifier.h"
 #include "tests/runtime/mpi/mesh.h"
@@ -151,8 +151,8 @@ TEST_CASE("cp 4: blocks computed in the wrong ring order fail", "[mpi][cp]") {
     INFO("rotate " << to_string(rotate));
     Programs right = tiny_cp(4, rotate, true);
     CHECK(verify_cp(right).pass());
-    // Steps 1 and 2 swap the rows they compute (which q and K/V half each rank's step uses, ring_schedule.h) while
-    // keeping the K/V they hold.
+    // Steps 1 and 2 swap the rows they compute (which q and K/V half each rank's step uses, runtime/ring/schedule.h)
+    // while keeping the K/V they hold.
     Programs p = tiny_cp(4, rotate, true);
     for (const char* phase : {"fwd", "bwd"}) {
       Op* one = find_op(p.sharded, std::string(".core.") + phase + ".1");

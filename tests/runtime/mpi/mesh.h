@@ -1,5 +1,5 @@
 #pragma once
-// The world as a two-dimensional mesh [outer, tp] for the multi-rank tests (tp innermost, as tools/tp_run_backend.h's
+// The world as a two-dimensional mesh [outer, tp] for the multi-rank tests (tp innermost, as tools/tp_run/backend.h's
 // MeshComms lays out [pp, cp, tp]): world rank r is tp rank r % tp of outer rank r / tp. `outer` is the cp or the pp
 // group: the ranks of one tp rank.
 #include <mpi.h>

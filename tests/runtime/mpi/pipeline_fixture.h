@@ -1,15 +1,15 @@
 #pragma once
 // The pipeline of the [pp] multi-rank tests: a 4-block tiny Llama, sequence-parallel plan at tp = world / 2 on pp 2,
 // local batch 4 in microbatches of 1, and this rank's PipelineRun (the stages of torchtitan's split, the actions in
-// torch's order: sim/pipeline_schedule.h), as tools/tp_run_pipeline.cc builds it for tp-run.
+// torch's order: sim/pipeline/schedule.h), as tools/tp_run/pipeline.cc builds it for tp-run.
 #include <string>
 
-#include "plans/config.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/pipeline_stage.h"
-#include "plans/plan.h"
-#include "runtime/pipeline_run.h"
-#include "sim/pipeline_schedule.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/pipeline_stage.h"
+#include "runtime/pipeline/run.h"
+#include "sim/pipeline/schedule.h"
 #include "tests/runtime/mpi/mesh.h"
 
 namespace tptune::test {

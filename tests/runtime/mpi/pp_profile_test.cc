@@ -1,5 +1,5 @@
 // `tp-run profile` of a pipeline (mpirun -np 2 and -np 4, tag [pp]): the [pp 2, tp] mesh of pipeline_fixture.h runs
-// its schedule under the profiler (runtime/pipeline_profile.h); the Profile must record every rank's actions in
+// its schedule under the profiler (runtime/pipeline/profile.h); the Profile must record every rank's actions in
 // torch's order, the point-to-point sizes of its activation, the ops of one microbatch, and the loss that one
 // microbatch gives unsharded.
 #include <mpi.h>
@@ -7,11 +7,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "plans/lower.h"
-#include "plans/profile_format.h"
+#include "plans/lower/lower.h"
+#include "plans/program/profile_format.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
-#include "runtime/pipeline_profile.h"
+#include "runtime/pipeline/profile.h"
 #include "tests/runtime/mpi/pipeline_fixture.h"
 
 using namespace tptune;

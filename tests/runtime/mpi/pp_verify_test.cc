@@ -1,6 +1,6 @@
 // Pipeline parallelism verified end to end (mpirun -np 2 and -np 4, tag [pp]): the world is a [pp, tp] mesh with pp 2
 // (tp 1 at np 2, tp 2 at np 4) on a 4-block tiny Llama. Each rank runs its schedule's actions (torch's order,
-// sim/pipeline_schedule.h) on one Executor per microbatch, exchanging activations and gradients with its pp
+// sim/pipeline/schedule.h) on one Executor per microbatch, exchanging activations and gradients with its pp
 // neighbours; the loss and every gradient must equal the unsharded step of the whole batch. Every schedule torchtitan
 // offers passes; a wrong stage boundary or a dropped microbatch fails.
 #include <mpi.h>
@@ -8,13 +8,13 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/pipeline_parallel.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/pipeline_parallel.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
 #include "runtime/cpu/cpu_backend.h"
-#include "runtime/pipeline_verify.h"
-#include "sim/pipeline_schedule.h"
+#include "runtime/pipeline/verify.h"
+#include "sim/pipeline/schedule.h"
 #include "tests/runtime/mpi/pipeline_fixture.h"
 
 using namespace tptune;

@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "plans/config.h"
-#include "plans/lower.h"
-#include "plans/plan.h"
+#include "plans/language/config.h"
+#include "plans/language/plan.h"
+#include "plans/lower/lower.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/executor.h"
 #include "runtime/verifier.h"

@@ -1,0 +1,279 @@
+#include "plans/lower/async_tp.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "plans/util/error.h"
+
+namespace tptune {
+
+namespace {
+
+// `s` + what + the decimal j: the names of chunks, ring steps and their tensors (as fmt "{}{}" would print them;
+// appended rather than formatted: the search rewrites a Program per async-TP candidate).
+void append_numbered(std::string& s, std::string_view what, int j) {
+  s += what;
+  s += std::to_string(j);
+}
+std::string numbered(std::string_view what, int j) {
+  std::string s;
+  append_numbered(s, what, j);
+  return s;
+}
+
+bool is_seq_collective(const Op& op, CollectiveKind kind) {
+  auto* c = std::get_if<CollectiveOp>(&op.kind);
+  if (!c || c->group != Group::tp || c->kind != kind) return false;
+  int dim = kind == CollectiveKind::all_gather ? c->gather_dim : c->scatter_dim;
+  return dim == 1;
+}
+// A gemm whose A operand holds token rows (m = tokens): y = x W^T (forward) or dx = dy W (grad input).
+bool is_row_gemm(const Op& op) {
+  auto* g = std::get_if<GemmOp>(&op.kind);
+  return g && !g->trans_a && !g->accumulate && op.chunk.pattern == ChunkRef::Pattern::none;
+}
+
+class Rewriter {
+ public:
+  Rewriter(Program& p, Segment& s) : p(p), s(s), tp(p.tp) {}
+
+  void run() {
+    // Rewrite one collective at a time; indices shift after each rewrite, so rescan from the start (refused
+    // collectives are in `skipped` and cost a lookup).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < s.ops.size() && !changed; ++i) {
+        if (is_seq_collective(s.ops[i], CollectiveKind::all_gather))
+          changed = all_gather_matmul(i);
+        else if (is_seq_collective(s.ops[i], CollectiveKind::reduce_scatter))
+          changed = matmul_reduce_scatter(i);
+      }
+    }
+    for (size_t i = 0; i < s.ops.size(); ++i) s.ops[i].id = static_cast<int>(i);
+  }
+
+ private:
+  Program& p;
+  Segment& s;
+  const int tp;
+  std::set<size_t> done;  // collectives already considered and left alone (by position of their output tensor)
+  std::set<TensorId> skipped;
+  std::vector<int> writer_;  // matmul_reduce_scatter()'s scratch
+
+  size_t count_readers(TensorId t, size_t from, size_t to) const {
+    size_t n = 0;
+    for (size_t i = from; i < to; ++i)
+      n += std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end();
+    return n;
+  }
+  std::vector<size_t> readers(TensorId t, size_t from, size_t to) const {
+    std::vector<size_t> r;
+    for (size_t i = from; i < to; ++i)
+      if (std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end()) r.push_back(i);
+    return r;
+  }
+  TensorId new_tensor(const TensorDesc& like, const std::string& suffix, const Shape& local) {
+    TensorDesc& d = p.tensors.emplace_back(like);
+    if (!d.name.empty()) d.name += suffix;  // (empty: lowered without names, lower_unfinished())
+    d.local_shape = local;
+    return static_cast<TensorId>(p.tensors.size() - 1);
+  }
+  Op collective_step(const Op& base, const std::string& name, int step, int64_t bytes, std::vector<TensorId> in,
+                     std::vector<TensorId> out, ChunkRef::Pattern pattern, DType dtype) {
+    Op o;
+    o.module = base.module;
+    o.name = name;
+    o.phase = base.phase;
+    CollectiveOp c;
+    c.kind = CollectiveKind::p2p;
+    c.group = Group::tp;
+    c.dtype = dtype;
+    c.bytes = bytes;
+    o.kind = c;
+    o.inputs = std::move(in);
+    o.outputs = std::move(out);
+    o.chunk = {pattern, step, tp};
+    return o;
+  }
+
+  // all_gather(x) -> G feeding gemms that use G as their row operand A.
+  bool all_gather_matmul(size_t ag) {
+    const TensorId G = s.ops[ag].outputs[0];
+    if (skipped.count(G)) return false;  // refused before: checked before copying the op (run() rescans)
+    const Op agop = s.ops[ag];
+    std::vector<size_t> users = readers(G, ag + 1, s.ops.size());
+    std::vector<size_t> gemms;
+    for (size_t u : users)
+      if (is_row_gemm(s.ops[u]) && s.ops[u].inputs[0] == G) gemms.push_back(u);
+    if (gemms.empty()) {
+      skipped.insert(G);
+      return false;
+    }
+    const size_t last = gemms.back();
+    for (size_t u : users)  // a non-matmul reader before the last matmul would see a half-gathered tensor
+      if (u < last && std::find(gemms.begin(), gemms.end(), u) == gemms.end()) {
+        skipped.insert(G);
+        return false;
+      }
+    const auto& c = std::get<CollectiveOp>(agop.kind);
+    const int64_t chunk_bytes = c.bytes / tp;
+    std::vector<Op> seq;
+    seq.reserve(static_cast<size_t>(tp) * (gemms.size() + 1) + 2);
+    // Ring steps are issued one ahead of the matmuls so that step j+1 travels while chunk j is multiplied.
+    auto p2p = [&](int j) {
+      std::vector<TensorId> in = j == 0 ? std::vector<TensorId>{agop.inputs[0]} : std::vector<TensorId>{G};
+      return collective_step(agop, agop.name.empty() ? std::string() : fmt::format("{}.ag_step{}", agop.module, j), j,
+                             j == 0 ? 0 : chunk_bytes, in, {G}, ChunkRef::Pattern::all_gather, c.dtype);
+    };
+    seq.push_back(p2p(0));
+    if (tp > 1) seq.push_back(p2p(1));
+    for (int j = 0; j < tp; ++j) {
+      for (size_t gi : gemms) {
+        Op g = s.ops[gi];
+        auto& gm = std::get<GemmOp>(g.kind);
+        gm.m /= tp;
+        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
+        g.chunk = {ChunkRef::Pattern::all_gather, j, tp};
+        seq.push_back(std::move(g));
+      }
+      if (j + 2 < tp) seq.push_back(p2p(j + 2));
+    }
+    std::vector<Op> out;
+    out.reserve(s.ops.size() + seq.size());
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      if (i == ag || std::find(gemms.begin(), gemms.end(), i) != gemms.end()) {
+        if (i == last) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
+        continue;
+      }
+      out.push_back(std::move(s.ops[i]));
+    }
+    s.ops = std::move(out);
+    return true;
+  }
+
+  // reduce_scatter(P) where P is a gemm output or a sum (grad_sum adds) of gemm outputs.
+  bool matmul_reduce_scatter(size_t rs) {
+    const TensorId P = s.ops[rs].inputs[0];
+    if (skipped.count(P)) return false;  // refused before: checked before copying the op (run() rescans)
+    const Op rsop = s.ops[rs];
+    std::vector<size_t> gemms, adds;
+    std::vector<int>& writer = writer_;  // by TensorId: the last op before rs that writes it
+    writer.assign(p.tensors.size(), -1);
+    for (size_t i = 0; i < rs; ++i)
+      for (TensorId t : s.ops[i].outputs) writer[static_cast<size_t>(t)] = static_cast<int>(i);
+    bool ok = true;
+    std::function<void(TensorId)> collect = [&](TensorId t) {
+      const int wi = writer[static_cast<size_t>(t)];
+      if (wi < 0) return void(ok = false);
+      const size_t w_at = static_cast<size_t>(wi);
+      const Op& w = s.ops[w_at];
+      // The partial must feed nothing else (it is never materialized whole).
+      if (count_readers(t, 0, s.ops.size()) != 1) return void(ok = false);
+      if (is_row_gemm(w)) return gemms.push_back(w_at);
+      auto* e = std::get_if<ElementwiseOp>(&w.kind);
+      if (e && e->fn == ElementwiseOp::Fn::add) {
+        adds.push_back(w_at);
+        for (TensorId in : w.inputs) collect(in);
+        return;
+      }
+      ok = false;
+    };
+    collect(P);
+    if (!ok || gemms.empty()) {
+      skipped.insert(P);
+      return false;
+    }
+    std::sort(gemms.begin(), gemms.end());
+    const auto& c = std::get<CollectiveOp>(rsop.kind);
+    const TensorId out_t = rsop.outputs[0];
+    const TensorDesc out_d = p.tensor(out_t);
+    const int64_t chunk_bytes = c.bytes / tp;
+    std::vector<Op> seq;
+    seq.reserve(static_cast<size_t>(tp) * (gemms.size() + 2));
+    TensorId recv = -1;
+    for (int j = 0; j < tp; ++j) {
+      TensorId part = new_tensor(out_d, numbered(".partial", j), out_d.local_shape);
+      for (size_t k = 0; k < gemms.size(); ++k) {
+        Op g = s.ops[gemms[k]];
+        auto& gm = std::get<GemmOp>(g.kind);
+        gm.m /= tp;
+        gm.accumulate = k > 0;
+        g.outputs = {part};
+        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
+        g.chunk = {ChunkRef::Pattern::reduce_scatter, j, tp};
+        seq.push_back(std::move(g));
+      }
+      TensorId acc = part;
+      if (j > 0) {
+        acc = j == tp - 1 ? out_t : new_tensor(out_d, numbered(".acc", j), out_d.local_shape);
+        Op add;
+        add.module = rsop.module;
+        if (!rsop.name.empty()) add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
+        add.phase = rsop.phase;
+        const int64_t bytes = 3 * numel(out_d.local_shape) * bytes_per_element(out_d.dtype);
+        add.kind = ElementwiseOp{ElementwiseOp::Fn::add, bytes, numel(out_d.local_shape)};
+        add.inputs = {part, recv};
+        add.outputs = {acc};
+        add.chunk = {ChunkRef::Pattern::reduce_scatter, j, tp};
+        seq.push_back(std::move(add));
+      } else if (tp == 1) {
+        acc = out_t;
+      }
+      if (j < tp - 1) {
+        recv = new_tensor(out_d, numbered(".recv", j + 1), out_d.local_shape);
+        seq.push_back(collective_step(rsop,
+                                      rsop.name.empty() ? std::string() : fmt::format("{}.rs_step{}", rsop.module, j),
+                                      j, chunk_bytes, {acc}, {recv}, ChunkRef::Pattern::reduce_scatter, c.dtype));
+      }
+    }
+    std::vector<char> removed(s.ops.size(), 0);
+    for (size_t i : gemms) removed[i] = 1;
+    for (size_t i : adds) removed[i] = 1;
+    removed[rs] = 1;
+    std::vector<Op> out;
+    out.reserve(s.ops.size() + seq.size());
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
+      if (!removed[i]) out.push_back(std::move(s.ops[i]));
+    }
+    s.ops = std::move(out);
+    return true;
+  }
+};
+
+}  // namespace
+
+bool rewrite_async_tp(Program& p, size_t from, size_t to) {
+  if (p.tp <= 1) return false;
+  bool any = false;
+  for (size_t i = from; i < to && i < p.segments.size(); ++i) {
+    Segment& s = p.segments[i];
+    size_t before = 0;
+    for (const Op& op : s.ops) before += op.chunk.pattern != ChunkRef::Pattern::none;
+    Rewriter(p, s).run();
+    size_t after = 0;
+    for (const Op& op : s.ops) after += op.chunk.pattern != ChunkRef::Pattern::none;
+    any |= after > before;
+  }
+  return any;
+}
+
+void throw_no_async_tp(const Program& p) {
+  throw Error(
+      fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
+                  "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
+                  p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+}
+
+void apply_async_tp(Program& p) {
+  if (p.tp <= 1) return;
+  if (!rewrite_async_tp(p, 0, p.segments.size())) throw_no_async_tp(p);
+}
+
+}  // namespace tptune

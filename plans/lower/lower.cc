@@ -1,0 +1,764 @@
+#include "plans/lower/lower.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "plans/language/module_names.h"
+#include "plans/lower/async_tp.h"
+#include "plans/lower/incremental.h"
+#include "plans/lower/layers.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
+
+namespace tptune {
+
+using lowering::Emitter;
+using lowering::Layers;
+using lowering::Value;
+
+namespace {
+
+// Each quantity is in range, but their products need not be: the largest tensors and FLOP counts of the step,
+// computed exactly (128-bit), must stay within limits::max_tensor_elements and int64, or the error names the keys.
+void check_sizes(const Model& m, const Training& t, const Plan& plan) {
+  using Wide = __int128;
+  const Wide b = plan.local_batch_size, s = t.seq_len, tokens = b * s;
+  // The messages are formatted only to be thrown (this runs on every lowering and every BatchProgram::at()).
+  auto shape = [&] { return fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len); };
+  auto elements = [&](Wide n, auto what) {
+    if (n > limits::max_tensor_elements)
+      throw Error(
+          fmt::format("{} ({:.3g} elements) is larger than tptune handles (2^48 elements per tensor): reduce "
+                      "training.seq_len, the local batch size or the model dims",
+                      what(), static_cast<double>(n)));
+  };
+  elements(tokens * std::max({m.dim, m.ffn_dim, m.n_heads * m.head_dim()}),
+           [&] { return fmt::format("an activation of {} x dim {} / ffn_dim {}", shape(), m.dim, m.ffn_dim); });
+  elements(tokens * m.vocab_size,
+           [&] { return fmt::format("the logits of {} x vocab_size {}", shape(), m.vocab_size); });
+  elements(Wide{m.vocab_size} * m.dim,
+           [&] { return fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim); });
+  elements(Wide{m.ffn_dim} * m.dim,
+           [&] { return fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim); });
+  elements(Wide{m.n_heads} * m.head_dim() * m.dim, [&] {
+    return fmt::format("the q projection of n_heads {} x head_dim {} x dim {}", m.n_heads, m.head_dim(), m.dim);
+  });
+  // FLOPs of one op: the output projection, the feed-forward and q/o GEMMs (2 x tokens x dim x max(vocab, ffn,
+  // heads x head_dim)), and
+  // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
+  const Wide max_flops = std::numeric_limits<int64_t>::max();
+  if (Wide{2} * tokens * m.dim * std::max({m.vocab_size, m.ffn_dim, m.n_heads * m.head_dim()}) > max_flops)
+    throw Error(
+        fmt::format("the FLOPs of one GEMM ({} x dim {} x vocab/ffn) overflow 64-bit integers: reduce "
+                    "training.seq_len or the local batch size",
+                    shape(), m.dim));
+  if (Wide{5} * b * s * s * m.n_heads * m.head_dim() > max_flops)
+    throw Error(
+        fmt::format("the FLOPs of attention ({} x seq_len x dim {}) overflow 64-bit integers: reduce "
+                    "training.seq_len or the local batch size",
+                    shape(), m.dim));
+}
+
+void in_range(const char* key, int64_t v, limits::IntRange r) {
+  if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
+}
+
+void check_batch_positive(const Plan& plan) {
+  if (plan.local_batch_size < 1)
+    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+}
+
+void check_inputs(const Model& m, const Training& t, const Plan& plan) {
+  if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
+  if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
+  if (plan.dp_replicate < 1)
+    throw Error(fmt::format("{}: dp_replicate: expected >= 1, got {}", plan.source, plan.dp_replicate));
+  check_batch_positive(plan);
+  // Configs are range-checked when loaded (plans/util/limits.h); a Model or Training built in code is checked here.
+  auto in = in_range;
+  in("model.dim", m.dim, limits::dim);
+  in("model.n_layers", m.n_layers, limits::n_layers);
+  in("model.n_heads", m.n_heads, limits::n_heads);
+  in("model.n_kv_heads", m.n_kv_heads, limits::n_heads);
+  in("model.ffn_dim", m.ffn_dim, limits::ffn_dim);
+  in("model.vocab_size", m.vocab_size, limits::vocab_size);
+  in("training.seq_len", t.seq_len, limits::seq_len);
+  in("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  in("tp_degree", plan.tp_degree, limits::degree);
+  in("dp_shard", plan.dp_shard, limits::degree);
+  in("dp_replicate", plan.dp_replicate, limits::degree);
+  in("cp_degree", plan.cp_degree, limits::degree);
+  if (plan.cp_degree > 1) {
+    auto it = plan.provenance.find("cp_degree");
+    // torchtitan's trainer counts tp in when sequence parallelism is on (a SequenceParallel style in the plan).
+    const bool sp = plan.tp_degree > 1 && std::any_of(plan.modules.begin(), plan.modules.end(), [](const PlanEntry& e) {
+                      return e.style.kind == StyleKind::sequence_parallel;
+                    });
+    const std::string where =
+        fmt::format("{}: cp_degree {}", it != plan.provenance.end() ? it->second : plan.source, plan.cp_degree);
+    check_cp_seq_len(t.seq_len, plan.cp_degree, plan.cp_load_balance, where);
+    const int64_t chunks = (plan.cp_load_balance ? 2 : 1) * int64_t{plan.cp_degree} * plan.tp_degree;
+    if (sp && t.seq_len % chunks != 0)
+      throw Error(
+          fmt::format("{}: seq_len {} is not divisible by tp {} x {}cp_degree = {}: sequence parallelism "
+                      "splits each cp chunk over tp (torchtitan's trainer refuses it)",
+                      where, t.seq_len, plan.tp_degree, plan.cp_load_balance ? "2 x " : "", chunks));
+  }
+  // torchtitan (the DTensor family's 2025 parallelize_llama) applies FSDP only when dp_shard > 1; with dp_shard 1
+  // and dp_replicate > 1 it applies DDP instead, which it refuses beside TP ("DDP has not supported > 1D
+  // parallelism") and runs without mixed precision: not a plan tptune models. torchtitan 0.3 always applies
+  // fully_shard, so there dp_shard 1 x dp_replicate N is FSDP2's replicate path (an all-reduce per module group).
+  if (plan.dp_replicate > 1 && plan.dp_shard == 1 && !plan.fsdp_always)
+    throw Error(
+        fmt::format("{}: dp_replicate {} with dp_shard 1: torchtitan applies DDP there, not HSDP (it refuses DDP with "
+                    "TP, and tptune does not model DDP); use dp_shard > 1, or framework torchtitan-0.3 (FSDP2 "
+                    "always applied)",
+                    plan.source, plan.dp_replicate));
+  check_sizes(m, t, plan);
+  check_plan_modules(plan, m);
+  check_uniform_layers(plan, m);
+  check_framework(plan);
+  if (plan.async_tp && plan.tp_degree > 1 && t.compile.has_value() && !*t.compile)
+    throw Error(
+        fmt::format("{}: async_tp needs torch.compile (training.compile: true): the micro-pipelined TP is an "
+                    "inductor pass (torchtitan: 'Async TP requires ... --compile.enable')",
+                    plan.source));
+  // The provenance of ac_layers ("plan file FILE:LINE", "option --ac-layers") or the plan's source.
+  auto ac_origin = [&] {
+    auto it = plan.provenance.find("ac_layers");
+    return it != plan.provenance.end() ? it->second : plan.source;
+  };
+  if (plan.ac_layers < 0 || plan.ac_layers > m.n_layers)
+    throw Error(fmt::format("{}: ac_layers: expected 1 to {} (the model's n_layers; 0 or absent: every block), got {}",
+                            ac_origin(), m.n_layers, plan.ac_layers));
+  if (plan.ac_layers > 0 && plan.activation_checkpointing == ActivationCheckpointing::none)
+    throw Error(
+        fmt::format("{}: ac_layers {}: checkpoints the first {} blocks with the plan's activation_checkpointing "
+                    "policy, which is none; set activation_checkpointing to selective or full",
+                    ac_origin(), plan.ac_layers, plan.ac_layers));
+  if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
+    throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
+}
+
+// Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
+// chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
+// slots of the same tensor.
+// `last`: scratch of at least n_tensors entries, all -1 (left so on return: only the entries set here are reset).
+void finalize_deps(Segment& s, std::vector<int>& last) {
+  std::map<std::pair<TensorId, int>, int> slot_writer;
+  std::vector<int> deps;
+  for (Op& op : s.ops) {
+    deps.clear();
+    const bool ag_chunk = op.chunk.pattern == ChunkRef::Pattern::all_gather && !op.is_collective();
+    for (TensorId t : op.inputs) {
+      if (ag_chunk) {
+        if (auto it = slot_writer.find({t, op.chunk.step}); it != slot_writer.end()) {
+          deps.push_back(it->second);
+          continue;
+        }
+      }
+      if (const int w = last[static_cast<size_t>(t)]; w >= 0) deps.push_back(w);
+    }
+    for (TensorId t : op.outputs)
+      if (const int w = last[static_cast<size_t>(t)]; w >= 0) deps.push_back(w);
+    std::sort(deps.begin(), deps.end());  // as a std::set gave them: ascending, each once
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    op.deps.assign(deps.begin(), deps.end());
+    for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = op.id;
+    if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
+      for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
+  }
+  for (const Op& op : s.ops)
+    for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = -1;
+}
+
+// Activation checkpointing: the forward ops to re-run at the start of the block backward.
+// full: every forward op whose output backward needs (transitively). selective (torchtitan's op policy): matmul
+// outputs are saved except every second matmul, attention and reduce-scatter outputs and amax reductions are saved;
+// every other op (norms, rope, activations, adds, all-gathers, all-reduces, casts) is recomputed when needed.
+// Without early stop (torchtitan 0.3) the checkpointed block re-runs whole: every candidate, needed or not.
+// `saves_rs`: the selective policy saves reduce-scatter outputs (functional collectives); false where the backend
+// issues c10d collectives the policy does not see (torchtitan 0.3's spmd_types).
+std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop,
+                              bool saves_rs) {
+  if (ac == ActivationCheckpointing::none) return {};
+  std::vector<bool> candidate(fwd.ops.size(), true);
+  if (ac == ActivationCheckpointing::selective) {
+    int mm = 0;
+    for (size_t i = 0; i < fwd.ops.size(); ++i) {
+      const Op& op = fwd.ops[i];
+      if (std::holds_alternative<GemmOp>(op.kind)) candidate[i] = (++mm % 2 == 0);
+      if (std::holds_alternative<AttentionOp>(op.kind)) candidate[i] = false;
+      // Ring attention (context parallelism) runs inside the one SDPA op the policy saves: its K/V transfers and
+      // merges are part of the saved attention, not recomputed.
+      if (auto* el = std::get_if<ElementwiseOp>(&op.kind); el && el->fn == ElementwiseOp::Fn::attention_merge)
+        candidate[i] = false;
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind); c && c->group == Group::cp) candidate[i] = false;
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
+        if ((c->kind == CollectiveKind::reduce_scatter && saves_rs) || c->reduce == ReduceOp::max) candidate[i] = false;
+      }
+      if (auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->stage == CastFp8Op::Stage::amax) candidate[i] = false;
+    }
+  }
+  for (size_t i = 0; i < fwd.ops.size(); ++i)  // FSDP all-gathers are not part of the checkpointed region
+    if (auto* c = std::get_if<CollectiveOp>(&fwd.ops[i].kind); c && c->group == Group::dp) candidate[i] = false;
+  // By TensorId (flat vectors: this runs once per candidate policy in the search). `written`: a forward op writes it.
+  TensorId n_tensors = 0;
+  for (const Segment* s : {&fwd, &bwd})
+    for (const Op& op : s->ops) {
+      for (TensorId t : op.inputs) n_tensors = std::max(n_tensors, t + 1);
+      for (TensorId t : op.outputs) n_tensors = std::max(n_tensors, t + 1);
+    }
+  std::vector<char> written(static_cast<size_t>(n_tensors), 0), needed(static_cast<size_t>(n_tensors), 0);
+  for (const Op& op : fwd.ops)
+    for (TensorId t : op.outputs) written[static_cast<size_t>(t)] = 1;
+  for (const Op& op : bwd.ops)
+    for (TensorId t : op.inputs)
+      if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
+  std::vector<bool> redo(fwd.ops.size(), false);
+  for (size_t i = fwd.ops.size(); i-- > 0;) {
+    const Op& op = fwd.ops[i];
+    if (!candidate[i]) continue;
+    bool useful = !early_stop;
+    for (TensorId t : op.outputs) useful |= needed[static_cast<size_t>(t)] != 0;
+    if (!useful) continue;
+    redo[i] = true;
+    for (TensorId t : op.inputs)
+      if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
+  }
+  std::vector<Op> out;
+  out.reserve(static_cast<size_t>(std::count(redo.begin(), redo.end(), true)));
+  for (size_t i = 0; i < fwd.ops.size(); ++i) {
+    if (!redo[i]) continue;
+    const Op& f = fwd.ops[i];
+    Op& op = out.emplace_back();
+    op.id = f.id;
+    op.module = f.module;
+    if (!f.name.empty()) {                  // (empty: lowered without names)
+      op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
+      op.name = f.name;
+      op.name += ".recompute";
+    }
+    op.phase = Phase::recompute;
+    op.deps = f.deps;
+    op.inputs = f.inputs;
+    op.outputs = f.outputs;
+    op.kind = f.kind;
+    op.chunk = f.chunk;
+  }
+  return out;
+}
+
+class Lowerer {
+ public:
+  // `recycled`: any earlier Program, whose buffers the lowering reuses (Emitter); the result does not depend on it.
+  Lowerer(const Model& m, const Training& t, const Plan& plan, Program recycled = {}, bool names = true)
+      : m(m),
+        plan(plan),
+        tp(plan.tp_degree),
+        prog(std::move(recycled)),
+        e(prog, plan.tp_degree),
+        layers(e, m, prog.training, prog.plan) {
+    prog.model = m;
+    set_plan(prog, t, plan);
+    prog.chains.clear();
+    prog.tokens = prog.targets = prog.loss = -1;
+    e.names = names;
+  }
+
+  // The Program's training and plan fields as lowering `plan` sets them.
+  static void set_plan(Program& prog, const Training& t, const Plan& plan) {
+    prog.training = t;
+    prog.training.local_batch_size = plan.local_batch_size;
+    prog.training.activation_checkpointing = plan.activation_checkpointing;
+    prog.plan = plan;
+    if (plan.tp_degree == 1) {
+      // At tp 1 torchtitan does not apply TP: no module styles, no TP collectives.
+      prog.plan.modules.clear();
+      prog.plan.loss_parallel = false;
+      prog.plan.async_tp = false;
+    }
+    prog.tp = plan.tp_degree;
+    // FSDP shards over dp_shard x cp (torchtitan's flattened "fsdp" mesh); the cp ranks split each sequence.
+    prog.dp = plan.dp_shard * plan.cp_degree;
+    prog.dp_replicate = plan.dp_replicate;
+    prog.cp = plan.cp_degree;
+  }
+
+  Program run() {
+    // Context parallelism: tokens and targets are this cp rank's seq/cp (its head and tail chunks), and so is every
+    // token-wise op after them.
+    const int64_t b = prog.training.local_batch_size, s = prog.local_seq_len();
+    // --- embedding forward ---
+    e.begin_segment(SegmentKind::embed_fwd);
+    prog.tokens = e.tensor("tokens", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
+    prog.targets = e.tensor("targets", {b, s}, DType::fp32, Placement::R(), TensorRole::input);
+    size_t embed_tape = e.tape_size();
+    Layers::Name emb{"tok_embeddings", "tok_embeddings"};
+    size_t mark = fsdp_gather_begin();
+    Value tok = e.plain(prog.tokens);
+    Value x0 = layers.embedding(emb, tok);
+    fsdp_gather_end(mark);
+    const int embed_gather = fsdp_op;  // the embedding group's FSDP all-gather (op of segment 0), -1 without FSDP
+    Params embed_params = params_since(mark);
+    size_t embed_tape_end = e.tape_size();
+
+    // --- one block, forward ---
+    e.begin_segment(SegmentKind::block_fwd, checked_int(m.n_layers, "model.n_layers"));
+    e.per_layer = true;
+    TensorId x_in = e.tensor("input", e.desc(x0.t).local_shape, e.desc(x0.t).dtype, e.desc(x0.t).placement,
+                             TensorRole::activation, e.desc(x0.t).global_shape);
+    Value xin = x0.dtensor ? e.dtensor(x_in, x0.pl) : e.plain(x_in, x0.pl);
+    size_t block_tape = e.tape_size();
+    mark = fsdp_gather_begin();
+    Value xout = block(xin);
+    fsdp_gather_end(mark);
+    Params block_params = params_since(mark);
+    size_t block_tape_end = e.tape_size();
+    if (xout.dtensor != xin.dtensor || e.shape(xout) != e.shape(xin) || (xout.dtensor && !xout.pl.same_as(xin.pl, 3)))
+      throw ModuleError(
+          "layers.0",
+          fmt::format("a block must return what it receives so that blocks stack: it "
+                      "receives a {} {} and returns a {} {}",
+                      xin.dtensor ? "DTensor " + to_string(xin.pl) : "plain tensor", to_string(e.shape(xin)),
+                      xout.dtensor ? "DTensor " + to_string(xout.pl) : "plain tensor", to_string(e.shape(xout))));
+    e.per_layer = false;
+
+    // --- head: final norm, output, loss, and their backward ---
+    e.begin_segment(SegmentKind::head);
+    TensorId h_in = e.tensor("norm.input", e.desc(x_in).local_shape, e.desc(x_in).dtype, e.desc(x_in).placement,
+                             TensorRole::activation, e.desc(x_in).global_shape);
+    prog.chains.push_back({x_in, xout.t, x0.t, h_in, false});
+    Value hin = xin.dtensor ? e.dtensor(h_in, xin.pl) : e.plain(h_in, xin.pl);
+    size_t head_tape = e.tape_size();
+    // Tied embeddings: torchtitan (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder, 0.3) shards tok_embeddings,
+    // norm and the output as one FSDP unit, fully_shard([tok_embeddings, norm, lm_head]) with reshard_after_forward
+    // only under the "always" policy: its one all-gather (the embedding's, completed below with the head's
+    // parameters) runs before the embedding, the parameters stay unsharded through the step (no gather before the
+    // head or the embedding backward), and its one reduce-scatter runs after the last backward of the unit, the
+    // embedding's.
+    const bool tied_unit = m.tie_word_embeddings;
+    mark = tied_unit ? layers.params.size() : fsdp_gather_begin();
+    Value hn = layers.norm({"norm", "norm"}, hin);
+    const Layers::Name out_name{prog.plan.output_fqn, prog.plan.output_fqn};
+    size_t head_tape_end = 0;
+    if (prog.plan.chunks() > 1) {
+      auto head = layers.chunked_head(out_name, hn, m.dim, m.vocab_size, prog.targets, prog.plan.chunks());
+      prog.loss = head.loss;
+      head_tape_end = head.backward_end;
+    }
+    Value logits;
+    if (prog.plan.chunks() <= 1) logits = layers.linear(out_name, hn, m.dim, m.vocab_size, false);
+    if (!tied_unit) fsdp_gather_end(mark);
+    Params head_params = params_since(mark);
+    if (tied_unit) add_to_gather(0, embed_gather, head_params);
+    if (prog.plan.chunks() <= 1) {
+      prog.loss = layers.loss({"loss", "loss"}, logits, prog.targets);
+      head_tape_end = e.tape_size();
+    }
+    e.phase = Phase::backward;
+    e.run_backward(head_tape, head_tape_end);
+    if (!tied_unit) fsdp_reduce(head_params);
+    auto g_hin = e.grad(hin);
+    if (!g_hin) throw Error("internal: no gradient reaches the last block");
+
+    // --- one block, backward (with recompute) ---
+    e.begin_segment(SegmentKind::block_bwd, checked_int(m.n_layers, "model.n_layers"), true);
+    e.per_layer = true;
+    TensorId g_out = e.tensor("output.grad", e.desc(g_hin->t).local_shape, e.desc(g_hin->t).dtype,
+                              e.desc(g_hin->t).placement, TensorRole::gradient, e.desc(g_hin->t).global_shape);
+    fsdp_gather(block_params);
+    e.seed_grad(xout, g_hin->dtensor ? e.dtensor(g_out, g_hin->pl) : e.plain(g_out, g_hin->pl));
+    e.run_backward(block_tape, block_tape_end);
+    auto g_xin = e.grad(xin);
+    if (!g_xin) throw Error("internal: no gradient reaches the block input");
+    fsdp_reduce(block_params);
+    e.per_layer = false;
+
+    // --- embedding backward ---
+    e.begin_segment(SegmentKind::embed_bwd);
+    TensorId g_emb = e.tensor("tok_embeddings.out.grad", e.desc(g_xin->t).local_shape, e.desc(g_xin->t).dtype,
+                              e.desc(g_xin->t).placement, TensorRole::gradient, e.desc(g_xin->t).global_shape);
+    prog.chains.push_back({g_out, g_xin->t, g_hin->t, g_emb, true});
+    if (!tied_unit) fsdp_gather(embed_params);
+    e.seed_grad(x0, g_xin->dtensor ? e.dtensor(g_emb, g_xin->pl) : e.plain(g_emb, g_xin->pl));
+    e.run_backward(embed_tape, embed_tape_end);
+    Params globals = embed_params;
+    globals.insert(globals.end(), head_params.begin(), head_params.end());
+    fsdp_reduce(tied_unit ? globals : embed_params);
+
+    if (prog.plan.clip_grad_norm) grad_norm(block_params, globals);
+
+    // --- optimizer: AdamW on every local shard (the block's once per layer) ---
+    e.begin_segment(SegmentKind::block_optimizer, checked_int(m.n_layers, "model.n_layers"));
+    e.per_layer = true;
+    optimizer(block_params);
+    e.per_layer = false;
+    e.begin_segment(SegmentKind::optimizer);
+    optimizer(globals);
+    e.finish();
+
+    return std::move(prog);  // finish_in_place() adds what depends on activation checkpointing
+  }
+
+  // Activation checkpointing's recompute ops (they copy forward ops and add no tensors, so the Program before them
+  // is the same for every policy), then async TP and the deps.
+  // `prepared`: prepare_async_tp() was applied to prog (its forward and whether it rewrote anything).
+  // `ac_layers`: the plan's (Plan::ac_layers), or -1 to keep what prog.plan holds; a policy of none checkpoints no
+  // block (0). With 0 < ac_layers < n_layers and recompute ops, the block backward becomes two segments: the blocks
+  // without recompute (layers L-1 .. ac_layers, run first), then the checkpointed ones (ac_layers-1 .. 0).
+  static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr,
+                              int64_t ac_layers = -1) {
+    const bool prefix = prepared && prepared->forward;
+    prog.training.activation_checkpointing = ac;
+    prog.plan.activation_checkpointing = ac;
+    if (ac_layers >= 0) prog.plan.ac_layers = ac_layers;
+    if (ac == ActivationCheckpointing::none) prog.plan.ac_layers = 0;
+    // Recompute for activation checkpointing goes first in the block backward.
+    const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
+    auto redo = recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    const int64_t L = prog.model.n_layers, k = prog.plan.ac_layers;
+    if (!redo.empty() && k > 0 && k < L) {
+      // The blocks without recompute keep the backward as lowered; it runs first (layers L-1 .. k).
+      Segment plain = prog.segments[3];
+      plain.first_layer = static_cast<int>(k);
+      plain.layer_count = plain.repeat = static_cast<int>(L - k);
+      Segment& ckpt = prog.segments[3];
+      ckpt.first_layer = 0;
+      ckpt.layer_count = ckpt.repeat = static_cast<int>(k);
+      prog.segments.insert(prog.segments.begin() + 3, std::move(plain));  // (no reference into segments is held)
+    }
+    Segment& bwd = prog.segments[has_split_backward(prog) ? 4 : 3];
+    if (!redo.empty()) {
+      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
+                     std::make_move_iterator(redo.end()));
+      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
+    }
+    if (prog.plan.async_tp && prefix) {  // the segments before block.bwd are rewritten already
+      if (!rewrite_async_tp(prog, 3, prog.segments.size()) && !prepared->rewrote && prog.tp > 1)
+        throw_no_async_tp(prog);
+    } else if (prog.plan.async_tp) {
+      apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
+    }
+    std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
+    const bool deps_prepared = prepared && prepared->deps_prepared;
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+  }
+
+  // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
+  // async TP the segments from it on (their rewrite, which numbers its tensors after the recompute ops').
+  static bool finish_changes(const Program& prog, size_t i) {
+    return i == 3 || (i == 4 && has_split_backward(prog)) || (prog.plan.async_tp && i >= 3);
+  }
+  // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
+  // the segment's ops: the same deps as finishing computes).
+  static void prepare_deps(Program& prog) {
+    std::vector<int> last(prog.tensors.size(), -1);
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+  }
+
+ private:
+  const Model& m;
+  const Plan& plan;
+  const int tp;
+  Program prog;
+  Emitter e;
+  Layers layers;
+  int fsdp_op = -1;
+
+  Value block(const Value& x) {
+    Layers::Name L{"layers.0", ""};
+    auto c = [&](const std::string& leaf) { return layers.child(L, leaf); };
+    Value n1 = layers.norm(c("attention_norm"), x);
+    Layers::Name att = c("attention");
+    Value a_in = layers.module_input(att, n1);
+    const int64_t hd = m.head_dim();
+    Value q, k, v;
+    if (prog.plan.fused_qkv) {
+      // FusedQKVLinear: one GEMM of the summed width, split into contiguous q, k, v.
+      if (m.n_kv_heads % tp != 0)
+        throw ModuleError(layers.child(att, "wqkv").fqn,
+                          fmt::format("tp {} does not divide the {} kv heads: a fused wqkv's colwise shard must hold "
+                                      "whole kv groups",
+                                      tp, m.n_kv_heads));
+      Value qkv =
+          layers.linear(layers.child(att, "wqkv"), a_in, m.dim, (m.n_heads + 2 * m.n_kv_heads) * hd, true, m.qkv_bias);
+      layers.split_qkv(att, qkv, q, k, v);
+    } else {
+      q = layers.linear(layers.child(att, "wq"), a_in, m.dim, m.n_heads * hd, true, m.qkv_bias);
+      k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true, m.qkv_bias);
+      v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true, m.qkv_bias);
+    }
+    Value o;
+    layers.attention_core(att, q, k, v, o);
+    Value a = layers.linear(layers.child(att, "wo"), o, m.n_heads * hd, m.dim, true);
+    Value h = layers.add(c("attention"), x, a);
+    Value n2 = layers.norm(c("ffn_norm"), h);
+    Layers::Name ff = c("feed_forward");
+    Value f_in = layers.module_input(ff, n2);
+    Value y;
+    if (m.mlp == Mlp::swiglu) {
+      Value g1 = layers.linear(layers.child(ff, "w1"), f_in, m.dim, m.ffn_dim, true);
+      Value g3 = layers.linear(layers.child(ff, "w3"), f_in, m.dim, m.ffn_dim, true);
+      y = layers.swiglu(ff, g1, g3);
+    } else {
+      Value g1 = layers.linear(layers.child(ff, "w1"), f_in, m.dim, m.ffn_dim, true);
+      y = layers.gelu(ff, g1);
+    }
+    Value f = layers.linear(layers.child(ff, "w2"), y, m.ffn_dim, m.dim, true);
+    return layers.add(c("feed_forward"), h, f);
+  }
+
+  using Params = std::vector<TensorId>;
+  Params params_since(size_t mark) const { return Params(layers.params.begin() + mark, layers.params.end()); }
+  TensorId grad_tensor_of(TensorId p) const {
+    auto it = layers.grad_of.find(p);
+    if (it == layers.grad_of.end())
+      throw Error(fmt::format("internal: parameter '{}' has no gradient", prog.tensor(p).name));
+    return it->second;
+  }
+
+  // FSDP (dp_shard > 1): one all-gather of a module group's parameters on the dp group before its forward (and
+  // again before its backward), and one reduce-scatter of its gradients after its backward; bf16, or float8 for
+  // the block's linear weights with tensorwise float8 (FSDP float8 all-gather).
+  int64_t fsdp_param_bytes(const Params& params) const {
+    int64_t bytes = 0;
+    for (TensorId p : params) {
+      const auto& d = prog.tensor(p);
+      bool fp8 = prog.plan.float8 == Float8Recipe::tensorwise && d.per_layer && d.local_shape.size() == 2;
+      bytes += numel(d.local_shape) * (fp8 ? 1 : 2);
+    }
+    return bytes;
+  }
+  // The forward all-gather is emitted before the group's ops and completed once its parameters are known.
+  size_t fsdp_gather_begin() {
+    fsdp_op = -1;
+    if (prog.dp > 1)
+      fsdp_op = e.op("fsdp", "fsdp.all_gather",
+                     CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, 0, 0, -1}, {}, {});
+    return layers.params.size();
+  }
+  void fsdp_gather_end(size_t mark) {
+    if (fsdp_op < 0) return;
+    Op& op = e.seg().ops[static_cast<size_t>(fsdp_op)];
+    Params ps = params_since(mark);
+    std::get<CollectiveOp>(op.kind).bytes = fsdp_param_bytes(ps);
+    op.outputs.assign(ps.begin(), ps.end());
+  }
+  // Adds `params` to the FSDP all-gather `op` of segment `segment` (one unit over modules of several segments).
+  void add_to_gather(size_t segment, int op, const Params& params) {
+    if (op < 0) return;
+    Op& g = prog.segments.at(segment).ops.at(static_cast<size_t>(op));
+    g.outputs.insert(g.outputs.end(), params.begin(), params.end());
+    Params all(g.outputs.begin(), g.outputs.end());
+    std::get<CollectiveOp>(g.kind).bytes = fsdp_param_bytes(all);
+  }
+  void fsdp_gather(const Params& params) {
+    if (prog.dp <= 1) return;
+    e.op("fsdp", "fsdp.all_gather",
+         CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(params), 0,
+                      -1},
+         {}, params);
+  }
+  // The gradient reduce-scatter runs in fp32: torchtitan's MixedPrecisionPolicy reduce_dtype is
+  // training.mixed_precision_reduce, whose only allowed (and default) value is float32 (2025 and 0.3 alike), so it
+  // moves 4 bytes per gradient element, twice the bf16 all-gather of the same parameters.
+  // HSDP (dp_replicate > 1): FSDP2's foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)
+  // reduce-scatters in the shard group, then all-reduces the reduce-scatter output (this rank's gradient shard, still
+  // in reduce_dtype, fp32) in the replicate group, on its own all-reduce stream after waiting for the reduce-scatter
+  // stream. With dp_shard 1 the reduce-scatter is a local copy and only the all-reduce runs (torchtitan 0.3 always
+  // applies fully_shard). Each parameter's dim 0 is padded to a multiple of dp_shard (_get_dim0_padded_size), so the
+  // shard of a (d0, rest...) gradient is ceil(d0 / dp_shard) x rest elements.
+  void fsdp_reduce(const Params& params) {
+    if (prog.dp <= 1 && prog.dp_replicate <= 1) return;
+    std::vector<TensorId> grads;
+    int64_t bytes = 0, shard_bytes = 0;
+    for (TensorId p : params) {
+      grads.push_back(grad_tensor_of(p));
+      const Shape& shape = prog.tensor(grads.back()).local_shape;
+      const int64_t n = numel(shape);
+      bytes += n * 4;
+      const int64_t d0 = shape.empty() ? 1 : shape[0];
+      if (n > 0) shard_bytes += (d0 + prog.dp - 1) / prog.dp * (n / d0) * 4;
+    }
+    if (prog.dp > 1)
+      e.op("fsdp", "fsdp.reduce_scatter",
+           CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::fp32, bytes, -1, 0}, grads,
+           grads);
+    if (prog.dp_replicate > 1)
+      e.op("fsdp", "fsdp.all_reduce",
+           CollectiveOp{CollectiveKind::all_reduce, Group::dp_replicate, ReduceOp::sum, DType::fp32, shard_bytes, -1,
+                        -1},
+           grads, grads);
+  }
+
+  // torchtitan's gradient clipping, before the optimizer step (torchtitan/distributed/utils.py clip_grad_norm_,
+  // called by Trainer.train_step with max_norm = training.max_norm, 1.0 by default, foreach=True):
+  //   torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)  (torch/nn/utils/clip_grad.py _get_total_norm):
+  //       torch._foreach_norm over the local gradient shards, one norm per gradient, placed _NormPartial on every mesh
+  //       dim the gradients are sharded on (Replicate on HSDP's dp_replicate); torch.stack of them (n_grads fp32), and
+  //       linalg.vector_norm of the stack, whose DTensor rule first redistributes the stack to Replicate: per
+  //       _NormPartial mesh dim one all_reduce(SUM) of the n_grads squared norms, dp_shard's dim first (mesh order
+  //       [dp_replicate, dp_shard, tp]), then tp's;
+  //   total_norm.full_tensor(): already replicated, no collective;
+  //   torch.nn.utils.clip_grads_with_norm_: clip_coef = clamp(max_norm / (total + 1e-6), max=1), then
+  //       torch._foreach_mul_(grads, clip_coef) on every local shard (always, clipped or not).
+  // Checked on torch 2.15.0 with a fake process group of 8 ranks, mesh [dp_shard 2, tp 4], 4 gradients placed
+  // (S(0), S(0)), (S(0), S(1)), (S(0), R), (S(0), S(0)): funcol.all_reduce of a (4,) fp32 tensor on mesh dim 0, then
+  // on mesh dim 1; on [dp_replicate 2, dp_shard 2, tp 2] the same two (none on dp_replicate); on [tp 8] one.
+  // Ops (one segment "grad_norm", once per step, after every gradient is reduced): grad_norm.local reads every local
+  // gradient shard once (fp32 under FSDP's reduce_dtype: 4 B per element; 2 flops), the all-reduces of 4 B per
+  // gradient, grad_norm.clip reads and writes every shard (8 B per element). They read the embedding's and head's
+  // gradients (the last reduced), so they run after the backward; block gradients are counted in the bytes (a
+  // non-repeated segment cannot name per-layer tensors), and the compute stream runs them before any AdamW.
+  void grad_norm(const Params& block_params, const Params& globals) {
+    e.begin_segment(SegmentKind::grad_norm);
+    e.phase = Phase::optimizer;
+    int64_t elems = 0;
+    for (TensorId p : block_params)
+      elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
+    elems = checked_mul(elems, m.n_layers, "gradients");
+    for (TensorId p : globals) elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
+    // One norm per gradient: the block's per layer, then the embedding's and the head's.
+    const int64_t n_grads = checked_add(checked_mul(static_cast<int64_t>(block_params.size()), m.n_layers, "gradients"),
+                                        static_cast<int64_t>(globals.size()), "gradients");
+    Params grads;
+    for (TensorId p : globals) grads.push_back(grad_tensor_of(p));
+    const Shape norms{n_grads}, scalar{1};
+    TensorId norm = e.tensor("grad_norm.norms", norms, DType::fp32, Placement::P(), TensorRole::scale, norms);
+    e.op("grad_norm", "grad_norm.local",
+         ElementwiseOp{ElementwiseOp::Fn::grad_norm, checked_mul(elems, 4, "gradient bytes"), 2 * elems}, grads,
+         {norm});
+    if (prog.dp > 1)
+      norm = e.collective("grad_norm", "dp", CollectiveKind::all_reduce, Group::dp, ReduceOp::sum, norm, norms, norms,
+                          DType::fp32, TensorRole::scale);
+    if (tp > 1)
+      norm = e.collective("grad_norm", "tp", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, norm, norms, norms,
+                          DType::fp32, TensorRole::scale);
+    TensorId coef = e.tensor("grad_norm.clip_coef", scalar, DType::fp32, Placement::R(), TensorRole::scale, scalar);
+    grads.insert(grads.begin(), norm);
+    e.op("grad_norm", "grad_norm.clip",
+         ElementwiseOp{ElementwiseOp::Fn::grad_clip, checked_mul(elems, 8, "gradient bytes"), elems}, grads, {coef});
+  }
+
+  void optimizer(const Params& params) {
+    e.phase = Phase::optimizer;
+    for (TensorId p : params) {
+      TensorId g = grad_tensor_of(p);
+      if (auto it = layers.reduced_at_optimizer.find(p); it != layers.reduced_at_optimizer.end()) {
+        // DTensor without FSDP: the Partial gradient is all-reduced where the optimizer step reads it
+        // (Partial -> Replicate redistribution of the grad in the foreach AdamW/clip_grad_norm_ ops).
+        const TensorDesc gd = prog.tensor(g);
+        g = e.collective(it->second, "optimizer_step", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, g,
+                         gd.local_shape, gd.global_shape, gd.dtype, TensorRole::param_grad);
+        layers.set_param_grad(p, g);
+      }
+      const TensorDesc pd = prog.tensor(p);
+      TensorId mom = e.tensor(pd.name + ".exp_avg", pd.local_shape, DType::fp32, pd.placement,
+                              TensorRole::optimizer_state, pd.global_shape);
+      TensorId var = e.tensor(pd.name + ".exp_avg_sq", pd.local_shape, DType::fp32, pd.placement,
+                              TensorRole::optimizer_state, pd.global_shape);
+      // FSDP shards the optimizer over dp. Per element: read fp32 master p, g, m, v (16 B), write p, m, v (12 B).
+      int64_t elems = numel(pd.local_shape) / prog.dp;
+      ElementwiseOp op{ElementwiseOp::Fn::adamw, 28 * elems, 12 * elems};
+      std::string mod = pd.name.substr(0, pd.name.rfind('.'));
+      e.op(mod, pd.name + ".adamw", op, {p, g, mom, var}, {p, mom, var});
+    }
+  }
+};
+
+}  // namespace
+
+void check_local_batch(const Model& model, const Training& training, const Plan& plan) {
+  check_batch_positive(plan);
+  in_range("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  check_sizes(model, training, plan);
+}
+
+Program lower(const Model& model, const Training& training, const Plan& plan) {
+  return finish_lowering(lower_unfinished(model, training, plan), plan.activation_checkpointing);
+}
+
+UnfinishedProgram lower_unfinished(const Model& model, const Training& training, const Plan& plan, Program recycled,
+                                   bool names) {
+  check_inputs(model, training, plan);
+  Lowerer l(model, training, plan, std::move(recycled), names);
+  return UnfinishedProgram{l.run()};
+}
+
+Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
+  Lowerer::finish_in_place(p.prog, ac, &p);
+  return std::move(p.prog);
+}
+
+void prepare_async_tp(UnfinishedProgram& u) {
+  if (u.prog.plan.async_tp && u.prog.tp > 1 && !u.forward) {
+    u.forward = u.prog.segments[1];
+    u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+  }
+  if (!u.deps_prepared) {
+    Lowerer::prepare_deps(u.prog);
+    u.deps_prepared = true;
+  }
+}
+
+UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Model& model, const Training& training,
+                                           const Plan& plan) {
+  check_inputs(model, training, plan);  // what lower_unfinished(model, training, plan) throws
+  if (sibling.forward) return lower_unfinished(model, training, plan);  // prepared for async TP: not a sibling
+  Program& p = sibling.prog;
+  Plan want = plan;  // but async TP and the policy (finish_lowering() sets it), as the sibling was lowered
+  want.async_tp = p.plan.async_tp;
+  want.activation_checkpointing = p.plan.activation_checkpointing;
+  want.ac_layers = p.plan.ac_layers;
+  Program expect;
+  Lowerer::set_plan(expect, training, want);
+  const bool same = p.model == model && p.training.seq_len == expect.training.seq_len &&
+                    p.training.dtype == expect.training.dtype && p.training.compile == expect.training.compile &&
+                    p.training.local_batch_size == expect.training.local_batch_size && p.plan == expect.plan &&
+                    p.plan.family == expect.plan.family && p.plan.source == expect.plan.source &&
+                    p.plan.provenance == expect.plan.provenance && p.plan.stated == expect.plan.stated &&
+                    p.tp == expect.tp && p.dp == expect.dp && p.dp_replicate == expect.dp_replicate &&
+                    p.cp == expect.cp;
+  if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
+  Lowerer::set_plan(p, training, plan);
+  sibling.deps_prepared = false;  // prepared without async TP: with it, finishing changes more segments
+  return sibling;
+}
+
+bool has_split_backward(const Program& p) {
+  return p.segments.size() > 4 && p.segments[3].kind == SegmentKind::block_bwd &&
+         p.segments[4].kind == SegmentKind::block_bwd;
+}
+
+void set_ac_layers(Program& p, int64_t k) {
+  const int64_t L = p.model.n_layers;
+  if (!has_split_backward(p)) throw Error("internal: set_ac_layers() of a Program whose block backward is not split");
+  if (k < 1 || k >= L) throw Error(fmt::format("internal: set_ac_layers({}) with {} layers", k, L));
+  Segment& plain = p.segments[3];
+  plain.first_layer = static_cast<int>(k);
+  plain.layer_count = plain.repeat = static_cast<int>(L - k);
+  Segment& ckpt = p.segments[4];
+  ckpt.first_layer = 0;
+  ckpt.layer_count = ckpt.repeat = static_cast<int>(k);
+  p.plan.ac_layers = k;
+}
+
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers) {
+  // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
+  // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
+  if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());
+  for (size_t i = 0; i < p.prog.segments.size(); ++i) out.segments[i].ops.reserve(p.prog.segments[i].ops.size());
+  out = p.prog;
+  Lowerer::finish_in_place(out, ac, &p, ac_layers);
+}
+
+}  // namespace tptune

@@ -1,0 +1,59 @@
+#pragma once
+// Compute cost of one op of the Program on one GPU: how long its kernel runs.
+//
+//   GEMM       roofline: max(2mnk / (peak(dtype) x efficiency), bytes / (HBM x gemm_memory_efficiency)) + overhead.
+//              efficiency = gemm_efficiency(dtype) x wave utilisation x k / (k + gemm_k_overhead), where the output
+//              is cut into tiles (128x256, 256x128, or 128x128 at gemm_small_tile_efficiency: the best), tiles run in
+//              waves over the SMs and a partial last wave idles SMs; when there are fewer tiles than SMs, k is split
+//              (split-K) to fill them.
+//              float8 operands run at the fp8 peak (an error on GPUs without float8).
+//   attention  flash-style fused kernel: causal FLOPs (AttentionOp::flops) at attention_{fwd,bwd}_efficiency x wave
+//              utilisation of batch x heads x seq/128 CTAs, plus b x heads x s(s+1)/2 scores x
+//              attention_{fwd,bwd}_score_ns (0 on GPUs; a CPU's exp per score, whatever the head dim).
+//   the rest   memory-bound: HBM bytes / (HBM x memory_bound_efficiency) + launch overhead. Bytes per kind:
+//              elementwise: ElementwiseOp::bytes x the eager traffic factor of norms / rope / activations, or
+//              the compiled one (training.compile, implied by async TP, where CostParams::compile_fuses), AdamW x
+//              optimizer_traffic_factor (CostParams); embedding fwd: ids + gathered rows read and written; embedding
+//              bwd: zeroed and written table + gradient rows read and accumulated (at embedding_bwd_efficiency);
+//              cross-entropy: logits read once per pass (row_max, sum_exp), read + d_logits written (backward),
+//              in fp32 after an upcast pass when CostParams::loss_in_fp32 (torchtitan's loss), the exp
+//              stages (sum_exp, backward) times CostParams::loss_traffic_factor (1 on GPUs; a CPU's exp per logit);
+//              float8 casts: amax reads x, cast reads x and writes 1 byte per element, times
+//              fp8_cast_traffic_factor (1 on GPUs; software rounding on a CPU).
+//   storage    CostParams::float_storage_bytes (0 on GPUs; 4 on the cpu device, which keeps every float tensor in
+//              fp32) replaces the dtype's size in GEMM operand bytes, casts and collectives (sim/timeline.cc).
+// Times are microseconds.
+
+#include "plans/program/program.h"
+#include "sim/cost/cost_params.h"
+#include "sim/gpu_spec.h"
+
+namespace tptune {
+
+struct ComputeEstimate {
+  double time_us = 0;
+  double flops = 0;       // useful FLOPs (0 for memory-bound ops)
+  double bytes = 0;       // HBM bytes moved
+  double efficiency = 0;  // of the bounding peak (FLOP rate, or HBM bandwidth when memory_bound)
+  bool memory_bound = false;
+};
+
+ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams& c);
+// `dtype` is the element type of q/k/v (bf16 in mixed-precision training).
+ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c);
+// A memory-bound kernel moving `bytes` at `efficiency` of the HBM bandwidth, plus `overhead_us`.
+ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhead_us, const GpuSpec& gpu);
+// Any non-collective op of `p` (tensor dtypes are looked up in the Program). Throws for collectives.
+ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c);
+
+// Kernels the host launches for `op` (what CostParams::eager_dispatch_us / compiled_dispatch_us is paid per, see
+// sim/timeline.h): 1 per op, except eager composite modules, whose kernel count is taken as their traffic factor
+// rounded (norm_traffic_factor 9 for torchtitan's eager RMSNorm, which launches 8: x.float(), pow, mean, add, rsqrt,
+// mul, type_as, mul; its backward 15 for 14; SiLU(a) x b 2), and a float8 amax fused into its producer (0).
+// Collectives: 1.
+int launched_kernels(const Op& op, const Program& p, const CostParams& c);
+// The host's time to issue `op`: launched_kernels() x compiled_dispatch_us when the Program runs compiled (training
+// .compile, or implied by async TP, where CostParams::compile_fuses), else x eager_dispatch_us.
+double dispatch_us(const Op& op, const Program& p, const CostParams& c);
+
+}  // namespace tptune

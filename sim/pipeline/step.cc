@@ -1,0 +1,475 @@
+#include "sim/pipeline/step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plans/language/pipeline_parallel.h"
+#include "plans/lower/lower.h"
+#include "plans/lower/parameter_count.h"
+#include "plans/lower/pipeline_stage.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "sim/cost/comm_cost.h"
+#include "sim/pipeline/schedule.h"
+
+namespace tptune {
+
+namespace {
+
+// What one stage costs per microbatch, split as the report needs it.
+struct StageTimes {
+  double fwd_us = 0, bwd_us = 0, bwd_weight_us = 0;
+  double exposed_tp_us = 0;     // of fwd + bwd: TP and CP waits inside the stage
+  double fsdp_wait_fwd_us = 0;  // the DP waits of its forward in the Program (FSDP's all-gathers)
+  double reduce_us = 0;         // its gradient reduction on the DP streams (reduce-scatter, HSDP all-reduce)
+  double optimizer_us = 0;      // block.optimizer of its layers (+ grad_norm and the optimizer segment: added per rank)
+  double saved_bytes = 0;       // activations one microbatch of it saves for backward
+  double params_in_flight = 0;  // its unsharded compute copies of parameters (local TP shards, as FSDP gathers them)
+  double parameters = 0;        // elements, for the share of the model states
+  double unsharded_grads = 0;   // its accumulated unsharded gradients, fp32 (FSDP's reduce_dtype)
+};
+
+bool is_dp_stream(Stream s) { return s == Stream::dp || s == Stream::dp_replicate; }
+
+// The share of `seg`'s compute-op durations that `pick` selects.
+template <class Pick>
+double compute_share(const Segment& seg, const std::vector<double>& durations, Pick pick) {
+  double all = 0, picked = 0;
+  for (size_t j = 0; j < seg.ops.size(); ++j) {
+    if (seg.ops[j].is_collective()) continue;
+    all += durations[j];
+    if (pick(seg.ops[j])) picked += durations[j];
+  }
+  return all > 0 ? picked / all : 0.0;
+}
+
+double reduce_us_of(const Segment& seg, const std::vector<double>& durations) {
+  double sum = 0;
+  for (size_t j = 0; j < seg.ops.size(); ++j) {
+    const auto* c = std::get_if<CollectiveOp>(&seg.ops[j].kind);
+    if (c && is_dp_stream(stream_of(seg.ops[j])) && c->kind != CollectiveKind::all_gather) sum += durations[j];
+  }
+  return sum;
+}
+
+bool is_weight_gradient(const Op& op) { return op.name.ends_with(".bwd_weight"); }
+
+double local_bf16_bytes(const Program& p, const std::string& name) {
+  for (const TensorDesc& t : p.tensors)
+    if (t.role == TensorRole::parameter && !t.per_layer && t.name == name) {
+      double elements = 1;
+      for (int64_t d : t.local_shape) elements *= static_cast<double>(d);
+      return elements * 2;
+    }
+  return 0;
+}
+
+// Elements of one block's parameters (local TP shards).
+double block_param_elements(const Program& p) {
+  double elements = 0;
+  for (const TensorDesc& t : p.tensors)
+    if (t.role == TensorRole::parameter && t.per_layer) elements += static_cast<double>(numel(t.local_shape));
+  return elements;
+}
+
+// One block's unsharded parameters as FSDP gathers them: the bytes of the block forward's all-gather on the dp group
+// (bf16, or 1 byte for the linear weights under float8 with FSDP float8 all-gather), else (no FSDP) `fallback`.
+double gathered_block_param_bytes(const Program& p, double fallback) {
+  const Segment* fwd = p.segment(SegmentKind::block_fwd);
+  double bytes = 0;
+  if (fwd && p.dp > 1)
+    for (const Op& op : fwd->ops)
+      if (const auto* c = std::get_if<CollectiveOp>(&op.kind);
+          c && c->group == Group::dp && c->kind == CollectiveKind::all_gather)
+        bytes += static_cast<double>(c->bytes);
+  return bytes > 0 ? bytes : fallback;
+}
+
+}  // namespace
+
+ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster) {
+  const int64_t world = cluster.world_size();
+  const int64_t mesh = checked_mul({plan.pp_degree, plan.dp_replicate, plan.dp_shard, plan.cp_degree, plan.tp_degree},
+                                   "pp x dp_replicate x dp_shard x cp x tp");
+  if (mesh != world)
+    throw Error(fmt::format(
+        "{}: pp {} x dp_replicate {} x dp_shard {} x cp {} x tp {} = {} GPUs, but the cluster has {} ({} nodes x {}): "
+        "torchtitan asserts the mesh is the world",
+        plan_key_origin(plan, "pp_degree"), plan.pp_degree, plan.dp_replicate, plan.dp_shard, plan.cp_degree,
+        plan.tp_degree, mesh, world, cluster.nodes, cluster.gpus_per_node));
+  const int64_t per_rank = world / plan.pp_degree;
+  ClusterSpec c = cluster;
+  if (per_rank % cluster.gpus_per_node == 0) {
+    c.nodes = static_cast<int>(per_rank / cluster.gpus_per_node);
+  } else if (cluster.gpus_per_node % per_rank == 0) {
+    c.nodes = 1;
+    c.gpus_per_node = static_cast<int>(per_rank);
+    if (cluster.cores_per_node > 0)
+      c.cores_per_node = std::max(1, cluster.cores_per_node / (cluster.gpus_per_node / c.gpus_per_node));
+  } else {
+    throw Error(fmt::format(
+        "{}: pp {}: each pp rank's mesh of {} GPUs straddles the {}-GPU nodes unevenly (world / pp must be a multiple "
+        "or a divisor of gpus_per_node)",
+        plan_key_origin(plan, "pp_degree"), plan.pp_degree, per_rank, cluster.gpus_per_node));
+  }
+  return c;
+}
+
+PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& training, const Plan& plan,
+                                           const ClusterSpec& cluster, const CostParams& c) {
+  PipelineProgramCosts p;
+  p.stage_cluster = pipeline_stage_cluster(plan, cluster);
+  // One microbatch of the whole model (see the header).
+  p.program = lower(model, training, pipeline_microbatch_plan(plan));
+  check_supported(p.program, cluster);  // float8 on the GPU, the whole mesh (pp included) on the whole cluster
+  p.costs = cost_ops(p.program, p.stage_cluster, c);
+  p.timeline = schedule(p.program, p.costs, c);
+  p.parts = memory_parts(p.program, c);
+  p.report = make_report(p.program, p.stage_cluster, c, p.costs, p.timeline);
+  return p;
+}
+
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c) {
+  PipelineProgramCosts own;
+  return simulate_pipeline(model, training, plan, cluster, c, [&]() -> const PipelineProgramCosts& {
+    own = cost_pipeline_program(model, training, plan, cluster, c);
+    return own;
+  });
+}
+
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c, const std::function<const PipelineProgramCosts&()>& program) {
+  if (plan.pp_degree <= 1) throw Error(fmt::format("{}: simulate_pipeline needs pp_degree > 1", plan.source));
+  const PipelineSplit split = resolve_pipeline(model, plan);
+  const PipelineSchedule sched = build_plan_schedule(plan, split);
+  const ClusterSpec stage_cluster = pipeline_stage_cluster(plan, cluster);
+
+  // The microbatch Program, costed and scheduled (cost_pipeline_program()).
+  const PipelineProgramCosts& costed = program();
+  const Program& prog = costed.program;
+  const OpCosts& costs = costed.costs;
+  const Timeline& tl = costed.timeline;
+  const MemoryParts& parts = costed.parts;
+
+  const int stages = split.num_stages();
+  std::vector<StageTimes> st(static_cast<size_t>(stages));
+  std::vector<int> stage_of_layer(static_cast<size_t>(model.n_layers), 0);
+  for (int s = 0; s < stages; ++s)
+    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
+      stage_of_layer[static_cast<size_t>(split.first_layer(s) + l)] = s;
+  const int last = stages - 1;
+  double grad_norm_us = 0, optimizer_segment_us = 0;
+  for (size_t si = 0; si < prog.segments.size(); ++si) {
+    const Segment& seg = prog.segments[si];
+    const SegmentTimes& times = tl.segments[si];
+    const std::vector<double>& dur = costs.duration_us[si];
+    const double weight_share = compute_share(seg, dur, is_weight_gradient);
+    const double forward_share = compute_share(seg, dur, [](const Op& op) { return op.phase == Phase::forward; });
+    const double reduce = reduce_us_of(seg, dur);
+    for (int i = 0; i < times.instances; ++i) {
+      const InstanceStats& is = times.instance_stats(i);
+      const double own = std::max(0.0, is.span_us - is.exposed_dp_us);
+      const int layer = instance_layer(prog, seg, i);
+      const int s = layer >= 0 ? stage_of_layer[static_cast<size_t>(layer)] : 0;
+      switch (seg.kind) {
+        case SegmentKind::embed_fwd:
+          st[0].fwd_us += own, st[0].exposed_tp_us += is.exposed_tp_us, st[0].fsdp_wait_fwd_us += is.exposed_dp_us;
+          break;
+        case SegmentKind::block_fwd:
+          st[static_cast<size_t>(s)].fwd_us += own;
+          st[static_cast<size_t>(s)].exposed_tp_us += is.exposed_tp_us;
+          st[static_cast<size_t>(s)].fsdp_wait_fwd_us += is.exposed_dp_us;
+          break;
+        case SegmentKind::head:
+          st[static_cast<size_t>(last)].fwd_us += own * forward_share;
+          st[static_cast<size_t>(last)].bwd_us += own * (1 - forward_share);
+          st[static_cast<size_t>(last)].bwd_weight_us += own * (1 - forward_share) * weight_share;
+          st[static_cast<size_t>(last)].exposed_tp_us += is.exposed_tp_us;
+          st[static_cast<size_t>(last)].reduce_us += reduce;
+          break;
+        case SegmentKind::block_bwd:
+          st[static_cast<size_t>(s)].bwd_us += own;
+          st[static_cast<size_t>(s)].bwd_weight_us += own * weight_share;
+          st[static_cast<size_t>(s)].exposed_tp_us += is.exposed_tp_us;
+          st[static_cast<size_t>(s)].reduce_us += reduce;
+          break;
+        case SegmentKind::embed_bwd:
+          st[0].bwd_us += own, st[0].bwd_weight_us += own * weight_share, st[0].exposed_tp_us += is.exposed_tp_us;
+          st[0].reduce_us += reduce;
+          break;
+        case SegmentKind::grad_norm:
+          grad_norm_us += is.span_us;
+          break;
+        case SegmentKind::block_optimizer:
+          st[static_cast<size_t>(s)].optimizer_us += is.span_us;
+          break;
+        case SegmentKind::optimizer:
+          optimizer_segment_us += is.span_us;
+          break;
+        case SegmentKind::pp_recv_fwd:
+        case SegmentKind::pp_send_fwd:
+        case SegmentKind::pp_recv_bwd:
+        case SegmentKind::pp_send_bwd:
+          throw Error("pipeline step: the microbatch Program is a stage's (it has transfers)");
+      }
+    }
+  }
+  // Memory parts per stage: saved activations (checkpointed blocks are layers 0 .. ac_layers-1), parameters as FSDP
+  // gathers them, and the fp32 unsharded gradients it accumulates (4 bytes per local element: twice the bf16 copies).
+  const double block_params_elems = static_cast<double>(model.block_parameters());
+  const double embed_local = local_bf16_bytes(prog, "tok_embeddings.weight");
+  const double block_gathered = gathered_block_param_bytes(prog, parts.block_params);
+  const double block_grads = 4 * block_param_elements(prog);
+  for (int s = 0; s < stages; ++s) {
+    StageTimes& t = st[static_cast<size_t>(s)];
+    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l) {
+      const int layer = split.first_layer(s) + l;
+      t.saved_bytes += parts.checkpointed_blocks > 0 && layer < parts.checkpointed_blocks && plan.ac_layers > 0
+                           ? parts.saved_per_checkpointed_block
+                           : parts.saved_per_block;
+    }
+    t.params_in_flight = block_gathered * split.stage_layers[static_cast<size_t>(s)];
+    t.unsharded_grads = block_grads * split.stage_layers[static_cast<size_t>(s)];
+    t.parameters = block_params_elems * split.stage_layers[static_cast<size_t>(s)];
+    if (s == 0) {
+      t.params_in_flight += embed_local, t.unsharded_grads += 2 * embed_local;
+      t.parameters += static_cast<double>(model.embedding_parameters());
+    }
+    if (s == last) {
+      t.params_in_flight += parts.head_params, t.unsharded_grads += 2 * parts.head_params;
+      t.parameters += static_cast<double>(model.total_parameters() - model.embedding_parameters() -
+                                          model.n_layers * model.block_parameters());
+    }
+  }
+
+  // P2P of one activation: the block output this rank holds, what each stage Program's transfers move
+  // (plans/lower/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism shards it).
+  const int64_t p2p_bytes = pipeline_transfer_bytes(prog);
+  const int64_t world = cluster.world_size();
+  const bool network = world > cluster.gpus_per_node;
+  GroupLayout hop;
+  hop.size = 2;
+  hop.per_node = network ? 1 : 2;
+  hop.nodes = network ? 2 : 1;
+  const double p2p_us = collective_cost(CollectiveKind::p2p, p2p_bytes, hop, cluster, c).time_us;
+
+  std::vector<StageCost> stage_costs;
+  for (const StageTimes& t : st) stage_costs.push_back({t.fwd_us, t.bwd_us, std::min(t.bwd_weight_us, t.bwd_us)});
+  const PipelineTimeline ptl = simulate_schedule(sched, stage_costs, p2p_us);
+
+  // The step (see the header).
+  const int64_t ga = std::max<int64_t>(1, plan.gradient_accumulation_steps);
+  const double start_us = st[0].fsdp_wait_fwd_us;
+  PipelineReport pr;
+  pr.pp = split.pp;
+  pr.schedule = plan.pp_schedule;
+  pr.stages_per_rank = split.stages_per_rank;
+  pr.microbatches = split.microbatches;
+  pr.microbatch_size = plan.pp_microbatch_size;
+  pr.stage_layers = split.stage_layers;
+  pr.stage_costs = stage_costs;
+  pr.p2p_bytes = p2p_bytes;
+  pr.p2p_us = p2p_us;
+  pr.p2p_network = network;
+  pr.schedule_ms = ptl.step_us / 1e3;
+  pr.bubble_fraction = ptl.bubble_fraction();
+  double step_us = 0, critical_exposed_us = 0, critical_optimizer_us = 0;
+  std::vector<MemoryReport> memories;
+  for (int r = 0; r < split.pp; ++r) {
+    const PipelineRankTimeline& rt = ptl.ranks[static_cast<size_t>(r)];
+    PipelineRankReport rr;
+    rr.stages = sched.stages_of_rank(r);
+    double optimizer = grad_norm_us, params_in_flight = 0, parameters = 0;
+    bool holds_first = false, holds_last = false;
+    for (int s : rr.stages) {
+      const StageTimes& t = st[static_cast<size_t>(s)];
+      rr.layers += split.stage_layers[static_cast<size_t>(s)];
+      optimizer += t.optimizer_us;
+      params_in_flight += t.params_in_flight;
+      parameters += t.parameters;
+      holds_first = holds_first || s == 0;
+      holds_last = holds_last || s == last;
+    }
+    if (holds_first || holds_last) optimizer += optimizer_segment_us;
+    // Each stage's gradients are reduced once, after its last backward action (torch's stage runs every backward
+    // with requires_gradient_sync False, then FSDP's post_backward after the last one), on the DP stream in turn,
+    // overlapping what the rank computes afterwards; what is left when the rank's last action ends is exposed.
+    const double rank_end_us = rt.actions.empty() ? 0.0 : rt.actions.back().end_us;
+    std::vector<std::pair<double, double>> reductions;  // (the stage's last backward end, its reduction)
+    for (int s : rr.stages) {
+      double last_bwd = 0;
+      for (const TimedPipelineAction& a : rt.actions)
+        if (a.action.stage == s && a.action.kind != PipelineActionKind::F) last_bwd = std::max(last_bwd, a.end_us);
+      reductions.emplace_back(last_bwd, st[static_cast<size_t>(s)].reduce_us);
+    }
+    std::sort(reductions.begin(), reductions.end());
+    double dp_free = 0;
+    for (const auto& [at, us] : reductions) dp_free = std::max(dp_free, at) + us;
+    const double exposed_reduce = std::max(0.0, dp_free - rank_end_us);
+    const double pass_us = start_us + rank_end_us + exposed_reduce;
+    const double end_us = static_cast<double>(ga) * pass_us + optimizer;
+    rr.busy_ms = rt.busy_us / 1e3;
+    rr.idle_ms = rt.idle_us / 1e3;
+    rr.end_ms = end_us / 1e3;
+    // What the rank holds for its microbatches, walked along its actions (see the header's "Memory per rank"): an F
+    // adds its stage's saved tensors and output (fwd_cache; the last stage's logits stay in output_chunks until the
+    // next step); a B or I keeps the input gradient on the stage's receive buffer until the next step and starts the
+    // stage's fp32 unsharded gradients; a B or W releases the microbatch, and the stage's last one its gradients
+    // (FSDP's post_backward reduces them to the sharded fp32 gradients of the model states).
+    const double m_count = static_cast<double>(split.microbatches), p2p = static_cast<double>(p2p_bytes);
+    // Receive buffers from a neighbouring stage on another rank (a V schedule's adjacent stages on one rank pass the
+    // tensors directly: set_local_fwd_input and set_local_bwd_input replace the buffers).
+    auto on_rank = [&](int s) { return std::find(rr.stages.begin(), rr.stages.end(), s) != rr.stages.end(); };
+    double recv_buffers = 0;
+    for (int s : rr.stages)
+      recv_buffers += m_count * p2p * ((s > 0 && !on_rank(s - 1) ? 1 : 0) + (s < last && !on_rank(s + 1) ? 1 : 0));
+    auto per_microbatch = [&](int s) {
+      const double saved = st[static_cast<size_t>(s)].saved_bytes;
+      return std::max(0.0, saved - (s > 0 ? p2p : 0.0)) + (s < last ? p2p : 0.0);
+    };
+    auto is_backward = [](PipelineActionKind k) { return k != PipelineActionKind::F; };
+    auto releases = [](PipelineActionKind k) { return k == PipelineActionKind::B || k == PipelineActionKind::W; };
+    std::vector<size_t> last_release(static_cast<size_t>(stages), rt.actions.size());
+    for (size_t i = 0; i < rt.actions.size(); ++i)
+      if (releases(rt.actions[i].action.kind)) last_release[static_cast<size_t>(rt.actions[i].action.stage)] = i;
+    std::vector<char> grads_started(static_cast<size_t>(stages), 0);
+    double held = 0, grads = 0, held_at_peak = 0, grads_at_peak = 0;
+    int count = 0;
+    for (size_t i = 0; i < rt.actions.size(); ++i) {
+      const PipelineAction& a = rt.actions[i].action;
+      const auto s = static_cast<size_t>(a.stage);
+      if (a.kind == PipelineActionKind::F) {
+        held += per_microbatch(a.stage) + (a.stage == last ? parts.logits : 0.0);
+        ++count;
+      }
+      if (is_backward(a.kind) && a.kind != PipelineActionKind::W) held += a.stage > 0 ? p2p : 0.0;
+      if (is_backward(a.kind) && !grads_started[s]) grads_started[s] = 1, grads += st[s].unsharded_grads;
+      if (held + grads > held_at_peak + grads_at_peak) {
+        held_at_peak = held, grads_at_peak = grads;
+        rr.peak_activations = std::max(rr.peak_activations, count);
+      }
+      if (releases(a.kind)) held -= per_microbatch(a.stage), --count;
+      if (i == last_release[s]) grads -= st[s].unsharded_grads;
+    }
+    rr.peak_activations = std::max(rr.peak_activations, rt.peak_activations);
+    rr.activations = recv_buffers + held_at_peak;
+    // The rank's memory through memory_from_parts(): its share of the model states, what it holds for microbatches as
+    // one "block", its stages' parameters resident, the head's working set only where the head is.
+    const double share = parameters / static_cast<double>(model.total_parameters());
+    MemoryParts q = parts;
+    q.master_params = parts.master_params * share;
+    q.gradients = parts.gradients * share;
+    q.optimizer = parts.optimizer * share;
+    q.block_params = 0;
+    q.resident_params = params_in_flight;
+    q.head_params = holds_last ? params_in_flight : 0.0;
+    // The stages' fp32 unsharded gradients at the peak, beside the backward's working set (and the head's: its
+    // backward runs with them); the head's working set less the logits, which the walk holds (output_chunks).
+    q.fsdp_reduce_scatter_input = grads_at_peak;
+    if (holds_last) q.ws_head = std::max(0.0, parts.ws_head - parts.logits) + grads_at_peak;
+    if (!holds_last) q.ws_head = 0, q.logits = 0;
+    q.saved_per_block = rr.activations;
+    q.blocks = 1;
+    q.saved_per_checkpointed_block = 0;
+    q.checkpointed_blocks = 0;
+    MemoryReport m = memory_from_parts(q, stage_cluster.gpu, c);
+    m.saved_per_block = parts.saved_per_block;
+    m.saved_per_checkpointed_block = parts.saved_per_checkpointed_block;
+    m.checkpointed_blocks = parts.checkpointed_blocks;
+    rr.peak_memory = m.peak;
+    memories.push_back(m);
+    if (end_us > step_us) {
+      step_us = end_us;
+      pr.critical_rank = r;
+      critical_exposed_us = static_cast<double>(ga) * (start_us + exposed_reduce);
+      critical_optimizer_us = optimizer;
+    }
+    pr.ranks.push_back(std::move(rr));
+    pr.timeline.push_back(rt.actions);
+  }
+  pr.fsdp_exposed_ms = critical_exposed_us / 1e3;
+  pr.optimizer_ms = critical_optimizer_us / 1e3;
+
+  StepReport r = costed.report;
+  r.toggles() = plan.toggles();
+  r.tp_degree = prog.tp;
+  r.dp_shard = prog.dp / prog.cp;
+  r.dp_replicate = prog.dp_replicate;
+  r.activation_checkpointing = prog.training.activation_checkpointing;
+  r.local_batch_size = plan.local_batch_size;
+  r.seq_len = prog.training.seq_len;
+  r.gradient_accumulation_steps = ga;
+  r.nodes = cluster.nodes;
+  r.gpus_per_node = cluster.gpus_per_node;
+  r.step_time_ms = step_us / 1e3;
+  const double step_s = step_us * 1e-6;
+  r.tokens_per_second_per_gpu = step_s > 0 ? static_cast<double>(ga) * static_cast<double>(plan.local_batch_size) *
+                                                 static_cast<double>(prog.local_seq_len()) /
+                                                 (static_cast<double>(prog.tp) * split.pp * step_s)
+                                           : 0.0;
+  r.mfu = r.tokens_per_second_per_gpu * model.training_flops_per_token(training.seq_len) /
+          cluster.gpu.peak_flops(DType::bf16);
+  // The critical rank's breakdown: its busy time (compute and the TP waits inside its stages), FSDP's exposed part;
+  // the rest (bubbles, p2p waits) is the pipeline's, reported as its bubble.
+  const PipelineRankReport& cr = pr.ranks[static_cast<size_t>(pr.critical_rank)];
+  double exposed_tp_per_pass = 0;
+  for (int s : cr.stages) exposed_tp_per_pass += st[static_cast<size_t>(s)].exposed_tp_us * split.microbatches;
+  r.exposed_tp_comm_ms = static_cast<double>(ga) * exposed_tp_per_pass / 1e3;
+  r.compute_ms = static_cast<double>(ga) * cr.busy_ms - r.exposed_tp_comm_ms + critical_optimizer_us / 1e3;
+  r.exposed_dp_comm_ms = pr.fsdp_exposed_ms;
+  // The top ops are the critical rank's: the microbatch Program's ops of its stages (its blocks' instances; the
+  // embedding's segments on stage 0's rank, the head on the last's), each run per microbatch of every pass, but FSDP's
+  // once per pass (gathered once and kept: no backward re-gather; reduced after the stage's last backward), and the
+  // gradient norm and the optimizer's once per step, as the step above counts them.
+  std::vector<char> on_critical(static_cast<size_t>(model.n_layers), 0);
+  bool critical_first = false, critical_last = false;
+  for (int s : cr.stages) {
+    critical_first = critical_first || s == 0;
+    critical_last = critical_last || s == last;
+    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
+      on_critical[static_cast<size_t>(split.first_layer(s) + l)] = 1;
+  }
+  const double per_pass = static_cast<double>(ga), per_microbatch = per_pass * static_cast<double>(split.microbatches);
+  r.top_ops = top_op_summaries(prog, costs, 12 /* make_report()'s */, [&](size_t si, size_t j) -> double {
+    const Segment& seg = prog.segments[si];
+    double instances = 0;
+    switch (seg.kind) {
+      case SegmentKind::embed_fwd:
+      case SegmentKind::embed_bwd:
+        instances = critical_first ? 1 : 0;
+        break;
+      case SegmentKind::head:
+        instances = critical_last ? 1 : 0;
+        break;
+      case SegmentKind::optimizer:
+        return critical_first || critical_last ? 1 : 0;
+      case SegmentKind::grad_norm:
+        return 1;
+      default:
+        for (int i = 0; i < tl.segments[si].instances; ++i) {
+          const int layer = instance_layer(prog, seg, i);
+          instances += layer >= 0 && on_critical[static_cast<size_t>(layer)] ? 1 : 0;
+        }
+        if (seg.kind == SegmentKind::block_optimizer) return instances;
+    }
+    const Op& op = seg.ops[j];
+    const auto* c = std::get_if<CollectiveOp>(&op.kind);
+    if (c && is_dp_stream(stream_of(op))) {
+      const bool regather = c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.inputs.empty() &&
+                            op.phase != Phase::forward;
+      return regather ? 0 : instances * per_pass;
+    }
+    return instances * per_microbatch;
+  });
+  const auto worst = std::max_element(memories.begin(), memories.end(),
+                                      [](const MemoryReport& a, const MemoryReport& b) { return a.peak < b.peak; });
+  r.memory = *worst;
+  // What a GPU holds: its pp rank's stages (the largest rank's; plans/lower/parameter_count.h), not the whole model's.
+  r.parameters = pipeline_parameter_count(prog, split, plan.pp_schedule);
+  r.pipeline = std::move(pr);
+  return r;
+}
+
+}  // namespace tptune

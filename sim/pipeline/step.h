@@ -1,0 +1,120 @@
+#pragma once
+// A training step under pipeline parallelism (plans/language/pipeline_parallel.h): each pp rank's stages run the
+// schedule's actions (sim/pipeline/schedule.h) on a timeline (sim/pipeline/schedule_sim.h) whose per-stage costs come
+// from the ordinary simulator, plus FSDP's and the optimizer's work once per step.
+//
+// Stage costs: one Program of the whole model lowered at the microbatch (local_batch_size = pp_microbatch_size,
+// gradient_accumulation_steps 1) and scheduled once (sim/timeline.h). Its segments are per layer
+// (plans/program/program.h), so a stage's forward is the sum of its layers' block.fwd instances (plus embed.fwd on the
+// first stage, and on the last the forward part of the head: the head's time split in the proportion of its forward and
+// backward ops' durations), and its backward likewise (block.bwd, embed.bwd, the head's backward part). Each instance
+// counts its compute-stream span less its exposed DP time: under PP torchtitan keeps FSDP's gathered parameters through
+// the step (torchtitan/distributed/fsdp.py: reshard_after_forward "default" is `not pp_enabled`, "to avoid
+// per-microbatch all-gathers"), so no per-microbatch FSDP wait belongs to a stage's cost. Why one whole-model Program
+// rather than a Program per stage: the stage boundaries cut no layer, every layer of one model lowers to the same ops
+// whatever stage holds it, and one lowering serves every split and schedule (the search's axes); a stage's Program
+// would repeat the same segments with fewer instances. What differs per stage is only which segments it holds, which is
+// what the sums above select. The weight-gradient part of a backward (the W of the zero-bubble schedules) is the
+// share of the `.bwd_weight` GEMMs in its compute ops' durations.
+//
+// P2P: one activation (forward) or its gradient (backward) of one microbatch: the block output this rank holds, the
+// Program's forward layer-chain tensor (microbatch x seq_len / cp x dim, and / tp under sequence parallelism, whose
+// blocks end sequence-sharded: torch's PipelineStage sends each rank's local tensor to the same tp rank of the next
+// stage), priced as a p2p on the pp group: over NVLink when the pp group sits in one node (world <= gpus_per_node
+// under the mesh order, pp outermost), else over the network (the hops at node boundaries, which every microbatch
+// crosses, set the pace).
+//
+// The step: the schedule's timeline, started after the first stage's exposed FSDP all-gather (the time its forward
+// waited on DP in the Program; the other ranks' all-gathers run while they wait for their first activation). torch's
+// PipelineStage runs every backward with requires_gradient_sync and reshard_after_backward False and, after a stage's
+// last backward, FSDP's post_backward (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync): so each
+// stage's gradient reduction (reduce-scatter, HSDP all-reduce) starts after its last backward action, on the DP stream
+// in turn, overlapping what the rank computes after it; the part left when the rank's last action ends is exposed.
+// That pass repeats for each of the gradient_accumulation_steps; then, once, the gradient norm and the optimizer of the
+// rank's layers (and of the embedding and head where it holds them). The step ends when the last rank ends.
+//
+// Memory per rank, each term as torch (1963fc8, the version of torchtitan's December 2024 benchmark) holds it:
+//  - model states: master weights, gradients, AdamW, in the proportion of the rank's parameters to the model's (as
+//    memory.h counts them, the sharded fp32 gradients all step);
+//  - parameters: its stages' parameters unsharded through the step (torchtitan 9dec370's apply_fsdp,
+//    parallelisms/parallelize_llama.py: reshard_after_forward False under PP), at the bytes FSDP's all-gather
+//    produces: the Program's block all-gather (1 byte for the linear weights with float8 all-gather,
+//    enable_fsdp_float8_all_gather, on in its llama3_405b.toml), bf16 for the embedding and the head;
+//  - unsharded gradients: torch's stage runs every backward with requires_gradient_sync False (stage.py
+//    backward_maybe_with_nosync), so FSDP2's post_backward does not reduce: FSDPParam.to_accumulated_grad_if_needed
+//    (_fsdp_param.py) upcasts each unsharded gradient to reduce_dtype, fp32 in torchtitan (mixed_precision_reduce),
+//    and accumulate_unsharded_grad_if_needed adds the later microbatches into it: 4 bytes per local element of the
+//    stage, from its first backward until its post_backward after the last one (backward_maybe_with_nosync with
+//    last_backward);
+//  - receive buffers: PipelineStage._prepare_forward_infra allocates one activation buffer per microbatch (stages > 0)
+//    and _prepare_backward_infra one gradient buffer per microbatch (stages < last), each the P2P tensor below, kept
+//    for the whole run;
+//  - per microbatch in flight (from its F to its B, or its W for the zero-bubble schedules, whose I keeps the graph
+//    in backward_state): the stage's blocks' saved tensors and, on stages < last, its output (fwd_cache keeps
+//    (output, inputs) until backward_one_chunk pops them); the first block's saved input on stages > 0 is the
+//    receive buffer, counted once;
+//  - kept to the end of the step (clear_runtime_states at the next step() frees them): the last stage's outputs, the
+//    logits of every microbatch (forward_one_chunk appends them to output_chunks for merge_output_chunks), and on
+//    stages > 0 each microbatch's input gradient (_backward.py stage_backward reads val.grad of the receive buffer
+//    and leaves it there);
+//  - the working set of the Program's phases (the head's only on the last stage's rank, less its logits, held above).
+// The walk along the rank's actions takes the peak of what it holds for microbatches plus its unsharded gradients;
+// the working set of the phase then adds to it (memory_from_parts). The report's memory is the rank with the highest
+// peak. Bounds, not measurements: a stage's gradients count in full from the start of its first backward, and the
+// loss's fp32 tensors of a microbatch whose F and B are apart (interleaved schedules) only in the head's working set.
+//
+// Throughput: tokens/s per GPU = ga x local_batch_size x seq_len / cp / (tp x pp x step) (torchtitan divides by the
+// non-data-parallel degree, cp x tp x pp).
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "plans/language/plan.h"
+#include "plans/model/model.h"
+#include "plans/program/program.h"
+#include "sim/cluster_spec.h"
+#include "sim/cost/cost_params.h"
+#include "sim/memory.h"
+#include "sim/pipeline/schedule_sim.h"
+#include "sim/simulate.h"
+#include "sim/timeline.h"
+
+namespace tptune {
+
+// The sub-cluster one pp rank's [dp_replicate, dp_shard, cp, tp] mesh runs on: world / pp consecutive ranks, whole
+// nodes (world / pp a multiple of gpus_per_node) or part of one (a divisor of it). tptune::Error when the plan's mesh
+// is not the world (pp x dp_replicate x dp_shard x cp x tp) or a pp rank's mesh straddles nodes unevenly.
+ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster);
+
+// The plan's step under PP (plan.pp_degree > 1): StepReport::pipeline holds the pipeline's figures, the breakdown is
+// that of the rank that ends last. tptune::Error (one line naming the plan key's origin) as resolve_pipeline() and
+// build_schedule() refuse, or as pipeline_stage_cluster() does.
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c);
+
+// The expensive part of simulate_pipeline(): the microbatch Program (the plan lowered with local_batch_size =
+// pp_microbatch_size and gradient_accumulation_steps 1) on one pp rank's cluster (pipeline_stage_cluster()), checked,
+// costed and scheduled once, its memory parts and its report. It depends on the plan but for pp_schedule,
+// pp_stages_per_rank, local_batch_size and gradient_accumulation_steps (the lowering reads none of them): plans that
+// differ only in those share one (the search's pipeline candidates do, sim/search/search.h). tptune::Error as
+// pipeline_stage_cluster(), lower() and check_supported() refuse.
+struct PipelineProgramCosts {
+  ClusterSpec stage_cluster;
+  Program program;
+  OpCosts costs;
+  Timeline timeline;
+  MemoryParts parts;
+  StepReport report;  // make_report() of the Program: what simulate_pipeline() starts its report from
+};
+PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& training, const Plan& plan,
+                                           const ClusterSpec& cluster, const CostParams& c);
+
+// simulate_pipeline() with the microbatch Program's costs from `program`, which it calls (once) after the plan's own
+// checks (resolve_pipeline(), build_schedule(), pipeline_stage_cluster()), so that errors come in the same order; the
+// costs it returns must be cost_pipeline_program() of a plan that shares them with `plan` (see above), and outlive the
+// call. The result is bit for bit simulate_pipeline(model, training, plan, cluster, c)'s.
+StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
+                             const CostParams& c, const std::function<const PipelineProgramCosts&()>& program);
+
+}  // namespace tptune
