@@ -432,6 +432,9 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
       on_critical[static_cast<size_t>(split.first_layer(s) + l)] = 1;
   }
   const double per_pass = static_cast<double>(ga), per_microbatch = per_pass * static_cast<double>(split.microbatches);
+  // A per-layer segment's instances on the critical rank, counted once per segment (not once per op: the count is
+  // the same for every op of the segment, and an integer, so the sum is exact either way).
+  std::vector<double> critical_instances(prog.segments.size(), -1);
   r.top_ops = top_op_summaries(prog, costs, 12 /* make_report()'s */, [&](size_t si, size_t j) -> double {
     const Segment& seg = prog.segments[si];
     double instances = 0;
@@ -448,10 +451,14 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
       case SegmentKind::grad_norm:
         return 1;
       default:
-        for (int i = 0; i < tl.segments[si].instances; ++i) {
-          const int layer = instance_layer(prog, seg, i);
-          instances += layer >= 0 && on_critical[static_cast<size_t>(layer)] ? 1 : 0;
+        if (critical_instances[si] < 0) {
+          critical_instances[si] = 0;
+          for (int i = 0; i < tl.segments[si].instances; ++i) {
+            const int layer = instance_layer(prog, seg, i);
+            critical_instances[si] += layer >= 0 && on_critical[static_cast<size_t>(layer)] ? 1 : 0;
+          }
         }
+        instances = critical_instances[si];
         if (seg.kind == SegmentKind::block_optimizer) return instances;
     }
     const Op& op = seg.ops[j];
