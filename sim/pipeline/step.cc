@@ -156,6 +156,13 @@ PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& t
   p.timeline = schedule(p.program, p.costs, c);
   p.parts = memory_parts(p.program, c);
   p.report = make_report(p.program, p.stage_cluster, c, p.costs, p.timeline);
+  for (size_t si = 0; si < p.program.segments.size(); ++si) {
+    const Segment& seg = p.program.segments[si];
+    const std::vector<double>& dur = p.costs.duration_us[si];
+    p.shares.push_back({compute_share(seg, dur, is_weight_gradient),
+                        compute_share(seg, dur, [](const Op& op) { return op.phase == Phase::forward; }),
+                        reduce_us_of(seg, dur)});
+  }
   return p;
 }
 
@@ -192,18 +199,16 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
   const int stages = split.num_stages();
   std::vector<StageTimes> st(static_cast<size_t>(stages));
   std::vector<int> stage_of_layer(static_cast<size_t>(model.n_layers), 0);
-  for (int s = 0; s < stages; ++s)
+  for (int s = 0, first = 0; s < stages; first += split.stage_layers[static_cast<size_t>(s)], ++s)
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
-      stage_of_layer[static_cast<size_t>(split.first_layer(s) + l)] = s;
+      stage_of_layer[static_cast<size_t>(first + l)] = s;
   const int last = stages - 1;
   double grad_norm_us = 0, optimizer_segment_us = 0;
   for (size_t si = 0; si < prog.segments.size(); ++si) {
     const Segment& seg = prog.segments[si];
     const SegmentTimes& times = tl.segments[si];
-    const std::vector<double>& dur = costs.duration_us[si];
-    const double weight_share = compute_share(seg, dur, is_weight_gradient);
-    const double forward_share = compute_share(seg, dur, [](const Op& op) { return op.phase == Phase::forward; });
-    const double reduce = reduce_us_of(seg, dur);
+    const double weight_share = costed.shares.at(si).weight, forward_share = costed.shares[si].forward;
+    const double reduce = costed.shares[si].reduce_us;
     for (int i = 0; i < times.instances; ++i) {
       const InstanceStats& is = times.instance_stats(i);
       const double own = std::max(0.0, is.span_us - is.exposed_dp_us);
@@ -260,8 +265,9 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
   const double block_grads = 4 * block_param_elements(prog);
   for (int s = 0; s < stages; ++s) {
     StageTimes& t = st[static_cast<size_t>(s)];
+    const int first = split.first_layer(s);
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l) {
-      const int layer = split.first_layer(s) + l;
+      const int layer = first + l;
       t.saved_bytes += parts.checkpointed_blocks > 0 && layer < parts.checkpointed_blocks && plan.ac_layers > 0
                            ? parts.saved_per_checkpointed_block
                            : parts.saved_per_block;
@@ -543,8 +549,9 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
   for (int s : cr.stages) {
     critical_first = critical_first || s == 0;
     critical_last = critical_last || s == last;
+    const int first = split.first_layer(s);
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
-      on_critical[static_cast<size_t>(split.first_layer(s) + l)] = 1;
+      on_critical[static_cast<size_t>(first + l)] = 1;
   }
   const double per_pass = static_cast<double>(ga), per_microbatch = per_pass * static_cast<double>(split.microbatches);
   // A per-layer segment's instances on the critical rank, counted once per segment (not once per op: the count is

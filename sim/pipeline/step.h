@@ -107,6 +107,12 @@ struct PipelineProgramCosts {
   Timeline timeline;
   MemoryParts parts;
   StepReport report;  // make_report() of the Program: what simulate_pipeline() starts its report from
+  // Per segment, what simulate_pipeline() splits its instances' times by: the weight-gradient and forward shares of
+  // its compute ops' durations, and its gradient reduction on the DP streams (read per candidate, computed once).
+  struct SegmentShares {
+    double weight = 0, forward = 0, reduce_us = 0;
+  };
+  std::vector<SegmentShares> shares;
 };
 PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& training, const Plan& plan,
                                            const ClusterSpec& cluster, const CostParams& c);
