@@ -304,8 +304,9 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   // (simulate_pipeline(), sim/pipeline/step.h) unless a static rule prunes it. The candidates that share a microbatch
   // Program (shares_pipeline_program(): the same pp 1 candidate but for its local batch, pp degree and microbatch
   // size; the lists have no repeats) are one work unit, which costs it once (exact: the lowering reads none of what
-  // they differ in); the units in the order of their first candidate. The bound's incumbents are the pp 1
-  // candidates', so it prunes none that the pipeline ones would keep in the top k or on the front.
+  // they differ in); the units in the order of their first candidate, after every pp 1 candidate, so that the
+  // incumbents hold the pp 1 space's best (and its front) before the first pipeline candidate is bounded
+  // (PipelineBound, sim/pipeline/step.h); the feasible pipeline candidates join them.
   const size_t n_pipeline = space.pipeline_size();
   const int first_pipeline = static_cast<int>(n_plain);  // at most limits::max_search_candidates (resolve_space())
   r.evaluated += n_pipeline;
