@@ -124,7 +124,8 @@ BENCHMARK(BM_Search405BAcLayers)
 // Search4D405B (issue 41): Llama 3.1 405B on 1,024 H100s over the 4-D space: tp {1, 2, 4, 8} x FSDP with HSDP
 // dp_replicate {1, 2, 8} x cp {1, 2, 4, 8} x pp {1, 2, 4, 8, 16} x every pipeline schedule, both presets, the three
 // float8 recipes, async TP off and on, the three AC policies and local batch {1, 2, 4, 8}: 200,448 candidates. One
-// thread, each search timed once (an exhaustive one takes ~11 s on the 2-core VM). Counters as above, plus
+// thread, each search timed once (2-core VM: exhaustive 9.2 s before issue 41's pipeline work, 3.7 s after; bound 10
+// 9.6 s -> 2.0 s, 84,057 candidates pruned by the pp 1 and pipeline bounds). Counters as above, plus
 // s_per_1e9_candidates (the time 10^9 candidates would take at this rate, issue 41's "under 10 s for 10^9") and,
 // with bound > 0, winner_equals_exhaustive: 1 when the bounded search's winner is the exhaustive search's (same
 // candidate, same tokens/s), from one exhaustive search outside the timed region.

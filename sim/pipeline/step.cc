@@ -30,6 +30,10 @@ struct StageTimes {
   double unsharded_grads = 0;   // its accumulated unsharded gradients, fp32 (FSDP's reduce_dtype)
 };
 
+// Relative margin of the bounds (as sim/search/bound.h's): the sums here run in another order than the timeline's chain
+// of starts and ends, which differs by far less than 1e-9 relative.
+constexpr double kBoundMargin = 1e-9;
+
 bool is_dp_stream(Stream s) { return s == Stream::dp || s == Stream::dp_replicate; }
 
 // The share of `seg`'s compute-op durations that `pick` selects.
@@ -86,6 +90,31 @@ double gathered_block_param_bytes(const Program& p, double fallback) {
   return bytes > 0 ? bytes : fallback;
 }
 
+// A rank's memory through memory_from_parts(): its share of the model states, what it holds for microbatches
+// (`activations`) as one "block", its stages' parameters resident, the head's working set only where the head is; the
+// stages' fp32 unsharded gradients (`grads`) beside the backward's working set (and the head's: its backward runs with
+// them); the head's working set less the logits, which the walk holds (output_chunks). Every phase of
+// memory_from_parts() is non-decreasing in `activations` and `grads`, and the backward phase (and the head's, on the
+// last stage's rank) holds both summed: the lower bound (pipeline_bound()) relies on it.
+MemoryParts rank_memory_parts(const MemoryParts& parts, double share, double params_in_flight, bool holds_last,
+                              double activations, double grads) {
+  MemoryParts q = parts;
+  q.master_params = parts.master_params * share;
+  q.gradients = parts.gradients * share;
+  q.optimizer = parts.optimizer * share;
+  q.block_params = 0;
+  q.resident_params = params_in_flight;
+  q.head_params = holds_last ? params_in_flight : 0.0;
+  q.fsdp_reduce_scatter_input = grads;
+  if (holds_last) q.ws_head = std::max(0.0, parts.ws_head - parts.logits) + grads;
+  if (!holds_last) q.ws_head = 0, q.logits = 0;
+  q.saved_per_block = activations;
+  q.blocks = 1;
+  q.saved_per_checkpointed_block = 0;
+  q.checkpointed_blocks = 0;
+  return q;
+}
+
 }  // namespace
 
 ClusterSpec pipeline_stage_cluster(const Plan& plan, const ClusterSpec& cluster) {
@@ -127,6 +156,13 @@ PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& t
   p.timeline = schedule(p.program, p.costs, c);
   p.parts = memory_parts(p.program, c);
   p.report = make_report(p.program, p.stage_cluster, c, p.costs, p.timeline);
+  for (size_t si = 0; si < p.program.segments.size(); ++si) {
+    const Segment& seg = p.program.segments[si];
+    const std::vector<double>& dur = p.costs.duration_us[si];
+    p.shares.push_back({compute_share(seg, dur, is_weight_gradient),
+                        compute_share(seg, dur, [](const Op& op) { return op.phase == Phase::forward; }),
+                        reduce_us_of(seg, dur)});
+  }
   return p;
 }
 
@@ -141,6 +177,13 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
 
 StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
                              const CostParams& c, const std::function<const PipelineProgramCosts&()>& program) {
+  return *simulate_pipeline(model, training, plan, cluster, c, program, {});
+}
+
+std::optional<StepReport> simulate_pipeline(const Model& model, const Training& training, const Plan& plan,
+                                            const ClusterSpec& cluster, const CostParams& c,
+                                            const std::function<const PipelineProgramCosts&()>& program,
+                                            const std::function<bool(const PipelineBound&)>& prune) {
   if (plan.pp_degree <= 1) throw Error(fmt::format("{}: simulate_pipeline needs pp_degree > 1", plan.source));
   const PipelineSplit split = resolve_pipeline(model, plan);
   const PipelineSchedule sched = build_plan_schedule(plan, split);
@@ -156,18 +199,16 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   const int stages = split.num_stages();
   std::vector<StageTimes> st(static_cast<size_t>(stages));
   std::vector<int> stage_of_layer(static_cast<size_t>(model.n_layers), 0);
-  for (int s = 0; s < stages; ++s)
+  for (int s = 0, first = 0; s < stages; first += split.stage_layers[static_cast<size_t>(s)], ++s)
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
-      stage_of_layer[static_cast<size_t>(split.first_layer(s) + l)] = s;
+      stage_of_layer[static_cast<size_t>(first + l)] = s;
   const int last = stages - 1;
   double grad_norm_us = 0, optimizer_segment_us = 0;
   for (size_t si = 0; si < prog.segments.size(); ++si) {
     const Segment& seg = prog.segments[si];
     const SegmentTimes& times = tl.segments[si];
-    const std::vector<double>& dur = costs.duration_us[si];
-    const double weight_share = compute_share(seg, dur, is_weight_gradient);
-    const double forward_share = compute_share(seg, dur, [](const Op& op) { return op.phase == Phase::forward; });
-    const double reduce = reduce_us_of(seg, dur);
+    const double weight_share = costed.shares.at(si).weight, forward_share = costed.shares[si].forward;
+    const double reduce = costed.shares[si].reduce_us;
     for (int i = 0; i < times.instances; ++i) {
       const InstanceStats& is = times.instance_stats(i);
       const double own = std::max(0.0, is.span_us - is.exposed_dp_us);
@@ -224,8 +265,9 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   const double block_grads = 4 * block_param_elements(prog);
   for (int s = 0; s < stages; ++s) {
     StageTimes& t = st[static_cast<size_t>(s)];
+    const int first = split.first_layer(s);
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l) {
-      const int layer = split.first_layer(s) + l;
+      const int layer = first + l;
       t.saved_bytes += parts.checkpointed_blocks > 0 && layer < parts.checkpointed_blocks && plan.ac_layers > 0
                            ? parts.saved_per_checkpointed_block
                            : parts.saved_per_block;
@@ -257,11 +299,104 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
 
   std::vector<StageCost> stage_costs;
   for (const StageTimes& t : st) stage_costs.push_back({t.fwd_us, t.bwd_us, std::min(t.bwd_weight_us, t.bwd_us)});
+  const int64_t ga = std::max<int64_t>(1, plan.gradient_accumulation_steps);
+  const double start_us = st[0].fsdp_wait_fwd_us;
+  if (prune) {
+    // The bound (step.h's PipelineBound). Time: a rank runs its actions one at a time in its list's order
+    // (simulate_schedule()), so its i-th action ends no earlier than its first action can start plus the durations of
+    // actions 0 .. i, and the rank no earlier than that for its last action; the first can start no earlier than the
+    // forward of microbatch 0 has passed every stage below the rank's lowest one (the hops between ranks included).
+    // After an F of stage s and microbatch mb, the forward of mb through the stages above s and its backward (B, or I
+    // where the schedule splits it) from the last stage down to stage 0 follow one after the other; after a B or I of
+    // stage s, the backward of stages s-1 .. 0; each chain ends on stage 0's rank, 0. Each rank's end then counts as
+    // simulate_pipeline() counts it (ga passes from the first stage's FSDP wait, the exposed reduction >= 0 left out,
+    // its optimizer).
+    bool split_backward = false;
+    for (const auto& list : sched.ranks)
+      for (const PipelineAction& a : list) split_backward = split_backward || a.kind == PipelineActionKind::I;
+    auto backward_us = [&](int s) {
+      const StageCost& t = stage_costs[static_cast<size_t>(s)];
+      return split_backward ? t.bwd_us - t.bwd_weight_us : t.bwd_us;
+    };
+    auto hop = [&](int s) { return sched.rank_of_stage(s - 1) != sched.rank_of_stage(s) ? p2p_us : 0.0; };
+    // fwd_below[s]: from F(0)'s start to F(s)'s; bwd_below[s]: from the end of stage s's backward to stage 0's;
+    // fwd_after[s]: from F(s)'s end to the last stage's F's end.
+    std::vector<double> fwd_below(static_cast<size_t>(stages), 0), bwd_below(fwd_below), fwd_after(fwd_below);
+    for (int s = 1; s < stages; ++s) {
+      fwd_below[static_cast<size_t>(s)] = fwd_below[static_cast<size_t>(s - 1)] + stage_costs[s - 1].fwd_us + hop(s);
+      bwd_below[static_cast<size_t>(s)] = bwd_below[static_cast<size_t>(s - 1)] + hop(s) + backward_us(s - 1);
+    }
+    for (int s = stages - 2; s >= 0; --s)
+      fwd_after[static_cast<size_t>(s)] =
+          fwd_after[static_cast<size_t>(s + 1)] + hop(s + 1) + stage_costs[s + 1].fwd_us;
+    const double top_down = backward_us(last) + bwd_below[static_cast<size_t>(last)];
+    const double m_count = static_cast<double>(split.microbatches), p2p = static_cast<double>(p2p_bytes);
+    double rank0_end = 0, step_bound = 0, peak_bound = 0;
+    std::vector<double> optimizer(static_cast<size_t>(split.pp), grad_norm_us);
+    for (int r = 0; r < split.pp; ++r) {
+      const std::vector<int> stages_r = sched.stages_of_rank(r);
+      double params_in_flight = 0, parameters = 0, recv_buffers = 0, held = 0;
+      bool holds_first = false, holds_last = false;
+      for (int s : stages_r) {
+        const StageTimes& t = st[static_cast<size_t>(s)];
+        optimizer[static_cast<size_t>(r)] += t.optimizer_us;
+        params_in_flight += t.params_in_flight;
+        parameters += t.parameters;
+        holds_first = holds_first || s == 0;
+        holds_last = holds_last || s == last;
+      }
+      if (holds_first || holds_last) optimizer[static_cast<size_t>(r)] += optimizer_segment_us;
+      double end = fwd_below[static_cast<size_t>(stages_r.front())];  // stages_of_rank() ascending
+      for (const PipelineAction& a : sched.ranks[static_cast<size_t>(r)]) {
+        const StageCost& t = stage_costs[static_cast<size_t>(a.stage)];
+        switch (a.kind) {
+          case PipelineActionKind::F:
+            end += t.fwd_us;
+            rank0_end = std::max(rank0_end, end + fwd_after[static_cast<size_t>(a.stage)] + top_down);
+            break;
+          case PipelineActionKind::B:
+          case PipelineActionKind::I:
+            end += a.kind == PipelineActionKind::B ? t.bwd_us : t.bwd_us - t.bwd_weight_us;
+            rank0_end = std::max(rank0_end, end + bwd_below[static_cast<size_t>(a.stage)]);
+            break;
+          case PipelineActionKind::W:
+            end += t.bwd_weight_us;
+            break;
+        }
+      }
+      step_bound = std::max(step_bound, static_cast<double>(ga) * (start_us + end) + optimizer[static_cast<size_t>(r)]);
+      // Memory: the walk's peak of held + grads is at least what one microbatch of a stage holds at its backward (its
+      // saved tensors and output, the logits on the last stage, its input gradient, the stage's unsharded gradients);
+      // rank_memory_parts() with that in the gradients' place and nothing held is below the rank's peak in every phase.
+      auto on_rank = [&](int s) { return std::find(stages_r.begin(), stages_r.end(), s) != stages_r.end(); };
+      for (int s : stages_r) {
+        const StageTimes& t = st[static_cast<size_t>(s)];
+        recv_buffers += m_count * p2p * ((s > 0 && !on_rank(s - 1) ? 1 : 0) + (s < last && !on_rank(s + 1) ? 1 : 0));
+        const double one = std::max(0.0, t.saved_bytes - (s > 0 ? p2p : 0.0)) + (s < last ? p2p : 0.0) +
+                           (s == last ? parts.logits : 0.0) + (s > 0 ? p2p : 0.0) + t.unsharded_grads;
+        held = std::max(held, one);
+      }
+      const double share = parameters / static_cast<double>(model.total_parameters());
+      peak_bound =
+          std::max(peak_bound,
+                   memory_from_parts(rank_memory_parts(parts, share, params_in_flight, holds_last, recv_buffers, held),
+                                     stage_cluster.gpu, c)
+                       .peak);
+    }
+    step_bound = std::max(step_bound, static_cast<double>(ga) * (start_us + rank0_end) + optimizer[0]);
+    PipelineBound b;
+    b.step_time_us = step_bound * (1 - kBoundMargin);
+    b.peak_memory = peak_bound * (1 - kBoundMargin);
+    b.tokens_per_second_per_gpu =
+        b.step_time_us > 0 ? static_cast<double>(ga) * static_cast<double>(plan.local_batch_size) *
+                                 static_cast<double>(prog.local_seq_len()) /
+                                 (static_cast<double>(prog.tp) * split.pp * b.step_time_us * 1e-6) * (1 + kBoundMargin)
+                           : 1e300;
+    if (prune(b)) return std::nullopt;
+  }
   const PipelineTimeline ptl = simulate_schedule(sched, stage_costs, p2p_us);
 
   // The step (see the header).
-  const int64_t ga = std::max<int64_t>(1, plan.gradient_accumulation_steps);
-  const double start_us = st[0].fsdp_wait_fwd_us;
   PipelineReport pr;
   pr.pp = split.pp;
   pr.schedule = plan.pp_schedule;
@@ -358,23 +493,9 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
     // The rank's memory through memory_from_parts(): its share of the model states, what it holds for microbatches as
     // one "block", its stages' parameters resident, the head's working set only where the head is.
     const double share = parameters / static_cast<double>(model.total_parameters());
-    MemoryParts q = parts;
-    q.master_params = parts.master_params * share;
-    q.gradients = parts.gradients * share;
-    q.optimizer = parts.optimizer * share;
-    q.block_params = 0;
-    q.resident_params = params_in_flight;
-    q.head_params = holds_last ? params_in_flight : 0.0;
-    // The stages' fp32 unsharded gradients at the peak, beside the backward's working set (and the head's: its
-    // backward runs with them); the head's working set less the logits, which the walk holds (output_chunks).
-    q.fsdp_reduce_scatter_input = grads_at_peak;
-    if (holds_last) q.ws_head = std::max(0.0, parts.ws_head - parts.logits) + grads_at_peak;
-    if (!holds_last) q.ws_head = 0, q.logits = 0;
-    q.saved_per_block = rr.activations;
-    q.blocks = 1;
-    q.saved_per_checkpointed_block = 0;
-    q.checkpointed_blocks = 0;
-    MemoryReport m = memory_from_parts(q, stage_cluster.gpu, c);
+    MemoryReport m =
+        memory_from_parts(rank_memory_parts(parts, share, params_in_flight, holds_last, rr.activations, grads_at_peak),
+                          stage_cluster.gpu, c);
     m.saved_per_block = parts.saved_per_block;
     m.saved_per_checkpointed_block = parts.saved_per_checkpointed_block;
     m.checkpointed_blocks = parts.checkpointed_blocks;
@@ -428,10 +549,14 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
   for (int s : cr.stages) {
     critical_first = critical_first || s == 0;
     critical_last = critical_last || s == last;
+    const int first = split.first_layer(s);
     for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l)
-      on_critical[static_cast<size_t>(split.first_layer(s) + l)] = 1;
+      on_critical[static_cast<size_t>(first + l)] = 1;
   }
   const double per_pass = static_cast<double>(ga), per_microbatch = per_pass * static_cast<double>(split.microbatches);
+  // A per-layer segment's instances on the critical rank, counted once per segment (not once per op: the count is
+  // the same for every op of the segment, and an integer, so the sum is exact either way).
+  std::vector<double> critical_instances(prog.segments.size(), -1);
   r.top_ops = top_op_summaries(prog, costs, 12 /* make_report()'s */, [&](size_t si, size_t j) -> double {
     const Segment& seg = prog.segments[si];
     double instances = 0;
@@ -448,10 +573,14 @@ StepReport simulate_pipeline(const Model& model, const Training& training, const
       case SegmentKind::grad_norm:
         return 1;
       default:
-        for (int i = 0; i < tl.segments[si].instances; ++i) {
-          const int layer = instance_layer(prog, seg, i);
-          instances += layer >= 0 && on_critical[static_cast<size_t>(layer)] ? 1 : 0;
+        if (critical_instances[si] < 0) {
+          critical_instances[si] = 0;
+          for (int i = 0; i < tl.segments[si].instances; ++i) {
+            const int layer = instance_layer(prog, seg, i);
+            critical_instances[si] += layer >= 0 && on_critical[static_cast<size_t>(layer)] ? 1 : 0;
+          }
         }
+        instances = critical_instances[si];
         if (seg.kind == SegmentKind::block_optimizer) return instances;
     }
     const Op& op = seg.ops[j];

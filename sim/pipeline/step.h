@@ -67,6 +67,7 @@
 // non-data-parallel degree, cp x tp x pp).
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,12 @@ struct PipelineProgramCosts {
   Timeline timeline;
   MemoryParts parts;
   StepReport report;  // make_report() of the Program: what simulate_pipeline() starts its report from
+  // Per segment, what simulate_pipeline() splits its instances' times by: the weight-gradient and forward shares of
+  // its compute ops' durations, and its gradient reduction on the DP streams (read per candidate, computed once).
+  struct SegmentShares {
+    double weight = 0, forward = 0, reduce_us = 0;
+  };
+  std::vector<SegmentShares> shares;
 };
 PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& training, const Plan& plan,
                                            const ClusterSpec& cluster, const CostParams& c);
@@ -116,5 +123,29 @@ PipelineProgramCosts cost_pipeline_program(const Model& model, const Training& t
 // call. The result is bit for bit simulate_pipeline(model, training, plan, cluster, c)'s.
 StepReport simulate_pipeline(const Model& model, const Training& training, const Plan& plan, const ClusterSpec& cluster,
                              const CostParams& c, const std::function<const PipelineProgramCosts&()>& program);
+
+// Bounds on simulate_pipeline()'s result from the stage costs alone, before the schedule's timeline and the memory walk
+// (the search's branch-and-bound, sim/search/bound.h): step time and peak memory at most the report's, tokens/s per
+// GPU at least the report's (each with a 1e-9 relative margin for rounding). The step: each rank's actions back to
+// back in its list's order from the earliest its first one can start (the forward of microbatch 0 through the stages
+// below its lowest one, hops included), and on stage 0's rank also, after each action so placed, the chain of the same
+// microbatch that must follow it there (after an F, the forward above and the whole backward; after a B or I, the
+// backward below); each rank counted as the step counts it (ga passes after the first stage's FSDP wait, then its
+// optimizer), leaving out the exposed gradient reduction and every other idle time.
+// The memory: each rank's parts with its receive buffers and, in the unsharded gradients' place, the most one
+// microbatch of one of its stages holds at that stage's backward (the walk reaches at least that), nothing else.
+// Sound for every schedule; tests/sim/search_bound_test.cc checks both against the simulation.
+struct PipelineBound {
+  double step_time_us = 0;
+  double tokens_per_second_per_gpu = 0;
+  double peak_memory = 0;
+};
+
+// simulate_pipeline() asking `prune` (when set) with the bound, after the plan's checks and the microbatch Program's
+// costs, before the timeline: nullopt when it returns true, else the report, bit for bit simulate_pipeline()'s.
+std::optional<StepReport> simulate_pipeline(const Model& model, const Training& training, const Plan& plan,
+                                            const ClusterSpec& cluster, const CostParams& c,
+                                            const std::function<const PipelineProgramCosts&()>& program,
+                                            const std::function<bool(const PipelineBound&)>& prune);
 
 }  // namespace tptune

@@ -82,6 +82,11 @@ void Incumbents::add(double tps, double memory) {
   front_.insert(at, Point{memory, tps});
 }
 
+bool Incumbents::holds_k() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return k_ > 0 && top_.size() >= k_;
+}
+
 bool Incumbents::dominates(double tps_bound, double memory) const {
   std::lock_guard<std::mutex> lock(m_);
   if (k_ == 0 || top_.size() < k_ || !(top_.back() > tps_bound)) return false;

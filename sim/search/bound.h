@@ -63,6 +63,8 @@ class Incumbents {
   // `peak_memory`: a candidate with these bounds is neither in the top k nor on the Pareto front.
   bool dominates(double tokens_per_second_bound, double peak_memory) const;
   size_t k() const { return k_; }
+  // k candidates recorded (before that, dominates() is false for every candidate).
+  bool holds_k() const;
 
  private:
   size_t k_;

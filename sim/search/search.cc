@@ -109,7 +109,7 @@ bool shares_pipeline_program(const Candidate& a, const Candidate& b) {
 
 CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                             const ResolvedSpace& space, const Candidate& c,
-                                            SharedPipelineProgram* shared) {
+                                            SharedPipelineProgram* shared, Incumbents* incumbents) {
   CandidateResult r;
   r.candidate = c;
   if (Verdict v = check_static(cfg, cluster, space, c); !v.ok()) {
@@ -120,22 +120,35 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
   const Plan plan = candidate_plan(space, c);
   try {
     const Training training = candidate_training(cfg.training, c);
-    if (shared) {
-      r.report = simulate_pipeline(cfg.model, training, plan, cluster, cost, [&]() -> const PipelineProgramCosts& {
-        if (shared->error) throw Error(*shared->error);
-        if (!shared->costs) {
-          try {
-            shared->costs = cost_pipeline_program(cfg.model, training, plan, cluster, cost);
-          } catch (const Error& e) {
-            shared->error = e.what();
-            throw;
-          }
+    std::optional<PipelineProgramCosts> own;
+    auto program = [&]() -> const PipelineProgramCosts& {
+      if (!shared) return *(own = cost_pipeline_program(cfg.model, training, plan, cluster, cost));
+      if (shared->error) throw Error(*shared->error);
+      if (!shared->costs) {
+        try {
+          shared->costs = cost_pipeline_program(cfg.model, training, plan, cluster, cost);
+        } catch (const Error& e) {
+          shared->error = e.what();
+          throw;
         }
-        return *shared->costs;
-      });
-    } else {
-      r.report = simulate_pipeline(cfg.model, training, plan, cluster, cost);
+      }
+      return *shared->costs;
+    };
+    double bound_tps = 0;
+    std::function<bool(const PipelineBound&)> prune;
+    if (incumbents && incumbents->holds_k())
+      prune = [&](const PipelineBound& b) {
+        bound_tps = b.tokens_per_second_per_gpu;
+        return incumbents->dominates(b.tokens_per_second_per_gpu, b.peak_memory);
+      };
+    std::optional<StepReport> report = simulate_pipeline(cfg.model, training, plan, cluster, cost, program, prune);
+    if (!report) {
+      r.pruned = PruneReason::bound;
+      r.detail = fmt::format("at most {:.0f} tokens/s per GPU (pipeline bound) < the {}th best found", bound_tps,
+                             incumbents->k());
+      return r;
     }
+    r.report = std::move(*report);
   } catch (const Error& e) {
     r.pruned = error_reason(PruneReason::simulation, e.what(), plan.source);
     r.detail = e.what();
@@ -154,6 +167,8 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
     r.pruned = PruneReason::min_throughput;
     r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
                            space.min_tokens_per_second_per_gpu);
+  } else if (incumbents) {
+    incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
   }
   return r;
 }
@@ -289,8 +304,9 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   // (simulate_pipeline(), sim/pipeline/step.h) unless a static rule prunes it. The candidates that share a microbatch
   // Program (shares_pipeline_program(): the same pp 1 candidate but for its local batch, pp degree and microbatch
   // size; the lists have no repeats) are one work unit, which costs it once (exact: the lowering reads none of what
-  // they differ in); the units in the order of their first candidate. The bound's incumbents are the pp 1
-  // candidates', so it prunes none that the pipeline ones would keep in the top k or on the front.
+  // they differ in); the units in the order of their first candidate, after every pp 1 candidate, so that the
+  // incumbents hold the pp 1 space's best (and its front) before the first pipeline candidate is bounded
+  // (PipelineBound, sim/pipeline/step.h); the feasible pipeline candidates join them.
   const size_t n_pipeline = space.pipeline_size();
   const int first_pipeline = static_cast<int>(n_plain);  // at most limits::max_search_candidates (resolve_space())
   r.evaluated += n_pipeline;
@@ -312,7 +328,8 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
             if (Verdict v = check_static(cfg, r.cluster, space, c, false); !v.ok())
               part.drop(n_plain + k, v.reason);
             else
-              part.add(n_plain + k, evaluate_pipeline_candidate(cfg, r.cluster, o.cost, space, c, &shared));
+              part.add(n_plain + k, evaluate_pipeline_candidate(cfg, r.cluster, o.cost, space, c, &shared,
+                                                                bound ? &incumbents : nullptr));
           }
       if (shared.costs || shared.error) pipeline_programs.fetch_add(1, std::memory_order_relaxed);
     });

@@ -103,10 +103,13 @@ bool shares_pipeline_program(const Candidate& a, const Candidate& b);
 // One pipeline candidate (search.pp_degrees > 1) as the search evaluates it: the static rules, then simulate_pipeline()
 // of its plan (sim/pipeline/step.h; its errors prune it as `simulation`), the memory budget and the throughput floor.
 // With `shared` (for candidates that share_pipeline_program() with those it was used for before), the microbatch
-// Program comes from it, computed on first use; the result is the same, number for number.
+// Program comes from it, computed on first use; the result is the same, number for number. With `incumbents`
+// (branch-and-bound, sim/search/bound.h), a candidate whose pipeline bound (PipelineBound, sim/pipeline/step.h:
+// tokens/s at most, peak memory at least) they dominate is pruned as PruneReason::bound before its timeline, and a
+// feasible one is added to them.
 CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                             const ResolvedSpace& space, const Candidate& c,
-                                            SharedPipelineProgram* shared = nullptr);
+                                            SharedPipelineProgram* shared = nullptr, Incumbents* incumbents = nullptr);
 
 // The last step of search(): counts the reasons of r.results (every candidate in enumeration order, then the
 // ac_layers sweep's kept ones; the stored results' and the dropped counts) into r.pruned (which may hold counts
