@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <set>
 
 #include "plans/language/module_names.h"
@@ -146,20 +145,39 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
 }
 
+// Scratch of finalize_deps(), one for every segment of a Program: `last` and `slot_head` hold at least n_tensors
+// entries, all -1 (left so on return: only the entries set are reset).
+struct DepsScratch {
+  explicit DepsScratch(size_t n_tensors) : last(n_tensors, -1), slot_head(n_tensors, -1) {}
+  std::vector<int> last;       // by TensorId: the last op of the segment that wrote it
+  std::vector<int> slot_head;  // by TensorId: its first entry in `slots`, -1 when none
+  struct Slot {
+    int step, writer, next;  // next: the tensor's next entry, -1 at the end
+  };
+  std::vector<Slot> slots;        // the last async-TP all-gather step that wrote each (tensor, ring step)
+  std::vector<TensorId> slotted;  // the tensors with an entry in slot_head
+  std::vector<int> deps;
+};
+
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
 // chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
 // slots of the same tensor.
-// `last`: scratch of at least n_tensors entries, all -1 (left so on return: only the entries set here are reset).
-void finalize_deps(Segment& s, std::vector<int>& last) {
-  std::map<std::pair<TensorId, int>, int> slot_writer;
-  std::vector<int> deps;
+void finalize_deps(Segment& s, DepsScratch& x) {
+  std::vector<int>& last = x.last;
+  std::vector<int>& deps = x.deps;
+  // The entry of (t, step), or nullptr.
+  auto slot = [&](TensorId t, int step) -> DepsScratch::Slot* {
+    for (int e = x.slot_head[static_cast<size_t>(t)]; e >= 0; e = x.slots[static_cast<size_t>(e)].next)
+      if (x.slots[static_cast<size_t>(e)].step == step) return &x.slots[static_cast<size_t>(e)];
+    return nullptr;
+  };
   for (Op& op : s.ops) {
     deps.clear();
     const bool ag_chunk = op.chunk.pattern == ChunkRef::Pattern::all_gather && !op.is_collective();
     for (TensorId t : op.inputs) {
       if (ag_chunk) {
-        if (auto it = slot_writer.find({t, op.chunk.step}); it != slot_writer.end()) {
-          deps.push_back(it->second);
+        if (const DepsScratch::Slot* w = slot(t, op.chunk.step)) {
+          deps.push_back(w->writer);
           continue;
         }
       }
@@ -172,10 +190,22 @@ void finalize_deps(Segment& s, std::vector<int>& last) {
     op.deps.assign(deps.begin(), deps.end());
     for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = op.id;
     if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
-      for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
+      for (TensorId t : op.outputs) {
+        if (DepsScratch::Slot* w = slot(t, op.chunk.step)) {
+          w->writer = op.id;
+          continue;
+        }
+        int& head = x.slot_head[static_cast<size_t>(t)];
+        if (head < 0) x.slotted.push_back(t);
+        x.slots.push_back({op.chunk.step, op.id, head});
+        head = static_cast<int>(x.slots.size() - 1);
+      }
   }
   for (const Op& op : s.ops)
     for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = -1;
+  for (TensorId t : x.slotted) x.slot_head[static_cast<size_t>(t)] = -1;
+  x.slotted.clear();
+  x.slots.clear();
 }
 
 // Activation checkpointing: the forward ops to re-run at the start of the block backward.
@@ -446,10 +476,10 @@ class Lowerer {
     } else if (prog.plan.async_tp) {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
-    std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
+    DepsScratch scratch(prog.tensors.size());  // one for every segment
     const bool deps_prepared = prepared && prepared->deps_prepared;
     for (size_t i = 0; i < prog.segments.size(); ++i)
-      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
   }
 
   // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
@@ -460,9 +490,9 @@ class Lowerer {
   // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
   // the segment's ops: the same deps as finishing computes).
   static void prepare_deps(Program& prog) {
-    std::vector<int> last(prog.tensors.size(), -1);
+    DepsScratch scratch(prog.tensors.size());
     for (size_t i = 0; i < prog.segments.size(); ++i)
-      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
   }
 
  private:

@@ -33,7 +33,10 @@ bool fits_with_headroom(const MemoryReport& m, double headroom_gib) {
 
 CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                        const ResolvedSpace& space)
-    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space), training_(cfg.training) {}
+    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space), training_(cfg.training) {
+  spare_.reserve(
+      kSparePrograms);  // a Program is copied, not moved, when its vector grows (std::deque's move may throw)
+}
 
 const Training& CandidateEvaluator::training(const Candidate& c) {
   training_.seq_len = c.seq_len;
