@@ -33,6 +33,21 @@ bool is_seq_collective(const Op& op, CollectiveKind kind) {
   return dim == 1;
 }
 // A gemm whose A operand holds token rows (m = tokens): y = x W^T (forward) or dx = dy W (grad input).
+// The op list a rewrite builds, one per thread: its buffer is kept from one rewrite to the next (the search rewrites
+// thousands of segments), swapped with the segment's.
+std::vector<Op>& rebuilt_ops(size_t size) {
+  thread_local std::vector<Op> ops;
+  ops.clear();
+  // Room to spare: the segment's buffer, which this one becomes, grows with every rewrite.
+  if (ops.capacity() < size) ops.reserve(2 * size);
+  return ops;
+}
+// s.ops = the ops of `out`, which gets s.ops's buffer (for the next rebuilt_ops()).
+void replace_ops(Segment& s, std::vector<Op>& out) {
+  s.ops.swap(out);
+  out.clear();
+}
+
 bool is_row_gemm(const Op& op) {
   auto* g = std::get_if<GemmOp>(&op.kind);
   return g && !g->trans_a && !g->accumulate && op.chunk.pattern == ChunkRef::Pattern::none;
@@ -152,8 +167,7 @@ class Rewriter {
       }
       if (j + 2 < tp) seq.push_back(p2p(j + 2));
     }
-    std::vector<Op> out;
-    out.reserve(s.ops.size() + seq.size());
+    std::vector<Op>& out = rebuilt_ops(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == ag || std::find(gemms.begin(), gemms.end(), i) != gemms.end()) {
         if (i == last) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
@@ -161,7 +175,7 @@ class Rewriter {
       }
       out.push_back(std::move(s.ops[i]));
     }
-    s.ops = std::move(out);
+    replace_ops(s, out);
     resume = ag;
     return true;
   }
@@ -243,13 +257,12 @@ class Rewriter {
     for (size_t i : gemms) removed[i] = 1;
     for (size_t i : adds) removed[i] = 1;
     removed[rs] = 1;
-    std::vector<Op> out;
-    out.reserve(s.ops.size() + seq.size());
+    std::vector<Op>& out = rebuilt_ops(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
       if (!removed[i]) out.push_back(std::move(s.ops[i]));
     }
-    s.ops = std::move(out);
+    replace_ops(s, out);
     resume = std::min({rs, gemms.front(), adds.empty() ? rs : *std::min_element(adds.begin(), adds.end())});
     return true;
   }

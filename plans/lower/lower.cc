@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -145,10 +146,17 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
 }
 
-// Scratch of finalize_deps(), one for every segment of a Program: `last` and `slot_head` hold at least n_tensors
-// entries, all -1 (left so on return: only the entries set are reset).
+// Scratch of finalize_deps(), one per thread (reused by every segment and Program: the search finishes thousands):
+// `last` and `slot_head` hold at least n_tensors entries (for_tensors()), all -1 between calls (finalize_deps()
+// resets the entries it sets).
 struct DepsScratch {
-  explicit DepsScratch(size_t n_tensors) : last(n_tensors, -1), slot_head(n_tensors, -1) {}
+  DepsScratch& for_tensors(size_t n_tensors) {
+    if (last.size() < n_tensors) {
+      last.resize(n_tensors, -1);
+      slot_head.resize(n_tensors, -1);
+    }
+    return *this;
+  }
   std::vector<int> last;       // by TensorId: the last op of the segment that wrote it
   std::vector<int> slot_head;  // by TensorId: its first entry in `slots`, -1 when none
   struct Slot {
@@ -275,8 +283,7 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       op.name = f.name;
       op.name += ".recompute";
     }
-    op.phase = Phase::recompute;
-    op.deps = f.deps;
+    op.phase = Phase::recompute;  // (no deps: finishing computes the block backward's)
     op.inputs = f.inputs;
     op.outputs = f.outputs;
     op.kind = f.kind;
@@ -476,7 +483,8 @@ class Lowerer {
     } else if (prog.plan.async_tp) {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
-    DepsScratch scratch(prog.tensors.size());  // one for every segment
+    thread_local DepsScratch scratch_for_thread;
+    DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     const bool deps_prepared = prepared && prepared->deps_prepared;
     for (size_t i = 0; i < prog.segments.size(); ++i)
       if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
@@ -490,7 +498,8 @@ class Lowerer {
   // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
   // the segment's ops: the same deps as finishing computes).
   static void prepare_deps(Program& prog) {
-    DepsScratch scratch(prog.tensors.size());
+    thread_local DepsScratch scratch_for_thread;
+    DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     for (size_t i = 0; i < prog.segments.size(); ++i)
       if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
   }
@@ -707,6 +716,14 @@ class Lowerer {
 
 }  // namespace
 
+namespace {
+// UnfinishedProgram::id: distinct over the process (the search's worker threads each lower their own).
+uint64_t next_unfinished_id() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
 void check_local_batch(const Model& model, const Training& training, const Plan& plan) {
   check_batch_positive(plan);
   in_range("local_batch_size", plan.local_batch_size, limits::local_batch_size);
@@ -721,7 +738,9 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
                                    bool names) {
   check_inputs(model, training, plan);
   Lowerer l(model, training, plan, std::move(recycled), names);
-  return UnfinishedProgram{l.run()};
+  UnfinishedProgram u{l.run()};
+  u.id = next_unfinished_id();
+  return u;
 }
 
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
@@ -733,10 +752,12 @@ void prepare_async_tp(UnfinishedProgram& u) {
   if (u.prog.plan.async_tp && u.prog.tp > 1 && !u.forward) {
     u.forward = u.prog.segments[1];
     u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+    u.id = next_unfinished_id();
   }
   if (!u.deps_prepared) {
     Lowerer::prepare_deps(u.prog);
     u.deps_prepared = true;
+    u.id = next_unfinished_id();
   }
 }
 
@@ -761,6 +782,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
   Lowerer::set_plan(p, training, plan);
   sibling.deps_prepared = false;  // prepared without async TP: with it, finishing changes more segments
+  sibling.id = next_unfinished_id();
   return sibling;
 }
 
@@ -782,7 +804,24 @@ void set_ac_layers(Program& p, int64_t k) {
   p.plan.ac_layers = k;
 }
 
-void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers) {
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers,
+                          uint64_t out_from) {
+  // `out` finished from `p` differs from it only where finishing changes it: the policy fields of the training and
+  // the plan, the segments from the block backward on (recompute ops, the split backward, async TP's rewrite after
+  // prepare_async_tp(), their deps) and the tensors async TP appends. That holds once the deps and async TP's rewrite
+  // of the first segments are prepared in `p` (without them finishing changes every segment).
+  const size_t kept = 3;  // embed.fwd, block.fwd, head
+  if (out_from != 0 && out_from == p.id && p.deps_prepared && (p.forward || !p.prog.plan.async_tp) &&
+      p.prog.segments.size() > kept && out.segments.size() > kept && out.tensors.size() >= p.prog.tensors.size()) {
+    out.training.activation_checkpointing = p.prog.training.activation_checkpointing;
+    out.plan.activation_checkpointing = p.prog.plan.activation_checkpointing;
+    out.plan.ac_layers = p.prog.plan.ac_layers;
+    out.tensors.resize(p.prog.tensors.size());
+    out.segments.resize(p.prog.segments.size());
+    for (size_t i = kept; i < p.prog.segments.size(); ++i) out.segments[i] = p.prog.segments[i];
+    Lowerer::finish_in_place(out, ac, &p, ac_layers);
+    return;
+  }
   // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
   // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
   if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());

@@ -194,4 +194,10 @@ const Program& BatchProgram::at(int64_t b) {
   return prog_;
 }
 
+Program BatchProgram::release_at_first() && {
+  for (const Slot& s : slots_) *s.field = s.at_b1;
+  slots_.clear();
+  return std::move(prog_);
+}
+
 }  // namespace tptune
