@@ -66,12 +66,30 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const Co
   const double slowdown = oversubscription_slowdown(cluster_as_given, c);
   OpCosts out;
   out.duration_us.reserve(p.segments.size());
-  // Collective costs depend only on (kind, bytes, group); compute costs on the op. Ops repeat little inside a
-  // segment, so no memo here: the search keeps whole OpCosts instead.
+  // Collective costs depend only on (kind, bytes, group); compute costs on the op. A GEMM's on its GemmOp alone (and
+  // the Program's float8 recipe, compute_cost()): async TP's chunks and recompute ops repeat GEMMs of one shape, each
+  // priced once here (the distinct shapes are few: a linear search).
+  std::vector<std::pair<GemmOp, double>> gemms;
+  auto same_gemm = [](const GemmOp& a, const GemmOp& b) {
+    return a.m == b.m && a.n == b.n && a.k == b.k && a.a_dtype == b.a_dtype && a.b_dtype == b.b_dtype &&
+           a.c_dtype == b.c_dtype && a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.accumulate == b.accumulate;
+  };
   for (const Segment& s : p.segments) {
     std::vector<double> d;
     d.reserve(s.ops.size());
-    for (const Op& op : s.ops) d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
+    for (const Op& op : s.ops) {
+      const GemmOp* g = std::get_if<GemmOp>(&op.kind);
+      if (!g) {
+        d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
+        continue;
+      }
+      auto it = std::find_if(gemms.begin(), gemms.end(), [&](const auto& e) { return same_gemm(e.first, *g); });
+      if (it == gemms.end()) {
+        gemms.emplace_back(*g, priced_op_duration_us(op, p, cluster, slowdown, c));
+        it = gemms.end() - 1;
+      }
+      d.push_back(it->second);
+    }
     out.duration_us.push_back(std::move(d));
   }
   add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us);

@@ -158,7 +158,7 @@ class Rewriter {
     if (tp > 1) seq.push_back(p2p(1));
     for (int j = 0; j < tp; ++j) {
       for (size_t gi : gemms) {
-        Op g = s.ops[gi];
+        Op g = j + 1 < tp ? s.ops[gi] : std::move(s.ops[gi]);  // (the gemms are removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
@@ -221,7 +221,7 @@ class Rewriter {
     for (int j = 0; j < tp; ++j) {
       TensorId part = new_tensor(out_d, numbered(".partial", j), out_d.local_shape);
       for (size_t k = 0; k < gemms.size(); ++k) {
-        Op g = s.ops[gemms[k]];
+        Op g = j + 1 < tp ? s.ops[gemms[k]] : std::move(s.ops[gemms[k]]);  // (removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         gm.accumulate = k > 0;
