@@ -223,9 +223,11 @@ void finalize_deps(Segment& s, DepsScratch& x) {
 // Without early stop (torchtitan 0.3) the checkpointed block re-runs whole: every candidate, needed or not.
 // `saves_rs`: the selective policy saves reduce-scatter outputs (functional collectives); false where the backend
 // issues c10d collectives the policy does not see (torchtitan 0.3's spmd_types).
-std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop,
-                              bool saves_rs) {
-  if (ac == ActivationCheckpointing::none) return {};
+// The ops go into `out` (emptied first).
+void recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop, bool saves_rs,
+                   std::vector<Op>& out) {
+  out.clear();
+  if (ac == ActivationCheckpointing::none) return;
   std::vector<bool> candidate(fwd.ops.size(), true);
   if (ac == ActivationCheckpointing::selective) {
     int mm = 0;
@@ -253,7 +255,10 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       for (TensorId t : op.inputs) n_tensors = std::max(n_tensors, t + 1);
       for (TensorId t : op.outputs) n_tensors = std::max(n_tensors, t + 1);
     }
-  std::vector<char> written(static_cast<size_t>(n_tensors), 0), needed(static_cast<size_t>(n_tensors), 0);
+  // (per thread: the search finishes thousands of Programs, and large temporaries cost more in the allocator than here)
+  thread_local std::vector<char> written, needed;
+  written.assign(static_cast<size_t>(n_tensors), 0);
+  needed.assign(static_cast<size_t>(n_tensors), 0);
   for (const Op& op : fwd.ops)
     for (TensorId t : op.outputs) written[static_cast<size_t>(t)] = 1;
   for (const Op& op : bwd.ops)
@@ -270,7 +275,6 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
     for (TensorId t : op.inputs)
       if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
-  std::vector<Op> out;
   out.reserve(static_cast<size_t>(std::count(redo.begin(), redo.end(), true)));
   for (size_t i = 0; i < fwd.ops.size(); ++i) {
     if (!redo[i]) continue;
@@ -289,7 +293,6 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
     op.kind = f.kind;
     op.chunk = f.chunk;
   }
-  return out;
 }
 
 class Lowerer {
@@ -459,7 +462,8 @@ class Lowerer {
     if (ac == ActivationCheckpointing::none) prog.plan.ac_layers = 0;
     // Recompute for activation checkpointing goes first in the block backward.
     const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
-    auto redo = recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    thread_local std::vector<Op> redo;  // (its buffer kept from one Program to the next)
+    recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter, redo);
     const int64_t L = prog.model.n_layers, k = prog.plan.ac_layers;
     if (!redo.empty() && k > 0 && k < L) {
       // The blocks without recompute keep the backward as lowered; it runs first (layers L-1 .. k).
@@ -475,6 +479,7 @@ class Lowerer {
     if (!redo.empty()) {
       bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
                      std::make_move_iterator(redo.end()));
+      redo.clear();
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
     if (prog.plan.async_tp && prefix) {  // the segments before block.bwd are rewritten already

@@ -185,7 +185,7 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& 
   try {
     check_supported(sweep_, cluster_);
     PhaseTimer t(phases, SearchPhase::cost);
-    sweep_costs_ = cost_ops(sweep_, cluster_, cost_);
+    cost_ops(sweep_, cluster_, cost_, sweep_costs_);
     if (split) {
       parts = memory_parts(sweep_, cost_);
       sums = split_stream_sums(sweep_, sweep_costs_);
@@ -405,12 +405,11 @@ void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, 
                              space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
       return;
     }
-    OpCosts own;
     if (!known_costs) {
       PhaseTimer t(phases, SearchPhase::cost);
-      own = cost_ops(prog, cluster_, cost_);
+      cost_ops(prog, cluster_, cost_, costs_);
     }
-    const OpCosts& costs = known_costs ? *known_costs : own;
+    const OpCosts& costs = known_costs ? *known_costs : costs_;
     if (incumbents && gradient_accumulation_steps <= 1) {  // the bound is one microbatch's: not applied with ga > 1
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {

@@ -183,6 +183,7 @@ class CandidateEvaluator {
   // Programs are left in `probes`.
   int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState& probes, UnfinishedByBatch& unfinished);
   OpCosts sweep_costs_;  // sweep_ac_layers()'s op costs of sweep_ (the same at every block count)
+  OpCosts costs_;        // evaluate_into()'s op costs of the Program it evaluates (its buffers reused)
   // The schedule's structure of the last Program scheduled (sim/timeline.h): the next one of its structure and policy
   // (the next local batch size) reuses it.
   ScheduleCache schedule_cache_;
