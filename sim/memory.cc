@@ -90,8 +90,9 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
 
   // Model states: 16 B per element of the local TP shard, sharded over dp (fp32 master, fp32 grad, AdamW m, v).
   double elems = 0;
-  for (size_t t = 0; t < nt; ++t) {
-    const TensorDesc& d = p.tensors[t];
+  auto desc = p.tensors.begin();  // (an iterator: cheaper than indexing the deque)
+  for (size_t t = 0; t < nt; ++t, ++desc) {
+    const TensorDesc& d = *desc;
     const int64_t n = numel(d.local_shape);
     facts.bytes[t] = static_cast<double>(n) * bytes_per_element(d.dtype);  // tensor_bytes(d)
     facts.state[t] = is_state(d);

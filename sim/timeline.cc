@@ -59,20 +59,46 @@ double priced_op_duration_us(const Op& op, const Program& p, const ClusterSpec& 
   return op_duration_us(op, p, priced, c) * (std::holds_alternative<CollectiveOp>(op.kind) ? 1.0 : compute_slowdown);
 }
 
-OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostParams& c) {
+OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams& c) {
+  OpCosts out;
+  cost_ops(p, cluster, c, out);
+  return out;
+}
+
+void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostParams& c, OpCosts& out) {
   std::optional<ClusterSpec> shared;  // a copy only for ranks sharing a machine (the cpu device)
   if (ranks_share_rates(cluster_as_given, c)) shared = at_shared_rates(cluster_as_given, c);
   const ClusterSpec& cluster = shared ? *shared : cluster_as_given;
   const double slowdown = oversubscription_slowdown(cluster_as_given, c);
-  OpCosts out;
-  out.duration_us.reserve(p.segments.size());
-  // Collective costs depend only on (kind, bytes, group); compute costs on the op. Ops repeat little inside a
-  // segment, so no memo here: the search keeps whole OpCosts instead.
-  for (const Segment& s : p.segments) {
-    std::vector<double> d;
+  out.duration_us.resize(p.segments.size());  // (each segment's vector is refilled: its buffer is reused)
+  out.segment_dispatch_us.clear();
+  out.host_dispatch_us = 0;
+  // Collective costs depend only on (kind, bytes, group); compute costs on the op. A GEMM's on its GemmOp alone (and
+  // the Program's float8 recipe, compute_cost()): async TP's chunks and recompute ops repeat GEMMs of one shape, each
+  // priced once here (the distinct shapes are few: a linear search).
+  std::vector<std::pair<GemmOp, double>> gemms;
+  auto same_gemm = [](const GemmOp& a, const GemmOp& b) {
+    return a.m == b.m && a.n == b.n && a.k == b.k && a.a_dtype == b.a_dtype && a.b_dtype == b.b_dtype &&
+           a.c_dtype == b.c_dtype && a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.accumulate == b.accumulate;
+  };
+  for (size_t si = 0; si < p.segments.size(); ++si) {
+    const Segment& s = p.segments[si];
+    std::vector<double>& d = out.duration_us[si];
+    d.clear();
     d.reserve(s.ops.size());
-    for (const Op& op : s.ops) d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
-    out.duration_us.push_back(std::move(d));
+    for (const Op& op : s.ops) {
+      const GemmOp* g = std::get_if<GemmOp>(&op.kind);
+      if (!g) {
+        d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
+        continue;
+      }
+      auto it = std::find_if(gemms.begin(), gemms.end(), [&](const auto& e) { return same_gemm(e.first, *g); });
+      if (it == gemms.end()) {
+        gemms.emplace_back(*g, priced_op_duration_us(op, p, cluster, slowdown, c));
+        it = gemms.end() - 1;
+      }
+      d.push_back(it->second);
+    }
   }
   add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us, &out.fsdp_copies);
   for (const Segment& s : p.segments) {
@@ -81,7 +107,6 @@ OpCosts cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const Co
     out.segment_dispatch_us.push_back(per_instance);
     out.host_dispatch_us += per_instance * segment_instances(p, s);
   }
-  return out;
 }
 
 bool is_prefetched(const Op& op) {

@@ -80,6 +80,8 @@ inline FsdpCopyShare fsdp_copy_share(const OpCosts& c, size_t s, size_t j) {
 // ops slowed by the turns of ranks outnumbering the cores (GPUs: neither). Throws tptune::Error for float8 on a GPU
 // without it, or a mesh that does not fit the cluster.
 OpCosts cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams& c);
+// cost_ops() into `out`, whatever it held, reusing its buffers (the search prices thousands of Programs).
+void cost_ops(const Program& p, const ClusterSpec& cluster, const CostParams& c, OpCosts& out);
 // Duration of one op on `cluster` as given (collectives on their group's layout for the Program's tp x dp mesh):
 // cost_ops() prices each op with it, on at_shared_rates(cluster), times oversubscription_slowdown() for compute ops.
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -34,6 +33,21 @@ bool is_seq_collective(const Op& op, CollectiveKind kind) {
   return dim == 1;
 }
 // A gemm whose A operand holds token rows (m = tokens): y = x W^T (forward) or dx = dy W (grad input).
+// The op list a rewrite builds, one per thread: its buffer is kept from one rewrite to the next (the search rewrites
+// thousands of segments), swapped with the segment's.
+std::vector<Op>& rebuilt_ops(size_t size) {
+  thread_local std::vector<Op> ops;
+  ops.clear();
+  // Room to spare: the segment's buffer, which this one becomes, grows with every rewrite.
+  if (ops.capacity() < size) ops.reserve(2 * size);
+  return ops;
+}
+// s.ops = the ops of `out`, which gets s.ops's buffer (for the next rebuilt_ops()).
+void replace_ops(Segment& s, std::vector<Op>& out) {
+  s.ops.swap(out);
+  out.clear();
+}
+
 bool is_row_gemm(const Op& op) {
   auto* g = std::get_if<GemmOp>(&op.kind);
   return g && !g->trans_a && !g->accumulate && op.chunk.pattern == ChunkRef::Pattern::none;
@@ -44,16 +58,16 @@ class Rewriter {
   Rewriter(Program& p, Segment& s) : p(p), s(s), tp(p.tp) {}
 
   void run() {
-    // Rewrite one collective at a time; indices shift after each rewrite, so rescan from the start (refused
-    // collectives are in `skipped` and cost a lookup).
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t i = 0; i < s.ops.size() && !changed; ++i) {
-        if (is_seq_collective(s.ops[i], CollectiveKind::all_gather))
-          changed = all_gather_matmul(i);
-        else if (is_seq_collective(s.ops[i], CollectiveKind::reduce_scatter))
-          changed = matmul_reduce_scatter(i);
-      }
+    // Rewrite one collective at a time. A rewrite leaves the ops before the first one it removes where they were, and
+    // every collective among them was considered and refused (`skipped`): scanning on from that first removed position
+    // finds what a rescan from the start would find.
+    for (size_t i = 0; i < s.ops.size();) {
+      size_t resume = i + 1;
+      if (is_seq_collective(s.ops[i], CollectiveKind::all_gather))
+        all_gather_matmul(i, resume);
+      else if (is_seq_collective(s.ops[i], CollectiveKind::reduce_scatter))
+        matmul_reduce_scatter(i, resume);
+      i = resume;
     }
     for (size_t i = 0; i < s.ops.size(); ++i) s.ops[i].id = static_cast<int>(i);
   }
@@ -62,20 +76,28 @@ class Rewriter {
   Program& p;
   Segment& s;
   const int tp;
-  std::set<size_t> done;  // collectives already considered and left alone (by position of their output tensor)
-  std::set<TensorId> skipped;
-  std::vector<int> writer_;  // matmul_reduce_scatter()'s scratch
+  std::set<TensorId> skipped;  // collectives already considered and left alone (by their output or input tensor)
 
-  size_t count_readers(TensorId t, size_t from, size_t to) const {
+  bool reads(size_t i, TensorId t) const {
+    return std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end();
+  }
+  // Whether exactly one op of the segment reads t.
+  bool one_reader(TensorId t) const {
     size_t n = 0;
-    for (size_t i = from; i < to; ++i)
-      n += std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end();
-    return n;
+    for (size_t i = 0; i < s.ops.size() && n < 2; ++i) n += reads(i, t);
+    return n == 1;
+  }
+  // The last op before `before` that writes t, or -1.
+  int last_writer(TensorId t, size_t before) const {
+    for (size_t i = before; i-- > 0;)
+      if (std::find(s.ops[i].outputs.begin(), s.ops[i].outputs.end(), t) != s.ops[i].outputs.end())
+        return static_cast<int>(i);
+    return -1;
   }
   std::vector<size_t> readers(TensorId t, size_t from, size_t to) const {
     std::vector<size_t> r;
     for (size_t i = from; i < to; ++i)
-      if (std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end()) r.push_back(i);
+      if (reads(i, t)) r.push_back(i);
     return r;
   }
   TensorId new_tensor(const TensorDesc& like, const std::string& suffix, const Shape& local) {
@@ -102,11 +124,11 @@ class Rewriter {
     return o;
   }
 
-  // all_gather(x) -> G feeding gemms that use G as their row operand A.
-  bool all_gather_matmul(size_t ag) {
+  // all_gather(x) -> G feeding gemms that use G as their row operand A. When it rewrites, `resume` is the position of
+  // the first op it changed.
+  bool all_gather_matmul(size_t ag, size_t& resume) {
     const TensorId G = s.ops[ag].outputs[0];
-    if (skipped.count(G)) return false;  // refused before: checked before copying the op (run() rescans)
-    const Op agop = s.ops[ag];
+    if (skipped.count(G)) return false;  // refused before
     std::vector<size_t> users = readers(G, ag + 1, s.ops.size());
     std::vector<size_t> gemms;
     for (size_t u : users)
@@ -121,6 +143,7 @@ class Rewriter {
         skipped.insert(G);
         return false;
       }
+    const Op agop = std::move(s.ops[ag]);  // removed below
     const auto& c = std::get<CollectiveOp>(agop.kind);
     const int64_t chunk_bytes = c.bytes / tp;
     std::vector<Op> seq;
@@ -135,7 +158,7 @@ class Rewriter {
     if (tp > 1) seq.push_back(p2p(1));
     for (int j = 0; j < tp; ++j) {
       for (size_t gi : gemms) {
-        Op g = s.ops[gi];
+        Op g = j + 1 < tp ? s.ops[gi] : std::move(s.ops[gi]);  // (the gemms are removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
@@ -144,8 +167,7 @@ class Rewriter {
       }
       if (j + 2 < tp) seq.push_back(p2p(j + 2));
     }
-    std::vector<Op> out;
-    out.reserve(s.ops.size() + seq.size());
+    std::vector<Op>& out = rebuilt_ops(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == ag || std::find(gemms.begin(), gemms.end(), i) != gemms.end()) {
         if (i == last) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
@@ -153,43 +175,42 @@ class Rewriter {
       }
       out.push_back(std::move(s.ops[i]));
     }
-    s.ops = std::move(out);
+    replace_ops(s, out);
+    resume = ag;
     return true;
   }
 
-  // reduce_scatter(P) where P is a gemm output or a sum (grad_sum adds) of gemm outputs.
-  bool matmul_reduce_scatter(size_t rs) {
+  // reduce_scatter(P) where P is a gemm output or a sum (grad_sum adds) of gemm outputs. When it rewrites, `resume`
+  // is the position of the first op it changed.
+  bool matmul_reduce_scatter(size_t rs, size_t& resume) {
     const TensorId P = s.ops[rs].inputs[0];
-    if (skipped.count(P)) return false;  // refused before: checked before copying the op (run() rescans)
-    const Op rsop = s.ops[rs];
+    if (skipped.count(P)) return false;  // refused before
     std::vector<size_t> gemms, adds;
-    std::vector<int>& writer = writer_;  // by TensorId: the last op before rs that writes it
-    writer.assign(p.tensors.size(), -1);
-    for (size_t i = 0; i < rs; ++i)
-      for (TensorId t : s.ops[i].outputs) writer[static_cast<size_t>(t)] = static_cast<int>(i);
     bool ok = true;
-    std::function<void(TensorId)> collect = [&](TensorId t) {
-      const int wi = writer[static_cast<size_t>(t)];
+    // t's writer (the last op before rs that writes it) and, through adds, theirs.
+    auto collect = [&](auto& self, TensorId t) -> void {
+      const int wi = last_writer(t, rs);
       if (wi < 0) return void(ok = false);
       const size_t w_at = static_cast<size_t>(wi);
       const Op& w = s.ops[w_at];
       // The partial must feed nothing else (it is never materialized whole).
-      if (count_readers(t, 0, s.ops.size()) != 1) return void(ok = false);
+      if (!one_reader(t)) return void(ok = false);
       if (is_row_gemm(w)) return gemms.push_back(w_at);
       auto* e = std::get_if<ElementwiseOp>(&w.kind);
       if (e && e->fn == ElementwiseOp::Fn::add) {
         adds.push_back(w_at);
-        for (TensorId in : w.inputs) collect(in);
+        for (TensorId in : w.inputs) self(self, in);
         return;
       }
       ok = false;
     };
-    collect(P);
+    collect(collect, P);
     if (!ok || gemms.empty()) {
       skipped.insert(P);
       return false;
     }
     std::sort(gemms.begin(), gemms.end());
+    const Op rsop = std::move(s.ops[rs]);  // removed below
     const auto& c = std::get<CollectiveOp>(rsop.kind);
     const TensorId out_t = rsop.outputs[0];
     const TensorDesc out_d = p.tensor(out_t);
@@ -200,7 +221,7 @@ class Rewriter {
     for (int j = 0; j < tp; ++j) {
       TensorId part = new_tensor(out_d, numbered(".partial", j), out_d.local_shape);
       for (size_t k = 0; k < gemms.size(); ++k) {
-        Op g = s.ops[gemms[k]];
+        Op g = j + 1 < tp ? s.ops[gemms[k]] : std::move(s.ops[gemms[k]]);  // (removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         gm.accumulate = k > 0;
@@ -236,13 +257,13 @@ class Rewriter {
     for (size_t i : gemms) removed[i] = 1;
     for (size_t i : adds) removed[i] = 1;
     removed[rs] = 1;
-    std::vector<Op> out;
-    out.reserve(s.ops.size() + seq.size());
+    std::vector<Op>& out = rebuilt_ops(s.ops.size() + seq.size());
     for (size_t i = 0; i < s.ops.size(); ++i) {
       if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
       if (!removed[i]) out.push_back(std::move(s.ops[i]));
     }
-    s.ops = std::move(out);
+    replace_ops(s, out);
+    resume = std::min({rs, gemms.front(), adds.empty() ? rs : *std::min_element(adds.begin(), adds.end())});
     return true;
   }
 };

@@ -7,6 +7,7 @@
 // step against lower(). Internal: only the search (sim/search/) and its tests include it; everything else lowers with
 // lower(). Implemented in plans/lower/lower.cc, beside lower().
 
+#include <cstdint>
 #include <optional>
 
 #include "plans/program/program.h"
@@ -29,6 +30,10 @@ struct UnfinishedProgram {
   // Set by prepare_async_tp(): the deps of the segments that finishing does not change are computed (every segment
   // but the block backward, and without async TP the ones after it), and finishing keeps them.
   bool deps_prepared = false;
+  // Names this Program as it is now: set anew (never to a value used before) by every function here that makes or
+  // changes it (lower_unfinished(), prepare_async_tp() when it changes it, unfinished_with_async_tp()). A caller that
+  // finishes it into a Program remembers it, to tell finish_lowering_into() that Program's origin.
+  uint64_t id = 0;
 };
 // `recycled`: any earlier Program (or none), whose buffers (names, shapes, op lists, deque blocks) the lowering
 // reuses instead of allocating them anew: the search lowers into the Programs it has evaluated. The result is the
@@ -61,7 +66,11 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
 // allocated anew. For the search, which finishes one unfinished Program under several policies and recycles the
 // Programs it has evaluated: a fresh copy and its destruction cost about as much as finishing itself.
 // `ac_layers`: the plan's Plan::ac_layers to finish with (-1: the one `p` was lowered with).
-void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers = -1);
+// `out_from`: p.id when `out` is what finish_lowering_into(p, any policy, out, any ac_layers) left, unchanged since (0:
+// unknown). Then `out` already holds what finishing does not change (p's tensors, the segments before the block
+// backward, the model, plan and training but for the policy), and only the rest is copied from `p`.
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers = -1,
+                          uint64_t out_from = 0);
 
 // A Program whose block backward is split (finished with 0 < ac_layers < n_layers, so that it has recompute ops) at
 // another block count 0 < k < n_layers: the two segments' layer ranges and plan.ac_layers are all that finishing at

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <set>
 
 #include "plans/language/module_names.h"
@@ -146,20 +146,46 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
 }
 
+// Scratch of finalize_deps(), one per thread (reused by every segment and Program: the search finishes thousands):
+// `last` and `slot_head` hold at least n_tensors entries (for_tensors()), all -1 between calls (finalize_deps()
+// resets the entries it sets).
+struct DepsScratch {
+  DepsScratch& for_tensors(size_t n_tensors) {
+    if (last.size() < n_tensors) {
+      last.resize(n_tensors, -1);
+      slot_head.resize(n_tensors, -1);
+    }
+    return *this;
+  }
+  std::vector<int> last;       // by TensorId: the last op of the segment that wrote it
+  std::vector<int> slot_head;  // by TensorId: its first entry in `slots`, -1 when none
+  struct Slot {
+    int step, writer, next;  // next: the tensor's next entry, -1 at the end
+  };
+  std::vector<Slot> slots;        // the last async-TP all-gather step that wrote each (tensor, ring step)
+  std::vector<TensorId> slotted;  // the tensors with an entry in slot_head
+  std::vector<int> deps;
+};
+
 // Computes each op's deps within its segment: the last writer of every input and output. Async-TP all-gather
 // chunks are slot-aware: a matmul of ring step j depends on the p2p of step j, not on later steps that fill other
 // slots of the same tensor.
-// `last`: scratch of at least n_tensors entries, all -1 (left so on return: only the entries set here are reset).
-void finalize_deps(Segment& s, std::vector<int>& last) {
-  std::map<std::pair<TensorId, int>, int> slot_writer;
-  std::vector<int> deps;
+void finalize_deps(Segment& s, DepsScratch& x) {
+  std::vector<int>& last = x.last;
+  std::vector<int>& deps = x.deps;
+  // The entry of (t, step), or nullptr.
+  auto slot = [&](TensorId t, int step) -> DepsScratch::Slot* {
+    for (int e = x.slot_head[static_cast<size_t>(t)]; e >= 0; e = x.slots[static_cast<size_t>(e)].next)
+      if (x.slots[static_cast<size_t>(e)].step == step) return &x.slots[static_cast<size_t>(e)];
+    return nullptr;
+  };
   for (Op& op : s.ops) {
     deps.clear();
     const bool ag_chunk = op.chunk.pattern == ChunkRef::Pattern::all_gather && !op.is_collective();
     for (TensorId t : op.inputs) {
       if (ag_chunk) {
-        if (auto it = slot_writer.find({t, op.chunk.step}); it != slot_writer.end()) {
-          deps.push_back(it->second);
+        if (const DepsScratch::Slot* w = slot(t, op.chunk.step)) {
+          deps.push_back(w->writer);
           continue;
         }
       }
@@ -172,10 +198,22 @@ void finalize_deps(Segment& s, std::vector<int>& last) {
     op.deps.assign(deps.begin(), deps.end());
     for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = op.id;
     if (op.is_collective() && op.chunk.pattern == ChunkRef::Pattern::all_gather)
-      for (TensorId t : op.outputs) slot_writer[{t, op.chunk.step}] = op.id;
+      for (TensorId t : op.outputs) {
+        if (DepsScratch::Slot* w = slot(t, op.chunk.step)) {
+          w->writer = op.id;
+          continue;
+        }
+        int& head = x.slot_head[static_cast<size_t>(t)];
+        if (head < 0) x.slotted.push_back(t);
+        x.slots.push_back({op.chunk.step, op.id, head});
+        head = static_cast<int>(x.slots.size() - 1);
+      }
   }
   for (const Op& op : s.ops)
     for (TensorId t : op.outputs) last[static_cast<size_t>(t)] = -1;
+  for (TensorId t : x.slotted) x.slot_head[static_cast<size_t>(t)] = -1;
+  x.slotted.clear();
+  x.slots.clear();
 }
 
 // Activation checkpointing: the forward ops to re-run at the start of the block backward.
@@ -185,9 +223,11 @@ void finalize_deps(Segment& s, std::vector<int>& last) {
 // Without early stop (torchtitan 0.3) the checkpointed block re-runs whole: every candidate, needed or not.
 // `saves_rs`: the selective policy saves reduce-scatter outputs (functional collectives); false where the backend
 // issues c10d collectives the policy does not see (torchtitan 0.3's spmd_types).
-std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop,
-                              bool saves_rs) {
-  if (ac == ActivationCheckpointing::none) return {};
+// The ops go into `out` (emptied first).
+void recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop, bool saves_rs,
+                   std::vector<Op>& out) {
+  out.clear();
+  if (ac == ActivationCheckpointing::none) return;
   std::vector<bool> candidate(fwd.ops.size(), true);
   if (ac == ActivationCheckpointing::selective) {
     int mm = 0;
@@ -215,7 +255,10 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       for (TensorId t : op.inputs) n_tensors = std::max(n_tensors, t + 1);
       for (TensorId t : op.outputs) n_tensors = std::max(n_tensors, t + 1);
     }
-  std::vector<char> written(static_cast<size_t>(n_tensors), 0), needed(static_cast<size_t>(n_tensors), 0);
+  // (per thread: the search finishes thousands of Programs, and large temporaries cost more in the allocator than here)
+  thread_local std::vector<char> written, needed;
+  written.assign(static_cast<size_t>(n_tensors), 0);
+  needed.assign(static_cast<size_t>(n_tensors), 0);
   for (const Op& op : fwd.ops)
     for (TensorId t : op.outputs) written[static_cast<size_t>(t)] = 1;
   for (const Op& op : bwd.ops)
@@ -232,7 +275,6 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
     for (TensorId t : op.inputs)
       if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
-  std::vector<Op> out;
   out.reserve(static_cast<size_t>(std::count(redo.begin(), redo.end(), true)));
   for (size_t i = 0; i < fwd.ops.size(); ++i) {
     if (!redo[i]) continue;
@@ -245,14 +287,12 @@ std::vector<Op> recompute_ops(const Segment& fwd, const Segment& bwd, Activation
       op.name = f.name;
       op.name += ".recompute";
     }
-    op.phase = Phase::recompute;
-    op.deps = f.deps;
+    op.phase = Phase::recompute;  // (no deps: finishing computes the block backward's)
     op.inputs = f.inputs;
     op.outputs = f.outputs;
     op.kind = f.kind;
     op.chunk = f.chunk;
   }
-  return out;
 }
 
 class Lowerer {
@@ -422,7 +462,8 @@ class Lowerer {
     if (ac == ActivationCheckpointing::none) prog.plan.ac_layers = 0;
     // Recompute for activation checkpointing goes first in the block backward.
     const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
-    auto redo = recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter);
+    thread_local std::vector<Op> redo;  // (its buffer kept from one Program to the next)
+    recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter, redo);
     const int64_t L = prog.model.n_layers, k = prog.plan.ac_layers;
     if (!redo.empty() && k > 0 && k < L) {
       // The blocks without recompute keep the backward as lowered; it runs first (layers L-1 .. k).
@@ -438,6 +479,7 @@ class Lowerer {
     if (!redo.empty()) {
       bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
                      std::make_move_iterator(redo.end()));
+      redo.clear();
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
     if (prog.plan.async_tp && prefix) {  // the segments before block.bwd are rewritten already
@@ -446,10 +488,11 @@ class Lowerer {
     } else if (prog.plan.async_tp) {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
-    std::vector<int> last(prog.tensors.size(), -1);  // one scratch for every segment
+    thread_local DepsScratch scratch_for_thread;
+    DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     const bool deps_prepared = prepared && prepared->deps_prepared;
     for (size_t i = 0; i < prog.segments.size(); ++i)
-      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
   }
 
   // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
@@ -460,9 +503,10 @@ class Lowerer {
   // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
   // the segment's ops: the same deps as finishing computes).
   static void prepare_deps(Program& prog) {
-    std::vector<int> last(prog.tensors.size(), -1);
+    thread_local DepsScratch scratch_for_thread;
+    DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     for (size_t i = 0; i < prog.segments.size(); ++i)
-      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], last);
+      if (!finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
   }
 
  private:
@@ -677,6 +721,14 @@ class Lowerer {
 
 }  // namespace
 
+namespace {
+// UnfinishedProgram::id: distinct over the process (the search's worker threads each lower their own).
+uint64_t next_unfinished_id() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
 void check_local_batch(const Model& model, const Training& training, const Plan& plan) {
   check_batch_positive(plan);
   in_range("local_batch_size", plan.local_batch_size, limits::local_batch_size);
@@ -691,7 +743,9 @@ UnfinishedProgram lower_unfinished(const Model& model, const Training& training,
                                    bool names) {
   check_inputs(model, training, plan);
   Lowerer l(model, training, plan, std::move(recycled), names);
-  return UnfinishedProgram{l.run()};
+  UnfinishedProgram u{l.run()};
+  u.id = next_unfinished_id();
+  return u;
 }
 
 Program finish_lowering(UnfinishedProgram p, ActivationCheckpointing ac) {
@@ -703,10 +757,12 @@ void prepare_async_tp(UnfinishedProgram& u) {
   if (u.prog.plan.async_tp && u.prog.tp > 1 && !u.forward) {
     u.forward = u.prog.segments[1];
     u.rewrote = rewrite_async_tp(u.prog, 0, 3);
+    u.id = next_unfinished_id();
   }
   if (!u.deps_prepared) {
     Lowerer::prepare_deps(u.prog);
     u.deps_prepared = true;
+    u.id = next_unfinished_id();
   }
 }
 
@@ -731,6 +787,7 @@ UnfinishedProgram unfinished_with_async_tp(UnfinishedProgram sibling, const Mode
   if (!same) return lower_unfinished(model, training, plan);  // not a sibling: lower it
   Lowerer::set_plan(p, training, plan);
   sibling.deps_prepared = false;  // prepared without async TP: with it, finishing changes more segments
+  sibling.id = next_unfinished_id();
   return sibling;
 }
 
@@ -752,7 +809,24 @@ void set_ac_layers(Program& p, int64_t k) {
   p.plan.ac_layers = k;
 }
 
-void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers) {
+void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac, Program& out, int64_t ac_layers,
+                          uint64_t out_from) {
+  // `out` finished from `p` differs from it only where finishing changes it: the policy fields of the training and
+  // the plan, the segments from the block backward on (recompute ops, the split backward, async TP's rewrite after
+  // prepare_async_tp(), their deps) and the tensors async TP appends. That holds once the deps and async TP's rewrite
+  // of the first segments are prepared in `p` (without them finishing changes every segment).
+  const size_t kept = 3;  // embed.fwd, block.fwd, head
+  if (out_from != 0 && out_from == p.id && p.deps_prepared && (p.forward || !p.prog.plan.async_tp) &&
+      p.prog.segments.size() > kept && out.segments.size() > kept && out.tensors.size() >= p.prog.tensors.size()) {
+    out.training.activation_checkpointing = p.prog.training.activation_checkpointing;
+    out.plan.activation_checkpointing = p.prog.plan.activation_checkpointing;
+    out.plan.ac_layers = p.prog.plan.ac_layers;
+    out.tensors.resize(p.prog.tensors.size());
+    out.segments.resize(p.prog.segments.size());
+    for (size_t i = kept; i < p.prog.segments.size(); ++i) out.segments[i] = p.prog.segments[i];
+    Lowerer::finish_in_place(out, ac, &p, ac_layers);
+    return;
+  }
   // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
   // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
   if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());

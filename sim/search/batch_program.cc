@@ -4,6 +4,7 @@
 
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "plans/lower/incremental.h"
 #include "plans/util/error.h"
@@ -133,7 +134,9 @@ class Matcher {
     size(a.plan.local_batch_size, b.plan.local_batch_size, "plan.local_batch_size");
     same(a.model.name, b.model.name, "model"), same(a.model.n_layers, b.model.n_layers, "n_layers");
     same(a.tensors.size(), b.tensors.size(), "tensor count");
-    for (size_t i = 0; ok() && i < a.tensors.size(); ++i) tensor(a.tensors[i], b.tensors[i]);
+    if (ok())  // (iterators: cheaper than indexing the deques)
+      for (auto [x, y] = std::pair(a.tensors.begin(), b.tensors.begin()); ok() && x != a.tensors.end(); ++x, ++y)
+        tensor(*x, *y);
     same(a.segments.size(), b.segments.size(), "segment count");
     for (size_t s = 0; ok() && s < a.segments.size(); ++s) {
       Segment& x = a.segments[s];
@@ -192,6 +195,12 @@ const Program& BatchProgram::at(int64_t b) {
   const int64_t db = b - b1_;
   for (const Slot& s : slots_) *s.field = s.at_b1 + db * s.per_batch;
   return prog_;
+}
+
+Program BatchProgram::release_at_first() && {
+  for (const Slot& s : slots_) *s.field = s.at_b1;
+  slots_.clear();
+  return std::move(prog_);
 }
 
 }  // namespace tptune

@@ -44,6 +44,9 @@ class BatchProgram {
   const Program& at(int64_t local_batch_size);
   // Hands the Program it holds to the caller (to recycle its buffers); the BatchProgram is then unusable.
   Program release() && { return std::move(prog_); }
+  // release() of the Program it was made from, `at_b1` field for field: every batch-dependent field set back to its
+  // value at b1 (without the checks of at()).
+  Program release_at_first() &&;
   size_t batch_dependent_fields() const { return slots_.size(); }
 
   BatchProgram(const BatchProgram&) = delete;  // slots_ point into prog_

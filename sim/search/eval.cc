@@ -33,7 +33,10 @@ bool fits_with_headroom(const MemoryReport& m, double headroom_gib) {
 
 CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                        const ResolvedSpace& space)
-    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space), training_(cfg.training) {}
+    : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space), training_(cfg.training) {
+  // A Program is copied, not moved, when its vector grows (std::deque's move may throw).
+  spare_.reserve(kSparePrograms);
+}
 
 const Training& CandidateEvaluator::training(const Candidate& c) {
   training_.seq_len = c.seq_len;
@@ -62,8 +65,9 @@ bool CandidateEvaluator::evaluate_from_batch(CandidateResult& r, const Candidate
     // `plan` differs from the first two candidates' only in the local batch size, which at() sets.
     batch.program =
         BatchProgram::make(cfg_.model, training(c), plan, std::move(*batch.first), *batch.second, &batch.why_not);
+    batch.program_from = batch.program ? batch.first_from : 0;
     batch.first.reset();
-    recycle(std::move(*batch.second));
+    recycle(std::move(*batch.second), batch.second_from);
     batch.second.reset();
     batch.lower_each = !batch.program;
   }
@@ -90,6 +94,7 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, StructureLoweri
   BatchState& batch = s.batch;
   if (evaluate_from_batch(r, c, plan, batch)) return r;
   Program prog;
+  uint64_t from = 0;  // the unfinished Program `prog` is finished from by finish_lowering_into()
   try {
     auto it = unfinished_at(s.unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
@@ -98,8 +103,10 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, StructureLoweri
       s.unfinished.erase(it);
     } else {
       prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
-      prog = take_program();
-      finish_lowering_into(it->second, c.activation_checkpointing, prog);
+      uint64_t had = 0;
+      prog = take_program(it->second.id, &had);
+      finish_lowering_into(it->second, c.activation_checkpointing, prog, -1, had);
+      from = it->second.id;
     }
     ++finished;
   } catch (const Error& e) {
@@ -109,10 +116,11 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, StructureLoweri
   }
   evaluate_into(r, prog, plan.source, c.gradient_accumulation_steps);
   if (!batch.lower_each && !batch.second) {
+    (batch.first ? batch.second_from : batch.first_from) = from;
     (batch.first ? batch.second : batch.first) = std::move(prog);
     return r;
   }
-  recycle(std::move(prog));
+  recycle(std::move(prog), from);
   return r;
 }
 
@@ -177,7 +185,7 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& 
   try {
     check_supported(sweep_, cluster_);
     PhaseTimer t(phases, SearchPhase::cost);
-    sweep_costs_ = cost_ops(sweep_, cluster_, cost_);
+    cost_ops(sweep_, cluster_, cost_, sweep_costs_);
     if (split) {
       parts = memory_parts(sweep_, cost_);
       sums = split_stream_sums(sweep_, sweep_costs_);
@@ -225,21 +233,27 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& 
   }
 }
 
-Program CandidateEvaluator::take_program() {
+Program CandidateEvaluator::take_program(uint64_t want, uint64_t* from) {
+  if (from) *from = 0;
   if (spare_.empty()) return Program();
-  Program p = std::move(spare_.back());
-  spare_.pop_back();
+  auto it = spare_.end() - 1;
+  if (want != 0)
+    for (auto s = spare_.begin(); s != spare_.end(); ++s)
+      if (s->from == want) it = s;
+  if (from) *from = it->from == want ? want : 0;
+  Program p = std::move(it->prog);
+  spare_.erase(it);
   return p;
 }
 
-void CandidateEvaluator::recycle(Program&& p) {
-  if (spare_.size() < kSparePrograms) spare_.push_back(std::move(p));
+void CandidateEvaluator::recycle(Program&& p, uint64_t from) {
+  if (spare_.size() < kSparePrograms) spare_.push_back({std::move(p), from});
 }
 
 void CandidateEvaluator::recycle(BatchState& b) {
-  if (b.first) recycle(std::move(*b.first));
-  if (b.second) recycle(std::move(*b.second));
-  if (b.program) recycle(std::move(*b.program).release());
+  if (b.first) recycle(std::move(*b.first), b.first_from);
+  if (b.second) recycle(std::move(*b.second), b.second_from);
+  if (b.program) recycle(std::move(*b.program).release_at_first(), b.program_from);
   b = BatchState();
 }
 
@@ -323,31 +337,34 @@ const Program& CandidateEvaluator::program_at(const Candidate& c, BatchState& ba
     return batch.program->at(c.local_batch_size);  // throws what lower() throws at this batch size
   }
   const Plan plan = microbatch_plan(space_, c);
-  Program p = take_program();
+  Program p;
+  uint64_t from = 0;  // the unfinished Program `p` is finished from
   {
     auto it = unfinished_at(unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
     prepare_async_tp(it->second);
-    finish_lowering_into(it->second, c.activation_checkpointing, p);
+    uint64_t had = 0;
+    p = take_program(it->second.id, &had);
+    finish_lowering_into(it->second, c.activation_checkpointing, p, -1, had);
+    from = it->second.id;
     ++finished;
   }
-  if (batch.lower_each) {
-    batch.first = std::move(p);  // the scratch Program of this probe
-    return *batch.first;
-  }
-  if (!batch.first) {
+  if (batch.lower_each || !batch.first) {  // with lower_each: the scratch Program of this probe
     batch.first = std::move(p);
+    batch.first_from = from;
     return *batch.first;
   }
   PhaseTimer t(phases, SearchPhase::patch);
   batch.program = BatchProgram::make(cfg_.model, training(c), plan, std::move(*batch.first), p, &batch.why_not);
+  batch.program_from = batch.program ? batch.first_from : 0;
   batch.first.reset();
   if (!batch.program) {
     batch.lower_each = true;
     batch.first = std::move(p);
+    batch.first_from = from;
     return *batch.first;
   }
-  recycle(std::move(p));
+  recycle(std::move(p), from);
   ++patched;
   return batch.program->at(c.local_batch_size);
 }
@@ -388,12 +405,11 @@ void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, 
                              space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
       return;
     }
-    OpCosts own;
     if (!known_costs) {
       PhaseTimer t(phases, SearchPhase::cost);
-      own = cost_ops(prog, cluster_, cost_);
+      cost_ops(prog, cluster_, cost_, costs_);
     }
-    const OpCosts& costs = known_costs ? *known_costs : own;
+    const OpCosts& costs = known_costs ? *known_costs : costs_;
     if (incumbents && gradient_accumulation_steps <= 1) {  // the bound is one microbatch's: not applied with ga > 1
       const double ub = tokens_per_second_upper_bound(prog, step_time_lower_bound_us(prog, costs));
       if (incumbents->dominates(ub, r.report.memory.peak)) {

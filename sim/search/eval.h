@@ -73,8 +73,11 @@ struct BatchState {
   std::optional<Program> second;          // the second, until a third batch size needs the BatchProgram: made then, not
                                           // before (when the second misses memory, no larger batch size is evaluated)
   std::unique_ptr<BatchProgram> program;  // from the first two; set to each later batch size
-  bool lower_each = false;                // BatchProgram::make refused: lower every batch size
-  std::string why_not;                    // its reason
+  // The UnfinishedProgram::id each was finished from by finish_lowering_into() (program: its first Program's); 0 when
+  // not (plans/lower/incremental.h: the next policy's finish_lowering_into() into it copies less).
+  uint64_t first_from = 0, second_from = 0, program_from = 0;
+  bool lower_each = false;  // BatchProgram::make refused: lower every batch size
+  std::string why_not;      // its reason
 };
 
 // What the candidates of one structure share while the search evaluates them (all but the activation-checkpointing
@@ -135,7 +138,8 @@ class CandidateEvaluator {
   void sweep_ac_layers(const Candidate& c, UnfinishedByBatch& unfinished, std::vector<char>& oom, AcLayersSweep& out);
   // Programs this evaluator no longer needs: their buffers are reused by later finish_lowering_into() calls (a fresh
   // Program and its destruction cost about as much as finishing it). The arguments are left empty.
-  void recycle(Program&& p);
+  // `from`: the UnfinishedProgram::id `p` was finished from by finish_lowering_into(), unchanged since (0: unknown).
+  void recycle(Program&& p, uint64_t from = 0);
   void recycle(BatchState& b);
   void recycle(UnfinishedByBatch& u);
   // Async TP off and on share their unfinished Programs (plans/lower/incremental.h, unfinished_with_async_tp()): the
@@ -179,6 +183,7 @@ class CandidateEvaluator {
   // Programs are left in `probes`.
   int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState& probes, UnfinishedByBatch& unfinished);
   OpCosts sweep_costs_;  // sweep_ac_layers()'s op costs of sweep_ (the same at every block count)
+  OpCosts costs_;        // evaluate_into()'s op costs of the Program it evaluates (its buffers reused)
   // The schedule's structure of the last Program scheduled (sim/timeline.h): the next one of its structure and policy
   // (the next local batch size) reuses it.
   ScheduleCache schedule_cache_;
@@ -187,10 +192,16 @@ class CandidateEvaluator {
   const Program& program_at(const Candidate& c, BatchState& batch, UnfinishedByBatch& unfinished);
   // The structure's unfinished Program at `c`'s batch size, lowered from `plan` by the first candidate that needs it.
   UnfinishedByBatch::iterator unfinished_at(UnfinishedByBatch& unfinished, const Candidate& c, const Plan& plan);
-  Program take_program();  // a recycled Program (or an empty one)
-  Program sweep_;          // sweep_ac_layers()'s split Program (its buffers reused from one call to the next)
+  // A recycled Program (or an empty one): one finished from the unfinished Program `want` when there is one (then
+  // `*from` is `want`, else 0).
+  Program take_program(uint64_t want = 0, uint64_t* from = nullptr);
+  Program sweep_;  // sweep_ac_layers()'s split Program (its buffers reused from one call to the next)
   static constexpr size_t kSparePrograms = 8;
-  std::vector<Program> spare_;
+  struct Spare {
+    Program prog;
+    uint64_t from = 0;  // the UnfinishedProgram::id it was finished from, unchanged since (0: unknown)
+  };
+  std::vector<Spare> spare_;
   static constexpr size_t kKeptSiblings =
       4;  // structures between a sibling pair in enumeration order: 1 (loss parallel)
   std::vector<std::pair<Candidate, UnfinishedByBatch>> siblings_;  // oldest first

@@ -191,6 +191,40 @@ TEST_CASE("lower() in two steps: one unfinished Program finished for every polic
       } catch (const Error&) {
         continue;
       }
+      // One Program finished from one prepared unfinished Program under policy after policy and block counts, each
+      // time told where it comes from (finish_lowering_into()'s out_from: only what finishing changes is copied).
+      UnfinishedProgram shared = *u;
+      prepare_async_tp(shared);
+      Program chained;
+      uint64_t chained_from = 0;
+      const int64_t half = cfg.model.n_layers / 2;
+      for (auto [ac, k] : {std::pair{ActivationCheckpointing::selective, half},
+                           {ActivationCheckpointing::none, -1},
+                           {ActivationCheckpointing::full, 1},
+                           {ActivationCheckpointing::full, 0},
+                           {ActivationCheckpointing::selective, 0},
+                           {ActivationCheckpointing::full, half}}) {
+        Plan with = plan;
+        with.activation_checkpointing = ac;
+        if (k >= 0) with.ac_layers = k;
+        INFO(describe(space, c) << " finished as " << to_string(ac) << " on " << k << " blocks, from " << chained_from);
+        std::string lowered_error, chained_error;
+        Program lowered;
+        try {
+          lowered = lower(cfg.model, cfg.training, with);
+        } catch (const Error& e) {
+          lowered_error = e.what();
+        }
+        try {
+          finish_lowering_into(shared, ac, chained, k, chained_from);
+          chained_from = shared.id;
+        } catch (const Error& e) {
+          chained_error = e.what();
+          chained_from = 0;
+        }
+        CHECK(chained_error == lowered_error);
+        if (lowered_error.empty()) CHECK(program_difference(chained, lowered).empty());
+      }
       for (ActivationCheckpointing ac :
            {ActivationCheckpointing::none, ActivationCheckpointing::selective, ActivationCheckpointing::full}) {
         Plan with = plan;
