@@ -69,7 +69,11 @@ std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, 
   std::vector<Ref> refs;
   std::vector<std::vector<std::array<size_t, 3>>> ref_of(p.segments.size());  // [seg][op][slot] -> refs index
   constexpr size_t kNone = static_cast<size_t>(-1);
-  for (size_t s = 0; s < p.segments.size(); ++s)
+  size_t n_ops = 0;
+  for (const Segment& seg : p.segments) n_ops += seg.ops.size();
+  refs.reserve(n_ops + n_ops / 4);  // every op, and the few with FSDP copies: one allocation
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    ref_of[s].reserve(p.segments[s].ops.size());
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
       const double n = runs(s, j);
       const auto t = slot_times(s, j);
@@ -80,6 +84,7 @@ std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, 
           refs.push_back({s, j, k, t[size_t(k)], t[size_t(k)] * n, n});
         }
     }
+  }
   // A plan's ac_layers splits the block backward in two segments whose ops are the same but for the recompute: an op
   // of the checkpointed blocks that has a namesake of the same duration in the others is reported once, with both
   // counts (as an unsplit report counts it); its copies likewise.

@@ -10,6 +10,9 @@ namespace tptune {
 double RankCurve::at(int n) const {
   if (n <= ranks[0]) return value[0];
   if (n >= ranks.back()) return value.back();
+  // A tabulated size (a TP group of 2, 4 or 8: nearly every call) takes its value as it is, without the logarithms.
+  for (size_t i = 1; i + 1 < ranks.size(); ++i)
+    if (n == ranks[i]) return value[i];
   double x = std::log2(static_cast<double>(n));
   for (size_t i = 0; i + 1 < ranks.size(); ++i) {
     double x0 = std::log2(ranks[i]), x1 = std::log2(ranks[i + 1]);
