@@ -8,6 +8,7 @@
 
 #include "plans/util/error.h"
 #include "plans/util/limits.h"
+#include "plans/util/yaml_folder.h"
 #include "plans/util/yaml_util.h"
 #include "sim/gpu_spec.h"
 
@@ -200,16 +201,8 @@ KernelSource parse_kernel_source(const std::string& text, const std::string& nam
 }
 
 std::vector<KernelSource> load_kernel_record(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
-    throw Error(fmt::format("{}: no such folder (expected the kernel-level record's folder of *.yaml files)", dir));
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
-  if (ec) throw Error(fmt::format("{}: cannot list the folder: {}", dir, ec.message()));
-  if (files.empty())
-    throw Error(fmt::format("{}: no *.yaml files (expected kernel-level measurements, one file per source)", dir));
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files = yaml_files_of(dir, "the kernel-level record's folder of *.yaml files",
+                                                       "kernel-level measurements, one file per source");
   std::vector<KernelSource> out;
   std::map<std::string, std::string> ids;  // source id -> its file
   for (const auto& f : files) {

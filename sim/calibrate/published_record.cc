@@ -10,6 +10,7 @@
 #include "plans/language/plan.h"
 #include "plans/util/error.h"
 #include "plans/util/limits.h"
+#include "plans/util/yaml_folder.h"
 #include "plans/util/yaml_util.h"
 
 namespace tptune {
@@ -217,16 +218,8 @@ PublishedSource parse_published_source(const std::string& text, const std::strin
 }
 
 std::vector<PublishedSource> load_published_record(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
-    throw Error(fmt::format("{}: no such folder (expected the public record's folder of *.yaml files)", dir));
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
-  if (ec) throw Error(fmt::format("{}: cannot list the folder: {}", dir, ec.message()));
-  if (files.empty())
-    throw Error(fmt::format("{}: no *.yaml files (expected the public record, one file per source)", dir));
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files =
+      yaml_files_of(dir, "the public record's folder of *.yaml files", "the public record, one file per source");
   std::vector<PublishedSource> out;
   std::map<std::string, std::string> ids;  // source id -> its file
   for (const auto& f : files) {
