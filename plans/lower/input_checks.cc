@@ -1,0 +1,146 @@
+#include "plans/lower/input_checks.h"
+
+#include <fmt/format.h>
+
+#include "plans/language/context_parallel.h"
+#include "plans/language/module_names.h"
+#include "plans/lower/lower.h"
+#include "plans/util/checked_math.h"
+#include "plans/util/error.h"
+#include "plans/util/limits.h"
+
+namespace tptune {
+
+namespace {
+
+// Each quantity is in range, but their products need not be: the largest tensors and FLOP counts of the step,
+// computed exactly (128-bit), must stay within limits::max_tensor_elements and int64, or the error names the keys.
+void check_sizes(const Model& m, const Training& t, const Plan& plan) {
+  using Wide = __int128;
+  const Wide b = plan.local_batch_size, s = t.seq_len, tokens = b * s;
+  // The messages are formatted only to be thrown (this runs on every lowering and every BatchProgram::at()).
+  auto shape = [&] { return fmt::format("local_batch_size {} x seq_len {}", plan.local_batch_size, t.seq_len); };
+  auto elements = [&](Wide n, auto what) {
+    if (n > limits::max_tensor_elements)
+      throw Error(
+          fmt::format("{} ({:.3g} elements) is larger than tptune handles (2^48 elements per tensor): reduce "
+                      "training.seq_len, the local batch size or the model dims",
+                      what(), static_cast<double>(n)));
+  };
+  elements(tokens * std::max({m.dim, m.ffn_dim, m.n_heads * m.head_dim()}),
+           [&] { return fmt::format("an activation of {} x dim {} / ffn_dim {}", shape(), m.dim, m.ffn_dim); });
+  elements(tokens * m.vocab_size,
+           [&] { return fmt::format("the logits of {} x vocab_size {}", shape(), m.vocab_size); });
+  elements(Wide{m.vocab_size} * m.dim,
+           [&] { return fmt::format("the embedding of vocab_size {} x dim {}", m.vocab_size, m.dim); });
+  elements(Wide{m.ffn_dim} * m.dim,
+           [&] { return fmt::format("a feed-forward weight of ffn_dim {} x dim {}", m.ffn_dim, m.dim); });
+  elements(Wide{m.n_heads} * m.head_dim() * m.dim, [&] {
+    return fmt::format("the q projection of n_heads {} x head_dim {} x dim {}", m.n_heads, m.head_dim(), m.dim);
+  });
+  // FLOPs of one op: the output projection, the feed-forward and q/o GEMMs (2 x tokens x dim x max(vocab, ffn,
+  // heads x head_dim)), and
+  // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
+  const Wide max_flops = std::numeric_limits<int64_t>::max();
+  if (Wide{2} * tokens * m.dim * std::max({m.vocab_size, m.ffn_dim, m.n_heads * m.head_dim()}) > max_flops)
+    throw Error(
+        fmt::format("the FLOPs of one GEMM ({} x dim {} x vocab/ffn) overflow 64-bit integers: reduce "
+                    "training.seq_len or the local batch size",
+                    shape(), m.dim));
+  if (Wide{5} * b * s * s * m.n_heads * m.head_dim() > max_flops)
+    throw Error(
+        fmt::format("the FLOPs of attention ({} x seq_len x dim {}) overflow 64-bit integers: reduce "
+                    "training.seq_len or the local batch size",
+                    shape(), m.dim));
+}
+
+void in_range(const char* key, int64_t v, limits::IntRange r) {
+  if (v < r.lo || v > r.hi) throw Error(fmt::format("{}: expected an integer in {}..{}, got {}", key, r.lo, r.hi, v));
+}
+
+void check_batch_positive(const Plan& plan) {
+  if (plan.local_batch_size < 1)
+    throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+}
+
+}  // namespace
+
+void check_inputs(const Model& m, const Training& t, const Plan& plan) {
+  if (plan.tp_degree < 1) throw Error(fmt::format("{}: tp_degree: expected >= 1, got {}", plan.source, plan.tp_degree));
+  if (plan.dp_shard < 1) throw Error(fmt::format("{}: dp_shard: expected >= 1, got {}", plan.source, plan.dp_shard));
+  if (plan.dp_replicate < 1)
+    throw Error(fmt::format("{}: dp_replicate: expected >= 1, got {}", plan.source, plan.dp_replicate));
+  check_batch_positive(plan);
+  // Configs are range-checked when loaded (plans/util/limits.h); a Model or Training built in code is checked here.
+  auto in = in_range;
+  in("model.dim", m.dim, limits::dim);
+  in("model.n_layers", m.n_layers, limits::n_layers);
+  in("model.n_heads", m.n_heads, limits::n_heads);
+  in("model.n_kv_heads", m.n_kv_heads, limits::n_heads);
+  in("model.ffn_dim", m.ffn_dim, limits::ffn_dim);
+  in("model.vocab_size", m.vocab_size, limits::vocab_size);
+  in("training.seq_len", t.seq_len, limits::seq_len);
+  in("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  in("tp_degree", plan.tp_degree, limits::degree);
+  in("dp_shard", plan.dp_shard, limits::degree);
+  in("dp_replicate", plan.dp_replicate, limits::degree);
+  in("cp_degree", plan.cp_degree, limits::degree);
+  if (plan.cp_degree > 1) {
+    auto it = plan.provenance.find("cp_degree");
+    // torchtitan's trainer counts tp in when sequence parallelism is on (a SequenceParallel style in the plan).
+    const bool sp = plan.tp_degree > 1 && std::any_of(plan.modules.begin(), plan.modules.end(), [](const PlanEntry& e) {
+                      return e.style.kind == StyleKind::sequence_parallel;
+                    });
+    const std::string where =
+        fmt::format("{}: cp_degree {}", it != plan.provenance.end() ? it->second : plan.source, plan.cp_degree);
+    check_cp_seq_len(t.seq_len, plan.cp_degree, plan.cp_load_balance, where);
+    const int64_t chunks = (plan.cp_load_balance ? 2 : 1) * int64_t{plan.cp_degree} * plan.tp_degree;
+    if (sp && t.seq_len % chunks != 0)
+      throw Error(
+          fmt::format("{}: seq_len {} is not divisible by tp {} x {}cp_degree = {}: sequence parallelism "
+                      "splits each cp chunk over tp (torchtitan's trainer refuses it)",
+                      where, t.seq_len, plan.tp_degree, plan.cp_load_balance ? "2 x " : "", chunks));
+  }
+  // torchtitan (the DTensor family's 2025 parallelize_llama) applies FSDP only when dp_shard > 1; with dp_shard 1
+  // and dp_replicate > 1 it applies DDP instead, which it refuses beside TP ("DDP has not supported > 1D
+  // parallelism") and runs without mixed precision: not a plan tptune models. torchtitan 0.3 always applies
+  // fully_shard, so there dp_shard 1 x dp_replicate N is FSDP2's replicate path (an all-reduce per module group).
+  if (plan.dp_replicate > 1 && plan.dp_shard == 1 && !plan.fsdp_always)
+    throw Error(
+        fmt::format("{}: dp_replicate {} with dp_shard 1: torchtitan applies DDP there, not HSDP (it refuses DDP with "
+                    "TP, and tptune does not model DDP); use dp_shard > 1, or framework torchtitan-0.3 (FSDP2 "
+                    "always applied)",
+                    plan.source, plan.dp_replicate));
+  check_sizes(m, t, plan);
+  check_plan_modules(plan, m);
+  check_uniform_layers(plan, m);
+  check_framework(plan);
+  if (plan.async_tp && plan.tp_degree > 1 && t.compile.has_value() && !*t.compile)
+    throw Error(
+        fmt::format("{}: async_tp needs torch.compile (training.compile: true): the micro-pipelined TP is an "
+                    "inductor pass (torchtitan: 'Async TP requires ... --compile.enable')",
+                    plan.source));
+  // The provenance of ac_layers ("plan file FILE:LINE", "option --ac-layers") or the plan's source.
+  auto ac_origin = [&] {
+    auto it = plan.provenance.find("ac_layers");
+    return it != plan.provenance.end() ? it->second : plan.source;
+  };
+  if (plan.ac_layers < 0 || plan.ac_layers > m.n_layers)
+    throw Error(fmt::format("{}: ac_layers: expected 1 to {} (the model's n_layers; 0 or absent: every block), got {}",
+                            ac_origin(), m.n_layers, plan.ac_layers));
+  if (plan.ac_layers > 0 && plan.activation_checkpointing == ActivationCheckpointing::none)
+    throw Error(
+        fmt::format("{}: ac_layers {}: checkpoints the first {} blocks with the plan's activation_checkpointing "
+                    "policy, which is none; set activation_checkpointing to selective or full",
+                    ac_origin(), plan.ac_layers, plan.ac_layers));
+  if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
+    throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
+}
+
+void check_local_batch(const Model& model, const Training& training, const Plan& plan) {
+  check_batch_positive(plan);
+  in_range("local_batch_size", plan.local_batch_size, limits::local_batch_size);
+  check_sizes(model, training, plan);
+}
+
+}  // namespace tptune
