@@ -179,7 +179,6 @@ class Lowerer {
   // `recycled`: any earlier Program, whose buffers the lowering reuses (Emitter); the result does not depend on it.
   Lowerer(const Model& m, const Training& t, const Plan& plan, Program recycled = {}, bool names = true)
       : m(m),
-        plan(plan),
         tp(plan.tp_degree),
         prog(std::move(recycled)),
         e(prog, plan.tp_degree),
@@ -390,7 +389,6 @@ class Lowerer {
 
  private:
   const Model& m;
-  const Plan& plan;
   const int tp;
   Program prog;
   Emitter e;

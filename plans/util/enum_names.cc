@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "plans/util/error.h"
+#include "plans/util/yaml_util.h"
 
 namespace tptune {
 
@@ -17,7 +18,7 @@ std::string names_list(const std::string_view* names, size_t n) {
 }
 
 void throw_unknown_name(const std::string_view* names, size_t n, std::string_view name, const std::string& where) {
-  throw Error(fmt::format("{}: expected one of {}, got '{}'", where, names_list(names, n), name));
+  throw Error(fmt::format("{}: expected one of {}, got '{}'", where, names_list(names, n), yaml::shown(name)));
 }
 
 }  // namespace tptune

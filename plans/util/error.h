@@ -10,12 +10,27 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tptune {
 
+// A message on one line: a line break that a user's text brought into it (an echoed value, a parser's message) is
+// shown as "\n" / "\r". Sites echo user text through yaml::shown() (plans/util/yaml_util.h), which also bounds its
+// length; this is the last guard, so that `tp-plan: error: ...` is one line whatever a site forgot.
+inline std::string one_line(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (char c : message) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out;
+}
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(one_line(message)) {}
 };
 
 // An error about one module of the model, named by its FQN: "<fqn>: <what>".

@@ -77,3 +77,15 @@ TEST_CASE("an unknown name is refused with the list of names", "[enum_names]") {
   CHECK(test::error_of([] { parse_framework("torchtitan", "f"); }) ==
         "f: expected one of dtensor, torchtitan-0.3, got 'torchtitan'");
 }
+
+TEST_CASE("an unknown name with line breaks is echoed on one line", "[enum_names]") {
+  // The fuzzer's finding tests/fuzz/findings/plan/multiline-enum-echo: a quoted "\n" in the value reached the message
+  // raw. The name is echoed through yaml::shown(): the line break as the two characters \n.
+  CHECK(test::error_of([] { parse_activation_checkpointing("full\nx", "plan.yaml:3: activation_checkpointing"); }) ==
+        "plan.yaml:3: activation_checkpointing: expected one of none, selective, full, got 'full\\nx'");
+}
+
+TEST_CASE("an error message is one line whatever a site echoes", "[enum_names]") {
+  // tptune::Error itself escapes line breaks (plans/util/error.h), the last guard behind yaml::shown().
+  CHECK(std::string(Error("a.yaml:1: got 'x\ny\rz'").what()) == "a.yaml:1: got 'x\\ny\\rz'");
+}
