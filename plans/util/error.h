@@ -21,9 +21,12 @@ inline std::string one_line(std::string_view message) {
   std::string out;
   out.reserve(message.size());
   for (char c : message) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else
+      out += c;
   }
   return out;
 }
