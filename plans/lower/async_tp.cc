@@ -32,7 +32,6 @@ bool is_seq_collective(const Op& op, CollectiveKind kind) {
   int dim = kind == CollectiveKind::all_gather ? c->gather_dim : c->scatter_dim;
   return dim == 1;
 }
-// A gemm whose A operand holds token rows (m = tokens): y = x W^T (forward) or dx = dy W (grad input).
 // The op list a rewrite builds, one per thread: its buffer is kept from one rewrite to the next (the search rewrites
 // thousands of segments), swapped with the segment's.
 std::vector<Op>& rebuilt_ops(size_t size) {
@@ -42,12 +41,8 @@ std::vector<Op>& rebuilt_ops(size_t size) {
   if (ops.capacity() < size) ops.reserve(2 * size);
   return ops;
 }
-// s.ops = the ops of `out`, which gets s.ops's buffer (for the next rebuilt_ops()).
-void replace_ops(Segment& s, std::vector<Op>& out) {
-  s.ops.swap(out);
-  out.clear();
-}
 
+// A gemm whose A operand holds token rows (m = tokens): y = x W^T (forward) or dx = dy W (grad input).
 bool is_row_gemm(const Op& op) {
   auto* g = std::get_if<GemmOp>(&op.kind);
   return g && !g->trans_a && !g->accumulate && op.chunk.pattern == ChunkRef::Pattern::none;
@@ -55,19 +50,32 @@ bool is_row_gemm(const Op& op) {
 
 class Rewriter {
  public:
-  Rewriter(Program& p, Segment& s) : p(p), s(s), tp(p.tp) {}
+  // The segment's ops are the pool: a rewrite appends its new ops to it and leaves the ops it removes there (moved
+  // from), and `order` lists the pool's ops in the segment's order; run() moves them into that order once at the end.
+  // (Rebuilding the op list at every rewrite moved every op of the segment once per rewrite.)
+  Rewriter(Program& p, Segment& s) : p(p), s(s), tp(p.tp) {
+    order.resize(s.ops.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  }
 
   void run() {
     // Rewrite one collective at a time. A rewrite leaves the ops before the first one it removes where they were, and
     // every collective among them was considered and refused (`skipped`): scanning on from that first removed position
     // finds what a rescan from the start would find.
-    for (size_t i = 0; i < s.ops.size();) {
+    bool changed = false;
+    for (size_t i = 0; i < order.size();) {
       size_t resume = i + 1;
-      if (is_seq_collective(s.ops[i], CollectiveKind::all_gather))
-        all_gather_matmul(i, resume);
-      else if (is_seq_collective(s.ops[i], CollectiveKind::reduce_scatter))
-        matmul_reduce_scatter(i, resume);
+      if (is_seq_collective(op(i), CollectiveKind::all_gather))
+        changed |= all_gather_matmul(i, resume);
+      else if (is_seq_collective(op(i), CollectiveKind::reduce_scatter))
+        changed |= matmul_reduce_scatter(i, resume);
       i = resume;
+    }
+    if (changed) {
+      std::vector<Op>& out = rebuilt_ops(order.size());
+      for (int x : order) out.push_back(std::move(s.ops[static_cast<size_t>(x)]));
+      s.ops.swap(out);  // (out, the pool, keeps its buffer for the next rewrite)
+      out.clear();
     }
     for (size_t i = 0; i < s.ops.size(); ++i) s.ops[i].id = static_cast<int>(i);
   }
@@ -77,21 +85,48 @@ class Rewriter {
   Segment& s;
   const int tp;
   std::set<TensorId> skipped;  // collectives already considered and left alone (by their output or input tensor)
+  std::vector<int> order;      // into s.ops: the segment's ops in order
+
+  // The op at position i of the segment.
+  Op& op(size_t i) { return s.ops[static_cast<size_t>(order[i])]; }
+  const Op& op(size_t i) const { return s.ops[static_cast<size_t>(order[i])]; }
+  // Replaces the positions `removed` (ascending) by `seq`, appended to the pool and put at position `at`, one of
+  // them.
+  void replace(const std::vector<size_t>& removed, size_t at, std::vector<Op>& seq) {
+    const int first = static_cast<int>(s.ops.size());
+    s.ops.insert(s.ops.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
+    thread_local std::vector<int> next;
+    next.clear();
+    next.reserve(order.size() + seq.size());
+    size_t r = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (r < removed.size() && removed[r] == i) {
+        ++r;
+        if (i == at)
+          for (size_t k = 0; k < seq.size(); ++k) next.push_back(first + static_cast<int>(k));
+        continue;
+      }
+      next.push_back(order[i]);
+    }
+    order.swap(next);
+  }
 
   bool reads(size_t i, TensorId t) const {
-    return std::find(s.ops[i].inputs.begin(), s.ops[i].inputs.end(), t) != s.ops[i].inputs.end();
+    const Op& o = op(i);
+    return std::find(o.inputs.begin(), o.inputs.end(), t) != o.inputs.end();
   }
   // Whether exactly one op of the segment reads t.
   bool one_reader(TensorId t) const {
     size_t n = 0;
-    for (size_t i = 0; i < s.ops.size() && n < 2; ++i) n += reads(i, t);
+    for (size_t i = 0; i < order.size() && n < 2; ++i) n += reads(i, t);
     return n == 1;
   }
   // The last op before `before` that writes t, or -1.
   int last_writer(TensorId t, size_t before) const {
-    for (size_t i = before; i-- > 0;)
-      if (std::find(s.ops[i].outputs.begin(), s.ops[i].outputs.end(), t) != s.ops[i].outputs.end())
-        return static_cast<int>(i);
+    for (size_t i = before; i-- > 0;) {
+      const Op& o = op(i);
+      if (std::find(o.outputs.begin(), o.outputs.end(), t) != o.outputs.end()) return static_cast<int>(i);
+    }
     return -1;
   }
   std::vector<size_t> readers(TensorId t, size_t from, size_t to) const {
@@ -127,12 +162,12 @@ class Rewriter {
   // all_gather(x) -> G feeding gemms that use G as their row operand A. When it rewrites, `resume` is the position of
   // the first op it changed.
   bool all_gather_matmul(size_t ag, size_t& resume) {
-    const TensorId G = s.ops[ag].outputs[0];
+    const TensorId G = op(ag).outputs[0];
     if (skipped.count(G)) return false;  // refused before
-    std::vector<size_t> users = readers(G, ag + 1, s.ops.size());
+    std::vector<size_t> users = readers(G, ag + 1, order.size());
     std::vector<size_t> gemms;
     for (size_t u : users)
-      if (is_row_gemm(s.ops[u]) && s.ops[u].inputs[0] == G) gemms.push_back(u);
+      if (is_row_gemm(op(u)) && op(u).inputs[0] == G) gemms.push_back(u);
     if (gemms.empty()) {
       skipped.insert(G);
       return false;
@@ -143,7 +178,7 @@ class Rewriter {
         skipped.insert(G);
         return false;
       }
-    const Op agop = std::move(s.ops[ag]);  // removed below
+    const Op agop = std::move(op(ag));  // removed below
     const auto& c = std::get<CollectiveOp>(agop.kind);
     const int64_t chunk_bytes = c.bytes / tp;
     std::vector<Op> seq;
@@ -158,7 +193,7 @@ class Rewriter {
     if (tp > 1) seq.push_back(p2p(1));
     for (int j = 0; j < tp; ++j) {
       for (size_t gi : gemms) {
-        Op g = j + 1 < tp ? s.ops[gi] : std::move(s.ops[gi]);  // (the gemms are removed below)
+        Op g = j + 1 < tp ? op(gi) : std::move(op(gi));  // (the gemms are removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
@@ -167,15 +202,9 @@ class Rewriter {
       }
       if (j + 2 < tp) seq.push_back(p2p(j + 2));
     }
-    std::vector<Op>& out = rebuilt_ops(s.ops.size() + seq.size());
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-      if (i == ag || std::find(gemms.begin(), gemms.end(), i) != gemms.end()) {
-        if (i == last) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
-        continue;
-      }
-      out.push_back(std::move(s.ops[i]));
-    }
-    replace_ops(s, out);
+    std::vector<size_t> removed = gemms;  // (ascending, all after ag)
+    removed.insert(removed.begin(), ag);
+    replace(removed, last, seq);
     resume = ag;
     return true;
   }
@@ -183,7 +212,7 @@ class Rewriter {
   // reduce_scatter(P) where P is a gemm output or a sum (grad_sum adds) of gemm outputs. When it rewrites, `resume`
   // is the position of the first op it changed.
   bool matmul_reduce_scatter(size_t rs, size_t& resume) {
-    const TensorId P = s.ops[rs].inputs[0];
+    const TensorId P = op(rs).inputs[0];
     if (skipped.count(P)) return false;  // refused before
     std::vector<size_t> gemms, adds;
     bool ok = true;
@@ -192,7 +221,7 @@ class Rewriter {
       const int wi = last_writer(t, rs);
       if (wi < 0) return void(ok = false);
       const size_t w_at = static_cast<size_t>(wi);
-      const Op& w = s.ops[w_at];
+      const Op& w = op(w_at);
       // The partial must feed nothing else (it is never materialized whole).
       if (!one_reader(t)) return void(ok = false);
       if (is_row_gemm(w)) return gemms.push_back(w_at);
@@ -210,7 +239,7 @@ class Rewriter {
       return false;
     }
     std::sort(gemms.begin(), gemms.end());
-    const Op rsop = std::move(s.ops[rs]);  // removed below
+    const Op rsop = std::move(op(rs));  // removed below
     const auto& c = std::get<CollectiveOp>(rsop.kind);
     const TensorId out_t = rsop.outputs[0];
     const TensorDesc out_d = p.tensor(out_t);
@@ -221,7 +250,7 @@ class Rewriter {
     for (int j = 0; j < tp; ++j) {
       TensorId part = new_tensor(out_d, numbered(".partial", j), out_d.local_shape);
       for (size_t k = 0; k < gemms.size(); ++k) {
-        Op g = j + 1 < tp ? s.ops[gemms[k]] : std::move(s.ops[gemms[k]]);  // (removed below)
+        Op g = j + 1 < tp ? op(gemms[k]) : std::move(op(gemms[k]));  // (removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         gm.accumulate = k > 0;
@@ -253,16 +282,12 @@ class Rewriter {
                                       j, chunk_bytes, {acc}, {recv}, ChunkRef::Pattern::reduce_scatter, c.dtype));
       }
     }
-    std::vector<char> removed(s.ops.size(), 0);
-    for (size_t i : gemms) removed[i] = 1;
-    for (size_t i : adds) removed[i] = 1;
-    removed[rs] = 1;
-    std::vector<Op>& out = rebuilt_ops(s.ops.size() + seq.size());
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-      if (i == rs) out.insert(out.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
-      if (!removed[i]) out.push_back(std::move(s.ops[i]));
-    }
-    replace_ops(s, out);
+    std::vector<size_t> removed = gemms;  // (all before rs)
+    removed.insert(removed.end(), adds.begin(), adds.end());
+    removed.push_back(rs);
+    std::sort(removed.begin(), removed.end());
+    removed.erase(std::unique(removed.begin(), removed.end()), removed.end());
+    replace(removed, rs, seq);
     resume = std::min({rs, gemms.front(), adds.empty() ? rs : *std::min_element(adds.begin(), adds.end())});
     return true;
   }
