@@ -62,9 +62,9 @@ void add_fsdp_copy_costs(const Program& p, const GpuSpec& gpu, const CostParams&
   auto kernel = [&](double bytes) {
     return memory_bound_cost(bytes * f, c.memory_bound_efficiency, c.memory_bound_overhead_us, gpu).time_us;
   };
-  if (shares) {
-    shares->clear();
-    for (const auto& d : duration_us) shares->emplace_back(d.size());
+  if (shares) {  // (each segment's vector refilled: the search prices thousands of Programs into one OpCosts)
+    shares->resize(duration_us.size());
+    for (size_t s = 0; s < duration_us.size(); ++s) (*shares)[s].assign(duration_us[s].size(), FsdpCopyShare{});
   }
   // Adds `us` to op (s, at)'s duration, and to its share before or after its own kernel.
   auto add = [&](size_t s, size_t at, double us, bool before) {

@@ -69,7 +69,9 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
   // Collective costs depend only on (kind, bytes, group); compute costs on the op. A GEMM's on its GemmOp alone (and
   // the Program's float8 recipe, compute_cost()): async TP's chunks and recompute ops repeat GEMMs of one shape, each
   // priced once here (the distinct shapes are few: a linear search).
-  std::vector<std::pair<GemmOp, double>> gemms;
+  // (per thread, its buffer kept: growing a fresh one cost more in the allocator than the pricing it saves)
+  thread_local std::vector<std::pair<GemmOp, double>> gemms;
+  gemms.clear();
   auto same_gemm = [](const GemmOp& a, const GemmOp& b) {
     return a.m == b.m && a.n == b.n && a.k == b.k && a.a_dtype == b.a_dtype && a.b_dtype == b.b_dtype &&
            a.c_dtype == b.c_dtype && a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.accumulate == b.accumulate;
