@@ -689,12 +689,17 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
   const size_t kept = 3;  // embed.fwd, block.fwd, head
   if (out_from != 0 && out_from == p.id && p.deps_prepared && (p.forward || !p.prog.plan.async_tp) &&
       p.prog.segments.size() > kept && out.segments.size() > kept && out.tensors.size() >= p.prog.tensors.size()) {
+    // Without async TP finishing changes only the block backward (and splits it with ac_layers): when `out` is not
+    // split, the segments after it are p's already.
+    const bool tail_kept =
+        !p.prog.plan.async_tp && out.segments.size() == p.prog.segments.size() && !has_split_backward(out);
     out.training.activation_checkpointing = p.prog.training.activation_checkpointing;
     out.plan.activation_checkpointing = p.prog.plan.activation_checkpointing;
     out.plan.ac_layers = p.prog.plan.ac_layers;
     out.tensors.resize(p.prog.tensors.size());
     out.segments.resize(p.prog.segments.size());
-    for (size_t i = kept; i < p.prog.segments.size(); ++i) out.segments[i] = p.prog.segments[i];
+    for (size_t i = kept; i < p.prog.segments.size(); ++i)
+      if (i == kept || !tail_kept) out.segments[i] = p.prog.segments[i];
     Lowerer::finish_in_place(out, ac, &p, ac_layers);
     return;
   }
