@@ -52,8 +52,10 @@ struct ScheduleStructure {
   // the chains, each segment's kind, repeat, direction and layers, each op's inputs and outputs), and what the
   // scheduler reads of each op (its kind and collective group and kind: stream, prefetch and contention; its deps)
   // and of the CostParams.
-  template <class F>
-  static void structure_words(const Program& p, const CostParams& c, F&& w) {
+  // `stop()`: true when the caller has seen enough (matches() after a mismatch); checked per segment and per op.
+  template <class F, class Stop = bool (*)()>
+  static void structure_words(
+      const Program& p, const CostParams& c, F&& w, Stop stop = [] { return false; }) {
     w(p.model.n_layers);
     w(p.first_layer());
     w(p.layer_count());
@@ -82,6 +84,7 @@ struct ScheduleStructure {
     }
     w(static_cast<int64_t>(p.segments.size()));
     for (const Segment& seg : p.segments) {
+      if (stop()) return;
       w(static_cast<int64_t>(seg.kind));
       w(seg.repeat);
       w(seg.reverse);
@@ -89,6 +92,7 @@ struct ScheduleStructure {
       w(seg.layer_count);
       w(static_cast<int64_t>(seg.ops.size()));
       for (const tptune::Op& op : seg.ops) {
+        if (stop()) return;
         int64_t kind = static_cast<int64_t>(op.kind.index()) << 16;
         if (auto* col = std::get_if<CollectiveOp>(&op.kind))
           kind |= static_cast<int64_t>(col->group) << 8 | static_cast<int64_t>(col->kind);
@@ -106,7 +110,8 @@ struct ScheduleStructure {
   bool matches(const Program& p, const CostParams& c) const {
     const int64_t *at = words.data(), *end = at + words.size();
     bool same = true;
-    structure_words(p, c, [&](int64_t x) { same &= at != end && *at++ == x; });
+    structure_words(
+        p, c, [&](int64_t x) { same = same && at != end && *at++ == x; }, [&] { return !same; });
     return same && at == end;
   }
 
