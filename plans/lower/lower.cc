@@ -102,9 +102,9 @@ void finalize_deps(Segment& s, DepsScratch& x) {
 // Without early stop (torchtitan 0.3) the checkpointed block re-runs whole: every candidate, needed or not.
 // `saves_rs`: the selective policy saves reduce-scatter outputs (functional collectives); false where the backend
 // issues c10d collectives the policy does not see (torchtitan 0.3's spmd_types).
-// The ops go into `out` (emptied first).
+// The indices in fwd of the ops to re-run, ascending, go into `out` (emptied first); recompute_op() makes each.
 void recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointing ac, bool early_stop, bool saves_rs,
-                   std::vector<Op>& out) {
+                   std::vector<size_t>& out) {
   out.clear();
   if (ac == ActivationCheckpointing::none) return;
   std::vector<bool> candidate(fwd.ops.size(), true);
@@ -154,24 +154,26 @@ void recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointi
     for (TensorId t : op.inputs)
       if (written[static_cast<size_t>(t)]) needed[static_cast<size_t>(t)] = 1;
   }
-  out.reserve(static_cast<size_t>(std::count(redo.begin(), redo.end(), true)));
-  for (size_t i = 0; i < fwd.ops.size(); ++i) {
-    if (!redo[i]) continue;
-    const Op& f = fwd.ops[i];
-    Op& op = out.emplace_back();
-    op.id = f.id;
-    op.module = f.module;
-    if (!f.name.empty()) {                  // (empty: lowered without names)
-      op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
-      op.name = f.name;
-      op.name += ".recompute";
-    }
-    op.phase = Phase::recompute;  // (no deps: finishing computes the block backward's)
-    op.inputs = f.inputs;
-    op.outputs = f.outputs;
-    op.kind = f.kind;
-    op.chunk = f.chunk;
+  for (size_t i = 0; i < fwd.ops.size(); ++i)
+    if (redo[i]) out.push_back(i);
+}
+
+// `op` (any Op: its buffers are reused) set to the recompute op of forward op `f`.
+void recompute_op(const Op& f, Op& op) {
+  op.id = f.id;
+  op.module = f.module;
+  op.name.clear();
+  if (!f.name.empty()) {                  // (empty: lowered without names)
+    op.name.reserve(f.name.size() + 10);  // one allocation for the name and its suffix
+    op.name = f.name;
+    op.name += ".recompute";
   }
+  op.phase = Phase::recompute;
+  op.deps.clear();  // (finishing computes the block backward's)
+  op.inputs = f.inputs;
+  op.outputs = f.outputs;
+  op.kind = f.kind;
+  op.chunk = f.chunk;
 }
 
 class Lowerer {
@@ -331,8 +333,10 @@ class Lowerer {
   // `ac_layers`: the plan's (Plan::ac_layers), or -1 to keep what prog.plan holds; a policy of none checkpoints no
   // block (0). With 0 < ac_layers < n_layers and recompute ops, the block backward becomes two segments: the blocks
   // without recompute (layers L-1 .. ac_layers, run first), then the checkpointed ones (ac_layers-1 .. 0).
+  // `bwd_src`: the block backward as lowered, when prog.segments[3] is not (then it holds any earlier ops, whose
+  // buffers are reused: the block backward is copied from bwd_src with the recompute ops in place).
   static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr,
-                              int64_t ac_layers = -1) {
+                              int64_t ac_layers = -1, const Segment* bwd_src = nullptr) {
     const bool prefix = prepared && prepared->forward;
     prog.training.activation_checkpointing = ac;
     prog.plan.activation_checkpointing = ac;
@@ -340,9 +344,30 @@ class Lowerer {
     if (ac == ActivationCheckpointing::none) prog.plan.ac_layers = 0;
     // Recompute for activation checkpointing goes first in the block backward.
     const Segment& fwd = prefix ? *prepared->forward : prog.segments[1];
-    thread_local std::vector<Op> redo;  // (its buffer kept from one Program to the next)
-    recompute_ops(fwd, prog.segments[3], ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter, redo);
+    thread_local std::vector<size_t> redo;  // (its buffer kept from one Program to the next)
+    recompute_ops(fwd, bwd_src ? *bwd_src : prog.segments[3], ac, prog.plan.ac_early_stop,
+                  prog.plan.ac_saves_reduce_scatter, redo);
     const int64_t L = prog.model.n_layers, k = prog.plan.ac_layers;
+    const size_t at = prog.dp > 1 ? 1 : 0;  // after the block's FSDP all-gather
+    if (bwd_src && !redo.empty() && !(k > 0 && k < L)) {
+      // The block backward copied from bwd_src with the recompute ops at `at`, each op assigned into an op of the
+      // segment (reusing its buffers) instead of copied and then shifted by an insert.
+      Segment& d = prog.segments[3];
+      const std::vector<Op>& src = bwd_src->ops;
+      d.kind = bwd_src->kind;
+      d.repeat = bwd_src->repeat;
+      d.reverse = bwd_src->reverse;
+      d.first_layer = bwd_src->first_layer;
+      d.layer_count = bwd_src->layer_count;
+      const size_t n = src.size(), r = redo.size(), a = std::min(at, n);
+      d.ops.resize(n + r);
+      for (size_t i = 0; i < a; ++i) d.ops[i] = src[i];
+      for (size_t j = 0; j < r; ++j) recompute_op(fwd.ops[redo[j]], d.ops[a + j]);
+      for (size_t i = a; i < n; ++i) d.ops[i + r] = src[i];
+      for (size_t i = 0; i < d.ops.size(); ++i) d.ops[i].id = static_cast<int>(i);
+    } else if (bwd_src) {
+      prog.segments[3] = *bwd_src;
+    }
     if (!redo.empty() && k > 0 && k < L) {
       // The blocks without recompute keep the backward as lowered; it runs first (layers L-1 .. k).
       Segment plain = prog.segments[3];
@@ -354,10 +379,14 @@ class Lowerer {
       prog.segments.insert(prog.segments.begin() + 3, std::move(plain));  // (no reference into segments is held)
     }
     Segment& bwd = prog.segments[has_split_backward(prog) ? 4 : 3];
-    if (!redo.empty()) {
-      bwd.ops.insert(bwd.ops.begin() + (prog.dp > 1 ? 1 : 0), std::make_move_iterator(redo.begin()),
-                     std::make_move_iterator(redo.end()));
-      redo.clear();
+    if (!redo.empty() && (!bwd_src || (k > 0 && k < L))) {
+      const size_t n = bwd.ops.size(), r = redo.size(), a = std::min(at, n);
+      bwd.ops.resize(n + r);
+      std::move_backward(bwd.ops.begin() + static_cast<std::ptrdiff_t>(a),
+                         bwd.ops.begin() + static_cast<std::ptrdiff_t>(n), bwd.ops.end());
+      // (the forward anew: the split above may have moved the segments)
+      const Segment& forward = prefix ? *prepared->forward : prog.segments[1];
+      for (size_t j = 0; j < r; ++j) recompute_op(forward.ops[redo[j]], bwd.ops[a + j]);
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
     if (prog.plan.async_tp && prefix) {  // the segments before block.bwd are rewritten already
@@ -698,9 +727,10 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
     out.plan.ac_layers = p.prog.plan.ac_layers;
     out.tensors.resize(p.prog.tensors.size());
     out.segments.resize(p.prog.segments.size());
-    for (size_t i = kept; i < p.prog.segments.size(); ++i)
-      if (i == kept || !tail_kept) out.segments[i] = p.prog.segments[i];
-    Lowerer::finish_in_place(out, ac, &p, ac_layers);
+    for (size_t i = kept + 1; i < p.prog.segments.size(); ++i)
+      if (!tail_kept) out.segments[i] = p.prog.segments[i];
+    // (the block backward, kept = 3, is copied by finishing, into out's ops)
+    Lowerer::finish_in_place(out, ac, &p, ac_layers, &p.prog.segments[kept]);
     return;
   }
   // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
