@@ -53,9 +53,11 @@ struct ScheduleStructure {
   // scheduler reads of each op (its kind and collective group and kind: stream, prefetch and contention; its deps)
   // and of the CostParams.
   // `stop()`: true when the caller has seen enough (matches() after a mismatch); checked per segment and per op.
-  template <class F, class Stop = bool (*)()>
-  static void structure_words(
-      const Program& p, const CostParams& c, F&& w, Stop stop = [] { return false; }) {
+  struct NeverStop {
+    bool operator()() const { return false; }
+  };
+  template <class F, class Stop = NeverStop>
+  static void structure_words(const Program& p, const CostParams& c, F&& w, Stop stop = {}) {
     w(p.model.n_layers);
     w(p.first_layer());
     w(p.layer_count());
