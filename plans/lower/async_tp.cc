@@ -96,17 +96,19 @@ class Rewriter {
     const int first = static_cast<int>(s.ops.size());
     s.ops.insert(s.ops.end(), std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
     thread_local std::vector<int> next;
-    next.clear();
-    next.reserve(order.size() + seq.size());
-    size_t r = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
+    next.resize(order.size() - removed.size() + seq.size());
+    // Unchanged up to the first removed position; then the rest, removed ones left out and seq at `at`.
+    const size_t from = removed.empty() ? order.size() : removed[0];
+    std::copy(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(from), next.begin());
+    size_t r = 0, o = from;
+    for (size_t i = from; i < order.size(); ++i) {
       if (r < removed.size() && removed[r] == i) {
         ++r;
         if (i == at)
-          for (size_t k = 0; k < seq.size(); ++k) next.push_back(first + static_cast<int>(k));
+          for (size_t k = 0; k < seq.size(); ++k) next[o++] = first + static_cast<int>(k);
         continue;
       }
-      next.push_back(order[i]);
+      next[o++] = order[i];
     }
     order.swap(next);
   }
