@@ -58,7 +58,10 @@ void add_fsdp_copy_costs(const Program& p, const GpuSpec& gpu, const CostParams&
                          std::vector<std::vector<double>>& duration_us,
                          std::vector<std::vector<FsdpCopyShare>>* shares) {
   const double f = c.fsdp_copy_traffic_factor;
-  if (f <= 0 || p.dp <= 1) return;
+  if (f <= 0 || p.dp <= 1) {
+    if (shares) shares->clear();  // none folded: an OpCosts reused across candidates keeps no earlier Program's shares
+    return;
+  }
   auto kernel = [&](double bytes) {
     return memory_bound_cost(bytes * f, c.memory_bound_efficiency, c.memory_bound_overhead_us, gpu).time_us;
   };

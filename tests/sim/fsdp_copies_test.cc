@@ -133,3 +133,16 @@ TEST_CASE("fsdp copies: cost_ops() adds them to a lowered FSDP Program, and only
   Program tp_only = test::lower_preset("sequence_parallel", {.tp_degree = 8}, test::small_model(2), 256);
   CHECK(total(tp_only, with) == total(tp_only, without));
 }
+
+TEST_CASE("fsdp copies: an OpCosts reused for a Program without FSDP keeps no earlier Program's copies") {
+  // The search prices thousands of Programs into one OpCosts (cost_ops(p, cluster, c, out)); a dp 1 candidate after a
+  // dp 4 one must not inherit the dp 4 candidate's copy shares in its top ops and trace.
+  const ClusterSpec cl = test::cluster_of("h100-sxm", 1, 8);
+  const CostParams c;
+  OpCosts reused;
+  cost_ops(test::lower_preset("sequence_parallel", {.tp_degree = 2, .dp_shard = 4}, test::small_model(2), 256), cl, c,
+           reused);
+  CHECK_FALSE(reused.fsdp_copies.empty());
+  cost_ops(test::lower_preset("sequence_parallel", {.tp_degree = 8}, test::small_model(2), 256), cl, c, reused);
+  CHECK(reused.fsdp_copies.empty());
+}
