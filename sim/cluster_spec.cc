@@ -36,6 +36,10 @@ ClusterSpec resolve_cluster(const Config& cfg) {
   if (cl.nodes < 1 || cl.gpus_per_node < 1)
     throw Error(fmt::format("{}: cluster: expected positive nodes and gpus_per_node, got {} x {}",
                             cl.source.empty() ? cfg.path : cl.source, cl.nodes, cl.gpus_per_node));
+  // The SDPA kernel the training settings name must be one the device runs (the cpu device: tp-run's own kernel;
+  // plans/language/sdpa_backend.h): refused here, once, before anything is priced.
+  resolve_sdpa_backend(cfg.training.sdpa_backend, cfg.training.torch_version, gpu.architecture,
+                       cfg.training.sdpa_backend_at);
   ClusterSpec c = make_cluster(gpu, cl.nodes, cl.gpus_per_node);
   if (cl.intra_node) c.intra_node = *cl.intra_node;
   if (cl.inter_node) c.inter_node = *cl.inter_node;

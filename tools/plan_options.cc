@@ -331,7 +331,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   return plan;
 }
 
-std::string effective_values_text(const Config& cfg, const Plan& plan) {
+std::string effective_values_text(const Config& cfg, const Plan& plan, std::string_view gpu_architecture) {
   auto src = [&](const char* k, const char* fallback) {
     auto it = plan.provenance.find(k);
     return it != plan.provenance.end() ? it->second : std::string(fallback);
@@ -382,7 +382,22 @@ std::string effective_values_text(const Config& cfg, const Plan& plan) {
   row("training.seq_len", std::to_string(cfg.training.seq_len), src("training.seq_len", from_config.c_str()));
   row("training.compile", cfg.training.compiled(plan.async_tp) ? "true" : "false",
       src("compile", "default (torchtitan's llama3 recipes: on exactly with async TP)"));
+  const Training& t = cfg.training;
+  const SdpaBackend kernel = resolve_sdpa_backend(t.sdpa_backend, t.torch_version, gpu_architecture, t.sdpa_backend_at);
+  const std::string reason = sdpa_backend_reason(t.sdpa_backend, t.torch_version, gpu_architecture);
+  row("training.sdpa_backend", kernel == SdpaBackend::auto_ ? "device" : std::string(to_string(kernel)),
+      t.sdpa_backend == SdpaBackend::auto_ ? reason : from_config);
+  if (t.torch_version) row("training.torch_version", t.torch_version->str(), from_config);
   return out;
+}
+
+nlohmann::json sdpa_backend_json(const Training& t, std::string_view gpu_architecture) {
+  const SdpaBackend kernel = resolve_sdpa_backend(t.sdpa_backend, t.torch_version, gpu_architecture, t.sdpa_backend_at);
+  nlohmann::json j = {{"value", kernel == SdpaBackend::auto_ ? "device" : std::string(to_string(kernel))},
+                      {"setting", std::string(to_string(t.sdpa_backend))},
+                      {"why", sdpa_backend_reason(t.sdpa_backend, t.torch_version, gpu_architecture)}};
+  if (t.torch_version) j["torch_version"] = t.torch_version->str();
+  return j;
 }
 
 std::vector<NamedPath> plan_inputs(const PlanOptions& o) {

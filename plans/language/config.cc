@@ -283,7 +283,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
   doc.check_map(n, "training",
                 {"seq_len", "local_batch_size", "global_batch_size", "dtype", "activation_checkpointing", "compile",
-                 "spmd_backend"});
+                 "spmd_backend", "sdpa_backend", "torch_version"});
   if (has(n, "spmd_backend")) read_spmd_backend(doc, n["spmd_backend"], "training.spmd_backend");
   Training t;
   if (has(n, "seq_len")) t.seq_len = doc.integer_in(n["seq_len"], "training.seq_len", limits::seq_len);
@@ -303,6 +303,18 @@ Training read_training(const YamlDoc& doc, const YAML::Node& n) {
         doc.choice(n["activation_checkpointing"], "training.activation_checkpointing", {"none", "selective", "full"}),
         doc.where(n["activation_checkpointing"], "training.activation_checkpointing"));
   if (has(n, "compile")) t.compile = doc.boolean(n["compile"], "training.compile");
+  if (has(n, "sdpa_backend")) {
+    t.sdpa_backend_at = doc.where(n["sdpa_backend"], "training.sdpa_backend");
+    t.sdpa_backend = parse_sdpa_backend(doc.choice(n["sdpa_backend"], "training.sdpa_backend", sdpa_backend_names()),
+                                        t.sdpa_backend_at);
+  }
+  if (has(n, "torch_version")) {
+    t.torch_version = parse_torch_version(doc.string(n["torch_version"], "training.torch_version"));
+    if (!t.torch_version)
+      doc.fail_msg(n["torch_version"], "training.torch_version",
+                   "expected a torch release as MAJOR.MINOR or MAJOR.MINOR.PATCH (e.g. \"2.11\"), got " +
+                       yaml::shown(doc.string(n["torch_version"], "training.torch_version")));
+  }
   return t;
 }
 

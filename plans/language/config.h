@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "plans/language/pipeline_parallel.h"
+#include "plans/language/sdpa_backend.h"
 #include "plans/model/dtype.h"
 #include "plans/model/model.h"
 
@@ -56,6 +57,11 @@ struct Training {
   // i.e. on exactly when the plan uses async TP, which needs it. Explicit false with async TP is an error.
   std::optional<bool> compile;
   bool compiled(bool async_tp) const { return compile.value_or(async_tp); }
+  // Which attention kernel SDPA runs (plans/language/sdpa_backend.h): `auto` resolves it by the GPU's architecture and
+  // torch_version (absent: the current torch); sdpa_backend_at is the key's "<file>:<line>" (empty: the default).
+  SdpaBackend sdpa_backend = SdpaBackend::auto_;
+  std::string sdpa_backend_at;
+  std::optional<TorchVersion> torch_version;
 };
 
 struct LinkSpec {

@@ -97,7 +97,27 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   return e;
 }
 
-ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c) {
+double attention_backend_ratio(SdpaBackend backend, bool backward, const CostParams& c) {
+  switch (backend) {
+    case SdpaBackend::cudnn:
+      return backward ? c.attention_cudnn_bwd_ratio : c.attention_cudnn_fwd_ratio;
+    case SdpaBackend::efficient:
+      return backward ? c.attention_efficient_bwd_ratio : c.attention_efficient_fwd_ratio;
+    case SdpaBackend::flex:
+      return backward ? c.attention_flex_bwd_ratio : c.attention_flex_fwd_ratio;
+    case SdpaBackend::auto_:
+    case SdpaBackend::flash:
+      break;
+  }
+  return 1.0;
+}
+
+SdpaBackend sdpa_kernel(const Training& t, const GpuSpec& gpu) {
+  return resolve_sdpa_backend(t.sdpa_backend, t.torch_version, gpu.architecture, t.sdpa_backend_at);
+}
+
+ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c,
+                               SdpaBackend backend) {
   ComputeEstimate e;
   e.flops = static_cast<double>(a.flops());
   // q, o (and their gradients in backward) at n_heads; k, v at n_kv_heads: b*s*d per head each.
@@ -107,7 +127,8 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
   if (e.flops <= 0) return e;
   int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
   double eff = (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) *
-               wave_utilisation(ctas, gpu.sm_count) * tensor_clock(dtype, c);
+               attention_backend_ratio(backend, a.backward, c) * wave_utilisation(ctas, gpu.sm_count) *
+               tensor_clock(dtype, c);
   double t_flops = e.flops / (gpu.peak_flops(dtype) * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.memory_bound_efficiency) * 1e6;
   e.memory_bound = t_bytes > t_flops;
@@ -176,7 +197,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* a = std::get_if<AttentionOp>(&op.kind)) {
     DType t = op.inputs.empty() ? p.training.dtype : p.tensor(op.inputs[0]).dtype;
-    return attention_cost(*a, t, gpu, c);
+    return attention_cost(*a, t, gpu, c, sdpa_kernel(p.training, gpu));
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;

@@ -7,7 +7,8 @@
 //              waves over the SMs and a partial last wave idles SMs; when there are fewer tiles than SMs, k is split
 //              (split-K) to fill them.
 //              float8 operands run at the fp8 peak (an error on GPUs without float8).
-//   attention  flash-style fused kernel: causal FLOPs (AttentionOp::flops) at attention_{fwd,bwd}_efficiency x wave
+//   attention  flash-style fused kernel: causal FLOPs (AttentionOp::flops) at attention_{fwd,bwd}_efficiency (x the
+//              ratio of the SDPA kernel that runs, training.sdpa_backend: attention_<backend>_{fwd,bwd}_ratio) x wave
 //              utilisation of batch x heads x seq/128 CTAs, plus b x heads x s(s+1)/2 scores x
 //              attention_{fwd,bwd}_score_ns (0 on GPUs; a CPU's exp per score, whatever the head dim).
 //   the rest   memory-bound: HBM bytes / (HBM x memory_bound_efficiency) + launch overhead. Bytes per kind:
@@ -40,7 +41,15 @@ struct ComputeEstimate {
 
 ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams& c);
 // `dtype` is the element type of q/k/v (bf16 in mixed-precision training).
-ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c);
+// `backend`: the SDPA kernel that runs (Training::sdpa_backend as sdpa_kernel() resolves it; flash, or auto_ for a
+// device's own kernel, prices at attention_{fwd,bwd}_efficiency; the others at that times their ratio).
+ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c,
+                               SdpaBackend backend = SdpaBackend::flash);
+// The SDPA kernel a Program's attention runs on `gpu` (resolve_sdpa_backend of its training settings and the GPU's
+// architecture; auto_ for the cpu device's own kernel).
+SdpaBackend sdpa_kernel(const Training& t, const GpuSpec& gpu);
+// The rate of `backend`'s kernel over the flash backend's, forward or backward (1 for flash and auto_).
+double attention_backend_ratio(SdpaBackend backend, bool backward, const CostParams& c);
 // A memory-bound kernel moving `bytes` at `efficiency` of the HBM bandwidth, plus `overhead_us`.
 ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhead_us, const GpuSpec& gpu);
 // Any non-collective op of `p` (tensor dtypes are looked up in the Program). Throws for collectives.

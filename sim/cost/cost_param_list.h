@@ -83,6 +83,32 @@ TPTUNE_COST_PARAM(double, attention_overhead_us, 4.0, 0, 1e6);
 // (which recomputes P: one more exp per score, and dS = P * (dP - D)).
 TPTUNE_COST_PARAM(double, attention_fwd_score_ns, 0, 0, 1e6);
 TPTUNE_COST_PARAM(double, attention_bwd_score_ns, 0, 0, 1e6);
+// The other SDPA kernels (training.sdpa_backend, plans/language/sdpa_backend.h), as their rate over the flash
+// backend's (FlashAttention-2, attention_{fwd,bwd}_efficiency above, and what a fit of them moves), forward and
+// backward: the efficiency a kernel reaches is the flash figure times its ratio, so that a fitted flash efficiency
+// (the 500 W part's clock and stack) carries to the kernel a user's torch picks.
+//   cudnn      Hopper: cuDNN's fused flash kernels (cuDNN 9.19, torch 2.11's wheels) ran 0.568 of the H200's dense
+//              peak forward and 0.450 backward in our profiles (profiles/h200/README.md: 8B and 70B, head dim 128,
+//              seq 8192, causal), against FlashAttention-2's 0.35 forward on H100 (FlashAttention-3 paper's abstract,
+//              profiles/kernels/flashattention-papers.yaml) and 0.33 backward (the flash prior above): 1.62 and 1.36.
+//              Published H100 kernel runs agree in direction: pytorch/pytorch#128888 (drisspg's SDPA benchmark, H100,
+//              fp16, causal, 16 heads of 128, seq 4096): flash 102.8 / 178.5 TFLOPS forward / backward, cuDNN 189.0 /
+//              241.1 (1.84, 1.35); pytorch/pytorch#142132 (tritonbench, H100, seq 4608, head dim 128, forward): SDPA's
+//              flash 329.5 TFLOPS, cuDNN 631.3 (1.92). Blackwell keeps the Hopper ratios (no public number;
+//              torchtitan#1209: "B200 is much more performant than FAv2"); so does Ampere, where auto never picks
+//              cuDNN (an explicit cudnn on an A100 is priced with them, untested).
+//   efficient  the memory-efficient kernel (xformers' CUTLASS kernel, FlashAttention-1's tiling): FlashAttention-2's
+//              abstract reports "around 2x speedup compared to FlashAttention", so half the flash rate (an
+//              inference: the FA2 paper's charts that put xformers beside FlashAttention-1 are images).
+//   flex       FlexAttention's Triton kernels: the PyTorch blog "FlexAttention: The Flexibility of PyTorch with the
+//              Performance of FlashAttention" (August 2024): "90% of FlashAttention2's performance in the forward
+//              pass and 85% in the backward pass".
+TPTUNE_COST_PARAM(double, attention_cudnn_fwd_ratio, 1.62, 1e-2, 10);
+TPTUNE_COST_PARAM(double, attention_cudnn_bwd_ratio, 1.36, 1e-2, 10);
+TPTUNE_COST_PARAM(double, attention_efficient_fwd_ratio, 0.5, 1e-2, 10);
+TPTUNE_COST_PARAM(double, attention_efficient_bwd_ratio, 0.5, 1e-2, 10);
+TPTUNE_COST_PARAM(double, attention_flex_fwd_ratio, 0.90, 1e-2, 10);
+TPTUNE_COST_PARAM(double, attention_flex_bwd_ratio, 0.85, 1e-2, 10);
 
 // ---- Compute: memory-bound ops (norms, rope, activations, residual adds, casts, embedding, loss) ---------------
 // Fraction of datasheet HBM bandwidth. A device-to-device copy reached 4.3 of 4.8 TB/s on an H200 (0.9,

@@ -383,3 +383,59 @@ TEST_CASE("enum names round-trip through their parsers", "[config]") {
   CHECK(to_string(Objective::step_time) == "step_time");
   CHECK(to_string(Objective::memory) == "memory");
 }
+
+TEST_CASE("training.sdpa_backend: auto by GPU architecture and torch version, as torch and torchtitan choose",
+          "[config][sdpa]") {
+  // The resolution table of plans/language/sdpa_backend.h, hand-written: (architecture, torch) -> the kernel.
+  auto v = [](const char* s) { return parse_torch_version(s); };
+  auto at = [&](const char* arch, std::optional<TorchVersion> t) {
+    return resolve_sdpa_backend(SdpaBackend::auto_, t, arch);
+  };
+  // Hopper: flash first but for 2.5.0 (cuDNN first, #138522 reverted it in 2.5.1), 2.9 (#162073) and 2.11 on.
+  CHECK(at("hopper", v("2.4")) == SdpaBackend::flash);
+  CHECK(at("hopper", v("2.5.0")) == SdpaBackend::cudnn);
+  CHECK(at("hopper", v("2.5.1")) == SdpaBackend::flash);
+  CHECK(at("hopper", v("2.6")) == SdpaBackend::flash);  // the December 2024 record (pytorch/pytorch#142132)
+  CHECK(at("hopper", v("2.8")) == SdpaBackend::flash);  // the June 2025 record
+  CHECK(at("hopper", v("2.9.1")) == SdpaBackend::cudnn);
+  CHECK(at("hopper", v("2.10")) == SdpaBackend::flash);
+  CHECK(at("hopper", v("2.11")) == SdpaBackend::cudnn);  // our H200 run: torch 2.11.0 ran cuDNN
+  CHECK(at("hopper", v("2.14")) == SdpaBackend::cudnn);
+  CHECK(at("hopper", std::nullopt) == SdpaBackend::cudnn);  // no torch_version: the current torch
+  // Blackwell: cuDNN (torchtitan#1196 on B200; torch from 2.9). Ampere: flash at every version.
+  CHECK(at("blackwell", v("2.7")) == SdpaBackend::cudnn);
+  CHECK(at("blackwell", std::nullopt) == SdpaBackend::cudnn);
+  CHECK(at("ampere", v("2.5.0")) == SdpaBackend::flash);
+  CHECK(at("ampere", std::nullopt) == SdpaBackend::flash);
+  CHECK(at("", std::nullopt) == SdpaBackend::flash);
+  // The cpu device runs tp-run's kernel (auto_), and refuses an explicit backend with the key's place.
+  CHECK(at("cpu", std::nullopt) == SdpaBackend::auto_);
+  CHECK_THROWS_WITH(resolve_sdpa_backend(SdpaBackend::cudnn, std::nullopt, "cpu", "cfg.yaml:3: training.sdpa_backend"),
+                    "cfg.yaml:3: training.sdpa_backend: cudnn names a torch SDPA kernel, but the cpu device runs "
+                    "tp-run's own attention kernel; remove the key or set auto");
+  // An explicit backend is what runs, whatever the torch.
+  CHECK(resolve_sdpa_backend(SdpaBackend::flex, v("2.11"), "hopper") == SdpaBackend::flex);
+  CHECK(sdpa_backend_reason(SdpaBackend::auto_, v("2.6"), "hopper") == "auto: hopper, torch 2.6: flash first");
+  CHECK(sdpa_backend_reason(SdpaBackend::auto_, std::nullopt, "hopper") ==
+        "auto: hopper, torch 2.11 or later (no torch_version): cuDNN first");
+}
+
+TEST_CASE("training.sdpa_backend and torch_version read from the config, bad values refused on one line",
+          "[config][sdpa][errors]") {
+  const Config c = load("model: {preset: tiny-llama}\ntraining:\n  sdpa_backend: flex\n  torch_version: \"2.5.1\"\n");
+  CHECK(c.training.sdpa_backend == SdpaBackend::flex);
+  CHECK(c.training.sdpa_backend_at == "cfg.yaml:3: training.sdpa_backend");
+  REQUIRE(c.training.torch_version);
+  CHECK(*c.training.torch_version == TorchVersion{2, 5, 1});
+  CHECK(load("model: {preset: tiny-llama}\n").training.sdpa_backend == SdpaBackend::auto_);
+  CHECK(!load("model: {preset: tiny-llama}\n").training.torch_version);
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\ntraining: {sdpa_backend: fa3}\n"),
+             Contains("cfg.yaml:2: training.sdpa_backend: expected one of auto, flash, cudnn, efficient, flex"));
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\ntraining:\n  torch_version: \"2.x\\nb\"\n"),
+             Contains("cfg.yaml:3: training.torch_version: expected a torch release as MAJOR.MINOR or "
+                      "MAJOR.MINOR.PATCH (e.g. \"2.11\"), got"));
+  const std::string e = error_of("model: {preset: tiny-llama}\ntraining:\n  torch_version: \"2.x\\nb\"\n");
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK(parse_torch_version("2") == TorchVersion{2, 0, 0});
+  for (const char* bad : {"2.", ".5", "2.5.1.0", "2.55555", "v2.5", "", "2..5"}) CHECK(!parse_torch_version(bad));
+}

@@ -125,6 +125,49 @@ TEST_CASE("attention: causal FLOPs at the flash efficiency") {
   CHECK(b.time_us == Approx(2175.37).epsilon(1e-4));
 }
 
+TEST_CASE("attention: each SDPA kernel at its own rate, in the direction of the kernel data", "[sdpa]") {
+  GpuSpec h100 = gpu_preset("h100-sxm");
+  AttentionOp a{1, 8192, 16, 1, 128};
+  // The flash FLOP time of the case above: 716.55 us forward, 2171.37 backward, + 4 us overhead each.
+  auto t = [&](SdpaBackend b, bool bwd) {
+    AttentionOp x = a;
+    x.backward = bwd;
+    return attention_cost(x, DType::bf16, h100, P(), b).time_us;
+  };
+  CHECK(t(SdpaBackend::flash, false) == Approx(720.55).epsilon(1e-4));
+  // cuDNN 1.62x forward, 1.36x backward (our H200 cuDNN profiles over FlashAttention-2's published figures).
+  CHECK(t(SdpaBackend::cudnn, false) == Approx(716.55 / 1.62 + 4).epsilon(1e-4));
+  CHECK(t(SdpaBackend::cudnn, true) == Approx(2171.37 / 1.36 + 4).epsilon(1e-4));
+  // FlexAttention 0.90 / 0.85 of FlashAttention-2 (PyTorch's FlexAttention blog); the memory-efficient kernel 0.5.
+  CHECK(t(SdpaBackend::flex, false) == Approx(716.55 / 0.90 + 4).epsilon(1e-4));
+  CHECK(t(SdpaBackend::flex, true) == Approx(2171.37 / 0.85 + 4).epsilon(1e-4));
+  CHECK(t(SdpaBackend::efficient, true) == Approx(2171.37 / 0.5 + 4).epsilon(1e-4));
+  // The order the kernel data gives: cuDNN < flash < flex < efficient, both passes.
+  for (bool bwd : {false, true}) {
+    CHECK(t(SdpaBackend::cudnn, bwd) < t(SdpaBackend::flash, bwd));
+    CHECK(t(SdpaBackend::flash, bwd) < t(SdpaBackend::flex, bwd));
+    CHECK(t(SdpaBackend::flex, bwd) < t(SdpaBackend::efficient, bwd));
+  }
+  // auto_ (the cpu device's own kernel) prices as the preset's attention terms, as flash does.
+  CHECK(t(SdpaBackend::auto_, true) == t(SdpaBackend::flash, true));
+}
+
+TEST_CASE("attention: compute_cost prices the kernel the Program's training settings resolve to", "[sdpa]") {
+  // sdpa_kernel(): auto on an H100 with the record's torch runs flash; with no torch_version, cuDNN; an A100, flash.
+  Training t;
+  t.torch_version = parse_torch_version("2.6");
+  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm")) == SdpaBackend::flash);
+  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm-hbm2e-500w")) == SdpaBackend::flash);
+  t.torch_version.reset();
+  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm")) == SdpaBackend::cudnn);
+  CHECK(sdpa_kernel(t, gpu_preset("h200")) == SdpaBackend::cudnn);
+  CHECK(sdpa_kernel(t, gpu_preset("b200")) == SdpaBackend::cudnn);
+  CHECK(sdpa_kernel(t, gpu_preset("a100-sxm-80gb")) == SdpaBackend::flash);
+  CHECK(sdpa_kernel(t, gpu_preset("cpu")) == SdpaBackend::auto_);
+  t.sdpa_backend = SdpaBackend::efficient;
+  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm")) == SdpaBackend::efficient);
+}
+
 TEST_CASE("memory-bound ops: bytes over HBM bandwidth plus launch") {
   GpuSpec h100 = gpu_preset("h100-sxm");
   // 1 GB at 3350 GB/s x 0.8 = 373.13 us + 4 us.

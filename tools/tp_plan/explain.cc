@@ -78,17 +78,24 @@ void add_explain_command(CLI::App& app, RunFn& run) {
               "{}{}\ncollectives of one microbatch of the whole model (each stage issues its blocks' share; FSDP's "
               "once per step under PP):\n{}\n{}trust: {}\n",
               pipeline_explain_text(r), pipeline_transfers_text(transfers), explain_text(micro_prog),
-              effective_values_text(cfg, plan), trust_text(trust));
-        write_json_output(args->json, micro_prog, {{"trust", trust_json(trust)}, {"pipeline", std::move(pipeline)}});
+              effective_values_text(cfg, plan, cluster.gpu.architecture), trust_text(trust));
+        write_json_output(args->json, micro_prog,
+                          {{"trust", trust_json(trust)},
+                           {"sdpa_backend", sdpa_backend_json(cfg.training, cluster.gpu.architecture)},
+                           {"pipeline", std::move(pipeline)}});
         return 0;
       }
       Program prog = lower(cfg.model, cfg.training, plan);
       // The collectives do not depend on the device; the line says how far the figures of the device the config
       // names are fitted (sim/trust.h), as simulate and search say it.
-      const PredictionTrust trust = prediction_trust(resolve_cluster(cfg).gpu);
+      const GpuSpec gpu = resolve_cluster(cfg).gpu;
+      const PredictionTrust trust = prediction_trust(gpu);
       if (args->json != "-")
-        fmt::print("{}\n{}trust: {}\n", explain_text(prog), effective_values_text(cfg, plan), trust_text(trust));
-      write_json_output(args->json, prog, {{"trust", trust_json(trust)}});
+        fmt::print("{}\n{}trust: {}\n", explain_text(prog), effective_values_text(cfg, plan, gpu.architecture),
+                   trust_text(trust));
+      write_json_output(
+          args->json, prog,
+          {{"trust", trust_json(trust)}, {"sdpa_backend", sdpa_backend_json(cfg.training, gpu.architecture)}});
       return 0;
     };
   });

@@ -76,7 +76,7 @@ int run_simulate(const SimulateArgs& a) {
   }
   if (!a.calibration.empty()) r.trust = prediction_trust(cluster.gpu, a.calibration);
   if (a.json != "-") {
-    fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan));
+    fmt::print("{}\n{}", report_text(r), effective_values_text(cfg, plan, cluster.gpu.architecture));
     for (const auto& t : resolved.terms) fmt::print("calibrated: {}\n", t);
   }
   // Every file rendered first, then written together (plans/util/output_file.h): one that fails replaces none.
@@ -84,6 +84,7 @@ int run_simulate(const SimulateArgs& a) {
   size_t trace_events = 0;
   if (!a.json.empty()) {
     nlohmann::json j = with_version_stamp(report_json(r));
+    j["sdpa_backend"] = sdpa_backend_json(cfg.training, cluster.gpu.architecture);
     if (!a.calibration.empty()) j["calibration"] = {{"file", a.calibration}, {"terms", resolved.terms}};
     if (a.json == "-")
       write_json(j, a.json);
