@@ -44,6 +44,13 @@ void tile_concat(Backend& be, DevPtr dst, DevPtr src, const Shape& chunk, int di
 // Storages the backends add in (accumulate): float8 tensors are scaled copies, never summed.
 bool summable(Storage s) { return s == Storage::f32 || s == Storage::bf16; }
 
+// An all-to-all over `n` ranks from local shape xs into ys: gather_dim g grows and scatter_dim s shrinks by n, the
+// dims told apart and inside the shape.
+bool all_to_all_shapes(const Shape& xs, const Shape& ys, int g, int s, int64_t n) {
+  return g != s && xs.size() == ys.size() && g >= 0 && s >= 0 && g < static_cast<int>(xs.size()) &&
+         s < static_cast<int>(xs.size()) && xs[size_t(g)] * n == ys[size_t(g)] && xs[size_t(s)] == ys[size_t(s)] * n;
+}
+
 }  // namespace
 
 void Executor::issue_collective(int index, bool eager) {
@@ -115,9 +122,7 @@ void Executor::issue_collective(int index, bool eager) {
     }
     case CollectiveKind::all_to_all: {
       const int g = normalized(c.gather_dim, xs), s = normalized(c.scatter_dim, xs);
-      if (g == s || xs.size() != ys.size() || g < 0 || s < 0 || g >= static_cast<int>(xs.size()) ||
-          s >= static_cast<int>(xs.size()) || xs[size_t(g)] * size != ys[size_t(g)] ||
-          xs[size_t(s)] != ys[size_t(s)] * size)
+      if (!all_to_all_shapes(xs, ys, g, s, size))
         bad_shapes(fmt::format("gather_dim {} must grow and scatter_dim {} shrink by the group size", g, s));
       DevPtr stage_in = scratch(index, 0, nx, src.storage).ptr();
       DevPtr stage_out = scratch(index, 1, nx, src.storage).ptr();
@@ -248,9 +253,7 @@ void Executor::seed_skipped_collective(int index) {
     }
     case CollectiveKind::all_to_all: {
       const int g = normalized(c.gather_dim, xs), s = normalized(c.scatter_dim, xs);
-      if (g == s || xs.size() != ys.size() || g < 0 || s < 0 || g >= static_cast<int>(xs.size()) ||
-          s >= static_cast<int>(xs.size()) || xs[size_t(g)] * parts != ys[size_t(g)] ||
-          xs[size_t(s)] != ys[size_t(s)] * parts)
+      if (!all_to_all_shapes(xs, ys, g, s, parts))
         fail(op, fmt::format("all_to_all of local shape {} into {} over {} ranks: gather_dim {} must grow and "
                              "scatter_dim {} shrink by the group size",
                              to_string(xs), to_string(ys), parts, g, s));

@@ -193,14 +193,7 @@ class Scheduler {
           w = wait_of(flat_stream(flat, d));
         }
       }
-      if (o.prefetched && bound > t) {
-        t = bound;
-        w = Wait::issue;
-      }
-      if (issue_on_host(o) > t) {
-        t = host_;
-        w = Wait::host;
-      }
+      wait_for_issue(o, bound, t, w);
       double extra = 0;
       OpTime ot{t, finish(o, t, extra), w};
       if (stats && (own || is_serialized_comm(o))) account(o, ot, extra, free, *stats, first_compute);
@@ -266,6 +259,19 @@ class Scheduler {
   double issue_on_host(const TemplateOp& o) {
     host_ += dispatch_[static_cast<size_t>(o.index)];
     return host_;
+  }
+
+  // The last two waits of every op, after its dependencies (t, w: when it could start, and why): a prefetched
+  // collective waits for its `bound`, and every op for the host to issue it.
+  void wait_for_issue(const TemplateOp& o, double bound, double& t, Wait& w) {
+    if (o.prefetched && bound > t) {
+      t = bound;
+      w = Wait::issue;
+    }
+    if (issue_on_host(o) > t) {
+      t = host_;
+      w = Wait::host;
+    }
   }
 
   // When `o`, starting at t, ends. A compute op progresses at 1 / (1 + sum of s) while collectives issued before it
@@ -456,14 +462,7 @@ class Scheduler {
         }
       }
     }
-    if (o.prefetched && bound > t) {
-      t = bound;
-      w = Wait::issue;
-    }
-    if (issue_on_host(o) > t) {
-      t = host_;
-      w = Wait::host;
-    }
+    wait_for_issue(o, bound, t, w);
     if (outside > t) {
       t = outside;
       w = ow;
@@ -701,13 +700,23 @@ class Scheduler {
 
 }  // namespace
 
-Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
+namespace {
+
+// A Program scheduled on a structure built for it alone: the steady-state schedule (run()) or every instance
+// (run_expanded()).
+Timeline schedule_alone(const Program& p, const OpCosts& costs, const CostParams& c, bool expanded) {
   ScheduleStructure st;
   st.build(p, c, false);
   Scheduler s(p, costs, c, st);
-  Timeline tl = s.run();
+  Timeline tl = expanded ? s.run_expanded() : s.run();
   tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
   return tl;
+}
+
+}  // namespace
+
+Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
+  return schedule_alone(p, costs, c, false);
 }
 
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache) {
@@ -730,12 +739,7 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, S
 }
 
 Timeline schedule_expanded(const Program& p, const OpCosts& costs, const CostParams& c) {
-  ScheduleStructure st;
-  st.build(p, c, false);
-  Scheduler s(p, costs, c, st);
-  Timeline tl = s.run_expanded();
-  tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
-  return tl;
+  return schedule_alone(p, costs, c, true);
 }
 
 }  // namespace tptune

@@ -4,7 +4,10 @@
 
 #include <cctype>
 #include <cmath>
+#include <iterator>
 #include <set>
+
+#include "plans/util/enum_names.h"
 
 namespace tptune {
 
@@ -16,17 +19,11 @@ std::string percent(double f) {
   return p < 1 && p > 0 ? fmt::format("{:.1f} %", p) : fmt::format("{:.0f} %", std::nearbyint(p));
 }
 
-const char* basis_name(PredictionTrust::Basis b) {
-  switch (b) {
-    case PredictionTrust::Basis::preset:
-      return "preset";
-    case PredictionTrust::Basis::calibration_file:
-      return "calibration_file";
-    case PredictionTrust::Basis::uncalibrated:
-      break;
-  }
-  return "uncalibrated";
-}
+// PredictionTrust::Basis's enumerators, in declaration order.
+constexpr std::string_view kBasisNames[] = {"uncalibrated", "preset", "calibration_file"};
+static_assert(std::size(kBasisNames) == enum_count(PredictionTrust::Basis::calibration_file));
+
+std::string_view basis_name(PredictionTrust::Basis b) { return name_of(kBasisNames, b); }
 
 }  // namespace
 
@@ -82,7 +79,7 @@ std::string trust_level_text(const PredictionTrust& t) {
 }
 
 nlohmann::json trust_json(const PredictionTrust& t) {
-  nlohmann::json j = {{"device", t.device}, {"basis", basis_name(t.basis)}, {"text", trust_text(t)}};
+  nlohmann::json j = {{"device", t.device}, {"basis", std::string(basis_name(t.basis))}, {"text", trust_text(t)}};
   if (t.basis == PredictionTrust::Basis::preset) {
     j["runs"] = t.calibration.runs;
     j["sources"] = t.calibration.sources;

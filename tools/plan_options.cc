@@ -130,6 +130,13 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   c->excludes(nc);
 }
 
+CLI::App* add_plan_command(CLI::App& app, const std::string& name, const std::string& description, PlanOptions& o) {
+  CLI::App* cmd = app.add_subcommand(name, description);
+  add_plan_options(cmd, o);
+  add_config_overrides(cmd, o.overrides);
+  return cmd;
+}
+
 void add_config_overrides(CLI::App* cmd, ConfigOverrides& o) {
   cmd->add_option("--gpu", o.gpu,
                   "GPU preset replacing the config's cluster.gpu (h100-sxm, h200, b200, a100-sxm-80gb, cpu)");

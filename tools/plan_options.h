@@ -71,6 +71,9 @@ struct PlanOptions {
 void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard = true);
 // --gpu, --nodes, --gpus-per-node, --seq-len (ConfigOverrides).
 void add_config_overrides(CLI::App* cmd, ConfigOverrides& o);
+// A `tp-plan` command that reads a config and a plan (explain, simulate, search, check): the subcommand with the plan
+// options and the config overrides, both into `o`.
+CLI::App* add_plan_command(CLI::App& app, const std::string& name, const std::string& description, PlanOptions& o);
 // The config the options name (CONFIG, --hf-config) with o.overrides applied (apply_config_overrides()).
 Config load_options_config(const PlanOptions& o);
 // Replaces the config's values with the options' (tptune::Error naming the option when a value is out of the key's

@@ -14,12 +14,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using detail::kThreads;
-using detail::load_pack;
-using detail::Pack;
-using detail::pack_aligned;
-using detail::store_pack;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 constexpr int64_t kChunk = kThreads * 16;                   // elements per block (a multiple of kPack)
 constexpr int kPack = 4;                                    // fp32 elements in 16 bytes

@@ -16,10 +16,7 @@
 namespace tptune::cuda {
 namespace {
 
-using detail::block_max;
-using detail::block_sum;
-using detail::from_float;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 constexpr int kChunk = 128;       // threads per block, and scores per chunk
 constexpr int kMaxHeadDim = 512;  // dims per thread: kMaxHeadDim / kChunk

@@ -6,10 +6,7 @@
 namespace tptune::cuda {
 namespace {
 
-using detail::from_float;
-using detail::grid_for;
-using detail::kThreads;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 template <class T>
 __global__ void bias_add_kernel(int64_t rows, int64_t n, int split, const T* x, const T* b, T* y) {

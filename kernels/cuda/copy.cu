@@ -6,10 +6,7 @@
 namespace tptune::cuda {
 namespace {
 
-using detail::from_float;
-using detail::grid_for;
-using detail::kThreads;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 template <class From, class To>
 __global__ void convert_kernel(int64_t n, const From* x, To* y) {

@@ -12,16 +12,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using detail::block_max;
-using detail::block_sum;
-using detail::Compute;
-using detail::from_double;
-using detail::grid_for;
-using detail::kThreads;
-using detail::load_pack;
-using detail::Pack;
-using detail::store_pack;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 // Calls f(j, element j) for every j in [0, n) of a row this thread's block owns, thread threadIdx.x taking
 // elements (N = 1) or 16-byte packs (N > 1, the row aligned to them and n a multiple of N) tid, tid + blockDim, ...

@@ -172,3 +172,23 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
 }
 
 }  // namespace tptune::cuda::detail
+
+// The helpers above that the kernel files use unqualified, stated once: each file opens its anonymous namespace with
+// `using namespace kernel_names;`. A using-directive, not detail's own: a file may define a name of its own beside
+// them (adamw.cu's kPack) without an ambiguity.
+namespace tptune::cuda::kernel_names {
+using detail::block_max;
+using detail::block_sum;
+using detail::Compute;
+using detail::fp8_format_of;
+using detail::from_double;
+using detail::from_float;
+using detail::grid_for;
+using detail::kThreads;
+using detail::launch_packed_map;
+using detail::load_pack;
+using detail::Pack;
+using detail::pack_aligned;
+using detail::store_pack;
+using detail::to_float;
+}  // namespace tptune::cuda::kernel_names

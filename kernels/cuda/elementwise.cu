@@ -14,15 +14,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using detail::Compute;
-using detail::from_float;
-using detail::to_float;
-
-using detail::launch_packed_map;
-using detail::load_pack;
-using detail::Pack;
-using detail::pack_aligned;
-using detail::store_pack;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 // Each functor maps pack k of its arrays (see detail::packed_map_kernel): every input pack is loaded before any
 // output pack is stored, so outputs may alias inputs element for element.

@@ -12,13 +12,7 @@
 namespace tptune::cuda {
 namespace {
 
-using detail::from_float;
-using detail::grid_for;
-using detail::kThreads;
-using detail::load_pack;
-using detail::Pack;
-using detail::store_pack;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 // The local row of an id, or -1 when it is not in [vocab_offset, vocab_offset + vocab_local).
 __device__ __forceinline__ int64_t local_row(int32_t id, int64_t vocab_local, int64_t vocab_offset) {

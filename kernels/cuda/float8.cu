@@ -9,15 +9,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using detail::fp8_format_of;
-using detail::kThreads;
-using detail::to_float;
-
-using detail::launch_packed_map;
-using detail::load_pack;
-using detail::Pack;
-using detail::pack_aligned;
-using detail::store_pack;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 // amax as the bits of |x|: unsigned order = value order for non-negative floats, NaN (sign cleared) above +inf.
 // Each thread reduces its 16-byte packs (grid-stride), the block reduces its threads (warp shuffles, then the

@@ -20,16 +20,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using detail::block_sum;
-using detail::Compute;
-using detail::from_double;
-using detail::from_float;
-using detail::kThreads;
-using detail::load_pack;
-using detail::Pack;
-using detail::pack_aligned;
-using detail::store_pack;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 constexpr int64_t kSlabs = 64;
 

@@ -14,14 +14,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using detail::from_double;
-using detail::from_float;
-using detail::grid_for;
-using detail::kThreads;
-using detail::load_pack;
-using detail::Pack;
-using detail::store_pack;
-using detail::to_float;
+using namespace kernel_names;  // kernels/cuda/device_element.cuh
 
 template <class T>
 __global__ void rope_kernel(RopeDims d, double sign, const T* x, T* y) {

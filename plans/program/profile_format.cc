@@ -13,6 +13,12 @@
 
 namespace tptune {
 
+// The records whose JSON members are their fields, by the same names (nlohmann's objects sort their keys, so the order
+// here is free): written by to_json, found by ADL in this namespace.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProfilePipelineStage, first_layer, layers, rank)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProfilePipelineAction, stage, microbatch, kind, start_us, wait_us, end_us)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProfilePipelineRank, pp_rank, end_us, busy_us, actions)
+
 namespace {
 
 using nlohmann::json;
@@ -61,20 +67,7 @@ json op_json(const ProfileOp& o) {
 }
 
 json pipeline_json(const ProfilePipeline& pl) {
-  json stages = json::array(), ranks = json::array(), p2p = json::array();
-  for (const auto& s : pl.stages)
-    stages.push_back({{"first_layer", s.first_layer}, {"layers", s.layers}, {"rank", s.rank}});
-  for (const auto& r : pl.ranks) {
-    json actions = json::array();
-    for (const auto& a : r.actions)
-      actions.push_back({{"stage", a.stage},
-                         {"microbatch", a.microbatch},
-                         {"kind", a.kind},
-                         {"start_us", a.start_us},
-                         {"wait_us", a.wait_us},
-                         {"end_us", a.end_us}});
-    ranks.push_back({{"pp_rank", r.pp_rank}, {"end_us", r.end_us}, {"busy_us", r.busy_us}, {"actions", actions}});
-  }
+  json p2p = json::array();
   for (const auto& x : pl.p2p)
     p2p.push_back({{"from", x.from},
                    {"to", x.to},
@@ -85,8 +78,8 @@ json pipeline_json(const ProfilePipeline& pl) {
             {"schedule", pl.schedule},
             {"microbatches", pl.microbatches},
             {"microbatch_size", pl.microbatch_size},
-            {"stages", stages},
-            {"ranks", ranks},
+            {"stages", pl.stages},
+            {"ranks", pl.ranks},
             {"p2p", p2p}};
   if (!pl.not_timed.empty()) j["not_timed"] = pl.not_timed;
   return j;

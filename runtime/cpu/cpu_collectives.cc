@@ -87,61 +87,58 @@ void local_copy(float* out, const float* in, int64_t n) {
 // MPI moves fp32 here: the CPU stores every floating-point tensor as fp32 (storage_for).
 float* f32(DevPtr p, const char* what) { return p.f32(what); }
 
+// The four collectives' common part: fp32 buffers ("cpu backend: WHAT" when one is not), the group's communicator
+// (comm_of()); a group of this rank alone completes at once with a local copy, any other issues
+// `issue(in, out, count, comm, request)` as one MPI request named `what`.
+template <class CommOf, class Issue>
+RequestPtr collective(const char* what, double timeout_s, DevPtr in_p, DevPtr out_p, int64_t n, CommOf comm_of,
+                      Issue issue) {
+  const std::string where = fmt::format("cpu backend: {}", what);
+  const float* in = f32(in_p, where.c_str());
+  float* out = f32(out_p, where.c_str());
+  MPI_Comm c = comm_of();
+  if (c == MPI_COMM_NULL) {
+    local_copy(out, in, n);
+    return std::make_unique<Done>();
+  }
+  auto r = std::make_unique<MpiRequests>(what, timeout_s);
+  const int cnt = count(n, what);
+  r->check(issue(in, out, cnt, c, r->add()));
+  return r;
+}
+
 }  // namespace
 
 RequestPtr CpuBackend::all_reduce(Group g, ReduceOp op, DevPtr in_p, DevPtr out_p, int64_t n) {
-  const float* in = f32(in_p, "cpu backend: all_reduce");
-  float* out = f32(out_p, "cpu backend: all_reduce");
-  MPI_Comm c = comm(g);
-  if (c == MPI_COMM_NULL) {
-    local_copy(out, in, n);
-    return std::make_unique<Done>();
-  }
-  auto r = std::make_unique<MpiRequests>("all_reduce", timeout_s_);
-  r->check(
-      MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count(n, "all_reduce"), MPI_FLOAT, mpi_op(op), c, r->add()));
-  return r;
+  return collective(
+      "all_reduce", timeout_s_, in_p, out_p, n, [&] { return comm(g); },
+      [&](const float* in, float* out, int cnt, MPI_Comm c, MPI_Request* req) {
+        return MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, cnt, MPI_FLOAT, mpi_op(op), c, req);
+      });
 }
 
 RequestPtr CpuBackend::all_gather(Group g, DevPtr in_p, DevPtr out_p, int64_t n) {
-  const float* in = f32(in_p, "cpu backend: all_gather");
-  float* out = f32(out_p, "cpu backend: all_gather");
-  MPI_Comm c = comm(g);
-  if (c == MPI_COMM_NULL) {
-    local_copy(out, in, n);
-    return std::make_unique<Done>();
-  }
-  auto r = std::make_unique<MpiRequests>("all_gather", timeout_s_);
-  int cnt = count(n, "all_gather");
-  r->check(MPI_Iallgather(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c, r->add()));
-  return r;
+  return collective(
+      "all_gather", timeout_s_, in_p, out_p, n, [&] { return comm(g); },
+      [](const float* in, float* out, int cnt, MPI_Comm c, MPI_Request* req) {
+        return MPI_Iallgather(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c, req);
+      });
 }
 
 RequestPtr CpuBackend::reduce_scatter(Group g, ReduceOp op, DevPtr in_p, DevPtr out_p, int64_t n) {
-  const float* in = f32(in_p, "cpu backend: reduce_scatter");
-  float* out = f32(out_p, "cpu backend: reduce_scatter");
-  MPI_Comm c = comm(g);
-  if (c == MPI_COMM_NULL) {
-    local_copy(out, in, n);
-    return std::make_unique<Done>();
-  }
-  auto r = std::make_unique<MpiRequests>("reduce_scatter", timeout_s_);
-  r->check(MPI_Ireduce_scatter_block(in, out, count(n, "reduce_scatter"), MPI_FLOAT, mpi_op(op), c, r->add()));
-  return r;
+  return collective(
+      "reduce_scatter", timeout_s_, in_p, out_p, n, [&] { return comm(g); },
+      [&](const float* in, float* out, int cnt, MPI_Comm c, MPI_Request* req) {
+        return MPI_Ireduce_scatter_block(in, out, cnt, MPI_FLOAT, mpi_op(op), c, req);
+      });
 }
 
 RequestPtr CpuBackend::all_to_all(Group g, DevPtr in_p, DevPtr out_p, int64_t n) {
-  const float* in = f32(in_p, "cpu backend: all_to_all");
-  float* out = f32(out_p, "cpu backend: all_to_all");
-  MPI_Comm c = comm(g);
-  if (c == MPI_COMM_NULL) {
-    local_copy(out, in, n);
-    return std::make_unique<Done>();
-  }
-  auto r = std::make_unique<MpiRequests>("all_to_all", timeout_s_);
-  int cnt = count(n, "all_to_all");
-  r->check(MPI_Ialltoall(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c, r->add()));
-  return r;
+  return collective(
+      "all_to_all", timeout_s_, in_p, out_p, n, [&] { return comm(g); },
+      [](const float* in, float* out, int cnt, MPI_Comm c, MPI_Request* req) {
+        return MPI_Ialltoall(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c, req);
+      });
 }
 
 RequestPtr CpuBackend::send_recv(Group g, DevPtr send_p, int dst, DevPtr recv_p, int src, int64_t n) {

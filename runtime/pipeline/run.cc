@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <tuple>
 
+#include "plans/util/enum_names.h"
 #include "plans/util/error.h"
 
 namespace tptune {
@@ -41,19 +43,11 @@ std::vector<OpKey> op_keys(const FlatProgram& flat, const std::vector<SegmentKin
 
 }  // namespace
 
-const char* to_letter(PipelineStep::Kind k) {
-  switch (k) {
-    case PipelineStep::Kind::forward:
-      return "F";
-    case PipelineStep::Kind::backward:
-      return "B";
-    case PipelineStep::Kind::input_grad:
-      return "I";
-    case PipelineStep::Kind::weight_grad:
-      return "W";
-  }
-  return "?";
-}
+// PipelineStep::Kind's letters, in declaration order (torch's _ComputationType values).
+constexpr std::string_view kStepLetters[] = {"F", "B", "I", "W"};
+static_assert(std::size(kStepLetters) == enum_count(PipelineStep::Kind::weight_grad));
+
+std::string_view to_letter(PipelineStep::Kind k) { return name_of(kStepLetters, k); }
 
 PipelineExecution::PipelineExecution(const Program& microbatch, Backend& backend, const PipelineRun& run, uint64_t seed)
     : run_(run), microbatch_(microbatch) {

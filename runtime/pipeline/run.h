@@ -38,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plans/lower/pipeline_stage.h"
@@ -54,7 +55,7 @@ struct PipelineStep {
 };
 
 // "F", "B", "I", "W": torch's letters.
-const char* to_letter(PipelineStep::Kind k);
+std::string_view to_letter(PipelineStep::Kind k);
 
 enum class PipelineFault { none, shifted_boundary, dropped_microbatch };
 

@@ -226,17 +226,14 @@ std::string accuracy_text(const AccuracyReport& r) {
   return out;
 }
 
+// A pp rank's row: its JSON members are its fields, by the same names (to_json, found by ADL).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepAccuracy::PipelineRank, pp_rank, predicted_busy_ms, measured_busy_ms,
+                                   predicted_end_ms, measured_end_ms)
+
 nlohmann::json accuracy_json(const AccuracyReport& r) {
   using nlohmann::json;
   json steps = json::array();
   for (const auto& s : r.steps) {
-    json ranks = json::array();
-    for (const auto& k : s.pipeline_ranks)
-      ranks.push_back({{"pp_rank", k.pp_rank},
-                       {"predicted_busy_ms", k.predicted_busy_ms},
-                       {"measured_busy_ms", k.measured_busy_ms},
-                       {"predicted_end_ms", k.predicted_end_ms},
-                       {"measured_end_ms", k.measured_end_ms}});
     steps.push_back({{"profile", s.profile},
                      {"plan", s.plan},
                      {"predicted_ms", s.predicted_ms},
@@ -248,7 +245,7 @@ nlohmann::json accuracy_json(const AccuracyReport& r) {
                      {"predicted_compute_ms", s.predicted_compute_ms},
                      {"measured_compute_ms", s.measured_compute_ms},
                      {"compute_error", s.compute_error}});
-    if (!ranks.empty()) steps.back()["pipeline_ranks"] = ranks;
+    if (!s.pipeline_ranks.empty()) steps.back()["pipeline_ranks"] = s.pipeline_ranks;
     if (s.local_shapes_of_tp > 0) {
       steps.back()["local_shapes_of_tp"] = s.local_shapes_of_tp;
       steps.back()["unseeded_collectives"] = s.unseeded_collectives;

@@ -157,64 +157,23 @@ KernelSource parse_kernel_source(const std::string& text, const std::string& nam
   const YAML::Node root = yaml::parse(text, name);
   doc.check_map(root, "", {"source", "measurements"});
   KernelSource s;
-  s.file = name;
-  if (!has(root, "source")) doc.fail_msg(root, "source", "missing; expected the citation map (id, citation, ...)");
-  const YAML::Node src = root["source"];
-  doc.check_map(src, "source", {"id", "citation", "repository", "path", "commit", "paper", "section", "measurement"});
-  for (const char* k : {"id", "citation"})
-    if (!has(src, k)) doc.fail_msg(src, yaml::join_key("source", k), "missing; expected a string");
-  auto opt = [&](const char* k, std::string& field) {
-    if (has(src, k)) field = doc.string(src[k], yaml::join_key("source", k));
-  };
-  s.id = doc.string(src["id"], "source.id");
-  s.citation = doc.string(src["citation"], "source.citation");
-  opt("repository", s.repository);
-  opt("path", s.path);
-  opt("commit", s.commit);
-  opt("paper", s.paper);
-  opt("section", s.section);
-  opt("measurement", s.measurement);
-  if (s.repository.empty() && s.paper.empty())
-    doc.fail_msg(src, "source", "expected repository (with path and commit) or paper: where the figures are");
-  if (!s.repository.empty()) {
-    for (const char* k : {"path", "commit"})
-      if (!has(src, k))
-        doc.fail_msg(src, yaml::join_key("source", k), "missing; a repository source names the file and commit");
-    if (s.commit.size() != 40 || !std::all_of(s.commit.begin(), s.commit.end(),
-                                              [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); }))
-      doc.fail(src["commit"], "source.commit", "a commit hash of 40 hex digits");
-  }
-  if (!has(root, "measurements")) doc.fail_msg(root, "measurements", "missing; expected a list of measurements");
-  const YAML::Node ms = root["measurements"];
-  if (!ms.IsSequence() || ms.size() == 0) doc.fail(ms, "measurements", "a non-empty list of measurements");
-  std::map<std::string, std::string> ids;  // measurement id -> its key
-  for (size_t i = 0; i < ms.size(); ++i) {
-    const std::string key = fmt::format("measurements[{}]", i);
-    KernelMeasurement m = read_measurement(doc, ms[i], key);
-    if (auto [it, fresh] = ids.emplace(m.id, key); !fresh)
-      doc.fail_msg(
-          ms[i]["id"], key + ".id",
-          fmt::format("'{}' is also {}'s id; measurement ids are unique in a file", yaml::shown(m.id), it->second));
-    s.measurements.push_back(std::move(m));
-  }
+  read_source_citation(doc, root, s, {{"section", &s.section}},
+                       "expected repository (with path and commit) or paper: where the figures are");
+  read_record_list(doc, root, "measurements", "measurement", [&](const YAML::Node& m, const std::string& key) {
+    s.measurements.push_back(read_measurement(doc, m, key));
+    return s.measurements.back().id;
+  });
   return s;
 }
 
 std::vector<KernelSource> load_kernel_record(const std::string& dir) {
-  const std::vector<std::string> files = yaml_files_of(dir, "the kernel-level record's folder of *.yaml files",
-                                                       "kernel-level measurements, one file per source");
   std::vector<KernelSource> out;
-  std::map<std::string, std::string> ids;  // source id -> its file
-  for (const auto& f : files) {
-    KernelSource s = parse_kernel_source(yaml::read_file(f, "kernel record"), f);
-    if (auto [it, fresh] = ids.emplace(s.id, f); !fresh) {
-      const YAML::Node root = yaml::parse(yaml::read_file(f, "kernel record"), f);
-      const YamlDoc doc(f);
-      doc.fail_msg(root["source"]["id"], "source.id",
-                   fmt::format("'{}' is also the id of {}; source ids are unique over the folder", s.id, it->second));
-    }
-    out.push_back(std::move(s));
-  }
+  read_record_folder(dir, "the kernel-level record's folder of *.yaml files",
+                     "kernel-level measurements, one file per source", "kernel record",
+                     [&](const std::string& text, const std::string& f) {
+                       out.push_back(parse_kernel_source(text, f));
+                       return out.back().id;
+                     });
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "plans/model/dtype.h"
+#include "sim/calibrate/source_citation.h"
 
 namespace tptune {
 
@@ -66,9 +67,8 @@ struct KernelMeasurement {
   double value() const;
 };
 
-struct KernelSource {
-  std::string file;
-  std::string id, citation, repository, path, commit, paper, section, measurement;
+struct KernelSource : SourceCitation {
+  std::string section;
   std::vector<KernelMeasurement> measurements;  // in file order
 };
 

@@ -143,51 +143,12 @@ PublishedSource parse_published_source(const std::string& text, const std::strin
   const YAML::Node root = yaml::parse(text, name);
   doc.check_map(root, "", {"source", "runs", "ratios"});
   PublishedSource s;
-  s.file = name;
-  if (!has(root, "source")) doc.fail_msg(root, "source", "missing; expected the citation map (id, citation, ...)");
-  const YAML::Node src = root["source"];
-  doc.check_map(
-      src, "source",
-      {"id", "citation", "repository", "path", "commit", "paper", "table", "hardware", "software", "measurement"});
-  for (const char* k : {"id", "citation"})
-    if (!has(src, k)) doc.fail_msg(src, yaml::join_key("source", k), "missing; expected a string");
-  auto opt = [&](const char* k, std::string& field) {
-    if (has(src, k)) field = doc.string(src[k], yaml::join_key("source", k));
-  };
-  s.id = doc.string(src["id"], "source.id");
-  s.citation = doc.string(src["citation"], "source.citation");
-  opt("repository", s.repository);
-  opt("path", s.path);
-  opt("commit", s.commit);
-  opt("paper", s.paper);
-  opt("table", s.table);
-  opt("hardware", s.hardware);
-  opt("software", s.software);
-  opt("measurement", s.measurement);
-  if (s.repository.empty() && s.paper.empty())
-    doc.fail_msg(src, "source",
-                 "expected repository (with path and commit) or paper (with table): where the numbers are");
-  if (!s.repository.empty()) {
-    for (const char* k : {"path", "commit"})
-      if (!has(src, k))
-        doc.fail_msg(src, yaml::join_key("source", k), "missing; a repository source names the file and commit");
-    if (s.commit.size() != 40 || !std::all_of(s.commit.begin(), s.commit.end(),
-                                              [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); }))
-      doc.fail(src["commit"], "source.commit", "a commit hash of 40 hex digits");
-  }
-
-  if (!has(root, "runs")) doc.fail_msg(root, "runs", "missing; expected a list of runs");
-  const YAML::Node runs = root["runs"];
-  if (!runs.IsSequence() || runs.size() == 0) doc.fail(runs, "runs", "a non-empty list of runs");
-  std::map<std::string, std::string> ids;  // run id -> its key
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const std::string key = fmt::format("runs[{}]", i);
-    PublishedRun r = read_run(doc, runs[i], key, base_dir);
-    if (auto [it, fresh] = ids.emplace(r.id, key); !fresh)
-      doc.fail_msg(runs[i]["id"], key + ".id",
-                   fmt::format("'{}' is also {}'s id; run ids are unique in a file", yaml::shown(r.id), it->second));
-    s.runs.push_back(std::move(r));
-  }
+  read_source_citation(doc, root, s, {{"table", &s.table}, {"hardware", &s.hardware}, {"software", &s.software}},
+                       "expected repository (with path and commit) or paper (with table): where the numbers are");
+  read_record_list(doc, root, "runs", "run", [&](const YAML::Node& r, const std::string& key) {
+    s.runs.push_back(read_run(doc, r, key, base_dir));
+    return s.runs.back().id;
+  });
 
   if (has(root, "ratios")) {
     const YAML::Node ratios = root["ratios"];
@@ -218,21 +179,12 @@ PublishedSource parse_published_source(const std::string& text, const std::strin
 }
 
 std::vector<PublishedSource> load_published_record(const std::string& dir) {
-  const std::vector<std::string> files =
-      yaml_files_of(dir, "the public record's folder of *.yaml files", "the public record, one file per source");
   std::vector<PublishedSource> out;
-  std::map<std::string, std::string> ids;  // source id -> its file
-  for (const auto& f : files) {
-    PublishedSource s = parse_published_source(yaml::read_file(f, "published record"), f,
-                                               std::filesystem::path(f).parent_path().string());
-    if (auto [it, fresh] = ids.emplace(s.id, f); !fresh) {
-      const YAML::Node root = yaml::parse(yaml::read_file(f, "published record"), f);
-      const YamlDoc doc(f);
-      doc.fail_msg(root["source"]["id"], "source.id",
-                   fmt::format("'{}' is also the id of {}; source ids are unique over the folder", s.id, it->second));
-    }
-    out.push_back(std::move(s));
-  }
+  read_record_folder(dir, "the public record's folder of *.yaml files", "the public record, one file per source",
+                     "published record", [&](const std::string& text, const std::string& f) {
+                       out.push_back(parse_published_source(text, f, std::filesystem::path(f).parent_path().string()));
+                       return out.back().id;
+                     });
   return out;
 }
 

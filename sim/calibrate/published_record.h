@@ -23,6 +23,7 @@
 
 #include "plans/language/config.h"
 #include "plans/language/pipeline_parallel.h"
+#include "sim/calibrate/source_citation.h"
 
 namespace tptune {
 
@@ -65,9 +66,8 @@ struct PublishedRatio {
   std::string name, numerator, denominator;
 };
 
-struct PublishedSource {
-  std::string file;  // the path it was read from
-  std::string id, citation, repository, path, commit, paper, table, hardware, software, measurement;
+struct PublishedSource : SourceCitation {
+  std::string table, hardware, software;
   std::vector<PublishedRun> runs;  // in file order
   std::vector<PublishedRatio> ratios;
   // The run called `id` (nullptr when none).

@@ -17,6 +17,9 @@
 
 namespace tptune {
 
+// An op's row: its JSON members are its fields, by the same names (to_json, found by ADL).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BaselineOp, name, phase, kind, stream, count, total_ms)
+
 namespace {
 
 constexpr const char* kFormat = "tptune-check-baseline";
@@ -157,15 +160,7 @@ nlohmann::json to_json(const CheckBaseline& b) {
   j["breakdown_ms"] = b.breakdown_ms;
   j["memory_gib"] = b.memory_gib;
   j["kind_ms"] = b.kind_ms;
-  json ops = json::array();
-  for (const BaselineOp& op : b.ops)
-    ops.push_back({{"name", op.name},
-                   {"phase", op.phase},
-                   {"kind", op.kind},
-                   {"stream", op.stream},
-                   {"count", op.count},
-                   {"total_ms", op.total_ms}});
-  j["ops"] = ops;
+  j["ops"] = b.ops;
   if (b.written_by) j[kVersionStampKey] = to_json(*b.written_by);
   return j;
 }

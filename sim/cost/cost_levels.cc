@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <utility>
 
+#include "plans/util/enum_names.h"
 #include "plans/util/error.h"
 
 namespace tptune {
@@ -80,19 +82,11 @@ constexpr std::pair<std::string_view, CostLevel> kLevels[] = {
 
 }  // namespace
 
-const char* to_string(CostLevel l) {
-  switch (l) {
-    case CostLevel::part:
-      return "part";
-    case CostLevel::architecture:
-      return "architecture";
-    case CostLevel::stack:
-      return "stack";
-    case CostLevel::host:
-      break;
-  }
-  return "host";
-}
+// CostLevel's enumerators, in declaration order.
+constexpr std::string_view kCostLevelNames[] = {"part", "architecture", "stack", "host"};
+static_assert(std::size(kCostLevelNames) == enum_count(CostLevel::host));
+
+std::string_view to_string(CostLevel l) { return name_of(kCostLevelNames, l); }
 
 CostLevel cost_param_level(std::string_view name) {
   for (const auto& [n, level] : kLevels)

@@ -18,7 +18,7 @@ namespace tptune {
 
 enum class CostLevel { part, architecture, stack, host };
 
-const char* to_string(CostLevel l);
+std::string_view to_string(CostLevel l);
 // The level of the cost parameter `name`; throws tptune::Error for a name the table does not classify.
 CostLevel cost_param_level(std::string_view name);
 

@@ -5,7 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <iterator>
 
+#include "plans/util/enum_names.h"
 #include "plans/util/error.h"
 #include "sim/report/html_report.h"
 #include "sim/report/pipeline_text.h"
@@ -17,19 +19,11 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-std::string_view kind_colour(PipelineActionKind k) {
-  switch (k) {
-    case PipelineActionKind::F:
-      return "#4e79a7";
-    case PipelineActionKind::B:
-      return "#e15759";
-    case PipelineActionKind::I:
-      return "#f28e2b";
-    case PipelineActionKind::W:
-      return "#59a14f";
-  }
-  return "#bab0ac";
-}
+// PipelineActionKind's colours, in declaration order (F, B, I, W).
+constexpr std::string_view kKindColours[] = {"#4e79a7", "#e15759", "#f28e2b", "#59a14f"};
+static_assert(std::size(kKindColours) == enum_count(PipelineActionKind::W));
+
+std::string_view kind_colour(PipelineActionKind k) { return name_of(kKindColours, k); }
 
 }  // namespace
 

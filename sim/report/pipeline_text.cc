@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "plans/util/checked_math.h"
+#include "plans/util/enum_names.h"
 #include "sim/report/trace.h"
 
 namespace tptune {
@@ -26,19 +27,11 @@ std::string blocks_text(int first, int count) {
 
 }  // namespace
 
-std::string_view pipeline_action_words(PipelineActionKind k) {
-  switch (k) {
-    case PipelineActionKind::F:
-      return "forward";
-    case PipelineActionKind::B:
-      return "backward";
-    case PipelineActionKind::I:
-      return "input gradient";
-    case PipelineActionKind::W:
-      return "weight gradient";
-  }
-  return "";
-}
+// PipelineActionKind's enumerators, in declaration order.
+constexpr std::string_view kActionWords[] = {"forward", "backward", "input gradient", "weight gradient"};
+static_assert(std::size(kActionWords) == enum_count(PipelineActionKind::W));
+
+std::string_view pipeline_action_words(PipelineActionKind k) { return name_of(kActionWords, k); }
 
 int pipeline_stage_rank(const PipelineReport& p, int stage) {
   for (size_t k = 0; k < p.ranks.size(); ++k)

@@ -11,6 +11,7 @@
 #include "plans/util/error.h"
 #include "plans/util/text_table.h"
 #include "sim/report/html_report.h"
+#include "sim/report/step_report.h"
 
 namespace tptune {
 
@@ -371,29 +372,9 @@ std::string nothing_fits_text(const Config& cfg, const SearchResult& r, size_t k
 }
 
 nlohmann::json plan_summary_json(const Plan& p) {
-  nlohmann::json j = {{"family", p.family},
-                      {"tp_degree", p.tp_degree},
-                      {"dp_shard", p.dp_shard},
-                      {"float8", std::string(to_string(p.float8))},
-                      {"async_tp", p.async_tp},
-                      {"loss_parallel", p.loss_parallel},
-                      {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
-                      {"local_batch_size", p.local_batch_size}};
-  if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;  // HSDP plans only: other reports read as before
-  if (p.cp_degree > 1) {                                       // CP plans only, likewise
-    j["cp_degree"] = p.cp_degree;
-    j["cp_rotate_method"] = std::string(to_string(p.cp_rotate));
-    j["cp_load_balance"] = p.cp_load_balance;
-  }
-  if (p.pp_degree > 1) {  // PP plans only, likewise
-    j["pp_degree"] = p.pp_degree;
-    j["pp_schedule"] = std::string(to_string(p.pp_schedule));
-    j["pp_microbatch_size"] = p.pp_microbatch_size;
-    if (p.pp_stages_per_rank > 0) j["pp_stages_per_rank"] = p.pp_stages_per_rank;  // 0: the schedule's default
-  }
-  if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;  // likewise
-  if (p.seq_len > 0) j["seq_len"] = p.seq_len;        // plans of a search over search.seq_lens: likewise
-  if (p.ac_layers > 0) j["ac_layers"] = p.ac_layers;  // search.ac_layers: likewise
+  nlohmann::json j = plan_toggles_json(p);
+  j["family"] = p.family;
+  if (p.pp_degree > 1 && p.pp_stages_per_rank > 0) j["pp_stages_per_rank"] = p.pp_stages_per_rank;  // 0: the default
   return j;
 }
 

@@ -218,6 +218,31 @@ std::string report_text(const StepReport& r) {
   return o;
 }
 
+nlohmann::json plan_toggles_json(const PlanToggles& p) {
+  nlohmann::json j = {{"tp_degree", p.tp_degree},
+                      {"dp_shard", p.dp_shard},
+                      {"float8", std::string(to_string(p.float8))},
+                      {"async_tp", p.async_tp},
+                      {"loss_parallel", p.loss_parallel},
+                      {"activation_checkpointing", std::string(to_string(p.activation_checkpointing))},
+                      {"local_batch_size", p.local_batch_size}};
+  if (p.dp_replicate > 1) j["dp_replicate"] = p.dp_replicate;
+  if (p.cp_degree > 1) {
+    j["cp_degree"] = p.cp_degree;
+    j["cp_rotate_method"] = std::string(to_string(p.cp_rotate));
+    j["cp_load_balance"] = p.cp_load_balance;
+  }
+  if (p.pp_degree > 1) {
+    j["pp_degree"] = p.pp_degree;
+    j["pp_schedule"] = std::string(to_string(p.pp_schedule));
+    j["pp_microbatch_size"] = p.pp_microbatch_size;
+  }
+  if (p.gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = p.gradient_accumulation_steps;
+  if (p.seq_len > 0) j["seq_len"] = p.seq_len;  // a StepReport's always; a search's plan only over search.seq_lens
+  if (p.ac_layers > 0) j["ac_layers"] = p.ac_layers;
+  return j;
+}
+
 nlohmann::json report_json(const StepReport& r) {
   using nlohmann::json;
   const MemoryReport& m = r.memory;
@@ -226,18 +251,8 @@ nlohmann::json report_json(const StepReport& r) {
   j["gpu"] = r.gpu;
   j["nodes"] = r.nodes;
   j["gpus_per_node"] = r.gpus_per_node;
-  j["plan"] = {{"name", r.plan},
-               {"tp_degree", r.tp_degree},
-               {"dp_shard", r.dp_shard},
-               {"float8", std::string(to_string(r.float8))},
-               {"async_tp", r.async_tp},
-               {"loss_parallel", r.loss_parallel},
-               {"activation_checkpointing", std::string(to_string(r.activation_checkpointing))},
-               {"local_batch_size", r.local_batch_size},
-               {"seq_len", r.seq_len}};
-  if (r.gradient_accumulation_steps > 1) j["plan"]["gradient_accumulation_steps"] = r.gradient_accumulation_steps;
-  // Only plans that checkpoint part of the blocks carry it: every other report reads as before.
-  if (r.ac_layers > 0) j["plan"]["ac_layers"] = r.ac_layers;
+  j["plan"] = plan_toggles_json(r);
+  j["plan"]["name"] = r.plan;
   j["step_time_ms"] = r.step_time_ms;
   j["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
   j["mfu"] = r.mfu;
@@ -251,25 +266,10 @@ nlohmann::json report_json(const StepReport& r) {
   j["breakdown_ms"] = {
       {"compute", r.compute_ms}, {"exposed_tp_comm", r.exposed_tp_comm_ms}, {"exposed_dp_comm", r.exposed_dp_comm_ms}};
   j["comm_busy_ms"] = {{"tp", r.tp_comm_busy_ms}, {"dp", r.dp_comm_busy_ms}};
-  // HSDP keys only for HSDP plans: every other report reads as before.
-  if (r.dp_replicate > 1) {
-    j["plan"]["dp_replicate"] = r.dp_replicate;
-    j["comm_busy_ms"]["dp_replicate"] = r.dp_replicate_comm_busy_ms;
-  }
-  // CP keys only for context-parallel plans, likewise.
-  if (r.cp_degree > 1) {
-    j["plan"]["cp_degree"] = r.cp_degree;
-    j["plan"]["cp_rotate_method"] = std::string(to_string(r.cp_rotate));
-    j["plan"]["cp_load_balance"] = r.cp_load_balance;
-    j["comm_busy_ms"]["cp"] = r.cp_comm_busy_ms;
-  }
-  // PP keys only for pipeline-parallel plans, likewise.
-  if (r.pipeline.pp > 1) {
-    j["plan"]["pp_degree"] = r.pp_degree;
-    j["plan"]["pp_schedule"] = std::string(to_string(r.pp_schedule));
-    j["plan"]["pp_microbatch_size"] = r.pp_microbatch_size;
-    j["pipeline"] = pipeline_json(r.pipeline);
-  }
+  // HSDP, CP and PP keys only for plans that use them: every other report reads as before.
+  if (r.dp_replicate > 1) j["comm_busy_ms"]["dp_replicate"] = r.dp_replicate_comm_busy_ms;
+  if (r.cp_degree > 1) j["comm_busy_ms"]["cp"] = r.cp_comm_busy_ms;
+  if (r.pipeline.pp > 1) j["pipeline"] = pipeline_json(r.pipeline);
   j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
   j["memory_gib"] = {{"master_params", m.master_params / kGiB},
                      {"gradients", m.gradients / kGiB},

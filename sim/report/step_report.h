@@ -16,6 +16,11 @@ namespace tptune {
 
 std::string report_text(const StepReport& r);
 nlohmann::json report_json(const StepReport& r);
+// A plan's toggles (plans/language/plan_toggles.h), the "plan" object of the step's JSON and of each plan the search's
+// lists: the TP, FSDP, float8, async-TP, loss and checkpointing axes and the local batch always; HSDP's, context and
+// pipeline parallelism's, accumulation's, the sequence length's and partial checkpointing's keys only when used, so
+// that the reports of plans without them read as before.
+nlohmann::json plan_toggles_json(const PlanToggles& p);
 // MemoryReport::peak_phase in words: "forward" -> "a block's forward", "head" -> "the output layer and loss",
 // "backward" -> "a block's backward".
 std::string peak_phase_text(std::string_view phase);

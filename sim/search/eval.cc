@@ -31,6 +31,24 @@ bool fits_with_headroom(const MemoryReport& m, double headroom_gib) {
   return m.peak + headroom_gib * kGiB <= m.capacity;
 }
 
+bool within_memory(CandidateResult& r, const SearchSpace& space) {
+  if (fits_with_headroom(r.report.memory, space.memory_headroom_gib)) return true;
+  r.pruned = PruneReason::memory;
+  r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
+                         space.memory_headroom_gib, r.report.memory.capacity / kGiB);
+  return false;
+}
+
+void check_throughput(CandidateResult& r, const SearchSpace& space, Incumbents* incumbents) {
+  if (r.report.tokens_per_second_per_gpu < space.min_tokens_per_second_per_gpu) {
+    r.pruned = PruneReason::min_throughput;
+    r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
+                           space.min_tokens_per_second_per_gpu);
+  } else if (incumbents) {
+    incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
+  }
+}
+
 CandidateEvaluator::CandidateEvaluator(const Config& cfg, const ClusterSpec& cluster, const CostParams& cost,
                                        const ResolvedSpace& space)
     : cfg_(cfg), cluster_(cluster), cost_(cost), space_(space), training_(cfg.training) {
@@ -399,12 +417,7 @@ void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, 
       r.report.memory = memory_model(prog, cluster_.gpu, cost_);
     }
     r.has_memory = true;
-    if (!fits_with_headroom(r.report.memory, space_.memory_headroom_gib)) {
-      r.pruned = PruneReason::memory;
-      r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
-                             space_.memory_headroom_gib, r.report.memory.capacity / kGiB);
-      return;
-    }
+    if (!within_memory(r, space_)) return;
     if (!known_costs) {
       PhaseTimer t(phases, SearchPhase::cost);
       cost_ops(prog, cluster_, cost_, costs_);
@@ -427,13 +440,7 @@ void CandidateEvaluator::evaluate_into(CandidateResult& r, const Program& prog, 
     PhaseTimer t(phases, SearchPhase::report);
     r.report = make_report(prog, cluster_, costs, tl, r.report.memory, 0, gradient_accumulation_steps);
     r.has_step = true;
-    if (r.report.tokens_per_second_per_gpu < space_.min_tokens_per_second_per_gpu) {
-      r.pruned = PruneReason::min_throughput;
-      r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
-                             space_.min_tokens_per_second_per_gpu);
-    } else if (incumbents) {
-      incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
-    }
+    check_throughput(r, space_, incumbents);
   } catch (const Error& e) {
     r.pruned = error_reason(PruneReason::simulation, e.what(), plan_source);
     r.detail = e.what();

@@ -210,4 +210,12 @@ class CandidateEvaluator {
 // peak + headroom <= capacity: the search's memory constraint.
 bool fits_with_headroom(const MemoryReport& m, double headroom_gib);
 
+// The search's two constraints on a simulated candidate, one check for the single-Program path (CandidateEvaluator)
+// and the pipeline's (sim/search/search.cc). Each sets r.pruned and r.detail when the candidate fails it.
+// Its memory (r.report.memory) against fits_with_headroom(); false when it does not fit.
+bool within_memory(CandidateResult& r, const SearchSpace& space);
+// Its step (r.report, r.has_step set) against space.min_tokens_per_second_per_gpu; one that passes is added to
+// `incumbents` (when set).
+void check_throughput(CandidateResult& r, const SearchSpace& space, Incumbents* incumbents);
+
 }  // namespace tptune

@@ -155,21 +155,9 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
     return r;
   }
   r.has_memory = true;
-  constexpr double kGiB = 1073741824.0;
-  if (!fits_with_headroom(r.report.memory, space.memory_headroom_gib)) {
-    r.pruned = PruneReason::memory;
-    r.detail = fmt::format("peak {:.1f} GiB + headroom {:g} GiB > {:.1f} GiB", r.report.memory.peak / kGiB,
-                           space.memory_headroom_gib, r.report.memory.capacity / kGiB);
-    return r;
-  }
+  if (!within_memory(r, space)) return r;
   r.has_step = true;
-  if (r.report.tokens_per_second_per_gpu < space.min_tokens_per_second_per_gpu) {
-    r.pruned = PruneReason::min_throughput;
-    r.detail = fmt::format("{:.0f} tokens/s per GPU < {:g}", r.report.tokens_per_second_per_gpu,
-                           space.min_tokens_per_second_per_gpu);
-  } else if (incumbents) {
-    incumbents->add(r.report.tokens_per_second_per_gpu, r.report.memory.peak);
-  }
+  check_throughput(r, space, incumbents);
   return r;
 }
 

@@ -97,12 +97,11 @@ int run_check(const CheckArgs& a) {
 
 void add_check_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<CheckArgs>();
-  CLI::App* cmd = app.add_subcommand("check",
-                                     "CI gate: exit 1 when a plan's predicted step time, tokens/s or memory regress vs "
-                                     "a baseline (4 when the baseline "
-                                     "was written by another tptune)");
-  add_plan_options(cmd, args->plan);
-  add_config_overrides(cmd, args->plan.overrides);  // --gpu, --nodes, --gpus-per-node, --seq-len, as simulate
+  // --gpu, --nodes, --gpus-per-node, --seq-len, as simulate
+  CLI::App* cmd = add_plan_command(app, "check",
+                                   "CI gate: exit 1 when a plan's predicted step time, tokens/s or memory regress vs "
+                                   "a baseline (4 when the baseline was written by another tptune)",
+                                   args->plan);
   add_calibration_option(cmd, args->calibration);
   cmd->add_option("--baseline", args->baseline, "baseline JSON (written by --update)")->required();
   cmd->add_option("--max-slowdown", args->max_slowdown,

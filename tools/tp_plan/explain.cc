@@ -42,9 +42,8 @@ void write_json_output(const std::string& json, const Program& prog, const nlohm
 
 void add_explain_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<ExplainArgs>();
-  CLI::App* cmd = app.add_subcommand("explain", "list the collectives a plan issues, per block and per step");
-  add_plan_options(cmd, args->plan);
-  add_config_overrides(cmd, args->plan.overrides);
+  CLI::App* cmd =
+      add_plan_command(app, "explain", "list the collectives a plan issues, per block and per step", args->plan);
   cmd->add_option("--json", args->json, "write the collectives as JSON to FILE (- for stdout)");
   cmd->callback([args, &run]() {
     run = [args]() {

@@ -153,10 +153,9 @@ int run_search(const SearchArgs& a) {
 
 void add_search_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<SearchArgs>();
-  CLI::App* cmd = app.add_subcommand("search", "rank every plan of the config's search space and explain the winner");
   // The options of simulate, as restrictions of the space (tools/tp_plan/search_overrides.h).
-  add_plan_options(cmd, args->plan);
-  add_config_overrides(cmd, args->plan.overrides);
+  CLI::App* cmd = add_plan_command(app, "search", "rank every plan of the config's search space and explain the winner",
+                                   args->plan);
   cmd->get_option("config")->description("config YAML (model, training, cluster, search)");
   for (const char* refused : {"--dp-shard", "--ac-layers", "--loss-chunks"})
     cmd->get_option(refused)->description("not a restriction of the search space: refused");

@@ -35,6 +35,16 @@ std::string bools_text(const std::vector<bool>& v) {
   return list_text(names);
 }
 
+// An integer option that narrows one of the space's lists to its value: recorded in `applied` with what the list held,
+// then the list replaced.
+template <class V, class T>
+void narrow_list(std::vector<AppliedOverride>& applied, const SearchSpace& s, const char* option,
+                 const std::optional<V>& value, const std::string& key, std::vector<T>& list) {
+  if (!value) return;
+  applied.push_back({option, std::to_string(*value), "search." + key, was(s, key, list_text(list))});
+  list = {*value};
+}
+
 bool holds(const std::vector<Float8Recipe>& v, Float8Recipe f) { return std::find(v.begin(), v.end(), f) != v.end(); }
 
 // --framework F: the space's framework, with that framework's defaults for the float8 and loss_parallel lists the
@@ -105,37 +115,17 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
              s.tp_degrees.empty() ? std::string("divisors of the world size") : list_text(s.tp_degrees))});
     s.tp_degrees = {*o.tp};
   }
-  if (o.dp_replicate) {
-    applied.push_back({"--dp-replicate", std::to_string(*o.dp_replicate), "search.dp_replicate",
-                       was(s, "dp_replicate", list_text(s.dp_replicate))});
-    s.dp_replicate = {*o.dp_replicate};
-  }
-  if (o.cp) {
-    applied.push_back(
-        {"--cp", std::to_string(*o.cp), "search.cp_degrees", was(s, "cp_degrees", list_text(s.cp_degrees))});
-    s.cp_degrees = {*o.cp};
-  }
-  if (o.pp) {
-    applied.push_back(
-        {"--pp", std::to_string(*o.pp), "search.pp_degrees", was(s, "pp_degrees", list_text(s.pp_degrees))});
-    s.pp_degrees = {*o.pp};
-  }
+  narrow_list(applied, s, "--dp-replicate", o.dp_replicate, "dp_replicate", s.dp_replicate);
+  narrow_list(applied, s, "--cp", o.cp, "cp_degrees", s.cp_degrees);
+  narrow_list(applied, s, "--pp", o.pp, "pp_degrees", s.pp_degrees);
   if (o.pp_schedule) {
     const PipelineScheduleKind kind = parse_pipeline_schedule(*o.pp_schedule, "--pp-schedule");
     applied.push_back({"--pp-schedule", std::string(to_string(kind)), "search.pp_schedules",
                        was(s, "pp_schedules", names_text(s.pp_schedules))});
     s.pp_schedules = {kind};
   }
-  if (o.pp_microbatch_size) {
-    applied.push_back({"--pp-microbatch-size", std::to_string(*o.pp_microbatch_size), "search.pp_microbatch_sizes",
-                       was(s, "pp_microbatch_sizes", list_text(s.pp_microbatch_sizes))});
-    s.pp_microbatch_sizes = {*o.pp_microbatch_size};
-  }
-  if (o.pp_stages_per_rank) {
-    applied.push_back({"--pp-stages-per-rank", std::to_string(*o.pp_stages_per_rank), "search.pp_stages_per_rank",
-                       was(s, "pp_stages_per_rank", list_text(s.pp_stages_per_rank))});
-    s.pp_stages_per_rank = {*o.pp_stages_per_rank};
-  }
+  narrow_list(applied, s, "--pp-microbatch-size", o.pp_microbatch_size, "pp_microbatch_sizes", s.pp_microbatch_sizes);
+  narrow_list(applied, s, "--pp-stages-per-rank", o.pp_stages_per_rank, "pp_stages_per_rank", s.pp_stages_per_rank);
   if (!o.preset.empty()) {
     (void)preset_plan(o.preset, Plan{});  // the name, checked as simulate checks it
     applied.push_back(

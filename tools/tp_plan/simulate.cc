@@ -114,9 +114,8 @@ int run_simulate(const SimulateArgs& a) {
 
 void add_simulate_command(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<SimulateArgs>();
-  CLI::App* cmd = app.add_subcommand("simulate", "predict a plan's step time, throughput, MFU and memory");
-  add_plan_options(cmd, args->plan);
-  add_config_overrides(cmd, args->plan.overrides);
+  CLI::App* cmd =
+      add_plan_command(app, "simulate", "predict a plan's step time, throughput, MFU and memory", args->plan);
   add_calibration_option(cmd, args->calibration);
   cmd->add_option("--json", args->json, "write the report as JSON to FILE (- for stdout, instead of the text)");
   cmd->add_option("--trace", args->trace, "write a Chrome trace of the step to FILE (opens in Perfetto)");
