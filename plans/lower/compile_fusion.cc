@@ -160,7 +160,7 @@ struct SegmentFusion {
   bool amax_into_producer() {
     bool changed = false;
     for (size_t j = 0; j < s.ops.size(); ++j) {
-      const auto* c = dead[j] ? nullptr : std::get_if<CastFp8Op>(&s.ops[j].kind);
+      auto* c = dead[j] ? nullptr : std::get_if<CastFp8Op>(&s.ops[j].kind);
       if (!c || c->stage != CastFp8Op::Stage::amax || c->rowwise || !c->producer_elementwise ||
           s.ops[j].inputs.size() != 1 || s.ops[j].outputs.size() != 1 ||
           s.ops[j].chunk.pattern != ChunkRef::Pattern::none)
@@ -171,10 +171,29 @@ struct SegmentFusion {
       if (i == 0) continue;
       Op& producer = s.ops[i - 1];
       auto* e = std::get_if<ElementwiseOp>(&producer.kind);
-      if (!e || e->amax_of >= 0 || e->fn == F::adamw || producer.chunk.pattern != ChunkRef::Pattern::none ||
+      if (!e || e->fn == F::adamw || producer.chunk.pattern != ChunkRef::Pattern::none ||
           producer.phase != s.ops[j].phase)
         continue;
       const TensorId amax = s.ops[j].outputs[0];
+      if (e->amax_of >= 0) {
+        // x's amax again (each float8 linear casts its input: wq, wk and wv read one norm output): the same reduction
+        // of the same tensor, which Inductor computes once; later readers take the first one's.
+        if (producer.outputs[static_cast<size_t>(e->amax_of)] != x || writes_in(j + 1, s.ops.size(), amax)) {
+          // Another output's amax (swiglu_bwd's da and db, rope_qk_bwd's dq and dk): an op folds one; this one stays a
+          // reduction kernel of its own, and says so to the simulator.
+          c->producer_elementwise = false;
+          changed = true;
+          continue;
+        }
+        const TensorId first = producer.outputs.back();
+        for (size_t k = j + 1; k < s.ops.size(); ++k)
+          for (TensorId& t : s.ops[k].inputs)
+            if (t == amax) t = first;
+        absorb(producer, s.ops[j]);
+        dead[j] = true;
+        changed = true;
+        continue;
+      }
       if (reads_in(i, j, amax) || writes_in(i, j, amax)) continue;
       e->amax_of =
           static_cast<int>(std::find(producer.outputs.begin(), producer.outputs.end(), x) - producer.outputs.begin());

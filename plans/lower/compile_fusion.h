@@ -9,7 +9,7 @@
 //  * two rope ops (q and k; likewise two rope_bwd): one rope_qk at the second's place;
 //  * a tensorwise float8 amax (CastFp8Op amax stage) of a tensor an elementwise op of the segment wrote: folded into
 //    that op (ElementwiseOp::amax_of, the amax its last output), the amax op removed.
-// Each fused op lists the eager ops it replaces in Op::fused (its own eager name first). Fusion runs after the
+// Each fused op lists the eager ops it replaces in Op::fused (program.h says in what order). Fusion runs after the
 // recompute ops are copied from the eager forward (selective checkpointing's choices are made on eager ops) and after
 // async TP (chunked ops never fuse); ops are renumbered, deps are left to the caller (finalize them).
 #include <vector>

@@ -98,7 +98,7 @@ struct ProfileOp {
   bool measured = true;            // false: a collective the single-GPU mode did not run
   bool seeded_from_local = false;  // such a collective's outputs were seeded from the rank's own data
   // "fused" (profiles of compiled Programs, tp-run after issue 39): the record is one kernel that replaces several
-  // eager ops (ElementwiseOp's "Fused ops", Op::fused): their full names, the record's own eager name first. The
+  // eager ops (ElementwiseOp's "Fused ops", Op::fused): their full names, the record's own among them. The
   // record's time is the fused kernel's; no other record times those ops. Absent: the op is one eager kernel.
   std::vector<std::string> fused;
   std::optional<TimeSummary> time_us;  // present when measured

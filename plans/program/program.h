@@ -145,7 +145,10 @@ struct AttentionOp {
 //   rope_qk_bwd    {dq', dk'} -> {dq, dk}
 // amax_of >= 0 (any elementwise fn but the optimizer's, compiled Programs only): the op has one more output, last,
 // the fp32 scalar max |.| of its output amax_of: a tensorwise float8 amax (CastFp8Op's amax stage, whose
-// producer_elementwise says it may fuse) folded into the producer's pass; bytes stay the producer's (+ 4).
+// producer_elementwise says it may fuse) folded into the producer's pass; bytes stay the producer's (+ 4). One amax
+// per op: where a second output is cast too (swiglu_bwd's da and db, rope_qk_bwd's dq and dk) that amax stays a
+// CastFp8Op of its own with producer_elementwise false (Inductor folds both: not yet matched). A repeated amax of the
+// same output (wq, wk and wv casting one input) is computed once: its readers take the folded one.
 struct ElementwiseOp {
   enum class Fn {
     rmsnorm,
@@ -300,8 +303,8 @@ struct Op {
   std::vector<TensorId> inputs, outputs;
   OpKind kind;
   ChunkRef chunk;
-  // A fused op of a compiled Program (ElementwiseOp's "Fused ops"): the names of the eager ops it replaces, in their
-  // order (its own eager name first, then those folded into it: the residual add, the other rope, the float8 amax).
+  // A fused op of a compiled Program (ElementwiseOp's "Fused ops"): the names of the eager ops it replaces (the norm's
+  // own first, then the residual add or gradient sum; both ropes in their order; a folded float8 amax last).
   // Empty for every other op. A profile records the fused kernel once, on this op, with this list (profile_format.h).
   std::vector<std::string> fused;
 

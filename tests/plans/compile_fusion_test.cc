@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "../error_text.h"
 #include "plans/lower/lower.h"
+#include "plans/program/program_identity.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;
@@ -107,4 +109,17 @@ TEST_CASE("float8 tensorwise, compiled: the amax of a norm's or SwiGLU's output 
     for (const Op& op : s.ops)
       if (const auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->stage == CastFp8Op::Stage::amax)
         CHECK_FALSE(c->producer_elementwise);  // only amaxes of GEMM, attention or collective outputs stay
+}
+
+TEST_CASE("a compiled Program's identity says so, and a profile of the other mode is another Program", "[compile]") {
+  const Program compiled = tiny(true), eager = tiny(false);
+  CHECK(program_identity(compiled)["training"]["compile"] == true);
+  CHECK_FALSE(program_identity(eager)["training"].contains("compile"));  // as every profile before it
+  CHECK_NOTHROW(check_same_program(program_identity(compiled), compiled, "p.json"));
+  CHECK_NOTHROW(check_same_program(program_identity(eager), eager, "p.json"));
+  const std::string hint = "; profile the simulated config and plan (tp-run profile CONFIG --plan ...)";
+  CHECK(test::error_of([&] { check_same_program(program_identity(eager), compiled, "p.json"); }) ==
+        "p.json: a profile of another model or plan: training.compile missing (profile) vs true (simulated)" + hint);
+  CHECK(test::error_of([&] { check_same_program(program_identity(compiled), eager, "p.json"); }) ==
+        "p.json: a profile of another model or plan: training.compile true (profile) vs false (simulated)" + hint);
 }
