@@ -48,4 +48,29 @@ std::string mpi_library_version() {
   return v;
 }
 
+// The fused ops' defaults: the eager ops they replace, in their order (see backend.h).
+void Backend::add_rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr a, DevPtr b, DevPtr w, DevPtr h, DevPtr y,
+                              float* rstd) {
+  add(rows * dim, a, b, h);
+  rmsnorm_fwd(rows, dim, eps, h, w, y, rstd);
+}
+void Backend::rmsnorm_bwd_add(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dres,
+                              DevPtr dx, DevPtr dw) {
+  const Buffer part = alloc(rows * dim, dx.storage);
+  rmsnorm_bwd(rows, dim, x, w, rstd, dy, part.ptr(), dw);
+  add(rows * dim, dres, part.ptr(), dx);
+}
+void Backend::rope_qk_fwd(const RopeShape& qs, const RopeShape& ks, DevPtr q, DevPtr k, DevPtr qo, DevPtr ko) {
+  rope_fwd(qs, q, qo);
+  rope_fwd(ks, k, ko);
+}
+void Backend::rope_qk_bwd(const RopeShape& qs, const RopeShape& ks, DevPtr dq, DevPtr dk, DevPtr dqo, DevPtr dko) {
+  rope_bwd(qs, dq, dqo);
+  rope_bwd(ks, dk, dko);
+}
+
+void Backend::adamw_multi(const std::vector<AdamWTensorRef>& tensors, const AdamWParams& h) {
+  for (const AdamWTensorRef& t : tensors) adamw(t.n, h, t.p, t.g, t.m, t.v);
+}
+
 }  // namespace tptune

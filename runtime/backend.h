@@ -111,6 +111,16 @@ struct AdamWParams {
   int step = 1;  // 1-based, for bias correction
 };
 
+// One tensor of a multi-tensor AdamW (Backend::adamw_multi): n elements of fp32 master weights p and moments m, v,
+// the gradient g in its storage.
+struct AdamWTensorRef {
+  int64_t n = 0;
+  float* p = nullptr;
+  DevPtr g;
+  float* m = nullptr;
+  float* v = nullptr;
+};
+
 // A pending collective. `wait` blocks until it is complete (idempotent), or throws tptune::Error when the backend's
 // watchdog timeout passes first (a peer that never joins).
 class Request {
@@ -192,6 +202,17 @@ class Backend {
                              DevPtr dy, DevPtr dx, DevPtr dw, DevPtr db) = 0;
   virtual void rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) = 0;
   virtual void rope_bwd(const RopeShape& s, DevPtr dy, DevPtr dx) = 0;
+  // The fused ops of a compiled Program (ElementwiseOp add_rmsnorm, rmsnorm_bwd_add, rope_qk, rope_qk_bwd in
+  // plans/program/program.h). add_rmsnorm: h = a + b, then rmsnorm of h (h, y (rows, dim)); rmsnorm_bwd_add: dx =
+  // dres + rmsnorm_bwd's dx; rope_qk: rope of q (shape qs) and of k (shape ks) in one launch. Each equals the eager
+  // ops it replaces. The defaults here run those eager ops one after the other (the CUDA backend until its fused
+  // kernels land); the CPU backend runs the one-pass kernels of kernels/cpu/norms.h.
+  virtual void add_rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr a, DevPtr b, DevPtr w, DevPtr h, DevPtr y,
+                               float* rstd);
+  virtual void rmsnorm_bwd_add(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dres,
+                               DevPtr dx, DevPtr dw);
+  virtual void rope_qk_fwd(const RopeShape& qs, const RopeShape& ks, DevPtr q, DevPtr k, DevPtr qo, DevPtr ko);
+  virtual void rope_qk_bwd(const RopeShape& qs, const RopeShape& ks, DevPtr dq, DevPtr dk, DevPtr dqo, DevPtr dko);
   virtual void swiglu_fwd(int64_t n, DevPtr a, DevPtr b, DevPtr y) = 0;
   virtual void swiglu_bwd(int64_t n, DevPtr a, DevPtr b, DevPtr dy, DevPtr da, DevPtr db) = 0;
   virtual void gelu_fwd(int64_t n, DevPtr a, DevPtr y) = 0;
@@ -204,6 +225,10 @@ class Backend {
   virtual void bias_grad(int64_t rows, int64_t n, DevPtr dy, DevPtr db) = 0;
   // AdamW on fp32 master weights p with fp32 moments m, v; the gradient g in its storage.
   virtual void adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, float* m, float* v) = 0;
+  // The same update of many tensors, as torch's foreach/fused AdamW: the CUDA backend launches its multi-tensor kernel
+  // once per gradient storage (dtype group; kernels/cuda/adamw.h takes up to 48 tensors a launch), with the per-element
+  // arithmetic of adamw() (kernels/formulas/adamw.h). Default: adamw() on each tensor in order.
+  virtual void adamw_multi(const std::vector<AdamWTensorRef>& tensors, const AdamWParams& h);
   // Embedding: out (tokens, dim) = rows of weight (vocab_local, dim) for ids in [vocab_offset, +vocab_local), zero
   // rows otherwise (only allowed when vocab_sharded). Backward: d_weight = scatter-add of d_out rows (overwrites).
   virtual void embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset, bool vocab_sharded,

@@ -216,6 +216,13 @@ void Executor::step(const OpTimeFn& on_op) {
     // Without the optimizer, its phase still runs its collectives: the all-reduce of a Partial gradient that DTensor
     // without FSDP issues when the optimizer step reads it belongs to the step's gradients.
     if (op.op->phase == Phase::optimizer && !options_.run_optimizer && !op.op->is_collective()) continue;
+    if (const size_t end = on_op ? i : adamw_run_end(i); end > i + 1) {  // AdamW per dtype group, not per parameter
+      run_adamw_group(i, end);
+      for (; i < end; ++i)
+        if (after_op_) after_op_(static_cast<int>(i));
+      --i;
+      continue;
+    }
     run_in_turn(static_cast<int>(i), timer.get(), on_op);
     if (after_op_) after_op_(static_cast<int>(i));
   }

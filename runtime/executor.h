@@ -175,6 +175,10 @@ class Executor {
   void run_gemm(int index, const GemmOp& g);
   void run_elementwise(int index, const ElementwiseOp& e);
   void run_concat(int index);
+  // Flat ops [first, last), all adamw: one Backend::adamw_multi (a multi-tensor launch per dtype group on CUDA), the
+  // same update as running them one by one. step() batches runs of adamw ops unless it times each op.
+  void run_adamw_group(size_t first, size_t last);
+  size_t adamw_run_end(size_t first) const;
   std::vector<Region> chunk_regions(int index, bool outputs) const;
   int chunk_slot(const ChunkRef& c) const;
 

@@ -114,11 +114,12 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   const FlatOp& op = flat_.ops[size_t(index)];
   using F = ElementwiseOp::Fn;
   static const std::map<F, std::pair<size_t, size_t>> arity = {
-      {F::rmsnorm, {2, 2}},   {F::rmsnorm_bwd, {4, 2}},  {F::layernorm, {3, 3}}, {F::layernorm_bwd, {5, 3}},
-      {F::rope, {1, 1}},      {F::rope_bwd, {1, 1}},     {F::swiglu, {2, 1}},    {F::swiglu_bwd, {3, 2}},
-      {F::gelu, {1, 1}},      {F::gelu_bwd, {2, 1}},     {F::add, {2, 1}},       {F::accumulate, {2, 1}},
-      {F::slice, {1, 1}},     {F::adamw, {4, 3}},        {F::bias_add, {2, 1}},  {F::bias_grad, {1, 1}},
-      {F::repeat_kv, {1, 1}}, {F::repeat_kv_bwd, {1, 1}}};
+      {F::rmsnorm, {2, 2}},   {F::rmsnorm_bwd, {4, 2}},   {F::layernorm, {3, 3}},   {F::layernorm_bwd, {5, 3}},
+      {F::rope, {1, 1}},      {F::rope_bwd, {1, 1}},      {F::swiglu, {2, 1}},      {F::swiglu_bwd, {3, 2}},
+      {F::gelu, {1, 1}},      {F::gelu_bwd, {2, 1}},      {F::add, {2, 1}},         {F::accumulate, {2, 1}},
+      {F::slice, {1, 1}},     {F::adamw, {4, 3}},         {F::bias_add, {2, 1}},    {F::bias_grad, {1, 1}},
+      {F::repeat_kv, {1, 1}}, {F::repeat_kv_bwd, {1, 1}}, {F::add_rmsnorm, {3, 3}}, {F::rmsnorm_bwd_add, {5, 2}},
+      {F::rope_qk, {2, 2}},   {F::rope_qk_bwd, {2, 2}}};
   if (e.fn == F::copy)  // refused before a run (tp-run's refuse_unsupported); said again here for any other caller
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
@@ -127,6 +128,9 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   if (e.fn == F::concat) return run_concat(index);
   auto [ni, no] = arity.at(e.fn);
   if (e.fn == F::accumulate && op.inputs.size() == 1) ni = 1;  // {a} -> {y += a}: the output is the accumulator
+  if (e.amax_of >= 0) ++no;  // a compiled Program's fused float8 amax: one more output, last
+  if (e.amax_of >= 0 && (e.fn == F::adamw || static_cast<size_t>(e.amax_of) >= no - 1))
+    fail(op, fmt::format("{}: amax_of {} names no output of it", to_string(e.fn), e.amax_of));
   if (op.inputs.size() != ni || op.outputs.size() != no)
     fail(op, fmt::format("{} expects {} inputs and {} outputs, the op has {} and {}", to_string(e.fn), ni, no,
                          op.inputs.size(), op.outputs.size()));
@@ -143,6 +147,16 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
                            flat_.tensors[size_t(t)].fqn, to_string(desc(t).local_shape)));
   };
   const Model& m = program_.model;
+  // A rope operand's shape: positions of a sequence-sharded tensor start at this rank's first position.
+  auto rope_shape = [&](const TensorDesc& t) {
+    if (t.local_shape.size() != 3) fail(op, "rope expects a (batch, seq, heads*head_dim) tensor");
+    RopeShape s;
+    s.batch = t.local_shape[0], s.seq = t.local_shape[1], s.head_dim = m.head_dim();
+    s.heads = t.local_shape[2] / s.head_dim;
+    s.offset = t.placement.is_shard() && t.placement.normalized_dim(3) == 1 ? rank_ * s.seq : 0;
+    s.theta = m.rope_theta;
+    return s;
+  };
   switch (e.fn) {
     case F::rmsnorm:
       be_.rmsnorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), out(0), sout(1));
@@ -158,15 +172,31 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
       same_size(op.inputs[4]);
       be_.layernorm_bwd(rows_of(x), last_dim(x), in(0), in(1), sin(2), sin(3), in(4), out(0), out(1), out(2));
       break;
+    case F::add_rmsnorm:
+      same_size(op.inputs[1]);
+      be_.add_rmsnorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), in(2), out(0), out(1), sout(2));
+      break;
+    case F::rmsnorm_bwd_add:
+      same_size(op.inputs[3]), same_size(op.inputs[4]);
+      be_.rmsnorm_bwd_add(rows_of(x), last_dim(x), in(0), in(1), sin(2), in(3), in(4), out(0), out(1));
+      break;
+    case F::rope_qk:
+    case F::rope_qk_bwd: {
+      const bool bwd = e.fn == F::rope_qk_bwd;
+      const RopeShape qs = rope_shape(x), ks = rope_shape(desc(op.inputs[1]));
+      if (cp_ > 1) {  // the cp rank's rows are not one run of positions (runtime/ring/cp_layout.h)
+        rope_rows(qs, bwd, in(0), out(0), qs.offset);
+        rope_rows(ks, bwd, in(1), out(1), ks.offset);
+      } else if (bwd) {
+        be_.rope_qk_bwd(qs, ks, in(0), in(1), out(0), out(1));
+      } else {
+        be_.rope_qk_fwd(qs, ks, in(0), in(1), out(0), out(1));
+      }
+      break;
+    }
     case F::rope:
     case F::rope_bwd: {
-      if (x.local_shape.size() != 3) fail(op, "rope expects a (batch, seq, heads*head_dim) tensor");
-      RopeShape s;
-      s.batch = x.local_shape[0], s.seq = x.local_shape[1], s.head_dim = m.head_dim();
-      s.heads = x.local_shape[2] / s.head_dim;
-      // Positions of a sequence-sharded tensor start at this rank's first position.
-      s.offset = x.placement.is_shard() && x.placement.normalized_dim(3) == 1 ? rank_ * s.seq : 0;
-      s.theta = m.rope_theta;
+      const RopeShape s = rope_shape(x);
       if (cp_ > 1)  // the cp rank's rows are not one run of positions (runtime/ring/cp_layout.h)
         rope_rows(s, e.fn == F::rope_bwd, in(0), out(0), s.offset);
       else if (e.fn == F::rope)
@@ -271,6 +301,56 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     case F::attention_merge:
     case F::concat:
       break;  // refused or run above
+  }
+  if (e.amax_of >= 0) {  // the float8 amax a compiled Program folded into this op (ElementwiseOp::amax_of)
+    const int t = op.outputs[size_t(e.amax_of)];
+    be_.fp8_amax(numel(desc(t).local_shape), ptr(t), sout(op.outputs.size() - 1));
+  }
+}
+
+size_t Executor::adamw_run_end(size_t first) const {
+  size_t k = first;
+  for (; k < flat_.ops.size(); ++k) {
+    const auto* e = std::get_if<ElementwiseOp>(&flat_.ops[k].op->kind);
+    if (!e || e->fn != ElementwiseOp::Fn::adamw || e->amax_of >= 0) break;
+  }
+  return k;
+}
+
+void Executor::run_adamw_group(size_t first, size_t last) {
+  std::vector<AdamWTensorRef> refs;
+  for (size_t k = first; k < last; ++k) {
+    const FlatOp& op = flat_.ops[k];
+    try {
+      wait_conflicts(chunk_regions(int(k), false), chunk_regions(int(k), true));
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(op, e.what());
+    }
+    if (op.inputs.size() != 4 || op.outputs.size() != 3)
+      fail(op, fmt::format("adamw expects 4 inputs and 3 outputs, the op has {} and {}", op.inputs.size(),
+                           op.outputs.size()));
+    const int64_t n = numel(desc(op.inputs[0]).local_shape);
+    for (size_t i = 1; i < 4; ++i)
+      if (numel(desc(op.inputs[i]).local_shape) != n)
+        fail(op, fmt::format("'{}' has local shape {}, '{}' {}: elementwise operands must match",
+                             flat_.tensors[size_t(op.inputs[0])].fqn, to_string(desc(op.inputs[0]).local_shape),
+                             flat_.tensors[size_t(op.inputs[i])].fqn, to_string(desc(op.inputs[i]).local_shape)));
+    if (op.outputs[0] != op.inputs[0] || op.outputs[1] != op.inputs[2] || op.outputs[2] != op.inputs[3])
+      fail(op, "adamw updates p, m and v in place: outputs must be inputs 0, 2 and 3");
+    refs.push_back({n, master(op.outputs[0]), ptr(op.inputs[1]), stat(op.outputs[1]), stat(op.outputs[2])});
+  }
+  try {
+    be_.adamw_multi(refs, options_.adamw);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(flat_.ops[first], e.what());
+  }
+  for (size_t k = first; k < last; ++k) {  // a parameter stored in another format gets the rounded update
+    const int p = flat_.ops[k].outputs[0];
+    if (!masters_[size_t(p)].empty()) be_.convert(ptr(p), master(p), numel(desc(p).local_shape));
   }
 }
 

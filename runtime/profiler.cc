@@ -120,6 +120,7 @@ ProfileOp profile_op_record(const Program& program, const FlatProgram& flat, siz
   rec.op = op_descriptor(op.kind, gsize);
   if (const std::optional<int64_t> b = moved_bytes(flat, program, f)) rec.op["bytes"] = *b;
   rec.chunk = profile_chunk(op.chunk);
+  for (const std::string& n : op.fused) rec.fused.push_back(layer_fqn(f.layer, n));
   for (int t : f.inputs) rec.inputs.push_back(tensor_of(flat, program, t));
   for (int t : f.outputs) rec.outputs.push_back(tensor_of(flat, program, t));
   if (!samples) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/formulas/norm.h"
+
 namespace tptune::kernels {
 
 void rmsnorm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* y, float* rstd) {
@@ -35,6 +37,41 @@ void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float*
     const double c = dot / double(dim);
     float* dxr = dx + t * dim;
     for (int64_t i = 0; i < dim; ++i) dxr[i] = float(r * (double(dyr[i]) * w[i] - xr[i] * r * c));
+  }
+  for (int64_t i = 0; i < dim; ++i) dw[i] = float(dw_acc[size_t(i)]);
+}
+
+void add_rmsnorm(const float* a, const float* b, const float* w, int64_t rows, int64_t dim, float eps, float* h,
+                 float* y, float* rstd) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *ar = a + t * dim, *br = b + t * dim;
+    float* hr = h + t * dim;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) {
+      hr[i] = ar[i] + br[i];
+      ss += double(hr[i]) * hr[i];
+    }
+    const double r = formulas::norm_rstd(ss, dim, eps);
+    rstd[t] = float(r);
+    float* yr = y + t * dim;
+    for (int64_t i = 0; i < dim; ++i) yr[i] = float(formulas::rmsnorm_y(hr[i], r, w[i]));
+  }
+}
+
+void rmsnorm_bwd_add(const float* x, const float* w, const float* rstd, const float* dy, const float* dres,
+                     int64_t rows, int64_t dim, float* dx, float* dw) {
+  std::vector<double> dw_acc(size_t(dim), 0.0);
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *xr = x + t * dim, *dyr = dy + t * dim, *dr = dres + t * dim;
+    const double r = rstd[t];
+    double dot = 0.0;
+    for (int64_t i = 0; i < dim; ++i) {
+      dot += formulas::rmsnorm_dot_term(xr[i], w[i], dyr[i], r);
+      dw_acc[size_t(i)] += formulas::rmsnorm_dw_term(xr[i], dyr[i], r);
+    }
+    const double c = dot / double(dim);
+    float* dxr = dx + t * dim;
+    for (int64_t i = 0; i < dim; ++i) dxr[i] = dr[i] + float(formulas::rmsnorm_dx(xr[i], w[i], dyr[i], r, c));
   }
   for (int64_t i = 0; i < dim; ++i) dw[i] = float(dw_acc[size_t(i)]);
 }

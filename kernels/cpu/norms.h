@@ -29,6 +29,16 @@ void rmsnorm(const float* x, const float* w, int64_t rows, int64_t dim, float ep
 void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows, int64_t dim,
                  float* dx, float* dw);
 
+// The fused kernels of a compiled Program (ElementwiseOp add_rmsnorm, rmsnorm_bwd_add; one pass each):
+//   add_rmsnorm     h = a + b (float), then rmsnorm of h: exactly add() followed by rmsnorm()
+//   rmsnorm_bwd_add dx = dres + rmsnorm_bwd's dx (that dx rounded to float first, then the float sum): exactly
+//                   rmsnorm_bwd() followed by the residual gradient's add
+// a, b (rows, dim), w (dim) -> h, y (rows, dim), rstd (rows).
+void add_rmsnorm(const float* a, const float* b, const float* w, int64_t rows, int64_t dim, float eps, float* h,
+                 float* y, float* rstd);
+// x, dy, dres (rows, dim), w (dim), rstd (rows) -> dx (rows, dim), dw (dim).
+void rmsnorm_bwd_add(const float* x, const float* w, const float* rstd, const float* dy, const float* dres,
+                     int64_t rows, int64_t dim, float* dx, float* dw);
 // x (rows, dim), w (dim), b (dim) -> y (rows, dim), mean (rows), rstd (rows).
 void layernorm(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps, float* y,
                float* mean, float* rstd);

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/norms.h"
 #include "kernels/formulas/norm.h"
 
@@ -103,7 +104,7 @@ __global__ void sum_slabs_kernel(int64_t dim, int64_t slabs, const double* parti
 
 template <int N, int P, class T>
 __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
-    rmsnorm_fwd_packed_kernel(int64_t dim, float eps, const T* x, const T* w, T* y, float* rstd) {
+    rmsnorm_fwd_packed_kernel(int64_t dim, float eps, const T* x, const T* res, const T* w, T* h, T* y, float* rstd) {
   __shared__ double shared[33];
   const int64_t row = blockIdx.x, packs = dim / N;
   const T* xr = x + row * dim;
@@ -115,6 +116,12 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
     const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
     if (k < packs) {
       xp[p] = load_pack<N>(xr, k);
+      if (res) {  // add_rmsnorm: the residual sum h = x + res, rounded to T as the add kernel stores it, then normed
+        const Pack<T, N> rp = load_pack<N>(res + row * dim, k);
+#pragma unroll
+        for (int j = 0; j < N; ++j) xp[p].v[j] = from_float<T>(to_float(xp[p].v[j]) + to_float(rp.v[j]));
+        store_pack<N>(h + row * dim, k, xp[p]);
+      }
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         const C xi = to_float(xp[p].v[j]);
@@ -145,7 +152,7 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
 template <int N, int P, class T, class Acc>
 __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
     rmsnorm_bwd_packed_kernel(int64_t rows, int64_t dim, int64_t slabs, const T* x, const T* w, const float* rstd,
-                              const T* dy, T* dx, Acc* partial) {
+                              const T* dy, const T* dres, T* dx, Acc* partial) {
   __shared__ double shared[33];
   const int64_t slab = blockIdx.x, packs = dim / N;
   const int64_t r0 = rows * slab / slabs, r1 = rows * (slab + 1) / slabs;
@@ -195,6 +202,11 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
         for (int j = 0; j < N; ++j)
           dxp.v[j] = from_float<T>(float(  // rmsnorm_dx (formulas/norm.h) in C
               r * (C(to_float(gp[p].v[j])) * C(to_float(wp.v[j])) - C(to_float(xp[p].v[j])) * r * c)));
+        if (dres) {  // rmsnorm_bwd_add: + the residual's gradient, with the add kernel's rounding of the stored dx
+          const Pack<T, N> rp = load_pack<N>(dres + t * dim, k);
+#pragma unroll
+          for (int j = 0; j < N; ++j) dxp.v[j] = from_float<T>(to_float(rp.v[j]) + to_float(dxp.v[j]));
+        }
         store_pack<N>(dx + t * dim, k, dxp);
       }
     }
@@ -358,8 +370,8 @@ void rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, con
   if (rmsnorm_packed<T>(dim, {x, w, y})) {
     constexpr int N = detail::kPack<T>;
     with_row_threads<8>(dim / N, [&](unsigned threads, auto packs_per_thread) {
-      rmsnorm_fwd_packed_kernel<N, decltype(packs_per_thread)::value>
-          <<<unsigned(rows), threads, 0, stream>>>(dim, float(eps), x, w, y, rstd);
+      rmsnorm_fwd_packed_kernel<N, decltype(packs_per_thread)::value><<<unsigned(rows), threads, 0, stream>>>(
+          dim, float(eps), x, static_cast<const T*>(nullptr), w, static_cast<T*>(nullptr), y, rstd);
     });
   } else {
     rmsnorm_fwd_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, float(eps), x, w, y, rstd);
@@ -379,8 +391,8 @@ void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, con
         cuda::scratch(scratch, stream, size_t(slabs * dim) * sizeof(Acc), "rmsnorm_bwd");
     Acc* partial = static_cast<Acc*>(partials.get());
     with_row_threads<4>(dim / N, [&](unsigned threads, auto packs_per_thread) {
-      rmsnorm_bwd_packed_kernel<N, decltype(packs_per_thread)::value>
-          <<<unsigned(slabs), threads, 0, stream>>>(rows, dim, slabs, x, w, rstd, dy, dx, partial);
+      rmsnorm_bwd_packed_kernel<N, decltype(packs_per_thread)::value><<<unsigned(slabs), threads, 0, stream>>>(
+          rows, dim, slabs, x, w, rstd, dy, static_cast<const T*>(nullptr), dx, partial);
     });
     check_launch("rmsnorm_bwd");
     sum_partials_kernel<<<unsigned((dim + 31) / 32), dim3(32, 8), 0, stream>>>(dim, slabs, partial, dw);
@@ -393,6 +405,50 @@ void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, con
     rmsnorm_dx_kernel<<<unsigned(rows), row_threads(dim), 0, stream>>>(dim, x, w, rstd, dy, dx);
     check_launch("rmsnorm_bwd");
   }
+}
+
+template <class T>
+void add_rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* a, const T* b, const T* w,
+                     T* h, T* y, float* rstd) {
+  check_dims(rows, dim, "add_rmsnorm_fwd");
+  if (rows == 0) return;
+  if (!rmsnorm_packed<T>(dim, {a, b, w, h, y})) {  // the eager pair: the add, then the norm
+    add<T>(stream, rows * dim, a, b, h);
+    rmsnorm_fwd<T>(stream, rows, dim, eps, h, w, y, rstd);
+    return;
+  }
+  constexpr int N = detail::kPack<T>;
+  with_row_threads<8>(dim / N, [&](unsigned threads, auto packs_per_thread) {
+    rmsnorm_fwd_packed_kernel<N, decltype(packs_per_thread)::value>
+        <<<unsigned(rows), threads, 0, stream>>>(dim, float(eps), a, b, w, h, y, rstd);
+  });
+  check_launch("add_rmsnorm_fwd");
+}
+
+template <class T>
+void rmsnorm_bwd_add(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd,
+                     const T* dy, const T* dres, T* dx, T* dw, const ScratchAllocator& scratch) {
+  check_dims(rows, dim, "rmsnorm_bwd_add");
+  if (rows == 0 || !rmsnorm_packed<T>(dim, {x, w, dy, dres, dx})) {  // the eager pair: the norm backward, the sum
+    const std::shared_ptr<void> part =
+        cuda::scratch(scratch, stream, size_t(std::max<int64_t>(rows * dim, 1)) * sizeof(T), "rmsnorm_bwd_add");
+    rmsnorm_bwd<T>(stream, rows, dim, x, w, rstd, dy, static_cast<T*>(part.get()), dw, scratch);
+    add<T>(stream, rows * dim, dres, static_cast<const T*>(part.get()), dx);
+    return;
+  }
+  constexpr int N = detail::kPack<T>;
+  using Acc = detail::Compute<T>;
+  const int64_t slabs = std::min<int64_t>(rows, 4 * multiprocessors());
+  const std::shared_ptr<void> partials =
+      cuda::scratch(scratch, stream, size_t(slabs * dim) * sizeof(Acc), "rmsnorm_bwd_add");
+  Acc* partial = static_cast<Acc*>(partials.get());
+  with_row_threads<4>(dim / N, [&](unsigned threads, auto packs_per_thread) {
+    rmsnorm_bwd_packed_kernel<N, decltype(packs_per_thread)::value>
+        <<<unsigned(slabs), threads, 0, stream>>>(rows, dim, slabs, x, w, rstd, dy, dres, dx, partial);
+  });
+  check_launch("rmsnorm_bwd_add");
+  sum_partials_kernel<<<unsigned((dim + 31) / 32), dim3(32, 8), 0, stream>>>(dim, slabs, partial, dw);
+  check_launch("rmsnorm_bwd_add");
 }
 
 template <class T>
@@ -420,6 +476,10 @@ void layernorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, c
   template void rmsnorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, T*, float*);            \
   template void rmsnorm_bwd<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const T*, T*, T*, \
                                const ScratchAllocator&);                                                           \
+  template void add_rmsnorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, const T*, T*, T*,   \
+                                   float*);                                                                        \
+  template void rmsnorm_bwd_add<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const T*,     \
+                                   const T*, T*, T*, const ScratchAllocator&);                                     \
   template void layernorm_fwd<T>(cudaStream_t, int64_t, int64_t, double, const T*, const T*, const T*, T*, float*, \
                                  float*);                                                                          \
   template void layernorm_bwd<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, const float*, const float*,   \

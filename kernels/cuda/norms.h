@@ -32,6 +32,16 @@ void rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, con
 template <class T>
 void rmsnorm_bwd(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd, const T* dy,
                  T* dx, T* dw, const ScratchAllocator& scratch = {});
+// The fused norms of a compiled Program (ElementwiseOp add_rmsnorm, rmsnorm_bwd_add; kernels/cpu/norms.h states the
+// math): on the packed path one pass, the residual sum h = a + b (rounded to T, as the add kernel stores it) formed
+// in registers, stored, and normed; the backward's dx plus dres (rounded as the add of the stored dx) stored once.
+// Elsewhere the eager kernels one after the other. Results equal the eager pair's bit for bit.
+template <class T>
+void add_rmsnorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* a, const T* b, const T* w,
+                     T* h, T* y, float* rstd);
+template <class T>
+void rmsnorm_bwd_add(cudaStream_t stream, int64_t rows, int64_t dim, const T* x, const T* w, const float* rstd,
+                     const T* dy, const T* dres, T* dx, T* dw, const ScratchAllocator& scratch = {});
 template <class T>
 void layernorm_fwd(cudaStream_t stream, int64_t rows, int64_t dim, double eps, const T* x, const T* w, const T* b, T* y,
                    float* mean, float* rstd);

@@ -43,11 +43,16 @@ __global__ void rope_kernel(RopeDims d, double sign, const T* x, T* y) {
 // adjacent threads on adjacent packs of one head.
 constexpr int64_t kHeadsPerThread = 8;
 
+// Work items of the packed kernel for a tensor of dims d.
+__host__ __device__ inline int64_t packed_items(const RopeDims& d, int n_pack) {
+  return d.batch * d.seq * ((d.heads + kHeadsPerThread - 1) / kHeadsPerThread) * (d.head_dim / n_pack);
+}
+
 template <int N, class T>
-__global__ void rope_packed_kernel(RopeDims d, double sign, const T* x, T* y) {
+__device__ void rope_pack_item(const RopeDims& d, double sign, const T* x, T* y, int64_t idx) {
   const int64_t packs_per_head = d.head_dim / N, groups = (d.heads + kHeadsPerThread - 1) / kHeadsPerThread;
-  const int64_t n = d.batch * d.seq * groups * packs_per_head, row = d.heads * d.head_dim;
-  TPTUNE_GRID_STRIDE(idx, n) {
+  const int64_t row = d.heads * d.head_dim;
+  {
     const int64_t k = idx % packs_per_head, g = (idx / packs_per_head) % groups;
     const int64_t token = idx / (packs_per_head * groups);  // token = b * seq + s
     const int64_t s = token % d.seq;
@@ -83,25 +88,81 @@ __global__ void rope_packed_kernel(RopeDims d, double sign, const T* x, T* y) {
   }
 }
 
-template <class T>
-void rotate(cudaStream_t stream, const RopeDims& d, double sign, const T* x, T* y, const char* kernel) {
+template <int N, class T>
+__global__ void rope_packed_kernel(RopeDims d, double sign, const T* x, T* y) {
+  const int64_t n = packed_items(d, N);
+  TPTUNE_GRID_STRIDE(idx, n) rope_pack_item<N>(d, sign, x, y, idx);
+}
+
+// rope_qk: q's items, then k's, in one grid (one launch for both tensors).
+template <int N, class T>
+__global__ void rope_qk_packed_kernel(RopeDims dq, RopeDims dk, double sign, const T* q, const T* k, T* qo, T* ko) {
+  const int64_t nq = packed_items(dq, N), n = nq + packed_items(dk, N);
+  TPTUNE_GRID_STRIDE(idx, n) {
+    if (idx < nq)
+      rope_pack_item<N>(dq, sign, q, qo, idx);
+    else
+      rope_pack_item<N>(dk, sign, k, ko, idx - nq);
+  }
+}
+
+void check_rope_dims(const RopeDims& d, const char* kernel) {
   require(d.head_dim > 0 && d.head_dim % 2 == 0, kernel,
           "head_dim must be even and positive, got " + std::to_string(d.head_dim));
   require(d.theta > 0.0, kernel, "theta must be positive");
   require(d.batch >= 0 && d.seq >= 0 && d.heads >= 0 && d.offset >= 0, kernel, "negative dims");
+}
+
+template <class T>
+bool rope_packs(const RopeDims& d, const T* x, const T* y) {
+  constexpr int N = detail::kPack<T>;
+  return d.head_dim % N == 0 && detail::pack_aligned(x, sizeof(T), N) && detail::pack_aligned(y, sizeof(T), N);
+}
+
+template <class T>
+void rotate(cudaStream_t stream, const RopeDims& d, double sign, const T* x, T* y, const char* kernel) {
+  check_rope_dims(d, kernel);
   const int64_t n = d.batch * d.seq * (d.head_dim / 2);
   if (n == 0 || d.heads == 0) return;
   constexpr int N = detail::kPack<T>;
-  if (d.head_dim % N == 0 && detail::pack_aligned(x, sizeof(T), N) && detail::pack_aligned(y, sizeof(T), N)) {
-    const int64_t threads = d.batch * d.seq * ((d.heads + kHeadsPerThread - 1) / kHeadsPerThread) * (d.head_dim / N);
-    rope_packed_kernel<N><<<detail::grid_for_items(threads), kThreads, 0, stream>>>(d, sign, x, y);
+  if (rope_packs(d, x, y)) {
+    rope_packed_kernel<N><<<detail::grid_for_items(packed_items(d, N)), kThreads, 0, stream>>>(d, sign, x, y);
   } else {
     rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(d, sign, x, y);
   }
   check_launch(kernel);
 }
 
+// q and k in one launch when both take the packed path; otherwise one rotation each.
+template <class T>
+void rotate_qk(cudaStream_t stream, const RopeDims& dq, const RopeDims& dk, double sign, const T* q, const T* k, T* qo,
+               T* ko, const char* kernel) {
+  check_rope_dims(dq, kernel);
+  check_rope_dims(dk, kernel);
+  constexpr int N = detail::kPack<T>;
+  if (!rope_packs(dq, q, qo) || !rope_packs(dk, k, ko)) {
+    rotate(stream, dq, sign, q, qo, kernel);
+    rotate(stream, dk, sign, k, ko, kernel);
+    return;
+  }
+  const int64_t n = packed_items(dq, N) + packed_items(dk, N);
+  if (n == 0) return;
+  rope_qk_packed_kernel<N><<<detail::grid_for_items(n), kThreads, 0, stream>>>(dq, dk, sign, q, k, qo, ko);
+  check_launch(kernel);
+}
+
 }  // namespace
+
+template <class T>
+void rope_qk_fwd(cudaStream_t stream, const RopeDims& dq, const RopeDims& dk, const T* q, const T* k, T* qo, T* ko) {
+  rotate_qk(stream, dq, dk, +1.0, q, k, qo, ko, "rope_qk_fwd");
+}
+
+template <class T>
+void rope_qk_bwd(cudaStream_t stream, const RopeDims& dq, const RopeDims& dk, const T* dq_in, const T* dk_in, T* dqo,
+                 T* dko) {
+  rotate_qk(stream, dq, dk, -1.0, dq_in, dk_in, dqo, dko, "rope_qk_bwd");
+}
 
 template <class T>
 void rope_fwd(cudaStream_t stream, const RopeDims& s, const T* x, T* y) {
@@ -117,5 +178,10 @@ template void rope_fwd<float>(cudaStream_t, const RopeDims&, const float*, float
 template void rope_bwd<float>(cudaStream_t, const RopeDims&, const float*, float*);
 template void rope_fwd<__nv_bfloat16>(cudaStream_t, const RopeDims&, const __nv_bfloat16*, __nv_bfloat16*);
 template void rope_bwd<__nv_bfloat16>(cudaStream_t, const RopeDims&, const __nv_bfloat16*, __nv_bfloat16*);
+#define TPTUNE_INSTANTIATE_QK(T)                                                                            \
+  template void rope_qk_fwd<T>(cudaStream_t, const RopeDims&, const RopeDims&, const T*, const T*, T*, T*); \
+  template void rope_qk_bwd<T>(cudaStream_t, const RopeDims&, const RopeDims&, const T*, const T*, T*, T*);
+TPTUNE_INSTANTIATE_QK(float)
+TPTUNE_INSTANTIATE_QK(__nv_bfloat16)
 
 }  // namespace tptune::cuda

@@ -25,5 +25,13 @@ template <class T>
 void rope_fwd(cudaStream_t stream, const RopeDims& s, const T* x, T* y);
 template <class T>
 void rope_bwd(cudaStream_t stream, const RopeDims& s, const T* dy, T* dx);
+// rope_qk (ElementwiseOp rope_qk / rope_qk_bwd): q (dims dq) and k (dims dk) rotated in one launch (the packed
+// kernel's grid covers q's items, then k's); each result equals rope_fwd / rope_bwd of that tensor. Tensors the packed
+// path does not take run as two rotations.
+template <class T>
+void rope_qk_fwd(cudaStream_t stream, const RopeDims& dq, const RopeDims& dk, const T* q, const T* k, T* qo, T* ko);
+template <class T>
+void rope_qk_bwd(cudaStream_t stream, const RopeDims& dq, const RopeDims& dk, const T* dq_in, const T* dk_in, T* dqo,
+                 T* dko);
 
 }  // namespace tptune::cuda

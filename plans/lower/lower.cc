@@ -10,6 +10,7 @@
 
 #include "plans/language/module_names.h"
 #include "plans/lower/async_tp.h"
+#include "plans/lower/compile_fusion.h"
 #include "plans/lower/incremental.h"
 #include "plans/lower/input_checks.h"
 #include "plans/lower/layers.h"
@@ -395,11 +396,15 @@ class Lowerer {
     } else if (prog.plan.async_tp) {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
+    // torch.compile's fusions, after the recompute ops were copied from the eager forward and after async TP.
+    std::vector<bool> fused;
+    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog);
     thread_local DepsScratch scratch_for_thread;
     DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     const bool deps_prepared = prepared && prepared->deps_prepared;
     for (size_t i = 0; i < prog.segments.size(); ++i)
-      if (!deps_prepared || finish_changes(prog, i)) finalize_deps(prog.segments[i], scratch);
+      if (!deps_prepared || finish_changes(prog, i) || (i < fused.size() && fused[i]))
+        finalize_deps(prog.segments[i], scratch);
   }
 
   // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
@@ -716,8 +721,12 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
   // prepare_async_tp(), their deps) and the tensors async TP appends. That holds once the deps and async TP's rewrite
   // of the first segments are prepared in `p` (without them finishing changes every segment).
   const size_t kept = 3;  // embed.fwd, block.fwd, head
+  // A compiled Program's kept segments are fused: its recompute ops need the eager forward, which only async TP's
+  // preparation keeps (UnfinishedProgram::forward).
+  const bool compiled = p.prog.training.compiled(p.prog.plan.async_tp);
   if (out_from != 0 && out_from == p.id && p.deps_prepared && (p.forward || !p.prog.plan.async_tp) &&
-      p.prog.segments.size() > kept && out.segments.size() > kept && out.tensors.size() >= p.prog.tensors.size()) {
+      (p.forward || !compiled) && p.prog.segments.size() > kept && out.segments.size() > kept &&
+      out.tensors.size() >= p.prog.tensors.size()) {
     // Without async TP finishing changes only the block backward (and splits it with ac_layers): when `out` is not
     // split, the segments after it are p's already.
     const bool tail_kept =

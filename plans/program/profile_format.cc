@@ -61,6 +61,7 @@ json op_json(const ProfileOp& o) {
   rec["outputs"] = std::move(outs);
   if (!o.measured) rec["measured"] = false;
   if (o.seeded_from_local) rec["seeded_from_local"] = true;
+  if (!o.fused.empty()) rec["fused"] = o.fused;
   rec["time_us"] = o.time_us ? summary_json(*o.time_us) : json(nullptr);
   if (o.measured) rec["samples_us"] = o.samples_us;
   return rec;
@@ -232,6 +233,12 @@ struct Reader {
     o.outputs = tensors(rec, w, "outputs");
     if (doc.find(rec, w, "measured")) o.measured = doc.boolean(rec, w, "measured");
     if (doc.find(rec, w, "seeded_from_local")) o.seeded_from_local = doc.boolean(rec, w, "seeded_from_local");
+    if (const json* a = array(rec, w, "fused"))
+      for (size_t i = 0; i < a->size(); ++i) {
+        if (!(*a)[i].is_string())
+          doc.fail(fmt::format("{}[{}]", json_key(w, "fused"), i), "expected the name of an op the kernel fuses");
+        o.fused.push_back((*a)[i].get<std::string>());
+      }
     if (o.measured) o.time_us = summary(doc.object(rec, w, "time_us"), json_key(w, "time_us"));
     o.samples_us = times(rec, w, "samples_us");
     return o;
@@ -273,7 +280,9 @@ json op_descriptor(const OpKind& kind, int group_size) {
                   {"n_kv_heads", k.n_kv_heads}, {"head_dim", k.head_dim}, {"causal", k.causal},
                   {"backward", k.backward},     {"flops", k.flops()}};
         } else if constexpr (std::is_same_v<K, ElementwiseOp>) {
-          return {{"fn", std::string(to_string(k.fn))}, {"bytes", k.bytes}, {"flops", k.flops}, {"dim", k.dim}};
+          json d = {{"fn", std::string(to_string(k.fn))}, {"bytes", k.bytes}, {"flops", k.flops}, {"dim", k.dim}};
+          if (k.amax_of >= 0) d["amax_of"] = k.amax_of;  // a compiled Program's fused float8 amax
+          return d;
         } else if constexpr (std::is_same_v<K, EmbeddingOp>) {
           return {{"tokens", k.tokens},
                   {"vocab_local", k.vocab_local},

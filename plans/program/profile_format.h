@@ -18,7 +18,8 @@
 //       {"index": 0, "name": "tok_embeddings.fwd", "module": "tok_embeddings", "segment": "embed.fwd", "layer": -1,
 //        "template_op": 0, "phase": "forward", "kind": "embedding", "op": {op_descriptor()},
 //        "chunk": {"pattern": "all_gather", "step": 1, "count": 2}            (async TP ops only)
-//        "inputs": [{"name": "tokens", "shape": [2, 32], "global_shape": [2, 32], "dtype": "fp32",
+//        "fused": ["layers.0.ffn_norm.fwd", "layers.0.attention.residual"]     (fused kernels of a compiled Program
+//        only) "inputs": [{"name": "tokens", "shape": [2, 32], "global_shape": [2, 32], "dtype": "fp32",
 //                    "placement": "R", "role": "input"}], "outputs": [...],
 //        "time_us": {"median": 12.5, "min": 11.9, "p10": 12.0, "p90": 13.1, "max": 14.2}, "samples_us": [...]}
 //     ]
@@ -94,8 +95,12 @@ struct ProfileOp {
   nlohmann::json op;                   // op_descriptor() (null when absent)
   std::optional<ProfileChunk> chunk;
   std::vector<ProfileTensor> inputs, outputs;
-  bool measured = true;                // false: a collective the single-GPU mode did not run
-  bool seeded_from_local = false;      // such a collective's outputs were seeded from the rank's own data
+  bool measured = true;            // false: a collective the single-GPU mode did not run
+  bool seeded_from_local = false;  // such a collective's outputs were seeded from the rank's own data
+  // "fused" (profiles of compiled Programs, tp-run after issue 39): the record is one kernel that replaces several
+  // eager ops (ElementwiseOp's "Fused ops", Op::fused): their full names, the record's own among them. The
+  // record's time is the fused kernel's; no other record times those ops. Absent: the op is one eager kernel.
+  std::vector<std::string> fused;
   std::optional<TimeSummary> time_us;  // present when measured
   std::vector<double> samples_us;      // per iteration (the slowest rank's)
 };

@@ -133,6 +133,22 @@ struct AttentionOp {
 //                  differ): ring attention's K/V buffers, its dK/dV split and its fp32 dq cast back.
 //   attention_merge {o, lse, block_o, block_lse} -> {o, lse}: ring attention's merge of one block into the running
 //                  output (torch's _SDPAMerger, fp32; kernels/cpu/attention_block.h merge_partial)
+// Fused ops: only a compiled Program has them (training.compile, implied by async TP): plans/lower/compile_fusion.h
+// rewrites the eager lowering into the kernels torch.compile (Inductor) generates for a block; each replaces the ops
+// named in Op::fused, computes what they computed and stores what they stored (fp32 inside, as Inductor does):
+//   add_rmsnorm    {a, b, w} -> {h = a + b, y, rstd}: the residual add and the RMSNorm of its sum in one pass
+//                  (y, rstd as rmsnorm of h); bytes = read a, b, write h, y (4 activations) + w + rstd
+//   rmsnorm_bwd_add {x, w, rstd, dy, dres} -> {dx = dres + rmsnorm_bwd's dx, dw}: the norm's backward and the
+//                  gradient sum with the residual's gradient; bytes = read x, dy, dres, write dx (4 activations)
+//                  + w, dw + rstd
+//   rope_qk        {q, k} -> {q', k'}: rope of q and of k in one launch; bytes = both ropes' (2 x (|q| + |k|))
+//   rope_qk_bwd    {dq', dk'} -> {dq, dk}
+// amax_of >= 0 (any elementwise fn but the optimizer's, compiled Programs only): the op has one more output, last,
+// the fp32 scalar max |.| of its output amax_of: a tensorwise float8 amax (CastFp8Op's amax stage, whose
+// producer_elementwise says it may fuse) folded into the producer's pass; bytes stay the producer's (+ 4). One amax
+// per op: where a second output is cast too (swiglu_bwd's da and db, rope_qk_bwd's dq and dk) that amax stays a
+// CastFp8Op of its own with producer_elementwise false (Inductor folds both: not yet matched). A repeated amax of the
+// same output (wq, wk and wv casting one input) is computed once: its readers take the folded one.
 struct ElementwiseOp {
   enum class Fn {
     rmsnorm,
@@ -162,13 +178,18 @@ struct ElementwiseOp {
     // [g r, (g+1) r) (r = h_q / h_kv; torchtitan's repeat_kv: unsqueeze, expand, reshape); its backward sums each group
     // of r heads' gradients back into one.
     repeat_kv,
-    repeat_kv_bwd
+    repeat_kv_bwd,
+    add_rmsnorm,
+    rmsnorm_bwd_add,
+    rope_qk,
+    rope_qk_bwd
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
   int64_t flops = 0;
   int dim = -1;        // slice: the dim (normalized)
   int bias_split = 1;  // bias_add: the bias is divided by it (tp for a Partial output, see bias_add)
+  int amax_of = -1;    // compiled: the output whose float8 amax is the op's last output (see "Fused ops")
 };
 std::string_view to_string(ElementwiseOp::Fn f);
 
@@ -282,6 +303,10 @@ struct Op {
   std::vector<TensorId> inputs, outputs;
   OpKind kind;
   ChunkRef chunk;
+  // A fused op of a compiled Program (ElementwiseOp's "Fused ops"): the names of the eager ops it replaces (the norm's
+  // own first, then the residual add or gradient sum; both ropes in their order; a folded float8 amax last).
+  // Empty for every other op. A profile records the fused kernel once, on this op, with this list (profile_format.h).
+  std::vector<std::string> fused;
 
   bool is_collective() const { return std::holds_alternative<CollectiveOp>(kind); }
 };

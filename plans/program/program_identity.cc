@@ -43,6 +43,9 @@ nlohmann::json program_identity(const Program& p) {
   if (m.qkv_bias) id["model"]["qkv_bias"] = true;
   if (m.tie_word_embeddings) id["model"]["tie_word_embeddings"] = true;
   if (m.gqa != Gqa::enable_gqa) id["model"]["gqa"] = std::string(to_string(m.gqa));
+  // Likewise the mode for compiled Programs (training.compile, implied by async TP: the fused kernels of
+  // plans/lower/compile_fusion.h ran); a profile without it ran the eager kernels.
+  if (p.training.compiled(p.plan.async_tp)) id["training"]["compile"] = true;
   // Likewise context parallelism only for CP Programs (their dp is FSDP's dp_shard x cp).
   if (p.cp > 1) {
     id["cp"] = p.cp;
@@ -88,6 +91,10 @@ void check_same_program(const nlohmann::json& profiled, const Program& p, const 
     }
   }
   // The model features written only when present: a profile that has one the simulated model lacks differs too.
+  if (profiled.contains("training") && profiled["training"].is_object() && profiled["training"].contains("compile") &&
+      !mine["training"].contains("compile"))
+    diffs.push_back(
+        fmt::format("training.compile {} (profile) vs false ({})", value_text(profiled["training"]["compile"]), other));
   if (profiled.contains("model") && profiled["model"].is_object())
     for (const char* key : {"head_dim", "qkv_bias", "tie_word_embeddings", "gqa"})
       if (profiled["model"].contains(key) && !mine["model"].contains(key))

@@ -3,7 +3,8 @@
 // it, and the check that a profile belongs to a simulated Program (`tp-plan simulate --measured`,
 // sim/report/measured_trace.h):
 //   {"model": {"name", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "mlp", "norm"},
-//    "training": {"seq_len", "local_batch_size", "dtype", "activation_checkpointing"},
+//    "training": {"seq_len", "local_batch_size", "dtype", "activation_checkpointing", "compile" (true, only for a
+//                 compiled Program: its fused kernels ran; absent in older profiles, which ran the eager ones)},
 //    "plan": {"family", "source", "tp_degree", "float8", "async_tp", "loss_parallel"}, "tp", "dp"}
 // One function writes it (the profiler) and one compares it, so that the two cannot drift apart.
 

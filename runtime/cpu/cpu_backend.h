@@ -31,6 +31,11 @@ class CpuBackend final : public Backend {
   Storage storage_for(DType) const override { return Storage::f32; }
   // alloc .. recv: the overrides every backend declares.
 #include "runtime/backend_overrides.h"
+  // The one-pass CPU kernels of the compiled Program's fused norms (kernels/cpu/norms.h).
+  void add_rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr a, DevPtr b, DevPtr w, DevPtr h, DevPtr y,
+                       float* rstd) override;
+  void rmsnorm_bwd_add(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dres,
+                       DevPtr dx, DevPtr dw) override;
   int max_p2p_tag() const override;
 
   std::unique_ptr<Timer> make_timer() override;

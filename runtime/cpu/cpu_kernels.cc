@@ -64,6 +64,18 @@ void CpuBackend::rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, De
   kernels::rmsnorm(F(x), F(w), rows, dim, static_cast<float>(eps), F(y), rstd);
 }
 #undef CALL
+#define CALL "add_rmsnorm_fwd"
+void CpuBackend::add_rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr a, DevPtr b, DevPtr w, DevPtr h,
+                                 DevPtr y, float* rstd) {
+  kernels::add_rmsnorm(F(a), F(b), F(w), rows, dim, static_cast<float>(eps), F(h), F(y), rstd);
+}
+#undef CALL
+#define CALL "rmsnorm_bwd_add"
+void CpuBackend::rmsnorm_bwd_add(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy,
+                                 DevPtr dres, DevPtr dx, DevPtr dw) {
+  kernels::rmsnorm_bwd_add(F(x), F(w), rstd, F(dy), F(dres), rows, dim, F(dx), F(dw));
+}
+#undef CALL
 #define CALL "rmsnorm_bwd"
 void CpuBackend::rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dx,
                              DevPtr dw) {

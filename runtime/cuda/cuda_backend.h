@@ -66,6 +66,16 @@ class CudaBackend final : public Backend {
   // tptune::Error saying so. ce_loss's mean_over must equal tokens (the kernels divide by their own token count):
   // tptune::Error otherwise.
 #include "runtime/backend_overrides.h"
+  // The compiled Program's fused kernels (kernels/cuda/norms.h, rope.h): one pass, one launch where the packed paths
+  // apply.
+  void add_rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr a, DevPtr b, DevPtr w, DevPtr h, DevPtr y,
+                       float* rstd) override;
+  void rmsnorm_bwd_add(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy, DevPtr dres,
+                       DevPtr dx, DevPtr dw) override;
+  void rope_qk_fwd(const RopeShape& qs, const RopeShape& ks, DevPtr q, DevPtr k, DevPtr qo, DevPtr ko) override;
+  void rope_qk_bwd(const RopeShape& qs, const RopeShape& ks, DevPtr dq, DevPtr dk, DevPtr dqo, DevPtr dko) override;
+  // One multi-tensor launch per gradient storage (kernels/cuda/adamw.h), not one per parameter.
+  void adamw_multi(const std::vector<AdamWTensorRef>& tensors, const AdamWParams& h) override;
   int max_p2p_tag() const override { return 0; }
 
   std::unique_ptr<Timer> make_timer() override;

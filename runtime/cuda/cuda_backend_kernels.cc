@@ -2,7 +2,9 @@
 // kernels/cuda/ (every other operand must have that storage; statistics are fp32, ids int32).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <span>
+#include <vector>
 
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -101,6 +103,26 @@ void CudaBackend::rmsnorm_bwd(int64_t rows, int64_t dim, DevPtr x, DevPtr w, con
   });
 }
 
+void CudaBackend::add_rmsnorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr a, DevPtr b, DevPtr w, DevPtr h,
+                                  DevPtr y, float* rstd) {
+  constexpr const char* c = "add_rmsnorm_fwd";
+  floating(a, c, [&](auto t) {
+    using T = T_OF(t);
+    cuda::add_rmsnorm_fwd<T>(compute_, rows, dim, eps, as<T>(a, c), as<T>(b, c), as<T>(w, c), as<T>(h, c), as<T>(y, c),
+                             rstd);
+  });
+}
+
+void CudaBackend::rmsnorm_bwd_add(int64_t rows, int64_t dim, DevPtr x, DevPtr w, const float* rstd, DevPtr dy,
+                                  DevPtr dres, DevPtr dx, DevPtr dw) {
+  constexpr const char* c = "rmsnorm_bwd_add";
+  floating(x, c, [&](auto t) {
+    using T = T_OF(t);
+    cuda::rmsnorm_bwd_add<T>(compute_, rows, dim, as<T>(x, c), as<T>(w, c), rstd, as<T>(dy, c), as<T>(dres, c),
+                             as<T>(dx, c), as<T>(dw, c), scratch_);
+  });
+}
+
 void CudaBackend::layernorm_fwd(int64_t rows, int64_t dim, double eps, DevPtr x, DevPtr w, DevPtr b, DevPtr y,
                                 float* mean, float* rstd) {
   constexpr const char* c = "layernorm_fwd";
@@ -124,6 +146,23 @@ void CudaBackend::rope_fwd(const RopeShape& s, DevPtr x, DevPtr y) {
   floating(x, "rope_fwd", [&](auto t) {
     using T = T_OF(t);
     cuda::rope_fwd<T>(compute_, rope_dims(s), as<T>(x, "rope_fwd"), as<T>(y, "rope_fwd"));
+  });
+}
+
+void CudaBackend::rope_qk_fwd(const RopeShape& qs, const RopeShape& ks, DevPtr q, DevPtr k, DevPtr qo, DevPtr ko) {
+  constexpr const char* c = "rope_qk_fwd";
+  floating(q, c, [&](auto t) {
+    using T = T_OF(t);
+    cuda::rope_qk_fwd<T>(compute_, rope_dims(qs), rope_dims(ks), as<T>(q, c), as<T>(k, c), as<T>(qo, c), as<T>(ko, c));
+  });
+}
+
+void CudaBackend::rope_qk_bwd(const RopeShape& qs, const RopeShape& ks, DevPtr dq, DevPtr dk, DevPtr dqo, DevPtr dko) {
+  constexpr const char* c = "rope_qk_bwd";
+  floating(dq, c, [&](auto t) {
+    using T = T_OF(t);
+    cuda::rope_qk_bwd<T>(compute_, rope_dims(qs), rope_dims(ks), as<T>(dq, c), as<T>(dk, c), as<T>(dqo, c),
+                         as<T>(dko, c));
   });
 }
 
@@ -203,6 +242,27 @@ void CudaBackend::adamw(int64_t n, const AdamWParams& h, float* p, DevPtr g, flo
     const cuda::AdamWTensor<T> one{p, as<T>(g, "adamw"), m, v, n};
     cuda::adamw<T>(compute_, std::span<const cuda::AdamWTensor<T>>(&one, 1), c, h.step);
   });
+}
+
+void CudaBackend::adamw_multi(const std::vector<AdamWTensorRef>& tensors, const AdamWParams& h) {
+  kernels::AdamWConfig c;
+  c.lr = h.lr, c.beta1 = h.beta1, c.beta2 = h.beta2, c.eps = h.eps, c.weight_decay = h.weight_decay;
+  // One group per gradient storage, in the order each storage first appears; the tensors of a group in their order.
+  std::vector<Storage> storages;
+  for (const AdamWTensorRef& t : tensors)
+    if (std::find(storages.begin(), storages.end(), t.g.storage) == storages.end()) storages.push_back(t.g.storage);
+  for (const Storage storage : storages) {
+    const AdamWTensorRef* first = nullptr;
+    for (const AdamWTensorRef& t : tensors)
+      if (t.g.storage == storage && first == nullptr) first = &t;
+    floating(first->g, "adamw", [&](auto tag) {
+      using T = T_OF(tag);
+      std::vector<cuda::AdamWTensor<T>> group;
+      for (const AdamWTensorRef& t : tensors)
+        if (t.g.storage == storage) group.push_back({t.p, as<T>(t.g, "adamw"), t.m, t.v, t.n});
+      cuda::adamw<T>(compute_, std::span<const cuda::AdamWTensor<T>>(group.data(), group.size()), c, h.step);
+    });
+  }
 }
 
 void CudaBackend::embedding_fwd(int64_t tokens, int64_t vocab_local, int64_t dim, int64_t vocab_offset,

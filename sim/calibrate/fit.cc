@@ -368,7 +368,26 @@ void fit_attention(const std::vector<Sample>& ss, const Fittable& may, const Cos
 }
 
 // Memory-bound sub-classes: which column an op's time goes to.
-enum MemCol { plain = 0, norm, rope, act, emb_bwd, loss, cast, adam_bytes, bench_plain, ovh, ovh_adam, n_mem_cols };
+// A compiled Program's norm, rope and activation kernels (training.compile on a device that fuses: its fused ops,
+// ElementwiseOp's "Fused ops") have columns of their own, which fit the compiled_*_traffic_factor terms; an eager
+// Program's fit the eager factors. So compile terms are fitted to compiled kernels only.
+enum MemCol {
+  plain = 0,
+  norm,
+  rope,
+  act,
+  emb_bwd,
+  loss,
+  cast,
+  adam_bytes,
+  bench_plain,
+  ovh,
+  ovh_adam,
+  c_norm,
+  c_rope,
+  c_act,
+  n_mem_cols
+};
 
 void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParams& fit, Calibration& cal) {
   if (ss.empty()) return;
@@ -377,6 +396,7 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
   c.memory_bound_overhead_us = c.optimizer_overhead_us = 0;
   c.norm_traffic_factor = c.rope_traffic_factor = c.activation_traffic_factor = 1.0;
   c.norm_bwd_traffic_factor = c.rope_bwd_traffic_factor = c.activation_bwd_traffic_factor = 1.0;
+  c.compiled_norm_traffic_factor = c.compiled_rope_traffic_factor = c.compiled_activation_traffic_factor = 1.0;
   c.embedding_bwd_efficiency = 1.0;
   c.loss_traffic_factor = 1.0;
   c.fp8_cast_traffic_factor = 1.0;
@@ -388,23 +408,29 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
     bool adam = false;
     if (const Op* op = program_op(*s.op, *s.m)) {
       using F = ElementwiseOp::Fn;
+      const Program& prog = *s.m->program;
+      const bool compiled = c.compile_fuses && prog.training.compiled(prog.plan.async_tp);
       if (const auto* e = std::get_if<ElementwiseOp>(&op->kind)) {
         switch (e->fn) {
           case F::rmsnorm:
           case F::rmsnorm_bwd:
           case F::layernorm:
           case F::layernorm_bwd:
-            col = norm;
+          case F::add_rmsnorm:
+          case F::rmsnorm_bwd_add:
+            col = compiled ? c_norm : norm;
             break;
           case F::rope:
           case F::rope_bwd:
-            col = rope;
+          case F::rope_qk:
+          case F::rope_qk_bwd:
+            col = compiled ? c_rope : rope;
             break;
           case F::swiglu:
           case F::swiglu_bwd:
           case F::gelu:
           case F::gelu_bwd:
-            col = act;
+            col = compiled ? c_act : act;
             break;
           case F::adamw:
             adam = true;
@@ -449,6 +475,10 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
       put(cal, base, fit, fwd, x[col] / a, "memory_bound");
       put(cal, base, fit, bwd, x[col] / a, "memory_bound");
     }
+  for (const auto& [col, name] :
+       {std::pair{c_norm, "compiled_norm_traffic_factor"}, std::pair{c_rope, "compiled_rope_traffic_factor"},
+        std::pair{c_act, "compiled_activation_traffic_factor"}})
+    if (used[col]) put(cal, base, fit, name, x[col] / a, "memory_bound");
   if (used[emb_bwd]) put(cal, base, fit, "embedding_bwd_efficiency", a / x[emb_bwd], "memory_bound");
   if (used[loss]) put(cal, base, fit, "loss_traffic_factor", x[loss] / a, "memory_bound");
   if (used[cast]) put(cal, base, fit, "fp8_cast_traffic_factor", x[cast] / a, "memory_bound");

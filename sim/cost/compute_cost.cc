@@ -156,15 +156,20 @@ namespace {
 double traffic_factor(ElementwiseOp::Fn f, const CostParams& c, bool compiled) {
   using F = ElementwiseOp::Fn;
   switch (f) {
+    // The fused ops of a compiled Program (ElementwiseOp's "Fused ops") count their own bytes, their module's factor.
     case F::rmsnorm:
     case F::layernorm:
+    case F::add_rmsnorm:
       return compiled ? c.compiled_norm_traffic_factor : c.norm_traffic_factor;
     case F::rmsnorm_bwd:
     case F::layernorm_bwd:
+    case F::rmsnorm_bwd_add:
       return compiled ? c.compiled_norm_traffic_factor : c.norm_bwd_traffic_factor;
     case F::rope:
+    case F::rope_qk:
       return compiled ? c.compiled_rope_traffic_factor : c.rope_traffic_factor;
     case F::rope_bwd:
+    case F::rope_qk_bwd:
       return compiled ? c.compiled_rope_traffic_factor : c.rope_bwd_traffic_factor;
     case F::swiglu:
     case F::gelu:
@@ -204,6 +209,16 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     const bool compiled = compile_fuses(p, c);
     ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c, compiled), eff,
                                           adam ? c.optimizer_overhead_us : ovh, gpu);
+    if (ew->amax_of >= 0 && !(compiled && c.compiled_fuses_amax) &&
+        static_cast<size_t>(ew->amax_of) < op.outputs.size()) {
+      // The float8 amax folded into this op (ElementwiseOp::amax_of) where the device does not fuse it: one more read
+      // of that output, in a kernel of its own (what the CastFp8Op amax stage costs).
+      const TensorDesc& x = p.tensor(op.outputs[static_cast<size_t>(ew->amax_of)]);
+      const ComputeEstimate amax = memory_bound_cost(
+          static_cast<double>(numel(x.local_shape)) * stored_bytes_per_element(x.dtype, c), eff, ovh, gpu);
+      e.bytes += amax.bytes;
+      e.time_us += amax.time_us;
+    }
     e.flops = 0;
     return e;
   }
@@ -267,8 +282,9 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
 int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
   const bool compiled = compile_fuses(p, c);
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
-    if (compiled || ew->fn == ElementwiseOp::Fn::adamw) return 1;
-    return std::max(1, static_cast<int>(std::lround(traffic_factor(ew->fn, c, false))));
+    const int amax = ew->amax_of >= 0 && !(compiled && c.compiled_fuses_amax) ? 1 : 0;  // its own reduction kernel
+    if (compiled || ew->fn == ElementwiseOp::Fn::adamw) return 1 + amax;
+    return std::max(1, static_cast<int>(std::lround(traffic_factor(ew->fn, c, false)))) + amax;
   }
   if (auto* cf = std::get_if<CastFp8Op>(&op.kind))
     if (cf->stage == CastFp8Op::Stage::amax && compiled && c.compiled_fuses_amax && cf->producer_elementwise) return 0;

@@ -149,21 +149,24 @@ TPTUNE_COST_PARAM(double, fp8_cast_traffic_factor, 1.0, 1e-2, 1000);
 // GEMM operand traffic (the Program's elementwise byte counts already use the training dtype).
 TPTUNE_COST_PARAM(int, float_storage_bytes, 0, 0, 8);
 // With torch.compile (training.compile, torchtitan --compile.enable) inductor emits one kernel per norm, rope and
-// activation that reads its inputs and writes its outputs once: exactly the fused bytes the Program counts.
+// activation that reads its inputs and writes its outputs once: exactly the fused bytes the Program counts. A compiled
+// Program has those kernels as ops (plans/lower/compile_fusion.h: the residual add inside the norm, add_rmsnorm and
+// rmsnorm_bwd_add; q's and k's rope in one rope_qk), each priced by its own bytes at its module's factor.
 // (The eager defaults above are what the same modules cost without it.)
-TPTUNE_COST_FIELD(double, compiled_norm_traffic_factor, 1.0);
-TPTUNE_COST_FIELD(double, compiled_rope_traffic_factor, 1.0);
-TPTUNE_COST_FIELD(double, compiled_activation_traffic_factor, 1.0);
+TPTUNE_COST_PARAM(double, compiled_norm_traffic_factor, 1.0, 1e-2, 100);
+TPTUNE_COST_PARAM(double, compiled_rope_traffic_factor, 1.0, 1e-2, 100);
+TPTUNE_COST_PARAM(double, compiled_activation_traffic_factor, 1.0, 1e-2, 100);
 // Whether the device's runtime applies torch.compile's fusion at all (1: the compiled factors above and the fused
-// amax below apply when training.compile is on, or implied by async TP). 0 on the cpu device: tp-run executes the
-// Program's kernels one by one, compiled or not.
+// amax below apply when training.compile is on, or implied by async TP). 0 on the cpu device: tp-run's CPU kernels
+// run a compiled Program's fused ops at the eager factors' rates (the fused ops' bytes are counted all the same).
 TPTUNE_COST_PARAM(int, compile_fuses, 1, 0, 1);
 // Compiled float8 casts: inductor fuses the tensorwise amax reduction into the kernel that produces the tensor when
 // it generates that kernel (a norm, activation or rope, forward or backward: CastFp8Op::producer_elementwise), so the
 // amax stage neither re-reads the tensor nor launches a kernel. A tensor from a cuBLAS GEMM, the attention kernel or
 // a collective (the wo input, the gradients arriving by all-gather) gets its own amax reduction: inductor calls those
 // kernels as they are (no max-autotune epilogues in torchtitan's compile). The cast itself (which needs the global
-// scale first) stays one read + one 1-byte write.
+// scale first) stays one read + one 1-byte write. A compiled Program carries the fused amax in its producer op
+// (ElementwiseOp::amax_of); with this false (or compile_fuses 0) that op pays the amax's read and launch too.
 TPTUNE_COST_FIELD(bool, compiled_fuses_amax, true);
 // torchtitan's loss upcasts the logits (cross_entropy(pred.float(), ...)): the loss kernels read and write fp32,
 // after a cast pass, and fp32 tensors of the logits' size live through the head's backward (sim/memory.cc: three with

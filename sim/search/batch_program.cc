@@ -103,6 +103,7 @@ class Matcher {
             same(x.causal, y.causal, n), same(x.backward, y.backward, n);
           } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
             same(x.fn, y.fn, n, "fn"), same(x.dim, y.dim, n, "dim"), same(x.bias_split, y.bias_split, n, "bias_split");
+            same(x.amax_of, y.amax_of, n, "amax_of");
             size(x.bytes, y.bytes, n, "bytes"), size(x.flops, y.flops, n, "flops");
           } else if constexpr (std::is_same_v<T, EmbeddingOp>) {
             size(x.tokens, y.tokens, n, "tokens"), size(x.vocab_local, y.vocab_local, n, "vocab");

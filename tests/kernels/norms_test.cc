@@ -152,3 +152,33 @@ TEST_CASE("layernorm backward matches finite differences of the double reference
   check_close("dw", dw, part(grad, nx, nd), 1e-5, 1e-5);
   check_close("db", db, part(grad, nx + nd, nd), 1e-5, 1e-5);
 }
+
+TEST_CASE("fused norms of a compiled Program equal the eager ops they replace, bit for bit", "[compile]") {
+  // add_rmsnorm = add, then rmsnorm of the sum; rmsnorm_bwd_add = rmsnorm_bwd, then the residual gradient's add.
+  // The same fp32 and double operations in the same order: equality, not a tolerance.
+  const int64_t rows = 5, dim = 12;
+  std::vector<float> a(rows * dim), b(rows * dim), w(dim), dy(rows * dim), dres(rows * dim);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = std::sin(0.37f * float(i)) * 1.7f;
+    b[i] = std::cos(0.11f * float(i) + 0.5f);
+    dy[i] = std::sin(0.23f * float(i) + 1.0f) * 0.3f;
+    dres[i] = std::cos(0.19f * float(i)) * 0.7f;
+  }
+  for (int64_t i = 0; i < dim; ++i) w[size_t(i)] = 0.5f + 0.05f * float(i);
+  std::vector<float> h_eager(a.size()), y_eager(a.size()), rstd_eager(rows);
+  for (size_t i = 0; i < a.size(); ++i) h_eager[i] = a[i] + b[i];
+  rmsnorm(h_eager.data(), w.data(), rows, dim, 1e-5f, y_eager.data(), rstd_eager.data());
+  std::vector<float> h(a.size()), y(a.size()), rstd(rows);
+  add_rmsnorm(a.data(), b.data(), w.data(), rows, dim, 1e-5f, h.data(), y.data(), rstd.data());
+  CHECK(h == h_eager);
+  CHECK(y == y_eager);
+  CHECK(rstd == rstd_eager);
+
+  std::vector<float> dx_eager(a.size()), dw_eager(dim);
+  rmsnorm_bwd(h.data(), w.data(), rstd.data(), dy.data(), rows, dim, dx_eager.data(), dw_eager.data());
+  for (size_t i = 0; i < a.size(); ++i) dx_eager[i] = dres[i] + dx_eager[i];
+  std::vector<float> dx(a.size()), dw(dim);
+  rmsnorm_bwd_add(h.data(), w.data(), rstd.data(), dy.data(), dres.data(), rows, dim, dx.data(), dw.data());
+  CHECK(dx == dx_eager);
+  CHECK(dw == dw_eager);
+}

@@ -56,7 +56,7 @@ TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
   check_complete(StyleKind::no_parallel);
   check_complete(Phase::optimizer);
   check_complete(Group::pp);
-  check_complete(ElementwiseOp::Fn::repeat_kv_bwd);
+  check_complete(ElementwiseOp::Fn::rope_qk_bwd);
   check_complete(CpRotate::alltoall);
   check_complete(CrossEntropyOp::Stage::backward);
   check_complete(SegmentKind::optimizer);

@@ -36,7 +36,11 @@ Profile full_profile() {
   coll.index = 1, coll.name = "layers.0.attention.all_reduce", coll.kind = "collective", coll.chunk.reset();
   coll.measured = false, coll.time_us.reset(), coll.samples_us.clear();
   coll.seeded_from_local = true;
-  p.ops = {gemm, coll};
+  ProfileOp fused = gemm;  // a compiled Program's fused kernel: one record, the eager ops it replaces named
+  fused.index = 2, fused.name = "layers.0.ffn_norm.fwd", fused.kind = "elementwise", fused.chunk.reset();
+  fused.op = {{"fn", "add_rmsnorm"}, {"bytes", 32768}};
+  fused.fused = {"layers.0.ffn_norm.fwd", "layers.0.attention.residual"};
+  p.ops = {gemm, coll, fused};
   return p;
 }
 
@@ -61,6 +65,10 @@ TEST_CASE("profile format: what the writer writes, the reader reads back to the 
   CHECK(back.ops[0].outputs[0].placement == "S(-1)");
   CHECK(back.ops[1].seeded_from_local);
   CHECK_FALSE(back.ops[0].seeded_from_local);
+  CHECK(j["ops"][2]["fused"] == nlohmann::json{"layers.0.ffn_norm.fwd", "layers.0.attention.residual"});
+  CHECK_FALSE(j["ops"][0].contains("fused"));  // written only for a fused kernel
+  CHECK(back.ops[2].fused == std::vector<std::string>{"layers.0.ffn_norm.fwd", "layers.0.attention.residual"});
+  CHECK(back.ops[0].fused.empty());
   CHECK(profile_json(back) == j);
   // The text entry point: the same, and a syntax error names the line.
   CHECK(profile_json(parse_profile_text(j.dump(1), "p.json")) == j);
@@ -103,6 +111,12 @@ TEST_CASE("profile format: one-line errors naming the file and the key") {
   j = good;
   j["ops"][1]["seeded_from_local"] = "yes";
   CHECK(err(j) == "p.json: ops[1].seeded_from_local: expected true or false, got \"yes\"");
+  j = good;
+  j["ops"][2]["fused"][1] = 3;
+  CHECK(err(j) == "p.json: ops[2].fused[1]: expected the name of an op the kernel fuses");
+  j = good;
+  j["ops"][2]["fused"] = "layers.0.ffn_norm.fwd";
+  CHECK(err(j) == "p.json: ops[2].fused: expected a list, got \"layers.0.ffn_norm.fwd\"");
   j = good;
   j["ops"][0]["template_op"] = -1;
   CHECK(err(j) == "p.json: ops[0].template_op: expected a non-negative integer, got -1");

@@ -203,3 +203,83 @@ TEST_CASE("executor_buffer_bytes: what the step allocates, before allocating it"
   CHECK(executor_buffer_bytes(p8b, fp32) > 128484179968);
   CHECK(executor_buffer_bytes(p8b, bf16) < executor_buffer_bytes(p8b, fp32));
 }
+
+namespace {
+// Loss and every parameter gradient of one step of `p` (seed 7), with the optimizer as asked.
+struct StepResult {
+  float loss = 0;
+  std::vector<std::vector<float>> grads, values;
+};
+StepResult run_step(const Program& p, bool optimizer, bool timed = false) {
+  CpuBackend be;
+  Executor ex(p, be, {optimizer, {}});
+  ex.init(7);
+  if (timed)
+    ex.step([](int, double) {});
+  else
+    ex.step();
+  StepResult r;
+  r.loss = ex.loss();
+  for (const auto& prm : ex.parameters()) {
+    r.grads.push_back(ex.read(prm.grad));
+    r.values.push_back(ex.read(prm.value));
+  }
+  return r;
+}
+int count_fn(const Program& p, ElementwiseOp::Fn fn) {
+  int n = 0;
+  for (const Segment& s : p.segments)
+    for (const Op& op : s.ops)
+      if (const auto* e = std::get_if<ElementwiseOp>(&op.kind); e && e->fn == fn) n += 1;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("compiled Programs run the fused kernels: the same loss and gradients as the eager step, bit for bit",
+          "[runtime][executor][compile]") {
+  // The CPU's fused kernels (add_rmsnorm, rmsnorm_bwd_add, rope_qk, an amax folded into its producer) compute what
+  // the eager ops they replace compute, in the same fp32 operations: the step is identical, not merely close. float8
+  // tensorwise brings the folded amax (the norms' and SwiGLU's outputs are cast for their GEMMs).
+  for (const auto float8 : {Float8Recipe::none, Float8Recipe::tensorwise}) {
+    INFO(to_string(float8));
+    Config cfg = test::example_config("tiny-llama.yaml");
+    const Plan plan = test::make_plan("vanilla", {.float8 = float8, .local_batch_size = cfg.training.local_batch_size});
+    cfg.training.compile = false;
+    const Program eager = lower(cfg.model, cfg.training, plan);
+    cfg.training.compile = true;
+    const Program compiled = lower(cfg.model, cfg.training, plan);
+    // tiny-llama's 2 blocks: per block 1 add_rmsnorm (the ffn_norm and the attention residual), 2 rmsnorm_bwd_add,
+    // 1 rope_qk, 1 rope_qk_bwd, in templates of one block: block.fwd and block.bwd hold one block each.
+    CHECK(count_fn(compiled, ElementwiseOp::Fn::add_rmsnorm) == 1);
+    CHECK(count_fn(compiled, ElementwiseOp::Fn::rmsnorm_bwd_add) == 2);
+    CHECK(count_fn(compiled, ElementwiseOp::Fn::rope_qk) == 1);
+    CHECK(count_fn(compiled, ElementwiseOp::Fn::rope_qk_bwd) == 1);
+    CHECK(count_fn(eager, ElementwiseOp::Fn::add_rmsnorm) == 0);
+    int folded = 0, amax_left = 0;  // amax ops whose producer is elementwise: folded into it, none left
+    for (const Segment& s : compiled.segments)
+      for (const Op& op : s.ops) {
+        if (const auto* e = std::get_if<ElementwiseOp>(&op.kind); e && e->amax_of >= 0) folded += 1;
+        if (const auto* c = std::get_if<CastFp8Op>(&op.kind))
+          amax_left += c->stage == CastFp8Op::Stage::amax && c->producer_elementwise;
+      }
+    CHECK(amax_left == 0);
+    CHECK((folded > 0) == (float8 == Float8Recipe::tensorwise));
+    const StepResult a = run_step(eager, false), b = run_step(compiled, false);
+    CHECK(a.loss == b.loss);
+    REQUIRE(a.grads.size() == b.grads.size());
+    for (size_t i = 0; i < a.grads.size(); ++i) CHECK(a.grads[i] == b.grads[i]);
+  }
+}
+
+TEST_CASE("AdamW runs once per dtype group in a step, with the numerics of one update per parameter",
+          "[runtime][executor][adamw]") {
+  // step() hands a run of adamw ops to Backend::adamw_multi (one multi-tensor launch per gradient dtype on CUDA); a
+  // step that times every op runs them one by one. The updated parameters are the same, bit for bit.
+  const Program p = test::lower_example("tiny-llama.yaml", "vanilla");
+  const StepResult batched = run_step(p, true), one_by_one = run_step(p, true, true);
+  CHECK(batched.loss == one_by_one.loss);
+  REQUIRE(batched.values.size() == one_by_one.values.size());
+  for (size_t i = 0; i < batched.values.size(); ++i) CHECK(batched.values[i] == one_by_one.values[i]);
+  const StepResult no_update = run_step(p, false);
+  CHECK(no_update.values != batched.values);  // the update ran
+}

@@ -3,6 +3,7 @@
 #include "kernels/cuda/norms.h"
 
 #include "kernels/cpu/norms.h"
+#include "kernels/cuda/elementwise.h"
 #include "tests/kernels/compare.h"
 #include "tests/kernels/cuda/device.h"
 
@@ -79,5 +80,37 @@ TEMPLATE_TEST_CASE("cuda layernorm forward and backward match the CPU", "[cuda]"
                            ddx.get(), ddw.get(), ddb.get());
     CHECK(ddw.floats() == dw_first);
     CHECK(ddx.floats() == dx_first);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda fused norms of a compiled Program equal the eager kernels they replace, bit for bit", "[cuda]",
+                   float, __nv_bfloat16) {
+  // add_rmsnorm_fwd = add, then rmsnorm_fwd of the stored sum; rmsnorm_bwd_add = rmsnorm_bwd, then add(dres, dx):
+  // the same per-element arithmetic and rounding (packed path: one pass; elsewhere the eager pair itself).
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  using T = TestType;
+  for (const Shape s : kShapes) {
+    INFO("rows " << s.rows << ", dim " << s.dim);
+    const size_t n = size_t(s.rows * s.dim), d = size_t(s.dim), r = size_t(s.rows);
+    const auto a = test::rounded<T>(test::randn(n, 11)), b = test::rounded<T>(test::randn(n, 12));
+    const auto w = test::rounded<T>(test::randn(d, 13, 1.0, 1.0)), dy = test::rounded<T>(test::randn(n, 14));
+    const auto dres = test::rounded<T>(test::randn(n, 15));
+    DeviceArray<T> da(a), db(b), dw_in(w), ddy(dy), ddres(dres), h_e(n), y_e(n), h_f(n), y_f(n);
+    DeviceArray<float> rstd_e(r), rstd_f(r);
+    cuda::add<T>(nullptr, int64_t(n), da.get(), db.get(), h_e.get());
+    cuda::rmsnorm_fwd<T>(nullptr, s.rows, s.dim, 1e-5, h_e.get(), dw_in.get(), y_e.get(), rstd_e.get());
+    cuda::add_rmsnorm_fwd<T>(nullptr, s.rows, s.dim, 1e-5, da.get(), db.get(), dw_in.get(), h_f.get(), y_f.get(),
+                             rstd_f.get());
+    CHECK(h_f.floats() == h_e.floats());
+    CHECK(y_f.floats() == y_e.floats());
+    CHECK(rstd_f.floats() == rstd_e.floats());
+    DeviceArray<T> dx_part(n), dx_e(n), dw_e(d), dx_f(n), dw_f(d);
+    cuda::rmsnorm_bwd<T>(nullptr, s.rows, s.dim, h_e.get(), dw_in.get(), rstd_e.get(), ddy.get(), dx_part.get(),
+                         dw_e.get());
+    cuda::add<T>(nullptr, int64_t(n), ddres.get(), dx_part.get(), dx_e.get());
+    cuda::rmsnorm_bwd_add<T>(nullptr, s.rows, s.dim, h_e.get(), dw_in.get(), rstd_e.get(), ddy.get(), ddres.get(),
+                             dx_f.get(), dw_f.get());
+    CHECK(dx_f.floats() == dx_e.floats());
+    CHECK(dw_f.floats() == dw_e.floats());
   }
 }

@@ -38,3 +38,24 @@ TEST_CASE("cuda rope rejects an odd head_dim and a non-positive theta", "[cuda]"
   CHECK_THROWS_WITH(cuda::rope_bwd<float>(nullptr, cuda::RopeDims{1, 2, 2, 16, 0, 0.0}, x.get(), x.get()),
                     Catch::Contains("theta must be positive"));
 }
+
+TEMPLATE_TEST_CASE("cuda rope_qk: q and k in one launch equal rope of each, bit for bit", "[cuda]", float,
+                   __nv_bfloat16) {
+  // The compiled Program's rope_qk (ElementwiseOp): q with 8 heads and k with 2 (grouped-query), one grid.
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  using T = TestType;
+  const cuda::RopeDims q{2, 64, 8, 64, 128, 500000.0}, k{2, 64, 2, 64, 128, 500000.0};
+  const size_t nq = size_t(q.batch * q.seq * q.heads * q.head_dim), nk = size_t(k.batch * k.seq * k.heads * k.head_dim);
+  const auto xq = test::rounded<T>(test::randn(nq, 21)), xk = test::rounded<T>(test::randn(nk, 22));
+  DeviceArray<T> dq(xq), dk(xk), q_e(nq), k_e(nk), q_f(nq), k_f(nk);
+  cuda::rope_fwd<T>(nullptr, q, dq.get(), q_e.get());
+  cuda::rope_fwd<T>(nullptr, k, dk.get(), k_e.get());
+  cuda::rope_qk_fwd<T>(nullptr, q, k, dq.get(), dk.get(), q_f.get(), k_f.get());
+  CHECK(q_f.floats() == q_e.floats());
+  CHECK(k_f.floats() == k_e.floats());
+  cuda::rope_bwd<T>(nullptr, q, dq.get(), q_e.get());
+  cuda::rope_bwd<T>(nullptr, k, dk.get(), k_e.get());
+  cuda::rope_qk_bwd<T>(nullptr, q, k, dq.get(), dk.get(), q_f.get(), k_f.get());
+  CHECK(q_f.floats() == q_e.floats());
+  CHECK(k_f.floats() == k_e.floats());
+}
