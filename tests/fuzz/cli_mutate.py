@@ -352,8 +352,11 @@ def main():
                     f.write(mutate(rng, data.decode()) if target == "plan" else data)
             cmd = commands(rng, tp_plan, cfg, plan, cfg_src)
             # Outputs from a stream of their own, so that a seed's mutants and commands stay those it always gave.
+            # The files this command reads (a search does not read the plan: writing its report over plan.yaml
+            # destroys no input of its own).
+            read = [p for p in (cfg, plan) if p and p in cmd]
             cmd = with_outputs(Rng(f"{args.seed}-{n}"), cmd, cfg, plan, tmp)
-            inputs = {p: open(p, "rb").read() for p in (cfg, plan) if p}
+            inputs = {p: open(p, "rb").read() for p in read}
             rc, out, err, elapsed, timed_out = run(cmd)
             counts[f"exit {rc}" if not timed_out else "timeout"] += 1
             why = judge(rc, err, timed_out, elapsed)
