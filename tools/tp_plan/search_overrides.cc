@@ -115,6 +115,10 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
         {"--cp", std::to_string(*o.cp), "search.cp_degrees", was(s, "cp_degrees", list_text(s.cp_degrees))});
     s.cp_degrees = {*o.cp};
   }
+  if (o.ep)
+    throw Error(
+        "--ep: the search has no expert-parallel axis yet (search.ep_degrees, issue 42); simulate a plan with "
+        "--ep instead");
   if (o.pp) {
     applied.push_back(
         {"--pp", std::to_string(*o.pp), "search.pp_degrees", was(s, "pp_degrees", list_text(s.pp_degrees))});
