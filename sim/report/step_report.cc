@@ -154,6 +154,11 @@ std::string report_text(const StepReport& r) {
            "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms, DP replicate {:.2f} ms; the rest overlaps "
            "compute)\n",
            r.tp_comm_busy_ms, r.dp_comm_busy_ms, r.dp_replicate_comm_busy_ms);
+  else if (r.ep_degree > 1)
+    append(o,
+           "    (communication streams busy: TP {:.2f} ms, EP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute; "
+           "exposed EP time counts as TP's)\n",
+           r.tp_comm_busy_ms, r.ep_comm_busy_ms, r.dp_comm_busy_ms);
   else if (r.cp_degree > 1)
     append(o,
            "    (communication streams busy: TP {:.2f} ms, CP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute; "
@@ -262,6 +267,11 @@ nlohmann::json report_json(const StepReport& r) {
     j["plan"]["cp_rotate_method"] = std::string(to_string(r.cp_rotate));
     j["plan"]["cp_load_balance"] = r.cp_load_balance;
     j["comm_busy_ms"]["cp"] = r.cp_comm_busy_ms;
+  }
+  // EP keys only for expert-parallel plans, likewise.
+  if (r.ep_degree > 1) {
+    j["plan"]["ep_degree"] = r.ep_degree;
+    j["comm_busy_ms"]["ep"] = r.ep_comm_busy_ms;
   }
   // PP keys only for pipeline-parallel plans, likewise.
   if (r.pipeline.pp > 1) {
