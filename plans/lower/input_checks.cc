@@ -52,6 +52,10 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
       return fmt::format("the routed copies of {} x top_k {} x moe_imbalance {} x dim {} / expert_ffn_dim {}", shape(),
                          m.moe.top_k, t.moe_imbalance, m.dim, m.moe.expert_ffn_dim);
     });
+    elements(Wide{m.moe.experts} * m.moe.expert_ffn_dim * m.dim, [&] {
+      return fmt::format("the routed experts' weights of experts {} x expert_ffn_dim {} x dim {}", m.moe.experts,
+                         m.moe.expert_ffn_dim, m.dim);
+    });
     elements(tokens * m.moe.experts,
              [&] { return fmt::format("the router's logits of {} x experts {}", shape(), m.moe.experts); });
     if (Wide{2} * copies * m.dim * std::max(m.moe.expert_ffn_dim, m.moe.shared_ffn_dim) > max_flops_wide())

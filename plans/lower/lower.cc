@@ -639,6 +639,7 @@ class Lowerer {
   // expert_bias update) sums each block's tokens_per_expert buffer (experts fp32), Partial on dp/cp (and tp with EP
   // on), over those mesh dims: one all-reduce per dim, as a DTensor Partial -> Replicate redistribution does.
   void tokens_per_expert_all_reduce() {
+    e.phase = Phase::optimizer;
     const Shape s{m.moe.experts};
     TensorId t = e.tensor("moe.tokens_per_expert", s, DType::fp32, Placement::P(), TensorRole::scale, s);
     if (prog.dp_replicate > 1)

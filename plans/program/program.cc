@@ -74,7 +74,10 @@ int64_t AttentionOp::flops() const {
   return backward ? checked_mul(fwd / 2, 5, "attention backward FLOPs") : fwd;  // fwd is even
 }
 
-int64_t GemmOp::flops() const { return checked_mul({2, groups, m, n, k}, "GEMM FLOPs (2 x groups x m x n x k)"); }
+int64_t GemmOp::flops() const {
+  if (groups == 1) return checked_mul({2, m, n, k}, "GEMM FLOPs (2 x m x n x k)");
+  return checked_mul({2, groups, m, n, k}, "grouped GEMM FLOPs (2 x groups x m x n x k)");
+}
 
 std::string_view kind_name(const OpKind& k) {
   static constexpr std::string_view names[] = {"gemm",          "attention", "elementwise", "embedding",
