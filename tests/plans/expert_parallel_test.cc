@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "plans/export/export.h"
 #include "plans/language/plan.h"
 #include "plans/util/error.h"
 #include "tests/fixtures.h"
@@ -82,4 +83,10 @@ TEST_CASE("expert parallel: each bad mesh is a one-line error naming the key's o
         "plan p.yaml:3: ep_degree 16 does not divide the model's 8 routed experts: each ep rank holds experts / ep "
         "whole experts (GroupedExperts Shard(0) on ep)");
   CHECK(mesh_error(m, {.ep_degree = 0}) == "plan p.yaml:3: ep_degree: expected >= 1, got 0");
+}
+
+TEST_CASE("expert parallel: the exports refuse ep_degree until they write it", "[moe][export]") {
+  const Plan p = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 4\n", "p.yaml");
+  CHECK_THROWS_WITH(export_plan(p, ExportFormat::python),
+                    "plan p.yaml:3: ep_degree 4: the exports do not write expert parallelism yet");
 }
