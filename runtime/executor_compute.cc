@@ -124,6 +124,8 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
     fail(op, "gradient clipping (torchtitan 0.3's clip_grad_norm_) is modelled by the simulator only");
+  if (e.fn >= F::moe_router)  // refused before a run (tp-run's refuse_unsupported); said again for any other caller
+    fail(op, "mixture-of-experts ops are modelled by the simulator only");
   if (e.fn == F::attention_merge) return run_attention_merge(index);
   if (e.fn == F::concat) return run_concat(index);
   auto [ni, no] = arity.at(e.fn);
@@ -300,6 +302,15 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     case F::grad_clip:
     case F::attention_merge:
     case F::concat:
+    case F::moe_router:
+    case F::moe_router_bwd:
+    case F::moe_permute:
+    case F::moe_unpermute:
+    case F::moe_combine:
+    case F::moe_combine_bwd:
+    case F::host_sync:
+    case F::gate_mul:
+    case F::gate_mul_bwd:
       break;  // refused or run above
   }
   if (e.amax_of >= 0) {  // the float8 amax a compiled Program folded into this op (ElementwiseOp::amax_of)

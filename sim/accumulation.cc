@@ -21,8 +21,8 @@ MicrobatchTimes microbatch_times(const Program& p, const Timeline& tl) {
     for (size_t j = 0; j < seg.ops.size() && j < static_cast<size_t>(st.ops); ++j) {
       const OpTime t = st.time(last, static_cast<int>(j));
       if (const auto* c = std::get_if<CollectiveOp>(&seg.ops[j].kind);
-          c && (c->group == Group::dp || c->group == Group::dp_replicate)) {
-        dp_busy[c->group == Group::dp ? 0 : 1] += (t.end - t.start) * st.instances;
+          c && (c->group == Group::dp || c->group == Group::efsdp || c->group == Group::dp_replicate)) {
+        dp_busy[c->group == Group::dp_replicate ? 1 : 0] += (t.end - t.start) * st.instances;
         if (tl.comm_overlaps_compute) continue;  // else it ran on the compute stream: the next microbatch waits
       }
       end = std::max(end, t.end);

@@ -48,7 +48,7 @@ ClusterSpec resolve_cluster(const Config& cfg) {
   return c;
 }
 
-GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate, int cp) {
+GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate, int cp, int ep) {
   const int gpn = c.domain_gpus();  // "node" below: the NVLink domain
   if (tp < 1 || dp < 1 || dp_replicate < 1)
     throw Error(fmt::format("mesh [dp_replicate {}, dp {}, tp {}]: expected positive degrees", dp_replicate, dp, tp));
@@ -70,6 +70,17 @@ GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_r
   if (g == Group::pp)  // its hops are the pipeline step's (sim/pipeline/step.h), on the whole cluster
     throw Error("the pipeline group's layout is the pipeline step's: a pp rank's mesh has no pp group");
   GroupLayout l;
+  if (g == Group::ep || g == Group::efsdp) {
+    if (ep < 1 || shard_ranks % ep != 0)
+      throw Error(
+          fmt::format("mesh [dp {}, tp {}]: ep {} must divide dp x tp (the sparse mesh's efsdp x ep)", dp, tp, ep));
+    const int64_t size = g == Group::ep ? ep : shard_ranks / ep, stride = g == Group::ep ? 1 : ep;
+    const int64_t per_node = stride < gpn ? std::min<int64_t>(size, gpn / stride) : 1;
+    l.size = static_cast<int>(size);
+    l.per_node = static_cast<int>(per_node);
+    l.nodes = static_cast<int>((size + per_node - 1) / per_node);
+    return l;
+  }
   if (g == Group::tp) {
     l.size = tp;
     l.per_node = tp <= gpn ? tp : gpn;

@@ -64,6 +64,8 @@ struct GroupLayout {
 // Layout of the TP (size tp), DP (size dp = dp_shard x cp), replicate (size dp_replicate) or CP (size cp) group of a
 // [dp_replicate, dp_shard, cp, tp] mesh on the cluster. Throws tptune::Error when the mesh needs more GPUs than the
 // cluster has, or when tp and the NVLink domain's GPUs do not divide one another (a TP group would straddle a domain).
-GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate = 1, int cp = 1);
+// ep: expert parallelism's sparse mesh (plans/language/expert_parallel.h): an ep group is ep consecutive ranks, an
+// efsdp group the dp x tp / ep ranks of stride ep.
+GroupLayout group_layout(const ClusterSpec& c, Group g, int tp, int dp, int dp_replicate = 1, int cp = 1, int ep = 1);
 
 }  // namespace tptune

@@ -89,7 +89,8 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   facts.per_layer.resize(nt);
 
   // Model states: 16 B per element of the local TP shard, sharded over dp (fp32 master, fp32 grad, AdamW m, v).
-  double elems = 0;
+  // A routed expert's parameters under expert parallelism are sharded over efsdp instead (Program::fsdp_degree).
+  double elems = 0, expert_elems = 0;
   auto desc = p.tensors.begin();  // (an iterator: cheaper than indexing the deque)
   for (size_t t = 0; t < nt; ++t, ++desc) {
     const TensorDesc& d = *desc;
@@ -98,12 +99,13 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
     facts.state[t] = is_state(d);
     facts.per_layer[t] = d.per_layer;
     if (d.role != TensorRole::parameter) continue;
-    elems += static_cast<double>(n) * (d.per_layer ? L : 1.0);
+    (d.expert && p.ep > 1 ? expert_elems : elems) += static_cast<double>(n) * (d.per_layer ? L : 1.0);
     if (d.per_layer) r.block_params += facts.bytes[t];
   }
-  r.master_params = 4 * elems / dp;
-  r.gradients = 4 * elems / dp;
-  r.optimizer = 8 * elems / dp;
+  const double efsdp = std::max(1, p.efsdp);
+  r.master_params = 4 * elems / dp + 4 * expert_elems / efsdp;
+  r.gradients = 4 * elems / dp + 4 * expert_elems / efsdp;
+  r.optimizer = 8 * elems / dp + 8 * expert_elems / efsdp;
 
   // The block backward: one segment, or two when a plan's ac_layers splits it (the blocks without recompute, then
   // the checkpointed ones; plans/program/program.h).
@@ -188,11 +190,12 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   // the compute stream and frees the gradients; the buffer is kept (FSDPCommContext.reduce_scatter_state) until the
   // next unit's post-backward waits for that reduce-scatter, so one unit's fp32 gradients stay alive through the
   // backward beside the Program's tensors.
-  if (p.dp > 1)
+  if (p.dp > 1 || (p.ep > 1 && p.efsdp > 1))
     for (const Segment& s : p.segments)
       for (const Op& op : s.ops)
-        if (auto* col = std::get_if<CollectiveOp>(&op.kind);
-            col && col->group == Group::dp && col->kind == CollectiveKind::reduce_scatter)
+        if (auto* col = std::get_if<CollectiveOp>(&op.kind); col &&
+                                                             (col->group == Group::dp || col->group == Group::efsdp) &&
+                                                             col->kind == CollectiveKind::reduce_scatter)
           r.fsdp_reduce_scatter_input = std::max(r.fsdp_reduce_scatter_input, static_cast<double>(col->bytes));
 
   // The head's own parameters (unsharded while it runs) and its logits.

@@ -14,8 +14,9 @@
 namespace tptune {
 
 // Stream's enumerators, in declaration order.
-constexpr std::string_view kStreamNames[] = {"compute", "tp comm", "dp comm", "dp_replicate comm", "cp comm"};
-static_assert(std::size(kStreamNames) == enum_count(Stream::cp));
+constexpr std::string_view kStreamNames[] = {"compute",           "tp comm", "dp comm",
+                                             "dp_replicate comm", "cp comm", "ep comm"};
+static_assert(std::size(kStreamNames) == enum_count(Stream::ep));
 
 std::string_view to_string(Stream s) { return name_of(kStreamNames, s); }
 
@@ -25,7 +26,10 @@ Stream stream_of(const Op& op) {
       case Group::tp:
         return Stream::tp;
       case Group::dp:
+      case Group::efsdp:
         return Stream::dp;
+      case Group::ep:
+        return Stream::ep;
       case Group::dp_replicate:
         return Stream::dp_replicate;
       case Group::cp:
@@ -41,7 +45,7 @@ Stream stream_of(const Op& op) {
 
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {
   if (auto* col = std::get_if<CollectiveOp>(&op.kind)) {
-    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate, p.cp);
+    GroupLayout g = group_layout(cluster, col->group, p.tp, p.dp, p.dp_replicate, p.cp, p.ep);
     return collective_cost(col->kind, stored_bytes(col->bytes, col->dtype, c), g, cluster, c).time_us;
   }
   return compute_cost(op, p, cluster.gpu, c).time_us;
@@ -74,7 +78,8 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
   gemms.clear();
   auto same_gemm = [](const GemmOp& a, const GemmOp& b) {
     return a.m == b.m && a.n == b.n && a.k == b.k && a.a_dtype == b.a_dtype && a.b_dtype == b.b_dtype &&
-           a.c_dtype == b.c_dtype && a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.accumulate == b.accumulate;
+           a.c_dtype == b.c_dtype && a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.accumulate == b.accumulate &&
+           a.groups == b.groups;
   };
   for (size_t si = 0; si < p.segments.size(); ++si) {
     const Segment& s = p.segments[si];
@@ -106,6 +111,7 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
 
 bool is_prefetched(const Op& op) {
   auto* c = std::get_if<CollectiveOp>(&op.kind);
-  return c && c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.deps.empty() && op.inputs.empty();
+  return c && (c->group == Group::dp || c->group == Group::efsdp) && c->kind == CollectiveKind::all_gather &&
+         op.deps.empty() && op.inputs.empty();
 }
 }  // namespace tptune

@@ -188,6 +188,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
   r.dp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp)] / 1e3;
   r.dp_replicate_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::dp_replicate)] / 1e3;
   r.cp_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::cp)] / 1e3;
+  r.ep_comm_busy_ms = tl.busy_us[static_cast<int>(Stream::ep)] / 1e3;
   // Per-microbatch ops (every segment but the optimizer's) run ga times.
   auto per_step = [&](const Segment& s) {
     return is_optimizer_segment(s) ? 1.0 : static_cast<double>(r.gradient_accumulation_steps);
@@ -216,6 +217,7 @@ StepReport make_report(const Program& p, const ClusterSpec& cluster, const OpCos
     r.dp_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp)] / 1e3;
     r.dp_replicate_comm_busy_ms += extra * busy[static_cast<int>(Stream::dp_replicate)] / 1e3;
     r.cp_comm_busy_ms += extra * busy[static_cast<int>(Stream::cp)] / 1e3;
+    r.ep_comm_busy_ms += extra * busy[static_cast<int>(Stream::ep)] / 1e3;
   }
 
   // Over every instance of the segments of that kind (a plan's ac_layers splits the block backward in two).

@@ -93,6 +93,7 @@ struct StepReport : PlanToggles {
   double tp_comm_busy_ms = 0, dp_comm_busy_ms = 0;  // communication stream busy time (overlapped or not)
   double dp_replicate_comm_busy_ms = 0;             // HSDP's replicate all-reduce stream
   double cp_comm_busy_ms = 0;  // context parallelism's ring transfers (their exposed part counts as TP's)
+  double ep_comm_busy_ms = 0;  // a mixture of experts' all-to-alls (their exposed part counts as TP's)
   double block_forward_ms = 0, block_backward_ms = 0;
   ParameterCount parameters;  // the model's, and one rank's after TP and FSDP sharding (plans/lower/parameter_count.h)
   MemoryReport memory;

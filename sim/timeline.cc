@@ -69,6 +69,8 @@ Wait wait_of(Stream s) {
       return Wait::dp_replicate;
     case Stream::cp:
       return Wait::cp;
+    case Stream::ep:
+      return Wait::ep;
   }
   return Wait::none;
 }
@@ -390,7 +392,8 @@ class Scheduler {
                bool& first_compute) const {
     if (o.stream != Stream::compute) return;
     if (o.label != Stream::compute) {  // a collective on the compute stream: the stream waits for all of it
-      (o.label == Stream::tp || o.label == Stream::cp ? stats.exposed_tp_us : stats.exposed_dp_us) +=
+      (o.label == Stream::tp || o.label == Stream::cp || o.label == Stream::ep ? stats.exposed_tp_us
+                                                                               : stats.exposed_dp_us) +=
           std::max(0.0, ot.end - free[0]);
       return;
     }
@@ -400,7 +403,7 @@ class Scheduler {
     }
     double gap = ot.start - free[0];
     if (gap > 0) {
-      if (ot.wait == Wait::tp || ot.wait == Wait::cp) stats.exposed_tp_us += gap;
+      if (ot.wait == Wait::tp || ot.wait == Wait::cp || ot.wait == Wait::ep) stats.exposed_tp_us += gap;
       if (ot.wait == Wait::dp || ot.wait == Wait::dp_replicate || ot.wait == Wait::issue) stats.exposed_dp_us += gap;
       if (ot.wait == Wait::host) {
         stats.host_wait_us += gap;

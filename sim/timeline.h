@@ -54,8 +54,11 @@ namespace tptune {
 // cp: ring attention's K/V (and dK/dV) transfers of context parallelism, on the cp process group's own NCCL stream
 // (torch's functional collectives run per process group); their time counts as exposed TP communication (both move
 // activations inside a block).
-enum class Stream : uint8_t { compute = 0, tp = 1, dp = 2, dp_replicate = 3, cp = 4 };
-constexpr int kStreams = 5;
+// ep: a mixture of experts' token-count, dispatch and combine all-to-alls, on the ep process group's own NCCL stream;
+// their exposed time counts as TP's too (activations inside a block). The experts' FSDP collectives (efsdp) run on
+// the dp stream, as FSDP2 issues every fully_shard group's all-gathers and reduce-scatters on its own two streams.
+enum class Stream : uint8_t { compute = 0, tp = 1, dp = 2, dp_replicate = 3, cp = 4, ep = 5 };
+constexpr int kStreams = 6;
 std::string_view to_string(Stream s);
 Stream stream_of(const Op& op);
 
@@ -93,7 +96,7 @@ double priced_op_duration_us(const Op& op, const Program& p, const ClusterSpec& 
 
 // What held an op back (the last constraint to be met before it started).
 // host: the host had not issued it yet (CostParams::eager_dispatch_us / compiled_dispatch_us).
-enum class Wait : uint8_t { none, stream, compute, tp, dp, issue, dp_replicate, host, cp };
+enum class Wait : uint8_t { none, stream, compute, tp, dp, issue, dp_replicate, host, cp, ep };
 
 // FSDP parameter all-gathers that the previous instance issues (see "Issue order").
 bool is_prefetched(const Op& op);
@@ -109,7 +112,7 @@ struct InstanceStats {
   double compute_us = 0;     // kernels (stretched by contention) and waits for the host: contention_us + host_wait_us
   double contention_us = 0;  // compute time added by collectives running beside it
   double host_wait_us = 0;   // compute stream idle until the host issued its next kernel
-  double exposed_tp_us = 0;  // TP and CP streams
+  double exposed_tp_us = 0;  // TP, CP and EP streams
   double exposed_dp_us = 0;  // DP and DP-replicate (HSDP) streams
   double span_us = 0;  // compute-stream wall time: from the compute stream's free time before the instance to after it
   double first_compute_start = 0;  // when the unit issues the next instance's prefetched all-gathers

@@ -90,6 +90,8 @@ void add_plan_options(CLI::App* cmd, PlanOptions& o, bool with_dp_shard) {
   }
   cmd->add_option("--cp", o.cp, "context-parallel degree (torchtitan context_parallel_degree); default 1")
       ->check(degree);
+  cmd->add_option("--ep", o.ep,
+                  "expert-parallel degree of a mixture of experts (torchtitan expert_parallel_degree); default 1");
   cmd->add_option("--cp-rotate", o.cp_rotate,
                   "how ring attention moves K/V: allgather (torch's default) | alltoall (a ring of cp-1 transfers)");
   cmd->add_flag("--no-cp-load-balance", o.no_cp_load_balance,
@@ -230,6 +232,7 @@ void check_plan_option_ranges(const PlanOptions& o) {
   check_option("--dp-shard", o.dp_shard, limits::degree);
   check_option("--dp-replicate", o.dp_replicate, limits::degree);
   check_option("--cp", o.cp, limits::degree);
+  check_option("--ep", o.ep, limits::degree);
   check_option("--pp", o.pp, limits::degree);
   check_option("--pp-microbatch-size", o.pp_microbatch_size, limits::local_batch_size);
   check_option("--pp-stages-per-rank", o.pp_stages_per_rank, limits::n_layers);
@@ -318,6 +321,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp) {
   if (o.dp_replicate) plan.dp_replicate = *o.dp_replicate, option("dp_replicate", "--dp-replicate");
   if (o.dp_shard) plan.dp_shard = *o.dp_shard, option("dp_shard", "--dp-shard");
   if (o.cp) plan.cp_degree = *o.cp, option("cp_degree", "--cp");
+  if (o.ep) plan.ep_degree = *o.ep, option("ep_degree", "--ep");
   if (o.cp_rotate)
     plan.cp_rotate = parse_cp_rotate(*o.cp_rotate, "--cp-rotate"), option("cp_rotate_method", "--cp-rotate");
   if (o.no_cp_load_balance) plan.cp_load_balance = false, option("cp_load_balance", "--no-cp-load-balance");
@@ -359,6 +363,8 @@ std::string effective_values_text(const Config& cfg, const Plan& plan, std::stri
     row("cp_rotate_method", std::string(to_string(plan.cp_rotate)), src("cp_rotate_method", dflt));
     row("cp_load_balance", plan.cp_load_balance ? "true" : "false", src("cp_load_balance", dflt));
   }
+  if (plan.ep_degree != 1 || plan.provenance.count("ep_degree"))
+    row("ep_degree", std::to_string(plan.ep_degree), src("ep_degree", dflt));
   if (plan.pp_degree != 1 || plan.provenance.count("pp_degree")) {
     row("pp_degree", std::to_string(plan.pp_degree), src("pp_degree", dflt));
     row("pp_schedule", std::string(to_string(plan.pp_schedule)), src("pp_schedule", dflt));

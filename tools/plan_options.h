@@ -50,6 +50,7 @@ struct PlanOptions {
   std::string plan_file;
   std::optional<int> tp, dp_shard, dp_replicate;
   std::optional<int> cp;                      // --cp: Plan::cp_degree
+  std::optional<int> ep;                      // --ep: Plan::ep_degree (a mixture of experts' expert parallelism)
   std::optional<std::string> cp_rotate;       // --cp-rotate: Plan::cp_rotate
   bool no_cp_load_balance = false;            // --no-cp-load-balance: Plan::cp_load_balance false
   std::optional<int> pp;                      // --pp: Plan::pp_degree

@@ -5,6 +5,7 @@
 
 #include "plans/export/export.h"
 #include "plans/export/torchtitan_recipe.h"
+#include "plans/language/pipeline_parallel.h"
 #include "plans/util/error.h"
 #include "plans/util/yaml_util.h"
 
@@ -18,6 +19,9 @@ ExportFormat parse_export_format(const std::string& s, const std::string& where)
 }
 
 std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& ctx) {
+  if (plan.ep_degree > 1)  // (issue 42 item 6: torchtitan's expert_parallel_degree is not written yet)
+    throw Error(fmt::format("{}: ep_degree {}: the exports do not write expert parallelism yet",
+                            plan_key_origin(plan, "ep_degree"), plan.ep_degree));
   switch (f) {
     case ExportFormat::torchtitan:
       return export_torchtitan_cli(plan, ctx);

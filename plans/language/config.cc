@@ -162,10 +162,10 @@ void read_mla(const YamlDoc& doc, const YAML::Node& n, Model& m) {
 // The refusal of a model the lowering does not plan, at the first of its keys that needs the missing part.
 void refuse_unlowered(const YamlDoc& doc, const YAML::Node& n, const Model& m) {
   if (m.lowered()) return;
-  const char* key = m.moe.experts > 0 ? "moe" : m.mla.kv_lora_rank > 0 ? "mla" : "qk_norm";
+  const char* key = m.mla.kv_lora_rank > 0 ? "mla" : "moe";
   doc.fail_msg(key_node(n, key), fmt::format("model.{}", key),
                fmt::format("{:.1f} B parameters, {:.1f} B active per token: read but not yet planned; tptune does not "
-                           "lower {} (expert parallelism comes next)",
+                           "lower {} yet",
                            static_cast<double>(m.total_parameters()) / 1e9,
                            static_cast<double>(m.active_parameters()) / 1e9, m.lowering_gap()));
 }
@@ -283,7 +283,7 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
 Training read_training(const YamlDoc& doc, const YAML::Node& n) {
   doc.check_map(n, "training",
                 {"seq_len", "local_batch_size", "global_batch_size", "dtype", "activation_checkpointing", "compile",
-                 "spmd_backend", "sdpa_backend", "torch_version"});
+                 "spmd_backend", "sdpa_backend", "torch_version", "moe_imbalance"});
   if (has(n, "spmd_backend")) read_spmd_backend(doc, n["spmd_backend"], "training.spmd_backend");
   Training t;
   if (has(n, "seq_len")) t.seq_len = doc.integer_in(n["seq_len"], "training.seq_len", limits::seq_len);
@@ -315,6 +315,8 @@ Training read_training(const YamlDoc& doc, const YAML::Node& n) {
                    "expected a torch release as MAJOR.MINOR or MAJOR.MINOR.PATCH (e.g. \"2.11\"), got " +
                        yaml::shown(doc.string(n["torch_version"], "training.torch_version")));
   }
+  if (has(n, "moe_imbalance"))
+    t.moe_imbalance = doc.real_in(n["moe_imbalance"], "training.moe_imbalance", limits::moe_imbalance);
   return t;
 }
 

@@ -62,6 +62,11 @@ struct Training {
   SdpaBackend sdpa_backend = SdpaBackend::auto_;
   std::string sdpa_backend_at;
   std::optional<TorchVersion> torch_version;
+  // Mixture of experts: how tokens spread over the experts, an input never assumed (YAML training.moe_imbalance).
+  // 1 (the default): balanced routing, every expert gets top_k x tokens / experts rows, as torchtitan's forced-balance
+  // benchmarks run (_debug_force_load_balance); f > 1: the busiest ep rank receives f times its balanced share of rows
+  // (its dispatch and combine all-to-alls and grouped GEMMs f times larger), the step waiting for it.
+  double moe_imbalance = 1.0;
 };
 
 struct LinkSpec {

@@ -18,6 +18,7 @@
 //   tp_degree: 8
 //   dp_shard: 1
 //   dp_replicate: 1           # HSDP: replicas of the dp_shard-sharded model (written only when > 1)
+//   ep_degree: 4              # expert parallelism of a mixture of experts (written only when > 1)
 //   float8: none              # none | tensorwise | rowwise
 //   async_tp: false
 //   loss_parallel: true

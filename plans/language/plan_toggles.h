@@ -82,6 +82,10 @@ struct PlanToggles {
   int pp_first_stage_less_layers = 1;
   int pp_last_stage_less_layers = 1;
   std::vector<int> pp_split;  // blocks per stage; empty: torchtitan's default split
+  // Expert parallelism (plans/language/expert_parallel.h): a mixture-of-experts model's routed experts split over
+  // ep_degree ranks of the sparse mesh (pp, dp_replicate, efsdp, ep), efsdp = dp_shard x cp x tp / ep (torchtitan
+  // 0.3.0's parallelism.expert_parallel_degree). 1: no EP (a dense model's only value).
+  int ep_degree = 1;
 
   PlanToggles& toggles() { return *this; }
   const PlanToggles& toggles() const { return *this; }

@@ -34,6 +34,7 @@ constexpr std::string_view kPlanValueKeys[] = {"tp_degree",
                                                "cp_degree",
                                                "cp_rotate_method",
                                                "cp_load_balance",
+                                               "ep_degree",
                                                "pp_degree",
                                                "pp_schedule",
                                                "pp_microbatch_size",
@@ -176,6 +177,7 @@ Plan load(const std::string& text, const std::string& name) {
     p.cp_rotate = parse_cp_rotate(doc.choice(root["cp_rotate_method"], "cp_rotate_method", {"allgather", "alltoall"}),
                                   doc.where(root["cp_rotate_method"], "cp_rotate_method"));
   if (root["cp_load_balance"].IsDefined()) p.cp_load_balance = doc.boolean(root["cp_load_balance"], "cp_load_balance");
+  if (root["ep_degree"].IsDefined()) p.ep_degree = small_positive("ep_degree");
   if (root["pp_degree"].IsDefined()) p.pp_degree = small_positive("pp_degree");
   if (root["pp_schedule"].IsDefined())
     p.pp_schedule = parse_pipeline_schedule(doc.string(root["pp_schedule"], "pp_schedule"),
@@ -320,6 +322,8 @@ std::string plan_to_yaml(const Plan& plan) {
     out += fmt::format("cp_rotate_method: {}\n", to_string(plan.cp_rotate));
     out += fmt::format("cp_load_balance: {}\n", plan.cp_load_balance);
   }
+  // Likewise only EP plans carry ep_degree.
+  if (plan.ep_degree != 1) out += fmt::format("ep_degree: {}\n", plan.ep_degree);
   // Likewise only PP plans carry the pp keys (pp_split only when explicit).
   if (plan.pp_degree != 1) {
     out += fmt::format("pp_degree: {}\n", plan.pp_degree);

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+
 #include "plans/language/context_parallel.h"
+#include "plans/language/expert_parallel.h"
 #include "plans/language/module_names.h"
 #include "plans/lower/lower.h"
 #include "plans/util/checked_math.h"
@@ -12,6 +16,8 @@
 namespace tptune {
 
 namespace {
+
+__int128 max_flops_wide() { return std::numeric_limits<int64_t>::max(); }
 
 // Each quantity is in range, but their products need not be: the largest tensors and FLOP counts of the step,
 // computed exactly (128-bit), must stay within limits::max_tensor_elements and int64, or the error names the keys.
@@ -38,6 +44,26 @@ void check_sizes(const Model& m, const Training& t, const Plan& plan) {
   elements(Wide{m.n_heads} * m.head_dim() * m.dim, [&] {
     return fmt::format("the q projection of n_heads {} x head_dim {} x dim {}", m.n_heads, m.head_dim(), m.dim);
   });
+  if (m.moe.experts > 0) {
+    // The routed token copies at the busiest rank (tokens x top_k x moe_imbalance) by dim or expert_ffn_dim, and the
+    // router's logits (tokens x experts).
+    const Wide copies = tokens * m.moe.top_k * static_cast<Wide>(std::ceil(t.moe_imbalance));
+    elements(copies * std::max({m.dim, m.moe.expert_ffn_dim, m.moe.shared_ffn_dim}), [&] {
+      return fmt::format("the routed copies of {} x top_k {} x moe_imbalance {} x dim {} / expert_ffn_dim {}", shape(),
+                         m.moe.top_k, t.moe_imbalance, m.dim, m.moe.expert_ffn_dim);
+    });
+    elements(Wide{m.moe.experts} * m.moe.expert_ffn_dim * m.dim, [&] {
+      return fmt::format("the routed experts' weights of experts {} x expert_ffn_dim {} x dim {}", m.moe.experts,
+                         m.moe.expert_ffn_dim, m.dim);
+    });
+    elements(tokens * m.moe.experts,
+             [&] { return fmt::format("the router's logits of {} x experts {}", shape(), m.moe.experts); });
+    if (Wide{2} * copies * m.dim * std::max(m.moe.expert_ffn_dim, m.moe.shared_ffn_dim) > max_flops_wide())
+      throw Error(
+          fmt::format("the FLOPs of the grouped GEMMs ({} x top_k {} x dim {} x expert_ffn_dim {}) overflow "
+                      "64-bit integers: reduce training.seq_len or the local batch size",
+                      shape(), m.moe.top_k, m.dim, m.moe.expert_ffn_dim));
+  }
   // FLOPs of one op: the output projection, the feed-forward and q/o GEMMs (2 x tokens x dim x max(vocab, ffn,
   // heads x head_dim)), and
   // causal attention backward (2.5 x 2 x batch x seq^2 x dim).
@@ -61,6 +87,55 @@ void in_range(const char* key, int64_t v, limits::IntRange r) {
 void check_batch_positive(const Plan& plan) {
   if (plan.local_batch_size < 1)
     throw Error(fmt::format("{}: local_batch_size: expected >= 1, got {}", plan.source, plan.local_batch_size));
+}
+
+// A mixture-of-experts model: the sparse mesh (plans/language/expert_parallel.h) and what the lowering plans of it
+// (plans/lower/experts.cc). One-line errors naming the key's origin or the module.
+void check_moe(const Model& m, const Training& t, const Plan& plan) {
+  const std::string where = plan_key_origin(plan, "ep_degree");
+  const ExpertMesh x = check_expert_mesh(m, plan, where);
+  if (m.moe.experts == 0) return;
+  if (m.mla.kv_lora_rank > 0)
+    throw Error(
+        "model.mla: multi-head latent attention is not lowered yet (its low-rank q/kv projections and split "
+        "rope dims); tptune lowers mixture-of-experts models with standard attention (Mixtral, Qwen2/3-MoE)");
+  if (m.moe.dense_layers > 0)
+    throw Error(
+        fmt::format("model.moe.dense_layers {}: blocks with a dense MLP before the MoE blocks are not lowered "
+                    "yet (every block of a Program is one template); expected 0",
+                    m.moe.dense_layers));
+  const std::string routed = "layers.0.moe.routed_experts";
+  if (plan.pp_degree > 1)
+    throw Error(fmt::format("{}: pp_degree {}: pipeline parallelism of a mixture-of-experts model is not lowered yet",
+                            plan_key_origin(plan, "pp_degree"), plan.pp_degree));
+  if (plan.async_tp && plan.tp_degree > 1)
+    throw Error(
+        fmt::format("{}: async_tp: not lowered for a mixture-of-experts model (its MoE blocks have no "
+                    "micro-pipelined TP in torchtitan 0.3.0)",
+                    plan_key_origin(plan, "async_tp")));
+  if (plan.float8 == Float8Recipe::tensorwise)
+    throw Error(
+        fmt::format("{}: float8 tensorwise: a mixture-of-experts model's grouped GEMMs run torchao's rowwise "
+                    "recipes only; expected none or rowwise",
+                    plan_key_origin(plan, "float8")));
+  const int tp = plan.tp_degree;
+  if (x.ep == 1 && tp > 1 && m.moe.expert_ffn_dim % tp != 0)
+    throw ModuleError(routed, fmt::format("tp {} does not divide expert_ffn_dim {}: with ep_degree 1 each expert's "
+                                          "w1/w3 are Shard(1) and w2 Shard(2) on tp (models/common/moe_sharding.py)",
+                                          tp, m.moe.expert_ffn_dim));
+  if (tp > 1 && m.moe.shared_ffn_dim % tp != 0)
+    throw ModuleError("layers.0.moe.shared_experts",
+                      fmt::format("tp {} does not divide shared_ffn_dim {}: w1/w3 are colwise, w2 rowwise on tp", tp,
+                                  m.moe.shared_ffn_dim));
+  // With EP on the router's input is the tokens sequence-sharded over tp (Shard(1)).
+  if (x.ep > 1 && tp > 1 && (t.seq_len / plan.cp_degree) % tp != 0)
+    throw ModuleError("layers.0.moe.router",
+                      fmt::format("tp {} does not divide the {} tokens of each sequence on a rank: with ep_degree > 1 "
+                                  "the router's input is Shard(1) over tp",
+                                  tp, t.seq_len / plan.cp_degree));
+  if (!(t.moe_imbalance >= 1.0 && t.moe_imbalance <= 1024.0))
+    throw Error(fmt::format("training.moe_imbalance: expected a factor in 1..1024 (1: balanced routing), got {}",
+                            t.moe_imbalance));
 }
 
 }  // namespace
@@ -111,6 +186,8 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
                     "TP, and tptune does not model DDP); use dp_shard > 1, or framework torchtitan-0.3 (FSDP2 "
                     "always applied)",
                     plan.source, plan.dp_replicate));
+  in("ep_degree", plan.ep_degree, limits::degree);
+  check_moe(m, t, plan);
   check_sizes(m, t, plan);
   check_plan_modules(plan, m);
   check_uniform_layers(plan, m);

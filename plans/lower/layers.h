@@ -50,6 +50,13 @@ class Layers {
   // Tokens of each sequence this rank holds: seq_len / cp (the Program's local_seq_len()).
   int64_t local_seq() const { return t.seq_len / plan.cp_degree; }
   Value swiglu(const Name& n, const Value& a, const Value& b);
+  // Qwen3's q/k norm: RMSNorm(head_dim) on each head of x (b, s, heads x head_dim), a weight of head_dim shared by the
+  // heads (its gradient a partial sum over tp when the heads are sharded). plans/lower/experts.cc.
+  Value head_norm(const Name& n, const Value& x, int64_t head_dim);
+  // A mixture-of-experts MLP `n` ("layers.0.moe") on the block's normed input x, as torchtitan 0.3.0 runs it (router,
+  // dispatch, grouped GEMMs, combine, shared expert; expert parallelism over plan.ep_degree ranks): returns its output
+  // in x's layout. Routed experts' parameters are marked TensorDesc::expert. plans/lower/experts.cc.
+  Value moe(const Name& n, const Value& x);
   Value gelu(const Name& n, const Value& a);
   Value add(const Name& n, const Value& a, const Value& b);
   // Cross-entropy on the logits (vocab-parallel when they are an S(-1) DTensor). Returns the loss tensor.

@@ -96,6 +96,13 @@ void finalize_deps(Segment& s, DepsScratch& x) {
   x.slots.clear();
 }
 
+// An FSDP all-gather of a block's parameters (dp's, or the routed experts' on efsdp).
+bool is_fsdp_gather(const Op& op) {
+  auto* c = std::get_if<CollectiveOp>(&op.kind);
+  return c && c->kind == CollectiveKind::all_gather && (c->group == Group::dp || c->group == Group::efsdp) &&
+         op.inputs.empty();
+}
+
 // Activation checkpointing: the forward ops to re-run at the start of the block backward.
 // full: every forward op whose output backward needs (transitively). selective (torchtitan's op policy): matmul
 // outputs are saved except every second matmul, attention and reduce-scatter outputs and amax reductions are saved;
@@ -124,10 +131,16 @@ void recompute_ops(const Segment& fwd, const Segment& bwd, ActivationCheckpointi
         if ((c->kind == CollectiveKind::reduce_scatter && saves_rs) || c->reduce == ReduceOp::max) candidate[i] = false;
       }
       if (auto* c = std::get_if<CastFp8Op>(&op.kind); c && c->stage == CastFp8Op::Stage::amax) candidate[i] = false;
+      // torchtitan 0.3.0's policy (distributed/activation_checkpoint.py) also saves all_to_all_single outputs and
+      // torch.topk (the MoE router's choice, kept stable between forward and recompute).
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind); c && c->group == Group::ep) candidate[i] = false;
+      if (auto* el = std::get_if<ElementwiseOp>(&op.kind); el && el->fn == ElementwiseOp::Fn::moe_router)
+        candidate[i] = false;
     }
   }
   for (size_t i = 0; i < fwd.ops.size(); ++i)  // FSDP all-gathers are not part of the checkpointed region
-    if (auto* c = std::get_if<CollectiveOp>(&fwd.ops[i].kind); c && c->group == Group::dp) candidate[i] = false;
+    if (auto* c = std::get_if<CollectiveOp>(&fwd.ops[i].kind); c && (c->group == Group::dp || c->group == Group::efsdp))
+      candidate[i] = false;
   // By TensorId (flat vectors: this runs once per candidate policy in the search). `written`: a forward op writes it.
   TensorId n_tensors = 0;
   for (const Segment* s : {&fwd, &bwd})
@@ -210,6 +223,9 @@ class Lowerer {
     prog.dp = plan.dp_shard * plan.cp_degree;
     prog.dp_replicate = plan.dp_replicate;
     prog.cp = plan.cp_degree;
+    // Expert parallelism: the sparse mesh's ep and efsdp (plans/language/expert_parallel.h; checked by check_inputs).
+    prog.ep = plan.ep_degree;
+    prog.efsdp = plan.ep_degree > 1 ? prog.dp * plan.tp_degree / plan.ep_degree : prog.dp;
   }
 
   Program run() {
@@ -237,7 +253,7 @@ class Lowerer {
                              TensorRole::activation, e.desc(x0.t).global_shape);
     Value xin = x0.dtensor ? e.dtensor(x_in, x0.pl) : e.plain(x_in, x0.pl);
     size_t block_tape = e.tape_size();
-    mark = fsdp_gather_begin();
+    mark = fsdp_gather_begin(true);
     Value xout = block(xin);
     fsdp_gather_end(mark);
     Params block_params = params_since(mark);
@@ -319,6 +335,7 @@ class Lowerer {
     // --- optimizer: AdamW on every local shard (the block's once per layer) ---
     e.begin_segment(SegmentKind::block_optimizer, checked_int(m.n_layers, "model.n_layers"));
     e.per_layer = true;
+    if (m.moe.experts > 0) tokens_per_expert_all_reduce();
     optimizer(block_params);
     e.per_layer = false;
     e.begin_segment(SegmentKind::optimizer);
@@ -349,7 +366,10 @@ class Lowerer {
     recompute_ops(fwd, bwd_src ? *bwd_src : prog.segments[3], ac, prog.plan.ac_early_stop,
                   prog.plan.ac_saves_reduce_scatter, redo);
     const int64_t L = prog.model.n_layers, k = prog.plan.ac_layers;
-    const size_t at = prog.dp > 1 ? 1 : 0;  // after the block's FSDP all-gather
+    // After the block's FSDP all-gathers: dp's, and the experts' on efsdp.
+    const Segment& bwd_first = bwd_src ? *bwd_src : prog.segments[3];
+    size_t at = 0;
+    while (at < bwd_first.ops.size() && is_fsdp_gather(bwd_first.ops[at])) ++at;
     if (bwd_src && !redo.empty() && !(k > 0 && k < L)) {
       // The block backward copied from bwd_src with the recompute ops at `at`, each op assigned into an op of the
       // segment (reusing its buffers) instead of copied and then shifted by an insert.
@@ -427,7 +447,7 @@ class Lowerer {
   Program prog;
   Emitter e;
   Layers layers;
-  int fsdp_op = -1;
+  int fsdp_op = -1, efsdp_op = -1;
 
   Value block(const Value& x) {
     Layers::Name L{"layers.0", ""};
@@ -452,11 +472,20 @@ class Lowerer {
       k = layers.linear(layers.child(att, "wk"), a_in, m.dim, m.n_kv_heads * hd, true, m.qkv_bias);
       v = layers.linear(layers.child(att, "wv"), a_in, m.dim, m.n_kv_heads * hd, true, m.qkv_bias);
     }
+    if (m.qk_norm) {  // Qwen3: RMSNorm(head_dim) on each head of q and k, before rope
+      q = layers.head_norm(layers.child(att, "q_norm"), q, hd);
+      k = layers.head_norm(layers.child(att, "k_norm"), k, hd);
+    }
     Value o;
     layers.attention_core(att, q, k, v, o);
     Value a = layers.linear(layers.child(att, "wo"), o, m.n_heads * hd, m.dim, true);
     Value h = layers.add(c("attention"), x, a);
     Value n2 = layers.norm(c("ffn_norm"), h);
+    if (m.moe.experts > 0) {  // (returned in the norm's layout; the residual stream may hold its local tensor)
+      Value f = layers.moe(c("moe"), n2);
+      if (f.dtensor && !h.dtensor) f = e.to_local(f);
+      return layers.add(c("moe"), h, f);
+    }
     Layers::Name ff = c("feed_forward");
     Value f_in = layers.module_input(ff, n2);
     Value y;
@@ -493,20 +522,38 @@ class Lowerer {
     }
     return bytes;
   }
-  // The forward all-gather is emitted before the group's ops and completed once its parameters are known.
-  size_t fsdp_gather_begin() {
-    fsdp_op = -1;
+  // Expert parallelism: routed experts' parameters are FSDP-sharded over efsdp, in a group of their own (torchtitan's
+  // apply_fsdp: fully_shard(moe.experts, mesh=efsdp) inside the block's unit), every other one over dp.
+  bool on_efsdp(TensorId p) const { return prog.ep > 1 && prog.tensor(p).expert; }
+  bool efsdp_collectives() const { return prog.ep > 1 && prog.efsdp > 1; }
+  Params fsdp_part(const Params& params, bool experts) const {
+    Params out;
+    for (TensorId p : params)
+      if (on_efsdp(p) == experts) out.push_back(p);
+    return out;
+  }
+  // The forward all-gather is emitted before the group's ops and completed once its parameters are known; `block`:
+  // with the experts' own all-gather on efsdp.
+  size_t fsdp_gather_begin(bool block = false) {
+    fsdp_op = efsdp_op = -1;
     if (prog.dp > 1)
       fsdp_op = e.op("fsdp", "fsdp.all_gather",
                      CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, 0, 0, -1}, {}, {});
+    if (block && efsdp_collectives())
+      efsdp_op =
+          e.op("fsdp", "fsdp.experts.all_gather",
+               CollectiveOp{CollectiveKind::all_gather, Group::efsdp, ReduceOp::sum, DType::bf16, 0, 0, -1}, {}, {});
     return layers.params.size();
   }
   void fsdp_gather_end(size_t mark) {
-    if (fsdp_op < 0) return;
-    Op& op = e.seg().ops[static_cast<size_t>(fsdp_op)];
-    Params ps = params_since(mark);
-    std::get<CollectiveOp>(op.kind).bytes = fsdp_param_bytes(ps);
-    op.outputs.assign(ps.begin(), ps.end());
+    for (auto [index, experts] : {std::pair{fsdp_op, false}, std::pair{efsdp_op, true}}) {
+      if (index < 0) continue;
+      Op& op = e.seg().ops[static_cast<size_t>(index)];
+      Params ps = params_since(mark);
+      if (prog.ep > 1) ps = fsdp_part(ps, experts);
+      std::get<CollectiveOp>(op.kind).bytes = fsdp_param_bytes(ps);
+      op.outputs.assign(ps.begin(), ps.end());
+    }
   }
   // Adds `params` to the FSDP all-gather `op` of segment `segment` (one unit over modules of several segments).
   void add_to_gather(size_t segment, int op, const Params& params) {
@@ -516,12 +563,20 @@ class Lowerer {
     Params all(g.outputs.begin(), g.outputs.end());
     std::get<CollectiveOp>(g.kind).bytes = fsdp_param_bytes(all);
   }
-  void fsdp_gather(const Params& params) {
-    if (prog.dp <= 1) return;
-    e.op("fsdp", "fsdp.all_gather",
-         CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(params), 0,
-                      -1},
-         {}, params);
+  void fsdp_gather(const Params& all) {
+    const Params params = prog.ep > 1 ? fsdp_part(all, false) : all;
+    if (prog.dp > 1)
+      e.op("fsdp", "fsdp.all_gather",
+           CollectiveOp{CollectiveKind::all_gather, Group::dp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(params), 0,
+                        -1},
+           {}, params);
+    if (!efsdp_collectives()) return;
+    const Params experts = fsdp_part(all, true);
+    if (!experts.empty())
+      e.op("fsdp", "fsdp.experts.all_gather",
+           CollectiveOp{CollectiveKind::all_gather, Group::efsdp, ReduceOp::sum, DType::bf16, fsdp_param_bytes(experts),
+                        0, -1},
+           {}, experts);
   }
   // The gradient reduce-scatter runs in fp32: torchtitan's MixedPrecisionPolicy reduce_dtype is
   // training.mixed_precision_reduce, whose only allowed (and default) value is float32 (2025 and 0.3 alike), so it
@@ -532,8 +587,19 @@ class Lowerer {
   // stream. With dp_shard 1 the reduce-scatter is a local copy and only the all-reduce runs (torchtitan 0.3 always
   // applies fully_shard). Each parameter's dim 0 is padded to a multiple of dp_shard (_get_dim0_padded_size), so the
   // shard of a (d0, rest...) gradient is ceil(d0 / dp_shard) x rest elements.
-  void fsdp_reduce(const Params& params) {
-    if (prog.dp <= 1 && prog.dp_replicate <= 1) return;
+  // Expert parallelism: the experts' gradients are reduce-scattered over efsdp, a group of their own (their shard
+  // then all-reduced over dp_replicate like the others').
+  void fsdp_reduce(const Params& all) {
+    if (prog.ep > 1) {
+      fsdp_reduce_group(fsdp_part(all, false), Group::dp, prog.dp);
+      const Params experts = fsdp_part(all, true);
+      if (!experts.empty()) fsdp_reduce_group(experts, Group::efsdp, prog.efsdp);
+      return;
+    }
+    fsdp_reduce_group(all, Group::dp, prog.dp);
+  }
+  void fsdp_reduce_group(const Params& params, Group group, int degree) {
+    if (degree <= 1 && prog.dp_replicate <= 1) return;
     std::vector<TensorId> grads;
     int64_t bytes = 0, shard_bytes = 0;
     for (TensorId p : params) {
@@ -542,12 +608,11 @@ class Lowerer {
       const int64_t n = numel(shape);
       bytes += n * 4;
       const int64_t d0 = shape.empty() ? 1 : shape[0];
-      if (n > 0) shard_bytes += (d0 + prog.dp - 1) / prog.dp * (n / d0) * 4;
+      if (n > 0) shard_bytes += (d0 + degree - 1) / degree * (n / d0) * 4;
     }
-    if (prog.dp > 1)
-      e.op("fsdp", "fsdp.reduce_scatter",
-           CollectiveOp{CollectiveKind::reduce_scatter, Group::dp, ReduceOp::sum, DType::fp32, bytes, -1, 0}, grads,
-           grads);
+    if (degree > 1)
+      e.op("fsdp", group == Group::dp ? "fsdp.reduce_scatter" : "fsdp.experts.reduce_scatter",
+           CollectiveOp{CollectiveKind::reduce_scatter, group, ReduceOp::sum, DType::fp32, bytes, -1, 0}, grads, grads);
     if (prog.dp_replicate > 1)
       e.op("fsdp", "fsdp.all_reduce",
            CollectiveOp{CollectiveKind::all_reduce, Group::dp_replicate, ReduceOp::sum, DType::fp32, shard_bytes, -1,
@@ -579,7 +644,7 @@ class Lowerer {
     e.phase = Phase::optimizer;
     int64_t elems = 0;
     for (TensorId p : block_params)
-      elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
+      elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.fsdp_degree(prog.tensor(p)), "gradients");
     elems = checked_mul(elems, m.n_layers, "gradients");
     for (TensorId p : globals) elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
     // One norm per gradient: the block's per layer, then the embedding's and the head's.
@@ -604,6 +669,24 @@ class Lowerer {
          ElementwiseOp{ElementwiseOp::Fn::grad_clip, checked_mul(elems, 8, "gradient bytes"), elems}, grads, {coef});
   }
 
+  // The optimizer pre-hook of a mixture of experts (torchtitan 0.3.0's MoE load balancing: the aux-loss-free
+  // expert_bias update) sums each block's tokens_per_expert buffer (experts fp32), Partial on dp/cp (and tp with EP
+  // on), over those mesh dims: one all-reduce per dim, as a DTensor Partial -> Replicate redistribution does.
+  void tokens_per_expert_all_reduce() {
+    e.phase = Phase::optimizer;
+    const Shape s{m.moe.experts};
+    TensorId t = e.tensor("moe.tokens_per_expert", s, DType::fp32, Placement::P(), TensorRole::scale, s);
+    if (prog.dp_replicate > 1)
+      t = e.collective("moe", "tokens_per_expert.dp_replicate", CollectiveKind::all_reduce, Group::dp_replicate,
+                       ReduceOp::sum, t, s, s, DType::fp32, TensorRole::scale);
+    if (prog.dp > 1)
+      t = e.collective("moe", "tokens_per_expert.dp", CollectiveKind::all_reduce, Group::dp, ReduceOp::sum, t, s, s,
+                       DType::fp32, TensorRole::scale);
+    if (prog.ep > 1 && tp > 1)
+      e.collective("moe", "tokens_per_expert.tp", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, t, s, s,
+                   DType::fp32, TensorRole::scale);
+  }
+
   void optimizer(const Params& params) {
     e.phase = Phase::optimizer;
     for (TensorId p : params) {
@@ -621,8 +704,10 @@ class Lowerer {
                               TensorRole::optimizer_state, pd.global_shape);
       TensorId var = e.tensor(pd.name + ".exp_avg_sq", pd.local_shape, DType::fp32, pd.placement,
                               TensorRole::optimizer_state, pd.global_shape);
+      if (pd.expert)
+        prog.tensors[static_cast<size_t>(mom)].expert = prog.tensors[static_cast<size_t>(var)].expert = true;
       // FSDP shards the optimizer over dp. Per element: read fp32 master p, g, m, v (16 B), write p, m, v (12 B).
-      int64_t elems = numel(pd.local_shape) / prog.dp;
+      int64_t elems = numel(pd.local_shape) / prog.fsdp_degree(pd);
       ElementwiseOp op{ElementwiseOp::Fn::adamw, 28 * elems, 12 * elems};
       std::string mod = pd.name.substr(0, pd.name.rfind('.'));
       e.op(mod, pd.name + ".adamw", op, {p, g, mom, var}, {p, mom, var});

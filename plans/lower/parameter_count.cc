@@ -29,11 +29,10 @@ int64_t local_elements(const TensorDesc& t, int64_t dp) {
 ParameterCount parameter_count(const Program& p) {
   if (p.plan.pp_degree > 1 && p.stage.index < 0)
     return pipeline_parameter_count(p, resolve_pipeline(p.model, p.plan), p.plan.pp_schedule);
-  const int64_t dp = std::max(1, p.dp);
   int64_t per_rank = 0;
   for (const TensorDesc& t : p.tensors) {
     if (t.role != TensorRole::parameter) continue;
-    int64_t elems = local_elements(t, dp);
+    int64_t elems = local_elements(t, std::max(1, p.fsdp_degree(t)));     // (a routed expert's over efsdp under EP)
     if (t.per_layer) elems = checked_mul(elems, p.layer_count(), kWhat);  // a stage's Program: its blocks only
     per_rank = checked_add(per_rank, elems, kWhat);
   }

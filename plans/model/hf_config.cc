@@ -376,7 +376,7 @@ Model parse_hf_config(const std::string& text, const std::string& name) {
     const auto billions = [](int64_t n) { return static_cast<double>(n) / 1e9; };
     doc.fail("architectures",
              fmt::format("{} ({:.1f} B parameters, {:.1f} B active per token) is read but not yet planned: tptune "
-                         "does not lower {} (expert parallelism comes next)",
+                         "does not lower {} yet",
                          j["architectures"][0].get<std::string>(), billions(m.total_parameters()),
                          billions(m.active_parameters()), m.lowering_gap()));
   }

@@ -118,7 +118,7 @@ int64_t Model::layer_active_parameters(int64_t layer) const { return layer_count
 int64_t Model::total_parameters() const {
   // tok_embeddings (vocab, dim) + blocks + final norm + output (vocab, dim); tied, the output's weight is the
   // embedding's and is not counted again.
-  if (!lowered()) return sum_layers(*this, false);
+  if (moe.experts > 0 || mla.kv_lora_rank > 0 || qk_norm) return sum_layers(*this, false);
   const int64_t output = tie_word_embeddings ? 0 : vocab_size * dim;
   return embedding_parameters() + n_layers * block_parameters() + norm_parameters(*this) + output;
 }
@@ -127,9 +127,8 @@ int64_t Model::active_parameters() const { return moe.experts == 0 ? total_param
 
 std::string Model::lowering_gap() const {
   std::vector<std::string_view> parts;
-  if (moe.experts > 0) parts.emplace_back("mixture-of-experts blocks");
   if (mla.kv_lora_rank > 0) parts.emplace_back("multi-head latent attention");
-  if (qk_norm) parts.emplace_back("q/k norms");
+  if (moe.dense_layers > 0) parts.emplace_back("dense MLP blocks before the MoE blocks");
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) s += i + 1 == parts.size() ? " and " : ", ";
@@ -145,7 +144,10 @@ double Model::training_flops_per_token(int64_t seq_len) const {
   // times 3 for forward + backward: 12 x layers x heads x head_dim x seq.
   // Tied, the one table is also the output projection's weight: every parameter counts (torchtitan's
   // nparams_for_matmul = nparams when enable_weight_tying).
-  const int64_t matmul_params = tie_word_embeddings ? total_parameters() : total_parameters() - embedding_parameters();
+  // A mixture of experts counts the parameters a token runs through (torchtitan's get_moe_model_nparams_and_flops:
+  // the active ones).
+  const int64_t counted = moe.experts > 0 ? active_parameters() : total_parameters();
+  const int64_t matmul_params = tie_word_embeddings ? counted : counted - embedding_parameters();
   const double dense = 6.0 * static_cast<double>(matmul_params);
   const double attention = 12.0 * static_cast<double>(n_layers) * static_cast<double>(n_heads) *
                            static_cast<double>(head_dim()) * static_cast<double>(seq_len);

@@ -20,8 +20,9 @@
 //
 // Mixture-of-experts blocks, multi-head latent attention and q/k norms (the fields `moe`, `mla` and `qk_norm`) are
 // read and counted (parameters and active parameters per token, below) as torchtitan 0.3.0 builds them
-// (torchtitan/models/common/moe.py, models/deepseek_v3, models/qwen3); the lowering does not yet plan them, and
-// every loader refuses a model that has them with its counts (Model::lowered()).
+// (torchtitan/models/common/moe.py, models/deepseek_v3, models/qwen3); the lowering plans MoE blocks and q/k norms
+// (plans/lower/experts.cc), and every loader refuses latent attention and dense blocks before MoE ones with the
+// model's counts (Model::lowered()).
 //   layers.N.moe.router.gate              Linear(dim -> experts), no bias (TokenChoiceTopKRouter)
 //   layers.N.moe.routed_experts           GroupedExperts: w1, w3 (experts, expert_ffn_dim, dim), w2 (experts, dim,
 //                                         expert_ffn_dim); each token runs top_k of them
@@ -111,7 +112,7 @@ struct Model {
   bool tie_word_embeddings = false;
   // Grouped-query attention's kernel path (see Gqa). YAML model.gqa; default enable_gqa.
   Gqa gqa = Gqa::enable_gqa;
-  // Mixture of experts, latent attention and q/k norms (see above): read and counted, not yet lowered.
+  // Mixture of experts, latent attention and q/k norms (see above): read and counted; lowered() says which are planned.
   MoeSpec moe;
   MlaSpec mla;
   bool qk_norm = false;
@@ -130,11 +131,12 @@ struct Model {
   // counted once (embedding + blocks + final norm), as torch's model.parameters() de-duplicates it.
   int64_t total_parameters() const;
 
-  // Whether the lowering plans this model: false for mixture-of-experts blocks, latent attention or q/k norms, which
-  // it does not yet lower (the loaders refuse them with lowering_gap()'s words and the counts below).
-  bool lowered() const { return moe.experts == 0 && mla.kv_lora_rank == 0 && !qk_norm; }
-  // What the lowering lacks for this model ("mixture-of-experts blocks and multi-head latent attention"); empty when
-  // lowered().
+  // Whether the lowering plans this model: false for latent attention and for dense blocks before MoE ones (DeepSeek's
+  // first_k_dense_replace), which it does not yet lower (the loaders refuse them with lowering_gap()'s words and the
+  // counts below). MoE blocks (plans/lower/experts.cc) and q/k norms are lowered.
+  bool lowered() const { return mla.kv_lora_rank == 0 && moe.dense_layers == 0; }
+  // What the lowering lacks for this model ("multi-head latent attention and dense MLP blocks before the MoE
+  // blocks"); empty when lowered().
   std::string lowering_gap() const;
   // Parameters of block `layer` (0-based) with every expert: attention (standard or latent, with its norms and
   // biases), its MLP (dense, or the router, every routed expert and the shared expert) and the two block norms.

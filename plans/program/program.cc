@@ -18,19 +18,22 @@ static_assert(std::size(kPhaseNames) == enum_count(Phase::optimizer));
 std::string_view to_string(Phase p) { return name_of(kPhaseNames, p); }
 
 // Group's enumerators, in declaration order.
-constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate", "cp", "pp"};
-static_assert(std::size(kGroupNames) == enum_count(Group::pp));
+constexpr std::string_view kGroupNames[] = {"tp", "dp", "dp_replicate", "cp", "pp", "ep", "efsdp"};
+static_assert(std::size(kGroupNames) == enum_count(Group::efsdp));
 
 std::string_view to_string(Group g) { return name_of(kGroupNames, g); }
 
 // ElementwiseOp::Fn's enumerators, in declaration order.
 constexpr std::string_view kElementwiseOpFnNames[] = {
-    "rmsnorm",         "rmsnorm_bwd",     "layernorm",  "layernorm_bwd", "rope",          "rope_bwd",
-    "swiglu",          "swiglu_bwd",      "gelu",       "gelu_bwd",      "add",           "accumulate",
-    "bias_add",        "bias_grad",       "slice",      "adamw",         "copy",          "grad_norm",
-    "grad_clip",       "attention_merge", "concat",     "repeat_kv",     "repeat_kv_bwd", "add_rmsnorm",
-    "rmsnorm_bwd_add", "rope_qk",         "rope_qk_bwd"};
-static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::rope_qk_bwd));
+    "rmsnorm",       "rmsnorm_bwd", "layernorm",       "layernorm_bwd",  "rope",
+    "rope_bwd",      "swiglu",      "swiglu_bwd",      "gelu",           "gelu_bwd",
+    "add",           "accumulate",  "bias_add",        "bias_grad",      "slice",
+    "adamw",         "copy",        "grad_norm",       "grad_clip",      "attention_merge",
+    "concat",        "repeat_kv",   "repeat_kv_bwd",   "add_rmsnorm",    "rmsnorm_bwd_add",
+    "rope_qk",       "rope_qk_bwd", "moe_router",      "moe_router_bwd", "moe_permute",
+    "moe_unpermute", "moe_combine", "moe_combine_bwd", "host_sync",      "gate_mul",
+    "gate_mul_bwd"};
+static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::gate_mul_bwd));
 
 std::string_view to_string(ElementwiseOp::Fn f) { return name_of(kElementwiseOpFnNames, f); }
 
@@ -48,7 +51,10 @@ int64_t AttentionOp::flops() const {
   return backward ? checked_mul(fwd / 2, 5, "attention backward FLOPs") : fwd;  // fwd is even
 }
 
-int64_t GemmOp::flops() const { return checked_mul({2, m, n, k}, "GEMM FLOPs (2 x m x n x k)"); }
+int64_t GemmOp::flops() const {
+  if (groups == 1) return checked_mul({2, m, n, k}, "GEMM FLOPs (2 x m x n x k)");
+  return checked_mul({2, groups, m, n, k}, "grouped GEMM FLOPs (2 x groups x m x n x k)");
+}
 
 std::string_view kind_name(const OpKind& k) {
   static constexpr std::string_view names[] = {"gemm",          "attention", "elementwise", "embedding",

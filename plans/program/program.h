@@ -76,16 +76,25 @@ struct TensorDesc {
   // full parameter that is sharded over TP (-1: replicated). Rank r holds slice r of that dim.
   std::string param;
   int param_shard_dim = -1;
+  // A routed expert's parameter, its gradient or optimizer state (plans/lower/experts.cc): with expert parallelism
+  // (Program::ep > 1) FSDP shards it over the efsdp group (Program::efsdp), every other parameter over dp.
+  bool expert = false;
 };
 
 // C (m, n) = op(A) (m, k) x op(B) (k, n), op(X) = X^T when trans; [+ C when accumulate]. Row-major, tokens flattened:
 // a linear y = x W^T with x (b, s, in) and W (out, in) is m = b*s, n = out, k = in, trans_b.
 // inputs: {A, B} or, for float8 operands, {A, B, scale_A, scale_B} (fp32 scalars: real = stored * scale).
+// A grouped GEMM (groups > 1: torch._grouped_mm of a mixture of experts' GroupedExperts, one product per local
+// expert over that expert's rows, plans/lower/experts.cc): `groups` products of (m, k) x (k, n), m the rows of the
+// busiest group (the step waits for it; with float8 operands padded to a multiple of 16 rows, torchao's
+// permute_and_pad); A holds groups x m rows, B the groups' weights stacked. A weight gradient (trans_a) is groups
+// products of (m, k) = (ffn, rows) x (rows, n).
 struct GemmOp {
   int64_t m = 0, n = 0, k = 0;
   DType a_dtype = DType::bf16, b_dtype = DType::bf16, c_dtype = DType::bf16;
   bool trans_a = false, trans_b = false, accumulate = false;
-  int64_t flops() const;  // 2*m*n*k, overflow-checked
+  int64_t groups = 1;
+  int64_t flops() const;  // 2*groups*m*n*k, overflow-checked
 };
 
 // Causal grouped-query flash attention on local heads. Forward inputs {q, k, v} (b, s, heads*head_dim), outputs
@@ -149,6 +158,22 @@ struct AttentionOp {
 // per op: where a second output is cast too (swiglu_bwd's da and db, rope_qk_bwd's dq and dk) that amax stays a
 // CastFp8Op of its own with producer_elementwise false (Inductor folds both: not yet matched). A repeated amax of the
 // same output (wq, wk and wv casting one input) is computed once: its readers take the folded one.
+// Mixture of experts (plans/lower/experts.cc; torchtitan 0.3.0 models/common/moe.py, token_dispatcher.py), simulated
+// only (tp-run refuses a Program with them):
+//   moe_router     {logits (T, E) fp32} -> {scores (T, K) fp32, expert ids (T, K), counts (E)}: the score function
+//                  (softmax or sigmoid), expert_bias for the choice, node-limited groups, torch.topk, the gathered
+//                  scores and the tokens-per-expert histogram (TokenChoiceTopKRouter)
+//   moe_router_bwd {logits, d scores} -> {d logits}
+//   moe_permute    {x} -> {y}: rows gathered in a new order (the dispatcher's argsort gather of T x K token copies,
+//                  rank-major -> expert-major after the dispatch, each group padded when the grouped GEMMs need it)
+//   moe_unpermute  {y} -> {x}: the inverse scatter (and the backward of moe_permute, a scatter-add)
+//   moe_combine    {expert rows (N, D), scores (N)} -> {y (T, D)}: each row times its score (fp32), scatter-added
+//                  into its token (the dispatcher's combine)
+//   moe_combine_bwd {d y, expert rows, scores} -> {d rows, d scores}
+//   host_sync      {counts} -> {splits}: the dispatcher's .tolist() of the exchanged token counts, a device-to-host
+//                  copy the host waits for before it can size the dispatch all-to-all (_sync_token_count_exchange)
+//   gate_mul       {a, g} -> {y = a * sigmoid(g)}: Qwen2-MoE's gate on the shared expert; gate_mul_bwd {a, g, dy}
+//                  -> {da, dg}
 struct ElementwiseOp {
   enum class Fn {
     rmsnorm,
@@ -182,7 +207,16 @@ struct ElementwiseOp {
     add_rmsnorm,
     rmsnorm_bwd_add,
     rope_qk,
-    rope_qk_bwd
+    rope_qk_bwd,
+    moe_router,
+    moe_router_bwd,
+    moe_permute,
+    moe_unpermute,
+    moe_combine,
+    moe_combine_bwd,
+    host_sync,
+    gate_mul,
+    gate_mul_bwd
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)
@@ -247,7 +281,13 @@ struct CastFp8Op {
 // which passes the key/value shards of ring attention (plans/language/context_parallel.h). pp: the pipeline group (pp
 // ranks, stride world / pp: the mesh's outermost dim), which passes activations and their gradients between the stage
 // Programs (plans/lower/pipeline_stage.h) and all-reduces the gradient norm over the stages.
-enum class Group { tp, dp, dp_replicate, cp, pp };
+// ep: the expert-parallel group of a mixture of experts (ep consecutive ranks: the innermost axis of torchtitan's
+// sparse mesh (pp, dp_replicate, efsdp, ep), plans/language/expert_parallel.h), which exchanges token counts and
+// dispatches and combines tokens by all-to-all. efsdp: the routed experts' FSDP group (efsdp ranks, stride ep), their
+// all-gathers and gradient reduce-scatters. An all-to-all's `bytes` is the group's whole exchange, ep x one rank's send
+// buffer (as an all-gather's is the full tensor; sim/cost/comm_cost.cc prices bytes / ep per rank), so that each rank
+// sends bytes / ep, bytes / ep^2 to each peer under balanced routing.
+enum class Group { tp, dp, dp_replicate, cp, pp, ep, efsdp };
 std::string_view to_string(Group g);
 enum class ReduceOp { sum, max };
 
@@ -340,6 +380,12 @@ struct Program {
   // Context parallelism (Plan::cp_degree): the Program is one cp rank's, holding seq_len / cp tokens of each sequence
   // (training.seq_len stays the whole sequence's length).
   int cp = 1;
+  // Expert parallelism (Plan::ep_degree; plans/language/expert_parallel.h): routed experts split over ep ranks and
+  // FSDP-sharded over efsdp = dp x tp / ep ranks. ep 1: efsdp is dp (experts shard like every parameter).
+  int ep = 1;
+  int efsdp = 1;
+  // The FSDP degree of a parameter (or its gradient, optimizer state): efsdp for a routed expert's under EP, else dp.
+  int fsdp_degree(const TensorDesc& t) const { return t.expert && ep > 1 ? efsdp : dp; }
   // Pipeline parallelism: the stage this Program is (plans/lower/pipeline_stage.h) and the blocks it holds, layers
   // first_layer .. first_layer + layer_count - 1 by their global numbers. A Program of the whole model (what lower()
   // returns) is stage -1 of 1 and holds every block (layer_count -1).

@@ -29,6 +29,8 @@ inline constexpr IntRange multiple_of{1, 1 << 20};  // 1,048,576
 // attention (DeepSeek-V3: q 1536, kv 512), the latter in dim's range
 inline constexpr IntRange experts{1, 1 << 14};  // 16,384
 inline constexpr RealRange route_scale{0, 1e6, true};
+// training.moe_imbalance: the busiest ep rank's routed rows over the balanced share (1: balanced)
+inline constexpr RealRange moe_imbalance{1, 1024, false};
 inline constexpr RealRange ffn_dim_multiplier{0, 64, true};
 inline constexpr RealRange norm_eps{0, 1, true};
 inline constexpr RealRange rope_theta{0, 1e12, true};

@@ -31,6 +31,8 @@ MPI_Comm CpuBackend::comm(Group g) const {
     case Group::pp:
       return pp_;
     case Group::dp_replicate:
+    case Group::ep:  // (tp-run refuses mixture-of-experts Programs)
+    case Group::efsdp:
       break;
   }
   return MPI_COMM_NULL;

@@ -29,13 +29,16 @@ double wave_utilisation(int64_t ctas, int sms) {
 
 // Shape efficiency of an m x n x k GEMM for one tile orientation: tile padding x wave utilisation x k overhead,
 // splitting k when the tiles alone cannot fill the SMs.
-double gemm_shape_efficiency(int64_t m, int64_t n, int64_t k, int64_t tm, int64_t tn, int sms, double k0) {
-  int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn);
+// A grouped GEMM (`groups` > 1) launches every group's tiles at once: its waves count them all, its padding is each
+// group's (small per-expert m pads its last tile row).
+double gemm_shape_efficiency(int64_t m, int64_t n, int64_t k, int64_t tm, int64_t tn, int sms, double k0,
+                             int64_t groups = 1) {
+  int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * groups;
   // Split-K: at most enough splits to fill one wave, and each split keeps >= 512 of k.
   int64_t split = 1;
   if (tiles < sms) split = std::max<int64_t>(1, std::min<int64_t>(sms / tiles, k / 512));
   int64_t ctas = tiles * split;
-  double padding = static_cast<double>(m * n) / static_cast<double>(tiles * tm * tn);
+  double padding = static_cast<double>(m * n * groups) / static_cast<double>(tiles * tm * tn);
   double kk = static_cast<double>(k) / static_cast<double>(split);
   return padding * wave_utilisation(ctas, sms) * (kk / (kk + k0));
 }
@@ -59,7 +62,9 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   // 2mnk FLOPs: one multiply and one add per (i, j, l).
   e.flops = static_cast<double>(g.flops());
   // Operands read once, output written (and read when accumulating): mk*|A| + kn*|B| + mn*|C|*(1 or 2).
-  e.bytes = static_cast<double>(g.m * g.k * stored_bytes_per_element(g.a_dtype, c) +
+  // (x groups for a grouped GEMM: each group's operands and output)
+  e.bytes = static_cast<double>(g.groups) *
+            static_cast<double>(g.m * g.k * stored_bytes_per_element(g.a_dtype, c) +
                                 g.k * g.n * stored_bytes_per_element(g.b_dtype, c) +
                                 g.m * g.n * stored_bytes_per_element(g.c_dtype, c) * (g.accumulate ? 2 : 1));
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) {
@@ -71,10 +76,12 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   // peak(fp8) / peak(bf16) times that rate (2 on Hopper), so the same time is that many times more k: a float8 GEMM's
   // gain shrinks as k does (k 512: bf16 512/640 = 0.80 of the large-k rate, float8 512/768 = 0.67).
   const double k0 = is_float8(op_type) ? c.gemm_k_overhead * float8_k_rate(gpu) : c.gemm_k_overhead;
-  double shape = std::max({gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, k0),
-                           gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, k0),
-                           c.gemm_small_tile_efficiency * gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile,
-                                                                                c.gemm_small_tile, gpu.sm_count, k0)});
+  const int64_t gr = g.groups;
+  double shape =
+      std::max({gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_m, c.gemm_tile_n, gpu.sm_count, k0, gr),
+                gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, k0, gr),
+                c.gemm_small_tile_efficiency *
+                    gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile, c.gemm_small_tile, gpu.sm_count, k0, gr)});
   // Tensor-core GEMMs run at the sustained clock a power cap leaves (CostParams::tensor_clock_fraction).
   double eff = base * shape * tensor_clock(op_type, c);
   double t_flops = e.flops / (peak * eff) * 1e6;
@@ -87,8 +94,8 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
     // (trans_a), B stored k x n (not trans_b). Read and write of each element, a memory-bound kernel per copy.
     double copy_bytes = 0;
     int copies = 0;
-    if (g.trans_a) copy_bytes += 2.0 * g.m * g.k * stored_bytes_per_element(g.a_dtype, c), ++copies;
-    if (!g.trans_b) copy_bytes += 2.0 * g.k * g.n * stored_bytes_per_element(g.b_dtype, c), ++copies;
+    if (g.trans_a) copy_bytes += 2.0 * g.groups * g.m * g.k * stored_bytes_per_element(g.a_dtype, c), ++copies;
+    if (!g.trans_b) copy_bytes += 2.0 * g.groups * g.k * g.n * stored_bytes_per_element(g.b_dtype, c), ++copies;
     const ComputeEstimate copy = memory_bound_cost(copy_bytes * c.fp8_layout_copy_factor, c.memory_bound_efficiency,
                                                    copies * c.memory_bound_overhead_us, gpu);
     e.bytes += copy.bytes;
@@ -205,6 +212,12 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
     return attention_cost(*a, t, gpu, c, sdpa_kernel(p.training, gpu));
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
+    if (ew->fn == ElementwiseOp::Fn::host_sync) {  // (CostParams::moe_host_sync_us)
+      ComputeEstimate e;
+      e.bytes = static_cast<double>(ew->bytes);
+      e.time_us = c.moe_host_sync_us;
+      return e;
+    }
     bool adam = ew->fn == ElementwiseOp::Fn::adamw;
     const bool compiled = compile_fuses(p, c);
     ComputeEstimate e = memory_bound_cost(static_cast<double>(ew->bytes) * traffic_factor(ew->fn, c, compiled), eff,

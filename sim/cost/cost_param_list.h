@@ -248,6 +248,12 @@ TPTUNE_COST_PARAM(double, eager_dispatch_us, 10.0, 0, 1e6);
 // kernels (cuBLAS, flash attention) directly, without Python ops or the dispatcher per kernel, and fuses the
 // composite modules into one kernel each: what remains is the launch itself (cudaLaunchKernel ~2-3 us).
 TPTUNE_COST_PARAM(double, compiled_dispatch_us, 3.0, 0, 1e6);
+// A mixture of experts' device-to-host sync under expert parallelism (ElementwiseOp::Fn::host_sync: the dispatcher's
+// .tolist() of the exchanged token counts, torchtitan 0.3.0 token_dispatcher.py _sync_token_count_exchange): the
+// host waits for the GPU to reach the copy, then issues the dispatch and everything after it from an empty queue.
+// Priced as this fixed stall on the compute stream: a small D2H cudaMemcpy's latency (~5-10 us) plus the first
+// kernels' launch latency the queue no longer hides. An estimate, not fitted: no MoE profile is in profiles/ yet.
+TPTUNE_COST_PARAM(double, moe_host_sync_us, 20.0, 0, 1e6);
 
 // ---- Devices that share a machine (CPU ranks) -------------------------------------------------------------------
 // Compute and memory rate of one rank while every core of its machine runs a rank, over its rate alone. 1 for GPUs

@@ -91,7 +91,7 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
   }
   constexpr double W = 820, L = 120, R = 800, lane = 26, gap = 64;
   // the replicate lane only for HSDP plans, the cp lane only for context-parallel ones
-  const int lanes_n = p.cp > 1 ? kStreams : p.dp_replicate > 1 ? 4 : 3;
+  const int lanes_n = p.ep > 1 ? kStreams : p.cp > 1 ? kStreams - 1 : p.dp_replicate > 1 ? 4 : 3;
   const double panel_h = lanes_n * lane;
   const double H = 20 + 2 * (panel_h + gap) + 20;
   svg::Svg s(W, H, "one transformer block, forward and backward, on the compute, TP and DP streams");
@@ -105,7 +105,7 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     s.text(L, y - 8,
            fmt::format("{} of layer {}: {:.2f} ms on the compute stream", pn.title, pn.layer, pn.compute_span / 1000.0),
            "start", "label");
-    const char* lanes[kStreams] = {"compute", "TP comm", "DP comm", "DP replicate", "CP comm"};
+    const char* lanes[kStreams] = {"compute", "TP comm", "DP comm", "DP replicate", "CP comm", "EP comm"};
     for (int k = 0; k < lanes_n; ++k) {
       s.rect(L, y + k * lane, R - L, lane - 4, k % 2 ? "#f4f4f4" : "#fafafa");
       s.text(L - 8, y + k * lane + 16, lanes[k], "end", "small");

@@ -154,6 +154,11 @@ std::string report_text(const StepReport& r) {
            "    (communication streams busy: TP {:.2f} ms, DP {:.2f} ms, DP replicate {:.2f} ms; the rest overlaps "
            "compute)\n",
            r.tp_comm_busy_ms, r.dp_comm_busy_ms, r.dp_replicate_comm_busy_ms);
+  else if (r.ep_degree > 1)
+    append(o,
+           "    (communication streams busy: TP {:.2f} ms, EP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute; "
+           "exposed EP time counts as TP's)\n",
+           r.tp_comm_busy_ms, r.ep_comm_busy_ms, r.dp_comm_busy_ms);
   else if (r.cp_degree > 1)
     append(o,
            "    (communication streams busy: TP {:.2f} ms, CP {:.2f} ms, DP {:.2f} ms; the rest overlaps compute; "
@@ -232,6 +237,7 @@ nlohmann::json plan_toggles_json(const PlanToggles& p) {
     j["cp_rotate_method"] = std::string(to_string(p.cp_rotate));
     j["cp_load_balance"] = p.cp_load_balance;
   }
+  if (p.ep_degree > 1) j["ep_degree"] = p.ep_degree;
   if (p.pp_degree > 1) {
     j["pp_degree"] = p.pp_degree;
     j["pp_schedule"] = std::string(to_string(p.pp_schedule));
@@ -266,9 +272,10 @@ nlohmann::json report_json(const StepReport& r) {
   j["breakdown_ms"] = {
       {"compute", r.compute_ms}, {"exposed_tp_comm", r.exposed_tp_comm_ms}, {"exposed_dp_comm", r.exposed_dp_comm_ms}};
   j["comm_busy_ms"] = {{"tp", r.tp_comm_busy_ms}, {"dp", r.dp_comm_busy_ms}};
-  // HSDP, CP and PP keys only for plans that use them: every other report reads as before.
+  // HSDP, CP, EP and PP keys only for plans that use them: every other report reads as before.
   if (r.dp_replicate > 1) j["comm_busy_ms"]["dp_replicate"] = r.dp_replicate_comm_busy_ms;
   if (r.cp_degree > 1) j["comm_busy_ms"]["cp"] = r.cp_comm_busy_ms;
+  if (r.ep_degree > 1) j["comm_busy_ms"]["ep"] = r.ep_comm_busy_ms;
   if (r.pipeline.pp > 1) j["pipeline"] = pipeline_json(r.pipeline);
   j["per_block_ms"] = {{"forward", r.block_forward_ms}, {"backward", r.block_backward_ms}};
   j["memory_gib"] = {{"master_params", m.master_params / kGiB},

@@ -19,8 +19,9 @@ constexpr std::string_view kWaitNames[] = {"none",
                                            "issued by the previous block (fsdp prefetch)",
                                            "dp_replicate comm",
                                            "host dispatch",
-                                           "cp comm"};
-static_assert(std::size(kWaitNames) == enum_count(Wait::cp));
+                                           "cp comm",
+                                           "ep comm"};
+static_assert(std::size(kWaitNames) == enum_count(Wait::ep));
 
 std::string_view wait_name(Wait w) { return name_of(kWaitNames, w); }
 
@@ -59,7 +60,8 @@ nlohmann::json chrome_trace(const Program& p, const OpCosts& costs, const Timeli
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0 (simulated)"}}}});
   // The HSDP replicate stream's track only when the Program has one (traces of other plans stay as they were).
   // Likewise the CP stream's only for context-parallel Programs.
-  const int streams = p.cp > 1             ? kStreams
+  const int streams = p.ep > 1             ? kStreams
+                      : p.cp > 1           ? static_cast<int>(Stream::cp) + 1
                       : p.dp_replicate > 1 ? static_cast<int>(Stream::dp_replicate) + 1
                                            : static_cast<int>(Stream::dp) + 1;
   for (int s = 0; s < streams; ++s) {

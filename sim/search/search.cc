@@ -162,6 +162,11 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
 }
 
 SearchResult search(const Config& cfg, const SearchOptions& o) {
+  if (cfg.model.moe.experts > 0)  // (every candidate would be ep 1: not the answer a MoE user asks for)
+    throw Error(
+        fmt::format("{}: model.moe: the search has no expert-parallel axis yet (search.ep_degrees, issue 42); "
+                    "simulate a MoE plan with `tp-plan simulate --ep N`",
+                    cfg.path.empty() ? std::string("<config>") : cfg.path));
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult r;
   r.space = resolve_space(cfg);

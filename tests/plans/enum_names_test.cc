@@ -55,8 +55,8 @@ TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
   check_complete(Framework::torchtitan_0_3);
   check_complete(StyleKind::no_parallel);
   check_complete(Phase::optimizer);
-  check_complete(Group::pp);
-  check_complete(ElementwiseOp::Fn::rope_qk_bwd);
+  check_complete(Group::efsdp);
+  check_complete(ElementwiseOp::Fn::gate_mul_bwd);
   check_complete(CpRotate::alltoall);
   check_complete(CrossEntropyOp::Stage::backward);
   check_complete(SegmentKind::optimizer);

@@ -1,6 +1,7 @@
 // Mixture-of-experts, latent-attention and q/k-norm models read from Hugging Face config.json (plans/model/hf_config.h
 // read_hf_model) and counted (plans/model/model.h): parameters and active parameters per token equal the figures the
-// models' cards publish, and the loaders refuse them (the lowering does not plan them yet) with those counts.
+// models' cards publish; the loaders refuse what the lowering does not plan yet (latent attention, dense blocks before
+// MoE ones) with those counts, and accept MoE blocks and q/k norms (plans/lower/experts.cc).
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -168,17 +169,16 @@ TEST_CASE("moe model: DeepSeek-V3 has 671 B parameters, 36.6 B active beside the
 TEST_CASE("moe model: the loaders refuse what the lowering does not plan, with the counts", "[moe][hf_config]") {
   CHECK(refusal(kDeepSeekV3) ==
         "config.json:2: architectures: DeepseekV3ForCausalLM (671.0 B parameters, 37.6 B active per token) is read "
-        "but not yet planned: tptune does not lower mixture-of-experts blocks and multi-head latent attention "
-        "(expert parallelism comes next)");
-  CHECK(refusal(kQwen3_30b_a3b) ==
-        "config.json:2: architectures: Qwen3MoeForCausalLM (30.5 B parameters, 3.4 B active per token) is read but "
-        "not yet planned: tptune does not lower mixture-of-experts blocks and q/k norms (expert parallelism comes "
-        "next)");
-  // Dense Qwen3: q/k norms alone.
+        "but not yet planned: tptune does not lower multi-head latent attention and dense MLP blocks before the MoE "
+        "blocks yet");
+  // MoE blocks and q/k norms are lowered: Qwen3 MoE, Mixtral, Qwen2 MoE and dense Qwen3 load.
+  CHECK(refusal(kQwen3_30b_a3b) == "(no error)");
+  CHECK(refusal(kMixtral8x7b) == "(no error)");
+  CHECK(refusal(kQwen2_57b_a14b) == "(no error)");
   std::string qwen3 = with(kQwen3_30b_a3b, "Qwen3MoeForCausalLM", "Qwen3ForCausalLM");
   for (const char* key : {"\"num_experts\": 128,", "\"num_experts_per_tok\": 8,", "\"moe_intermediate_size\": 768,"})
     qwen3 = with(qwen3, key, "");
-  CHECK_THAT(refusal(qwen3), Catch::EndsWith("tptune does not lower q/k norms (expert parallelism comes next)"));
+  CHECK(refusal(qwen3) == "(no error)");
   CHECK_FALSE(read_hf_model(qwen3, "c.json").moe.experts);
 }
 
@@ -247,11 +247,14 @@ TEST_CASE("moe model: a config YAML describes MoE blocks and latent attention, r
   // 26 x 83,104,256 + 81,007,104 + 419,432,448 = 2,661,150,208 (2.45 B beside the embedding: the card's "2.4B
   // activated").
   CHECK(yaml_error(kDeepSeek16b) ==
-        "cfg.yaml:7: model.moe: 15.7 B parameters, 2.7 B active per token: read but not yet planned; tptune does not "
-        "lower mixture-of-experts blocks and multi-head latent attention (expert parallelism comes next)");
-  CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: true}\n") ==
-        "cfg.yaml:1: model.qk_norm: 8.0 B parameters, 8.0 B active per token: read but not yet planned; tptune does "
-        "not lower q/k norms (expert parallelism comes next)");
+        "cfg.yaml:13: model.mla: 15.7 B parameters, 2.7 B active per token: read but not yet planned; tptune does not "
+        "lower multi-head latent attention and dense MLP blocks before the MoE blocks yet");
+  // Without latent attention, the dense first block alone.
+  const std::string no_mla = std::string(kDeepSeek16b).substr(0, std::string(kDeepSeek16b).find("  mla:"));
+  CHECK_THAT(yaml_error(no_mla),
+             Catch::StartsWith("cfg.yaml:7: model.moe: ") &&
+                 Catch::EndsWith("tptune does not lower dense MLP blocks before the MoE blocks yet"));
+  CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: true}\n").find("model.qk_norm") == std::string::npos);
   CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: false}\n").find("model.qk_norm") == std::string::npos);
   // What a MoE section gets wrong, by key and line.
   CHECK(yaml_error("model:\n  preset: llama3-8b\n  moe: {experts: 8, top_k: 9, expert_ffn_dim: 64}\n") ==

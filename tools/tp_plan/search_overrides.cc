@@ -117,6 +117,10 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
   }
   narrow_list(applied, s, "--dp-replicate", o.dp_replicate, "dp_replicate", s.dp_replicate);
   narrow_list(applied, s, "--cp", o.cp, "cp_degrees", s.cp_degrees);
+  if (o.ep)
+    throw Error(
+        "--ep: the search has no expert-parallel axis yet (search.ep_degrees, issue 42); simulate a plan with "
+        "--ep instead");
   narrow_list(applied, s, "--pp", o.pp, "pp_degrees", s.pp_degrees);
   if (o.pp_schedule) {
     const PipelineScheduleKind kind = parse_pipeline_schedule(*o.pp_schedule, "--pp-schedule");

@@ -152,6 +152,11 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xCBF29CE484222325ull) {
 }
 
 void refuse_unsupported(const Program& p) {
+  if (p.model.moe.experts > 0)
+    throw Error(
+        fmt::format("{}: a mixture-of-experts model (model.moe) is simulated and explained only; tp-run runs "
+                    "it once `tp-run verify` of expert parallelism exists (issue 42)",
+                    p.plan.source));
   if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
     throw Error(
         fmt::format("{}: the {} plan family (fused wqkv, chunked loss) is simulated and explained only; the "
