@@ -70,6 +70,11 @@ constexpr std::pair<std::string_view, CostLevel> kLevels[] = {
     {"fsdp_copy_traffic_factor", CostLevel::stack},
     {"eager_dispatch_us", CostLevel::stack},
     {"compiled_dispatch_us", CostLevel::stack},
+    {"compiled_norm_traffic_factor", CostLevel::stack},
+    {"compiled_rope_traffic_factor", CostLevel::stack},
+    {"compiled_activation_traffic_factor", CostLevel::stack},
+    // torchtitan's token dispatcher's device-to-host sync (a PyTorch-stack choice: DeepEP-style dispatchers avoid it).
+    {"moe_host_sync_us", CostLevel::stack},
     {"memory_runtime_overhead_GiB", CostLevel::stack},
     {"memory_fragmentation", CostLevel::stack},
     {"blocks_in_flight", CostLevel::stack},
