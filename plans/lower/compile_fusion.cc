@@ -227,9 +227,11 @@ struct SegmentFusion {
 
 }  // namespace
 
-std::vector<bool> apply_compile_fusion(Program& p) {
+std::vector<bool> apply_compile_fusion(Program& p, size_t from) {
   std::vector<bool> changed(p.segments.size(), false);
-  for (size_t i = 0; i < p.segments.size(); ++i) changed[i] = SegmentFusion(p, p.segments[i]).run();
+  for (size_t i = from; i < p.segments.size(); ++i)
+    if (p.segments[i].kind == SegmentKind::block_fwd || p.segments[i].kind == SegmentKind::block_bwd)
+      changed[i] = SegmentFusion(p, p.segments[i]).run();
   return changed;
 }
 

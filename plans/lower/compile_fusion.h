@@ -18,7 +18,9 @@
 
 namespace tptune {
 
-// Rewrites every segment of `p`; element i of the result says whether segment i changed. Idempotent.
-std::vector<bool> apply_compile_fusion(Program& p);
+// Rewrites the block segments of `p` from segment `from` on (torch.compile's units are the blocks; the segments before
+// `from` are fused already: the search finishes a Program into one it finished before); element i of the result says
+// whether segment i changed. Idempotent.
+std::vector<bool> apply_compile_fusion(Program& p, size_t from = 0);
 
 }  // namespace tptune

@@ -418,7 +418,9 @@ class Lowerer {
     }
     // torch.compile's fusions, after the recompute ops were copied from the eager forward and after async TP.
     std::vector<bool> fused;
-    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog);
+    // (finishing into a Program finished before, bwd_src set, leaves the segments before the block backward as they
+    // were: fused then)
+    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog, bwd_src ? 3 : 0);
     thread_local DepsScratch scratch_for_thread;
     DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     const bool deps_prepared = prepared && prepared->deps_prepared;
