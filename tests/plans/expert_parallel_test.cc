@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plans/export/export.h"
+#include "plans/language/config.h"
 #include "plans/language/plan.h"
 #include "plans/model/hf_config.h"
 #include "plans/util/error.h"
@@ -209,4 +210,23 @@ TEST_CASE("expert parallel export: what the exports cannot express is one line",
         "plan p.yaml:3: ep_degree 4: the model has no routed experts (model.moe); expected 1");
   // Without a config the python export still writes it (no model: the mesh is the plan's).
   CHECK_THAT(export_plan(p, ExportFormat::python), Contains("= 8 / 4 = 2,"));
+}
+
+TEST_CASE("expert parallel: search.ep_degrees is a list of degrees, range-checked with file:line", "[moe][config]") {
+  CHECK(load_config_string("model: {preset: tiny-llama}\n").search.ep_degrees == std::vector<int>{1});
+  CHECK(load_config_string("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [1, 2, 8]\n", "c.yaml")
+            .search.ep_degrees == std::vector<int>{1, 2, 8});
+  auto error_of = [](const std::string& yaml) {
+    try {
+      load_config_string(yaml, "c.yaml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [1, 0]\n"),
+             Contains("c.yaml:3: search.ep_degrees[1]: expected an integer in 1..1048576"));
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: four\n"),
+             Contains("c.yaml:3: search.ep_degrees"));
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [2, 2]\n"), Contains("search.ep_degrees"));
 }
