@@ -46,6 +46,12 @@
 // its weight); it never throws for a plan that load_plan accepts, and neither does the TOML export for a model
 // torchtitan expresses. The torchtitan 0.3 command throws tptune::Error (one line) for what it cannot run exactly.
 //
+// Expert parallelism (Plan::ep_degree > 1): torchtitan's ParallelismConfig.expert_parallel_degree (the same key in
+// 0.3.0's config/configs.py and the 2025 job config) in the TOML's [parallelism] and, by that name, in the python
+// export's header (the MoE styles are torchtitan's fixed plan, not dict entries). With a config's model, export_plan
+// checks the sparse mesh first (check_expert_mesh, one line). A MoE model is no llama3: the TOML skips the llama3
+// checks and says so; --format torchtitan refuses it (one line), since it names llama3 recipes only.
+//
 // A model with tied embeddings (Model::tie_word_embeddings) is refused by both torchtitan formats, naming the feature:
 // torchtitan before 0.3 has no tying in llama3, and 0.3 ties only its 1B and 3B flavors, which no recipe trains. The
 // python export (the parallelize_module dict) is the way out: a tied model's plan shards tok_embeddings and the output

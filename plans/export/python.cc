@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "plans/export/export.h"
+#include "plans/util/checked_math.h"
 
 namespace tptune {
 
@@ -110,6 +111,19 @@ std::string export_python(const Plan& plan, const ExportContext& ctx) {
         "# fully_shard on the [dp_replicate, dp_shard] mesh (torchtitan: data_parallel_replicate_degree {}), which\n"
         "# all-reduces each reduce-scattered gradient shard across the replicas.\n",
         plan.dp_replicate, plan.dp_shard, plan.tp_degree, plan.dp_replicate);
+  if (plan.ep_degree > 1) {
+    // Each degree is a loaded plan's (<= 2^20): the product is checked all the same.
+    const int64_t dense =
+        checked_mul({int64_t{plan.dp_shard}, int64_t{plan.cp_degree}, int64_t{plan.tp_degree}}, "dp_shard x cp x tp");
+    out += fmt::format(
+        "# Expert parallelism: ep {} (torchtitan: parallelism.expert_parallel_degree {}). The routed experts are\n"
+        "# Shard(0) on the ep axis of the sparse mesh (pp, dp_replicate, efsdp, ep), efsdp = dp_shard x cp x tp / ep\n"
+        "# = {} / {}{}, and fully_shard'ed over efsdp; the router, shared and routed experts are sharded by\n"
+        "# torchtitan's MoE plan (models/common/moe_sharding.py), not by entries of the dict below.\n",
+        plan.ep_degree, plan.ep_degree, dense, plan.ep_degree,
+        dense % plan.ep_degree == 0 ? fmt::format(" = {}", dense / plan.ep_degree)
+                                    : std::string(" (not whole: torchtitan refuses this mesh)"));
+  }
   if (plan.gradient_accumulation_steps > 1)
     out += fmt::format(
         "# Gradient accumulation: {} microbatches of local batch {} per optimizer step (torchtitan: "

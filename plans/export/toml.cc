@@ -5,6 +5,7 @@
 
 #include "plans/export/export.h"
 #include "plans/export/torchtitan_recipe.h"
+#include "plans/language/expert_parallel.h"
 #include "plans/language/pipeline_parallel.h"
 #include "plans/util/error.h"
 #include "plans/util/yaml_util.h"
@@ -19,9 +20,9 @@ ExportFormat parse_export_format(const std::string& s, const std::string& where)
 }
 
 std::string export_plan(const Plan& plan, ExportFormat f, const ExportContext& ctx) {
-  if (plan.ep_degree > 1)  // (issue 42 item 6: torchtitan's expert_parallel_degree is not written yet)
-    throw Error(fmt::format("{}: ep_degree {}: the exports do not write expert parallelism yet",
-                            plan_key_origin(plan, "ep_degree"), plan.ep_degree));
+  // The plan's sparse mesh on the config's model, torchtitan's rules (plans/language/expert_parallel.h), before any
+  // format writes expert_parallel_degree: ep on a dense model, ep not dividing dp_shard x cp x tp or the experts.
+  if (ctx.model) check_expert_mesh(*ctx.model, plan.toggles(), plan_key_origin(plan, "ep_degree"));
   switch (f) {
     case ExportFormat::torchtitan:
       return export_torchtitan_cli(plan, ctx);
@@ -112,13 +113,16 @@ const char* toml_bool(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
-  if (ctx.model)
+  // A mixture of experts is none of torchtitan's llama3 (its own models qwen3, deepseek_v3, ... train it): the llama3
+  // checks do not apply.
+  const bool moe = ctx.model && ctx.model->moe.experts > 0;
+  if (ctx.model && !moe)
     if (const std::string lacks = torchtitan_llama3_lacks(*ctx.model); !lacks.empty())
       throw Error(
           fmt::format("model '{}': torchtitan's llama3 model cannot express {}, so a torchtitan job config "
                       "would train another model; --format python prints the plan's parallelize_module dict",
                       yaml::shown(ctx.model->name), lacks));
-  if (ctx.model && ctx.model->tie_word_embeddings)
+  if (ctx.model && !moe && ctx.model->tie_word_embeddings)
     throw Error(fmt::format(
         "model '{}': tied input/output embeddings (tie_word_embeddings): torchtitan's llama3 before 0.3 has no weight "
         "tying, so this job config would train another (untied) model; --format python prints the plan's "
@@ -162,6 +166,11 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
         "# `tp-plan export --format python` prints.\n",
         plan.loss_parallel ? ", loss parallel" : "");
   }
+  if (moe)
+    out += fmt::format(
+        "# The model is a mixture of experts ({} routed experts, top {}): merge into the train config of\n"
+        "# torchtitan's MoE model of it (qwen3, deepseek_v3, llama4), not llama3's.\n",
+        ctx.model->moe.experts, ctx.model->moe.top_k);
   if (plan.float8 != Float8Recipe::none) {
     out += "\n[model]\n";
     out += "converters = [\"quantize.linear.float8\"]\n";
@@ -187,6 +196,9 @@ std::string export_torchtitan_toml(const Plan& plan, const ExportContext& ctx) {
     out += fmt::format("context_parallel_degree = {}\n", plan.cp_degree);
     out += fmt::format("context_parallel_rotate_method = \"{}\"\n", to_string(plan.cp_rotate));
   }
+  // Expert parallelism (EP plans only): ParallelismConfig.expert_parallel_degree, the ep axis of the sparse mesh
+  // (pp, dp_replicate, efsdp, ep), efsdp = dp_shard x cp x tp / ep (the same key in torchtitan 0.3.0's configs.py).
+  if (plan.ep_degree > 1) out += fmt::format("expert_parallel_degree = {}\n", plan.ep_degree);
   // Pipeline parallelism (PP plans only): ParallelismConfig's pipeline_parallel_* keys of the 2025 job config, and
   // module_fqns_per_model_part for a split torchtitan would not generate.
   if (plan.pp_degree > 1) {

@@ -386,6 +386,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
                 {"tp_degrees",
                  "dp_replicate",
                  "cp_degrees",
+                 "ep_degrees",
                  "pp_degrees",
                  "pp_schedules",
                  "pp_microbatch_sizes",
@@ -433,6 +434,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
   if (has(n, "tp_degrees")) s.tp_degrees = axis("tp_degrees", degree);
   if (has(n, "dp_replicate")) s.dp_replicate = axis("dp_replicate", degree);
   if (has(n, "cp_degrees")) s.cp_degrees = axis("cp_degrees", degree);
+  if (has(n, "ep_degrees")) s.ep_degrees = axis("ep_degrees", degree);
   if (has(n, "pp_degrees")) s.pp_degrees = axis("pp_degrees", degree);
   if (has(n, "pp_schedules"))
     s.pp_schedules = axis("pp_schedules", [&](const YAML::Node& x, const std::string& k) {

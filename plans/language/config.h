@@ -104,6 +104,10 @@ struct SearchSpace {
   // candidate's dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load
   // balancing. Default {1}: no CP, the space as before CP existed.
   std::vector<int> cp_degrees = {1};
+  // Expert-parallel degrees (torchtitan's expert_parallel_degree; plans/language/expert_parallel.h), read and
+  // range-checked. Default {1}. The search does not enumerate them yet (issue 42 item 5): resolve_space() refuses any
+  // other value in one line (on a dense model: it has no routed experts).
+  std::vector<int> ep_degrees = {1};
   // Pipeline parallelism (plans/language/pipeline_parallel.h): degrees, schedules (torch's names), microbatch sizes and
   // stages per rank, each pipeline candidate with torchtitan's default split of its stages; dp_shard = world / (pp x tp
   // x cp x dp_replicate). A pp 1 candidate ignores the schedules, microbatch sizes and stages per rank. Default {1}: no

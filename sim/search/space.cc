@@ -36,6 +36,20 @@ ResolvedSpace resolve_space(const Config& cfg) {
   if (r.dp_replicate.empty()) r.dp_replicate = {1};
   if (r.cp_degrees.empty()) r.cp_degrees = {1};
   if (r.pp_degrees.empty()) r.pp_degrees = {1};
+  if (r.ep_degrees.empty()) r.ep_degrees = {1};
+  // search.ep_degrees: read and range-checked (plans/language/config.cc), not enumerated yet (issue 42 item 5): any
+  // degree but 1 is refused here, the one place every search passes, never searched as ep 1.
+  if (std::any_of(r.ep_degrees.begin(), r.ep_degrees.end(), [](int ep) { return ep != 1; })) {
+    const auto at = r.stated_at.find("ep_degrees");
+    const std::string where = at != r.stated_at.end() ? at->second : cfg.path;
+    if (cfg.model.moe.experts == 0)
+      throw Error(fmt::format("{}: search.ep_degrees [{}]: the model has no routed experts (model.moe); expected [1]",
+                              where, fmt::join(r.ep_degrees, ", ")));
+    throw Error(
+        fmt::format("{}: search.ep_degrees [{}]: the search does not enumerate expert parallelism yet "
+                    "(issue 42); simulate a MoE plan with `tp-plan simulate --ep N`",
+                    where, fmt::join(r.ep_degrees, ", ")));
+  }
   if (r.pp_schedules.empty()) r.pp_schedules = {PipelineScheduleKind::one_f_one_b};
   if (r.pp_microbatch_sizes.empty()) r.pp_microbatch_sizes = {1};
   if (r.pp_stages_per_rank.empty()) r.pp_stages_per_rank = {0};

@@ -3,14 +3,20 @@
 #include "plans/language/expert_parallel.h"
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include "plans/export/export.h"
+#include "plans/language/config.h"
 #include "plans/language/plan.h"
+#include "plans/model/hf_config.h"
 #include "plans/util/error.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;
+using Catch::Matchers::Contains;
+using tptune::test::make_plan;
 
 namespace {
 
@@ -85,8 +91,142 @@ TEST_CASE("expert parallel: each bad mesh is a one-line error naming the key's o
   CHECK(mesh_error(m, {.ep_degree = 0}) == "plan p.yaml:3: ep_degree: expected >= 1, got 0");
 }
 
-TEST_CASE("expert parallel: the exports refuse ep_degree until they write it", "[moe][export]") {
-  const Plan p = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 4\n", "p.yaml");
-  CHECK_THROWS_WITH(export_plan(p, ExportFormat::python),
-                    "plan p.yaml:3: ep_degree 4: the exports do not write expert parallelism yet");
+namespace {
+
+// Qwen3 30B-A3B from its config.json (128 experts of 768, top 8) on the config's 1 node x 8 GPUs.
+ExportContext qwen3_30b_a3b_ctx() {
+  ExportContext ctx;
+  ctx.model = load_hf_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/hf/qwen3-30b-a3b/config.json");
+  ctx.seq_len = 4096;
+  ctx.nodes = 1;
+  ctx.gpus_per_node = 8;
+  ctx.n_layers = ctx.model->n_layers;
+  return ctx;
+}
+
+// "section.key" -> value of the TOML's `key = value` lines.
+std::map<std::string, std::string> toml_keys(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(text);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (eq != std::string::npos) kv[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return kv;
+}
+
+std::string export_error(const Plan& p, ExportFormat f, const ExportContext& ctx) {
+  try {
+    export_plan(p, f, ctx);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_CASE("expert parallel export: Qwen3 30B-A3B at ep 4 x tp 2, TOML and python lines", "[moe][export]") {
+  const ExportContext ctx = qwen3_30b_a3b_ctx();
+  REQUIRE(ctx.model->moe.experts == 128);
+  const Plan p = make_plan("sequence_parallel", {.tp_degree = 2,
+                                                 .dp_shard = 4,
+                                                 .loss_parallel = true,
+                                                 .activation_checkpointing = ActivationCheckpointing::full,
+                                                 .local_batch_size = 2,
+                                                 .ep_degree = 4});
+  // torchtitan's ParallelismConfig.expert_parallel_degree (0.3.0's config/configs.py; the 2025 job config's too),
+  // beside the dense degrees: dp_shard 4 x tp 2 = 8 ranks, ep 4 of them per expert group, efsdp 2.
+  const std::string toml = export_plan(p, ExportFormat::torchtitan_toml, ctx);
+  CHECK_THAT(toml, Contains("\n[parallelism]\n"
+                            "data_parallel_replicate_degree = 1\n"
+                            "data_parallel_shard_degree = 4\n"
+                            "tensor_parallel_degree = 2\n"
+                            "expert_parallel_degree = 4\n"
+                            "enable_async_tensor_parallel = false\n"
+                            "disable_loss_parallel = false\n"));
+  // Not a llama3 job config: head_dim 128 x 32 heads != dim 2048 is Qwen3's, not refused for a MoE model.
+  CHECK_THAT(toml, Contains("# The model is a mixture of experts (128 routed experts, top 8): merge into the train "
+                            "config of\n# torchtitan's MoE model of it (qwen3, deepseek_v3, llama4), not llama3's.\n"));
+  // python: the same degree by torchtitan's name, and the sparse mesh it implies (8 / 4 = efsdp 2).
+  const std::string py = export_plan(p, ExportFormat::python, ctx);
+  CHECK_THAT(py,
+             Contains("# Expert parallelism: ep 4 (torchtitan: parallelism.expert_parallel_degree 4). The routed "
+                      "experts are\n"
+                      "# Shard(0) on the ep axis of the sparse mesh (pp, dp_replicate, efsdp, ep), efsdp = dp_shard x "
+                      "cp x tp / ep\n"
+                      "# = 8 / 4 = 2, and fully_shard'ed over efsdp; the router, shared and routed experts are "
+                      "sharded by\n"
+                      "# torchtitan's MoE plan (models/common/moe_sharding.py), not by entries of the dict below.\n"));
+  CHECK_THAT(py, Contains("TP_DEGREE = 2\n"));
+  // ep 1 writes no ep line in either.
+  const Plan dense = make_plan("sequence_parallel", {.tp_degree = 2, .dp_shard = 4, .loss_parallel = true});
+  CHECK_THAT(export_plan(dense, ExportFormat::torchtitan_toml, ctx), !Contains("expert_parallel"));
+  CHECK_THAT(export_plan(dense, ExportFormat::python, ctx), !Contains("xpert"));
+}
+
+TEST_CASE("expert parallel export: TOML round trip of ep_degree with the dense degrees", "[moe][export]") {
+  const ExportContext ctx = qwen3_30b_a3b_ctx();
+  for (int tp : {1, 2, 4})
+    for (int ep : {1, 2, 4, 8}) {
+      const Plan p = make_plan("sequence_parallel", {.tp_degree = tp, .dp_shard = 8 / tp, .ep_degree = ep});
+      INFO("tp " << tp << " ep " << ep);
+      const auto kv = toml_keys(export_plan(p, ExportFormat::torchtitan_toml, ctx));
+      CHECK(kv.count("parallelism.expert_parallel_degree") == (ep > 1 ? 1u : 0u));
+      Plan back = p;
+      back.ep_degree = kv.count("parallelism.expert_parallel_degree")
+                           ? std::stoi(kv.at("parallelism.expert_parallel_degree"))
+                           : 1;  // torchtitan's default
+      back.tp_degree = std::stoi(kv.at("parallelism.tensor_parallel_degree"));
+      back.dp_shard = std::stoi(kv.at("parallelism.data_parallel_shard_degree"));
+      CHECK(back.toggles() == p.toggles());
+    }
+}
+
+TEST_CASE("expert parallel export: what the exports cannot express is one line", "[moe][export]") {
+  const ExportContext ctx = qwen3_30b_a3b_ctx();
+  Plan p = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 4\n", "p.yaml");
+  // torchtitan 0.3's command line: no llama3 recipe trains a mixture of experts, and this export maps no MoE recipe.
+  CHECK(export_error(p, ExportFormat::torchtitan, ctx) ==
+        "model 'Qwen/Qwen3-30B-A3B': a mixture of experts (128 routed experts): --format torchtitan names torchtitan "
+        "0.3's llama3 recipes only, none of which trains it; --format torchtitan-toml writes the job config "
+        "(parallelism.expert_parallel_degree) and --format python the parallelize_module dict");
+  // A sparse mesh torchtitan refuses is refused by every format, naming the key's line (the one mesh check).
+  const Plan bad = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 16\n", "b.yaml");
+  for (auto f : {ExportFormat::torchtitan_toml, ExportFormat::python, ExportFormat::torchtitan})
+    CHECK(export_error(bad, f, ctx) ==
+          "plan b.yaml:3: ep_degree 16 does not divide dp_shard 4 x cp 1 x tp 2 = 8: torchtitan's sparse mesh (pp, "
+          "dp_replicate, efsdp, ep) needs efsdp = dp_shard x cp x tp / ep whole (distributed/parallel_dims.py)");
+  // ep on a dense model.
+  ExportContext dense = ctx;
+  dense.model = test::llama3_8b();
+  CHECK(export_error(p, ExportFormat::torchtitan_toml, dense) ==
+        "plan p.yaml:3: ep_degree 4: the model has no routed experts (model.moe); expected 1");
+  // Without a config the python export still writes it (no model: the mesh is the plan's).
+  CHECK_THAT(export_plan(p, ExportFormat::python), Contains("= 8 / 4 = 2,"));
+}
+
+TEST_CASE("expert parallel: search.ep_degrees is a list of degrees, range-checked with file:line", "[moe][config]") {
+  CHECK(load_config_string("model: {preset: tiny-llama}\n").search.ep_degrees == std::vector<int>{1});
+  CHECK(load_config_string("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [1, 2, 8]\n", "c.yaml")
+            .search.ep_degrees == std::vector<int>{1, 2, 8});
+  auto error_of = [](const std::string& yaml) {
+    try {
+      load_config_string(yaml, "c.yaml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [1, 0]\n"),
+             Contains("c.yaml:3: search.ep_degrees[1]: expected an integer in 1..1048576"));
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: four\n"),
+             Contains("c.yaml:3: search.ep_degrees"));
+  CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [2, 2]\n"), Contains("search.ep_degrees"));
 }

@@ -159,3 +159,21 @@ TEST_CASE("search: a statically pruned candidate is counted, not stored, and rea
     if (batches == 1) CHECK(r.closest.back() == static_cast<int>(tp3));
   }
 }
+
+TEST_CASE("search.ep_degrees: read, and refused in one line until the search enumerates it", "[search][moe]") {
+  // The default, and [1], are the space as before the key.
+  CHECK(resolve_space(test::small_config("ep.yaml", 1, 8, "\n  ep_degrees: [1]\n")).ep_degrees == std::vector<int>{1});
+  CHECK(resolve_space(test::small_config("ep.yaml", 1, 8, "{}")).ep_degrees == std::vector<int>{1});
+  // A dense model has no experts to split (the key's line: `search:` is line 4, the key line 5).
+  CHECK(refusal("\n  ep_degrees: [1, 2]\n") ==
+        "big.yaml:5: search.ep_degrees [1, 2]: the model has no routed experts (model.moe); expected [1]");
+  // A mixture of experts: not enumerated yet, never searched as ep 1 alone.
+  Config moe = test::small_config("moe.yaml", 1, 8, "\n  ep_degrees: [2, 4]\n");
+  moe.model.moe.experts = 8;
+  moe.model.moe.top_k = 2;
+  moe.model.moe.expert_ffn_dim = 32;
+  CHECK_THROWS_WITH(resolve_space(moe),
+                    "moe.yaml:5: search.ep_degrees [2, 4]: the search does not enumerate expert "
+                    "parallelism yet (issue 42); simulate a MoE plan with `tp-plan simulate "
+                    "--ep N`");
+}
