@@ -65,6 +65,17 @@ inline Model tiny_llama_model() {
   return m;
 }
 
+// tiny-llama's dims with a MoE block: 8 routed experts of ffn 32, top 2, a shared expert of ffn 64.
+inline Model tiny_moe_model() {
+  Model m = tiny_llama_model();
+  m.name = "tiny-moe";
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_dim = 32;
+  m.moe.shared_ffn_dim = 64;
+  return m;
+}
+
 inline Model small_model(int layers = 4) {
   Model m;
   m.name = "small";

@@ -20,16 +20,7 @@ using tptune::test::make_plan;
 
 namespace {
 
-// tiny-llama's dims with a MoE block: 8 routed experts of ffn 32, top 2, a shared expert of ffn 64.
-Model tiny_moe() {
-  Model m = test::tiny_llama_model();
-  m.name = "tiny-moe";
-  m.moe.experts = 8;
-  m.moe.top_k = 2;
-  m.moe.expert_ffn_dim = 32;
-  m.moe.shared_ffn_dim = 64;
-  return m;
-}
+Model tiny_moe() { return test::tiny_moe_model(); }
 
 std::string mesh_error(const Model& m, PlanToggles t) {
   try {
