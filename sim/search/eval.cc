@@ -116,12 +116,22 @@ CandidateResult CandidateEvaluator::evaluate(const Candidate& c, StructureLoweri
   try {
     auto it = unfinished_at(s.unfinished, c, plan);
     PhaseTimer t(phases, SearchPhase::finish);
-    if (s.last_policy) {
+    uint64_t had = 0;
+    // The last policy finishes into the Program an earlier one finished from it when there is one (only what
+    // finishing changes is copied: finish_lowering_into()), else moves it (no copy).
+    const bool into_spare = s.last_policy && std::any_of(spare_.begin(), spare_.end(),
+                                                         [&](const Spare& x) { return x.from == it->second.id; });
+    if (s.last_policy && !into_spare) {
       prog = finish_lowering(std::move(it->second), c.activation_checkpointing);
+      s.unfinished.erase(it);
+    } else if (s.last_policy) {
+      prepare_async_tp(it->second);
+      prog = take_program(it->second.id, &had);
+      finish_lowering_into(it->second, c.activation_checkpointing, prog, -1, had);
+      recycle(std::move(it->second.prog));  // (its buffers, for the next lowering)
       s.unfinished.erase(it);
     } else {
       prepare_async_tp(it->second);  // finished again: its policy-free async TP rewrite once
-      uint64_t had = 0;
       prog = take_program(it->second.id, &had);
       finish_lowering_into(it->second, c.activation_checkpointing, prog, -1, had);
       from = it->second.id;
