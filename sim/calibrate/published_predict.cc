@@ -17,9 +17,8 @@ constexpr double kGiB = 1073741824.0;
 }  // namespace
 
 // The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/language/plan_resolve.h), with the
-// options
-// --preset, --tp, --float8, --ac-layers, --async-tp and --cp and no other (tests/integration/published_accuracy.sh
-// compares every run's prediction with tp-plan simulate's).
+// options --preset, --tp, --float8, --ac-layers, --async-tp, --cp, --pp (with its schedule and microbatch) and --ep and
+// no other (tests/integration/published_accuracy.sh compares every run's prediction with tp-plan simulate's).
 Plan published_run_plan(const PublishedRun& run) {
   const Config& cfg = run.config;
   const PublishedPlan& p = run.plan;
@@ -30,6 +29,8 @@ Plan published_run_plan(const PublishedRun& run) {
   if (p.ac_layers > 0) plan.ac_layers = p.ac_layers, plan.provenance["ac_layers"] = from_record;
   if (p.async_tp) plan.async_tp = true, plan.provenance["async_tp"] = from_record;
   if (p.cp > 1) plan.cp_degree = p.cp, plan.provenance["cp_degree"] = from_record;
+  // The mesh check (plans/language/expert_parallel.h) names the key's origin first: "<file>:<line>: plan.ep".
+  if (p.ep > 1) plan.ep_degree = p.ep, plan.provenance["ep_degree"] = fmt::format("{}: plan.ep", run.at);
   if (p.pp > 1) {
     plan.pp_degree = p.pp, plan.provenance["pp_degree"] = from_record;
     plan.pp_schedule = p.pp_schedule, plan.provenance["pp_schedule"] = from_record;

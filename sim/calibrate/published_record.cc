@@ -21,6 +21,7 @@ std::string PublishedPlan::summary() const {
   if (ac_layers > 0) s += fmt::format(" ac_layers {}", ac_layers);
   if (cp > 1) s += fmt::format(" cp {}", cp);
   if (pp > 1) s += fmt::format(" pp {} {} mb {}", pp, to_string(pp_schedule), pp_microbatch_size);
+  if (ep > 1) s += fmt::format(" ep {}", ep);
   if (preset != "sequence_parallel") s += " " + preset;
   return s;
 }
@@ -59,8 +60,9 @@ std::string prefixed_config_error(const std::string& message, const std::string&
 }
 
 PublishedPlan read_plan(const YamlDoc& doc, const YAML::Node& n, const std::string& key, const YAML::Node& self) {
-  doc.check_map(n, key,
-                {"preset", "tp", "float8", "async_tp", "ac_layers", "cp", "pp", "pp_schedule", "pp_microbatch_size"});
+  doc.check_map(
+      n, key,
+      {"preset", "tp", "float8", "async_tp", "ac_layers", "cp", "pp", "pp_schedule", "pp_microbatch_size", "ep"});
   PublishedPlan p;
   if (!has(n, "tp")) doc.fail_msg(self, key + ".tp", "missing; expected the tensor-parallel degree");
   p.tp = static_cast<int>(doc.integer_in(n["tp"], key + ".tp", limits::degree));
@@ -74,6 +76,7 @@ PublishedPlan read_plan(const YamlDoc& doc, const YAML::Node& n, const std::stri
     p.ac_layers = doc.integer_in(n["ac_layers"], key + ".ac_layers", limits::IntRange{0, limits::n_layers.hi});
   if (has(n, "cp")) p.cp = static_cast<int>(doc.integer_in(n["cp"], key + ".cp", limits::degree));
   if (has(n, "pp")) p.pp = static_cast<int>(doc.integer_in(n["pp"], key + ".pp", limits::degree));
+  if (has(n, "ep")) p.ep = static_cast<int>(doc.integer_in(n["ep"], key + ".ep", limits::degree));
   if (has(n, "pp_schedule"))
     p.pp_schedule = parse_pipeline_schedule(doc.string(n["pp_schedule"], key + ".pp_schedule"),
                                             doc.where(n["pp_schedule"], key + ".pp_schedule"));

@@ -9,7 +9,8 @@
 // A file:
 //   source: {id, citation, repository, path, commit | paper, table, hardware, software, measurement}
 //   runs:   - {id, table, quote, config: {model, training, cluster}, plan: {tp, float8, async_tp [, preset,
-//              ac_layers]}, measured: {tokens_per_second_per_gpu [, peak_memory_gib, mfu]}}
+//              ac_layers, cp, pp, pp_schedule, pp_microbatch_size, ep]}, measured: {tokens_per_second_per_gpu [,
+//              peak_memory_gib, mfu]}}
 //           - {id, table, quote, not_expressible: "why tptune cannot express it"}
 //   ratios: - {name, numerator: RUN, denominator: RUN}
 // Checks (tptune::Error, one line "<file>:<line>: <key>: ..."): every key known, the required ones present;
@@ -42,6 +43,9 @@ struct PublishedPlan {
   int pp = 1;
   PipelineScheduleKind pp_schedule = PipelineScheduleKind::one_f_one_b;
   int64_t pp_microbatch_size = 1;
+  // Expert parallelism of a mixture of experts (torchtitan's expert_parallel_degree; the plan's ep_degree,
+  // plans/language/expert_parallel.h). 1: none.
+  int ep = 1;
   std::string summary() const;  // "tp 8 float8 tensorwise async" / "tp 1 bf16" / "tp 1 float8 tensorwise cp 4"
 };
 

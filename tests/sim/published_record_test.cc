@@ -136,10 +136,14 @@ TEST_CASE("published record: every check is one line naming the file, line and k
   CHECK(error_of([&] { parse(text); }) ==
         "bad.yaml:16: runs[0].measured.tokens_per_second_per_gpu: expected a number in (0, 1000000000000], got '0'");
   text = record();
-  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, ep: 2}");
+  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, etp: 2}");
   CHECK(error_of([&] { parse(text); }) ==
-        "bad.yaml:15: runs[0].plan.ep: unknown key; expected one of preset, tp, float8, async_tp, ac_layers, cp, pp, "
-        "pp_schedule, pp_microbatch_size");
+        "bad.yaml:15: runs[0].plan.etp: unknown key; expected one of preset, tp, float8, async_tp, ac_layers, cp, pp, "
+        "pp_schedule, pp_microbatch_size, ep");
+  // The expert-parallel degree, range-checked as tp is.
+  text = record();
+  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, ep: 0}");
+  CHECK(error_of([&] { parse(text); }) == "bad.yaml:15: runs[0].plan.ep: expected an integer in 1..1048576, got '0'");
   // Run ids unique in a file.
   CHECK(error_of([] { parse(record("  - {id: a, table: t, quote: q, not_expressible: PP}\n")); }) ==
         "bad.yaml:27: runs[3].id: 'a' is also runs[0]'s id; run ids are unique in a file");
@@ -223,4 +227,56 @@ TEST_CASE("published record: the real folder reads whole") {
   CHECK(t1->config.training.seq_len == 8192);
   CHECK(t1->config.model.n_layers == 32);
   CHECK(published_run_plan(*t1).dp_shard == 8);
+}
+
+TEST_CASE("published record: a run's ep is tp-plan simulate's --ep, checked when the run is predicted") {
+  // A Qwen3-MoE model (examples/hf/qwen3-30b-a3b: 128 experts) on 16 GPUs, tp 1, ep 8: dp_shard 16, efsdp 16 / 8 = 2.
+  std::string text = record();
+  text.replace(text.find("model: {preset: llama3-8b}"), 26,
+               "model: {hf_config: " + std::string(TPTUNE_SOURCE_DIR) + "/examples/hf/qwen3-30b-a3b/config.json}");
+  text.replace(text.find("async_tp: false}"), 16, "async_tp: false, ep: 8}");
+  const PublishedSource s = parse(text);
+  CHECK(s.runs[0].plan.ep == 8);
+  CHECK(s.runs[0].plan.summary() == "tp 1 bf16 ep 8");
+  CHECK(s.runs[1].plan.ep == 1);  // the default: no expert parallelism
+  const Plan a = published_run_plan(s.runs[0]);
+  CHECK(a.ep_degree == 8);
+  CHECK(a.dp_shard == 16);
+  CHECK(a.provenance.at("ep_degree") == "bad.yaml:8: plan.ep");
+  // ep 3 does not divide the 16 GPUs' dp_shard: not a file error; the run is reported as not predicted, in one line
+  // naming the file, the run's line and the key.
+  text.replace(text.find("ep: 8}"), 6, "ep: 3}");
+  const std::vector<PublishedSource> bad = {parse(text)};
+  const PreparedRecord rec = prepare_published(bad);
+  REQUIRE(rec.not_predicted.size() == 1);
+  CHECK(rec.not_predicted[0].id == "a");
+  CHECK(
+      rec.not_predicted[0].error ==
+      "bad.yaml:8: plan.ep: ep_degree 3 does not divide dp_shard 16 x cp 1 x tp 1 = 16: torchtitan's sparse mesh (pp, "
+      "dp_replicate, efsdp, ep) needs efsdp = dp_shard x cp x tp / ep whole (distributed/parallel_dims.py)");
+}
+
+TEST_CASE("published record: profiles/published-moe, torchtitan's own MoE runs, reads whole") {
+  const auto sources = load_published_record(std::string(TPTUNE_SOURCE_DIR) + "/profiles/published-moe");
+  REQUIRE(sources.size() == 7);
+  int expressible = 0, not_expressible = 0;
+  for (const auto& s : sources) {
+    CHECK(s.repository == "pytorch/torchtitan");  // the discipline: torchtitan's own publications only
+    for (const auto& r : s.runs) (r.expressible() ? expressible : not_expressible) += 1;
+  }
+  CHECK(expressible == 1);
+  CHECK(not_expressible == 18);
+  // The one expressible run, as quoted: "... memory: 6.89GiB(7.26%) tps: 86,348 ...": torchtitan's Qwen3 debug MoE
+  // flavor (8 layers, 64 experts, top 8) under EP 2 on 8 GPUs.
+  const PublishedRun* r = nullptr;
+  for (const auto& s : sources)
+    if (s.id == "torchtitan-pr1902-qwen3-moe-debug") r = s.run("ep2-step10");
+  REQUIRE(r != nullptr);
+  CHECK(r->plan.ep == 2);
+  CHECK(r->measured.tokens_per_second_per_gpu == 86348);
+  CHECK(r->config.model.n_layers == 8);
+  CHECK(published_run_plan(*r).dp_shard == 8);
+  const PreparedRecord rec = prepare_published(sources);
+  CHECK(rec.runs.size() == 1);
+  CHECK(rec.not_predicted.empty());
 }
