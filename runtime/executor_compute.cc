@@ -54,6 +54,10 @@ std::vector<Executor::Region> Executor::chunk_regions(int index, bool outputs) c
 
 void Executor::run_gemm(int index, const GemmOp& g) {
   const FlatOp& op = flat_.ops[size_t(index)];
+  // A routed expert's grouped GEMM (one product per local expert over the rows routed to it): executor_moe.cc.
+  if (g.groups > 1 || (op.inputs.size() == 2 && desc(op.inputs[1]).expert) ||
+      (op.outputs.size() == 1 && desc(op.outputs[0]).expert))
+    return run_grouped_gemm(index, g);
   if (op.inputs.size() != 2 && op.inputs.size() != 4) fail(op, "a gemm reads {A, B} or {A, B, scale_A, scale_B}");
   if (op.outputs.size() != 1) fail(op, "a gemm writes one tensor");
   const bool chunked = op.op->chunk.pattern != ChunkRef::Pattern::none;
@@ -124,8 +128,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
     fail(op, "gradient clipping (torchtitan 0.3's clip_grad_norm_) is modelled by the simulator only");
-  if (e.fn >= F::moe_router)  // refused before a run (tp-run's refuse_unsupported); said again for any other caller
-    fail(op, "mixture-of-experts ops are modelled by the simulator only");
+  if (e.fn >= F::moe_router) return run_moe(index, e);  // executor_moe.cc
   if (e.fn == F::attention_merge) return run_attention_merge(index);
   if (e.fn == F::concat) return run_concat(index);
   auto [ni, no] = arity.at(e.fn);

@@ -96,6 +96,27 @@ void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_cop
   c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
 }
 
+void compare_expert_gradient(ParamCheck& c, const std::vector<float>& copies, int tp, int ep,
+                             const std::vector<float>& want) {
+  const int64_t full = numel(c.shape);
+  if (static_cast<int64_t>(want.size()) != full || tp % ep != 0 || full % ep != 0 ||
+      static_cast<int64_t>(copies.size()) != full / ep * tp) {
+    c.problem = fmt::format("the sharded gradient has {} elements over {} ranks, expected {} experts' share of {} each",
+                            copies.size(), tp, ep > 0 ? full / ep : 0, full);
+    return;
+  }
+  const int64_t part = full / ep;
+  Errors e;
+  for (int rk = 0; rk < tp; ++rk)  // tp rank rk is ep rank rk % ep: it holds that share of the experts
+    for (int64_t i = 0; i < part; ++i) e.add(copies[size_t(rk * part + i)], want[size_t((rk % ep) * part + i)]);
+  c.ref_max = e.ref_max;
+  c.max_abs_err = e.max_abs;
+  c.max_rel_err = e.max_rel();
+  c.rel_l2_err = e.rel_l2();
+  if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
+  c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
+}
+
 void sort_model_order(std::vector<ParamCheck>& params) {
   auto rank_of = [](const std::string& n) -> int64_t {
     if (n.rfind("tok_embeddings", 0) == 0) return -1;
@@ -204,6 +225,8 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
       c.problem = "the unsharded model has no such parameter gradient";
     } else if (p.grad < 0) {
       c.problem = "the sharded Program produces no gradient for it";
+    } else if (d.expert && sharded.ep > 1) {
+      compare_expert_gradient(c, every, tp, sharded.ep, ref.read(it->second.grad));
     } else {
       compare_gradient(c, every, cp, tp, ref.read(it->second.grad));
     }

@@ -99,6 +99,11 @@ struct VerifyReport {
 // problem and pass from c.shape, c.shard_dim and c.tolerance.
 void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_copies, int tp,
                       const std::vector<float>& want);
+// A routed expert's gradient under expert parallelism (ep > 1, the ep group inside the TP group): tp rank r holds the
+// experts of ep rank r % ep, a 1/ep share of dim 0 (c.shape); every rank's share is compared with that share of
+// `want`.
+void compare_expert_gradient(ParamCheck& c, const std::vector<float>& copies, int tp, int ep,
+                             const std::vector<float>& want);
 // Model order: the embedding, the layers in order, then the rest (final norm, output); stable within each.
 void sort_model_order(std::vector<ParamCheck>& params);
 // The tolerances verify_step uses for a run whose tensors are stored as `s` (justified in verifier.cc).
