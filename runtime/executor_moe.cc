@@ -51,6 +51,11 @@ void Executor::moe_setup() {
       }
       if (c) continue;
       if (const auto* g = std::get_if<GemmOp>(&op.kind); g && g->trans_a) continue;
+      // The combine and the reorder's backward write the T tokens, whatever rows they read.
+      if (const auto* e = std::get_if<ElementwiseOp>(&op.kind);
+          e && (e->fn == F::moe_combine || e->fn == F::moe_combine_bwd || op.inputs.size() > 1) && e->fn != F::swiglu &&
+          e->fn != F::swiglu_bwd && e->fn != F::accumulate)
+        continue;
       if (std::any_of(op.inputs.begin(), op.inputs.end(), dyn))
         for (TensorId t : op.outputs) moe_rows_dynamic_[size_t(t)] = 1;
     }
