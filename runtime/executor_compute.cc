@@ -164,12 +164,21 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   };
   switch (e.fn) {
     case F::rmsnorm:
-      be_.rmsnorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), out(0), sout(1));
+    case F::rmsnorm_bwd: {
+      // Over the weight's width: the last dim, or one head of it (Qwen3's q/k norms, plans/lower/experts.cc
+      // head_norm: x (b, s, heads x head_dim), w (head_dim)).
+      const int64_t width = numel(desc(op.inputs[1]).local_shape);
+      if (width <= 0 || last_dim(x) % width != 0)
+        fail(op, fmt::format("rmsnorm of width {} over rows of {}", width, last_dim(x)));
+      const int64_t rows = numel(x.local_shape) / width;
+      if (e.fn == F::rmsnorm) {
+        be_.rmsnorm_fwd(rows, width, m.norm_eps, in(0), in(1), out(0), sout(1));
+      } else {
+        same_size(op.inputs[3]);
+        be_.rmsnorm_bwd(rows, width, in(0), in(1), sin(2), in(3), out(0), out(1));
+      }
       break;
-    case F::rmsnorm_bwd:
-      same_size(op.inputs[3]);
-      be_.rmsnorm_bwd(rows_of(x), last_dim(x), in(0), in(1), sin(2), in(3), out(0), out(1));
-      break;
+    }
     case F::layernorm:
       be_.layernorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), in(2), out(0), sout(1), sout(2));
       break;

@@ -83,7 +83,7 @@ TEST_CASE("expert parallelism inside the TP group verifies: loss, router, expert
     const VerifyReport r = verify_moe(p, ep);
     INFO(format_report(r));
     CHECK(r.pass());
-    // 2 blocks x (router gate, w1, w2, w3, shared w1, w2, w3) of the 29 parameters.
+    // 2 blocks x (router gate, w1, w2, w3, shared w1, w2, w3) of the 33 parameters.
     int moe_params = 0;
     for (const auto& c : r.params) moe_params += c.name.find(".moe.") != std::string::npos;
     CHECK(moe_params == 14);
