@@ -231,8 +231,8 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
       throw Error(fmt::format("{}: tp-run {} does not run it yet; `tp-run verify` does (on CPU)", where, command));
     if (s.plan.ep_degree > 1 && (cp > 1 || s.plan.tp_degree % s.plan.ep_degree != 0))
       throw Error(
-          fmt::format("{}: tp-run verify runs ep_degree {} inside the TP group: ep must divide tp ({}) with "
-                      "cp 1 (tp-run runs dp_shard 1)",
+          fmt::format("{}: tp-run verify runs ep_degree {} inside the TP group: ep must divide tp ({}) and cp be 1 "
+                      "(tp-run runs dp_shard 1)",
                       where, s.plan.ep_degree, s.plan.tp_degree));
     if (s.plan.float8 != Float8Recipe::none)
       throw Error(
