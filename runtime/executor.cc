@@ -73,6 +73,13 @@ Executor::Executor(Program program, Backend& backend, ExecutorOptions options)
         fmt::format("executor: the Program shards FSDP over {} ranks (dp_shard x cp) but the backend's DP "
                     "group has {}",
                     program_.dp, be_.group_size(Group::dp)));
+  if (program_.ep > 1 && !skips_collectives() && be_.group_size(Group::ep) != program_.ep)
+    throw Error(fmt::format("executor: the Program is lowered for ep {} but the backend's ep group has {} ranks",
+                            program_.ep, be_.group_size(Group::ep)));
+  if (program_.ep > 1 && program_.efsdp > 1 && !skips_collectives() && be_.group_size(Group::efsdp) != program_.efsdp)
+    throw Error(fmt::format("executor: the Program shards experts over efsdp {} but the backend's group has {} ranks",
+                            program_.efsdp, be_.group_size(Group::efsdp)));
+  moe_setup();  // executor_moe.cc: the routed rows' buffers hold what routing may send (before the allocation)
   buffers_.reserve(flat_.tensors.size());
   masters_.resize(flat_.tensors.size());
   for (size_t t = 0; t < flat_.tensors.size(); ++t) {
@@ -163,6 +170,8 @@ void Executor::init(uint64_t seed) {
       const std::string name = layer_fqn(flat_.tensors[i].layer, d.param.empty() ? d.name : d.param);
       auto full = init_parameter(seed, name, d.global_shape);
       auto local = shard_of(full, d.global_shape, d.param_shard_dim, tp_, rank_);
+      if (d.expert && program_.ep > 1)  // a routed expert: ep rank r holds experts [r E/ep, (r+1) E/ep) (Shard(0))
+        local = shard_of(local, d.global_shape, 0, program_.ep, be_.group_rank(Group::ep));
       if (static_cast<int64_t>(local.size()) != n)
         throw Error(fmt::format("parameter '{}': a {} shard of {} has {} elements, the Program's local shape {} has {}",
                                 name, d.param_shard_dim, to_string(d.global_shape), local.size(),

@@ -36,11 +36,21 @@
 // parameter whole on every rank: the all-gather has nothing to do (parameters are replicated from the seed), and the
 // gradient reduce-scatter runs as an all-reduce (sum) of the gradients, whose result holds every rank's shard.
 //
+// Mixture of experts (plans/lower/experts.cc; executor_moe.cc): the router, its top-k and the dispatcher's permutations
+// run as host code on the downloaded tensors, the grouped GEMMs as one Backend gemm per local expert over the rows the
+// routing gave it. Routing is data-dependent: the Program's shapes of the received and expert-ordered rows are the
+// balanced estimate, so the executor sizes those buffers for the most a rank can receive (ep x its own routed copies),
+// zero beyond the rows routed. Expert parallelism (Program::ep > 1) runs on the backend's ep group, whose rank r holds
+// global experts [r E/ep, (r+1) E/ep) (torchtitan's Shard(0) on ep): the counts exchange is a plain all-to-all, the
+// dispatch and combine exchanges (variable splits) are all-to-alls with one slot of the rank's routed copies per peer,
+// of which the counts say how many rows are real. The experts' FSDP collectives (Group::efsdp) run as FSDP's do.
+//
 // Errors (a malformed Program, a kernel precondition, float8 rowwise which only the simulator models) are
 // tptune::Error naming the flat op ("layers.1.attention.wq.fwd: ...").
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -191,6 +201,24 @@ class Executor {
   // Single-rank mode: writes what the skipped collective `index` would have written, from this rank's data.
   void seed_skipped_collective(int index);
   void finish_or_queue(Pending p, bool eager);
+
+  // executor_moe.cc: mixture of experts. One block's routing, as its router and dispatcher ops leave it (per layer).
+  struct MoeRouting {
+    std::vector<int64_t> ids;         // each routed copy's expert (the router's choice)
+    std::vector<int64_t> order;       // expert-sorted position -> routed copy (token x top_k + k)
+    std::vector<int64_t> send;        // rows sent to each ep peer (the dispatch splits)
+    std::vector<int64_t> recv;        // rows received from ep peer i for local expert e: recv[i x local experts + e]
+    std::vector<int64_t> group_rows;  // rows of each local expert's group
+  };
+  void moe_setup();  // the data-dependent buffers (constructor)
+  MoeRouting& moe_routing(int index);
+  void run_moe(int index, const ElementwiseOp& e);
+  void run_grouped_gemm(int index, const GemmOp& g);
+  void issue_moe_exchange(int index, const CollectiveOp& c);
+  std::vector<float> download_n(int t, int64_t n) const;
+  void upload_n(int t, const std::vector<float>& v);
+  std::vector<char> moe_rows_dynamic_;  // per Program tensor: its rows are the data-dependent received rows
+  std::map<int, MoeRouting> moe_;       // per layer
 
   // executor_ring.cc: ring attention's blocks and merges (context parallelism)
   void run_ring_attention(int index, const AttentionOp& a);

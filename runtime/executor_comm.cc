@@ -59,9 +59,11 @@ void Executor::issue_collective(int index, bool eager) {
   if (c.kind == CollectiveKind::p2p && c.group == Group::pp) return issue_pp_transfer(index, c, eager);
   if (c.kind == CollectiveKind::p2p)
     return c.group == Group::cp ? issue_cp_p2p(index, c, eager) : issue_p2p(index, c, eager);
+  if (c.group == Group::ep && c.kind == CollectiveKind::all_to_all) return issue_moe_exchange(index, c);
   const bool fsdp_gather = c.kind == CollectiveKind::all_gather && op.inputs.empty();
   const bool fsdp_reduce = c.kind == CollectiveKind::reduce_scatter && op.inputs == op.outputs;
-  if (c.group == Group::dp && (fsdp_gather || fsdp_reduce)) return issue_fsdp(index, c, eager);
+  if ((c.group == Group::dp || c.group == Group::efsdp) && (fsdp_gather || fsdp_reduce))
+    return issue_fsdp(index, c, eager);
   if (op.inputs.size() != 1 || op.outputs.size() != 1)
     fail(op, fmt::format("a {} reads one tensor and writes one", to_string(c.kind)));
   const int in = op.inputs[0], out = op.outputs[0];

@@ -54,6 +54,10 @@ std::vector<Executor::Region> Executor::chunk_regions(int index, bool outputs) c
 
 void Executor::run_gemm(int index, const GemmOp& g) {
   const FlatOp& op = flat_.ops[size_t(index)];
+  // A routed expert's grouped GEMM (one product per local expert over the rows routed to it): executor_moe.cc.
+  if (g.groups > 1 || (op.inputs.size() == 2 && desc(op.inputs[1]).expert) ||
+      (op.outputs.size() == 1 && desc(op.outputs[0]).expert))
+    return run_grouped_gemm(index, g);
   if (op.inputs.size() != 2 && op.inputs.size() != 4) fail(op, "a gemm reads {A, B} or {A, B, scale_A, scale_B}");
   if (op.outputs.size() != 1) fail(op, "a gemm writes one tensor");
   const bool chunked = op.op->chunk.pattern != ChunkRef::Pattern::none;
@@ -124,8 +128,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     fail(op, "copy ops (torchtitan 0.3's fused wqkv and chunked loss) are modelled by the simulator only");
   if (e.fn == F::grad_norm || e.fn == F::grad_clip)  // torchtitan 0.3's clip_grad_norm_: refused like copy
     fail(op, "gradient clipping (torchtitan 0.3's clip_grad_norm_) is modelled by the simulator only");
-  if (e.fn >= F::moe_router)  // refused before a run (tp-run's refuse_unsupported); said again for any other caller
-    fail(op, "mixture-of-experts ops are modelled by the simulator only");
+  if (e.fn >= F::moe_router) return run_moe(index, e);  // executor_moe.cc
   if (e.fn == F::attention_merge) return run_attention_merge(index);
   if (e.fn == F::concat) return run_concat(index);
   auto [ni, no] = arity.at(e.fn);
@@ -161,12 +164,21 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
   };
   switch (e.fn) {
     case F::rmsnorm:
-      be_.rmsnorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), out(0), sout(1));
+    case F::rmsnorm_bwd: {
+      // Over the weight's width: the last dim, or one head of it (Qwen3's q/k norms, plans/lower/experts.cc
+      // head_norm: x (b, s, heads x head_dim), w (head_dim)).
+      const int64_t width = numel(desc(op.inputs[1]).local_shape);
+      if (width <= 0 || last_dim(x) % width != 0)
+        fail(op, fmt::format("rmsnorm of width {} over rows of {}", width, last_dim(x)));
+      const int64_t rows = numel(x.local_shape) / width;
+      if (e.fn == F::rmsnorm) {
+        be_.rmsnorm_fwd(rows, width, m.norm_eps, in(0), in(1), out(0), sout(1));
+      } else {
+        same_size(op.inputs[3]);
+        be_.rmsnorm_bwd(rows, width, in(0), in(1), sin(2), in(3), out(0), out(1));
+      }
       break;
-    case F::rmsnorm_bwd:
-      same_size(op.inputs[3]);
-      be_.rmsnorm_bwd(rows_of(x), last_dim(x), in(0), in(1), sin(2), in(3), out(0), out(1));
-      break;
+    }
     case F::layernorm:
       be_.layernorm_fwd(rows_of(x), last_dim(x), m.norm_eps, in(0), in(1), in(2), out(0), sout(1), sout(2));
       break;

@@ -96,6 +96,27 @@ void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_cop
   c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
 }
 
+void compare_expert_gradient(ParamCheck& c, const std::vector<float>& copies, int tp, int ep,
+                             const std::vector<float>& want) {
+  const int64_t full = numel(c.shape);
+  if (static_cast<int64_t>(want.size()) != full || tp % ep != 0 || full % ep != 0 ||
+      static_cast<int64_t>(copies.size()) != full / ep * tp) {
+    c.problem = fmt::format("the sharded gradient has {} elements over {} ranks, expected {} experts' share of {} each",
+                            copies.size(), tp, ep > 0 ? full / ep : 0, full);
+    return;
+  }
+  const int64_t part = full / ep;
+  Errors e;
+  for (int rk = 0; rk < tp; ++rk)  // tp rank rk is ep rank rk % ep: it holds that share of the experts
+    for (int64_t i = 0; i < part; ++i) e.add(copies[size_t(rk * part + i)], want[size_t((rk % ep) * part + i)]);
+  c.ref_max = e.ref_max;
+  c.max_abs_err = e.max_abs;
+  c.max_rel_err = e.max_rel();
+  c.rel_l2_err = e.rel_l2();
+  if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
+  c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
+}
+
 void sort_model_order(std::vector<ParamCheck>& params) {
   auto rank_of = [](const std::string& n) -> int64_t {
     if (n.rfind("tok_embeddings", 0) == 0) return -1;
@@ -114,6 +135,8 @@ bool VerifyReport::pass() const {
   for (const auto& p : params)
     if (!p.pass) return false;
   for (const auto& c : casts)
+    if (!c.pass) return false;
+  for (const auto& c : expert_counts)
     if (!c.pass) return false;
   return !params.empty();
 }
@@ -157,6 +180,7 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
 
   r.tp = tp;
   r.cp = cp;
+  r.ep = sharded.ep;
   r.seed = seed;
   r.float8 = std::string(to_string(sharded.plan.float8));
   const Tolerance tol = tols.param;
@@ -184,6 +208,43 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     r.loss_pass = finite && r.loss_rel_err <= tols.loss;
   }
 
+  // Tokens per expert: each router's histogram (its third output), the tp ranks' summed when each holds a share of
+  // the tokens (the router's logits have 1/tp of the reference's rows), else every rank's equal to the reference's.
+  for (size_t i = 0; i < ex.flat().ops.size(); ++i) {
+    const FlatOp& f = ex.flat().ops[i];
+    const auto* el = std::get_if<ElementwiseOp>(&f.op->kind);
+    if (!el || el->fn != ElementwiseOp::Fn::moe_router || f.op->phase != Phase::forward || f.outputs.size() != 3)
+      continue;
+    CountCheck c;
+    c.op = f.name;
+    const std::vector<float> all = gather_all(backend, ex, f.outputs[2]);
+    const int64_t E = numel(ex.desc(f.outputs[2]).local_shape);
+    c.experts = E;
+    const FlatOp* g = nullptr;
+    for (const FlatOp& o : ref.flat().ops)
+      if (o.name == f.name && o.op->phase == Phase::forward) g = &o;
+    if (!g || g->outputs.size() != 3 || static_cast<int64_t>(all.size()) != E * tp) {
+      c.differing = E;
+      r.expert_counts.push_back(c);
+      continue;
+    }
+    const std::vector<float> want = ref.read(g->outputs[2]);
+    const bool split = numel(ex.desc(f.inputs.at(0)).local_shape) * tp == numel(ref.desc(g->inputs.at(0)).local_shape);
+    for (int64_t x = 0; x < E; ++x) {
+      if (split) {
+        double sum = 0;
+        for (int k = 0; k < tp; ++k) sum += all[size_t(k * E + x)];
+        c.differing += sum != double(want[size_t(x)]);
+      } else {
+        bool same = true;
+        for (int k = 0; k < tp; ++k) same = same && all[size_t(k * E + x)] == want[size_t(x)];
+        c.differing += !same;
+      }
+    }
+    c.pass = c.differing == 0 && static_cast<int64_t>(want.size()) == E;
+    r.expert_counts.push_back(c);
+  }
+
   std::map<std::string, Executor::Param> ref_params;
   for (const auto& p : ref.parameters()) ref_params[p.name] = p;
   std::map<std::string, bool> seen;
@@ -204,6 +265,8 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
       c.problem = "the unsharded model has no such parameter gradient";
     } else if (p.grad < 0) {
       c.problem = "the sharded Program produces no gradient for it";
+    } else if (d.expert && sharded.ep > 1) {
+      compare_expert_gradient(c, every, tp, sharded.ep, ref.read(it->second.grad));
     } else {
       compare_gradient(c, every, cp, tp, ref.read(it->second.grad));
     }
@@ -229,6 +292,7 @@ std::string mesh_suffix(const VerifyReport& r) {
   std::string s;
   if (r.cp > 1) s += fmt::format(" x cp {}", r.cp);
   if (r.pp > 1) s += fmt::format(" x pp {}", r.pp);
+  if (r.ep > 1) s += fmt::format(" (ep {} inside tp)", r.ep);
   return s;
 }
 }  // namespace
@@ -258,6 +322,14 @@ std::string format_report(const VerifyReport& r) {
     for (const auto& c : r.casts)
       if (!c.pass) s += fmt::format("  FAIL {} ({}): {}\n", c.tensor, c.sharded_op, c.problem);
   }
+  if (!r.expert_counts.empty()) {
+    int64_t bad = 0;
+    for (const auto& c : r.expert_counts) bad += !c.pass;
+    s += fmt::format("tokens per expert: {} routers, {} equal to the unsharded step's  {}\n", r.expert_counts.size(),
+                     int64_t(r.expert_counts.size()) - bad, bad == 0 ? "pass" : "FAIL");
+    for (const auto& c : r.expert_counts)
+      if (!c.pass) s += fmt::format("  FAIL {}: {} of {} experts' counts differ\n", c.op, c.differing, c.experts);
+  }
   auto failed = r.failed_params();
   if (r.pass())
     s += fmt::format("verify: PASS — tp {}{}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
@@ -266,11 +338,14 @@ std::string format_report(const VerifyReport& r) {
     std::vector<std::string> bad_casts;
     for (const auto& c : r.casts)
       if (!c.pass) bad_casts.push_back(c.tensor);
-    s += fmt::format("verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp, mesh_suffix(r),
-                     failed.size(), r.params.size(),
-                     failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
-                     r.loss_pass ? "" : "; the loss differs",
-                     bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
+    s += fmt::format(
+        "verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp, mesh_suffix(r), failed.size(),
+        r.params.size(), failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
+        std::string(r.loss_pass ? "" : "; the loss differs") +
+            (std::all_of(r.expert_counts.begin(), r.expert_counts.end(), [](const CountCheck& c) { return c.pass; })
+                 ? ""
+                 : "; tokens per expert differ"),
+        bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
   }
   return s;
 }
@@ -281,6 +356,7 @@ nlohmann::json to_json(const VerifyReport& r) {
   j["tp"] = r.tp;
   j["cp"] = r.cp;
   j["pp"] = r.pp;
+  j["ep"] = r.ep;
   j["seed"] = r.seed;
   j["float8"] = r.float8;
   j["loss"] = {{"sharded", r.loss},
@@ -318,6 +394,9 @@ nlohmann::json to_json(const VerifyReport& r) {
     j["casts"].push_back(q);
   }
   j["unmatched_casts"] = r.unmatched_casts;
+  j["expert_counts"] = nlohmann::json::array();
+  for (const auto& c : r.expert_counts)
+    j["expert_counts"].push_back({{"op", c.op}, {"experts", c.experts}, {"differing", c.differing}, {"pass", c.pass}});
   j["failed"] = r.failed_params();
   return j;
 }

@@ -77,10 +77,20 @@ struct CastCheck {
   std::string problem;
 };
 
+// A mixture of experts: one router's tokens per expert (the histogram expert_bias updates from) in the sharded step,
+// summed over the tp ranks when the router's tokens are split over them (EP inside TP), against the unsharded step's.
+struct CountCheck {
+  std::string op;  // the router op ("layers.0.moe.router.route")
+  int64_t experts = 0;
+  int64_t differing = 0;  // experts whose count differs (on any rank)
+  bool pass = false;
+};
+
 struct VerifyReport {
   int tp = 1;
   int cp = 1;  // context parallelism: the CP group's ranks
   int pp = 1;  // pipeline parallelism: the pp group's ranks (runtime/pipeline/verify.h)
+  int ep = 1;  // expert parallelism: the ep group's ranks (inside the TP group)
   uint64_t seed = 0;
   std::string float8;  // the recipe the Programs run with
   double loss = 0, reference_loss = 0, loss_rel_err = 0;
@@ -89,6 +99,7 @@ struct VerifyReport {
   std::vector<ParamCheck> params;
   std::vector<CastCheck> casts;              // float8 tensorwise only
   std::vector<std::string> unmatched_casts;  // reference casts (op names) with no sharded counterpart
+  std::vector<CountCheck> expert_counts;     // mixture of experts: every router's tokens per expert
   bool pass() const;
   std::vector<std::string> failed_params() const;
 };
@@ -99,6 +110,11 @@ struct VerifyReport {
 // problem and pass from c.shape, c.shard_dim and c.tolerance.
 void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_copies, int tp,
                       const std::vector<float>& want);
+// A routed expert's gradient under expert parallelism (ep > 1, the ep group inside the TP group): tp rank r holds the
+// experts of ep rank r % ep, a 1/ep share of dim 0 (c.shape); every rank's share is compared with that share of
+// `want`.
+void compare_expert_gradient(ParamCheck& c, const std::vector<float>& copies, int tp, int ep,
+                             const std::vector<float>& want);
 // Model order: the embedding, the layers in order, then the rest (final norm, output); stable within each.
 void sort_model_order(std::vector<ParamCheck>& params);
 // The tolerances verify_step uses for a run whose tensors are stored as `s` (justified in verifier.cc).

@@ -291,8 +291,14 @@ Value Layers::moe(const Name& n, const Value& x_in) {
        {d_copies, ids}, {dx_reorder});
     // The router's backward: the scores' gradient through top-k and the score function, then the gate GEMM's.
     const TensorId d_logits = tensor(router, ".logits.grad", {T, E}, DType::fp32, TensorRole::gradient);
+    // EP off with TP: each rank's rows are its ffn shard's share of every expert's output, so the scores' gradient
+    // (rows . dy) is a partial sum over tp, which DTensor all-reduces before the replicated router reads it (tp-run
+    // verify fails without it: every gradient upstream of the router differs).
+    TensorId d_scores_all = d_scores;
+    if (tp_experts)
+      d_scores_all = e.redistribute_raw(e.dtensor(d_scores, Placement::P()), Placement::R(), router.rel, "bwd").t;
     ew(router, ".route_bwd", ElementwiseOp::Fn::moe_router_bwd, 2 * T * E * 4 + T * K * 12, 4 * T * E,
-       {logits, d_scores}, {d_logits});
+       {logits, d_scores_all}, {d_logits});
     GemmOp gi{T, D, E, DType::fp32, DType::fp32, dt, false, false};
     const TensorId dx_router = tensor(router, ".gate.grad_input", rl, dt, TensorRole::gradient);
     e.op(router.rel, e.cat(router.rel, ".gate.bwd_input"), gi, {d_logits, gate_w}, {dx_router});

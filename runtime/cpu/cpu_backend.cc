@@ -30,9 +30,11 @@ MPI_Comm CpuBackend::comm(Group g) const {
       return cp_;
     case Group::pp:
       return pp_;
-    case Group::dp_replicate:
-    case Group::ep:  // (tp-run refuses mixture-of-experts Programs)
+    case Group::ep:
+      return ep_;
     case Group::efsdp:
+      return efsdp_;
+    case Group::dp_replicate:
       break;
   }
   return MPI_COMM_NULL;

@@ -2,14 +2,14 @@
 // The CPU backend: Eigen GEMMs, the reference kernels of kernels/cpu/, MPI collectives, std::chrono timers.
 //
 // One MPI process per rank. The backend is given the communicators of its groups (TP; DP, FSDP's shard group; CP,
-// the context-parallel ring; PP, the pipeline); MPI_COMM_NULL stands for a group of this process alone (size 1), so a
-// CpuBackend() without MPI runs the tp 1 reference and unit tests. HSDP's replicate group is not one of them (size 1).
-// Everything is stored and computed in fp32 (storage_for is f32 for every dtype; see runtime/backend.h); Eigen
-// runs single-threaded (one rank per core).
-// Collectives are MPI-3 non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
-// MPI_Ialltoall, MPI_Isend/MPI_Irecv); with Open MPI they progress inside MPI calls, which `Request::test` makes.
-// Ring steps use one tag per send_recv call in issue order, so that two steps in flight cannot be confused; a
-// pipeline's one-way send and recv (MPI_Isend / MPI_Irecv) use the caller's tag, in a range of their own above them.
+// the context-parallel ring; PP, the pipeline; EP and EFSDP, the experts' groups, set_expert_groups); MPI_COMM_NULL
+// stands for a group of this process alone (size 1), so a CpuBackend() without MPI runs the tp 1 reference and unit
+// tests. HSDP's replicate group is not one of them (size 1). Everything is stored and computed in fp32 (storage_for is
+// f32 for every dtype; see runtime/backend.h); Eigen runs single-threaded (one rank per core). Collectives are MPI-3
+// non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ialltoall, MPI_Isend/MPI_Irecv);
+// with Open MPI they progress inside MPI calls, which `Request::test` makes. Ring steps use one tag per send_recv call
+// in issue order, so that two steps in flight cannot be confused; a pipeline's one-way send and recv (MPI_Isend /
+// MPI_Irecv) use the caller's tag, in a range of their own above them.
 
 #include <mpi.h>
 
@@ -44,11 +44,15 @@ class CpuBackend final : public Backend {
   // Watchdog: a collective's `wait` that has not completed after `seconds` throws tptune::Error ("all_reduce did
   // not complete within 3 s ..."); 0 waits forever (the default).
   void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // Expert parallelism (Group::ep, Group::efsdp of plans/program/program.h): the ep group's communicator (consecutive
+  // ranks) and the experts' FSDP group (stride ep); MPI_COMM_NULL: this process alone. tp-run builds them inside the
+  // TP group (tools/tp_run/backend.h MeshComms).
+  void set_expert_groups(MPI_Comm ep, MPI_Comm efsdp) { ep_ = ep, efsdp_ = efsdp; }
 
  private:
   MPI_Comm comm(Group g) const;
   RequestPtr one_way(bool send, Group g, DevPtr data, int peer, int64_t n, int tag);
-  MPI_Comm tp_, dp_, cp_, pp_;
+  MPI_Comm tp_, dp_, cp_, pp_, ep_ = MPI_COMM_NULL, efsdp_ = MPI_COMM_NULL;
   int tag_ = 0;  // next send_recv tag
   double timeout_s_ = 0;
 };

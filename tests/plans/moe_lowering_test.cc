@@ -127,6 +127,18 @@ TEST_CASE("expert parallel: EP off with TP shards every expert's ffn dim; routin
   CHECK(f.w1.groups == 8);
   CHECK(f.w1.m == 8);
   CHECK(f.w1.n == 16);
+  // The router scores' gradient is a partial sum over tp (each rank's rows are its ffn shard's share): all-reduced
+  // over tp before the router's backward reads it.
+  {
+    const Segment* bwd = p.segment(SegmentKind::block_bwd);
+    REQUIRE(bwd != nullptr);
+    int scores_sums = 0;
+    for (const Op& op : bwd->ops)
+      if (auto* c = std::get_if<CollectiveOp>(&op.kind);
+          c && c->group == Group::tp && c->kind == CollectiveKind::all_reduce && op.module == "moe.router")
+        ++scores_sums;
+    CHECK(scores_sums == 1);
+  }
   // moe_imbalance 1.5 at ep 4: the busiest rank receives 1.5 x 32 = 48 rows, m = ceil(32 x 1.5 x 4 / 8) = 24, and
   // the dispatch moves ep 4 x 48 x 64 x 2 B = 24,576 B.
   Plan plan =

@@ -36,7 +36,7 @@ BackendChoice choose_backend(const std::string& requested) {
 }
 
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
-                                      MPI_Comm cp, MPI_Comm pp) {
+                                      MPI_Comm cp, MPI_Comm pp, MPI_Comm ep, MPI_Comm efsdp) {
 #ifdef TPTUNE_HAVE_CUDA
   if (choice.name == "cuda") {
     if (cp != MPI_COMM_NULL)
@@ -44,6 +44,8 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
           "context parallelism runs on the CPU backend only (ring attention has no CUDA kernels): --backend cpu");
     if (pp != MPI_COMM_NULL)
       throw Error("pipeline parallelism runs on the CPU backend only (no CUDA pipeline transfers): --backend cpu");
+    if (ep != MPI_COMM_NULL)
+      throw Error("expert parallelism runs on the CPU backend only (no CUDA all-to-all dispatch): --backend cpu");
     // One process per GPU: the local rank's device, or the only visible one (srun --gpus-per-task=1 and
     // CUDA_VISIBLE_DEVICES per rank leave each process one GPU, device 0).
     if (cuda_device_count() == 1) device = 0;
@@ -59,13 +61,19 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, 
 #endif
   auto be = std::make_unique<CpuBackend>(tp, cp, cp, pp);
   be->set_timeout(timeout_s);
+  be->set_expert_groups(ep, efsdp);
   return be;
 }
 
-MeshComms::MeshComms(int tp, int cp, int pp) {
-  if (cp <= 1 && pp <= 1) return;
+MeshComms::MeshComms(int tp, int cp, int pp, int ep) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (ep > 1) {
+    const WatchdogScope watch("MPI_Comm_split (the expert-parallel groups, collective over every rank)");
+    MPI_Comm_split(MPI_COMM_WORLD, rank / ep, rank, &ep_);
+    if (tp / ep > 1) MPI_Comm_split(MPI_COMM_WORLD, rank / tp * ep + rank % ep, rank, &efsdp_);
+  }
+  if (cp <= 1 && pp <= 1) return;
   const WatchdogScope watch("MPI_Comm_split (the TP, CP and PP groups of the mesh, collective over every rank)");
   MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank, &tp_);
   if (cp > 1) MPI_Comm_split(MPI_COMM_WORLD, rank / (tp * cp) * tp + rank % tp, rank, &cp_);
@@ -75,6 +83,8 @@ MeshComms::MeshComms(int tp, int cp, int pp) {
 }
 
 MeshComms::~MeshComms() {
+  if (ep_ != MPI_COMM_NULL) MPI_Comm_free(&ep_);
+  if (efsdp_ != MPI_COMM_NULL) MPI_Comm_free(&efsdp_);
   if (!owned_) return;
   MPI_Comm_free(&tp_);
   if (cp_ != MPI_COMM_NULL) MPI_Comm_free(&cp_);

@@ -28,15 +28,19 @@ BackendChoice choose_backend(const std::string& requested);
 // The backend over `tp` (MPI_COMM_NULL: this process alone), on GPU `device` for cuda; `timeout_s` is the
 // collectives' watchdog (0: none). `cp`: the context-parallel group, which is also FSDP's shard group (tp-run runs
 // dp_shard 1, so dp_shard x cp is the cp ranks); `pp`: the pipeline group; both CPU only (cuda throws tptune::Error).
+// `ep`, `efsdp`: expert parallelism's groups (MeshComms::ep(), efsdp()), CPU only.
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, MPI_Comm tp, int device, double timeout_s,
-                                      MPI_Comm cp = MPI_COMM_NULL, MPI_Comm pp = MPI_COMM_NULL);
+                                      MPI_Comm cp = MPI_COMM_NULL, MPI_Comm pp = MPI_COMM_NULL,
+                                      MPI_Comm ep = MPI_COMM_NULL, MPI_Comm efsdp = MPI_COMM_NULL);
 
 // The mesh [pp, cp, tp] of the MPI world (tp innermost, torchtitan's order): world rank r is tp rank r % tp, cp rank
 // r / tp % cp and pp rank r / (tp cp). Collective over the world (MPI_Comm_split under the process watchdog); frees
-// its communicators.
+// its communicators. Expert parallelism (ep > 1, which tp-run runs inside the TP group: ep divides tp): the ep group
+// is ep consecutive tp ranks, the experts' FSDP group (efsdp) the tp ranks ep apart (torchtitan's sparse mesh, whose
+// innermost axis is ep).
 class MeshComms {
  public:
-  MeshComms(int tp, int cp, int pp = 1);
+  MeshComms(int tp, int cp, int pp = 1, int ep = 1);
   ~MeshComms();
   MeshComms(const MeshComms&) = delete;
   MeshComms& operator=(const MeshComms&) = delete;
@@ -44,9 +48,11 @@ class MeshComms {
   MPI_Comm cp() const { return cp_; }  // MPI_COMM_NULL when cp is 1
   MPI_Comm pp() const { return pp_; }  // MPI_COMM_NULL when pp is 1
   int pp_rank() const { return pp_rank_; }
+  MPI_Comm ep() const { return ep_; }        // MPI_COMM_NULL when ep is 1
+  MPI_Comm efsdp() const { return efsdp_; }  // MPI_COMM_NULL when ep is 1 or tp / ep is 1
 
  private:
-  MPI_Comm tp_ = MPI_COMM_WORLD, cp_ = MPI_COMM_NULL, pp_ = MPI_COMM_NULL;
+  MPI_Comm tp_ = MPI_COMM_WORLD, cp_ = MPI_COMM_NULL, pp_ = MPI_COMM_NULL, ep_ = MPI_COMM_NULL, efsdp_ = MPI_COMM_NULL;
   int pp_rank_ = 0;
   bool owned_ = false;
 };

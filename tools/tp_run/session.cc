@@ -152,11 +152,6 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xCBF29CE484222325ull) {
 }
 
 void refuse_unsupported(const Program& p) {
-  if (p.model.moe.experts > 0)
-    throw Error(
-        fmt::format("{}: a mixture-of-experts model (model.moe) is simulated and explained only; tp-run runs "
-                    "it once `tp-run verify` of expert parallelism exists (issue 42)",
-                    p.plan.source));
   if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
     throw Error(
         fmt::format("{}: the {} plan family (fused wqkv, chunked loss) is simulated and explained only; the "
@@ -227,6 +222,21 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
           fmt::format("{}: float8 with pipeline parallelism is simulated only; verify the plan with "
                       "--float8 none",
                       where));
+  }
+  if (s.config.model.moe.experts > 0) {
+    // A mixture of experts runs in `tp-run verify` on the CPU backend, its ep group inside the TP group (tp-run runs
+    // dp_shard 1, so ep divides tp); what else it needs is not built.
+    const std::string where = fmt::format("{}: a mixture-of-experts model (model.moe)", s.plan.source);
+    if (command != "verify")
+      throw Error(fmt::format("{}: tp-run {} does not run it yet; `tp-run verify` does (on CPU)", where, command));
+    if (s.plan.ep_degree > 1 && (cp > 1 || s.plan.tp_degree % s.plan.ep_degree != 0))
+      throw Error(
+          fmt::format("{}: tp-run verify runs ep_degree {} inside the TP group: ep must divide tp ({}) and cp be 1 "
+                      "(tp-run runs dp_shard 1)",
+                      where, s.plan.ep_degree, s.plan.tp_degree));
+    if (s.plan.float8 != Float8Recipe::none)
+      throw Error(
+          fmt::format("{}: float8 with mixture of experts is simulated only; verify with --float8 none", where));
   }
   if (asked_dp || (!o.plan_file.empty() && !o.dp_shard && s.plan.stated.count("dp_shard") && s.plan.dp_shard != 1))
     s.notes.push_back(
@@ -323,6 +333,7 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
     ref.tp_degree = 1;
     ref.cp_degree = 1;     // the whole sequence on one rank
     ref.pp_degree = 1;     // every layer, the whole local batch at once
+    ref.ep_degree = 1;     // every expert on the one rank
     ref.async_tp = false;  // a ring of one step is the plain GEMM; lowering drops TP at tp 1 anyway
     s.reference = lower(s.config.model, s.config.training, ref);
     refuse_unsupported(s.reference);

@@ -66,6 +66,11 @@ int run_verify(const World& w, VerifyArgs& a) {
                 "CUDA kernels)");
           be = {"cpu", "context parallelism runs on the CPU backend (ring attention has no CUDA kernels)"};
         }
+        if (s.config.model.moe.experts > 0 && be.name == "cuda") {
+          if (a.backend == "cuda")
+            throw Error("--backend cuda: a mixture of experts runs on the CPU backend only (no CUDA MoE kernels)");
+          be = {"cpu", "a mixture of experts runs on the CPU backend (no CUDA MoE kernels)"};
+        }
         if (be.name == "cpu")
           check_fits_in_memory(w, {{&s.sharded, "the sharded step"}, {&s.reference, "the unsharded reference"}},
                                "verify",
@@ -91,8 +96,9 @@ int run_verify(const World& w, VerifyArgs& a) {
   }
   VerifyReport report;
   or_abort(w, [&] {
-    const MeshComms mesh(s.plan.tp_degree, s.plan.cp_degree, s.plan.pp_degree);
-    auto backend = make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), mesh.cp(), mesh.pp());
+    const MeshComms mesh(s.plan.tp_degree, s.plan.cp_degree, s.plan.pp_degree, s.plan.ep_degree);
+    auto backend =
+        make_backend(be, mesh.tp(), w.local_rank, watchdog_timeout(), mesh.cp(), mesh.pp(), mesh.ep(), mesh.efsdp());
     maybe_inject_failure(w);
     auto reference = make_backend(be, MPI_COMM_NULL, w.local_rank, 0);  // this process alone: the unsharded model
     if (s.plan.pp_degree > 1) {
