@@ -396,19 +396,23 @@ std::string effective_values_text(const Config& cfg, const Plan& plan, std::stri
   row("training.compile", cfg.training.compiled(plan.async_tp) ? "true" : "false",
       src("compile", "default (torchtitan's llama3 recipes: on exactly with async TP)"));
   const Training& t = cfg.training;
-  const SdpaBackend kernel = resolve_sdpa_backend(t.sdpa_backend, t.torch_version, gpu_architecture, t.sdpa_backend_at);
-  const std::string reason = sdpa_backend_reason(t.sdpa_backend, t.torch_version, gpu_architecture);
+  const SdpaBackend kernel =
+      resolve_sdpa_backend(t.sdpa_backend, plan.attention_kernel, t.torch_version, gpu_architecture, t.sdpa_backend_at);
+  const std::string reason =
+      sdpa_backend_reason(t.sdpa_backend, plan.attention_kernel, t.torch_version, gpu_architecture);
   row("training.sdpa_backend", kernel == SdpaBackend::auto_ ? "device" : std::string(to_string(kernel)),
       t.sdpa_backend == SdpaBackend::auto_ ? reason : from_config);
   if (t.torch_version) row("training.torch_version", t.torch_version->str(), from_config);
   return out;
 }
 
-nlohmann::json sdpa_backend_json(const Training& t, std::string_view gpu_architecture) {
-  const SdpaBackend kernel = resolve_sdpa_backend(t.sdpa_backend, t.torch_version, gpu_architecture, t.sdpa_backend_at);
-  nlohmann::json j = {{"value", kernel == SdpaBackend::auto_ ? "device" : std::string(to_string(kernel))},
-                      {"setting", std::string(to_string(t.sdpa_backend))},
-                      {"why", sdpa_backend_reason(t.sdpa_backend, t.torch_version, gpu_architecture)}};
+nlohmann::json sdpa_backend_json(const Training& t, const Plan& plan, std::string_view gpu_architecture) {
+  const SdpaBackend kernel =
+      resolve_sdpa_backend(t.sdpa_backend, plan.attention_kernel, t.torch_version, gpu_architecture, t.sdpa_backend_at);
+  nlohmann::json j = {
+      {"value", kernel == SdpaBackend::auto_ ? "device" : std::string(to_string(kernel))},
+      {"setting", std::string(to_string(t.sdpa_backend))},
+      {"why", sdpa_backend_reason(t.sdpa_backend, plan.attention_kernel, t.torch_version, gpu_architecture)}};
   if (t.torch_version) j["torch_version"] = t.torch_version->str();
   return j;
 }

@@ -46,15 +46,24 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         fmt::format("{}: --format torchtitan needs --config CONFIG: the model (torchtitan's recipe is the one with its "
                     "dimensions) and the cluster (torchrun's nodes x processes per node)",
                     yaml::shown(plan.source, 200)));
-  // torchtitan 0.3 trains a mixture of experts with its own models (qwen3's qwen3_30b_a3b, deepseek_v3's recipes),
-  // whose recipes this export does not map to a config's model yet: refused, never run as a llama3 recipe.
-  if (ctx.model->moe.experts > 0)
+  const bool moe = ctx.model->moe.experts > 0;
+  // torchtitan 0.3 trains a mixture of experts with its own models: qwen3's qwen3_30b_a3b is mapped; another MoE
+  // (Mixtral, Qwen2-MoE, Qwen3 235B-A22B, whose flavor has no recipe function) is refused, never run as another.
+  if (moe && !torchtitan_recipe(*ctx.model))
     throw Error(fmt::format(
-        "model '{}': a mixture of experts ({} routed experts): --format torchtitan names torchtitan 0.3's llama3 "
-        "recipes only, none of which trains it; --format torchtitan-toml writes the job config "
-        "(parallelism.expert_parallel_degree) and --format python the parallelize_module dict",
+        "model '{}': a mixture of experts ({} routed experts) that is not torchtitan 0.3's qwen3 30B-A3B (dim 2048, "
+        "48 layers, 128 experts of 768, top 8), the one MoE recipe --format torchtitan maps; --format "
+        "torchtitan-toml writes the job config (parallelism.expert_parallel_degree) and --format python the "
+        "parallelize_module dict",
         yaml::shown(ctx.model->name), ctx.model->moe.experts));
-  if (const std::string lacks = torchtitan_llama3_lacks(*ctx.model); !lacks.empty())
+  // The routed experts' grouped GEMMs take float8 from a converter of their own in torchtitan 0.3
+  // (components/quantization/float8.py, the grouped-experts converter beside Float8LinearConverter), not written here.
+  if (moe && plan.float8 != Float8Recipe::none)
+    throw Error(fmt::format(
+        "{}: float8 {} on a mixture of experts: torchtitan 0.3 converts the routed experts with a grouped-experts "
+        "float8 converter that --format torchtitan does not write; export the bf16 plan, or --format python",
+        yaml::shown(plan.source, 200), to_string(plan.float8)));
+  if (const std::string lacks = moe ? std::string() : torchtitan_llama3_lacks(*ctx.model); !lacks.empty())
     throw Error(
         fmt::format("model '{}': torchtitan's llama3 model cannot express {}, so --format torchtitan would "
                     "train another model; --format python prints the plan's parallelize_module dict",
@@ -108,7 +117,7 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
         yaml::shown(plan.source, 200), to_string(plan.framework)));
   // The 405B recipe builds its model spec with a float8 converter: any other float8 choice rebuilds it in Python.
   const bool python = plan.float8 != Float8Recipe::none || r.float8 != Float8Recipe::none;
-  const std::string module = python ? "tptune_torchtitan_config" : "llama3";
+  const std::string module = python ? "tptune_torchtitan_config" : r.module;
   const std::string function = python ? fmt::format("tptune_{}", r.function) : r.function;
 
   // torchtitan 0.3 has no rotate-method key: ring attention uses torch's default rotater, allgather (the key
@@ -147,8 +156,8 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   if (plan.framework != Framework::torchtitan_0_3)
     out +=
         "# NOTE: the plan is a DTensor-family plan (framework: dtensor); torchtitan 0.3 applies its own sharding\n"
-        "# configs (fused wqkv, module-boundary conversions, chunked loss): simulate with --framework "
-        "torchtitan-0.3.\n";
+        "# configs (fused wqkv, module-boundary conversions, chunked loss) and runs FlexAttention: simulate with\n"
+        "# --framework torchtitan-0.3.\n";
   if (const LayerAc lac = layer_ac(plan, ctx.n_layers); lac.applies)
     out += fmt::format(
         "# NOTE: the plan checkpoints ({}) only the first {} of {} blocks (ac_layers {}); torchtitan 0.3 applies its\n"
@@ -167,8 +176,8 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
     out += "cat > tptune_torchtitan_config.py <<'PY'\n";
     out += "# A torchtitan 0.3 config function: the recipe with the float8 converter tptune simulated.\n";
     out += "from torchtitan.components.quantization import Float8LinearConverter\n";
-    out += "from torchtitan.models.llama3 import model_registry\n";
-    out += fmt::format("from torchtitan.models.llama3.config_registry import {}\n\n\n", r.function);
+    out += fmt::format("from torchtitan.models.{} import model_registry\n", r.module);
+    out += fmt::format("from torchtitan.models.{}.config_registry import {}\n\n\n", r.module, r.function);
     out += fmt::format("def {}():\n", function);
     out += fmt::format("    config = {}()\n", r.function);
     if (plan.float8 == Float8Recipe::none) {
@@ -196,8 +205,7 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
   add("--parallelism.data-parallel-replicate-degree", std::to_string(plan.dp_replicate));
   // ParallelismConfig.context_parallel_degree and context_parallel_load_balancer ("headtail", the default | None),
   // only for CP plans.
-  // ParallelismConfig.expert_parallel_degree (EP plans only; unreachable while MoE models are refused above, kept so
-  // that the flag is written the day a MoE recipe is mapped).
+  // ParallelismConfig.expert_parallel_degree (EP plans only; default 1).
   if (plan.ep_degree > 1) add("--parallelism.expert-parallel-degree", std::to_string(plan.ep_degree));
   if (plan.cp_degree > 1) {
     add("--parallelism.context-parallel-degree", std::to_string(plan.cp_degree));

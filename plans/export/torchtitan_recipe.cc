@@ -6,21 +6,58 @@
 
 namespace tptune {
 
+namespace {
+
+using AC = ActivationCheckpointing;
+
+// torchtitan 0.3.0 models/qwen3/__init__.py `_30b_a3b`, in tptune's terms (the recipe table in the header).
+Model qwen3_30b_a3b_model() {
+  Model m;
+  m.dim = 2048;
+  m.n_layers = 48;
+  m.n_heads = 32;
+  m.n_kv_heads = 4;
+  m.explicit_head_dim = 128;
+  m.vocab_size = 151936;
+  m.norm_eps = 1e-6;
+  m.rope_theta = 1e6;
+  m.qk_norm = true;
+  m.moe.experts = 128;
+  m.moe.top_k = 8;
+  m.moe.expert_ffn_dim = 768;
+  m.moe.score = RouterScore::softmax;
+  m.moe.route_norm = true;
+  return m;
+}
+
+bool same_block(const Model& m, const Model& p) {
+  return m.dim == p.dim && m.n_layers == p.n_layers && m.n_heads == p.n_heads && m.n_kv_heads == p.n_kv_heads &&
+         m.vocab_size == p.vocab_size && m.mlp == p.mlp && m.norm == p.norm && m.norm_eps == p.norm_eps &&
+         m.rope_theta == p.rope_theta && m.head_dim() == p.head_dim() && m.qkv_bias == p.qkv_bias &&
+         m.tie_word_embeddings == p.tie_word_embeddings && m.qk_norm == p.qk_norm && m.moe == p.moe && m.mla == p.mla;
+}
+
+}  // namespace
+
 const TorchtitanRecipe* torchtitan_recipe(const Model& m) {
-  using AC = ActivationCheckpointing;
-  static const std::array<TorchtitanRecipe, 3> recipes = {{
-      {"llama3_8b", "8B", "llama3-8b", 1, 1, 8192, AC::selective, Float8Recipe::none, false, false},
-      {"llama3_70b", "70B", "llama3-70b", 8, 8, 8192, AC::full, Float8Recipe::none, false, false},
-      {"llama3_405b", "405B", "llama3-405b", 8, 2, 8192, AC::full, Float8Recipe::rowwise, true, true},
+  struct Entry {
+    TorchtitanRecipe recipe;
+    const char* preset;  // tptune's model preset with the flavor's dimensions; nullptr: qwen3_30b_a3b_model()
+  };
+  static const std::array<Entry, 4> recipes = {{
+      {{"llama3", "llama3_8b", "8B", 1, 1, 8192, AC::selective, Float8Recipe::none, false, false}, "llama3-8b"},
+      {{"llama3", "llama3_70b", "70B", 8, 8, 8192, AC::full, Float8Recipe::none, false, false}, "llama3-70b"},
+      {{"llama3", "llama3_405b", "405B", 8, 2, 8192, AC::full, Float8Recipe::rowwise, true, true}, "llama3-405b"},
+      {{"qwen3", "qwen3_30b_a3b", "30B-A3B", 1, 2, 4096, AC::full, Float8Recipe::none, false, false}, nullptr},
   }};
-  for (const TorchtitanRecipe& r : recipes) {
+  for (const Entry& e : recipes) {
     Model p;
-    if (!model_preset(r.preset, p)) continue;
-    if (m.dim == p.dim && m.n_layers == p.n_layers && m.n_heads == p.n_heads && m.n_kv_heads == p.n_kv_heads &&
-        m.ffn_dim == p.ffn_dim && m.vocab_size == p.vocab_size && m.mlp == p.mlp && m.norm == p.norm &&
-        m.norm_eps == p.norm_eps && m.rope_theta == p.rope_theta && m.head_dim() == p.head_dim() &&
-        m.qkv_bias == p.qkv_bias && m.tie_word_embeddings == p.tie_word_embeddings)
-      return &r;
+    if (e.preset) {
+      if (!model_preset(e.preset, p)) continue;
+      if (same_block(m, p) && m.ffn_dim == p.ffn_dim) return &e.recipe;
+    } else if (same_block(m, qwen3_30b_a3b_model())) {  // no dense block: the config's ffn_dim is never built
+      return &e.recipe;
+    }
   }
   return nullptr;
 }

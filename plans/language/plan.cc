@@ -120,7 +120,7 @@ bool Plan::operator==(const Plan& o) const {
   return toggles() == o.toggles() && modules == o.modules && framework == o.framework && fused_qkv == o.fused_qkv &&
          output_fqn == o.output_fqn && chunks() == o.chunks() && fsdp_always == o.fsdp_always &&
          ac_early_stop == o.ac_early_stop && ac_saves_reduce_scatter == o.ac_saves_reduce_scatter &&
-         clip_grad_norm == o.clip_grad_norm;
+         clip_grad_norm == o.clip_grad_norm && attention_kernel == o.attention_kernel;
 }
 
 }  // namespace tptune

@@ -120,6 +120,10 @@ struct Plan : PlanToggles {
   // training.max_norm, default 1.0): a `grad_norm` segment before the optimizer (plans/lower/lower.cc, grad_norm()).
   // The seed's DTensor plans are a user's own training loop, which need not clip.
   bool clip_grad_norm = false;
+  // The attention kernel the framework's models call whatever torch would choose (plans/language/sdpa_backend.h):
+  // torchtitan 0.3's models run FlexAttention (model_registry's attn_backend default "flex"; no SDPA for language
+  // models); auto_ for the seed's DTensor plans, whose attention is torch's scaled_dot_product_attention.
+  SdpaBackend attention_kernel = SdpaBackend::auto_;
   // Where each value came from, for reports: key (local_batch_size, activation_checkpointing, ...) -> "plan file
   // FILE:LINE" | "config FILE" | "option --x" | "preset" | "default". Not part of equality.
   std::map<std::string, std::string> provenance;

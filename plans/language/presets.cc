@@ -124,7 +124,8 @@ void apply_framework(Plan& plan, Framework f) {
   plan.ac_early_stop = !tt;            // FullAC/SelectiveAC: ptd_checkpoint_wrapper(..., early_stop=False)
   plan.ac_saves_reduce_scatter = !tt;  // spmd_types issues c10d reduce-scatters, not _c10d_functional's
   plan.clip_grad_norm = tt;            // Trainer.train_step: dist_utils.clip_grad_norm_(..., max_norm=1.0)
-  if (tt) plan.loss_parallel = true;   // no switch: CrossEntropyLoss runs _LossParallelCrossEntropy under TP
+  plan.attention_kernel = tt ? SdpaBackend::flex : SdpaBackend::auto_;  // model_registry(attn_backend="flex")
+  if (tt) plan.loss_parallel = true;  // no switch: CrossEntropyLoss runs _LossParallelCrossEntropy under TP
 }
 
 void check_framework(const Plan& plan) {

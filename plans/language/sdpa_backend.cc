@@ -62,8 +62,9 @@ bool torch_prefers_cudnn_on_hopper(const TorchVersion& v) {
 
 }  // namespace
 
-SdpaBackend resolve_sdpa_backend(SdpaBackend requested, const std::optional<TorchVersion>& torch,
-                                 std::string_view architecture, const std::string& where) {
+SdpaBackend resolve_sdpa_backend(SdpaBackend requested, SdpaBackend framework_kernel,
+                                 const std::optional<TorchVersion>& torch, std::string_view architecture,
+                                 const std::string& where) {
   if (architecture == "cpu") {
     if (requested != SdpaBackend::auto_)
       throw Error(
@@ -73,19 +74,24 @@ SdpaBackend resolve_sdpa_backend(SdpaBackend requested, const std::optional<Torc
     return SdpaBackend::auto_;
   }
   if (requested != SdpaBackend::auto_) return requested;
+  if (framework_kernel != SdpaBackend::auto_) return framework_kernel;
   if (architecture == "hopper")
     return !torch || torch_prefers_cudnn_on_hopper(*torch) ? SdpaBackend::cudnn : SdpaBackend::flash;
   if (architecture == "blackwell") return SdpaBackend::cudnn;
   return SdpaBackend::flash;
 }
 
-std::string sdpa_backend_reason(SdpaBackend requested, const std::optional<TorchVersion>& torch,
-                                std::string_view architecture) {
+std::string sdpa_backend_reason(SdpaBackend requested, SdpaBackend framework_kernel,
+                                const std::optional<TorchVersion>& torch, std::string_view architecture) {
   if (architecture == "cpu") return "the cpu device: tp-run's attention kernel";
   if (requested != SdpaBackend::auto_) return "set";
+  if (framework_kernel == SdpaBackend::flex)  // the one framework that fixes a kernel (sdpa_backend.h)
+    return "auto: torchtitan 0.3's models run FlexAttention (model_registry's attn_backend \"flex\")";
+  if (framework_kernel != SdpaBackend::auto_)
+    return fmt::format("auto: the framework's kernel, {}", to_string(framework_kernel));
   const std::string version = torch ? "torch " + torch->str() : std::string("torch 2.11 or later (no torch_version)");
   const std::string arch = architecture.empty() ? std::string("no architecture") : std::string(architecture);
-  const SdpaBackend b = resolve_sdpa_backend(requested, torch, architecture);
+  const SdpaBackend b = resolve_sdpa_backend(requested, SdpaBackend::auto_, torch, architecture);
   if (architecture == "blackwell") return fmt::format("auto: {}, {}: cuDNN first on sm100", arch, version);
   return fmt::format("auto: {}, {}: {} first", arch, version, b == SdpaBackend::cudnn ? "cuDNN" : "flash");
 }

@@ -16,6 +16,12 @@
 //              performant than FAv2"), and torch 2.9 and later prefer it on sm100 (#162073, #170800)
 //   ampere     flash at every version (check_prefer_cudnn_attention is sm90/sm100 only)
 //   cpu        tp-run's own attention kernel (kernels/cpu/attention.cc): no SDPA backend; an explicit value is an error
+// A framework may fix the kernel before torch chooses: torchtitan 0.3's models do not call SDPA at all. Its
+// model_registry functions default to attn_backend "flex" (torchtitan 0.3.0 models/llama3/__init__.py,
+// models/qwen3/__init__.py: `attn_backend: str = "flex"`), and get_attention_config (models/common/config_utils.py)
+// refuses "sdpa" for language models ("sdpa is no longer supported for language models; positions are always
+// available so use flex, flex_flash, or varlen"): `auto` under framework torchtitan-0.3 is FlexAttention
+// (Plan::attention_kernel, set by apply_framework).
 // Which kernel runs decides its price: sim/cost/compute_cost.h (attention_<backend>_{fwd,bwd}_ratio).
 
 #include <optional>
@@ -42,13 +48,17 @@ struct TorchVersion {
 std::optional<TorchVersion> parse_torch_version(std::string_view s);
 
 // The backend that runs, as `auto` resolves it (above) or as the config sets it; auto_ on the cpu device (tp-run's own
-// kernel, no SDPA backend). `architecture` as GPU presets name it (hopper, ...; empty or unknown: flash, torch's first
-// fused backend on every CUDA GPU it does not prefer cuDNN on). Throws tptune::Error for an explicit backend on the
-// cpu device (`where`: the key's "<file>:<line>: training.sdpa_backend"). Allocates nothing (priced per attention op).
-SdpaBackend resolve_sdpa_backend(SdpaBackend requested, const std::optional<TorchVersion>& torch,
-                                 std::string_view architecture, const std::string& where = "");
-// Why: "auto: hopper, torch 2.11 or later (no torch_version): cuDNN first on sm90", "set", "the cpu device: ...".
-std::string sdpa_backend_reason(SdpaBackend requested, const std::optional<TorchVersion>& torch,
-                                std::string_view architecture);
+// kernel, no SDPA backend). `framework_kernel`: the kernel the plan's framework fixes (Plan::attention_kernel: flex
+// under torchtitan 0.3), auto_ when torch chooses. `architecture` as GPU presets name it (hopper, ...; empty or
+// unknown: flash, torch's first fused backend on every CUDA GPU it does not prefer cuDNN on). Throws tptune::Error
+// for an explicit backend on the cpu device (`where`: the key's "<file>:<line>: training.sdpa_backend"). Allocates
+// nothing (priced per attention op).
+SdpaBackend resolve_sdpa_backend(SdpaBackend requested, SdpaBackend framework_kernel,
+                                 const std::optional<TorchVersion>& torch, std::string_view architecture,
+                                 const std::string& where = "");
+// Why: "auto: hopper, torch 2.11 or later (no torch_version): cuDNN first on sm90", "auto: torchtitan 0.3's models
+// run FlexAttention (attn_backend flex)", "set", "the cpu device: ...".
+std::string sdpa_backend_reason(SdpaBackend requested, SdpaBackend framework_kernel,
+                                const std::optional<TorchVersion>& torch, std::string_view architecture);
 
 }  // namespace tptune

@@ -119,8 +119,8 @@ double attention_backend_ratio(SdpaBackend backend, bool backward, const CostPar
   return 1.0;
 }
 
-SdpaBackend sdpa_kernel(const Training& t, const GpuSpec& gpu) {
-  return resolve_sdpa_backend(t.sdpa_backend, t.torch_version, gpu.architecture, t.sdpa_backend_at);
+SdpaBackend sdpa_kernel(const Training& t, SdpaBackend framework_kernel, const GpuSpec& gpu) {
+  return resolve_sdpa_backend(t.sdpa_backend, framework_kernel, t.torch_version, gpu.architecture, t.sdpa_backend_at);
 }
 
 ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c,
@@ -209,7 +209,7 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   }
   if (auto* a = std::get_if<AttentionOp>(&op.kind)) {
     DType t = op.inputs.empty() ? p.training.dtype : p.tensor(op.inputs[0]).dtype;
-    return attention_cost(*a, t, gpu, c, sdpa_kernel(p.training, gpu));
+    return attention_cost(*a, t, gpu, c, sdpa_kernel(p.training, p.plan.attention_kernel, gpu));
   }
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     if (ew->fn == ElementwiseOp::Fn::host_sync) {  // (CostParams::moe_host_sync_us)

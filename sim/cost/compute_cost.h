@@ -45,9 +45,9 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
 // device's own kernel, prices at attention_{fwd,bwd}_efficiency; the others at that times their ratio).
 ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec& gpu, const CostParams& c,
                                SdpaBackend backend = SdpaBackend::flash);
-// The SDPA kernel a Program's attention runs on `gpu` (resolve_sdpa_backend of its training settings and the GPU's
-// architecture; auto_ for the cpu device's own kernel).
-SdpaBackend sdpa_kernel(const Training& t, const GpuSpec& gpu);
+// The SDPA kernel a Program's attention runs on `gpu` (resolve_sdpa_backend of its training settings, the kernel its
+// plan's framework fixes (Plan::attention_kernel) and the GPU's architecture; auto_ for the cpu device's own kernel).
+SdpaBackend sdpa_kernel(const Training& t, SdpaBackend framework_kernel, const GpuSpec& gpu);
 // The rate of `backend`'s kernel over the flash backend's, forward or backward (1 for flash and auto_).
 double attention_backend_ratio(SdpaBackend backend, bool backward, const CostParams& c);
 // A memory-bound kernel moving `bytes` at `efficiency` of the HBM bandwidth, plus `overhead_us`.

@@ -56,12 +56,28 @@ CASES = [
      "tp_degrees: [2]\n  cp_degrees: [2]\n  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
      "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",
      "", dict(tp=2, sp=True, dp=2, cp=2, lbs=1, compile=False, async_tp=False, ac="FullAC", chunks=8)),
+    # Mixture of experts: Qwen3 30B-A3B's config.json is torchtitan 0.3's qwen3_30b_a3b recipe (--module qwen3).
+    ("Qwen3 30B-A3B tp2 x ep4 x dp4 (expert parallelism)", "hf:examples/hf/qwen3-30b-a3b/config.json", (1, 8),
+     "tp_degrees: [2]\n  ep_degrees: [4]\n  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
+     "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",
+     "", dict(tp=2, sp=True, dp=4, ep=4, lbs=1, compile=False, async_tp=False, ac="FullAC", chunks=8, seq=4096,
+              flavor=("qwen3", "30B-A3B"))),
+    ("Qwen3 30B-A3B ep8 x dp8, no TP", "hf:examples/hf/qwen3-30b-a3b/config.json", (1, 8),
+     "tp_degrees: [1]\n  ep_degrees: [8]\n  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
+     "  activation_checkpointing: [selective]\n  local_batch_sizes: [2]",
+     "", dict(tp=1, sp=False, dp=8, ep=8, lbs=2, compile=False, async_tp=False, ac="SelectiveAC", chunks=8,
+              seq=4096, flavor=("qwen3", "30B-A3B"))),
 ]
 
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def config_yaml(model, nodes, gpus, space, training_extra):
-    return (f"model: {{preset: {model}}}\n"
-            f"training:\n  seq_len: 8192\n  local_batch_size: 1\n{training_extra}"
+
+def config_yaml(model, nodes, gpus, space, training_extra, seq_len):
+    # "hf:PATH": a Hugging Face config.json under the source tree; otherwise a model preset.
+    source = (f"{{hf_config: {os.path.join(SOURCE_DIR, model[3:])}}}" if model.startswith("hf:")
+              else f"{{preset: {model}}}")
+    return (f"model: {source}\n"
+            f"training:\n  seq_len: {seq_len}\n  local_batch_size: 1\n{training_extra}"
             f"cluster: {{gpu: h100-sxm, nodes: {nodes}, gpus_per_node: {gpus}}}\n"
             f"search:\n  framework: torchtitan-0.3\n  {space}\n  memory_headroom_gib: 0\n")
 
@@ -93,7 +109,7 @@ def check_case(tp_plan, case, workdir):
     os.makedirs(workdir)
     cfg = os.path.join(workdir, "config.yaml")
     with open(cfg, "w") as f:
-        f.write(config_yaml(model, nodes, gpus, space, training_extra))
+        f.write(config_yaml(model, nodes, gpus, space, training_extra, want.get("seq", 8192)))
     plan = os.path.join(workdir, "plan.yaml")
     search = subprocess.run([tp_plan, "search", cfg, "--out-plan", plan], capture_output=True, text=True)
     if not os.path.exists(plan):
@@ -135,12 +151,15 @@ def check_case(tp_plan, case, workdir):
     expect("parallelism.context_parallel_degree", p.context_parallel_degree, want.get("cp", 1))
     expect("parallelism.context_parallel_load_balancer", p.context_parallel_load_balancer, "headtail")
     expect("parallelism.pipeline_parallel_degree", p.pipeline_parallel_degree, want.get("pp", 1))
+    expect("parallelism.expert_parallel_degree", p.expert_parallel_degree, want.get("ep", 1))
     if want.get("pp", 1) > 1:
         expect("parallelism.pipeline_parallel_schedule", p.pipeline_parallel_schedule, want["pp_schedule"])
         expect("parallelism.pipeline_parallel_microbatch_size", p.pipeline_parallel_microbatch_size, want["pp_mbs"])
         expect("training.disable_cuda_graphs", cfg_tt.training.disable_cuda_graphs, True)
     expect("training.local_batch_size", cfg_tt.training.local_batch_size, want["lbs"])
-    expect("training.seq_len", cfg_tt.training.seq_len, 8192)
+    expect("training.seq_len", cfg_tt.training.seq_len, want.get("seq", 8192))
+    if "flavor" in want:  # the recipe's model: (ModelSpec.name, flavor)
+        expect("model_spec", (cfg_tt.model_spec.name, cfg_tt.model_spec.flavor), want["flavor"])
     expect("compile.enable", cfg_tt.compile.enable, want["compile"])
     expect("compile.enable_async_tensor_parallel", cfg_tt.compile.enable_async_tensor_parallel, want["async_tp"])
     expect("loss.num_chunks", getattr(cfg_tt.loss, "num_chunks", None), want["chunks"])

@@ -389,7 +389,7 @@ TEST_CASE("training.sdpa_backend: auto by GPU architecture and torch version, as
   // The resolution table of plans/language/sdpa_backend.h, hand-written: (architecture, torch) -> the kernel.
   auto v = [](const char* s) { return parse_torch_version(s); };
   auto at = [&](const char* arch, std::optional<TorchVersion> t) {
-    return resolve_sdpa_backend(SdpaBackend::auto_, t, arch);
+    return resolve_sdpa_backend(SdpaBackend::auto_, SdpaBackend::auto_, t, arch);
   };
   // Hopper: flash first but for 2.5.0 (cuDNN first, #138522 reverted it in 2.5.1), 2.9 (#162073) and 2.11 on.
   CHECK(at("hopper", v("2.4")) == SdpaBackend::flash);
@@ -410,14 +410,24 @@ TEST_CASE("training.sdpa_backend: auto by GPU architecture and torch version, as
   CHECK(at("", std::nullopt) == SdpaBackend::flash);
   // The cpu device runs tp-run's kernel (auto_), and refuses an explicit backend with the key's place.
   CHECK(at("cpu", std::nullopt) == SdpaBackend::auto_);
-  CHECK_THROWS_WITH(resolve_sdpa_backend(SdpaBackend::cudnn, std::nullopt, "cpu", "cfg.yaml:3: training.sdpa_backend"),
+  CHECK_THROWS_WITH(resolve_sdpa_backend(SdpaBackend::cudnn, SdpaBackend::auto_, std::nullopt, "cpu",
+                                         "cfg.yaml:3: training.sdpa_backend"),
                     "cfg.yaml:3: training.sdpa_backend: cudnn names a torch SDPA kernel, but the cpu device runs "
                     "tp-run's own attention kernel; remove the key or set auto");
   // An explicit backend is what runs, whatever the torch.
-  CHECK(resolve_sdpa_backend(SdpaBackend::flex, v("2.11"), "hopper") == SdpaBackend::flex);
-  CHECK(sdpa_backend_reason(SdpaBackend::auto_, v("2.6"), "hopper") == "auto: hopper, torch 2.6: flash first");
-  CHECK(sdpa_backend_reason(SdpaBackend::auto_, std::nullopt, "hopper") ==
+  CHECK(resolve_sdpa_backend(SdpaBackend::flex, SdpaBackend::auto_, v("2.11"), "hopper") == SdpaBackend::flex);
+  CHECK(sdpa_backend_reason(SdpaBackend::auto_, SdpaBackend::auto_, v("2.6"), "hopper") ==
+        "auto: hopper, torch 2.6: flash first");
+  CHECK(sdpa_backend_reason(SdpaBackend::auto_, SdpaBackend::auto_, std::nullopt, "hopper") ==
         "auto: hopper, torch 2.11 or later (no torch_version): cuDNN first");
+  // A framework that fixes the kernel (torchtitan 0.3's models: FlexAttention) wins over torch's choice on every GPU,
+  // an explicit setting over the framework, and the cpu device runs its own kernel whatever the framework.
+  CHECK(resolve_sdpa_backend(SdpaBackend::auto_, SdpaBackend::flex, v("2.6"), "hopper") == SdpaBackend::flex);
+  CHECK(resolve_sdpa_backend(SdpaBackend::auto_, SdpaBackend::flex, std::nullopt, "ampere") == SdpaBackend::flex);
+  CHECK(resolve_sdpa_backend(SdpaBackend::cudnn, SdpaBackend::flex, std::nullopt, "hopper") == SdpaBackend::cudnn);
+  CHECK(resolve_sdpa_backend(SdpaBackend::auto_, SdpaBackend::flex, std::nullopt, "cpu") == SdpaBackend::auto_);
+  CHECK(sdpa_backend_reason(SdpaBackend::auto_, SdpaBackend::flex, std::nullopt, "hopper") ==
+        "auto: torchtitan 0.3's models run FlexAttention (model_registry's attn_backend \"flex\")");
 }
 
 TEST_CASE("training.sdpa_backend and torch_version read from the config, bad values refused on one line",

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plans/export/export.h"
+#include "plans/export/torchtitan_recipe.h"
 #include "plans/language/config.h"
 #include "plans/language/plan.h"
 #include "plans/model/hf_config.h"
@@ -180,14 +181,45 @@ TEST_CASE("expert parallel export: TOML round trip of ep_degree with the dense d
     }
 }
 
+TEST_CASE("expert parallel export: Qwen3 30B-A3B is torchtitan 0.3's qwen3_30b_a3b recipe, with its EP degree",
+          "[moe][export]") {
+  // The config.json of Qwen/Qwen3-30B-A3B has every dimension of models/qwen3/__init__.py's _30b_a3b (the recipe
+  // table of plans/export/torchtitan_recipe.h), so the command names --module qwen3 --config qwen3_30b_a3b and sets
+  // the plan's degrees: tp 2 x dp_shard 4 = 8 ranks, ep 4 (efsdp 2).
+  const ExportContext ctx = qwen3_30b_a3b_ctx();
+  const TorchtitanRecipe* r = torchtitan_recipe(*ctx.model);
+  REQUIRE(r != nullptr);
+  CHECK(std::string(r->function) == "qwen3_30b_a3b");
+  const Plan p = make_plan("sequence_parallel", {.tp_degree = 2, .dp_shard = 4, .loss_parallel = true, .ep_degree = 4});
+  const std::string cmd = export_plan(p, ExportFormat::torchtitan, ctx);
+  CHECK_THAT(cmd, Contains("--module qwen3 \\\n  --config qwen3_30b_a3b"));
+  CHECK_THAT(cmd, Contains("--parallelism.expert-parallel-degree 4"));
+  CHECK_THAT(cmd, Contains("--parallelism.tensor-parallel-degree 2"));
+  CHECK_THAT(cmd, Contains("--training.seq-len 4096"));
+  // At ep 1 the flag is torchtitan's default and not written.
+  const Plan ep1 = make_plan("sequence_parallel", {.tp_degree = 2, .dp_shard = 4, .loss_parallel = true});
+  CHECK_THAT(export_plan(ep1, ExportFormat::torchtitan, ctx), !Contains("expert-parallel"));
+  // The llama3 presets are not qwen3's recipe, and Qwen3 30B-A3B is no llama3 recipe.
+  CHECK(std::string(torchtitan_recipe(test::llama3_8b())->module) == "llama3");
+}
+
 TEST_CASE("expert parallel export: what the exports cannot express is one line", "[moe][export]") {
   const ExportContext ctx = qwen3_30b_a3b_ctx();
   Plan p = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 4\n", "p.yaml");
-  // torchtitan 0.3's command line: no llama3 recipe trains a mixture of experts, and this export maps no MoE recipe.
-  CHECK(export_error(p, ExportFormat::torchtitan, ctx) ==
-        "model 'Qwen/Qwen3-30B-A3B': a mixture of experts (128 routed experts): --format torchtitan names torchtitan "
-        "0.3's llama3 recipes only, none of which trains it; --format torchtitan-toml writes the job config "
-        "(parallelism.expert_parallel_degree) and --format python the parallelize_module dict");
+  // torchtitan 0.3's command line maps one MoE recipe, qwen3_30b_a3b: a model with other dimensions is refused (here
+  // Qwen3 30B-A3B with 64 experts), and so is float8 on a MoE (the grouped-experts converter is not written).
+  ExportContext other = ctx;
+  other.model->moe.experts = 64;
+  CHECK(export_error(p, ExportFormat::torchtitan, other) ==
+        "model 'Qwen/Qwen3-30B-A3B': a mixture of experts (64 routed experts) that is not torchtitan 0.3's qwen3 "
+        "30B-A3B (dim 2048, 48 layers, 128 experts of 768, top 8), the one MoE recipe --format torchtitan maps; "
+        "--format torchtitan-toml writes the job config (parallelism.expert_parallel_degree) and --format python the "
+        "parallelize_module dict");
+  const Plan f8 = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 4\nfloat8: rowwise\n", "f.yaml");
+  CHECK(export_error(f8, ExportFormat::torchtitan, ctx) ==
+        "f.yaml: float8 rowwise on a mixture of experts: torchtitan 0.3 converts the routed experts with a "
+        "grouped-experts float8 converter that --format torchtitan does not write; export the bf16 plan, or --format "
+        "python");
   // A sparse mesh torchtitan refuses is refused by every format, naming the key's line (the one mesh check).
   const Plan bad = load_plan_string("tp_degree: 2\ndp_shard: 4\nep_degree: 16\n", "b.yaml");
   for (auto f : {ExportFormat::torchtitan_toml, ExportFormat::python, ExportFormat::torchtitan})

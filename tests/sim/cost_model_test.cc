@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/language/config.h"
+#include "plans/language/plan.h"
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
@@ -156,16 +157,26 @@ TEST_CASE("attention: compute_cost prices the kernel the Program's training sett
   // sdpa_kernel(): auto on an H100 with the record's torch runs flash; with no torch_version, cuDNN; an A100, flash.
   Training t;
   t.torch_version = parse_torch_version("2.6");
-  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm")) == SdpaBackend::flash);
-  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm-hbm2e-500w")) == SdpaBackend::flash);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("h100-sxm")) == SdpaBackend::flash);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("h100-sxm-hbm2e-500w")) == SdpaBackend::flash);
   t.torch_version.reset();
-  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm")) == SdpaBackend::cudnn);
-  CHECK(sdpa_kernel(t, gpu_preset("h200")) == SdpaBackend::cudnn);
-  CHECK(sdpa_kernel(t, gpu_preset("b200")) == SdpaBackend::cudnn);
-  CHECK(sdpa_kernel(t, gpu_preset("a100-sxm-80gb")) == SdpaBackend::flash);
-  CHECK(sdpa_kernel(t, gpu_preset("cpu")) == SdpaBackend::auto_);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("h100-sxm")) == SdpaBackend::cudnn);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("h200")) == SdpaBackend::cudnn);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("b200")) == SdpaBackend::cudnn);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("a100-sxm-80gb")) == SdpaBackend::flash);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("cpu")) == SdpaBackend::auto_);
   t.sdpa_backend = SdpaBackend::efficient;
-  CHECK(sdpa_kernel(t, gpu_preset("h100-sxm")) == SdpaBackend::efficient);
+  CHECK(sdpa_kernel(t, SdpaBackend::auto_, gpu_preset("h100-sxm")) == SdpaBackend::efficient);
+  // torchtitan 0.3's plans (Plan::attention_kernel flex, apply_framework) run FlexAttention unless the config names
+  // a kernel: with the record's torch on an H100, auto is flex, not flash.
+  Plan tt;
+  apply_framework(tt, Framework::torchtitan_0_3);
+  CHECK(tt.attention_kernel == SdpaBackend::flex);
+  t.sdpa_backend = SdpaBackend::auto_;
+  t.torch_version = parse_torch_version("2.6");
+  CHECK(sdpa_kernel(t, tt.attention_kernel, gpu_preset("h100-sxm")) == SdpaBackend::flex);
+  apply_framework(tt, Framework::dtensor);
+  CHECK(sdpa_kernel(t, tt.attention_kernel, gpu_preset("h100-sxm")) == SdpaBackend::flash);
 }
 
 TEST_CASE("memory-bound ops: bytes over HBM bandwidth plus launch") {

@@ -80,7 +80,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
               effective_values_text(cfg, plan, cluster.gpu.architecture), trust_text(trust));
         write_json_output(args->json, micro_prog,
                           {{"trust", trust_json(trust)},
-                           {"sdpa_backend", sdpa_backend_json(cfg.training, cluster.gpu.architecture)},
+                           {"sdpa_backend", sdpa_backend_json(cfg.training, plan, cluster.gpu.architecture)},
                            {"pipeline", std::move(pipeline)}});
         return 0;
       }
@@ -94,7 +94,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
                    trust_text(trust));
       write_json_output(
           args->json, prog,
-          {{"trust", trust_json(trust)}, {"sdpa_backend", sdpa_backend_json(cfg.training, gpu.architecture)}});
+          {{"trust", trust_json(trust)}, {"sdpa_backend", sdpa_backend_json(cfg.training, plan, gpu.architecture)}});
       return 0;
     };
   });

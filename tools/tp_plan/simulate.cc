@@ -84,7 +84,7 @@ int run_simulate(const SimulateArgs& a) {
   size_t trace_events = 0;
   if (!a.json.empty()) {
     nlohmann::json j = with_version_stamp(report_json(r));
-    j["sdpa_backend"] = sdpa_backend_json(cfg.training, cluster.gpu.architecture);
+    j["sdpa_backend"] = sdpa_backend_json(cfg.training, plan, cluster.gpu.architecture);
     if (!a.calibration.empty()) j["calibration"] = {{"file", a.calibration}, {"terms", resolved.terms}};
     if (a.json == "-")
       write_json(j, a.json);
