@@ -157,6 +157,11 @@ void refuse_unsupported(const Program& p) {
         fmt::format("{}: a mixture-of-experts model (model.moe) is simulated and explained only; tp-run runs "
                     "it once `tp-run verify` of expert parallelism exists (issue 42)",
                     p.plan.source));
+  if (p.model.mla.kv_lora_rank > 0)  // (its attention's v heads differ from q's: AttentionOp::v_head_dim)
+    throw Error(
+        fmt::format("{}: multi-head latent attention (model.mla) is simulated and explained only; the CPU "
+                    "runtime does not execute it",
+                    p.plan.source));
   if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
     throw Error(
         fmt::format("{}: the {} plan family (fused wqkv, chunked loss) is simulated and explained only; the "
