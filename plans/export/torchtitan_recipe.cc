@@ -19,7 +19,8 @@ const TorchtitanRecipe* torchtitan_recipe(const Model& m) {
     if (m.dim == p.dim && m.n_layers == p.n_layers && m.n_heads == p.n_heads && m.n_kv_heads == p.n_kv_heads &&
         m.ffn_dim == p.ffn_dim && m.vocab_size == p.vocab_size && m.mlp == p.mlp && m.norm == p.norm &&
         m.norm_eps == p.norm_eps && m.rope_theta == p.rope_theta && m.head_dim() == p.head_dim() &&
-        m.qkv_bias == p.qkv_bias && m.tie_word_embeddings == p.tie_word_embeddings)
+        m.qkv_bias == p.qkv_bias && m.tie_word_embeddings == p.tie_word_embeddings && m.moe == p.moe &&
+        m.mla == p.mla && m.qk_norm == p.qk_norm)
       return &r;
   }
   return nullptr;
@@ -32,6 +33,7 @@ std::string torchtitan_llama3_lacks(const Model& m) {
     add(fmt::format("head_dim {} (n_heads {} x head_dim {} != dim {}; torchtitan's llama3 uses dim / n_heads)",
                     m.head_dim(), m.n_heads, m.head_dim(), m.dim));
   if (m.qkv_bias) add("biases on q/k/v (qkv_bias; torchtitan's llama3 Linears have bias=False)");
+  if (m.mla.kv_lora_rank > 0) add("multi-head latent attention (model.mla: torchtitan's deepseek_v3, not its llama3)");
   return lacks;
 }
 

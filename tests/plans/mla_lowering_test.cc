@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "plans/export/torchtitan_recipe.h"
 #include "plans/lower/lower.h"
 #include "plans/lower/parameter_count.h"
 #include "plans/util/error.h"
@@ -156,4 +157,14 @@ TEST_CASE("latent attention: what its lowering does not cover is a one-line erro
   Model dense_first = tiny_mla();
   dense_first.moe.dense_layers = 1;
   CHECK(lower_error(dense_first, {}).rfind("model.moe.dense_layers 1: blocks with a dense MLP", 0) == 0);
+}
+
+TEST_CASE("latent attention is not torchtitan's llama3: no llama3 recipe, and its exports say why", "[mla][export]") {
+  Model m = test::llama3_8b();
+  REQUIRE(torchtitan_recipe(m) != nullptr);  // Llama 3 8B's shapes are the llama3_8b recipe's
+  CHECK(torchtitan_llama3_lacks(m).empty());
+  m.mla = {1536, 512, 128, 64, 128};
+  CHECK(torchtitan_recipe(m) == nullptr);
+  CHECK(torchtitan_llama3_lacks(m) ==
+        "multi-head latent attention (model.mla: torchtitan's deepseek_v3, not its llama3)");
 }
