@@ -162,7 +162,7 @@ void read_mla(const YamlDoc& doc, const YAML::Node& n, Model& m) {
 // The refusal of a model the lowering does not plan, at the first of its keys that needs the missing part.
 void refuse_unlowered(const YamlDoc& doc, const YAML::Node& n, const Model& m) {
   if (m.lowered()) return;
-  const char* key = m.mla.kv_lora_rank > 0 ? "mla" : "moe";
+  const char* key = "moe";  // (dense blocks before the MoE ones: Model::lowered())
   doc.fail_msg(key_node(n, key), fmt::format("model.{}", key),
                fmt::format("{:.1f} B parameters, {:.1f} B active per token: read but not yet planned; tptune does not "
                            "lower {} yet",

@@ -51,7 +51,13 @@ std::vector<std::string> module_patterns(const Model& m) { return module_pattern
 std::vector<std::string> module_patterns(const Model& m, const Plan& framework) {
   std::vector<std::string> out = {"tok_embeddings", "layers", "layers.*", "layers.*.attention_norm",
                                   "layers.*.attention"};
-  if (framework.fused_qkv)
+  if (m.mla.kv_lora_rank > 0) {  // latent attention (plans/lower/mla.cc): torchtitan's DeepSeek-V3 Attention
+    // (wq names the up-projections' default style even with wq_a/wq_b: plans/lower/mla.cc)
+    out.push_back("layers.*.attention.wq");
+    if (m.mla.q_lora_rank > 0)
+      out.insert(out.end(), {"layers.*.attention.wq_a", "layers.*.attention.q_norm", "layers.*.attention.wq_b"});
+    out.insert(out.end(), {"layers.*.attention.wkv_a", "layers.*.attention.kv_norm", "layers.*.attention.wkv_b"});
+  } else if (framework.fused_qkv)
     out.push_back("layers.*.attention.wqkv");
   else
     out.insert(out.end(), {"layers.*.attention.wq", "layers.*.attention.wk", "layers.*.attention.wv"});

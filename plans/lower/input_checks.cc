@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -95,10 +96,6 @@ void check_moe(const Model& m, const Training& t, const Plan& plan) {
   const std::string where = plan_key_origin(plan, "ep_degree");
   const ExpertMesh x = check_expert_mesh(m, plan, where);
   if (m.moe.experts == 0) return;
-  if (m.mla.kv_lora_rank > 0)
-    throw Error(
-        "model.mla: multi-head latent attention is not lowered yet (its low-rank q/kv projections and split "
-        "rope dims); tptune lowers mixture-of-experts models with standard attention (Mixtral, Qwen2/3-MoE)");
   if (m.moe.dense_layers > 0)
     throw Error(
         fmt::format("model.moe.dense_layers {}: blocks with a dense MLP before the MoE blocks are not lowered "
@@ -136,6 +133,46 @@ void check_moe(const Model& m, const Training& t, const Plan& plan) {
   if (!(t.moe_imbalance >= 1.0 && t.moe_imbalance <= 1024.0))
     throw Error(fmt::format("training.moe_imbalance: expected a factor in 1..1024 (1: balanced routing), got {}",
                             t.moe_imbalance));
+}
+
+// Multi-head latent attention (plans/lower/mla.cc): its sizes (a Model built in code is checked here; configs are
+// range-checked when loaded) and what its lowering does not cover, in one line each.
+void check_mla(const Model& m, const Training& t, const Plan& plan) {
+  const MlaSpec& a = m.mla;
+  if (a.kv_lora_rank == 0) return;
+  in_range("model.mla.q_lora_rank", a.q_lora_rank, {0, limits::dim.hi});
+  in_range("model.mla.kv_lora_rank", a.kv_lora_rank, limits::dim);
+  in_range("model.mla.qk_nope_head_dim", a.qk_nope_head_dim, limits::head_dim);
+  in_range("model.mla.qk_rope_head_dim", a.qk_rope_head_dim, limits::head_dim);
+  in_range("model.mla.v_head_dim", a.v_head_dim, limits::head_dim);
+  using Wide = __int128;
+  const Wide b = plan.local_batch_size, s = t.seq_len;
+  const Wide qk = a.qk_nope_head_dim + a.qk_rope_head_dim,
+             widest = std::max<Wide>(qk, a.qk_nope_head_dim + a.v_head_dim);
+  if (b * s * m.n_heads * widest > limits::max_tensor_elements)
+    throw Error(
+        fmt::format("latent attention's q and k of local_batch_size {} x seq_len {} x n_heads {} x {} features "
+                    "are larger than tptune handles (2^48 elements per tensor): reduce training.seq_len or "
+                    "the local batch size",
+                    plan.local_batch_size, t.seq_len, m.n_heads, static_cast<int64_t>(widest)));
+  if (Wide{5} * b * s * s * m.n_heads * (qk + a.v_head_dim) > std::numeric_limits<int64_t>::max())
+    throw Error(
+        fmt::format("the FLOPs of latent attention (local_batch_size {} x seq_len {}^2 x n_heads {}) overflow "
+                    "64-bit integers: reduce training.seq_len or the local batch size",
+                    plan.local_batch_size, t.seq_len, m.n_heads));
+  if (plan.cp_degree > 1)
+    throw Error(
+        fmt::format("{}: cp_degree {}: context parallelism of multi-head latent attention (model.mla) is not "
+                    "lowered (its ring attention has one head_dim for q, k and v)",
+                    plan_key_origin(plan, "cp_degree"), plan.cp_degree));
+  if (plan.async_tp && plan.tp_degree > 1)
+    throw Error(fmt::format("{}: async_tp: not lowered for multi-head latent attention (model.mla)",
+                            plan_key_origin(plan, "async_tp")));
+  if (plan.float8 != Float8Recipe::none)
+    throw Error(
+        fmt::format("{}: float8 {}: the float8 casts of latent attention's replicated projections are not "
+                    "lowered (model.mla); expected none",
+                    plan_key_origin(plan, "float8"), to_string(plan.float8)));
 }
 
 }  // namespace
@@ -187,6 +224,7 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
                     "always applied)",
                     plan.source, plan.dp_replicate));
   in("ep_degree", plan.ep_degree, limits::degree);
+  check_mla(m, t, plan);
   check_moe(m, t, plan);
   check_sizes(m, t, plan);
   check_plan_modules(plan, m);

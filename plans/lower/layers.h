@@ -57,6 +57,10 @@ class Layers {
   // dispatch, grouped GEMMs, combine, shared expert; expert parallelism over plan.ep_degree ranks): returns its output
   // in x's layout. Routed experts' parameters are marked TensorDesc::expert. plans/lower/experts.cc.
   Value moe(const Name& n, const Value& x);
+  // Multi-head latent attention `n` ("layers.0.attention", Model::mla) on the attention's input x, as torchtitan
+  // 0.3.0's DeepSeek-V3 Attention runs it and its sharding.py shards it: returns the attention core's output (b, s,
+  // local heads x v_head_dim), a plain tensor like attention_core's, for the caller's wo. plans/lower/mla.cc.
+  Value mla(const Name& n, const Value& x);
   Value gelu(const Name& n, const Value& a);
   Value add(const Name& n, const Value& a, const Value& b);
   // Cross-entropy on the logits (vocab-parallel when they are an S(-1) DTensor). Returns the loss tensor.
@@ -102,7 +106,15 @@ class Layers {
   const Plan& plan;
   DType act() const { return t.dtype; }
   bool float8_tensorwise() const { return plan.float8 == Float8Recipe::tensorwise; }
-  const ParallelStyle* style(const Name& n) const { return plan.style_for(n.fqn); }
+  const ParallelStyle* style(const Name& n) const {
+    const ParallelStyle* s = plan.style_for(n.fqn);
+    if (s || style_of_.empty()) return s;
+    const auto it = style_of_.find(n.fqn);
+    return it == style_of_.end() ? nullptr : plan.style_for(it->second);
+  }
+  // Modules the plan does not name that take another module's style: latent attention's wq_b and wkv_b take wq's
+  // (plans/lower/mla.cc). FQN -> FQN.
+  std::map<std::string, std::string> style_of_;
   // The style a leaf module (Linear, norm) applies itself: prepare_module_input is applied to `x` here and leaves
   // the leaf unparallelized; no_parallel is no style. nullptr: plain parameters.
   const ParallelStyle* leaf_style(const Name& n, Value& x);
@@ -122,6 +134,12 @@ class Layers {
   // sequence-parallel rowwise output's gradient) moves float8 and its GEMMs take it as it arrives.
   Value cast_gradient_float8(const Name& n, const Value& x);
   void require_plain_or(const Name& n, const Value& x, const char* what) const;
+  // Latent attention's replicated pieces (plans/lower/mla.cc): a Linear with a Replicate weight on a replicated
+  // input (wq_a, wkv_a), and an RMSNorm over the first `width` features of x (q_norm, kv_norm). Their backward keeps
+  // the arriving gradient's placement (a Partial one stays Partial: the norm backward is linear in dy) and makes the
+  // weight gradients Partial with it.
+  Value latent_linear(const Name& n, const Value& x, int64_t in_features, int64_t out_features);
+  Value latent_norm(const Name& n, const Value& x, int64_t width);
 };
 
 }  // namespace tptune::lowering

@@ -366,6 +366,12 @@ class Lowerer {
     Value a_in = layers.module_input(att, n1);
     const int64_t hd = m.head_dim();
     Value q, k, v;
+    if (m.mla.kv_lora_rank > 0) {  // multi-head latent attention (plans/lower/mla.cc), then wo as below
+      const Value o = layers.mla(att, a_in);
+      const Value a =
+          layers.linear(layers.child(att, "wo"), o, checked_mul(m.n_heads, m.mla.v_head_dim, "wo width"), m.dim, true);
+      return mlp_half(x, a);
+    }
     if (prog.plan.fused_qkv) {
       // FusedQKVLinear: one GEMM of the summed width, split into contiguous q, k, v.
       if (m.n_kv_heads % tp != 0)
@@ -388,6 +394,13 @@ class Lowerer {
     Value o;
     layers.attention_core(att, q, k, v, o);
     Value a = layers.linear(layers.child(att, "wo"), o, m.n_heads * hd, m.dim, true);
+    return mlp_half(x, a);
+  }
+
+  // The block after its attention output `a`: the residual, ffn_norm and the MLP (dense or MoE), and its residual.
+  Value mlp_half(const Value& x, const Value& a) {
+    Layers::Name L{"layers.0", ""};
+    auto c = [&](const std::string& leaf) { return layers.child(L, leaf); };
     Value h = layers.add(c("attention"), x, a);
     Value n2 = layers.norm(c("ffn_norm"), h);
     if (m.moe.experts > 0) {  // (returned in the norm's layout; the residual stream may hold its local tensor)

@@ -45,7 +45,7 @@ namespace tptune {
 // Reads the file at `path`; errors name `path`.
 Model load_hf_config(const std::string& path);
 // Parses config.json text; `name` stands in for the file name in errors. A model the lowering does not plan
-// (Model::lowered() false: the mixture-of-experts and q/k-norm architectures below) is an error on `architectures`
+// (Model::lowered() false: DeepSeek-V3's dense first blocks, first_k_dense_replace > 0) is an error on `architectures`
 // that names it with its parameter counts.
 Model parse_hf_config(const std::string& text, const std::string& name);
 // Parses config.json text as parse_hf_config does, also the models it refuses: MixtralForCausalLM,

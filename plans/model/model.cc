@@ -127,7 +127,6 @@ int64_t Model::active_parameters() const { return moe.experts == 0 ? total_param
 
 std::string Model::lowering_gap() const {
   std::vector<std::string_view> parts;
-  if (mla.kv_lora_rank > 0) parts.emplace_back("multi-head latent attention");
   if (moe.dense_layers > 0) parts.emplace_back("dense MLP blocks before the MoE blocks");
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -149,8 +148,13 @@ double Model::training_flops_per_token(int64_t seq_len) const {
   const int64_t counted = moe.experts > 0 ? active_parameters() : total_parameters();
   const int64_t matmul_params = tie_word_embeddings ? counted : counted - embedding_parameters();
   const double dense = 6.0 * static_cast<double>(matmul_params);
-  const double attention = 12.0 * static_cast<double>(n_layers) * static_cast<double>(n_heads) *
-                           static_cast<double>(head_dim()) * static_cast<double>(seq_len);
+  // Latent attention: QK^T at nope + rope and PV at v_head_dim per head, 6 x layers x heads x (nope + rope + v) x seq
+  // (torchtitan's DeepSeekV3Model.get_nparams_and_flops; the same as 12 x ... x head_dim when all three are equal).
+  const double head_widths = mla.kv_lora_rank > 0
+                                 ? static_cast<double>(mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) / 2
+                                 : static_cast<double>(head_dim());
+  const double attention =
+      12.0 * static_cast<double>(n_layers) * static_cast<double>(n_heads) * head_widths * static_cast<double>(seq_len);
   return dense + attention;
 }
 

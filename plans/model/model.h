@@ -21,8 +21,8 @@
 // Mixture-of-experts blocks, multi-head latent attention and q/k norms (the fields `moe`, `mla` and `qk_norm`) are
 // read and counted (parameters and active parameters per token, below) as torchtitan 0.3.0 builds them
 // (torchtitan/models/common/moe.py, models/deepseek_v3, models/qwen3); the lowering plans MoE blocks and q/k norms
-// (plans/lower/experts.cc), and every loader refuses latent attention and dense blocks before MoE ones with the
-// model's counts (Model::lowered()).
+// (plans/lower/experts.cc) and latent attention (plans/lower/mla.cc), and every loader refuses dense blocks before
+// MoE ones with the model's counts (Model::lowered()).
 //   layers.N.moe.router.gate              Linear(dim -> experts), no bias (TokenChoiceTopKRouter)
 //   layers.N.moe.routed_experts           GroupedExperts: w1, w3 (experts, expert_ffn_dim, dim), w2 (experts, dim,
 //                                         expert_ffn_dim); each token runs top_k of them
@@ -131,12 +131,12 @@ struct Model {
   // counted once (embedding + blocks + final norm), as torch's model.parameters() de-duplicates it.
   int64_t total_parameters() const;
 
-  // Whether the lowering plans this model: false for latent attention and for dense blocks before MoE ones (DeepSeek's
-  // first_k_dense_replace), which it does not yet lower (the loaders refuse them with lowering_gap()'s words and the
-  // counts below). MoE blocks (plans/lower/experts.cc) and q/k norms are lowered.
-  bool lowered() const { return mla.kv_lora_rank == 0 && moe.dense_layers == 0; }
-  // What the lowering lacks for this model ("multi-head latent attention and dense MLP blocks before the MoE
-  // blocks"); empty when lowered().
+  // Whether the lowering plans this model: false for dense blocks before MoE ones (DeepSeek's first_k_dense_replace),
+  // which it does not yet lower: a Program repeats one block template (the loaders refuse them with lowering_gap()'s
+  // words and the counts below). MoE blocks (plans/lower/experts.cc), latent attention (plans/lower/mla.cc) and q/k
+  // norms are lowered.
+  bool lowered() const { return moe.dense_layers == 0; }
+  // What the lowering lacks for this model ("dense MLP blocks before the MoE blocks"); empty when lowered().
   std::string lowering_gap() const;
   // Parameters of block `layer` (0-based) with every expert: attention (standard or latent, with its norms and
   // biases), its MLP (dense, or the router, every routed expert and the shared expert) and the two block norms.
@@ -147,7 +147,8 @@ struct Model {
   // total_parameters() with each MoE block's active parameters only: the "activated parameters" a model card quotes
   // (DeepSeek-V3: 37 B of 671 B; Mixtral 8x7B: 12.9 B of 46.7 B). A dense model's is its total.
   int64_t active_parameters() const;
-  // torchtitan's MFU convention: 6 x (parameters without the embedding) + 12 x layers x heads x head_dim x seq_len;
+  // torchtitan's MFU convention: 6 x (parameters without the embedding) + 12 x layers x heads x head_dim x seq_len
+  // (latent attention: 6 x layers x heads x (nope + rope + v) x seq_len, get_moe_model_nparams_and_flops' head_dims);
   // tied, 6 x every parameter (torchtitan/models/utils.py get_dense_model_nparams_and_flops: the shared weight still
   // takes part in the output matmul, so it is not subtracted).
   double training_flops_per_token(int64_t seq_len) const;

@@ -276,9 +276,11 @@ json op_descriptor(const OpKind& kind, int group_size) {
                   {"accumulate", k.accumulate},
                   {"flops", k.flops()}};
         } else if constexpr (std::is_same_v<K, AttentionOp>) {
-          return {{"batch", k.batch},           {"seq", k.seq},           {"n_heads", k.n_heads},
-                  {"n_kv_heads", k.n_kv_heads}, {"head_dim", k.head_dim}, {"causal", k.causal},
-                  {"backward", k.backward},     {"flops", k.flops()}};
+          json d = {{"batch", k.batch},           {"seq", k.seq},           {"n_heads", k.n_heads},
+                    {"n_kv_heads", k.n_kv_heads}, {"head_dim", k.head_dim}, {"causal", k.causal},
+                    {"backward", k.backward},     {"flops", k.flops()}};
+          if (k.v_head_dim > 0) d["v_head_dim"] = k.v_head_dim;  // latent attention's value width
+          return d;
         } else if constexpr (std::is_same_v<K, ElementwiseOp>) {
           json d = {{"fn", std::string(to_string(k.fn))}, {"bytes", k.bytes}, {"flops", k.flops}, {"dim", k.dim}};
           if (k.amax_of >= 0) d["amax_of"] = k.amax_of;  // a compiled Program's fused float8 amax

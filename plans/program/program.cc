@@ -46,9 +46,13 @@ std::string_view to_string(CrossEntropyOp::Stage s) { return name_of(kCrossEntro
 int64_t AttentionOp::flops() const {
   // QK^T and PV: 2 matmuls x 2*s*s*d per head = 4*b*h*s^2*d; causal keeps half: 2*b*h*s^2*d.
   // Backward recomputes P and does 4 more matmuls (dV, dP, dQ, dK): 2.5x the forward.
-  int64_t fwd = checked_mul({causal ? 2 : 4, batch, n_heads, seq, keys(), head_dim},
+  // With v_head_dim (latent attention) PV's width differs: (causal ? 1 : 2) x b x h x s x kv x (d + dv), the same
+  // number when dv = d.
+  int64_t fwd = checked_mul({causal ? 1 : 2, batch, n_heads, seq, keys(), head_dim + v_dim()},
                             "attention FLOPs (batch x heads x seq^2 x head_dim)");
-  return backward ? checked_mul(fwd / 2, 5, "attention backward FLOPs") : fwd;  // fwd is even
+  if (!backward) return fwd;
+  return fwd % 2 == 0 ? checked_mul(fwd / 2, 5, "attention backward FLOPs")
+                      : checked_mul(fwd, 5, "attention backward FLOPs") / 2;
 }
 
 int64_t GemmOp::flops() const {

@@ -114,9 +114,13 @@ struct AttentionOp {
   bool backward = false;
   int64_t kv_seq = 0;
   int ring_step = -1;  // context parallelism: the ring step 0 .. cp-1 this block computes; -1 outside a ring
+  // The width of one value head (and of o) when it differs from q's and k's head_dim: multi-head latent attention
+  // (q/k nope + rope dims, v v_head_dim; plans/lower/mla.cc). 0: head_dim. Simulated only (tp-run refuses MLA).
+  int64_t v_head_dim = 0;
   int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
-  // FLOPs: forward 2 matmuls of 2*b*h*s*kv*d = 4*b*h*s*kv*d, halved by the causal mask (kv = s) = 2*b*h*s*s*d;
-  // backward 2.5x forward.
+  int64_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  // FLOPs: forward QK^T 2*b*h*s*kv*d and PV 2*b*h*s*kv*dv = 2*b*h*s*kv*(d + dv), halved by the causal mask (kv = s)
+  // to b*h*s*s*(d + dv) (2*b*h*s*s*d when dv = d); backward 2.5x forward.
   int64_t flops() const;
 };
 

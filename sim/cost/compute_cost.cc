@@ -127,10 +127,11 @@ ComputeEstimate attention_cost(const AttentionOp& a, DType dtype, const GpuSpec&
                                SdpaBackend backend) {
   ComputeEstimate e;
   e.flops = static_cast<double>(a.flops());
-  // q, o (and their gradients in backward) at n_heads; k, v at n_kv_heads: b*s*d per head each.
-  // A ring-attention block (kv_seq set) reads keys() keys and values.
-  int64_t qo = a.batch * a.seq * a.n_heads * a.head_dim, kv = a.batch * a.keys() * a.n_kv_heads * a.head_dim;
-  e.bytes = static_cast<double>((2 * qo + 2 * kv) * (a.backward ? 2 : 1) * bytes_per_element(dtype));
+  // q, o (and their gradients in backward) at n_heads; k, v at n_kv_heads: b*s*d per head each (v and o at
+  // v_dim(): latent attention's v_head_dim). A ring-attention block (kv_seq set) reads keys() keys and values.
+  const int64_t qo = a.batch * a.seq * a.n_heads * (a.head_dim + a.v_dim()),
+                kv = a.batch * a.keys() * a.n_kv_heads * (a.head_dim + a.v_dim());
+  e.bytes = static_cast<double>((qo + kv) * (a.backward ? 2 : 1) * bytes_per_element(dtype));
   if (e.flops <= 0) return e;
   int64_t ctas = a.batch * a.n_heads * ceil_div(a.seq, c.attention_block_q);
   double eff = (a.backward ? c.attention_bwd_efficiency : c.attention_fwd_efficiency) *

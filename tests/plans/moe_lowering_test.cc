@@ -189,9 +189,6 @@ TEST_CASE("expert parallel: what the MoE lowering does not plan is a one-line er
   CHECK(error(odd, {.tp_degree = 2}) ==
         "layers.0.moe.routed_experts: tp 2 does not divide expert_ffn_dim 33: with ep_degree 1 each expert's w1/w3 are "
         "Shard(1) and w2 Shard(2) on tp (models/common/moe_sharding.py)");
-  Model mla = m;
-  mla.mla = {0, 16, 8, 8, 8};
-  CHECK(error(mla, {}).rfind("model.mla: multi-head latent attention is not lowered yet", 0) == 0);
   Model dense_first = m;
   dense_first.moe.dense_layers = 1;
   CHECK(error(dense_first, {}).rfind("model.moe.dense_layers 1: blocks with a dense MLP", 0) == 0);

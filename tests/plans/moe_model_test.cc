@@ -9,6 +9,7 @@
 #include "plans/model/hf_config.h"
 #include "plans/model/model.h"
 #include "plans/util/error.h"
+#include "plans/util/input_file.h"
 
 using namespace tptune;
 
@@ -166,11 +167,35 @@ TEST_CASE("moe model: DeepSeek-V3 has 671 B parameters, 36.6 B active beside the
   CHECK(m.active_parameters() - m.embedding_parameters() == 36'625'603'584);
 }
 
+TEST_CASE("moe model: the bundled DeepSeek-V3 config.json files read as the published shapes", "[moe][hf_config]") {
+  const std::string dir = std::string(TPTUNE_SOURCE_DIR) + "/examples/hf/";
+  // deepseek-ai/DeepSeek-V3's config.json as published (with its rope_scaling, quantization_config and MTP keys): the
+  // same Model as the keys above. Counted without the multi-token-prediction module (num_nextn_predict_layers 1, the
+  // 14 B that make the checkpoint's 685 B): torchtitan 0.3.0's 671B flavour builds num_mtp_layers 0 by default
+  // (models/deepseek_v3/__init__.py), and its router's expert_bias is a buffer, not a parameter. The checkpoint
+  // stores that bias as e_score_correction_bias (256 in each of the 58 MoE blocks, 14,848): with it the count would
+  // be 671,026,419,200.
+  Model v3 = read_hf_model(read_input_file(dir + "deepseek-v3/config.json", "config.json"), "config.json");
+  CHECK(v3 == read_hf_model(kDeepSeekV3, "config.json"));
+  CHECK(v3.total_parameters() == 671'026'404'352);
+  CHECK(v3.total_parameters() + 58 * 256 == 671'026'419'200);
+  // torchtitan 0.3.0's "16B" flavour (models/deepseek_v3/__init__.py _16b: dim 2048, 27 layers, 16 heads, q_lora_rank
+  // 0, kv_lora_rank 512, nope 128, rope 64, v 128, 64 experts of 1408 top 6 softmax, 2 shared experts, 1 dense layer
+  // of 10944, vocab 102400: DeepSeek-V2-Lite's shapes) as a DeepseekV3ForCausalLM config.json. Counts as the config
+  // YAML's below (15,706,484,224 parameters, 2,661,150,208 active).
+  const Model v16 = read_hf_model(read_input_file(dir + "deepseek-v3-16b/config.json", "config.json"), "config.json");
+  CHECK(v16.mla == MlaSpec{0, 512, 128, 64, 128});
+  CHECK(v16.moe.dense_layers == 1);
+  CHECK(v16.moe.shared_ffn_dim == 2 * 1408);
+  CHECK(v16.moe.expert_groups == 0);
+  CHECK(v16.total_parameters() == 15'706'484'224);
+  CHECK(v16.active_parameters() == 2'661'150'208);
+}
+
 TEST_CASE("moe model: the loaders refuse what the lowering does not plan, with the counts", "[moe][hf_config]") {
   CHECK(refusal(kDeepSeekV3) ==
         "config.json:2: architectures: DeepseekV3ForCausalLM (671.0 B parameters, 37.6 B active per token) is read "
-        "but not yet planned: tptune does not lower multi-head latent attention and dense MLP blocks before the MoE "
-        "blocks yet");
+        "but not yet planned: tptune does not lower dense MLP blocks before the MoE blocks yet");
   // MoE blocks and q/k norms are lowered: Qwen3 MoE, Mixtral, Qwen2 MoE and dense Qwen3 load.
   CHECK(refusal(kQwen3_30b_a3b) == "(no error)");
   CHECK(refusal(kMixtral8x7b) == "(no error)");
@@ -246,14 +271,14 @@ TEST_CASE("moe model: a config YAML describes MoE blocks and latent attention, r
   // 15,706,484,224 ("DeepSeek-V2-Lite has 15.7B parameters", its model card). Active: 6 experts 51,904,512 per block:
   // 26 x 83,104,256 + 81,007,104 + 419,432,448 = 2,661,150,208 (2.45 B beside the embedding: the card's "2.4B
   // activated").
+  // Latent attention is lowered (plans/lower/mla.cc); the dense first block is not.
   CHECK(yaml_error(kDeepSeek16b) ==
-        "cfg.yaml:13: model.mla: 15.7 B parameters, 2.7 B active per token: read but not yet planned; tptune does not "
-        "lower multi-head latent attention and dense MLP blocks before the MoE blocks yet");
-  // Without latent attention, the dense first block alone.
-  const std::string no_mla = std::string(kDeepSeek16b).substr(0, std::string(kDeepSeek16b).find("  mla:"));
-  CHECK_THAT(yaml_error(no_mla),
-             Catch::StartsWith("cfg.yaml:7: model.moe: ") &&
-                 Catch::EndsWith("tptune does not lower dense MLP blocks before the MoE blocks yet"));
+        "cfg.yaml:7: model.moe: 15.7 B parameters, 2.7 B active per token: read but not yet planned; tptune does not "
+        "lower dense MLP blocks before the MoE blocks yet");
+  // A latent attention's kv_lora_rank of 0 (0 means standard attention in the Model: the YAML needs a rank).
+  CHECK(yaml_error("model:\n  preset: llama3-8b\n  mla: {kv_lora_rank: 0, qk_nope_head_dim: 128, "
+                   "qk_rope_head_dim: 64, v_head_dim: 128}\n") ==
+        "cfg.yaml:3: model.mla.kv_lora_rank: expected an integer in 1..1048576, got '0'");
   CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: true}\n").find("model.qk_norm") == std::string::npos);
   CHECK(yaml_error("model: {preset: llama3-8b, qk_norm: false}\n").find("model.qk_norm") == std::string::npos);
   // What a MoE section gets wrong, by key and line.

@@ -152,6 +152,11 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xCBF29CE484222325ull) {
 }
 
 void refuse_unsupported(const Program& p) {
+  if (p.model.mla.kv_lora_rank > 0)  // (its attention's v heads differ from q's: AttentionOp::v_head_dim)
+    throw Error(
+        fmt::format("{}: multi-head latent attention (model.mla) is simulated and explained only; the CPU "
+                    "runtime does not execute it",
+                    p.plan.source));
   if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
     throw Error(
         fmt::format("{}: the {} plan family (fused wqkv, chunked loss) is simulated and explained only; the "
