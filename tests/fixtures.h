@@ -143,4 +143,29 @@ inline ClusterSpec cluster_of(const std::string& gpu, int nodes, int gpus_per_no
   return make_cluster(gpu_preset(gpu), nodes, gpus_per_node);
 }
 
+// The expert-parallel search's exactness space (issue 42 item 5): tiny_moe_model() on one node of 8 H100s at seq 32,
+// tp 1, 2, 4 x dp_replicate 1, 2 x cp 1, 2 x ep by default (1, 2, 4, 8) x the sequence-parallel preset x float8
+// none, rowwise, tensorwise x async TP off and on x AC none and full x local batch 1, 2, 3 (1,728 candidates, most
+// pruned statically: float8 tensorwise and async TP with MoE, ep 8 over a dp_replicate 2 mesh of 4, DDP at dp_shard
+// 1); `imbalance` the routing's (training.moe_imbalance).
+inline Config tiny_moe_search_config(double imbalance = 1.0) {
+  Config cfg = example_config("tiny-llama.yaml");
+  cfg.model = tiny_moe_model();
+  cfg.cluster.gpus_per_node = 8;
+  cfg.training.moe_imbalance = imbalance;
+  cfg.training.dtype = DType::bf16;  // (float8 casts from bf16)
+  SearchSpace& s = cfg.search;
+  s.tp_degrees = {1, 2, 4};
+  s.dp_replicate = {1, 2};
+  s.cp_degrees = {1, 2};
+  s.ep_degrees = {};
+  s.presets = {"sequence_parallel"};
+  s.float8 = {Float8Recipe::none, Float8Recipe::rowwise, Float8Recipe::tensorwise};
+  s.async_tp = {false, true};
+  s.loss_parallel = {true};
+  s.activation_checkpointing = {ActivationCheckpointing::none, ActivationCheckpointing::full};
+  s.local_batch_sizes = {1, 2, 3};
+  return cfg;
+}
+
 }  // namespace tptune::test

@@ -104,9 +104,11 @@ struct SearchSpace {
   // candidate's dp_shard is world / (tp x cp x dp_replicate), with the default rotate method (allgather) and load
   // balancing. Default {1}: no CP, the space as before CP existed.
   std::vector<int> cp_degrees = {1};
-  // Expert-parallel degrees (torchtitan's expert_parallel_degree; plans/language/expert_parallel.h), read and
-  // range-checked. Default {1}. The search does not enumerate them yet (issue 42 item 5): resolve_space() refuses any
-  // other value in one line (on a dense model: it has no routed experts).
+  // Expert-parallel degrees (torchtitan's expert_parallel_degree; plans/language/expert_parallel.h): each candidate
+  // routes its experts over ep ranks of the sparse mesh. The default: a dense model {1} (any other value is refused in
+  // one line); a mixture-of-experts model every degree its sparse mesh may take (default_ep_degrees(),
+  // sim/search/space.h), which resolve_space() puts in place of an empty list and of this {1} when the key is not in
+  // stated_at (neither the file nor --ep gave it).
   std::vector<int> ep_degrees = {1};
   // Pipeline parallelism (plans/language/pipeline_parallel.h): degrees, schedules (torch's names), microbatch sizes and
   // stages per rank, each pipeline candidate with torchtitan's default split of its stages; dp_shard = world / (pp x tp

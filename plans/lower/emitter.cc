@@ -55,6 +55,7 @@ TensorId Emitter::tensor(const std::string& name, const Shape& local, DType dtyp
   d.role = role;
   d.param.clear();
   d.param_shard_dim = -1;
+  d.expert = false;  // (experts.cc sets it after; a recycled tensor may hold a routed expert's flag)
   return static_cast<TensorId>(n_tensors_++);
 }
 

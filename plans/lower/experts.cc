@@ -130,12 +130,15 @@ Value Layers::moe(const Name& n, const Value& x_in) {
                    std::vector<TensorId> ins, std::vector<TensorId> outs) {
     e.op(w.rel, e.cat(w.rel, what), ElementwiseOp{fn, bytes, flops}, std::move(ins), std::move(outs));
   };
+  // `sized_by` (>= 0): the host's splits the all-to-all waits for, a second input (the dispatch's).
   auto a2a = [this, ep, D, bpe, dt](const Name& w, const char* what, TensorId in, const Shape& out, int64_t rows_moved,
-                                    TensorRole role) {
+                                    TensorRole role, TensorId sized_by = -1) {
     const int64_t bytes = checked_mul({int64_t{ep}, rows_moved, D, bpe}, "all-to-all bytes");
     const TensorId y = e.tensor(e.cat(w.rel, what), out, dt, Placement::R(), role, out);
-    e.op(w.rel, e.cat(w.rel, what), CollectiveOp{CollectiveKind::all_to_all, Group::ep, ReduceOp::sum, dt, bytes}, {in},
-         {y});
+    std::vector<TensorId> inputs{in};
+    if (sized_by >= 0) inputs.push_back(sized_by);
+    e.op(w.rel, e.cat(w.rel, what), CollectiveOp{CollectiveKind::all_to_all, Group::ep, ReduceOp::sum, dt, bytes},
+         std::move(inputs), {y});
     return y;
   };
 
@@ -164,8 +167,9 @@ Value Layers::moe(const Name& n, const Value& x_in) {
          {counts_x});
     const TensorId splits = tensor(routed, ".splits", {2 * int64_t{ep}}, DType::fp32);
     ew(routed, ".counts.tolist", ElementwiseOp::Fn::host_sync, E * 8, 0, {counts_x}, {splits});
-    const TensorId recv = a2a(routed, ".dispatch.all_to_all", copies, {received, D}, received, TensorRole::activation);
-    e.seg().ops.back().inputs.push_back(splits);  // sized by the host's splits
+    // (its splits an input of the op: not pushed onto seg().ops.back(), which in a recycled Program is another op)
+    const TensorId recv =
+        a2a(routed, ".dispatch.all_to_all", copies, {received, D}, received, TensorRole::activation, splits);
     expert_in = tensor(routed, ".permuted", {rows, D}, dt);
     ew(routed, ".permute", ElementwiseOp::Fn::moe_permute, (received + rows) * D * bpe, 0, {recv}, {expert_in});
   } else if (rows != N) {

@@ -199,6 +199,7 @@ void write_explain_json(const Program& p, std::ostream& out, const nlohmann::jso
   if (p.cp > 1)
     out << ",\n  \"cp_degree\": " << p.cp << ",\n  \"cp_rotate_method\": \"" << to_string(p.plan.cp_rotate)
         << "\",\n  \"cp_load_balance\": " << (p.plan.cp_load_balance ? "true" : "false");
+  if (p.plan.ep_degree > 1) out << ",\n  \"ep_degree\": " << p.plan.ep_degree;
   const ParameterCount params = parameter_count(p);
   out << ",\n  \"plan\": " << plan.dump() << ",\n  \"parameters\": {\"per_gpu\":" << params.per_rank
       << ",\"total\":" << params.total;
@@ -242,7 +243,8 @@ std::string explain_text(const Program& p) {
                   "({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), seq {} x local batch {}{}",
                   p.plan.family, p.tp, p.dp / p.cp,
                   (p.cp > 1 ? fmt::format(", cp {}", p.cp) : std::string()) +
-                      (p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : std::string()),
+                      (p.dp_replicate > 1 ? fmt::format(", dp_replicate {}", p.dp_replicate) : std::string()) +
+                      (p.plan.ep_degree > 1 ? fmt::format(", ep {}", p.plan.ep_degree) : std::string()),
                   to_string(p.plan.float8), p.plan.async_tp ? "on" : "off", p.plan.loss_parallel ? "on" : "off",
                   ac_text(p.plan.activation_checkpointing, p.plan.ac_layers, m.n_layers), m.name, m.n_layers, m.dim,
                   m.n_heads, m.n_kv_heads, m.ffn_dim, m.vocab_size, p.training.seq_len, p.training.local_batch_size,

@@ -44,7 +44,10 @@ std::string plan_line(const Plan& p) {
                                       : std::string()) +
                          (p.cp_degree > 1 ? fmt::format(" x cp {} (ring {})", p.cp_degree, to_string(p.cp_rotate))
                                           : std::string()) +
-                         (p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : ""),
+                         (p.dp_replicate > 1 ? fmt::format(" x dp_replicate {} (HSDP)", p.dp_replicate) : "") +
+                         (p.ep_degree > 1 ? fmt::format(", ep {} (efsdp {})", p.ep_degree,
+                                                        int64_t{p.dp_shard} * p.cp_degree * p.tp_degree / p.ep_degree)
+                                          : std::string()),
                      p.family, to_string(p.float8), p.async_tp ? "on" : "off", p.loss_parallel ? "on" : "off",
                      std::string(to_string(p.activation_checkpointing)) +
                          (p.ac_layers > 0 ? fmt::format(" on the first {} blocks", p.ac_layers) : std::string()),
@@ -62,6 +65,7 @@ std::string changes(const Plan& from, const Plan& to) {
   if (from.dp_replicate != to.dp_replicate)
     c.push_back(fmt::format("dp_replicate {} -> {}", from.dp_replicate, to.dp_replicate));
   if (from.cp_degree != to.cp_degree) c.push_back(fmt::format("cp {} -> {}", from.cp_degree, to.cp_degree));
+  if (from.ep_degree != to.ep_degree) c.push_back(fmt::format("ep {} -> {}", from.ep_degree, to.ep_degree));
   // Without TP on both sides, the module plan, async TP and loss parallel change nothing (the lowering drops them).
   const bool tp = from.tp_degree > 1 || to.tp_degree > 1;
   if (tp && from.family != to.family) c.push_back(fmt::format("{} -> {}", from.family, to.family));
@@ -102,6 +106,9 @@ int tp_width(const ResolvedSpace& s) { return hsdp_space(s) ? 5 : 3; }
 // Whether the space searches context-parallel degrees (search.cp_degrees other than [1]): the tables then have a `cp`
 // column after tp; other reports read as before.
 bool cp_space(const ResolvedSpace& s) { return s.cp_degrees.size() > 1 || s.cp_degrees.front() != 1; }
+// Whether the space searches expert-parallel degrees (search.ep_degrees other than [1]: a mixture-of-experts model's):
+// the tables then have an `ep` column after tp (and cp); other reports read as before.
+bool ep_space(const ResolvedSpace& s) { return s.ep_degrees.size() > 1 || s.ep_degrees.front() != 1; }
 // Whether the space has pipeline candidates (search.pp_degrees): the tables then have a `pp` column first ("8 1F1B/2":
 // degree, schedule and microbatch size, and "x4" for 4 stages per rank when not the schedule's default; "1" without
 // PP); other reports read as before.
@@ -130,6 +137,7 @@ std::vector<TextColumn> plan_columns(const ResolvedSpace& s) {
                                {"AC", 9},
                                {"batch", static_cast<size_t>(batch_width(s)), Align::right}};
   if (seq_column(s)) c.push_back({"seq", 6, Align::right});
+  if (ep_space(s)) c.insert(c.begin() + 1, TextColumn{"ep", 3, Align::right});
   if (cp_space(s)) c.insert(c.begin() + 1, TextColumn{"cp", 2, Align::right});
   if (s.searches_pp()) c.insert(c.begin(), TextColumn{"pp", 20, Align::left});
   return c;
@@ -143,6 +151,7 @@ std::vector<std::string> plan_cells(const ResolvedSpace& s, const Candidate& x) 
                                 ac_label(x),
                                 batch_cell(s, x)};
   if (seq_column(s)) c.push_back(std::to_string(x.seq_len));
+  if (ep_space(s)) c.insert(c.begin() + 1, std::to_string(x.ep_degree));
   if (cp_space(s)) c.insert(c.begin() + 1, std::to_string(x.cp_degree));
   if (s.searches_pp()) c.insert(c.begin(), pp_cell(x));
   return c;

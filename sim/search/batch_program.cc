@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -165,6 +166,31 @@ class Matcher {
   int64_t b1_, b2_;
 };
 
+// Why a mixture-of-experts Program is not affine in the local batch, or empty when it is. A MoE block's grouped GEMMs
+// are sized by the busiest expert group's rows, ceil(copies x imbalance x ep / experts), padded to 16 rows with float8
+// operands (plans/lower/experts.cc), copies = local batch x the rank's tokens per sequence x top_k: affine in the batch
+// for every batch size only when every value is exact, i.e. imbalance 1 and tokens per sequence x top_k x ep a
+// multiple of experts (x 16 with float8); then the rows are batch x that multiple and the received rows the copies.
+// Otherwise two lowerings may agree on a line the other batch sizes leave (a rounding), which the Matcher could not
+// see.
+std::string moe_rows_not_affine(const Model& m, const Training& t, const Plan& p) {
+  if (m.moe.experts <= 0) return {};
+  if (t.moe_imbalance != 1.0)
+    return fmt::format("training.moe_imbalance {}: the busiest expert group's rows are rounded up at each batch size",
+                       t.moe_imbalance);
+  const int64_t tp = std::max(p.tp_degree, 1), cp = std::max(p.cp_degree, 1), ep = std::max(p.ep_degree, 1);
+  const int64_t tokens = t.seq_len / cp / (ep > 1 && tp > 1 ? tp : 1);  // the router's tokens per sequence
+  const int64_t modulus = int64_t{m.moe.experts} * (p.float8 != Float8Recipe::none ? 16 : 1);  // <= 2^18
+  // tokens x top_k x ep mod modulus, each factor reduced first (products below 2^36)
+  const int64_t rest = tokens % modulus * (m.moe.top_k % modulus) % modulus * (ep % modulus) % modulus;
+  if (rest != 0)
+    return fmt::format(
+        "the expert groups' rows ({} tokens x top_k {} x ep {} / {} experts{}) are rounded up at some "
+        "batch sizes",
+        tokens, m.moe.top_k, ep, m.moe.experts, modulus > m.moe.experts ? ", padded to 16" : "");
+  return {};
+}
+
 }  // namespace
 
 std::string program_difference(Program a, const Program& b) {
@@ -181,6 +207,7 @@ std::unique_ptr<BatchProgram> BatchProgram::make(const Model& model, const Train
     return std::unique_ptr<BatchProgram>();
   };
   if (b1 == b2) return refuse(fmt::format("both Programs are at local batch {}", b1));
+  if (std::string why = moe_rows_not_affine(model, training, plan); !why.empty()) return refuse(why);
   std::unique_ptr<BatchProgram> bp(new BatchProgram());
   bp->model_ = model;
   bp->training_ = training;

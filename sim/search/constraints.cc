@@ -8,6 +8,45 @@
 
 namespace tptune {
 
+namespace {
+
+// A mixture-of-experts candidate: what plans/lower/input_checks.cc (check_moe) and check_expert_mesh()
+// (plans/language/expert_parallel.h) refuse for every plan family (the MoE styles are torchtitan's, not the family's).
+Verdict check_moe(const Model& m, const Candidate& c, bool with_detail) {
+  auto fail = [with_detail](PruneReason reason, auto&& detail) {
+    return with_detail ? Verdict{reason, detail()} : Verdict{reason, {}};
+  };
+  const int tp = c.tp_degree, ep = c.ep_degree;
+  if (ep < 1 || m.moe.experts % ep)
+    return fail(PruneReason::ep_experts, [&] { return fmt::format("ep {} vs {} experts", ep, m.moe.experts); });
+  // dp_shard x cp x tp <= world <= 2^20: no overflow.
+  const int64_t dense = int64_t{c.dp_shard} * c.cp_degree * tp;
+  if (dense % ep)
+    return fail(PruneReason::ep_mesh, [&] {
+      return fmt::format("ep {} vs dp_shard {} x cp {} x tp {} = {}", ep, c.dp_shard, c.cp_degree, tp, dense);
+    });
+  if (c.pp_degree > 1)
+    return fail(PruneReason::moe_pp, [&] { return fmt::format("pp {} with {} experts", c.pp_degree, m.moe.experts); });
+  if (c.async_tp && tp > 1)
+    return fail(PruneReason::moe_async_tp, [&] { return fmt::format("async TP at tp {}", tp); });
+  if (c.float8 == Float8Recipe::tensorwise)
+    return fail(PruneReason::moe_float8, [&] { return std::string("float8 tensorwise"); });
+  if (ep == 1 && tp > 1 && m.moe.expert_ffn_dim % tp)
+    return fail(PruneReason::expert_ffn,
+                [&] { return fmt::format("tp {} vs expert_ffn_dim {}", tp, m.moe.expert_ffn_dim); });
+  if (tp > 1 && m.moe.shared_ffn_dim % tp)
+    return fail(PruneReason::shared_ffn,
+                [&] { return fmt::format("tp {} vs shared_ffn_dim {}", tp, m.moe.shared_ffn_dim); });
+  if (ep > 1 && tp > 1 && (c.seq_len / c.cp_degree) % tp)
+    return fail(PruneReason::moe_router_tokens, [&] {
+      return fmt::format("tp {} vs seq_len {} / cp {} = {} tokens", tp, c.seq_len, c.cp_degree,
+                         c.seq_len / c.cp_degree);
+    });
+  return {};
+}
+
+}  // namespace
+
 Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const ResolvedSpace& s, const Candidate& c,
                      bool with_detail) {
   // The detail is formatted only when asked for: the search drops statically pruned candidates (most of a large space)
@@ -68,7 +107,7 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
       return fail(PruneReason::heads, [&] { return fmt::format("tp {} vs n_heads {}", tp, m.n_heads); });
     if (m.n_kv_heads % tp)
       return fail(PruneReason::kv_heads, [&] { return fmt::format("tp {} vs n_kv_heads {}", tp, m.n_kv_heads); });
-    if (m.ffn_dim % tp)
+    if (m.moe.experts == 0 && m.ffn_dim % tp)  // (a MoE model's blocks have no dense MLP: check_moe() below)
       return fail(PruneReason::ffn, [&] { return fmt::format("tp {} vs ffn_dim {}", tp, m.ffn_dim); });
     if (m.vocab_size % tp)
       return fail(PruneReason::vocab, [&] { return fmt::format("tp {} vs vocab_size {}", tp, m.vocab_size); });
@@ -93,6 +132,8 @@ Verdict check_static(const Config& cfg, const ClusterSpec& cluster, const Resolv
                            effective);
       });
   }
+  if (m.moe.experts > 0)
+    if (Verdict v = check_moe(m, c, with_detail); !v.ok()) return v;
   if (tp == 1) {
     Candidate rep = tp1_representative(s, c);
     if (rep.family != c.family || rep.async_tp != c.async_tp || rep.loss_parallel != c.loss_parallel)

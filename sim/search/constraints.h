@@ -30,6 +30,13 @@
 //                                              alike)
 //   more pipeline stages than layers           pp x stages per rank above the effective layers (n_layers +
 //                                              first and last stage less layers: torchtitan's default split refuses)
+//   mixture of experts (model.moe)             ep does not divide the routed experts, or dp_shard x cp x tp (the
+//                                              sparse mesh, plans/language/expert_parallel.h); pipeline parallelism,
+//                                              async TP or float8 tensorwise (not lowered for MoE); with ep 1 and tp,
+//                                              tp not dividing expert_ffn_dim; tp not dividing shared_ffn_dim; with
+//                                              ep > 1 and tp, tp not dividing seq_len / cp (the router's Shard(1)
+//                                              input): each as plans/lower/input_checks.cc refuses it, whatever the
+//                                              family (a MoE model's dense `ffn` rule does not apply: no dense MLP)
 //   redundant at tp 1                          without TP, async TP, loss parallel and the module plan change nothing:
 //                                              the candidate's Program is that of its representative (first family,
 //                                              first async and loss-parallel values of the space), which is evaluated

@@ -293,8 +293,8 @@ void CandidateEvaluator::recycle(UnfinishedByBatch& u) {
 namespace {
 bool same_structure_but_async(const Candidate& a, const Candidate& b) {
   return a.seq_len == b.seq_len && a.tp_degree == b.tp_degree && a.dp_shard == b.dp_shard &&
-         a.dp_replicate == b.dp_replicate && a.cp_degree == b.cp_degree && a.family == b.family &&
-         a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
+         a.dp_replicate == b.dp_replicate && a.cp_degree == b.cp_degree && a.ep_degree == b.ep_degree &&
+         a.family == b.family && a.float8 == b.float8 && a.loss_parallel == b.loss_parallel;
 }
 }  // namespace
 

@@ -30,7 +30,16 @@ enum class PruneReason : uint8_t {
   async_needs_sp,         // async TP needs sequence parallel
   pp_stages_schedule,     // the pipeline schedule does not take that many stages per rank
   pp_stages_layers,       // more pipeline stages (pp x stages per rank) than the model's effective layers
-  redundant,              // redundant at tp 1 (same program as another candidate)
+  // A mixture-of-experts model (model.moe; plans/language/expert_parallel.h, plans/lower/input_checks.cc check_moe()).
+  ep_experts,         // ep does not divide the routed experts
+  ep_mesh,            // ep does not divide dp_shard x cp x tp (the sparse mesh's efsdp)
+  moe_pp,             // pipeline parallelism of a MoE model (not lowered yet)
+  moe_async_tp,       // async TP with a MoE model (not lowered)
+  moe_float8,         // float8 tensorwise with a MoE model (its grouped GEMMs run rowwise recipes only)
+  expert_ffn,         // ep 1 with tp: tp does not divide expert_ffn_dim (experts TP-sharded)
+  shared_ffn,         // tp does not divide shared_ffn_dim
+  moe_router_tokens,  // ep > 1 with tp: tp does not divide a rank's tokens per sequence (the router's Shard(1) input)
+  redundant,          // redundant at tp 1 (same program as another candidate)
   // Late.
   memory,          // out of memory (peak + search.memory_headroom_gib > capacity)
   min_throughput,  // below search.min_tokens_per_second_per_gpu

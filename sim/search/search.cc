@@ -162,11 +162,6 @@ CandidateResult evaluate_pipeline_candidate(const Config& cfg, const ClusterSpec
 }
 
 SearchResult search(const Config& cfg, const SearchOptions& o) {
-  if (cfg.model.moe.experts > 0)  // (every candidate would be ep 1: not the answer a MoE user asks for)
-    throw Error(
-        fmt::format("{}: model.moe: the search has no expert-parallel axis yet (search.ep_degrees, issue 42); "
-                    "simulate a MoE plan with `tp-plan simulate --ep N`",
-                    cfg.path.empty() ? std::string("<config>") : cfg.path));
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult r;
   r.space = resolve_space(cfg);
@@ -265,11 +260,11 @@ SearchResult search(const Config& cfg, const SearchOptions& o) {
   std::function<void(size_t, size_t)> progress;
   if (o.progress)
     progress = [&](size_t, size_t) { o.progress(done.load(std::memory_order_relaxed), static_cast<size_t>(total)); };
-  // Work units: the tasks that share (seq_len, tp, dp_replicate, cp, family, float8), i.e. async TP off and on, with
-  // and without loss parallel, in enumeration order on one worker, so that each async-off structure hands its lowering
-  // to its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count. Family f's units
-  // hold async_tp x (its loss-parallel values) tasks each, float8 after float8; the families' units follow each other
-  // within each (seq_len, tp, dp_replicate, cp).
+  // Work units: the tasks that share (seq_len, tp, dp_replicate, cp, ep, family, float8), i.e. async TP off and on,
+  // with and without loss parallel, in enumeration order on one worker, so that each async-off structure hands its
+  // lowering to its async-on sibling (CandidateEvaluator::take_async_sibling()) whatever the thread count. Family f's
+  // units hold async_tp x (its loss-parallel values) tasks each, float8 after float8; the families' units follow each
+  // other within each (seq_len, tp, dp_replicate, cp, ep).
   const size_t n_f8 = space.float8.size(), n_async = space.async_tp.size();
   std::vector<size_t> family_tasks;  // tasks of one unit of each family
   for (const PlanFamily& f : space.families)

@@ -23,8 +23,31 @@ std::vector<int> default_tp_degrees(const Cluster& c) {
   return out;
 }
 
+std::vector<int> default_ep_degrees(const Model& m, int world_size) {
+  if (m.moe.experts <= 0) return {1};
+  std::vector<int> out;
+  for (int d = 1; d <= world_size && d <= m.moe.experts; ++d)
+    if (world_size % d == 0 && m.moe.experts % d == 0) out.push_back(d);
+  return out;
+}
+
 namespace {
 void check_space_size(const std::string& path, const ResolvedSpace& r);
+
+// search.ep_degrees: the model's default (default_ep_degrees()) when the list is empty, or is the config's default
+// {1} without the key stated (SearchSpace::stated_at: in the file, or by --ep); a dense model's degrees other than 1
+// refused in one line (its key's file:line, or the option that set it).
+void resolve_ep_degrees(const Config& cfg, ResolvedSpace& r) {
+  const bool stated = r.stated_at.count("ep_degrees") > 0;
+  if (r.ep_degrees.empty() || (!stated && r.ep_degrees == std::vector<int>{1}))
+    r.ep_degrees = default_ep_degrees(cfg.model, r.world_size);
+  if (cfg.model.moe.experts > 0) return;
+  if (std::any_of(r.ep_degrees.begin(), r.ep_degrees.end(), [](int ep) { return ep != 1; })) {
+    const auto at = r.stated_at.find("ep_degrees");
+    throw Error(fmt::format("{}: search.ep_degrees [{}]: the model has no routed experts (model.moe); expected [1]",
+                            at != r.stated_at.end() ? at->second : cfg.path, fmt::join(r.ep_degrees, ", ")));
+  }
+}
 }  // namespace
 
 ResolvedSpace resolve_space(const Config& cfg) {
@@ -36,20 +59,7 @@ ResolvedSpace resolve_space(const Config& cfg) {
   if (r.dp_replicate.empty()) r.dp_replicate = {1};
   if (r.cp_degrees.empty()) r.cp_degrees = {1};
   if (r.pp_degrees.empty()) r.pp_degrees = {1};
-  if (r.ep_degrees.empty()) r.ep_degrees = {1};
-  // search.ep_degrees: read and range-checked (plans/language/config.cc), not enumerated yet (issue 42 item 5): any
-  // degree but 1 is refused here, the one place every search passes, never searched as ep 1.
-  if (std::any_of(r.ep_degrees.begin(), r.ep_degrees.end(), [](int ep) { return ep != 1; })) {
-    const auto at = r.stated_at.find("ep_degrees");
-    const std::string where = at != r.stated_at.end() ? at->second : cfg.path;
-    if (cfg.model.moe.experts == 0)
-      throw Error(fmt::format("{}: search.ep_degrees [{}]: the model has no routed experts (model.moe); expected [1]",
-                              where, fmt::join(r.ep_degrees, ", ")));
-    throw Error(
-        fmt::format("{}: search.ep_degrees [{}]: the search does not enumerate expert parallelism yet "
-                    "(issue 42); simulate a MoE plan with `tp-plan simulate --ep N`",
-                    where, fmt::join(r.ep_degrees, ", ")));
-  }
+  resolve_ep_degrees(cfg, r);
   if (r.pp_schedules.empty()) r.pp_schedules = {PipelineScheduleKind::one_f_one_b};
   if (r.pp_microbatch_sizes.empty()) r.pp_microbatch_sizes = {1};
   if (r.pp_stages_per_rank.empty()) r.pp_stages_per_rank = {0};
@@ -167,6 +177,7 @@ void check_space_size(const std::string& path, const ResolvedSpace& r) {
       {"tp_degrees", "tp_degrees", n(r.tp_degrees)},
       {"dp_replicate", "dp_replicate", n(r.dp_replicate)},
       {"cp_degrees", "cp_degrees", n(r.cp_degrees)},
+      {"ep_degrees", "ep_degrees", n(r.ep_degrees)},
       {"presets", "presets and plans x loss_parallel", per_family},
       {"float8", "float8", n(r.float8)},
       {"async_tp", "async_tp", n(r.async_tp)},
@@ -226,7 +237,7 @@ void set_policy_and_batch(const ResolvedSpace& s, Candidate& c, ActivationCheckp
 }
 
 // The candidate of the pp 1 space at `index` with these values (the body of enumerate_candidates()' loops).
-Candidate make_candidate(const ResolvedSpace& s, size_t index, int64_t seq, int tp, int rep, int cp, size_t fam,
+Candidate make_candidate(const ResolvedSpace& s, size_t index, int64_t seq, int tp, int rep, int cp, int ep, size_t fam,
                          Float8Recipe f8, bool async, bool lp, ActivationCheckpointing ac, int64_t lbs) {
   Candidate c;
   c.index = static_cast<int>(index);  // at most limits::max_search_candidates (resolve_space())
@@ -236,6 +247,7 @@ Candidate make_candidate(const ResolvedSpace& s, size_t index, int64_t seq, int 
   c.dp_shard = per_shard > 0 && s.world_size % per_shard == 0 ? static_cast<int>(s.world_size / per_shard) : 0;
   c.dp_replicate = rep;
   c.cp_degree = cp;
+  c.ep_degree = ep;
   c.family = static_cast<int>(fam);
   c.float8 = f8;
   c.async_tp = async;
@@ -272,9 +284,10 @@ size_t ResolvedSpace::size() const {
   for (const PlanFamily& f : families) per_family += static_cast<int64_t>(n_loss_parallel(*this, f));
   auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
   // At most limits::max_search_candidates for a resolved space (resolve_space()); checked for any other.
-  return static_cast<size_t>(checked_mul({n(seq_lens), n(tp_degrees), n(dp_replicate), n(cp_degrees), per_family,
-                                          n(float8), n(async_tp), n(activation_checkpointing), n(local_batch_sizes)},
-                                         "search space size (the product of the search lists' lengths)"));
+  return static_cast<size_t>(
+      checked_mul({n(seq_lens), n(tp_degrees), n(dp_replicate), n(cp_degrees), n(ep_degrees), per_family, n(float8),
+                   n(async_tp), n(activation_checkpointing), n(local_batch_sizes)},
+                  "search space size (the product of the search lists' lengths)"));
 }
 
 size_t ResolvedSpace::pipeline_size() const {
@@ -298,7 +311,7 @@ int64_t ResolvedSpace::candidates() const {
 
 Candidate ResolvedSpace::candidate_at(size_t index) const {
   // Mixed radix, innermost first: local batch, AC, loss parallel, async, float8 within a family's block (whose
-  // loss-parallel values are the family's), the families one after the other, then cp, dp_replicate, tp, seq_len.
+  // loss-parallel values are the family's), the families one after the other, then ep, cp, dp_replicate, tp, seq_len.
   const size_t per_lp = float8.size() * async_tp.size() * activation_checkpointing.size() * local_batch_sizes.size();
   size_t lp_values = 0;
   for (const PlanFamily& f : families) lp_values += n_loss_parallel(*this, f);
@@ -311,13 +324,15 @@ Candidate ResolvedSpace::candidate_at(size_t index) const {
   const size_t nlp = n_loss_parallel(*this, families[fam]), lp = i % nlp;
   i /= nlp;
   const size_t async = i % async_tp.size(), f8 = i / async_tp.size();
+  const size_t ep = outer % ep_degrees.size();
+  outer /= ep_degrees.size();
   const size_t cp = outer % cp_degrees.size();
   outer /= cp_degrees.size();
   const size_t rep = outer % dp_replicate.size();
   outer /= dp_replicate.size();
   const size_t tp = outer % tp_degrees.size(), seq = outer / tp_degrees.size();
-  return make_candidate(*this, index, seq_lens.at(seq), tp_degrees[tp], dp_replicate[rep], cp_degrees[cp], fam,
-                        float8[f8], async_tp[async], loss_parallel_value(*this, families[fam], lp),
+  return make_candidate(*this, index, seq_lens.at(seq), tp_degrees[tp], dp_replicate[rep], cp_degrees[cp],
+                        ep_degrees[ep], fam, float8[f8], async_tp[async], loss_parallel_value(*this, families[fam], lp),
                         activation_checkpointing[ac], local_batch_sizes[lbs]);
 }
 
@@ -349,14 +364,15 @@ std::vector<Candidate> enumerate_candidates(const ResolvedSpace& s) {
     for (int tp : s.tp_degrees)
       for (int rep : s.dp_replicate)
         for (int cp : s.cp_degrees)
-          for (size_t fam = 0; fam < s.families.size(); ++fam)
-            for (Float8Recipe f8 : s.float8)
-              for (bool async : s.async_tp)
-                for (size_t lp = 0; lp < n_loss_parallel(s, s.families[fam]); ++lp)
-                  for (ActivationCheckpointing ac : s.activation_checkpointing)
-                    for (int64_t lbs : s.local_batch_sizes)
-                      out.push_back(make_candidate(s, out.size(), seq, tp, rep, cp, fam, f8, async,
-                                                   loss_parallel_value(s, s.families[fam], lp), ac, lbs));
+          for (int ep : s.ep_degrees)
+            for (size_t fam = 0; fam < s.families.size(); ++fam)
+              for (Float8Recipe f8 : s.float8)
+                for (bool async : s.async_tp)
+                  for (size_t lp = 0; lp < n_loss_parallel(s, s.families[fam]); ++lp)
+                    for (ActivationCheckpointing ac : s.activation_checkpointing)
+                      for (int64_t lbs : s.local_batch_sizes)
+                        out.push_back(make_candidate(s, out.size(), seq, tp, rep, cp, ep, fam, f8, async,
+                                                     loss_parallel_value(s, s.families[fam], lp), ac, lbs));
   return out;
 }
 
@@ -406,7 +422,8 @@ std::string describe(const ResolvedSpace& s, const Candidate& c) {
                                     c.pp_microbatch_size)
                       : "",
       c.cp_degree > 1 ? fmt::format(" cp {}", c.cp_degree) : "",
-      c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : "",
+      (c.dp_replicate > 1 ? fmt::format(" dp_replicate {}", c.dp_replicate) : std::string()) +
+          (c.ep_degree > 1 ? fmt::format(" ep {}", c.ep_degree) : std::string()),
       s.families.at(static_cast<size_t>(c.family)).name, to_string(c.float8), c.async_tp, c.loss_parallel,
       to_string(c.activation_checkpointing), c.ac_layers > 0 ? fmt::format(" ac_layers={}", c.ac_layers) : "",
       c.local_batch_size, s.seq_lens.size() > 1 ? fmt::format(" seq={}", c.seq_len) : "",

@@ -4,8 +4,9 @@
 // A candidate fixes everything a Plan holds: the TP degree, the plan family (a preset's module plan or a user plan
 // file's), HSDP replicate degree, float8 recipe, async TP, loss parallel, activation checkpointing and local batch
 // size; dp_shard is world / (tp x dp_replicate) — and the sequence length it trains at (search.seq_lens). The space is
-// the Cartesian product of the section's lists, enumerated in a fixed order (seq_len, tp, dp_replicate, family, float8,
-// async, loss parallel, AC, local batch; the config's list order within each), so that a candidate's index identifies
+// the Cartesian product of the section's lists, enumerated in a fixed order (seq_len, tp, dp_replicate, cp, ep, family,
+// float8, async, loss parallel, AC, local batch; the config's list order within each), so that a candidate's index
+// identifies
 // it and ties in the ranking break the same way every run. The sequence length is outermost: each length's block is
 // the space as it was before the axis existed, in its old order (a one-length space enumerates exactly as before),
 // and everything the search shares between candidates (lowerings, batch-parametric Programs, async-TP siblings) stays
@@ -14,7 +15,13 @@
 // Defaults when the config has no `search:` section or leaves a list out are SearchSpace's (plans/language/config.h),
 // except tp_degrees, whose default is the divisors of the world size up to 2 x gpus_per_node (TP beyond two nodes is
 // never worth its inter-node traffic for the models tptune knows, and would only lengthen the list of pruned
-// candidates).
+// candidates), and ep_degrees (default_ep_degrees()).
+//
+// Expert parallelism (search.ep_degrees, a mixture-of-experts model): ep is an axis beside cp (a dense model's list is
+// [1], so its space enumerates as before the axis existed). A candidate's ep must divide the routed experts and its
+// dp_shard x cp x tp (torchtitan's sparse mesh, plans/language/expert_parallel.h); the ones that do not, and the
+// combinations the MoE lowering refuses (pipeline parallelism, async TP, float8 tensorwise), are pruned by static
+// reasons the report counts (sim/search/constraints.h).
 //
 // User plan files: their module styles define the family; the search varies the toggles around them, except
 // loss_parallel, which a module plan fixes (its output projection either keeps vocab-sharded logits or not), so a
@@ -53,8 +60,8 @@ struct Candidate : PlanToggles {
 };
 
 // The config's `search:` section (SearchSpace, plans/language/config.h: the axes' lists, the objective and the
-// constraints) with the defaults filled in (tp_degrees, dp_replicate, seq_lens), and what resolving adds: the families
-// (presets and loaded plan files, in that order), the world size and the config's seq_len.
+// constraints) with the defaults filled in (tp_degrees, dp_replicate, ep_degrees, seq_lens), and what resolving adds:
+// the families (presets and loaded plan files, in that order), the world size and the config's seq_len.
 struct ResolvedSpace : SearchSpace {
   std::vector<PlanFamily> families;  // the presets, then the plan files (loaded)
   // max_local_batch_size > 0: local_batch_sizes is {max_local_batch_size}, and each candidate's batch is the largest
@@ -94,6 +101,11 @@ struct ResolvedSpace : SearchSpace {
 
 // Divisors of the world size up to 2 x gpus_per_node (at least {1}).
 std::vector<int> default_tp_degrees(const Cluster& c);
+// search.ep_degrees when the config gives none: for a mixture-of-experts model every degree its sparse mesh may take
+// on `world_size` GPUs, the divisors of the world size that divide the routed experts (torchtitan's parallel_dims: ep
+// divides dp_shard x cp x tp, itself a divisor of the world; GroupedExperts Shard(0): ep divides the experts), in
+// ascending order from 1; for a dense model {1}.
+std::vector<int> default_ep_degrees(const Model& m, int world_size);
 // The config's space with defaults filled in and plan files loaded (tptune::Error naming the file on bad input).
 // Every path to the candidates passes here, so this is where the space's size is capped: more than
 // limits::max_search_candidates candidates, the pp 1 ones and the pipeline ones together (with search.ac_layers,
@@ -116,7 +128,8 @@ Plan candidate_plan(const ResolvedSpace& s, const Candidate& c);
 // The training section a candidate runs with: `t` with seq_len set to the candidate's.
 Training candidate_training(const Training& t, const Candidate& c);
 // One line: "tp 8 sequence_parallel float8=tensorwise async_tp=true ... local_batch=2"; HSDP candidates say
-// "tp 8 dp_replicate 2 sequence_parallel ..." (the key only when dp_replicate > 1), and candidates that accumulate
+// "tp 8 dp_replicate 2 sequence_parallel ..." (the key only when dp_replicate > 1), expert-parallel ones "tp 2 ep 4
+// ..." (only when ep > 1), and candidates that accumulate
 // end in "... local_batch=2 grad_accum=4" (only when > 1); when the space has more than one sequence length,
 // "... local_batch=2 seq=4096".
 std::string describe(const ResolvedSpace& s, const Candidate& c);

@@ -95,5 +95,29 @@ else
     *) fail "dtensor2: without MASTER_ADDR: $out" ;; esac
 fi
 
+# A mixture of experts (issue 42 item 5): the Qwen3 30B-A3B example searched over its default ep degrees (1, 2, 4, 8)
+# at tp 2, full AC, local batch 2, no float8 (32 candidates): the winner's ep reaches the plan file, simulate's
+# numbers, explain and the torchtitan-toml and python exports (--format torchtitan refuses MoE models).
+examples="$(dirname "$configs")/../../examples"
+d="$tmp/moe"; mkdir -p "$d"
+if "$tp_plan" search "$examples/qwen3-30b-a3b-h100.yaml" --tp 2 --ac full --local-batch-size 2 --float8 none --top 3 \
+     --out-plan "$d/best.yaml" --json "$d/search.json" >"$d/search.txt" 2>&1; then
+  ok "moe: search"
+  expect_in "$d/search.txt" '^winner: tp 2 x dp 4, ep [248] \(efsdp [1-4]\)' "moe: the winner line names its ep"
+  ep=$(grep -Eo '^ep_degree: [0-9]+' "$d/best.yaml" | grep -Eo '[0-9]+$')
+  if [ -n "$ep" ] && [ "$ep" -gt 1 ]; then ok "moe: the plan file states ep_degree $ep"
+  else fail "moe: no ep_degree above 1 in the plan file"; cat "$d/best.yaml"; fi
+  if "$tp_plan" simulate "$examples/qwen3-30b-a3b-h100.yaml" --plan "$d/best.yaml" --json "$d/sim.json" >"$d/sim.txt" 2>&1 &&
+     same_numbers "$d/search.json" "$d/sim.json"; then ok "moe: simulate --plan best.yaml gives the search's numbers"
+  else fail "moe: simulate --plan best.yaml"; cat "$d/sim.txt"; fi
+  "$tp_plan" explain "$examples/qwen3-30b-a3b-h100.yaml" --plan "$d/best.yaml" >"$d/explain.txt" 2>&1
+  expect_in "$d/explain.txt" "^Plan .*, ep $ep, float8" "moe: explain names ep $ep"
+  "$tp_plan" export "$d/best.yaml" --config "$examples/qwen3-30b-a3b-h100.yaml" --format torchtitan-toml \
+    -o "$d/export.toml" >"$d/export.txt" 2>&1
+  expect_in "$d/export.toml" "^expert_parallel_degree = $ep$" "moe: the TOML's expert_parallel_degree"
+else
+  fail "moe: search"; cat "$d/search.txt"
+fi
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all passed"

@@ -158,8 +158,8 @@ for bad in "--tp 0" "--float8 bf8" "--ac some" "--framework megatron" "--nodes 0
   [ "$(wc -l < "$dir/search.err")" = 1 ] && [ ! -s "$dir/search.out" ] || fail "$bad: not one line"
   cmp -s "$dir/sim.err" "$dir/search.err" || fail "$bad: simulate said '$(cat "$dir/sim.err")'"
 done
-# The options that are not a restriction of the space: refused, naming the option.
-for bad in "--dp-shard 2" "--ac-layers 4" "--loss-chunks 4" "--cp-rotate alltoall" "--no-cp-load-balance"; do
+# The options that are not a restriction of the space (and --ep on this dense model): refused, naming the option.
+for bad in "--dp-shard 2" "--ac-layers 4" "--loss-chunks 4" "--cp-rotate alltoall" "--no-cp-load-balance" "--ep 2"; do
   # shellcheck disable=SC2086
   "$tp_plan" search "$cfg" $bad --quiet > "$dir/search.out" 2> "$dir/search.err"
   rc=$?

@@ -160,20 +160,37 @@ TEST_CASE("search: a statically pruned candidate is counted, not stored, and rea
   }
 }
 
-TEST_CASE("search.ep_degrees: read, and refused in one line until the search enumerates it", "[search][moe]") {
-  // The default, and [1], are the space as before the key.
+TEST_CASE("search.ep_degrees: the default per model, a dense model's refusal, a MoE model's list as given",
+          "[search][moe]") {
+  // A dense model: [1] (the space as before the key), by default and stated.
   CHECK(resolve_space(test::small_config("ep.yaml", 1, 8, "\n  ep_degrees: [1]\n")).ep_degrees == std::vector<int>{1});
   CHECK(resolve_space(test::small_config("ep.yaml", 1, 8, "{}")).ep_degrees == std::vector<int>{1});
-  // A dense model has no experts to split (the key's line: `search:` is line 4, the key line 5).
+  // ... which has no experts to split (the key's line: `search:` is line 4, the key line 5).
   CHECK(refusal("\n  ep_degrees: [1, 2]\n") ==
         "big.yaml:5: search.ep_degrees [1, 2]: the model has no routed experts (model.moe); expected [1]");
-  // A mixture of experts: not enumerated yet, never searched as ep 1 alone.
+  // A mixture of experts: the list as stated, or by default every degree of its sparse mesh: the divisors of the
+  // world (8 GPUs) that divide the experts (8: 1, 2, 4, 8; 6: 1, 2; 16 on 4 x 8 GPUs: 1, 2, 4, 8, 16).
   Config moe = test::small_config("moe.yaml", 1, 8, "\n  ep_degrees: [2, 4]\n");
   moe.model.moe.experts = 8;
   moe.model.moe.top_k = 2;
   moe.model.moe.expert_ffn_dim = 32;
-  CHECK_THROWS_WITH(resolve_space(moe),
-                    "moe.yaml:5: search.ep_degrees [2, 4]: the search does not enumerate expert "
-                    "parallelism yet (issue 42); simulate a MoE plan with `tp-plan simulate "
-                    "--ep N`");
+  CHECK(resolve_space(moe).ep_degrees == std::vector<int>{2, 4});
+  moe.search.ep_degrees.clear();
+  CHECK(resolve_space(moe).ep_degrees == std::vector<int>{1, 2, 4, 8});
+  moe.model.moe.experts = 6;
+  CHECK(resolve_space(moe).ep_degrees == std::vector<int>{1, 2});
+  moe.model.moe.experts = 16;
+  CHECK(default_ep_degrees(moe.model, 32) == std::vector<int>{1, 2, 4, 8, 16});
+  CHECK(default_ep_degrees(test::tiny_llama_model(), 32) == std::vector<int>{1});
+  // The axis counts in the space's size: 4 ep degrees x the 8-GPU default space.
+  moe.model.moe.experts = 8;
+  const size_t with_ep = resolve_space(moe).size();
+  moe.search.ep_degrees = {2};
+  CHECK(with_ep == 4 * resolve_space(moe).size());
+  // [1] without the key stated is the config's default, which a MoE model replaces; stated (the file, --ep), it stays.
+  moe.search.ep_degrees = {1};
+  moe.search.stated_at.erase("ep_degrees");
+  CHECK(resolve_space(moe).ep_degrees == std::vector<int>{1, 2, 4, 8});
+  moe.search.stated_at["ep_degrees"] = "option --ep";
+  CHECK(resolve_space(moe).ep_degrees == std::vector<int>{1});
 }

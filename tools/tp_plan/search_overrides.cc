@@ -117,10 +117,17 @@ std::vector<AppliedOverride> restrict_search_space(Config& cfg, const PlanOption
   }
   narrow_list(applied, s, "--dp-replicate", o.dp_replicate, "dp_replicate", s.dp_replicate);
   narrow_list(applied, s, "--cp", o.cp, "cp_degrees", s.cp_degrees);
-  if (o.ep)
-    throw Error(
-        "--ep: the search has no expert-parallel axis yet (search.ep_degrees, issue 42); simulate a plan with "
-        "--ep instead");
+  if (o.ep) {
+    if (cfg.model.moe.experts == 0 && *o.ep != 1)
+      throw Error(fmt::format("--ep: ep_degree {}: the model has no routed experts (model.moe); expected 1", *o.ep));
+    applied.push_back({"--ep", std::to_string(*o.ep), "search.ep_degrees",
+                       was(s, "ep_degrees",
+                           cfg.model.moe.experts > 0 && !s.stated_at.count("ep_degrees")
+                               ? std::string("every degree the sparse mesh allows")
+                               : list_text(s.ep_degrees))});
+    s.ep_degrees = {*o.ep};
+    s.stated_at["ep_degrees"] = "option --ep";  // (given: not replaced by a MoE model's default)
+  }
   narrow_list(applied, s, "--pp", o.pp, "pp_degrees", s.pp_degrees);
   if (o.pp_schedule) {
     const PipelineScheduleKind kind = parse_pipeline_schedule(*o.pp_schedule, "--pp-schedule");

@@ -4,7 +4,8 @@
 //
 // Each option replaces one key of the config's `search:` section with exactly its value, as if the YAML said so:
 //   --tp N                  search.tp_degrees: [N]        --dp-replicate N     search.dp_replicate: [N]
-//   --cp N                  search.cp_degrees: [N]
+//   --cp N                  search.cp_degrees: [N]        --ep N               search.ep_degrees: [N] (a dense
+//                                                                                  model: 1 only)
 //   --pp N                  search.pp_degrees: [N]        --pp-schedule S      search.pp_schedules: [S]
 //   --pp-microbatch-size B  search.pp_microbatch_sizes: [B]
 //   --pp-stages-per-rank N  search.pp_stages_per_rank: [N]
