@@ -260,7 +260,7 @@ std::string kernel_fit_text(const KernelFit& f) {
                             fmt::join(p.per_row, ", "), p.implied, percent(p.preset / p.implied - 1))
                       : fmt::format(
                             "part level: {} sustained_tensor_fraction {:.4g} in its preset; no sustained row "
-                            "of its own (its preset's source names the part it is carried from)\n",
+                            "of its own (its preset's source says where its value comes from)\n",
                             p.gpu, p.preset);
   for (const auto& n : f.not_fitted) out += "not fitted: " + n + "\n";
   return out;

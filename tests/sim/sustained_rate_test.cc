@@ -55,10 +55,11 @@ TEST_CASE("sustained_tensor_fraction: each preset's value and where it comes fro
     double value;
     const char* source_has;
   };
-  for (const Want& w : {Want{"h200", 0.888, "755 / 850"}, Want{"h100-sxm", 0.888, "carried from the H200 SXM"},
-                        Want{"h100-sxm-hbm2e-500w", 0.888, "carried from the H200 SXM"},
-                        Want{"b200", 0.830, "1439 / 1737"}, Want{"gb200", 0.830, "carried from the B200 SXM"},
-                        Want{"a100-sxm-80gb", 0.905, "carried from the A100 PCIe"}, Want{"cpu", 1.0, "no boost"}}) {
+  for (const Want& w :
+       {Want{"h200", 0.888, "MSMF 755 / MAMF 850"}, Want{"h100-sxm", 0.888, "carried from the H200 SXM"},
+        Want{"h100-sxm-hbm2e-500w", 0.888, "carried from the H200 SXM"}, Want{"b200", 0.830, "MSMF 1439 / MAMF 1737"},
+        Want{"gb200", 0.830, "carried from the B200 SXM"}, Want{"a100-sxm-80gb", 0.905, "carried from the A100 PCIe"},
+        Want{"cpu", 1.0, "no boost"}}) {
     INFO(w.preset);
     const GpuSpec g = gpu_preset(w.preset);
     CHECK(device_cost_params(g).sustained_tensor_fraction == w.value);
