@@ -49,7 +49,8 @@ TEST_CASE("sustained_tensor_fraction: an 8192^3 bf16 GEMM on h200 takes 1/0.888 
 TEST_CASE("sustained_tensor_fraction: each preset's value and where it comes from") {
   // MSMF / MAMF as ml-engineering prints them (profiles/kernels/ml-engineering-msmf.yaml): H200 SXM bf16 755 / 850 =
   // 0.8882, fp8 1354 / 1525 = 0.8879 -> 0.888; B200 1439 / 1737 = 0.8284, 2788 / 3350 = 0.8322 -> 0.830; A100 PCIe
-  // 258 / 285 = 0.9053. Parts without a row carry the nearest part's, and say so.
+  // 258 / 285 = 0.9053. Parts without a row carry the nearest part's, and say so; the A100 SXM does not carry the A100
+  // PCIe's (Ampere's GEMM prior already sits 7 % under its burst: its source says why).
   struct Want {
     const char* preset;
     double value;
@@ -58,7 +59,7 @@ TEST_CASE("sustained_tensor_fraction: each preset's value and where it comes fro
   for (const Want& w :
        {Want{"h200", 0.888, "MSMF 755 / MAMF 850"}, Want{"h100-sxm", 0.888, "carried from the H200 SXM"},
         Want{"h100-sxm-hbm2e-500w", 0.888, "carried from the H200 SXM"}, Want{"b200", 0.830, "MSMF 1439 / MAMF 1737"},
-        Want{"gb200", 0.830, "carried from the B200 SXM"}, Want{"a100-sxm-80gb", 0.905, "carried from the A100 PCIe"},
+        Want{"gb200", 0.830, "carried from the B200 SXM"}, Want{"a100-sxm-80gb", 1.0, "not carried"},
         Want{"cpu", 1.0, "no boost"}}) {
     INFO(w.preset);
     const GpuSpec g = gpu_preset(w.preset);
