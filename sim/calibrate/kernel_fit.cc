@@ -23,6 +23,8 @@ std::string term_name(const KernelMeasurement& m) {
   switch (m.kind) {
     case KernelKind::gemm:
       return is_float8(m.dtype) ? "gemm_fp8_efficiency" : "gemm_efficiency";
+    case KernelKind::gemm_sustained:
+      return "sustained_tensor_fraction";
     case KernelKind::attention_fwd:
     case KernelKind::attention_fwd_bwd:
       return "attention_fwd_efficiency";
@@ -58,6 +60,7 @@ double measured_fraction(const KernelMeasurement& m, const GpuSpec& gpu) {
 // x_i: the model's fraction for the measurement at the term's efficiency 1, at the given tensor clock.
 double model_fraction(const KernelMeasurement& m, const GpuSpec& gpu, CostParams c, double clock) {
   c.tensor_clock_fraction = clock;
+  c.sustained_tensor_fraction = 1;  // the figures are short bursts, above the rate a saturated part sustains
   if (m.kind == KernelKind::memory_bound || is_collective(m.kind)) return 1.0;
   if (m.kind == KernelKind::gemm) {
     if (!m.has_shape()) return clock;
@@ -114,9 +117,26 @@ std::vector<std::string> KernelFit::sources_of(const std::string& architecture) 
 KernelFit fit_kernels(const std::vector<KernelSource>& record) {
   KernelFit f;
   std::vector<Row> rows;
+  std::map<std::string, ImpliedSustained> sustained;  // by preset
   for (const auto& s : record) {
     f.sources.push_back(s.id);
     for (const auto& m : s.measurements) {
+      if (m.kind == KernelKind::gemm_sustained) {
+        // A part-level figure: the sustained rate over the burst rate printed beside it.
+        const double ratio = m.figure / m.burst;
+        const std::string row = fmt::format("{} {:.3f}", to_string(m.dtype), ratio);
+        if (m.gpu.empty()) {
+          f.not_fitted.push_back(
+              fmt::format("{} {}: {} has no tptune preset (sustained / burst {})", s.id, m.id, m.gpu_as_printed, row));
+          continue;
+        }
+        ImpliedSustained& p = sustained[m.gpu];
+        p.implied += std::log(ratio);  // a sum of logs until the mean below
+        ++p.rows;
+        p.per_row.push_back(row);
+        if (std::find(p.sources.begin(), p.sources.end(), s.id) == p.sources.end()) p.sources.push_back(s.id);
+        continue;
+      }
       if (m.gpu.empty()) {
         f.not_fitted.push_back(fmt::format("{} {}: {} has no tptune preset", s.id, m.id, m.gpu_as_printed));
         continue;
@@ -181,6 +201,19 @@ KernelFit fit_kernels(const std::vector<KernelSource>& record) {
     f.clocks.push_back({gpu, device_cost_params(gpu_preset(gpu)).tensor_clock_fraction,
                         std::min(1.0, std::exp(s.first / s.second)), s.second, clock_sources[gpu]});
   for (auto& [key, t] : terms) f.terms.push_back(std::move(t));
+  // Each preset's sustained_tensor_fraction, and what its own gemm_sustained rows imply.
+  for (const auto& name : gpu_preset_names()) {
+    const GpuSpec g = gpu_preset(name);
+    if (g.architecture.empty()) continue;
+    ImpliedSustained p;
+    if (const auto it = sustained.find(name); it != sustained.end()) {
+      p = it->second;
+      p.implied = std::exp(p.implied / p.rows);
+    }
+    p.gpu = name;
+    p.preset = device_cost_params(g).sustained_tensor_fraction;
+    f.sustained.push_back(std::move(p));
+  }
   return f;
 }
 
@@ -219,6 +252,16 @@ std::string kernel_fit_text(const KernelFit& f) {
         "the fitted architecture terms ({})\n",
         c.gpu, c.preset, c.rows, c.rows == 1 ? "" : "s", fmt::join(c.sources, ", "), c.implied,
         percent(c.preset / c.implied - 1));
+  for (const auto& p : f.sustained)
+    out += p.rows > 0 ? fmt::format(
+                            "part level: {} sustained_tensor_fraction {:.4g} in its preset; its {} sustained "
+                            "row{} ({}: {}) imply {:.3f} ({})\n",
+                            p.gpu, p.preset, p.rows, p.rows == 1 ? "" : "s", fmt::join(p.sources, ", "),
+                            fmt::join(p.per_row, ", "), p.implied, percent(p.preset / p.implied - 1))
+                      : fmt::format(
+                            "part level: {} sustained_tensor_fraction {:.4g} in its preset; no sustained row "
+                            "of its own (its preset's source says where its value comes from)\n",
+                            p.gpu, p.preset);
   for (const auto& n : f.not_fitted) out += "not fitted: " + n + "\n";
   return out;
 }

@@ -28,6 +28,10 @@
 // A power-capped part (tensor_clock_fraction < 1 in its preset) is a part-level question: its tensor-core rows do
 // not fit the architecture's terms; the report states the clock they imply, measured / (T x_i at clock 1).
 // Rows on a part without a preset, or on one without an architecture, are listed as not fitted.
+// Every figure above is a short burst (the GPU at its boost clock, below its power limit), so x_i is taken at
+// sustained_tensor_fraction 1. A gemm_sustained row prints the rate the part holds once saturated at its power limit
+// beside its burst rate: a part-level figure, fitted into no architecture term; the report states the
+// sustained_tensor_fraction each preset's rows imply, exp(mean ln(sustained / burst)), beside the preset's value.
 #include <string>
 #include <vector>
 
@@ -61,12 +65,22 @@ struct ImpliedClock {
   std::vector<std::string> sources;
 };
 
+struct ImpliedSustained {
+  std::string gpu;
+  double preset = 0;   // the preset's sustained_tensor_fraction
+  double implied = 0;  // geometric mean over its gemm_sustained rows of sustained / burst; 0: no row of its own
+  int rows = 0;
+  std::vector<std::string> sources;
+  std::vector<std::string> per_row;  // "bf16 0.888", in file order
+};
+
 struct KernelFit {
   std::vector<std::string> sources;  // every source id, in folder order
   std::vector<KernelTermFit> terms;  // by architecture, then term
   std::vector<KernelResidual> residuals;
   std::vector<ImpliedClock> clocks;
-  std::vector<std::string> not_fitted;  // "<source> <id>: <why>"
+  std::vector<ImpliedSustained> sustained;  // every preset with an architecture, in preset order
+  std::vector<std::string> not_fitted;      // "<source> <id>: <why>"
   // The architecture-level sources behind `architecture`: the ids of the sources with a fitted row on it.
   std::vector<std::string> sources_of(const std::string& architecture) const;
 };

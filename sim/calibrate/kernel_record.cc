@@ -21,6 +21,7 @@ struct KindName {
   const char* name;
 };
 constexpr KindName kKinds[] = {{KernelKind::gemm, "gemm"},
+                               {KernelKind::gemm_sustained, "gemm_sustained"},
                                {KernelKind::attention_fwd, "attention_fwd"},
                                {KernelKind::attention_bwd, "attention_bwd"},
                                {KernelKind::attention_fwd_bwd, "attention_fwd_bwd"},
@@ -48,7 +49,7 @@ std::vector<std::string> units_of(KernelKind k) {
 void read_shape(const YamlDoc& doc, const YAML::Node& n, const std::string& key, KernelMeasurement& m,
                 const YAML::Node& self) {
   const limits::IntRange dim{1, int64_t{1} << 24};
-  if (m.kind == KernelKind::gemm) {
+  if (is_gemm(m.kind)) {
     doc.check_map(n, key, {"m", "n", "k"});
     for (const char* d : {"m", "n", "k"})
       if (!has(n, d)) doc.fail_msg(n, yaml::join_key(key, d), "missing; a GEMM shape is {m, n, k}");
@@ -74,8 +75,9 @@ void read_shape(const YamlDoc& doc, const YAML::Node& n, const std::string& key,
 }
 
 KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, const std::string& key) {
-  doc.check_map(n, key,
-                {"id", "gpu", "gpu_as_printed", "kernel", "backend", "dtype", "shape", "figure", "unit", "quote"});
+  doc.check_map(
+      n, key,
+      {"id", "gpu", "gpu_as_printed", "kernel", "backend", "dtype", "shape", "figure", "burst", "unit", "quote"});
   KernelMeasurement m;
   m.at = doc.at(n);
   for (const char* k : {"id", "gpu_as_printed", "kernel", "figure", "unit", "quote"})
@@ -104,6 +106,16 @@ KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, cons
   m.figure = doc.real_in(
       n["figure"], key + ".figure",
       m.unit == KernelUnit::fraction_of_peak ? limits::RealRange{0, 1.5, true} : limits::RealRange{0, 1e6, true});
+  if (m.kind == KernelKind::gemm_sustained) {
+    if (!has(n, "burst"))
+      doc.fail_msg(n, key + ".burst",
+                   "missing; a gemm_sustained figure needs the short-burst figure printed beside it");
+    m.burst = doc.real_in(
+        n["burst"], key + ".burst",
+        m.unit == KernelUnit::fraction_of_peak ? limits::RealRange{0, 1.5, true} : limits::RealRange{0, 1e6, true});
+  } else if (has(n, "burst")) {
+    doc.fail_msg(n["burst"], key + ".burst", fmt::format("a {} figure has no burst: leave it out", kind));
+  }
   if (has(n, "shape")) {
     doc.require_map(n["shape"], key + ".shape");
     read_shape(doc, n["shape"], key + ".shape", m, n["shape"]);
@@ -128,12 +140,13 @@ const char* to_string(KernelUnit u) {
 bool is_attention(KernelKind k) {
   return k == KernelKind::attention_fwd || k == KernelKind::attention_bwd || k == KernelKind::attention_fwd_bwd;
 }
+bool is_gemm(KernelKind k) { return k == KernelKind::gemm || k == KernelKind::gemm_sustained; }
 bool is_collective(KernelKind k) {
   return k == KernelKind::all_reduce || k == KernelKind::all_gather || k == KernelKind::reduce_scatter;
 }
 
 bool KernelMeasurement::has_shape() const {
-  if (kind == KernelKind::gemm) return m > 0;
+  if (is_gemm(kind)) return m > 0;
   if (is_attention(kind)) return batch > 0 && seq > 0 && heads > 0 && head_dim > 0;
   return is_collective(kind);
 }

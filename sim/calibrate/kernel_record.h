@@ -9,8 +9,11 @@
 // A file:
 //   source:       {id, citation, repository + path + commit | paper, section, measurement}
 //   measurements: - {id, gpu (a preset; absent: a part without one, recorded and not fitted), gpu_as_printed, kernel,
-//                    backend, dtype, shape, figure, unit, quote}
-// kernel: gemm (shape {m, n, k}: A (m, k) @ B (k, n); dtype bf16 | fp16 | fp8), attention_fwd | attention_bwd |
+//                    backend, dtype, shape, figure, burst (gemm_sustained only), unit, quote}
+// kernel: gemm (shape {m, n, k}: A (m, k) @ B (k, n); dtype bf16 | fp16 | fp8), gemm_sustained (a GEMM rate the part
+// holds once saturated at its power limit, `figure`, printed beside the short-burst rate of the same part and dtype,
+// `burst`, in the same unit; the shape is the sustained figure's; a part-level figure: their ratio is the part's
+// CostParams::sustained_tensor_fraction, it fits no architecture term), attention_fwd | attention_bwd |
 // attention_fwd_bwd (backend flash2 | flash3 | cudnn | ...; optional shape {batch, seq, heads, head_dim, causal}),
 // memory_bound (a streaming kernel; fraction of HBM bandwidth), all_reduce | all_gather | reduce_scatter (shape
 // {ranks, bytes}; busbw). unit: TFLOPS | PFLOPS | fraction_of_peak | GBps (the figure as printed, in its unit; GBps
@@ -30,6 +33,7 @@ namespace tptune {
 
 enum class KernelKind {
   gemm,
+  gemm_sustained,
   attention_fwd,
   attention_bwd,
   attention_fwd_bwd,
@@ -42,6 +46,7 @@ enum class KernelUnit { tflops, pflops, fraction_of_peak, gbps };
 const char* to_string(KernelKind k);
 const char* to_string(KernelUnit u);
 bool is_attention(KernelKind k);
+bool is_gemm(KernelKind k);  // gemm or gemm_sustained
 bool is_collective(KernelKind k);
 
 struct KernelMeasurement {
@@ -60,6 +65,7 @@ struct KernelMeasurement {
   int ranks = 0;
   int64_t bytes = 0;
   double figure = 0;
+  double burst = 0;  // gemm_sustained: the short-burst figure printed beside it, in the same unit
   KernelUnit unit = KernelUnit::tflops;
   std::string quote;
   bool has_shape() const;

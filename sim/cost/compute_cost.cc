@@ -17,8 +17,12 @@ bool compile_fuses(const Program& p, const CostParams& c) {
   return c.compile_fuses && p.training.compiled(p.plan.async_tp);
 }
 
-// The sustained clock's share of a tensor-core rate (CostParams::tensor_clock_fraction); fp32 runs on CUDA cores.
-double tensor_clock(DType dtype, const CostParams& c) { return dtype == DType::fp32 ? 1.0 : c.tensor_clock_fraction; }
+// The share of a tensor-core rate a training step sustains: the clock a power cap leaves
+// (CostParams::tensor_clock_fraction) times the sustained rate under the power limit over the short-burst rate the
+// kernel figures were measured at (CostParams::sustained_tensor_fraction); fp32 runs on CUDA cores.
+double tensor_clock(DType dtype, const CostParams& c) {
+  return dtype == DType::fp32 ? 1.0 : c.tensor_clock_fraction * c.sustained_tensor_fraction;
+}
 
 // Fraction of `sms` x waves slots doing useful work when `ctas` equal CTAs run in waves.
 double wave_utilisation(int64_t ctas, int sms) {
@@ -82,7 +86,8 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
                 gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_tile_n, c.gemm_tile_m, gpu.sm_count, k0, gr),
                 c.gemm_small_tile_efficiency *
                     gemm_shape_efficiency(g.m, g.n, g.k, c.gemm_small_tile, c.gemm_small_tile, gpu.sm_count, k0, gr)});
-  // Tensor-core GEMMs run at the sustained clock a power cap leaves (CostParams::tensor_clock_fraction).
+  // Tensor-core GEMMs run at the sustained clock a power cap leaves (CostParams::tensor_clock_fraction), at the rate a
+  // chip saturated at its power limit holds (CostParams::sustained_tensor_fraction).
   double eff = base * shape * tensor_clock(op_type, c);
   double t_flops = e.flops / (peak * eff) * 1e6;
   double t_bytes = e.bytes / (gpu.hbm_bandwidth_GBps * 1e9 * c.gemm_memory_efficiency) * 1e6;

@@ -13,8 +13,9 @@ namespace tptune {
 namespace {
 
 constexpr std::pair<std::string_view, CostLevel> kLevels[] = {
-    // The part: the clock its power limit leaves.
+    // The part: the clock its power limit leaves, and its sustained rate there against a short burst's.
     {"tensor_clock_fraction", CostLevel::part},
+    {"sustained_tensor_fraction", CostLevel::part},
     // The architecture's kernels (cuBLAS/CUTLASS GEMMs, flash attention, streaming kernels, NCCL).
     {"gemm_efficiency", CostLevel::architecture},
     {"gemm_fp8_efficiency", CostLevel::architecture},

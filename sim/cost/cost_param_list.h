@@ -48,6 +48,14 @@ TPTUNE_COST_PARAM(double, gemm_fp32_efficiency, 0.80, 1e-4, 4.0);
 // this fraction of the spec's peak. 1: the part runs at the clock its datasheet figures assume. A preset sets it
 // (sim/gpus/h100-sxm-hbm2e-500w.yaml), and `tp-plan calibrate` can fit it by name like any cost parameter.
 TPTUNE_COST_PARAM(double, tensor_clock_fraction, 1.0, 0.1, 1.0);
+// Sustained tensor-core rate under the part's power limit over its short-burst rate: kernel-level GEMM and attention
+// figures (ml-engineering's MAMF, torchao's roofline, the FlashAttention papers) time short bursts that run at the
+// boost clock, while a training step keeps the chip saturated at its power limit, where it holds a lower rate
+// (stas00/ml-engineering compute/accelerator/README.md, "Maximum Achievable and Sustainable Matmul FLOPS": MSMF over
+// MAMF 0.888 on H200 SXM, 0.83 on B200; profiles/kernels/ml-engineering-msmf.yaml). Multiplies every tensor-core rate
+// as tensor_clock_fraction does (bf16/fp16/float8 GEMMs and attention, not fp32 or memory-bound kernels). 1: no burst
+// above the sustained rate (the cpu device). Each GPU preset sets it with its source.
+TPTUNE_COST_PARAM(double, sustained_tensor_fraction, 1.0, 0.1, 1.0);
 // Output tile of one CTA (cuBLAS/CUTLASS Hopper kernels use 128x128 .. 128x256 tiles); tiles are spread in waves
 // over the GPU's SMs, and a partial last wave wastes the idle SMs (wave quantization). Both orientations of the
 // tile are tried and the better one is taken (cuBLAS heuristics pick per shape).

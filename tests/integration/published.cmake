@@ -38,12 +38,13 @@ if(TARGET tp-plan)
   set_tests_properties("published: the MoE record predicts its EP run and lists the runs it cannot express"
                        PROPERTIES TIMEOUT 60 LABELS tp-plan PASS_REGULAR_EXPRESSION
                        "ep2-step10 +tp 1 bf16 ep 2 +h100-sxm-hbm2e-500w +86348.0 .*not expressible.*torchtitan-pr1672-dsv3-16b-sac sac-before: DeepSeek-V3 16B: tptune does not simulate DeepSeek-V3 yet.*torchtitan-pr2389-moe-gate-b200 bf16-gate-no-ac: the model and configuration are not stated")
-  # Kernel-level measurements (issue 38): the fit of the architecture terms prints its residuals per GPU.
+  # Kernel-level measurements (issue 38): the fit of the architecture terms prints its residuals per GPU, and each
+  # preset's sustained tensor rate beside what its own MSMF rows imply.
   add_test(NAME "kernels: calibrate --kernels fits the architecture terms and prints residuals per GPU"
            COMMAND ${TP_PLAN} calibrate --kernels ${CMAKE_SOURCE_DIR}/profiles/kernels)
   set_tests_properties("kernels: calibrate --kernels fits the architecture terms and prints residuals per GPU"
                        PROPERTIES TIMEOUT 60 LABELS tp-plan PASS_REGULAR_EXPRESSION
-                       "hopper +gemm_efficiency .*residuals per GPU.*h100-sxm: [0-9]+ fitted rows, mean .error.*part level: h100-sxm-hbm2e-500w tensor_clock_fraction")
+                       "hopper +gemm_efficiency .*residuals per GPU.*h100-sxm: [0-9]+ fitted rows, mean .error.*part level: h100-sxm-hbm2e-500w tensor_clock_fraction.*part level: h200 sustained_tensor_fraction 0.888 in its preset; its 2 sustained rows")
   tptune_error_test("kernels: a bad unit names its file, line and key"
                     "^tp-plan: error: .*bad_unit.yaml:12: measurements\\[0\\]\\.unit: expected one of fraction_of_peak, got 'GBps'"
                     ${TP_PLAN} calibrate --kernels ${TPTUNE_BAD}/kernels)

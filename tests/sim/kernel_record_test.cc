@@ -84,8 +84,8 @@ TEST_CASE("kernel record: every check is one line naming the file, line and key"
               kernels("  - {id: x, gpu_as_printed: X, kernel: conv, figure: 1, unit: TFLOPS, quote: "
                       "q}\n"));
         }) ==
-        "bad.yaml:19: measurements[3].kernel: expected one of gemm, attention_fwd, attention_bwd, attention_fwd_bwd, "
-        "memory_bound, all_reduce, all_gather, reduce_scatter, got 'conv'");
+        "bad.yaml:19: measurements[3].kernel: expected one of gemm, gemm_sustained, attention_fwd, attention_bwd, "
+        "attention_fwd_bwd, memory_bound, all_reduce, all_gather, reduce_scatter, got 'conv'");
   CHECK(error_of([] {
           parse(kernels("  - {id: x, gpu_as_printed: X, kernel: memory_bound, figure: 3000, unit: GBps, quote: q}\n"));
         }) == "bad.yaml:19: measurements[3].unit: expected one of fraction_of_peak, got 'GBps'");
@@ -138,8 +138,25 @@ TEST_CASE("kernel record: the real folder reads whole, four sources or more, eac
     ids.insert(s.id);
     for (const auto& m : s.measurements) CHECK(!m.quote.empty());
   }
-  for (const char* id : {"ml-engineering-mamf", "torchao-roofline", "flashattention-papers", "ml-engineering-nccl"})
+  for (const char* id : {"ml-engineering-mamf", "torchao-roofline", "flashattention-papers", "ml-engineering-nccl",
+                         "ml-engineering-msmf"})
     CHECK(ids.count(id) == 1);
+}
+
+TEST_CASE("kernel fit: the presets' sustained_tensor_fraction is what their own MSMF rows imply") {
+  // profiles/kernels/ml-engineering-msmf.yaml: h200 sqrt(755/850 x 1354/1525) = 0.888052, b200 sqrt(1439/1737 x
+  // 2788/3350) = 0.830337; the presets round them to 0.888 and 0.830.
+  const KernelFit f = fit_kernels(load_kernel_record(std::string(TPTUNE_SOURCE_DIR) + "/profiles/kernels"));
+  int with_rows = 0;
+  for (const auto& p : f.sustained) {
+    INFO(p.gpu);
+    if (p.rows == 0) continue;
+    ++with_rows;
+    CHECK(p.preset == Approx(p.implied).epsilon(1e-3));
+    if (p.gpu == "h200") CHECK(p.implied == Approx(0.888052).epsilon(1e-5));
+    if (p.gpu == "b200") CHECK(p.implied == Approx(0.830337).epsilon(1e-5));
+  }
+  CHECK(with_rows == 2);
 }
 
 TEST_CASE("kernel fit: the architecture's terms from the uncapped parts, the capped part's implied clock") {
@@ -176,6 +193,56 @@ TEST_CASE("kernel fit: the architecture's terms from the uncapped parts, the cap
   const std::string text = kernel_fit_text(f);
   CHECK(text.find("h100-sxm: 1 fitted row, mean |error| 0.0%") != std::string::npos);
   CHECK(text.find("part level: h100-sxm-hbm2e-500w tensor_clock_fraction") != std::string::npos);
+}
+
+TEST_CASE("kernel record: a sustained GEMM figure carries the burst printed beside it; the fit reads it per part") {
+  // ml-engineering's MSMF beside MAMF for the H200 SXM, bf16 and fp8, and the A100 PCIe (no preset).
+  const std::string rows =
+      "  - {id: s-bf16, gpu: h200, gpu_as_printed: H200, kernel: gemm_sustained, dtype: bf16, shape: {m: 1536, n: "
+      "2816, k: 6144}, figure: 755, burst: 850, unit: TFLOPS, quote: q}\n"
+      "  - {id: s-fp8, gpu: h200, gpu_as_printed: H200, kernel: gemm_sustained, dtype: fp8, figure: 1354, burst: 1525, "
+      "unit: TFLOPS, quote: q}\n"
+      "  - {id: s-a100, gpu_as_printed: A100 PCIe, kernel: gemm_sustained, dtype: bf16, figure: 258, burst: 285, unit: "
+      "TFLOPS, quote: q}\n";
+  const KernelSource s = parse(kernels(rows));
+  REQUIRE(s.measurements.size() == 6);
+  const KernelMeasurement& m = s.measurements[3];
+  CHECK(m.kind == KernelKind::gemm_sustained);
+  CHECK((m.figure == 755 && m.burst == 850 && m.m == 1536 && m.k == 6144));
+  CHECK(m.has_shape());
+  CHECK(!s.measurements[4].has_shape());
+  // A sustained figure needs its burst; no other figure has one.
+  CHECK(error_of([] {
+          parse(
+              kernels("  - {id: x, gpu_as_printed: X, kernel: gemm_sustained, dtype: bf16, figure: 755, unit: "
+                      "TFLOPS, quote: q}\n"));
+        }) ==
+        "bad.yaml:19: measurements[3].burst: missing; a gemm_sustained figure needs the short-burst figure printed "
+        "beside it");
+  CHECK(error_of([] {
+          parse(
+              kernels("  - {id: x, gpu_as_printed: X, kernel: gemm, dtype: bf16, figure: 755, burst: 850, unit: "
+                      "TFLOPS, quote: q}\n"));
+        }) == "bad.yaml:19: measurements[3].burst: a gemm figure has no burst: leave it out");
+  // The fit: part level only. h200's rows imply exp((ln(755/850) + ln(1354/1525)) / 2) = sqrt(0.888235 x 0.887869) =
+  // 0.888052; they fit no architecture term (Hopper gemm_efficiency still rests on the one gemm row: 0.837897, as
+  // below), and the A100 PCIe, without a preset, is listed with its ratio 258 / 285 = 0.905.
+  const KernelFit f = fit_kernels({s});
+  const auto h200 = std::find_if(f.sustained.begin(), f.sustained.end(), [](auto& p) { return p.gpu == "h200"; });
+  REQUIRE(h200 != f.sustained.end());
+  CHECK(h200->rows == 2);
+  CHECK(h200->implied == Approx(0.888052).epsilon(1e-5));
+  CHECK(h200->preset == 0.888);
+  for (const auto& t : f.terms)
+    if (t.architecture == "hopper" && t.name == "gemm_efficiency") CHECK(t.value == Approx(0.837897).epsilon(1e-5));
+  for (const auto& r : f.residuals) CHECK(r.id.rfind("s-", 0) != 0);
+  const std::string text = kernel_fit_text(f);
+  CHECK(text.find("part level: h200 sustained_tensor_fraction 0.888 in its preset; its 2 sustained rows (test-kernels: "
+                  "bf16 0.888, fp8_e4m3 0.888) imply 0.888 (-0.0%)") != std::string::npos);
+  CHECK(text.find("part level: h100-sxm sustained_tensor_fraction 0.888 in its preset; no sustained row of its own") !=
+        std::string::npos);
+  CHECK(text.find("not fitted: test-kernels s-a100: A100 PCIe has no tptune preset (sustained / burst bf16 0.905)") !=
+        std::string::npos);
 }
 
 TEST_CASE("kernel fit: each preset's kernel_sources are the sources with a fitted row on its architecture") {

@@ -31,8 +31,12 @@ TEST_CASE("the 500 W HBM2e H100 preset: torchtitan's figures, the same GH100 die
   CHECK(g.bf16_tflops == sxm.bf16_tflops);
   CHECK(g.fp8_tflops == sxm.fp8_tflops);
   CHECK(g.sm_count == 132);
-  CHECK(cost_param(g, "tensor_clock_fraction") == Approx(0.6421));
-  CHECK(device_cost_params(g).tensor_clock_fraction == Approx(0.6421));
+  // The fitted clock 0.6421 now reads 0.6421 / 0.888 = 0.723086 beside the sustained rate the part carries from the
+  // H200 SXM (sustained_tensor_fraction 0.888, which scales the same rates): their product is what the fit found.
+  CHECK(cost_param(g, "tensor_clock_fraction") == Approx(0.723086));
+  CHECK(device_cost_params(g).tensor_clock_fraction == Approx(0.723086));
+  CHECK(device_cost_params(g).tensor_clock_fraction * device_cost_params(g).sustained_tensor_fraction ==
+        Approx(0.6421).epsilon(1e-6));
   CHECK(device_cost_params(sxm).tensor_clock_fraction == 1.0);
   CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("1,671"));
   CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("fitted"));
