@@ -69,6 +69,7 @@ std::string torchtitan_llama3_lacks(const Model& m) {
     add(fmt::format("head_dim {} (n_heads {} x head_dim {} != dim {}; torchtitan's llama3 uses dim / n_heads)",
                     m.head_dim(), m.n_heads, m.head_dim(), m.dim));
   if (m.qkv_bias) add("biases on q/k/v (qkv_bias; torchtitan's llama3 Linears have bias=False)");
+  if (m.mla.kv_lora_rank > 0) add("multi-head latent attention (model.mla: torchtitan's deepseek_v3, not its llama3)");
   return lacks;
 }
 
