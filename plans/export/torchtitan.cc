@@ -222,12 +222,13 @@ std::string export_torchtitan_cli(const Plan& plan, const ExportContext& ctx) {
     add("--parallelism.pipeline-parallel-last-stage-less-layers", std::to_string(plan.pp_last_stage_less_layers));
     if (pp_split.needs_layers_per_stage)
       add("--parallelism.pipeline-parallel-layers-per-stage", std::to_string(pp_split.layers_per_stage));
-    // TrainingConfig.disable_cuda_graphs defaults to False, and the trainer's config check (trainer.py
-    // _validate_cuda_graphs) refuses a pipeline with CUDA graphs on: "CUDA graphs do not support pipeline parallelism
-    // yet. Set --training.disable_cuda_graphs." (found by tests/integration/check_torchtitan_export.py on torchtitan
-    // 0.3.0).
-    add("--training.disable-cuda-graphs", "");
   }
+  // TrainingConfig.disable_cuda_graphs defaults to False (the trainer captures forward+backward in a CUDA graph), and
+  // the trainer's config check (trainer.py _validate_cuda_graphs) refuses it with a pipeline ("CUDA graphs do not
+  // support pipeline parallelism yet") and with expert parallelism through the default token dispatcher
+  // (AllToAllTokenDispatcher: its token counts reach the host, the sync tptune prices; only MinimalAsyncEP or HybridEP
+  // with a capacity factor may be captured). Both found by tests/integration/check_torchtitan_export.py on 0.3.0.
+  if (plan.pp_degree > 1 || plan.ep_degree > 1) add("--training.disable-cuda-graphs", "");
   add("--training.local-batch-size", std::to_string(plan.local_batch_size));
   // torchtitan's TrainingConfig.global_batch_size (default -1: local batch x dp degree, no accumulation); train.py
   // derives gradient_accumulation_steps = global_batch_size // (local_batch_size x dp degree). Only when accumulating.

@@ -88,7 +88,8 @@ struct StructureLowering {
   BatchState batch;              // the current policy's; the caller recycles it (CandidateEvaluator::recycle) before
                                  // the next policy
   bool last_policy = false;      // the current policy is the structure's last and `unfinished` is not kept for an
-                                 // async-TP sibling: its Programs are finished in place rather than copied
+                                 // async-TP sibling: its Programs are finished into a Program an earlier policy
+                                 // finished from them, or moved and finished whole, and then dropped
 };
 
 // What sweep_ac_layers() found for one enumerated candidate's block counts.
