@@ -70,6 +70,7 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
   out.duration_us.resize(p.segments.size());  // (each segment's vector is refilled: its buffer is reused)
   out.segment_dispatch_us.clear();
   out.host_dispatch_us = 0;
+  out.cuda_graph = replays_cuda_graph(p, cluster_as_given.gpu);
   // Collective costs depend only on (kind, bytes, group); compute costs on the op. A GEMM's on its GemmOp alone (and
   // the Program's float8 recipe, compute_cost()): async TP's chunks and recompute ops repeat GEMMs of one shape, each
   // priced once here (the distinct shapes are few: a linear search).
@@ -103,7 +104,7 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
   add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us, &out.fsdp_copies);
   for (const Segment& s : p.segments) {
     double per_instance = 0;
-    for (const Op& op : s.ops) per_instance += dispatch_us(op, p, c);
+    for (const Op& op : s.ops) per_instance += dispatch_us(op, p, c, out.cuda_graph);
     out.segment_dispatch_us.push_back(per_instance);
     out.host_dispatch_us += per_instance * segment_instances(p, s);
   }

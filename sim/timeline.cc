@@ -119,7 +119,7 @@ class Scheduler {
       for (size_t j = 0; j < seg.ops.size(); ++j) {
         const size_t g = flow_.op_index(static_cast<int>(s), static_cast<int>(j));
         duration_[g] = costs.duration_us[s][j];
-        dispatch_[g] = dispatch_us(seg.ops[j], p, c);
+        dispatch_[g] = dispatch_us(seg.ops[j], p, c, costs.cuda_graph);
       }
     }
   }

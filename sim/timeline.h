@@ -71,6 +71,9 @@ struct OpCosts {
   // computed (hand-set costs).
   std::vector<double> segment_dispatch_us;
   double host_dispatch_us = 0;
+  // The forward and backward replay a CUDA graph (replays_cuda_graph(), sim/cost/compute_cost.h): their ops cost the
+  // host nothing to issue (dispatch_us()).
+  bool cuda_graph = false;
   // Of duration_us, FSDP2's copy kernels folded into an op (sim/fsdp_copies.h), [segment][op]; empty when none is
   // priced. What the trace, the HTML timeline and the top ops show as slices of their own (fsdp_copy_share()).
   std::vector<std::vector<FsdpCopyShare>> fsdp_copies;

@@ -310,8 +310,14 @@ int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
   return 1;
 }
 
-double dispatch_us(const Op& op, const Program& p, const CostParams& c) {
+double dispatch_us(const Op& op, const Program& p, const CostParams& c, bool graph_replayed) {
+  if (graph_replayed && op.phase != Phase::optimizer) return 0;
   return launched_kernels(op, p, c) * (compile_fuses(p, c) ? c.compiled_dispatch_us : c.eager_dispatch_us);
+}
+
+bool replays_cuda_graph(const Program& p, const GpuSpec& gpu) {
+  return p.plan.framework == Framework::torchtitan_0_3 && p.plan.pp_degree <= 1 && p.ep <= 1 &&
+         gpu.architecture != "cpu";
 }
 
 }  // namespace tptune

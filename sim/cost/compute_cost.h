@@ -62,7 +62,16 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
 // Collectives: 1.
 int launched_kernels(const Op& op, const Program& p, const CostParams& c);
 // The host's time to issue `op`: launched_kernels() x compiled_dispatch_us when the Program runs compiled (training
-// .compile, or implied by async TP, where CostParams::compile_fuses), else x eager_dispatch_us.
-double dispatch_us(const Op& op, const Program& p, const CostParams& c);
+// .compile, or implied by async TP, where CostParams::compile_fuses), else x eager_dispatch_us; 0 for an op of the
+// forward or backward (any phase but the optimizer's) when `graph_replayed` (replays_cuda_graph()).
+double dispatch_us(const Op& op, const Program& p, const CostParams& c, bool graph_replayed);
+// Whether the step's forward and backward replay a captured CUDA graph, so that the host issues none of their
+// kernels one by one: torchtitan 0.3's trainer wraps its forward+backward (model, loss, loss.backward(): FSDP's and
+// TP's collectives included) in a CUDA graph by default (TrainingConfig.disable_cuda_graphs false; trainer.py
+// wrap_with_cuda_graph, distributed/cudagraph.py), on a CUDA device, and refuses the graphs with a pipeline and with
+// expert parallelism through its default token dispatcher (_validate_cuda_graphs: tptune's export turns them off
+// there, and so prices them eager). Gradient clipping and the optimizer step run outside the graph, eager. The
+// replay's own launch, once per step, is not priced. Plans of the dtensor family run eager.
+bool replays_cuda_graph(const Program& p, const GpuSpec& gpu);
 
 }  // namespace tptune

@@ -160,7 +160,7 @@ TEST_CASE("host dispatch: kernels launched per op, eager composite modules and c
     CHECK(launched_kernels(ops[4], b.p, c) == 1);
     CHECK(launched_kernels(ops[5], b.p, c) == 1);
     CHECK(launched_kernels(ops[6], b.p, c) == 15);
-    CHECK(dispatch_us(ops[0], b.p, c) == 9 * c.eager_dispatch_us);
+    CHECK(dispatch_us(ops[0], b.p, c, false) == 9 * c.eager_dispatch_us);
   }
   SECTION("compiled: one fused kernel each, the amax fused into an elementwise producer") {
     b.p.training.compile = true;
@@ -171,8 +171,45 @@ TEST_CASE("host dispatch: kernels launched per op, eager composite modules and c
     Op fused = ops[4];
     std::get<CastFp8Op>(fused.kind).producer_elementwise = true;
     CHECK(launched_kernels(fused, b.p, c) == 0);
-    CHECK(dispatch_us(ops[0], b.p, c) == c.compiled_dispatch_us);
+    CHECK(dispatch_us(ops[0], b.p, c, false) == c.compiled_dispatch_us);
   }
+}
+
+TEST_CASE("torchtitan 0.3's CUDA graph: its forward and backward cost the host nothing, the optimizer step does") {
+  Builder b(1);
+  TensorId x = b.tensor("x"), y = b.tensor("y");
+  b.segment(SegmentKind::head);
+  b.op("norm", ElementwiseOp{ElementwiseOp::Fn::rmsnorm, 0}, {x}, {y});
+  b.op("act", ElementwiseOp{ElementwiseOp::Fn::swiglu, 0}, {x}, {y});
+  b.segment(SegmentKind::optimizer);
+  b.op("adamw", ElementwiseOp{ElementwiseOp::Fn::rmsnorm, 0}, {x}, {y});
+  b.p.segments[1].ops[0].phase = Phase::optimizer;
+  b.p.training.compile = false;
+  const CostParams c;
+  const GpuSpec h100 = gpu_preset("h100-sxm"), cpu = gpu_preset("cpu");
+  // Whether the step replays a graph: torchtitan 0.3's trainer on a CUDA device, without PP or EP (its
+  // _validate_cuda_graphs refuses both with the default dispatcher); the dtensor family and the cpu device run eager.
+  CHECK_FALSE(replays_cuda_graph(b.p, h100));
+  b.p.plan.framework = Framework::torchtitan_0_3;
+  CHECK(replays_cuda_graph(b.p, h100));
+  CHECK_FALSE(replays_cuda_graph(b.p, cpu));
+  b.p.plan.pp_degree = 2;
+  CHECK_FALSE(replays_cuda_graph(b.p, h100));
+  b.p.plan.pp_degree = 1;
+  b.p.ep = 2;
+  CHECK_FALSE(replays_cuda_graph(b.p, h100));
+  b.p.ep = 1;
+  // Replayed: the forward/backward ops issue nothing; the optimizer's op stays eager (RMSNorm's 9 kernels here).
+  CHECK(dispatch_us(b.p.segments[0].ops[0], b.p, c, true) == 0);
+  CHECK(dispatch_us(b.p.segments[1].ops[0], b.p, c, true) == 9 * c.eager_dispatch_us);
+  // cost_ops: the step's host time is the optimizer's 9 x 10 us alone (eager: 9 + 2 + 9 kernels, 200 us).
+  const OpCosts replayed = cost_ops(b.p, make_cluster(h100, 1, 1), c);
+  CHECK(replayed.cuda_graph);
+  CHECK(replayed.host_dispatch_us == Approx(9 * c.eager_dispatch_us));
+  b.p.plan.framework = Framework::dtensor;
+  const OpCosts eager = cost_ops(b.p, make_cluster(h100, 1, 1), c);
+  CHECK_FALSE(eager.cuda_graph);
+  CHECK(eager.host_dispatch_us == Approx(20 * c.eager_dispatch_us));
 }
 
 TEST_CASE(
