@@ -249,8 +249,8 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
 
 TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure, rebuilt for another") {
   // The search's pattern (sim/search/eval.h): one structure and policy at local batch 1, 2 and 4 (the same
-  // structure: built once, then kept), another policy (another structure: built), the first again (built: one is
-  // kept), and the same Program with collectives that cannot overlap compute (other CostParams words: built).
+  // structure: built once, then kept), another policy (another structure: built), the first again (kept beside the
+  // second), and the same Program with collectives that cannot overlap compute (other CostParams words: built).
   auto at = [](int64_t batch, ActivationCheckpointing ac) {
     return test::lower_preset("sequence_parallel",
                               {.tp_degree = 2,
@@ -274,8 +274,8 @@ TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure
       {at(2, ActivationCheckpointing::selective), CostParams{}, 1, 1},
       {at(4, ActivationCheckpointing::selective), CostParams{}, 2, 1},
       {at(1, ActivationCheckpointing::full), CostParams{}, 2, 2},
-      {at(2, ActivationCheckpointing::selective), CostParams{}, 2, 3},
-      {at(2, ActivationCheckpointing::selective), serial, 2, 4},
+      {at(2, ActivationCheckpointing::selective), CostParams{}, 3, 2},
+      {at(2, ActivationCheckpointing::selective), serial, 3, 3},
   };
   ScheduleCache cache;
   for (size_t k = 0; k < std::size(steps); ++k) {
