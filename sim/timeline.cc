@@ -23,26 +23,6 @@ namespace tptune {
 
 // ---- SegmentTimes ---------------------------------------------------------------------------------------------------
 
-OpTime SegmentTimes::time(int instance, int op) const {
-  const size_t n = static_cast<size_t>(ops);
-  if (steady_from < 0) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
-  const bool pf = prefetched[static_cast<size_t>(op)] != 0;
-  const int ref = pf ? steady_from + 1 : steady_from;
-  if (instance <= ref) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
-  if (!pf && instance == instances - 1) return tail[static_cast<size_t>(op)];
-  OpTime t = rows[static_cast<size_t>(ref) * n + static_cast<size_t>(op)];
-  const double d = (instance - ref) * period_us;
-  t.start += d;
-  t.end += d;
-  return t;
-}
-
-const InstanceStats& SegmentTimes::instance_stats(int instance) const {
-  if (steady_from < 0 || instance <= steady_from) return stats[static_cast<size_t>(instance)];
-  if (instance == instances - 1) return tail_stats;
-  return stats[static_cast<size_t>(steady_from)];
-}
-
 double SegmentTimes::shift(int instance) const {
   if (steady_from < 0 || instance <= steady_from || instance == instances - 1) return 0;
   return (instance - steady_from) * period_us;

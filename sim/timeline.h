@@ -141,6 +141,27 @@ struct SegmentTimes {
   double shift(int instance) const;                         // of instance_stats(instance)'s times
 };
 
+// (Inline: the scheduler asks for a time at every dependency and outside value of every op it schedules.)
+inline OpTime SegmentTimes::time(int instance, int op) const {
+  const size_t n = static_cast<size_t>(ops);
+  if (steady_from < 0) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
+  const bool pf = prefetched[static_cast<size_t>(op)] != 0;
+  const int ref = pf ? steady_from + 1 : steady_from;
+  if (instance <= ref) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
+  if (!pf && instance == instances - 1) return tail[static_cast<size_t>(op)];
+  OpTime t = rows[static_cast<size_t>(ref) * n + static_cast<size_t>(op)];
+  const double d = (instance - ref) * period_us;
+  t.start += d;
+  t.end += d;
+  return t;
+}
+
+inline const InstanceStats& SegmentTimes::instance_stats(int instance) const {
+  if (steady_from < 0 || instance <= steady_from) return stats[static_cast<size_t>(instance)];
+  if (instance == instances - 1) return tail_stats;
+  return stats[static_cast<size_t>(steady_from)];
+}
+
 struct Timeline {
   std::vector<SegmentTimes> segments;  // parallel to Program::segments
   double step_time_us = 0;
