@@ -308,6 +308,39 @@ TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure
   }
 }
 
+TEST_CASE("a ScheduleCache keeps the kMaxKept structures used last") {
+  // One Program under kMaxKept + 1 CostParams whose slowdowns differ: as many structures (the words hold them).
+  const Program p = test::lower_preset("sequence_parallel",
+                                       {.tp_degree = 2,
+                                        .dp_shard = 4,
+                                        .async_tp = true,
+                                        .loss_parallel = true,
+                                        .activation_checkpointing = ActivationCheckpointing::selective,
+                                        .local_batch_size = 1},
+                                       small_model(5), 512);
+  const ClusterSpec cl = test::cluster_of("h100-sxm", 1, 8);
+  ScheduleCache cache;
+  auto run = [&](size_t i) {
+    CostParams c;
+    c.overlap_compute_slowdown = 0.01 * static_cast<double>(i + 1);
+    const OpCosts oc = cost_ops(p, cl, c);
+    const Timeline got = schedule(p, oc, c, cache);
+    CHECK(got.step_time_us == schedule(p, oc, c).step_time_us);
+  };
+  const size_t n = ScheduleCache::kMaxKept;
+  for (size_t i = 0; i < n; ++i) run(i);
+  CHECK(cache.misses == n);
+  run(0);  // kept (the one used longest ago), and now used last
+  CHECK(cache.hits == 1);
+  run(n);  // one more: drops the one used longest ago, 1
+  CHECK(cache.misses == n + 1);
+  run(0);
+  CHECK(cache.hits == 2);
+  run(1);  // dropped: built again
+  CHECK(cache.misses == n + 2);
+  CHECK(cache.hits == 2);
+}
+
 TEST_CASE("extrapolation stops where a later instance waits for a value from another segment") {
   // block.fwd (5 layers): a 10 us matmul on the residual chain, then a 100 us DP collective writing a per-layer
   // tensor `s`; DP collectives queue on their stream, so s of layer i is ready at 100 (i + 1) (each may start once
