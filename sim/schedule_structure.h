@@ -33,6 +33,7 @@ struct ScheduleStructure {
   };
 
   std::vector<int64_t> words;  // structure_words() of the Program it was built from
+  uint64_t hash = 0;           // words_hash() of `words` (kept structures only)
   std::optional<Dataflow> flow;
   std::vector<std::vector<Op>> ops;
   std::vector<std::vector<int>> own, pf;            // per segment: own ops in order; ops the previous unit issues
@@ -109,6 +110,10 @@ struct ScheduleStructure {
     }
   }
 
+  // A hash of structure_words(), folded in as they come (FNV-1a over the words).
+  static constexpr uint64_t kHashBasis = 14695981039346656037ull;
+  static uint64_t hash_word(uint64_t h, int64_t x) { return (h ^ static_cast<uint64_t>(x)) * 1099511628211ull; }
+
   bool matches(const Program& p, const CostParams& c) const {
     const int64_t *at = words.data(), *end = at + words.size();
     bool same = true;
@@ -120,8 +125,12 @@ struct ScheduleStructure {
   // `keep`: record the words, for matches() (a structure built for one schedule only need not).
   void build(const Program& p, const CostParams& c, bool keep) {
     words.clear();
-    flow.reset();
     if (keep) structure_words(p, c, [&](int64_t x) { words.push_back(x); });
+    build_from_words(p, c, keep);
+  }
+  // build() once `words` holds p's structure_words() (or is empty, when not `keep`).
+  void build_from_words(const Program& p, const CostParams& c, bool keep) {
+    flow.reset();
     flow.emplace(p);
     const size_t ns = p.segments.size();
     ops.assign(ns, {});

@@ -23,26 +23,6 @@ namespace tptune {
 
 // ---- SegmentTimes ---------------------------------------------------------------------------------------------------
 
-OpTime SegmentTimes::time(int instance, int op) const {
-  const size_t n = static_cast<size_t>(ops);
-  if (steady_from < 0) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
-  const bool pf = prefetched[static_cast<size_t>(op)] != 0;
-  const int ref = pf ? steady_from + 1 : steady_from;
-  if (instance <= ref) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
-  if (!pf && instance == instances - 1) return tail[static_cast<size_t>(op)];
-  OpTime t = rows[static_cast<size_t>(ref) * n + static_cast<size_t>(op)];
-  const double d = (instance - ref) * period_us;
-  t.start += d;
-  t.end += d;
-  return t;
-}
-
-const InstanceStats& SegmentTimes::instance_stats(int instance) const {
-  if (steady_from < 0 || instance <= steady_from) return stats[static_cast<size_t>(instance)];
-  if (instance == instances - 1) return tail_stats;
-  return stats[static_cast<size_t>(steady_from)];
-}
-
 double SegmentTimes::shift(int instance) const {
   if (steady_from < 0 || instance <= steady_from || instance == instances - 1) return 0;
   return (instance - steady_from) * period_us;
@@ -723,19 +703,36 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c) {
 }
 
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache) {
-  if (cache.s_ && cache.s_->matches(p, c)) {
+  std::vector<int64_t>& words = cache.words_;
+  words.clear();
+  uint64_t hash = ScheduleStructure::kHashBasis;
+  ScheduleStructure::structure_words(p, c, [&](int64_t x) {
+    words.push_back(x);
+    hash = ScheduleStructure::hash_word(hash, x);
+  });
+  auto& kept = cache.kept_;
+  auto found = std::find_if(kept.begin(), kept.end(), [&](const std::unique_ptr<ScheduleStructure>& k) {
+    return k->hash == hash && k->words == words;
+  });
+  if (found != kept.end()) {
     ++cache.hits;
+    std::rotate(kept.begin(), found, found + 1);  // (used last: first)
   } else {
-    if (!cache.s_) cache.s_ = std::make_unique<ScheduleStructure>();
-    try {
-      cache.s_->build(p, c, true);
-    } catch (...) {
-      cache.s_.reset();  // half built
-      throw;
+    // A new structure, or the one used longest ago rebuilt (its buffers reused).
+    std::unique_ptr<ScheduleStructure> st;
+    if (kept.size() >= ScheduleCache::kMaxKept) {
+      st = std::move(kept.back());
+      kept.pop_back();
+    } else {
+      st = std::make_unique<ScheduleStructure>();
     }
+    st->words.swap(words);  // (words_ keeps the old buffer, for the next call)
+    st->hash = hash;
+    st->build_from_words(p, c, true);  // (a half-built structure is dropped when it throws)
+    kept.insert(kept.begin(), std::move(st));
     ++cache.misses;
   }
-  Scheduler s(p, costs, c, *cache.s_);
+  Scheduler s(p, costs, c, *kept.front());
   Timeline tl = s.run();
   tl.comm_overlaps_compute = c.comm_overlaps_compute != 0;
   return tl;

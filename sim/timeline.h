@@ -141,6 +141,27 @@ struct SegmentTimes {
   double shift(int instance) const;                         // of instance_stats(instance)'s times
 };
 
+// (Inline: the scheduler asks for a time at every dependency and outside value of every op it schedules.)
+inline OpTime SegmentTimes::time(int instance, int op) const {
+  const size_t n = static_cast<size_t>(ops);
+  if (steady_from < 0) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
+  const bool pf = prefetched[static_cast<size_t>(op)] != 0;
+  const int ref = pf ? steady_from + 1 : steady_from;
+  if (instance <= ref) return rows[static_cast<size_t>(instance) * n + static_cast<size_t>(op)];
+  if (!pf && instance == instances - 1) return tail[static_cast<size_t>(op)];
+  OpTime t = rows[static_cast<size_t>(ref) * n + static_cast<size_t>(op)];
+  const double d = (instance - ref) * period_us;
+  t.start += d;
+  t.end += d;
+  return t;
+}
+
+inline const InstanceStats& SegmentTimes::instance_stats(int instance) const {
+  if (steady_from < 0 || instance <= steady_from) return stats[static_cast<size_t>(instance)];
+  if (instance == instances - 1) return tail_stats;
+  return stats[static_cast<size_t>(steady_from)];
+}
+
 struct Timeline {
   std::vector<SegmentTimes> segments;  // parallel to Program::segments
   double step_time_us = 0;
@@ -158,8 +179,11 @@ Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c);
 // What schedule() derives from a Program's structure alone (its dataflow, each op's stream, dependencies and place in
 // its unit, the last writer of each value read from outside its segment instance), kept from one call to the next:
 // a caller that schedules Programs of one structure in turn (the search: one structure and policy at every local
-// batch size) builds it once. Each call checks that the Program has the kept structure (every tensor id, dependency,
-// segment and op kind compared), else builds it anew; the Timeline is the same either way. One cache per thread.
+// batch size) builds it once. Each call checks that the Program has a kept structure (every tensor id, dependency,
+// segment and op kind compared), else builds it anew; the Timeline is the same either way. It keeps the kMaxKept
+// structures used last: the search comes back to a structure after others (the policies of one structure, then the
+// async-TP sibling's; a structure's batch sizes after its policies), and a rebuilt one asks Dataflow anew for every
+// writer the kept one remembers. One cache per thread.
 struct ScheduleStructure;
 class ScheduleCache {
  public:
@@ -168,10 +192,12 @@ class ScheduleCache {
   ScheduleCache(ScheduleCache&&) noexcept;
   ScheduleCache& operator=(ScheduleCache&&) noexcept;
   size_t hits = 0, misses = 0;  // calls that found the structure kept, and calls that built it
+  static constexpr size_t kMaxKept = 32;
 
  private:
   friend Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache);
-  std::unique_ptr<ScheduleStructure> s_;
+  std::vector<std::unique_ptr<ScheduleStructure>> kept_;  // the structures kept, the one used last first
+  std::vector<int64_t> words_;                            // scratch: the scheduled Program's structure_words()
 };
 Timeline schedule(const Program& p, const OpCosts& costs, const CostParams& c, ScheduleCache& cache);
 // The reference: every instance of every segment simulated, deps taken from expand(p).

@@ -14,13 +14,9 @@ namespace tptune {
 
 std::string to_string(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    if (__builtin_mul_overflow(n, d, &n) || n > limits::max_tensor_elements)
-      throw Error(fmt::format("a tensor of shape {} has more than 2^48 elements: the sizes are too large for tptune",
-                              to_string(s)));
-  return n;
+void throw_too_many_elements(const Shape& s) {
+  throw Error(fmt::format("a tensor of shape {} has more than 2^48 elements: the sizes are too large for tptune",
+                          to_string(s)));
 }
 
 bool Placement::same_as(const Placement& o, int ndim) const {

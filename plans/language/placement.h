@@ -20,12 +20,21 @@
 #include <string_view>
 #include <vector>
 
+#include "plans/util/limits.h"
+
 namespace tptune {
 
 using Shape = std::vector<int64_t>;
 std::string to_string(const Shape& s);  // "[1, 8192, 4096]"
-// Element count; tptune::Error when it passes limits::max_tensor_elements (2^48) or overflows.
-int64_t numel(const Shape& s);
+// Element count; tptune::Error when it passes limits::max_tensor_elements (2^48) or overflows. (Inline, its error
+// out of line: the cost and memory models count the elements of every tensor of every Program the search models.)
+[[noreturn]] void throw_too_many_elements(const Shape& s);
+inline int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n) || n > limits::max_tensor_elements) throw_too_many_elements(s);
+  return n;
+}
 
 struct Placement {
   enum class Kind { replicate, shard, partial };

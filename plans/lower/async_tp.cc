@@ -20,11 +20,6 @@ void append_numbered(std::string& s, std::string_view what, int j) {
   s += what;
   s += std::to_string(j);
 }
-std::string numbered(std::string_view what, int j) {
-  std::string s;
-  append_numbered(s, what, j);
-  return s;
-}
 
 bool is_seq_collective(const Op& op, CollectiveKind kind) {
   auto* c = std::get_if<CollectiveOp>(&op.kind);
@@ -39,6 +34,14 @@ std::vector<Op>& rebuilt_ops(size_t size) {
   ops.clear();
   // Room to spare: the segment's buffer, which this one becomes, grows with every rewrite.
   if (ops.capacity() < size) ops.reserve(2 * size);
+  return ops;
+}
+
+// The ops a rewrite puts in place of those it removes (moved into the segment by Rewriter::replace()), one list per
+// thread, emptied here: its buffer is kept from one rewrite to the next.
+std::vector<Op>& new_ops() {
+  thread_local std::vector<Op> ops;
+  ops.clear();
   return ops;
 }
 
@@ -137,11 +140,30 @@ class Rewriter {
       if (reads(i, t)) r.push_back(i);
     return r;
   }
-  TensorId new_tensor(const TensorDesc& like, const std::string& suffix, const Shape& local) {
+  // A tensor like `like`, named like's name + what + j. (like's name is moved out while it is copied and the new name
+  // is built at its full length: a copied name that then grows allocates twice.)
+  TensorId new_tensor(TensorDesc& like, std::string_view what, int j) {
+    std::string name = std::move(like.name);
     TensorDesc& d = p.tensors.emplace_back(like);
-    if (!d.name.empty()) d.name += suffix;  // (empty: lowered without names, lower_unfinished())
-    d.local_shape = local;
+    like.name = std::move(name);
+    if (!like.name.empty()) {  // (empty: lowered without names, lower_unfinished())
+      d.name.reserve(like.name.size() + what.size() + 11);
+      d.name += like.name;
+      append_numbered(d.name, what, j);
+    }
     return static_cast<TensorId>(p.tensors.size() - 1);
+  }
+  // A copy of op `from` named its name + what + j (its name built as new_tensor()'s).
+  static Op numbered_copy(Op& from, std::string_view what, int j) {
+    std::string name = std::move(from.name);
+    Op o = from;
+    from.name = std::move(name);
+    if (!from.name.empty()) {
+      o.name.reserve(from.name.size() + what.size() + 11);
+      o.name += from.name;
+      append_numbered(o.name, what, j);
+    }
+    return o;
   }
   Op collective_step(const Op& base, const std::string& name, int step, int64_t bytes, std::vector<TensorId> in,
                      std::vector<TensorId> out, ChunkRef::Pattern pattern, DType dtype) {
@@ -183,22 +205,22 @@ class Rewriter {
     const Op agop = std::move(op(ag));  // removed below
     const auto& c = std::get<CollectiveOp>(agop.kind);
     const int64_t chunk_bytes = c.bytes / tp;
-    std::vector<Op> seq;
+    std::vector<Op>& seq = new_ops();
     seq.reserve(static_cast<size_t>(tp) * (gemms.size() + 1) + 2);
     // Ring steps are issued one ahead of the matmuls so that step j+1 travels while chunk j is multiplied.
     auto p2p = [&](int j) {
       std::vector<TensorId> in = j == 0 ? std::vector<TensorId>{agop.inputs[0]} : std::vector<TensorId>{G};
       return collective_step(agop, agop.name.empty() ? std::string() : fmt::format("{}.ag_step{}", agop.module, j), j,
-                             j == 0 ? 0 : chunk_bytes, in, {G}, ChunkRef::Pattern::all_gather, c.dtype);
+                             j == 0 ? 0 : chunk_bytes, std::move(in), {G}, ChunkRef::Pattern::all_gather, c.dtype);
     };
     seq.push_back(p2p(0));
     if (tp > 1) seq.push_back(p2p(1));
     for (int j = 0; j < tp; ++j) {
       for (size_t gi : gemms) {
-        Op g = j + 1 < tp ? op(gi) : std::move(op(gi));  // (the gemms are removed below)
+        Op g = j + 1 < tp ? numbered_copy(op(gi), ".chunk", j) : std::move(op(gi));  // (the gemms are removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
-        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
+        if (j + 1 == tp && !g.name.empty()) append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::all_gather, j, tp};
         seq.push_back(std::move(g));
       }
@@ -244,26 +266,26 @@ class Rewriter {
     const Op rsop = std::move(op(rs));  // removed below
     const auto& c = std::get<CollectiveOp>(rsop.kind);
     const TensorId out_t = rsop.outputs[0];
-    const TensorDesc out_d = p.tensor(out_t);
+    TensorDesc out_d = p.tensor(out_t);  // (a copy: new tensors are appended below)
     const int64_t chunk_bytes = c.bytes / tp;
-    std::vector<Op> seq;
+    std::vector<Op>& seq = new_ops();
     seq.reserve(static_cast<size_t>(tp) * (gemms.size() + 2));
     TensorId recv = -1;
     for (int j = 0; j < tp; ++j) {
-      TensorId part = new_tensor(out_d, numbered(".partial", j), out_d.local_shape);
+      TensorId part = new_tensor(out_d, ".partial", j);
       for (size_t k = 0; k < gemms.size(); ++k) {
-        Op g = j + 1 < tp ? op(gemms[k]) : std::move(op(gemms[k]));  // (removed below)
+        Op g = j + 1 < tp ? numbered_copy(op(gemms[k]), ".chunk", j) : std::move(op(gemms[k]));  // (removed below)
         auto& gm = std::get<GemmOp>(g.kind);
         gm.m /= tp;
         gm.accumulate = k > 0;
         g.outputs = {part};
-        if (!g.name.empty()) append_numbered(g.name, ".chunk", j);
+        if (j + 1 == tp && !g.name.empty()) append_numbered(g.name, ".chunk", j);
         g.chunk = {ChunkRef::Pattern::reduce_scatter, j, tp};
         seq.push_back(std::move(g));
       }
       TensorId acc = part;
       if (j > 0) {
-        acc = j == tp - 1 ? out_t : new_tensor(out_d, numbered(".acc", j), out_d.local_shape);
+        acc = j == tp - 1 ? out_t : new_tensor(out_d, ".acc", j);
         Op add;
         add.module = rsop.module;
         if (!rsop.name.empty()) add.name = fmt::format("{}.rs_step{}.add", rsop.module, j);
@@ -278,7 +300,7 @@ class Rewriter {
         acc = out_t;
       }
       if (j < tp - 1) {
-        recv = new_tensor(out_d, numbered(".recv", j + 1), out_d.local_shape);
+        recv = new_tensor(out_d, ".recv", j + 1);
         seq.push_back(collective_step(rsop,
                                       rsop.name.empty() ? std::string() : fmt::format("{}.rs_step{}", rsop.module, j),
                                       j, chunk_bytes, {acc}, {recv}, ChunkRef::Pattern::reduce_scatter, c.dtype));

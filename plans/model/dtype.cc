@@ -7,20 +7,6 @@
 
 namespace tptune {
 
-int bytes_per_element(DType t) {
-  switch (t) {
-    case DType::bf16:
-    case DType::fp16:
-      return 2;
-    case DType::fp32:
-      return 4;
-    case DType::fp8_e4m3:
-    case DType::fp8_e5m2:
-      return 1;
-  }
-  return 0;
-}
-
 bool is_float8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
 // DType's enumerators, in declaration order.

@@ -249,8 +249,8 @@ TEST_CASE("the fast schedule equals the fully expanded one on lowered Programs")
 
 TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure, rebuilt for another") {
   // The search's pattern (sim/search/eval.h): one structure and policy at local batch 1, 2 and 4 (the same
-  // structure: built once, then kept), another policy (another structure: built), the first again (built: one is
-  // kept), and the same Program with collectives that cannot overlap compute (other CostParams words: built).
+  // structure: built once, then kept), another policy (another structure: built), the first again (kept beside the
+  // second), and the same Program with collectives that cannot overlap compute (other CostParams words: built).
   auto at = [](int64_t batch, ActivationCheckpointing ac) {
     return test::lower_preset("sequence_parallel",
                               {.tp_degree = 2,
@@ -274,8 +274,8 @@ TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure
       {at(2, ActivationCheckpointing::selective), CostParams{}, 1, 1},
       {at(4, ActivationCheckpointing::selective), CostParams{}, 2, 1},
       {at(1, ActivationCheckpointing::full), CostParams{}, 2, 2},
-      {at(2, ActivationCheckpointing::selective), CostParams{}, 2, 3},
-      {at(2, ActivationCheckpointing::selective), serial, 2, 4},
+      {at(2, ActivationCheckpointing::selective), CostParams{}, 3, 2},
+      {at(2, ActivationCheckpointing::selective), serial, 3, 3},
   };
   ScheduleCache cache;
   for (size_t k = 0; k < std::size(steps); ++k) {
@@ -306,6 +306,39 @@ TEST_CASE("a ScheduleCache gives the schedule without it: kept for one structure
     }
     if (k == 0) check_same(x.p, got, schedule_expanded(x.p, oc, x.c));  // and both are the reference's
   }
+}
+
+TEST_CASE("a ScheduleCache keeps the kMaxKept structures used last") {
+  // One Program under kMaxKept + 1 CostParams whose slowdowns differ: as many structures (the words hold them).
+  const Program p = test::lower_preset("sequence_parallel",
+                                       {.tp_degree = 2,
+                                        .dp_shard = 4,
+                                        .async_tp = true,
+                                        .loss_parallel = true,
+                                        .activation_checkpointing = ActivationCheckpointing::selective,
+                                        .local_batch_size = 1},
+                                       small_model(5), 512);
+  const ClusterSpec cl = test::cluster_of("h100-sxm", 1, 8);
+  ScheduleCache cache;
+  auto run = [&](size_t i) {
+    CostParams c;
+    c.overlap_compute_slowdown = 0.01 * static_cast<double>(i + 1);
+    const OpCosts oc = cost_ops(p, cl, c);
+    const Timeline got = schedule(p, oc, c, cache);
+    CHECK(got.step_time_us == schedule(p, oc, c).step_time_us);
+  };
+  const size_t n = ScheduleCache::kMaxKept;
+  for (size_t i = 0; i < n; ++i) run(i);
+  CHECK(cache.misses == n);
+  run(0);  // kept (the one used longest ago), and now used last
+  CHECK(cache.hits == 1);
+  run(n);  // one more: drops the one used longest ago, 1
+  CHECK(cache.misses == n + 1);
+  run(0);
+  CHECK(cache.hits == 2);
+  run(1);  // dropped: built again
+  CHECK(cache.misses == n + 2);
+  CHECK(cache.hits == 2);
 }
 
 TEST_CASE("extrapolation stops where a later instance waits for a value from another segment") {
