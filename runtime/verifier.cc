@@ -64,6 +64,16 @@ struct Errors {
   double rel_l2() const { return sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? INFINITY : 0); }
 };
 
+// A gradient's errors into its check, and whether it passes its tolerance (and had no problem before).
+void record_errors(ParamCheck& c, const Errors& e) {
+  c.ref_max = e.ref_max;
+  c.max_abs_err = e.max_abs;
+  c.max_rel_err = e.max_rel();
+  c.rel_l2_err = e.rel_l2();
+  if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
+  c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
+}
+
 }  // namespace
 
 void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_copies, int tp,
@@ -88,12 +98,7 @@ void compare_gradient(ParamCheck& c, const std::vector<float>& copies, int n_cop
       c.problem = fmt::format("sharded gradient has {} elements per rank, expected {}", mine.size() / tp, full);
     }
   }
-  c.ref_max = e.ref_max;
-  c.max_abs_err = e.max_abs;
-  c.max_rel_err = e.max_rel();
-  c.rel_l2_err = e.rel_l2();
-  if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
-  c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
+  record_errors(c, e);
 }
 
 void compare_expert_gradient(ParamCheck& c, const std::vector<float>& copies, int tp, int ep,
@@ -109,12 +114,7 @@ void compare_expert_gradient(ParamCheck& c, const std::vector<float>& copies, in
   Errors e;
   for (int rk = 0; rk < tp; ++rk)  // tp rank rk is ep rank rk % ep: it holds that share of the experts
     for (int64_t i = 0; i < part; ++i) e.add(copies[size_t(rk * part + i)], want[size_t((rk % ep) * part + i)]);
-  c.ref_max = e.ref_max;
-  c.max_abs_err = e.max_abs;
-  c.max_rel_err = e.max_rel();
-  c.rel_l2_err = e.rel_l2();
-  if (!e.finite) c.problem = "NaN or infinity in the sharded gradient";
-  c.pass = c.problem.empty() && (c.tolerance.metric == "rel_l2" ? c.rel_l2_err : c.max_rel_err) <= c.tolerance.value;
+  record_errors(c, e);
 }
 
 void sort_model_order(std::vector<ParamCheck>& params) {
