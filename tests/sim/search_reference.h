@@ -7,7 +7,7 @@
 // activation-checkpointing policies, between async TP off and on and between local batch sizes (plans/
 // plans/lower/incremental.h, sim/search/batch_program.h) and skips the larger batches of a policy that missed memory:
 // the exactness tests check that it gives this reference's results, number for number (batch_program_test.cc,
-// search_seq_test.cc, search_bisect_test.cc, search_test.cc).
+// search_seq_test.cc, search_bisect_test.cc, search_test.cc, search_moe_test.cc).
 //
 // The result is a SearchResult as search() fills it, except: `lowered` counts this search's lower() calls
 // (`finished` and `patched` are 0), there is no branch-and-bound, and spaces with search.ac_layers are refused

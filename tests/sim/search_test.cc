@@ -11,22 +11,23 @@
 #include <fstream>
 #include <set>
 
-#include "plans/export/export.h"
 #include "plans/language/module_names.h"
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
 #include "sim/cost/cost_param_fields.h"
-#include "sim/report/explain.h"
 #include "sim/report/search_report.h"
 #include "sim/search/constraints.h"
 #include "sim/search/parallel.h"
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
-#include "tests/sanitizer_stride.h"
+#include "tests/sim/search_brute_force.h"
 #include "tests/sim/search_reference.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
+using test::brute;
+using test::Brute;
+using test::check_against_brute_force;
 
 namespace {
 
@@ -35,29 +36,6 @@ constexpr double kGiB = 1073741824.0;
 // The default model of test::ConfigText.
 const char* kModel = "{dim: 512, n_layers: 2, n_heads: 8, n_kv_heads: 8, ffn_dim: 1536, vocab_size: 1024}";
 
-// The brute-force path: the candidate's plan, lower(), simulate(), and the search's memory rule.
-struct Brute {
-  bool computed = false;  // this candidate was brute-forced (every one; under ASan every kSanitizerStride-th)
-  bool ok = false;        // lowered and simulated
-  std::string error;
-  StepReport report;
-  bool feasible() const { return ok && fits; }
-  bool fits = false;
-};
-Brute brute(const Config& cfg, const ClusterSpec& cl, const Plan& plan, double headroom,
-            const CostParams& cost = default_cost_params()) {
-  Brute b;
-  b.computed = true;
-  try {
-    b.report = simulate(lower(cfg.model, cfg.training, plan), cl, cost);
-    b.ok = true;
-    b.fits = fits_with_headroom(b.report.memory, headroom);
-  } catch (const Error& e) {
-    b.error = e.what();
-  }
-  return b;
-}
-
 const Candidate* find(const std::vector<Candidate>& cs, int tp, const std::string& family, const ResolvedSpace& s,
                       Float8Recipe f8, bool async, bool lp) {
   for (const Candidate& c : cs)
@@ -65,92 +43,6 @@ const Candidate* find(const std::vector<Candidate>& cs, int tp, const std::strin
         c.async_tp == async && c.loss_parallel == lp)
       return &c;
   return nullptr;
-}
-
-// The config at the candidate's sequence length (search.seq_lens; training.seq_len by default).
-Config at_seq(const Config& cfg, const Candidate& c) {
-  Config at = cfg;
-  at.training = candidate_training(cfg.training, c);
-  return at;
-}
-
-// Checks a search result against brute force over every candidate: same feasibility, same numbers, same ranking.
-// Under ASan every kSanitizerStride-th candidate (tests/sanitizer_stride.h; the search itself still runs whole, and the
-// ranking is compared on the candidates brute-forced): lowering and simulating whole example spaces again took 60 to
-// 600 s per test there, on 2 cores.
-void check_against_brute_force(const Config& cfg, const SearchResult& r,
-                               const CostParams& cost = default_cost_params()) {
-  const std::vector<Candidate> cands = enumerate_candidates(r.space);
-  REQUIRE(cands.size() == r.results.size());
-  std::vector<Brute> bf(cands.size());
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (i % test::kSanitizerStride) continue;
-    // There is no plan: dp = world / (tp x dp_replicate) is not whole.
-    if (r.results[i].pruned == PruneReason::world || r.results[i].pruned == PruneReason::replicate_world) continue;
-    bf[i] =
-        brute(at_seq(cfg, cands[i]), r.cluster, candidate_plan(r.space, cands[i]), r.space.memory_headroom_gib, cost);
-  }
-  std::vector<int> bf_feasible;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const CandidateResult& s = r.results[i];
-    INFO(describe(r.space, cands[i]) << " | search: " << s.pruned << " " << s.detail << " | brute: " << bf[i].error);
-    if (!bf[i].computed) continue;
-    // The global batch is the user's constraint, not something lower() or simulate() refuses.
-    if (s.pruned == PruneReason::global_batch || s.pruned == PruneReason::global_batch_multiple) continue;
-    if (s.pruned == PruneReason::redundant) {
-      // The same Program as its representative: brute force gives the very same numbers.
-      const Candidate rep = tp1_representative(r.space, cands[i]);
-      auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
-        return c.tp_degree == 1 && c.seq_len == rep.seq_len && c.dp_replicate == rep.dp_replicate &&
-               c.cp_degree == rep.cp_degree && c.ep_degree == rep.ep_degree && c.family == rep.family &&
-               c.float8 == rep.float8 && c.async_tp == rep.async_tp && c.loss_parallel == rep.loss_parallel &&
-               c.activation_checkpointing == rep.activation_checkpointing && c.local_batch_size == rep.local_batch_size;
-      });
-      REQUIRE(it != cands.end());
-      const Brute& rep_bf = bf[static_cast<size_t>(it->index)];
-      const Brute same = rep_bf.computed ? rep_bf
-                                         : brute(at_seq(cfg, *it), r.cluster, candidate_plan(r.space, *it),
-                                                 r.space.memory_headroom_gib, cost);
-      CHECK(bf[i].ok == same.ok);
-      if (bf[i].ok && same.ok) {
-        CHECK(bf[i].report.step_time_ms == same.report.step_time_ms);
-        CHECK(bf[i].report.memory.peak == same.report.memory.peak);
-      }
-      continue;
-    }
-    CHECK(s.feasible() == bf[i].feasible());
-    if (s.feasible() && bf[i].feasible()) {
-      CHECK(s.report.step_time_ms == bf[i].report.step_time_ms);
-      CHECK(s.report.gradient_accumulation_steps == bf[i].report.gradient_accumulation_steps);
-      CHECK(s.report.tokens_per_second_per_gpu == bf[i].report.tokens_per_second_per_gpu);
-      CHECK(s.report.mfu == bf[i].report.mfu);
-      CHECK(s.report.memory.peak == bf[i].report.memory.peak);
-      CHECK(s.report.exposed_tp_comm_ms == bf[i].report.exposed_tp_comm_ms);
-      CHECK(s.report.exposed_dp_comm_ms == bf[i].report.exposed_dp_comm_ms);
-      bf_feasible.push_back(static_cast<int>(i));
-    }
-    if (s.pruned == PruneReason::memory) {
-      CHECK(bf[i].ok);
-      CHECK_FALSE(bf[i].fits);
-      if (s.has_memory) CHECK(s.report.memory.peak == bf[i].report.memory.peak);
-    }
-    if (!s.feasible() && s.pruned != PruneReason::memory) CHECK_FALSE(bf[i].ok);  // refused by lowering or simulation
-  }
-  // The ranking is brute force's, sorted by the objective.
-  std::vector<CandidateResult> as_results;
-  for (int i : bf_feasible) {
-    CandidateResult c;
-    c.candidate = cands[static_cast<size_t>(i)];
-    c.report = bf[static_cast<size_t>(i)].report;
-    as_results.push_back(c);
-  }
-  std::sort(as_results.begin(), as_results.end(),
-            [&](const CandidateResult& a, const CandidateResult& b) { return ranks_before(a, b, r.space.objective); });
-  std::vector<int> ranked;  // the search's ranking of the candidates brute-forced
-  for (int i : r.ranking)
-    if (bf[static_cast<size_t>(i)].computed) ranked.push_back(i);
-  REQUIRE(as_results.size() == ranked.size());
-  for (size_t k = 0; k < as_results.size(); ++k) CHECK(as_results[k].candidate.index == ranked[k]);
 }
 
 }  // namespace
@@ -341,131 +233,6 @@ TEST_CASE("search equals brute force: Llama3 405B HSDP example (dp_replicate 1, 
   CHECK(ro.pruned.count(PruneReason::replicate_world));
   CHECK(ro.pruned.count(PruneReason::replicate_ddp));
   check_against_brute_force(odd, ro);
-}
-
-TEST_CASE("search equals brute force and the reference: a mixture of experts over tp x HSDP x cp x ep",
-          "[search][brute][moe]") {
-  // Issue 42 item 5: the expert-parallel axis (its default: ep 1, 2, 4, 8 for 8 experts on 8 GPUs) beside the others,
-  // balanced and imbalanced routing. Each static MoE reason is a plan the lowering refuses (check_against_brute_force),
-  // and the search's shared lowerings and batch-parametric Programs give the reference's numbers: with float8 the
-  // expert groups' rows are padded to 16 (ep 1: 8 rows a sequence, padded 16, 16, 32 at batch 1, 2, 3), and with
-  // imbalance 1.25 rounded up, neither affine in the batch (BatchProgram::make refuses them).
-  for (double imbalance : {1.0, 1.25}) {
-    if (test::kSanitized && imbalance == 1.0) continue;  // (under ASan the harder case alone: ~10x slower there)
-    INFO("moe_imbalance " << imbalance);
-    const Config cfg = test::tiny_moe_search_config(imbalance);
-    SearchOptions two;
-    two.threads = 2;
-    const SearchResult r = search(cfg, two);
-    CHECK(r.space.ep_degrees == std::vector<int>{1, 2, 4, 8});
-    CHECK(r.evaluated == 3 * 2 * 2 * 4 * 3 * 2 * 2 * 3);  // tp x rep x cp x ep x f8 x async x AC x batch
-    for (PruneReason reason : {PruneReason::ep_mesh, PruneReason::moe_async_tp, PruneReason::moe_float8})
-      CHECK(r.pruned.count(reason));
-    std::set<int> ranked_eps;
-    for (int i : r.ranking) ranked_eps.insert(r.results[static_cast<size_t>(i)].candidate.ep_degree);
-    CHECK(ranked_eps == std::set<int>{1, 2, 4, 8});
-    check_against_brute_force(cfg, r);
-    const SearchResult ref = test::reference_search(cfg, 2);
-    REQUIRE(r.ranking == ref.ranking);
-    for (int i : r.ranking) {
-      CHECK(r.results[static_cast<size_t>(i)].report.step_time_ms ==
-            ref.results[static_cast<size_t>(i)].report.step_time_ms);
-      CHECK(r.results[static_cast<size_t>(i)].report.memory.peak ==
-            ref.results[static_cast<size_t>(i)].report.memory.peak);
-    }
-    CHECK(r.pruned == ref.pruned);
-  }
-}
-
-TEST_CASE("a mixture of experts: each static reason is one the lowering refuses, and says its numbers",
-          "[search][moe]") {
-  struct Case {
-    const char* preset;
-    int tp, rep, ep;
-    Float8Recipe f8;
-    bool async;
-    int64_t seq, shared_ffn, expert_ffn;
-    PruneReason reason;
-    const char* detail;
-  };
-  const Float8Recipe none = Float8Recipe::none;
-  const Case cases[] = {
-      {"sequence_parallel", 2, 1, 3, none, false, 32, 64, 32, PruneReason::ep_experts, "ep 3 vs 8 experts"},
-      {"sequence_parallel", 2, 2, 8, none, false, 32, 64, 32, PruneReason::ep_mesh,
-       "ep 8 vs dp_shard 2 x cp 1 x tp 2 = 4"},
-      {"sequence_parallel", 2, 1, 2, none, true, 32, 64, 32, PruneReason::moe_async_tp, "async TP at tp 2"},
-      {"sequence_parallel", 2, 1, 2, Float8Recipe::tensorwise, false, 32, 64, 32, PruneReason::moe_float8,
-       "float8 tensorwise"},
-      {"sequence_parallel", 4, 1, 1, none, false, 32, 64, 34, PruneReason::expert_ffn, "tp 4 vs expert_ffn_dim 34"},
-      {"sequence_parallel", 4, 1, 2, none, false, 32, 66, 32, PruneReason::shared_ffn, "tp 4 vs shared_ffn_dim 66"},
-      // (vanilla: the sequence-parallel preset's seq % tp would come first)
-      {"vanilla", 4, 1, 2, none, false, 34, 64, 32, PruneReason::moe_router_tokens,
-       "tp 4 vs seq_len 34 / cp 1 = 34 tokens"},
-  };
-  for (const Case& k : cases) {
-    INFO(to_string(k.reason));
-    Config cfg = test::tiny_moe_search_config();
-    cfg.model.moe.shared_ffn_dim = k.shared_ffn;
-    cfg.model.moe.expert_ffn_dim = k.expert_ffn;
-    cfg.training.seq_len = k.seq;
-    cfg.search.tp_degrees = {k.tp};
-    cfg.search.dp_replicate = {k.rep};
-    cfg.search.cp_degrees = {1};
-    cfg.search.ep_degrees = {k.ep};
-    cfg.search.presets = {k.preset};
-    cfg.search.float8 = {k.f8};
-    cfg.search.async_tp = {k.async};
-    cfg.search.local_batch_sizes = {1};
-    const ResolvedSpace s = resolve_space(cfg);
-    const ClusterSpec cl = resolve_cluster(cfg);
-    const Candidate c = s.candidate_at(0);
-    const Verdict v = check_static(cfg, cl, s, c);
-    CHECK(v.reason == k.reason);
-    CHECK(v.detail == k.detail);
-    CHECK(is_static(v.reason));
-    const Brute b = brute(cfg, cl, candidate_plan(s, c), s.memory_headroom_gib);
-    CHECK_FALSE(b.ok);
-    CHECK_FALSE(b.error.empty());
-  }
-  // Pipeline parallelism: a pipeline candidate of a MoE model.
-  Config cfg = test::tiny_moe_search_config();
-  cfg.search.pp_degrees = {2};
-  cfg.search.dp_replicate = {1};
-  cfg.search.cp_degrees = {1};
-  const ResolvedSpace s = resolve_space(cfg);
-  const Candidate c = s.pipeline_candidate_at(0, 0);
-  CHECK(check_static(cfg, resolve_cluster(cfg), s, c).reason == PruneReason::moe_pp);
-  // The whole search runs, every candidate pruned with that reason.
-  const SearchResult r = search(cfg, {});
-  CHECK(r.feasible == 0);
-  CHECK(r.pruned.at(PruneReason::moe_pp) > 0);
-}
-
-TEST_CASE("a mixture of experts: the winner's ep reaches its plan file, the export, explain and the report",
-          "[search][moe]") {
-  Config cfg = test::tiny_moe_search_config();
-  cfg.search.ep_degrees = {2, 4};  // every candidate expert-parallel: so is the winner
-  const SearchResult r = search(cfg, {});
-  REQUIRE(r.winner());
-  const int ep = r.winner()->candidate.ep_degree;
-  CHECK((ep == 2 || ep == 4));
-  const auto path = std::filesystem::temp_directory_path() / "tptune_search_moe_winner.yaml";
-  save_plan(without_unmatched_modules(result_plan(r, r.ranking[0]), cfg.model), path.string());  // as --out-plan
-  const Plan back = load_plan(path.string());
-  std::filesystem::remove(path);
-  CHECK(back.ep_degree == ep);
-  const Program p = lower(cfg.model, result_training(cfg, r, r.ranking[0]), back);
-  const StepReport s = simulate(p, resolve_cluster(cfg), default_cost_params());
-  CHECK(s.step_time_ms == r.winner()->report.step_time_ms);
-  CHECK(s.memory.peak == r.winner()->report.memory.peak);
-  CHECK_THAT(explain_text(p), Contains(fmt::format(", ep {}, float8", ep)));
-  CHECK(explain_json(p).at("ep_degree") == ep);
-  CHECK_THAT(export_plan(back, ExportFormat::torchtitan_toml, ExportContext{.model = cfg.model}),
-             Contains(fmt::format("expert_parallel_degree = {}", ep)));
-  // The search's text names the winner's ep, and its table has an ep column after tp.
-  CHECK_THAT(explain_winner(r, {}), Contains(fmt::format(", ep {} (efsdp ", ep)));
-  CHECK_THAT(search_table(cfg, r, 5), Contains(" cp  ep  plan"));
-  CHECK(search_json(r, {}, 1).at("top").at(0).at("plan").at("ep_degree") == ep);
 }
 
 TEST_CASE("search equals brute force with context parallelism (cp 1, 2, 3, 4, 8)", "[search][brute][cp]") {
