@@ -409,7 +409,10 @@ class Scheduler {
 
   // Schedules op j of instance (s, i). `bound`: earliest start of a prefetched op (its issuing unit's first compute
   // start). `stats`: the unit it belongs to, for compute accounting (null for prefetched ops).
-  void process(int s, int i, int j, double bound, double* free, InstanceStats& unit, bool own, bool& first_compute) {
+  // (Inlined into its two callers: it runs for every op of every simulated unit, and the call and its register saves
+  // were an eighth of its instructions.)
+  [[gnu::always_inline]] void process(int s, int i, int j, double bound, double* free, InstanceStats& unit, bool own,
+                                      bool& first_compute) {
     const TemplateOp& o = ops_[static_cast<size_t>(s)][static_cast<size_t>(j)];
     current_seg_ = s;
     const SegmentTimes& st = (*times_)[static_cast<size_t>(s)];
