@@ -120,9 +120,13 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
     }
   }
   add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us, &out.fsdp_copies);
+  thread_local std::vector<double> dispatch;  // every op's dispatch_us() (its buffer kept)
+  dispatch.clear();
+  append_dispatch_us(p, c, out.cuda_graph, dispatch);
+  size_t g = 0;
   for (const Segment& s : p.segments) {
     double per_instance = 0;
-    for (const Op& op : s.ops) per_instance += dispatch_us(op, p, c, out.cuda_graph);
+    for (size_t j = 0; j < s.ops.size(); ++j) per_instance += dispatch[g++];
     out.segment_dispatch_us.push_back(per_instance);
     out.host_dispatch_us += per_instance * segment_instances(p, s);
   }

@@ -92,16 +92,14 @@ class Scheduler {
     const size_t ns = p.segments.size();
     if (costs.duration_us.size() != ns) throw Error("schedule: OpCosts do not match the Program");
     duration_.resize(flow_.op_count());
-    dispatch_.resize(flow_.op_count());
     for (size_t s = 0; s < ns; ++s) {
       const Segment& seg = p.segments[s];
       if (costs.duration_us[s].size() != seg.ops.size()) throw Error("schedule: OpCosts do not match the Program");
-      for (size_t j = 0; j < seg.ops.size(); ++j) {
-        const size_t g = flow_.op_index(static_cast<int>(s), static_cast<int>(j));
-        duration_[g] = costs.duration_us[s][j];
-        dispatch_[g] = dispatch_us(seg.ops[j], p, c, costs.cuda_graph);
-      }
+      for (size_t j = 0; j < seg.ops.size(); ++j)
+        duration_[flow_.op_index(static_cast<int>(s), static_cast<int>(j))] = costs.duration_us[s][j];
     }
+    dispatch_.reserve(flow_.op_count());
+    append_dispatch_us(p, c, costs.cuda_graph, dispatch_);  // (in op index order: segment by segment)
   }
 
   // ---- the fast path -----------------------------------------------------------------------------------------------
