@@ -70,6 +70,41 @@ Dataflow::Dataflow(const Program& p) : chains_(p.chains) {
   thread_local std::vector<int> fill;
   fill.assign(site_begin_.begin(), site_begin_.end() - 1);
   for (const auto& ks : sites) sites_[static_cast<size_t>(fill[static_cast<size_t>(ks.first)]++)] = ks.second;
+  // Leave out the outside values that no instance finds a writer of (most of them: a block's own outputs, which only
+  // the same op of the same instance writes), compacting outside_ in op order.
+  size_t kept = 0;
+  for (size_t s = 0; s < ns; ++s)
+    for (size_t g = op_base_[s]; g < op_base_[s + 1]; ++g) {
+      const auto from = static_cast<size_t>(outside_begin_[g]), to = static_cast<size_t>(outside_begin_[g + 1]);
+      outside_begin_[g] = static_cast<int>(kept);
+      for (size_t e = from; e < to; ++e)
+        if (may_have_writer(outside_[e], static_cast<int>(s))) outside_[kept++] = outside_[e];
+    }
+  outside_begin_.back() = static_cast<int>(kept);
+  outside_.resize(kept);
+}
+
+bool Dataflow::may_have_writer(TensorId x, int seg) const {
+  // Whether some site of key tensor kt at or before `seg` may be found (sites are in program order); with `own_layer`
+  // (the key's layer is the reading instance's), a same_layer site of `seg` itself is not: it is the reading
+  // instance's own write (last_writer() skips a writer at or after the instance).
+  auto written = [&](TensorId kt, bool own_layer) {
+    for (const Site& site : sites(kt)) {
+      if (site.seg > seg) break;
+      if (site.seg < seg || !own_layer || site.mode != Site::Mode::same_layer) return true;
+    }
+    return false;
+  };
+  const auto t = static_cast<size_t>(x);
+  if (!tensor_per_layer_[t]) return written(key(x, -1).t, false);  // the same key at every instance
+  const int c = chain_in_[t];
+  if (!per_layer_[static_cast<size_t>(seg)]) return written(x, false);  // key (x, -1)
+  if (c < 0) return written(x, true);                                   // key (x, the instance's layer)
+  // A chain input: the source at the chain's first layer, the chain's output of the previous layer at the others.
+  const LayerChain& ch = chain(c);
+  const auto out = static_cast<size_t>(ch.out);
+  if (!tensor_per_layer_[out] || chain_in_[out] >= 0) return true;  // aliases further: kept
+  return written(ch.out, false) || written(key(ch.source, -1).t, false);
 }
 
 int Dataflow::layer(int seg, int inst) const {  // instance_layer(), from the cached segment flags

@@ -30,7 +30,9 @@ class Dataflow {
   int instances(int seg) const { return instances_[static_cast<size_t>(seg)]; }
   // The layer of an instance (-1 outside block segments).
   int layer(int seg, int inst) const;
-  // The tensors op `op` of segment `seg` reads or writes with no earlier writer in its instance.
+  // The tensors op `op` of segment `seg` reads or writes with no earlier writer in its instance, less those that
+  // last_writer() finds no writer of at any instance (the scheduler need not look them up): a tensor no op before
+  // the segment writes, and a block's own output that only the same op of each instance writes.
   std::span<const TensorId> outside(int seg, int op) const {
     const size_t g = op_base_[static_cast<size_t>(seg)] + static_cast<size_t>(op);
     return {outside_.data() + outside_begin_[g], outside_.data() + outside_begin_[g + 1]};
@@ -106,6 +108,9 @@ class Dataflow {
     return static_cast<unsigned>(i) < static_cast<unsigned>(instances_[s]) ? i : -1;
   }
   Key key(TensorId t, int l, int depth = 0) const;
+  // False when last_writer(x, seg, inst) finds no writer at any instance; true when it may (or when x aliases through
+  // chains further than this follows).
+  bool may_have_writer(TensorId x, int seg) const;
   // Appends the sites op `op` of segment `seg` writing tensor u adds, with their key tensors, to `out`.
   void add_sites(int seg, int op, TensorId u, std::vector<std::pair<TensorId, Site>>& out) const;
 };

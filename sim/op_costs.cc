@@ -1,6 +1,7 @@
 // What each op costs and which stream it runs on (declared in sim/timeline.h): the durations the scheduler places.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <variant>
 
 #include "plans/util/enum_names.h"
@@ -71,9 +72,9 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
   out.segment_dispatch_us.clear();
   out.host_dispatch_us = 0;
   out.cuda_graph = replays_cuda_graph(p, cluster_as_given.gpu);
-  // Collective costs depend only on (kind, bytes, group); compute costs on the op. A GEMM's on its GemmOp alone (and
-  // the Program's float8 recipe, compute_cost()): async TP's chunks and recompute ops repeat GEMMs of one shape, each
-  // priced once here (the distinct shapes are few: a linear search).
+  // Compute costs depend on the op. A GEMM's on its GemmOp alone (and the Program's float8 recipe, compute_cost()):
+  // async TP's chunks and recompute ops repeat GEMMs of one shape, each priced once here (the distinct shapes are few:
+  // a linear search).
   // (per thread, its buffer kept: growing a fresh one cost more in the allocator than the pricing it saves)
   thread_local std::vector<std::pair<GemmOp, double>> gemms;
   gemms.clear();
@@ -82,12 +83,29 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
            a.c_dtype == b.c_dtype && a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.accumulate == b.accumulate &&
            a.groups == b.groups;
   };
+  // A collective's on what op_duration_us() reads of it: kind, group, bytes and dtype (the rest is the Program's mesh
+  // and the cluster, the same for every op here). Every block repeats its collectives: priced once each likewise.
+  thread_local std::vector<std::pair<CollectiveOp, double>> collectives;
+  collectives.clear();
+  auto same_collective = [](const CollectiveOp& a, const CollectiveOp& b) {
+    return a.bytes == b.bytes && a.kind == b.kind && a.group == b.group && a.dtype == b.dtype;
+  };
   for (size_t si = 0; si < p.segments.size(); ++si) {
     const Segment& s = p.segments[si];
     std::vector<double>& d = out.duration_us[si];
     d.clear();
     d.reserve(s.ops.size());
     for (const Op& op : s.ops) {
+      if (const CollectiveOp* col = std::get_if<CollectiveOp>(&op.kind)) {
+        auto it = std::find_if(collectives.begin(), collectives.end(),
+                               [&](const auto& e) { return same_collective(e.first, *col); });
+        if (it == collectives.end()) {
+          collectives.emplace_back(*col, priced_op_duration_us(op, p, cluster, slowdown, c));
+          it = collectives.end() - 1;
+        }
+        d.push_back(it->second);
+        continue;
+      }
       const GemmOp* g = std::get_if<GemmOp>(&op.kind);
       if (!g) {
         d.push_back(priced_op_duration_us(op, p, cluster, slowdown, c));
@@ -102,9 +120,13 @@ void cost_ops(const Program& p, const ClusterSpec& cluster_as_given, const CostP
     }
   }
   add_fsdp_copy_costs(p, cluster.gpu, c, out.duration_us, &out.fsdp_copies);
+  thread_local std::vector<double> dispatch;  // every op's dispatch_us() (its buffer kept)
+  dispatch.clear();
+  append_dispatch_us(p, c, out.cuda_graph, dispatch);
+  size_t g = 0;
   for (const Segment& s : p.segments) {
     double per_instance = 0;
-    for (const Op& op : s.ops) per_instance += dispatch_us(op, p, c, out.cuda_graph);
+    for (size_t j = 0; j < s.ops.size(); ++j) per_instance += dispatch[g++];
     out.segment_dispatch_us.push_back(per_instance);
     out.host_dispatch_us += per_instance * segment_instances(p, s);
   }

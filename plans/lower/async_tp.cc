@@ -45,6 +45,22 @@ std::vector<Op>& new_ops() {
   return ops;
 }
 
+// The ops drop_ops_for_reuse() kept, one list per thread (at most kSpareOps).
+constexpr size_t kSpareOps = 2048;
+std::vector<Op>& spare_ops() {
+  thread_local std::vector<Op> ops;
+  return ops;
+}
+
+// A kept op (its buffers, for the caller to assign over), or a new one.
+Op spare_op() {
+  std::vector<Op>& spare = spare_ops();
+  if (spare.empty()) return Op();
+  Op o = std::move(spare.back());
+  spare.pop_back();
+  return o;
+}
+
 // A gemm whose A operand holds token rows (m = tokens): y = x W^T (forward) or dx = dy W (grad input).
 bool is_row_gemm(const Op& op) {
   auto* g = std::get_if<GemmOp>(&op.kind);
@@ -153,10 +169,12 @@ class Rewriter {
     }
     return static_cast<TensorId>(p.tensors.size() - 1);
   }
-  // A copy of op `from` named its name + what + j (its name built as new_tensor()'s).
+  // A copy of op `from` named its name + what + j (its name built as new_tensor()'s), into a kept op's buffers when
+  // there is one (drop_ops_for_reuse()).
   static Op numbered_copy(Op& from, std::string_view what, int j) {
     std::string name = std::move(from.name);
-    Op o = from;
+    Op o = spare_op();
+    o = from;
     from.name = std::move(name);
     if (!from.name.empty()) {
       o.name.reserve(from.name.size() + what.size() + 11);
@@ -339,6 +357,16 @@ void throw_no_async_tp(const Program& p) {
       fmt::format("{}: async_tp needs sequence-parallel collectives (an all-gather feeding matmuls or a "
                   "matmul feeding a reduce-scatter along the sequence); plan '{}' has none",
                   p.plan.source.empty() ? "plan" : p.plan.source, p.plan.family));
+}
+
+void drop_ops_for_reuse(std::vector<Op>& ops, size_t n) {
+  if (ops.size() <= n) return;
+  std::vector<Op>& spare = spare_ops();
+  const size_t keep = std::min(ops.size() - n, kSpareOps - std::min(kSpareOps, spare.size()));
+  const auto from = ops.begin() + static_cast<std::ptrdiff_t>(n);
+  spare.insert(spare.end(), std::make_move_iterator(from),
+               std::make_move_iterator(from + static_cast<std::ptrdiff_t>(keep)));
+  ops.erase(from, ops.end());
 }
 
 void apply_async_tp(Program& p) {

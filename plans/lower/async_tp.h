@@ -17,6 +17,7 @@
 // side is pipelined, each chunk matmul taking its rows' scales (fused_scaled_matmul_reduce_scatter's rowwise mode,
 // pytorch/pytorch#149247). torchtitan's June 2025 async TP benchmark ran float8 rowwise this way.
 #include <cstddef>
+#include <vector>
 
 #include "plans/program/program.h"
 
@@ -29,5 +30,10 @@ void apply_async_tp(Program& p);
 bool rewrite_async_tp(Program& p, size_t from, size_t to);
 // The error apply_async_tp() throws when no segment had anything to rewrite.
 [[noreturn]] void throw_no_async_tp(const Program& p);
+// Shrinks `ops` to its first n ops (nothing when it holds no more), keeping the ops it drops, up to a bound per
+// thread, for the rewrite's next copies of chunk matmuls: their dependency, input and output lists are reused instead
+// of freed and allocated again. For the search, which finishes one block backward under several policies into one
+// Program, each time cutting the rewritten op lists back and rewriting them again.
+void drop_ops_for_reuse(std::vector<Op>& ops, size_t n);
 
 }  // namespace tptune

@@ -752,7 +752,10 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
   // Copy-assignment reuses out's strings, vectors and deque blocks where they are large enough; an op list that is
   // too short would be reallocated whole (its ops' buffers freed), so it first grows by moving its ops.
   if (out.segments.size() < p.prog.segments.size()) out.segments.resize(p.prog.segments.size());
-  for (size_t i = 0; i < p.prog.segments.size(); ++i) out.segments[i].ops.reserve(p.prog.segments[i].ops.size());
+  for (size_t i = 0; i < p.prog.segments.size(); ++i) {
+    out.segments[i].ops.reserve(p.prog.segments[i].ops.size());
+    drop_ops_for_reuse(out.segments[i].ops, p.prog.segments[i].ops.size());  // (async TP's rewrite reuses them)
+  }
   out = p.prog;
   Lowerer::finish_in_place(out, ac, &p, ac_layers);
 }

@@ -298,8 +298,9 @@ ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu,
   throw Error(std::string("compute_cost: ") + op.name + " is a collective");
 }
 
-int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
-  const bool compiled = compile_fuses(p, c);
+namespace {
+// launched_kernels() with compile_fuses() given.
+int kernels(const Op& op, bool compiled, const CostParams& c) {
   if (auto* ew = std::get_if<ElementwiseOp>(&op.kind)) {
     const int amax = ew->amax_of >= 0 && !(compiled && c.compiled_fuses_amax) ? 1 : 0;  // its own reduction kernel
     if (compiled || ew->fn == ElementwiseOp::Fn::adamw) return 1 + amax;
@@ -309,10 +310,24 @@ int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
     if (cf->stage == CastFp8Op::Stage::amax && compiled && c.compiled_fuses_amax && cf->producer_elementwise) return 0;
   return 1;
 }
+}  // namespace
+
+int launched_kernels(const Op& op, const Program& p, const CostParams& c) {
+  return kernels(op, compile_fuses(p, c), c);
+}
 
 double dispatch_us(const Op& op, const Program& p, const CostParams& c, bool graph_replayed) {
   if (graph_replayed && op.phase != Phase::optimizer) return 0;
-  return launched_kernels(op, p, c) * (compile_fuses(p, c) ? c.compiled_dispatch_us : c.eager_dispatch_us);
+  const bool compiled = compile_fuses(p, c);
+  return kernels(op, compiled, c) * (compiled ? c.compiled_dispatch_us : c.eager_dispatch_us);
+}
+
+void append_dispatch_us(const Program& p, const CostParams& c, bool graph_replayed, std::vector<double>& out) {
+  const bool compiled = compile_fuses(p, c);
+  const double rate = compiled ? c.compiled_dispatch_us : c.eager_dispatch_us;
+  for (const Segment& s : p.segments)
+    for (const Op& op : s.ops)
+      out.push_back(graph_replayed && op.phase != Phase::optimizer ? 0.0 : kernels(op, compiled, c) * rate);
 }
 
 bool replays_cuda_graph(const Program& p, const GpuSpec& gpu) {

@@ -65,6 +65,9 @@ int launched_kernels(const Op& op, const Program& p, const CostParams& c);
 // .compile, or implied by async TP, where CostParams::compile_fuses), else x eager_dispatch_us; 0 for an op of the
 // forward or backward (any phase but the optimizer's) when `graph_replayed` (replays_cuda_graph()).
 double dispatch_us(const Op& op, const Program& p, const CostParams& c, bool graph_replayed);
+// dispatch_us() of every op of `p`, segment by segment, appended to `out` (the Program's compilation and rate read
+// once: the scheduler and cost_ops() ask for every op of every Program the search models).
+void append_dispatch_us(const Program& p, const CostParams& c, bool graph_replayed, std::vector<double>& out);
 // Whether the step's forward and backward replay a captured CUDA graph, so that the host issues none of their
 // kernels one by one: torchtitan 0.3's trainer wraps its forward+backward (model, loss, loss.backward(): FSDP's and
 // TP's collectives included) in a CUDA graph by default (TrainingConfig.disable_cuda_graphs false; trainer.py
