@@ -6,7 +6,8 @@
 // 10^7 candidates in under 10 s on one thread"); `decided_per_s` counts only the candidates a model decided.
 // Search405BPP is examples/llama3-405b-pp.yaml: the 405B space with pipeline candidates (issue 23's "under 50 ms on
 // one thread"); `pipeline_programs` counts the microbatch Programs its pipeline candidates shared.
-// Search4D405B: the 4-D space of issue 41 (tp x FSDP/HSDP x cp x pp x schedule; see below).
+// Search4D405B: the 4-D space of issue 41 (tp x FSDP/HSDP x cp x pp x schedule; see below). SearchMoE and
+// SearchDeepSeekV3: mixtures of experts on 1,024 GPUs over the expert-parallel axis (issue 42; see below).
 // SearchPruned/log2_candidates:20 and :24 are issue 37's memory check: spaces of 2^20 and 2^24 candidates with the
 // same 1024 survivors, all others pruned by the first static rule (tp does not divide the world size), whose peak
 // memory must not grow with the pruned candidates; counters candidates, pruned and peak_rss_mib (getrusage's
@@ -121,13 +122,12 @@ BENCHMARK(BM_Search405BAcLayers)
     ->UseRealTime()
     ->MinTime(2.0);
 
-// SearchMoE (issue 42 item 5): Mixtral 8x7B (examples/hf/mixtral-8x7b/config.json, the largest mixture of experts
-// tptune lowers; DeepSeek-V3 is being added beside it and is left out here) on 1,024 H100s (128 nodes of 8) over the
-// expert-parallel axis: ep {1, 2, 4, 8} (the default: the divisors of the world that divide its 8 experts) x tp {1, 2,
-// 4, 8, 16} (the default) x dp_shard (world / tp) x both presets x float8 none, tensorwise, rowwise x async TP off and
-// on x loss parallel x the three AC policies x local batch {1, 2, 4}: 4,320 candidates, of which float8 tensorwise and
-// async TP are pruned statically (not lowered for MoE). Counters as above. Measured 2026-12-04 (2-core VM shared with
-// four builds, Release): 4,320 candidates, 896 feasible, 98 ms on one thread (44 k candidates/s; 84 ms of it the
+// SearchMoE (issue 42 item 5): Mixtral 8x7B (examples/hf/mixtral-8x7b/config.json) on 1,024 H100s (128 nodes of 8) over
+// the expert-parallel axis: ep {1, 2, 4, 8} (the default: the divisors of the world that divide its 8 experts) x tp {1,
+// 2, 4, 8, 16} (the default) x dp_shard (world / tp) x both presets x float8 none, tensorwise, rowwise x async TP off
+// and on x loss parallel x the three AC policies x local batch {1, 2, 4}: 4,320 candidates, of which float8 tensorwise
+// and async TP are pruned statically (not lowered for MoE). Counters as above. Measured 2026-12-04 (2-core VM shared
+// with four builds, Release): 4,320 candidates, 896 feasible, 98 ms on one thread (44 k candidates/s; 84 ms of it the
 // schedule); bound 10: 38 ms (113 k candidates/s, 785 pruned by the bound).
 void BM_SearchMoE(benchmark::State& state) {
   Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/qwen3-30b-a3b-h100.yaml",
@@ -136,6 +136,25 @@ void BM_SearchMoE(benchmark::State& state) {
   run(state, cfg);
 }
 BENCHMARK(BM_SearchMoE)->Apply(search_args);
+
+// SearchDeepSeekV3 (issue 42): DeepSeek-V3 671B (examples/hf/deepseek-v3/config.json: 61 blocks, the first 3 dense:
+// two block templates in one Program, plans/program/program.h "Structure") on 1,024 H100s (examples/deepseek-v3-16b-
+// h100.yaml at 128 nodes) over ep (the default: 1, 2, 4, ..., 256, the divisors of the world that divide its 256
+// experts) x tp {1, 2, 4, 8, 16} (the default) x dp_shard (world / tp) x pp {1, 2, 4, 8} x both presets x float8 none,
+// tensorwise, rowwise x async TP off and on x the three AC policies x local batch {1, 2, 4}: 9 x 5 x 2 x 3 x 2 x 3 x 3
+// = 9,720 candidates a pp degree. Pipeline parallelism, async TP and float8 tensorwise of a MoE model are pruned
+// statically (not lowered), float8 rowwise by the lowering (latent attention has no float8). Counters as above.
+// Measured 2026-12-05 (2-core VM shared with another build, Release): 38,880 candidates, 767 feasible, 295 ms on one
+// thread (132 k candidates/s; 158 ms of it the schedule); bound 10: 159 ms (244 k candidates/s, 580 pruned by the
+// bound).
+void BM_SearchDeepSeekV3(benchmark::State& state) {
+  Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/deepseek-v3-16b-h100.yaml",
+                           std::string(TPTUNE_SOURCE_DIR) + "/examples/hf/deepseek-v3/config.json");
+  cfg.cluster.nodes = 128;
+  cfg.search.pp_degrees = {1, 2, 4, 8};
+  run(state, cfg);
+}
+BENCHMARK(BM_SearchDeepSeekV3)->Apply(search_args);
 
 // Search4D405B (issue 41): Llama 3.1 405B on 1,024 H100s over the 4-D space: tp {1, 2, 4, 8} x FSDP with HSDP
 // dp_replicate {1, 2, 8} x cp {1, 2, 4, 8} x pp {1, 2, 4, 8, 16} x every pipeline schedule, both presets, the three

@@ -90,7 +90,7 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
 
   // Model states: 16 B per element of the local TP shard, sharded over dp (fp32 master, fp32 grad, AdamW m, v).
   // A routed expert's parameters under expert parallelism are sharded over efsdp instead (Program::fsdp_degree).
-  double elems = 0, expert_elems = 0;
+  double elems = 0, expert_elems = 0, later_variant_params = 0;
   auto desc = p.tensors.begin();  // (an iterator: cheaper than indexing the deque)
   for (size_t t = 0; t < nt; ++t, ++desc) {
     const TensorDesc& d = *desc;
@@ -99,9 +99,12 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
     facts.state[t] = is_state(d);
     facts.per_layer[t] = d.per_layer;
     if (d.role != TensorRole::parameter) continue;
-    (d.expert && p.ep > 1 ? expert_elems : elems) += static_cast<double>(n) * (d.per_layer ? L : 1.0);
-    if (d.per_layer) r.block_params += facts.bytes[t];
+    // (a block variant's per-layer tensor: in its layers only, TensorDesc::layer_count)
+    (d.expert && p.ep > 1 ? expert_elems : elems) +=
+        static_cast<double>(n) * (d.per_layer ? (d.layer_count > 0 ? d.layer_count : L) : 1.0);
+    if (d.per_layer) (d.first_layer > 0 ? later_variant_params : r.block_params) += facts.bytes[t];
   }
+  r.block_params = std::max(r.block_params, later_variant_params);  // block variants: the larger one's
   const double efsdp = std::max(1, p.efsdp);
   r.master_params = 4 * elems / dp + 4 * expert_elems / efsdp;
   r.gradients = 4 * elems / dp + 4 * expert_elems / efsdp;
@@ -109,11 +112,16 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
 
   // The block backward: one segment, or two when a plan's ac_layers splits it (the blocks without recompute, then
   // the checkpointed ones; plans/program/program.h).
+  // A dense-first mixture of experts has two block forwards (the dense blocks', then the MoE blocks') and two block
+  // backwards (the MoE blocks', then the dense ones'), one per block variant.
   const Segment* fwd = p.segment(SegmentKind::block_fwd);
   const Segment* head = p.segment(SegmentKind::head);
   const Segment* bwd[2] = {nullptr, nullptr};
-  for (const Segment& s : p.segments)
+  const Segment* fwd2 = nullptr;
+  for (const Segment& s : p.segments) {
     if (s.kind == SegmentKind::block_bwd) bwd[bwd[0] ? 1 : 0] = &s;
+    if (s.kind == SegmentKind::block_fwd && &s != fwd) fwd2 = &s;
+  }
   // Segments of one kind (the split backward) count as one reader: the same tensors, read by other layers.
   canonical.assign(p.segments.size(), 0);
   for (size_t s = 0; s < p.segments.size(); ++s) {
@@ -139,8 +147,10 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   // on the residual chain), unless its recompute ops write it again.
   if (fwd) {
     written_fwd.assign(nt, 0);
-    for (const Op& op : fwd->ops)
-      for (TensorId t : op.outputs) written_fwd[static_cast<size_t>(t)] = 1;
+    for (const Segment* f : {fwd, fwd2})
+      if (f)
+        for (const Op& op : f->ops)
+          for (TensorId t : op.outputs) written_fwd[static_cast<size_t>(t)] = 1;
     fwd_chain_in.assign(nt, 0);
     for (const LayerChain& ch : p.chains)
       if (written_fwd[static_cast<size_t>(ch.out)]) fwd_chain_in[static_cast<size_t>(ch.in)] = 1;
@@ -165,7 +175,10 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   };
   r.saved_per_block = saved_by(bwd[0], saved_plain);
   r.blocks = bwd[0] ? segment_instances(p, *bwd[0]) : static_cast<int>(p.model.n_layers);
-  if (bwd[1]) {
+  if (bwd[1] && fwd2) {
+    r.saved_per_dense_block = saved_by(bwd[1], saved);
+    r.dense_blocks = segment_instances(p, *bwd[1]);
+  } else if (bwd[1]) {
     r.saved_per_checkpointed_block = saved_by(bwd[1], saved);
     r.checkpointed_blocks = segment_instances(p, *bwd[1]);
   }
@@ -179,11 +192,15 @@ MemoryParts memory_parts(const Program& p, const CostParams& c) {
   };
   exclude_fwd.assign(saved_plain.begin(), saved_plain.end());
   for (size_t t = 0; t < nt; ++t)
-    if (chain_out[t] && fwd) exclude_fwd[t] = 1;
+    if ((chain_out[t] && fwd) || (fwd2 && saved[t])) exclude_fwd[t] = 1;  // (block variants: both saved sets)
   none.assign(nt, 0);
   r.ws_forward = fwd ? working_set(facts, *fwd, exclude_fwd, escapes_of(fwd)) : 0;
+  if (fwd2) r.ws_forward = std::max(r.ws_forward, working_set(facts, *fwd2, exclude_fwd, escapes_of(fwd2)));
   r.ws_backward = bwd[0] ? working_set(facts, *bwd[0], saved_plain, escapes_of(bwd[0])) : 0;
-  if (bwd[1]) r.ws_checkpointed_backward = working_set(facts, *bwd[1], saved, escapes_of(bwd[1]));
+  if (bwd[1] && fwd2)
+    r.ws_dense_backward = working_set(facts, *bwd[1], saved, escapes_of(bwd[1]));
+  else if (bwd[1])
+    r.ws_checkpointed_backward = working_set(facts, *bwd[1], saved, escapes_of(bwd[1]));
   r.ws_head = head ? working_set(facts, *head, none, escapes_of(head)) : 0;
 
   // FSDP2's reduce-scatter input: foreach_reduce chunk_cats a unit's gradients into a reduce_dtype (fp32) buffer on
@@ -235,8 +252,12 @@ MemoryReport memory_from_parts(const MemoryParts& m, const GpuSpec& gpu, const C
   r.saved_per_block = m.saved_per_block;
   r.saved_per_checkpointed_block = m.saved_per_checkpointed_block;
   r.checkpointed_blocks = m.checkpointed_blocks;
+  r.saved_per_dense_block = m.saved_per_dense_block;
+  r.dense_blocks = m.dense_blocks;
   const double checkpointed = m.saved_per_checkpointed_block * m.checkpointed_blocks;
+  const double dense = m.saved_per_dense_block * m.dense_blocks;
   r.activations = m.saved_per_block * m.blocks + checkpointed;
+  if (m.dense_blocks > 0) r.activations += dense;
   r.logits = m.logits;
   // Parameters in flight: unsharded compute copies (the block being computed plus the prefetched ones; the head's
   // own parameters while it runs).
@@ -255,6 +276,10 @@ MemoryReport memory_from_parts(const MemoryParts& m, const GpuSpec& gpu, const C
       {"backward", m.checkpointed_blocks > 0 ? checkpointed : 0.0,
        m.checkpointed_blocks > 0 ? m.ws_checkpointed_backward + m.fsdp_reduce_scatter_input : 0.0,
        m.checkpointed_blocks > 0 ? in_flight * m.block_params + m.resident_params : 0.0},
+      // (block variants: the dense blocks' backward, the last; their own saved tensors)
+      {"backward", m.dense_blocks > 0 ? dense : 0.0,
+       m.dense_blocks > 0 ? m.ws_dense_backward + m.fsdp_reduce_scatter_input : 0.0,
+       m.dense_blocks > 0 ? in_flight * m.block_params + m.resident_params : 0.0},
   };
   double best = -1;
   for (const Phase& ph : phases) {

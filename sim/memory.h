@@ -20,6 +20,10 @@
 // Peak = model states + max over phases (saved activations alive then + transient), then the runtime overhead
 // (CUDA context, workspaces, NCCL buffers) and allocator fragmentation (CostParams). fits = peak <= capacity.
 // allocator_reserved is the caching allocator's share: what torchtitan logs as its memory.
+// A dense-first mixture of experts (two block variants, plans/program/program.h "Structure"): each variant's
+// parameters count once per layer of it; its blocks save what its own backward reads (saved_per_block x the MoE
+// blocks, saved_per_dense_block x the dense ones); the forward's working set is the larger variant's, and the dense
+// blocks' backward, which runs last, is a phase of its own (their saved tensors alone, its working set).
 
 #include <string>
 
@@ -40,6 +44,10 @@ struct MemoryReport {
   double saved_per_checkpointed_block = 0;  // with ac_layers: by one of the checkpointed blocks
   int checkpointed_blocks = 0;              // with ac_layers: how many (0 otherwise)
   double activations = 0;                   // all blocks: saved_per_block x layers, or each kind x its blocks
+  // A dense-first mixture of experts: saved_per_block is a MoE block's, this a dense block's, of dense_blocks (0
+  // otherwise).
+  double saved_per_dense_block = 0;
+  int dense_blocks = 0;
   // Transient at the peak phase.
   std::string peak_phase;       // "forward" | "head" | "backward"
   double working_set = 0;       // gradients, temporaries, recomputed activations, logits
@@ -79,6 +87,10 @@ struct MemoryParts {
   int blocks = 0;               // blocks of the first (or only) backward segment
   int checkpointed_blocks = 0;  // of the second (ac_layers), else 0
   double ws_forward = 0, ws_head = 0, ws_backward = 0, ws_checkpointed_backward = 0;  // working sets
+  // A dense-first mixture of experts (block variants): blocks and saved_per_block are the MoE blocks' (the first
+  // backward segment), these the dense blocks' (the second); 0 otherwise.
+  double saved_per_dense_block = 0, ws_dense_backward = 0;
+  int dense_blocks = 0;
   // FSDP2's fp32 reduce-scatter input of one unit, alive through the backward phases (dp_shard > 1; memory.cc).
   double fsdp_reduce_scatter_input = 0;
 };

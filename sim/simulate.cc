@@ -87,21 +87,24 @@ std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, 
   }
   // A plan's ac_layers splits the block backward in two segments whose ops are the same but for the recompute: an op
   // of the checkpointed blocks that has a namesake of the same duration in the others is reported once, with both
-  // counts (as an unsplit report counts it); its copies likewise.
-  size_t first_bwd = p.segments.size();
+  // counts (as an unsplit report counts it); its copies likewise. So are the ops the two block variants of a
+  // dense-first mixture of experts share (attention, norms: two segments of each block kind).
+  size_t first_of[3] = {p.segments.size(), p.segments.size(), p.segments.size()};  // block.fwd, .bwd, .optimizer
   for (size_t s = 0; s < p.segments.size(); ++s) {
-    if (p.segments[s].kind != SegmentKind::block_bwd) continue;
-    if (first_bwd == p.segments.size()) {
-      first_bwd = s;
+    const SegmentKind kind = p.segments[s].kind;
+    if (!is_block(kind)) continue;
+    size_t& first = first_of[kind == SegmentKind::block_fwd ? 0 : kind == SegmentKind::block_bwd ? 1 : 2];
+    if (first == p.segments.size()) {
+      first = s;
       continue;
     }
-    std::unordered_map<std::string_view, size_t> index;  // op name -> its index in the first block backward
-    for (size_t j = 0; j < p.segments[first_bwd].ops.size(); ++j) index.emplace(p.segments[first_bwd].ops[j].name, j);
+    std::unordered_map<std::string_view, size_t> index;  // op name -> its index in the first segment of the kind
+    for (size_t j = 0; j < p.segments[first].ops.size(); ++j) index.emplace(p.segments[first].ops[j].name, j);
     for (size_t j = 0; j < p.segments[s].ops.size(); ++j) {
       auto it = index.find(p.segments[s].ops[j].name);
       if (it == index.end()) continue;
       for (size_t k = 0; k < 3; ++k) {
-        const size_t into_i = ref_of[first_bwd][it->second][k], from_i = ref_of[s][j][k];
+        const size_t into_i = ref_of[first][it->second][k], from_i = ref_of[s][j][k];
         if (into_i == kNone || from_i == kNone || refs[into_i].time != refs[from_i].time) continue;
         Ref& into = refs[into_i];
         Ref& from = refs[from_i];

@@ -159,17 +159,6 @@ void read_mla(const YamlDoc& doc, const YAML::Node& n, Model& m) {
                  fmt::format("expected an even size (rotary embedding rotates pairs), got {}", a.qk_rope_head_dim));
 }
 
-// The refusal of a model the lowering does not plan, at the first of its keys that needs the missing part.
-void refuse_unlowered(const YamlDoc& doc, const YAML::Node& n, const Model& m) {
-  if (m.lowered()) return;
-  const char* key = "moe";  // (dense blocks before the MoE ones: Model::lowered())
-  doc.fail_msg(key_node(n, key), fmt::format("model.{}", key),
-               fmt::format("{:.1f} B parameters, {:.1f} B active per token: read but not yet planned; tptune does not "
-                           "lower {} yet",
-                           static_cast<double>(m.total_parameters()) / 1e9,
-                           static_cast<double>(m.active_parameters()) / 1e9, m.lowering_gap()));
-}
-
 Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
                  const std::filesystem::path& base_dir) {
   if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
@@ -276,7 +265,6 @@ Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self
     doc.fail_msg(locate(n, has(n, "dim") ? "dim" : "n_heads", self), "model.dim",
                  fmt::format("dim / n_heads = {} / {} = {}: expected an even head_dim (rotary embedding rotates pairs)",
                              m.dim, m.n_heads, m.head_dim()));
-  refuse_unlowered(doc, n, m);
   return m;
 }
 

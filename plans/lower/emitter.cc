@@ -16,14 +16,26 @@ void Emitter::trim_segment() {
   if (ops.size() > n_ops_) ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(n_ops_), ops.end());
 }
 
-void Emitter::begin_segment(SegmentKind kind, int repeat, bool reverse) {
+void Emitter::begin_segment(SegmentKind kind, int repeat, bool reverse, int first_layer, int layer_count) {
   trim_segment();
   if (n_segments_ == prog.segments.size()) prog.segments.emplace_back();
   Segment& s = prog.segments[n_segments_++];
   s.kind = kind;
   s.repeat = repeat;
   s.reverse = reverse;
+  s.first_layer = first_layer;  // (a recycled Program's segment may hold another range)
+  s.layer_count = layer_count;
   n_ops_ = 0;
+}
+
+void Emitter::name_scope(int variant) {
+  if (!scopes_split_) {
+    other_layer_names = layer_names;  // the names taken so far: the variants' shared tensors
+    scopes_split_ = true;
+  }
+  if (variant == scope_) return;
+  std::swap(layer_names, other_layer_names);
+  scope_ = variant;
 }
 
 void Emitter::finish() {
@@ -45,6 +57,8 @@ TensorId Emitter::tensor(const std::string& name, const Shape& local, DType dtyp
     d.name.clear();
   }
   d.per_layer = per_layer;
+  d.first_layer = per_layer ? first_layer : 0;
+  d.layer_count = per_layer ? layer_count : 0;
   d.local_shape = local;
   if (global.empty())
     d.global_shape = global_shape(local, pl, tp, name);

@@ -38,15 +38,24 @@ class Emitter {
   Emitter(Program& p, int tp) : prog(p), tp(tp) {}
   Program& prog;
   const int tp;
-  bool per_layer = false;        // new tensors are per-layer (inside block segments)
+  bool per_layer = false;  // new tensors are per-layer (inside block segments)
+  // The layer range new per-layer tensors get (TensorDesc::first_layer, layer_count): a dense-first mixture of
+  // experts' block variant (plans/program/program.h "Structure"); 0, 0: every layer.
+  int first_layer = 0, layer_count = 0;
   Phase phase = Phase::forward;  // phase of emitted ops
   // false: tensors and ops get empty names (TensorDesc::name and param, Op::module and name; see lower_unfinished()).
   bool names = true;
   // a + b, the name of a tensor or op; empty without names (tensor() and op() ignore it then: not built for nothing).
   std::string cat(const std::string& a, const char* b) const { return names ? a + b : std::string(); }
 
-  void begin_segment(SegmentKind kind, int repeat = 1, bool reverse = false);
+  // A new segment; `first_layer`, `layer_count`: its Segment fields (0, 0: every layer).
+  void begin_segment(SegmentKind kind, int repeat = 1, bool reverse = false, int first_layer = 0, int layer_count = 0);
+  // Per-layer tensor names are unique within a block variant (the dense blocks' "attention.wq.weight" and the MoE
+  // blocks' are two tensors of one name, in different layers): the variant whose tensors are named from now on, 0 or
+  // 1. The first call splits the scope: every per-layer name taken before it is taken in both.
+  void name_scope(int variant);
   Segment& seg() { return prog.segments[n_segments_ - 1]; }
+  size_t segment_index() const { return n_segments_ - 1; }  // seg()'s index in prog.segments
   // Drops the elements of a recycled Program beyond those emitted; call once, after the last op.
   void finish();
 
@@ -97,6 +106,9 @@ class Emitter {
   // Tensor names taken, per scope (per-layer or global): a new tensor's name is made unique within its scope
   // (name, name.2, name.3, ...). Views of the names in prog.tensors (a deque: they never move).
   std::unordered_set<std::string_view> layer_names, global_names;
+  std::unordered_set<std::string_view> other_layer_names;  // the other block variant's (name_scope())
+  int scope_ = 0;
+  bool scopes_split_ = false;
 };
 
 // The local compute dtype of an op writing activations.

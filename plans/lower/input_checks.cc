@@ -96,11 +96,6 @@ void check_moe(const Model& m, const Training& t, const Plan& plan) {
   const std::string where = plan_key_origin(plan, "ep_degree");
   const ExpertMesh x = check_expert_mesh(m, plan, where);
   if (m.moe.experts == 0) return;
-  if (m.moe.dense_layers > 0)
-    throw Error(
-        fmt::format("model.moe.dense_layers {}: blocks with a dense MLP before the MoE blocks are not lowered "
-                    "yet (every block of a Program is one template); expected 0",
-                    m.moe.dense_layers));
   const std::string routed = "layers.0.moe.routed_experts";
   if (plan.pp_degree > 1)
     throw Error(fmt::format("{}: pp_degree {}: pipeline parallelism of a mixture-of-experts model is not lowered yet",
@@ -248,8 +243,17 @@ void check_inputs(const Model& m, const Training& t, const Plan& plan) {
         fmt::format("{}: ac_layers {}: checkpoints the first {} blocks with the plan's activation_checkpointing "
                     "policy, which is none; set activation_checkpointing to selective or full",
                     ac_origin(), plan.ac_layers, plan.ac_layers));
+  if (plan.ac_layers > 0 && plan.ac_layers < m.n_layers) check_dense_first_ac_layers(m, plan.ac_layers, ac_origin());
   if (plan.loss_chunks < 0 || plan.loss_chunks > 4096)
     throw Error(fmt::format("{}: loss_chunks: expected 1 to 4096, got {}", plan.source, plan.loss_chunks));
+}
+
+void check_dense_first_ac_layers(const Model& m, int64_t ac_layers, const std::string& origin) {
+  if (m.dense_first_blocks() <= 0 || ac_layers <= 0 || ac_layers >= m.n_layers) return;
+  throw Error(
+      fmt::format("{}: ac_layers {}: not lowered for a model with model.moe.dense_layers {} (its dense and MoE "
+                  "blocks are two block templates, each checkpointed whole); expected 0 or {} (every block)",
+                  origin, ac_layers, m.moe.dense_layers, m.n_layers));
 }
 
 void check_local_batch(const Model& model, const Training& training, const Plan& plan) {

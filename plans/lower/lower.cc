@@ -6,7 +6,9 @@
 #include <atomic>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "plans/language/module_names.h"
 #include "plans/lower/async_tp.h"
@@ -153,26 +155,40 @@ class Lowerer {
     Params embed_params = params_since(mark);
     size_t embed_tape_end = e.tape_size();
 
-    // --- one block, forward ---
-    e.begin_segment(SegmentKind::block_fwd, checked_int(m.n_layers, "model.n_layers"));
-    e.per_layer = true;
-    TensorId x_in = e.tensor("input", e.desc(x0.t).local_shape, e.desc(x0.t).dtype, e.desc(x0.t).placement,
-                             TensorRole::activation, e.desc(x0.t).global_shape);
-    Value xin = x0.dtensor ? e.dtensor(x_in, x0.pl) : e.plain(x_in, x0.pl);
-    size_t block_tape = e.tape_size();
-    mark = fsdp_gather_begin(true);
-    Value xout = block(xin);
-    fsdp_gather_end(mark);
-    Params block_params = params_since(mark);
-    size_t block_tape_end = e.tape_size();
-    if (xout.dtensor != xin.dtensor || e.shape(xout) != e.shape(xin) || (xout.dtensor && !xout.pl.same_as(xin.pl, 3)))
-      throw ModuleError(
-          "layers.0",
-          fmt::format("a block must return what it receives so that blocks stack: it "
-                      "receives a {} {} and returns a {} {}",
-                      xin.dtensor ? "DTensor " + to_string(xin.pl) : "plain tensor", to_string(e.shape(xin)),
-                      xout.dtensor ? "DTensor " + to_string(xout.pl) : "plain tensor", to_string(e.shape(xout))));
-    e.per_layer = false;
+    // --- the block forward: one template, or one per block variant (dense first blocks of a mixture of experts,
+    // plans/program/program.h "Structure"), all reading the one block input tensor ---
+    std::vector<Variant> variants = block_variants();
+    const bool two = variants.size() > 1;
+    TensorId x_in = -1;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      Variant& b = variants[v];
+      e.begin_segment(SegmentKind::block_fwd, b.repeat, false, b.first_layer, b.layer_count);
+      e.per_layer = true;
+      if (v == 0)
+        x_in = e.tensor("input", e.desc(x0.t).local_shape, e.desc(x0.t).dtype, e.desc(x0.t).placement,
+                        TensorRole::activation, e.desc(x0.t).global_shape);
+      if (two) enter_variant(b, v);
+      b.xin = x0.dtensor ? e.dtensor(x_in, x0.pl) : e.plain(x_in, x0.pl);
+      b.tape = e.tape_size();
+      mark = fsdp_gather_begin(!two || b.moe);  // (the experts' all-gather on efsdp: MoE blocks only)
+      b.xout = block(b.xin, b.moe);
+      fsdp_gather_end(mark);
+      b.params = params_since(mark);
+      b.tape_end = e.tape_size();
+      const Value &xin = b.xin, &xout = b.xout;
+      if (xout.dtensor != xin.dtensor || e.shape(xout) != e.shape(xin) || (xout.dtensor && !xout.pl.same_as(xin.pl, 3)))
+        throw ModuleError(
+            fmt::format("layers.{}", b.first_layer),
+            fmt::format("a block must return what it receives so that blocks stack: it "
+                        "receives a {} {} and returns a {} {}",
+                        xin.dtensor ? "DTensor " + to_string(xin.pl) : "plain tensor", to_string(e.shape(xin)),
+                        xout.dtensor ? "DTensor " + to_string(xout.pl) : "plain tensor", to_string(e.shape(xout))));
+      // One block output tensor: the earlier variant's output op writes this variant's (so that one chain links
+      // every layer).
+      if (v > 0) join(1, variants[v - 1].xout, b.xout, "output");
+      leave_variant();
+    }
+    const Value xin = variants.front().xin, xout = variants.back().xout;
 
     // --- head: final norm, output, loss, and their backward ---
     e.begin_segment(SegmentKind::head);
@@ -212,18 +228,30 @@ class Lowerer {
     auto g_hin = e.grad(hin);
     if (!g_hin) throw Error("internal: no gradient reaches the last block");
 
-    // --- one block, backward (with recompute) ---
-    e.begin_segment(SegmentKind::block_bwd, checked_int(m.n_layers, "model.n_layers"), true);
-    e.per_layer = true;
-    TensorId g_out = e.tensor("output.grad", e.desc(g_hin->t).local_shape, e.desc(g_hin->t).dtype,
-                              e.desc(g_hin->t).placement, TensorRole::gradient, e.desc(g_hin->t).global_shape);
-    fsdp_gather(block_params);
-    e.seed_grad(xout, g_hin->dtensor ? e.dtensor(g_out, g_hin->pl) : e.plain(g_out, g_hin->pl));
-    e.run_backward(block_tape, block_tape_end);
-    auto g_xin = e.grad(xin);
-    if (!g_xin) throw Error("internal: no gradient reaches the block input");
-    fsdp_reduce(block_params);
-    e.per_layer = false;
+    // --- the block backward (with recompute): the variants in reverse, all reading the one output gradient and
+    // writing the one input gradient ---
+    TensorId g_out = -1;
+    std::optional<Value> g_xin;
+    for (size_t r = variants.size(); r-- > 0;) {
+      Variant& b = variants[r];
+      e.begin_segment(SegmentKind::block_bwd, b.repeat, true, b.first_layer, b.layer_count);
+      e.per_layer = true;
+      if (r + 1 == variants.size())
+        g_out = e.tensor("output.grad", e.desc(g_hin->t).local_shape, e.desc(g_hin->t).dtype,
+                         e.desc(g_hin->t).placement, TensorRole::gradient, e.desc(g_hin->t).global_shape);
+      if (two) enter_variant(b, r);
+      fsdp_gather(b.params);
+      e.seed_grad(b.xout, g_hin->dtensor ? e.dtensor(g_out, g_hin->pl) : e.plain(g_out, g_hin->pl));
+      e.run_backward(b.tape, b.tape_end);
+      auto g = e.grad(b.xin);
+      if (!g) throw Error("internal: no gradient reaches the block input");
+      fsdp_reduce(b.params);
+      if (g_xin)
+        join(0, *g, *g_xin, "input gradient");
+      else
+        g_xin = g;
+      leave_variant();
+    }
 
     // --- embedding backward ---
     e.begin_segment(SegmentKind::embed_bwd);
@@ -237,14 +265,18 @@ class Lowerer {
     globals.insert(globals.end(), head_params.begin(), head_params.end());
     fsdp_reduce(tied_unit ? globals : embed_params);
 
-    if (prog.plan.clip_grad_norm) grad_norm(block_params, globals);
+    if (prog.plan.clip_grad_norm) grad_norm(variants, globals);
 
-    // --- optimizer: AdamW on every local shard (the block's once per layer) ---
-    e.begin_segment(SegmentKind::block_optimizer, checked_int(m.n_layers, "model.n_layers"));
-    e.per_layer = true;
-    if (m.moe.experts > 0) tokens_per_expert_all_reduce();
-    optimizer(block_params);
-    e.per_layer = false;
+    // --- optimizer: AdamW on every local shard (each block variant's once per layer of it) ---
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const Variant& b = variants[v];
+      e.begin_segment(SegmentKind::block_optimizer, b.repeat, false, b.first_layer, b.layer_count);
+      e.per_layer = true;
+      if (two) enter_variant(b, v);
+      if (b.moe) tokens_per_expert_all_reduce();
+      optimizer(b.params);
+      leave_variant();
+    }
     e.begin_segment(SegmentKind::optimizer);
     optimizer(globals);
     e.finish();
@@ -262,6 +294,8 @@ class Lowerer {
   // buffers are reused: the block backward is copied from bwd_src with the recompute ops in place).
   static void finish_in_place(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared = nullptr,
                               int64_t ac_layers = -1, const Segment* bwd_src = nullptr) {
+    if (prog.segments.size() > 3 && prog.segments[2].kind == SegmentKind::block_fwd)
+      return finish_variants(prog, ac, prepared, ac_layers);  // (block variants: never the fast path's bwd_src)
     const bool prefix = prepared && prepared->forward;
     prog.training.activation_checkpointing = ac;
     prog.plan.activation_checkpointing = ac;
@@ -336,10 +370,52 @@ class Lowerer {
         finalize_deps(prog.segments[i], scratch);
   }
 
-  // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops), and with
-  // async TP the segments from it on (their rewrite, which numbers its tensors after the recompute ops').
+  // finish_in_place() of a Program with two block variants (a dense-first mixture of experts, plans/program/program.h
+  // "Structure"): each block backward gets the recompute ops of the forward of its layers; a plan's ac_layers split
+  // is refused (check_dense_first_ac_layers()), and async TP is (check_inputs(): no micro-pipelined TP in MoE blocks).
+  static void finish_variants(Program& prog, ActivationCheckpointing ac, const UnfinishedProgram* prepared,
+                              int64_t ac_layers) {
+    prog.training.activation_checkpointing = ac;
+    prog.plan.activation_checkpointing = ac;
+    if (ac_layers >= 0) prog.plan.ac_layers = ac_layers;
+    if (ac == ActivationCheckpointing::none) prog.plan.ac_layers = 0;
+    check_dense_first_ac_layers(prog.model, prog.plan.ac_layers, prog.plan.source);
+    if (prog.plan.async_tp && prog.tp > 1)
+      throw Error(fmt::format("{}: async_tp: not lowered for a mixture-of-experts model", prog.plan.source));
+    thread_local std::vector<size_t> redo;
+    for (Segment& bwd : prog.segments) {
+      if (bwd.kind != SegmentKind::block_bwd) continue;
+      const Segment* fwd = nullptr;
+      for (const Segment& s : prog.segments)
+        if (s.kind == SegmentKind::block_fwd && s.first_layer == bwd.first_layer && s.layer_count == bwd.layer_count)
+          fwd = &s;
+      if (!fwd) throw Error("internal: a block backward without the forward of its layers");
+      recompute_ops(*fwd, bwd, ac, prog.plan.ac_early_stop, prog.plan.ac_saves_reduce_scatter, redo);
+      if (redo.empty()) continue;
+      size_t at = 0;  // after the block's FSDP all-gathers
+      while (at < bwd.ops.size() && is_fsdp_gather(bwd.ops[at])) ++at;
+      const size_t n = bwd.ops.size(), r = redo.size();
+      bwd.ops.resize(n + r);  // (bwd's op list: no reference into it is held, fwd is another segment)
+      std::move_backward(bwd.ops.begin() + static_cast<std::ptrdiff_t>(at),
+                         bwd.ops.begin() + static_cast<std::ptrdiff_t>(n), bwd.ops.end());
+      for (size_t j = 0; j < r; ++j) recompute_op(fwd->ops[redo[j]], bwd.ops[at + j]);
+      for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
+    }
+    std::vector<bool> fused;
+    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog, 0);
+    thread_local DepsScratch scratch_for_thread;
+    DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
+    const bool deps_prepared = prepared && prepared->deps_prepared;
+    for (size_t i = 0; i < prog.segments.size(); ++i)
+      if (!deps_prepared || finish_changes(prog, i) || (i < fused.size() && fused[i]))
+        finalize_deps(prog.segments[i], scratch);
+  }
+
+  // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops; both
+  // segments when ac_layers splits it, or one per block variant), and with async TP the segments from it on (their
+  // rewrite, which numbers its tensors after the recompute ops').
   static bool finish_changes(const Program& prog, size_t i) {
-    return i == 3 || (i == 4 && has_split_backward(prog)) || (prog.plan.async_tp && i >= 3);
+    return prog.segments[i].kind == SegmentKind::block_bwd || (prog.plan.async_tp && i >= 3);
   }
   // The deps of the segments finish_in_place() does not change, once for every policy (finalize_deps() reads only
   // the segment's ops: the same deps as finishing computes).
@@ -358,7 +434,63 @@ class Lowerer {
   Layers layers;
   int fsdp_op = -1, efsdp_op = -1;
 
-  Value block(const Value& x) {
+  // A block template of the Program: every block, or one variant of a dense-first mixture of experts' blocks
+  // (plans/program/program.h "Structure"): its MLP, its layers (first_layer, layer_count: 0, 0 for every layer) and
+  // what its lowering gave (its input and output values, its autograd tape range, its parameters).
+  struct Variant {
+    bool moe = false;
+    int first_layer = 0, layer_count = 0, repeat = 0;
+    Value xin, xout;
+    size_t tape = 0, tape_end = 0;
+    std::vector<TensorId> params;
+  };
+  std::vector<Variant> block_variants() const {
+    const int L = checked_int(m.n_layers, "model.n_layers");
+    const int64_t k = m.dense_first_blocks();
+    if (k <= 0 || k >= L) {  // one template (every block dense when k = L)
+      Variant every;
+      every.moe = m.moe.experts > 0 && k <= 0;
+      every.repeat = L;
+      return {every};
+    }
+    Variant dense, moe;
+    dense.layer_count = dense.repeat = static_cast<int>(k);
+    moe.moe = true;
+    moe.first_layer = static_cast<int>(k);
+    moe.layer_count = moe.repeat = static_cast<int>(L - k);
+    return {dense, moe};
+  }
+  // Per-layer tensors from now on are variant `index`'s (`b`): its layers and its tensor names.
+  void enter_variant(const Variant& b, size_t index) {
+    e.name_scope(static_cast<int>(index));
+    e.first_layer = b.first_layer;
+    e.layer_count = b.layer_count;
+  }
+  void leave_variant() {
+    e.per_layer = false;
+    e.first_layer = e.layer_count = 0;
+  }
+  // The block variants share their output (and input gradient) tensor: the ops of the segment `back` segments before
+  // the one being emitted (0: that one) that read or write from.t use to.t instead, which every layer has. `what`
+  // names it.
+  void join(size_t back, Value& from, const Value& to, const char* what) {
+    const TensorDesc &a = prog.tensor(from.t), &b = prog.tensor(to.t);
+    if (a.local_shape != b.local_shape || a.global_shape != b.global_shape || a.dtype != b.dtype ||
+        !(a.placement == b.placement) || from.dtensor != to.dtensor)
+      throw Error(fmt::format("internal: the dense and the MoE blocks' {} differ ({} {} vs {} {})", what,
+                              to_string(a.local_shape), to_string(a.placement), to_string(b.local_shape),
+                              to_string(b.placement)));
+    Segment& s = prog.segments.at(e.segment_index() - back);
+    for (Op& op : s.ops) {
+      std::replace(op.inputs.begin(), op.inputs.end(), from.t, to.t);
+      std::replace(op.outputs.begin(), op.outputs.end(), from.t, to.t);
+    }
+    TensorDesc& shared = prog.tensors[static_cast<size_t>(to.t)];
+    shared.first_layer = shared.layer_count = 0;
+    from.t = to.t;
+  }
+
+  Value block(const Value& x, bool moe) {
     Layers::Name L{"layers.0", ""};
     auto c = [&](const std::string& leaf) { return layers.child(L, leaf); };
     Value n1 = layers.norm(c("attention_norm"), x);
@@ -370,7 +502,7 @@ class Lowerer {
       const Value o = layers.mla(att, a_in);
       const Value a =
           layers.linear(layers.child(att, "wo"), o, checked_mul(m.n_heads, m.mla.v_head_dim, "wo width"), m.dim, true);
-      return mlp_half(x, a);
+      return mlp_half(x, a, moe);
     }
     if (prog.plan.fused_qkv) {
       // FusedQKVLinear: one GEMM of the summed width, split into contiguous q, k, v.
@@ -394,16 +526,17 @@ class Lowerer {
     Value o;
     layers.attention_core(att, q, k, v, o);
     Value a = layers.linear(layers.child(att, "wo"), o, m.n_heads * hd, m.dim, true);
-    return mlp_half(x, a);
+    return mlp_half(x, a, moe);
   }
 
-  // The block after its attention output `a`: the residual, ffn_norm and the MLP (dense or MoE), and its residual.
-  Value mlp_half(const Value& x, const Value& a) {
+  // The block after its attention output `a`: the residual, ffn_norm and the MLP (MoE when `moe`, else dense), and
+  // its residual.
+  Value mlp_half(const Value& x, const Value& a, bool moe) {
     Layers::Name L{"layers.0", ""};
     auto c = [&](const std::string& leaf) { return layers.child(L, leaf); };
     Value h = layers.add(c("attention"), x, a);
     Value n2 = layers.norm(c("ffn_norm"), h);
-    if (m.moe.experts > 0) {  // (returned in the norm's layout; the residual stream may hold its local tensor)
+    if (moe) {  // (returned in the norm's layout; the residual stream may hold its local tensor)
       Value f = layers.moe(c("moe"), n2);
       if (f.dtensor && !h.dtensor) f = e.to_local(f);
       return layers.add(c("moe"), h, f);
@@ -561,17 +694,22 @@ class Lowerer {
   // gradient, grad_norm.clip reads and writes every shard (8 B per element). They read the embedding's and head's
   // gradients (the last reduced), so they run after the backward; block gradients are counted in the bytes (a
   // non-repeated segment cannot name per-layer tensors), and the compute stream runs them before any AdamW.
-  void grad_norm(const Params& block_params, const Params& globals) {
+  // (Each block variant's gradients once per layer of it.)
+  void grad_norm(const std::vector<Variant>& variants, const Params& globals) {
     e.begin_segment(SegmentKind::grad_norm);
     e.phase = Phase::optimizer;
-    int64_t elems = 0;
-    for (TensorId p : block_params)
-      elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.fsdp_degree(prog.tensor(p)), "gradients");
-    elems = checked_mul(elems, m.n_layers, "gradients");
+    int64_t elems = 0, n_grads = 0;
+    for (const Variant& b : variants) {
+      int64_t one = 0;  // one block's
+      for (TensorId p : b.params)
+        one = checked_add(one, numel(prog.tensor(p).local_shape) / prog.fsdp_degree(prog.tensor(p)), "gradients");
+      elems = checked_add(elems, checked_mul(one, b.repeat, "gradients"), "gradients");
+      n_grads =
+          checked_add(n_grads, checked_mul(static_cast<int64_t>(b.params.size()), b.repeat, "gradients"), "gradients");
+    }
     for (TensorId p : globals) elems = checked_add(elems, numel(prog.tensor(p).local_shape) / prog.dp, "gradients");
-    // One norm per gradient: the block's per layer, then the embedding's and the head's.
-    const int64_t n_grads = checked_add(checked_mul(static_cast<int64_t>(block_params.size()), m.n_layers, "gradients"),
-                                        static_cast<int64_t>(globals.size()), "gradients");
+    // One norm per gradient: the blocks' per layer, then the embedding's and the head's.
+    n_grads = checked_add(n_grads, static_cast<int64_t>(globals.size()), "gradients");
     Params grads;
     for (TensorId p : globals) grads.push_back(grad_tensor_of(p));
     const Shape norms{n_grads}, scalar{1};
@@ -731,9 +869,10 @@ void finish_lowering_into(const UnfinishedProgram& p, ActivationCheckpointing ac
   // A compiled Program's kept segments are fused: its recompute ops need the eager forward, which only async TP's
   // preparation keeps (UnfinishedProgram::forward).
   const bool compiled = p.prog.training.compiled(p.prog.plan.async_tp);
+  // (A Program of block variants, whose block backwards come later, is finished whole.)
   if (out_from != 0 && out_from == p.id && p.deps_prepared && (p.forward || !p.prog.plan.async_tp) &&
       (p.forward || !compiled) && p.prog.segments.size() > kept && out.segments.size() > kept &&
-      out.tensors.size() >= p.prog.tensors.size()) {
+      p.prog.segments[kept].kind == SegmentKind::block_bwd && out.tensors.size() >= p.prog.tensors.size()) {
     // Without async TP finishing changes only the block backward (and splits it with ac_layers): when `out` is not
     // split, the segments after it are p's already.
     const bool tail_kept =

@@ -32,8 +32,9 @@ ParameterCount parameter_count(const Program& p) {
   int64_t per_rank = 0;
   for (const TensorDesc& t : p.tensors) {
     if (t.role != TensorRole::parameter) continue;
-    int64_t elems = local_elements(t, std::max(1, p.fsdp_degree(t)));     // (a routed expert's over efsdp under EP)
-    if (t.per_layer) elems = checked_mul(elems, p.layer_count(), kWhat);  // a stage's Program: its blocks only
+    int64_t elems = local_elements(t, std::max(1, p.fsdp_degree(t)));  // (a routed expert's over efsdp under EP)
+    // (a stage's Program: its blocks only; a block variant's tensor: its layers only)
+    if (t.per_layer) elems = checked_mul(elems, p.copies(t), kWhat);
     per_rank = checked_add(per_rank, elems, kWhat);
   }
   return {p.model.total_parameters(), per_rank, {}, 0};

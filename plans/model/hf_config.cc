@@ -368,20 +368,7 @@ Model read_hf_model(const std::string& text, const std::string& name) {
   return m;
 }
 
-Model parse_hf_config(const std::string& text, const std::string& name) {
-  Model m = read_hf_model(text, name);
-  if (!m.lowered()) {
-    const json j = parse_json_text(text, name);
-    const HfDoc doc(text, name);
-    const auto billions = [](int64_t n) { return static_cast<double>(n) / 1e9; };
-    doc.fail("architectures",
-             fmt::format("{} ({:.1f} B parameters, {:.1f} B active per token) is read but not yet planned: tptune "
-                         "does not lower {} yet",
-                         j["architectures"][0].get<std::string>(), billions(m.total_parameters()),
-                         billions(m.active_parameters()), m.lowering_gap()));
-  }
-  return m;
-}
+Model parse_hf_config(const std::string& text, const std::string& name) { return read_hf_model(text, name); }
 
 Model load_hf_config(const std::string& path) {
   return parse_hf_config(read_input_file(path, "transformers config.json"), path);

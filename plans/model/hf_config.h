@@ -44,11 +44,9 @@ namespace tptune {
 
 // Reads the file at `path`; errors name `path`.
 Model load_hf_config(const std::string& path);
-// Parses config.json text; `name` stands in for the file name in errors. A model the lowering does not plan
-// (Model::lowered() false: DeepSeek-V3's dense first blocks, first_k_dense_replace > 0) is an error on `architectures`
-// that names it with its parameter counts.
+// Parses config.json text; `name` stands in for the file name in errors.
 Model parse_hf_config(const std::string& text, const std::string& name);
-// Parses config.json text as parse_hf_config does, also the models it refuses: MixtralForCausalLM,
+// parse_hf_config() by another name (the two differed while dense-first MoE was refused): MixtralForCausalLM,
 // Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM and Qwen3ForCausalLM into Model::moe, Model::mla
 // and Model::qk_norm (plans/model/model.h):
 //   num_local_experts (Mixtral) | num_experts (Qwen) | n_routed_experts (DeepSeek) -> moe.experts

@@ -125,17 +125,6 @@ int64_t Model::total_parameters() const {
 
 int64_t Model::active_parameters() const { return moe.experts == 0 ? total_parameters() : sum_layers(*this, true); }
 
-std::string Model::lowering_gap() const {
-  std::vector<std::string_view> parts;
-  if (moe.dense_layers > 0) parts.emplace_back("dense MLP blocks before the MoE blocks");
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) s += i + 1 == parts.size() ? " and " : ", ";
-    s += parts[i];
-  }
-  return s;
-}
-
 double Model::training_flops_per_token(int64_t seq_len) const {
   // 6 flops per parameter per token (2 forward, 4 backward) for every matmul weight, counted over all parameters
   // except the embedding lookup (torchtitan's convention, which also counts the small norm weights), plus attention:

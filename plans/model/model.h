@@ -21,8 +21,8 @@
 // Mixture-of-experts blocks, multi-head latent attention and q/k norms (the fields `moe`, `mla` and `qk_norm`) are
 // read and counted (parameters and active parameters per token, below) as torchtitan 0.3.0 builds them
 // (torchtitan/models/common/moe.py, models/deepseek_v3, models/qwen3); the lowering plans MoE blocks and q/k norms
-// (plans/lower/experts.cc) and latent attention (plans/lower/mla.cc), and every loader refuses dense blocks before
-// MoE ones with the model's counts (Model::lowered()).
+// (plans/lower/experts.cc), with dense blocks before the MoE ones as a block variant of their own
+// (plans/program/program.h "Structure"), and latent attention (plans/lower/mla.cc).
 //   layers.N.moe.router.gate              Linear(dim -> experts), no bias (TokenChoiceTopKRouter)
 //   layers.N.moe.routed_experts           GroupedExperts: w1, w3 (experts, expert_ffn_dim, dim), w2 (experts, dim,
 //                                         expert_ffn_dim); each token runs top_k of them
@@ -131,13 +131,9 @@ struct Model {
   // counted once (embedding + blocks + final norm), as torch's model.parameters() de-duplicates it.
   int64_t total_parameters() const;
 
-  // Whether the lowering plans this model: false for dense blocks before MoE ones (DeepSeek's first_k_dense_replace),
-  // which it does not yet lower: a Program repeats one block template (the loaders refuse them with lowering_gap()'s
-  // words and the counts below). MoE blocks (plans/lower/experts.cc), latent attention (plans/lower/mla.cc) and q/k
-  // norms are lowered.
-  bool lowered() const { return moe.dense_layers == 0; }
-  // What the lowering lacks for this model ("dense MLP blocks before the MoE blocks"); empty when lowered().
-  std::string lowering_gap() const;
+  // Blocks 0 .. dense_first_blocks()-1 of a mixture of experts keep a dense MLP (moe.dense_layers; 0 for a dense
+  // model): the lowering gives them a block template of their own (plans/program/program.h "Structure").
+  int64_t dense_first_blocks() const { return moe.experts > 0 ? moe.dense_layers : 0; }
   // Parameters of block `layer` (0-based) with every expert: attention (standard or latent, with its norms and
   // biases), its MLP (dense, or the router, every routed expert and the shared expert) and the two block norms.
   // Throws tptune::Error when a count overflows 64-bit integers.

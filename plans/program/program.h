@@ -19,6 +19,15 @@
 //                      the clip of every gradient, before any AdamW
 //   block.optimizer (xL) AdamW on the block's local parameter shards
 //   optimizer   (x1)   data-parallel reduction of non-block gradients, AdamW on every local parameter shard
+// A mixture of experts whose first k = model.moe.dense_layers blocks keep a dense MLP (0 < k < L: DeepSeek-V3's
+// first_k_dense_replace) has two block templates, one per variant, each a segment with its layer range:
+//   embed.fwd, block.fwd [dense, layers 0..k-1], block.fwd [MoE, k..L-1], head, block.bwd [MoE, L-1..k],
+//   block.bwd [dense, k-1..0], embed.bwd, [grad_norm], block.optimizer [dense], block.optimizer [MoE], optimizer
+// Both forwards read the one block input tensor and write the one block output tensor (so one LayerChain spans
+// every layer), both backwards read the one output gradient and write the one input gradient; every other per-layer
+// tensor is its variant's, and TensorDesc::first_layer/layer_count say which layers have it. A plan's ac_layers
+// split (0 < ac_layers < L) is refused for such a model (one backward segment per variant; plans/lower/lower.cc).
+// A model with k = 0 has the one template above.
 // Tensors and ops of a repeated segment are layer-relative: tensor "attention.wq.weight" with per_layer=true is
 // "layers.N.attention.wq.weight" in layer N; op module "attention.wq" is "layers.N.attention.wq".
 // A LayerChain links layers: in layer order (descending when `reverse`), the first layer's `in` is `source`, each
@@ -79,6 +88,11 @@ struct TensorDesc {
   // A routed expert's parameter, its gradient or optimizer state (plans/lower/experts.cc): with expert parallelism
   // (Program::ep > 1) FSDP shards it over the efsdp group (Program::efsdp), every other parameter over dp.
   bool expert = false;
+  // A per-layer tensor of one block variant of a dense-first mixture of experts (see "Structure"): it exists in layers
+  // first_layer .. first_layer + layer_count - 1 only. layer_count 0: in every layer the Program holds (every
+  // per-layer tensor of a Program with one block template, and the variants' shared block input and output).
+  int first_layer = 0;
+  int layer_count = 0;
 };
 
 // C (m, n) = op(A) (m, k) x op(B) (k, n), op(X) = X^T when trans; [+ C when accumulate]. Row-major, tokens flattened:
@@ -361,7 +375,8 @@ struct Segment {
   bool reverse = false;  // block.bwd runs layers L-1 .. 0
   std::vector<Op> ops;
   // A block segment that covers part of the layers: layers first_layer .. first_layer + layer_count - 1 (a plan's
-  // ac_layers splits the block backward, see "Structure"). layer_count 0: every layer of the model.
+  // ac_layers splits the block backward; a dense-first mixture of experts has a segment per block variant: see
+  // "Structure"). layer_count 0: every layer of the model.
   int first_layer = 0;
   int layer_count = 0;
 };
@@ -417,6 +432,9 @@ struct Program {
   // The blocks the Program holds: stage.first_layer and stage.layer_count, or 0 and model.n_layers for the whole model.
   int first_layer() const { return stage.layer_count < 0 ? 0 : stage.first_layer; }
   int layer_count() const { return stage.layer_count < 0 ? static_cast<int>(model.n_layers) : stage.layer_count; }
+  // The copies of tensor `t` in a step: 1 for a global tensor, else its layers (TensorDesc::layer_count, or
+  // layer_count() when 0).
+  int copies(const TensorDesc& t) const { return !t.per_layer ? 1 : t.layer_count > 0 ? t.layer_count : layer_count(); }
 };
 
 // expand()'s rule: a segment is instantiated once per layer when it repeats or is a block segment.

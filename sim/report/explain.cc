@@ -125,7 +125,32 @@ std::vector<CollectiveRecord> step_collectives(const Program& p) {
   return out;
 }
 
+const Segment* dense_block_forward(const Program& p) {
+  const Segment* first = p.segment(SegmentKind::block_fwd);
+  for (const Segment& s : p.segments)
+    if (&s != first && s.kind == SegmentKind::block_fwd) return first;
+  return nullptr;
+}
+
+namespace {
+// The collectives of the block variant whose segments start at layer `first_layer` (forward, backward, optimizer).
+std::vector<CollectiveRecord> variant_collectives(const Program& p, int first_layer) {
+  std::vector<CollectiveRecord> out;
+  for (SegmentKind kind : {SegmentKind::block_fwd, SegmentKind::block_bwd, SegmentKind::block_optimizer})
+    for (const Segment& s : p.segments)
+      if (s.kind == kind && s.first_layer == first_layer)
+        for (const Op& op : s.ops)
+          if (op.is_collective()) out.push_back(record_of(p, op, first_layer));
+  return out;
+}
+}  // namespace
+
+std::vector<CollectiveRecord> dense_block_collectives(const Program& p) {
+  return dense_block_forward(p) ? variant_collectives(p, 0) : std::vector<CollectiveRecord>{};
+}
+
 const Segment* checkpointed_block_backward(const Program& p) {
+  if (dense_block_forward(p)) return nullptr;  // (block variants: the second block.bwd is the dense blocks')
   const Segment* first = p.segment(SegmentKind::block_bwd);
   for (const Segment& s : p.segments)
     if (&s != first && s.kind == SegmentKind::block_bwd) return &s;
@@ -133,6 +158,8 @@ const Segment* checkpointed_block_backward(const Program& p) {
 }
 
 std::vector<CollectiveRecord> block_collectives(const Program& p) {
+  if (const Segment* dense = dense_block_forward(p))  // block variants: the MoE blocks' (the layers after the dense)
+    return variant_collectives(p, dense->layer_count);
   std::vector<CollectiveRecord> out;
   // The first block.bwd segment: every block, or with ac_layers the blocks without recompute (from layer k on).
   const Segment* bwd = p.segment(SegmentKind::block_bwd);
@@ -222,6 +249,9 @@ void write_explain_json(const Program& p, std::ostream& out, const nlohmann::jso
   out << (first ? "]" : "\n  ]") << ",\n  \"per_block\": " << per_block.dump();
   if (checkpointed_block_backward(p))
     out << ",\n  \"per_checkpointed_block\": " << per_phase(checkpointed_block_collectives(p), {"backward"}).dump();
+  if (dense_block_forward(p))
+    out << ",\n  \"per_dense_block\": "
+        << per_phase(dense_block_collectives(p), {"forward", "backward", "optimizer"}).dump();
   out << ",\n  \"per_step\": " << step.dump();
   if (extra.is_object())
     for (const auto& [key, value] : extra.items()) out << ",\n  " << nlohmann::json(key).dump() << ": " << value.dump();
@@ -277,7 +307,18 @@ std::string explain_text(const Program& p) {
   };
   line("");
   const Segment* ckpt = checkpointed_block_backward(p);
-  if (!ckpt) {
+  if (const Segment* dense = dense_block_forward(p)) {
+    // A dense-first mixture of experts: blocks k .. L-1 are MoE blocks, blocks 0 .. k-1 keep a dense MLP.
+    const int k = dense->layer_count;
+    line(fmt::format("One MoE block (layers.{}; layers {} to {} are the same):", k, k, m.n_layers - 1));
+    table(block_collectives(p));
+    line(
+        fmt::format("One dense block (layers.0; {}: model.moe.dense_layers {}, a dense MLP of ffn {} before the MoE "
+                    "blocks):",
+                    k == 1 ? std::string("the only one") : fmt::format("layers 0 to {} are the same", k - 1),
+                    m.moe.dense_layers, m.ffn_dim));
+    table(dense_block_collectives(p));
+  } else if (!ckpt) {
     line("One transformer block (layers.0; every layer is the same):");
     table(block_collectives(p));
   } else {

@@ -18,6 +18,9 @@
 // A plan with ac_layers = k (0 < k < n_layers) adds "ac_layers": k to "plan", and "per_checkpointed_block":
 // {"backward": {...}}: the TP collectives of the backward of one of the checkpointed blocks 0 .. k-1 (recompute
 // included); per_block's backward is then that of the blocks k .. L-1, which recompute nothing.
+// A dense-first mixture of experts (model.moe.dense_layers = k, two block variants: plans/program/program.h
+// "Structure") adds "per_dense_block": the TP collectives of one of the dense blocks 0 .. k-1; per_block is then that
+// of one MoE block (k .. L-1).
 
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -47,8 +50,14 @@ std::vector<CollectiveRecord> step_collectives(const Program& p);
 // The collectives of one block template (layer 0 names): forward, backward (recompute included), then those the
 // optimizer step issues per block (Partial gradients all-reduced there when no FSDP wraps the model). With a plan's
 // ac_layers = k splitting the block backward (plans/program/program.h), the backward is that of the blocks without
-// recompute and the names are layer k's.
+// recompute and the names are layer k's. With block variants (a dense-first mixture of experts) those of a MoE block
+// (layer k's names).
 std::vector<CollectiveRecord> block_collectives(const Program& p);
+// With block variants: the collectives of one dense block (forward, backward, optimizer; layer 0 names). Empty
+// otherwise.
+std::vector<CollectiveRecord> dense_block_collectives(const Program& p);
+// With block variants: the dense blocks' forward segment (the first block.fwd), else null.
+const Segment* dense_block_forward(const Program& p);
 // With ac_layers = k splitting the block backward: the collectives of the checkpointed blocks' backward (recompute
 // included; layer 0 names). Empty otherwise.
 std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p);

@@ -54,8 +54,14 @@ std::string html_block_timeline(const Program& p, const OpCosts& costs, const Ti
     // the same layer's, from the block.bwd segment that runs it (a plan's ac_layers splits them in two).
     size_t s = p.segments.size();
     int inst = -1;
+    // (A dense-first mixture of experts has a block.fwd per block variant: the forward is the one most layers run.)
+    auto widest = [&](size_t k) {
+      for (size_t j = 0; j < p.segments.size() && j < tl.segments.size(); ++j)
+        if (p.segments[j].kind == pn.segment && tl.segments[j].instances > tl.segments[k].instances) return false;
+      return true;
+    };
     for (size_t k = 0; k < p.segments.size() && k < tl.segments.size() && inst < 0; ++k) {
-      if (p.segments[k].kind != pn.segment) continue;
+      if (p.segments[k].kind != pn.segment || (layer < 0 && !widest(k))) continue;
       s = k;
       inst = layer < 0 ? tl.segments[k].instances / 2 : layer_instance(p, p.segments[k], layer);
     }

@@ -181,7 +181,13 @@ std::string report_text(const StepReport& r) {
   append(o, "    parameters (fp32 master){:10.2f}\n", m.master_params / kGiB);
   append(o, "    gradients (fp32)        {:10.2f}\n", m.gradients / kGiB);
   append(o, "    optimizer (AdamW m, v)  {:10.2f}\n", m.optimizer / kGiB);
-  if (m.checkpointed_blocks > 0)  // ac_layers: the blocks without AC and the checkpointed ones save differently
+  if (m.dense_blocks > 0)  // a dense-first mixture of experts: its MoE and dense blocks save differently
+    append(o,
+           "    activations             {:10.2f}   ({:.3f} GiB saved per MoE block x {}, {:.3f} GiB per dense block "
+           "x {})\n",
+           m.activations / kGiB, m.saved_per_block / kGiB, r.n_layers - m.dense_blocks, m.saved_per_dense_block / kGiB,
+           m.dense_blocks);
+  else if (m.checkpointed_blocks > 0)  // ac_layers: the blocks without AC and the checkpointed ones save differently
     append(o,
            "    activations             {:10.2f}   ({:.3f} GiB saved per block without AC x {}, {:.3f} GiB per "
            "checkpointed block x {})\n",
@@ -292,6 +298,10 @@ nlohmann::json report_json(const StepReport& r) {
   if (m.checkpointed_blocks > 0) {
     j["memory_gib"]["saved_per_checkpointed_block"] = m.saved_per_checkpointed_block / kGiB;
     j["memory_gib"]["checkpointed_blocks"] = m.checkpointed_blocks;
+  }
+  if (m.dense_blocks > 0) {  // (saved_per_block is then a MoE block's)
+    j["memory_gib"]["saved_per_dense_block"] = m.saved_per_dense_block / kGiB;
+    j["memory_gib"]["dense_blocks"] = m.dense_blocks;
   }
   json ops = json::array();
   for (const OpSummary& op : r.top_ops)

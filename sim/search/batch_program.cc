@@ -73,6 +73,7 @@ class Matcher {
     same(a.role, b.role, n, "role");
     same(a.param, b.param, n, "param");
     same(a.param_shard_dim, b.param_shard_dim, n, "param_shard_dim");
+    same(a.first_layer, b.first_layer, n, "first_layer"), same(a.layer_count, b.layer_count, n, "layer_count");
   }
 
   void op(Op& a, const Op& b) {
@@ -152,6 +153,7 @@ class Matcher {
       const std::string_view n = to_string(x.kind);
       same(x.kind, y.kind, "segment", "name"), same(x.repeat, y.repeat, n, "repeat");
       same(x.reverse, y.reverse, n, "reverse"), same(x.ops.size(), y.ops.size(), n, "op count");
+      same(x.first_layer, y.first_layer, n, "first_layer"), same(x.layer_count, y.layer_count, n, "layer_count");
       for (size_t j = 0; ok() && j < x.ops.size(); ++j) op(x.ops[j], y.ops[j]);
     }
     same(a.chains.size(), b.chains.size(), "chains");

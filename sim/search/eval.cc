@@ -195,9 +195,11 @@ void CandidateEvaluator::sweep_ac_layers(const Candidate& c, UnfinishedByBatch& 
   oom.resize(ks.size(), 0);
   auto prune_all = [&](const PruneCause& reason) { out.pruned[reason] += ks.size(); };
   if (Verdict v = check_static(cfg_, cluster_, space_, c, false); !v.ok()) return prune_all(v.reason);
+  const int64_t L = cfg_.model.n_layers;
+  if (cfg_.model.dense_first_blocks() > 0 && cfg_.model.dense_first_blocks() < L)  // (ks are all below L)
+    return prune_all(PruneReason::moe_dense_ac_layers);
   if (std::all_of(oom.begin(), oom.end(), [](char x) { return x != 0; })) return prune_all(PruneReason::memory);
   const Plan plan = microbatch_plan(space_, c);
-  const int64_t L = cfg_.model.n_layers;
   try {
     PhaseTimer t(phases, SearchPhase::finish);
     auto it = unfinished_at(unfinished, c, plan);

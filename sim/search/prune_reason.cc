@@ -33,6 +33,7 @@ constexpr std::string_view kPruneReasonNames[] = {
     "tp does not divide expert_ffn_dim (ep 1: every expert TP-sharded)",
     "tp does not divide shared_ffn_dim",
     "tp does not divide a rank's tokens per sequence (ep > 1: the router's input is Shard(1) over tp)",
+    "ac_layers with dense first blocks (model.moe.dense_layers: each block variant is checkpointed whole)",
     "redundant at tp 1 (same program as another candidate)",
     "out of memory (with the headroom)",
     "below search.min_tokens_per_second_per_gpu",

@@ -39,7 +39,10 @@ enum class PruneReason : uint8_t {
   expert_ffn,         // ep 1 with tp: tp does not divide expert_ffn_dim (experts TP-sharded)
   shared_ffn,         // tp does not divide shared_ffn_dim
   moe_router_tokens,  // ep > 1 with tp: tp does not divide a rank's tokens per sequence (the router's Shard(1) input)
-  redundant,          // redundant at tp 1 (same program as another candidate)
+  // search.ac_layers' block counts of a model with dense first blocks (model.moe.dense_layers: each block variant is
+  // checkpointed whole, plans/lower/input_checks.h check_dense_first_ac_layers()); the ac_layers sweep counts them
+  moe_dense_ac_layers,
+  redundant,  // redundant at tp 1 (same program as another candidate)
   // Late.
   memory,          // out of memory (peak + search.memory_headroom_gib > capacity)
   min_throughput,  // below search.min_tokens_per_second_per_gpu

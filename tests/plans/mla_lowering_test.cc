@@ -154,9 +154,9 @@ TEST_CASE("latent attention: what its lowering does not cover is a one-line erro
   CHECK(lower_error(tiny_mla(), {.tp_degree = 2, .cp_degree = 2}) ==
         "preset:sequence_parallel: cp_degree 2: context parallelism of multi-head latent attention (model.mla) is not "
         "lowered (its ring attention has one head_dim for q, k and v)");
-  Model dense_first = tiny_mla();
+  Model dense_first = tiny_mla();  // (a dense first block beside latent attention: lowered)
   dense_first.moe.dense_layers = 1;
-  CHECK(lower_error(dense_first, {}).rfind("model.moe.dense_layers 1: blocks with a dense MLP", 0) == 0);
+  CHECK(lower_error(dense_first, {}) == "<no error>");
 }
 
 TEST_CASE("latent attention is not torchtitan's llama3: no llama3 recipe, and its exports say why", "[mla][export]") {

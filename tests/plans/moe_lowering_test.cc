@@ -189,7 +189,7 @@ TEST_CASE("expert parallel: what the MoE lowering does not plan is a one-line er
   CHECK(error(odd, {.tp_degree = 2}) ==
         "layers.0.moe.routed_experts: tp 2 does not divide expert_ffn_dim 33: with ep_degree 1 each expert's w1/w3 are "
         "Shard(1) and w2 Shard(2) on tp (models/common/moe_sharding.py)");
-  Model dense_first = m;
+  Model dense_first = m;  // (dense first blocks lower: tests/plans/dense_first_test.cc; not with an ac_layers split)
   dense_first.moe.dense_layers = 1;
-  CHECK(error(dense_first, {}).rfind("model.moe.dense_layers 1: blocks with a dense MLP", 0) == 0);
+  CHECK(error(dense_first, {}) == "<no error>");
 }

@@ -192,10 +192,9 @@ TEST_CASE("moe model: the bundled DeepSeek-V3 config.json files read as the publ
   CHECK(v16.active_parameters() == 2'661'150'208);
 }
 
-TEST_CASE("moe model: the loaders refuse what the lowering does not plan, with the counts", "[moe][hf_config]") {
-  CHECK(refusal(kDeepSeekV3) ==
-        "config.json:2: architectures: DeepseekV3ForCausalLM (671.0 B parameters, 37.6 B active per token) is read "
-        "but not yet planned: tptune does not lower dense MLP blocks before the MoE blocks yet");
+TEST_CASE("moe model: the loaders load every architecture they read", "[moe][hf_config]") {
+  // DeepSeek-V3's dense first blocks are lowered (tests/plans/dense_first_test.cc), so it loads.
+  CHECK(refusal(kDeepSeekV3) == "(no error)");
   // MoE blocks and q/k norms are lowered: Qwen3 MoE, Mixtral, Qwen2 MoE and dense Qwen3 load.
   CHECK(refusal(kQwen3_30b_a3b) == "(no error)");
   CHECK(refusal(kMixtral8x7b) == "(no error)");
@@ -244,7 +243,7 @@ std::string yaml_error(const std::string& yaml) {
 }
 
 // torchtitan 0.3.0's deepseek_v3 "16B" flavour (models/deepseek_v3/__init__.py _16b), the shape of
-// DeepSeek-V2-Lite, in a config YAML's model keys; the cluster and training sections are not reached.
+// DeepSeek-V2-Lite, in a config YAML's model keys.
 const char* kDeepSeek16b = R"(model:
   dim: 2048
   n_layers: 27
@@ -262,8 +261,7 @@ const char* kDeepSeek16b = R"(model:
 
 }  // namespace
 
-TEST_CASE("moe model: a config YAML describes MoE blocks and latent attention, refused with the counts",
-          "[moe][config]") {
+TEST_CASE("moe model: a config YAML describes MoE blocks, dense first blocks and latent attention", "[moe][config]") {
   // Latent attention with one q projection: wq 16 x 192 x 2048 = 6,291,456, wkv_a 576 x 2048 = 1,179,648, kv_norm
   // 512, wkv_b 512 x 16 x 256 = 2,097,152, wo 16 x 128 x 2048 = 4,194,304: 13,763,072. Block 0 (dense): + 3 x 2048 x
   // 10944 + 4,096 = 81,007,104. Blocks 1-26: experts 64 x 3 x 2048 x 1408 = 553,648,128, shared 3 x 2048 x 2816 =
@@ -271,10 +269,15 @@ TEST_CASE("moe model: a config YAML describes MoE blocks and latent attention, r
   // 15,706,484,224 ("DeepSeek-V2-Lite has 15.7B parameters", its model card). Active: 6 experts 51,904,512 per block:
   // 26 x 83,104,256 + 81,007,104 + 419,432,448 = 2,661,150,208 (2.45 B beside the embedding: the card's "2.4B
   // activated").
-  // Latent attention is lowered (plans/lower/mla.cc); the dense first block is not.
-  CHECK(yaml_error(kDeepSeek16b) ==
-        "cfg.yaml:7: model.moe: 15.7 B parameters, 2.7 B active per token: read but not yet planned; tptune does not "
-        "lower dense MLP blocks before the MoE blocks yet");
+  // Latent attention (plans/lower/mla.cc) and the dense first block (tests/plans/dense_first_test.cc) are lowered:
+  // the config loads.
+  const Config cfg = load_config_string(
+      std::string(kDeepSeek16b) +
+          "training: {seq_len: 4096, local_batch_size: 1}\ncluster: {gpu: h100-sxm, nodes: 1, gpus_per_node: 8}\n",
+      "cfg.yaml");
+  CHECK(cfg.model.moe.dense_layers == 1);
+  CHECK(cfg.model.total_parameters() == 15'706'484'224);
+  CHECK(cfg.model.active_parameters() == 2'661'150'208);
   // A latent attention's kv_lora_rank of 0 (0 means standard attention in the Model: the YAML needs a rank).
   CHECK(yaml_error("model:\n  preset: llama3-8b\n  mla: {kv_lora_rank: 0, qk_nope_head_dim: 128, "
                    "qk_rope_head_dim: 64, v_head_dim: 128}\n") ==

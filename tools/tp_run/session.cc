@@ -157,6 +157,11 @@ void refuse_unsupported(const Program& p) {
         fmt::format("{}: multi-head latent attention (model.mla) is simulated and explained only; the CPU "
                     "runtime does not execute it",
                     p.plan.source));
+  if (p.model.dense_first_blocks() > 0 && p.model.dense_first_blocks() < p.model.n_layers)  // two block templates
+    throw Error(
+        fmt::format("{}: model.moe.dense_layers {}: dense blocks before the MoE blocks are simulated and explained "
+                    "only; the CPU runtime does not execute them",
+                    p.plan.source, p.model.moe.dense_layers));
   if (p.plan.framework != Framework::dtensor || p.plan.fused_qkv || p.plan.loss_chunks > 1)
     throw Error(
         fmt::format("{}: the {} plan family (fused wqkv, chunked loss) is simulated and explained only; the "
