@@ -19,13 +19,16 @@ CollectiveRecord record_of(const Program& p, const Op& op, int layer) {
   const auto& c = std::get<CollectiveOp>(op.kind);
   CollectiveRecord r;
   const std::string module = op.module == "fsdp" ? "fsdp" : layer_fqn(layer, op.module);
-  if (c.group == Group::dp_replicate) {
-    r.tensor = "gradient shards";  // HSDP: the fp32 reduce-scatter outputs of this rank
-  } else if (c.group == Group::dp || op.inputs.empty()) {
-    r.tensor = "parameters";
-  } else {
-    const TensorDesc& t = p.tensor(op.inputs[0]);
+  if (op.module == "fsdp") {
+    // FSDP's all-gathers and reduce-scatters; under HSDP the all-reduce of this rank's fp32 reduce-scatter outputs
+    r.tensor = c.group == Group::dp_replicate ? "gradient shards" : "parameters";
+  } else if (!op.inputs.empty() || !op.outputs.empty()) {
+    // what it sends, or for a receive (a pipeline stage's) what it writes; the gradient norm's and a mixture of
+    // experts' token-count all-reduces over dp and dp_replicate name their own tensors
+    const TensorDesc& t = p.tensor(op.inputs.empty() ? op.outputs[0] : op.inputs[0]);
     r.tensor = layer_fqn(t.per_layer ? layer : -1, t.name);
+  } else {
+    r.tensor = "parameters";
   }
   r.phase = op.phase;
   r.module = module;
@@ -336,8 +339,11 @@ std::string explain_text(const Program& p) {
     table(checkpointed_block_collectives(p));
   }
   bool at_optimizer = false;
-  for_each_step_collective(
-      p, [&](const CollectiveRecord& r) { at_optimizer |= r.phase == Phase::optimizer && r.group == Group::tp; });
+  for_each_step_collective(p, [&](const CollectiveRecord& r) {
+    // (a mixture of experts' tokens-per-expert all-reduce over tp, with EP, is no gradient's)
+    at_optimizer |=
+        r.phase == Phase::optimizer && r.group == Group::tp && r.name.find("tokens_per_expert") == std::string::npos;
+  });
   bool norm_grad_in_backward = false;  // sequence-parallel norms only: replicated norms have no Partial gradient
   for (const auto& r : block_collectives(p))
     norm_grad_in_backward |= r.phase == Phase::backward && r.kind == CollectiveKind::all_reduce &&

@@ -70,3 +70,20 @@ TEST_CASE("explain: the text says the parameter counts") {
   const std::string fsdp = explain_text(lower_preset("vanilla", {.tp_degree = 8, .dp_shard = 2}));
   CHECK(fsdp.find("502,007,808 per GPU (its tp 8 shard, chunked over dp_shard 2 by FSDP)") != std::string::npos);
 }
+
+TEST_CASE("explain: a mixture of experts' token-count all-reduces are no FSDP traffic and no gradient") {
+  // tiny_moe_model() at tp 2 x ep 2 with FSDP over dp_shard 2: its optimizer step all-reduces each block's tokens per
+  // expert over dp and (EP on, tp > 1) over tp. The text named the dp one "parameters" and took the tp one for the
+  // Partial gradients DTensor all-reduces when no FSDP wraps the model.
+  PlanToggles t{.tp_degree = 2, .dp_shard = 2, .local_batch_size = 2};
+  Plan plan = test::make_plan("sequence_parallel", t);
+  plan.ep_degree = 2;
+  const std::string text = explain_text(lower(test::tiny_moe_model(), Training{.seq_len = 16}, plan));
+  CAPTURE(text);
+  CHECK(text.find("no FSDP wraps the model") == std::string::npos);
+  CHECK(text.find("all_reduce      layers.0.moe.tokens_per_expert ") != std::string::npos);
+  CHECK(text.find("optimizer  layers.0.moe                     all_reduce      parameters") == std::string::npos);
+  // Without FSDP (dp_shard 1) the norm weights' Partial gradients are all-reduced at the optimizer step: said.
+  const std::string no_fsdp = explain_text(lower_preset("sequence_parallel", {.tp_degree = 8}));
+  CHECK(no_fsdp.find("(optimizer: no FSDP wraps the model (dp_shard 1)") != std::string::npos);
+}
