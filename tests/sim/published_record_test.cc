@@ -264,8 +264,8 @@ TEST_CASE("published record: profiles/published-moe, torchtitan's own MoE runs, 
     CHECK(s.repository == "pytorch/torchtitan");  // the discipline: torchtitan's own publications only
     for (const auto& r : s.runs) (r.expressible() ? expressible : not_expressible) += 1;
   }
-  CHECK(expressible == 1);
-  CHECK(not_expressible == 18);
+  CHECK(expressible == 7);  // #1902's debug model, #1993's six DeepSeek-V3 16B runs on B200
+  CHECK(not_expressible == 12);
   // The one expressible run, as quoted: "... memory: 6.89GiB(7.26%) tps: 86,348 ...": torchtitan's Qwen3 debug MoE
   // flavor (8 layers, 64 experts, top 8) under EP 2 on 8 GPUs.
   const PublishedRun* r = nullptr;
@@ -276,7 +276,19 @@ TEST_CASE("published record: profiles/published-moe, torchtitan's own MoE runs, 
   CHECK(r->measured.tokens_per_second_per_gpu == 86348);
   CHECK(r->config.model.n_layers == 8);
   CHECK(published_run_plan(*r).dp_shard == 8);
+  // #1993's runs give MFU only: their tokens/s is MFU x 2.25e15 (B200's dense bf16 peak in torchtitan and the b200
+  // preset) / torchtitan's FLOPs per token, which Model::training_flops_per_token computes: 6 x 2,451,435,008 active
+  // non-embedding parameters + 6 x 27 layers x 16 heads x (128 + 64 + 128) x 4096 = 18,105,996,288; 0.135 x 2.25e15 /
+  // 18,105,996,288 = 16,776.2.
+  const PublishedRun* base = nullptr;
+  for (const auto& s : sources)
+    if (s.id == "torchtitan-pr1993-dsv3-16b-b200") base = s.run("baseline");
+  REQUIRE(base != nullptr);
+  CHECK(base->config.model.training_flops_per_token(4096) == 18105996288.0);
+  CHECK(base->measured.tokens_per_second_per_gpu ==
+        Approx(*base->measured.mfu * 2.25e15 / base->config.model.training_flops_per_token(4096)).epsilon(1e-5));
+  CHECK(base->plan.ep == 8);
   const PreparedRecord rec = prepare_published(sources);
-  CHECK(rec.runs.size() == 1);
+  CHECK(rec.runs.size() == 7);
   CHECK(rec.not_predicted.empty());
 }
