@@ -358,10 +358,16 @@ class Lowerer {
       apply_async_tp(prog);  // after recompute: recomputed gathers are chunked too
     }
     // torch.compile's fusions, after the recompute ops were copied from the eager forward and after async TP.
-    std::vector<bool> fused;
     // (finishing into a Program finished before, bwd_src set, leaves the segments before the block backward as they
     // were: fused then)
-    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog, bwd_src ? 3 : 0);
+    fuse_and_finalize_deps(prog, prepared, bwd_src ? 3 : 0);
+  }
+
+  // The last steps of finishing: torch.compile's fusions of a compiled Program from segment `fuse_from` on, then the
+  // deps of every segment that finishing or fusing changed (of every segment unless `prepared` holds the others').
+  static void fuse_and_finalize_deps(Program& prog, const UnfinishedProgram* prepared, size_t fuse_from) {
+    std::vector<bool> fused;
+    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog, fuse_from);
     thread_local DepsScratch scratch_for_thread;
     DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
     const bool deps_prepared = prepared && prepared->deps_prepared;
@@ -401,14 +407,7 @@ class Lowerer {
       for (size_t j = 0; j < r; ++j) recompute_op(fwd->ops[redo[j]], bwd.ops[at + j]);
       for (size_t i = 0; i < bwd.ops.size(); ++i) bwd.ops[i].id = static_cast<int>(i);
     }
-    std::vector<bool> fused;
-    if (prog.training.compiled(prog.plan.async_tp)) fused = apply_compile_fusion(prog, 0);
-    thread_local DepsScratch scratch_for_thread;
-    DepsScratch& scratch = scratch_for_thread.for_tensors(prog.tensors.size());
-    const bool deps_prepared = prepared && prepared->deps_prepared;
-    for (size_t i = 0; i < prog.segments.size(); ++i)
-      if (!deps_prepared || finish_changes(prog, i) || (i < fused.size() && fused[i]))
-        finalize_deps(prog.segments[i], scratch);
+    fuse_and_finalize_deps(prog, prepared, 0);
   }
 
   // Whether finish_in_place() changes segment i of a prepared Program: the block backward (recompute ops; both
