@@ -162,6 +162,13 @@ void Executor::init(uint64_t seed) {
   complete_all();
   step_ = 0;
   const int64_t vocab = program_.model.vocab_size;
+  // A mixture of experts' expert_bias buffers (each router's second input): seeded like a 1-D bias, as a checkpoint
+  // holds them mid-training (torchtitan starts them at zero), so that the routers' choice depends on them.
+  std::vector<char> expert_bias(flat_.tensors.size(), 0);
+  for (const FlatOp& f : flat_.ops)
+    if (const auto* e = std::get_if<ElementwiseOp>(&f.op->kind);
+        e && e->fn == ElementwiseOp::Fn::moe_router && f.inputs.size() == 2)
+      expert_bias[size_t(f.inputs[1])] = 1;
   for (size_t i = 0; i < flat_.tensors.size(); ++i) {
     const int t = static_cast<int>(i);
     const TensorDesc& d = desc(t);
@@ -195,6 +202,8 @@ void Executor::init(uint64_t seed) {
         throw Error(fmt::format("input '{}': local shape {} does not match {} of global shape {}", d.name,
                                 to_string(d.local_shape), to_string(d.placement), to_string(d.global_shape)));
       be_.upload(buffers_[i].i32(), local.data(), n);
+    } else if (expert_bias[i]) {
+      be_.upload(ptr(t), init_parameter(seed, flat_.tensors[i].fqn, d.global_shape).data(), n);
     } else {
       be_.fill(ptr(t), n, 0.0f);
     }
@@ -222,9 +231,14 @@ void Executor::step(const OpTimeFn& on_op) {
   std::unique_ptr<Timer> timer = on_op ? be_.make_timer() : nullptr;
   for (size_t i = 0; i < flat_.ops.size(); ++i) {
     const FlatOp& op = flat_.ops[i];
-    // Without the optimizer, its phase still runs its collectives: the all-reduce of a Partial gradient that DTensor
-    // without FSDP issues when the optimizer step reads it belongs to the step's gradients.
-    if (op.op->phase == Phase::optimizer && !options_.run_optimizer && !op.op->is_collective()) continue;
+    // Without the optimizer, its phase still runs its collectives (the all-reduce of a Partial gradient that DTensor
+    // without FSDP issues when the optimizer step reads it belongs to the step's gradients; the tokens-per-expert
+    // sums) and the expert_bias update unless update_expert_bias is off.
+    if (op.op->phase == Phase::optimizer && !op.op->is_collective()) {
+      const auto* e = std::get_if<ElementwiseOp>(&op.op->kind);
+      if (e && e->fn == ElementwiseOp::Fn::moe_bias_update ? !options_.update_expert_bias : !options_.run_optimizer)
+        continue;
+    }
     if (const size_t end = on_op ? i : adamw_run_end(i); end > i + 1) {  // AdamW per dtype group, not per parameter
       run_adamw_group(i, end);
       for (; i < end; ++i)

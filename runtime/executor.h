@@ -62,6 +62,9 @@ namespace tptune {
 struct ExecutorOptions {
   bool run_optimizer = true;  // false: skip Phase::optimizer ops (verify compares gradients before the update)
   AdamWParams adamw;
+  // A mixture of experts' expert_bias update (the optimizer pre-hook's moe_bias_update) runs without the optimizer
+  // too (verify compares the updated buffers); false skips it (steps that must route alike, e.g. finite differences).
+  bool update_expert_bias = true;
   // Single-rank mode for profiling one GPU: run rank 0's compute ops of a Program lowered for tp N (its local
   // shapes) on a backend whose TP group is this process alone, and skip every collective. What a skipped collective
   // would have written is seeded from this rank's own data (seed_skipped_collective(), executor_comm.cc), so that

@@ -323,6 +323,7 @@ void Executor::run_elementwise(int index, const ElementwiseOp& e) {
     case F::host_sync:
     case F::gate_mul:
     case F::gate_mul_bwd:
+    case F::moe_bias_update:
       break;  // refused or run above
   }
   if (e.amax_of >= 0) {  // the float8 amax a compiled Program folded into this op (ElementwiseOp::amax_of)

@@ -122,21 +122,23 @@ void Executor::run_moe(int index, const ElementwiseOp& e) {
   };
   switch (e.fn) {
     case F::moe_router: {
-      need(1, 3);
+      need(2, 3);
       const int64_t T = n_of(op.inputs[0]) / E;
-      if (T * E != n_of(op.inputs[0]) || n_of(op.outputs[0]) != T * K || n_of(op.outputs[2]) != E)
-        fail(op, "the router's logits, scores and counts do not match the model's experts and top_k");
-      const std::vector<float> logits = download_n(op.inputs[0], T * E);
+      if (T * E != n_of(op.inputs[0]) || n_of(op.inputs[1]) != E || n_of(op.outputs[0]) != T * K ||
+          n_of(op.outputs[2]) != E)
+        fail(op, "the router's logits, expert_bias, scores and counts do not match the model's experts and top_k");
+      const std::vector<float> logits = download_n(op.inputs[0], T * E), bias = download_n(op.inputs[1], E);
       std::vector<float> scores(static_cast<size_t>(T * K)), ids(static_cast<size_t>(T * K)),
           counts(static_cast<size_t>(E), 0.0f);
       std::vector<double> s;
       std::vector<int64_t> idx(static_cast<size_t>(E));
       for (int64_t t = 0; t < T; ++t) {
         score(logits, t, s);
-        // The choice (expert_bias is zero: the Program holds no bias buffer; it is added for the choice only). Node-
-        // limited routing keeps the limited_groups groups of the largest top-2 sums. Ties go to the lower expert id,
-        // the same on every rank.
-        std::vector<double> choice = s;
+        // The choice: the scores plus expert_bias (fp32, as torch adds them; for the choice only). Node-limited routing
+        // keeps the limited_groups groups of the largest top-2 sums. Ties go to the lower expert id, the same on every
+        // rank.
+        std::vector<double> choice(static_cast<size_t>(E));
+        for (int64_t x = 0; x < E; ++x) choice[size_t(x)] = double(float(s[size_t(x)]) + bias[size_t(x)]);
         if (spec.expert_groups > 0 && spec.limited_groups > 0 && spec.limited_groups < spec.expert_groups) {
           const int64_t G = spec.expert_groups, per = E / G;
           std::vector<std::pair<double, int64_t>> gs;
@@ -338,6 +340,28 @@ void Executor::run_moe(int index, const ElementwiseOp& e) {
       }
       upload_n(op.outputs[0], y);
       if (bwd) upload_n(op.outputs[1], dg);
+      return;
+    }
+    case F::moe_bias_update: {
+      // _update_expert_bias on the summed histogram, in fp32 as torch computes it: delta = coeff x sign(mean - c),
+      // expert_bias += delta - mean(delta).
+      need(2, 1);
+      if (n_of(op.inputs[0]) != E || n_of(op.inputs[1]) != E || op.outputs[0] != op.inputs[1])
+        fail(op, "expects the summed tokens per expert and the expert_bias it updates in place, each of the experts");
+      const std::vector<float> counts = download_n(op.inputs[0], E);
+      std::vector<float> bias = download_n(op.inputs[1], E), delta(static_cast<size_t>(E));
+      float mean = 0, delta_mean = 0;
+      for (float c : counts) mean += c;
+      mean /= float(E);
+      const float coeff = float(spec.load_balance_coeff);
+      for (int64_t x = 0; x < E; ++x) {
+        const float d = mean - counts[size_t(x)];
+        delta[size_t(x)] = coeff * float((d > 0) - (d < 0));
+        delta_mean += delta[size_t(x)];
+      }
+      delta_mean /= float(E);
+      for (int64_t x = 0; x < E; ++x) bias[size_t(x)] += delta[size_t(x)] - delta_mean;
+      upload_n(op.outputs[0], bias);
       return;
     }
     default:

@@ -136,8 +136,9 @@ bool VerifyReport::pass() const {
     if (!p.pass) return false;
   for (const auto& c : casts)
     if (!c.pass) return false;
-  for (const auto& c : expert_counts)
-    if (!c.pass) return false;
+  for (const auto* checks : {&expert_counts, &expert_bias})
+    for (const auto& c : *checks)
+      if (!c.pass) return false;
   return !params.empty();
 }
 
@@ -215,7 +216,7 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     const auto* el = std::get_if<ElementwiseOp>(&f.op->kind);
     if (!el || el->fn != ElementwiseOp::Fn::moe_router || f.op->phase != Phase::forward || f.outputs.size() != 3)
       continue;
-    CountCheck c;
+    ExpertCheck c;
     c.op = f.name;
     const std::vector<float> all = gather_all(backend, ex, f.outputs[2]);
     const int64_t E = numel(ex.desc(f.outputs[2]).local_shape);
@@ -243,6 +244,31 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     }
     c.pass = c.differing == 0 && static_cast<int64_t>(want.size()) == E;
     r.expert_counts.push_back(c);
+  }
+  // Each router's expert_bias after the optimizer pre-hook's update: every tp rank's equal to the unsharded step's.
+  for (size_t i = 0; i < ex.flat().ops.size(); ++i) {
+    const FlatOp& f = ex.flat().ops[i];
+    const auto* el = std::get_if<ElementwiseOp>(&f.op->kind);
+    if (!el || el->fn != ElementwiseOp::Fn::moe_bias_update || f.outputs.size() != 1) continue;
+    ExpertCheck c;
+    c.op = f.name;
+    const std::vector<float> all = gather_all(backend, ex, f.outputs[0]);
+    c.experts = numel(ex.desc(f.outputs[0]).local_shape);
+    const FlatOp* g = nullptr;
+    for (const FlatOp& o : ref.flat().ops)
+      if (o.name == f.name) g = &o;
+    const std::vector<float> want = g && g->outputs.size() == 1 ? ref.read(g->outputs[0]) : std::vector<float>{};
+    if (static_cast<int64_t>(want.size()) != c.experts || static_cast<int64_t>(all.size()) != c.experts * tp) {
+      c.differing = c.experts;
+    } else {
+      for (int64_t x = 0; x < c.experts; ++x) {
+        bool same = true;
+        for (int k = 0; k < tp; ++k) same = same && all[size_t(k * c.experts + x)] == want[size_t(x)];
+        c.differing += !same;
+      }
+    }
+    c.pass = c.differing == 0;
+    r.expert_bias.push_back(c);
   }
 
   std::map<std::string, Executor::Param> ref_params;
@@ -287,6 +313,15 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
 }
 
 namespace {
+bool all_pass(const std::vector<ExpertCheck>& checks) {
+  return std::all_of(checks.begin(), checks.end(), [](const ExpertCheck& c) { return c.pass; });
+}
+nlohmann::json checks_json(const std::vector<ExpertCheck>& checks) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& c : checks)
+    a.push_back({{"op", c.op}, {"experts", c.experts}, {"differing", c.differing}, {"pass", c.pass}});
+  return a;
+}
 // " x cp 2", " x pp 2" after the tp degree, for the degrees above 1.
 std::string mesh_suffix(const VerifyReport& r) {
   std::string s;
@@ -330,6 +365,14 @@ std::string format_report(const VerifyReport& r) {
     for (const auto& c : r.expert_counts)
       if (!c.pass) s += fmt::format("  FAIL {}: {} of {} experts' counts differ\n", c.op, c.differing, c.experts);
   }
+  if (!r.expert_bias.empty()) {
+    int64_t bad = 0;
+    for (const auto& c : r.expert_bias) bad += !c.pass;
+    s += fmt::format("expert_bias after the update: {} routers, {} equal to the unsharded step's  {}\n",
+                     r.expert_bias.size(), int64_t(r.expert_bias.size()) - bad, bad == 0 ? "pass" : "FAIL");
+    for (const auto& c : r.expert_bias)
+      if (!c.pass) s += fmt::format("  FAIL {}: {} of {} experts' bias differs\n", c.op, c.differing, c.experts);
+  }
   auto failed = r.failed_params();
   if (r.pass())
     s += fmt::format("verify: PASS — tp {}{}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
@@ -338,14 +381,13 @@ std::string format_report(const VerifyReport& r) {
     std::vector<std::string> bad_casts;
     for (const auto& c : r.casts)
       if (!c.pass) bad_casts.push_back(c.tensor);
-    s += fmt::format(
-        "verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp, mesh_suffix(r), failed.size(),
-        r.params.size(), failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
-        std::string(r.loss_pass ? "" : "; the loss differs") +
-            (std::all_of(r.expert_counts.begin(), r.expert_counts.end(), [](const CountCheck& c) { return c.pass; })
-                 ? ""
-                 : "; tokens per expert differ"),
-        bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
+    s += fmt::format("verify: FAIL — tp {}{}: {} of {} parameter gradients differ{}{}{}\n", r.tp, mesh_suffix(r),
+                     failed.size(), r.params.size(),
+                     failed.empty() ? "" : ": " + fmt::format("{}", fmt::join(failed, ", ")),
+                     std::string(r.loss_pass ? "" : "; the loss differs") +
+                         (all_pass(r.expert_counts) ? "" : "; tokens per expert differ") +
+                         (all_pass(r.expert_bias) ? "" : "; expert_bias differs"),
+                     bad_casts.empty() ? "" : fmt::format("; float8 casts differ: {}", fmt::join(bad_casts, ", ")));
   }
   return s;
 }
@@ -394,9 +436,8 @@ nlohmann::json to_json(const VerifyReport& r) {
     j["casts"].push_back(q);
   }
   j["unmatched_casts"] = r.unmatched_casts;
-  j["expert_counts"] = nlohmann::json::array();
-  for (const auto& c : r.expert_counts)
-    j["expert_counts"].push_back({{"op", c.op}, {"experts", c.experts}, {"differing", c.differing}, {"pass", c.pass}});
+  j["expert_counts"] = checks_json(r.expert_counts);
+  j["expert_bias"] = checks_json(r.expert_bias);
   j["failed"] = r.failed_params();
   return j;
 }

@@ -77,12 +77,13 @@ struct CastCheck {
   std::string problem;
 };
 
-// A mixture of experts: one router's tokens per expert (the histogram expert_bias updates from) in the sharded step,
-// summed over the tp ranks when the router's tokens are split over them (EP inside TP), against the unsharded step's.
-struct CountCheck {
-  std::string op;  // the router op ("layers.0.moe.router.route")
+// A mixture of experts, one router, against the unsharded step, exactly (whole numbers, and the same fp32 arithmetic
+// on them): its tokens per expert (the histogram expert_bias updates from), summed over the tp ranks when the router's
+// tokens are split over them (EP inside TP); or its expert_bias after the optimizer pre-hook's update, every rank's.
+struct ExpertCheck {
+  std::string op;  // the router op ("layers.0.moe.router.route") or the update ("....router.expert_bias.update")
   int64_t experts = 0;
-  int64_t differing = 0;  // experts whose count differs (on any rank)
+  int64_t differing = 0;  // experts whose value differs (on any rank)
   bool pass = false;
 };
 
@@ -99,7 +100,8 @@ struct VerifyReport {
   std::vector<ParamCheck> params;
   std::vector<CastCheck> casts;              // float8 tensorwise only
   std::vector<std::string> unmatched_casts;  // reference casts (op names) with no sharded counterpart
-  std::vector<CountCheck> expert_counts;     // mixture of experts: every router's tokens per expert
+  std::vector<ExpertCheck> expert_counts;    // mixture of experts: every router's tokens per expert
+  std::vector<ExpertCheck> expert_bias;      // and its expert_bias after the step
   bool pass() const;
   std::vector<std::string> failed_params() const;
 };

@@ -150,10 +150,13 @@ Value Layers::moe(const Name& n, const Value& x_in) {
   const TensorId scores = tensor(router, ".scores", {T, K}, DType::fp32);
   const TensorId ids = tensor(router, ".expert_ids", {T, K}, DType::fp32);
   const TensorId counts = tensor(router, ".tokens_per_expert", {E}, DType::fp32);
-  // Reads the logits (score function), writes and reads the scores (top-k), writes the top-k scores and ids (8 B ids)
-  // and the histogram.
-  ew(router, ".route", ElementwiseOp::Fn::moe_router, checked_mul({3, T, E, 4}, "router bytes") + T * K * 12 + E * 8,
-     5 * T * E, {logits}, {scores, ids, counts});
+  // The aux-loss-free balancing's buffer (MoE.expert_bias_E, fp32, replicated): added to the scores for the choice.
+  const TensorId bias = tensor(router, ".expert_bias", {E}, DType::fp32, TensorRole::scale);
+  router_buffers = {counts, bias};
+  // Reads the logits (score function) and the bias, writes and reads the scores (top-k), writes the top-k scores and
+  // ids (8 B ids) and the histogram.
+  ew(router, ".route", ElementwiseOp::Fn::moe_router, checked_mul({3, T, E, 4}, "router bytes") + T * K * 12 + E * 12,
+     5 * T * E, {logits, bias}, {scores, ids, counts});
 
   // ---- Dispatch ----
   const TensorId copies = tensor(routed, ".reordered", {N, D}, dt);

@@ -99,6 +99,13 @@ class Layers {
   // is the parameter's gradient, before any FSDP reduce-scatter or optimizer step reads it.
   TensorId tied_weight = -1;
 
+  // The last MoE block's router buffers (moe() sets them; -1 before): its tokens-per-expert histogram of the step and
+  // its expert_bias, which the optimizer pre-hook all-reduces and updates (plans/lower/lower.cc).
+  struct RouterBuffers {
+    TensorId counts = -1, expert_bias = -1;
+  };
+  RouterBuffers router_buffers;
+
  private:
   Emitter& e;
   const Model& m;

@@ -513,22 +513,33 @@ class Lowerer {
          ElementwiseOp{ElementwiseOp::Fn::grad_clip, checked_mul(elems, 8, "gradient bytes"), elems}, grads, {coef});
   }
 
-  // The optimizer pre-hook of a mixture of experts (torchtitan 0.3.0's MoE load balancing: the aux-loss-free
-  // expert_bias update) sums each block's tokens_per_expert buffer (experts fp32), Partial on dp/cp (and tp with EP
-  // on), over those mesh dims: one all-reduce per dim, as a DTensor Partial -> Replicate redistribution does.
+  // The optimizer pre-hook of a mixture of experts (torchtitan 0.3.0's MoE load balancing, components/optimizer/
+  // optimizer.py _update_expert_bias): the block's tokens_per_expert histogram (experts fp32, each rank's tokens),
+  // summed over the ranks that saw other tokens: tp when EP splits the router's tokens over it, then the loss mesh
+  // (dp_replicate x dp_shard x cp; here one all-reduce per mesh dim, as a DTensor Partial -> Replicate redistribution
+  // does); then the aux-loss-free expert_bias update on the sum. torchtitan stacks every MoE block's histogram into
+  // one all-reduce; a Program's block segments repeat one block's ops, so each block all-reduces its own (the same
+  // bytes, in one collective launch per block instead of one per step).
   void tokens_per_expert_all_reduce() {
     e.phase = Phase::optimizer;
-    const Shape s{m.moe.experts};
-    TensorId t = e.tensor("moe.tokens_per_expert", s, DType::fp32, Placement::P(), TensorRole::scale, s);
+    const int64_t E = m.moe.experts;
+    const Shape s{E};
+    const Layers::RouterBuffers buffers = layers.router_buffers;
+    if (buffers.counts < 0 || buffers.expert_bias < 0) throw Error("tokens_per_expert: no MoE router was lowered");
+    TensorId t = buffers.counts;
+    if (prog.ep > 1 && tp > 1)
+      t = e.collective("moe", "tokens_per_expert.tp", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, t, s, s,
+                       DType::fp32, TensorRole::scale);
     if (prog.dp_replicate > 1)
       t = e.collective("moe", "tokens_per_expert.dp_replicate", CollectiveKind::all_reduce, Group::dp_replicate,
                        ReduceOp::sum, t, s, s, DType::fp32, TensorRole::scale);
     if (prog.dp > 1)
       t = e.collective("moe", "tokens_per_expert.dp", CollectiveKind::all_reduce, Group::dp, ReduceOp::sum, t, s, s,
                        DType::fp32, TensorRole::scale);
-    if (prog.ep > 1 && tp > 1)
-      e.collective("moe", "tokens_per_expert.tp", CollectiveKind::all_reduce, Group::tp, ReduceOp::sum, t, s, s,
-                   DType::fp32, TensorRole::scale);
+    // Reads the sum and the bias, writes the bias (fp32): the sign, the two means and the add.
+    e.op("moe.router", e.cat("moe.router", ".expert_bias.update"),
+         ElementwiseOp{ElementwiseOp::Fn::moe_bias_update, checked_mul(E, 12, "expert_bias bytes"), 4 * E},
+         {t, buffers.expert_bias}, {buffers.expert_bias});
   }
 
   void optimizer(const Params& params) {

@@ -78,6 +78,9 @@ struct MoeSpec {
   double route_scale = 1.0;    // scores scaled after (DeepSeek routed_scaling_factor)
   int64_t expert_groups = 0;   // node-limited routing: experts in groups (n_group), tokens limited to
   int64_t limited_groups = 0;  // limited_groups of them (topk_group); 0: no grouping
+  // The expert_bias update's step (MoE.Config.load_balance_coeff: 1e-3, make_moe_config's default in torchtitan 0.3.0
+  // models/common/config_utils.py, which every torchtitan MoE model keeps; not read from a config.json).
+  double load_balance_coeff = 1e-3;
   bool operator==(const MoeSpec&) const = default;
 };
 

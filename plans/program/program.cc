@@ -25,15 +25,15 @@ std::string_view to_string(Group g) { return name_of(kGroupNames, g); }
 
 // ElementwiseOp::Fn's enumerators, in declaration order.
 constexpr std::string_view kElementwiseOpFnNames[] = {
-    "rmsnorm",       "rmsnorm_bwd", "layernorm",       "layernorm_bwd",  "rope",
-    "rope_bwd",      "swiglu",      "swiglu_bwd",      "gelu",           "gelu_bwd",
-    "add",           "accumulate",  "bias_add",        "bias_grad",      "slice",
-    "adamw",         "copy",        "grad_norm",       "grad_clip",      "attention_merge",
-    "concat",        "repeat_kv",   "repeat_kv_bwd",   "add_rmsnorm",    "rmsnorm_bwd_add",
-    "rope_qk",       "rope_qk_bwd", "moe_router",      "moe_router_bwd", "moe_permute",
-    "moe_unpermute", "moe_combine", "moe_combine_bwd", "host_sync",      "gate_mul",
-    "gate_mul_bwd"};
-static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::gate_mul_bwd));
+    "rmsnorm",       "rmsnorm_bwd",    "layernorm",       "layernorm_bwd",  "rope",
+    "rope_bwd",      "swiglu",         "swiglu_bwd",      "gelu",           "gelu_bwd",
+    "add",           "accumulate",     "bias_add",        "bias_grad",      "slice",
+    "adamw",         "copy",           "grad_norm",       "grad_clip",      "attention_merge",
+    "concat",        "repeat_kv",      "repeat_kv_bwd",   "add_rmsnorm",    "rmsnorm_bwd_add",
+    "rope_qk",       "rope_qk_bwd",    "moe_router",      "moe_router_bwd", "moe_permute",
+    "moe_unpermute", "moe_combine",    "moe_combine_bwd", "host_sync",      "gate_mul",
+    "gate_mul_bwd",  "moe_bias_update"};
+static_assert(std::size(kElementwiseOpFnNames) == enum_count(ElementwiseOp::Fn::moe_bias_update));
 
 std::string_view to_string(ElementwiseOp::Fn f) { return name_of(kElementwiseOpFnNames, f); }
 

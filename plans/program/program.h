@@ -176,11 +176,12 @@ struct AttentionOp {
 // per op: where a second output is cast too (swiglu_bwd's da and db, rope_qk_bwd's dq and dk) that amax stays a
 // CastFp8Op of its own with producer_elementwise false (Inductor folds both: not yet matched). A repeated amax of the
 // same output (wq, wk and wv casting one input) is computed once: its readers take the folded one.
-// Mixture of experts (plans/lower/experts.cc; torchtitan 0.3.0 models/common/moe.py, token_dispatcher.py), simulated
-// only (tp-run refuses a Program with them):
-//   moe_router     {logits (T, E) fp32} -> {scores (T, K) fp32, expert ids (T, K), counts (E)}: the score function
-//                  (softmax or sigmoid), expert_bias for the choice, node-limited groups, torch.topk, the gathered
-//                  scores and the tokens-per-expert histogram (TokenChoiceTopKRouter)
+// Mixture of experts (plans/lower/experts.cc; torchtitan 0.3.0 models/common/moe.py, token_dispatcher.py), executed
+// by the CPU runtime (runtime/executor_moe.cc):
+//   moe_router     {logits (T, E) fp32, expert_bias (E) fp32} -> {scores (T, K) fp32, expert ids (T, K), counts (E)}:
+//                  the score function (softmax or sigmoid), the scores plus expert_bias for the choice only,
+//                  node-limited groups, torch.topk, the gathered scores (without the bias) and the tokens-per-expert
+//                  histogram (TokenChoiceTopKRouter)
 //   moe_router_bwd {logits, d scores} -> {d logits}
 //   moe_permute    {x} -> {y}: rows gathered in a new order (the dispatcher's argsort gather of T x K token copies,
 //                  rank-major -> expert-major after the dispatch, each group padded when the grouped GEMMs need it)
@@ -192,6 +193,10 @@ struct AttentionOp {
 //                  copy the host waits for before it can size the dispatch all-to-all (_sync_token_count_exchange)
 //   gate_mul       {a, g} -> {y = a * sigmoid(g)}: Qwen2-MoE's gate on the shared expert; gate_mul_bwd {a, g, dy}
 //                  -> {da, dg}
+//   moe_bias_update {counts (E), expert_bias (E)} -> {expert_bias}: the aux-loss-free load balancing of the
+//                  optimizer pre-hook (torchtitan 0.3.0 components/optimizer/optimizer.py _update_expert_bias), on
+//                  the counts summed over the ranks: delta = load_balance_coeff x sign(mean(counts) - counts), then
+//                  expert_bias += delta - mean(delta), in place
 struct ElementwiseOp {
   enum class Fn {
     rmsnorm,
@@ -234,7 +239,8 @@ struct ElementwiseOp {
     moe_combine_bwd,
     host_sync,
     gate_mul,
-    gate_mul_bwd
+    gate_mul_bwd,
+    moe_bias_update
   };
   Fn fn = Fn::add;
   int64_t bytes = 0;  // bytes read + written (HBM traffic at the tensors' dtypes)

@@ -56,7 +56,7 @@ TEST_CASE("enum name tables name every enumerator once", "[enum_names]") {
   check_complete(StyleKind::no_parallel);
   check_complete(Phase::optimizer);
   check_complete(Group::efsdp);
-  check_complete(ElementwiseOp::Fn::gate_mul_bwd);
+  check_complete(ElementwiseOp::Fn::moe_bias_update);
   check_complete(CpRotate::alltoall);
   check_complete(CrossEntropyOp::Stage::backward);
   check_complete(SegmentKind::optimizer);

@@ -81,7 +81,7 @@ TEST_CASE("explain: a mixture of experts' token-count all-reduces are no FSDP tr
   const std::string text = explain_text(lower(test::tiny_moe_model(), Training{.seq_len = 16}, plan));
   CAPTURE(text);
   CHECK(text.find("no FSDP wraps the model") == std::string::npos);
-  CHECK(text.find("all_reduce      layers.0.moe.tokens_per_expert ") != std::string::npos);
+  CHECK(text.find("all_reduce      layers.0.moe.router.tokens_per_expert ") != std::string::npos);
   CHECK(text.find("optimizer  layers.0.moe                     all_reduce      parameters") == std::string::npos);
   // Without FSDP (dp_shard 1) the norm weights' Partial gradients are all-reduced at the optimizer step: said.
   const std::string no_fsdp = explain_text(lower_preset("sequence_parallel", {.tp_degree = 8}));

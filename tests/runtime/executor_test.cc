@@ -283,3 +283,53 @@ TEST_CASE("AdamW runs once per dtype group in a step, with the numerics of one u
   const StepResult no_update = run_step(p, false);
   CHECK(no_update.values != batched.values);  // the update ran
 }
+
+TEST_CASE("a MoE router chooses by its scores plus expert_bias, and the update balances the bias",
+          "[runtime][executor]") {
+  // tiny-moe at tp 1: 8 experts, top 2, T = 2 x 32 = 64 tokens per router. The pre-hook's update after the step,
+  // derived by hand for the histogram the step returns: delta_x = 1e-3 x sign(mean - c_x) with mean = 64 x 2 / 8 = 16,
+  // then bias_x += delta_x - mean(delta).
+  CpuBackend be;
+  Executor ex(test::lower_example("tiny-moe.yaml", "vanilla"), be, {false, {}});
+  ex.init(3);
+  int route = -1, update = -1;
+  for (size_t i = 0; i < ex.flat().ops.size(); ++i) {
+    const FlatOp& f = ex.flat().ops[i];
+    const auto* e = std::get_if<ElementwiseOp>(&f.op->kind);
+    if (!e || f.layer != 1) continue;
+    if (e->fn == ElementwiseOp::Fn::moe_router && f.op->phase == Phase::forward) route = int(i);
+    if (e->fn == ElementwiseOp::Fn::moe_bias_update) update = int(i);
+  }
+  REQUIRE((route >= 0 && update >= 0));
+  const FlatOp& r = ex.flat().ops[size_t(route)];
+  const int bias = r.inputs.at(1), counts = r.outputs.at(2), ids = r.outputs.at(1);
+  CHECK(ex.flat().ops[size_t(update)].outputs.at(0) == bias);
+  CHECK(ex.flat().tensors[size_t(bias)].fqn == "layers.1.moe.router.expert_bias");
+  const std::vector<float> seeded = ex.read(bias);
+  CHECK(std::any_of(seeded.begin(), seeded.end(), [](float b) { return b != 0.0f; }));  // seeded, not zero
+
+  // A bias of +10 on experts 3 and 6 (scores are probabilities in [0, 1]) sends every token to them.
+  std::vector<float> forced(8, 0.0f);
+  forced[3] = forced[6] = 10.0f;
+  ex.write(bias, forced);
+  ex.step();
+  const std::vector<float> c = ex.read(counts), chosen = ex.read(ids);
+  CHECK(c == std::vector<float>{0, 0, 0, 64, 0, 0, 64, 0});
+  CHECK(std::all_of(chosen.begin(), chosen.end(), [](float x) { return x == 3.0f || x == 6.0f; }));
+  // The update: c = 64 on experts 3 and 6 (sign -1), 0 elsewhere (sign +1); mean(delta) = 1e-3 x (6 - 2) / 8 = 5e-4;
+  // bias 3, 6: 10 - 1e-3 - 5e-4 = 9.9985; the others: 1e-3 - 5e-4 = 5e-4.
+  const std::vector<float> updated = ex.read(bias);
+  for (int x = 0; x < 8; ++x) {
+    INFO("expert " << x);
+    CHECK(updated[size_t(x)] == Approx(x == 3 || x == 6 ? 9.9985 : 5e-4).epsilon(1e-6).margin(1e-9));
+  }
+
+  // Without the update (update_expert_bias false) the buffer stays.
+  ExecutorOptions off;
+  off.run_optimizer = false;
+  off.update_expert_bias = false;
+  Executor still(test::lower_example("tiny-moe.yaml", "vanilla"), be, off);
+  still.init(3);
+  still.step();
+  CHECK(still.read(bias) == seeded);
+}

@@ -1,7 +1,7 @@
 // A mixture of experts verified with expert parallelism inside the TP group (mpirun -np 2 and 4;
 // examples/tiny-moe.yaml: 8 experts, top 2, a shared expert): ep = world passes (and ep 2 of tp 4, whose experts' FSDP
 // group efsdp has 2 ranks), and each planted error fails: a rank holding another rank's experts, a combine whose
-// returned rows are not used, tokens dispatched with wrong splits.
+// returned rows are not used, tokens dispatched with wrong splits, an expert_bias updated from one rank's tokens.
 #include <mpi.h>
 
 #include <algorithm>
@@ -92,7 +92,36 @@ TEST_CASE("expert parallelism inside the TP group verifies: loss, router, expert
     for (const auto& c : r.expert_counts) CHECK((c.pass && c.experts == 8 && c.differing == 0));
     CHECK(format_report(r).find("tokens per expert: 2 routers, 2 equal to the unsharded step's  pass") !=
           std::string::npos);
+    // And each router's expert_bias after the pre-hook's update (the tp ranks' histograms all-reduced first).
+    REQUIRE(r.expert_bias.size() == 2);
+    for (const auto& c : r.expert_bias) CHECK((c.pass && c.experts == 8 && c.differing == 0));
+    CHECK(format_report(r).find("expert_bias after the update: 2 routers, 2 equal to the unsharded step's  pass") !=
+          std::string::npos);
   }
+}
+
+TEST_CASE("expert parallelism: an expert_bias updated without the tp sum of tokens per expert fails", "[mpi][verify]") {
+  const int ep = test::world_size();
+  MoePrograms p = tiny_moe(ep);
+  // The update reads the router's own histogram (this rank's tokens) instead of the all-reduced one.
+  int rewired = 0;
+  for (Segment& s : p.sharded.segments) {
+    std::map<TensorId, TensorId> summed;  // the tp all-reduce's output -> its input
+    for (Op& op : s.ops) {
+      if (op.name.find("tokens_per_expert.tp.all_reduce") != std::string::npos)
+        summed[op.outputs.at(0)] = op.inputs.at(0);
+      if (auto* e = std::get_if<ElementwiseOp>(&op.kind); e && e->fn == ElementwiseOp::Fn::moe_bias_update)
+        if (auto it = summed.find(op.inputs.at(0)); it != summed.end()) op.inputs[0] = it->second, ++rewired;
+    }
+  }
+  REQUIRE(rewired > 0);
+  const VerifyReport r = verify_moe(p, ep);
+  CHECK(!r.pass());
+  CHECK(r.loss_pass);  // the loss and gradients come before the update: only the buffer is wrong
+  CHECK(!expert_failed(r));
+  REQUIRE(r.expert_bias.size() == 2);
+  for (const auto& c : r.expert_bias) CHECK((!c.pass && c.differing > 0));
+  CHECK(format_report(r).find("; expert_bias differs") != std::string::npos);
 }
 
 TEST_CASE("expert parallelism: a rank holding another rank's experts fails", "[mpi][verify]") {
@@ -164,6 +193,7 @@ TEST_CASE("the unsharded MoE step's gradients are the loss's slopes (central dif
   CpuBackend local;
   ExecutorOptions o;
   o.run_optimizer = false;
+  o.update_expert_bias = false;  // the same routing step after step
   Executor ex(p.reference, local, o);
   ex.init(9);
   ex.step();
