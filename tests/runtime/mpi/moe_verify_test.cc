@@ -64,6 +64,22 @@ VerifyReport verify_moe(const MoePrograms& p, int ep, const std::function<void(E
   return verify_step(p.sharded, p.reference, be, local, 5, before);
 }
 
+// A planted error: every `reader` op whose first input is the output of a forward collective named `collective`
+// (a substring of its name) reads that collective's input instead, as if it were skipped. Returns how many were.
+int bypass(Program& p, const std::string& collective, ElementwiseOp::Fn reader) {
+  int rewired = 0;
+  for (Segment& s : p.segments) {
+    std::map<TensorId, TensorId> skipped;  // the collective's output -> its input
+    for (Op& op : s.ops) {
+      if (op.name.find(collective) != std::string::npos && op.name.find("bwd") == std::string::npos)
+        skipped[op.outputs.at(0)] = op.inputs.at(0);
+      if (auto* e = std::get_if<ElementwiseOp>(&op.kind); e && e->fn == reader)
+        if (auto it = skipped.find(op.inputs.at(0)); it != skipped.end()) op.inputs[0] = it->second, ++rewired;
+    }
+  }
+  return rewired;
+}
+
 bool expert_failed(const VerifyReport& r) {
   for (const auto& c : r.params)
     if (!c.pass && c.name.find("routed_experts") != std::string::npos) return true;
@@ -104,17 +120,7 @@ TEST_CASE("expert parallelism: an expert_bias updated without the tp sum of toke
   const int ep = test::world_size();
   MoePrograms p = tiny_moe(ep);
   // The update reads the router's own histogram (this rank's tokens) instead of the all-reduced one.
-  int rewired = 0;
-  for (Segment& s : p.sharded.segments) {
-    std::map<TensorId, TensorId> summed;  // the tp all-reduce's output -> its input
-    for (Op& op : s.ops) {
-      if (op.name.find("tokens_per_expert.tp.all_reduce") != std::string::npos)
-        summed[op.outputs.at(0)] = op.inputs.at(0);
-      if (auto* e = std::get_if<ElementwiseOp>(&op.kind); e && e->fn == ElementwiseOp::Fn::moe_bias_update)
-        if (auto it = summed.find(op.inputs.at(0)); it != summed.end()) op.inputs[0] = it->second, ++rewired;
-    }
-  }
-  REQUIRE(rewired > 0);
+  REQUIRE(bypass(p.sharded, "tokens_per_expert.tp.all_reduce", ElementwiseOp::Fn::moe_bias_update) > 0);
   const VerifyReport r = verify_moe(p, ep);
   CHECK(!r.pass());
   CHECK(r.loss_pass);  // the loss and gradients come before the update: only the buffer is wrong
@@ -148,17 +154,7 @@ TEST_CASE("expert parallelism: a combine whose returned rows are not used fails"
   MoePrograms p = tiny_moe(ep);
   // The combine reads the rows before they are sent back (the combine all-to-all's input, not its output): as if
   // the exchange were skipped. Each rank then weighs the rows its experts computed for other ranks' tokens.
-  int rewired = 0;
-  for (Segment& s : p.sharded.segments) {
-    std::map<TensorId, TensorId> returned;  // the combine all-to-all's output -> its input
-    for (Op& op : s.ops) {
-      if (op.name.find("combine.all_to_all") != std::string::npos && op.name.find("bwd") == std::string::npos)
-        returned[op.outputs.at(0)] = op.inputs.at(0);
-      if (auto* e = std::get_if<ElementwiseOp>(&op.kind); e && e->fn == ElementwiseOp::Fn::moe_combine)
-        if (auto it = returned.find(op.inputs.at(0)); it != returned.end()) op.inputs[0] = it->second, ++rewired;
-    }
-  }
-  REQUIRE(rewired > 0);
+  REQUIRE(bypass(p.sharded, "combine.all_to_all", ElementwiseOp::Fn::moe_combine) > 0);
   const VerifyReport r = verify_moe(p, ep);
   CHECK(!r.pass());
   CHECK(!r.loss_pass);
