@@ -63,6 +63,7 @@ ComputeEstimate gemm_cost(const GemmOp& g, const GpuSpec& gpu, const CostParams&
   double base = is_float8(op_type)       ? c.gemm_fp8_efficiency
                 : op_type == DType::fp32 ? c.gemm_fp32_efficiency
                                          : c.gemm_efficiency;
+  if (g.groups > 1) base *= c.grouped_gemm_factor;  // the grouped kernel (CostParams::grouped_gemm_factor)
   // 2mnk FLOPs: one multiply and one add per (i, j, l).
   e.flops = static_cast<double>(g.flops());
   // Operands read once, output written (and read when accumulating): mk*|A| + kn*|B| + mn*|C|*(1 or 2).

@@ -18,6 +18,7 @@ constexpr std::pair<std::string_view, CostLevel> kLevels[] = {
     {"sustained_tensor_fraction", CostLevel::part},
     // The architecture's kernels (cuBLAS/CUTLASS GEMMs, flash attention, streaming kernels, NCCL).
     {"gemm_efficiency", CostLevel::architecture},
+    {"grouped_gemm_factor", CostLevel::architecture},
     {"gemm_fp8_efficiency", CostLevel::architecture},
     {"gemm_fp32_efficiency", CostLevel::architecture},
     {"gemm_tile_m", CostLevel::architecture},

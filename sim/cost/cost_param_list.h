@@ -42,6 +42,13 @@ TPTUNE_COST_PARAM(double, gemm_fp8_rowwise_factor, 0.9, 1e-3, 2.0);
 TPTUNE_COST_PARAM(double, fp8_layout_copy_factor, 1.0, 0, 100);
 // fp32 GEMMs (CUDA-core rate; fp32 training is for CPU verification, rarely simulated).
 TPTUNE_COST_PARAM(double, gemm_fp32_efficiency, 0.80, 1e-4, 4.0);
+// Grouped GEMMs (GemmOp::groups > 1: a mixture of experts' routed experts, torch._grouped_mm) over the rate of a dense
+// GEMM of the same shape: multiplies the GEMM efficiency of every dtype. The grouped kernel is another kernel than
+// cuBLAS's dense one: torchao's microbenchmark of bf16 torch._grouped_mm forward + backward on a B200 (pytorch/ao
+// torchao/prototype/moe_training/README.md, "Microbenchmarks"; torch 2.10.0a0) runs at 0.40-0.52 of the rate tptune
+// prices the same GEMMs at (burst scale), 0.44 their geometric mean (sim/gpus/b200.yaml;
+// tests/sim/grouped_gemm_test.cc). 1: priced as dense GEMMs (parts without a measurement).
+TPTUNE_COST_PARAM(double, grouped_gemm_factor, 1.0, 1e-3, 2.0);
 // Sustained tensor-core clock over the clock of the datasheet's dense peak: a power-capped part (torchtitan's 500 W
 // HBM2e H100 against the 700 W SXM5 the figures describe) throttles its clocks under dense matmul load, so every
 // tensor-core rate (bf16/fp16/float8 GEMMs and attention, not fp32 CUDA-core GEMMs or memory-bound kernels) runs at
