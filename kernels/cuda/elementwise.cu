@@ -4,8 +4,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/formulas/activation.h"
 
@@ -14,7 +14,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 // Each functor maps pack k of its arrays (see detail::packed_map_kernel): every input pack is loaded before any
 // output pack is stored, so outputs may alias inputs element for element.

@@ -1,7 +1,7 @@
 // The cuDNN backend-API graph builder; see cudnn_graph_builder.h.
 #include <stdexcept>
 
-#include "kernels/cuda/cudnn_graph_builder.h"
+#include "kernels/cuda/attention/cudnn_graph_builder.h"
 
 namespace tptune::cuda::cudnn {
 

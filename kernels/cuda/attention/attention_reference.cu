@@ -9,14 +9,14 @@
 // then each thread accumulates its output dims (c = tid, tid + kChunk, ...) over the chunk in order.
 #include <string>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 
 namespace tptune::cuda {
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 constexpr int kChunk = 128;       // threads per block, and scores per chunk
 constexpr int kMaxHeadDim = 512;  // dims per thread: kMaxHeadDim / kChunk

@@ -24,11 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/attention_cudnn.h"
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/attention/attention_cudnn.h"
+#include "kernels/cuda/device/check.h"
 
 #if defined(TPTUNE_HAVE_CUDNN)
-#include "kernels/cuda/cudnn_graph_builder.h"
+#include "kernels/cuda/attention/cudnn_graph_builder.h"
 #endif
 
 namespace tptune::cuda {
