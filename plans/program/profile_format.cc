@@ -10,6 +10,7 @@
 #include "plans/util/enum_names.h"
 #include "plans/util/error.h"
 #include "plans/util/input_file.h"
+#include "plans/util/version.h"
 
 namespace tptune {
 
@@ -337,9 +338,7 @@ std::optional<ProfileChunk> profile_chunk(const ChunkRef& c) {
 }
 
 json profile_json(const Profile& p) {
-  json j;
-  j["format"] = "tptune-profile";
-  j["version"] = 1;
+  json j = json_header("tptune-profile", 1);
   if (!p.environment.is_null()) j["environment"] = p.environment;
   if (!p.program.is_null() || p.config_yaml || p.plan_yaml) {
     j["program"] = p.program;
