@@ -10,6 +10,7 @@
 #include "plans/program/bus_bandwidth.h"
 #include "plans/util/checked_math.h"
 #include "plans/util/error.h"
+#include "plans/util/version.h"
 #include "runtime/bench_data.h"
 #include "runtime/profiler.h"
 
@@ -42,11 +43,11 @@ OpTiming time_bench_calls(Backend& be, const BenchOptions& o, const std::functio
 json bench_header(Backend& be, const char* what, const BenchOptions& o) {
   if (o.iters < 1) throw Error(fmt::format("--iters: expected at least 1, got {}", o.iters));
   if (o.warmup < 0) throw Error(fmt::format("--warmup: expected 0 or more, got {}", o.warmup));
-  return {{"format", "tptune-bench"},
-          {"version", 1},
-          {"bench", what},
-          {"environment", environment_json(be)},
-          {"timing", {{"warmup", o.warmup}, {"iters", o.iters}, {"unit", "us"}, {"reduce_over_ranks", "max"}}}};
+  json j = json_header("tptune-bench", 1);
+  j["bench"] = what;
+  j["environment"] = environment_json(be);
+  j["timing"] = {{"warmup", o.warmup}, {"iters", o.iters}, {"unit", "us"}, {"reduce_over_ranks", "max"}};
+  return j;
 }
 
 namespace {

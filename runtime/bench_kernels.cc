@@ -70,6 +70,23 @@ nlohmann::json bench_memory_bound(Backend& be, const MemoryBoundShape& s, const 
     be.ce_row_max(rows, cols, x.ptr(), max.f32());
     be.ce_sum_exp(rows, cols, x.ptr(), max.f32(), sumexp.f32());
   };
+  // rope forward or backward (`fn`) over (1, R, H, d): one input, named `input` as the step names it, one output.
+  const auto rope = [&](void (Backend::*fn)(const RopeShape&, DevPtr, DevPtr), const char* input) {
+    Buffer in = be.alloc(RHd, st), out = be.alloc(RHd, st);
+    Timed t;
+    t.operands = {act(in, input)};
+    const RopeShape rs{1, R, H, d, 0, 500000.0};
+    t.call = [&be, fn, rs, in, out] { (be.*fn)(rs, in.ptr(), out.ptr()); };
+    return t;
+  };
+  // y = fn(a, b) over n elements (the residual add, swiglu's forward).
+  const auto binary = [&](void (Backend::*fn)(int64_t, DevPtr, DevPtr, DevPtr), int64_t n) {
+    Buffer a = be.alloc(n, st), b = be.alloc(n, st), y = be.alloc(n, st);
+    Timed t;
+    t.operands = {act(a, "a"), act(b, "b")};
+    t.call = [&be, fn, n, a, b, y] { (be.*fn)(n, a.ptr(), b.ptr(), y.ptr()); };
+    return t;
+  };
 
   std::vector<MemoryBoundOp> table = {
       {"rmsnorm_fwd", [&] { return 2 * RD * e + D * e + 4 * R; },
@@ -94,40 +111,10 @@ nlohmann::json bench_memory_bound(Backend& be, const MemoryBoundShape& s, const 
          };
          return t;
        }},
-      {"rope_fwd", [&] { return 2 * RHd * e; },
-       [&] {
-         Buffer x = be.alloc(RHd, st), y = be.alloc(RHd, st);
-         Timed t;
-         t.operands = {act(x, "x")};
-         const RopeShape rs{1, R, H, d, 0, 500000.0};
-         t.call = [&be, rs, x, y] { be.rope_fwd(rs, x.ptr(), y.ptr()); };
-         return t;
-       }},
-      {"rope_bwd", [&] { return 2 * RHd * e; },
-       [&] {
-         Buffer dy = be.alloc(RHd, st), dx = be.alloc(RHd, st);
-         Timed t;
-         t.operands = {act(dy, "dy")};
-         const RopeShape rs{1, R, H, d, 0, 500000.0};
-         t.call = [&be, rs, dy, dx] { be.rope_bwd(rs, dy.ptr(), dx.ptr()); };
-         return t;
-       }},
-      {"residual_add", [&] { return 3 * RD * e; },
-       [&] {
-         Buffer a = be.alloc(RD, st), b = be.alloc(RD, st), y = be.alloc(RD, st);
-         Timed t;
-         t.operands = {act(a, "a"), act(b, "b")};
-         t.call = [&be, RD, a, b, y] { be.add(RD, a.ptr(), b.ptr(), y.ptr()); };
-         return t;
-       }},
-      {"swiglu_fwd", [&] { return 3 * RF * e; },
-       [&] {
-         Buffer a = be.alloc(RF, st), b = be.alloc(RF, st), y = be.alloc(RF, st);
-         Timed t;
-         t.operands = {act(a, "a"), act(b, "b")};
-         t.call = [&be, RF, a, b, y] { be.swiglu_fwd(RF, a.ptr(), b.ptr(), y.ptr()); };
-         return t;
-       }},
+      {"rope_fwd", [&] { return 2 * RHd * e; }, [&] { return rope(&Backend::rope_fwd, "x"); }},
+      {"rope_bwd", [&] { return 2 * RHd * e; }, [&] { return rope(&Backend::rope_bwd, "dy"); }},
+      {"residual_add", [&] { return 3 * RD * e; }, [&] { return binary(&Backend::add, RD); }},
+      {"swiglu_fwd", [&] { return 3 * RF * e; }, [&] { return binary(&Backend::swiglu_fwd, RF); }},
       {"swiglu_bwd", [&] { return 5 * RF * e; },
        [&] {
          Buffer a = be.alloc(RF, st), b = be.alloc(RF, st), dy = be.alloc(RF, st), da = be.alloc(RF, st),

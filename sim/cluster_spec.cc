@@ -37,7 +37,7 @@ ClusterSpec resolve_cluster(const Config& cfg) {
     throw Error(fmt::format("{}: cluster: expected positive nodes and gpus_per_node, got {} x {}",
                             cl.source.empty() ? cfg.path : cl.source, cl.nodes, cl.gpus_per_node));
   // The SDPA kernel the training settings name must be one the device runs (the cpu device: tp-run's own kernel;
-  // plans/language/sdpa_backend.h): refused here, once, before anything is priced.
+  // plans/language/backends/sdpa_backend.h): refused here, once, before anything is priced.
   resolve_sdpa_backend(cfg.training.sdpa_backend, SdpaBackend::auto_, cfg.training.torch_version, gpu.architecture,
                        cfg.training.sdpa_backend_at);
   ClusterSpec c = make_cluster(gpu, cl.nodes, cl.gpus_per_node);

@@ -5,12 +5,19 @@
 # name ending in = the unit's own top files only):
 #   plans/util/     -> plans/util                              the file plumbing, at the bottom
 #   plans/model/    -> plans/model, plans/util
-#   plans/language/ -> plans/language, plans/model, plans/util  the plan language
+#   plans/language/backends/ -> plans/language/backends, plans/util   the backends torch and torchtitan run
+#   plans/language/ -> plans/language=, plans/language/backends, plans/model, plans/util  the plan language
+#   plans/language/resolve/ -> plans/language, plans/model, plans/util   a preset resolved on a config, the shrunk model
 #   plans/program/  -> plans/program, plans/language, plans/model, plans/util
 #   plans/lower/    -> plans/lower, plans/program, plans/language, plans/model, plans/util
 #   plans/export/   -> plans/export, plans/language, plans/model, plans/util
 #   plans/ (top)    -> plans                                    (a file not yet in a part)
-#   kernels/        -> kernels
+#   kernels/formulas/         -> kernels/formulas                  per-element formulas, CPU and CUDA alike
+#   kernels/cpu/              -> kernels/cpu, kernels/formulas
+#   kernels/cuda/device/      -> kernels/cuda/device, kernels/formulas  the device plumbing of every CUDA kernel
+#   kernels/cuda/attention/   -> kernels/cuda/attention, kernels/cuda/device, kernels/cpu, kernels/formulas
+#   kernels/cuda/             -> kernels/cuda, kernels/cpu, kernels/formulas
+#   kernels/ (top)            -> kernels
 #   sim/            -> sim, plans
 #   runtime/        -> runtime, plans, kernels
 #   tools/ (top)    -> tools=, plans                            what both CLIs share
@@ -30,11 +37,18 @@ cd "$root"
 declare -A allowed=(
   [plans/util]="plans/util"
   [plans/model]="plans/model plans/util"
-  [plans/language]="plans/language plans/model plans/util"
+  [plans/language/backends]="plans/language/backends plans/util"
+  [plans/language]="plans/language= plans/language/backends plans/model plans/util"
+  [plans/language/resolve]="plans/language plans/model plans/util"
   [plans/program]="plans/program plans/language plans/model plans/util"
   [plans/lower]="plans/lower plans/program plans/language plans/model plans/util"
   [plans/export]="plans/export plans/language plans/model plans/util"
   [plans]="plans"
+  [kernels/formulas]="kernels/formulas"
+  [kernels/cpu]="kernels/cpu kernels/formulas"
+  [kernels/cuda/device]="kernels/cuda/device kernels/formulas"
+  [kernels/cuda/attention]="kernels/cuda/attention kernels/cuda/device kernels/cpu kernels/formulas"
+  [kernels/cuda]="kernels/cuda kernels/cpu kernels/formulas"
   [kernels]="kernels"
   [sim]="sim plans"
   [runtime]="runtime plans kernels"

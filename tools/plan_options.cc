@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "plans/language/nvlink_domain.h"
-#include "plans/language/plan_resolve.h"
+#include "plans/language/resolve/plan_resolve.h"
 #include "plans/util/error.h"
 #include "plans/util/json_text.h"
 #include "plans/util/limits.h"

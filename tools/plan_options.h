@@ -108,7 +108,7 @@ Plan resolve_plan(Config& cfg, const PlanOptions& o, int default_tp = 0);
 // `gpu_architecture`: the cluster GPU's (GpuSpec::architecture), which training.sdpa_backend's `auto` resolves by.
 std::string effective_values_text(const Config& cfg, const Plan& plan, std::string_view gpu_architecture);
 // {"sdpa_backend": {"value": "cudnn", "setting": "auto", "why": "auto: hopper, ..."}} for a JSON output: the attention
-// kernel the prediction of `plan` priced (plans/language/sdpa_backend.h); value "device" on the cpu device.
+// kernel the prediction of `plan` priced (plans/language/backends/sdpa_backend.h); value "device" on the cpu device.
 nlohmann::json sdpa_backend_json(const Training& t, const Plan& plan, std::string_view gpu_architecture);
 
 // The files the plan options name (config, --hf-config, --plan), for refuse_overwriting_inputs

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "kernels/cuda/adamw.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/formulas/adamw.h"
 
 namespace tptune::cuda {
@@ -14,7 +14,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 constexpr int64_t kChunk = kThreads * 16;                   // elements per block (a multiple of kPack)
 constexpr int kPack = 4;                                    // fp32 elements in 16 bytes

@@ -1,12 +1,12 @@
 // A Linear's bias on CUDA; see bias.h.
 #include "kernels/cuda/bias.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 
 namespace tptune::cuda {
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 template <class T>
 __global__ void bias_add_kernel(int64_t rows, int64_t n, int split, const T* x, const T* b, T* y) {

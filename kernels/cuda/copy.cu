@@ -1,12 +1,12 @@
 // Typed copies; see copy.h.
-#include "kernels/cuda/check.h"
 #include "kernels/cuda/copy.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 
 namespace tptune::cuda {
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 template <class From, class To>
 __global__ void convert_kernel(int64_t n, const From* x, To* y) {

@@ -2,9 +2,9 @@
 // packs when the rows are aligned to them.
 #include <algorithm>
 
-#include "kernels/cuda/check.h"
 #include "kernels/cuda/cross_entropy.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/formulas/cross_entropy.h"
 
 namespace tptune::cuda {
@@ -12,7 +12,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 // Calls f(j, element j) for every j in [0, n) of a row this thread's block owns, thread threadIdx.x taking
 // elements (N = 1) or 16-byte packs (N > 1, the row aligned to them and n a multiple of N) tid, tid + blockDim, ...

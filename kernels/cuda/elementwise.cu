@@ -4,8 +4,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/formulas/activation.h"
 
@@ -14,22 +14,50 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 // Each functor maps pack k of its arrays (see detail::packed_map_kernel): every input pack is loaded before any
 // output pack is stored, so outputs may alias inputs element for element.
-template <class T>
-struct AddPacks {
+
+// y = f(a, b) element for element: both inputs widened to Compute<T> (the formulas' arithmetic, kernels/formulas/),
+// f's result rounded to T. The binary maps (add, swiglu_fwd, gelu_bwd) differ only in f, below.
+template <class T, class F>
+struct BinaryPacks {
   const T* a;
   const T* b;
   T* y;
+  F f;
   template <int N>
   __device__ void apply(int64_t k) const {
+    using C = Compute<T>;
     const Pack<T, N> pa = load_pack<N>(a, k), pb = load_pack<N>(b, k);
     Pack<T, N> py;
 #pragma unroll
-    for (int j = 0; j < N; ++j) py.v[j] = from_float<T>(to_float(pa.v[j]) + to_float(pb.v[j]));
+    for (int j = 0; j < N; ++j) py.v[j] = from_float<T>(float(f(C(to_float(pa.v[j])), C(to_float(pb.v[j])))));
     store_pack<N>(y, k, py);
+  }
+};
+
+// add: one float addition whatever T computes in (the inputs are exact in float), as the CPU reference rounds it.
+struct Add {
+  template <class C>
+  __device__ float operator()(C a, C b) const {
+    return float(a) + float(b);
+  }
+};
+
+struct SwigluFwd {
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return swiglu_fwd_elem(a, b);
+  }
+};
+
+// gelu_bwd: f(a, dy).
+struct GeluBwd {
+  template <class C>
+  __device__ C operator()(C a, C dy) const {
+    return gelu_bwd_elem(a, dy);
   }
 };
 
@@ -42,23 +70,6 @@ struct FillPacks {
     Pack<T, N> py;
 #pragma unroll
     for (int j = 0; j < N; ++j) py.v[j] = value;
-    store_pack<N>(y, k, py);
-  }
-};
-
-template <class T>
-struct SwigluFwdPacks {
-  const T* a;
-  const T* b;
-  T* y;
-  template <int N>
-  __device__ void apply(int64_t k) const {
-    using C = Compute<T>;
-    const Pack<T, N> pa = load_pack<N>(a, k), pb = load_pack<N>(b, k);
-    Pack<T, N> py;
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-      py.v[j] = from_float<T>(float(swiglu_fwd_elem(C(to_float(pa.v[j])), C(to_float(pb.v[j])))));
     store_pack<N>(y, k, py);
   }
 };
@@ -101,23 +112,6 @@ struct GeluFwdPacks {
   }
 };
 
-template <class T>
-struct GeluBwdPacks {
-  const T* a;
-  const T* dy;
-  T* da;
-  template <int N>
-  __device__ void apply(int64_t k) const {
-    using C = Compute<T>;
-    const Pack<T, N> pa = load_pack<N>(a, k), pdy = load_pack<N>(dy, k);
-    Pack<T, N> pda;
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-      pda.v[j] = from_float<T>(float(gelu_bwd_elem(C(to_float(pa.v[j])), C(to_float(pdy.v[j])))));
-    store_pack<N>(da, k, pda);
-  }
-};
-
 // Launches f over n elements with 16-byte packs when every pointer allows it.
 template <class T, class F>
 void launch(cudaStream_t stream, int64_t n, const F& f, std::initializer_list<const void*> pointers,
@@ -134,12 +128,13 @@ void launch(cudaStream_t stream, int64_t n, const F& f, std::initializer_list<co
 
 template <class T>
 void add(cudaStream_t stream, int64_t n, const T* a, const T* b, T* y) {
-  launch<T>(stream, n, AddPacks<T>{a, b, y}, {a, b, y}, "add");
+  launch<T>(stream, n, BinaryPacks<T, Add>{a, b, y, Add{}}, {a, b, y}, "add");
 }
 
 template <class T>
 void accumulate(cudaStream_t stream, int64_t n, const T* a, T* y) {
-  launch<T>(stream, n, AddPacks<T>{y, a, y}, {a, y}, "accumulate");  // y = y + a, the same rounding as add
+  // y = y + a, the same rounding as add
+  launch<T>(stream, n, BinaryPacks<T, Add>{y, a, y, Add{}}, {a, y}, "accumulate");
 }
 
 template <class T>
@@ -155,7 +150,7 @@ void fill(cudaStream_t stream, T* y, int64_t n, float value) {
 
 template <class T>
 void swiglu_fwd(cudaStream_t stream, int64_t n, const T* a, const T* b, T* y) {
-  launch<T>(stream, n, SwigluFwdPacks<T>{a, b, y}, {a, b, y}, "swiglu_fwd");
+  launch<T>(stream, n, BinaryPacks<T, SwigluFwd>{a, b, y, SwigluFwd{}}, {a, b, y}, "swiglu_fwd");
 }
 
 template <class T>
@@ -170,7 +165,7 @@ void gelu_fwd(cudaStream_t stream, int64_t n, const T* a, T* y) {
 
 template <class T>
 void gelu_bwd(cudaStream_t stream, int64_t n, const T* a, const T* dy, T* da) {
-  launch<T>(stream, n, GeluBwdPacks<T>{a, dy, da}, {a, dy, da}, "gelu_bwd");
+  launch<T>(stream, n, BinaryPacks<T, GeluBwd>{a, dy, da, GeluBwd{}}, {a, dy, da}, "gelu_bwd");
 }
 
 #define TPTUNE_INSTANTIATE(T)                                                               \

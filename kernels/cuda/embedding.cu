@@ -5,14 +5,14 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <string>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/cuda/embedding.h"
 
 namespace tptune::cuda {
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 // The local row of an id, or -1 when it is not in [vocab_offset, vocab_offset + vocab_local).
 __device__ __forceinline__ int64_t local_row(int32_t id, int64_t vocab_local, int64_t vocab_offset) {

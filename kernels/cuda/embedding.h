@@ -11,7 +11,7 @@
 // Backward: d_weight is overwritten with the scatter-add of d_out rows, DETERMINISTIC: token indices are sorted by
 // local row (CUB's stable radix sort), then each owned row sums its tokens' d_out rows in token order (float
 // accumulation, as the CPU reference does; with T = float the result equals the CPU's bit-for-bit). The sort's
-// scratch (keys, values, CUB temp storage; ~16 bytes per token) comes from `scratch` (kernels/cuda/scratch.h).
+// scratch (keys, values, CUB temp storage; ~16 bytes per token) comes from `scratch` (kernels/cuda/device/scratch.h).
 // Cost (napkin): forward moves tokens*dim elements twice; backward writes the table (vocab_local*dim) once and reads
 // tokens*dim elements of d_out.
 
@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/device/scratch.h"
 
 namespace tptune::cuda {
 

@@ -1,6 +1,6 @@
 // Tensorwise float8 CUDA kernels; see float8.h.
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/cuda/float8.h"
 #include "kernels/formulas/float8.h"
 
@@ -9,7 +9,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 // amax as the bits of |x|: unsigned order = value order for non-negative floats, NaN (sign cleared) above +inf.
 // Each thread reduces its 16-byte packs (grid-stride), the block reduces its threads (warp shuffles, then the

@@ -8,7 +8,7 @@
 // state and master weights; int32 for ids and targets; __nv_fp8_e4m3 / __nv_fp8_e5m2 for float8 storage.
 
 #include "kernels/cuda/adamw.h"
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"

@@ -10,8 +10,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/norms.h"
 #include "kernels/formulas/norm.h"
@@ -21,7 +21,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 constexpr int64_t kSlabs = 64;
 

@@ -10,7 +10,7 @@
 // Precision and determinism: row statistics and the dw/db column sums accumulate in a fixed order (one block per
 // row for the row sums, in double; for dw/db, fixed slabs of rows, then the slabs in order in double), so results
 // are reproducible run to run; they differ from the CPU loop's order by rounding only.
-// Scratch: the backward's dw/db partial sums come from `scratch` (kernels/cuda/scratch.h: the backend's caching
+// Scratch: the backward's dw/db partial sums come from `scratch` (kernels/cuda/device/scratch.h: the backend's caching
 // allocator; empty: stream-ordered from the default pool): RMSNorm's packed path (rows aligned to 16 bytes, dim a
 // whole number of 16-byte packs, at most 2048 of them) min(rows, 4 per SM) x dim partials (fp32 for bf16 tensors,
 // double for fp32), the scalar path <= 64 x dim doubles.
@@ -23,7 +23,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/device/scratch.h"
 
 namespace tptune::cuda {
 

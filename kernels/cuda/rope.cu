@@ -4,8 +4,8 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 #include "kernels/cuda/rope.h"
 #include "kernels/formulas/rope.h"
 
@@ -14,7 +14,7 @@ namespace tptune::cuda {
 using namespace formulas;  // the per-element formulas the CPU reference shares (kernels/formulas/)
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 template <class T>
 __global__ void rope_kernel(RopeDims d, double sign, const T* x, T* y) {

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <map>
 
+#include "plans/language/backends/spmd_backend.h"
 #include "plans/language/config_node.h"
 #include "plans/language/nvlink_domain.h"
 #include "plans/language/plan.h"
-#include "plans/language/spmd_backend.h"
 #include "plans/model/hf_config.h"
 #include "plans/util/enum_names.h"
 #include "plans/util/error.h"

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "plans/language/backends/sdpa_backend.h"
 #include "plans/language/pipeline_parallel.h"
-#include "plans/language/sdpa_backend.h"
 #include "plans/model/dtype.h"
 #include "plans/model/model.h"
 
@@ -47,7 +47,8 @@ struct Training {
   // torchtitan's training.global_batch_size: sequences per optimizer step over all data-parallel ranks; 0 (no key,
   // torchtitan's -1): local_batch_size x dp degree, one microbatch. The tools turn it into the plan's
   // gradient_accumulation_steps = global / (local_batch_size x dp_shard x dp_replicate)
-  // (plans/language/plan_resolve.h), an error naming global_batch_size_at ("<file>:<line>") when that is not whole.
+  // (plans/language/resolve/plan_resolve.h), an error naming global_batch_size_at ("<file>:<line>") when that is not
+  // whole.
   int64_t global_batch_size = 0;
   std::string global_batch_size_at;
   DType dtype = DType::bf16;
@@ -57,8 +58,9 @@ struct Training {
   // i.e. on exactly when the plan uses async TP, which needs it. Explicit false with async TP is an error.
   std::optional<bool> compile;
   bool compiled(bool async_tp) const { return compile.value_or(async_tp); }
-  // Which attention kernel SDPA runs (plans/language/sdpa_backend.h): `auto` resolves it by the GPU's architecture and
-  // torch_version (absent: the current torch); sdpa_backend_at is the key's "<file>:<line>" (empty: the default).
+  // Which attention kernel SDPA runs (plans/language/backends/sdpa_backend.h): `auto` resolves it by the GPU's
+  // architecture and torch_version (absent: the current torch); sdpa_backend_at is the key's "<file>:<line>" (empty:
+  // the default).
   SdpaBackend sdpa_backend = SdpaBackend::auto_;
   std::string sdpa_backend_at;
   std::optional<TorchVersion> torch_version;

@@ -123,4 +123,33 @@ bool Plan::operator==(const Plan& o) const {
          clip_grad_norm == o.clip_grad_norm && attention_kernel == o.attention_kernel;
 }
 
+void check_parallel_keys(const Plan& plan) {
+  auto refuse = [&](const char* key, const std::string& value, const char* degree_key, int degree, const char* option) {
+    auto it = plan.provenance.find(key);
+    if (it == plan.provenance.end()) return;  // not stated: the default, unused
+    auto d = plan.provenance.find(degree_key);
+    throw Error(fmt::format("{}: {} {}: needs {} > 1 ({} N, or {} in the plan file); {} is {} ({})", it->second, key,
+                            value, degree_key, option, degree_key, degree_key, degree,
+                            d != plan.provenance.end() ? d->second : std::string("the default")));
+  };
+  if (plan.pp_degree <= 1) {
+    auto pp = [&](const char* key, const std::string& value) {
+      refuse(key, value, "pp_degree", plan.pp_degree, "--pp");
+    };
+    pp("pp_schedule", std::string(to_string(plan.pp_schedule)));
+    pp("pp_microbatch_size", std::to_string(plan.pp_microbatch_size));
+    pp("pp_stages_per_rank", std::to_string(plan.pp_stages_per_rank));
+    pp("pp_first_stage_less_layers", std::to_string(plan.pp_first_stage_less_layers));
+    pp("pp_last_stage_less_layers", std::to_string(plan.pp_last_stage_less_layers));
+    pp("pp_split", fmt::format("[{}]", fmt::join(plan.pp_split, ", ")));
+  }
+  if (plan.cp_degree <= 1) {
+    auto cp = [&](const char* key, const std::string& value) {
+      refuse(key, value, "cp_degree", plan.cp_degree, "--cp");
+    };
+    cp("cp_rotate_method", std::string(to_string(plan.cp_rotate)));
+    cp("cp_load_balance", plan.cp_load_balance ? "true" : "false");
+  }
+}
+
 }  // namespace tptune

@@ -120,9 +120,10 @@ struct Plan : PlanToggles {
   // training.max_norm, default 1.0): a `grad_norm` segment before the optimizer (plans/lower/lower.cc, grad_norm()).
   // The seed's DTensor plans are a user's own training loop, which need not clip.
   bool clip_grad_norm = false;
-  // The attention kernel the framework's models call whatever torch would choose (plans/language/sdpa_backend.h):
-  // torchtitan 0.3's models run FlexAttention (model_registry's attn_backend default "flex"; no SDPA for language
-  // models); auto_ for the seed's DTensor plans, whose attention is torch's scaled_dot_product_attention.
+  // The attention kernel the framework's models call whatever torch would choose
+  // (plans/language/backends/sdpa_backend.h): torchtitan 0.3's models run FlexAttention (model_registry's attn_backend
+  // default "flex"; no SDPA for language models); auto_ for the seed's DTensor plans, whose attention is torch's
+  // scaled_dot_product_attention.
   SdpaBackend attention_kernel = SdpaBackend::auto_;
   // Where each value came from, for reports: key (local_batch_size, activation_checkpointing, ...) -> "plan file
   // FILE:LINE" | "config FILE" | "option --x" | "preset" | "default". Not part of equality.
@@ -154,6 +155,16 @@ void apply_framework(Plan& plan, Framework f);
 // What a framework refuses (torchtitan 0.3: float8 tensorwise, loss parallel off under TP); tptune::Error naming the
 // plan's source.
 void check_framework(const Plan& plan);
+// The pipeline keys (pp_schedule, pp_microbatch_size, pp_stages_per_rank, pp_first_stage_less_layers,
+// pp_last_stage_less_layers, pp_split) act only with pp_degree > 1, the context-parallel ones (cp_rotate_method,
+// cp_load_balance) only with cp_degree > 1: a plan that states one (Plan::provenance holds its origin: the plan file's
+// line, the option) while its degree is 1 is refused, as nothing would apply it. tptune::Error, one line naming the
+// first such key's origin, its value and the degree's origin:
+//   "option --pp-schedule: pp_schedule DualPipeV: needs pp_degree > 1 (--pp N, or pp_degree in the plan file);
+//    pp_degree is 1 (option --pp)"
+// Values no user stated (a preset's, the defaults, a search candidate's) are never refused. load_plan() runs it on the
+// file alone, the tools' resolve_plan() on the plan with its options.
+void check_parallel_keys(const Plan& plan);
 
 // Presets. `vanilla`: the seed plan (apply_tp without sequence parallel); `sequence_parallel`: torchtitan's default.
 // The toggles (PlanToggles), provenance, framework and loss_chunks are taken from `base`;

@@ -15,9 +15,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "plans/language/backends/spmd_backend.h"
 #include "plans/language/plan.h"
-#include "plans/language/plan_resolve.h"
-#include "plans/language/spmd_backend.h"
 #include "plans/util/error.h"
 #include "plans/util/output_file.h"
 #include "plans/util/yaml_util.h"
@@ -234,8 +233,7 @@ Plan load(const std::string& text, const std::string& name) {
       p.provenance[k] = fmt::format("plan {}:{}", name, root[k].Mark().line + 1);
     }
   }
-  check_parallel_keys(
-      p);  // pp keys without pp_degree > 1, cp keys without cp_degree > 1 (plans/language/plan_resolve.h)
+  check_parallel_keys(p);  // pp keys without pp_degree > 1, cp keys without cp_degree > 1 (plan.h)
 
   const YAML::Node modules = root["modules"];
   if (!modules.IsDefined() || modules.IsNull()) return p;  // no entries: nothing is parallelized

@@ -10,6 +10,7 @@
 #include "plans/util/enum_names.h"
 #include "plans/util/error.h"
 #include "plans/util/input_file.h"
+#include "plans/util/version.h"
 
 namespace tptune {
 
@@ -112,18 +113,24 @@ struct Reader {
     if (v && !v->is_array()) doc.fail(json_key(path, key), "a list", *v);
     return v;
   }
+  // fn(element, where) for each element of the list `key` of `obj` (none when it is absent), where its path
+  // "PATH.KEY[i]", the one walk of every list below.
+  template <class Fn>
+  void for_each_element(const json& obj, const std::string& path, const char* key, Fn&& fn) const {
+    if (const json* a = array(obj, path, key))
+      for (size_t i = 0; i < a->size(); ++i) fn((*a)[i], fmt::format("{}[{}]", json_key(path, key), i));
+  }
   std::vector<int64_t> integers(const json& obj, const std::string& path, const char* key) const {
     std::vector<int64_t> out;
-    if (const json* a = array(obj, path, key))
-      for (size_t i = 0; i < a->size(); ++i)
-        out.push_back(doc.integer_value((*a)[i], fmt::format("{}[{}]", json_key(path, key), i), kNonNegative));
+    for_each_element(obj, path, key, [&](const json& v, const std::string& w) {
+      out.push_back(doc.integer_value(v, w, kNonNegative));
+    });
     return out;
   }
   std::vector<double> times(const json& obj, const std::string& path, const char* key) const {
     std::vector<double> out;
-    if (const json* a = array(obj, path, key))
-      for (size_t i = 0; i < a->size(); ++i)
-        out.push_back(measured_time_us(doc, (*a)[i], fmt::format("{}[{}]", json_key(path, key), i)));
+    for_each_element(obj, path, key,
+                     [&](const json& v, const std::string& w) { out.push_back(measured_time_us(doc, v, w)); });
     return out;
   }
   TimeSummary summary(const json& t, const std::string& path) const {
@@ -139,19 +146,16 @@ struct Reader {
   }
   std::vector<ProfileTensor> tensors(const json& rec, const std::string& path, const char* key) const {
     std::vector<ProfileTensor> out;
-    if (const json* a = array(rec, path, key))
-      for (size_t i = 0; i < a->size(); ++i) {
-        const std::string w = fmt::format("{}[{}]", json_key(path, key), i);
-        const json& t = (*a)[i];
-        ProfileTensor pt;
-        pt.name = doc.string(t, w, "name");
-        pt.shape = integers(t, w, "shape");
-        pt.global_shape = integers(t, w, "global_shape");
-        pt.dtype = string(t, w, "dtype").value_or("");
-        pt.placement = string(t, w, "placement").value_or("");
-        pt.role = string(t, w, "role").value_or("");
-        out.push_back(std::move(pt));
-      }
+    for_each_element(rec, path, key, [&](const json& t, const std::string& w) {
+      ProfileTensor pt;
+      pt.name = doc.string(t, w, "name");
+      pt.shape = integers(t, w, "shape");
+      pt.global_shape = integers(t, w, "global_shape");
+      pt.dtype = string(t, w, "dtype").value_or("");
+      pt.placement = string(t, w, "placement").value_or("");
+      pt.role = string(t, w, "role").value_or("");
+      out.push_back(std::move(pt));
+    });
     return out;
   }
   double time(const json& obj, const std::string& path, const char* key) const {
@@ -165,52 +169,40 @@ struct Reader {
     out.microbatches = doc.integer(pl, w, "microbatches", limits::local_batch_size);
     out.microbatch_size = doc.integer(pl, w, "microbatch_size", limits::local_batch_size);
     out.not_timed = string(pl, w, "not_timed").value_or("");
-    if (const json* a = array(pl, w, "stages"))
-      for (size_t i = 0; i < a->size(); ++i) {
-        const std::string sw = fmt::format("pipeline.stages[{}]", i);
-        out.stages.push_back({doc.integer((*a)[i], sw, "first_layer", kNonNegative),
-                              doc.integer((*a)[i], sw, "layers", kNonNegative),
-                              doc.integer((*a)[i], sw, "rank", kNonNegative)});
-      }
-    if (const json* a = array(pl, w, "ranks"))
-      for (size_t i = 0; i < a->size(); ++i) {
-        const std::string rw = fmt::format("pipeline.ranks[{}]", i);
-        const json& rj = (*a)[i];
-        ProfilePipelineRank r;
-        r.pp_rank = doc.integer(rj, rw, "pp_rank", kNonNegative);
-        r.end_us = time(rj, rw, "end_us");
-        r.busy_us = time(rj, rw, "busy_us");
-        if (const json* acts = array(rj, rw, "actions"))
-          for (size_t k = 0; k < acts->size(); ++k) {
-            const std::string aw = fmt::format("{}.actions[{}]", rw, k);
-            const json& aj = (*acts)[k];
-            ProfilePipelineAction x;
-            x.stage = doc.integer(aj, aw, "stage", kNonNegative);
-            x.microbatch = doc.integer(aj, aw, "microbatch", kNonNegative);
-            x.kind = doc.string(aj, aw, "kind");
-            if (x.kind != "F" && x.kind != "B" && x.kind != "I" && x.kind != "W")
-              doc.fail(json_key(aw, "kind"), fmt::format("expected F, B, I or W, got '{}'", x.kind));
-            x.start_us = time(aj, aw, "start_us");
-            x.wait_us = time(aj, aw, "wait_us");
-            x.end_us = time(aj, aw, "end_us");
-            r.actions.push_back(std::move(x));
-          }
-        out.ranks.push_back(std::move(r));
-      }
-    if (const json* a = array(pl, w, "p2p"))
-      for (size_t i = 0; i < a->size(); ++i) {
-        const std::string xw = fmt::format("pipeline.p2p[{}]", i);
-        const json& xj = (*a)[i];
-        ProfileP2P x;
-        x.from = doc.integer(xj, xw, "from", kNonNegative);
-        x.to = doc.integer(xj, xw, "to", kNonNegative);
-        x.bytes = doc.integer(xj, xw, "bytes", kMessageBytes);
-        const json* t = object(xj, xw, "time_us");
-        if (!t) doc.fail(json_key(xw, "time_us"), "missing");
-        x.time_us = summary(*t, json_key(xw, "time_us"));
-        x.samples_us = times(xj, xw, "samples_us");
-        out.p2p.push_back(std::move(x));
-      }
+    for_each_element(pl, w, "stages", [&](const json& sj, const std::string& sw) {
+      out.stages.push_back({doc.integer(sj, sw, "first_layer", kNonNegative),
+                            doc.integer(sj, sw, "layers", kNonNegative), doc.integer(sj, sw, "rank", kNonNegative)});
+    });
+    for_each_element(pl, w, "ranks", [&](const json& rj, const std::string& rw) {
+      ProfilePipelineRank r;
+      r.pp_rank = doc.integer(rj, rw, "pp_rank", kNonNegative);
+      r.end_us = time(rj, rw, "end_us");
+      r.busy_us = time(rj, rw, "busy_us");
+      for_each_element(rj, rw, "actions", [&](const json& aj, const std::string& aw) {
+        ProfilePipelineAction x;
+        x.stage = doc.integer(aj, aw, "stage", kNonNegative);
+        x.microbatch = doc.integer(aj, aw, "microbatch", kNonNegative);
+        x.kind = doc.string(aj, aw, "kind");
+        if (x.kind != "F" && x.kind != "B" && x.kind != "I" && x.kind != "W")
+          doc.fail(json_key(aw, "kind"), fmt::format("expected F, B, I or W, got '{}'", x.kind));
+        x.start_us = time(aj, aw, "start_us");
+        x.wait_us = time(aj, aw, "wait_us");
+        x.end_us = time(aj, aw, "end_us");
+        r.actions.push_back(std::move(x));
+      });
+      out.ranks.push_back(std::move(r));
+    });
+    for_each_element(pl, w, "p2p", [&](const json& xj, const std::string& xw) {
+      ProfileP2P x;
+      x.from = doc.integer(xj, xw, "from", kNonNegative);
+      x.to = doc.integer(xj, xw, "to", kNonNegative);
+      x.bytes = doc.integer(xj, xw, "bytes", kMessageBytes);
+      const json* t = object(xj, xw, "time_us");
+      if (!t) doc.fail(json_key(xw, "time_us"), "missing");
+      x.time_us = summary(*t, json_key(xw, "time_us"));
+      x.samples_us = times(xj, xw, "samples_us");
+      out.p2p.push_back(std::move(x));
+    });
     return out;
   }
   ProfileOp op(const json& rec, const std::string& w) const {
@@ -233,12 +225,10 @@ struct Reader {
     o.outputs = tensors(rec, w, "outputs");
     if (doc.find(rec, w, "measured")) o.measured = doc.boolean(rec, w, "measured");
     if (doc.find(rec, w, "seeded_from_local")) o.seeded_from_local = doc.boolean(rec, w, "seeded_from_local");
-    if (const json* a = array(rec, w, "fused"))
-      for (size_t i = 0; i < a->size(); ++i) {
-        if (!(*a)[i].is_string())
-          doc.fail(fmt::format("{}[{}]", json_key(w, "fused"), i), "expected the name of an op the kernel fuses");
-        o.fused.push_back((*a)[i].get<std::string>());
-      }
+    for_each_element(rec, w, "fused", [&](const json& f, const std::string& fw) {
+      if (!f.is_string()) doc.fail(fw, "expected the name of an op the kernel fuses");
+      o.fused.push_back(f.get<std::string>());
+    });
     if (o.measured) o.time_us = summary(doc.object(rec, w, "time_us"), json_key(w, "time_us"));
     o.samples_us = times(rec, w, "samples_us");
     return o;
@@ -337,9 +327,7 @@ std::optional<ProfileChunk> profile_chunk(const ChunkRef& c) {
 }
 
 json profile_json(const Profile& p) {
-  json j;
-  j["format"] = "tptune-profile";
-  j["version"] = 1;
+  json j = json_header("tptune-profile", 1);
   if (!p.environment.is_null()) j["environment"] = p.environment;
   if (!p.program.is_null() || p.config_yaml || p.plan_yaml) {
     j["program"] = p.program;

@@ -21,4 +21,8 @@ nlohmann::json with_version_stamp(nlohmann::json doc) {
   return doc;
 }
 
+nlohmann::json json_header(std::string_view format, int format_version) {
+  return {{"format", std::string(format)}, {"version", format_version}};
+}
+
 }  // namespace tptune

@@ -116,34 +116,43 @@ static bool parse_real(const std::string& s, double& out) {
   return true;
 }
 
-int64_t YamlDoc::integer(const YAML::Node& node, std::string_view key) const {
-  int64_t v = 0;
-  if (!is_scalar(node) || !parse_int(node.Scalar(), v)) fail(node, key, "an integer");
+namespace {
+
+// The one shape of the typed reads below: `node` as a scalar parsed by `parse` (parse_int, parse_real) and accepted by
+// `ok`, else doc.fail(node, key, expected).
+template <class T, class Ok>
+T read_scalar(const YamlDoc& doc, const YAML::Node& node, std::string_view key, bool (*parse)(const std::string&, T&),
+              Ok ok, std::string_view expected) {
+  T v = 0;
+  if (!is_scalar(node) || !parse(node.Scalar(), v) || !ok(v)) doc.fail(node, key, expected);
   return v;
+}
+
+constexpr auto kAnyValue = [](auto) { return true; };
+
+}  // namespace
+
+int64_t YamlDoc::integer(const YAML::Node& node, std::string_view key) const {
+  return read_scalar<int64_t>(*this, node, key, parse_int, kAnyValue, "an integer");
 }
 
 int64_t YamlDoc::positive_integer(const YAML::Node& node, std::string_view key) const {
-  int64_t v = 0;
-  if (!is_scalar(node) || !parse_int(node.Scalar(), v) || v < 1) fail(node, key, "a positive integer");
-  return v;
+  return read_scalar<int64_t>(
+      *this, node, key, parse_int, [](int64_t v) { return v >= 1; }, "a positive integer");
 }
 
 double YamlDoc::real(const YAML::Node& node, std::string_view key) const {
-  double v = 0;
-  if (!is_scalar(node) || !parse_real(node.Scalar(), v)) fail(node, key, "a number");
-  return v;
+  return read_scalar<double>(*this, node, key, parse_real, kAnyValue, "a number");
 }
 
 double YamlDoc::positive_real(const YAML::Node& node, std::string_view key) const {
-  double v = 0;
-  if (!is_scalar(node) || !parse_real(node.Scalar(), v) || !(v > 0)) fail(node, key, "a positive number");
-  return v;
+  return read_scalar<double>(
+      *this, node, key, parse_real, [](double v) { return v > 0; }, "a positive number");
 }
 
 double YamlDoc::nonnegative_real(const YAML::Node& node, std::string_view key) const {
-  double v = 0;
-  if (!is_scalar(node) || !parse_real(node.Scalar(), v) || !(v >= 0)) fail(node, key, "a number >= 0");
-  return v;
+  return read_scalar<double>(
+      *this, node, key, parse_real, [](double v) { return v >= 0; }, "a number >= 0");
 }
 
 int64_t YamlDoc::integer_in(const YAML::Node& node, std::string_view key, limits::IntRange r) const {

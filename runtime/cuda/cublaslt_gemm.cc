@@ -103,6 +103,14 @@ CublasLtGemm::Plan& CublasLtGemm::plan(const Key& key, const GemmArgs& g) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
+void* CublasLtGemm::TransposeBuffer::transposed(DeviceAllocator& allocator, cudaStream_t stream, const void* src,
+                                                int64_t rows, int64_t cols) {
+  const size_t need = size_t(rows * cols);
+  if (need > bytes) data = allocator.allocate(need, "gemm fp8 transpose"), bytes = need;
+  transpose_bytes(stream, src, data.get(), rows, cols);
+  return data.get();
+}
+
 void CublasLtGemm::run(const GemmArgs& in, cudaStream_t stream) {
   GemmArgs g = in;
   if (g.m <= 0 || g.n <= 0) return;
@@ -119,19 +127,11 @@ void CublasLtGemm::run(const GemmArgs& in, cudaStream_t stream) {
       throw_error("gemm", "float8", "the output must be bf16 or fp32 (" + describe(g) + ")");
     // The TN form (see the header): transpose an operand that is in the other layout into a workspace copy.
     if (!g.trans_b) {  // B stored (k, n) -> (n, k)
-      const size_t bytes = size_t(g.k * g.n);
-      if (bytes > transpose_b_bytes_)
-        transpose_b_ = allocator_->allocate(bytes, "gemm fp8 transpose"), transpose_b_bytes_ = bytes;
-      transpose_bytes(stream, g.b.ptr, transpose_b_.get(), g.k, g.n);
-      g.b.ptr = transpose_b_.get();
+      g.b.ptr = transpose_b_.transposed(*allocator_, stream, g.b.ptr, g.k, g.n);
       g.trans_b = true;
     }
     if (g.trans_a) {  // A stored (k, m) -> (m, k)
-      const size_t bytes = size_t(g.k * g.m);
-      if (bytes > transpose_a_bytes_)
-        transpose_a_ = allocator_->allocate(bytes, "gemm fp8 transpose"), transpose_a_bytes_ = bytes;
-      transpose_bytes(stream, g.a.ptr, transpose_a_.get(), g.k, g.m);
-      g.a.ptr = transpose_a_.get();
+      g.a.ptr = transpose_a_.transposed(*allocator_, stream, g.a.ptr, g.k, g.m);
       g.trans_a = false;
     }
   } else {

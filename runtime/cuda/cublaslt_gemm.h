@@ -49,8 +49,14 @@ class CublasLtGemm {
   cublasLtHandle_t handle_ = nullptr;
   std::shared_ptr<DeviceAllocator> allocator_;
   std::shared_ptr<void> workspace_;
-  std::shared_ptr<void> transpose_a_, transpose_b_;  // fp8 operands transposed for the TN form
-  size_t transpose_a_bytes_ = 0, transpose_b_bytes_ = 0;
+  // An fp8 operand transposed for the TN form: a workspace that grows to the largest operand seen.
+  struct TransposeBuffer {
+    std::shared_ptr<void> data;
+    size_t bytes = 0;
+    // The (cols, rows) transpose of the byte matrix `src` (rows, cols), written on `stream` into the workspace.
+    void* transposed(DeviceAllocator& allocator, cudaStream_t stream, const void* src, int64_t rows, int64_t cols);
+  };
+  TransposeBuffer transpose_a_, transpose_b_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

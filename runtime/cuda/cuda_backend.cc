@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/elementwise.h"
 #include "plans/util/error.h"
@@ -70,7 +70,7 @@ CudaBackend::CudaBackend(MPI_Comm tp, MPI_Comm dp, int device) : device_(device)
   check(cudaStreamCreateWithFlags(&p2p_stream_, cudaStreamNonBlocking), "init", "cudaStreamCreate(p2p)");
   allocator_ = cudabe::DeviceAllocator::create({compute_, comm_stream_, p2p_stream_});
   gemm_ = std::make_unique<cudabe::CublasLtGemm>(allocator_);
-  // Kernel scratch and cuDNN's workspace from the caching allocator (kernels/cuda/scratch.h): no cudaMalloc /
+  // Kernel scratch and cuDNN's workspace from the caching allocator (kernels/cuda/device/scratch.h): no cudaMalloc /
   // cudaFree after the first step, and none of the default pool's release at every synchronize.
   scratch_ = [a = allocator_](size_t bytes, const char* what) { return a->allocate(bytes, what); };
   attention_ = std::make_unique<cuda::AttentionPlanCache>(cuda::AttentionImpl::cudnn, scratch_);

@@ -27,7 +27,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/device/scratch.h"
 #include "runtime/backend.h"
 
 namespace tptune::cuda {

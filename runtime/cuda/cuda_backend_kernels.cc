@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cuda/adamw.h"
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "plans/language/plan_resolve.h"
+#include "plans/language/resolve/plan_resolve.h"
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
 #include "sim/pipeline/step.h"
@@ -16,9 +16,9 @@ constexpr double kGiB = 1073741824.0;
 
 }  // namespace
 
-// The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/language/plan_resolve.h), with the
-// options --preset, --tp, --float8, --ac-layers, --async-tp, --cp, --pp (with its schedule and microbatch) and --ep and
-// no other (tests/integration/published_accuracy.sh compares every run's prediction with tp-plan simulate's).
+// The preset path of tools/plan_options.cc's resolve_plan() (the steps of plans/language/resolve/plan_resolve.h), with
+// the options --preset, --tp, --float8, --ac-layers, --async-tp, --cp, --pp (with its schedule and microbatch) and --ep
+// and no other (tests/integration/published_accuracy.sh compares every run's prediction with tp-plan simulate's).
 Plan published_run_plan(const PublishedRun& run) {
   const Config& cfg = run.config;
   const PublishedPlan& p = run.plan;

@@ -148,9 +148,7 @@ CheckBaseline baseline_from_report(const StepReport& r) {
 }
 
 nlohmann::json to_json(const CheckBaseline& b) {
-  json j;
-  j["format"] = kFormat;
-  j["version"] = kVersion;
+  json j = json_header(kFormat, kVersion);
   j["setup"] = b.setup;
   j["step_time_ms"] = b.step_time_ms;
   j["tokens_per_second_per_gpu"] = b.tokens_per_second_per_gpu;

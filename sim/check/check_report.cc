@@ -66,6 +66,17 @@ std::string metric_verdict(const MetricCheck& m) {
                      percent_text(m.limit_percent));
 }
 
+std::string check_advice(const CheckResult& r, const CheckAdviceWords& words) {
+  switch (r.exit_status()) {
+    case kExitPass:
+      return !r.breakdown.empty() || !r.memory.empty() ? words.moved : "";
+    case kExitRegression:
+      return words.regression;
+    default:
+      return fmt::format(fmt::runtime(words.other_build), kExitOtherBuild);
+  }
+}
+
 std::string format_check(const CheckResult& r, const std::string& baseline_path, size_t top_n) {
   std::string o;
   append(o, "tp-plan check: {} against {} (max slowdown {}, max memory growth {})\n", check_verdict(r), baseline_path,
@@ -87,18 +98,11 @@ std::string format_check(const CheckResult& r, const std::string& baseline_path,
   append_deltas(o, "op classes that moved most (busy ms per step)", r.kinds, top_n, 2);
   append_deltas(o, "ops that moved most (ms per step, all instances)", r.ops, top_n, 3);
   append_deltas(o, "memory that moved (GiB per GPU)", r.memory, top_n, 3);
-  switch (r.exit_status()) {
-    case kExitPass:
-      if (!r.breakdown.empty() || !r.memory.empty())
-        append(o, "\n  the prediction moved within the tolerances; refresh the baseline with --update if intended\n");
-      break;
-    case kExitRegression:
-      append(o, "\n  if this change is intended, write the new baseline with --update and commit it\n");
-      break;
-    default:
-      append(o, "\n  beyond the tolerances against another tptune's baseline (exit {}): see the note above\n",
-             kExitOtherBuild);
-  }
+  o += check_advice(
+      r,
+      {.moved = "\n  the prediction moved within the tolerances; refresh the baseline with --update if intended\n",
+       .regression = "\n  if this change is intended, write the new baseline with --update and commit it\n",
+       .other_build = "\n  beyond the tolerances against another tptune's baseline (exit {}): see the note above\n"});
   return o;
 }
 

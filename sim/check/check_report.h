@@ -32,6 +32,17 @@ std::string metric_verdict(const MetricCheck& m);
 // A tolerance as it is written: 2 -> "2 %", 0.5 -> "0.5 %".
 std::string percent_text(double percent);
 
+// The closing advice of a report, each rendering (text, Markdown) in its words, decided once by check_advice(): after a
+// pass, `moved` when the prediction moved within the tolerances (nothing when it did not move); after a regression,
+// `regression`; beyond the tolerances against another tptune's baseline, `other_build` with the exit status in place
+// of its {}.
+struct CheckAdviceWords {
+  const char* moved;
+  const char* regression;
+  const char* other_build;
+};
+std::string check_advice(const CheckResult& r, const CheckAdviceWords& words);
+
 std::string format_check(const CheckResult& r, const std::string& baseline_path, size_t top_n = 6);
 std::string format_check_markdown(const CheckResult& r, const std::string& baseline_path, size_t top_n = 8);
 // Every moved term, op class and op (no top_n), the exit status, both builds; stamped with this build.

@@ -21,9 +21,7 @@ nlohmann::json deltas(const std::vector<Delta>& d) {
 }  // namespace
 
 nlohmann::json check_json(const CheckResult& r, const std::string& baseline_path) {
-  nlohmann::json j;
-  j["format"] = "tptune-check-result";
-  j["version"] = 1;
+  nlohmann::json j = json_header("tptune-check-result", 1);
   j["verdict"] = check_verdict(r);
   j["exit_status"] = r.exit_status();
   j["baseline"] = baseline_path;

@@ -81,18 +81,10 @@ std::string format_check_markdown(const CheckResult& r, const std::string& basel
   append_deltas(o, "Op classes that moved most (busy ms per step):", "op class", r.kinds, top_n, 2);
   append_deltas(o, "Ops that moved most (ms per step, all instances):", "op", r.ops, top_n, 3);
   append_deltas(o, "Memory that moved (GiB per GPU):", "term", r.memory, top_n, 3);
-  switch (r.exit_status()) {
-    case kExitPass:
-      if (!r.breakdown.empty() || !r.memory.empty())
-        append(o, "\nThe prediction moved within the tolerances; refresh the baseline with `--update` if intended.\n");
-      break;
-    case kExitRegression:
-      append(o, "\nIf this change is intended, write the new baseline with `--update` and commit it.\n");
-      break;
-    default:
-      append(o, "\nBeyond the tolerances against another tptune's baseline (exit {}): see the note above.\n",
-             kExitOtherBuild);
-  }
+  o += check_advice(
+      r, {.moved = "\nThe prediction moved within the tolerances; refresh the baseline with `--update` if intended.\n",
+          .regression = "\nIf this change is intended, write the new baseline with `--update` and commit it.\n",
+          .other_build = "\nBeyond the tolerances against another tptune's baseline (exit {}): see the note above.\n"});
   return o;
 }
 

@@ -98,7 +98,7 @@ TPTUNE_COST_PARAM(double, attention_overhead_us, 4.0, 0, 1e6);
 // (which recomputes P: one more exp per score, and dS = P * (dP - D)).
 TPTUNE_COST_PARAM(double, attention_fwd_score_ns, 0, 0, 1e6);
 TPTUNE_COST_PARAM(double, attention_bwd_score_ns, 0, 0, 1e6);
-// The other SDPA kernels (training.sdpa_backend, plans/language/sdpa_backend.h), as their rate over the flash
+// The other SDPA kernels (training.sdpa_backend, plans/language/backends/sdpa_backend.h), as their rate over the flash
 // backend's (FlashAttention-2, attention_{fwd,bwd}_efficiency above, and what a fit of them moves), forward and
 // backward: the efficiency a kernel reaches is the flash figure times its ratio, so that a fitted flash efficiency
 // (the 500 W part's clock and stack) carries to the kernel a user's torch picks.

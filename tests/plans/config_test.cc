@@ -386,7 +386,7 @@ TEST_CASE("enum names round-trip through their parsers", "[config]") {
 
 TEST_CASE("training.sdpa_backend: auto by GPU architecture and torch version, as torch and torchtitan choose",
           "[config][sdpa]") {
-  // The resolution table of plans/language/sdpa_backend.h, hand-written: (architecture, torch) -> the kernel.
+  // The resolution table of plans/language/backends/sdpa_backend.h, hand-written: (architecture, torch) -> the kernel.
   auto v = [](const char* s) { return parse_torch_version(s); };
   auto at = [&](const char* arch, std::optional<TorchVersion> t) {
     return resolve_sdpa_backend(SdpaBackend::auto_, SdpaBackend::auto_, t, arch);

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/language/config.h"
-#include "plans/language/plan_resolve.h"
+#include "plans/language/resolve/plan_resolve.h"
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
 #include "sim/report/explain.h"

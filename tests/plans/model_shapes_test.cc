@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/language/config.h"
-#include "plans/language/shrink.h"
+#include "plans/language/resolve/shrink.h"
 #include "plans/lower/lower.h"
 #include "plans/model/hf_config.h"
 #include "plans/util/error.h"

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "plans/language/plan.h"
-#include "plans/language/plan_resolve.h"
+#include "plans/language/resolve/plan_resolve.h"
 #include "plans/util/error.h"
 #include "tests/fixtures.h"
 

@@ -1,6 +1,6 @@
-// shrink_for_verify (plans/language/shrink.h): the dims chosen (golden, by the rules of the header), the same Program
-// structure as the real model (same ops, same collectives, in the same order), and the same refusals.
-#include "plans/language/shrink.h"
+// shrink_for_verify (plans/language/resolve/shrink.h): the dims chosen (golden, by the rules of the header), the same
+// Program structure as the real model (same ops, same collectives, in the same order), and the same refusals.
+#include "plans/language/resolve/shrink.h"
 
 #include <catch2/catch.hpp>
 

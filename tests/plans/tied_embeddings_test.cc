@@ -9,7 +9,7 @@
 
 #include "plans/export/export.h"
 #include "plans/language/config.h"
-#include "plans/language/shrink.h"
+#include "plans/language/resolve/shrink.h"
 #include "plans/model/hf_config.h"
 #include "tests/plans/lowering_helpers.h"
 

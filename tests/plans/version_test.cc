@@ -27,3 +27,9 @@ TEST_CASE("stamp_version adds {version, git_hash} under \"tptune\" and changes n
   nlohmann::json list = nlohmann::json::array();
   CHECK_THROWS_AS(stamp_version(list), Error);
 }
+
+TEST_CASE("json_header: the {format, version} every JSON file format opens with, the stamp beside it") {
+  const nlohmann::json header = json_header("tptune-profile", 1);
+  CHECK(header == nlohmann::json{{"format", "tptune-profile"}, {"version", 1}});
+  CHECK(with_version_stamp(header).size() == 3);  // format, version and the build's stamp: three keys, none shared
+}

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "plans/language/pipeline_parallel.h"
-#include "plans/language/shrink.h"
+#include "plans/language/resolve/shrink.h"
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
 #include "plans/util/input_file.h"

@@ -77,8 +77,8 @@ struct RunSetup {
 
 // Loads the config, resolves the plan (a preset's tp defaults to the world size), forces dp_shard and dp_replicate
 // to 1 (one replica; a note says so), checks tp == world size, refuses what the CPU runtime cannot run, lowers. Throws
-// tptune::Error. `shrink`: run a scaled-down model of the same architecture instead (plans/language/shrink.h); a note
-// lists what shrank.
+// tptune::Error. `shrink`: run a scaled-down model of the same architecture instead (plans/language/resolve/shrink.h);
+// a note lists what shrank.
 RunSetup make_setup(const World& w, PlanOptions options, bool with_reference, const std::string& command,
                     bool shrink = false);
 

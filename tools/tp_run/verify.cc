@@ -1,8 +1,8 @@
 // tp-run verify CONFIG (--preset NAME | --plan FILE) [toggles] [--seed S] [--json FILE|-] [--shrink]
 // [--backend auto|cpu|cuda]
-// --shrink verifies the plan on a scaled-down model of the same architecture (plans/language/shrink.h), so that a
-// searched 70B plan at tp 8 is proven in seconds on CPU ranks. Runs one step of the sharded Program (tp = number of MPI
-// processes) and of the unsharded model in every process, and compares the loss and every parameter gradient
+// --shrink verifies the plan on a scaled-down model of the same architecture (plans/language/resolve/shrink.h), so that
+// a searched 70B plan at tp 8 is proven in seconds on CPU ranks. Runs one step of the sharded Program (tp = number of
+// MPI processes) and of the unsharded model in every process, and compares the loss and every parameter gradient
 // (runtime/verifier.h). Exit 0 when all match, 1 when any differs, 2 on an error.
 #include "runtime/pipeline/verify.h"
 

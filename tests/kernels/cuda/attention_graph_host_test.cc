@@ -1,12 +1,12 @@
-// The cuDNN SDPA operation graphs (kernels/cuda/attention_cudnn.cu) checked on the host, no device needed: every
-// tensor and operation descriptor of the forward and backward graphs finalizes, and so does the operation graph,
+// The cuDNN SDPA operation graphs (kernels/cuda/attention/attention_cudnn.cu) checked on the host, no device needed:
+// every tensor and operation descriptor of the forward and backward graphs finalizes, and so does the operation graph,
 // for causal and non-causal, MHA and GQA shapes. This is as far as cuDNN goes without a GPU: choosing an engine and
 // building the plan (and so whether cuDNN recognizes the graph as its fused flash attention) need a device, and are
 // what the [cuda] attention test checks.
 #include <catch2/catch.hpp>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_cudnn.h"
 
 using namespace tptune;
 

@@ -2,7 +2,7 @@
 // - the fp32 path (the simple reference kernel) and the reference kernel on bf16 storage;
 // - the bf16 path (cuDNN's fused flash attention through the backend graph API), on Llama-like head dims.
 // Inputs are rounded to the storage type first, so the CPU reference sees the values the device holds.
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 
 #include "kernels/cpu/attention.h"
 #include "tests/kernels/compare.h"

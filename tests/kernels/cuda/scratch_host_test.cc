@@ -1,12 +1,12 @@
-// Kernel scratch routing (kernels/cuda/scratch.h), on the host: with an allocator given, scratch() takes the memory
-// from it and calls no CUDA allocation; the attention cache keeps the allocator it was made with, for cuDNN's
+// Kernel scratch routing (kernels/cuda/device/scratch.h), on the host: with an allocator given, scratch() takes the
+// memory from it and calls no CUDA allocation; the attention cache keeps the allocator it was made with, for cuDNN's
 // workspace and the reference backward's D. (The CUDA backend passes its caching allocator; on a device,
 // tests/runtime/cuda/cuda_backend_test.cc checks that a second norm backward then allocates nothing.)
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/device/scratch.h"
 
 using namespace tptune::cuda;
 

@@ -24,11 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/attention_cudnn.h"
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/attention/attention_cudnn.h"
+#include "kernels/cuda/device/check.h"
 
 #if defined(TPTUNE_HAVE_CUDNN)
-#include "kernels/cuda/cudnn_graph_builder.h"
+#include "kernels/cuda/attention/cudnn_graph_builder.h"
 #endif
 
 namespace tptune::cuda {
@@ -98,13 +98,20 @@ float masked_score_value() {
   return cudnnGetVersion() >= 91000 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
 }
 
-// The forward graph's tensors and operations (build() turns them into a plan).
-Uids add_fwd(GraphBuilder& g, const Layout& l, bool causal) {
+// The real tensors both graphs open with, in this order (their UIDs 1 to 4): Q, K (as KT), V laid out as `v` (the
+// forward's P V reads it as is, the backward's dO VT transposed) and O.
+Uids q_k_v_o(GraphBuilder& g, const Layout& l, const TensorSpec& v) {
   Uids u;
   u.q = g.tensor(l.q());
   u.k = g.tensor(l.kv_t());
-  u.v = g.tensor(l.kv());
+  u.v = g.tensor(v);
   u.o = g.tensor(l.q());
+  return u;
+}
+
+// The forward graph's tensors and operations (build() turns them into a plan).
+Uids add_fwd(GraphBuilder& g, const Layout& l, bool causal) {
+  Uids u = q_k_v_o(g, l, l.kv());
   u.stats = g.tensor(l.stats());
   u.scale = g.scalar();
   int64_t s = scaled_scores(g, l, u);
@@ -126,11 +133,7 @@ Uids add_fwd(GraphBuilder& g, const Layout& l, bool causal) {
 
 // The backward graph's tensors and operations.
 Uids add_bwd(GraphBuilder& g, const Layout& l, bool causal) {
-  Uids u;
-  u.q = g.tensor(l.q());
-  u.k = g.tensor(l.kv_t());
-  u.v = g.tensor(l.kv_t());
-  u.o = g.tensor(l.q());
+  Uids u = q_k_v_o(g, l, l.kv_t());
   u.d_o = g.tensor(l.q());
   u.stats = g.tensor(l.stats());
   u.dq = g.tensor(l.q());
@@ -291,14 +294,6 @@ struct AttentionPlanCache::Impl {
   }
 };
 
-AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16, ScratchAllocator scratch)
-    : bf16_(bf16), scratch_(std::move(scratch)) {}
-AttentionPlanCache::~AttentionPlanCache() = default;
-AttentionPlanCache::Impl& AttentionPlanCache::impl() {
-  if (!impl_) impl_ = std::make_unique<Impl>();
-  return *impl_;
-}
-
 int64_t cudnn_version() { return int64_t(cudnnGetVersion()); }
 
 namespace detail {
@@ -362,13 +357,6 @@ void attention_bwd_cudnn(cudaStream_t stream, AttentionPlanCache& cache, const A
 
 struct AttentionPlanCache::Impl {};
 int64_t cudnn_version() { return 0; }
-AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16, ScratchAllocator scratch)
-    : bf16_(bf16), scratch_(std::move(scratch)) {}
-AttentionPlanCache::~AttentionPlanCache() = default;
-AttentionPlanCache::Impl& AttentionPlanCache::impl() {
-  if (!impl_) impl_ = std::make_unique<Impl>();
-  return *impl_;
-}
 
 namespace detail {
 int64_t attention_graph_self_check(const AttentionDims&, bool) {
@@ -388,5 +376,14 @@ void attention_bwd_cudnn(cudaStream_t, AttentionPlanCache&, const AttentionDims&
 }  // namespace detail
 
 #endif
+
+// The cache, with or without cuDNN (its Impl above): made empty, its Impl on first use.
+AttentionPlanCache::AttentionPlanCache(AttentionImpl bf16, ScratchAllocator scratch)
+    : bf16_(bf16), scratch_(std::move(scratch)) {}
+AttentionPlanCache::~AttentionPlanCache() = default;
+AttentionPlanCache::Impl& AttentionPlanCache::impl() {
+  if (!impl_) impl_ = std::make_unique<Impl>();
+  return *impl_;
+}
 
 }  // namespace tptune::cuda

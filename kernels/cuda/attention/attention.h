@@ -26,7 +26,7 @@
 #include <memory>
 
 #include "kernels/cpu/attention.h"
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/device/scratch.h"
 
 namespace tptune::cuda {
 
@@ -36,8 +36,8 @@ using kernels::AttentionDims;
 enum class AttentionImpl { cudnn, reference };
 
 // Owns a cuDNN handle and the cuDNN execution plans built per (shape, direction). Device scratch (cuDNN's workspace,
-// the reference backward's D) comes from `scratch` (kernels/cuda/scratch.h), taken per call and released after it:
-// the CUDA backend passes its caching allocator, so no call allocates after the first step. Without one (the
+// the reference backward's D) comes from `scratch` (kernels/cuda/device/scratch.h), taken per call and released after
+// it: the CUDA backend passes its caching allocator, so no call allocates after the first step. Without one (the
 // kernels' tests), the workspace is one cudaMalloc grown to the largest plan's need and D is stream-ordered. Not
 // thread-safe; one per device (per CUDA backend). The workspace is shared by every call through the cache, so those
 // calls must be ordered: issue them on one stream (the backend's compute stream). It is lazy: nothing is created until

@@ -1,4 +1,4 @@
-#include "plans/language/spmd_backend.h"
+#include "plans/language/backends/spmd_backend.h"
 
 #include <fmt/format.h>
 

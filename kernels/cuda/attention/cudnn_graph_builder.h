@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tptune::cuda::cudnn {
@@ -31,6 +32,8 @@ class Descriptor {
   cudnnBackendDescriptor_t get() const { return d_; }
   // cudnnBackendSetAttribute / cudnnBackendFinalize, checked.
   void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values);
+  // One descriptor-valued attribute (an operation's tensors, its mode descriptor, the graph of the heuristics).
+  void set(cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value);
   void finalize();
 
  private:
@@ -82,6 +85,10 @@ class GraphBuilder {
  private:
   cudnnBackendDescriptor_t desc(int64_t uid) const { return tensors_.at(uid)->get(); }
   std::shared_ptr<Descriptor> make(cudnnBackendDescriptorType_t type);
+  // An operation of the graph: a descriptor of `type` with its descriptor-valued attributes (its tensors, its mode
+  // descriptor), set in order, finalized and added to the operations.
+  using Operand = std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t>;
+  void add_operation(cudnnBackendDescriptorType_t type, const std::vector<Operand>& operands);
 
   cudnnHandle_t handle_;
   const char* kernel_;

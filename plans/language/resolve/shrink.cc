@@ -1,4 +1,4 @@
-#include "plans/language/shrink.h"
+#include "plans/language/resolve/shrink.h"
 
 #include <fmt/format.h>
 

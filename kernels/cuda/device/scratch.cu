@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/scratch.h"
 
 namespace tptune::cuda {
 

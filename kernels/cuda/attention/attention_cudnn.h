@@ -8,7 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 
 namespace tptune::cuda::detail {
 

@@ -1,4 +1,4 @@
-#include "plans/language/sdpa_backend.h"
+#include "plans/language/backends/sdpa_backend.h"
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 //
 //   Plan plan = preset_base_plan(cfg, "sequence_parallel", 0);   // the preset before any option
 //   plan.tp_degree = 8; ...                                        // the options' values
-//   check_parallel_keys(plan);                                     // no pp or cp key without its degree
+//   check_parallel_keys(plan);                                     // no pp or cp key without its degree (plan.h)
 //   resolve_dp_shard(cfg, plan, "--tp");                           // dp_shard = world / (tp x dp_replicate)
 //   resolve_gradient_accumulation(cfg, std::nullopt, plan);        // from the config's training.global_batch_size
 //   plan = preset_plan("sequence_parallel", plan);                 // the modules re-derived with the final toggles
@@ -33,15 +33,5 @@ void resolve_dp_shard(const Config& cfg, Plan& plan, const std::string& tp_label
 // training.global_batch_size unless the plan states gradient_accumulation_steps (used as is); none: unchanged.
 // tptune::Error naming the option or the config's file:line when the quotient is not whole.
 void resolve_gradient_accumulation(const Config& cfg, std::optional<int64_t> global_option, Plan& plan);
-// The pipeline keys (pp_schedule, pp_microbatch_size, pp_stages_per_rank, pp_first_stage_less_layers,
-// pp_last_stage_less_layers, pp_split) act only with pp_degree > 1, the context-parallel ones (cp_rotate_method,
-// cp_load_balance) only with cp_degree > 1: a plan that states one (Plan::provenance holds its origin: the plan file's
-// line, the option) while its degree is 1 is refused, as nothing would apply it. tptune::Error, one line naming the
-// first such key's origin, its value and the degree's origin:
-//   "option --pp-schedule: pp_schedule DualPipeV: needs pp_degree > 1 (--pp N, or pp_degree in the plan file);
-//    pp_degree is 1 (option --pp)"
-// Values no user stated (a preset's, the defaults, a search candidate's) are never refused. load_plan() runs it on the
-// file alone, the tools' resolve_plan() on the plan with its options.
-void check_parallel_keys(const Plan& plan);
 
 }  // namespace tptune

@@ -2,8 +2,8 @@
 // reference kernels when the cache asks for them).
 #include <type_traits>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_cudnn.h"
 
 namespace tptune::cuda {
 

@@ -1,7 +1,7 @@
 // The cuDNN backend-API graph builder; see cudnn_graph_builder.h.
 #include <stdexcept>
 
-#include "kernels/cuda/cudnn_graph_builder.h"
+#include "kernels/cuda/attention/cudnn_graph_builder.h"
 
 namespace tptune::cuda::cudnn {
 
@@ -24,6 +24,10 @@ Descriptor::~Descriptor() {
 void Descriptor::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
                      const void* values) {
   check(cudnnBackendSetAttribute(d_, name, type, count, values), kernel_, "cudnnBackendSetAttribute");
+}
+
+void Descriptor::set(cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value) {
+  set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value);
 }
 
 void Descriptor::finalize() { check(cudnnBackendFinalize(d_), kernel_, "cudnnBackendFinalize"); }
@@ -82,6 +86,13 @@ int64_t GraphBuilder::scalar(cudnnDataType_t type) {
   return tensor(s);
 }
 
+void GraphBuilder::add_operation(cudnnBackendDescriptorType_t type, const std::vector<Operand>& operands) {
+  auto op = make(type);
+  for (const auto& [name, value] : operands) op->set(name, value);
+  op->finalize();
+  ops_.push_back(op->get());
+}
+
 void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t, int64_t y,
                              cudnnDataType_t compute, int64_t axis) {
   auto pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
@@ -89,21 +100,12 @@ void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t b, in
   pw->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   if (axis >= 0) pw->set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
   pw->finalize();
-  auto op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  cudnnBackendDescriptor_t pwd = pw->get(), xd = desc(x), yd = desc(y);
-  op->set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pwd);
-  op->set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xd);
-  if (b) {
-    cudnnBackendDescriptor_t bd = desc(b);
-    op->set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bd);
-  }
-  if (t) {
-    cudnnBackendDescriptor_t td = desc(t);
-    op->set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &td);
-  }
-  op->set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &yd);
-  op->finalize();
-  ops_.push_back(op->get());
+  std::vector<Operand> operands = {{CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw->get()},
+                                   {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, desc(x)}};
+  if (b) operands.push_back({CUDNN_ATTR_OPERATION_POINTWISE_BDESC, desc(b)});
+  if (t) operands.push_back({CUDNN_ATTR_OPERATION_POINTWISE_TDESC, desc(t)});
+  operands.push_back({CUDNN_ATTR_OPERATION_POINTWISE_YDESC, desc(y)});
+  add_operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, operands);
 }
 
 void GraphBuilder::matmul(int64_t a, int64_t b, int64_t c) {
@@ -111,14 +113,10 @@ void GraphBuilder::matmul(int64_t a, int64_t b, int64_t c) {
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   mm->set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   mm->finalize();
-  auto op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-  cudnnBackendDescriptor_t ad = desc(a), bd = desc(b), cd = desc(c), md = mm->get();
-  op->set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ad);
-  op->set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bd);
-  op->set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cd);
-  op->set(CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &md);
-  op->finalize();
-  ops_.push_back(op->get());
+  add_operation(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, desc(a)},
+                                                            {CUDNN_ATTR_OPERATION_MATMUL_BDESC, desc(b)},
+                                                            {CUDNN_ATTR_OPERATION_MATMUL_CDESC, desc(c)},
+                                                            {CUDNN_ATTR_OPERATION_MATMUL_DESC, mm->get()}});
 }
 
 void GraphBuilder::reduction(cudnnReduceTensorOp_t mode, int64_t x, int64_t y) {
@@ -127,22 +125,14 @@ void GraphBuilder::reduction(cudnnReduceTensorOp_t mode, int64_t x, int64_t y) {
   red->set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
   red->set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   red->finalize();
-  auto op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-  cudnnBackendDescriptor_t xd = desc(x), yd = desc(y), rd = red->get();
-  op->set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xd);
-  op->set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &yd);
-  op->set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd);
-  op->finalize();
-  ops_.push_back(op->get());
+  add_operation(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, desc(x)},
+                                                               {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, desc(y)},
+                                                               {CUDNN_ATTR_OPERATION_REDUCTION_DESC, red->get()}});
 }
 
 void GraphBuilder::reshape(int64_t x, int64_t y) {
-  auto op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-  cudnnBackendDescriptor_t xd = desc(x), yd = desc(y);
-  op->set(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xd);
-  op->set(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &yd);
-  op->finalize();
-  ops_.push_back(op->get());
+  add_operation(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+                {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, desc(x)}, {CUDNN_ATTR_OPERATION_RESHAPE_YDESC, desc(y)}});
 }
 
 // CUDNN_ATTR_OPERATIONGRAPH_HANDLE and CUDNN_ATTR_EXECUTION_PLAN_HANDLE are marked deprecated in cuDNN 9.19's
@@ -162,9 +152,8 @@ Plan GraphBuilder::build() {
   auto graph = finalize_graph();
 
   auto heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  cudnnBackendDescriptor_t gd = graph->get();
   const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  heur->set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd);
+  heur->set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph->get());
   heur->set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
   heur->finalize();
   int64_t count = 0;

@@ -9,14 +9,14 @@
 // then each thread accumulates its output dims (c = tid, tid + kChunk, ...) over the chunk in order.
 #include <string>
 
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/device_element.cuh"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/device/check.h"
+#include "kernels/cuda/device/device_element.cuh"
 
 namespace tptune::cuda {
 namespace {
 
-using namespace kernel_names;  // kernels/cuda/device_element.cuh
+using namespace kernel_names;  // kernels/cuda/device/device_element.cuh
 
 constexpr int kChunk = 128;       // threads per block, and scores per chunk
 constexpr int kMaxHeadDim = 512;  // dims per thread: kMaxHeadDim / kChunk
@@ -44,6 +44,22 @@ __device__ void load_row(float* dst, const T* src, int64_t d) {
   __syncthreads();
 }
 
+// A chunk of a row's weighted sum of kv rows: acc[r] += sum over jj < n of w[jj] x (kv row j0 + jj of `x`) at the
+// columns this thread owns (threadIdx.x + r kChunk), between the barriers that fill the shared weights `w` and free
+// them for the next chunk (the forward's P V, the backward's dS K).
+template <class T>
+__device__ void accumulate_chunk(float (&acc)[kDimsPerThread], const float* w, const T* x, const Geometry& g, int64_t b,
+                                 int64_t kvh, int64_t j0, int64_t nk) {
+  __syncthreads();
+  const int64_t n = nk - j0 < kChunk ? nk - j0 : kChunk;
+  for (int r = 0; r < kDimsPerThread; ++r) {
+    const int64_t c = threadIdx.x + int64_t(r) * kChunk;
+    if (c >= g.d) break;
+    for (int64_t jj = 0; jj < n; ++jj) acc[r] += w[jj] * to_float(x[g.kv_row(b, j0 + jj, kvh) + c]);
+  }
+  __syncthreads();
+}
+
 // grid (seq, heads, batch), kChunk threads, shared: q row (d floats).
 template <class T>
 __global__ void fwd_kernel(Geometry g, const T* q, const T* k, const T* v, T* o, float* lse) {
@@ -66,14 +82,7 @@ __global__ void fwd_kernel(Geometry g, const T* q, const T* k, const T* v, T* o,
   for (int64_t j0 = 0; j0 < nk; j0 += kChunk) {
     const int64_t j = j0 + threadIdx.x;
     p[threadIdx.x] = j < nk ? ::expf(g.scale * dot(q_row, k + g.kv_row(b, j, kvh), g.d) - row_lse) : 0.0f;
-    __syncthreads();
-    const int64_t n = nk - j0 < kChunk ? nk - j0 : kChunk;
-    for (int r = 0; r < kDimsPerThread; ++r) {
-      const int64_t c = threadIdx.x + int64_t(r) * kChunk;
-      if (c >= g.d) break;
-      for (int64_t jj = 0; jj < n; ++jj) acc[r] += p[jj] * to_float(v[g.kv_row(b, j0 + jj, kvh) + c]);
-    }
-    __syncthreads();
+    accumulate_chunk(acc, p, v, g, b, kvh, j0, nk);
   }
   for (int r = 0; r < kDimsPerThread; ++r) {
     const int64_t c = threadIdx.x + int64_t(r) * kChunk;
@@ -112,14 +121,7 @@ __global__ void bwd_dq_kernel(Geometry g, const T* q, const T* k, const T* v, co
       dsj = pj * (dot(do_row, v + g.kv_row(b, j, kvh), g.d) - Di);
     }
     ds[threadIdx.x] = dsj;
-    __syncthreads();
-    const int64_t n = nk - j0 < kChunk ? nk - j0 : kChunk;
-    for (int r = 0; r < kDimsPerThread; ++r) {
-      const int64_t c = threadIdx.x + int64_t(r) * kChunk;
-      if (c >= g.d) break;
-      for (int64_t jj = 0; jj < n; ++jj) acc[r] += ds[jj] * to_float(k[g.kv_row(b, j0 + jj, kvh) + c]);
-    }
-    __syncthreads();
+    accumulate_chunk(acc, ds, k, g, b, kvh, j0, nk);
   }
   for (int r = 0; r < kDimsPerThread; ++r) {
     const int64_t c = threadIdx.x + int64_t(r) * kChunk;
