@@ -38,11 +38,14 @@
 // stages without regard to their kind (distributed/pipeline_parallel.py:366-476, _generate_llm_fqn_per_model_part:
 // "layers.N" by count, the embedding and the head weighted as input_weight/output_weight blocks), and the
 // load-balancing pre-hook sums the tokens_per_expert of the MoE blocks of the rank's own model parts over tp (EP on)
-// and the loss mesh (dp x cp), never over pp; a rank whose stages hold no MoE block returns before any collective
-// (components/optimizer/optimizer.py:448-486). A dense-first model (DeepSeek-V3's first_k_dense_replace) has a block
-// segment per variant, each with its layer range (plans/program/program.h "Structure"): a stage takes each segment
-// whose range meets its blocks, cut to the intersection, and each variant's per-layer tensor keeps that intersection as
-// its TensorDesc::first_layer/layer_count, so a stage may hold dense blocks only, MoE blocks only, or both.
+// and the loss mesh (dp_replicate x dp_shard x cp, distributed/parallel_dims.py:396), never over pp; a rank whose
+// stages hold no MoE block returns before any collective (components/optimizer/optimizer.py:448-486). (That hook
+// stacks the rank's blocks' counts into one all-reduce per group; the lowering prices one per block and mesh dim, as
+// a DTensor Partial -> Replicate does: plans/lower/lower.cc, unchanged here.) A dense-first model (DeepSeek-V3's
+// first_k_dense_replace) has a block segment per variant, each with its layer range (plans/program/program.h
+// "Structure"): a stage takes each segment whose range meets its blocks, cut to the intersection, and each variant's
+// per-layer tensor keeps that intersection as its TensorDesc::first_layer/layer_count, so a stage may hold dense blocks
+// only, MoE blocks only, or both.
 //
 // FSDP as torchtitan runs it under PP (torchtitan/distributed/fsdp.py: reshard_after_forward is `not pp_enabled`, for
 // the routed experts' efsdp unit as for the block's, fsdp.py:176-177 and 237-300 in 0.3.0): the stage's parameters are
