@@ -97,9 +97,6 @@ void check_moe(const Model& m, const Training& t, const Plan& plan) {
   const ExpertMesh x = check_expert_mesh(m, plan, where);
   if (m.moe.experts == 0) return;
   const std::string routed = "layers.0.moe.routed_experts";
-  if (plan.pp_degree > 1)
-    throw Error(fmt::format("{}: pp_degree {}: pipeline parallelism of a mixture-of-experts model is not lowered yet",
-                            plan_key_origin(plan, "pp_degree"), plan.pp_degree));
   if (plan.async_tp && plan.tp_degree > 1)
     throw Error(
         fmt::format("{}: async_tp: not lowered for a mixture-of-experts model (its MoE blocks have no "

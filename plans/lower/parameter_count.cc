@@ -53,7 +53,6 @@ ParameterCount pipeline_parameter_count(const Program& whole, const PipelineSpli
         for (TensorId t : op.inputs) first_stage.at(size_t(t)) = 1;
         for (TensorId t : op.outputs) first_stage.at(size_t(t)) = 1;
       }
-  const int64_t dp = std::max(1, whole.dp);
   ParameterCount c{whole.model.total_parameters(), 0, std::vector<int64_t>(size_t(split.pp), 0), 0};
   auto add = [&](const PipelineStageSpan& s, int64_t elems) {
     int64_t& r = c.per_pp_rank.at(size_t(s.rank));
@@ -62,9 +61,14 @@ ParameterCount pipeline_parameter_count(const Program& whole, const PipelineSpli
   for (size_t i = 0; i < whole.tensors.size(); ++i) {
     const TensorDesc& t = whole.tensors[i];
     if (t.role != TensorRole::parameter) continue;
-    const int64_t elems = local_elements(t, dp);
+    const int64_t elems = local_elements(t, std::max(1, whole.fsdp_degree(t)));  // (a routed expert's over efsdp)
     if (t.per_layer) {
-      for (const PipelineStageSpan& s : spans) add(s, checked_mul(elems, s.layers, kWhat));
+      // (a block variant's tensor, TensorDesc::first_layer/layer_count: the stage's blocks of it)
+      const int first = t.layer_count > 0 ? t.first_layer : 0;
+      const int end = t.layer_count > 0 ? t.first_layer + t.layer_count : static_cast<int>(whole.model.n_layers);
+      for (const PipelineStageSpan& s : spans)
+        add(s, checked_mul(elems, std::max(0, std::min(end, s.first_layer + s.layers) - std::max(first, s.first_layer)),
+                           kWhat));
     } else {
       add(first_stage[i] ? spans.front() : spans.back(), elems);
     }

@@ -31,6 +31,7 @@ class StageBuilder {
     out_.training = mb.training;
     out_.plan = mb.plan;
     out_.tp = mb.tp, out_.dp = mb.dp, out_.dp_replicate = mb.dp_replicate, out_.cp = mb.cp;
+    out_.ep = mb.ep, out_.efsdp = mb.efsdp;
     const PipelineStageSpan& sp = stages[size_t(s)];
     out_.stage = {s, static_cast<int>(stages.size()), sp.first_layer, sp.layers};
   }
@@ -74,12 +75,23 @@ class StageBuilder {
   }
 
  private:
-  // The microbatch Program's tensor `t` in the stage's Program (added on first use).
+  // The microbatch Program's tensor `t` in the stage's Program (added on first use). A block variant's per-layer
+  // tensor (TensorDesc::first_layer/layer_count: a dense-first mixture of experts) keeps the layers the stage holds.
   TensorId keep(TensorId t) {
     if (t < 0) return -1;
     if (remap_.at(size_t(t)) < 0) {
+      TensorDesc d = mb_.tensor(t);
+      if (d.per_layer && d.layer_count > 0) {
+        const int begin = std::max(d.first_layer, out_.first_layer());
+        const int end = std::min(d.first_layer + d.layer_count, out_.first_layer() + out_.layer_count());
+        if (begin >= end)
+          throw Error(fmt::format("pipeline stage {}: tensor {} of blocks {}..{} is not in its blocks {}..{}", s_,
+                                  d.name, d.first_layer, d.first_layer + d.layer_count - 1, out_.first_layer(),
+                                  out_.first_layer() + out_.layer_count() - 1));
+        d.first_layer = begin, d.layer_count = end - begin;
+      }
       remap_[size_t(t)] = static_cast<TensorId>(out_.tensors.size());
-      out_.tensors.push_back(mb_.tensor(t));
+      out_.tensors.push_back(std::move(d));
     }
     return remap_[size_t(t)];
   }
@@ -131,13 +143,10 @@ class StageBuilder {
   }
 
   // Under PP torchtitan keeps FSDP's gathered parameters through the step (reshard_after_forward False): a backward
-  // segment gathers none. Ids and deps renumbered.
+  // segment gathers none, the routed experts' (efsdp) included: they are fully_shard'ed with the block, under the same
+  // reshard_after_forward (torchtitan 0.3.0 distributed/fsdp.py:176-177, 237-241, 296-300). Ids and deps renumbered.
   static Segment without_backward_gathers(Segment seg) {
-    auto regather = [](const Op& op) {
-      const auto* c = std::get_if<CollectiveOp>(&op.kind);
-      return c && c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.inputs.empty() &&
-             op.phase != Phase::forward;
-    };
+    auto regather = [](const Op& op) { return is_fsdp_regather(op); };
     std::vector<int> new_id(seg.ops.size(), -1);
     std::vector<Op> ops;
     for (Op& op : seg.ops) {
@@ -191,15 +200,16 @@ class StageBuilder {
     if (!out.ops.empty()) out_.segments.push_back(std::move(out));
   }
 
-  // Elements of the stage's parameters (block parameters once per block it holds), over FSDP's shards: what
-  // lower.cc's grad_norm counts for the whole model.
+  // Elements of the stage's parameters (block parameters once per block it holds), over FSDP's shards (a routed
+  // expert's over efsdp under EP): what lower.cc's grad_norm counts for the whole model.
   int64_t stage_gradient_elements(int64_t& n_grads) const {
     int64_t elems = 0;
     n_grads = 0;
     for (const TensorDesc& d : out_.tensors) {
       if (d.role != TensorRole::parameter) continue;
-      const int64_t copies = d.per_layer ? out_.layer_count() : 1;
-      elems = checked_add(elems, checked_mul(numel(d.local_shape) / out_.dp, copies, "gradients"), "gradients");
+      const int64_t copies = out_.copies(d);  // (a block variant's: the stage's blocks of it)
+      elems =
+          checked_add(elems, checked_mul(numel(d.local_shape) / out_.fsdp_degree(d), copies, "gradients"), "gradients");
       n_grads = checked_add(n_grads, copies, "gradients");
     }
     return elems;
@@ -265,6 +275,12 @@ class StageBuilder {
 };
 
 }  // namespace
+
+bool is_fsdp_regather(const Op& op) {
+  const auto* c = std::get_if<CollectiveOp>(&op.kind);
+  return c && (c->group == Group::dp || c->group == Group::efsdp) && c->kind == CollectiveKind::all_gather &&
+         op.inputs.empty() && op.phase != Phase::forward;
+}
 
 int pipeline_stage_rank(StagePlacement placement, int pp, int num_stages, int stage) {
   if (placement == StagePlacement::v && stage >= pp) return num_stages - 1 - stage;

@@ -32,11 +32,27 @@
 // peer's pp rank and stage; a peer on the same rank (a V schedule's middle, stages pp-1 and pp) is still a transfer:
 // torch hands the tensor over without communication there, and the runtime copies it.
 //
-// FSDP as torchtitan runs it under PP (torchtitan/distributed/fsdp.py: reshard_after_forward is `not pp_enabled`): the
-// stage's parameters are gathered in its forward and kept, so its backward segments have none of the microbatch
-// Program's re-gathers; the forward gathers and the gradient reductions it keeps run once per step in torch (the
-// first microbatch's forward; after the last microbatch's backward, PipelineStage's post_backward), as the simulator
-// prices them (sim/pipeline/step.h). Tied embeddings never reach here (resolve_pipeline refuses them).
+// A mixture of experts (plans/lower/experts.cc) is cut the same way: its ops are per block (the ep all-to-alls, the
+// router's host sync, the efsdp gathers and reductions of the routed experts, the optimizer pre-hook's all-reduces of
+// tokens_per_expert in block.optimizer), so a stage keeps its blocks' and no other. torchtitan 0.3.0 assigns blocks to
+// stages without regard to their kind (distributed/pipeline_parallel.py:366-476, _generate_llm_fqn_per_model_part:
+// "layers.N" by count, the embedding and the head weighted as input_weight/output_weight blocks), and the
+// load-balancing pre-hook sums the tokens_per_expert of the MoE blocks of the rank's own model parts over tp (EP on)
+// and the loss mesh (dp_replicate x dp_shard x cp, distributed/parallel_dims.py:396), never over pp; a rank whose
+// stages hold no MoE block returns before any collective (components/optimizer/optimizer.py:448-486). (That hook
+// stacks the rank's blocks' counts into one all-reduce per group; the lowering prices one per block and mesh dim, as
+// a DTensor Partial -> Replicate does: plans/lower/lower.cc, unchanged here.) A dense-first model (DeepSeek-V3's
+// first_k_dense_replace) has a block segment per variant, each with its layer range (plans/program/program.h
+// "Structure"): a stage takes each segment whose range meets its blocks, cut to the intersection, and each variant's
+// per-layer tensor keeps that intersection as its TensorDesc::first_layer/layer_count, so a stage may hold dense blocks
+// only, MoE blocks only, or both.
+//
+// FSDP as torchtitan runs it under PP (torchtitan/distributed/fsdp.py: reshard_after_forward is `not pp_enabled`, for
+// the routed experts' efsdp unit as for the block's, fsdp.py:176-177 and 237-300 in 0.3.0): the stage's parameters are
+// gathered in its forward and kept, so its backward segments have none of the microbatch Program's re-gathers; the
+// forward gathers and the gradient reductions it keeps run once per step in torch (the first microbatch's forward;
+// after the last microbatch's backward, PipelineStage's post_backward), as the simulator prices them
+// (sim/pipeline/step.h). Tied embeddings never reach here (resolve_pipeline refuses them).
 
 #include <cstdint>
 #include <vector>
@@ -55,6 +71,10 @@ struct PipelineStageSpan {
 // The pp rank of stage `stage` of `num_stages` under a placement (torch's generate_stage_to_rank_mapping): single and
 // looped, stage % pp; V, rank r holds r and 2pp-1-r.
 int pipeline_stage_rank(StagePlacement placement, int pp, int num_stages, int stage);
+
+// Whether `op` is one of FSDP's backward re-gathers of a block's parameters (an all-gather on dp, or on efsdp for the
+// routed experts under EP, issued in the backward with no input), which a stage under PP leaves out (see above).
+bool is_fsdp_regather(const Op& op);
 
 // The stages of `split` under the placement of `schedule`, in stage order.
 std::vector<PipelineStageSpan> pipeline_stage_spans(const PipelineSplit& split, PipelineScheduleKind schedule);

@@ -28,6 +28,7 @@ struct StageTimes {
   double params_in_flight = 0;  // its unsharded compute copies of parameters (local TP shards, as FSDP gathers them)
   double parameters = 0;        // elements, for the share of the model states
   double unsharded_grads = 0;   // its accumulated unsharded gradients, fp32 (FSDP's reduce_dtype)
+  double ws_backward = 0;       // the backward's working set of its blocks (the larger variant's)
 };
 
 // Relative margin of the bounds (as sim/search/bound.h's): the sums here run in another order than the timeline's chain
@@ -69,25 +70,58 @@ double local_bf16_bytes(const Program& p, const std::string& name) {
   return 0;
 }
 
-// Elements of one block's parameters (local TP shards).
-double block_param_elements(const Program& p) {
-  double elements = 0;
-  for (const TensorDesc& t : p.tensors)
-    if (t.role == TensorRole::parameter && t.per_layer) elements += static_cast<double>(numel(t.local_shape));
-  return elements;
+// What one block of a block variant (plans/program/program.h "Structure": one template, or a dense-first mixture of
+// experts' dense and MoE blocks) holds on a stage, per the block forward segment of its layers.
+struct BlockVariant {
+  int first = 0, end = 0;  // its layers first .. end - 1
+  // Its unsharded parameters as FSDP gathers them: the bytes of its forward's all-gathers on dp (dp > 1) and, for the
+  // routed experts under EP, on efsdp (bf16, or 1 byte for the linear weights under float8 with FSDP float8
+  // all-gather), plus the parameters no FSDP group shards (bf16); when nothing is gathered (no FSDP), its parameters'
+  // bytes (MemoryParts::block_params of one block template).
+  double gathered = 0;
+  double grad_bytes = 0;   // its fp32 unsharded gradients: 4 bytes per local parameter element
+  double saved = 0;        // saved for backward (the MemoryParts of its kind)
+  double ws_backward = 0;  // its backward's working set (the MemoryParts of its kind)
+};
+
+bool in_variant(const TensorDesc& t, int layer) {
+  return t.layer_count == 0 || (layer >= t.first_layer && layer < t.first_layer + t.layer_count);
 }
 
-// One block's unsharded parameters as FSDP gathers them: the bytes of the block forward's all-gather on the dp group
-// (bf16, or 1 byte for the linear weights under float8 with FSDP float8 all-gather), else (no FSDP) `fallback`.
-double gathered_block_param_bytes(const Program& p, double fallback) {
-  const Segment* fwd = p.segment(SegmentKind::block_fwd);
-  double bytes = 0;
-  if (fwd && p.dp > 1)
-    for (const Op& op : fwd->ops)
+std::vector<BlockVariant> block_variants(const Program& p, const MemoryParts& parts) {
+  std::vector<BlockVariant> out;
+  for (const Segment& seg : p.segments) {
+    if (seg.kind != SegmentKind::block_fwd) continue;
+    BlockVariant v;
+    v.first = seg.first_layer;
+    v.end = seg.first_layer + segment_instances(p, seg);
+    double gathered = 0, own = 0, elements = 0;
+    for (const Op& op : seg.ops)
       if (const auto* c = std::get_if<CollectiveOp>(&op.kind);
-          c && c->group == Group::dp && c->kind == CollectiveKind::all_gather)
-        bytes += static_cast<double>(c->bytes);
-  return bytes > 0 ? bytes : fallback;
+          c && c->kind == CollectiveKind::all_gather &&
+          ((c->group == Group::dp && p.dp > 1) || (c->group == Group::efsdp && p.efsdp > 1)))
+        gathered += static_cast<double>(c->bytes);
+    for (const TensorDesc& t : p.tensors)
+      if (t.role == TensorRole::parameter && t.per_layer && in_variant(t, v.first)) {
+        elements += static_cast<double>(numel(t.local_shape));
+        own += tensor_bytes(t);
+        if (p.fsdp_degree(t) <= 1 && gathered > 0) gathered += tensor_bytes(t);
+      }
+    // (one block template: parts.block_params is its parameters' bytes)
+    v.gathered = gathered > 0 ? gathered : p.model.dense_first_blocks() > 0 ? own : parts.block_params;
+    v.grad_bytes = 4 * elements;
+    const bool dense = parts.dense_blocks > 0 && v.first < parts.dense_blocks;
+    v.saved = dense ? parts.saved_per_dense_block : parts.saved_per_block;
+    v.ws_backward = dense ? parts.ws_dense_backward : parts.ws_backward;
+    out.push_back(v);
+  }
+  return out;
+}
+
+const BlockVariant& variant_of(const std::vector<BlockVariant>& vs, int layer) {
+  for (const BlockVariant& v : vs)
+    if (layer >= v.first && layer < v.end) return v;
+  throw Error(fmt::format("pipeline step: block {} is in no block forward segment", layer));
 }
 
 // A rank's memory through memory_from_parts(): its share of the model states, what it holds for microbatches
@@ -95,10 +129,16 @@ double gathered_block_param_bytes(const Program& p, double fallback) {
 // stages' fp32 unsharded gradients (`grads`) beside the backward's working set (and the head's: its backward runs with
 // them); the head's working set less the logits, which the walk holds (output_chunks). Every phase of
 // memory_from_parts() is non-decreasing in `activations` and `grads`, and the backward phase (and the head's, on the
-// last stage's rank) holds both summed: the lower bound (pipeline_bound()) relies on it.
+// last stage's rank) holds both summed: the lower bound (pipeline_bound()) relies on it. A dense-first mixture of
+// experts: the backward's working set is `ws_backward`, the larger of its stages' block variants' (the forward's stays
+// the larger variant's, memory_parts()), and no phase of its own for the dense blocks (their saved tensors are in
+// `activations`).
 MemoryParts rank_memory_parts(const MemoryParts& parts, double share, double params_in_flight, bool holds_last,
-                              double activations, double grads) {
+                              double activations, double grads, double ws_backward) {
   MemoryParts q = parts;
+  q.ws_backward = ws_backward;
+  q.saved_per_dense_block = q.ws_dense_backward = 0;
+  q.dense_blocks = 0;
   q.master_params = parts.master_params * share;
   q.gradients = parts.gradients * share;
   q.optimizer = parts.optimizer * share;
@@ -258,31 +298,44 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
     }
   }
   // Memory parts per stage: saved activations (checkpointed blocks are layers 0 .. ac_layers-1), parameters as FSDP
-  // gathers them, and the fp32 unsharded gradients it accumulates (4 bytes per local element: twice the bf16 copies).
+  // gathers them, and the fp32 unsharded gradients it accumulates (4 bytes per local element: twice the bf16 copies),
+  // each by the block variant of its layers (a dense-first mixture of experts' dense and MoE blocks). A block's
+  // parameters for the share of the model states: Model::layer_parameters() of a mixture of experts (its dense and MoE
+  // blocks differ; the routed experts' states are sharded over ep x efsdp = dp_shard x cp x tp ranks, as the others'
+  // over tp x dp, so the share is their count's), Model::block_parameters() otherwise.
+  const bool moe = model.moe.experts > 0;
   const double block_params_elems = static_cast<double>(model.block_parameters());
   const double embed_local = local_bf16_bytes(prog, "tok_embeddings.weight");
-  const double block_gathered = gathered_block_param_bytes(prog, parts.block_params);
-  const double block_grads = 4 * block_param_elements(prog);
+  const std::vector<BlockVariant> variants = block_variants(prog, parts);
+  double all_blocks = 0;  // a mixture of experts: every block's parameters
+  if (moe)
+    for (int l = 0; l < model.n_layers; ++l) all_blocks += static_cast<double>(model.layer_parameters(l));
   for (int s = 0; s < stages; ++s) {
     StageTimes& t = st[static_cast<size_t>(s)];
-    const int first = split.first_layer(s);
-    for (int l = 0; l < split.stage_layers[static_cast<size_t>(s)]; ++l) {
-      const int layer = first + l;
+    const int first = split.first_layer(s), end = first + split.stage_layers[static_cast<size_t>(s)];
+    for (int layer = first; layer < end; ++layer) {
       t.saved_bytes += parts.checkpointed_blocks > 0 && layer < parts.checkpointed_blocks && plan.ac_layers > 0
                            ? parts.saved_per_checkpointed_block
-                           : parts.saved_per_block;
+                           : variant_of(variants, layer).saved;
+      if (moe) t.parameters += static_cast<double>(model.layer_parameters(layer));
     }
-    t.params_in_flight = block_gathered * split.stage_layers[static_cast<size_t>(s)];
-    t.unsharded_grads = block_grads * split.stage_layers[static_cast<size_t>(s)];
-    t.parameters = block_params_elems * split.stage_layers[static_cast<size_t>(s)];
+    for (const BlockVariant& v : variants) {
+      const int n = std::max(0, std::min(end, v.end) - std::max(first, v.first));
+      t.params_in_flight += v.gathered * n;
+      t.unsharded_grads += v.grad_bytes * n;
+      if (n > 0) t.ws_backward = std::max(t.ws_backward, v.ws_backward);
+    }
+    if (end == first) t.ws_backward = parts.ws_backward;
+    if (!moe) t.parameters = block_params_elems * split.stage_layers[static_cast<size_t>(s)];
     if (s == 0) {
       t.params_in_flight += embed_local, t.unsharded_grads += 2 * embed_local;
       t.parameters += static_cast<double>(model.embedding_parameters());
     }
     if (s == last) {
       t.params_in_flight += parts.head_params, t.unsharded_grads += 2 * parts.head_params;
-      t.parameters += static_cast<double>(model.total_parameters() - model.embedding_parameters() -
-                                          model.n_layers * model.block_parameters());
+      t.parameters += moe ? static_cast<double>(model.total_parameters() - model.embedding_parameters()) - all_blocks
+                          : static_cast<double>(model.total_parameters() - model.embedding_parameters() -
+                                                model.n_layers * model.block_parameters());
     }
   }
 
@@ -335,13 +388,14 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
     std::vector<double> optimizer(static_cast<size_t>(split.pp), grad_norm_us);
     for (int r = 0; r < split.pp; ++r) {
       const std::vector<int> stages_r = sched.stages_of_rank(r);
-      double params_in_flight = 0, parameters = 0, recv_buffers = 0, held = 0;
+      double params_in_flight = 0, parameters = 0, recv_buffers = 0, held = 0, ws_backward = 0;
       bool holds_first = false, holds_last = false;
       for (int s : stages_r) {
         const StageTimes& t = st[static_cast<size_t>(s)];
         optimizer[static_cast<size_t>(r)] += t.optimizer_us;
         params_in_flight += t.params_in_flight;
         parameters += t.parameters;
+        ws_backward = std::max(ws_backward, t.ws_backward);
         holds_first = holds_first || s == 0;
         holds_last = holds_last || s == last;
       }
@@ -377,11 +431,10 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
         held = std::max(held, one);
       }
       const double share = parameters / static_cast<double>(model.total_parameters());
-      peak_bound =
-          std::max(peak_bound,
-                   memory_from_parts(rank_memory_parts(parts, share, params_in_flight, holds_last, recv_buffers, held),
-                                     stage_cluster.gpu, c)
-                       .peak);
+      peak_bound = std::max(peak_bound, memory_from_parts(rank_memory_parts(parts, share, params_in_flight, holds_last,
+                                                                            recv_buffers, held, ws_backward),
+                                                          stage_cluster.gpu, c)
+                                            .peak);
     }
     step_bound = std::max(step_bound, static_cast<double>(ga) * (start_us + rank0_end) + optimizer[0]);
     PipelineBound b;
@@ -416,7 +469,7 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
     const PipelineRankTimeline& rt = ptl.ranks[static_cast<size_t>(r)];
     PipelineRankReport rr;
     rr.stages = sched.stages_of_rank(r);
-    double optimizer = grad_norm_us, params_in_flight = 0, parameters = 0;
+    double optimizer = grad_norm_us, params_in_flight = 0, parameters = 0, ws_backward = 0;
     bool holds_first = false, holds_last = false;
     for (int s : rr.stages) {
       const StageTimes& t = st[static_cast<size_t>(s)];
@@ -424,6 +477,7 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
       optimizer += t.optimizer_us;
       params_in_flight += t.params_in_flight;
       parameters += t.parameters;
+      ws_backward = std::max(ws_backward, t.ws_backward);
       holds_first = holds_first || s == 0;
       holds_last = holds_last || s == last;
     }
@@ -493,12 +547,14 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
     // The rank's memory through memory_from_parts(): its share of the model states, what it holds for microbatches as
     // one "block", its stages' parameters resident, the head's working set only where the head is.
     const double share = parameters / static_cast<double>(model.total_parameters());
-    MemoryReport m =
-        memory_from_parts(rank_memory_parts(parts, share, params_in_flight, holds_last, rr.activations, grads_at_peak),
-                          stage_cluster.gpu, c);
+    MemoryReport m = memory_from_parts(
+        rank_memory_parts(parts, share, params_in_flight, holds_last, rr.activations, grads_at_peak, ws_backward),
+        stage_cluster.gpu, c);
     m.saved_per_block = parts.saved_per_block;
     m.saved_per_checkpointed_block = parts.saved_per_checkpointed_block;
     m.checkpointed_blocks = parts.checkpointed_blocks;
+    m.saved_per_dense_block = parts.saved_per_dense_block;
+    m.dense_blocks = parts.dense_blocks;
     rr.peak_memory = m.peak;
     memories.push_back(m);
     if (end_us > step_us) {
@@ -586,9 +642,7 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
     const Op& op = seg.ops[j];
     const auto* c = std::get_if<CollectiveOp>(&op.kind);
     if (c && is_dp_stream(stream_of(op))) {
-      const bool regather = c->group == Group::dp && c->kind == CollectiveKind::all_gather && op.inputs.empty() &&
-                            op.phase != Phase::forward;
-      return regather ? 0 : instances * per_pass;
+      return is_fsdp_regather(op) ? 0 : instances * per_pass;
     }
     return instances * per_microbatch;
   });

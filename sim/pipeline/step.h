@@ -14,8 +14,13 @@
 // rather than a Program per stage: the stage boundaries cut no layer, every layer of one model lowers to the same ops
 // whatever stage holds it, and one lowering serves every split and schedule (the search's axes); a stage's Program
 // would repeat the same segments with fewer instances. What differs per stage is only which segments it holds, which is
-// what the sums above select. The weight-gradient part of a backward (the W of the zero-bubble schedules) is the
-// share of the `.bwd_weight` GEMMs in its compute ops' durations.
+// what the sums above select. A dense-first mixture of experts has a block segment per variant (plans/program/program.h
+// "Structure"), each with its layer range: an instance counts for the stage of its layer (instance_layer()), so a
+// stage's costs are its dense and MoE blocks' (the ep all-to-alls, the router's host sync and the experts' efsdp
+// collectives inside them), and its memory terms below are each block's by its variant (its saved tensors, gathered
+// parameters, unsharded gradients, backward working set; Model::layer_parameters() for the share of the states). The
+// weight-gradient part of a backward (the W of the zero-bubble schedules) is the share of the `.bwd_weight` GEMMs in
+// its compute ops' durations.
 //
 // P2P: one activation (forward) or its gradient (backward) of one microbatch: the block output this rank holds, the
 // Program's forward layer-chain tensor (microbatch x seq_len / cp x dim, and / tp under sequence parallelism, whose
@@ -37,8 +42,9 @@
 //  - model states: master weights, gradients, AdamW, in the proportion of the rank's parameters to the model's (as
 //    memory.h counts them, the sharded fp32 gradients all step);
 //  - parameters: its stages' parameters unsharded through the step (torchtitan 9dec370's apply_fsdp,
-//    parallelisms/parallelize_llama.py: reshard_after_forward False under PP), at the bytes FSDP's all-gather
-//    produces: the Program's block all-gather (1 byte for the linear weights with float8 all-gather,
+//    parallelisms/parallelize_llama.py: reshard_after_forward False under PP; the routed experts' efsdp unit alike in
+//    0.3.0, distributed/fsdp.py:176-177), at the bytes FSDP's all-gathers produce: the Program's block all-gathers
+//    (dp's, and efsdp's for the routed experts; 1 byte for the linear weights with float8 all-gather,
 //    enable_fsdp_float8_all_gather, on in its llama3_405b.toml), bf16 for the embedding and the head;
 //  - unsharded gradients: torch's stage runs every backward with requires_gradient_sync False (stage.py
 //    backward_maybe_with_nosync), so FSDP2's post_backward does not reduce: FSDPParam.to_accumulated_grad_if_needed

@@ -181,7 +181,10 @@ std::string report_text(const StepReport& r) {
   append(o, "    parameters (fp32 master){:10.2f}\n", m.master_params / kGiB);
   append(o, "    gradients (fp32)        {:10.2f}\n", m.gradients / kGiB);
   append(o, "    optimizer (AdamW m, v)  {:10.2f}\n", m.optimizer / kGiB);
-  if (m.dense_blocks > 0)  // a dense-first mixture of experts: its MoE and dense blocks save differently
+  if (m.dense_blocks > 0 && r.pipeline.pp > 1)  // (a pipeline rank holds some blocks' of some microbatches)
+    append(o, "    activations             {:10.2f}   ({:.3f} GiB saved per MoE block, {:.3f} GiB per dense block)\n",
+           m.activations / kGiB, m.saved_per_block / kGiB, m.saved_per_dense_block / kGiB);
+  else if (m.dense_blocks > 0)  // a dense-first mixture of experts: its MoE and dense blocks save differently
     append(o,
            "    activations             {:10.2f}   ({:.3f} GiB saved per MoE block x {}, {:.3f} GiB per dense block "
            "x {})\n",

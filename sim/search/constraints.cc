@@ -25,8 +25,6 @@ Verdict check_moe(const Model& m, const Candidate& c, bool with_detail) {
     return fail(PruneReason::ep_mesh, [&] {
       return fmt::format("ep {} vs dp_shard {} x cp {} x tp {} = {}", ep, c.dp_shard, c.cp_degree, tp, dense);
     });
-  if (c.pp_degree > 1)
-    return fail(PruneReason::moe_pp, [&] { return fmt::format("pp {} with {} experts", c.pp_degree, m.moe.experts); });
   if (c.async_tp && tp > 1)
     return fail(PruneReason::moe_async_tp, [&] { return fmt::format("async TP at tp {}", tp); });
   if (c.float8 == Float8Recipe::tensorwise)

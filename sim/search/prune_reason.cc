@@ -27,7 +27,6 @@ constexpr std::string_view kPruneReasonNames[] = {
     "more pipeline stages than effective layers (blocks + first and last stage less layers)",
     "ep does not divide the routed experts (whole experts per ep rank)",
     "ep does not divide dp_shard x cp x tp (the sparse mesh's efsdp)",
-    "pipeline parallelism of a mixture-of-experts model (not lowered yet)",
     "async TP with a mixture-of-experts model (not lowered)",
     "float8 tensorwise with a mixture-of-experts model (its grouped GEMMs run rowwise recipes only)",
     "tp does not divide expert_ffn_dim (ep 1: every expert TP-sharded)",

@@ -33,7 +33,6 @@ enum class PruneReason : uint8_t {
   // A mixture-of-experts model (model.moe; plans/language/expert_parallel.h, plans/lower/input_checks.cc check_moe()).
   ep_experts,         // ep does not divide the routed experts
   ep_mesh,            // ep does not divide dp_shard x cp x tp (the sparse mesh's efsdp)
-  moe_pp,             // pipeline parallelism of a MoE model (not lowered yet)
   moe_async_tp,       // async TP with a MoE model (not lowered)
   moe_float8,         // float8 tensorwise with a MoE model (its grouped GEMMs run rowwise recipes only)
   expert_ffn,         // ep 1 with tp: tp does not divide expert_ffn_dim (experts TP-sharded)

@@ -20,7 +20,7 @@
 // Expert parallelism (search.ep_degrees, a mixture-of-experts model): ep is an axis beside cp (a dense model's list is
 // [1], so its space enumerates as before the axis existed). A candidate's ep must divide the routed experts and its
 // dp_shard x cp x tp (torchtitan's sparse mesh, plans/language/expert_parallel.h); the ones that do not, and the
-// combinations the MoE lowering refuses (pipeline parallelism, async TP, float8 tensorwise), are pruned by static
+// combinations the MoE lowering refuses (async TP, float8 tensorwise), are pruned by static
 // reasons the report counts (sim/search/constraints.h).
 //
 // User plan files: their module styles define the family; the search varies the toggles around them, except

@@ -67,6 +67,13 @@ CASES = [
      "  activation_checkpointing: [full]\n  local_batch_sizes: [1]",
      "", dict(tp=1, sp=False, dp=8, ep=8, lbs=1, compile=False, async_tp=False, ac="FullAC", chunks=8,
               seq=4096, flavor=("qwen3", "30B-A3B"))),
+    ("Qwen3 30B-A3B pp2 x ep8 x dp8 1F1B (pipeline and expert parallelism)",
+     "hf:examples/hf/qwen3-30b-a3b/config.json", (2, 8),
+     "tp_degrees: [1]\n  ep_degrees: [8]\n  pp_degrees: [2]\n  pp_schedules: [1F1B]\n  pp_microbatch_sizes: [1]\n"
+     "  presets: [sequence_parallel]\n  float8: [none]\n  async_tp: [false]\n"
+     "  activation_checkpointing: [full]\n  local_batch_sizes: [2]",
+     "", dict(tp=1, sp=False, dp=8, ep=8, lbs=2, compile=False, async_tp=False, ac="FullAC", chunks=8,
+              seq=4096, flavor=("qwen3", "30B-A3B"), pp=2, pp_schedule="1F1B", pp_mbs=1)),
 ]
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

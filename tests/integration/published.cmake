@@ -32,13 +32,13 @@ if(TARGET tp-plan)
                     ${TP_PLAN} accuracy --published ${TPTUNE_RECORD} --calibration
                     ${TPTUNE_BAD}/published_b200_calibration.yaml)
   # torchtitan's own MoE runs (issue 42): the expressible runs are predicted with their ep (DeepSeek-V3 16B's from
-  # their MFU), the others listed with their reason (the predicted figures are not pinned here: docs/calibration.md
+  # their MFU; #2107's DeepSeek-V3 671B with pp 8 too), the others listed with their reason (the predicted figures are not pinned here: docs/calibration.md
   # states them).
   add_test(NAME "published: the MoE record predicts its EP run and lists the runs it cannot express"
            COMMAND ${TP_PLAN} accuracy --published ${CMAKE_SOURCE_DIR}/profiles/published-moe)
   set_tests_properties("published: the MoE record predicts its EP run and lists the runs it cannot express"
                        PROPERTIES TIMEOUT 60 LABELS tp-plan PASS_REGULAR_EXPRESSION
-                       "ep2-step10 +tp 1 bf16 ep 2 +h100-sxm-hbm2e-500w +86348.0 .*baseline +tp 1 bf16 ep 8 +b200 +16776.2 .*no-ac-compile-ep1-seq6144-lbs4 +tp 1 bf16 +b200 +23858.0 .*DSv3 16B EP 1 / EP 8 .*not expressible.*torchtitan-pr1672-dsv3-16b-sac sac-save-a2a: the log contradicts its configuration.*torchtitan-pr2389-moe-gate-b200 bf16-gate-no-ac: the model and configuration are not stated")
+                       "ep2-step10 +tp 1 bf16 ep 2 +h100-sxm-hbm2e-500w +86348.0 .*baseline +tp 1 bf16 ep 8 +b200 +16776.2 .*no-ac-compile-ep1-seq6144-lbs4 +tp 1 bf16 +b200 +23858.0 .*all-to-all +tp 1 bf16 pp 8 Interleaved1F1B mb 1 ep 32 +h100-sxm +346.0 .*DSv3 16B EP 1 / EP 8 .*not expressible.*torchtitan-pr1672-dsv3-16b-sac sac-save-a2a: the log contradicts its configuration.*torchtitan-pr2389-moe-gate-b200 bf16-gate-no-ac: the model and configuration are not stated")
   # Kernel-level measurements (issue 38): the fit of the architecture terms prints its residuals per GPU, and each
   # preset's sustained tensor rate beside what its own MSMF rows imply.
   add_test(NAME "kernels: calibrate --kernels fits the architecture terms and prints residuals per GPU"

@@ -258,3 +258,26 @@ TEST_CASE("expert parallel: search.ep_degrees is a list of degrees, range-checke
              Contains("c.yaml:3: search.ep_degrees"));
   CHECK_THAT(error_of("model: {preset: tiny-llama}\nsearch:\n  ep_degrees: [2, 2]\n"), Contains("search.ep_degrees"));
 }
+
+TEST_CASE("expert parallel export: Qwen3 30B-A3B with pipeline and expert parallelism writes both",
+          "[moe][export][pp]") {
+  // pp 2 x dp_shard 8 x tp 1 on 2 x 8 GPUs, ep 8 (efsdp 1), 1F1B with microbatches of 1: torchtitan 0.3 runs the
+  // pipeline's keys and expert_parallel_degree side by side (ParallelismConfig; the MoE stages as any: its
+  // pipeline_llm splits blocks by count), and the command line turns CUDA graphs off for either.
+  ExportContext ctx = qwen3_30b_a3b_ctx();
+  ctx.nodes = 2;
+  PlanToggles t{.tp_degree = 1, .dp_shard = 8, .local_batch_size = 2, .ep_degree = 8};
+  t.pp_degree = 2;
+  t.pp_schedule = PipelineScheduleKind::one_f_one_b;
+  const Plan p = make_plan("sequence_parallel", t);
+  const std::string cmd = export_plan(p, ExportFormat::torchtitan, ctx);
+  for (const char* want : {"--module qwen3 \\\n  --config qwen3_30b_a3b", "--parallelism.expert-parallel-degree 8",
+                           "--parallelism.pipeline-parallel-degree 2", "--parallelism.pipeline-parallel-schedule 1F1B",
+                           "--parallelism.pipeline-parallel-microbatch-size 1",
+                           "--parallelism.data-parallel-shard-degree 8", "--training.disable-cuda-graphs"})
+    CHECK_THAT(cmd, Contains(want));
+  const auto kv = toml_keys(export_plan(p, ExportFormat::torchtitan_toml, ctx));
+  CHECK(kv.at("parallelism.expert_parallel_degree") == "8");
+  CHECK(kv.at("parallelism.pipeline_parallel_degree") == "2");
+  CHECK(kv.at("parallelism.pipeline_parallel_schedule") == "\"1F1B\"");
+}

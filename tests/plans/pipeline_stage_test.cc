@@ -13,6 +13,7 @@
 #include "plans/util/error.h"
 #include "sim/report/explain.h"
 #include "tests/fixtures.h"
+#include "tests/plans/staged_pipeline.h"
 
 using namespace tptune;
 
@@ -25,11 +26,7 @@ Model four_blocks() {
   return m;
 }
 
-struct Staged {
-  Program microbatch;
-  std::vector<PipelineStageSpan> spans;
-  std::vector<Program> stages;
-};
+using test::Staged;
 
 // The sequence-parallel plan at tp 2 on pp 2 with `kind`, one sequence of 32 tokens per microbatch, and `t` on top.
 Staged staged(PipelineScheduleKind kind, PlanToggles t = {}) {
@@ -37,14 +34,7 @@ Staged staged(PipelineScheduleKind kind, PlanToggles t = {}) {
   t.pp_degree = 2;
   t.pp_schedule = kind;
   t.local_batch_size = 4;
-  const Plan plan = test::make_plan("sequence_parallel", t);
-  const Model m = four_blocks();
-  Staged s;
-  s.microbatch = lower(m, Training{.seq_len = 32}, pipeline_microbatch_plan(plan));
-  s.spans = pipeline_stage_spans(resolve_pipeline(m, plan), kind);
-  for (int i = 0; i < static_cast<int>(s.spans.size()); ++i)
-    s.stages.push_back(lower_pipeline_stage(s.microbatch, s.spans, i));
-  return s;
+  return test::lower_staged(four_blocks(), Training{.seq_len = 32}, test::make_plan("sequence_parallel", t));
 }
 
 // The full names of a Program's flat ops, the stage's transfers and gradient norm left out (their own tests below).

@@ -10,6 +10,8 @@
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "tests/fixtures.h"
+#include "tests/sim/moe_pp_space.h"
+#include "tests/sim/search_brute_force.h"
 
 using namespace tptune;
 using Catch::Matchers::Contains;
@@ -203,4 +205,31 @@ TEST_CASE("search: pp_degrees without 1 searches pipelines only", "[pp][search]"
   }
   REQUIRE(r.winner() != nullptr);
   CHECK(r.winner()->candidate.pp_degree == 2);
+}
+
+TEST_CASE("search: a dense-first mixture of experts' pipeline candidates equal simulate_pipeline, brute force",
+          "[pp][search][moe]") {
+  // The tiny MoE with 4 blocks, the first dense (model.moe.dense_layers 1), tp 1, 2 x ep 1, 2, 4 x pp 1, 2 x 1F1B and
+  // Interleaved1F1B x AC none and full x local batch 2, 4 (tests/sim/moe_pp_space.h). Interleaved1F1B on pp 2 splits
+  // 4 + 2 effective layers into 4 stages: block 0 (dense), blocks 1..2 (MoE), block 3, the head alone. The pp 1
+  // candidates are the plain search's and brute force's; every pipeline candidate's report is simulate_pipeline()'s
+  // (check_brute_force()), and some are feasible: the refusal of MoE pipelines is lifted.
+  const Config cfg = test::tiny_moe_pp_search_config(
+      4, 1, {1, 2}, {PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved_1f1b}, {2, 4});
+  const SearchResult r = search(cfg, {.threads = 2});
+  Config one = cfg;
+  one.search.pp_degrees = {1};
+  const SearchResult plain = search(one, {.threads = 1});
+  test::check_against_brute_force(one, plain);
+  REQUIRE(r.results.size() > plain.results.size());
+  for (size_t i = 0; i < plain.results.size(); ++i) {
+    CHECK(r.results[i].pruned == plain.results[i].pruned);
+    CHECK(r.results[i].report.tokens_per_second_per_gpu == plain.results[i].report.tokens_per_second_per_gpu);
+  }
+  const BruteForce b = check_brute_force(cfg, r, plain.results.size());
+  CHECK(b.feasible > 0);
+  size_t expert_parallel = 0;
+  for (size_t i = plain.results.size(); i < r.results.size(); ++i)
+    expert_parallel += r.results[i].feasible() && r.results[i].candidate.ep_degree > 1;
+  CHECK(expert_parallel > 0);
 }

@@ -264,13 +264,19 @@ TEST_CASE("published record: profiles/published-moe, torchtitan's own MoE runs, 
     CHECK(s.repository == "pytorch/torchtitan");  // the discipline: torchtitan's own publications only
     for (const auto& r : s.runs) (r.expressible() ? expressible : not_expressible) += 1;
   }
-  CHECK(expressible == 7);  // #1902's debug model, #1993's six DeepSeek-V3 16B runs on B200
-  CHECK(not_expressible == 12);
-  // The one expressible run, as quoted: "... memory: 6.89GiB(7.26%) tps: 86,348 ...": torchtitan's Qwen3 debug MoE
-  // flavor (8 layers, 64 experts, top 8) under EP 2 on 8 GPUs.
-  const PublishedRun* r = nullptr;
-  for (const auto& s : sources)
-    if (s.id == "torchtitan-pr1902-qwen3-moe-debug") r = s.run("ep2-step10");
+  // #1902's debug model, #1993's six DeepSeek-V3 16B runs on B200, #2107's DeepSeek-V3 671B all-to-all run (pipeline
+  // parallelism of a mixture of experts, lowered since issue 42's MoE pipelines)
+  CHECK(expressible == 8);
+  CHECK(not_expressible == 11);
+  // Run `run` of source `id` (nullptr when absent).
+  auto run_of = [&](const std::string& id, const std::string& run) -> const PublishedRun* {
+    for (const auto& s : sources)
+      if (s.id == id) return s.run(run);
+    return nullptr;
+  };
+  // #1902's run, as quoted: "... memory: 6.89GiB(7.26%) tps: 86,348 ...": torchtitan's Qwen3 debug MoE flavor (8
+  // layers, 64 experts, top 8) under EP 2 on 8 GPUs.
+  const PublishedRun* r = run_of("torchtitan-pr1902-qwen3-moe-debug", "ep2-step10");
   REQUIRE(r != nullptr);
   CHECK(r->plan.ep == 2);
   CHECK(r->measured.tokens_per_second_per_gpu == 86348);
@@ -280,15 +286,21 @@ TEST_CASE("published record: profiles/published-moe, torchtitan's own MoE runs, 
   // preset) / torchtitan's FLOPs per token, which Model::training_flops_per_token computes: 6 x 2,451,435,008 active
   // non-embedding parameters + 6 x 27 layers x 16 heads x (128 + 64 + 128) x 4096 = 18,105,996,288; 0.135 x 2.25e15 /
   // 18,105,996,288 = 16,776.2.
-  const PublishedRun* base = nullptr;
-  for (const auto& s : sources)
-    if (s.id == "torchtitan-pr1993-dsv3-16b-b200") base = s.run("baseline");
+  const PublishedRun* base = run_of("torchtitan-pr1993-dsv3-16b-b200", "baseline");
   REQUIRE(base != nullptr);
   CHECK(base->config.model.training_flops_per_token(4096) == 18105996288.0);
   CHECK(base->measured.tokens_per_second_per_gpu ==
         Approx(*base->measured.mfu * 2.25e15 / base->config.model.training_flops_per_token(4096)).epsilon(1e-5));
   CHECK(base->plan.ep == 8);
+  // #2107's "Before": DeepSeek-V3 671B on 64 x 8 H100, pp 8 Interleaved1F1B x ep 32 x dp_shard 64 (512 = 8 x 64).
+  const PublishedRun* dsv3 = run_of("torchtitan-pr2107-dsv3-671b-h100", "all-to-all");
+  REQUIRE(dsv3 != nullptr);
+  CHECK(dsv3->plan.pp == 8);
+  CHECK(dsv3->plan.ep == 32);
+  CHECK(dsv3->config.model.n_layers == 61);
+  CHECK(dsv3->config.model.moe.dense_layers == 3);
+  CHECK(published_run_plan(*dsv3).dp_shard == 64);
   const PreparedRecord rec = prepare_published(sources);
-  CHECK(rec.runs.size() == 7);
+  CHECK(rec.runs.size() == 8);
   CHECK(rec.not_predicted.empty());
 }

@@ -4,6 +4,7 @@
 // 1 and 2 threads, while some candidates are pruned as "bound".
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "sim/simulate.h"
 #include "tests/fixtures.h"
 #include "tests/sanitizer_stride.h"
+#include "tests/sim/moe_pp_space.h"
 
 using namespace tptune;
 
@@ -191,15 +193,15 @@ TEST_CASE("bound: top k and the Pareto front equal the full search's over tp, HS
   CHECK(pipeline_pruned > 0);
 }
 
-TEST_CASE("bound: the pipeline bound is at most every pipeline candidate's step time and peak memory",
-          "[search][bound][pp]") {
-  // Every pipeline candidate of the tiny 4-D space that simulate_pipeline() runs (its schedule accepted), feasible or
-  // out of memory: the bound's step time and peak memory at most the simulation's, its tokens/s at least; asked
-  // through the prune hook, which, answering false, leaves the report as simulate_pipeline() gives it. Not vacuous:
-  // the busiest rank's work alone is most of a pipeline step (no schedule here idles a rank over half the step), so
-  // the bound is above half of it; and where the backward chain applies (1F1B, GPipe: the last action a B) the
-  // bound has the pp - 1 stages' bubble, above 3/4 of the step.
-  const Config cfg = tiny_4d_config();
+namespace {
+
+// Every pipeline candidate of `cfg`'s full search that simulate_pipeline() runs (its schedule accepted), feasible or
+// out of memory: the bound's step time and peak memory at most the simulation's, its tokens/s at least; asked through
+// the prune hook, which, answering false, leaves the report as simulate_pipeline() gives it; `more` checks the rest.
+// The number of candidates checked.
+size_t check_pipeline_bounds(
+    const Config& cfg,
+    const std::function<void(const CandidateResult&, const StepReport&, const PipelineBound&)>& more) {
   const SearchResult full = search(cfg, SearchOptions{});
   const CostParams cost = default_cost_params();
   size_t checked = 0;
@@ -227,13 +229,28 @@ TEST_CASE("bound: the pipeline bound is at most every pipeline candidate's step 
     CHECK(bound->step_time_us <= report->step_time_ms * 1e3);
     CHECK(bound->tokens_per_second_per_gpu >= report->tokens_per_second_per_gpu);
     CHECK(bound->peak_memory <= report->memory.peak);
-    CHECK(bound->step_time_us > report->step_time_ms * 1e3 / 2);
-    const PipelineScheduleKind kind = c.candidate.pp_schedule;
-    if (kind == PipelineScheduleKind::one_f_one_b || kind == PipelineScheduleKind::gpipe)
-      CHECK(bound->step_time_us > report->step_time_ms * 1e3 * 3 / 4);
-    CHECK(bound->peak_memory > report->memory.peak / 2);
+    more(c, *report, *bound);
     ++checked;
   }
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("bound: the pipeline bound is at most every pipeline candidate's step time and peak memory",
+          "[search][bound][pp]") {
+  // The tiny 4-D space's pipeline candidates (check_pipeline_bounds()). Not vacuous: the busiest rank's work alone is
+  // most of a pipeline step (no schedule here idles a rank over half the step), so the bound is above half of it; and
+  // where the backward chain applies (1F1B, GPipe: the last action a B) the bound has the pp - 1 stages' bubble, above
+  // 3/4 of the step.
+  const size_t checked = check_pipeline_bounds(
+      tiny_4d_config(), [](const CandidateResult& c, const StepReport& report, const PipelineBound& bound) {
+        CHECK(bound.step_time_us > report.step_time_ms * 1e3 / 2);
+        const PipelineScheduleKind kind = c.candidate.pp_schedule;
+        if (kind == PipelineScheduleKind::one_f_one_b || kind == PipelineScheduleKind::gpipe)
+          CHECK(bound.step_time_us > report.step_time_ms * 1e3 * 3 / 4);
+        CHECK(bound.peak_memory > report.memory.peak / 2);
+      });
   CHECK(checked > 200);
 }
 
@@ -271,5 +288,37 @@ TEST_CASE("bound: exact over the expert-parallel axis, and below every mixture-o
     CHECK(tokens_per_second_upper_bound(p, lb) >= c.report.tokens_per_second_per_gpu);
     expert_parallel += c.candidate.ep_degree > 1;
   }
+  CHECK(expert_parallel > 0);
+}
+
+namespace {
+
+// The tiny MoE with 8 blocks, the first 2 dense, pp 1, 2, 4 x 1F1B, Interleaved1F1B, ZBVZeroBubble, local batch 2, 4,
+// 8 (test::tiny_moe_pp_search_config()). torchtitan's split of 8 blocks: pp 2 single-stage, 10 effective layers, 5 a
+// stage: blocks 0..3 (dense and MoE) and 4..7 (MoE); pp 4 interleaved, 8 stages, 10 // 8 = 1 and 2 extra: stage 0
+// holds block 0 alone (dense), stage 1 blocks 1..2 (dense and MoE), stages 2..6 a MoE block each, stage 7 the head
+// alone.
+Config tiny_moe_pp_config() {
+  return test::tiny_moe_pp_search_config(8, 2, {1, 2, 4},
+                                         {PipelineScheduleKind::one_f_one_b, PipelineScheduleKind::interleaved_1f1b,
+                                          PipelineScheduleKind::zbv_zero_bubble},
+                                         {2, 4, 8});
+}
+
+}  // namespace
+
+TEST_CASE("bound: exact over a dense-first mixture of experts' pipelines, and below each of their steps",
+          "[search][bound][pp][moe]") {
+  // The pipeline bound (sim/pipeline/step.h's PipelineBound) of stages holding dense blocks, MoE blocks or both (their
+  // ep all-to-alls, efsdp gathers and per-variant memory): the top k and the front are the exhaustive search's, and
+  // the bound is at most every pipeline candidate's step time and peak memory.
+  const Config cfg = tiny_moe_pp_config();
+  check_bound_exact(cfg, "tiny dense-first MoE pp");
+  size_t expert_parallel = 0;
+  const size_t checked =
+      check_pipeline_bounds(cfg, [&](const CandidateResult& c, const StepReport&, const PipelineBound&) {
+        expert_parallel += c.candidate.ep_degree > 1;
+      });
+  CHECK(checked > 20);
   CHECK(expert_parallel > 0);
 }

@@ -239,6 +239,11 @@ RunSetup make_setup(const World& w, PlanOptions o, bool with_reference, const st
     const std::string where = fmt::format("{}: a mixture-of-experts model (model.moe)", s.plan.source);
     if (command != "verify")
       throw Error(fmt::format("{}: tp-run {} does not run it yet; `tp-run verify` does (on CPU)", where, command));
+    if (pp > 1)  // (the lowering plans it: tp-plan simulates, explains and exports it)
+      throw Error(
+          fmt::format("{}: pp_degree {}: the pipeline runtime (runtime/pipeline/) does not run a mixture of "
+                      "experts' stages; simulated and explained only",
+                      where, pp));
     if (s.plan.ep_degree > 1 && (cp > 1 || s.plan.tp_degree % s.plan.ep_degree != 0))
       throw Error(
           fmt::format("{}: tp-run verify runs ep_degree {} inside the TP group: ep must divide tp ({}) and cp be 1 "
