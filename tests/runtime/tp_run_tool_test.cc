@@ -19,7 +19,17 @@ namespace {
 const std::string kSource = TPTUNE_SOURCE_DIR, kBinary = TPTUNE_BINARY_DIR;
 const std::string kTpRun = kBinary + "/tools/tp-run";
 
-int run(const std::string& args) { return std::system((kTpRun + " " + args + " > /dev/null 2>&1").c_str()); }
+// Runs tp-run with `args`, its output in `log` (a file of the calling test's own: test cases run in parallel); a
+// non-zero exit puts that output in the test's report, so a failure under load says why.
+int run(const std::string& args, const std::string& log) {
+  const int rc = std::system((kTpRun + " " + args + " > " + log + " 2>&1").c_str());
+  if (rc != 0) {
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    UNSCOPED_INFO("tp-run " << args << " exited " << rc << ":\n" << output);
+  }
+  return rc;
+}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -59,8 +69,8 @@ void check_one_to_one(const nlohmann::json& prof, const Program& p) {
 TEST_CASE("tp-run profile at tp 1 writes one record per op of the Program", "[runtime][tp-run]") {
   const std::string out = kBinary + "/tests/tp-run-profile-tp1.json";
   std::remove(out.c_str());
-  REQUIRE(run("profile " + kSource + "/examples/tiny-gpt.yaml --preset vanilla --warmup 0 --iters 2 --out " + out) ==
-          0);
+  REQUIRE(run("profile " + kSource + "/examples/tiny-gpt.yaml --preset vanilla --warmup 0 --iters 2 --out " + out,
+              out + ".log") == 0);
   nlohmann::json prof = read_json(out);
   CHECK(prof["format"] == "tptune-profile");
   CHECK(prof["version"] == 1);
@@ -79,7 +89,8 @@ TEST_CASE("tp-run profile at tp 1 writes one record per op of the Program", "[ru
 TEST_CASE("tp-run verify --json at tp 1 reports every parameter", "[runtime][tp-run]") {
   const std::string out = kBinary + "/tests/tp-run-verify-tp1.json";
   std::remove(out.c_str());
-  REQUIRE(run("verify " + kSource + "/examples/tiny-llama.yaml --preset vanilla --seed 4 --json " + out) == 0);
+  REQUIRE(run("verify " + kSource + "/examples/tiny-llama.yaml --preset vanilla --seed 4 --json " + out,
+              out + ".log") == 0);
   nlohmann::json r = read_json(out);
   CHECK(r["pass"] == true);
   CHECK(r["tp"] == 1);
@@ -92,7 +103,7 @@ TEST_CASE("tp-run verify --json at tp 1 reports every parameter", "[runtime][tp-
 TEST_CASE("tp-run reports a bad config in one line and exits 2", "[runtime][tp-run]") {
   const std::string bad = kBinary + "/tests/tp-run-bad-config.yaml";
   std::ofstream(bad) << "model:\n  dim: sixty-four\n";
-  CHECK(WEXITSTATUS(run("verify " + bad + " --preset vanilla")) == 2);
+  CHECK(WEXITSTATUS(run("verify " + bad + " --preset vanilla", bad + ".log")) == 2);
 }
 
 TEST_CASE("a profile written under mpirun -np 2 matches its Program", "[.profile-file]") {
