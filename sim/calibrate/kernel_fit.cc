@@ -32,6 +32,8 @@ std::string term_name(const KernelMeasurement& m) {
       return "attention_bwd_efficiency";
     case KernelKind::memory_bound:
       return "memory_bound_efficiency";
+    case KernelKind::grouped_gemm_fwd_bwd:
+      return "grouped_gemm_factor";
     case KernelKind::all_reduce:
     case KernelKind::all_gather:
     case KernelKind::reduce_scatter:
@@ -41,7 +43,9 @@ std::string term_name(const KernelMeasurement& m) {
   return fmt::format("{}_busbw_efficiency@{}", nvls ? "nvls" : "ring", m.ranks);
 }
 
-bool tensor_core(const KernelMeasurement& m) { return m.kind == KernelKind::gemm || is_attention(m.kind); }
+bool tensor_core(const KernelMeasurement& m) {
+  return m.kind == KernelKind::gemm || m.kind == KernelKind::grouped_gemm_fwd_bwd || is_attention(m.kind);
+}
 
 double prior_of(const KernelMeasurement& m, const CostParams& c) {
   const std::string t = term_name(m);
@@ -62,6 +66,20 @@ double model_fraction(const KernelMeasurement& m, const GpuSpec& gpu, CostParams
   c.tensor_clock_fraction = clock;
   c.sustained_tensor_fraction = 1;  // the figures are short bursts, above the rate a saturated part sustains
   if (m.kind == KernelKind::memory_bound || is_collective(m.kind)) return 1.0;
+  if (m.kind == KernelKind::grouped_gemm_fwd_bwd) {
+    // The factor is relative to the dense GEMM pricing at the architecture's own GEMM terms: those stay, the factor
+    // is 1. Forward and backward of y = A W^T, as plans/lower/experts.cc lowers them.
+    c.grouped_gemm_factor = 1;
+    const int64_t rows = m.m / m.groups;
+    const DType d = m.dtype;
+    GemmOp fwd{rows, m.n, m.k, d, d, d, false, true}, d_input{rows, m.k, m.n, d, d, d, false, false},
+        d_weight{m.n, m.k, rows, d, d, d, true, false};
+    fwd.groups = d_input.groups = d_weight.groups = m.groups;
+    const double t =
+        gemm_cost(fwd, gpu, c).time_us + gemm_cost(d_input, gpu, c).time_us + gemm_cost(d_weight, gpu, c).time_us;
+    return 6.0 * static_cast<double>(m.m) * static_cast<double>(m.n) * static_cast<double>(m.k) / (t * 1e-6) /
+           gpu.peak_flops(m.dtype);
+  }
   if (m.kind == KernelKind::gemm) {
     if (!m.has_shape()) return clock;
     c.gemm_efficiency = c.gemm_fp8_efficiency = 1;
@@ -147,8 +165,13 @@ KernelFit fit_kernels(const std::vector<KernelSource>& record) {
         continue;
       }
       if (m.kind != KernelKind::gemm && m.kind != KernelKind::memory_bound && !is_attention(m.kind) &&
-          m.kind != KernelKind::all_reduce) {
+          m.kind != KernelKind::all_reduce && m.kind != KernelKind::grouped_gemm_fwd_bwd) {
         f.not_fitted.push_back(fmt::format("{} {}: {} figures fit no term yet", s.id, m.id, to_string(m.kind)));
+        continue;
+      }
+      if (m.kind == KernelKind::grouped_gemm_fwd_bwd && m.groups == 1) {
+        f.not_fitted.push_back(fmt::format(
+            "{} {}: one group, which tptune prices as a dense GEMM (grouped_gemm_factor applies to more)", s.id, m.id));
         continue;
       }
       r.c = device_cost_params(r.gpu);

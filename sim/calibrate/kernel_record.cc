@@ -28,11 +28,13 @@ constexpr KindName kKinds[] = {{KernelKind::gemm, "gemm"},
                                {KernelKind::memory_bound, "memory_bound"},
                                {KernelKind::all_reduce, "all_reduce"},
                                {KernelKind::all_gather, "all_gather"},
-                               {KernelKind::reduce_scatter, "reduce_scatter"}};
+                               {KernelKind::reduce_scatter, "reduce_scatter"},
+                               {KernelKind::grouped_gemm_fwd_bwd, "grouped_gemm_fwd_bwd"}};
 constexpr std::pair<KernelUnit, const char*> kUnits[] = {{KernelUnit::tflops, "TFLOPS"},
                                                          {KernelUnit::pflops, "PFLOPS"},
                                                          {KernelUnit::fraction_of_peak, "fraction_of_peak"},
-                                                         {KernelUnit::gbps, "GBps"}};
+                                                         {KernelUnit::gbps, "GBps"},
+                                                         {KernelUnit::us, "us"}};
 
 using yaml::YamlDoc;
 
@@ -43,6 +45,7 @@ bool has(const YAML::Node& map, const char* key) { return map[key].IsDefined(); 
 std::vector<std::string> units_of(KernelKind k) {
   if (is_collective(k)) return {"GBps"};
   if (k == KernelKind::memory_bound) return {"fraction_of_peak"};
+  if (k == KernelKind::grouped_gemm_fwd_bwd) return {"us"};
   return {"TFLOPS", "PFLOPS", "fraction_of_peak"};
 }
 
@@ -56,6 +59,16 @@ void read_shape(const YamlDoc& doc, const YAML::Node& n, const std::string& key,
     m.m = doc.integer_in(n["m"], key + ".m", dim);
     m.n = doc.integer_in(n["n"], key + ".n", dim);
     m.k = doc.integer_in(n["k"], key + ".k", dim);
+  } else if (m.kind == KernelKind::grouped_gemm_fwd_bwd) {
+    doc.check_map(n, key, {"m", "n", "k", "groups"});
+    for (const char* d : {"m", "n", "k", "groups"})
+      if (!has(n, d)) doc.fail_msg(n, yaml::join_key(key, d), "missing; a grouped GEMM's shape is {m, n, k, groups}");
+    m.m = doc.integer_in(n["m"], key + ".m", dim);
+    m.n = doc.integer_in(n["n"], key + ".n", dim);
+    m.k = doc.integer_in(n["k"], key + ".k", dim);
+    m.groups = doc.integer_in(n["groups"], key + ".groups", limits::IntRange{1, 1 << 16});
+    if (m.m % m.groups != 0)
+      doc.fail_msg(n["groups"], key + ".groups", fmt::format("{} does not divide m {}", m.groups, m.m));
   } else if (is_attention(m.kind)) {
     doc.check_map(n, key, {"batch", "seq", "heads", "head_dim", "causal"});
     if (has(n, "batch")) m.batch = doc.integer_in(n["batch"], key + ".batch", limits::local_batch_size);
@@ -121,6 +134,8 @@ KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, cons
     read_shape(doc, n["shape"], key + ".shape", m, n["shape"]);
   } else if (is_collective(m.kind)) {
     doc.fail_msg(n, key + ".shape", "missing; a collective's figure needs {ranks, bytes}");
+  } else if (m.kind == KernelKind::grouped_gemm_fwd_bwd) {
+    doc.fail_msg(n, key + ".shape", "missing; a grouped GEMM's time needs {m, n, k, groups}");
   }
   return m;
 }
@@ -148,6 +163,7 @@ bool is_collective(KernelKind k) {
 bool KernelMeasurement::has_shape() const {
   if (is_gemm(kind)) return m > 0;
   if (is_attention(kind)) return batch > 0 && seq > 0 && heads > 0 && head_dim > 0;
+  if (kind == KernelKind::grouped_gemm_fwd_bwd) return groups > 0;
   return is_collective(kind);
 }
 
@@ -159,6 +175,8 @@ double KernelMeasurement::value() const {
       return figure * 1e15;
     case KernelUnit::gbps:
       return figure * 1e9;
+    case KernelUnit::us:
+      return 6.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / (figure * 1e-6);
     case KernelUnit::fraction_of_peak:
       break;
   }

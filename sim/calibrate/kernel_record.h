@@ -16,8 +16,11 @@
 // CostParams::sustained_tensor_fraction, it fits no architecture term), attention_fwd | attention_bwd |
 // attention_fwd_bwd (backend flash2 | flash3 | cudnn | ...; optional shape {batch, seq, heads, head_dim, causal}),
 // memory_bound (a streaming kernel; fraction of HBM bandwidth), all_reduce | all_gather | reduce_scatter (shape
-// {ranks, bytes}; busbw). unit: TFLOPS | PFLOPS | fraction_of_peak | GBps (the figure as printed, in its unit; GBps
-// for collectives only, fraction_of_peak of the datasheet's dense peak or HBM bandwidth).
+// {ranks, bytes}; busbw), grouped_gemm_fwd_bwd (a mixture of experts' grouped GEMM forward and backward, y = A W^T
+// over `groups` groups of m / groups rows: the output, grad-input and grad-weight GEMMs, 6 m n k FLOPs; shape {m, n,
+// k, groups} required; unit us, the time as printed; fits CostParams::grouped_gemm_factor). unit: TFLOPS | PFLOPS |
+// fraction_of_peak | GBps | us (the figure as printed, in its unit; GBps for collectives only, us for grouped GEMMs
+// only, fraction_of_peak of the datasheet's dense peak or HBM bandwidth).
 // Checks (tptune::Error, one line "<file>:<line>: <key>: ..."): every key known, the required ones present; source.id
 // unique over the folder; measurement ids unique in a file; a commit of 40 hex digits; `gpu` a known preset; a figure
 // > 0 (a fraction in (0, 1.5]); the unit one the kernel can have; a gemm shape's m, n, k and a collective's ranks and
@@ -40,9 +43,10 @@ enum class KernelKind {
   memory_bound,
   all_reduce,
   all_gather,
-  reduce_scatter
+  reduce_scatter,
+  grouped_gemm_fwd_bwd
 };
-enum class KernelUnit { tflops, pflops, fraction_of_peak, gbps };
+enum class KernelUnit { tflops, pflops, fraction_of_peak, gbps, us };
 const char* to_string(KernelKind k);
 const char* to_string(KernelUnit u);
 bool is_attention(KernelKind k);
@@ -60,6 +64,7 @@ struct KernelMeasurement {
   // gemm: m, n, k (0: not stated: large, priced at the asymptote). attention: batch, seq, heads, head_dim (0: not
   // stated), causal. collectives: ranks, bytes.
   int64_t m = 0, n = 0, k = 0;
+  int64_t groups = 0;  // grouped_gemm_fwd_bwd: the groups m is split into
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
   bool causal = true;
   int ranks = 0;
@@ -69,7 +74,8 @@ struct KernelMeasurement {
   KernelUnit unit = KernelUnit::tflops;
   std::string quote;
   bool has_shape() const;
-  // The figure as FLOP/s (TFLOPS, PFLOPS), a fraction of the peak (fraction_of_peak) or bytes/s (GBps).
+  // The figure as FLOP/s (TFLOPS, PFLOPS), a fraction of the peak (fraction_of_peak), bytes/s (GBps) or FLOP/s of
+  // a grouped GEMM's forward and backward (us: 6 m n k over the time).
   double value() const;
 };
 

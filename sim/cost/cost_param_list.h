@@ -44,9 +44,9 @@ TPTUNE_COST_PARAM(double, fp8_layout_copy_factor, 1.0, 0, 100);
 TPTUNE_COST_PARAM(double, gemm_fp32_efficiency, 0.80, 1e-4, 4.0);
 // Grouped GEMMs (GemmOp::groups > 1: a mixture of experts' routed experts, torch._grouped_mm) over the rate of a dense
 // GEMM of the same shape: multiplies the GEMM efficiency of every dtype. The grouped kernel is another kernel than
-// cuBLAS's dense one: torchao's microbenchmark of bf16 torch._grouped_mm forward + backward on a B200 (pytorch/ao
-// torchao/prototype/moe_training/README.md, "Microbenchmarks"; torch 2.10.0a0) runs at 0.40-0.52 of the rate tptune
-// prices the same GEMMs at (burst scale), 0.44 their geometric mean (sim/gpus/b200.yaml;
+// cuBLAS's dense one: torchao's microbenchmark of bf16 torch._grouped_mm forward + backward on a B200
+// (profiles/kernels/torchao-moe-grouped-mm.yaml; torch 2.10.0a0) runs at 0.40-0.46 of the rate tptune prices the same
+// GEMMs at (burst scale) with 2-8 groups, 0.434 as `tp-plan calibrate --kernels` fits it (sim/gpus/b200.yaml;
 // tests/sim/grouped_gemm_test.cc). 1: priced as dense GEMMs (parts without a measurement).
 TPTUNE_COST_PARAM(double, grouped_gemm_factor, 1.0, 1e-3, 2.0);
 // Sustained tensor-core clock over the clock of the datasheet's dense peak: a power-capped part (torchtitan's 500 W

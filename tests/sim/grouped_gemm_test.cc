@@ -32,7 +32,7 @@ TEST_CASE("grouped GEMMs on b200 run at torchao's measured rate of bf16 torch._g
   // (sustained_tensor_fraction 1).
   const GpuSpec b200 = gpu_preset("b200");
   CostParams burst = device_cost_params(b200);
-  REQUIRE(burst.grouped_gemm_factor == 0.44);
+  REQUIRE(burst.grouped_gemm_factor == 0.434);
   burst.sustained_tensor_fraction = 1;
   CostParams dense = burst;
   dense.grouped_gemm_factor = 1;
@@ -52,16 +52,17 @@ TEST_CASE("grouped GEMMs on b200 run at torchao's measured rate of bf16 torch._g
     const double as_dense = fwd_bwd_us(r.m, r.n, r.k, r.g, b200, dense);
     CHECK(as_dense / r.us > 0.39);
     CHECK(as_dense / r.us < 0.53);
+    if (r.g == 1) continue;  // one group: GemmOp::groups 1 is a dense GEMM to tptune (recorded, not fitted)
     log_sum += std::log(as_dense / r.us);
-    if (r.g == 1) continue;  // one group: GemmOp::groups 1 is a dense GEMM to tptune
-    // With the factor: within 12 % of each measurement (their spread around the geometric mean).
+    // With the factor: within 10 % of each measurement (their spread around the geometric mean).
     const double t = fwd_bwd_us(r.m, r.n, r.k, r.g, b200, burst);
-    CHECK(std::abs(t / r.us - 1) < 0.12);
+    CHECK(std::abs(t / r.us - 1) < 0.10);
     ++grouped;
   }
   CHECK(grouped == 6);
-  // The factor is the geometric mean of the eight ratios, 0.440.
-  CHECK(std::exp(log_sum / 8) == Approx(0.44).margin(0.005));
+  // The factor is the geometric mean of the six grouped rows' ratios, 0.434 (what `tp-plan calibrate --kernels`
+  // fits from profiles/kernels/torchao-moe-grouped-mm.yaml).
+  CHECK(std::exp(log_sum / 6) == Approx(0.434).margin(0.0005));
 }
 
 TEST_CASE("grouped_gemm_factor: a grouped GEMM's FLOP time over the factor, a dense one unchanged") {

@@ -85,7 +85,7 @@ TEST_CASE("kernel record: every check is one line naming the file, line and key"
                       "q}\n"));
         }) ==
         "bad.yaml:19: measurements[3].kernel: expected one of gemm, gemm_sustained, attention_fwd, attention_bwd, "
-        "attention_fwd_bwd, memory_bound, all_reduce, all_gather, reduce_scatter, got 'conv'");
+        "attention_fwd_bwd, memory_bound, all_reduce, all_gather, reduce_scatter, grouped_gemm_fwd_bwd, got 'conv'");
   CHECK(error_of([] {
           parse(kernels("  - {id: x, gpu_as_printed: X, kernel: memory_bound, figure: 3000, unit: GBps, quote: q}\n"));
         }) == "bad.yaml:19: measurements[3].unit: expected one of fraction_of_peak, got 'GBps'");
@@ -115,6 +115,22 @@ TEST_CASE("kernel record: every check is one line naming the file, line and key"
         "bad.yaml:19: measurements[3].id: 'gemm' is also measurements[0]'s id; measurement ids are unique in a file");
   CHECK(error_of([] { parse(kernels("  - {id: y, kernel: gemm}\n")); }) ==
         "bad.yaml:19: measurements[3].gpu_as_printed: missing");
+  // A grouped GEMM's time: us only, its shape {m, n, k, groups} required, the groups dividing m.
+  CHECK(error_of([] {
+          parse(
+              kernels("  - {id: x, gpu_as_printed: X, kernel: grouped_gemm_fwd_bwd, dtype: bf16, figure: 900, unit: "
+                      "TFLOPS, quote: q}\n"));
+        }) == "bad.yaml:19: measurements[3].unit: expected one of us, got 'TFLOPS'");
+  CHECK(error_of([] {
+          parse(
+              kernels("  - {id: x, gpu_as_printed: X, kernel: grouped_gemm_fwd_bwd, dtype: bf16, figure: 900, unit: "
+                      "us, quote: q}\n"));
+        }) == "bad.yaml:19: measurements[3].shape: missing; a grouped GEMM's time needs {m, n, k, groups}");
+  CHECK(error_of([] {
+          parse(
+              kernels("  - {id: x, gpu_as_printed: X, kernel: grouped_gemm_fwd_bwd, dtype: bf16, shape: {m: 10, n: 2, "
+                      "k: 2, groups: 4}, figure: 900, unit: us, quote: q}\n"));
+        }) == "bad.yaml:19: measurements[3].shape.groups: 4 does not divide m 10");
 }
 
 TEST_CASE("kernel record: source ids are unique over the folder, which holds *.yaml") {
@@ -157,6 +173,25 @@ TEST_CASE("kernel fit: the presets' sustained_tensor_fraction is what their own 
     if (p.gpu == "b200") CHECK(p.implied == Approx(0.830337).epsilon(1e-5));
   }
   CHECK(with_rows == 2);
+}
+
+TEST_CASE("kernel fit: the Blackwell presets' grouped_gemm_factor is what torchao's grouped rows imply") {
+  // profiles/kernels/torchao-moe-grouped-mm.yaml: the six rows with more than one group, measured over tptune's dense
+  // pricing (tests/sim/grouped_gemm_test.cc): geometric mean 0.4339; the one-group rows are listed as not fitted.
+  const KernelFit f = fit_kernels(load_kernel_record(std::string(TPTUNE_SOURCE_DIR) + "/profiles/kernels"));
+  int found = 0;
+  for (const auto& t : f.terms)
+    if (t.name == "grouped_gemm_factor") {
+      ++found;
+      CHECK(t.architecture == "blackwell");
+      CHECK(t.rows == 6);
+      CHECK(t.value == Approx(0.434).epsilon(1e-3));
+      CHECK(t.prior == 0.434);  // the b200 preset's value: the fit leaves it where it is
+    }
+  CHECK(found == 1);
+  int one_group = 0;
+  for (const auto& n : f.not_fitted) one_group += n.find("one group, which tptune prices as a dense GEMM") != n.npos;
+  CHECK(one_group == 2);
 }
 
 TEST_CASE("kernel fit: the architecture's terms from the uncapped parts, the capped part's implied clock") {
