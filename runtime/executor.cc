@@ -233,11 +233,11 @@ void Executor::step(const OpTimeFn& on_op) {
     const FlatOp& op = flat_.ops[i];
     // Without the optimizer, its phase still runs its collectives (the all-reduce of a Partial gradient that DTensor
     // without FSDP issues when the optimizer step reads it belongs to the step's gradients; the tokens-per-expert
-    // sums) and the expert_bias update unless update_expert_bias is off.
+    // sums); the expert_bias update has its own switch.
     if (op.op->phase == Phase::optimizer && !op.op->is_collective()) {
       const auto* e = std::get_if<ElementwiseOp>(&op.op->kind);
-      if (e && e->fn == ElementwiseOp::Fn::moe_bias_update ? !options_.update_expert_bias : !options_.run_optimizer)
-        continue;
+      const bool bias_update = e && e->fn == ElementwiseOp::Fn::moe_bias_update;
+      if (bias_update ? !options_.update_expert_bias : !options_.run_optimizer) continue;
     }
     if (const size_t end = on_op ? i : adamw_run_end(i); end > i + 1) {  // AdamW per dtype group, not per parameter
       run_adamw_group(i, end);

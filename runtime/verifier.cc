@@ -209,29 +209,32 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
     r.loss_pass = finite && r.loss_rel_err <= tols.loss;
   }
 
-  // Tokens per expert: each router's histogram (its third output), the tp ranks' summed when each holds a share of
-  // the tokens (the router's logits have 1/tp of the reference's rows), else every rank's equal to the reference's.
-  for (size_t i = 0; i < ex.flat().ops.size(); ++i) {
-    const FlatOp& f = ex.flat().ops[i];
+  // Each router's buffers against the unsharded step's, exactly (whole numbers, and the same fp32 arithmetic on them):
+  // its tokens per expert (the router's third output), the tp ranks' summed when each holds a share of the tokens (the
+  // router's logits have 1/tp of the reference's rows), else every rank's equal to the reference's; and its
+  // expert_bias after the optimizer pre-hook's update (moe_bias_update's output), every rank's equal to the
+  // reference's. (Every rank gathers the same buffers in the same op order.)
+  for (const FlatOp& f : ex.flat().ops) {
     const auto* el = std::get_if<ElementwiseOp>(&f.op->kind);
-    if (!el || el->fn != ElementwiseOp::Fn::moe_router || f.op->phase != Phase::forward || f.outputs.size() != 3)
-      continue;
+    const bool router =
+        el && el->fn == ElementwiseOp::Fn::moe_router && f.op->phase == Phase::forward && f.outputs.size() == 3;
+    const bool update = el && el->fn == ElementwiseOp::Fn::moe_bias_update && f.outputs.size() == 1;
+    if (!router && !update) continue;
+    const size_t out = router ? 2 : 0;
     ExpertCheck c;
     c.op = f.name;
-    const std::vector<float> all = gather_all(backend, ex, f.outputs[2]);
-    const int64_t E = numel(ex.desc(f.outputs[2]).local_shape);
-    c.experts = E;
+    c.experts = numel(ex.desc(f.outputs[out]).local_shape);
+    const int64_t E = c.experts;
+    const std::vector<float> all = gather_all(backend, ex, f.outputs[out]);
     const FlatOp* g = nullptr;
     for (const FlatOp& o : ref.flat().ops)
-      if (o.name == f.name && o.op->phase == Phase::forward) g = &o;
-    if (!g || g->outputs.size() != 3 || static_cast<int64_t>(all.size()) != E * tp) {
-      c.differing = E;
-      r.expert_counts.push_back(c);
-      continue;
-    }
-    const std::vector<float> want = ref.read(g->outputs[2]);
-    const bool split = numel(ex.desc(f.inputs.at(0)).local_shape) * tp == numel(ref.desc(g->inputs.at(0)).local_shape);
-    for (int64_t x = 0; x < E; ++x) {
+      if (o.name == f.name && o.op->phase == f.op->phase && o.outputs.size() == f.outputs.size()) g = &o;
+    const std::vector<float> want = g ? ref.read(g->outputs[out]) : std::vector<float>{};
+    const bool split =
+        router && g && numel(ex.desc(f.inputs.at(0)).local_shape) * tp == numel(ref.desc(g->inputs.at(0)).local_shape);
+    const bool comparable = static_cast<int64_t>(want.size()) == E && static_cast<int64_t>(all.size()) == E * tp;
+    if (!comparable) c.differing = E;
+    for (int64_t x = 0; comparable && x < E; ++x) {
       if (split) {
         double sum = 0;
         for (int k = 0; k < tp; ++k) sum += all[size_t(k * E + x)];
@@ -242,33 +245,8 @@ VerifyReport verify_step(const Program& sharded, const Program& reference, Backe
         c.differing += !same;
       }
     }
-    c.pass = c.differing == 0 && static_cast<int64_t>(want.size()) == E;
-    r.expert_counts.push_back(c);
-  }
-  // Each router's expert_bias after the optimizer pre-hook's update: every tp rank's equal to the unsharded step's.
-  for (size_t i = 0; i < ex.flat().ops.size(); ++i) {
-    const FlatOp& f = ex.flat().ops[i];
-    const auto* el = std::get_if<ElementwiseOp>(&f.op->kind);
-    if (!el || el->fn != ElementwiseOp::Fn::moe_bias_update || f.outputs.size() != 1) continue;
-    ExpertCheck c;
-    c.op = f.name;
-    const std::vector<float> all = gather_all(backend, ex, f.outputs[0]);
-    c.experts = numel(ex.desc(f.outputs[0]).local_shape);
-    const FlatOp* g = nullptr;
-    for (const FlatOp& o : ref.flat().ops)
-      if (o.name == f.name) g = &o;
-    const std::vector<float> want = g && g->outputs.size() == 1 ? ref.read(g->outputs[0]) : std::vector<float>{};
-    if (static_cast<int64_t>(want.size()) != c.experts || static_cast<int64_t>(all.size()) != c.experts * tp) {
-      c.differing = c.experts;
-    } else {
-      for (int64_t x = 0; x < c.experts; ++x) {
-        bool same = true;
-        for (int k = 0; k < tp; ++k) same = same && all[size_t(k * c.experts + x)] == want[size_t(x)];
-        c.differing += !same;
-      }
-    }
     c.pass = c.differing == 0;
-    r.expert_bias.push_back(c);
+    (router ? r.expert_counts : r.expert_bias).push_back(c);
   }
 
   std::map<std::string, Executor::Param> ref_params;
@@ -316,6 +294,16 @@ namespace {
 bool all_pass(const std::vector<ExpertCheck>& checks) {
   return std::all_of(checks.begin(), checks.end(), [](const ExpertCheck& c) { return c.pass; });
 }
+// "<title>: N routers, M equal to the unsharded step's  pass|FAIL" and a line per failed router (none without checks).
+void append_expert_checks(std::string& s, const char* title, const std::vector<ExpertCheck>& checks, const char* what) {
+  if (checks.empty()) return;
+  int64_t bad = 0;
+  for (const auto& c : checks) bad += !c.pass;
+  s += fmt::format("{}: {} routers, {} equal to the unsharded step's  {}\n", title, checks.size(),
+                   int64_t(checks.size()) - bad, bad == 0 ? "pass" : "FAIL");
+  for (const auto& c : checks)
+    if (!c.pass) s += fmt::format("  FAIL {}: {} of {} experts' {}\n", c.op, c.differing, c.experts, what);
+}
 nlohmann::json checks_json(const std::vector<ExpertCheck>& checks) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& c : checks)
@@ -357,22 +345,8 @@ std::string format_report(const VerifyReport& r) {
     for (const auto& c : r.casts)
       if (!c.pass) s += fmt::format("  FAIL {} ({}): {}\n", c.tensor, c.sharded_op, c.problem);
   }
-  if (!r.expert_counts.empty()) {
-    int64_t bad = 0;
-    for (const auto& c : r.expert_counts) bad += !c.pass;
-    s += fmt::format("tokens per expert: {} routers, {} equal to the unsharded step's  {}\n", r.expert_counts.size(),
-                     int64_t(r.expert_counts.size()) - bad, bad == 0 ? "pass" : "FAIL");
-    for (const auto& c : r.expert_counts)
-      if (!c.pass) s += fmt::format("  FAIL {}: {} of {} experts' counts differ\n", c.op, c.differing, c.experts);
-  }
-  if (!r.expert_bias.empty()) {
-    int64_t bad = 0;
-    for (const auto& c : r.expert_bias) bad += !c.pass;
-    s += fmt::format("expert_bias after the update: {} routers, {} equal to the unsharded step's  {}\n",
-                     r.expert_bias.size(), int64_t(r.expert_bias.size()) - bad, bad == 0 ? "pass" : "FAIL");
-    for (const auto& c : r.expert_bias)
-      if (!c.pass) s += fmt::format("  FAIL {}: {} of {} experts' bias differs\n", c.op, c.differing, c.experts);
-  }
+  append_expert_checks(s, "tokens per expert", r.expert_counts, "counts differ");
+  append_expert_checks(s, "expert_bias after the update", r.expert_bias, "bias differs");
   auto failed = r.failed_params();
   if (r.pass())
     s += fmt::format("verify: PASS — tp {}{}, {} parameter gradients and the loss match the unsharded step\n", r.tp,
