@@ -124,15 +124,21 @@ TEST_CASE("float8 speeds up a GEMM-bound config on H100") {
   StepReport fp8 = run(s, "h100-sxm", 8, 8);
   CHECK(fp8.step_time_ms < 0.9 * bf16.step_time_ms);
   // Rowwise keeps bf16 TP collectives, casts every operand for both GEMM axes, copies the grad_weight operands into
-  // the layout torch._scaled_mm takes and runs a slower rowwise-scaled GEMM (CostParams::gemm_fp8_rowwise_factor):
-  // at tp 8 its GEMMs are too small for that to pay (about even with bf16); at tp 4, where the per-rank GEMMs are
-  // twice as large, it must (by 2.6 %: was 5 % before the layout copies, CostParams::fp8_layout_copy_factor).
+  // the layout torch._scaled_mm takes and runs a slower rowwise-scaled GEMM (CostParams::gemm_fp8_rowwise_factor,
+  // fitted to the public record's rowwise runs): the record measured it no faster than bf16 on 70B at tp 8 (599.6
+  // against 597.3 tokens/s, profiles/published/torchtitan-asynctp-h100-202506.yaml) and slower on 8B (3708.5 against
+  // 4378.0), so it must not pay here, where the 700 W part's faster GEMMs leave the casts and copies a larger share;
+  // tensorwise (scales once per tensor, float8 gathers) must beat it.
+  s.float8 = Float8Recipe::rowwise;
+  StepReport row_tp8 = run(s, "h100-sxm", 8, 8);
+  CHECK(row_tp8.step_time_ms > 0.99 * bf16.step_time_ms);
+  CHECK(fp8.step_time_ms < row_tp8.step_time_ms);
   s.tp = 4;
   s.float8 = Float8Recipe::none;
   StepReport bf16_tp4 = run(s, "h100-sxm", 8, 8);
   s.float8 = Float8Recipe::rowwise;
   StepReport row = run(s, "h100-sxm", 8, 8);
-  CHECK(row.step_time_ms < 0.99 * bf16_tp4.step_time_ms);
+  CHECK(row.step_time_ms > 0.99 * bf16_tp4.step_time_ms);
   s.float8 = Float8Recipe::tensorwise;
   StepReport tensorwise_tp4 = run(s, "h100-sxm", 8, 8);
   CHECK(tensorwise_tp4.step_time_ms < row.step_time_ms);

@@ -35,7 +35,9 @@ TEST_CASE("memory totals of a small model, sequence parallel, tp 2, dp 2") {
   // Two blocks of bf16 parameters in flight: 2 x 1180672 x 2 B.
   if (m.peak_phase != "head") CHECK(m.params_in_flight == 4722688);
   double tensors = m.model_states() + m.activations + m.working_set + m.params_in_flight;
-  CHECK(m.peak == Approx(tensors * 1.05 + 1.5 * 1073741824.0));
+  // The caching allocator reserves memory_fragmentation (0.1826, the stack's fit) over the tensors, plus 1.5 GiB of
+  // runtime.
+  CHECK(m.peak == Approx(tensors * 1.1826 + 1.5 * 1073741824.0));
   CHECK(m.fits);
   CHECK(m.headroom() > 70.0 * 1073741824.0);
 }

@@ -25,13 +25,16 @@ namespace {
 // tensorwise (rowwise where that is all the GPU has is pruned the same way in both searches).
 // The mixture of experts (Qwen3 30B-A3B, its default ep 1, 2, 4, 8) at tp 2, sequence parallel, full AC, float8 none
 // or rowwise and imbalanced routing (1.1): its expert groups' rows round up, so the bisection's probes are lowered one
-// by one (BatchProgram refuses them), and memory still decides the batch.
+// by one (BatchProgram refuses them), and memory still decides the batch. On H200s (141 GB): on the example's
+// 80 GB H100s, with the caching allocator's reserve (memory_fragmentation 0.1826), no plan of the cut fits more than
+// one sequence of 4096, and the bisection would only test its lower end.
 Config cut(const char* name) {
   Config cfg = test::example_config(name);
   cfg.search.loss_parallel = {true};
   cfg.search.float8 = {Float8Recipe::none, Float8Recipe::tensorwise};
   if (cfg.model.moe.experts > 0) {
     cfg.training.moe_imbalance = 1.1;
+    cfg.cluster.gpu = "h200";
     cfg.search.tp_degrees = {2};
     cfg.search.presets = {"sequence_parallel"};
     cfg.search.async_tp = {false};
@@ -67,7 +70,9 @@ TEST_CASE("bisect: peak memory is non-decreasing in the local batch, and bisecti
     const SearchResult slow = test::reference_search(bisect);
     REQUIRE(slow.results.size() == b.results.size());
     CHECK(slow.patched == 0);
-    if (slow.lowered > 0) CHECK(b.lowered < slow.lowered);
+    // Dense Programs' probes are patched, so the bisection lowers fewer; the mixture of experts' are all lowered.
+    if (slow.lowered > 0 && every.model.moe.experts == 0) CHECK(b.lowered < slow.lowered);
+    CHECK(b.lowered <= slow.lowered);
     for (size_t g = 0; g < b.results.size(); ++g) {
       const CandidateResult &x = b.results[g], &y = slow.results[g];
       INFO(describe(b.space, x.candidate) << ": " << x.pruned << " " << x.detail);
