@@ -220,6 +220,7 @@ GpuSpec parse_gpu_spec(const YAML::Node& node, const std::string& file) {
       s.kernel_sources.push_back(e.Scalar());
     }
   }
+  if (node["power_limit_W"]) s.power_limit_W = r.number("power_limit_W", s, false, limits::power_limit_W);
   if (node["cost_params"]) {
     r.seen.insert("cost_params");
     const YAML::Node cp = node["cost_params"];

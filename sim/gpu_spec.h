@@ -26,6 +26,10 @@
 //                                                       this fit's stack terms (leave-one-architecture-out)
 //   kernel_sources (optional)                           ids of the kernel-level sources (profiles/kernels) its
 //                                                       architecture's terms are compared with
+//   power_limit_W (optional)                            the board power limit it runs at, in W (0, 5000]: with the
+//                                                       sustained GEMM rates its die holds at other limits
+//                                                       (profiles/kernels), the clock a power cap leaves
+//                                                       (sim/calibrate/kernel_fit.h)
 // Errors are tptune::Error "<file>:<line>: <key>: expected ..., got ...".
 
 #include <yaml-cpp/yaml.h>
@@ -59,6 +63,7 @@ struct GpuSpec {
   bool nvswitch = false, nvls = false;
   std::string architecture;                 // "hopper", ...; empty: not stated (an inline spec)
   std::vector<std::string> kernel_sources;  // profiles/kernels ids its architecture's terms rest on
+  double power_limit_W = 0;                 // the board power limit it runs at; 0: not stated
   double network_bandwidth_GBps = 0, network_latency_us = 0;
   // CostParams fields this device sets (the `cost_params` map, in file order; see sim/cost/cost_param_fields.h).
   std::vector<std::pair<std::string, double>> cost_params;

@@ -33,6 +33,8 @@ inline constexpr RealRange route_scale{0, 1e6, true};
 inline constexpr RealRange moe_imbalance{1, 1024, false};
 inline constexpr RealRange ffn_dim_multiplier{0, 64, true};
 inline constexpr RealRange norm_eps{0, 1, true};
+// hardware: a board's power limit in W (the largest today: ~1,400)
+inline constexpr RealRange power_limit_W{0, 5000, true};
 inline constexpr RealRange rope_theta{0, 1e12, true};
 // training (and search.local_batch_sizes, search.max_local_batch_size, plan local_batch_size, --local-batch-size)
 inline constexpr IntRange seq_len{1, 1 << 24};           // 16,777,216 tokens

@@ -237,6 +237,7 @@ KernelFit fit_kernels(const std::vector<KernelSource>& record) {
     p.preset = device_cost_params(g).sustained_tensor_fraction;
     f.sustained.push_back(std::move(p));
   }
+  f.power_clocks = power_curve_clocks(record);
   return f;
 }
 
@@ -274,6 +275,12 @@ std::string kernel_fit_text(const KernelFit& f) {
         "part level: {} tensor_clock_fraction {:.4g} in its preset; its {} tensor-core row{} ({}) imply {:.3f} with "
         "the fitted architecture terms ({})\n",
         c.gpu, c.preset, c.rows, c.rows == 1 ? "" : "s", fmt::join(c.sources, ", "), c.implied,
+        percent(c.preset / c.implied - 1));
+  for (const auto& c : f.power_clocks)
+    out += fmt::format(
+        "part level: {} tensor_clock_fraction {:.4g} in its preset; at its {:g} W the sustained rates of its die held "
+        "at other power limits ({}) imply {:.3f} of the rate at {:g} W: {} ({})\n",
+        c.gpu, c.preset, c.power_W, fmt::join(c.sources, ", "), c.implied, c.reference_W, fmt::join(c.per_dtype, "; "),
         percent(c.preset / c.implied - 1));
   for (const auto& p : f.sustained)
     out += p.rows > 0 ? fmt::format(

@@ -32,10 +32,13 @@
 // sustained_tensor_fraction 1. A gemm_sustained row prints the rate the part holds once saturated at its power limit
 // beside its burst rate: a part-level figure, fitted into no architecture term; the report states the
 // sustained_tensor_fraction each preset's rows imply, exp(mean ln(sustained / burst)), beside the preset's value.
+// Sustained rows held at stated power limits give a capped preset's clock a second, part-level figure: the rate its
+// die holds at its own limit (sim/calibrate/power_curve.h).
 #include <string>
 #include <vector>
 
 #include "sim/calibrate/kernel_record.h"
+#include "sim/calibrate/power_curve.h"
 
 namespace tptune {
 
@@ -79,8 +82,9 @@ struct KernelFit {
   std::vector<KernelTermFit> terms;  // by architecture, then term
   std::vector<KernelResidual> residuals;
   std::vector<ImpliedClock> clocks;
-  std::vector<ImpliedSustained> sustained;  // every preset with an architecture, in preset order
-  std::vector<std::string> not_fitted;      // "<source> <id>: <why>"
+  std::vector<ImpliedSustained> sustained;    // every preset with an architecture, in preset order
+  std::vector<PowerCurveClock> power_clocks;  // capped presets whose die has sustained rows at two or more limits
+  std::vector<std::string> not_fitted;        // "<source> <id>: <why>"
   // The architecture-level sources behind `architecture`: the ids of the sources with a fitted row on it.
   std::vector<std::string> sources_of(const std::string& architecture) const;
 };

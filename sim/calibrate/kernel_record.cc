@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <string_view>
 
 #include "plans/util/error.h"
 #include "plans/util/limits.h"
@@ -88,9 +89,9 @@ void read_shape(const YamlDoc& doc, const YAML::Node& n, const std::string& key,
 }
 
 KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, const std::string& key) {
-  doc.check_map(
-      n, key,
-      {"id", "gpu", "gpu_as_printed", "kernel", "backend", "dtype", "shape", "figure", "burst", "unit", "quote"});
+  doc.check_map(n, key,
+                {"id", "gpu", "gpu_as_printed", "kernel", "backend", "dtype", "shape", "figure", "burst", "unit",
+                 "quote", "architecture", "power_limit_W", "power_source"});
   KernelMeasurement m;
   m.at = doc.at(n);
   for (const char* k : {"id", "gpu_as_printed", "kernel", "figure", "unit", "quote"})
@@ -99,6 +100,13 @@ KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, cons
   m.gpu_as_printed = doc.string(n["gpu_as_printed"], key + ".gpu_as_printed");
   m.quote = doc.string(n["quote"], key + ".quote");
   if (has(n, "gpu")) m.gpu = doc.choice(n["gpu"], key + ".gpu", gpu_preset_names());
+  if (!m.gpu.empty()) m.architecture = gpu_preset(m.gpu, m.at + ": gpu").architecture;
+  if (has(n, "architecture")) {
+    if (!m.gpu.empty())
+      doc.fail_msg(n["architecture"], key + ".architecture",
+                   fmt::format("the preset {} states it ({}): leave it out", m.gpu, m.architecture));
+    m.architecture = doc.choice(n["architecture"], key + ".architecture", gpu_architectures());
+  }
   std::vector<std::string> kinds;
   for (const auto& k : kKinds) kinds.push_back(k.name);
   const std::string kind = doc.choice(n["kernel"], key + ".kernel", kinds);
@@ -128,6 +136,20 @@ KernelMeasurement read_measurement(const YamlDoc& doc, const YAML::Node& n, cons
         m.unit == KernelUnit::fraction_of_peak ? limits::RealRange{0, 1.5, true} : limits::RealRange{0, 1e6, true});
   } else if (has(n, "burst")) {
     doc.fail_msg(n["burst"], key + ".burst", fmt::format("a {} figure has no burst: leave it out", kind));
+  }
+  for (const char* k : {"power_limit_W", "power_source"}) {
+    if (!has(n, k)) continue;
+    if (m.kind != KernelKind::gemm_sustained)
+      doc.fail_msg(n[k], yaml::join_key(key, k),
+                   fmt::format("only a gemm_sustained figure was held at a power limit: leave it out of a {}", kind));
+    const char* other = std::string_view(k) == "power_limit_W" ? "power_source" : "power_limit_W";
+    if (!has(n, other))
+      doc.fail_msg(n, yaml::join_key(key, other),
+                   "missing; power_limit_W and power_source go together (the limit, and where it is stated)");
+  }
+  if (has(n, "power_limit_W")) {
+    m.power_limit_W = doc.real_in(n["power_limit_W"], key + ".power_limit_W", limits::power_limit_W);
+    m.power_source = doc.string(n["power_source"], key + ".power_source");
   }
   if (has(n, "shape")) {
     doc.require_map(n["shape"], key + ".shape");

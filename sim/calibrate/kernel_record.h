@@ -9,7 +9,11 @@
 // A file:
 //   source:       {id, citation, repository + path + commit | paper, section, measurement}
 //   measurements: - {id, gpu (a preset; absent: a part without one, recorded and not fitted), gpu_as_printed, kernel,
-//                    backend, dtype, shape, figure, burst (gemm_sustained only), unit, quote}
+//                    backend, dtype, shape, figure, burst (gemm_sustained only), unit, quote, architecture (a part
+//                    without a preset: its die's kernel generation, as gpu_architectures() names them; with one, it
+//                    is the preset's), power_limit_W and power_source (gemm_sustained only, together: the board
+//                    power limit the sustained figure was held at, in W (0, 5000], and where that limit is stated
+//                    when the quote does not print it)}
 // kernel: gemm (shape {m, n, k}: A (m, k) @ B (k, n); dtype bf16 | fp16 | fp8), gemm_sustained (a GEMM rate the part
 // holds once saturated at its power limit, `figure`, printed beside the short-burst rate of the same part and dtype,
 // `burst`, in the same unit; the shape is the sustained figure's; a part-level figure: their ratio is the part's
@@ -71,6 +75,11 @@ struct KernelMeasurement {
   int64_t bytes = 0;
   double figure = 0;
   double burst = 0;  // gemm_sustained: the short-burst figure printed beside it, in the same unit
+  // The die's kernel generation ("hopper"): the preset's, or the `architecture` key of a part without one; empty:
+  // not stated.
+  std::string architecture;
+  double power_limit_W = 0;  // gemm_sustained: the power limit `figure` was held at; 0: not stated
+  std::string power_source;  // where power_limit_W is stated
   KernelUnit unit = KernelUnit::tflops;
   std::string quote;
   bool has_shape() const;

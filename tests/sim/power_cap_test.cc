@@ -26,8 +26,9 @@ TEST_CASE("the 500 W HBM2e H100 preset: torchtitan's figures, the same GH100 die
   // 96 GiB of HBM2e less the 361 MiB the 80 GB part reserves (81920 - 81559): 97943 MiB = 95.647 GiB.
   CHECK(g.memory_GiB == Approx(95.6));
   // The die's tensor peaks are the SXM's; the cap is the clock fraction, fitted to the public record (tp-plan
-  // calibrate --published) from a prior between NVL (835.5 / 989.4 at 400 W) and SXM (1.0 at 700 W), linear in power
-  // at 500 W: 0.845 + 0.155 / 3 = 0.897. Its source names both.
+  // calibrate --published), started from a datasheet interpolation between NVL (835.5 / 989.4 at 400 W) and SXM (1.0
+  // at 700 W), linear in power at 500 W: 0.845 + 0.155 / 3 = 0.897. Its prior now
+  // is the rate the die holds at 500 W from measured sustained rates (tests/sim/power_curve_test.cc: 0.735).
   CHECK(g.bf16_tflops == sxm.bf16_tflops);
   CHECK(g.fp8_tflops == sxm.fp8_tflops);
   CHECK(g.sm_count == 132);
@@ -38,9 +39,10 @@ TEST_CASE("the 500 W HBM2e H100 preset: torchtitan's figures, the same GH100 die
   CHECK(device_cost_params(g).tensor_clock_fraction * device_cost_params(g).sustained_tensor_fraction ==
         Approx(0.6421).epsilon(1e-6));
   CHECK(device_cost_params(sxm).tensor_clock_fraction == 1.0);
-  CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("1,671"));
+  CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("835.5 dense"));
   CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("fitted"));
-  CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("prior 0.90"));
+  CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("started from 0.90"));
+  CHECK_THAT(g.sources.at("cost_params.tensor_clock_fraction"), Catch::Contains("Prior 0.735, measured"));
   CHECK_THAT(g.sources.at("hbm_bandwidth_GBps"), Catch::Contains("2.4 TB/sec"));
 }
 
