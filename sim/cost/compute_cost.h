@@ -54,6 +54,16 @@ double attention_backend_ratio(SdpaBackend backend, bool backward, const CostPar
 ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhead_us, const GpuSpec& gpu);
 // Any non-collective op of `p` (tensor dtypes are looked up in the Program). Throws for collectives.
 ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c);
+// The eager torchtitan module whose kernels an elementwise fn stands for, and whether it is the module's backward:
+// its traffic factor prices the fn's bytes in compute_cost() (CostParams' norm_, rope_ and activation_ factors, the
+// compiled_ ones in a compiled Program, whose fused ops count their own bytes), and the calibration's fit
+// (sim/calibrate/fit.cc) fits each module's factors to the ops it names. none: a fn priced at its bytes (AdamW at
+// optimizer_traffic_factor).
+struct EagerModule {
+  enum Kind { none, norm, rope, activation } kind = none;
+  bool backward = false;
+};
+EagerModule eager_module(ElementwiseOp::Fn f);
 
 // Kernels the host launches for `op` (what CostParams::eager_dispatch_us / compiled_dispatch_us is paid per, see
 // sim/timeline.h): 1 per op, except eager composite modules, whose kernel count is taken as their traffic factor
