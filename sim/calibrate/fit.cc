@@ -14,7 +14,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/cost_param_fields.h"
 #include "sim/shared_machine.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

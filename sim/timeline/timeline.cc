@@ -1,4 +1,4 @@
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 #include <fmt/format.h>
 
@@ -14,10 +14,10 @@
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/dataflow.h"
-#include "sim/fsdp_copies.h"
-#include "sim/schedule_structure.h"
 #include "sim/shared_machine.h"
+#include "sim/timeline/dataflow.h"
+#include "sim/timeline/fsdp_copies.h"
+#include "sim/timeline/schedule_structure.h"
 
 namespace tptune {
 
@@ -37,7 +37,7 @@ namespace {
 
 constexpr double kTol = 1e-6;  // us; times are sums of the same durations, so shifts agree far closer than this
 
-// The wait charged to an op that stream s held back, by Stream's value (0 .. kStreams - 1, sim/timeline.h).
+// The wait charged to an op that stream s held back, by Stream's value (0 .. kStreams - 1, sim/timeline/timeline.h).
 constexpr Wait kWaitOfStream[] = {Wait::compute, Wait::tp, Wait::dp, Wait::dp_replicate, Wait::cp, Wait::ep};
 static_assert(std::size(kWaitOfStream) == kStreams && static_cast<int>(Stream::ep) == kStreams - 1);
 

@@ -1,4 +1,5 @@
-// What each op costs and which stream it runs on (declared in sim/timeline.h): the durations the scheduler places.
+// What each op costs and which stream it runs on (declared in sim/timeline/timeline.h): the durations the scheduler
+// places.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,9 +10,9 @@
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/fsdp_copies.h"
 #include "sim/shared_machine.h"
-#include "sim/timeline.h"
+#include "sim/timeline/fsdp_copies.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

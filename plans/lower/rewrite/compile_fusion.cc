@@ -1,4 +1,4 @@
-#include "plans/lower/compile_fusion.h"
+#include "plans/lower/rewrite/compile_fusion.h"
 
 #include <algorithm>
 
