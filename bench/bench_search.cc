@@ -141,11 +141,11 @@ BENCHMARK(BM_SearchMoE)->Apply(search_args);
 // two block templates in one Program, plans/program/program.h "Structure") on 1,024 H100s (examples/deepseek-v3-16b-
 // h100.yaml at 128 nodes), the exact search over ep (the default: 1, 2, 4, ..., 256, the divisors of the world that
 // divide its 256 experts) x tp {1, 2, 4, 8, 16} (the default) x dp_shard (world / (pp x tp)) x pp {1, 2, 4, 8} (1F1B;
-// a stage holds dense blocks, MoE blocks or both, plans/lower/pipeline_stage.h) x the three AC policies x local batch
-// {1, 2, 4, 8}, the sequence-parallel preset with loss parallelism in bf16 without async TP (float8 tensorwise and
-// async TP of a MoE model are refused, float8 rowwise of latent attention too): 9 x 5 x 4 x 3 x 4 = 2,160 candidates.
-// Issue 42: under 1 s on one core. Counters as above. Measured 2026-12-05 (2-core VM shared with another build,
-// Release): 2,160 candidates, 478 feasible, 390 pipeline microbatch Programs, 247 ms on one thread (8.8 k
+// a stage holds dense blocks, MoE blocks or both, plans/lower/rewrite/pipeline_stage.h) x the three AC policies x local
+// batch {1, 2, 4, 8}, the sequence-parallel preset with loss parallelism in bf16 without async TP (float8 tensorwise
+// and async TP of a MoE model are refused, float8 rowwise of latent attention too): 9 x 5 x 4 x 3 x 4 = 2,160
+// candidates. Issue 42: under 1 s on one core. Counters as above. Measured 2026-12-05 (2-core VM shared with another
+// build, Release): 2,160 candidates, 478 feasible, 390 pipeline microbatch Programs, 247 ms on one thread (8.8 k
 // candidates/s); bound 10: 205 ms (916 pruned by the bound).
 void BM_SearchDeepSeekV3(benchmark::State& state) {
   Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/deepseek-v3-16b-h100.yaml",

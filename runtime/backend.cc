@@ -9,23 +9,16 @@
 
 namespace tptune {
 
-int storage_bytes(Storage s) {
-  switch (s) {
-    case Storage::f32:
-    case Storage::i32:
-      return 4;
-    case Storage::bf16:
-      return 2;
-    case Storage::fp8_e4m3:
-    case Storage::fp8_e5m2:
-      return 1;
-  }
-  return 4;
-}
-
-// Storage's enumerators, in declaration order.
+// Storage's enumerators, in declaration order: their names and their bytes per element.
 constexpr std::string_view kStorageNames[] = {"f32", "bf16", "fp8_e4m3", "fp8_e5m2", "i32"};
-static_assert(std::size(kStorageNames) == enum_count(Storage::i32));
+constexpr int kStorageBytes[] = {4, 2, 1, 1, 4};
+static_assert(std::size(kStorageNames) == enum_count(Storage::i32) &&
+              std::size(kStorageBytes) == enum_count(Storage::i32));
+
+int storage_bytes(Storage s) {
+  const auto i = static_cast<size_t>(s);
+  return i < std::size(kStorageBytes) ? kStorageBytes[i] : 4;
+}
 
 std::string_view to_string(Storage s) { return name_of(kStorageNames, s); }
 

@@ -260,10 +260,10 @@ class Backend {
   virtual RequestPtr all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) = 0;
   // Send `n` elements to group rank `dst` and receive `n` from group rank `src` (a ring step).
   virtual RequestPtr send_recv(Group g, DevPtr send, int dst, DevPtr recv, int src, int64_t n) = 0;
-  // One way (a pipeline stage's transfer, plans/lower/pipeline_stage.h): send `n` elements to group rank `dst`, or
-  // receive `n` from group rank `src`, the two sides matched by `tag` (0 <= tag <= max_p2p_tag()): a send and a receive
-  // pair when their peers and tags agree, whatever else is in flight between the two ranks. The peer may be this rank
-  // itself (a local copy, once both sides are issued). The send's buffer must not change until it completes.
+  // One way (a pipeline stage's transfer, plans/lower/rewrite/pipeline_stage.h): send `n` elements to group rank `dst`,
+  // or receive `n` from group rank `src`, the two sides matched by `tag` (0 <= tag <= max_p2p_tag()): a send and a
+  // receive pair when their peers and tags agree, whatever else is in flight between the two ranks. The peer may be
+  // this rank itself (a local copy, once both sides are issued). The send's buffer must not change until it completes.
   virtual RequestPtr send(Group g, DevPtr data, int dst, int64_t n, int tag) = 0;
   virtual RequestPtr recv(Group g, DevPtr data, int src, int64_t n, int tag) = 0;
   // The largest tag send() and recv() take.

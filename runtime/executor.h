@@ -20,8 +20,8 @@
 // and cross-entropy: rank * vocab_local), the rope position offset (rank * local seq when the input is S(1)),
 // norm eps and rope theta from the Model.
 //
-// Pipeline stage Programs (plans/lower/pipeline_stage.h) transfer on the backend's pipeline group: a pp.recv_* op
-// receives from its peer's pp rank, a pp.send_* op sends there, one way each, tagged by (sending stage, microbatch,
+// Pipeline stage Programs (plans/lower/rewrite/pipeline_stage.h) transfer on the backend's pipeline group: a pp.recv_*
+// op receives from its peer's pp rank, a pp.send_* op sends there, one way each, tagged by (sending stage, microbatch,
 // activation or gradient) so that every transfer meets its own. A send is never waited for where it is issued, nor at
 // the end of run_ops(): it completes when a later op would overwrite what it sends, or at wait_transfers() (torch's
 // PipelineStage likewise leaves its sends in flight and waits for them later), so that two ranks that send to each
@@ -72,8 +72,8 @@ struct ExecutorOptions {
   // amax on zeros skips its atomics). The values are not the tp N run's (its loss means nothing); their statistics
   // are close to them. 0: off.
   int local_shapes_of_tp = 0;
-  // A pipeline stage's Program (plans/lower/pipeline_stage.h): the microbatch this Executor runs, which tells its
-  // transfers apart from the other microbatches' (their tags).
+  // A pipeline stage's Program (plans/lower/rewrite/pipeline_stage.h): the microbatch this Executor runs, which tells
+  // its transfers apart from the other microbatches' (their tags).
   int pp_microbatch = 0;
 };
 

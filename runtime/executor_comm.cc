@@ -299,8 +299,8 @@ void Executor::issue_cp_p2p(int index, const CollectiveOp& c, bool eager) {
   finish_or_queue(std::move(p), eager);
 }
 
-// A pipeline stage's transfer (plans/lower/pipeline_stage.h): one way to or from the peer's pp rank. The tag names the
-// message: (sending stage, microbatch, activation or gradient), the same on both sides.
+// A pipeline stage's transfer (plans/lower/rewrite/pipeline_stage.h): one way to or from the peer's pp rank. The tag
+// names the message: (sending stage, microbatch, activation or gradient), the same on both sides.
 void Executor::issue_pp_transfer(int index, const CollectiveOp& c, bool eager) {
   const FlatOp& op = flat_.ops[size_t(index)];
   const bool send = op.outputs.empty();

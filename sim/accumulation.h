@@ -3,8 +3,8 @@
 // and backward of local_batch_size sequences, then one optimizer step (torchtitan's train_step: `for microbatch in
 // range(gradient_accumulation_steps): forward_backward_step(...)`, then clip_grad_norm_ and optimizers.step()).
 //
-// The Program (plans/program/program.h) is one microbatch plus the optimizer, and its Timeline (sim/timeline.h) is that
-// step with ga = 1. The step with ga microbatches is
+// The Program (plans/program/program.h) is one microbatch plus the optimizer, and its Timeline
+// (sim/timeline/timeline.h) is that step with ga = 1. The step with ga microbatches is
 //
 //   step(ga) = step(1) + (ga - 1) x microbatch_us
 //
@@ -36,7 +36,7 @@
 #include <cstdint>
 
 #include "plans/program/program.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

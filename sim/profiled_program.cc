@@ -5,7 +5,7 @@
 
 #include "plans/language/pipeline_parallel.h"
 #include "plans/lower/lower.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/program/program_identity.h"
 #include "plans/util/error.h"
 #include "plans/util/json_text.h"

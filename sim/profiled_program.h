@@ -14,8 +14,9 @@
 //     and a record's segment, template_op and kind, when present, that are not its op's;
 //   - a "pipeline" block without a pipeline plan, a pipeline plan without one, and a block that is not the plan's:
 //     its pp, schedule, microbatches and microbatch_size; its stages when listed (the plan's split and placement,
-//     plans/lower/pipeline_stage.h); one rank record per pp rank, in order, each with exactly that rank's actions of
-//     the schedule, in order (sim/pipeline/schedule.h, what tp-run ran); p2p records from a pp rank to the next.
+//     plans/lower/rewrite/pipeline_stage.h); one rank record per pp rank, in order, each with exactly that rank's
+//     actions of the schedule, in order (sim/pipeline/schedule.h, what tp-run ran); p2p records from a pp rank to the
+//     next.
 // Ops that tp-run did not run carry `"measured": false` (the single-process mode's collectives, a pipeline's
 // optimizer phase): they are ops of the Program like the others and pass.
 

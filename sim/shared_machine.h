@@ -3,7 +3,8 @@
 // ranks of a node share its caches, memory bandwidth and cores. GPUs have each their own (CostParams
 // concurrent_rank_rate 1 and no cores_per_node: both functions are then neutral).
 //
-// Two terms, both fitted by `tp-plan calibrate` (sim/calibrate/fit.h), which cost_ops() (sim/timeline.h) applies:
+// Two terms, both fitted by `tp-plan calibrate` (sim/calibrate/fit.h), which cost_ops() (sim/timeline/timeline.h)
+// applies:
 //   - with more than one rank per node, each rank computes at CostParams::concurrent_rank_rate of the device's FLOP
 //     and byte rates (ranks running together, against one alone);
 //   - when the ranks outnumber the node's cores (ClusterSpec::cores_per_node, config `cluster.cores_per_node`), they

@@ -54,7 +54,8 @@ std::string op_kind_label(const Op& op) {
 std::vector<OpSummary> top_op_summaries(const Program& p, const OpCosts& costs, size_t top_ops,
                                         const std::function<double(size_t seg, size_t op)>& runs) {
   // Rank template ops by total time first, and build summaries (strings) only for the ones reported. An op's FSDP
-  // copies (sim/fsdp_copies.h) are rows of their own (slot 1 before it, 2 after it), its own row its kernel's time.
+  // copies (sim/timeline/fsdp_copies.h) are rows of their own (slot 1 before it, 2 after it), its own row its kernel's
+  // time.
   struct Ref {
     size_t seg, op;
     int slot;  // 0: the op itself; 1, 2: its FSDP copy before, after

@@ -32,7 +32,7 @@
 #include "sim/cost/cost_params.h"
 #include "sim/memory.h"
 #include "sim/pipeline/schedule_sim.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "sim/trust.h"
 
 namespace tptune {

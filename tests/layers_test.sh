@@ -9,6 +9,8 @@
 #   plans/language/ -> plans/language=, plans/language/backends, plans/model, plans/util  the plan language
 #   plans/language/resolve/ -> plans/language, plans/model, plans/util   a preset resolved on a config, the shrunk model
 #   plans/program/  -> plans/program, plans/language, plans/model, plans/util
+#   plans/lower/rewrite/ -> plans/lower/rewrite, plans/program, plans/language, plans/model, plans/util
+#                                                               rewrites of a lowered Program: no tracer, no lower.h
 #   plans/lower/    -> plans/lower, plans/program, plans/language, plans/model, plans/util
 #   plans/export/   -> plans/export, plans/language, plans/model, plans/util
 #   plans/ (top)    -> plans                                    (a file not yet in a part)
@@ -18,6 +20,10 @@
 #   kernels/cuda/attention/   -> kernels/cuda/attention, kernels/cuda/device, kernels/cpu, kernels/formulas
 #   kernels/cuda/             -> kernels/cuda, kernels/cpu, kernels/formulas
 #   kernels/ (top)            -> kernels
+#   sim/cost/       -> sim/cost, sim=, plans                     the cost model, on the specs at sim/'s top
+#   sim/timeline/   -> sim/timeline, sim=, sim/cost, plans       one step's ops on the streams
+#   sim/pipeline/, sim/search/, sim/report/, sim/calibrate/, sim/check/ -> sim, plans   (units of their own, so that
+#                                                               sim= is the top's files, not the folders above them)
 #   sim/            -> sim, plans
 #   runtime/        -> runtime, plans, kernels
 #   tools/ (top)    -> tools=, plans                            what both CLIs share
@@ -41,6 +47,7 @@ declare -A allowed=(
   [plans/language]="plans/language= plans/language/backends plans/model plans/util"
   [plans/language/resolve]="plans/language plans/model plans/util"
   [plans/program]="plans/program plans/language plans/model plans/util"
+  [plans/lower/rewrite]="plans/lower/rewrite plans/program plans/language plans/model plans/util"
   [plans/lower]="plans/lower plans/program plans/language plans/model plans/util"
   [plans/export]="plans/export plans/language plans/model plans/util"
   [plans]="plans"
@@ -50,6 +57,13 @@ declare -A allowed=(
   [kernels/cuda/attention]="kernels/cuda/attention kernels/cuda/device kernels/cpu kernels/formulas"
   [kernels/cuda]="kernels/cuda kernels/cpu kernels/formulas"
   [kernels]="kernels"
+  [sim/cost]="sim/cost sim= plans"
+  [sim/timeline]="sim/timeline sim= sim/cost plans"
+  [sim/pipeline]="sim plans"
+  [sim/search]="sim plans"
+  [sim/report]="sim plans"
+  [sim/calibrate]="sim plans"
+  [sim/check]="sim plans"
   [sim]="sim plans"
   [runtime]="runtime plans kernels"
   [tools]="tools= plans"

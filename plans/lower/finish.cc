@@ -6,11 +6,11 @@
 #include <iterator>
 #include <vector>
 
-#include "plans/lower/async_tp.h"
-#include "plans/lower/compile_fusion.h"
 #include "plans/lower/incremental.h"
 #include "plans/lower/input_checks.h"
-#include "plans/lower/recompute.h"
+#include "plans/lower/rewrite/async_tp.h"
+#include "plans/lower/rewrite/compile_fusion.h"
+#include "plans/lower/rewrite/recompute.h"
 #include "plans/util/error.h"
 
 namespace tptune {

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "plans/language/module_names.h"
-#include "plans/lower/async_tp.h"
 #include "plans/lower/finish.h"
 #include "plans/lower/incremental.h"
 #include "plans/lower/input_checks.h"
 #include "plans/lower/layers.h"
+#include "plans/lower/rewrite/async_tp.h"
 #include "plans/util/checked_math.h"
 #include "plans/util/error.h"
 #include "plans/util/limits.h"

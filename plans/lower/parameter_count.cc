@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/util/checked_math.h"
 #include "plans/util/error.h"
 

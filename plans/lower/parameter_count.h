@@ -13,8 +13,8 @@
 //
 // Pipeline parallelism (plans/language/pipeline_parallel.h): a GPU holds only its pp rank's stages, so per_rank is a pp
 // rank's count, the largest (per_pp_rank has each). A rank's count is that of its stages' Programs
-// (plans/lower/pipeline_stage.h): a block's parameters once per block it holds, the embedding's on stage 0, the final
-// norm's and the output's on the last stage, each sharded as above. A stage's Program (Program::stage.index >= 0)
+// (plans/lower/rewrite/pipeline_stage.h): a block's parameters once per block it holds, the embedding's on stage 0, the
+// final norm's and the output's on the last stage, each sharded as above. A stage's Program (Program::stage.index >= 0)
 // counts its own blocks only.
 
 #include <cstdint>

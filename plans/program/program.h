@@ -160,9 +160,10 @@ struct AttentionOp {
 //                  differ): ring attention's K/V buffers, its dK/dV split and its fp32 dq cast back.
 //   attention_merge {o, lse, block_o, block_lse} -> {o, lse}: ring attention's merge of one block into the running
 //                  output (torch's _SDPAMerger, fp32; kernels/cpu/attention_block.h merge_partial)
-// Fused ops: only a compiled Program has them (training.compile, implied by async TP): plans/lower/compile_fusion.h
-// rewrites the eager lowering into the kernels torch.compile (Inductor) generates for a block; each replaces the ops
-// named in Op::fused, computes what they computed and stores what they stored (fp32 inside, as Inductor does):
+// Fused ops: only a compiled Program has them (training.compile, implied by async TP):
+// plans/lower/rewrite/compile_fusion.h rewrites the eager lowering into the kernels torch.compile (Inductor) generates
+// for a block; each replaces the ops named in Op::fused, computes what they computed and stores what they stored (fp32
+// inside, as Inductor does):
 //   add_rmsnorm    {a, b, w} -> {h = a + b, y, rstd}: the residual add and the RMSNorm of its sum in one pass
 //                  (y, rstd as rmsnorm of h); bytes = read a, b, write h, y (4 activations) + w + rstd
 //   rmsnorm_bwd_add {x, w, rstd, dy, dres} -> {dx = dres + rmsnorm_bwd's dx, dw}: the norm's backward and the
@@ -304,7 +305,7 @@ struct CastFp8Op {
 // cp), which all-reduces the reduce-scattered gradient shards. cp: the context-parallel group (cp ranks, stride tp),
 // which passes the key/value shards of ring attention (plans/language/context_parallel.h). pp: the pipeline group (pp
 // ranks, stride world / pp: the mesh's outermost dim), which passes activations and their gradients between the stage
-// Programs (plans/lower/pipeline_stage.h) and all-reduces the gradient norm over the stages.
+// Programs (plans/lower/rewrite/pipeline_stage.h) and all-reduces the gradient norm over the stages.
 // ep: the expert-parallel group of a mixture of experts (ep consecutive ranks: the innermost axis of torchtitan's
 // sparse mesh (pp, dp_replicate, efsdp, ep), plans/language/expert_parallel.h), which exchanges token counts and
 // dispatches and combines tokens by all-to-all. efsdp: the routed experts' FSDP group (efsdp ranks, stride ep), their
@@ -319,10 +320,10 @@ enum class ReduceOp { sum, max };
 // gather_dim / scatter_dim are normalized dims of the local tensors (all-gather concatenates rank slices along
 // gather_dim; reduce-scatter leaves rank r with slice r of scatter_dim).
 // Async TP ring steps (p2p, ring_step >= 1): see ChunkRef.
-// Pipeline transfers (p2p on Group::pp, plans/lower/pipeline_stage.h) go one way: a send reads {x} and writes nothing,
-// a receive reads nothing and writes {y}; `peer` is the pp rank on the other side and `peer_stage` its stage (the stage
-// that sends what a receive gets, or that receives what a send gives). Their `bytes` are this rank's local tensor: each
-// tp rank sends its own shard to the same tp rank of the next stage, as torch's PipelineStage does.
+// Pipeline transfers (p2p on Group::pp, plans/lower/rewrite/pipeline_stage.h) go one way: a send reads {x} and writes
+// nothing, a receive reads nothing and writes {y}; `peer` is the pp rank on the other side and `peer_stage` its stage
+// (the stage that sends what a receive gets, or that receives what a send gives). Their `bytes` are this rank's local
+// tensor: each tp rank sends its own shard to the same tp rank of the next stage, as torch's PipelineStage does.
 struct CollectiveOp {
   CollectiveKind kind = CollectiveKind::all_reduce;
   Group group = Group::tp;
@@ -411,9 +412,9 @@ struct Program {
   int efsdp = 1;
   // The FSDP degree of a parameter (or its gradient, optimizer state): efsdp for a routed expert's under EP, else dp.
   int fsdp_degree(const TensorDesc& t) const { return t.expert && ep > 1 ? efsdp : dp; }
-  // Pipeline parallelism: the stage this Program is (plans/lower/pipeline_stage.h) and the blocks it holds, layers
-  // first_layer .. first_layer + layer_count - 1 by their global numbers. A Program of the whole model (what lower()
-  // returns) is stage -1 of 1 and holds every block (layer_count -1).
+  // Pipeline parallelism: the stage this Program is (plans/lower/rewrite/pipeline_stage.h) and the blocks it holds,
+  // layers first_layer .. first_layer + layer_count - 1 by their global numbers. A Program of the whole model (what
+  // lower() returns) is stage -1 of 1 and holds every block (layer_count -1).
   struct Stage {
     int index = -1;
     int count = 1;

@@ -44,7 +44,7 @@ nlohmann::json program_identity(const Program& p) {
   if (m.tie_word_embeddings) id["model"]["tie_word_embeddings"] = true;
   if (m.gqa != Gqa::enable_gqa) id["model"]["gqa"] = std::string(to_string(m.gqa));
   // Likewise the mode for compiled Programs (training.compile, implied by async TP: the fused kernels of
-  // plans/lower/compile_fusion.h ran); a profile without it ran the eager kernels.
+  // plans/lower/rewrite/compile_fusion.h ran); a profile without it ran the eager kernels.
   if (p.training.compiled(p.plan.async_tp)) id["training"]["compile"] = true;
   // Likewise context parallelism only for CP Programs (their dp is FSDP's dp_shard x cp).
   if (p.cp > 1) {

@@ -13,7 +13,7 @@ namespace tptune {
 // In Program order (a Program holds each kind once, except block_bwd: a plan's ac_layers splits it in two; and a
 // dense-first mixture of experts holds block_fwd, block_bwd and block_optimizer once per block variant,
 // plans/program/program.h "Structure"). The pp_*
-// kinds are a pipeline stage's transfers (plans/lower/pipeline_stage.h), named after torch's PipelineStage ops
+// kinds are a pipeline stage's transfers (plans/lower/rewrite/pipeline_stage.h), named after torch's PipelineStage ops
 // (get_fwd_recv_ops, get_fwd_send_ops, get_bwd_recv_ops, get_bwd_send_ops); a Program of the whole model has none.
 enum class SegmentKind : uint8_t {
   pp_recv_fwd,      // pp.recv_fwd: receive the stage's input activation from the previous stage

@@ -16,28 +16,10 @@
 
 namespace tptune {
 
-CpuBackend::CpuBackend(MPI_Comm tp, MPI_Comm dp, MPI_Comm cp, MPI_Comm pp) : tp_(tp), dp_(dp), cp_(cp), pp_(pp) {
+CpuBackend::CpuBackend(MPI_Comm tp, MPI_Comm dp, MPI_Comm cp, MPI_Comm pp) {
+  comms_.fill(MPI_COMM_NULL);
+  slot(Group::tp) = tp, slot(Group::dp) = dp, slot(Group::cp) = cp, slot(Group::pp) = pp;
   Eigen::setNbThreads(1);
-}
-
-MPI_Comm CpuBackend::comm(Group g) const {
-  switch (g) {
-    case Group::tp:
-      return tp_;
-    case Group::dp:
-      return dp_;
-    case Group::cp:
-      return cp_;
-    case Group::pp:
-      return pp_;
-    case Group::ep:
-      return ep_;
-    case Group::efsdp:
-      return efsdp_;
-    case Group::dp_replicate:
-      break;
-  }
-  return MPI_COMM_NULL;
 }
 
 namespace {

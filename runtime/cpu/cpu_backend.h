@@ -13,6 +13,9 @@
 
 #include <mpi.h>
 
+#include <array>
+
+#include "plans/util/enum_names.h"
 #include "runtime/backend.h"
 
 namespace tptune {
@@ -47,12 +50,15 @@ class CpuBackend final : public Backend {
   // Expert parallelism (Group::ep, Group::efsdp of plans/program/program.h): the ep group's communicator (consecutive
   // ranks) and the experts' FSDP group (stride ep); MPI_COMM_NULL: this process alone. tp-run builds them inside the
   // TP group (tools/tp_run/backend.h MeshComms).
-  void set_expert_groups(MPI_Comm ep, MPI_Comm efsdp) { ep_ = ep, efsdp_ = efsdp; }
+  void set_expert_groups(MPI_Comm ep, MPI_Comm efsdp) { slot(Group::ep) = ep, slot(Group::efsdp) = efsdp; }
 
  private:
-  MPI_Comm comm(Group g) const;
+  MPI_Comm comm(Group g) const { return comms_[static_cast<size_t>(g)]; }
+  MPI_Comm& slot(Group g) { return comms_[static_cast<size_t>(g)]; }
   RequestPtr one_way(bool send, Group g, DevPtr data, int peer, int64_t n, int tag);
-  MPI_Comm tp_, dp_, cp_, pp_, ep_ = MPI_COMM_NULL, efsdp_ = MPI_COMM_NULL;
+  // Each group's communicator, by Group's value: MPI_COMM_NULL for a group of this process alone (the replicate
+  // group always).
+  std::array<MPI_Comm, enum_count(Group::efsdp)> comms_;
   int tag_ = 0;  // next send_recv tag
   double timeout_s_ = 0;
 };

@@ -98,6 +98,10 @@ class CudaBackend final : public Backend {
   template <class Call>
   RequestPtr nccl_collective(cudabe::NcclComm& c, cudaStream_t stream, DevPtr in, DevPtr out, int64_t n, bool reduces,
                              const std::string& what, Call&& call);
+  // nccl_collective() of group g on the communication stream, `what` naming the collective `name`, the group, the
+  // size and the storage (its errors say it); `call(comm, nccl_type, stream, what)` issues the NCCL calls.
+  template <class Call>
+  RequestPtr group_collective(const char* name, Group g, DevPtr in, DevPtr out, int64_t n, bool reduces, Call&& call);
   void poll_in_flight(bool block);
   // The fp32 staging buffer of a host transfer or a float8 fill.
   std::shared_ptr<void> staging(int64_t n);

@@ -144,37 +144,42 @@ std::string collective_text(std::string_view name, Group g, int64_t n, DevPtr in
 }
 }  // namespace
 
+template <class Call>
+RequestPtr CudaBackend::group_collective(const char* name, Group g, DevPtr in, DevPtr out, int64_t n, bool reduces,
+                                         Call&& call) {
+  const std::string what = collective_text(name, g, n, in);
+  return nccl_collective(comm(g), comm_stream_, in, out, n, reduces, what,
+                         [&](ncclComm_t c, ncclDataType_t t, cudaStream_t s) { call(c, t, s, what.c_str()); });
+}
+
 RequestPtr CudaBackend::all_reduce(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = collective_text("all_reduce", g, n, in);
-  return nccl_collective(comm(g), comm_stream_, in, out, n, true, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
-    check(ncclAllReduce(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c, s), what.c_str(), "ncclAllReduce");
+  return group_collective("all_reduce", g, in, out, n, true, [&](ncclComm_t c, ncclDataType_t t, auto s, auto what) {
+    check(ncclAllReduce(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c, s), what, "ncclAllReduce");
   });
 }
 
 RequestPtr CudaBackend::all_gather(Group g, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = collective_text("all_gather", g, n, in);
-  return nccl_collective(comm(g), comm_stream_, in, out, n, false, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
-    check(ncclAllGather(in.ptr, out.ptr, size_t(n), t, c, s), what.c_str(), "ncclAllGather");
+  return group_collective("all_gather", g, in, out, n, false, [&](ncclComm_t c, ncclDataType_t t, auto s, auto what) {
+    check(ncclAllGather(in.ptr, out.ptr, size_t(n), t, c, s), what, "ncclAllGather");
   });
 }
 
 RequestPtr CudaBackend::reduce_scatter(Group g, ReduceOp op, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = collective_text("reduce_scatter", g, n, in);
-  return nccl_collective(comm(g), comm_stream_, in, out, n, true, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
-    check(ncclReduceScatter(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c, s), what.c_str(), "ncclReduceScatter");
-  });
+  return group_collective(
+      "reduce_scatter", g, in, out, n, true, [&](ncclComm_t c, ncclDataType_t t, auto s, auto what) {
+        check(ncclReduceScatter(in.ptr, out.ptr, size_t(n), t, nccl_op(op), c, s), what, "ncclReduceScatter");
+      });
 }
 
 RequestPtr CudaBackend::all_to_all(Group g, DevPtr in, DevPtr out, int64_t n) {
-  const std::string what = collective_text("all_to_all", g, n, in);
   const int ranks = comm(g).size();
-  return nccl_collective(comm(g), comm_stream_, in, out, n, false, what, [&](ncclComm_t c, ncclDataType_t t, auto s) {
-    check(ncclGroupStart(), what.c_str(), "ncclGroupStart");
+  return group_collective("all_to_all", g, in, out, n, false, [&](ncclComm_t c, ncclDataType_t t, auto s, auto what) {
+    check(ncclGroupStart(), what, "ncclGroupStart");
     for (int peer = 0; peer < ranks; ++peer) {
-      check(ncclSend(in.at(peer * n).ptr, size_t(n), t, peer, c, s), what.c_str(), "ncclSend");
-      check(ncclRecv(out.at(peer * n).ptr, size_t(n), t, peer, c, s), what.c_str(), "ncclRecv");
+      check(ncclSend(in.at(peer * n).ptr, size_t(n), t, peer, c, s), what, "ncclSend");
+      check(ncclRecv(out.at(peer * n).ptr, size_t(n), t, peer, c, s), what, "ncclRecv");
     }
-    check(ncclGroupEnd(), what.c_str(), "ncclGroupEnd");
+    check(ncclGroupEnd(), what, "ncclGroupEnd");
   });
 }
 

@@ -17,34 +17,37 @@ struct Type {
 
 [[noreturn]] void unsupported_storage(const char* call, Storage s, const char* expected);
 
-// Activations, weights, gradients: f32 or bf16.
-template <class Fn>
-void floating(DevPtr p, const char* call, Fn&& fn) {
-  switch (p.storage) {
-    case Storage::f32:
-      return fn(Type<float>{});
-    case Storage::bf16:
-      return fn(Type<__nv_bfloat16>{});
-    default:
-      unsupported_storage(call, p.storage, "f32 or bf16");
-  }
-}
-
-// Every floating storage (conversions).
-template <class Fn>
-void any_storage(DevPtr p, const char* call, Fn&& fn) {
+// fn(Type<T>{}) with T the element type of p's storage: float, __nv_bfloat16 and, when Float8, the two float8
+// types; any other storage throws, naming the call and `expected`.
+template <bool Float8, class Fn>
+void dispatch_storage(DevPtr p, const char* call, const char* expected, Fn&& fn) {
   switch (p.storage) {
     case Storage::f32:
       return fn(Type<float>{});
     case Storage::bf16:
       return fn(Type<__nv_bfloat16>{});
     case Storage::fp8_e4m3:
-      return fn(Type<__nv_fp8_e4m3>{});
+      if constexpr (Float8) return fn(Type<__nv_fp8_e4m3>{});
+      break;
     case Storage::fp8_e5m2:
-      return fn(Type<__nv_fp8_e5m2>{});
+      if constexpr (Float8) return fn(Type<__nv_fp8_e5m2>{});
+      break;
     default:
-      unsupported_storage(call, p.storage, "a floating-point storage");
+      break;
   }
+  unsupported_storage(call, p.storage, expected);
+}
+
+// Activations, weights, gradients: f32 or bf16.
+template <class Fn>
+void floating(DevPtr p, const char* call, Fn&& fn) {
+  dispatch_storage<false>(p, call, "f32 or bf16", fn);
+}
+
+// Every floating storage (conversions).
+template <class Fn>
+void any_storage(DevPtr p, const char* call, Fn&& fn) {
+  dispatch_storage<true>(p, call, "a floating-point storage", fn);
 }
 
 template <class T>

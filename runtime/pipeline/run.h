@@ -3,10 +3,10 @@
 // profile` (runtime/pipeline/profile.h) of a pipeline-parallel plan share.
 //
 // Every rank of the pp group runs its schedule's actions in order (the tool builds them: sim/pipeline/schedule.h,
-// torch's order) on the Programs of its stages (plans/lower/pipeline_stage.h: each stage's ops of the Program of ONE
-// microbatch of the whole model, this TP rank's shards, with its transfers on the pp group), one Executor per stage and
-// microbatch, so that each microbatch keeps its own activations until its backward, as torch's PipelineStage keeps them
-// per microbatch.
+// torch's order) on the Programs of its stages (plans/lower/rewrite/pipeline_stage.h: each stage's ops of the Program
+// of ONE microbatch of the whole model, this TP rank's shards, with its transfers on the pp group), one Executor per
+// stage and microbatch, so that each microbatch keeps its own activations until its backward, as torch's PipelineStage
+// keeps them per microbatch.
 //   F of stage s, microbatch m: the stage's pp.recv_fwd (unless s is first: the activation entering its first block,
 //     from the rank of stage s-1), then its forward ops (embedding, blocks, and on the last stage the head's forward
 //     and loss) and its pp.send_fwd (unless s is last: the activation leaving its last block, to stage s+1's rank).
@@ -41,7 +41,7 @@
 #include <string_view>
 #include <vector>
 
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/program/program.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
@@ -61,7 +61,7 @@ enum class PipelineFault { none, shifted_boundary, dropped_microbatch };
 
 struct PipelineRun {
   std::vector<PipelineStageSpan>
-      stages;                         // [stage], consecutive blocks covering the model (plans/lower/pipeline_stage.h)
+      stages;  // [stage], consecutive blocks covering the model (plans/lower/rewrite/pipeline_stage.h)
   std::vector<PipelineStep> actions;  // this pp rank's, in the order it runs them
   int pp_rank = 0;
   MPI_Comm pp = MPI_COMM_NULL;  // the pp group (the ranks of this tp rank), ranks numbered by pp index

@@ -10,7 +10,7 @@
 #include "sim/calibrate/fit.h"
 #include "sim/pipeline/step.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

@@ -14,7 +14,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/cost_param_fields.h"
 #include "sim/shared_machine.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 
@@ -411,33 +411,17 @@ void fit_memory(const std::vector<Sample>& ss, const CostParams& base, CostParam
       const Program& prog = *s.m->program;
       const bool compiled = c.compile_fuses && prog.training.compiled(prog.plan.async_tp);
       if (const auto* e = std::get_if<ElementwiseOp>(&op->kind)) {
-        switch (e->fn) {
-          case F::rmsnorm:
-          case F::rmsnorm_bwd:
-          case F::layernorm:
-          case F::layernorm_bwd:
-          case F::add_rmsnorm:
-          case F::rmsnorm_bwd_add:
-            col = compiled ? c_norm : norm;
-            break;
-          case F::rope:
-          case F::rope_bwd:
-          case F::rope_qk:
-          case F::rope_qk_bwd:
-            col = compiled ? c_rope : rope;
-            break;
-          case F::swiglu:
-          case F::swiglu_bwd:
-          case F::gelu:
-          case F::gelu_bwd:
-            col = compiled ? c_act : act;
-            break;
-          case F::adamw:
-            adam = true;
-            col = adam_bytes;
-            break;
-          default:
-            break;
+        // One column per module for both passes (below); the compiled Programs' kernels their own.
+        const EagerModule m = eager_module(e->fn);
+        if (m.kind == EagerModule::norm) {
+          col = compiled ? c_norm : norm;
+        } else if (m.kind == EagerModule::rope) {
+          col = compiled ? c_rope : rope;
+        } else if (m.kind == EagerModule::activation) {
+          col = compiled ? c_act : act;
+        } else if (e->fn == F::adamw) {
+          adam = true;
+          col = adam_bytes;
         }
       } else if (const auto* em = std::get_if<EmbeddingOp>(&op->kind)) {
         if (em->backward) col = emb_bwd;

@@ -48,7 +48,7 @@
 #include "sim/calibrate/measurements.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost/cost_params.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

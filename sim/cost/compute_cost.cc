@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "plans/util/error.h"
 
@@ -164,38 +165,37 @@ ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhe
   return e;
 }
 
+EagerModule eager_module(ElementwiseOp::Fn f) {
+  using F = ElementwiseOp::Fn;
+  auto any = [f](std::initializer_list<F> fns) { return std::find(fns.begin(), fns.end(), f) != fns.end(); };
+  // The fused ops of a compiled Program (ElementwiseOp's "Fused ops") are their module's.
+  if (any({F::rmsnorm, F::layernorm, F::add_rmsnorm})) return {EagerModule::norm, false};
+  if (any({F::rmsnorm_bwd, F::layernorm_bwd, F::rmsnorm_bwd_add})) return {EagerModule::norm, true};
+  if (any({F::rope, F::rope_qk})) return {EagerModule::rope, false};
+  if (any({F::rope_bwd, F::rope_qk_bwd})) return {EagerModule::rope, true};
+  if (any({F::swiglu, F::gelu})) return {EagerModule::activation, false};
+  if (any({F::swiglu_bwd, F::gelu_bwd})) return {EagerModule::activation, true};
+  return {};
+}
+
 namespace {
 
 // Eager-module traffic over the fused bytes the Program counts (CostParams), forward and backward apart.
 double traffic_factor(ElementwiseOp::Fn f, const CostParams& c, bool compiled) {
-  using F = ElementwiseOp::Fn;
-  switch (f) {
-    // The fused ops of a compiled Program (ElementwiseOp's "Fused ops") count their own bytes, their module's factor.
-    case F::rmsnorm:
-    case F::layernorm:
-    case F::add_rmsnorm:
-      return compiled ? c.compiled_norm_traffic_factor : c.norm_traffic_factor;
-    case F::rmsnorm_bwd:
-    case F::layernorm_bwd:
-    case F::rmsnorm_bwd_add:
-      return compiled ? c.compiled_norm_traffic_factor : c.norm_bwd_traffic_factor;
-    case F::rope:
-    case F::rope_qk:
-      return compiled ? c.compiled_rope_traffic_factor : c.rope_traffic_factor;
-    case F::rope_bwd:
-    case F::rope_qk_bwd:
-      return compiled ? c.compiled_rope_traffic_factor : c.rope_bwd_traffic_factor;
-    case F::swiglu:
-    case F::gelu:
-      return compiled ? c.compiled_activation_traffic_factor : c.activation_traffic_factor;
-    case F::swiglu_bwd:
-    case F::gelu_bwd:
-      return compiled ? c.compiled_activation_traffic_factor : c.activation_bwd_traffic_factor;
-    case F::adamw:
-      return c.optimizer_traffic_factor;
-    default:
-      return 1.0;
+  const EagerModule m = eager_module(f);
+  switch (m.kind) {
+    case EagerModule::norm:
+      return compiled ? c.compiled_norm_traffic_factor : m.backward ? c.norm_bwd_traffic_factor : c.norm_traffic_factor;
+    case EagerModule::rope:
+      return compiled ? c.compiled_rope_traffic_factor : m.backward ? c.rope_bwd_traffic_factor : c.rope_traffic_factor;
+    case EagerModule::activation:
+      return compiled     ? c.compiled_activation_traffic_factor
+             : m.backward ? c.activation_bwd_traffic_factor
+                          : c.activation_traffic_factor;
+    case EagerModule::none:
+      break;
   }
+  return f == ElementwiseOp::Fn::adamw ? c.optimizer_traffic_factor : 1.0;
 }
 
 int elt(const Program& p, const std::vector<TensorId>& ts, size_t i, DType fallback) {

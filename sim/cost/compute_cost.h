@@ -22,7 +22,7 @@
 //              float8 casts: amax reads x, cast reads x and writes 1 byte per element, times
 //              fp8_cast_traffic_factor (1 on GPUs; software rounding on a CPU).
 //   storage    CostParams::float_storage_bytes (0 on GPUs; 4 on the cpu device, which keeps every float tensor in
-//              fp32) replaces the dtype's size in GEMM operand bytes, casts and collectives (sim/timeline.cc).
+//              fp32) replaces the dtype's size in GEMM operand bytes, casts and collectives (sim/timeline/timeline.cc).
 // Times are microseconds.
 
 #include "plans/program/program.h"
@@ -54,11 +54,21 @@ double attention_backend_ratio(SdpaBackend backend, bool backward, const CostPar
 ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhead_us, const GpuSpec& gpu);
 // Any non-collective op of `p` (tensor dtypes are looked up in the Program). Throws for collectives.
 ComputeEstimate compute_cost(const Op& op, const Program& p, const GpuSpec& gpu, const CostParams& c);
+// The eager torchtitan module whose kernels an elementwise fn stands for, and whether it is the module's backward:
+// its traffic factor prices the fn's bytes in compute_cost() (CostParams' norm_, rope_ and activation_ factors, the
+// compiled_ ones in a compiled Program, whose fused ops count their own bytes), and the calibration's fit
+// (sim/calibrate/fit.cc) fits each module's factors to the ops it names. none: a fn priced at its bytes (AdamW at
+// optimizer_traffic_factor).
+struct EagerModule {
+  enum Kind { none, norm, rope, activation } kind = none;
+  bool backward = false;
+};
+EagerModule eager_module(ElementwiseOp::Fn f);
 
 // Kernels the host launches for `op` (what CostParams::eager_dispatch_us / compiled_dispatch_us is paid per, see
-// sim/timeline.h): 1 per op, except eager composite modules, whose kernel count is taken as their traffic factor
-// rounded (norm_traffic_factor 9 for torchtitan's eager RMSNorm, which launches 8: x.float(), pow, mean, add, rsqrt,
-// mul, type_as, mul; its backward 15 for 14; SiLU(a) x b 2), and a float8 amax fused into its producer (0).
+// sim/timeline/timeline.h): 1 per op, except eager composite modules, whose kernel count is taken as their traffic
+// factor rounded (norm_traffic_factor 9 for torchtitan's eager RMSNorm, which launches 8: x.float(), pow, mean, add,
+// rsqrt, mul, type_as, mul; its backward 15 for 14; SiLU(a) x b 2), and a float8 amax fused into its producer (0).
 // Collectives: 1.
 int launched_kernels(const Op& op, const Program& p, const CostParams& c);
 // The host's time to issue `op`: launched_kernels() x compiled_dispatch_us when the Program runs compiled (training

@@ -172,9 +172,9 @@ TPTUNE_COST_PARAM(double, fp8_cast_traffic_factor, 1.0, 1e-2, 1000);
 TPTUNE_COST_PARAM(int, float_storage_bytes, 0, 0, 8);
 // With torch.compile (training.compile, torchtitan --compile.enable) inductor emits one kernel per norm, rope and
 // activation that reads its inputs and writes its outputs once: exactly the fused bytes the Program counts. A compiled
-// Program has those kernels as ops (plans/lower/compile_fusion.h: the residual add inside the norm, add_rmsnorm and
-// rmsnorm_bwd_add; q's and k's rope in one rope_qk), each priced by its own bytes at its module's factor.
-// (The eager defaults above are what the same modules cost without it.)
+// Program has those kernels as ops (plans/lower/rewrite/compile_fusion.h: the residual add inside the norm, add_rmsnorm
+// and rmsnorm_bwd_add; q's and k's rope in one rope_qk), each priced by its own bytes at its module's factor. (The
+// eager defaults above are what the same modules cost without it.)
 TPTUNE_COST_PARAM(double, compiled_norm_traffic_factor, 1.0, 1e-2, 100);
 TPTUNE_COST_PARAM(double, compiled_rope_traffic_factor, 1.0, 1e-2, 100);
 TPTUNE_COST_PARAM(double, compiled_activation_traffic_factor, 1.0, 1e-2, 100);
@@ -230,9 +230,9 @@ TPTUNE_COST_PARAM(double, nvls_latency_us, 30.0, 0, 1e6);
 // bandwidth reached by one peer-to-peer transfer.
 TPTUNE_COST_PARAM(double, p2p_latency_us, 5.0, 0, 1e6);
 TPTUNE_COST_PARAM(double, p2p_bandwidth_efficiency, 0.80, 1e-4, 10);
-// Compute slowed while a collective runs beside it (sim/timeline.h): a compute op's progress runs at 1 / (1 + s) for
-// the part of it that overlaps a collective issued before it (s summed over the collectives running), so one fully
-// overlapped takes (1 + s) x its time. NCCL kernels run one CTA per channel on SMs a GEMM then cannot use (a GEMM
+// Compute slowed while a collective runs beside it (sim/timeline/timeline.h): a compute op's progress runs at 1 / (1 +
+// s) for the part of it that overlaps a collective issued before it (s summed over the collectives running), so one
+// fully overlapped takes (1 + s) x its time. NCCL kernels run one CTA per channel on SMs a GEMM then cannot use (a GEMM
 // CTA of Hopper's 128x256 kernels holds a whole SM) and move their bytes through HBM: on an H100 NVLink node NCCL
 // launches 16-32 channels (NCCL_MIN_CTAS / NCCL_MAX_CTAS; an FSDP all-gather beside a 132-CTA GEMM ran 24 CTAs in
 // an Nsight trace on NVIDIA's developer forum, 18% of the 132 SMs), and a kernel-level study of compute beside
@@ -251,16 +251,16 @@ TPTUNE_COST_PARAM(double, overlap_p2p_compute_slowdown, 0.03, 0, 4);
 // replaces the algorithm model above (sim/cost/comm_cost.h).
 TPTUNE_COST_FIELD(std::vector<MeasuredCollective>, measured_collectives);
 
-// FSDP2's copy kernels around its collectives (sim/fsdp_copies.h: all-gather copy-in and copy-out, the
+// FSDP2's copy kernels around its collectives (sim/timeline/fsdp_copies.h: all-gather copy-in and copy-out, the
 // reduce-scatter's chunk_cat, as _fsdp_collectives.py runs them) over the bytes that file counts: 1 where each is
 // one memory-bound kernel reading and writing its bytes once (GPUs); 0 prices none (the cpu device, whose MPI
 // collectives work on the tensors in place).
 TPTUNE_COST_PARAM(double, fsdp_copy_traffic_factor, 1.0, 0, 100);
 
 // ---- Host dispatch ---------------------------------------------------------------------------------------------
-// Host time to issue one kernel (sim/timeline.h: the host issues the step's ops in order, each after the previous
-// one's dispatch, independent of the GPU, and no kernel starts before the host has issued it; a step of kernels
-// shorter than this is host bound). Eager PyTorch goes through Python, the pybind11 boundary, autocast and
+// Host time to issue one kernel (sim/timeline/timeline.h: the host issues the step's ops in order, each after the
+// previous one's dispatch, independent of the GPU, and no kernel starts before the host has issued it; a step of
+// kernels shorter than this is host bound). Eager PyTorch goes through Python, the pybind11 boundary, autocast and
 // autograd's VariableType layer, the ATen dispatcher and the backend's launch: ~1 + 1 + 1-3 + 1-2 + 1-5 + 1-3 us,
 // 5-25 us of CPU per op (the layer costs of the PyTorch dispatch path; Horace He's "Making Deep Learning Go Brrrr
 // From First Principles" for the overhead-bound regime). Eager composite modules launch several kernels per op of
@@ -291,7 +291,7 @@ TPTUNE_COST_PARAM(double, concurrent_rank_rate, 1.0, 0.05, 1.0);
 TPTUNE_COST_PARAM(double, oversubscribed_efficiency, 1.0, 0.05, 1.0);
 // Whether a collective runs while the rank computes (1: GPUs, where NCCL kernels run on their own streams). 0: the
 // CPU backend, where MPI progresses a non-blocking collective only inside MPI calls and tp-run has no progress
-// thread, so a collective takes its time on the rank's one thread: the timeline (sim/timeline.h) then runs
+// thread, so a collective takes its time on the rank's one thread: the timeline (sim/timeline/timeline.h) then runs
 // collectives on the compute stream, and all their time is exposed.
 TPTUNE_COST_PARAM(int, comm_overlaps_compute, 1, 0, 1);
 // A collective inside a training step over the same collective in `tp-run bench collectives`, for the calibrated

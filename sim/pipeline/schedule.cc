@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "plans/language/plan.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/util/checked_math.h"
 #include "plans/util/enum_names.h"
 #include "plans/util/error.h"

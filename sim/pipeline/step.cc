@@ -7,7 +7,7 @@
 #include "plans/language/pipeline_parallel.h"
 #include "plans/lower/lower.h"
 #include "plans/lower/parameter_count.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/util/checked_math.h"
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
@@ -340,7 +340,8 @@ std::optional<StepReport> simulate_pipeline(const Model& model, const Training& 
   }
 
   // P2P of one activation: the block output this rank holds, what each stage Program's transfers move
-  // (plans/lower/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism shards it).
+  // (plans/lower/rewrite/pipeline_stage.h: microbatch x local sequence x dim, over tp too when sequence parallelism
+  // shards it).
   const int64_t p2p_bytes = pipeline_transfer_bytes(prog);
   const int64_t world = cluster.world_size();
   const bool network = world > cluster.domain_gpus();  // the pp hop leaves the NVLink domain

@@ -4,7 +4,7 @@
 // from the ordinary simulator, plus FSDP's and the optimizer's work once per step.
 //
 // Stage costs: one Program of the whole model lowered at the microbatch (local_batch_size = pp_microbatch_size,
-// gradient_accumulation_steps 1) and scheduled once (sim/timeline.h). Its segments are per layer
+// gradient_accumulation_steps 1) and scheduled once (sim/timeline/timeline.h). Its segments are per layer
 // (plans/program/program.h), so a stage's forward is the sum of its layers' block.fwd instances (plus embed.fwd on the
 // first stage, and on the last the forward part of the head: the head's time split in the proportion of its forward and
 // backward ops' durations), and its backward likewise (block.bwd, embed.bwd, the head's backward part). Each instance
@@ -85,7 +85,7 @@
 #include "sim/memory.h"
 #include "sim/pipeline/schedule_sim.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/program/program.h"
 
 namespace tptune {
@@ -64,9 +64,9 @@ std::vector<CollectiveRecord> checkpointed_block_collectives(const Program& p);
 // The second block.bwd segment (the checkpointed blocks 0 .. k-1) when ac_layers splits the block backward, else null.
 const Segment* checkpointed_block_backward(const Program& p);
 
-// A pipeline's transfers: every pp.* op of its stage Programs (plans/lower/pipeline_stage.h), in stage and Program
-// order. `stages[s]` is stage s's Program, `spans` the layout it was lowered with. JSON (pipeline_transfers_json), a
-// list of
+// A pipeline's transfers: every pp.* op of its stage Programs (plans/lower/rewrite/pipeline_stage.h), in stage and
+// Program order. `stages[s]` is stage s's Program, `spans` the layout it was lowered with. JSON
+// (pipeline_transfers_json), a list of
 //   {"stage": 0, "pp_rank": 0, "op": "pp.send_fwd", "phase": "forward", "tensor": "pp.send_fwd.activation",
 //    "dtype": "bf16", "local_shape": [1, 1024, 4096], "bytes": 8388608, "to": {"stage": 1, "pp_rank": 1}}
 // ("from" for a receive); bytes are this tp rank's shard, what one transfer of one microbatch moves.

@@ -21,7 +21,7 @@
 #include "plans/program/program.h"
 #include "sim/cost/cost_params.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

@@ -1,5 +1,5 @@
 // One block's forward and backward on the three streams (four with HSDP's replicate all-reduces), for the HTML report
-// (html_report.h). The times are the Timeline's (sim/timeline.h), the same OpTime::start and OpCosts durations
+// (html_report.h). The times are the Timeline's (sim/timeline/timeline.h), the same OpTime::start and OpCosts durations
 // chrome_trace() writes.
 #include <fmt/format.h>
 
@@ -30,8 +30,9 @@ std::string op_colour(const Op& op) {
 struct Box {
   const Op* op;
   double start, dur;
-  bool prefetched;        // issued by the previous block (SegmentTimes::prefetched)
-  std::string_view copy;  // an FSDP copy folded into op's duration, drawn beside it (sim/fsdp_copies.h); "": the op
+  bool prefetched;  // issued by the previous block (SegmentTimes::prefetched)
+  std::string_view
+      copy;  // an FSDP copy folded into op's duration, drawn beside it (sim/timeline/fsdp_copies.h); "": the op
 };
 
 constexpr const char* kCopyColour = "#d37295";

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "plans/program/program.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

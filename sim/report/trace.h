@@ -2,8 +2,8 @@
 // Chrome trace (Trace Event Format, opens in Perfetto or chrome://tracing) of a simulated step: one track per
 // stream (compute, TP communication, DP communication) of the simulated rank, one complete event per op instance,
 // named by its full FQN ("layers.3.attention.wq.fwd") with its phase, kind, segment and what held it back in args.
-// FSDP2's copy kernels that the cost model folds into an op (sim/fsdp_copies.h) are slices of their own beside it on
-// its stream ("layers.3.fsdp.reduce_scatter.copy_in", kind fsdp_copy), the op's slice its own kernel's time.
+// FSDP2's copy kernels that the cost model folds into an op (sim/timeline/fsdp_copies.h) are slices of their own beside
+// it on its stream ("layers.3.fsdp.reduce_scatter.copy_in", kind fsdp_copy), the op's slice its own kernel's time.
 // Extrapolated block instances are written at their shifted times, so the trace shows every layer.
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "plans/program/program.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 
@@ -35,7 +35,7 @@ void check_listed_events(int64_t n, std::string_view option, std::string_view wh
 // The op events chrome_trace() writes: every segment's instances x ops.
 int64_t chrome_trace_op_events(const Timeline& tl);
 // Every complete event chrome_trace() writes: the op events and the FSDP copies shown as slices of their own
-// (sim/fsdp_copies.h), what check_listed_events() bounds.
+// (sim/timeline/fsdp_copies.h), what check_listed_events() bounds.
 int64_t chrome_trace_events(const Program& p, const OpCosts& costs, const Timeline& tl);
 
 }  // namespace tptune

@@ -27,7 +27,7 @@ double step_time_lower_bound_us(const Program& p, const OpCosts& costs) {
     const double instances = segment_instances(p, seg);
     for (int k = 0; k < kStreams; ++k) busy[k] += per_instance[k] * instances;
   }
-  // The host issues every op before it can run (sim/timeline.h).
+  // The host issues every op before it can run (sim/timeline/timeline.h).
   return std::max(*std::max_element(busy, busy + kStreams), costs.host_dispatch_us) * (1 - kMargin);
 }
 

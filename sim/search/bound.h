@@ -2,8 +2,8 @@
 // Branch-and-bound for `tp-plan search`: a lower bound on a candidate's step time from its op costs alone, checked
 // before the schedule (the timeline, then the report), and the best-so-far it is compared with.
 //
-// The bound. schedule() (sim/timeline.h) puts every op on one of four streams (compute, TP, DP, DP replicate) and
-// starts it no earlier than its stream is free and no earlier than 0: `start >= free[stream]`, `end = start +
+// The bound. schedule() (sim/timeline/timeline.h) puts every op on one of four streams (compute, TP, DP, DP replicate)
+// and starts it no earlier than its stream is free and no earlier than 0: `start >= free[stream]`, `end = start +
 // duration`, `free[stream] = end` (Scheduler::run_expanded, and the fast path, which equals it). So each stream's free
 // time after its last op is at least the sum of its ops' durations (instances x per-instance sum for block segments),
 // and step_time_us = max over streams of free[stream] >= max over streams of that sum. No op starts before the host
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "plans/program/program.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

@@ -9,7 +9,7 @@
 #include "plans/util/error.h"
 #include "sim/memory.h"
 #include "sim/search/constraints.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

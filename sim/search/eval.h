@@ -34,7 +34,7 @@
 #include "sim/search/prune_reason.h"
 #include "sim/search/space.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 
@@ -185,8 +185,8 @@ class CandidateEvaluator {
   int64_t largest_fitting_batch(const Candidate& c, int64_t limit, BatchState& probes, UnfinishedByBatch& unfinished);
   OpCosts sweep_costs_;  // sweep_ac_layers()'s op costs of sweep_ (the same at every block count)
   OpCosts costs_;        // evaluate_into()'s op costs of the Program it evaluates (its buffers reused)
-  // The schedule's structure of the last Program scheduled (sim/timeline.h): the next one of its structure and policy
-  // (the next local batch size) reuses it.
+  // The schedule's structure of the last Program scheduled (sim/timeline/timeline.h): the next one of its structure and
+  // policy (the next local batch size) reuses it.
   ScheduleCache schedule_cache_;
   // `c`'s Program at its batch for largest_fitting_batch(): batch.program->at(), or finished (then kept in `batch` as
   // its first Program, or made into its BatchProgram with the first). Throws what lower() throws.

@@ -1,7 +1,7 @@
-// torch.compile's fusions as the lowering's rewrite (plans/lower/compile_fusion.h): which eager ops a compiled
+// torch.compile's fusions as the lowering's rewrite (plans/lower/rewrite/compile_fusion.h): which eager ops a compiled
 // Program fuses, where the fused op sits, its input/output convention and its bytes, and that eager Programs and
 // repeated rewrites are untouched.
-#include "plans/lower/compile_fusion.h"
+#include "plans/lower/rewrite/compile_fusion.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-// A pipeline stage of a mixture of experts (plans/lower/pipeline_stage.h), dense first blocks included: which block
-// segments and layer ranges each stage holds under torchtitan's split, that the MoE ops (the ep all-to-alls, the
+// A pipeline stage of a mixture of experts (plans/lower/rewrite/pipeline_stage.h), dense first blocks included: which
+// block segments and layer ranges each stage holds under torchtitan's split, that the MoE ops (the ep all-to-alls, the
 // experts' efsdp gathers, the tokens_per_expert all-reduces of the optimizer pre-hook) go with their blocks, and that
 // the stages' parameters and gradient norms add up to the whole model's.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "plans/lower/parameter_count.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "tests/fixtures.h"
 #include "tests/plans/staged_pipeline.h"
 

@@ -1,6 +1,6 @@
-// A pipeline stage's Program (plans/lower/pipeline_stage.h): the microbatch Program's ops split among the stages, each
-// op in exactly one, with the transfers torch's PipelineStage runs between them.
-#include "plans/lower/pipeline_stage.h"
+// A pipeline stage's Program (plans/lower/rewrite/pipeline_stage.h): the microbatch Program's ops split among the
+// stages, each op in exactly one, with the transfers torch's PipelineStage runs between them.
+#include "plans/lower/rewrite/pipeline_stage.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

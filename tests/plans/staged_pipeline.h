@@ -1,10 +1,10 @@
 #pragma once
-// A plan's microbatch Program and the Program of each of its pipeline stages (plans/lower/pipeline_stage.h), for the
-// stage tests.
+// A plan's microbatch Program and the Program of each of its pipeline stages (plans/lower/rewrite/pipeline_stage.h),
+// for the stage tests.
 #include <vector>
 
 #include "plans/lower/lower.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 
 namespace tptune::test {
 

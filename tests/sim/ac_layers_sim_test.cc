@@ -10,7 +10,7 @@
 #include "sim/memory.h"
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

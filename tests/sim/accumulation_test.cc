@@ -18,7 +18,7 @@
 #include "sim/search/constraints.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/fixtures.h"
 #include "tests/program_builder.h"
 

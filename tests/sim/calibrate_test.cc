@@ -14,7 +14,7 @@
 #include "plans/language/pipeline_parallel.h"
 #include "plans/language/plan.h"
 #include "plans/lower/lower.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/program/program_identity.h"
 #include "plans/util/error.h"
 #include "sim/calibrate/accuracy.h"
@@ -26,7 +26,7 @@
 #include "sim/pipeline/schedule.h"
 #include "sim/shared_machine.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/error_text.h"
 #include "tests/sim/synthetic_profile.h"
 

@@ -1,12 +1,13 @@
-// Two mechanisms of the timeline (sim/timeline.h) on hand-built Programs with hand-set durations: compute slowed
-// while a collective runs beside it (CostParams::overlap_compute_slowdown, overlap_p2p_compute_slowdown), and the host
-// issuing kernels (CostParams::eager_dispatch_us, compiled_dispatch_us). Expected times are worked out in comments.
+// Two mechanisms of the timeline (sim/timeline/timeline.h) on hand-built Programs with hand-set durations: compute
+// slowed while a collective runs beside it (CostParams::overlap_compute_slowdown, overlap_p2p_compute_slowdown), and
+// the host issuing kernels (CostParams::eager_dispatch_us, compiled_dispatch_us). Expected times are worked out in
+// comments.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
 
 #include "sim/cost/compute_cost.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/program_builder.h"
 
 using namespace tptune;

@@ -15,7 +15,7 @@
 #include "sim/report/trace.h"
 #include "sim/search/search.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

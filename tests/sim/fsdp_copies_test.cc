@@ -1,11 +1,11 @@
-// FSDP2's copy kernels (sim/fsdp_copies.h): the bytes each moves for one all-gather and one reduce-scatter of a
-// 1024 x 1024 bf16 weight over dp 4, and where cost_ops() puts their time. Hand arithmetic in the comments.
-#include "sim/fsdp_copies.h"
+// FSDP2's copy kernels (sim/timeline/fsdp_copies.h): the bytes each moves for one all-gather and one reduce-scatter of
+// a 1024 x 1024 bf16 weight over dp 4, and where cost_ops() puts their time. Hand arithmetic in the comments.
+#include "sim/timeline/fsdp_copies.h"
 
 #include <catch2/catch.hpp>
 
 #include "sim/gpu_spec.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/fixtures.h"
 #include "tests/program_builder.h"
 

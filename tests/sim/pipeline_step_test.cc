@@ -9,14 +9,14 @@
 
 #include "plans/lower/lower.h"
 #include "plans/lower/parameter_count.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/pipeline/step.h"
 #include "sim/report/pipeline_text.h"
 #include "sim/report/step_report.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 #include "tests/fixtures.h"
 
 using namespace tptune;

@@ -95,7 +95,7 @@ TEST_CASE("report: the block timeline draws every op of one block, forward and b
       prefetched += is_prefetched(op) ? 1 : 0;
     }
   }
-  // ... and FSDP's copies folded into an op have boxes of their own beside it (sim/fsdp_copies.h).
+  // ... and FSDP's copies folded into an op have boxes of their own beside it (sim/timeline/fsdp_copies.h).
   const size_t copies =
       count(svg, "<title>layers.16.fsdp.all_gather.copy_") + count(svg, "<title>layers.16.fsdp.reduce_scatter.copy_in");
   CHECK(copies > 0);

@@ -268,7 +268,7 @@ TEST_CASE("bound: off for the step_time and memory objectives", "[search][bound]
 TEST_CASE("bound: exact over the expert-parallel axis, and below every mixture-of-experts step time",
           "[search][bound][moe]") {
   // Issue 42 item 5: the tiny MoE space (tp x HSDP x cp x ep, tests/fixtures.h). The all-to-alls run on their own `ep
-  // comm` stream (sim/timeline.h), one of the streams the bound sums, so the bound holds for expert-parallel
+  // comm` stream (sim/timeline/timeline.h), one of the streams the bound sums, so the bound holds for expert-parallel
   // candidates as for the others: at most every step time, and the top k and the front those of the full search.
   const Config cfg = test::tiny_moe_search_config();
   CHECK(check_bound_exact(cfg, "tiny MoE") > 0);

@@ -110,7 +110,7 @@ TEST_CASE("a mixture of experts: each static reason is one the lowering refuses,
     CHECK_FALSE(b.ok);
     CHECK_FALSE(b.error.empty());
   }
-  // Pipeline parallelism of a MoE model is lowered (plans/lower/pipeline_stage.h): no static reason for it; a
+  // Pipeline parallelism of a MoE model is lowered (plans/lower/rewrite/pipeline_stage.h): no static reason for it; a
   // pipeline candidate passes the static checks.
   Config cfg = test::tiny_moe_search_config();
   cfg.search.pp_degrees = {2};

@@ -112,7 +112,8 @@ TEST_CASE("Chrome trace: one track per stream, every op instance named by FQN an
   for (const auto& e : t["traceEvents"]) {
     if (e["ph"] == "M") continue;
     ++events;
-    copies += e["args"]["kind"] == "fsdp_copy" ? 1 : 0;  // FSDP's copies: slices of their own (sim/fsdp_copies.h)
+    copies +=
+        e["args"]["kind"] == "fsdp_copy" ? 1 : 0;  // FSDP's copies: slices of their own (sim/timeline/fsdp_copies.h)
     tids.insert(e["tid"].get<int>());
     std::string name = e["name"];
     saw_layer31 |= name == "layers.31.attention.wq.fwd.chunk0";

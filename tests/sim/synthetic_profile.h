@@ -21,7 +21,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/shared_machine.h"
 #include "sim/simulate.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune::test::synthetic {
 

@@ -1,6 +1,6 @@
 // The timeline: hand-built Programs with hand-set durations (the expected times are worked out in the comments),
 // and the fast schedule against the fully expanded reference on lowered Programs.
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,7 +8,7 @@
 #include "plans/language/config.h"
 #include "plans/language/pipeline_parallel.h"
 #include "plans/lower/lower.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "plans/util/error.h"
 #include "plans/util/output_file.h"
 #include "sim/cluster_spec.h"
@@ -58,7 +58,7 @@ void add_explain_command(CLI::App& app, RunFn& run) {
         const StepReport r =
             simulate_pipeline(cfg.model, cfg.training, plan, cluster, resolve_cost_params(cluster.gpu, "").params);
         const Program micro_prog = lower(cfg.model, cfg.training, pipeline_microbatch_plan(plan));
-        // Each stage's Program (plans/lower/pipeline_stage.h), for its transfers.
+        // Each stage's Program (plans/lower/rewrite/pipeline_stage.h), for its transfers.
         const std::vector<PipelineStageSpan> spans =
             pipeline_stage_spans(resolve_pipeline(cfg.model, plan), plan.pp_schedule);
         std::vector<Program> stages;

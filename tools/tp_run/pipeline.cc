@@ -2,7 +2,7 @@
 #include "tools/tp_run/pipeline.h"
 
 #include "plans/language/pipeline_parallel.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "sim/pipeline/schedule.h"
 
 namespace tptune::tools {

@@ -7,7 +7,7 @@
 #include "plans/language/config.h"
 #include "plans/language/pipeline_parallel.h"
 #include "plans/language/plan.h"
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 #include "runtime/pipeline/run.h"
 #include "sim/pipeline/schedule.h"
 #include "tests/runtime/mpi/mesh.h"

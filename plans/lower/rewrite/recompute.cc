@@ -1,4 +1,4 @@
-#include "plans/lower/recompute.h"
+#include "plans/lower/rewrite/recompute.h"
 
 #include <algorithm>
 #include <variant>

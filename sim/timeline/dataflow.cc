@@ -1,9 +1,9 @@
-#include "sim/dataflow.h"
+#include "sim/timeline/dataflow.h"
 
 #include <algorithm>
 
 #include "plans/util/error.h"
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

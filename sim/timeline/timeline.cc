@@ -1,4 +1,4 @@
-#include "sim/timeline.h"
+#include "sim/timeline/timeline.h"
 
 #include <fmt/format.h>
 
@@ -14,10 +14,10 @@
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/dataflow.h"
-#include "sim/fsdp_copies.h"
-#include "sim/schedule_structure.h"
 #include "sim/shared_machine.h"
+#include "sim/timeline/dataflow.h"
+#include "sim/timeline/fsdp_copies.h"
+#include "sim/timeline/schedule_structure.h"
 
 namespace tptune {
 
@@ -37,22 +37,13 @@ namespace {
 
 constexpr double kTol = 1e-6;  // us; times are sums of the same durations, so shifts agree far closer than this
 
+// The wait charged to an op that stream s held back, by Stream's value (0 .. kStreams - 1, sim/timeline/timeline.h).
+constexpr Wait kWaitOfStream[] = {Wait::compute, Wait::tp, Wait::dp, Wait::dp_replicate, Wait::cp, Wait::ep};
+static_assert(std::size(kWaitOfStream) == kStreams && static_cast<int>(Stream::ep) == kStreams - 1);
+
 Wait wait_of(Stream s) {
-  switch (s) {
-    case Stream::compute:
-      return Wait::compute;
-    case Stream::tp:
-      return Wait::tp;
-    case Stream::dp:
-      return Wait::dp;
-    case Stream::dp_replicate:
-      return Wait::dp_replicate;
-    case Stream::cp:
-      return Wait::cp;
-    case Stream::ep:
-      return Wait::ep;
-  }
-  return Wait::none;
+  const auto i = static_cast<size_t>(s);
+  return i < std::size(kWaitOfStream) ? kWaitOfStream[i] : Wait::none;
 }
 
 // The ready time of an outside value, and whether its writer is periodic (see Dataflow).

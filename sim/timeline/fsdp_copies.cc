@@ -1,4 +1,4 @@
-#include "sim/fsdp_copies.h"
+#include "sim/timeline/fsdp_copies.h"
 
 #include <variant>
 

@@ -1,14 +1,15 @@
 #pragma once
-// The scheduler's per-structure facts (sim/timeline.cc's Scheduler, kept by ScheduleCache in sim/timeline.h): internal
-// to sim/timeline.cc and split from it by concept; no other file includes it.
+// The scheduler's per-structure facts (sim/timeline/timeline.cc's Scheduler, kept by ScheduleCache in
+// sim/timeline/timeline.h): internal to sim/timeline/timeline.cc and split from it by concept; no other file includes
+// it.
 
 #include <memory>
 #include <vector>
 
 #include "plans/program/program.h"
 #include "sim/cost/cost_params.h"
-#include "sim/dataflow.h"
-#include "sim/timeline.h"
+#include "sim/timeline/dataflow.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 

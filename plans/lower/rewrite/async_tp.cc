@@ -1,4 +1,4 @@
-#include "plans/lower/async_tp.h"
+#include "plans/lower/rewrite/async_tp.h"
 
 #include <fmt/format.h>
 

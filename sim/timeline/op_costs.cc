@@ -1,16 +1,18 @@
-// What each op costs and which stream it runs on (declared in sim/timeline.h): the durations the scheduler places.
+// What each op costs and which stream it runs on (declared in sim/timeline/timeline.h): the durations the scheduler
+// places.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <variant>
 
 #include "plans/util/enum_names.h"
 #include "plans/util/error.h"
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/fsdp_copies.h"
 #include "sim/shared_machine.h"
-#include "sim/timeline.h"
+#include "sim/timeline/fsdp_copies.h"
+#include "sim/timeline/timeline.h"
 
 namespace tptune {
 
@@ -21,27 +23,20 @@ static_assert(std::size(kStreamNames) == enum_count(Stream::ep));
 
 std::string_view to_string(Stream s) { return name_of(kStreamNames, s); }
 
+// The stream each group's collectives run on, by Group's value (plans/program/program.h): FSDP's two groups (dp, and
+// the routed experts' efsdp) share the dp stream. pp has none: a stage Program's transfers are priced by the
+// pipeline's step between its stages (sim/pipeline/step.h); the timeline schedules the whole model's microbatch
+// Program, which has none.
+constexpr std::optional<Stream> kStreamOfGroup[] = {
+    Stream::tp, Stream::dp, Stream::dp_replicate, Stream::cp, std::nullopt, Stream::ep, Stream::dp};
+static_assert(std::size(kStreamOfGroup) == enum_count(Group::efsdp) && !kStreamOfGroup[static_cast<int>(Group::pp)]);
+
 Stream stream_of(const Op& op) {
-  if (auto* c = std::get_if<CollectiveOp>(&op.kind)) {
-    switch (c->group) {
-      case Group::tp:
-        return Stream::tp;
-      case Group::dp:
-      case Group::efsdp:
-        return Stream::dp;
-      case Group::ep:
-        return Stream::ep;
-      case Group::dp_replicate:
-        return Stream::dp_replicate;
-      case Group::cp:
-        return Stream::cp;
-      case Group::pp:
-        // A stage Program's transfers: the pipeline's step prices them between its stages (sim/pipeline/step.h);
-        // the timeline schedules the whole model's microbatch Program, which has none.
-        throw Error(fmt::format("{}: the timeline does not schedule a pipeline stage's transfers", op.name));
-    }
-  }
-  return Stream::compute;
+  const auto* c = std::get_if<CollectiveOp>(&op.kind);
+  if (!c) return Stream::compute;
+  const std::optional<Stream> s = kStreamOfGroup[static_cast<size_t>(c->group)];
+  if (!s) throw Error(fmt::format("{}: the timeline does not schedule a pipeline stage's transfers", op.name));
+  return *s;
 }
 
 double op_duration_us(const Op& op, const Program& p, const ClusterSpec& cluster, const CostParams& c) {

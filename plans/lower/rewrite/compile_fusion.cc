@@ -1,4 +1,4 @@
-#include "plans/lower/compile_fusion.h"
+#include "plans/lower/rewrite/compile_fusion.h"
 
 #include <algorithm>
 
@@ -46,78 +46,85 @@ struct SegmentFusion {
       if (!dead[k] && has(s.ops[k].inputs, t)) return k;
     return s.ops.size();
   }
+  // The live op k as an elementwise `fn` that a fusion may take: unchunked, no float8 amax folded into it, `n_in`
+  // inputs and `n_out` outputs; null otherwise.
+  ElementwiseOp* fusable(size_t k, F fn, size_t n_in, size_t n_out) {
+    ElementwiseOp* e = dead[k] ? nullptr : eltwise(s.ops[k], fn);
+    return e && e->amax_of < 0 && s.ops[k].inputs.size() == n_in && s.ops[k].outputs.size() == n_out ? e : nullptr;
+  }
   void absorb(Op& into, const Op& from) {
     if (into.fused.empty() && !into.name.empty()) into.fused.push_back(into.name);
     if (!from.name.empty()) into.fused.push_back(from.name);
   }
 
-  // h = a + b, then rmsnorm {h, w}: one add_rmsnorm {a, b, w} -> {h, y, rstd} at the norm's place.
-  bool add_rmsnorm() {
+  // The scan of the fusions of an op with the op that reads its result: each live op i fusable as `fn` (n_in inputs,
+  // n_out outputs) with the first live op j after it that reads its first output; fuse(i, j) fuses the two or
+  // returns false. Whether any fused.
+  template <class Fuse>
+  bool with_first_reader(F fn, size_t n_in, size_t n_out, Fuse fuse) {
     bool changed = false;
     for (size_t i = 0; i < s.ops.size(); ++i) {
-      ElementwiseOp* add = dead[i] ? nullptr : eltwise(s.ops[i], F::add);
-      if (!add || add->amax_of >= 0 || s.ops[i].inputs.size() != 2 || s.ops[i].outputs.size() != 1) continue;
+      if (!fusable(i, fn, n_in, n_out)) continue;
+      const size_t j = next_reader(i, s.ops[i].outputs[0]);
+      if (j < s.ops.size() && fuse(i, j)) changed = true;
+    }
+    return changed;
+  }
+
+  // h = a + b, then rmsnorm {h, w}: one add_rmsnorm {a, b, w} -> {h, y, rstd} at the norm's place.
+  bool add_rmsnorm() {
+    return with_first_reader(F::add, 2, 1, [&](size_t i, size_t j) {
+      const ElementwiseOp& add = std::get<ElementwiseOp>(s.ops[i].kind);
       const TensorId h = s.ops[i].outputs[0];
-      const size_t j = next_reader(i, h);
-      if (j == s.ops.size()) continue;
       Op& norm_op = s.ops[j];
-      ElementwiseOp* norm = eltwise(norm_op, F::rmsnorm);
-      if (!norm || norm->amax_of >= 0 || norm_op.inputs.size() != 2 || norm_op.inputs[0] != h ||
-          norm_op.outputs.size() != 2 || norm_op.phase != s.ops[i].phase)
-        continue;
+      ElementwiseOp* norm = fusable(j, F::rmsnorm, 2, 2);
+      if (!norm || norm_op.inputs[0] != h || norm_op.phase != s.ops[i].phase) return false;
       if (writes_in(i + 1, j, s.ops[i].inputs[0]) || writes_in(i + 1, j, s.ops[i].inputs[1]) || writes_in(i + 1, j, h))
-        continue;
+        return false;
       const int64_t act = tensor_bytes(p, h);
       ElementwiseOp fused = *norm;
       fused.fn = F::add_rmsnorm;
       // read a, b; write h, y: 4 activations, the norm's 2 (read h, write y) + 2.
       fused.bytes = checked_add(norm->bytes, checked_mul({act, 2}, "fused op bytes"), "fused op bytes");
-      fused.flops = checked_add(norm->flops, add->flops, "fused op flops");
+      fused.flops = checked_add(norm->flops, add.flops, "fused op flops");
       absorb(norm_op, s.ops[i]);
       norm_op.inputs = {s.ops[i].inputs[0], s.ops[i].inputs[1], norm_op.inputs[1]};
       norm_op.outputs = {h, norm_op.outputs[0], norm_op.outputs[1]};
       norm_op.kind = fused;
       dead[i] = true;
-      changed = true;
-    }
-    return changed;
+      return true;
+    });
   }
 
   // rmsnorm_bwd {x, w, rstd, dy} -> {dx, dw}, dx read only by a sum {dres, dx} -> {g}: one rmsnorm_bwd_add
   // {x, w, rstd, dy, dres} -> {g, dw} at the norm backward's place.
   bool rmsnorm_bwd_add() {
-    bool changed = false;
-    for (size_t i = 0; i < s.ops.size(); ++i) {
-      ElementwiseOp* nb = dead[i] ? nullptr : eltwise(s.ops[i], F::rmsnorm_bwd);
-      if (!nb || nb->amax_of >= 0 || s.ops[i].inputs.size() != 4 || s.ops[i].outputs.size() != 2) continue;
+    return with_first_reader(F::rmsnorm_bwd, 4, 2, [&](size_t i, size_t j) {
+      const ElementwiseOp& nb = std::get<ElementwiseOp>(s.ops[i].kind);
       const TensorId dx = s.ops[i].outputs[0];
-      const size_t j = next_reader(i, dx);
-      if (j == s.ops.size() || reads_in(j + 1, s.ops.size(), dx)) continue;
+      if (reads_in(j + 1, s.ops.size(), dx)) return false;
       Op& add_op = s.ops[j];
-      ElementwiseOp* add = eltwise(add_op, F::add);
-      if (!add || add->amax_of >= 0 || add_op.inputs.size() != 2 || add_op.outputs.size() != 1 ||
-          add_op.phase != s.ops[i].phase || add_op.inputs[0] == add_op.inputs[1])
-        continue;
+      ElementwiseOp* add = fusable(j, F::add, 2, 1);
+      if (!add || add_op.phase != s.ops[i].phase || add_op.inputs[0] == add_op.inputs[1]) return false;
       const TensorId dres = add_op.inputs[0] == dx ? add_op.inputs[1] : add_op.inputs[0];
       const TensorId sum = add_op.outputs[0];
-      if (writes_in(i, j, dres) || writes_in(i + 1, j, sum) || reads_in(i + 1, j, sum)) continue;
+      if (writes_in(i, j, dres) || writes_in(i + 1, j, sum) || reads_in(i + 1, j, sum)) return false;
       bool chained = false;  // a tensor a layer chain links stays as the eager lowering wrote it
       for (const LayerChain& c : p.chains) chained = chained || c.in == dx || c.out == dx;
-      if (chained) continue;
+      if (chained) return false;
       const int64_t act = tensor_bytes(p, dx);
-      ElementwiseOp fused = *nb;
+      ElementwiseOp fused = nb;
       fused.fn = F::rmsnorm_bwd_add;
-      fused.bytes = checked_add(nb->bytes, act, "fused op bytes");  // + read dres (the eager 3 become 4)
-      fused.flops = checked_add(nb->flops, add->flops, "fused op flops");
+      fused.bytes = checked_add(nb.bytes, act, "fused op bytes");  // + read dres (the eager 3 become 4)
+      fused.flops = checked_add(nb.flops, add->flops, "fused op flops");
       Op& norm_op = s.ops[i];
       absorb(norm_op, add_op);
       norm_op.inputs.push_back(dres);
       norm_op.outputs[0] = sum;
       norm_op.kind = fused;
       dead[j] = true;
-      changed = true;
-    }
-    return changed;
+      return true;
+    });
   }
 
   // Two rope (or rope_bwd) ops: one rope_qk (rope_qk_bwd) {x1, x2} -> {y1, y2} at the second's place.
@@ -125,8 +132,8 @@ struct SegmentFusion {
     bool changed = false;
     size_t first = s.ops.size();
     for (size_t j = 0; j < s.ops.size(); ++j) {
-      ElementwiseOp* r = dead[j] ? nullptr : eltwise(s.ops[j], single);
-      if (!r || r->amax_of >= 0 || s.ops[j].inputs.size() != 1 || s.ops[j].outputs.size() != 1) continue;
+      ElementwiseOp* r = fusable(j, single, 1, 1);
+      if (!r) continue;
       if (first == s.ops.size() || s.ops[first].phase != s.ops[j].phase) {
         first = j;
         continue;

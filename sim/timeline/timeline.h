@@ -41,7 +41,7 @@
 #include "plans/program/program.h"
 #include "sim/cluster_spec.h"
 #include "sim/cost/cost_params.h"
-#include "sim/fsdp_copies.h"
+#include "sim/timeline/fsdp_copies.h"
 
 namespace tptune {
 
@@ -74,8 +74,8 @@ struct OpCosts {
   // The forward and backward replay a CUDA graph (replays_cuda_graph(), sim/cost/compute_cost.h): their ops cost the
   // host nothing to issue (dispatch_us()).
   bool cuda_graph = false;
-  // Of duration_us, FSDP2's copy kernels folded into an op (sim/fsdp_copies.h), [segment][op]; empty when none is
-  // priced. What the trace, the HTML timeline and the top ops show as slices of their own (fsdp_copy_share()).
+  // Of duration_us, FSDP2's copy kernels folded into an op (sim/timeline/fsdp_copies.h), [segment][op]; empty when none
+  // is priced. What the trace, the HTML timeline and the top ops show as slices of their own (fsdp_copy_share()).
   std::vector<std::vector<FsdpCopyShare>> fsdp_copies;
 };
 // Op (s, j)'s FSDP copies (zero when OpCosts has none).

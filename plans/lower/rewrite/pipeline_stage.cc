@@ -1,5 +1,5 @@
 // The Program of one pipeline stage; see pipeline_stage.h.
-#include "plans/lower/pipeline_stage.h"
+#include "plans/lower/rewrite/pipeline_stage.h"
 
 #include <fmt/format.h>
 

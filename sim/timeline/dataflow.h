@@ -69,7 +69,8 @@ class Dataflow {
     int chain = -1;      // chain_next
   };
 
-  std::vector<LayerChain> chains_;  // the Program's (a copy: a Dataflow may outlive it, sim/timeline.cc's cache)
+  std::vector<LayerChain>
+      chains_;  // the Program's (a copy: a Dataflow may outlive it, sim/timeline/timeline.cc's cache)
   int L_ = 0;
   std::vector<int> chain_in_, chain_sink_;
   // Flat (compressed rows: one allocation each, however many tensors and ops; the search builds a Dataflow per
