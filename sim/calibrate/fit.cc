@@ -13,6 +13,7 @@
 #include "sim/cost/comm_cost.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/cost_param_fields.h"
+#include "sim/cost/tp_run_stack.h"
 #include "sim/shared_machine.h"
 #include "sim/timeline/timeline.h"
 
@@ -635,7 +636,7 @@ Calibration fit_calibration(const std::vector<Measurements>& ms, const GpuSpec& 
     if (std::find(options.only.begin(), options.only.begin() + ptrdiff_t(i), n) != options.only.begin() + ptrdiff_t(i))
       throw Error(fmt::format("--fit {}: named twice", n));
   }
-  const CostParams base = device_cost_params(device);
+  const CostParams base = tp_run_cost_params(device);  // profiles are tp-run's: its stack (sim/cost/tp_run_stack.h)
   CostParams fit = base;
   if (may.all()) {
     fit_concurrency(ms, device, base, fit, cal);
@@ -694,7 +695,7 @@ std::string fit_report(const Calibration& cal, const GpuSpec& device) {
     }
   }
   std::vector<std::string> kept;
-  const CostParams base = device_cost_params(device);
+  const CostParams base = tp_run_cost_params(device);  // profiles are tp-run's: its stack (sim/cost/tp_run_stack.h)
   for (const auto& f : cost_param_fields()) {
     bool fitted = false;
     for (const auto& p : cal.params) fitted = fitted || p.name == f.name;

@@ -8,7 +8,8 @@
 //                 NCCL (fitted to kernel-level measurements: profiles/kernels, sim/calibrate/kernel_fit.h)
 //   stack         the software stack: eager PyTorch against torch.compile (traffic factors, dispatch, fusion),
 //                 torchao's float8 layouts and recipes, the optimizer, FSDP's copies, the caching allocator's reserve
-//                 (fitted end to end to the public record: sim/calibrate/published_fit.h)
+//                 (fitted end to end to the public record: sim/calibrate/published_fit.h); tp-run's own runtime is
+//                 another stack, which its profiles are priced with (sim/cost/tp_run_stack.h)
 //   host          ranks that share a machine (the cpu device: sim/shared_machine.h), not a GPU level
 // Every named cost parameter (sim/cost/cost_param_list.h) has one; tests/sim/cost_levels_test.cc checks that none is
 // left out.

@@ -17,6 +17,7 @@
 #include "sim/calibrate/fit.h"
 #include "sim/calibrate/published_accuracy.h"
 #include "sim/cost/cost_param_fields.h"
+#include "sim/cost/tp_run_stack.h"
 #include "tools/plan_options.h"
 #include "tools/tp_plan/commands.h"
 #include "tools/tp_plan/cost_params.h"
@@ -94,10 +95,14 @@ int run_accuracy(const AccuracyArgs& a) {
   const std::string device_name =
       a.device.empty() ? environment_device(ms.front().environment, ms.front().path) : a.device;
   const GpuSpec device = gpu_preset(device_name, "--device");
-  const ResolvedCostParams resolved = resolve_cost_params(device, a.calibration);
+  // A profile is tp-run's: its stack, not the PyTorch stack the GPU presets carry (sim/cost/tp_run_stack.h).
+  const ResolvedCostParams resolved = resolve_cost_params(device, a.calibration, tp_run_cost_params(device));
   AccuracyReport r = accuracy(ms, device, resolved.params);
   r.terms = resolved.terms;
-  if (r.terms.empty()) r.terms.push_back(fmt::format("defaults of device {} (no calibration)", device.name));
+  if (r.terms.empty())
+    r.terms.push_back(device.architecture == "cpu"
+                          ? fmt::format("defaults of device {} (no calibration)", device.name)
+                          : fmt::format("defaults of device {} with tp-run's stack (no calibration)", device.name));
   if (a.json != "-") fmt::print("{}", accuracy_text(r));
   if (!a.json.empty()) write_json(accuracy_json(r), a.json);
   if (a.fail_above > 0) {

@@ -15,8 +15,13 @@ void add_calibration_option(CLI::App* cmd, std::string& path) {
 }
 
 ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& calibration_path) {
+  return resolve_cost_params(gpu, calibration_path, device_cost_params(gpu));
+}
+
+ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& calibration_path,
+                                       const CostParams& base) {
   ResolvedCostParams r;
-  r.params = device_cost_params(gpu);
+  r.params = base;
   if (calibration_path.empty()) return r;
   const Calibration cal = load_calibration(calibration_path);
   if (cal.device != gpu.name)

@@ -22,6 +22,8 @@ struct ResolvedCostParams {
 
 // Throws tptune::Error when the file is bad or was fitted for another device than `gpu`.
 ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& calibration_path);
+// The same over `base` instead of the device preset's (tp-run's stack: sim/cost/tp_run_stack.h).
+ResolvedCostParams resolve_cost_params(const GpuSpec& gpu, const std::string& calibration_path, const CostParams& base);
 
 // What a prediction of one plan starts from: the config (with --hf-config), its cluster, the resolved plan, its
 // Program (checked to be supported on the cluster) and the cost parameters of resolve_cost_params(). simulate and check
