@@ -49,7 +49,7 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 }  // namespace
 
-TEST_CASE("rmsnorm golden: x = [3, 4], w = [1, 2], eps = 0") {
+TEST_CASE("rmsnorm golden: x = (3, 4), w = (1, 2), eps = 0") {
   // mean(x^2) = (9 + 16) / 2 = 12.5, rstd = 1/sqrt(12.5) = 0.2828427, y = [3 * 0.2828427, 4 * 0.2828427 * 2]
   //           = [0.8485281, 2.2627417].
   const float x[] = {3, 4}, w[] = {1, 2};
@@ -60,7 +60,7 @@ TEST_CASE("rmsnorm golden: x = [3, 4], w = [1, 2], eps = 0") {
   CHECK(y[1] == Approx(2.2627417).epsilon(1e-6));
 }
 
-TEST_CASE("layernorm golden: x = [1, 3], w = [1, 1], b = [0.5, 0.5], eps = 0") {
+TEST_CASE("layernorm golden: x = (1, 3), w = (1, 1), b = (0.5, 0.5), eps = 0") {
   // mean 2, var ((1-2)^2 + (3-2)^2) / 2 = 1, rstd 1, xhat = [-1, 1], y = xhat + 0.5 = [-0.5, 1.5].
   const float x[] = {1, 3}, w[] = {1, 1}, b[] = {0.5f, 0.5f};
   float y[2], mean[1], rstd[1];

@@ -115,7 +115,7 @@ TEST_CASE("the issue's reproducers are one-line range errors with file:line and 
         "cfg.yaml:2: cluster.gpus_per_node: expected an integer in 1..1024, got '4096'");
 }
 
-TEST_CASE("every model, training and cluster quantity has a range; the ends are accepted") {
+TEST_CASE("every model, training and cluster quantity has a range, the ends are accepted") {
   CHECK(config_error(config("  n_layers: 10000\n")) == "<no error>");
   CHECK(config_error(config("  n_layers: 0\n")) ==
         "cfg.yaml:3: model.n_layers: expected an integer in 1..10000, got '0'");

@@ -287,7 +287,7 @@ TEST_CASE("dense first blocks: DeepSeek-V3 16B and 671B lower from their config.
   }
 }
 
-TEST_CASE("dense first blocks: a plan's ac_layers split is refused with its keys; every block or none lowers",
+TEST_CASE("dense first blocks: a plan's ac_layers split is refused with its keys, every block or none lowers",
           "[moe][dense_first][lower]") {
   CHECK(lower_error(dense_first(), {.activation_checkpointing = ActivationCheckpointing::full, .ac_layers = 1}) ==
         "preset:sequence_parallel: ac_layers 1: not lowered for a model with model.moe.dense_layers 1 (its dense and "

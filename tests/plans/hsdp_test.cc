@@ -92,7 +92,7 @@ TEST_CASE("hsdp: bad dp_replicate values are one-line errors naming file:line", 
   }
 }
 
-TEST_CASE("hsdp: search.dp_replicate defaults to [1] and is range-checked with file:line", "[hsdp][config]") {
+TEST_CASE("hsdp: search.dp_replicate defaults to (1) and is range-checked with file:line", "[hsdp][config]") {
   const Config none = load_config_string("model: {preset: tiny-llama}\n");
   CHECK(none.search.dp_replicate == std::vector<int>{1});
   const Config c = load_config_string("model: {preset: tiny-llama}\nsearch:\n  dp_replicate: [1, 2, 4]\n");

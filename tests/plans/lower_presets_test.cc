@@ -249,7 +249,7 @@ TEST_CASE("async TP splits the sequence collectives into tp ring steps") {
   CHECK(chunks == 4);
 }
 
-TEST_CASE("async TP with float8 rowwise pipelines the reduce-scatters; the bf16 all-gathers feed the casts") {
+TEST_CASE("async TP with float8 rowwise pipelines the reduce-scatters, the bf16 all-gathers feed the casts") {
   // What inductor's micro-pipeline pass does with torchao's rowwise Float8Linear (plans/lower/rewrite/async_tp.h): the
   // input is gathered in bf16 and cast after the gather (one scale per token row), so the all-gather is not fused; each
   // matmul -> reduce-scatter becomes tp chunk matmuls on float8 rows with their row scales and a ring of bf16

@@ -116,7 +116,7 @@ TEST_CASE("expert parallel: memory holds the experts' states sharded over efsdp"
   CHECK(m.optimizer == Approx(8 * other / 4 + 98'304));
 }
 
-TEST_CASE("expert parallel: EP off with TP shards every expert's ffn dim; routing imbalance grows the busiest group",
+TEST_CASE("expert parallel: EP off with TP shards every expert's ffn dim, routing imbalance grows the busiest group",
           "[moe][lower]") {
   // tp 2, ep 1: the router's input is replicated (T = 32 tokens, N = 64 copies) and the 8 experts are TP-sharded:
   // w1 (8, 32 / 2, 64), m = 64 / 8 = 8 rows per expert, no all-to-all.

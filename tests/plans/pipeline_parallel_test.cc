@@ -111,7 +111,7 @@ TEST_CASE("pipeline plan: one-line errors naming the key's line", "[pp][errors]"
   CHECK_THROWS_WITH(pp_plan("pp_degree: 2\npp_split: [4, -1]\n"), Contains("pp.yaml:2: pp_split[1]"));
 }
 
-TEST_CASE("pipeline plan: YAML round trip; pp 1 writes no pp key", "[pp][yaml]") {
+TEST_CASE("pipeline plan: YAML round trip, pp 1 writes no pp key", "[pp][yaml]") {
   Plan p = pp_plan(
       "tp_degree: 8\npp_degree: 8\npp_schedule: Interleaved1F1B\npp_microbatch_size: 2\npp_stages_per_rank: 2\n"
       "pp_first_stage_less_layers: 0\npp_last_stage_less_layers: 2\npp_split: [1, 2, 3]\nlocal_batch_size: 4\n");

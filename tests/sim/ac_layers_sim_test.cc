@@ -60,7 +60,7 @@ TEST_CASE("ac_layers: the fast schedule equals the expanded one on split Program
   }
 }
 
-TEST_CASE("ac_layers: activations are (L-k) blocks without AC plus k checkpointed blocks; the peak falls with k") {
+TEST_CASE("ac_layers: activations are (L-k) blocks without AC plus k checkpointed blocks, the peak falls with k") {
   const Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ClusterSpec cl = resolve_cluster(cfg);
   const CostParams& c = default_cost_params();
@@ -89,7 +89,7 @@ TEST_CASE("ac_layers: activations are (L-k) blocks without AC plus k checkpointe
   CHECK(last_peak == full.peak);
 }
 
-TEST_CASE("ac_layers: step time grows with the checkpointed blocks; k = L is full AC on every block") {
+TEST_CASE("ac_layers: step time grows with the checkpointed blocks, k = L is full AC on every block") {
   const Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ClusterSpec cl = resolve_cluster(cfg);
   const CostParams& c = default_cost_params();
@@ -108,7 +108,7 @@ TEST_CASE("ac_layers: step time grows with the checkpointed blocks; k = L is ful
   CHECK(last == every);
 }
 
-TEST_CASE("ac_layers: simulate's text and JSON name the checkpointed blocks; top ops count both block backwards") {
+TEST_CASE("ac_layers: simulate's text and JSON name the checkpointed blocks, top ops count both block backwards") {
   const Config cfg = test::example_config("llama3-8b-h100.yaml");
   const ClusterSpec cl = resolve_cluster(cfg);
   const StepReport r =

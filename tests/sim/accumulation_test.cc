@@ -115,7 +115,7 @@ TEST_CASE("accumulation: step(ga) = step(1) + (ga - 1) x microbatch, by hand", "
 }
 
 TEST_CASE(
-    "accumulation: a DP stream busier than a microbatch sets the period; CPU ranks wait for their DP "
+    "accumulation: a DP stream busier than a microbatch sets the period, CPU ranks wait for their DP "
     "collectives",
     "[accumulation][simulate]") {
   const Program p = hand_built();

@@ -98,7 +98,7 @@ TEST_CASE("oversubscribed_efficiency: the sweep at 4 ranks on 2 cores against th
   CHECK(oversubscription_slowdown(one, c) == 1.0);
 }
 
-TEST_CASE("oversubscribed steps: the whole compute op takes its turns, overheads included; collectives as measured") {
+TEST_CASE("oversubscribed steps: the whole compute op takes its turns, overheads included, collectives as measured") {
   // tiny-llama SP at tp 4 "measured" with 4 ranks on 2 cores.
   const Config cfg = load_config(std::string(TPTUNE_SOURCE_DIR) + "/examples/tiny-llama.yaml");
   Plan plan = preset_plan("sequence_parallel", Plan{});
@@ -234,7 +234,7 @@ TEST_CASE("calibration files: bad collective points get one-line file:line error
   CHECK(err("7").find("c.yaml:5: collectives[0].points: expected a list of [bytes, us] pairs") == 0);
 }
 
-TEST_CASE("cpu device: collectives do not overlap compute; GPU presets keep the overlap") {
+TEST_CASE("cpu device: collectives do not overlap compute, GPU presets keep the overlap") {
   CHECK(device_cost_params(gpu_preset("cpu")).comm_overlaps_compute == 0);
   for (const char* gpu : {"h100-sxm", "h200", "a100-sxm-80gb", "b200"})
     CHECK(device_cost_params(gpu_preset(gpu)).comm_overlaps_compute == 1);

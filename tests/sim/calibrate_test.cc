@@ -508,7 +508,7 @@ TEST_CASE("calibrate: attention's per-score terms need two head dims (with one, 
   CHECK(fit_report(cal, gpu_preset("cpu")).find("attention_fwd_score_ns=") != std::string::npos);  // listed as kept
 }
 
-TEST_CASE("the cpu device stores float8 as fp32: 4 bytes per element on the wire and in the cast; GPUs 1") {
+TEST_CASE("the cpu device stores float8 as fp32: 4 bytes per element on the wire and in the cast, GPUs 1") {
   const CostParams cpu = device_cost_params(gpu_preset("cpu")), h100 = device_cost_params(gpu_preset("h100-sxm"));
   CHECK(cpu.float_storage_bytes == 4);
   CHECK(h100.float_storage_bytes == 0);

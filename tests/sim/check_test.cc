@@ -78,7 +78,7 @@ TEST_CASE("check: the same prediction passes, and the baseline round-trips throu
   CHECK(kinds == Approx(ops).epsilon(1e-12));
 }
 
-TEST_CASE("check: a 3% slowdown fails at 2% and passes at 5%; the ops that moved are named", "[check]") {
+TEST_CASE("check: a 3% slowdown fails at 2% and passes at 5%, the ops that moved are named", "[check]") {
   CheckBaseline base = hand_baseline(), now = hand_baseline();
   now.step_time_ms = 103;                       // +3 %
   now.tokens_per_second_per_gpu = 1000 / 1.03;  // the same slowdown per token
@@ -347,7 +347,7 @@ TEST_CASE("check: the baseline's stamp round-trips and a malformed one is an err
   CHECK_THROWS_WITH(baseline_from_json(j, "b.json"), "b.json: tptune.version: expected a string, got 1");
 }
 
-TEST_CASE("check --format json: the verdict, the exit status, both builds, every moved op; stamped", "[check]") {
+TEST_CASE("check --format json: the verdict, the exit status, both builds, every moved op, stamped", "[check]") {
   CheckBaseline base = hand_baseline(), now = three_percent_slower();
   base.written_by = ToolBuild{"0.0.1", "0000000"};
   nlohmann::json j = check_json(compare(base, now, {2, 1}), "b.json");

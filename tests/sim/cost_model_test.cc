@@ -276,7 +276,7 @@ TEST_CASE("TP across nodes is much slower than inside a node") {
   CHECK(t_across == Approx(722.0).epsilon(1e-3));
 }
 
-TEST_CASE("group size 1 and empty messages cost nothing; p2p is latency + bytes / link") {
+TEST_CASE("group size 1 and empty messages cost nothing, p2p is latency + bytes / link") {
   ClusterSpec c = make_cluster(gpu_preset("h100-sxm"), 1, 8);
   GroupLayout one = group_layout(c, Group::dp, 8, 1);
   CHECK(collective_cost(CollectiveKind::all_reduce, GiB, one, c, P()).time_us == 0);

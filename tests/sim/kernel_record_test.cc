@@ -230,7 +230,7 @@ TEST_CASE("kernel fit: the architecture's terms from the uncapped parts, the cap
   CHECK(text.find("part level: h100-sxm-hbm2e-500w tensor_clock_fraction") != std::string::npos);
 }
 
-TEST_CASE("kernel record: a sustained GEMM figure carries the burst printed beside it; the fit reads it per part") {
+TEST_CASE("kernel record: a sustained GEMM figure carries the burst printed beside it, the fit reads it per part") {
   // ml-engineering's MSMF beside MAMF for the H200 SXM, bf16 and fp8, and the A100 PCIe (no preset).
   const std::string rows =
       "  - {id: s-bf16, gpu: h200, gpu_as_printed: H200, kernel: gemm_sustained, dtype: bf16, shape: {m: 1536, n: "

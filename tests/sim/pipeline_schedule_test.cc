@@ -64,7 +64,7 @@ TEST_CASE("pipeline schedule names are torchtitan's, parsed case-insensitively a
   CHECK(default_stages_per_rank(Kind::dual_pipe_v) == 2);
 }
 
-TEST_CASE("stages sit on ranks as torch places them: looped r, r+p, ...; V r and 2p-1-r") {
+TEST_CASE("stages sit on ranks as torch places them: looped r, r+p, ..., V r and 2p-1-r") {
   const PipelineSchedule looped = build_schedule(Kind::interleaved_1f1b, 4, 3, 4);
   CHECK(looped.stages_of_rank(1) == std::vector<int>{1, 5, 9});
   CHECK(looped.rank_of_stage(9) == 1);

@@ -227,7 +227,7 @@ TEST_CASE("pipeline step: p2p of one activation over NVLink, throughput over tp 
   CHECK(n.pipeline.p2p_us > r.pipeline.p2p_us);
 }
 
-TEST_CASE("pipeline step: the mesh must be the world; the schedule's own refusals name the plan", "[pp][errors]") {
+TEST_CASE("pipeline step: the mesh must be the world, the schedule's own refusals name the plan", "[pp][errors]") {
   const ClusterSpec cluster = test::cluster_of("h100-sxm", 1);
   Plan p = pp_plan(PipelineScheduleKind::one_f_one_b, {4, 4});
   p.dp_shard = 1;  // pp 2 x tp 2 x dp 1 = 4 of 8
