@@ -167,15 +167,32 @@ ComputeEstimate memory_bound_cost(double bytes, double efficiency, double overhe
 
 EagerModule eager_module(ElementwiseOp::Fn f) {
   using F = ElementwiseOp::Fn;
-  auto any = [f](std::initializer_list<F> fns) { return std::find(fns.begin(), fns.end(), f) != fns.end(); };
-  // The fused ops of a compiled Program (ElementwiseOp's "Fused ops") are their module's.
-  if (any({F::rmsnorm, F::layernorm, F::add_rmsnorm})) return {EagerModule::norm, false};
-  if (any({F::rmsnorm_bwd, F::layernorm_bwd, F::rmsnorm_bwd_add})) return {EagerModule::norm, true};
-  if (any({F::rope, F::rope_qk})) return {EagerModule::rope, false};
-  if (any({F::rope_bwd, F::rope_qk_bwd})) return {EagerModule::rope, true};
-  if (any({F::swiglu, F::gelu})) return {EagerModule::activation, false};
-  if (any({F::swiglu_bwd, F::gelu_bwd})) return {EagerModule::activation, true};
-  return {};
+  // The fused ops of a compiled Program (ElementwiseOp's "Fused ops") are their module's. A switch, not a search: the
+  // simulator asks once per elementwise op it prices.
+  switch (f) {
+    case F::rmsnorm:
+    case F::layernorm:
+    case F::add_rmsnorm:
+      return {EagerModule::norm, false};
+    case F::rmsnorm_bwd:
+    case F::layernorm_bwd:
+    case F::rmsnorm_bwd_add:
+      return {EagerModule::norm, true};
+    case F::rope:
+    case F::rope_qk:
+      return {EagerModule::rope, false};
+    case F::rope_bwd:
+    case F::rope_qk_bwd:
+      return {EagerModule::rope, true};
+    case F::swiglu:
+    case F::gelu:
+      return {EagerModule::activation, false};
+    case F::swiglu_bwd:
+    case F::gelu_bwd:
+      return {EagerModule::activation, true};
+    default:
+      return {};
+  }
 }
 
 namespace {
