@@ -147,8 +147,10 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
 }
 
 // Partial dw of slab blockIdx.x (rows [r0, r1)) into partial[slab][col], in Acc (double for fp32 tensors, float
-// for bf16: a slab's sum of a few dozen rows, then the slabs in double). Row t + 1's x and dy are loaded before
-// row t's reduction, so that the block's loads stay in flight across its barriers.
+// for bf16: a slab's sum of a few dozen rows, then the slabs in double). No prefetch of row t + 1: its registers
+// took the bf16 kernel at 4 packs per thread to the 128-register cap of 512-thread blocks and 352 bytes of spills
+// per thread (sm_90, ptxas -v); without it 105 registers, no local memory, and the other blocks resident on the SM
+// keep loads in flight while one block reduces.
 template <int N, int P, class T, class Acc>
 __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
     rmsnorm_bwd_packed_kernel(int64_t rows, int64_t dim, int64_t slabs, const T* x, const T* w, const float* rstd,
@@ -161,21 +163,17 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
   for (int p = 0; p < P; ++p)
 #pragma unroll
     for (int j = 0; j < N; ++j) acc[p][j] = Acc(0);
-  Pack<T, N> xp[P], gp[P], xn[P], gn[P];
-  const auto load_row = [&](int64_t t, Pack<T, N>(&xs)[P], Pack<T, N>(&gs)[P]) {
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
-      if (k < packs) {
-        xs[p] = load_pack<N>(x + t * dim, k);
-        gs[p] = load_pack<N>(dy + t * dim, k);
-      }
-    }
-  };
-  if (r0 < r1) load_row(r0, xp, gp);
+  Pack<T, N> xp[P], gp[P];
   using C = Compute<T>;  // the per-element arithmetic: double for fp32 tensors, float for bf16 (see above)
   for (int64_t t = r0; t < r1; ++t) {
-    if (t + 1 < r1) load_row(t + 1, xn, gn);
+#pragma unroll
+    for (int p = 0; p < P; ++p) {  // the row's x and dy, all of the thread's packs in flight at once
+      const int64_t k = threadIdx.x + int64_t(p) * blockDim.x;
+      if (k < packs) {
+        xp[p] = load_pack<N>(x + t * dim, k);
+        gp[p] = load_pack<N>(dy + t * dim, k);
+      }
+    }
     const C r = rstd[t];
     C dot = 0;
 #pragma unroll
@@ -209,11 +207,6 @@ __global__ void __launch_bounds__(P == 1 ? 1024 : 512)
         }
         store_pack<N>(dx + t * dim, k, dxp);
       }
-    }
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      xp[p] = xn[p];
-      gp[p] = gn[p];
     }
   }
 #pragma unroll
