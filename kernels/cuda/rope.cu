@@ -39,9 +39,24 @@ __global__ void rope_kernel(RopeDims d, double sign, const T* x, T* y) {
 }
 
 // The packed path: thread (token, group of kHeadsPerThread heads, pack k of the head) computes the N / 2 angles of
-// its pack's pairs once (double sincos) and rotates that pack in each head of its group: 16-byte loads and stores,
-// adjacent threads on adjacent packs of one head.
+// its pack's pairs once and rotates that pack in each head of its group: 16-byte loads and stores, adjacent threads
+// on adjacent packs of one head. The inverse frequencies theta^(-2i/head_dim) depend on the pair alone: each block
+// computes the head's head_dim / 2 of them once into shared memory (the same double pow as rope_angle, so the same
+// bits), and an angle costs one multiply. Before, each item called the double pow once per pair: 4 x 127 FP64 PTX
+// instructions per bf16 item (256 bytes moved), where a copy's rate leaves an SM ~16 cycles per 256 bytes and Hopper
+// retires 64 FP64 operations per SM cycle: the pow alone took ~half of that budget.
 constexpr int64_t kHeadsPerThread = 8;
+
+// The packed kernels' shared table holds at most this many pairs (head_dim <= 2 * kMaxTablePairs); wider heads take
+// the scalar kernel.
+constexpr int64_t kMaxTablePairs = 2048;
+
+// inv_freq[i] = rope_inv_freq(i, head_dim, theta) for i < head_dim / 2, by the block's threads; then a barrier.
+__device__ void fill_inv_freq(const RopeDims& d, double* inv_freq) {
+  for (int64_t i = threadIdx.x; i < d.head_dim / 2; i += blockDim.x)
+    inv_freq[i] = rope_inv_freq(i, d.head_dim, d.theta);
+  __syncthreads();
+}
 
 // Work items of the packed kernel for a tensor of dims d.
 __host__ __device__ inline int64_t packed_items(const RopeDims& d, int n_pack) {
@@ -49,7 +64,7 @@ __host__ __device__ inline int64_t packed_items(const RopeDims& d, int n_pack) {
 }
 
 template <int N, class T>
-__device__ void rope_pack_item(const RopeDims& d, double sign, const T* x, T* y, int64_t idx) {
+__device__ void rope_pack_item(const RopeDims& d, const double* inv_freq, double sign, const T* x, T* y, int64_t idx) {
   const int64_t packs_per_head = d.head_dim / N, groups = (d.heads + kHeadsPerThread - 1) / kHeadsPerThread;
   const int64_t row = d.heads * d.head_dim;
   {
@@ -60,7 +75,7 @@ __device__ void rope_pack_item(const RopeDims& d, double sign, const T* x, T* y,
     C c[N / 2], sn[N / 2];
 #pragma unroll
     for (int j = 0; j < N / 2; ++j) {
-      const double a = rope_angle(d.offset + s, k * (N / 2) + j, d.head_dim, d.theta);
+      const double a = double(d.offset + s) * inv_freq[k * (N / 2) + j];  // rope_angle, its pow from the table
       if constexpr (std::is_same_v<T, float>) {
         ::sincos(a, &sn[j], &c[j]);
       } else {
@@ -90,21 +105,27 @@ __device__ void rope_pack_item(const RopeDims& d, double sign, const T* x, T* y,
 
 template <int N, class T>
 __global__ void rope_packed_kernel(RopeDims d, double sign, const T* x, T* y) {
+  extern __shared__ double inv_freq[];  // head_dim / 2 (table_bytes)
+  fill_inv_freq(d, inv_freq);
   const int64_t n = packed_items(d, N);
-  TPTUNE_GRID_STRIDE(idx, n) rope_pack_item<N>(d, sign, x, y, idx);
+  TPTUNE_GRID_STRIDE(idx, n) rope_pack_item<N>(d, inv_freq, sign, x, y, idx);
 }
 
-// rope_qk: q's items, then k's, in one grid (one launch for both tensors).
+// rope_qk: q's items, then k's, in one grid (one launch for both tensors; one table: same head_dim and theta).
 template <int N, class T>
 __global__ void rope_qk_packed_kernel(RopeDims dq, RopeDims dk, double sign, const T* q, const T* k, T* qo, T* ko) {
+  extern __shared__ double inv_freq[];
+  fill_inv_freq(dq, inv_freq);
   const int64_t nq = packed_items(dq, N), n = nq + packed_items(dk, N);
   TPTUNE_GRID_STRIDE(idx, n) {
     if (idx < nq)
-      rope_pack_item<N>(dq, sign, q, qo, idx);
+      rope_pack_item<N>(dq, inv_freq, sign, q, qo, idx);
     else
-      rope_pack_item<N>(dk, sign, k, ko, idx - nq);
+      rope_pack_item<N>(dk, inv_freq, sign, k, ko, idx - nq);
   }
 }
+
+size_t table_bytes(const RopeDims& d) { return size_t(d.head_dim / 2) * sizeof(double); }
 
 void check_rope_dims(const RopeDims& d, const char* kernel) {
   require(d.head_dim > 0 && d.head_dim % 2 == 0, kernel,
@@ -116,7 +137,8 @@ void check_rope_dims(const RopeDims& d, const char* kernel) {
 template <class T>
 bool rope_packs(const RopeDims& d, const T* x, const T* y) {
   constexpr int N = detail::kPack<T>;
-  return d.head_dim % N == 0 && detail::pack_aligned(x, sizeof(T), N) && detail::pack_aligned(y, sizeof(T), N);
+  return d.head_dim % N == 0 && d.head_dim / 2 <= kMaxTablePairs && detail::pack_aligned(x, sizeof(T), N) &&
+         detail::pack_aligned(y, sizeof(T), N);
 }
 
 template <class T>
@@ -126,7 +148,8 @@ void rotate(cudaStream_t stream, const RopeDims& d, double sign, const T* x, T* 
   if (n == 0 || d.heads == 0) return;
   constexpr int N = detail::kPack<T>;
   if (rope_packs(d, x, y)) {
-    rope_packed_kernel<N><<<detail::grid_for_items(packed_items(d, N)), kThreads, 0, stream>>>(d, sign, x, y);
+    rope_packed_kernel<N>
+        <<<detail::grid_for_items(packed_items(d, N)), kThreads, table_bytes(d), stream>>>(d, sign, x, y);
   } else {
     rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(d, sign, x, y);
   }
@@ -140,14 +163,15 @@ void rotate_qk(cudaStream_t stream, const RopeDims& dq, const RopeDims& dk, doub
   check_rope_dims(dq, kernel);
   check_rope_dims(dk, kernel);
   constexpr int N = detail::kPack<T>;
-  if (!rope_packs(dq, q, qo) || !rope_packs(dk, k, ko)) {
+  if (!rope_packs(dq, q, qo) || !rope_packs(dk, k, ko) || dq.head_dim != dk.head_dim || dq.theta != dk.theta) {
     rotate(stream, dq, sign, q, qo, kernel);
     rotate(stream, dk, sign, k, ko, kernel);
     return;
   }
   const int64_t n = packed_items(dq, N) + packed_items(dk, N);
   if (n == 0) return;
-  rope_qk_packed_kernel<N><<<detail::grid_for_items(n), kThreads, 0, stream>>>(dq, dk, sign, q, k, qo, ko);
+  rope_qk_packed_kernel<N>
+      <<<detail::grid_for_items(n), kThreads, table_bytes(dq), stream>>>(dq, dk, sign, q, k, qo, ko);
   check_launch(kernel);
 }
 

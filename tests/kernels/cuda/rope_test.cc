@@ -59,3 +59,34 @@ TEMPLATE_TEST_CASE("cuda rope_qk: q and k in one launch equal rope of each, bit 
   CHECK(q_f.floats() == q_e.floats());
   CHECK(k_f.floats() == k_e.floats());
 }
+
+TEMPLATE_TEST_CASE(
+    "cuda rope: heads wider than the packed kernel's frequency table, and rope_qk of q and k with "
+    "different head_dim, match the CPU",
+    "[cuda]", float, __nv_bfloat16) {
+  // The packed kernels keep head_dim / 2 inverse frequencies in shared memory, up to 2048 (head_dim 4096); a wider
+  // head takes the scalar kernel. rope_qk launches q and k in one grid with one table, so q and k of different
+  // head_dim (or theta) rotate one by one.
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  using T = TestType;
+  const auto check_rope = [](const cuda::RopeDims& s, const std::vector<float>& x, const std::vector<float>& got,
+                             const char* what) {
+    std::vector<float> want(x.size());
+    kernels::rope(x.data(), s.batch, s.seq, s.heads, s.head_dim, s.offset, s.theta, want.data());
+    test::check_close(what, got, want, Tol<T>::atol, Tol<T>::rtol);
+  };
+  const cuda::RopeDims wide{1, 3, 2, 4104, 40, 10000.0};  // 4104: whole 16-byte packs of both types, > 2 * 2048
+  const size_t nw = size_t(wide.batch * wide.seq * wide.heads * wide.head_dim);
+  const auto xw = test::rounded<T>(test::randn(nw, 31));
+  DeviceArray<T> dw(xw), yw(nw);
+  cuda::rope_fwd<T>(nullptr, wide, dw.get(), yw.get());
+  check_rope(wide, xw, yw.floats(), "rope_fwd, head_dim 4104");
+
+  const cuda::RopeDims q{2, 16, 4, 64, 8, 500000.0}, k{2, 16, 2, 32, 8, 500000.0};
+  const size_t nq = size_t(q.batch * q.seq * q.heads * q.head_dim), nk = size_t(k.batch * k.seq * k.heads * k.head_dim);
+  const auto xq = test::rounded<T>(test::randn(nq, 32)), xk = test::rounded<T>(test::randn(nk, 33));
+  DeviceArray<T> dq(xq), dk(xk), yq(nq), yk(nk);
+  cuda::rope_qk_fwd<T>(nullptr, q, k, dq.get(), dk.get(), yq.get(), yk.get());
+  check_rope(q, xq, yq.floats(), "rope_qk_fwd q, head_dim 64");
+  check_rope(k, xk, yk.floats(), "rope_qk_fwd k, head_dim 32");
+}
