@@ -1,10 +1,13 @@
-// Weight initialisation on the host (runtime/tensor_init.h): every tp-run verify and profile builds the full
-// unsharded model's parameters, so its cost per element is paid for every parameter of the model: 3.8 G elements
-// for Llama3-70B with 2 layers (bench/gpu-check.sh's profiles). Two variants over the same 16 M-element tensor:
+// Weight initialisation on the host (runtime/tensor_init.h): every tp-run verify and profile draws its parameters
+// on the host, 3.8 G elements for Llama3-70B with 2 layers at tp 1 (bench/gpu-check.sh's profiles). Variants over the
+// same 16 M-element tensor:
 //   BM_InitParameter                    init_parameter: the tensor's name hashed once, one SplitMix64 step an element
 //   BM_InitParameterPerElementHash      the former implementation: seeded_uniform() per element, which hashes the
 //                                       whole name ("layers.0.feed_forward.w1.weight") for every element
-// Read the counter ns_per_element of each; the values are the same bit for bit (tests/runtime/tensor_init_test.cc).
+//   BM_InitShardOfFull/8                a rank of tp 8 as the executor did before: the full tensor, then its slice
+//   BM_InitParameterShard/8             init_parameter_shard: the rank's slice drawn alone
+// Read the counter ns_per_element of each (per element of the tensor the rank keeps, for the two tp 8 variants); the
+// values are the same bit for bit (tests/runtime/tensor_init_test.cc).
 //
 //   ninja -C build bench_tensor_init && build/bench/bench_tensor_init
 #include <benchmark/benchmark.h>
@@ -49,6 +52,27 @@ void BM_InitParameterPerElementHash(benchmark::State& state) {
   per_element(state, n);
 }
 BENCHMARK(BM_InitParameterPerElementHash)->Unit(benchmark::kMillisecond);
+
+// Rank 0 of tp N's column shard (dim 1: strided runs, the harder case for the direct draw).
+void BM_InitShardOfFull(benchmark::State& state) {
+  const int parts = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    std::vector<float> v = shard_of(init_parameter(1, kName, kShape), kShape, 1, parts, 0);
+    benchmark::DoNotOptimize(v.data());
+  }
+  per_element(state, numel(kShape) / parts);
+}
+BENCHMARK(BM_InitShardOfFull)->Arg(8)->Unit(benchmark::kMillisecond);
+
+void BM_InitParameterShard(benchmark::State& state) {
+  const int parts = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    std::vector<float> v = init_parameter_shard(1, kName, kShape, 1, parts, 0);
+    benchmark::DoNotOptimize(v.data());
+  }
+  per_element(state, numel(kShape) / parts);
+}
+BENCHMARK(BM_InitParameterShard)->Arg(8)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -175,8 +175,7 @@ void Executor::init(uint64_t seed) {
     const int64_t n = numel(d.local_shape);
     if (d.role == TensorRole::parameter) {
       const std::string name = layer_fqn(flat_.tensors[i].layer, d.param.empty() ? d.name : d.param);
-      auto full = init_parameter(seed, name, d.global_shape);
-      auto local = shard_of(full, d.global_shape, d.param_shard_dim, tp_, rank_);
+      auto local = init_parameter_shard(seed, name, d.global_shape, d.param_shard_dim, tp_, rank_);
       if (d.expert && program_.ep > 1)  // a routed expert: ep rank r holds experts [r E/ep, (r+1) E/ep) (Shard(0))
         local = shard_of(local, d.global_shape, 0, program_.ep, be_.group_rank(Group::ep));
       if (static_cast<int64_t>(local.size()) != n)

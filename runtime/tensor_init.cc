@@ -51,22 +51,58 @@ int32_t seeded_index(uint64_t seed, const std::string& name, int64_t index, int6
   return static_cast<int32_t>(draw(seed, name, index) % static_cast<uint64_t>(n));
 }
 
-std::vector<float> init_parameter(uint64_t seed, const std::string& name, const Shape& full) {
-  const int64_t n = numel(full);
-  std::vector<float> v(static_cast<size_t>(n));
+namespace {
+
+// The value of element i (its flat index in the full tensor) of a parameter: the scales of tensor_init.h.
+struct ParameterDraw {
+  uint64_t key;
+  float scale, offset;  // value = offset + scale * u
+  float operator()(int64_t i) const { return offset + scale * uniform_of(draw_keyed(key, i)); }
+};
+
+ParameterDraw parameter_draw(uint64_t seed, const std::string& name, const Shape& full) {
   const uint64_t key = tensor_key(seed, name);
-  if (full.size() == 1) {
-    const bool bias = ends_with(name, "bias");
-    for (int64_t i = 0; i < n; ++i) {
-      const float u = uniform_of(draw_keyed(key, i));
-      v[size_t(i)] = bias ? 0.1f * u : 1.0f + 0.1f * u;
-    }
-    return v;
-  }
+  if (full.size() == 1)
+    return ends_with(name, "bias") ? ParameterDraw{key, 0.1f, 0.0f} : ParameterDraw{key, 0.1f, 1.0f};
   const double fan_in = static_cast<double>(full.back());
-  const float scale = static_cast<float>(std::sqrt(3.0 / fan_in));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = scale * uniform_of(draw_keyed(key, i));
+  return {key, static_cast<float>(std::sqrt(3.0 / fan_in)), 0.0f};
+}
+
+// Slice `rank` of `dim` of a row-major `shape` in `parts` equal slices: `outer` runs of `width` consecutive elements,
+// run o starting at o * row + rank * width in the full tensor.
+struct Slice {
+  int64_t outer, width, row, first;
+};
+
+Slice slice_of(const Shape& shape, int dim, int parts, int rank) {
+  if (dim >= static_cast<int>(shape.size()) || shape[size_t(dim)] % parts != 0 || rank < 0 || rank >= parts)
+    throw Error("shard_of: cannot take slice " + std::to_string(rank) + " of dim " + std::to_string(dim) + " of " +
+                to_string(shape) + " in " + std::to_string(parts) + " parts");
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= shape[size_t(d)];
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t width = shape[size_t(dim)] / parts * inner;
+  return {outer, width, shape[size_t(dim)] * inner, rank * width};
+}
+
+}  // namespace
+
+std::vector<float> init_parameter(uint64_t seed, const std::string& name, const Shape& full) {
+  const ParameterDraw value = parameter_draw(seed, name, full);
+  std::vector<float> v(static_cast<size_t>(numel(full)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = value(static_cast<int64_t>(i));
   return v;
+}
+
+std::vector<float> init_parameter_shard(uint64_t seed, const std::string& name, const Shape& full, int dim, int parts,
+                                        int rank) {
+  if (dim < 0 || parts == 1) return init_parameter(seed, name, full);
+  const ParameterDraw value = parameter_draw(seed, name, full);
+  const Slice s = slice_of(full, dim, parts, rank);
+  std::vector<float> out(static_cast<size_t>(s.outer * s.width));
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < s.width; ++i) out[size_t(o * s.width + i)] = value(o * s.row + s.first + i);
+  return out;
 }
 
 std::vector<int32_t> init_tokens(uint64_t seed, const std::string& name, const Shape& full, int64_t vocab) {
@@ -81,16 +117,10 @@ std::vector<int32_t> init_tokens(uint64_t seed, const std::string& name, const S
 template <class T>
 std::vector<T> shard_of(const std::vector<T>& full, const Shape& shape, int dim, int parts, int rank) {
   if (dim < 0 || parts == 1) return full;
-  if (dim >= static_cast<int>(shape.size()) || shape[size_t(dim)] % parts != 0 || rank < 0 || rank >= parts)
-    throw Error("shard_of: cannot take slice " + std::to_string(rank) + " of dim " + std::to_string(dim) + " of " +
-                to_string(shape) + " in " + std::to_string(parts) + " parts");
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < dim; ++d) outer *= shape[size_t(d)];
-  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
-  const int64_t width = shape[size_t(dim)] / parts * inner, row = shape[size_t(dim)] * inner;
-  std::vector<T> out(static_cast<size_t>(outer * width));
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < width; ++i) out[size_t(o * width + i)] = full[size_t(o * row + rank * width + i)];
+  const Slice s = slice_of(shape, dim, parts, rank);
+  std::vector<T> out(static_cast<size_t>(s.outer * s.width));
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < s.width; ++i) out[size_t(o * s.width + i)] = full[size_t(o * s.row + s.first + i)];
   return out;
 }
 

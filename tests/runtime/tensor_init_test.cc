@@ -35,6 +35,31 @@ TEST_CASE("parameters do not depend on the TP degree: shards reassemble the full
   CHECK(init_parameter(11, "layers.1.attention.wq.weight", w) != full);  // so does the name
 }
 
+TEST_CASE("a rank draws its shard alone: init_parameter_shard equals the full tensor's slice, bit for bit",
+          "[runtime][init]") {
+  // The executor draws each rank's shard directly (the 405B block at tp 8's local shapes: 1.3 G elements instead of
+  // 10.6 G); it must be exactly the slice the full tensor gives, for every dim, degree and rank, matrices, 3-D expert
+  // weights, norm weights and biases alike, and replicated (dim -1, or 1 part) is the full tensor.
+  const std::vector<std::pair<std::string, Shape>> params = {{"layers.0.attention.wq.weight", {8, 6}},
+                                                             {"layers.0.moe.experts.w1", {4, 6, 8}},
+                                                             {"layers.0.attention_norm.weight", {12}},
+                                                             {"layers.0.attention.wq.bias", {12}}};
+  for (const auto& [name, shape] : params) {
+    const std::vector<float> full = init_parameter(5, name, shape);
+    CHECK(init_parameter_shard(5, name, shape, -1, 4, 2) == full);
+    CHECK(init_parameter_shard(5, name, shape, 0, 1, 0) == full);
+    for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim)
+      for (int parts : {2, 4})
+        for (int r = 0; r < parts; ++r) {
+          if (shape[size_t(dim)] % parts != 0) continue;
+          INFO(name << " dim " << dim << " parts " << parts << " rank " << r);
+          CHECK(init_parameter_shard(5, name, shape, dim, parts, r) == shard_of(full, shape, dim, parts, r));
+        }
+  }
+  CHECK_THROWS_WITH(init_parameter_shard(5, "w", {8, 6}, 1, 4, 0),
+                    "shard_of: cannot take slice 0 of dim 1 of [8, 6] in 4 parts");
+}
+
 TEST_CASE("initial scales: 1/sqrt(fan_in) for matrices, ~1 for norm weights, ~0 for biases", "[runtime][init]") {
   // Uniform u in [-1, 1) scaled by sqrt(3/in) has variance 1/in: 1/256 for in = 256.
   auto w = init_parameter(1, "output.weight", {64, 256});
