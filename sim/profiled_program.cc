@@ -147,7 +147,7 @@ ProfiledProgram profiled_program(const Profile& prof, const std::string& path) {
   const std::string& plan_yaml = require(prof.plan_yaml, doc, "program.plan_yaml");
   ProfiledProgram out;
   try {
-    out.config = load_config_string(config_yaml, path + " (program.config_yaml)");
+    out.config = load_config_string(config_yaml, path + " (program.config_yaml)", {}, prof.hf_config_json);
     out.plan = load_plan_string(plan_yaml, path + " (program.plan_yaml)");
     // A pipeline's profile timed the ops of one microbatch's Program (runtime/pipeline/profile.h).
     out.program = lower(out.config.model, out.config.training,

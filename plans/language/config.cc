@@ -89,17 +89,20 @@ void read_gqa(const YamlDoc& doc, const YAML::Node& n, Model& m) {
 }
 
 // model: {hf_config: PATH [, name: NAME] [, gqa: ...]}: a transformers config.json, relative to the config file
-// (plans/model/hf_config.h).
-Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesystem::path& base_dir) {
+// (plans/model/hf_config.h). `hf_text`, when given, is that file's text as a run recorded it (a profile's
+// program.hf_config_json): read in place of the file, which need not exist here.
+Model read_hf_model(const YamlDoc& doc, const YAML::Node& n, const std::filesystem::path& base_dir,
+                    const std::optional<std::string>& hf_text) {
   doc.check_map(n, "model", {"hf_config", "name", "gqa"});
   const std::filesystem::path p(doc.string(n["hf_config"], "model.hf_config"));
   const std::filesystem::path file = p.is_absolute() || base_dir.empty() ? p : base_dir / p;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec))
+  if (!hf_text && !std::filesystem::is_regular_file(file, ec))
     doc.fail_msg(n["hf_config"], "model.hf_config",
                  fmt::format("cannot open '{}' (a transformers config.json, relative to this file)",
                              yaml::shown(file.string(), 200)));
-  Model m = load_hf_config(file.string());
+  Model m = hf_text ? parse_hf_config(*hf_text, fmt::format("{} (the recorded {})", doc.file(), file.string()))
+                    : load_hf_config(file.string());
   if (has(n, "name")) m.name = doc.string(n["name"], "model.name");
   read_gqa(doc, n, m);
   return m;
@@ -159,9 +162,13 @@ void read_mla(const YamlDoc& doc, const YAML::Node& n, Model& m) {
                  fmt::format("expected an even size (rotary embedding rotates pairs), got {}", a.qk_rope_head_dim));
 }
 
-Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self,
-                 const std::filesystem::path& base_dir) {
-  if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir);
+Model read_model(const YamlDoc& doc, const YAML::Node& n, const YAML::Node& self, const std::filesystem::path& base_dir,
+                 const std::optional<std::string>& hf_text) {
+  if (n.IsMap() && has(n, "hf_config")) return read_hf_model(doc, n, base_dir, hf_text);
+  if (hf_text)
+    doc.fail_msg(self, "model",
+                 "a transformers config.json is recorded beside this config, but its model has no "
+                 "hf_config");
   doc.check_map(n, "model", {"preset",      "hf_config",  "name",
                              "dim",         "n_layers",   "n_heads",
                              "n_kv_heads",  "ffn_dim",    "ffn_dim_multiplier",
@@ -535,7 +542,7 @@ SearchSpace read_search(const YamlDoc& doc, const YAML::Node& n, const YAML::Nod
 }
 
 Config load_node(const YAML::Node& root, const std::string& name, const std::filesystem::path& base_dir,
-                 const std::string& hf_config) {
+                 const std::string& hf_config, const std::optional<std::string>& hf_text = std::nullopt) {
   const YamlDoc doc(name);
   if (!root.IsDefined() || !root.IsMap())
     throw Error(fmt::format("{}: expected a map with keys model, training, cluster, search; got {}", doc.at(root),
@@ -548,7 +555,7 @@ Config load_node(const YAML::Node& root, const std::string& name, const std::fil
   else if (!has(root, "model"))
     throw Error(fmt::format("{}: model: missing; expected a map (preset, dims or hf_config)", name));
   else
-    cfg.model = read_model(doc, root["model"], key_node(root, "model"), base_dir);
+    cfg.model = read_model(doc, root["model"], key_node(root, "model"), base_dir, hf_text);
   if (has(root, "training")) cfg.training = read_training(doc, root["training"]);
   if (has(root, "cluster"))
     cfg.cluster = read_cluster(doc, root["cluster"], key_node(root, "cluster"));
@@ -568,8 +575,9 @@ Config load_config(const std::string& path, const std::string& hf_config) {
   return load_node(yaml::parse(text, path), path, std::filesystem::path(path).parent_path(), hf_config);
 }
 
-Config load_config_string(const std::string& yaml, const std::string& name, const std::string& base_dir) {
-  return load_node(yaml::parse(yaml, name), name, base_dir, {});
+Config load_config_string(const std::string& yaml, const std::string& name, const std::string& base_dir,
+                          const std::optional<std::string>& hf_config_text) {
+  return load_node(yaml::parse(yaml, name), name, base_dir, {}, hf_config_text);
 }
 
 Config load_config_node(const YAML::Node& root, const std::string& name, const std::string& base_dir) {

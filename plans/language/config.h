@@ -177,8 +177,11 @@ struct Config {
 // section (the `--hf-config` option of the tools); the file may then omit `model`.
 Config load_config(const std::string& path, const std::string& hf_config = {});
 // For tests and tools: parse YAML text; `name` stands in for the file name in errors, and `base_dir` is where
-// relative paths (model.hf_config, search.plans) are resolved from.
+// relative paths (model.hf_config, search.plans) are resolved from. `hf_config_text`, when given, is the text of the
+// model's hf_config file as a run recorded it (a profile's program.hf_config_json, plans/language/config_record.h),
+// read in place of the file; a model without hf_config is then an error.
 Config load_config_string(const std::string& yaml, const std::string& name = "<string>",
-                          const std::string& base_dir = {});
+                          const std::string& base_dir = {},
+                          const std::optional<std::string>& hf_config_text = std::nullopt);
 
 }  // namespace tptune

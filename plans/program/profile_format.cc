@@ -333,6 +333,7 @@ json profile_json(const Profile& p) {
     j["program"] = p.program;
     if (p.config_yaml) j["program"]["config_yaml"] = *p.config_yaml;
     if (p.plan_yaml) j["program"]["plan_yaml"] = *p.plan_yaml;
+    if (p.hf_config_json) j["program"]["hf_config_json"] = *p.hf_config_json;
   }
   j["final_loss"] = p.final_loss ? json(*p.final_loss) : json(nullptr);
   if (p.timing)
@@ -393,6 +394,7 @@ Profile parse_profile(const json& j, const std::string& path) {
     p.program = *prog;
     p.config_yaml = r.string(*prog, "program", "config_yaml");
     p.plan_yaml = r.string(*prog, "program", "plan_yaml");
+    p.hf_config_json = r.string(*prog, "program", "hf_config_json");
   }
   if (const json* t = r.object(j, "", "timing")) {
     ProfileTiming timing;

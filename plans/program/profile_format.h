@@ -10,7 +10,9 @@
 //                     "libraries": {"eigen": "3.4.0", "mpi": "Open MPI v4.1.4", "fmt": "9.1.0"},
 //                     "git_hash": "1a2b3c4", "build_type": "Release", ...device facts},
 //     "program": {program_identity()'s object (plans/program/program_identity.h), "config_yaml": "...", "plan_yaml":
-//     "..."}, "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max",
+//     "...", "hf_config_json": "..." (only when the model came from a transformers config.json; both as
+//     plans/language/config_record.h records them)},
+//     "timing": {"warmup": 2, "iters": 5, "unit": "us", "mode": "serialized", "reduce_over_ranks": "max",
 //                "step_wall_mode": "overlapped"},
 //     "final_loss": 5.61 (null when the run diverged to NaN/inf, or in the single-GPU mode),
 //     "step_wall_us": {"median", "min", "p10", "p90", "max"}, "step_wall_samples_us": [...],
@@ -151,10 +153,10 @@ struct Profile {
   nlohmann::json environment;  // null when absent
   std::optional<std::string> backend, device;
   std::optional<int64_t> ranks;
-  // program_identity()'s object (null when absent), and its two YAML members, which let tp-plan lower the very
-  // Program again.
+  // program_identity()'s object (null when absent), and its two YAML members and the transformers config.json text
+  // (for a model read from one), which let tp-plan lower the very Program again.
   nlohmann::json program;
-  std::optional<std::string> config_yaml, plan_yaml;
+  std::optional<std::string> config_yaml, plan_yaml, hf_config_json;
   std::optional<ProfileTiming> timing;
   std::optional<double> final_loss;                  // null: diverged, or not meaningful (single-GPU mode)
   std::optional<WallTimes> step_wall, compute_wall;  // "step_wall_us" / "compute_wall_us" and their samples

@@ -10,34 +10,13 @@
 #include <fstream>
 
 #include "../error_text.h"
+#include "../temp_dir.h"
 #include "plans/language/config.h"
 #include "plans/util/yaml_util.h"
 
 using namespace tptune;
 using tptune::test::error_of;
-
-namespace {
-
-// A fresh folder under the system's temporary directory, removed with everything in it at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tptune-input-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name, const std::string& content) const {
-    const std::string p = (path / name).string();
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-};
-
-}  // namespace
+using tptune::test::TempDir;
 
 TEST_CASE("input files: a regular file is read whole", "[input_file]") {
   TempDir d;

@@ -13,29 +13,15 @@
 #include <sstream>
 
 #include "../error_text.h"
+#include "../temp_dir.h"
 #include "plans/util/input_file.h"
 
 using namespace tptune;
 using tptune::test::error_of;
+using tptune::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "tptune-output-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string at(const std::string& name) const { return (path / name).string(); }
-  // The names in the folder: a failed write must leave no temporary file behind.
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), {})); }
-};
 
 std::string slurp(const std::string& p) {
   std::ifstream f(p, std::ios::binary);

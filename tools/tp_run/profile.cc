@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "plans/language/config_record.h"
 #include "plans/language/module_names.h"
 #include "plans/util/error.h"
-#include "plans/util/input_file.h"
 #include "plans/util/json_text.h"
 #include "plans/util/limits.h"
 #include "plans/util/output_file.h"
@@ -129,8 +129,10 @@ int run_profile(const World& w, ProfileArgs& a) {
     return 2;
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
-    // The config's text and the resolved plan, so that tp-plan can lower this very Program again.
-    profile.config_yaml = read_input_file(a.plan.config, "config YAML");
+    // The config as the run used it and the resolved plan, so that tp-plan can lower this very Program again.
+    RecordedConfig recorded = record_config(a.plan.config, a.plan.hf_config, s.config);
+    profile.config_yaml = std::move(recorded.yaml);
+    profile.hf_config_json = std::move(recorded.hf_config_json);
     // Only the model's modules: a preset carries torchtitan's feed_forward.w3 for every model, which a gelu MLP
     // lacks, and calibrate/accuracy load this plan as a user's (refusing entries that match no module).
     profile.plan_yaml = plan_to_yaml(without_unmatched_modules(s.plan, s.config.model));
