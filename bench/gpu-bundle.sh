@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu-bundle.sh [BUILD_DIR]: make a build copyable to a GPU machine that has none of our Debian packages.
 #
-# Copies into BUILD_DIR/gpu-bundle/ the shared libraries that tp-run and the [cuda] test binaries need and a plain
-# GPU machine may lack (`ldd`, minus the C runtime: libc, libm, libstdc++, libgcc_s, ld-linux, libpthread, libdl,
+# Copies into BUILD_DIR/gpu-bundle/ the shared libraries that tp-run, tp-plan and the [cuda] test binaries need and a
+# plain GPU machine may lack (`ldd`, minus the C runtime: libc, libm, libstdc++, libgcc_s, ld-linux, libpthread, libdl,
 # librt), every cuDNN 9 sub-library (cuDNN dlopens them, so ldd does not list them) and Open MPI's plugin directory
 # (MPI_Init loads its components from there). bench/gpu-check.sh uses the bundle when it finds it:
 #   LD_LIBRARY_PATH=<bundle>/lib, OMPI_MCA_mca_base_component_path=<bundle>/openmpi-plugins,
@@ -24,6 +24,7 @@ build="${1:-build}"
 cuda_root="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")"
 out="$build/gpu-bundle"
 bins=("$build/tools/tp-run")
+[ -x "$build/tools/tp-plan" ] && bins+=("$build/tools/tp-plan")  # the goals' predictions (gpu-check step 4d)
 for t in "$build/tests/runtime/cuda/tptune_runtime_cuda_tests" "$build/tests/kernels/cuda/tptune_kernels_cuda_tests"; do
   [ -x "$t" ] && bins+=("$t")
 done

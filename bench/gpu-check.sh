@@ -13,14 +13,17 @@
 #      left out when the memory-bound and 405B steps came in, to keep the check under 6 minutes)
 #   4. tp-run bench gemm (bf16, fp8_e4m3) on those Programs' GEMM shapes; tp-run bench memory-bound (every
 #      memory-bound kernel at Llama 3 8B's layer shapes, GB/s and % of a copy of the same run); profiles of Llama 3.1
-#      405B's block at the local shapes of tp 8 in bf16 and float8 tensorwise (2 layers, local batch 2, full AC)
+#      405B's block at the local shapes of tp 8 in bf16 and float8 tensorwise, eager and compiled (2 layers, local
+#      batch 2, full AC); tp-plan accuracy of every profile (the simulator's prediction of each, when tp-plan is built)
 #   5. optional: PyTorch on the same GEMM, attention and memory-bound shapes and values, eager and compiled
 #      (bench/torch_compare.py), and Inductor's kernels of a Llama block (bench/inductor_fusions.py), where torch
 #      sees a GPU
 # Throughout: nvidia-smi samples SM clock, power and temperature every 100 ms (gpu-clocks.csv; steps.csv says which
 # step ran when).
 # Results: everything in one archive, OUTDIR/gpu-check.tar.gz (logs, configs, Profile and bench JSON, compare.md),
-# and the summary table OUTDIR/summary.md, printed last on stdout too. Nothing else is left in OUTDIR: a lease hands
+# and the summary table OUTDIR/summary.md, printed last on stdout too, ending with issue 39's goals, each met, NOT
+# MET or not measured (bench/gpu_goals.py: 0 failed [cuda] tests, every memory-bound kernel >= 70 % of the copy,
+# float8 amax + casts <= 5 % of the 405B float8 step, compiled faster than eager where the simulator says so). Nothing else is left in OUTDIR: a lease hands
 # back at most 8 files. The work folder is a temporary one (GPU_CHECK_KEEP=DIR keeps it there instead).
 # GPU_CHECK_STEP_LIMIT=S replaces every step's time limit (a rerun that must fit the time left; the timeout test).
 #
@@ -40,15 +43,21 @@
 #   3 profile x 4 (8B: 1.5 G params, 70B: 3.8 G)          60 s  150 s each    71 s (tp 1, 8 of the 133 s for 8)
 #   4 bench gemm x 4                                      40 s   90 s each     4 s
 #   4b bench memory-bound (8B layer, incl. data)          20 s      120 s      -
-#   4c profile 405B tp 8 x 2 (bf16, float8)               90 s  150 s each    95 s (first run of these kernels)
+#   4c profile 405B tp 8 x 4 (bf16, float8; eager,         60 s  150 s each    95 s for the 2 eager ones (first
+#      compiled)                                                                  run), when each drew the full
+#                                                                                 10.6 G parameters on the host
+#                                                                                 (~3.7 ns an element here): now
+#                                                                                 its tp 8 share, 1.3 G
+#   4d tp-plan accuracy of the 8 profiles                  2 s       60 s      -
 #   5 PyTorch comparison (optional)                       90 s      150 s     10 s (GEMM and attention only)
 #   5b Inductor's kernels (optional)                      40 s       75 s      -
-#   total                                               ~5.5 min  (+ ~1 min machine start)
-# Steps 0-4 are the first (and normally only) command; step 5 is optional: GPU_CHECK_SKIP_TORCH=1 leaves it out
-# when a rerun must fit the time left. The exact call a session makes (after `cmake --build build` with CUDA and
+#   total                                               ~6 min  (+ ~1 min machine start)
+# Steps 0-4 are the first (and normally only) command; step 5 is optional: it starts only when no more than 300 s
+# have passed (GPU_CHECK_OPTIONAL_BEFORE_S), so that the run ends near 6 minutes even when the steps before it run
+# slower than estimated, and GPU_CHECK_SKIP_TORCH=1 leaves it out when a rerun must fit the time left. The exact call a session makes (after `cmake --build build` with CUDA and
 # `bench/gpu-bundle.sh --lean build`; the carried paths are ~25 MiB):
 #   run(command = "bench/gpu-check.sh --backend cuda \"$OUT\" build",
-#       carry = ["build/tools/tp-run", "build/tests/kernels/cuda/tptune_kernels_cuda_tests",
+#       carry = ["build/tools/tp-run", "build/tools/tp-plan", "build/tests/kernels/cuda/tptune_kernels_cuda_tests",
 #                "build/tests/runtime/cuda/tptune_runtime_cuda_tests", "build/gpu-bundle"],
 #       timeout_s = 540)
 # then give_back unless rerunning at once. Comes back: gpu-check.tar.gz and summary.md (2 of the 8 files).
@@ -272,15 +281,36 @@ if [ "$stop_early" = 0 ]; then
   else
     big="$cfg/llama3-8b-2layers.yaml"
   fi
+  # Eager (profile-405b-tp8-F.json) and compiled (profile-405b-tp8-F-compile.json: Inductor's block fusions, the
+  # float8 amax folded into its producer), so that the goals below compare the modes on the same shapes and data.
   for f8 in none tensorwise; do
-    step "profile llama3-405b, local shapes of tp 8, float8 $f8" 150 45 "profile-405b-tp8-$f8.txt" \
-      "$tp_run" profile "$big" --preset sequence_parallel --tp 8 --local-shapes-of-tp 8 --loss-parallel \
-      --float8 "$f8" --backend "$backend" --warmup 1 --iters 3 --quiet --timeout 120 \
-      --out "$work/profile-405b-tp8-$f8.json"
+    for mode in eager compile; do
+      suffix=$([ $mode = compile ] && echo -compile || true)
+      step "profile llama3-405b, local shapes of tp 8, float8 $f8, $mode" 150 30 "profile-405b-tp8-$f8$suffix.txt" \
+        "$tp_run" profile "$big" --preset sequence_parallel --tp 8 --local-shapes-of-tp 8 --loss-parallel \
+        --float8 "$f8" "--$([ $mode = compile ] && echo compile || echo no-compile)" --backend "$backend" \
+        --warmup 1 --iters 3 --quiet --timeout 120 --out "$work/profile-405b-tp8-$f8$suffix.json"
+    done
   done
 
-  # 5. optional: PyTorch on the same shapes
-  if [ "$backend" = cuda ] && [ -z "${GPU_CHECK_SKIP_TORCH:-}" ] &&
+  # 4d. the simulator's prediction of every profile above (tp-plan accuracy: compute-only steps, per op class and
+  # kind), for the goals' "compiled faster than eager where the simulator says so"
+  profiles=("$work"/profile-{8b,70b}-tp{1,8}.json "$work"/profile-405b-tp8-{none,tensorwise}{,-compile}.json)
+  if [ -x "$build/tools/tp-plan" ]; then
+    step "tp-plan accuracy of the profiles" 60 2 accuracy.txt \
+      "$build/tools/tp-plan" accuracy "${profiles[@]}" --json "$work/accuracy.json"
+  else
+    echo "no $build/tools/tp-plan: carry it to have the simulator's predictions in the goals" >"$work/accuracy.txt"
+    rows+=("| tp-plan accuracy of the profiles | skipped | 0 | 2 | accuracy.txt |")
+  fi
+
+  # 5. optional: PyTorch on the same shapes, started only while the run is young enough to end near 6 minutes (its two
+  # steps take up to ~2 min; GPU_CHECK_OPTIONAL_BEFORE_S moves the bound)
+  optional_before=${GPU_CHECK_OPTIONAL_BEFORE_S:-300}
+  if [ $((SECONDS - start)) -gt "$optional_before" ]; then
+    echo "PyTorch comparison skipped: $((SECONDS - start)) s had passed, over the ${optional_before} s before which the optional steps start (GPU_CHECK_OPTIONAL_BEFORE_S)" >"$work/compare.txt"
+    rows+=("| PyTorch comparison | skipped (time) | 0 | 90 | compare.txt |")
+  elif [ "$backend" = cuda ] && [ -z "${GPU_CHECK_SKIP_TORCH:-}" ] &&
     timeout 60 python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     export TORCH_COMPARE_COMPILE_BUDGET_S=60
     step "PyTorch comparison" 150 90 compare.txt \
@@ -296,6 +326,11 @@ fi
 
 [ -n "$smi_pid" ] && kill "$smi_pid" 2>/dev/null
 
+# Issue 39's goals, read from what the steps wrote (bench/gpu_goals.py): a table in the summary, each goal met, not
+# met or not measured. A goal not met is a finding of the run, not a failure of the check.
+python3 "$here/bench/gpu_goals.py" "$work" >"$work/goals.md" 2>&1 ||
+  echo "gpu_goals.py could not read the run (exit $?): see goals.md" >>"$work/goals.md"
+
 # Summary and archive: the two files that come back.
 {
   echo "# gpu-check summary: backend $backend, $(date -u +%FT%TZ), $((SECONDS - start)) s in all"
@@ -303,6 +338,8 @@ fi
   echo "| step | result | seconds | device estimate (s) | log |"
   echo "| --- | --- | ---: | ---: | --- |"
   printf '%s\n' "${rows[@]}"
+  echo
+  cat "$work/goals.md"
   echo
   if [ ${#failed[@]} -gt 0 ]; then
     echo "FAILED: $(IFS=';'; echo "${failed[*]}")"
