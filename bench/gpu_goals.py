@@ -42,6 +42,8 @@ def cuda_tests(work):
     text = open(path, errors="replace").read()
     if "no CUDA device visible" in text:
         return "not measured", "no CUDA device visible: the [cuda] tests skipped"
+    if "no [cuda] test binary" in text:
+        return "not measured", "no [cuda] test binary: a build without the CUDA toolkit"
     failed = passed = 0
     summaries = re.findall(r"^(Passed all (\d+) test cases|Failed (\d+) test cases?)", text, re.M)
     for line, ok, bad in summaries:

@@ -32,7 +32,8 @@ rows="$(grep -c '^| [^s-].* | ok | [0-9.]* | [0-9]* |' "$out/summary.md" || true
 grep -q '^| PyTorch comparison | skipped |' "$out/summary.md" || fail "no skipped PyTorch row"
 # The goals as the CPU run gives them: no device (tests skipped), the rehearsal's layer moves < 64 MiB per op, and
 # the float8 share and the compile comparison computed from its profiles (CPU times: only the mechanics are tested).
-grep -q "^| \[cuda\] tests: 0 failed | not measured | no CUDA device visible" "$out/summary.md" ||
+# (CUDA built: its tests skip on this machine; not built, as in the sanitizer build: there are none to run.)
+grep -Eq "^\| \[cuda\] tests: 0 failed \| not measured \| no (CUDA device visible|\[cuda\] test binary)" "$out/summary.md" ||
   { cat "$out/summary.md"; fail "the tests goal is not 'not measured' without a device"; }
 grep -q "^| every memory-bound kernel >= 70 % of a copy | not measured | no op moves >= 64 MiB" "$out/summary.md" ||
   { cat "$out/summary.md"; fail "the memory-bound goal is judged on ops under 64 MiB"; }

@@ -70,6 +70,8 @@ rows = run({"cuda-tests.txt": "## a\nPassed all 42 test cases with 9 assertions.
                               "with 3 assertions.\n"})
 expect(rows, "[cuda] tests", "met", "0 failed, 57 passed (2 binaries)")
 expect(rows, "every memory-bound kernel", "not measured", "no memory-bound-8b.json")
+rows = run({"cuda-tests.txt": "no [cuda] test binary in build (configure with the CUDA toolkit)\n"})
+expect(rows, "[cuda] tests", "not measured", "a build without the CUDA toolkit")
 
 # 2. Memory-bound: rope at 69 % fails the 70 % bound; an op of 63 MiB at 10 % is not judged (under 64 MiB).
 rows = run({"memory-bound-8b.json": memory_bound(("rmsnorm_fwd", 128, 75.0), ("rope_fwd", 128, 69.0),
@@ -99,4 +101,4 @@ expect(rows, "compiled faster", "met", "the simulator predicts no gain")
 if failures:
     print("gpu_goals_test: " + "\n  ".join(failures), file=sys.stderr)
     sys.exit(1)
-print("gpu_goals_test: 10 runs, every verdict as worked out")
+print("gpu_goals_test: 11 runs, every verdict as worked out")
