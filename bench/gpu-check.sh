@@ -23,8 +23,9 @@
 # Results: everything in one archive, OUTDIR/gpu-check.tar.gz (logs, configs, Profile and bench JSON, compare.md),
 # and the summary table OUTDIR/summary.md, printed last on stdout too, ending with issue 39's goals, each met, NOT
 # MET or not measured (bench/gpu_goals.py: 0 failed [cuda] tests, every memory-bound kernel >= 70 % of the copy,
-# float8 amax + casts <= 5 % of the 405B float8 step, compiled faster than eager where the simulator says so). Nothing else is left in OUTDIR: a lease hands
-# back at most 8 files. The work folder is a temporary one (GPU_CHECK_KEEP=DIR keeps it there instead).
+# float8 amax + casts <= 5 % of the 405B float8 step, compiled faster than eager where the simulator says so).
+# Nothing else is left in OUTDIR: a lease hands back at most 8 files. The work folder is a temporary one
+# (GPU_CHECK_KEEP=DIR keeps it there instead).
 # GPU_CHECK_STEP_LIMIT=S replaces every step's time limit (a rerun that must fit the time left; the timeout test).
 #
 # --backend cpu is the rehearsal CI runs on every commit (tests/integration: "gpu-check rehearsal"): the same steps,
@@ -43,19 +44,18 @@
 #   3 profile x 4 (8B: 1.5 G params, 70B: 3.8 G)          60 s  150 s each    71 s (tp 1, 8 of the 133 s for 8)
 #   4 bench gemm x 4                                      40 s   90 s each     4 s
 #   4b bench memory-bound (8B layer, incl. data)          20 s      120 s      -
-#   4c profile 405B tp 8 x 4 (bf16, float8; eager,         60 s  150 s each    95 s for the 2 eager ones (first
-#      compiled)                                                                  run), when each drew the full
-#                                                                                 10.6 G parameters on the host
-#                                                                                 (~3.7 ns an element here): now
-#                                                                                 its tp 8 share, 1.3 G
+#   4c profile 405B tp 8 x 4 (bf16, float8;               60 s  150 s each    95 s for the 2 eager ones, when
+#      eager, compiled)                                                           each drew all 10.6 G parameters
+#                                                                                 on the host (now its 1.3 G)
 #   4d tp-plan accuracy of the 8 profiles                  2 s       60 s      -
 #   5 PyTorch comparison (optional)                       90 s      150 s     10 s (GEMM and attention only)
 #   5b Inductor's kernels (optional)                      40 s       75 s      -
 #   total                                               ~6 min  (+ ~1 min machine start)
 # Steps 0-4 are the first (and normally only) command; step 5 is optional: it starts only when no more than 300 s
 # have passed (GPU_CHECK_OPTIONAL_BEFORE_S), so that the run ends near 6 minutes even when the steps before it run
-# slower than estimated, and GPU_CHECK_SKIP_TORCH=1 leaves it out when a rerun must fit the time left. The exact call a session makes (after `cmake --build build` with CUDA and
-# `bench/gpu-bundle.sh --lean build`; the carried paths are ~25 MiB):
+# slower than estimated, and GPU_CHECK_SKIP_TORCH=1 leaves it out when a rerun must fit the time left. The exact
+# call a session makes (after `cmake --build build` with CUDA and `bench/gpu-bundle.sh --lean build`; the carried
+# paths are 46 MiB, with the source tree 52 of the lease's 64 MiB):
 #   run(command = "bench/gpu-check.sh --backend cuda \"$OUT\" build",
 #       carry = ["build/tools/tp-run", "build/tools/tp-plan", "build/tests/kernels/cuda/tptune_kernels_cuda_tests",
 #                "build/tests/runtime/cuda/tptune_runtime_cuda_tests", "build/gpu-bundle"],
@@ -308,7 +308,8 @@ if [ "$stop_early" = 0 ]; then
   # steps take up to ~2 min; GPU_CHECK_OPTIONAL_BEFORE_S moves the bound)
   optional_before=${GPU_CHECK_OPTIONAL_BEFORE_S:-300}
   if [ $((SECONDS - start)) -gt "$optional_before" ]; then
-    echo "PyTorch comparison skipped: $((SECONDS - start)) s had passed, over the ${optional_before} s before which the optional steps start (GPU_CHECK_OPTIONAL_BEFORE_S)" >"$work/compare.txt"
+    echo "PyTorch comparison skipped: $((SECONDS - start)) s had passed, over the ${optional_before} s before" \
+      "which the optional steps start (GPU_CHECK_OPTIONAL_BEFORE_S)" >"$work/compare.txt"
     rows+=("| PyTorch comparison | skipped (time) | 0 | 90 | compare.txt |")
   elif [ "$backend" = cuda ] && [ -z "${GPU_CHECK_SKIP_TORCH:-}" ] &&
     timeout 60 python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
