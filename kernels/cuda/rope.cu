@@ -38,14 +38,14 @@ __global__ void rope_kernel(RopeDims d, double sign, const T* x, T* y) {
   }
 }
 
-// The packed path: thread (token, group of kHeadsPerThread heads, pack k of the head) computes the N / 2 angles of
-// its pack's pairs once and rotates that pack in each head of its group: 16-byte loads and stores, adjacent threads
-// on adjacent packs of one head. The inverse frequencies theta^(-2i/head_dim) depend on the pair alone: each block
-// computes the head's head_dim / 2 of them once into shared memory (the same double pow as rope_angle, so the same
-// bits), and an angle costs one multiply. Before, each item called the double pow once per pair: 4 x 127 FP64 PTX
-// instructions per bf16 item (256 bytes moved), where a copy's rate leaves an SM ~16 cycles per 256 bytes and Hopper
-// retires 64 FP64 operations per SM cycle: the pow alone took ~half of that budget.
-constexpr int64_t kHeadsPerThread = 8;
+// The packed path: thread (token, group of kHeadsPerThread heads, pack k of the head) loads pack k of each head of
+// its group, computes the N / 2 angles of the pack's pairs once and rotates the pack in each head: 16-byte loads and
+// stores, adjacent threads on adjacent packs of one head. The inverse frequencies theta^(-2i/head_dim) depend on the
+// pair alone: each block computes the head's head_dim / 2 of them once into shared memory (the same double pow as
+// rope_angle, so the same bits), and an angle costs one multiply. Before, each item called the double pow once per
+// pair: 4 x 127 FP64 PTX instructions per bf16 item (256 bytes moved), where a copy's rate leaves an SM ~16 cycles per
+// 256 bytes and Hopper retires 64 FP64 operations per SM cycle: the pow alone took ~half of that budget.
+constexpr int kHeadsPerThread = 8;
 
 // The packed kernels' shared table holds at most this many pairs (head_dim <= 2 * kMaxTablePairs); wider heads take
 // the scalar kernel.
@@ -66,40 +66,44 @@ __host__ __device__ inline int64_t packed_items(const RopeDims& d, int n_pack) {
 template <int N, class T>
 __device__ void rope_pack_item(const RopeDims& d, const double* inv_freq, double sign, const T* x, T* y, int64_t idx) {
   const int64_t packs_per_head = d.head_dim / N, groups = (d.heads + kHeadsPerThread - 1) / kHeadsPerThread;
-  const int64_t row = d.heads * d.head_dim;
-  {
-    const int64_t k = idx % packs_per_head, g = (idx / packs_per_head) % groups;
-    const int64_t token = idx / (packs_per_head * groups);  // token = b * seq + s
-    const int64_t s = token % d.seq;
-    using C = detail::Compute<T>;  // double for fp32 tensors (the CPU reference's arithmetic), float for bf16
-    C c[N / 2], sn[N / 2];
+  const int64_t k = idx % packs_per_head, g = (idx / packs_per_head) % groups;
+  const int64_t token = idx / (packs_per_head * groups);  // token = b * seq + s
+  const int64_t s = token % d.seq;
+  // Pack k of each head of the group, all loaded before the angles are computed and any pack is rotated: up to
+  // kHeadsPerThread loads in flight per thread (one at a time, a thread waited out each load's latency in turn).
+  const int64_t h0 = g * kHeadsPerThread, first = token * (d.heads * packs_per_head) + h0 * packs_per_head + k;
+  const int64_t heads_here = d.heads - h0 < kHeadsPerThread ? d.heads - h0 : kHeadsPerThread;
+  Pack<T, N> xp[kHeadsPerThread];
+#pragma unroll
+  for (int u = 0; u < kHeadsPerThread; ++u)
+    if (u < heads_here) xp[u] = load_pack<N>(x, first + u * packs_per_head);
+  using C = detail::Compute<T>;  // double for fp32 tensors (the CPU reference's arithmetic), float for bf16
+  C c[N / 2], sn[N / 2];
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) {
+    const double a = double(d.offset + s) * inv_freq[k * (N / 2) + j];  // rope_angle, its pow from the table
+    if constexpr (std::is_same_v<T, float>) {
+      ::sincos(a, &sn[j], &c[j]);
+    } else {
+      // bf16: the angle reduced to [-pi, pi] in double, then float sine and cosine and a float rotation (their
+      // error, ~1e-7, is far below a bf16 rounding; double sincos of angles up to seq_len radians and double
+      // rotations were the kernel's cost: 1.9 TB/s on the H200).
+      constexpr double two_pi = 6.283185307179586476925286766559;
+      ::sincosf(float(a - two_pi * ::rint(a / two_pi)), &sn[j], &c[j]);
+    }
+    sn[j] *= C(sign);
+  }
+#pragma unroll
+  for (int u = 0; u < kHeadsPerThread; ++u) {
+    if (u >= heads_here) break;
+    Pack<T, N> yp;
 #pragma unroll
     for (int j = 0; j < N / 2; ++j) {
-      const double a = double(d.offset + s) * inv_freq[k * (N / 2) + j];  // rope_angle, its pow from the table
-      if constexpr (std::is_same_v<T, float>) {
-        ::sincos(a, &sn[j], &c[j]);
-      } else {
-        // bf16: the angle reduced to [-pi, pi] in double, then float sine and cosine and a float rotation (their
-        // error, ~1e-7, is far below a bf16 rounding; double sincos of angles up to seq_len radians and double
-        // rotations were the kernel's cost: 1.9 TB/s on the H200).
-        constexpr double two_pi = 6.283185307179586476925286766559;
-        ::sincosf(float(a - two_pi * ::rint(a / two_pi)), &sn[j], &c[j]);
-      }
-      sn[j] *= C(sign);
+      const C x0 = to_float(xp[u].v[2 * j]), x1 = to_float(xp[u].v[2 * j + 1]);  // rope_rotate in C
+      yp.v[2 * j] = from_float<T>(float(x0 * c[j] - x1 * sn[j]));
+      yp.v[2 * j + 1] = from_float<T>(float(x0 * sn[j] + x1 * c[j]));
     }
-    const int64_t h1 = (g + 1) * kHeadsPerThread < d.heads ? (g + 1) * kHeadsPerThread : d.heads;
-    for (int64_t h = g * kHeadsPerThread; h < h1; ++h) {
-      const int64_t pack = (token * row + h * d.head_dim) / N + k;
-      const Pack<T, N> xp = load_pack<N>(x, pack);
-      Pack<T, N> yp;
-#pragma unroll
-      for (int j = 0; j < N / 2; ++j) {
-        const C x0 = to_float(xp.v[2 * j]), x1 = to_float(xp.v[2 * j + 1]);  // rope_rotate in C
-        yp.v[2 * j] = from_float<T>(float(x0 * c[j] - x1 * sn[j]));
-        yp.v[2 * j + 1] = from_float<T>(float(x0 * sn[j] + x1 * c[j]));
-      }
-      store_pack<N>(y, pack, yp);
-    }
+    store_pack<N>(y, first + u * packs_per_head, yp);
   }
 }
 
@@ -117,11 +121,10 @@ __global__ void rope_qk_packed_kernel(RopeDims dq, RopeDims dk, double sign, con
   extern __shared__ double inv_freq[];
   fill_inv_freq(dq, inv_freq);
   const int64_t nq = packed_items(dq, N), n = nq + packed_items(dk, N);
-  TPTUNE_GRID_STRIDE(idx, n) {
-    if (idx < nq)
-      rope_pack_item<N>(dq, inv_freq, sign, q, qo, idx);
-    else
-      rope_pack_item<N>(dk, inv_freq, sign, k, ko, idx - nq);
+  TPTUNE_GRID_STRIDE(idx, n) {  // one inlined item for both tensors (two would double its registers)
+    const bool is_q = idx < nq;
+    const RopeDims d = is_q ? dq : dk;
+    rope_pack_item<N>(d, inv_freq, sign, is_q ? q : k, is_q ? qo : ko, is_q ? idx : idx - nq);
   }
 }
 
