@@ -41,6 +41,7 @@ struct ProfileArgs {
 
 int run_profile(const World& w, ProfileArgs& a) {
   RunSetup s;
+  RecordedConfig recorded;  // the config as this run uses it, read with its inputs (not after a long run)
   BackendChoice be;
   const int single = a.local_shapes_of_tp;
   double progress_interval = 0;
@@ -58,6 +59,7 @@ int run_profile(const World& w, ProfileArgs& a) {
         World shapes = w;
         if (single > 0) shapes.size = single;
         s = make_setup(shapes, a.plan, false, "profile");
+        recorded = record_config(a.plan.config, a.plan.hf_config, s.config);
         // After every input is read (a config's model.hf_config too), before the steps run.
         refuse_overwriting_inputs({{"--out", a.out}}, plan_inputs(a.plan));
         if (single > 0 && s.plan.pp_degree > 1)
@@ -130,7 +132,6 @@ int run_profile(const World& w, ProfileArgs& a) {
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
     // The config as the run used it and the resolved plan, so that tp-plan can lower this very Program again.
-    RecordedConfig recorded = record_config(a.plan.config, a.plan.hf_config, s.config);
     profile.config_yaml = std::move(recorded.yaml);
     profile.hf_config_json = std::move(recorded.hf_config_json);
     // Only the model's modules: a preset carries torchtitan's feed_forward.w3 for every model, which a gelu MLP
