@@ -78,7 +78,10 @@ def float8_share(work, suffix):
     p = load(work, f"profile-405b-tp8-tensorwise{suffix}.json")
     if p is None:
         return None
-    step_us = p["compute_wall_us"]["median"]
+    wall = p.get("compute_wall_us") or p.get("step_wall_us")  # local shapes on one GPU: the compute-only wall
+    if not wall:
+        return None
+    step_us = wall["median"]
     cast_us = sum(op["time_us"]["median"] for op in p["ops"] if op.get("kind") == "cast_fp8" and "time_us" in op)
     return cast_us / 1000.0, step_us / 1000.0
 
