@@ -6,7 +6,8 @@
 #      simulator's accuracy report of the profiles), and the summary a row per step with its time and the device
 #      estimate, then issue 39's goals, each met, NOT MET or not measured (bench/gpu_goals.py).
 #   2. a step that hangs is ended at its limit (GPU_CHECK_STEP_LIMIT), recorded as TIMEOUT, and the run still
-#      finishes, writes its two files and exits non-zero: one hang cannot eat the lease.
+#      finishes, writes its two files and exits non-zero: one hang cannot eat the lease; with the run's budget spent
+#      (GPU_CHECK_BUDGET_S), the optional steps do not start.
 #   3. `tp-plan accuracy` reads the archive's 8 profiles (one process at the local shapes of tp 1 and 8, and the
 #      405B-shaped ones at tp 8 in bf16 and float8, eager and compiled; the rehearsal's are 8B-shaped: no step
 #      wall, collectives not run): a step row each of its compute-only wall, every skipped collective seeded, and the
@@ -68,10 +69,14 @@ mkdir -p "$fake/tools"
 printf '#!/bin/sh\n[ "$1" = verify ] && exec sleep 600\nexit 0\n' >"$fake/tools/tp-run"
 chmod +x "$fake/tools/tp-run"
 set +e
-GPU_CHECK_STEP_LIMIT=2 timeout 120 "$src/bench/gpu-check.sh" --backend cpu "$work/out-hang" "$fake" >"$work/hang.txt" 2>&1
+GPU_CHECK_STEP_LIMIT=2 GPU_CHECK_BUDGET_S=1 timeout 120 "$src/bench/gpu-check.sh" --backend cpu "$work/out-hang" "$fake" \
+  >"$work/hang.txt" 2>&1
 rc=$?
 set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$work/hang.txt"; fail "a hanging step: exit $rc, expected a failure of the check itself"; }
 [ "$(grep -c '| TIMEOUT after 2 s |' "$work/out-hang/summary.md")" = 4 ] || { cat "$work/out-hang/summary.md"; fail "the 4 hanging verify steps are not recorded as TIMEOUT"; }
 [ -s "$work/out-hang/gpu-check.tar.gz" ] || fail "no archive after a hanging step"
+# ... and with the budget spent (GPU_CHECK_BUDGET_S=1 against the hangs' 8 s), the optional steps do not start.
+grep -q '^| PyTorch comparison | skipped (time) |' "$work/out-hang/summary.md" ||
+  { cat "$work/out-hang/summary.md"; fail "the optional steps started past the run's budget"; }
 echo "gpu-check rehearsal: ok ($(grep -c '^| ' "$out/summary.md") summary rows; accuracy read the 8 profiles; hanging steps ended at their limit)"
