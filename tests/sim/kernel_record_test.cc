@@ -14,6 +14,7 @@
 #include "sim/calibrate/kernel_fit.h"
 #include "sim/gpu_spec.h"
 #include "tests/error_text.h"
+#include "tests/sim/kernel_record_text.h"
 
 using namespace tptune;
 using tptune::test::error_of;
@@ -23,14 +24,7 @@ namespace {
 // A valid file: a GEMM on the 700 W H100 at 8192^3, the same kind of figure on the 500 W part without a shape, and an
 // NVLink ring all-reduce on the H200; `extra` is appended to the measurements.
 std::string kernels(const std::string& extra = "") {
-  return std::string(R"yaml(source:
-  id: test-kernels
-  citation: "a test"
-  repository: stas00/ml-engineering
-  path: compute/accelerator/README.md
-  commit: 744d01e18b79512572f64a6bbd8b5f4a725203a7
-measurements:
-  - id: gemm
+  return test::kernel_source_header("test-kernels") + R"yaml(  - id: gemm
     gpu: h100-sxm
     gpu_as_printed: "NVIDIA H100 SXM"
     kernel: gemm
@@ -41,7 +35,7 @@ measurements:
     quote: "| H100 | 791.2 |"
   - {id: capped, gpu: h100-sxm-hbm2e-500w, gpu_as_printed: "H100 (Meta)", kernel: gemm, dtype: bf16, figure: 0.78, unit: fraction_of_peak, quote: "0.78"}
   - {id: ring, gpu: h200, gpu_as_printed: "H200", kernel: all_reduce, backend: nccl ring, shape: {ranks: 8, bytes: 17179869184}, figure: 367.61, unit: GBps, quote: "| 367.61GBps |"}
-)yaml") + extra;
+)yaml" + extra;
 }
 
 KernelSource parse(const std::string& text) { return parse_kernel_source(text, "bad.yaml"); }

@@ -13,22 +13,14 @@
 #include "sim/cost/cost_param_fields.h"
 #include "sim/gpu_spec.h"
 #include "tests/error_text.h"
+#include "tests/sim/kernel_record_text.h"
 
 using namespace tptune;
 using tptune::test::error_of;
 
 namespace {
 
-std::string source(const std::string& rows) {
-  return std::string(R"yaml(source:
-  id: test-power
-  citation: "a test"
-  repository: stas00/ml-engineering
-  path: compute/accelerator/README.md
-  commit: 744d01e18b79512572f64a6bbd8b5f4a725203a7
-measurements:
-)yaml") + rows;
-}
+std::string source(const std::string& rows) { return test::kernel_source_header("test-power") + rows; }
 
 std::string row(const std::string& id, const std::string& dtype, double figure, double power_W,
                 const std::string& unit = "TFLOPS") {
