@@ -79,11 +79,20 @@ def data(name, shape, std, seed, dtype=torch.bfloat16):
     return bench_data.values(seed, name, n, std, torch=torch, device=DEVICE).reshape(shape).to(dtype)
 
 
+def fp8_multiplier(x):
+    """torchao's tensorwise e4m3 scale of x (float8_utils.amax_to_scale): 448 / max(amax, 1e-12) in float64, to fp32."""
+    return (448.0 / torch.clamp(x.abs().max().to(torch.float64), min=1e-12)).to(torch.float32)
+
+
+def fp8_cast(x, m):
+    """torchao's cast with multiplier m: x.float() * m, saturated, to e4m3 (tp-run's fp8_cast computes the same)."""
+    return (x.float() * m).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+
 def fp8_tensorwise(x):
-    """torchao's tensorwise cast: amax -> scale -> saturated e4m3; returns (fp8, the scale real = stored x scale)."""
-    amax = x.abs().max().float()
-    q = (x.float() * (448.0 / amax)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
-    return q, amax / 448.0
+    """amax, multiplier and cast; returns (fp8, torchao's _scale.reciprocal(): real = stored x scale)."""
+    m = fp8_multiplier(x)
+    return fp8_cast(x, m), m.reciprocal()
 
 
 def torch_gemm_us(m, n, k, dtype, seed):
@@ -245,9 +254,6 @@ def compare_memory_bound(j, source):
     def rms(x, w):
         return F.rms_norm(x, (D,), w, 1e-5)
 
-    def cast(x):
-        amax = x.abs().max().float()
-        return (x.float() * (448.0 / amax)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
 
     cases = {}
     x = data("x", (R, D), A, seed)
@@ -276,7 +282,8 @@ def compare_memory_bound(j, source):
         return ce, (data("logits", (R, V), A, seed).requires_grad_(),), torch.tensor(1.0, device=DEVICE)
     cases["ce_backward"] = ("autograd of F.cross_entropy", ce_bwd)
     cases["fp8_amax"] = ("x.abs().max()", lambda: (lambda t: t.abs().max(), (x,)))
-    cases["fp8_cast"] = ("amax, (x * 448 / amax).clamp().to(e4m3)", lambda: (cast, (x,)))
+    cases["fp8_cast"] = ("(x.float() * m).clamp().to(e4m3), m torchao's scale of x",
+                         lambda: (fp8_cast, (x, fp8_multiplier(x))))
     def adamw():
         n = Fd * D
         p = [data("p", (n,), W, seed, torch.float32)]

@@ -247,7 +247,8 @@ class Backend {
                        float* loss) = 0;
   virtual void ce_backward(int64_t tokens, int64_t mean_over, int64_t vocab_local, int64_t vocab_offset, DevPtr logits,
                            const float* max, const float* sumexp, const int32_t* targets, DevPtr d_logits) = 0;
-  // Tensorwise float8: amax = max |x|; cast: scale = amax / max_finite(to), xq = round_to(x / scale) saturated.
+  // Tensorwise float8 (torchao's): amax = max |x|; cast: m = max_finite(to) / max(amax, 1e-12), xq = round_to(x * m)
+  // saturated, scale = 1 / m (kernels/formulas/float8.h).
   // xq's storage is the backend's storage_for(to).
   virtual void fp8_amax(int64_t n, DevPtr x, float* amax) = 0;
   virtual void fp8_cast(int64_t n, DType to, DevPtr x, const float* amax, DevPtr xq, float* scale) = 0;

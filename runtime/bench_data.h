@@ -6,7 +6,7 @@
 //                                                           operand's name and i; uniform in [-1, 1))
 // with scale sqrt(3) for activations and gradients (unit variance, as a normed activation) and 0.02 sqrt(3) for
 // weights (torchtitan's init std 0.02). Float8 operands are cast as training casts them: the amax of the bf16
-// values, scale = amax / max finite, round to nearest even (the Backend's fp8_amax and fp8_cast).
+// values, torchao's multiplier max finite / amax, round to nearest even (the Backend's fp8_amax and fp8_cast).
 // bench/torch_compare.py ports the generator to Python (same bits), so that PyTorch times the same values.
 // Every operand a bench fills is described in its JSON: {"name", "elements", "storage", "distribution", "std"}.
 

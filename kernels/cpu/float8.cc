@@ -93,16 +93,22 @@ float amax(const float* x, int64_t n) {
   return m;
 }
 
-float float8_scale(float amax_value, Float8Format f) { return amax_value == 0.0f ? 1.0f : amax_value / float8_max(f); }
+float float8_multiplier(float amax_value, Float8Format f) {
+  constexpr double kAmaxFloor = 1e-12;                                                 // torchao's EPS
+  const double a = double(amax_value) < kAmaxFloor ? kAmaxFloor : double(amax_value);  // NaN stays NaN
+  return float(double(float8_max(f)) / a);
+}
 
-void quantize_float8(const float* x, int64_t n, float scale, Float8Format f, float* q) {
-  for (int64_t i = 0; i < n; ++i) q[i] = round_to_float8(x[i] / scale, f);
+float float8_scale(float amax_value, Float8Format f) { return 1.0f / float8_multiplier(amax_value, f); }
+
+void quantize_float8(const float* x, int64_t n, float m, Float8Format f, float* q) {
+  for (int64_t i = 0; i < n; ++i) q[i] = round_to_float8(x[i] * m, f);
 }
 
 float cast_to_float8(const float* x, int64_t n, float amax_value, Float8Format f, float* q) {
-  const float scale = float8_scale(amax_value, f);
-  quantize_float8(x, n, scale, f, q);
-  return scale;
+  const float m = float8_multiplier(amax_value, f);
+  quantize_float8(x, n, m, f, q);
+  return 1.0f / m;
 }
 
 }  // namespace tptune::kernels

@@ -17,8 +17,11 @@
 // Tensorwise cast (CastFp8Op in plans/program/program.h):
 //   amax {x} -> {amax}:         amax = max |x| (NaN if any element is NaN); all-reduced (max) by the runtime
 //                               when x is sharded, so every rank uses the same scale.
-//   cast {x, amax} -> {xq, scale}: scale = amax / max_finite (1 if amax == 0), xq = round(x / scale) with the
-//                               division done in float (IEEE, correctly rounded), then the float8 rounding above.
+//   cast {x, amax} -> {xq, scale}: torchao's tensorwise cast (float8_utils.amax_to_scale and
+//                               float8_training_tensor's `tensor.to(torch.float32) * scale`): the multiplier
+//                               m = float(max_finite / max(amax, 1e-12)) divided in double, xq = round(x * m) (the
+//                               product in float, then the float8 rounding above), scale = 1 / m in float
+//                               (torchao's `_scale.reciprocal()`, what the float8 GEMM multiplies by).
 // Cost (napkin): amax reads n floats; cast reads n and writes n (one byte each on a GPU).
 
 #include <cstdint>
@@ -47,13 +50,17 @@ inline float decode_e5m2(uint8_t b) { return decode_float8(b, Float8Format::e5m2
 // max |x[i]| over n elements; 0 for n == 0; NaN if any element is NaN.
 float amax(const float* x, int64_t n);
 
-// The tensorwise scale for a (global) amax: amax / float8_max(f), or 1 when amax == 0.
+// The tensorwise multiplier for a (global) amax: float(float8_max(f) / max(amax, 1e-12)), divided in double (NaN
+// for a NaN amax, 0 for an infinite one).
+float float8_multiplier(float amax, Float8Format f);
+
+// The scale of the float8 tensor (real = stored * scale): 1 / float8_multiplier(amax, f), in float.
 float float8_scale(float amax, Float8Format f);
 
-// x (n) -> q (n) = round_to_float8(x / scale): the stored values of the float8 tensor (real = q * scale).
-void quantize_float8(const float* x, int64_t n, float scale, Float8Format f, float* q);
+// x (n) -> q (n) = round_to_float8(x * m): the stored values of the float8 tensor for multiplier m.
+void quantize_float8(const float* x, int64_t n, float m, Float8Format f, float* q);
 
-// The cast stage: scale = float8_scale(amax, f), q = quantize_float8(x, scale). Returns the scale.
+// The cast stage: q = quantize_float8(x, float8_multiplier(amax, f)). Returns the scale, float8_scale(amax, f).
 float cast_to_float8(const float* x, int64_t n, float amax, Float8Format f, float* q);
 
 }  // namespace tptune::kernels

@@ -60,44 +60,70 @@ __global__ void amax_kernel(int64_t n, const T* x, unsigned int* amax_bits) {
   }
 }
 
-// fp8_quantize (kernels/formulas/float8.h) with the rounding done by the conversion instruction where the GPU has
-// one (sm_89 and later: cvt.rn.satfinite, round to nearest even, saturating to the largest finite value, as the
-// shared formula); NaN keeps the formula's sign-preserving code (the instruction's NaN drops the sign). The
-// division stays IEEE (__fdiv_rn). The [cuda] float8 test checks every code bit for bit against the CPU
-// emulation.
+// fp8_quantize (kernels/formulas/float8.h) of a pair, with the rounding done by the conversion instruction where the
+// GPU has one (sm_89 and later: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, round to nearest even, saturating to the largest
+// finite value, as the shared formula; two elements an instruction); a NaN keeps the formula's sign-preserving code
+// (the instruction's NaN drops the sign). The products stay IEEE (__fmul_rn). The [cuda] float8 test checks every
+// code bit for bit against the CPU emulation.
 template <class F8>
-__device__ __forceinline__ uint8_t quantize_fast(float x, float scale) {
+__device__ __forceinline__ void quantize_pair(float a, float b, float m, F8& qa, F8& qb) {
   constexpr Fp8 f = fp8_format_of<F8>();
-  const float q = __fdiv_rn(x, scale);
+  const float pa = __fmul_rn(a, m), pb = __fmul_rn(b, m);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if (!isnan(q)) return __nv_cvt_float_to_fp8(q, __NV_SATFINITE, f == Fp8::e4m3 ? __NV_E4M3 : __NV_E5M2);
+  if (!isnan(pa) && !isnan(pb)) {
+    const __nv_fp8x2_storage_t two =
+        __nv_cvt_float2_to_fp8x2(make_float2(pa, pb), __NV_SATFINITE, f == Fp8::e4m3 ? __NV_E4M3 : __NV_E5M2);
+    qa.__x = uint8_t(two & 0xFFu), qb.__x = uint8_t(two >> 8);  // x.x in the low byte
+    return;
+  }
 #endif
-  return fp8_encode(q, f);
+  qa.__x = fp8_encode(pa, f), qb.__x = fp8_encode(pb, f);
 }
 
-// The cast of pack k: x's N elements to N float8 codes, the scale from the (all-reduced) amax.
-template <class T, class F8>
-struct CastPacks {
-  const T* x;
-  const float* amax;
-  F8* xq;
-  float* scale;
-  template <int N>
-  __device__ void apply(int64_t k) const {
-    constexpr Fp8 f = fp8_format_of<F8>();
-    const float s = fp8_scale(*amax, f);
-    if (k == 0 && scale) *scale = s;  // one writer: pack 0 of the packed pass (see fp8_cast)
-    const Pack<T, N> p = load_pack<N>(x, k);
-    Pack<F8, N> q;
+// The cast, in items of 16 elements: 16 x sizeof(T) bytes read as 16-byte packs of T, one 16-byte store of codes
+// (bf16: two loads and a store an item). A thread loads kInFlight items before converting any (a copy's rate needs
+// ~40 KB in flight per SM), the multiplier is computed once per thread (one double division), and thread 0 writes
+// the scale. kVec false: every pointer is not 16-byte aligned, and each element is its own item.
+template <bool kVec, class T, class F8>
+__global__ void cast_kernel(int64_t n, const T* x, const float* amax, F8* xq, float* scale) {
+  constexpr Fp8 f = fp8_format_of<F8>();
+  constexpr int kItem = kVec ? 16 : 1, kIn = kVec ? detail::kPack<T> : 1, kLoads = kItem / kIn, kInFlight = 2;
+  const float m = fp8_multiplier(*amax, f);
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  if (t == 0) *scale = fp8_scale_of_multiplier(m);
+  const int64_t items = n / kItem;
+  for (int64_t base = t; base < items; base += stride * kInFlight) {
+    Pack<T, kIn> p[kInFlight][kLoads];
 #pragma unroll
-    for (int j = 0; j < N; ++j) q.v[j].__x = quantize_fast<F8>(to_float(p.v[j]), s);
-    store_pack<N>(xq, k, q);
+    for (int u = 0; u < kInFlight; ++u)
+      if (base + u * stride < items)
+#pragma unroll
+        for (int l = 0; l < kLoads; ++l) p[u][l] = load_pack<kIn>(x, (base + u * stride) * kLoads + l);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (base + u * stride < items) {
+        Pack<F8, kItem> q;
+        if constexpr (kVec) {
+#pragma unroll
+          for (int l = 0; l < kLoads; ++l)
+#pragma unroll
+            for (int j = 0; j < kIn; j += 2)
+              quantize_pair(to_float(p[u][l].v[j]), to_float(p[u][l].v[j + 1]), m, q.v[l * kIn + j],
+                            q.v[l * kIn + j + 1]);
+        } else {
+          F8 unused;
+          quantize_pair(to_float(p[u][0].v[0]), 0.0f, m, q.v[0], unused);
+        }
+        store_pack<kItem>(xq, base + u * stride, q);
+      }
   }
-};
-
-template <class F8>
-__global__ void scale_kernel(const float* amax, float* scale) {
-  *scale = fp8_scale(*amax, fp8_format_of<F8>());
+  if constexpr (kVec) {  // the n % 16 elements after the last whole item
+    const int64_t first = items * kItem;
+    if (t < n - first) {
+      F8 unused;
+      quantize_pair(to_float(x[first + t]), 0.0f, m, xq[first + t], unused);
+    }
+  }
 }
 
 }  // namespace
@@ -119,15 +145,11 @@ void fp8_amax(cudaStream_t stream, int64_t n, const T* x, float* amax) {
 template <class T, class F8>
 void fp8_cast(cudaStream_t stream, int64_t n, const T* x, const float* amax, F8* xq, float* scale) {
   require(n >= 0, "fp8_cast", "negative element count");
-  constexpr int N = detail::kPack<T>;
-  const bool aligned = pack_aligned(x, sizeof(T), N) && pack_aligned(xq, sizeof(F8), N);
-  if (n >= N && aligned) {  // pack 0 exists and writes the scale
-    launch_packed_map<N>(stream, n, true, CastPacks<T, F8>{x, amax, xq, scale});
-  } else {  // the scale is written even for n == 0, by its own one-thread launch
-    scale_kernel<F8><<<1, 1, 0, stream>>>(amax, scale);
-    check_launch("fp8_cast");
-    if (n > 0) launch_packed_map<N>(stream, n, false, CastPacks<T, F8>{x, amax, xq, nullptr});
-  }
+  constexpr int kInFlight = 2;  // cast_kernel's items per thread per round
+  if (pack_aligned(x, 1, 16) && pack_aligned(xq, 1, 16))
+    cast_kernel<true><<<detail::grid_for_items(n / 16 / kInFlight + 1), kThreads, 0, stream>>>(n, x, amax, xq, scale);
+  else
+    cast_kernel<false><<<detail::grid_for_items(n / kInFlight + 1), kThreads, 0, stream>>>(n, x, amax, xq, scale);
   check_launch("fp8_cast");
 }
 

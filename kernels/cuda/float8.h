@@ -1,5 +1,5 @@
 #pragma once
-// Tensorwise float8 on CUDA: amax, then the saturating round-to-nearest-even cast with scale = amax / max_finite.
+// Tensorwise float8 on CUDA: amax, then torchao's saturating round-to-nearest-even cast (kernels/formulas/float8.h).
 //
 // Contract: the Backend's fp8_amax / fp8_cast (runtime/backend.h; CastFp8Op in plans/program/program.h) and the CPU
 // emulation kernels/cpu/float8.h, bit-identical to it (kernels/formulas/float8.h is the shared formula, checked
@@ -8,8 +8,9 @@
 //             NaN). Exact and deterministic (an integer atomicMax on the bits of |x|: for non-negative floats the
 //             bit order is the value order, and every NaN with its sign cleared is above +inf).
 //   fp8_cast: x (n) of T, *amax (device fp32, already all-reduced when x is sharded) -> xq (n) float8 storage
-//             (F8 = __nv_fp8_e4m3 or __nv_fp8_e5m2) and *scale (device fp32) = amax / max_finite (1 when amax == 0);
-//             xq = round(x / scale), saturating. real value = xq * scale.
+//             (F8 = __nv_fp8_e4m3 or __nv_fp8_e5m2) and *scale (device fp32); with the multiplier
+//             m = float(max_finite / max(amax, 1e-12)) (divided in double), xq = round(x * m), saturating, and
+//             scale = 1 / m: real value = xq * scale.
 // Cost (napkin): amax reads n elements; cast reads n and writes n bytes.
 
 #include <cuda_bf16.h>

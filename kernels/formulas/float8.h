@@ -14,9 +14,12 @@
 // spacing, and the code is ((max(E, emin) - emin) << m) + r: in the subnormal range the code is r itself, and a
 // round-up to 2^(m+1) carries into the exponent field. |x| < max finite never rounds past max (max is on the grid).
 //
-// The cast (CastFp8Op): scale = amax / max_finite (1 when amax == 0, NaN when amax is NaN), stored = x / scale
-// rounded as above, the division IEEE round-to-nearest in float (the device uses __fdiv_rn so that no
-// fast-math flag can change it).
+// The cast (CastFp8Op), as torchao's tensorwise dynamic scaling computes it (float8_utils.amax_to_scale, then
+// float8_training_tensor's `tensor.to(torch.float32) * scale` and to_fp8_saturated): the multiplier
+// m = float(max_finite / max(amax, 1e-12)) divided in double (NaN when amax is NaN, 0 when it is inf), stored =
+// the code of the float product x * m (one IEEE multiply: nothing to contract), and the scale the float8 tensor
+// carries for its GEMM, real = stored * scale, is torchao's `_scale.reciprocal()`: 1 / m in float. The device
+// spells the divisions and the product __ddiv_rn / __fdiv_rn / __fmul_rn, so that no compiler flag can change them.
 
 #include <cstdint>
 
@@ -86,21 +89,37 @@ TPTUNE_HD float fp8_decode(uint8_t code, Fp8 f) {
 // The float8 value nearest to x, as a float (what the CPU backend stores for a float8 tensor).
 TPTUNE_HD float fp8_round(float x, Fp8 f) { return fp8_decode(fp8_encode(x, f), f); }
 
-// Tensorwise scale for a (global) amax: amax / max finite, 1 when amax == 0.
-TPTUNE_HD float fp8_scale(float amax, Fp8 f) {
+// torchao's EPS: the amax below which the multiplier stops growing (an all-zero tensor gets max_finite / 1e-12).
+inline constexpr double kFp8AmaxFloor = 1e-12;
+
+// The tensorwise multiplier for a (global) amax: float(max_finite / max(amax, 1e-12)), divided in double.
+TPTUNE_HD float fp8_multiplier(float amax, Fp8 f) {
+  const double a = double(amax) < kFp8AmaxFloor ? kFp8AmaxFloor : double(amax);  // torch.clamp: NaN stays NaN
 #if defined(__CUDA_ARCH__)
-  return amax == 0.0f ? 1.0f : __fdiv_rn(amax, fp8_max(f));
+  return __double2float_rn(__ddiv_rn(double(fp8_max(f)), a));
 #else
-  return amax == 0.0f ? 1.0f : amax / fp8_max(f);
+  return float(double(fp8_max(f)) / a);
 #endif
 }
 
-// One element of the cast: the code of x / scale.
-TPTUNE_HD uint8_t fp8_quantize(float x, float scale, Fp8 f) {
+// The scale a float8 tensor carries (real = stored * scale) for a multiplier: 1 / m in float.
+TPTUNE_HD float fp8_scale_of_multiplier(float m) {
 #if defined(__CUDA_ARCH__)
-  return fp8_encode(__fdiv_rn(x, scale), f);
+  return __fdiv_rn(1.0f, m);
 #else
-  return fp8_encode(x / scale, f);
+  return 1.0f / m;
+#endif
+}
+
+// The tensorwise scale for a (global) amax.
+TPTUNE_HD float fp8_scale(float amax, Fp8 f) { return fp8_scale_of_multiplier(fp8_multiplier(amax, f)); }
+
+// One element of the cast: the code of x * m (m = fp8_multiplier).
+TPTUNE_HD uint8_t fp8_quantize(float x, float m, Fp8 f) {
+#if defined(__CUDA_ARCH__)
+  return fp8_encode(__fmul_rn(x, m), f);
+#else
+  return fp8_encode(x * m, f);
 #endif
 }
 

@@ -283,8 +283,8 @@ struct CrossEntropyOp {
 std::string_view to_string(CrossEntropyOp::Stage s);
 
 // Tensorwise float8 cast. amax: {x} -> {amax} (fp32 scalar; all-reduced (max) over the group when x is sharded).
-// cast: {x, amax} -> {xq, scale} with scale = amax / max_finite(to) (real = stored * scale), saturating,
-// round-to-nearest-even.
+// cast: {x, amax} -> {xq, scale} as torchao casts (kernels/formulas/float8.h): xq = x * m rounded to nearest even,
+// saturating, with m = max_finite(to) / max(amax, 1e-12), and scale = 1 / m (real = stored * scale).
 // rowwise (float8 recipe `rowwise`): cast {x} -> {xq, scales} with one scale per row of the last dim, no amax op and
 // no collective. Simulated; the CPU runtime refuses it.
 struct CastFp8Op {

@@ -3,6 +3,7 @@
 #include "kernels/cpu/float8.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -150,18 +151,52 @@ TEST_CASE("amax and the tensorwise cast") {
   const std::vector<float> with_nan = {1, kNaN, 2};
   CHECK(std::isnan(amax(with_nan.data(), 3)));
 
-  // scale = 4 / 448 = 1/112; q = x * 112 = [112, -224, 448, 56, -0]: 112 = 1.75 * 2^6, 224 = 1.75 * 2^7,
-  // 448 = 1.75 * 2^8, 56 = 1.75 * 2^5 are all e4m3 values, so q is exact (x / scale lands within an ulp of them).
+  // multiplier m = 448 / 4 = 112 (exact in double and float); q = x * 112 = [112, -224, 448, 56, -0]: 112 = 1.75 * 2^6,
+  // 224 = 1.75 * 2^7, 448 = 1.75 * 2^8, 56 = 1.75 * 2^5 are all e4m3 values; scale = 1 / 112 rounded to float.
   std::vector<float> q(x.size());
   const float scale = cast_to_float8(x.data(), int64_t(x.size()), 4.0f, Float8Format::e4m3, q.data());
-  CHECK(scale == 4.0f / 448.0f);
+  CHECK(float8_multiplier(4.0f, Float8Format::e4m3) == 112.0f);
+  CHECK(scale == 1.0f / 112.0f);
   CHECK(q == std::vector<float>{112, -224, 448, 56, 0});
 
-  // amax == 0: scale 1 (no division by zero), q = 0.
+  // amax == 0: torchao clamps the amax to 1e-12, so m = float(57344 / 1e-12) = float(5.7344e16) (no division by
+  // zero), scale = 1 / that, and q = 0 * m = 0.
   const std::vector<float> zeros(3, 0.0f);
   std::vector<float> qz(3, -1.0f);
-  CHECK(cast_to_float8(zeros.data(), 3, 0.0f, Float8Format::e5m2, qz.data()) == 1.0f);
+  CHECK(float8_multiplier(0.0f, Float8Format::e5m2) == float(57344.0 / 1e-12));
+  CHECK(cast_to_float8(zeros.data(), 3, 0.0f, Float8Format::e5m2, qz.data()) == 1.0f / float(57344.0 / 1e-12));
   CHECK(qz == std::vector<float>(3, 0.0f));
+  // A NaN amax gives a NaN multiplier (torch.clamp keeps NaN), an infinite one a multiplier of 0.
+  CHECK(std::isnan(float8_multiplier(kNaN, Float8Format::e4m3)));
+  CHECK(float8_multiplier(std::numeric_limits<float>::infinity(), Float8Format::e4m3) == 0.0f);
+}
+
+// The case where dividing by amax / 448 and multiplying by 448 / amax part ways, found by a search over 10 M
+// uniform values under 40 random amaxes (2 codes differed), and what torchao 0.18 computes for it:
+// `hp_tensor_and_scale_to_float8(x, tensor_to_scale(x, torch.float8_e4m3fn), torch.float8_e4m3fn)` gives code 0x63
+// and the scale tensor 0x42e92ed0, whose reciprocal is 0x3c0c8660.
+//   amax = 0x4075eb29 (3.842478), m = float(448 / 3.842478...) = 0x42e92ed0 (116.59143);
+//   x = 0x3eb8705f (0.36023232): x * m = 42.0000019... -> float 42.000004, above the tie at 42 between the e4m3
+//   values 40 (0x62) and 44 (0x63): 44. The old rule, x / float(amax / 448) = x / 0.00857696, is 41.99999891... ->
+//   float 42.0 exactly, the tie, to even: 40 (0x62).
+TEST_CASE("tensorwise cast: torchao's multiplier, not a division by amax / max") {
+  const auto from_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  };
+  const auto bits_of = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, sizeof b);
+    return b;
+  };
+  const float a = from_bits(0x4075eb29u), x = from_bits(0x3eb8705fu);
+  CHECK(bits_of(float8_multiplier(a, Float8Format::e4m3)) == 0x42e92ed0u);
+  float q = 0;
+  const float scale = cast_to_float8(&x, 1, a, Float8Format::e4m3, &q);
+  CHECK(bits_of(scale) == 0x3c0c8660u);
+  CHECK(q == 44.0f);
+  CHECK(encode_float8(q, Float8Format::e4m3) == 0x63);
 }
 
 TEST_CASE("tensorwise cast: stored values are float8 values and q * scale is within half an ulp of x") {

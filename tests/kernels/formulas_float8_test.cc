@@ -136,14 +136,15 @@ TEST_CASE("float8: tensorwise scale and cast equal the CPU's", "[cuda-math]") {
   for (Fp8 f : {Fp8::e4m3, Fp8::e5m2}) {
     const kernels::Float8Format cf = cpu_format(f);
     for (float amax : {kernels::amax(x.data(), int64_t(x.size())), 0.0f, 1.0f, 3e-5f, 1e20f, NAN}) {
-      const float scale = formulas::fp8_scale(amax, f);
+      const float m = formulas::fp8_multiplier(amax, f), scale = formulas::fp8_scale(amax, f);
+      CHECK(same_value(m, kernels::float8_multiplier(amax, cf)));
       CHECK(same_value(scale, kernels::float8_scale(amax, cf)));
       std::vector<float> q(x.size());
       const float cpu_scale = kernels::cast_to_float8(x.data(), int64_t(x.size()), amax, cf, q.data());
       CHECK(same_value(cpu_scale, scale));
       int64_t bad = 0;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!same_value(formulas::fp8_decode(formulas::fp8_quantize(x[i], scale, f), f), q[i])) ++bad;
+        if (!same_value(formulas::fp8_decode(formulas::fp8_quantize(x[i], m, f), f), q[i])) ++bad;
       INFO("amax " << amax);
       CHECK(bad == 0);
     }

@@ -46,9 +46,10 @@ void check_cast(const std::vector<float>& host, float amax_value) {
   else
     CHECK(std::memcmp(&got_scale, &scale, sizeof scale) == 0);
   const auto codes = dq.raw();
+  const float m = kernels::float8_multiplier(amax_value, format<F8>());
   int64_t bad = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    const uint8_t want = kernels::encode_float8(x[i] / scale, format<F8>());
+    const uint8_t want = kernels::encode_float8(x[i] * m, format<F8>());
     if (codes[i].__x != want) {
       if (bad < 5)
         UNSCOPED_INFO("[" << i << "] x " << x[i] << ": code " << int(codes[i].__x) << ", want " << int(want));
@@ -86,10 +87,32 @@ TEMPLATE_TEST_CASE("cuda fp8 cast is bit-identical to the CPU emulation", "[cuda
   auto host = inputs(1 << 20);
   host[3] = std::numeric_limits<float>::infinity();
   host[5] = std::numeric_limits<float>::quiet_NaN();
-  // amax of the finite data (so most values fill the format), 0 (scale 1: raw saturating rounding), a small amax
-  // (most values saturate) and a NaN amax (every code NaN).
+  // amax of the finite data (so most values fill the format), 0 (the multiplier of torchao's 1e-12 floor: all but
+  // the tiniest values saturate), a small amax (most values saturate) and a NaN amax (every code NaN).
   for (float amax_value : {40.0f, 0.0f, 1e-3f, std::numeric_limits<float>::quiet_NaN()}) {
     check_cast<T, __nv_fp8_e4m3>(host, amax_value);
     check_cast<T, __nv_fp8_e5m2>(host, amax_value);
   }
+}
+
+// Every length from 0 to 40 (the 16-element items, the tail after them, no item at all) and a view at an odd
+// element offset (the unaligned path), each against the CPU.
+TEMPLATE_TEST_CASE("cuda fp8 cast: lengths around its 16-element items and an unaligned view", "[cuda]", float,
+                   __nv_bfloat16) {
+  TPTUNE_CUDA_TEST_OR_SKIP();
+  using T = TestType;
+  const auto host = inputs(64);
+  for (size_t n = 0; n <= 40; ++n)
+    check_cast<T, __nv_fp8_e4m3>(std::vector<float>(host.begin(), host.begin() + n), 40.0f);
+  const auto x = test::rounded<T>(host);
+  DeviceArray<T> dx(x);
+  DeviceArray<float> damax(std::vector<float>{40.0f}), dscale(1);
+  DeviceArray<__nv_fp8_e4m3> dq(x.size());
+  cuda::fp8_cast<T, __nv_fp8_e4m3>(nullptr, 37, dx.get() + 1, damax.get(), dq.get() + 3, dscale.get());
+  const float m = kernels::float8_multiplier(40.0f, kernels::Float8Format::e4m3);
+  const auto codes = dq.raw();
+  int64_t bad = 0;
+  for (size_t i = 0; i < 37; ++i)
+    if (codes[i + 3].__x != kernels::encode_float8(x[i + 1] * m, kernels::Float8Format::e4m3)) ++bad;
+  CHECK(bad == 0);
 }
