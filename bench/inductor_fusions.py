@@ -80,18 +80,40 @@ def main():
         xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
         return torch.view_as_real(xc * freqs_cis).flatten(3).type_as(x)
 
-    def cast_fp8(t):  # torchao tensorwise dynamic scaling: amax -> scale -> saturated cast
-        amax = t.abs().max().float()
-        scale = torch.finfo(torch.float8_e4m3fn).max / torch.clamp(amax, min=1e-12)
-        q = (t.float() * scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    def cast_fp8(t, fp8=torch.float8_e4m3fn):  # torchao tensorwise dynamic scaling: amax -> scale -> saturated cast
+        amax = t.abs().max().to(torch.float64)
+        fmax = torch.finfo(fp8).max
+        scale = (fmax / torch.clamp(amax, min=1e-12)).to(torch.float32)
+        q = (t.float() * scale).clamp(-fmax, fmax).to(fp8)
         return q, scale.reciprocal()
+
+    def col_major(t):  # the layout torch._scaled_mm wants of its second operand
+        return t.t().contiguous().t()
+
+    class Float8Matmul(torch.autograd.Function):
+        """x @ w.t() as torchao's Float8Linear computes it with tensorwise scaling (float8_linear.py,
+        matmul_with_hp_or_float8_args): forward casts x and w to e4m3; backward casts the output gradient to e5m2 and
+        x and w to e4m3 again, for grad_input = g @ w and grad_weight = g.t() @ x (torch._scaled_mm has no autograd
+        formula of its own)."""
+
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            (xq, xs), (wq, ws) = cast_fp8(x), cast_fp8(w)
+            return torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=ws, out_dtype=dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            (gq, gs), (wq, ws), (xq, xs) = cast_fp8(g, torch.float8_e5m2), cast_fp8(w), cast_fp8(x)
+            grad_x = torch._scaled_mm(gq, col_major(wq), scale_a=gs, scale_b=ws, out_dtype=dtype)
+            grad_w = torch._scaled_mm(gq.t().contiguous(), col_major(xq), scale_a=gs, scale_b=xs, out_dtype=dtype)
+            return grad_x, grad_w
 
     def linear(x, w):
         if not args.float8:
             return x @ w.t()
-        xq, xs = cast_fp8(x.reshape(-1, x.shape[-1]))
-        wq, ws = cast_fp8(w)
-        y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=ws, out_dtype=dtype)
+        y = Float8Matmul.apply(x.reshape(-1, x.shape[-1]), w)
         return y.reshape(*x.shape[:-1], -1)
 
     def block(h, p, freqs_cis):
