@@ -69,7 +69,7 @@ def sync():
 
 
 def device_name():
-    return device_name() if DEVICE != "cpu" else "cpu"
+    return torch.cuda.get_device_name() if DEVICE != "cpu" else "cpu"
 
 
 def data(name, shape, std, seed, dtype=torch.bfloat16):
@@ -126,16 +126,22 @@ def torch_attention_us(b, s, h, kvh, d, backward):
             return median_us(lambda: sdpa(q, k, v))
     g = torch.randn(b, h, s, d, device=DEVICE, dtype=torch.bfloat16)
     times = []
-    for i in range(25):
+    for i in range(25 if DEVICE != "cpu" else 4):
         o = sdpa(q, k, v)
-        torch.cuda.synchronize()
-        st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        st.record()
-        o.backward(g)
-        en.record()
-        torch.cuda.synchronize()
-        if i >= 5:
-            times.append(st.elapsed_time(en) * 1e3)
+        sync()
+        if DEVICE == "cpu":
+            t0 = time.perf_counter()
+            o.backward(g)
+            us = (time.perf_counter() - t0) * 1e6
+        else:
+            st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            st.record()
+            o.backward(g)
+            en.record()
+            torch.cuda.synchronize()
+            us = st.elapsed_time(en) * 1e3
+        if i >= (5 if DEVICE != "cpu" else 1):
+            times.append(us)
         q.grad = k.grad = v.grad = None
     times.sort()
     return times[len(times) // 2]
