@@ -83,11 +83,13 @@ __device__ __forceinline__ void quantize_pair(float a, float b, float m, F8& qa,
 // The cast, in items of 16 elements: 16 x sizeof(T) bytes read as 16-byte packs of T, one 16-byte store of codes
 // (bf16: two loads and a store an item). A thread loads kInFlight items before converting any (a copy's rate needs
 // ~40 KB in flight per SM), the multiplier is computed once per thread (one double division), and thread 0 writes
-// the scale. kVec false: every pointer is not 16-byte aligned, and each element is its own item.
+// the scale. kVec false (x or xq not 16-byte aligned): each element is its own item.
+constexpr int kCastInFlight = 2;
 template <bool kVec, class T, class F8>
 __global__ void cast_kernel(int64_t n, const T* x, const float* amax, F8* xq, float* scale) {
   constexpr Fp8 f = fp8_format_of<F8>();
-  constexpr int kItem = kVec ? 16 : 1, kIn = kVec ? detail::kPack<T> : 1, kLoads = kItem / kIn, kInFlight = 2;
+  constexpr int kItem = kVec ? 16 : 1, kIn = kVec ? detail::kPack<T> : 1, kLoads = kItem / kIn,
+                kInFlight = kCastInFlight;
   const float m = fp8_multiplier(*amax, f);
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   if (t == 0) *scale = fp8_scale_of_multiplier(m);
@@ -145,11 +147,11 @@ void fp8_amax(cudaStream_t stream, int64_t n, const T* x, float* amax) {
 template <class T, class F8>
 void fp8_cast(cudaStream_t stream, int64_t n, const T* x, const float* amax, F8* xq, float* scale) {
   require(n >= 0, "fp8_cast", "negative element count");
-  constexpr int kInFlight = 2;  // cast_kernel's items per thread per round
   if (pack_aligned(x, 1, 16) && pack_aligned(xq, 1, 16))
-    cast_kernel<true><<<detail::grid_for_items(n / 16 / kInFlight + 1), kThreads, 0, stream>>>(n, x, amax, xq, scale);
+    cast_kernel<true>
+        <<<detail::grid_for_items(n / 16 / kCastInFlight + 1), kThreads, 0, stream>>>(n, x, amax, xq, scale);
   else
-    cast_kernel<false><<<detail::grid_for_items(n / kInFlight + 1), kThreads, 0, stream>>>(n, x, amax, xq, scale);
+    cast_kernel<false><<<detail::grid_for_items(n / kCastInFlight + 1), kThreads, 0, stream>>>(n, x, amax, xq, scale);
   check_launch("fp8_cast");
 }
 
