@@ -62,9 +62,11 @@ __global__ void amax_kernel(int64_t n, const T* x, unsigned int* amax_bits) {
 
 // fp8_quantize (kernels/formulas/float8.h) of a pair, with the rounding done by the conversion instruction where the
 // GPU has one (sm_89 and later: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, round to nearest even, saturating to the largest
-// finite value, as the shared formula; two elements an instruction); a NaN keeps the formula's sign-preserving code
-// (the instruction's NaN drops the sign). The products stay IEEE (__fmul_rn). The [cuda] float8 test checks every
-// code bit for bit against the CPU emulation.
+// finite value, as the shared formula; two elements an instruction); a pair with a NaN product goes through the
+// formula (the instruction's NaN code is always 0x7F). The products stay IEEE (__fmul_rn), whose NaN is the device's
+// canonical positive one: a negative NaN input gives 0x7F here, as torch's CUDA cast gives it, where the CPU's x86
+// multiply keeps the sign (0xFF). The [cuda] float8 test checks every code bit for bit against the CPU emulation on
+// inputs whose NaNs are positive.
 template <class F8>
 __device__ __forceinline__ void quantize_pair(float a, float b, float m, F8& qa, F8& qb) {
   constexpr Fp8 f = fp8_format_of<F8>();

@@ -10,7 +10,8 @@
 //   fp8_cast: x (n) of T, *amax (device fp32, already all-reduced when x is sharded) -> xq (n) float8 storage
 //             (F8 = __nv_fp8_e4m3 or __nv_fp8_e5m2) and *scale (device fp32); with the multiplier
 //             m = float(max_finite / max(amax, 1e-12)) (divided in double), xq = round(x * m), saturating, and
-//             scale = 1 / m: real value = xq * scale.
+//             scale = 1 / m: real value = xq * scale. scale must not be null nor alias amax (thread 0 writes it while
+//             every thread reads amax).
 // Cost (napkin): amax reads n elements; cast reads n and writes n bytes.
 
 #include <cuda_bf16.h>

@@ -90,7 +90,7 @@ class DeviceArray {
   explicit DeviceArray(const std::vector<float>& host) : DeviceArray(host.size()) {
     std::vector<T> h(host.size());
     for (size_t i = 0; i < host.size(); ++i) h[i] = to_elem<T>(host[i]);
-    cuda_ok(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    if (!h.empty()) cuda_ok(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   }
   ~DeviceArray() { cudaFree(p_); }
   DeviceArray(const DeviceArray&) = delete;
@@ -102,7 +102,7 @@ class DeviceArray {
   std::vector<float> floats() const {
     cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     std::vector<T> h(n_);
-    cuda_ok(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    if (n_ > 0) cuda_ok(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
     std::vector<float> r(n_);
     for (size_t i = 0; i < n_; ++i) r[i] = from_elem(h[i]);
     return r;
@@ -110,7 +110,7 @@ class DeviceArray {
   std::vector<T> raw() const {
     cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     std::vector<T> h(n_);
-    cuda_ok(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    if (n_ > 0) cuda_ok(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
     return h;
   }
 
@@ -122,7 +122,8 @@ class DeviceArray {
 template <class T>
 DeviceArray<T> upload_ints(const std::vector<T>& host) {
   DeviceArray<T> d(host.size());
-  cuda_ok(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  if (!host.empty())
+    cuda_ok(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   return d;
 }
 
