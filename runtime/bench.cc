@@ -134,9 +134,11 @@ nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, con
     if (is_float8(ad)) g.scale_a = scale_a.f32(), g.scale_b = scale_b.f32();
     return g;
   };
+  const size_t items = shapes.size() + 1;  // and the sweep
   for (const auto& s : shapes) {
     const GemmArgs g = args(s);
     OpTiming t = time_calls(be, o, [&] { be.gemm(g); });
+    o.report(results.size() + 1, items, "GEMMs");
     results.push_back({{"m", s.m},
                        {"n", s.n},
                        {"k", s.k},
@@ -155,6 +157,7 @@ nlohmann::json bench_gemm(Backend& be, const std::vector<GemmShape>& shapes, con
     for (const auto& s : shapes) be.gemm(args(s));
   });
   j["sweep"] = {{"gemms", shapes.size()}, {"time_us", timing_json(sweep)}};
+  o.report(items, items, "GEMMs");
   return j;
 }
 
@@ -162,9 +165,12 @@ nlohmann::json bench_collectives(Backend& be, const BenchOptions& o) {
   json j = bench_header(be, "collectives", o);
   const int n = be.group_size(Group::tp), r = be.group_rank(Group::tp);
   json results = json::array();
+  const size_t items = o.collectives.size() * sizes(o).size();
+  size_t done = 0;
   for (CollectiveKind kind : o.collectives) {
     if (n < 2) break;
     for (int64_t S : sizes(o)) {
+      o.report(done++, items, "sizes");  // the sizes timed before this one
       const int64_t elems = S / 4;
       int64_t count = 0;  // nccl-tests' count column
       Buffer in, out;
@@ -225,8 +231,10 @@ nlohmann::json bench_collectives(Backend& be, const BenchOptions& o) {
 nlohmann::json bench_memory(Backend& be, const BenchOptions& o) {
   json j = bench_header(be, "memory", o);
   json results = json::array();
-  for (int64_t S : sizes(o)) {
-    const int64_t elems = std::max<int64_t>(1, S / 4);
+  const std::vector<int64_t> all = sizes(o);
+  for (size_t i = 0; i < all.size(); ++i) {
+    o.report(i, all.size(), "sizes");  // the sizes timed before this one
+    const int64_t elems = std::max<int64_t>(1, all[i] / 4);
     Buffer a = be.alloc(elems, Storage::f32), b = be.alloc(elems, Storage::f32), c = be.alloc(elems, Storage::f32);
     for (const char* kernel : {"copy", "add"}) {
       const bool add = std::string(kernel) == "add";

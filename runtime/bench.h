@@ -28,6 +28,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plans/program/program.h"
@@ -50,6 +51,12 @@ struct BenchOptions {
   std::vector<CollectiveKind> collectives = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
                                              CollectiveKind::reduce_scatter, CollectiveKind::all_to_all,
                                              CollectiveKind::p2p};
+  // Called after each timed item (a GEMM shape, a collective size, a memory-bound op) with the items done, their
+  // total and what they are, for a progress line (tools/progress.h); empty: nothing reported.
+  std::function<void(size_t done, size_t total, std::string_view unit)> progress;
+  void report(size_t done, size_t total, std::string_view unit) const {
+    if (progress) progress(done, total, unit);
+  }
 };
 
 // GEMM shapes to time: the Program's distinct (m, n, k) (source "program") and a grid (source "grid").

@@ -228,6 +228,7 @@ nlohmann::json bench_memory_bound(Backend& be, const MemoryBoundShape& s, const 
   json results = json::array();
   for (const MemoryBoundOp& op : table) {
     if (std::find(wanted.begin(), wanted.end(), op.name) == wanted.end()) continue;
+    o.report(results.size(), wanted.size(), "ops");  // the ops timed before this one
     const int64_t bytes = op.bytes();
     OpTiming timing;
     json operands;

@@ -1,9 +1,10 @@
-// tp-run bench gemm|collectives|memory|memory-bound [--json FILE|-] [--warmup N] [--iters N] [sizes] ...
+// tp-run bench gemm|collectives|memory|memory-bound [--json FILE|-] [--warmup N] [--iters N] [--quiet] [sizes] ...
 //   mpirun -np 2 tp-run bench collectives --max-bytes 32M --json coll-np2.json   (prints the nccl-tests table)
 //   mpirun -np 1 tp-run bench gemm --config examples/tiny-llama.yaml --preset vanilla --json gemm.json
 //   mpirun -np 1 tp-run bench memory --json memory.json
 //   tp-run bench memory-bound --backend cuda --json kernels.json       (Llama 3 8B's shapes at seq 8192)
-// Micro-benchmarks of runtime/bench.h on the CPU backend; the JSON is input to `tp-plan calibrate`.
+// Micro-benchmarks of runtime/bench.h on the CPU backend; the JSON is input to `tp-plan calibrate`. Rank 0 reports
+// progress on stderr without --quiet (tools/progress.h: a bar on a terminal, a plain line every 10 s elsewhere).
 #include "runtime/bench.h"
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "plans/lower/lower.h"
 #include "plans/util/error.h"
 #include "runtime/bench_kernels.h"
+#include "tools/progress.h"
 #include "tools/tp_run/backend.h"
 #include "tools/tp_run/commands.h"
 
@@ -32,6 +34,7 @@ struct BenchArgs {
   bool no_grid = false;
   std::string backend = "auto";
   std::string dtype = "fp32";
+  bool quiet = false;
 };
 
 CollectiveKind parse_op(const std::string& s) {
@@ -69,7 +72,9 @@ int run_bench(const World& w, BenchArgs& a) {
       }))
     return 2;
   BackendChoice be;
+  double progress_interval = 0;
   if (!agreed(w, [&] {
+        progress_interval = progress_interval_s();
         be = choose_backend(a.backend);
         a.options.gemm_dtype = parse_dtype(a.dtype, "--dtype");
         if (a.options.gemm_dtype == DType::fp16) throw Error("--dtype: expected fp32, bf16, fp8_e4m3 or fp8_e5m2");
@@ -80,15 +85,19 @@ int run_bench(const World& w, BenchArgs& a) {
     return 2;
   nlohmann::json j;
   or_abort(w, [&] {
+    Progress bar("tp-run bench " + a.what, w.rank == 0 ? Progress::style(a.quiet) : Progress::Style::off,
+                 progress_interval);
+    BenchOptions o = a.options;  // with a reporter that lives as long as the bar
+    o.progress = [&bar](size_t done, size_t total, std::string_view unit) { bar.update(done, total, unit); };
     auto backend = make_backend(be, MPI_COMM_WORLD, w.local_rank, 0);
     if (a.what == "gemm")
-      j = bench_gemm(*backend, shapes, a.options);
+      j = bench_gemm(*backend, shapes, o);
     else if (a.what == "collectives")
-      j = bench_collectives(*backend, a.options);
+      j = bench_collectives(*backend, o);
     else if (a.what == "memory-bound")
-      j = bench_memory_bound(*backend, a.shape, a.options);
+      j = bench_memory_bound(*backend, a.shape, o);
     else
-      j = bench_memory(*backend, a.options);
+      j = bench_memory(*backend, o);
   });
   if (w.rank != 0) return 0;
   or_abort(w, [&] {
@@ -134,6 +143,8 @@ void add_common(CLI::App* cmd, BenchArgs& a) {
       ->check(integer_option(0, 1000000));
   cmd->add_option("--iters", a.options.iters, "timed iterations (default 10)")->check(integer_option(1, 1000000));
   add_backend_option(cmd, a.backend);
+  cmd->add_flag("--quiet", a.quiet,
+                "no progress (a line redrawn on a terminal, a plain line every 10 s into a pipe or a file)");
 }
 
 void add_sizes(CLI::App* cmd, BenchArgs& a) {
