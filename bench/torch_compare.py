@@ -17,10 +17,12 @@ generator ported bit for bit (runtime/bench_data.h; activations std 1, weights s
                   F.silu(a) * b, F.cross_entropy, abs().max(), torchao's tensorwise cast, the fused AdamW step
                   (fp32 gradients: torch's fused AdamW takes one dtype), F.embedding; backward ops time
                   torch.autograd.grad alone (the forward graph built outside the timed region)
-Each time is the median of 20 runs after 5 warm-up runs, CUDA events around one call. TFLOP/s use the same FLOP count
-for both sides (2mnk for GEMMs; the Program's causal attention FLOPs from the profile); memory-bound ops are compared
-in GB/s of the bytes tptune's bench counts (runtime/bench_kernels.h), so a ratio is a ratio of times. ratio =
-tptune / torch (above 1: tptune faster). Writes OUTDIR/compare.md (the tables) and OUTDIR/compare.json.
+Each time is the median of 20 runs after 5 warm-up runs, CUDA events around one call: GEMMs and attention between
+synchronizations (as tp-run bench gemm and profile time them), memory-bound ops queued behind a 256 MiB copy with no
+synchronization between runs (as tp-run bench memory-bound times them: the device's time with a cold L2).
+TFLOP/s use the same FLOP count for both sides (2mnk for GEMMs; the Program's causal attention FLOPs from the
+profile); memory-bound ops are compared in GB/s of the bytes tptune's bench counts (runtime/bench_kernels.h), so a
+ratio is a ratio of times. ratio = tptune / torch (above 1: tptune faster). Writes OUTDIR/compare.md (the tables) and OUTDIR/compare.json.
 """
 import glob
 import json
@@ -60,6 +62,32 @@ def median_us(fn, warmup=5, iters=20):
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e) * 1e3)
     times.sort()
+    return times[len(times) // 2]
+
+
+_flush = []
+
+
+def queued_median_us(fn, warmup=5, iters=20):
+    """Median us of fn() as tp-run's memory-bound bench times its ops (runtime/bench.h, time_queued_calls): each
+    sample issued behind a 256 MiB copy (the L2 flushed, the host ahead of the device), no synchronization between
+    samples, the events read at the end. The CPU rehearsal times as median_us does."""
+    if DEVICE == "cpu":
+        return median_us(fn, warmup, iters)
+    if not _flush:
+        _flush.append([torch.empty(32 << 20, dtype=torch.float32, device=DEVICE) for _ in range(2)])
+    src, dst = _flush[0]
+    for _ in range(warmup):
+        fn()
+    sync()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for s, e in events:
+        dst.copy_(src)
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) * 1e3 for s, e in events)
     return times[len(times) // 2]
 
 
@@ -226,9 +254,9 @@ def eager_and_compiled_us(fn, args, dy=None):
     compiled: the backward of torch.compile(fn)'s graph."""
     def timed(f):
         if dy is None:
-            return median_us(lambda: f(*args))
+            return queued_median_us(lambda: f(*args))
         out = f(*args)
-        return median_us(lambda: torch.autograd.grad(out, args, dy, retain_graph=True))
+        return queued_median_us(lambda: torch.autograd.grad(out, args, dy, retain_graph=True))
     eager = timed(fn)
     compiled = None
     if _compile_spent[0] < COMPILE_BUDGET_S:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -38,6 +39,34 @@ OpTiming time_bench_calls(Backend& be, const BenchOptions& o, const std::functio
     if (it >= o.warmup) samples.push_back(us);
   }
   return summarize(samples);
+}
+
+CacheFlush::CacheFlush(Backend& be) {
+  elements = kBytes / 2 / int64_t(sizeof(float));
+  from = be.alloc(elements, Storage::f32);
+  to = be.alloc(elements, Storage::f32);
+}
+
+OpTiming time_queued_calls(Backend& be, const BenchOptions& o, const CacheFlush& flush,
+                           const std::function<void()>& fn) {
+  for (int it = 0; it < o.warmup; ++it) fn();
+  std::vector<std::unique_ptr<Timer>> timers;
+  for (int it = 0; it < o.iters; ++it) timers.push_back(be.make_timer());
+  be.synchronize();
+  Buffer samples = be.alloc(o.iters, Storage::f32), slowest = be.alloc(o.iters, Storage::f32);
+  be.all_reduce(Group::tp, ReduceOp::max, samples.f32(), slowest.f32(), 1)->wait();  // the ranks start together
+  for (auto& timer : timers) {
+    be.copy2d(flush.to.ptr(), flush.elements, flush.from.ptr(), flush.elements, 1, flush.elements);
+    timer->start();
+    fn();
+    timer->stop();
+  }
+  std::vector<float> us;
+  for (auto& timer : timers) us.push_back(static_cast<float>(timer->elapsed_us()));
+  be.upload(samples.f32(), us.data(), o.iters);
+  be.all_reduce(Group::tp, ReduceOp::max, samples.f32(), slowest.f32(), o.iters)->wait();
+  be.download(us.data(), slowest.f32(), o.iters);
+  return summarize(std::vector<double>(us.begin(), us.end()));
 }
 
 json bench_header(Backend& be, const char* what, const BenchOptions& o) {

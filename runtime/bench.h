@@ -18,6 +18,7 @@
 // (a collective: until it completed on this rank), and takes the slowest rank's time; the record holds the median and
 // spread over `iters` iterations after `warmup` untimed ones. The gemm sweep is timed the same way, as one call: with
 // more ranks than cores it measures what ranks taking turns on the cores lose (CostParams::oversubscribed_efficiency).
+// The memory-bound bench (runtime/bench_kernels.h) times its kernels queued instead (time_queued_calls, below).
 //
 // Collective sizes follow nccl-tests: `bytes` is S, the full tensor (all-reduce: the buffer; all-gather: the
 // gathered output; reduce-scatter: the input; all-to-all: each rank's send buffer; p2p: one rank's message);
@@ -76,6 +77,21 @@ nlohmann::json bench_memory(Backend& backend, const BenchOptions& options);
 nlohmann::json bench_header(Backend& backend, const char* what, const BenchOptions& options);
 OpTiming time_bench_calls(Backend& backend, const BenchOptions& options, const std::function<void()>& fn);
 nlohmann::json timing_json(const OpTiming& t);
+
+// The timing of a kernel as a training step runs it, where the host runs ahead of the device (the memory-bound bench,
+// runtime/bench_kernels.h): after `warmup` untimed calls, each of the `iters` samples is issued behind a copy of
+// CacheFlush::kBytes (which evicts the caches, as Triton's do_bench clears 256 MB, and gives the host the time to
+// enqueue the call's launches), with no synchronization between samples; the samples are read at the end and reduced
+// (max) over the group in one all-reduce. Where time_bench_calls' synchronized call also times the host's launch
+// latency (a few us per launch: a sixth of a 64 MiB op on an H200), this times what the device does.
+struct CacheFlush {
+  static constexpr int64_t kBytes = int64_t(256) << 20;  // read half, write half; > any L2 (B200: 126 MB)
+  Buffer from, to;
+  int64_t elements = 0;
+  explicit CacheFlush(Backend& backend);
+};
+OpTiming time_queued_calls(Backend& backend, const BenchOptions& options, const CacheFlush& flush,
+                           const std::function<void()>& fn);
 
 // The nccl-tests table of a collectives bench JSON: one block per collective, columns size, count, type, redop,
 // root, time, algbw, busbw, #wrong (N/A: values are not checked), and the average bus bandwidth.

@@ -39,6 +39,10 @@ const std::vector<std::string>& memory_bound_ops() {
 
 nlohmann::json bench_memory_bound(Backend& be, const MemoryBoundShape& s, const BenchOptions& o) {
   json j = bench_header(be, "memory-bound", o);
+  j["timing"]["method"] = fmt::format(
+      "queued: each sample issued behind a {} MiB copy, no synchronization between "
+      "samples (runtime/bench.h, time_queued_calls)",
+      CacheFlush::kBytes >> 20);
   const char* what = "bench memory-bound";
   for (int64_t v : {s.rows, s.dim, s.ffn_dim, s.vocab, s.heads, s.head_dim})
     if (v < 1) throw Error(fmt::format("{}: every dimension must be at least 1", what));
@@ -212,13 +216,14 @@ nlohmann::json bench_memory_bound(Backend& be, const MemoryBoundShape& s, const 
   // The copies of the same run, device to device, each moving as many bytes as the op it is compared with (read
   // half, write half: a copy's rate depends on its size, 3.4 TB/s at 64 MiB and 4.2 at 1 GiB on the H200), and one of
   // an activation (at least 64 MiB) as the run's headline figure.
+  const CacheFlush flush(be);      // each sample is queued behind it (time_queued_calls, runtime/bench.h)
   std::map<int64_t, json> copies;  // by elements copied
   const auto copy_of = [&](int64_t elems) -> const json& {
     auto it = copies.find(elems);
     if (it != copies.end()) return it->second;
     Buffer a = be.alloc(elems, st), b = be.alloc(elems, st);
     act(a, "copy");
-    const OpTiming t = time_bench_calls(be, o, [&] { be.copy2d(b.ptr(), elems, a.ptr(), elems, 1, elems); });
+    const OpTiming t = time_queued_calls(be, o, flush, [&] { be.copy2d(b.ptr(), elems, a.ptr(), elems, 1, elems); });
     const int64_t bytes = 2 * elems * e;
     return copies[elems] = {{"bytes", bytes},
                             {"time_us", timing_json(t)},
@@ -235,7 +240,7 @@ nlohmann::json bench_memory_bound(Backend& be, const MemoryBoundShape& s, const 
     {
       Timed t = op.setup();  // its buffers live in t.call until this scope ends
       be.synchronize();
-      timing = time_bench_calls(be, o, t.call);
+      timing = time_queued_calls(be, o, flush, t.call);
       operands = t.operands;
     }
     const double gbps = timing.median > 0 ? double(bytes) / timing.median / 1e3 : 0.0;

@@ -6,6 +6,8 @@
 //   "copy": {"bytes", "time_us", "GBps"}         (one activation, at least 64 MiB: the run's headline copy rate)
 //   "results": [{"op", "bytes", "time_us": {...}, "GBps", "copy_GBps" (a copy moving `bytes`: half read, half
 //                written), "percent_of_copy", "operands": [...]}]
+// Each op and each copy is timed by time_queued_calls (runtime/bench.h): the device's time, with its caches flushed,
+// as a step runs it behind the host ("timing"."method" says so), not the host's launch latency.
 // Bytes are what the kernel must move at the least: each input read once, each output written once, in the
 // backend's storage (the CPU backend stores bf16 as fp32, so its bytes are fp32's). They match the bytes of the
 // profile records of the same ops (ElementwiseOp::bytes; runtime/profiler.cc for embedding, cross-entropy and float8

@@ -40,6 +40,7 @@ TEST_CASE("bench memory-bound: every op timed, its bytes by the table, % of the 
   CHECK(j["bench"] == "memory-bound");
   CHECK(j["data"]["seed"] == kBenchSeed);
   CHECK(j["shape"]["storage"] == "f32");
+  CHECK(j["timing"]["method"].get<std::string>().rfind("queued: each sample issued behind a 256 MiB copy", 0) == 0);
   // The copy: max(16 x 32, 64 MiB / 4) = 16 Mi fp32 elements, read and written: 128 MiB.
   CHECK(j["copy"]["bytes"] == 134217728);
   REQUIRE(j["results"].size() == memory_bound_ops().size());
@@ -62,4 +63,27 @@ TEST_CASE("bench memory-bound: every op timed, its bytes by the table, % of the 
   }
   s.ops = {"rmsnorm_fwd", "softmax"};
   CHECK_THROWS_WITH(bench_memory_bound(be, s, o), Catch::Contains("--ops: unknown op 'softmax'"));
+}
+
+// time_queued_calls (runtime/bench.h): warm-up calls first, then every timed call right after its flush copy (the
+// flush's destination holds the source's values when the call runs), and one sample per timed call.
+TEST_CASE("queued bench timing: each timed call follows its cache flush", "[runtime][bench]") {
+  CpuBackend be;
+  const CacheFlush flush(be);
+  CHECK(flush.elements * 4 * 2 == CacheFlush::kBytes);  // fp32, read half and write half
+  std::vector<float> ones(size_t(flush.elements), 1.0f);
+  be.upload(flush.from.f32(), ones.data(), flush.elements);
+  float* to = flush.to.f32();  // the CPU backend's buffers are host memory
+  BenchOptions o;
+  o.warmup = 2, o.iters = 5;
+  int calls = 0, flushed_before = 0;
+  const OpTiming t = time_queued_calls(be, o, flush, [&] {
+    ++calls;
+    if (to[0] == 1.0f && to[flush.elements - 1] == 1.0f) ++flushed_before;
+    to[0] = to[flush.elements - 1] = 0.0f;  // the next flush must write them again
+  });
+  CHECK(calls == 7);
+  CHECK(flushed_before == 5);  // the warm-up calls ran before any flush
+  CHECK(t.median >= 0);
+  CHECK(t.max >= t.min);
 }
