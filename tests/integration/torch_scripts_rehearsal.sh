@@ -9,7 +9,14 @@
 set -euo pipefail
 src="$1" work="$2" check="$3"
 fail() { echo "torch scripts rehearsal: $*" >&2; exit 1; }
-python3 -c "import torch" 2>/dev/null || { echo "no torch in this python3: skipped"; exit 77; }
+# A torch that runs what the scripts need on the CPU (float8 dtypes, torch._scaled_mm, torch.compile), else skipped.
+python3 - 2>/dev/null <<'PY' || { echo "no torch in this python3 that runs float8 matmuls and torch.compile on the CPU: skipped"; exit 77; }
+import torch
+a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+one = torch.tensor(1.0)
+torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+import torch._inductor  # noqa: F401
+PY
 rm -rf "$work"
 mkdir -p "$work"
 cp "$check"/gemm-*.json "$check"/profile-*.json "$check"/memory-bound-*.json "$work"/
