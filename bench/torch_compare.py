@@ -22,7 +22,8 @@ synchronizations (as tp-run bench gemm and profile time them), memory-bound ops 
 synchronization between runs (as tp-run bench memory-bound times them: the device's time with a cold L2).
 TFLOP/s use the same FLOP count for both sides (2mnk for GEMMs; the Program's causal attention FLOPs from the
 profile); memory-bound ops are compared in GB/s of the bytes tptune's bench counts (runtime/bench_kernels.h), so a
-ratio is a ratio of times. ratio = tptune / torch (above 1: tptune faster). Writes OUTDIR/compare.md (the tables) and OUTDIR/compare.json.
+ratio is a ratio of times. ratio = tptune / torch (above 1: tptune faster). Writes OUTDIR/compare.md (the tables)
+and OUTDIR/compare.json.
 """
 import glob
 import json
@@ -42,26 +43,27 @@ SEED = 20261204  # runtime/bench_data.h kBenchSeed; a JSON's "data"."seed" repla
 DEVICE = os.environ.get("TORCH_COMPARE_DEVICE", "cuda")
 
 
+def once_us(fn):
+    """us of one call of fn() after the device is idle: CUDA events around it (the CPU rehearsal: the wall clock)."""
+    if DEVICE == "cpu":
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e6
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) * 1e3
+
+
 def median_us(fn, warmup=5, iters=20):
     if DEVICE == "cpu":
         warmup, iters = 1, 3
     for _ in range(warmup):
         fn()
     sync()
-    times = []
-    for _ in range(iters):
-        if DEVICE == "cpu":
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e6)
-            continue
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    times.sort()
+    times = sorted(once_us(fn) for _ in range(iters))
     return times[len(times) // 2]
 
 
@@ -154,21 +156,12 @@ def torch_attention_us(b, s, h, kvh, d, backward):
             return median_us(lambda: sdpa(q, k, v))
     g = torch.randn(b, h, s, d, device=DEVICE, dtype=torch.bfloat16)
     times = []
-    for i in range(25 if DEVICE != "cpu" else 4):
+    warmup, iters = (5, 20) if DEVICE != "cpu" else (1, 3)
+    for i in range(warmup + iters):
         o = sdpa(q, k, v)
         sync()
-        if DEVICE == "cpu":
-            t0 = time.perf_counter()
-            o.backward(g)
-            us = (time.perf_counter() - t0) * 1e6
-        else:
-            st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            st.record()
-            o.backward(g)
-            en.record()
-            torch.cuda.synchronize()
-            us = st.elapsed_time(en) * 1e3
-        if i >= (5 if DEVICE != "cpu" else 1):
+        us = once_us(lambda: o.backward(g))  # noqa: B023 (called at once)
+        if i >= warmup:
             times.append(us)
         q.grad = k.grad = v.grad = None
     times.sort()
@@ -287,7 +280,6 @@ def compare_memory_bound(j, source):
 
     def rms(x, w):
         return F.rms_norm(x, (D,), w, 1e-5)
-
 
     cases = {}
     x = data("x", (R, D), A, seed)

@@ -10,7 +10,8 @@ set -euo pipefail
 src="$1" work="$2" check="$3"
 fail() { echo "torch scripts rehearsal: $*" >&2; exit 1; }
 # A torch that runs what the scripts need on the CPU (float8 dtypes, torch._scaled_mm, torch.compile), else skipped.
-python3 - 2>/dev/null <<'PY' || { echo "no torch in this python3 that runs float8 matmuls and torch.compile on the CPU: skipped"; exit 77; }
+skip() { echo "no torch in this python3 that runs float8 matmuls and torch.compile on the CPU: skipped"; exit 77; }
+python3 - 2>/dev/null <<'PY' || skip
 import torch
 a = torch.ones(16, 16).to(torch.float8_e4m3fn)
 one = torch.tensor(1.0)
